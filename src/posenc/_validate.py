@@ -1,0 +1,190 @@
+"""Argument checking shared by the core, the command line and the adapters.
+
+Every check raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, bad value) with a
+message that names the parameter, shows the value received and says how to fix it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from typing import Any
+
+import numpy as np
+
+LAYOUTS = ("interleaved", "sin_cos", "cos_sin")
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+#: Positions must satisfy ``|p| < MAX_POSITION`` (2**31): the range over which exactness is proven.
+MAX_POSITION = 2**31
+
+
+def integer(name: str, value: Any, *, minimum: int) -> int:
+    """Return ``value`` as an ``int`` if it is an integer (not bool, not float) ``>= minimum``."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name} must be an integer >= {minimum}; got {value!r} of type {type(value).__name__}"
+            + (f" (pass {int(value)} instead)" if _is_whole_float(value) else "")
+        )
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
+    return value
+
+
+def _is_whole_float(value: Any) -> bool:
+    return isinstance(value, float | np.floating) and math.isfinite(value) and float(value).is_integer()
+
+
+def real(name: str, value: Any) -> float:
+    """Return ``value`` as a finite ``float``; integers must convert without rounding."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"{name} must be finite; got {value!r}")
+    if isinstance(value, numbers.Integral) and int(result) != int(value):
+        raise ValueError(f"{name}={value} is not exactly representable as a float64; round it yourself")
+    return result
+
+
+def d_model(value: Any) -> int:
+    """The model width: an integer >= 2 (one sin/cos pair at least)."""
+    return integer("d_model", value, minimum=2)
+
+
+def base(value: Any) -> float:
+    """The frequency base: a finite real number > 1."""
+    result = real("base", value)
+    if not result > 1.0:
+        raise ValueError(f"base must be > 1 (the paper uses 10000); got {value!r}")
+    return result
+
+
+def shift(value: Any, d_model: int) -> float:
+    """The frequency shift: a finite real with ``d_model // 2 - shift > 0``."""
+    result = real("shift", value)
+    n = d_model // 2
+    if not n - result > 0:
+        raise ValueError(
+            f"shift={value!r} with d_model={d_model} gives n - shift = {n} - {value!r} <= 0, "
+            f"a division by zero or a negative exponent; use shift < {n} "
+            f"(0 for the paper, 1 for tensor2tensor with d_model >= 4)"
+        )
+    return result
+
+
+def layout(value: Any) -> str:
+    """One of :data:`LAYOUTS`."""
+    if not isinstance(value, str) or value not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {value!r}")
+    return value
+
+
+def dtype(value: Any) -> np.dtype:
+    """One of :data:`DTYPES` as a NumPy dtype; bfloat16 needs ``ml_dtypes``."""
+    name = value
+    if isinstance(value, str):
+        name = value
+    elif isinstance(value, np.dtype | type):
+        try:
+            name = np.dtype(value).name
+        except TypeError:
+            name = repr(value)
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(map(repr, DTYPES))}; got {value!r}")
+    if name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ImportError(
+                "dtype='bfloat16' needs the ml_dtypes package: pip install 'posenc[bfloat16]'"
+            ) from None
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def positions(value: Any) -> np.ndarray:
+    """Positions as a float64 array (exact), after checking kind, finiteness and range."""
+    array = np.asarray(value)
+    kind = array.dtype.kind
+    if kind == "O":
+        items = array.ravel().tolist()
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+            raise TypeError(
+                f"positions must be integers or real numbers; got an object array ({_shorten(value)})"
+            )
+        worst = max((abs(v) for v in items), default=0)
+        _out_of_range(worst)
+        array = np.array(items, dtype=np.int64).reshape(array.shape)
+        kind = "i"
+    if kind == "b":
+        raise TypeError(
+            "positions must be integers or real numbers, not booleans; "
+            "to turn a mask into positions use posenc.positions"
+        )
+    if kind not in "iuf":
+        raise TypeError(
+            f"positions must be integers or real numbers; got dtype {array.dtype} ({_shorten(value)})"
+        )
+    if kind == "f":
+        converted = array.astype(np.float64)
+        if array.dtype.itemsize > 8 and not np.array_equal(converted, array):
+            raise ValueError(
+                f"positions of dtype {array.dtype} do not convert to float64 exactly; convert them yourself"
+            )
+        bad = ~np.isfinite(converted)
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"positions must be finite; got {converted[where]} at index {where}; "
+                "replace NaN/inf before encoding"
+            )
+        array = converted
+    if array.size:
+        worst = array.flat[int(np.argmax(np.abs(array.astype(np.float64))))]
+        if abs(int(worst) if kind in "iu" else float(worst)) >= MAX_POSITION:
+            _out_of_range(worst)
+    return array.astype(np.float64) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def _out_of_range(worst: Any) -> None:
+    if abs(worst) >= MAX_POSITION:
+        raise ValueError(
+            f"positions must satisfy |p| < 2**31 = {MAX_POSITION}, the range over which posenc is "
+            f"proven exact; got {worst}"
+        )
+
+
+def _shorten(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation, or None when the system does not say."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """Raise ValueError before allocating an output of ``shape`` that memory cannot hold."""
+    needed = math.prod(shape) * dtype.itemsize
+    available = available_memory()
+    if available is not None and needed > available:
+        gib = 2.0**30
+        raise ValueError(
+            f"an output of shape {shape} and dtype {dtype.name} needs {needed / gib:.1f} GiB but only "
+            f"{available / gib:.1f} GiB of memory is available; ask for fewer positions, "
+            "or write chunks with start= and out="
+        )

@@ -1,0 +1,431 @@
+"""The exact core: frequencies, exact angle reduction, ``encode`` and ``table``. NumPy only, pure functions.
+
+The encoding of a position p is built from n = d_model // 2 frequencies
+
+    ω_i = base ** (-i / (n - shift)),   i = 0 .. n-1
+
+and places sin(p ω_i) and cos(p ω_i) in the d_model columns according to ``layout``:
+
+* ``"interleaved"``: [sin ω_0, cos ω_0, sin ω_1, cos ω_1, ...]   (the paper, PE(p, 2i) / PE(p, 2i+1))
+* ``"sin_cos"``:     [sin ω_0 .. sin ω_{n-1} | cos ω_0 .. cos ω_{n-1}]   (tensor2tensor, fairseq, Whisper)
+* ``"cos_sin"``:     [cos ... | sin ...]   (diffusers with ``flip_sin_to_cos``)
+
+Odd d_model: every layout ends in one zero column after the n pairs (the rule of fairseq, tensor2tensor
+and diffusers); the width is never changed.
+
+How exactness is reached (float32, float16 and bfloat16 outputs are *correctly rounded*):
+
+1. The turn rate c_i = ω_i / 2π is known to ~200 bits and held as five 26-bit float64 limbs; the position
+   is split in two 26-bit halves, so each partial product is exact, and the fractional turn frac(p c_i) is
+   accumulated as a double-double with error below 2**-98 (no π-reduction error, at any position).
+2. The turn is reduced to a quarter turn, multiplied by 2π in double-double and fed to sin/cos kernels
+   that are accurate to < 1 ulp of float64.
+3. Tables combine a few such exact rows by angle addition, z(a + b) = z(a) z(b), with a proven error bound.
+4. Every value is rounded *once* to the output dtype. A value whose error bound straddles a rounding
+   midpoint is recomputed on the next more precise path, ending in arbitrary precision; so the rounding is
+   certain, not just likely. float64 outputs are within 1 ulp.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _highprec, _validate
+
+__all__ = ["encode", "frequencies", "table"]
+
+_TWO_PI_HI = 6.283185307179586
+_TWO_PI_LO = 2.4492935982947064e-16
+_SPLITTER = 134217729.0  # 2**27 + 1, Dekker's split into two 26-bit halves
+
+# Taylor coefficients (-1)**k / (2k+1)! and (-1)**k / (2k)!; |x| <= π/4 needs terms to x**17 and x**18.
+_SIN = [(-1) ** k / math.factorial(2 * k + 1) for k in range(1, 9)]
+_COS = [(-1) ** k / math.factorial(2 * k) for k in range(2, 10)]
+
+# Elements per working block: temporaries stay in cache.
+_BLOCK = 1 << 16
+
+
+def frequencies(d_model: int, *, base: float = 10000.0, shift: float = 0) -> np.ndarray:
+    """The n = d_model // 2 angular frequencies ω_i = base ** (-i / (n - shift)), as float64.
+
+    Each value is the float64 nearest to the exact real ω_i (computed in ~200-bit fixed point), so it can
+    differ in the last bit from ``base ** (-i / (n - shift))`` evaluated in floating point.
+
+    >>> frequencies(4, base=100.0)
+    array([1.  , 0.01])
+    >>> frequencies(8, shift=1)[-1]  # tensor2tensor: the lowest frequency is exactly 1 / base
+    0.0001
+    """
+    d_model = _validate.d_model(d_model)
+    base = _validate.base(base)
+    shift = _validate.shift(shift, d_model)
+    return _highprec.frequency_constants(d_model // 2, base, shift)[0]
+
+
+def encode(
+    positions: npt.ArrayLike,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    shift: float = 0,
+    layout: str = "interleaved",
+    dtype: npt.DTypeLike | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """The sinusoidal encoding of each position: shape ``positions.shape + (d_model,)``.
+
+    PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i) with ω_i = base ** (-i / (d_model // 2 - shift)), laid
+    out as ``layout`` says (see the module docstring). Positions are integers or reals of any shape and sign,
+    |p| < 2**31. ``dtype`` is float32 (default), float64, float16 or bfloat16 (needs ``ml_dtypes``); with
+    ``out=`` the result is written there and ``dtype`` defaults to ``out.dtype``.
+
+    float32/float16/bfloat16 results are the exact values correctly rounded; float64 within 1 ulp.
+
+    >>> encode([0, 1, 2], 4)
+    array([[ 0.        ,  1.        ,  0.        ,  1.        ],
+           [ 0.84147096,  0.5403023 ,  0.00999983,  0.99995   ],
+           [ 0.9092974 , -0.41614684,  0.01999867,  0.9998    ]], dtype=float32)
+    """
+    d_model = _validate.d_model(d_model)
+    base = _validate.base(base)
+    shift = _validate.shift(shift, d_model)
+    layout = _validate.layout(layout)
+    p = _validate.positions(positions)
+    dt = _output_dtype(dtype, out)
+    result = _output(p.shape + (d_model,), dt, out)
+    flat_p = p.reshape(-1)
+    rows = result.reshape(-1, d_model)
+    spec = _Spec(d_model, base, shift, layout, dt)
+    step = max(1, _BLOCK // max(1, spec.n))
+
+    def work(lo: int, hi: int) -> None:
+        sin, cos = _direct(flat_p[lo:hi, None], spec.limbs)
+        spec.emit(rows[lo:hi], flat_p[lo:hi], sin, cos, spec.direct_band(sin), spec.direct_band(cos))
+
+    _run_blocks(work, len(flat_p), step)
+    return result
+
+
+def table(
+    length: int,
+    d_model: int,
+    *,
+    start: int = 0,
+    base: float = 10000.0,
+    shift: float = 0,
+    layout: str = "interleaved",
+    dtype: npt.DTypeLike | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """The encodings of positions ``start .. start + length - 1``: shape ``(length, d_model)``.
+
+    Row k equals ``encode(start + k, d_model, ...)`` bit for bit, whatever the length or the chunking.
+    Options are those of :func:`encode`.
+
+    >>> table(3, 4, base=100.0, start=1, dtype="float64")[:, 2]  # sin(p / 100**(2/4)) for p = 1, 2, 3
+    array([0.09983342, 0.19866933, 0.29552021])
+    """
+    length = _validate.integer("length", length, minimum=0)
+    d_model = _validate.d_model(d_model)
+    start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
+    base = _validate.base(base)
+    shift = _validate.shift(shift, d_model)
+    layout = _validate.layout(layout)
+    if length and start + length - 1 >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"the last position start + length - 1 = {start + length - 1} must be < 2**31 = "
+            f"{_validate.MAX_POSITION}; lower start or length"
+        )
+    dt = _output_dtype(dtype, out)
+    result = _output((length, d_model), dt, out)
+    if length == 0:
+        return result
+    spec = _Spec(d_model, base, shift, layout, dt)
+    if dt == np.float64:
+        p = np.arange(start, start + length, dtype=np.float64)
+        step = max(1, _BLOCK // spec.n)
+
+        def work(lo: int, hi: int) -> None:
+            sin, cos = _direct(p[lo:hi, None], spec.limbs)
+            spec.emit(result[lo:hi], p[lo:hi], sin, cos, None, None)
+
+        _run_blocks(work, length, step)
+    else:
+        _angle_addition(result, start, length, spec)
+    return result
+
+
+# --- the pieces ------------------------------------------------------------------------------------
+
+
+class _Spec:
+    """Everything one request needs: its options, the frequency constants and where columns go."""
+
+    def __init__(self, d_model: int, base: float, shift: float, layout: str, dtype: np.dtype):
+        self.d_model, self.base, self.shift, self.layout, self.dtype = d_model, base, shift, layout, dtype
+        self.n = d_model // 2
+        self.omegas, self.limbs = _highprec.frequency_constants(self.n, base, shift)
+        self.round = _rounder(dtype)
+        self.format = "bfloat16" if dtype.name == "bfloat16" else dtype.name
+
+    def columns(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The sine and cosine column views of a block of output rows."""
+        n = self.n
+        if self.d_model % 2:
+            rows[:, 2 * n] = 0
+        if self.layout == "interleaved":
+            return rows[:, 0 : 2 * n : 2], rows[:, 1 : 2 * n : 2]
+        if self.layout == "sin_cos":
+            return rows[:, :n], rows[:, n : 2 * n]
+        return rows[:, n : 2 * n], rows[:, :n]
+
+    @staticmethod
+    def direct_band(values: np.ndarray) -> np.ndarray:
+        """Error bound of :func:`_direct`: < 1 ulp of float64 relative plus 2**-95 absolute, with margin."""
+        return np.abs(values) * 2.0**-50 + 2.0**-92
+
+    def emit(
+        self,
+        rows: np.ndarray,
+        p: np.ndarray,
+        sin: np.ndarray,
+        cos: np.ndarray,
+        sin_band: np.ndarray | None,
+        cos_band: np.ndarray | None,
+    ) -> None:
+        """Round sin/cos (float64, shape ``(len(p), n)``) into ``rows``, certifying each rounding."""
+        sin_out, cos_out = self.columns(rows)
+        for values, band, dst, which in ((sin, sin_band, sin_out, 0), (cos, cos_band, cos_out, 1)):
+            if band is None:
+                dst[...] = values
+                continue
+            rounded, unsure = _round_certified(values, band, self.round)
+            dst[...] = rounded
+            if unsure.any():
+                r, i = np.nonzero(unsure)
+                dst[r, i] = self._certain(p[r], i, which)
+
+    def _certain(self, p: np.ndarray, i: np.ndarray, which: int) -> np.ndarray:
+        """Correctly rounded sin (which=0) or cos (which=1) of p * ω_i, for a few (p, i) pairs."""
+        values = _direct(p, self.limbs[:, i])[which]
+        rounded, unsure = _round_certified(values, self.direct_band(values), self.round)
+        unsure &= p != 0  # position 0 is exact: sin 0 = 0, cos 0 = 1
+        for k in np.flatnonzero(unsure):
+            exact = _highprec.sincos_exact(
+                float(p[k]), int(i[k]), self.n, self.base, self.shift, self.format
+            )
+            rounded[k] = exact[which]
+        return rounded
+
+
+def _output_dtype(dtype: Any, out: np.ndarray | None) -> np.dtype:
+    if dtype is None:
+        return out.dtype if isinstance(out, np.ndarray) else np.dtype(np.float32)
+    return _validate.dtype(dtype)
+
+
+def _output(shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
+    if out is None:
+        _validate.fits_in_memory(shape, dtype)
+        return np.empty(shape, dtype)
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a NumPy array; got {type(out).__name__}")
+    if out.shape != shape or out.dtype != dtype:
+        raise ValueError(
+            f"out must have shape {shape} and dtype {dtype.name}; got shape {out.shape} and dtype "
+            f"{out.dtype.name}; allocate it with np.empty({shape}, {dtype.name!r})"
+        )
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be a writeable C-contiguous array; pass np.ascontiguousarray(out)")
+    return out
+
+
+def _run_blocks(work: Callable[[int, int], None], total: int, step: int) -> None:
+    """Call ``work(lo, hi)`` over ``range(0, total, step)``, on as many threads as there are cores."""
+    bounds = [(lo, min(lo + step, total)) for lo in range(0, total, step)]
+    threads = min(len(bounds), _threads())
+    if threads <= 1:
+        for lo, hi in bounds:
+            work(lo, hi)
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(work, lo, hi) for lo, hi in bounds]:
+            future.result()
+
+
+def _threads() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _rounder(dtype: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
+    """Round float64 values to ``dtype``, to nearest with ties to even, in one step (no double rounding)."""
+    if dtype.name in ("float64", "float32", "float16"):
+        # NumPy converts float64 to float32 and float16 directly from the float64 bits.
+        return lambda values: values.astype(dtype)
+    precision, emin = _highprec.FORMATS["bfloat16"]
+
+    def to_bfloat16(values: np.ndarray) -> np.ndarray:
+        exponent = np.maximum(np.frexp(values)[1], emin + 1) - precision
+        return np.ldexp(np.rint(np.ldexp(values, -exponent)), exponent).astype(dtype)
+
+    return to_bfloat16
+
+
+def _round_certified(
+    values: np.ndarray, band: np.ndarray, round_: Callable[[np.ndarray], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Round ``values``; flag those whose interval ``values ± band`` holds a rounding midpoint."""
+    high = round_(values + band)
+    low = round_(values - band)
+    return high, high != low
+
+
+def _direct(p: np.ndarray, limbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """sin and cos of p ω (float64, < 1 ulp) for p broadcast against each limb row ``limbs[k]``."""
+    hi, lo = _turns(p, limbs)
+    return _sincos_turns(hi, lo)
+
+
+def _turns(p: np.ndarray, limbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """frac(p c) as a double-double (hi, lo), |hi| <= 1/2, error < 2**-98, for |p| < 2**31.
+
+    c = l0 + l1 + l2 + l3 + l4 (26-bit limbs, c < 2**-2) and p = ph + pl (26-bit halves, |pl| <= 2**5), so
+    every product below is exact; only the three that can exceed 1/2 need their integer part removed.
+    """
+    l0, l1, l2, l3, l4 = limbs
+    scaled = p * _SPLITTER
+    ph = scaled - (scaled - p)
+    pl = p - ph
+    a = ph * l0
+    a -= np.rint(a)
+    b = ph * l1
+    b -= np.rint(b)
+    c = pl * l0
+    c -= np.rint(c)
+    s, e1 = _two_sum(a, b)
+    s -= np.rint(s)
+    s, e2 = _two_sum(s, c)
+    s -= np.rint(s)
+    u, e3 = _two_sum(ph * l2, pl * l1)  # each < 2**-23
+    rest = (ph * l3 + pl * l2) + (ph * l4 + pl * l3) + pl * l4 + (e1 + e2 + e3)  # each < 2**-48
+    hi, e4 = _two_sum(s, u)
+    whole = np.rint(hi)
+    hi -= whole
+    return _two_sum(hi, e4 + rest)
+
+
+def _sincos_turns(hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """sin and cos of 2π (hi + lo), |hi| <= 1/2, accurate to < 1 ulp of float64."""
+    quarter = np.rint(4.0 * hi)
+    r, rl = _two_sum(hi - 0.25 * quarter, lo)  # the subtraction is exact (Sterbenz)
+    x, xl = _two_prod(r, _TWO_PI_HI)
+    xl += r * _TWO_PI_LO + rl * _TWO_PI_HI
+    x, xl = _two_sum(x, xl)
+    sin, cos = _kernel(x, xl)
+    q = np.mod(quarter, 4.0)  # 0, 1, 2, 3: the angle is q π/2 + x
+    odd = (q == 1.0) | (q == 3.0)
+    s = np.where(odd, cos, sin)
+    c = np.where(odd, sin, cos)
+    np.negative(s, out=s, where=q >= 2.0)
+    np.negative(c, out=c, where=(q == 1.0) | (q == 2.0))
+    return s, c
+
+
+def _kernel(x: np.ndarray, xl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """sin and cos of x + xl for |x| <= π/4 (+ tiny), |xl| <= ulp(x): Taylor polynomials, < 1 ulp."""
+    z = x * x
+    ps = _horner(z, _SIN)
+    sin = x + (xl * (1.0 - 0.5 * z) + x * ps)
+    zh, zl = _two_prod(x, x)
+    half = 0.5 * zh
+    w = 1.0 - half
+    pc = zh * _horner(zh, _COS[1:], first=_COS[0]) * zh
+    cos = w + ((((1.0 - w) - half) - 0.5 * zl) + (pc - x * xl))
+    return sin, cos
+
+
+def _horner(z: np.ndarray, coefficients: list[float], first: float | None = None) -> np.ndarray:
+    """With first=None: z (a1 + z (a2 + ...)); else first + z (a1 + z (a2 + ...))."""
+    acc = np.full_like(z, coefficients[-1])
+    for a in reversed(coefficients[:-1]):
+        acc *= z
+        acc += a
+    if first is None:
+        return acc * z
+    acc *= z
+    acc += first
+    return acc
+
+
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """s + e = a + b exactly, s = fl(a + b) (Knuth)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _two_prod(a: np.ndarray, b: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """p + e = a b exactly, p = fl(a b) (Dekker, no FMA needed)."""
+    p = a * b
+    ta = a * _SPLITTER
+    ah = ta - (ta - a)
+    al = a - ah
+    tb = b * _SPLITTER
+    bh = tb - (tb - b)
+    bl = b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec) -> None:
+    """Fill a low-precision table by z(start + aB + b) = z(start + aB) z(b), certified per element.
+
+    With s, c the exact-path rows (< 1 ulp each), S = sA cB + cA sB has error < 2**-50.4 (|sA cB| + |cA sB|)
+    and |cA sB| <= min(1, (B-1) ω); likewise for C. The band per column bounds that, with margin.
+    """
+    n, omegas = spec.n, spec.omegas
+    block = max(1, math.isqrt(length))
+    count = -(-length // block)
+    sin_b, cos_b = _direct_rows(np.arange(block, dtype=np.float64), spec.limbs)
+    sin_a, cos_a = _direct_rows(start + block * np.arange(count, dtype=np.float64), spec.limbs)
+    small = 2.0 * np.minimum(1.0, (block - 1) * omegas)
+    largest = max(abs(start), abs(start + length - 1))
+    sin_band = 2.0**-48 * (np.minimum(1.0, largest * omegas) + small) + 2.0**-90
+    cos_band = 2.0**-48 * (1.0 + small) + 2.0**-90
+    step = max(1, _BLOCK // n)  # rows per tile
+    tiles = [(a, b, min(b + step, block, length - a * block)) for a in range(count)
+             for b in range(0, min(block, length - a * block), step)]
+
+    def work(lo: int, hi: int) -> None:
+        for a, b0, b1 in tiles[lo:hi]:
+            sa, ca = sin_a[a], cos_a[a]
+            sb, cb = sin_b[b0:b1], cos_b[b0:b1]
+            sin = sa * cb
+            sin += ca * sb
+            cos = ca * cb
+            cos -= sa * sb
+            first = a * block + b0
+            p = first + start + np.arange(b1 - b0, dtype=np.float64)
+            spec.emit(result[first : first + b1 - b0], p, sin, cos, sin_band, cos_band)
+
+    _run_blocks(work, len(tiles), max(1, len(tiles) // (8 * _threads())))
+
+
+def _direct_rows(p: np.ndarray, limbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_direct` for a 1-D array of positions against all frequencies, tile by tile."""
+    sin = np.empty((len(p), limbs.shape[1]))
+    cos = np.empty_like(sin)
+
+    def work(lo: int, hi: int) -> None:
+        sin[lo:hi], cos[lo:hi] = _direct(p[lo:hi, None], limbs)
+
+    _run_blocks(work, len(p), max(1, _BLOCK // max(1, limbs.shape[1])))
+    return sin, cos

@@ -39,32 +39,25 @@ def _context(digits: int) -> decimal.Context:
 
 def pi(digits: int) -> decimal.Decimal:
     """π to ``digits`` significant digits, from Machin's formula π = 16 atan(1/5) - 4 atan(1/239)."""
-    ctx = _context(digits + 10)
-
-    def atan_inverse(x: int) -> decimal.Decimal:
-        total, power, k = decimal.Decimal(0), ctx.divide(1, x), 0
-        square = x * x
+    with decimal.localcontext(_context(digits + 10)):
         eps = decimal.Decimal(10) ** -(digits + 8)
-        while abs(power) > eps:
-            total = ctx.add(total, ctx.divide(power, 2 * k + 1))
-            power = ctx.divide(-power, square)
-            k += 1
-        return total
 
-    return _context(digits).plus(ctx.subtract(16 * atan_inverse(5), 4 * atan_inverse(239)))
+        def atan_inverse(x: int) -> decimal.Decimal:
+            total, power, k = decimal.Decimal(0), 1 / decimal.Decimal(x), 0
+            while abs(power) > eps:
+                total += power / (2 * k + 1)
+                power /= -x * x
+                k += 1
+            return total
 
-
-def _ratio_decimal(base: float, shift: float, n: int, digits: int) -> decimal.Decimal:
-    """r = base ** (-1 / (n - shift)), so that ω_i = r ** i."""
-    ctx = _context(digits)
-    exponent = ctx.divide(-ctx.ln(decimal.Decimal(base)), decimal.Decimal(n) - decimal.Decimal(shift))
-    return ctx.exp(exponent)
+        value = 16 * atan_inverse(5) - 4 * atan_inverse(239)
+    return _context(digits).plus(value)
 
 
 def frequency_constants(n: int, base: float, shift: float) -> tuple[np.ndarray, np.ndarray]:
     """The frequencies ω_i (float64, nearest) and the limbs of c_i = ω_i / 2π (shape ``(LIMB_COUNT, n)``).
 
-    ω_i = r**i with r = base**(-1/(n - shift)) is computed in fixed point with ``P`` fraction bits, P chosen
+    ω_i = r**i with r = base**(-1/(n - shift)) is computed in fixed point with ``bits`` fraction bits, chosen
     so that even the smallest frequency keeps ~190 significant bits after n rounded multiplications.
     """
     smallest_log2 = -(n - 1) / (n - shift) * math.log2(base)
@@ -74,11 +67,11 @@ def frequency_constants(n: int, base: float, shift: float) -> tuple[np.ndarray, 
             "use a smaller base or a shift further from n"
         )
     bits = _GUARD_BITS + math.ceil(-smallest_log2) + n.bit_length()
-    digits = math.ceil(bits * 0.30103) + 10
-    scale = decimal.Decimal(2) ** bits
-    ctx = _context(digits)
-    ratio = int(ctx.multiply(_ratio_decimal(base, shift, n, digits), scale).to_integral_value())
-    inverse_two_pi = int(ctx.divide(scale, 2 * pi(digits)).to_integral_value())
+    with decimal.localcontext(_context(math.ceil(bits * 0.30103) + 10)) as ctx:
+        scale = decimal.Decimal(1 << bits)
+        ratio_real = (-decimal.Decimal(base).ln() / (n - decimal.Decimal(shift))).exp()
+        ratio = int((ratio_real * scale).to_integral_value())
+        inverse_two_pi = int((scale / (2 * pi(ctx.prec))).to_integral_value())
     omegas = np.empty(n)
     chunks = np.empty((LIMB_COUNT, n))
     exponents = np.empty((LIMB_COUNT, n), dtype=np.int64)
@@ -121,18 +114,12 @@ def sincos_exact(position: float, i: int, n: int, base: float, shift: float, fmt
     """
     digits = 60
     while True:
-        ctx = _context(digits + 20)
-        omega = ctx.exp(
-            ctx.divide(
-                ctx.multiply(-i, ctx.ln(decimal.Decimal(base))),
-                decimal.Decimal(n) - decimal.Decimal(shift),
-            )
-        )
-        angle = ctx.multiply(decimal.Decimal(position), omega)
-        two_pi = 2 * pi(digits + 20)
-        turns = ctx.to_integral_value(ctx.divide(angle, two_pi))
-        angle = ctx.subtract(angle, ctx.multiply(two_pi, turns))
-        sin, cos = _taylor_sincos(angle, ctx)
+        with decimal.localcontext(_context(digits + 20)):
+            omega = (-i * decimal.Decimal(base).ln() / (n - decimal.Decimal(shift))).exp()
+            angle = decimal.Decimal(position) * omega
+            two_pi = 2 * pi(digits + 20)
+            angle -= two_pi * (angle / two_pi).to_integral_value()
+            sin, cos = _taylor_sincos(angle)
         error = Fraction(10) ** -(digits - 12)
         results = []
         for value in (sin, cos):
@@ -146,15 +133,15 @@ def sincos_exact(position: float, i: int, n: int, base: float, shift: float, fmt
             raise RuntimeError(f"could not round sin/cos of position {position}, frequency {i}")
 
 
-def _taylor_sincos(x: decimal.Decimal, ctx: decimal.Context) -> tuple[decimal.Decimal, decimal.Decimal]:
-    """sin(x) and cos(x) by their Taylor series, |x| <= π, in the precision of ``ctx``."""
-    eps = decimal.Decimal(10) ** -(ctx.prec + 2)
-    square = ctx.multiply(x, x)
+def _taylor_sincos(x: decimal.Decimal) -> tuple[decimal.Decimal, decimal.Decimal]:
+    """sin(x) and cos(x) by their Taylor series, |x| <= π, in the current decimal context."""
+    eps = decimal.Decimal(10) ** -(decimal.getcontext().prec + 2)
+    square = x * x
     sin, cos = decimal.Decimal(0), decimal.Decimal(0)
     term_s, term_c, k = x, decimal.Decimal(1), 0
     while abs(term_s) > eps or abs(term_c) > eps:
-        sin, cos = ctx.add(sin, term_s), ctx.add(cos, term_c)
-        term_s = ctx.divide(ctx.multiply(-term_s, square), (2 * k + 2) * (2 * k + 3))
-        term_c = ctx.divide(ctx.multiply(-term_c, square), (2 * k + 1) * (2 * k + 2))
+        sin, cos = sin + term_s, cos + term_c
+        term_s = -term_s * square / ((2 * k + 2) * (2 * k + 3))
+        term_c = -term_c * square / ((2 * k + 1) * (2 * k + 2))
         k += 1
     return sin, cos

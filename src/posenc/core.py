@@ -60,8 +60,8 @@ def frequencies(d_model: int, *, base: float = 10000.0, shift: float = 0) -> np.
     differ in the last bit from ``base ** (-i / (n - shift))`` evaluated in floating point.
 
     >>> frequencies(4, base=100.0)
-    array([1.  , 0.01])
-    >>> frequencies(8, shift=1)[-1]  # tensor2tensor: the lowest frequency is exactly 1 / base
+    array([1. , 0.1])
+    >>> float(frequencies(8, shift=1)[-1])  # tensor2tensor: the lowest frequency is exactly 1 / base
     0.0001
     """
     d_model = _validate.d_model(d_model)
@@ -100,7 +100,7 @@ def encode(
     layout = _validate.layout(layout)
     p = _validate.positions(positions)
     dt = _output_dtype(dtype, out)
-    result = _output(p.shape + (d_model,), dt, out)
+    result = _output((*p.shape, d_model), dt, out)
     flat_p = p.reshape(-1)
     rows = result.reshape(-1, d_model)
     spec = _Spec(d_model, base, shift, layout, dt)
@@ -170,7 +170,13 @@ class _Spec:
     """Everything one request needs: its options, the frequency constants and where columns go."""
 
     def __init__(self, d_model: int, base: float, shift: float, layout: str, dtype: np.dtype):
-        self.d_model, self.base, self.shift, self.layout, self.dtype = d_model, base, shift, layout, dtype
+        self.d_model, self.base, self.shift, self.layout, self.dtype = (
+            d_model,
+            base,
+            shift,
+            layout,
+            dtype,
+        )
         self.n = d_model // 2
         self.omegas, self.limbs = _highprec.frequency_constants(self.n, base, shift)
         self.round = _rounder(dtype)
@@ -204,7 +210,7 @@ class _Spec:
         """Round sin/cos (float64, shape ``(len(p), n)``) into ``rows``, certifying each rounding."""
         sin_out, cos_out = self.columns(rows)
         for values, band, dst, which in ((sin, sin_band, sin_out, 0), (cos, cos_band, cos_out, 1)):
-            if band is None:
+            if band is None or self.dtype == np.float64:  # float64: within 1 ulp, nothing to certify
                 dst[...] = values
                 continue
             rounded, unsure = _round_certified(values, band, self.round)
@@ -217,11 +223,11 @@ class _Spec:
         """Correctly rounded sin (which=0) or cos (which=1) of p * ω_i, for a few (p, i) pairs."""
         values = _direct(p, self.limbs[:, i])[which]
         rounded, unsure = _round_certified(values, self.direct_band(values), self.round)
-        unsure &= p != 0  # position 0 is exact: sin 0 = 0, cos 0 = 1
+        origin = p == 0  # position 0 is exact: sin 0 = 0, cos 0 = 1
+        rounded[origin] = which
+        unsure &= ~origin
         for k in np.flatnonzero(unsure):
-            exact = _highprec.sincos_exact(
-                float(p[k]), int(i[k]), self.n, self.base, self.shift, self.format
-            )
+            exact = _highprec.sincos_exact(float(p[k]), int(i[k]), self.n, self.base, self.shift, self.format)
             rounded[k] = exact[which]
         return rounded
 
@@ -401,8 +407,11 @@ def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec) ->
     sin_band = 2.0**-48 * (np.minimum(1.0, largest * omegas) + small) + 2.0**-90
     cos_band = 2.0**-48 * (1.0 + small) + 2.0**-90
     step = max(1, _BLOCK // n)  # rows per tile
-    tiles = [(a, b, min(b + step, block, length - a * block)) for a in range(count)
-             for b in range(0, min(block, length - a * block), step)]
+    tiles = [
+        (a, b, min(b + step, block, length - a * block))
+        for a in range(count)
+        for b in range(0, min(block, length - a * block), step)
+    ]
 
     def work(lo: int, hi: int) -> None:
         for a, b0, b1 in tiles[lo:hi]:

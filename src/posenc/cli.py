@@ -1,0 +1,602 @@
+"""The ``posenc`` command: ``posenc table`` prints or saves a table, ``posenc demo`` explains one.
+
+Every error (a usage error, or a value that posenc's own validation refuses) is one line on
+stderr, ``posenc: error: <message>``, with exit code 2 and no traceback; ``--help`` and
+``--version`` exit 0.
+
+>>> main(["table", "3", "4"])
+pos  0 sin ω0  1 cos ω0  2 sin ω1  3 cos ω1
+  0    0.0000    1.0000    0.0000    1.0000
+  1    0.8415    0.5403    0.0100    0.9999
+  2    0.9093   -0.4161    0.0200    0.9998
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import IO, Any, NoReturn, TextIO
+
+import numpy as np
+
+import posenc
+
+from . import _validate
+
+PROG = "posenc"
+FORMATS = ("text", "csv", "json", "npy")
+TEXT_DIGITS = 4  # decimals printed by the text format unless --digits says otherwise
+_CHUNK = 4096  # rows converted and formatted at a time: large tables stream instead of piling up
+_HELP = argparse.RawDescriptionHelpFormatter
+
+_MAIN_EPILOG = """\
+examples:
+  posenc demo                             a guided walk-through, computed as you watch
+  posenc table 5 4                        positions 0..4, d_model = 4 (the paper's formula)
+  posenc table 4 4 --base 100             the same formula with base 100
+  posenc table 1024 512 --format npy --output pe.npy
+
+run 'posenc COMMAND --help' for the options of each command.
+"""
+
+_TABLE_EPILOG = """\
+columns:
+  The header names each column by its index, its function and its frequency index: '2 sin ω1' is
+  sin(pos · ω_1), with ω_i = base ** (-i / (d_model // 2 - shift)). An odd d_model ends in a 'zero'
+  column. The layout decides the order: interleaved = sin ω0, cos ω0, sin ω1, ... (the paper);
+  sin_cos = all sines, then all cosines (tensor2tensor, fairseq, Whisper); cos_sin = the reverse.
+
+formats:
+  text  an aligned table, --digits decimals (default 4)
+  csv   a header row, then one row per position; values in full (repr of each float) unless --digits
+  json  {"d_model", "base", "shift", "layout", "start", "dtype", "positions", "columns", "values"}
+  npy   the array itself, bit for bit (np.load reads it); needs --output. NumPy has no bfloat16
+        type: bfloat16 is stored as raw 2-byte values, np.load(FILE).view(ml_dtypes.bfloat16)
+
+examples:
+  posenc table 5 4                                  the d_model = 4 worked example, positions 0..4
+  posenc table 4 4 --base 100                       base 100: column 2 is sin(pos / 10)
+  posenc table 3 8 --start 1000 --digits 6          positions 1000..1002, six decimals
+  posenc table 8 512 --shift 1 --layout sin_cos     the tensor2tensor / fairseq variant
+  posenc table 16 6 --format csv --output pe.csv
+  posenc table 4096 512 --dtype bfloat16 --format npy --output pe.npy
+"""
+
+_DEMO_EPILOG = """\
+examples:
+  posenc demo
+  posenc demo | less
+"""
+
+
+class CliError(Exception):
+    """A request the command line itself refuses (posenc's own errors are ValueError/TypeError)."""
+
+
+# --- entry point ----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``posenc`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
+
+    0 on success, 2 on any bad input (one ``posenc: error:`` line on stderr), 1 when the reader of
+    stdout went away (``posenc table 100000 4 | head``), 130 on Ctrl-C.
+    """
+    parser = build_parser()
+    _tolerate_narrow_stdout()  # before parsing: the help texts use 'ω' too
+    try:
+        args = parser.parse_args(argv)
+        args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+    except SystemExit as stop:  # from argparse: --help, --version, usage errors
+        return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    except BrokenPipeError:
+        _silence_stdout()
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except (CliError, ValueError, TypeError, ImportError, OSError) as error:
+        return _fail(_describe(error))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser: ``posenc [--version] {table,demo} ...``."""
+    parser = _Parser(
+        prog=PROG,
+        description="Exact sinusoidal positional encodings: print, save and explain them.",
+        epilog=_MAIN_EPILOG,
+        formatter_class=_HELP,
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {posenc.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_table_command(commands)
+    _add_demo_command(commands)
+    return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line, ``posenc: error: ...``, and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise SystemExit(_fail(message))
+
+
+def _fail(message: str) -> int:
+    """Print the one-line error message on stderr; return the exit code 2."""
+    sys.stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")
+    return 2
+
+
+def _describe(error: Exception) -> str:
+    """The message of an error, with what an OSError failed on."""
+    if isinstance(error, OSError) and error.strerror:
+        target = error.filename if error.filename is not None else "standard output"
+        return f"cannot write {target}: {error.strerror}"
+    return str(error)
+
+
+def _tolerate_narrow_stdout() -> None:
+    """On a stdout that cannot encode 'ω' (a non-UTF-8 locale), print ``\\u03c9``, do not fail."""
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    if encoding != "utf8" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe, point stdout at /dev/null so that Python's final flush stays quiet."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+# --- argument types -------------------------------------------------------------------------------
+
+
+def _integer(text: str) -> int:
+    """argparse type: an integer written as one; ``4.0`` is refused with a hint.
+
+    >>> _integer("-3")
+    -3
+    """
+    with contextlib.suppress(ValueError):
+        return int(text)
+    hint = ""
+    with contextlib.suppress(ValueError):
+        number = float(text)
+        if number.is_integer():
+            hint = f" (write {int(number)})"
+    raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}{hint}")
+
+
+def _number(text: str) -> int | float:
+    """argparse type: an int when the text is an integer, else a float (``nan``, ``1e4`` included).
+
+    >>> _number("100"), _number("1e4")
+    (100, 10000.0)
+    """
+    with contextlib.suppress(ValueError):
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number; got {text!r}") from None
+
+
+# --- posenc table ---------------------------------------------------------------------------------
+
+
+def _add_table_command(commands: Any) -> None:
+    sub = commands.add_parser(
+        "table",
+        help="print or save a table of encodings, one row per position",
+        description="Print or save posenc.table(LENGTH, D_MODEL, ...): one row per position,\n"
+        "correctly rounded to --dtype.",
+        epilog=_TABLE_EPILOG,
+        formatter_class=_HELP,
+    )
+    sub.add_argument("length", metavar="LENGTH", type=_integer, help="number of positions")
+    sub.add_argument("d_model", metavar="D_MODEL", type=_integer, help="width of each encoding (>= 2)")
+    sub.add_argument(
+        "--base", type=_number, default=10000, help="frequency base > 1 (default: 10000, the paper)"
+    )
+    sub.add_argument(
+        "--shift",
+        type=_number,
+        default=0,
+        help="0 (default): the paper, ω_i = base^(-2i/d_model); 1: tensor2tensor and fairseq, "
+        "whose lowest frequency is exactly 1/base",
+    )
+    sub.add_argument(
+        "--layout",
+        default="interleaved",
+        metavar="{" + ",".join(_validate.LAYOUTS) + "}",
+        help="where the sines and cosines go (default: interleaved)",
+    )
+    sub.add_argument(
+        "--start", type=_integer, default=0, help="first position, |position| < 2**31 (default: 0)"
+    )
+    sub.add_argument(
+        "--dtype",
+        default="float32",
+        metavar="{" + ",".join(_validate.DTYPES) + "}",
+        help="output dtype; values are correctly rounded to it (default: float32)",
+    )
+    sub.add_argument(
+        "--digits",
+        type=_integer,
+        help=f"decimals printed (default: {TEXT_DIGITS} for text, every digit for csv and json)",
+    )
+    sub.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    sub.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    sub.set_defaults(handler=_run_table)
+
+
+def _run_table(args: argparse.Namespace) -> None:
+    """``posenc table``: check the request, compute the table, then open the output and write it."""
+    if args.format == "npy" and args.output is None:
+        raise CliError("--format npy writes binary data; name a file with --output FILE")
+    digits = args.digits
+    if digits is not None:
+        digits = _validate.integer("--digits", digits, minimum=0)
+        if args.format == "npy":
+            raise CliError("--digits does not apply to --format npy, which stores the values exactly")
+    options = {"base": args.base, "shift": args.shift, "layout": args.layout, "start": args.start}
+    grid = _table_grid(args.length, args.d_model, dtype=args.dtype, **options)
+    with _open_output(args.output, binary=args.format == "npy") as stream:
+        if args.format == "text":
+            _write_text(stream, grid, TEXT_DIGITS if digits is None else digits)
+        elif args.format == "csv":
+            _write_csv(stream, grid, digits)
+        elif args.format == "json":
+            meta = {"d_model": args.d_model, **options, "dtype": grid.values.dtype.name}
+            _write_json(stream, grid, meta, digits)
+        else:
+            np.save(stream, grid.values)
+
+
+@contextlib.contextmanager
+def _open_output(path: str | None, *, binary: bool) -> Iterator[IO[Any]]:
+    """Yield stdout, or the file ``path`` opened for writing; a failure there becomes a CliError."""
+    if path is None:
+        yield sys.stdout
+        return
+    try:
+        with open(path, "wb") if binary else open(path, "w", encoding="utf-8") as stream:
+            yield stream
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise CliError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+# --- labelled grids and their formats -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """A 2-D array with a label for each row and column: what the writers and the demo print."""
+
+    corner: str  # the heading of the row-label column
+    rows: Sequence[object]  # row labels (positions as a range, or any printable values)
+    columns: Sequence[str]
+    values: np.ndarray  # shape (len(rows), len(columns)), any real dtype
+
+
+def _table_grid(length: int, d_model: int, **options: Any) -> _Grid:
+    """``posenc.table(length, d_model, **options)`` with its positions and column labels."""
+    values = posenc.table(length, d_model, **options)
+    start = options.get("start", 0)
+    labels = column_labels(d_model, options.get("layout", "interleaved"))
+    return _Grid("pos", range(start, start + length), labels, values)
+
+
+def column_labels(d_model: int, layout: str) -> list[str]:
+    """Name each column by its index, function and frequency index, as ``layout`` places them.
+
+    >>> column_labels(5, "sin_cos")
+    ['0 sin ω0', '1 sin ω1', '2 cos ω0', '3 cos ω1', '4 zero']
+    """
+    n = d_model // 2
+    if layout == "interleaved":
+        names = [f"{fn} ω{i}" for i in range(n) for fn in ("sin", "cos")]
+    else:
+        order = ("sin", "cos") if layout == "sin_cos" else ("cos", "sin")
+        names = [f"{fn} ω{i}" for fn in order for i in range(n)]
+    names += ["zero"] * (d_model % 2)
+    return [f"{dim} {name}" for dim, name in enumerate(names)]
+
+
+def _fixed(value: float, digits: int) -> str:
+    """``value`` with ``digits`` decimals, without the sign of a value that rounds to zero.
+
+    >>> _fixed(-0.00001, 4), _fixed(0.84147096, 4)
+    ('0.0000', '0.8415')
+    """
+    text = f"{value:.{digits}f}"
+    return text[1:] if text[0] == "-" and not text.strip("-0.") else text
+
+
+def _row_blocks(grid: _Grid) -> Iterator[tuple[Sequence[object], list[list[float]]]]:
+    """The grid in blocks of rows: (row labels, the rows as float64 Python floats)."""
+    for lo in range(0, len(grid.rows), _CHUNK):
+        block = np.asarray(grid.values[lo : lo + _CHUNK], dtype=np.float64)
+        yield grid.rows[lo : lo + _CHUNK], block.tolist()
+
+
+def _text_lines(grid: _Grid, digits: int, min_width: int = 0) -> Iterator[str]:
+    """The grid as aligned text: a header line, then one line per row.
+
+    Values are right-aligned, in columns at least ``min_width`` wide; row labels are right-aligned
+    when they are positions (a range), left-aligned otherwise (words).
+    """
+    align = str.rjust if isinstance(grid.rows, range) else str.ljust
+    ends = (grid.rows[0], grid.rows[-1]) if isinstance(grid.rows, range) and grid.rows else grid.rows
+    label_width = max([len(grid.corner), *(len(str(label)) for label in ends)])
+    values = np.asarray(grid.values, dtype=np.float64)
+    largest = np.abs(values).max(axis=0, initial=0.0)
+    signs = (values < 0).any(axis=0)
+    widths = [
+        max(min_width, len(name), len(_fixed(top, digits)) + int(sign))
+        for name, top, sign in zip(grid.columns, largest.tolist(), signs.tolist(), strict=True)
+    ]
+    cells = [name.rjust(width) for name, width in zip(grid.columns, widths, strict=True)]
+    yield "  ".join([align(grid.corner, label_width), *cells])
+    for labels, rows in _row_blocks(grid):
+        for label, row in zip(labels, rows, strict=True):
+            cells = [_fixed(v, digits).rjust(width) for v, width in zip(row, widths, strict=True)]
+            yield "  ".join([align(str(label), label_width), *cells])
+
+
+def _write_text(stream: IO[str], grid: _Grid, digits: int) -> None:
+    for line in _text_lines(grid, digits):
+        stream.write(line + "\n")
+
+
+def _value_formatter(digits: int | None) -> Callable[[float], str]:
+    """Every digit (``repr``, which reads back exactly) or ``digits`` decimals."""
+    return repr if digits is None else lambda value: _fixed(value, digits)
+
+
+def _write_csv(stream: IO[str], grid: _Grid, digits: int | None) -> None:
+    writer = csv.writer(stream, lineterminator="\n")
+    writer.writerow([grid.corner, *grid.columns])
+    text = _value_formatter(digits)
+    for labels, rows in _row_blocks(grid):
+        writer.writerows([label, *map(text, row)] for label, row in zip(labels, rows, strict=True))
+
+
+def _write_json(stream: IO[str], grid: _Grid, meta: dict[str, Any], digits: int | None) -> None:
+    text = _value_formatter(digits)
+    values = [[float(text(v)) for v in row] for _, rows in _row_blocks(grid) for row in rows]
+    document = {
+        **meta,
+        "positions": list(grid.rows),
+        "columns": list(grid.columns),
+        "values": values,
+    }
+    json.dump(document, stream, ensure_ascii=False)
+    stream.write("\n")
+
+
+# --- posenc demo ----------------------------------------------------------------------------------
+
+
+def _add_demo_command(commands: Any) -> None:
+    sub = commands.add_parser(
+        "demo",
+        help="a guided walk-through of sinusoidal positional encoding",
+        description="A guided walk-through of sinusoidal positional encoding: the formula, worked\n"
+        "tables, adding the encoding to token embeddings, shift-invariant dot products and\n"
+        "exactness at large positions. Every number is computed by posenc as it is printed.",
+        epilog=_DEMO_EPILOG,
+        formatter_class=_HELP,
+    )
+    sub.set_defaults(handler=_run_demo)
+
+
+@dataclass
+class _Demo:
+    """Where the walk-through goes. (Options such as a folder for figures belong here too.)"""
+
+    stream: TextIO
+
+    def say(self, *lines: str) -> None:
+        """Print each line."""
+        for line in lines:
+            self.stream.write(line + "\n")
+
+    def heading(self, title: str) -> None:
+        """A blank line, then an underlined section title."""
+        self.say("", title, "-" * len(title))
+
+    def grid(self, grid: _Grid, digits: int = TEXT_DIGITS, min_width: int = 0) -> None:
+        """Print a grid as the text format does, indented."""
+        self.say(*("    " + line for line in _text_lines(grid, digits, min_width)))
+
+    def command(self, command: str, grid: _Grid) -> None:
+        """Print a shell command and the table it prints."""
+        self.say("", f"    $ {command}")
+        self.grid(grid)
+
+
+def _run_demo(args: argparse.Namespace) -> None:
+    """``posenc demo``: run every section in order."""
+    demo = _Demo(sys.stdout)
+    for section in _DEMO_SECTIONS:
+        section(demo)
+
+
+def _demo_intro(demo: _Demo) -> None:
+    title = "posenc demo: sinusoidal positional encoding, step by step"
+    demo.say(title, "=" * len(title))
+    demo.say(
+        "Every number below is computed by posenc as it is printed; each table names the command",
+        "that prints it on its own.",
+    )
+
+
+def _demo_formula(demo: _Demo) -> None:
+    demo.heading("1. The formula")
+    demo.say(
+        "A Transformer reads all tokens at once, so it cannot see their order. The fix: add to",
+        "each token's embedding a vector PE(pos) that depends only on the token's position pos.",
+        "For the dimension pairs i = 0 .. d_model/2 - 1:",
+        "",
+        "    PE(pos, 2i)   = sin(pos / base^(2i/d_model))",
+        "    PE(pos, 2i+1) = cos(pos / base^(2i/d_model))",
+        "",
+        "Pair i is one sine/cosine wave of angular frequency ω_i = 1 / base^(2i/d_model): its",
+        "angle is pos · ω_i. ω_0 = 1 turns fastest; each next pair turns slower, down to almost",
+        '1/base. "Attention Is All You Need" uses base = 10000.',
+    )
+
+
+def _demo_denominators(demo: _Demo, d_model: int, base: int) -> None:
+    """Print base^(2i/d_model) = 1/ω_i for each i, the ω_i taken from posenc.frequencies."""
+    omegas = posenc.frequencies(d_model, base=base).tolist()
+    width = max(len(f"{1 / omega:g}") for omega in omegas)
+    for i, omega in enumerate(omegas):
+        power = f"{base}^({2 * i}/{d_model})"
+        demo.say(f"    i = {i}:  {power} = {1 / omega:<{width}g}   so ω_{i} = {omega:g}")
+
+
+def _demo_small_table(demo: _Demo) -> None:
+    demo.heading("2. A worked table: d_model = 4, base = 10000, positions 0..4")
+    demo.say("The denominators base^(2i/d_model) = 1/ω_i:")
+    _demo_denominators(demo, 4, 10000)
+    demo.say("so PE(pos) = [sin(pos), cos(pos), sin(pos/100), cos(pos/100)]:")
+    demo.command("posenc table 5 4", _table_grid(5, 4))
+    slow = posenc.table(2, 4, dtype="float64")[1, 2]
+    demo.say(
+        "",
+        "Columns 0-1 (ω_0 = 1) change a lot from row to row; columns 2-3 (ω_1 = 0.01) creep:",
+        f"PE(1, 2) = sin(0.01) = {slow:.8f}. Together the pairs give each position its own vector.",
+    )
+
+
+def _demo_base_100(demo: _Demo) -> None:
+    demo.heading("3. The base sets the slowest waves: base = 100, d_model = 4, positions 0..3")
+    _demo_denominators(demo, 4, 100)
+    grid = _table_grid(4, 4, base=100)
+    demo.command("posenc table 4 4 --base 100", grid)
+    column = ", ".join(_fixed(v, TEXT_DIGITS) for v in grid.values[1:, 2].tolist())
+    demo.say(
+        "",
+        f"Column 2 is sin(pos/10) = {column} for pos = 1, 2, 3: close to pos/10, as sin x ≈ x",
+        "for small x. A smaller base makes the slow waves faster.",
+    )
+
+
+_TOKENS = ("dog", "bites", "man")
+# Made-up embeddings (a real model learns them): fixed so that the demo is the same on every run.
+_EMBEDDING = np.array(
+    [[0.25, -0.50, 0.75, 0.10], [-0.30, 0.20, 0.05, -0.60], [0.40, 0.35, -0.25, 0.15]],
+    dtype=np.float32,
+)
+
+
+def _demo_embedding(demo: _Demo) -> None:
+    demo.heading("4. Adding the encoding to token embeddings")
+    demo.say(
+        "The encoding is added, not appended: Input to the Transformer = Embedding + PE, where the",
+        f"token at position pos gets PE(pos). The sentence '{' '.join(_TOKENS)}', with made-up",
+        "4-dimensional embeddings:",
+    )
+    rows = [f"{pos} {token}" for pos, token in enumerate(_TOKENS)]  # "pos token"
+    columns = [f"dim {k}" for k in range(_EMBEDDING.shape[1])]
+    pe = posenc.table(len(_TOKENS), _EMBEDDING.shape[1])
+    for title, values in (
+        ("Embedding", _EMBEDDING),
+        ("+ Positional encoding, posenc.table(3, 4)", pe),
+        ("= Input to the Transformer", _EMBEDDING + pe),
+    ):
+        demo.say("", f"  {title}")
+        demo.grid(_Grid("pos token", rows, columns, values), min_width=7)
+    demo.say(
+        "",
+        "In 'man bites dog' each word sits at another position and so enters the model as another",
+        "vector: the word order is now visible.",
+    )
+
+
+def _demo_dot_products(demo: _Demo) -> None:
+    d_model = 512
+    demo.heading(f"5. Dot products depend only on the distance: d_model = {d_model}, base = 10000")
+    demo.say(
+        "Since sin a sin b + cos a cos b = cos(a - b),",
+        "",
+        "    PE(a)·PE(b) = Σ_i [sin(aω_i) sin(bω_i) + cos(aω_i) cos(bω_i)] = Σ_i cos((a - b) ω_i)",
+        "",
+        "so it depends only on how far apart a and b are, not on where they are. From a float64",
+        "table:",
+        "",
+    )
+    pe = posenc.table(82, d_model, dtype="float64")
+    omegas = posenc.frequencies(d_model)
+    pairs = ((1, 2), (80, 81)), ((1, 80), (2, 81))
+    for (a, b), (c, d) in pairs:
+        left, right = f"PE({a})·PE({b})", f"PE({c})·PE({d})"
+        demo.say(
+            f"    {left:<13} = {pe[a] @ pe[b]:.4f}    {right:<13} = {pe[c] @ pe[d]:.4f}    distance {b - a}"
+        )
+    demo.say("", "and the closed form agrees:", "")
+    for k in (1, 79):
+        demo.say(f"    Σ_i cos({k:>2}·ω_i) = {np.cos(k * omegas).sum():.4f}")
+    demo.say(
+        "",
+        "As a matrix, PE·PEᵀ is constant along each diagonal (a Toeplitz matrix). Positions 0..5:",
+        "",
+    )
+    dots = pe[:6] @ pe[:6].T
+    demo.grid(_Grid("pos", range(6), [str(k) for k in range(6)], dots), digits=2)
+
+
+def _demo_exactness(demo: _Demo) -> None:
+    d_model, position = 512, 2**30
+    demo.heading(f"6. Exact at any position: pos = 2**30 = {position}, d_model = {d_model}")
+    exact = posenc.encode(position, d_model, dtype="float64")
+    ours = posenc.encode(position, d_model).astype(np.float64)
+    angles = np.float32(position) * posenc.frequencies(d_model).astype(np.float32)
+    naive = np.empty(d_model, dtype=np.float32)
+    naive[0::2], naive[1::2] = np.sin(angles), np.cos(angles)  # the usual float32 code
+    naive_error = np.abs(naive.astype(np.float64) - exact)
+    worst = int(np.argmax(naive_error))
+    label = column_labels(d_model, "interleaved")[worst].split(" ", 1)[1]
+    demo.say(
+        "The usual float32 code rounds pos·ω_i to float32 before taking sin and cos. At this",
+        f"position its largest error is {naive_error.max():.4f}, and "
+        f"{(naive_error > 0.1).sum()} of {d_model} components are off by more than 0.1.",
+        "posenc computes each value exactly and rounds it once: its float32 values are off by at",
+        f"most {np.abs(ours - exact).max():.1e}, float32 rounding alone. The worst component:",
+        "",
+        f"    component {worst} ({label}):  exact {exact[worst]:.6f}   posenc float32 "
+        f"{ours[worst]:.6f}   usual float32 code {naive[worst]:.6f}",
+    )
+
+
+def _demo_next(demo: _Demo) -> None:
+    demo.heading("Next")
+    demo.say(
+        "posenc table --help   every option: base, shift, layout, start, dtype, csv/json/npy",
+        "In Python:            posenc.table(length, d_model), posenc.encode(positions, d_model)",
+    )
+
+
+_DEMO_SECTIONS: tuple[Callable[[_Demo], None], ...] = (
+    _demo_intro,
+    _demo_formula,
+    _demo_small_table,
+    _demo_base_100,
+    _demo_embedding,
+    _demo_dot_products,
+    _demo_exactness,
+    _demo_next,
+)

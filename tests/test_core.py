@@ -1,0 +1,319 @@
+"""The core API: the seed documents' numbers, layouts, properties, out=, and every bad input."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posenc
+from posenc import _validate
+
+# --- the seed documents' numbers --------------------------------------------------------------------
+
+
+def test_first_document_matrix():
+    """d_model = 4, base 10000, positions 0..4, as printed (4 significant decimals)."""
+    printed = [
+        [0, 1, 0, 1],
+        [0.8415, 0.5403, 0.00999983, 0.99995],
+        [0.9093, -0.4161, 0.0199987, 0.99980],
+        [0.1411, -0.9899, 0.0299955, 0.99955],
+        [-0.7568, -0.6536, 0.0399893, 0.99920],
+    ]
+    got = posenc.table(5, 4, dtype="float64")
+    np.testing.assert_allclose(got, printed, atol=1.1e-4)
+    np.testing.assert_array_equal(posenc.frequencies(4), [1.0, 0.01])  # denominators 1 and 100
+
+
+def test_third_document_base_100_table():
+    """getPositionEncoding(seq_len=4, d=4, n=100), printed with 8 decimals."""
+    printed = [
+        [0.0, 1.0, 0.0, 1.0],
+        [0.84147098, 0.54030231, 0.09983342, 0.99500417],
+        [0.90929743, -0.41614684, 0.19866933, 0.98006658],
+        [0.14112001, -0.9899925, 0.29552021, 0.95533649],
+    ]
+    np.testing.assert_allclose(posenc.table(4, 4, base=100, dtype="float64"), printed, atol=5e-9)
+
+
+def test_fourth_document_worked_example():
+    printed = [[0.0, 1.0, 0.0, 1.0], [0.841, 0.540, 0.010, 1.000], [0.909, -0.416, 0.020, 1.000]]
+    np.testing.assert_allclose(posenc.table(3, 4), printed, atol=5e-4)
+
+
+def test_second_document_dot_products_are_shift_invariant():
+    pe = posenc.table(82, 512, dtype="float64")
+    d12, d80_81 = pe[1] @ pe[2], pe[80] @ pe[81]
+    d1_80, d2_81 = pe[1] @ pe[80], pe[2] @ pe[81]
+    assert d12 == pytest.approx(249.1021, abs=5e-5)
+    assert d1_80 == pytest.approx(117.5290, abs=5e-5)
+    assert d12 == pytest.approx(d80_81, abs=1e-11)
+    assert d1_80 == pytest.approx(d2_81, abs=1e-11)
+    omegas = posenc.frequencies(512)
+    assert d12 == pytest.approx(np.cos(omegas).sum(), abs=1e-11)  # Σ cos(k ω_i), k = 1
+    assert d1_80 == pytest.approx(np.cos(79 * omegas).sum(), abs=1e-11)
+
+
+# --- layouts and widths -----------------------------------------------------------------------------
+
+
+def test_layouts_place_the_same_values():
+    inter = posenc.encode([3, 7.5, -2], 10, layout="interleaved")
+    sin_cos = posenc.encode([3, 7.5, -2], 10, layout="sin_cos")
+    cos_sin = posenc.encode([3, 7.5, -2], 10, layout="cos_sin")
+    np.testing.assert_array_equal(inter[:, 0::2], sin_cos[:, :5])
+    np.testing.assert_array_equal(inter[:, 1::2], sin_cos[:, 5:])
+    np.testing.assert_array_equal(cos_sin, np.concatenate([sin_cos[:, 5:], sin_cos[:, :5]], axis=1))
+    omegas = posenc.frequencies(10)
+    np.testing.assert_allclose(sin_cos[1, :5], np.sin(7.5 * omegas), atol=1e-7)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "sin_cos", "cos_sin"])
+def test_odd_width_is_the_even_width_plus_a_zero_column(layout):
+    odd = posenc.table(6, 9, layout=layout, shift=1)
+    even = posenc.table(6, 8, layout=layout, shift=1)
+    assert odd.shape == (6, 9)
+    np.testing.assert_array_equal(odd[:, :8], even)
+    np.testing.assert_array_equal(odd[:, 8], 0.0)
+
+
+def test_shift_one_is_tensor2tensor_frequencies():
+    omegas = posenc.frequencies(512, shift=1)
+    np.testing.assert_allclose(omegas, 10000.0 ** (-np.arange(256) / 255), rtol=1e-15)
+    assert omegas[-1] == 1e-4
+    paper = posenc.table(1024, 512, dtype="float64")
+    t2t = posenc.table(1024, 512, shift=1, dtype="float64")
+    assert 1.3 < np.abs(paper - t2t).max() < 1.4  # GUIDE §1: they differ by up to 1.34
+
+
+def test_shapes_follow_positions():
+    assert posenc.encode(5, 6).shape == (6,)
+    assert posenc.encode(np.zeros((2, 3, 4), dtype=np.int32), 6).shape == (2, 3, 4, 6)
+    assert posenc.encode([], 6).shape == (0, 6)
+    assert posenc.table(0, 6).shape == (0, 6)
+
+
+def test_dtypes():
+    for name in ("float64", "float32", "float16", "bfloat16"):
+        assert posenc.table(3, 4, dtype=name).dtype.name == name
+    assert posenc.table(3, 4, dtype=np.float16).dtype == np.float16
+
+
+def test_integer_and_float_positions_agree():
+    ints = np.array([0, 1, 5, 2**30, -(2**31) + 1], dtype=np.int64)
+    expected = posenc.encode(ints.astype(np.float64), 16)
+    for kind in (np.int64, np.int32, np.uint32):
+        chosen = ints[ints >= 0] if kind is np.uint32 else ints
+        chosen = chosen[np.abs(chosen) < 2**31 - 1] if kind is np.int32 else chosen
+        got = posenc.encode(chosen.astype(kind), 16)
+        np.testing.assert_array_equal(got, posenc.encode(chosen.astype(np.float64), 16))
+    np.testing.assert_array_equal(posenc.encode(ints.tolist(), 16), expected)
+
+
+def test_bfloat16_and_float16_round_once_not_twice():
+    """float64 -> float32 -> bfloat16 would round 1 + 2**-8 + 2**-40 down (a tie); once rounds up."""
+    from posenc import core
+
+    value = np.array([1 + 2**-8 + 2**-40, 1 + 2**-11 + 2**-40])
+    assert float(core._rounder(_validate.dtype("bfloat16"))(value[:1])[0]) == 1 + 2**-7
+    assert float(core._rounder(np.dtype(np.float16))(value[1:])[0]) == 1 + 2**-10
+
+
+# --- properties -------------------------------------------------------------------------------------
+
+options = st.fixed_dictionaries(
+    {
+        "d_model": st.integers(2, 40),
+        "base": st.sampled_from([10000.0, 100.0, 2.0, 1e9]),
+        "shift": st.sampled_from([0, 1]),
+        "layout": st.sampled_from(["interleaved", "sin_cos", "cos_sin"]),
+    }
+).filter(lambda o: o["d_model"] // 2 > o["shift"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    options=options,
+    start=st.integers(-(2**31) + 1, 2**31 - 400),
+    length=st.integers(1, 300),
+    split=st.integers(0, 300),
+    dtype=st.sampled_from(["float32", "float16", "bfloat16", "float64"]),
+)
+def test_table_rows_equal_encode_and_do_not_depend_on_chunking(options, start, length, split, dtype):
+    whole = posenc.table(length, start=start, dtype=dtype, **options)
+    rows = posenc.encode(start + np.arange(length), dtype=dtype, **options)
+    assert whole.tobytes() == rows.tobytes()
+    split = min(split, length)
+    head = posenc.table(split, start=start, dtype=dtype, **options)
+    tail = posenc.table(length - split, start=start + split, dtype=dtype, **options)
+    assert np.concatenate([head, tail]).tobytes() == whole.tobytes()
+    assert posenc.table(length, start=start, dtype=dtype, **options).tobytes() == whole.tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    options=options,
+    positions=st.lists(st.floats(-(2.0**31) + 1, 2.0**31 - 1, allow_nan=False), min_size=1, max_size=20),
+)
+def test_bounded_and_unit_pairs(options, positions):
+    pe = posenc.encode(positions, dtype="float64", **options)
+    assert np.all(np.abs(pe) <= 1.0)
+    n = options["d_model"] // 2
+    sin_cos = posenc.encode(positions, dtype="float64", **{**options, "layout": "sin_cos"})
+    np.testing.assert_allclose(sin_cos[:, :n] ** 2 + sin_cos[:, n : 2 * n] ** 2, 1.0, atol=4e-16)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    d_model=st.integers(2, 600).filter(lambda d: d % 2 == 0),
+    i=st.integers(-(2**30), 2**30),
+    j=st.integers(-(2**30), 2**30),
+    k=st.integers(-(2**29), 2**29),
+)
+def test_dot_products_depend_only_on_the_offset(d_model, i, j, k):
+    pe = posenc.encode([i, j, i + k, j + k], d_model, dtype="float64")
+    assert pe[0] @ pe[1] == pytest.approx(pe[2] @ pe[3], abs=1e-12 * d_model)
+    closed = np.cos((i - j) * posenc.frequencies(d_model).astype(np.longdouble)).sum()
+    if abs(i - j) < 2**20:  # long double keeps the closed form accurate there
+        assert pe[0] @ pe[1] == pytest.approx(float(closed), abs=1e-11 * d_model)
+
+
+def test_negative_positions_mirror_positive_ones():
+    plus = posenc.encode(np.arange(1, 50), 32, layout="sin_cos")
+    minus = posenc.encode(-np.arange(1, 50), 32, layout="sin_cos")
+    np.testing.assert_array_equal(minus[:, :16], -plus[:, :16])
+    np.testing.assert_array_equal(minus[:, 16:], plus[:, 16:])
+
+
+# --- out= and memory --------------------------------------------------------------------------------
+
+
+def test_out_is_filled_and_returned():
+    out = np.full((7, 6), np.nan, dtype=np.float32)
+    result = posenc.table(7, 6, start=3, out=out)
+    assert result is out
+    np.testing.assert_array_equal(out, posenc.table(7, 6, start=3))
+    out64 = np.empty((2, 3, 6))
+    assert posenc.encode(np.ones((2, 3)), 6, out=out64).dtype == np.float64  # dtype follows out
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        (np.empty((7, 5), np.float32), "shape"),
+        (np.empty((7, 6), np.float64), "dtype float32"),
+        (np.empty((6, 7), np.float32).T, "C-contiguous"),
+        ([[0.0] * 6] * 7, "NumPy array"),
+    ],
+)
+def test_bad_out(out, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        posenc.table(7, 6, out=out, dtype="float32")
+
+
+def test_output_too_large_fails_before_allocating():
+    with pytest.raises(ValueError, match=r"needs 256\.0 GiB"):
+        posenc.table(2**27, 512)
+    with pytest.raises(ValueError, match=r"GiB"):
+        posenc.encode(np.zeros(2**20), 2**17)
+
+
+# --- bad input --------------------------------------------------------------------------------------
+
+BAD = [
+    ({"d_model": 0}, ValueError, r"d_model must be an integer >= 2; got 0"),
+    ({"d_model": 1}, ValueError, r"d_model must be an integer >= 2; got 1"),
+    ({"d_model": -4}, ValueError, r"d_model.*got -4"),
+    ({"d_model": 4.0}, TypeError, r"d_model must be an integer.*got 4\.0.*pass 4 instead"),
+    ({"d_model": True}, TypeError, r"d_model must be an integer.*True"),
+    ({"d_model": "4"}, TypeError, r"d_model must be an integer.*'4'"),
+    ({"base": 1.0}, ValueError, r"base must be > 1.*got 1\.0"),
+    ({"base": 0.5}, ValueError, r"base must be > 1"),
+    ({"base": -3}, ValueError, r"base must be > 1"),
+    ({"base": math.nan}, ValueError, r"base must be finite; got nan"),
+    ({"base": math.inf}, ValueError, r"base must be finite; got inf"),
+    ({"base": "10000"}, TypeError, r"base must be a real number"),
+    ({"base": True}, TypeError, r"base must be a real number"),
+    (
+        {"d_model": 2, "shift": 1},
+        ValueError,
+        r"shift=1 with d_model=2 gives n - shift = 1 - 1 <= 0",
+    ),
+    ({"d_model": 3, "shift": 1}, ValueError, r"shift=1 with d_model=3"),
+    ({"shift": math.nan}, ValueError, r"shift must be finite"),
+    (
+        {"layout": "concat"},
+        ValueError,
+        r"layout must be one of 'interleaved', 'sin_cos', 'cos_sin'",
+    ),
+    ({"dtype": "int32"}, ValueError, r"dtype must be one of 'float64'.*'bfloat16'; got 'int32'"),
+    ({"dtype": np.int8}, ValueError, r"dtype must be one of"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), BAD)
+def test_bad_options_in_encode_and_table(kwargs, error, message):
+    args = {"d_model": 8, **kwargs}
+    with pytest.raises(error, match=message):
+        posenc.encode([1, 2], **args)
+    with pytest.raises(error, match=message):
+        posenc.table(3, **args)
+    if "layout" not in kwargs and "dtype" not in kwargs:
+        with pytest.raises(error, match=message):
+            posenc.frequencies(**args)
+
+
+@pytest.mark.parametrize(
+    ("positions", "error", "message"),
+    [
+        ([1.0, math.nan], ValueError, r"positions must be finite; got nan at index \(1,\)"),
+        ([math.inf], ValueError, r"positions must be finite; got inf"),
+        ([2**31], ValueError, r"\|p\| < 2\*\*31 = 2147483648.*got 2147483648"),
+        (np.array([-(2.0**31)]), ValueError, r"\|p\| < 2\*\*31"),
+        ([10**30], ValueError, r"\|p\| < 2\*\*31"),
+        (np.array([2**40], dtype=np.uint64), ValueError, r"\|p\| < 2\*\*31"),
+        ([True, False], TypeError, r"not booleans"),
+        ([1 + 2j], TypeError, r"positions must be integers or real numbers; got dtype complex128"),
+        (["1"], TypeError, r"positions must be integers or real numbers"),
+        ([None], TypeError, r"positions must be integers or real numbers"),
+    ],
+)
+def test_bad_positions(positions, error, message):
+    with pytest.raises(error, match=message):
+        posenc.encode(positions, 8)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"length": -1}, ValueError, r"length must be an integer >= 0; got -1"),
+        ({"length": 2.5}, TypeError, r"length must be an integer"),
+        ({"length": 3.0}, TypeError, r"length must be an integer.*pass 3 instead"),
+        ({"length": 3, "start": 1.5}, TypeError, r"start must be an integer"),
+        ({"length": 3, "start": 2**31 - 2}, ValueError, r"start \+ length - 1 = 2147483648"),
+        ({"length": 3, "start": -(2**31)}, ValueError, r"start must be an integer >= -2147483647"),
+    ],
+)
+def test_bad_table_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        posenc.table(d_model=8, **kwargs)
+
+
+def test_import_posenc_imports_numpy_only():
+    code = (
+        "import sys, posenc; "
+        "print(sorted(m for m in ('torch', 'jax', 'matplotlib', 'ml_dtypes') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_public_surface():
+    assert set(posenc.__all__) == {"__version__", "encode", "frequencies", "table"}
+    assert posenc.__version__ == "0.1.0"

@@ -33,6 +33,22 @@ def integer(name: str, value: Any, *, minimum: int) -> int:
     return value
 
 
+def position_int(name: str, value: Any, *, minimum: int = -(MAX_POSITION - 1)) -> int:
+    """``value`` as an ``int`` (not bool, not float) with ``minimum <= value < 2**31``."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+        hint = ""
+        if isinstance(value, float | np.floating) and math.isfinite(value) and float(value).is_integer():
+            hint = f" (pass {int(value)} instead)"
+        raise TypeError(f"{name} must be an integer; got {value!r} of type {type(value).__name__}{hint}")
+    value = int(value)
+    if not minimum <= value < MAX_POSITION:
+        raise ValueError(
+            f"{name} must satisfy {minimum} <= {name} < 2**31 = {MAX_POSITION} (the range posenc encodes "
+            f"exactly); got {value}"
+        )
+    return value
+
+
 def _is_whole_float(value: Any) -> bool:
     return isinstance(value, float | np.floating) and math.isfinite(value) and float(value).is_integer()
 

@@ -1,0 +1,440 @@
+"""PyTorch adapter: the core's ``encode``/``table`` for tensors, and the drop-in module.
+
+The mathematics stays in :mod:`posenc.core` (NumPy, exact); this module owns tensors, devices, the cache and
+the ``nn.Module``. Values are computed on the CPU in high precision and rounded once to the requested dtype,
+so float32 results are bit-identical to the NumPy core and float16/bfloat16 results are correctly rounded —
+on any device, including ones without float64 (MPS): nothing is ever computed in the device's low precision.
+
+Inside ``torch.compile`` and ``torch.export`` the encoding is one opaque operator, ``torch.ops.posenc.encode``
+(positions -> encodings), so graphs neither break nor recompile per length. Tables for integer positions are
+cached per (options, dtype, device), outside any module state, and grown as longer sequences arrive.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+try:
+    import torch
+    from torch import nn
+except ImportError as error:  # pragma: no cover - exercised only without torch
+    raise ImportError("posenc.torch needs PyTorch: pip install 'posenc[torch]'") from error
+
+import numpy as np
+
+from . import _validate, core
+from ._torch_positions import from_attention_mask, from_cu_seqlens, make_positions
+
+__all__ = [
+    "SinusoidalPositionalEncoding",
+    "TokenAndPositionEmbedding",
+    "clear_cache",
+    "encode",
+    "from_attention_mask",
+    "from_cu_seqlens",
+    "make_positions",
+    "table",
+]
+
+_DTYPE_NAMES = {
+    torch.float64: "float64",
+    torch.float32: "float32",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+}
+
+#: Cached tables stop growing at this many bytes; longer requests are computed for just their positions.
+CACHE_LIMIT_BYTES = 256 * 2**20
+
+
+def encode(
+    positions: torch.Tensor | Any,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    shift: float = 0,
+    layout: str = "interleaved",
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """``posenc.encode`` for tensors: shape ``positions.shape + (d_model,)``, on ``positions``' device.
+
+    PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i), ω_i = base ** (-i / (d_model // 2 - shift)).
+    Positions are an integer or floating tensor (or anything ``torch.as_tensor`` takes); ``device``
+    overrides where the result goes. float32 is bit-identical to the NumPy core; float16/bfloat16 are
+    correctly rounded from the exact value (no double rounding).
+
+    >>> encode(torch.tensor([0, 1]), 4)
+    tensor([[0.0000, 1.0000, 0.0000, 1.0000],
+            [0.8415, 0.5403, 0.0100, 0.9999]])
+    """
+    options = _options(d_model, base, shift, layout)
+    positions = _position_tensor(positions)
+    result = torch.ops.posenc.encode(positions, *options, _dtype_name(dtype), 0)
+    return result if device is None else result.to(device)
+
+
+def table(
+    length: int,
+    d_model: int,
+    *,
+    start: int = 0,
+    base: float = 10000.0,
+    shift: float = 0,
+    layout: str = "interleaved",
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """``posenc.table`` for tensors: positions ``start .. start + length - 1``, shape ``(length, d_model)``.
+
+    >>> table(2, 4, start=1, dtype=torch.float64)[:, 0]
+    tensor([0.8415, 0.9093], dtype=torch.float64)
+    """
+    length = _validate.integer("length", length, minimum=0)
+    start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
+    values = core.table(
+        length,
+        d_model,
+        start=start,
+        base=base,
+        shift=shift,
+        layout=layout,
+        dtype=_numpy_dtype(_dtype_name(dtype)),
+    )
+    return _to_tensor(values).to(device or "cpu")
+
+
+def clear_cache() -> None:
+    """Drop every cached table (they are rebuilt on demand)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """``dropout(x + PE)``: a drop-in, exact replacement for the PyTorch tutorial's ``PositionalEncoding``.
+
+    Args:
+        d_model: the width of ``x``'s last dimension.
+        base, shift, layout: as in :func:`posenc.encode` (the defaults are the paper's).
+        dropout: dropout probability applied to the sum.
+        batch_first: ``x`` is ``(batch, seq, d_model)`` (or any ``(..., seq, d_model)``); with False,
+            ``(seq, batch, d_model)``.
+        max_len: a cache hint only — longer sequences work. It also sizes the tutorial-style ``pe``
+            attribute (default 5000, the tutorial's).
+
+    ``forward(x, positions=None, *, offset=0)``:
+        positions: ``(seq,)`` or ``(batch, seq)``, integer or floating (left padding, packed sequences,
+            arbitrary ids); default ``offset + arange(seq)``.
+        offset: an int or a ``(batch,)`` integer tensor added to the positions (KV-cache decoding: step t of
+            a cached decode equals row t of the full pass).
+
+    ONNX export (``torch.onnx.export``) needs ``max_len``: ONNX has no posenc operator, so the exported graph
+    gathers from a constant table of ``max_len`` rows, exact like the rest.
+
+    Precision: PE is correctly rounded to ``x.dtype`` (the exact value rounded once), then added to ``x``
+    in ``x.dtype``, so the sum rounds once more, like any addition in that dtype. The module holds no
+    table in its state: ``state_dict()`` is empty, ``.to(torch.bfloat16)`` cannot degrade anything, and
+    a tutorial checkpoint's ``pe`` buffer is accepted (checked, then dropped) by ``load_state_dict``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        base: float = 10000.0,
+        shift: float = 0,
+        layout: str = "interleaved",
+        dropout: float = 0.0,
+        batch_first: bool = True,
+        max_len: int | None = None,
+    ) -> None:
+        super().__init__()
+        self._options = _options(d_model, base, shift, layout)
+        self.d_model, self.base, self.shift, self.layout = self._options
+        if max_len is not None:
+            max_len = _validate.integer("max_len", max_len, minimum=1)
+        self.max_len = max_len
+        if not isinstance(batch_first, bool):
+            raise TypeError(f"batch_first must be True or False; got {batch_first!r}")
+        self.batch_first = batch_first
+        self.dropout = nn.Dropout(_probability(dropout))
+        self._register_load_state_dict_pre_hook(_accept_tutorial_pe, with_module=True)
+
+    @property
+    def pe(self) -> torch.Tensor:
+        """The tutorial's buffer, shape ``(1, max_len, d_model)`` float32 (computed, never stored)."""
+        return table(
+            self.max_len or 5000, self.d_model, base=self.base, shift=self.shift, layout=self.layout
+        )[None]
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, base={self.base:g}, shift={self.shift:g}, layout={self.layout!r}, "
+            f"batch_first={self.batch_first}, max_len={self.max_len}"
+        )
+
+    def forward(
+        self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int | torch.Tensor = 0
+    ) -> torch.Tensor:
+        return self.dropout(x + self.encoding_for(x, positions, offset=offset))
+
+    def encoding_for(
+        self, x: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int | torch.Tensor = 0
+    ) -> torch.Tensor:
+        """The PE that :meth:`forward` adds to ``x``, already shaped to broadcast against it."""
+        batch_shape, seq = self._check_x(x)
+        positions = _positions_for(x.device, seq, batch_shape, positions, offset)
+        if torch.onnx.is_in_onnx_export():
+            pe = self._onnx_table(x.dtype, x.device, positions)[positions]
+        else:
+            pe = torch.ops.posenc.encode(positions, *self._options, _dtype_name(x.dtype), self.max_len or 0)
+        if self.batch_first:
+            return pe
+        return pe[:, None] if pe.dim() == 2 else pe.transpose(0, 1)
+
+    def _onnx_table(self, dtype: torch.dtype, device: torch.device, positions: torch.Tensor) -> torch.Tensor:
+        """ONNX has no posenc operator: the exported graph gathers from a constant table of max_len rows."""
+        if self.max_len is None:
+            raise ValueError(
+                "ONNX export needs max_len: the exported graph holds a table of max_len rows; "
+                "construct the module with max_len=<the longest position + 1>"
+            )
+        if positions.is_floating_point():
+            raise ValueError("ONNX export supports integer positions only; pass integer position ids")
+        return table(
+            self.max_len, self.d_model, base=self.base, shift=self.shift, layout=self.layout, dtype=dtype
+        ).to(device)
+
+    def _check_x(self, x: torch.Tensor) -> tuple[tuple[int, ...], int]:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a tensor; got {type(x).__name__}")
+        if x.dtype not in _DTYPE_NAMES:
+            raise TypeError(f"x must be float64, float32, float16 or bfloat16; got {x.dtype}")
+        expected = "(batch, seq, d_model) or (seq, d_model)" if self.batch_first else "(seq, batch, d_model)"
+        rank_ok = x.dim() >= 2 if self.batch_first else x.dim() == 3
+        if not rank_ok or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"x must have shape {expected} with d_model={self.d_model}; got shape {tuple(x.shape)}"
+            )
+        if self.batch_first:
+            return tuple(x.shape[:-2]), x.shape[-2]
+        return (x.shape[1],), x.shape[0]
+
+
+class TokenAndPositionEmbedding(nn.Module):
+    """Input to the Transformer = dropout(Embedding(ids) * scale + PE(positions)).
+
+    ``scale`` defaults to sqrt(d_model), as the paper scales its embeddings. With ``padding_idx`` set,
+    padding tokens embed to zero (``nn.Embedding``'s rule); ``positions_from_padding=True`` numbers the
+    positions by fairseq's rule (:func:`make_positions`: pads keep position ``padding_idx``, tokens count
+    from ``padding_idx + 1``), which works for left and right padding alike.
+
+    ``forward(ids, positions=None, *, offset=0)`` takes ``ids`` of shape ``(batch, seq)``.
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        d_model: int,
+        *,
+        padding_idx: int | None = None,
+        scale: float | None = None,
+        positions_from_padding: bool = False,
+        dropout: float = 0.0,
+        **encoding_options: Any,
+    ) -> None:
+        super().__init__()
+        if positions_from_padding and padding_idx is None:
+            raise ValueError("positions_from_padding=True needs padding_idx; pass the padding token id")
+        self.embedding = nn.Embedding(num_embeddings, d_model, padding_idx=padding_idx)
+        self.scale = math.sqrt(d_model) if scale is None else _validate.real("scale", scale)
+        self.positions_from_padding = positions_from_padding
+        self.encoding = SinusoidalPositionalEncoding(d_model, dropout=0.0, **encoding_options)
+        self.dropout = nn.Dropout(_probability(dropout))
+
+    def forward(
+        self, ids: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int | torch.Tensor = 0
+    ) -> torch.Tensor:
+        if ids.dim() != 2:
+            raise ValueError(f"ids must have shape (batch, seq); got shape {tuple(ids.shape)}")
+        if positions is None and self.positions_from_padding:
+            positions = make_positions(ids, self.embedding.padding_idx)
+        x = self.embedding(ids) * self.scale
+        return self.dropout(self.encoding(x, positions, offset=offset))
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale:g}, positions_from_padding={self.positions_from_padding}"
+
+
+# --- the operator -----------------------------------------------------------------------------------
+
+_CACHE: dict[tuple, torch.Tensor] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+@torch.library.custom_op("posenc::encode", mutates_args=())
+def _encode_op(
+    positions: torch.Tensor,
+    d_model: int,
+    base: float,
+    shift: float,
+    layout: str,
+    dtype_name: str,
+    min_rows: int,
+) -> torch.Tensor:
+    """Encodings of ``positions`` (any shape, any device), exact, from the cache when they fit in it."""
+    options = (d_model, base, shift, layout, dtype_name)
+    if not positions.is_floating_point() and positions.numel():
+        low, high = int(positions.min()), int(positions.max())
+        if low >= 0:
+            cached = _cached_table(options, max(high + 1, min_rows), positions.device)
+            if cached is not None:
+                return cached[positions]
+    values = core.encode(
+        positions.detach().cpu().to(torch.float64 if positions.is_floating_point() else torch.int64).numpy(),
+        d_model,
+        base=base,
+        shift=shift,
+        layout=layout,
+        dtype=_numpy_dtype(dtype_name),
+    )
+    return _to_tensor(values).to(positions.device)
+
+
+@_encode_op.register_fake
+def _encode_fake(positions, d_model, base, shift, layout, dtype_name, min_rows):
+    return positions.new_empty((*positions.shape, d_model), dtype=getattr(torch, dtype_name))
+
+
+def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tensor | None:
+    """A cached table with at least ``rows`` rows for these options on ``device``; None if too large."""
+    d_model, base, shift, layout, dtype_name = options
+    key = (*options, str(device))
+    cached = _CACHE.get(key)
+    if cached is not None and cached.shape[0] >= rows:
+        return cached
+    size = 1 << max(10, (rows - 1).bit_length())  # grow geometrically: few rebuilds
+    itemsize = torch.empty((), dtype=getattr(torch, dtype_name)).element_size()
+    if rows * d_model * itemsize > CACHE_LIMIT_BYTES:
+        return None
+    size = min(size, max(rows, CACHE_LIMIT_BYTES // (d_model * itemsize)))
+    with _CACHE_LOCK:
+        cached = _CACHE.get(key)
+        if cached is None or cached.shape[0] < rows:
+            values = core.table(
+                size, d_model, base=base, shift=shift, layout=layout, dtype=_numpy_dtype(dtype_name)
+            )
+            cached = _to_tensor(values).to(device)
+            _CACHE[key] = cached
+    return cached
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+def _options(d_model: Any, base: Any, shift: Any, layout: Any) -> tuple[int, float, float, str]:
+    d_model = _validate.d_model(d_model)
+    return d_model, _validate.base(base), _validate.shift(shift, d_model), _validate.layout(layout)
+
+
+def _dtype_name(dtype: Any) -> str:
+    if dtype not in _DTYPE_NAMES:
+        raise ValueError(
+            f"dtype must be one of torch.float64, torch.float32, torch.float16, torch.bfloat16; got {dtype!r}"
+        )
+    return _DTYPE_NAMES[dtype]
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    return _validate.dtype(name)
+
+
+def _to_tensor(values: np.ndarray) -> torch.Tensor:
+    """NumPy -> torch without changing a bit (bfloat16 travels as its 16-bit pattern)."""
+    if values.dtype.name == "bfloat16":
+        return torch.from_numpy(values.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(values)
+
+
+def _position_tensor(positions: Any) -> torch.Tensor:
+    tensor = positions if isinstance(positions, torch.Tensor) else torch.as_tensor(positions)
+    if tensor.dtype == torch.bool:
+        raise TypeError(
+            "positions must be integers or real numbers, not booleans; "
+            "to turn a mask into positions use posenc.torch.from_attention_mask"
+        )
+    if tensor.is_complex():
+        raise TypeError(f"positions must be integers or real numbers; got dtype {tensor.dtype}")
+    if not torch.compiler.is_compiling() and tensor.numel():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError("positions must be finite; replace NaN/inf before encoding")
+        if float(tensor.abs().max()) >= _validate.MAX_POSITION:
+            raise ValueError(
+                f"positions must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over which "
+                f"posenc is proven exact; got {tensor.abs().max().item()}"
+            )
+    return tensor
+
+
+def _positions_for(
+    device: torch.device,
+    seq: int,
+    batch_shape: tuple[int, ...],
+    positions: torch.Tensor | None,
+    offset: int | torch.Tensor,
+) -> torch.Tensor:
+    """The position ids to encode: given ones, or ``arange(seq)``, plus ``offset``; checked against x."""
+    if positions is None:
+        positions = torch.arange(seq, device=device)
+    else:
+        positions = _position_tensor(positions)
+        shapes = [(seq,), (*batch_shape, seq)]
+        if tuple(positions.shape) not in shapes:
+            raise ValueError(
+                f"positions must have shape {shapes[0]} or {shapes[1]} to match x; "
+                f"got shape {tuple(positions.shape)}"
+            )
+    if isinstance(offset, torch.Tensor):
+        if offset.dtype == torch.bool or offset.is_floating_point() or offset.is_complex():
+            raise TypeError(f"offset must be an int or an integer tensor; got dtype {offset.dtype}")
+        if offset.dim() != 1 or len(batch_shape) != 1 or offset.shape[0] != batch_shape[0]:
+            raise ValueError(
+                f"a tensor offset must have shape (batch,) = {batch_shape[:1]}; "
+                f"got shape {tuple(offset.shape)}"
+            )
+        if not torch.compiler.is_compiling() and bool((offset < 0).any()):
+            raise ValueError(f"offset must be >= 0; got {offset.tolist()}")
+        return positions + offset.to(positions.device)[:, None]
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"offset must be an int or a (batch,) integer tensor; got {offset!r}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0; got {offset}")
+    return positions + offset if offset else positions
+
+
+def _probability(value: Any) -> float:
+    result = _validate.real("dropout", value)
+    if not 0.0 <= result < 1.0:
+        raise ValueError(f"dropout must be in [0, 1); got {value!r}")
+    return result
+
+
+def _accept_tutorial_pe(module: nn.Module, state_dict: dict, prefix: str, *args: Any) -> None:
+    """Let ``load_state_dict(strict=True)`` read a tutorial checkpoint: check its ``pe`` buffer, drop it."""
+    stored = state_dict.pop(prefix + "pe", None)
+    if stored is None:
+        return
+    rows = stored.reshape(-1, stored.shape[-1])  # (max_len, 1, d) or (1, max_len, d)
+    if rows.shape[-1] != module.d_model:
+        raise ValueError(
+            f"the checkpoint's pe buffer has width {rows.shape[-1]}, this module has d_model={module.d_model}"
+        )
+    ours = table(rows.shape[0], module.d_model, base=module.base, shift=module.shift, layout=module.layout)
+    error = float((rows.float() - ours).abs().max()) if rows.numel() else 0.0
+    if error > 0.05:  # float32 tutorial tables are off by ~1e-2 at 131k rows, never by this much
+        raise ValueError(
+            f"the checkpoint's pe buffer differs from this module's encoding by {error:.3g}: it was built "
+            "with other options (base, shift or layout); construct the module with those"
+        )

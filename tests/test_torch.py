@@ -1,0 +1,330 @@
+"""posenc.torch: the functional API, the module, and the ways users run it."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+import reference as ref
+import torch
+import torch._dynamo.testing
+from torch import nn
+
+import posenc
+import posenc.torch as pt
+
+
+class TutorialPositionalEncoding(nn.Module):
+    """The PyTorch tutorial's class (batch-first variant, as in the second seed document)."""
+
+    def __init__(self, d_model: int, dropout: float = 0.0, max_len: int = 5000):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        position = torch.arange(max_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+        pe = torch.zeros(max_len, d_model)
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe.unsqueeze(0))
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[:, : x.size(1)])
+
+
+def _bits(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.detach().cpu().contiguous().view(torch.int16 if tensor.element_size() == 2 else torch.int32)
+
+
+# --- functional API ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "sin_cos", "cos_sin"])
+def test_float32_is_bit_identical_to_the_core(layout):
+    positions = torch.tensor([[0, 7, 2**30], [5, 6, 1_000_000]])
+    got = pt.encode(positions, 66, layout=layout, shift=1)
+    want = posenc.encode(positions.numpy(), 66, layout=layout, shift=1)
+    assert got.dtype == torch.float32 and got.shape == (2, 3, 66)
+    np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(
+        pt.table(9, 66, start=4, layout=layout, shift=1).numpy(),
+        posenc.table(9, 66, start=4, layout=layout, shift=1),
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_is_correctly_rounded_up_to_a_million(dtype):
+    name = str(dtype).removeprefix("torch.")
+    rng = np.random.default_rng(1)
+    positions = torch.as_tensor(np.concatenate([rng.integers(0, 1_000_000, 40), [999_999]]))
+    got = pt.encode(positions, 64, dtype=dtype)
+    assert got.dtype == dtype
+    for row, i in zip(rng.integers(0, len(positions), 150), rng.integers(0, 32, 150), strict=True):
+        sin, cos = ref.sincos(int(positions[row]), int(i), 64)
+        assert float(got[row, 2 * i]) == ref.round_to(sin, name)
+        assert float(got[row, 2 * i + 1]) == ref.round_to(cos, name)
+    core = posenc.encode(positions.numpy(), 64, dtype=name)
+    assert np.array_equal(_bits(got).numpy(), core.view(np.int16))
+
+
+def test_float_positions_and_device_argument():
+    t = torch.tensor([0.5, 999.25], dtype=torch.float64)
+    np.testing.assert_array_equal(pt.encode(t, 8, device="cpu").numpy(), posenc.encode(t.numpy(), 8))
+    assert pt.encode([1, 2], 8).shape == (2, 8)  # array-likes welcome
+
+
+# --- the module -------------------------------------------------------------------------------------
+
+
+def test_module_adds_the_exact_table():
+    module = pt.SinusoidalPositionalEncoding(16)
+    x = torch.randn(3, 10, 16)
+    np.testing.assert_array_equal(
+        (module(x) - x).numpy(), (x + torch.from_numpy(posenc.table(10, 16)) - x).numpy()
+    )
+
+
+def test_no_length_cliff_and_max_len_is_a_hint():
+    module = pt.SinusoidalPositionalEncoding(8, max_len=4)
+    x = torch.zeros(1, 5000, 8)
+    np.testing.assert_array_equal(module(x)[0].numpy(), posenc.table(5000, 8))
+
+
+def test_seq_first_equals_batch_first():
+    x = torch.randn(2, 7, 12)
+    batch_first = pt.SinusoidalPositionalEncoding(12)(x)
+    seq_first = pt.SinusoidalPositionalEncoding(12, batch_first=False)(x.transpose(0, 1))
+    torch.testing.assert_close(seq_first.transpose(0, 1), batch_first, rtol=0, atol=0)
+
+
+def test_offset_decoding_equals_the_full_pass():
+    module = pt.SinusoidalPositionalEncoding(32)
+    x = torch.randn(2, 9, 32)
+    full = module(x)
+    steps = [module(x[:, t : t + 1], offset=t) for t in range(9)]
+    assert torch.equal(torch.cat(steps, dim=1), full)
+    per_row = module(x[:, 4:5], offset=torch.tensor([4, 2]))
+    assert torch.equal(per_row[0], full[0, 4:5])
+    assert torch.equal(per_row[1], x[1, 4:5] + torch.from_numpy(posenc.encode([2], 32)))
+
+
+def test_position_ids_for_left_padding_and_packing():
+    module = pt.SinusoidalPositionalEncoding(16)
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    positions = pt.from_attention_mask(mask)
+    x = torch.zeros(2, 5, 16)
+    out = module(x, positions)
+    assert torch.equal(out[0, 2:], out[1, :3])  # the left-padded sequence starts at position 0
+    packed = pt.from_cu_seqlens(torch.tensor([0, 3, 5]))
+    out = module(torch.zeros(1, 5, 16), packed[None])
+    assert torch.equal(out[0, 3:5], out[0, 0:2])
+    floats = module(torch.zeros(1, 2, 16), torch.tensor([0.5, 1.5]))
+    np.testing.assert_array_equal(floats[0].numpy(), posenc.encode([0.5, 1.5], 16))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_module_to_low_precision_stays_exact_at_100k(dtype):
+    module = pt.SinusoidalPositionalEncoding(64).to(dtype)
+    x = torch.zeros(1, 3, 64, dtype=dtype)
+    out = module(x, offset=100_000)
+    name = str(dtype).removeprefix("torch.")
+    want = posenc.table(3, 64, start=100_000, dtype=name)
+    assert out.dtype == dtype
+    if name == "float64":
+        np.testing.assert_array_equal(out[0].numpy(), want)
+    else:
+        assert np.array_equal(_bits(out[0]).numpy(), want.view(np.int16))
+    exact = posenc.table(3, 64, start=100_000, dtype="float64")
+    tolerance = {"bfloat16": 2**-9, "float16": 2**-12, "float64": 1e-15}[name]
+    assert np.max(np.abs(out[0].double().numpy() - exact)) <= tolerance
+
+
+def test_gradients_reach_x_and_the_embedding_not_a_table():
+    module = pt.TokenAndPositionEmbedding(50, 16, padding_idx=1)
+    ids = torch.tensor([[5, 6, 7, 1], [8, 9, 1, 1]])
+    module(ids).sum().backward()
+    assert module.embedding.weight.grad is not None and module.embedding.weight.grad.abs().sum() > 0
+    assert [name for name, _ in module.named_parameters()] == ["embedding.weight"]
+    x = torch.randn(2, 4, 16, requires_grad=True)
+    pt.SinusoidalPositionalEncoding(16)(x).sum().backward()
+    assert torch.equal(x.grad, torch.ones_like(x))
+
+
+def test_token_embedding_scales_and_numbers_positions_like_fairseq():
+    module = pt.TokenAndPositionEmbedding(20, 8, padding_idx=1, positions_from_padding=True)
+    ids = torch.tensor([[1, 1, 4, 5], [4, 5, 1, 1]])  # left and right padding
+    out = module(ids)
+    emb = module.embedding(ids) * math.sqrt(8)
+    pe = out - emb
+    want_left = posenc.encode([1, 1, 2, 3], 8)
+    np.testing.assert_allclose(pe[0].detach().numpy(), want_left, atol=1e-6)
+    np.testing.assert_allclose(pe[1].detach().numpy(), posenc.encode([2, 3, 1, 1], 8), atol=1e-6)
+    assert module.scale == math.sqrt(8)
+    assert pt.TokenAndPositionEmbedding(20, 8, scale=1.0).scale == 1.0
+
+
+def test_state_dict_holds_no_table_and_tutorial_checkpoints_load():
+    module = pt.SinusoidalPositionalEncoding(32, dropout=0.1)
+    assert module.state_dict() == {}
+    tutorial = TutorialPositionalEncoding(32, max_len=300)
+    module.load_state_dict(tutorial.state_dict(), strict=True)
+    wrapper = nn.Sequential(nn.Linear(32, 32), module)
+    wrapper.load_state_dict(nn.Sequential(nn.Linear(32, 32), tutorial).state_dict(), strict=True)
+    other = pt.SinusoidalPositionalEncoding(32, shift=1)
+    with pytest.raises(ValueError, match="other options"):
+        other.load_state_dict(tutorial.state_dict())
+
+
+def test_tutorial_style_pe_attribute():
+    module = pt.SinusoidalPositionalEncoding(512, max_len=8)
+    pe = module.pe.squeeze(0)[:8]
+    assert module.pe.shape == (1, 8, 512)
+    dots = pe @ pe.T
+    assert float(dots[1, 2]) == pytest.approx(249.1021, abs=1e-3)
+    assert pt.SinusoidalPositionalEncoding(4).pe.shape == (1, 5000, 4)
+
+
+def test_meta_device_construction_then_materialisation():
+    with torch.device("meta"):
+        module = pt.SinusoidalPositionalEncoding(24, dropout=0.0)
+    module = module.to_empty(device="cpu")
+    x = torch.randn(2, 6, 24)
+    assert torch.equal(module(x), pt.SinusoidalPositionalEncoding(24)(x))
+
+
+def test_two_threads_with_different_lengths():
+    pt.clear_cache()
+    module = pt.SinusoidalPositionalEncoding(64)
+    results, errors = {}, []
+
+    def run(length):
+        try:
+            for _ in range(5):
+                results[length] = module(torch.zeros(1, length, 64))[0]
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in (3000, 9000)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for length, value in results.items():
+        np.testing.assert_array_equal(value.numpy(), posenc.table(length, 64))
+
+
+def test_extra_repr_shows_the_options():
+    text = repr(pt.SinusoidalPositionalEncoding(16, shift=1, layout="sin_cos", dropout=0.1, max_len=64))
+    assert "d_model=16" in text and "shift=1" in text and "layout='sin_cos'" in text and "max_len=64" in text
+    assert "p=0.1" in text
+
+
+# --- compile and export -----------------------------------------------------------------------------
+
+
+def test_compiled_fullgraph_dynamic_equals_eager_without_recompiling():
+    torch._dynamo.reset()
+    module = pt.SinusoidalPositionalEncoding(32)
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(module, fullgraph=True, dynamic=True, backend=counter)
+    for length in (5, 17, 40):
+        x = torch.randn(2, length, 32)
+        assert torch.equal(compiled(x), module(x))
+    assert counter.frame_count == 1
+
+
+def test_compiled_with_inductor_equals_eager():
+    torch._dynamo.reset()
+    module = pt.SinusoidalPositionalEncoding(32)
+    compiled = torch.compile(module, fullgraph=True, dynamic=True)
+    for length in (6, 11):
+        x = torch.randn(2, length, 32)
+        assert torch.equal(compiled(x), module(x))
+
+
+def test_torch_export_runs():
+    module = pt.SinusoidalPositionalEncoding(16)
+    x = torch.randn(2, 7, 16)
+    seq = torch.export.Dim("seq", min=2, max=4096)
+    program = torch.export.export(module, (x,), dynamic_shapes=({1: seq},))
+    longer = torch.randn(2, 30, 16)
+    assert torch.equal(program.module()(longer), module(longer))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_onnx_export_runs_in_onnxruntime_and_matches_eager(tmp_path, dtype):
+    import onnxruntime  # installed by make test
+
+    module = pt.SinusoidalPositionalEncoding(16, max_len=128, layout="sin_cos").eval().to(dtype)
+    x = torch.randn(2, 7, 16, dtype=dtype)
+    program = torch.onnx.export(
+        module, (x,), dynamo=True, dynamic_shapes=({1: torch.export.Dim("seq", max=128)},)
+    )
+    program.save(tmp_path / "posenc.onnx")
+    session = onnxruntime.InferenceSession(tmp_path / "posenc.onnx")
+    for length in (7, 50, 128):
+        x = torch.randn(2, length, 16, dtype=dtype)
+        (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+        np.testing.assert_array_equal(got, module(x).numpy())
+
+
+def test_onnx_export_needs_max_len():
+    module = pt.SinusoidalPositionalEncoding(16)
+    with pytest.raises(ValueError, match="ONNX export needs max_len"):
+        module._onnx_table(torch.float32, torch.device("cpu"), torch.arange(3))
+    with pytest.raises(Exception, match="posenc"):  # the exporter reports the operator it could not place
+        torch.onnx.export(module, (torch.randn(1, 3, 16),), dynamo=True)
+
+
+# --- bad input --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda m: m(torch.zeros(2, 5, 15)), ValueError, r"d_model=16; got shape \(2, 5, 15\)"),
+        (lambda m: m(torch.zeros(16)), ValueError, r"got shape \(16,\)"),
+        (
+            lambda m: m(torch.zeros(2, 5, 16), torch.arange(4)),
+            ValueError,
+            r"positions must have shape \(5,\)",
+        ),
+        (lambda m: m(torch.zeros(2, 5, 16), torch.ones(5, dtype=torch.bool)), TypeError, "not booleans"),
+        (lambda m: m(torch.zeros(2, 5, 16), torch.ones(5, dtype=torch.complex64)), TypeError, "complex64"),
+        (lambda m: m(torch.zeros(2, 5, 16), offset=-1), ValueError, r"offset must be >= 0; got -1"),
+        (
+            lambda m: m(torch.zeros(2, 5, 16), offset=torch.tensor([0, -3])),
+            ValueError,
+            r"offset must be >= 0",
+        ),
+        (lambda m: m(torch.zeros(2, 5, 16), offset=torch.tensor([1])), ValueError, r"shape \(batch,\)"),
+        (lambda m: m(torch.zeros(2, 5, 16), offset=1.5), TypeError, "offset must be an int"),
+        (lambda m: m(torch.zeros(2, 5, 16, dtype=torch.int32)), TypeError, "float64, float32"),
+        (lambda m: m(torch.zeros(2, 5, 16), torch.tensor([0, 1, 2, 3, 2.0**31])), ValueError, r"2\*\*31"),
+    ],
+)
+def test_bad_forward_inputs(call, error, message):
+    with pytest.raises(error, match=message):
+        call(pt.SinusoidalPositionalEncoding(16))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"d_model": 4.0}, TypeError, "d_model must be an integer"),
+        ({"d_model": 16, "dropout": 1.0}, ValueError, r"dropout must be in \[0, 1\)"),
+        ({"d_model": 16, "max_len": 0}, ValueError, "max_len must be an integer >= 1"),
+        ({"d_model": 16, "batch_first": "yes"}, TypeError, "batch_first must be True or False"),
+        ({"d_model": 2, "shift": 1}, ValueError, "n - shift"),
+    ],
+)
+def test_bad_module_options(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        pt.SinusoidalPositionalEncoding(**kwargs)
+
+
+def test_bad_functional_dtype():
+    with pytest.raises(ValueError, match=r"dtype must be one of torch\.float64"):
+        pt.encode(torch.arange(3), 8, dtype=torch.int32)

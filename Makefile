@@ -29,6 +29,7 @@ test: lint
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/forward.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -12,30 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from _common import measure, tutorial_table
 
 import posenc
-
-
-def tutorial_torch(length: int, d_model: int) -> np.ndarray:
-    """The PyTorch tutorial's table (float32 throughout), as users copy it."""
-    import torch
-
-    pe = torch.zeros(length, d_model)
-    position = torch.arange(0, length, dtype=torch.float).unsqueeze(1)
-    div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
-    pe[:, 0::2] = torch.sin(position * div_term)
-    pe[:, 1::2] = torch.cos(position * div_term)
-    return pe.numpy()
 
 
 def numpy_float64(length: int, d_model: int) -> np.ndarray:
@@ -50,16 +36,6 @@ def numpy_float64(length: int, d_model: int) -> np.ndarray:
 def fill_floor(length: int, d_model: int) -> np.ndarray:
     """Allocate and write the output once: no implementation can be faster than this."""
     return np.full((length, d_model), 0.5, dtype=np.float32)
-
-
-def measure(fn: Callable[[], object], repeat: int) -> dict[str, float]:
-    fn()  # warm up: imports, thread pools, allocator
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     contenders: dict[str, Callable[[], np.ndarray]] = {
         "posenc.table": lambda: posenc.table(length, d_model),
         "posenc.table(out=)": lambda: posenc.table(length, d_model, out=out),
-        "pytorch tutorial (float32)": lambda: tutorial_torch(length, d_model),
+        "pytorch tutorial (float32)": lambda: tutorial_table(length, d_model).numpy(),
         "numpy float64 then cast": lambda: numpy_float64(length, d_model),
         "fill floor (np.full)": lambda: fill_floor(length, d_model),
     }

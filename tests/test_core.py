@@ -315,5 +315,5 @@ def test_import_posenc_imports_numpy_only():
 
 
 def test_public_surface():
-    assert set(posenc.__all__) == {"__version__", "encode", "frequencies", "table"}
+    assert set(posenc.__all__) == {"__version__", "encode", "frequencies", "positions", "table"}
     assert posenc.__version__ == "0.1.0"

@@ -11,26 +11,10 @@ import reference as ref
 import torch
 import torch._dynamo.testing
 from torch import nn
+from tutorial import TutorialPositionalEncoding
 
 import posenc
 import posenc.torch as pt
-
-
-class TutorialPositionalEncoding(nn.Module):
-    """The PyTorch tutorial's class (batch-first variant, as in the second seed document)."""
-
-    def __init__(self, d_model: int, dropout: float = 0.0, max_len: int = 5000):
-        super().__init__()
-        self.dropout = nn.Dropout(p=dropout)
-        position = torch.arange(max_len).unsqueeze(1)
-        div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
-        pe = torch.zeros(max_len, d_model)
-        pe[:, 0::2] = torch.sin(position * div_term)
-        pe[:, 1::2] = torch.cos(position * div_term)
-        self.register_buffer("pe", pe.unsqueeze(0))
-
-    def forward(self, x):
-        return self.dropout(x + self.pe[:, : x.size(1)])
 
 
 def _bits(tensor: torch.Tensor) -> np.ndarray:
@@ -138,6 +122,23 @@ def test_module_to_low_precision_stays_exact_at_100k(dtype):
     exact = posenc.table(3, 64, start=100_000, dtype="float64")
     tolerance = {"bfloat16": 2**-9, "float16": 2**-12, "float64": 1e-15}[name]
     assert np.max(np.abs(out[0].double().numpy() - exact)) <= tolerance
+
+
+def test_training_dropout_keeps_1_minus_p_scaled_and_is_seeded():
+    module = pt.SinusoidalPositionalEncoding(64, dropout=0.25)
+    x = torch.randn(4, 256, 64, requires_grad=True)
+    torch.manual_seed(7)
+    out = module(x)
+    clean = module.eval()(x).detach()
+    module.train()
+    kept = out != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.01
+    torch.testing.assert_close(out[kept], clean[kept] / 0.75)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, kept.float() / 0.75)
+    torch.manual_seed(7)
+    assert torch.equal(module(x), out)
+    assert torch.equal(module.eval()(x), clean)  # eval: no dropout
 
 
 def test_gradients_reach_x_and_the_embedding_not_a_table():

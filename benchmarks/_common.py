@@ -1,0 +1,27 @@
+"""What the benchmarks share: the timing loop, and the tutorial code they race (kept with the tests)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from tutorial import TutorialPositionalEncoding, tutorial_table
+
+__all__ = ["TutorialPositionalEncoding", "measure", "tutorial_table"]
+
+
+def measure(fn: Callable[[], object], repeat: int) -> dict[str, float]:
+    """Median, min and max wall time of ``fn()`` over ``repeat`` calls, after two warm-up calls."""
+    fn()
+    fn()
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - began)
+    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}

@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, dict[str, float]] = {}
     with torch.no_grad():
         rows["bare x + pe[:L] (floor)"] = measure(lambda: x + pe[: x.shape[1]], args.repeat)
+        rows["in-place x.add_(pe) (floor)"] = measure(lambda: x.add_(pe[: x.shape[1]]), args.repeat)
+        ours.eval()
+        rows["posenc eval, inplace=True"] = measure(lambda: ours(x, inplace=True), args.repeat)
         for mode in ("eval", "train"):
             for name, module in (("posenc", ours), ("pytorch tutorial", tutorial)):
                 module.train(mode == "train")
@@ -57,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:26} {row['median_s'] * 1e3:10.1f} {row['min_s'] * 1e3:8.1f} {row['max_s'] * 1e3:8.1f} "
             f"{row['ratio_to_floor']:8.2f}x"
         )
+    inplace = rows["posenc eval, inplace=True"]["median_s"] / rows["in-place x.add_(pe) (floor)"]["median_s"]
+    print(f"inplace=True: {inplace:.2f}x the in-place add floor")
     for mode in ("eval", "train"):
         speedup = rows[f"pytorch tutorial {mode}"]["median_s"] / rows[f"posenc {mode}"]["median_s"]
         print(f"{mode}: posenc is {speedup:.2f}x the speed of the tutorial module", end="")

@@ -69,6 +69,15 @@ def test_module_adds_the_exact_table():
     )
 
 
+def test_inplace_adds_into_x():
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=False)
+    x = torch.randn(10, 3, 16)
+    expected = module(x)
+    result = module(x, inplace=True)
+    assert result is x
+    assert torch.equal(x, expected)
+
+
 def test_no_length_cliff_and_max_len_is_a_hint():
     module = pt.SinusoidalPositionalEncoding(8, max_len=4)
     x = torch.zeros(1, 5000, 8)

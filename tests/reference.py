@@ -21,14 +21,24 @@ FORMATS = {
 }
 
 
-def omega(i: int, d_model: int, base: float, shift: float) -> mpmath.mpf:
-    n = d_model // 2
-    return mpmath.power(mpmath.mpf(base), -mpmath.mpf(i) / (n - mpmath.mpf(shift)))
+def omega(
+    i: int, d_model: int, base: float, shift: float, scale: float = 1.0, odd: str = "zero"
+) -> mpmath.mpf:
+    """The exact ω_i = scale · base ** (-i / denominator); the denominator follows the odd-width rule."""
+    if d_model % 2 == 0 or odd == "zero":
+        half = mpmath.mpf(d_model // 2)
+    else:
+        half = mpmath.mpf(d_model if odd == "literal" else d_model + 1) / 2
+    return mpmath.mpf(scale) * mpmath.power(mpmath.mpf(base), -mpmath.mpf(i) / (half - mpmath.mpf(shift)))
 
 
-def sincos(position: float, i: int, d_model: int, base: float = 10000.0, shift: float = 0.0):
+def frequency_count(d_model: int, odd: str = "zero") -> int:
+    return d_model // 2 + (1 if d_model % 2 and odd in ("literal", "drop") else 0)
+
+
+def sincos(position: float, i: int, d_model: int, base=10000.0, shift=0.0, scale=1.0, odd="zero"):
     """Exact (45-digit) sin and cos of position * ω_i."""
-    angle = mpmath.mpf(position) * omega(i, d_model, base, shift)
+    angle = mpmath.mpf(position) * omega(i, d_model, base, shift, scale, odd)
     return mpmath.sin(angle), mpmath.cos(angle)
 
 
@@ -43,14 +53,16 @@ def round_to(value: mpmath.mpf, fmt: str) -> float:
     return float(mpmath.ldexp(mpmath.nint(mpmath.ldexp(value, -quantum)), quantum))
 
 
-def column(i: int, d_model: int, layout: str) -> tuple[int, int]:
-    """(sin column, cos column) of frequency i in a row of the given layout."""
-    n = d_model // 2
+def column(i: int, d_model: int, layout: str, odd: str = "zero") -> tuple[int | None, int | None]:
+    """(sin column, cos column) of frequency i; None where the column falls off an odd width."""
+    n = frequency_count(d_model, odd)
     if layout == "interleaved":
-        return 2 * i, 2 * i + 1
-    if layout == "sin_cos":
-        return i, n + i
-    return n + i, i
+        pair = (2 * i, 2 * i + 1)
+    elif layout == "sin_cos":
+        pair = (i, n + i)
+    else:
+        pair = (n + i, i)
+    return tuple(c if c < d_model else None for c in pair)
 
 
 def ulp_distance(got: float, exact: mpmath.mpf) -> float:

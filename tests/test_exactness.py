@@ -20,9 +20,18 @@ def _random_config(rng: np.random.Generator) -> dict:
     if rng.random() < 0.03:
         d_model = int(rng.choice([32768, 65535, 65536]))
     base = float(rng.choice([10000.0, 100.0, 1e9, 1.5, float(np.exp(rng.uniform(0.01, np.log(1e9))))]))
+    odd = str(rng.choice(["zero", "literal", "drop"])) if d_model % 2 else "zero"
     n = d_model // 2
     shift = float(rng.choice([0.0, 1.0, 0.5, -2.0])) if n > 1 else 0.0
-    return {"d_model": d_model, "base": base, "shift": shift, "layout": str(rng.choice(LAYOUTS))}
+    scale = float(rng.choice([1.0, 1.0, 1.0, 1e-3, 3.7, 1000.0]))
+    return {
+        "d_model": d_model,
+        "base": base,
+        "shift": shift,
+        "scale": scale,
+        "odd": odd,
+        "layout": str(rng.choice(LAYOUTS)),
+    }
 
 
 def _random_positions(rng: np.random.Generator, count: int) -> np.ndarray:
@@ -40,10 +49,15 @@ def _random_positions(rng: np.random.Generator, count: int) -> np.ndarray:
 def _check(values: np.ndarray, positions: np.ndarray, config: dict, dtype: str, picks) -> int:
     """Compare sampled entries of ``values`` (rows = positions) with mpmath; return how many."""
     checked = 0
+    c = config
     for row, i in picks:
-        exact = ref.sincos(positions[row], i, config["d_model"], config["base"], config["shift"])
-        columns = ref.column(i, config["d_model"], config["layout"])
+        exact = ref.sincos(
+            positions[row], i, c["d_model"], c["base"], c["shift"], c.get("scale", 1.0), c.get("odd", "zero")
+        )
+        columns = ref.column(i, c["d_model"], c["layout"], c.get("odd", "zero"))
         for col, value in zip(columns, exact, strict=True):
+            if col is None:
+                continue
             got = float(values[row, col])
             if dtype == "float64":
                 assert ref.ulp_distance(got, value) <= 1.0, (positions[row], i, config, got, value)
@@ -63,10 +77,10 @@ def test_encode_is_correctly_rounded_against_mpmath():
         positions = _random_positions(rng, 40)
         values = posenc.encode(positions, dtype=dtype, **config)
         assert values.shape == (40, config["d_model"])
-        n = config["d_model"] // 2
+        n = ref.frequency_count(config["d_model"], config["odd"])
         picks = [(row, int(i)) for row in range(40) for i in rng.integers(0, n, size=min(n, 12))]
         checked += _check(values, positions, config, dtype, picks)
-        if config["d_model"] % 2:
+        if config["d_model"] % 2 and config["odd"] == "zero":
             assert not values[:, -1].any()  # odd widths end in a zero column
 
 
@@ -79,7 +93,7 @@ def test_table_is_correctly_rounded_against_mpmath(dtype):
         start = int(rng.choice([0, -length // 2, int(rng.integers(-(2**31) + 1, 2**31 - length))]))
         values = posenc.table(length, start=start, dtype=dtype, **config)
         positions = start + np.arange(length, dtype=np.float64)
-        n = config["d_model"] // 2
+        n = ref.frequency_count(config["d_model"], config["odd"])
         picks = [
             (int(r), int(i))
             for r, i in zip(rng.integers(0, length, 300), rng.integers(0, n, 300), strict=True)
@@ -90,13 +104,20 @@ def test_table_is_correctly_rounded_against_mpmath(dtype):
 
 def test_slow_exact_path_rounds_correctly(monkeypatch):
     """Widen the certification band so that every value goes through the arbitrary-precision path."""
-    monkeypatch.setattr(core._Spec, "direct_band", staticmethod(lambda v: np.abs(v) * 2.0**-8))
+    monkeypatch.setattr(core._Spec, "direct_band", lambda self, v: np.abs(v) * 2.0**-8)
     rng = np.random.default_rng(3)
-    config = {"d_model": 12, "base": 10000.0, "shift": 1.0, "layout": "sin_cos"}
+    config = {
+        "d_model": 13,
+        "base": 10000.0,
+        "shift": 1.0,
+        "scale": 7.5,
+        "layout": "sin_cos",
+        "odd": "literal",
+    }
     positions = np.concatenate([rng.integers(-(2**31) + 1, 2**31, 6), rng.uniform(-1e6, 1e6, 6)])
     for dtype in LOW_PRECISION:
         values = posenc.encode(positions, dtype=dtype, **config)
-        picks = [(row, i) for row in range(len(positions)) for i in range(6)]
+        picks = [(row, i) for row in range(len(positions)) for i in range(7)]
         _check(values, positions, config, dtype, picks)
 
 
@@ -122,3 +143,5 @@ def test_frequencies_are_the_nearest_float64():
         assert got.shape == (n,) and got.dtype == np.float64
         for i in {0, 1, n // 2, n - 1}:
             assert got[i] == float(ref.omega(i, d_model, base, shift)), (d_model, i)
+    got = posenc.frequencies(7, base=100.0, scale=0.25, odd="literal")
+    assert len(got) == 4 and got[3] == float(ref.omega(3, 7, 100.0, 0, 0.25, "literal"))

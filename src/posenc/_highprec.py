@@ -54,30 +54,35 @@ def pi(digits: int) -> decimal.Decimal:
     return _context(digits).plus(value)
 
 
-def frequency_constants(n: int, base: float, shift: float) -> tuple[np.ndarray, np.ndarray]:
-    """The frequencies ω_i (float64, nearest) and the limbs of c_i = ω_i / 2π (shape ``(LIMB_COUNT, n)``).
+def frequency_constants(
+    n: int, base: float, twice_half: int, shift: float, scale: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """The n frequencies ω_i = scale · base**(-i / (twice_half / 2 - shift)) (float64, nearest) and the limbs
+    of c_i = ω_i / 2π (shape ``(LIMB_COUNT, n)``).
 
-    ω_i = r**i with r = base**(-1/(n - shift)) is computed in fixed point with ``bits`` fraction bits, chosen
-    so that even the smallest frequency keeps ~190 significant bits after n rounded multiplications.
+    The denominator is exact (a Decimal); ω_i = scale · r**i with r = base**(-1/denominator) is computed
+    in fixed point with ``bits`` fraction bits, chosen so that even the smallest frequency keeps ~190
+    significant bits after n rounded multiplications.
     """
-    smallest_log2 = -(n - 1) / (n - shift) * math.log2(base)
+    smallest_log2 = math.log2(scale) - (n - 1) / (twice_half / 2 - shift) * math.log2(base)
     if smallest_log2 < -900:
         raise ValueError(
-            f"the lowest frequency base**(-(n-1)/(n-shift)) = 2**{smallest_log2:.0f} underflows; "
+            f"the lowest frequency scale * base**(-(n-1)/(n-shift)) = 2**{smallest_log2:.0f} underflows; "
             "use a smaller base or a shift further from n"
         )
-    bits = _GUARD_BITS + math.ceil(-smallest_log2) + n.bit_length()
+    bits = _GUARD_BITS + max(0, math.ceil(-smallest_log2)) + n.bit_length()
     with decimal.localcontext(_context(math.ceil(bits * 0.30103) + 10)) as ctx:
-        scale = decimal.Decimal(1 << bits)
-        ratio_real = (-decimal.Decimal(base).ln() / (n - decimal.Decimal(shift))).exp()
-        ratio = int((ratio_real * scale).to_integral_value())
-        inverse_two_pi = int((scale / (2 * pi(ctx.prec))).to_integral_value())
+        scale_fixed = decimal.Decimal(1 << bits)
+        ratio_real = (-decimal.Decimal(base).ln() / _denominator(twice_half, shift)).exp()
+        ratio = int((ratio_real * scale_fixed).to_integral_value())
+        inverse_two_pi = int((scale_fixed / (2 * pi(ctx.prec))).to_integral_value())
+        first = int((decimal.Decimal(scale) * scale_fixed).to_integral_value())
     omegas = np.empty(n)
     chunks = np.empty((LIMB_COUNT, n))
     exponents = np.empty((LIMB_COUNT, n), dtype=np.int64)
     mask = (1 << LIMB_BITS) - 1
     top = LIMB_BITS * LIMB_COUNT
-    fixed = 1 << bits  # ω_0 = 1
+    fixed = first  # ω_0 = scale
     for i in range(n):
         if i:
             fixed = (fixed * ratio) >> bits
@@ -89,6 +94,11 @@ def frequency_constants(n: int, base: float, shift: float) -> tuple[np.ndarray, 
             chunks[k, i] = (turns >> at) & mask
             exponents[k, i] = at - bits
     return omegas, np.ldexp(chunks, exponents)
+
+
+def _denominator(twice_half: int, shift: float) -> decimal.Decimal:
+    """twice_half / 2 - shift, exactly (in the current decimal context's precision, which exceeds it)."""
+    return decimal.Decimal(twice_half) / 2 - decimal.Decimal(shift)
 
 
 def round_fraction(value: Fraction, fmt: str) -> float:
@@ -106,8 +116,10 @@ def round_fraction(value: Fraction, fmt: str) -> float:
     return math.ldexp(round(value / Fraction(2) ** quantum), quantum)
 
 
-def sincos_exact(position: float, i: int, n: int, base: float, shift: float, fmt: str) -> tuple[float, float]:
-    """sin and cos of ``position * base**(-i/(n-shift))`` correctly rounded to ``fmt``, by brute force.
+def sincos_exact(
+    position: float, i: int, base: float, twice_half: int, shift: float, scale: float, fmt: str
+) -> tuple[float, float]:
+    """sin and cos of ``position · scale · base**(-i / (twice_half/2 - shift))``, correctly rounded.
 
     Evaluates in :mod:`decimal` with a known error bound and doubles the precision until the bound no longer
     straddles a rounding midpoint (it always ends: the exact values are transcendental, never midpoints).
@@ -115,7 +127,8 @@ def sincos_exact(position: float, i: int, n: int, base: float, shift: float, fmt
     digits = 60
     while True:
         with decimal.localcontext(_context(digits + 20)):
-            omega = (-i * decimal.Decimal(base).ln() / (n - decimal.Decimal(shift))).exp()
+            exponent = -i * decimal.Decimal(base).ln() / _denominator(twice_half, shift)
+            omega = decimal.Decimal(scale) * exponent.exp()
             angle = decimal.Decimal(position) * omega
             two_pi = 2 * pi(digits + 20)
             angle -= two_pi * (angle / two_pi).to_integral_value()

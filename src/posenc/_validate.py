@@ -9,12 +9,14 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 LAYOUTS = ("interleaved", "sin_cos", "cos_sin")
 DTYPES = ("float64", "float32", "float16", "bfloat16")
+ODD_RULES = ("zero", "literal", "drop", "error")
 
 #: Positions must satisfy ``|p| < MAX_POSITION`` (2**31): the range over which exactness is proven.
 MAX_POSITION = 2**31
@@ -78,16 +80,62 @@ def base(value: Any) -> float:
     return result
 
 
-def shift(value: Any, d_model: int) -> float:
-    """The frequency shift: a finite real with ``d_model // 2 - shift > 0``."""
+def shift(value: Any, d_model: int, odd: str = "zero") -> float:
+    """The frequency shift: a finite real that keeps the exponent's denominator positive (:func:`plan`)."""
     result = real("shift", value)
-    n = d_model // 2
-    if not n - result > 0:
+    twice = _twice_half_width(d_model, odd)
+    if not Fraction(twice, 2) - Fraction(result) > 0:
+        half = str(twice // 2) if twice % 2 == 0 else f"{twice}/2"
         raise ValueError(
-            f"shift={value!r} with d_model={d_model} gives n - shift = {n} - {value!r} <= 0, "
-            f"a division by zero or a negative exponent; use shift < {n} "
+            f"shift={value!r} with d_model={d_model} gives n - shift = {half} - {value!r} <= 0, "
+            f"a division by zero or a negative exponent; use shift < {half} "
             f"(0 for the paper, 1 for tensor2tensor with d_model >= 4)"
         )
+    return result
+
+
+def _twice_half_width(d_model: int, odd: str) -> int:
+    """2 × the exponent's denominator before the shift: 2 (d_model // 2), or d_model, or d_model + 1."""
+    if d_model % 2 == 0 or odd in ("zero", "error"):
+        return 2 * (d_model // 2)
+    return d_model if odd == "literal" else d_model + 1
+
+
+def plan(d_model: int, odd: str) -> tuple[int, int]:
+    """``(count, twice_half)``: ω_i = scale · base ** (-i / (twice_half / 2 - shift)), i < count.
+
+    Even d_model: d_model // 2 frequencies over d_model / 2 - shift. Odd d_model, by ``odd``:
+
+    * ``"zero"``: d_model // 2 pairs over d_model // 2 - shift, then one zero column (fairseq, tensor2tensor,
+      diffusers);
+    * ``"literal"``: the paper's formula at every column, exponent 2i / d_model: d_model // 2 + 1
+      frequencies over d_model / 2 - shift, the last column a sine (keras-hub, DistilBERT/XLM, Marian);
+    * ``"drop"``: computed for d_model + 1 columns, the last one dropped: d_model // 2 + 1 frequencies over
+      (d_model + 1) / 2 - shift (positional-encodings);
+    * ``"error"``: refused (Whisper defines even widths only).
+    """
+    if d_model % 2 and odd == "error":
+        raise ValueError(
+            f"d_model={d_model} is odd and this variant (odd='error', like Whisper) defines even widths "
+            "only; "
+            "use an even d_model"
+        )
+    count = d_model // 2 + (1 if d_model % 2 and odd in ("literal", "drop") else 0)
+    return count, _twice_half_width(d_model, odd)
+
+
+def odd(value: Any) -> str:
+    """One of :data:`ODD_RULES`."""
+    if not isinstance(value, str) or value not in ODD_RULES:
+        raise ValueError(f"odd must be one of {', '.join(map(repr, ODD_RULES))}; got {value!r}")
+    return value
+
+
+def scale(value: Any) -> float:
+    """The angle multiplier: a finite real in (0, 2**20]."""
+    result = real("scale", value)
+    if not 0 < result <= 2**20:
+        raise ValueError(f"scale must be > 0 and <= 2**20 (it multiplies every angle); got {value!r}")
     return result
 
 

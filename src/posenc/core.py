@@ -32,7 +32,7 @@ import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -53,21 +53,21 @@ _COS = [(-1) ** k / math.factorial(2 * k) for k in range(2, 10)]
 _BLOCK = 1 << 16
 
 
-def frequencies(d_model: int, *, base: float = 10000.0, shift: float = 0) -> np.ndarray:
-    """The n = d_model // 2 angular frequencies ω_i = base ** (-i / (n - shift)), as float64.
+def frequencies(
+    d_model: int, *, base: float = 10000.0, shift: float = 0, scale: float = 1.0, odd: str = "zero"
+) -> np.ndarray:
+    """The angular frequencies ω_i = scale · base ** (-i / (n - shift)), i = 0 .. n-1, n = d_model // 2.
 
     Each value is the float64 nearest to the exact real ω_i (computed in ~200-bit fixed point), so it can
-    differ in the last bit from ``base ** (-i / (n - shift))`` evaluated in floating point.
+    differ in the last bit from ``base ** (-i / (n - shift))`` evaluated in floating point. For an odd
+    d_model, ``odd`` may call for one more frequency and another denominator (see :func:`encode`).
 
     >>> frequencies(4, base=100.0)
     array([1. , 0.1])
     >>> float(frequencies(8, shift=1)[-1])  # tensor2tensor: the lowest frequency is exactly 1 / base
     0.0001
     """
-    d_model = _validate.d_model(d_model)
-    base = _validate.base(base)
-    shift = _validate.shift(shift, d_model)
-    return _highprec.frequency_constants(d_model // 2, base, shift)[0]
+    return _Options.check(d_model, base, shift, scale, "interleaved", odd).constants()[0]
 
 
 def encode(
@@ -76,7 +76,9 @@ def encode(
     *,
     base: float = 10000.0,
     shift: float = 0,
+    scale: float = 1.0,
     layout: str = "interleaved",
+    odd: str = "zero",
     dtype: npt.DTypeLike | None = None,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -89,21 +91,24 @@ def encode(
 
     float32/float16/bfloat16 results are the exact values correctly rounded; float64 within 1 ulp.
 
+    ``scale`` multiplies every frequency (tensor2tensor's ``min_timescale``, diffusers' ``scale``). ``odd`` is
+    the rule for an odd d_model: ``"zero"`` (d_model // 2 pairs, then a zero column: fairseq, tensor2tensor,
+    diffusers), ``"literal"`` (the formula at every column with exponent 2i / d_model, so the last column is
+    a sine: keras-hub, DistilBERT/XLM, Marian), ``"drop"`` (computed for d_model + 1, last column dropped:
+    positional-encodings) or ``"error"`` (Whisper).
+
     >>> encode([0, 1, 2], 4)
     array([[ 0.        ,  1.        ,  0.        ,  1.        ],
            [ 0.84147096,  0.5403023 ,  0.00999983,  0.99995   ],
            [ 0.9092974 , -0.41614684,  0.01999867,  0.9998    ]], dtype=float32)
     """
-    d_model = _validate.d_model(d_model)
-    base = _validate.base(base)
-    shift = _validate.shift(shift, d_model)
-    layout = _validate.layout(layout)
+    options = _Options.check(d_model, base, shift, scale, layout, odd)
     p = _validate.positions(positions)
     dt = _output_dtype(dtype, out)
-    result = _output((*p.shape, d_model), dt, out)
+    result = _output((*p.shape, options.d_model), dt, out)
     flat_p = p.reshape(-1)
-    rows = result.reshape(-1, d_model)
-    spec = _Spec(d_model, base, shift, layout, dt)
+    rows = result.reshape(-1, options.d_model)
+    spec = _Spec(options, dt)
     step = max(1, _BLOCK // max(1, spec.n))
 
     def work(lo: int, hi: int) -> None:
@@ -121,7 +126,9 @@ def table(
     start: int = 0,
     base: float = 10000.0,
     shift: float = 0,
+    scale: float = 1.0,
     layout: str = "interleaved",
+    odd: str = "zero",
     dtype: npt.DTypeLike | None = None,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -134,21 +141,18 @@ def table(
     array([0.09983342, 0.19866933, 0.29552021])
     """
     length = _validate.integer("length", length, minimum=0)
-    d_model = _validate.d_model(d_model)
+    options = _Options.check(d_model, base, shift, scale, layout, odd)
     start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
-    base = _validate.base(base)
-    shift = _validate.shift(shift, d_model)
-    layout = _validate.layout(layout)
     if length and start + length - 1 >= _validate.MAX_POSITION:
         raise ValueError(
             f"the last position start + length - 1 = {start + length - 1} must be < 2**31 = "
             f"{_validate.MAX_POSITION}; lower start or length"
         )
     dt = _output_dtype(dtype, out)
-    result = _output((length, d_model), dt, out)
+    result = _output((length, options.d_model), dt, out)
     if length == 0:
         return result
-    spec = _Spec(d_model, base, shift, layout, dt)
+    spec = _Spec(options, dt)
     if dt == np.float64:
         p = np.arange(start, start + length, dtype=np.float64)
         step = max(1, _BLOCK // spec.n)
@@ -166,37 +170,63 @@ def table(
 # --- the pieces ------------------------------------------------------------------------------------
 
 
+class _Options(NamedTuple):
+    """The validated options of a request."""
+
+    d_model: int
+    base: float
+    shift: float
+    scale: float
+    layout: str
+    odd: str
+
+    @classmethod
+    def check(cls, d_model: Any, base: Any, shift: Any, scale: Any, layout: Any, odd: Any) -> _Options:
+        d_model = _validate.d_model(d_model)
+        odd = _validate.odd(odd)
+        _validate.plan(d_model, odd)  # refuses an odd width under odd="error"
+        return cls(
+            d_model,
+            _validate.base(base),
+            _validate.shift(shift, d_model, odd),
+            _validate.scale(scale),
+            _validate.layout(layout),
+            odd,
+        )
+
+    def constants(self) -> tuple[np.ndarray, np.ndarray]:
+        """The frequencies ω_i (float64) and the limbs of ω_i / 2π."""
+        count, twice_half = _validate.plan(self.d_model, self.odd)
+        return _highprec.frequency_constants(count, self.base, twice_half, self.shift, self.scale)
+
+
 class _Spec:
     """Everything one request needs: its options, the frequency constants and where columns go."""
 
-    def __init__(self, d_model: int, base: float, shift: float, layout: str, dtype: np.dtype):
-        self.d_model, self.base, self.shift, self.layout, self.dtype = (
-            d_model,
-            base,
-            shift,
-            layout,
-            dtype,
-        )
-        self.n = d_model // 2
-        self.omegas, self.limbs = _highprec.frequency_constants(self.n, base, shift)
+    def __init__(self, options: _Options, dtype: np.dtype):
+        self.options, self.dtype = options, dtype
+        self.omegas, self.limbs = options.constants()
+        self.n = len(self.omegas)
         self.round = _rounder(dtype)
         self.format = "bfloat16" if dtype.name == "bfloat16" else dtype.name
+        # _turns is accurate to 2**-98 for turn rates below 1/2π, and proportionally less above.
+        self.absolute_error = 2.0**-92 * max(1.0, options.scale)
 
     def columns(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The sine and cosine column views of a block of output rows."""
-        n = self.n
-        if self.d_model % 2:
-            rows[:, 2 * n] = 0
-        if self.layout == "interleaved":
-            return rows[:, 0 : 2 * n : 2], rows[:, 1 : 2 * n : 2]
-        if self.layout == "sin_cos":
+        """The sine and cosine column views of a block of output rows (an extra frequency's last column,
+        under odd="literal"/"drop", falls off the end: the views may hold n and n - 1 columns)."""
+        n, d_model, layout = self.n, self.options.d_model, self.options.layout
+        if d_model > 2 * n:
+            rows[:, 2 * n :] = 0  # odd="zero": the zero column
+        if layout == "interleaved":
+            return rows[:, 0::2][:, :n], rows[:, 1::2][:, :n]
+        if layout == "sin_cos":
             return rows[:, :n], rows[:, n : 2 * n]
         return rows[:, n : 2 * n], rows[:, :n]
 
-    @staticmethod
-    def direct_band(values: np.ndarray) -> np.ndarray:
-        """Error bound of :func:`_direct`: < 1 ulp of float64 relative plus 2**-95 absolute, with margin."""
-        return np.abs(values) * 2.0**-50 + 2.0**-92
+    def direct_band(self, values: np.ndarray) -> np.ndarray:
+        """Error bound of :func:`_direct`: < 1 ulp of float64 relative plus the turn error, with margin."""
+        return np.abs(values) * 2.0**-50 + self.absolute_error
 
     def emit(
         self,
@@ -210,9 +240,11 @@ class _Spec:
         """Round sin/cos (float64, shape ``(len(p), n)``) into ``rows``, certifying each rounding."""
         sin_out, cos_out = self.columns(rows)
         for values, band, dst, which in ((sin, sin_band, sin_out, 0), (cos, cos_band, cos_out, 1)):
+            values = values[:, : dst.shape[1]]
             if band is None or self.dtype == np.float64:  # float64: within 1 ulp, nothing to certify
                 dst[...] = values
                 continue
+            band = band[..., : dst.shape[1]]
             rounded, unsure = _round_certified(values, band, self.round)
             dst[...] = rounded
             if unsure.any():
@@ -226,8 +258,12 @@ class _Spec:
         origin = p == 0  # position 0 is exact: sin 0 = 0, cos 0 = 1
         rounded[origin] = which
         unsure &= ~origin
+        o = self.options
+        twice_half = _validate.plan(o.d_model, o.odd)[1]
         for k in np.flatnonzero(unsure):
-            exact = _highprec.sincos_exact(float(p[k]), int(i[k]), self.n, self.base, self.shift, self.format)
+            exact = _highprec.sincos_exact(
+                float(p[k]), int(i[k]), o.base, twice_half, o.shift, o.scale, self.format
+            )
             rounded[k] = exact[which]
         return rounded
 
@@ -404,8 +440,8 @@ def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec) ->
     sin_a, cos_a = _direct_rows(start + block * np.arange(count, dtype=np.float64), spec.limbs)
     small = 2.0 * np.minimum(1.0, (block - 1) * omegas)
     largest = max(abs(start), abs(start + length - 1))
-    sin_band = 2.0**-48 * (np.minimum(1.0, largest * omegas) + small) + 2.0**-90
-    cos_band = 2.0**-48 * (1.0 + small) + 2.0**-90
+    sin_band = 2.0**-48 * (np.minimum(1.0, largest * omegas) + small) + 4 * spec.absolute_error
+    cos_band = 2.0**-48 * (1.0 + small) + 4 * spec.absolute_error
     step = max(1, _BLOCK // n)  # rows per tile
     tiles = [
         (a, b, min(b + step, block, length - a * block))

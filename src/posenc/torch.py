@@ -55,7 +55,9 @@ def encode(
     *,
     base: float = 10000.0,
     shift: float = 0,
+    scale: float = 1.0,
     layout: str = "interleaved",
+    odd: str = "zero",
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
@@ -70,7 +72,7 @@ def encode(
     tensor([[0.0000, 1.0000, 0.0000, 1.0000],
             [0.8415, 0.5403, 0.0100, 0.9999]])
     """
-    options = _options(d_model, base, shift, layout)
+    options = core._Options.check(d_model, base, shift, scale, layout, odd)
     positions = _position_tensor(positions)
     result = torch.ops.posenc.encode(positions, *options, _dtype_name(dtype), 0)
     return result if device is None else result.to(device)
@@ -83,7 +85,9 @@ def table(
     start: int = 0,
     base: float = 10000.0,
     shift: float = 0,
+    scale: float = 1.0,
     layout: str = "interleaved",
+    odd: str = "zero",
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
@@ -100,7 +104,9 @@ def table(
         start=start,
         base=base,
         shift=shift,
+        scale=scale,
         layout=layout,
+        odd=odd,
         dtype=_numpy_dtype(_dtype_name(dtype)),
     )
     return _to_tensor(values).to(device or "cpu")
@@ -117,7 +123,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     Args:
         d_model: the width of ``x``'s last dimension.
-        base, shift, layout: as in :func:`posenc.encode` (the defaults are the paper's).
+        base, shift, scale, layout, odd: as in :func:`posenc.encode` (the defaults are the paper's).
         dropout: dropout probability applied to the sum.
         batch_first: ``x`` is ``(batch, seq, d_model)`` (or any ``(..., seq, d_model)``); with False,
             ``(seq, batch, d_model)``.
@@ -147,14 +153,16 @@ class SinusoidalPositionalEncoding(nn.Module):
         *,
         base: float = 10000.0,
         shift: float = 0,
+        scale: float = 1.0,
         layout: str = "interleaved",
+        odd: str = "zero",
         dropout: float = 0.0,
         batch_first: bool = True,
         max_len: int | None = None,
     ) -> None:
         super().__init__()
-        self._options = _options(d_model, base, shift, layout)
-        self.d_model, self.base, self.shift, self.layout = self._options
+        self._options = core._Options.check(d_model, base, shift, scale, layout, odd)
+        self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = self._options
         if max_len is not None:
             max_len = _validate.integer("max_len", max_len, minimum=1)
         self.max_len = max_len
@@ -167,13 +175,12 @@ class SinusoidalPositionalEncoding(nn.Module):
     @property
     def pe(self) -> torch.Tensor:
         """The tutorial's buffer, shape ``(1, max_len, d_model)`` float32 (computed, never stored)."""
-        return table(
-            self.max_len or 5000, self.d_model, base=self.base, shift=self.shift, layout=self.layout
-        )[None]
+        return table(self.max_len or 5000, **self._options._asdict())[None]
 
     def extra_repr(self) -> str:
         return (
-            f"d_model={self.d_model}, base={self.base:g}, shift={self.shift:g}, layout={self.layout!r}, "
+            f"d_model={self.d_model}, base={self.base:g}, shift={self.shift:g}, scale={self.scale:g}, "
+            f"layout={self.layout!r}, odd={self.odd!r}, "
             f"batch_first={self.batch_first}, max_len={self.max_len}"
         )
 
@@ -230,9 +237,7 @@ class SinusoidalPositionalEncoding(nn.Module):
             )
         if positions.is_floating_point():
             raise ValueError("ONNX export supports integer positions only; pass integer position ids")
-        return table(
-            self.max_len, self.d_model, base=self.base, shift=self.shift, layout=self.layout, dtype=dtype
-        ).to(device)
+        return table(self.max_len, **self._options._asdict(), dtype=dtype).to(device)
 
     def _check_x(self, x: torch.Tensor) -> tuple[tuple[int, ...], int]:
         if not isinstance(x, torch.Tensor):
@@ -306,12 +311,14 @@ def _encode_op(
     d_model: int,
     base: float,
     shift: float,
+    scale: float,
     layout: str,
+    odd: str,
     dtype_name: str,
     min_rows: int,
 ) -> torch.Tensor:
     """Encodings of ``positions`` (any shape, any device), exact, from the cache when they fit in it."""
-    options = (d_model, base, shift, layout, dtype_name)
+    options = (d_model, base, shift, scale, layout, odd, dtype_name)
     if not positions.is_floating_point() and positions.numel():
         low, high = int(positions.min()), int(positions.max())
         if low >= 0:
@@ -323,20 +330,22 @@ def _encode_op(
         d_model,
         base=base,
         shift=shift,
+        scale=scale,
         layout=layout,
+        odd=odd,
         dtype=_numpy_dtype(dtype_name),
     )
     return _to_tensor(values).to(positions.device)
 
 
 @_encode_op.register_fake
-def _encode_fake(positions, d_model, base, shift, layout, dtype_name, min_rows):
+def _encode_fake(positions, d_model, base, shift, scale, layout, odd, dtype_name, min_rows):
     return positions.new_empty((*positions.shape, d_model), dtype=getattr(torch, dtype_name))
 
 
 def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tensor | None:
     """A cached table with at least ``rows`` rows for these options on ``device``; None if too large."""
-    d_model, base, shift, layout, dtype_name = options
+    d_model, base, shift, scale, layout, odd, dtype_name = options
     key = (*options, str(device))
     cached = _CACHE.get(key)
     if cached is not None and cached.shape[0] >= rows:
@@ -350,7 +359,14 @@ def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tens
         cached = _CACHE.get(key)
         if cached is None or cached.shape[0] < rows:
             values = core.table(
-                size, d_model, base=base, shift=shift, layout=layout, dtype=_numpy_dtype(dtype_name)
+                size,
+                d_model,
+                base=base,
+                shift=shift,
+                scale=scale,
+                layout=layout,
+                odd=odd,
+                dtype=_numpy_dtype(dtype_name),
             )
             cached = _to_tensor(values).to(device)
             _CACHE[key] = cached
@@ -358,11 +374,6 @@ def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tens
 
 
 # --- helpers ----------------------------------------------------------------------------------------
-
-
-def _options(d_model: Any, base: Any, shift: Any, layout: Any) -> tuple[int, float, float, str]:
-    d_model = _validate.d_model(d_model)
-    return d_model, _validate.base(base), _validate.shift(shift, d_model), _validate.layout(layout)
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -476,7 +487,7 @@ def _accept_tutorial_pe(module: nn.Module, state_dict: dict, prefix: str, *args:
         raise ValueError(
             f"the checkpoint's pe buffer has width {rows.shape[-1]}, this module has d_model={module.d_model}"
         )
-    ours = table(rows.shape[0], module.d_model, base=module.base, shift=module.shift, layout=module.layout)
+    ours = table(rows.shape[0], **module._options._asdict())
     error = float((rows.float() - ours).abs().max()) if rows.numel() else 0.0
     if error > 0.05:  # float32 tutorial tables are off by ~1e-2 at 131k rows, never by this much
         raise ValueError(

@@ -15,6 +15,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 
 $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
+	$(BIN)/python -m pip install --quiet --no-deps keras-hub==0.32.0
 	touch $@
 
 demo: $(VENV)/.installed

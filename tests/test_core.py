@@ -315,5 +315,16 @@ def test_import_posenc_imports_numpy_only():
 
 
 def test_public_surface():
-    assert set(posenc.__all__) == {"__version__", "encode", "frequencies", "positions", "table"}
+    assert set(posenc.__all__) == {
+        "__version__",
+        "convert_layout",
+        "encode",
+        "frequencies",
+        "grid",
+        "grids",
+        "identify",
+        "positions",
+        "presets",
+        "table",
+    }
     assert posenc.__version__ == "0.1.0"

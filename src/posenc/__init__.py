@@ -4,9 +4,22 @@ PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i), ω_i = base ** (-i / (d_mode
 rounded to the output dtype at any position |p| < 2**31. ``import posenc`` imports NumPy only.
 """
 
-from . import positions
+from . import grids, positions, presets
 from .core import encode, frequencies, table
+from .grids import grid
+from .porting import convert_layout, identify
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "encode", "frequencies", "positions", "table"]
+__all__ = [
+    "__version__",
+    "convert_layout",
+    "encode",
+    "frequencies",
+    "grid",
+    "grids",
+    "identify",
+    "positions",
+    "presets",
+    "table",
+]

@@ -29,6 +29,7 @@ from ._torch_positions import from_attention_mask, from_cu_seqlens, make_positio
 
 __all__ = [
     "SinusoidalPositionalEncoding",
+    "Timesteps",
     "TokenAndPositionEmbedding",
     "clear_cache",
     "encode",
@@ -297,6 +298,57 @@ class TokenAndPositionEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"scale={self.scale:g}, positions_from_padding={self.positions_from_padding}"
+
+
+class Timesteps(nn.Module):
+    """Exact drop-in for diffusers' ``Timesteps``: timesteps ``(N,)`` -> ``(N, num_channels)``.
+
+    ω_i = max_period ** (-i / (num_channels // 2 - downscale_freq_shift)); the angle ``scale · t · ω_i`` goes
+    into [sin | cos] ([cos | sin] with ``flip_sin_to_cos``), an odd width ends in a zero column. Timesteps
+    may be fractional; the result is float32, correctly rounded (diffusers' float32 code is off by ~1e-4 at
+    t = 1000).
+    """
+
+    def __init__(
+        self,
+        num_channels: int,
+        flip_sin_to_cos: bool,
+        downscale_freq_shift: float,
+        scale: float = 1,
+        max_period: float = 10000,
+    ) -> None:
+        super().__init__()
+        from . import presets
+
+        preset = presets.get(
+            "diffusers-timestep",
+            flip_sin_to_cos=flip_sin_to_cos,
+            downscale_freq_shift=downscale_freq_shift,
+            scale=scale,
+            max_period=max_period,
+        )
+        self.num_channels = _validate.d_model(num_channels)
+        self.flip_sin_to_cos, self.downscale_freq_shift, self.scale = (
+            flip_sin_to_cos,
+            downscale_freq_shift,
+            scale,
+        )
+        self._options = core._Options.check(num_channels, **preset._options_for(num_channels))
+
+    def forward(self, timesteps: torch.Tensor) -> torch.Tensor:
+        if not isinstance(timesteps, torch.Tensor) or timesteps.dim() != 1:
+            shape = (
+                tuple(timesteps.shape) if isinstance(timesteps, torch.Tensor) else type(timesteps).__name__
+            )
+            raise ValueError(f"timesteps must be a 1-D tensor of shape (N,); got {shape}")
+        timesteps = _position_tensor(timesteps)
+        return torch.ops.posenc.encode(timesteps, *self._options, "float32", 0)
+
+    def extra_repr(self) -> str:
+        return (
+            f"num_channels={self.num_channels}, flip_sin_to_cos={self.flip_sin_to_cos}, "
+            f"downscale_freq_shift={self.downscale_freq_shift}, scale={self.scale}"
+        )
 
 
 # --- the operator -----------------------------------------------------------------------------------

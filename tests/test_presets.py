@@ -1,0 +1,140 @@
+"""Presets and N-D grids: their formulas, options and errors (the real libraries are in test_conformance)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import posenc
+import posenc.torch as pt
+from posenc import grids, presets
+
+
+def test_every_preset_builds_a_table_and_names_its_source():
+    for name in presets.names():
+        preset = presets.get(name)
+        assert preset.source, name
+        width = 8
+        table = preset.table(5, width, dtype="float64")
+        assert table.shape == (5, width)
+        np.testing.assert_array_equal(table, posenc.table(5, width, dtype="float64", **preset.options))
+
+
+def test_fairseq_padding_row_and_first_position():
+    preset = presets.get("fairseq", padding_idx=1)
+    table = preset.table(6, 8, dtype="float64")
+    assert not table[1].any() and table[2].any()
+    assert preset.first_position == 2 and presets.get("fairseq").first_position == 0
+    ids = posenc.positions.make_positions(np.array([[7, 8, 1]]), 1)  # [[2, 3, 1]]
+    encoded = preset.encode(ids, 8, dtype="float64")
+    np.testing.assert_array_equal(encoded[0, :2], table[[2, 3]])
+    assert not encoded[0, 2].any()
+
+
+def test_tensor2tensor_timescales_and_its_min_timescale_multiplier():
+    preset = presets.get("tensor2tensor", min_timescale=2.0, max_timescale=1.0e4)
+    omegas = posenc.frequencies(16, **{k: v for k, v in preset.options.items() if k != "layout"})
+    np.testing.assert_allclose(omegas, 2.0 * 5000.0 ** (-np.arange(8) / 7), rtol=1e-15)
+    one_pair = presets.get("tensor2tensor").table(3, 2, dtype="float64")  # n = 1: max(n - 1, 1) in t2t
+    np.testing.assert_allclose(one_pair[:, 0], np.sin([0.0, 1.0, 2.0]), atol=1e-16)
+
+
+def test_odd_width_rules_of_the_presets():
+    assert not presets.get("fairseq").table(4, 9)[:, -1].any()  # zero column
+    literal = presets.get("paper").table(4, 9, dtype="float64")  # sine of ω_4 = 10000^(-8/9)
+    np.testing.assert_allclose(literal[:, 8], np.sin(np.arange(4) * 10000.0 ** (-8 / 9)), atol=1e-16)
+    marian = presets.get("marian").table(4, 9, dtype="float64")  # 5 sines, then 4 cosines
+    np.testing.assert_array_equal(marian[:, :5], literal[:, 0::2])
+    np.testing.assert_array_equal(marian[:, 5:], literal[:, 1::2])
+    dropped = presets.get("positional-encodings").table(4, 9, dtype="float64")
+    np.testing.assert_array_equal(dropped, posenc.table(4, 10, dtype="float64")[:, :9])
+
+
+def test_preset_errors():
+    with pytest.raises(ValueError, match="unknown preset 'bert'; choose one of paper"):
+        presets.get("bert")
+    with pytest.raises(TypeError, match="preset 'whisper'"):
+        presets.get("whisper", padding_idx=1)
+    with pytest.raises(ValueError, match="padding_idx must be an integer >= 0; got -1"):
+        presets.get("fairseq", padding_idx=-1)
+    with pytest.raises(TypeError, match="flip_sin_to_cos must be True or False"):
+        presets.get("diffusers-timestep", flip_sin_to_cos="yes")
+
+
+def test_presets_drive_the_torch_module():
+    module = pt.SinusoidalPositionalEncoding(16, **presets.get("whisper").options)
+    out = module(torch.zeros(1, 5, 16))[0]
+    np.testing.assert_array_equal(out.numpy(), presets.get("whisper").table(5, 16))
+
+
+# --- grids ------------------------------------------------------------------------------------------
+
+
+def test_grid_blocks_follow_the_order():
+    values = grids.grid((3, 4), 8, order=(1, 0), dtype="float64")
+    assert values.shape == (3, 4, 8)
+    np.testing.assert_array_equal(values[2, 3, :4], posenc.encode(3, 4, layout="sin_cos", dtype="float64"))
+    np.testing.assert_array_equal(values[2, 3, 4:], posenc.encode(2, 4, layout="sin_cos", dtype="float64"))
+
+
+def test_grid_function_grouping_is_timm_default_order():
+    values = grids.grid((2, 3), 8, group="function", dtype="float64")
+    h, w = (
+        posenc.encode(1, 4, layout="sin_cos", dtype="float64"),
+        posenc.encode(2, 4, layout="sin_cos", dtype="float64"),
+    )
+    np.testing.assert_array_equal(values[1, 2], np.concatenate([h[:2], w[:2], h[2:], w[2:]]))
+
+
+def _timm_literal(feat_shape, dim, temperature, reverse_coord, interleave):
+    """timm's build_sincos2d_pos_embed formula, transcribed in float64 NumPy."""
+    pos_dim = dim // 4
+    bands = 1.0 / temperature ** (np.arange(pos_dim) / pos_dim)
+    shape = feat_shape[::-1] if reverse_coord else feat_shape
+    coords = np.stack(np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")).reshape(2, -1).T
+    angles = coords[:, :, None] * bands[None, None, :]
+    stacked = np.stack([np.sin(angles), np.cos(angles)], axis=2 if interleave else 1)
+    return stacked.reshape(len(coords), -1)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("interleave", [False, True])
+def test_timm_orders(reverse, interleave):
+    ours = grids.timm_2d(
+        (3, 5), 16, temperature=100.0, reverse_coord=reverse, interleave_sin_cos=interleave, dtype="float64"
+    )
+    np.testing.assert_allclose(ours, _timm_literal((3, 5), 16, 100.0, reverse, interleave), atol=1e-15)
+
+
+def test_mae_cls_token_and_column_halves():
+    values = grids.mae_2d(16, 4, cls_token=True, dtype="float64")
+    assert values.shape == (17, 16) and not values[0].any()
+    token = 1 + 2 * 4 + 3  # h = 2, w = 3
+    np.testing.assert_array_equal(values[token, :8], posenc.encode(3, 8, layout="sin_cos", dtype="float64"))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: grids.grid((3, 4), 10), r"d_model=10 does not split into 2 even blocks"),
+        (lambda: grids.grid((3, 4), 8, order=(0, 0)), r"order must be a permutation of the axes 0\.\.1"),
+        (
+            lambda: grids.grid((3, 4), 8, widths=(2, 4)),
+            r"widths must be 2 even numbers adding up to d_model=8",
+        ),
+        (lambda: grids.grid((3, 4), 8, group="rows"), r"group must be 'axis' or 'function'"),
+        (lambda: grids.grid((3, 4), 8, positions=[np.arange(3)]), r"one array per axis \(2\)"),
+        (
+            lambda: grids.grid((3, 4), 8, positions=[np.arange(3), np.arange(5)]),
+            r"positions\[1\] must have shape \(4,\)",
+        ),
+        (lambda: grids.grid((0, 4), 8), r"shape must be an integer >= 1; got 0"),
+        (lambda: grids.diffusers_3d(24, 4, 2), r"embed_dim must be a multiple of 16"),
+        (lambda: grids.timm_2d((2, 2), 10), r"dim must be a multiple of 4"),
+        (lambda: grids.positional_encodings_nd((2, 2, 2, 2), 8), r"1, 2 or 3 axes"),
+    ],
+)
+def test_grid_errors(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -62,6 +62,11 @@ def test_preset_errors():
         presets.get("diffusers-timestep", flip_sin_to_cos="yes")
 
 
+def test_presets_drive_the_grids():
+    values = grids.grid((2, 3), 16, **presets.get("fairseq").options)
+    np.testing.assert_array_equal(values[1, 2, 8:], presets.get("fairseq").encode(2, 8))
+
+
 def test_presets_drive_the_torch_module():
     module = pt.SinusoidalPositionalEncoding(16, **presets.get("whisper").options)
     out = module(torch.zeros(1, 5, 16))[0]

@@ -41,6 +41,7 @@ def grid(
     shift: float = 0,
     scale: float = 1.0,
     layout: str = "sin_cos",
+    odd: str = "zero",
     dtype: npt.DTypeLike | None = None,
 ) -> np.ndarray:
     """The encoding of every cell of a grid: shape ``(*shape, d_model)``.
@@ -52,7 +53,8 @@ def grid(
         group: ``"axis"``: each block is the axis' full 1-D encoding in ``layout``; ``"function"``: all
             the sine halves (block order), then all the cosine halves (timm without ``interleave_sin_cos``).
         positions: one 1-D array of positions per axis (default ``arange(shape[a])``), for scaled grids.
-        base, shift, scale, layout, dtype: as in :func:`posenc.encode`, for every block.
+        base, shift, scale, layout, odd, dtype: as in :func:`posenc.encode`, for every block (so a preset's
+            ``options`` apply; blocks are even, so ``odd`` never matters).
 
     >>> grid((2, 3), 8, order=(1, 0))[1, 2]  # w = 2 in columns 0-3, h = 1 in columns 4-7
     array([ 0.9092974 ,  0.01999867, -0.41614684,  0.9998    ,  0.84147096,

@@ -51,6 +51,8 @@ _COS = [(-1) ** k / math.factorial(2 * k) for k in range(2, 10)]
 
 # Elements per working block: temporaries stay in cache.
 _BLOCK = 1 << 16
+# Below this many sin/cos pairs a thread pool costs more than it saves.
+_PARALLEL_ELEMENTS = 1 << 19
 
 
 def frequencies(
@@ -115,7 +117,7 @@ def encode(
         sin, cos = _direct(flat_p[lo:hi, None], spec.limbs)
         spec.emit(rows[lo:hi], flat_p[lo:hi], sin, cos, spec.direct_band(sin), spec.direct_band(cos))
 
-    _run_blocks(work, len(flat_p), step)
+    _run_blocks(work, len(flat_p), step, elements=flat_p.size * spec.n)
     return result
 
 
@@ -161,7 +163,7 @@ def table(
             sin, cos = _direct(p[lo:hi, None], spec.limbs)
             spec.emit(result[lo:hi], p[lo:hi], sin, cos, None, None)
 
-        _run_blocks(work, length, step)
+        _run_blocks(work, length, step, elements=length * spec.n)
     else:
         _angle_addition(result, start, length, spec)
     return result
@@ -290,10 +292,10 @@ def _output(shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None) -> 
     return out
 
 
-def _run_blocks(work: Callable[[int, int], None], total: int, step: int) -> None:
-    """Call ``work(lo, hi)`` over ``range(0, total, step)``, on as many threads as there are cores."""
+def _run_blocks(work: Callable[[int, int], None], total: int, step: int, *, elements: int) -> None:
+    """Call ``work(lo, hi)`` over ``range(0, total, step)``, on all cores when ``elements`` is large."""
     bounds = [(lo, min(lo + step, total)) for lo in range(0, total, step)]
-    threads = min(len(bounds), _threads())
+    threads = min(len(bounds), _threads()) if elements >= _PARALLEL_ELEMENTS else 1
     if threads <= 1:
         for lo, hi in bounds:
             work(lo, hi)
@@ -461,7 +463,7 @@ def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec) ->
             p = first + start + np.arange(b1 - b0, dtype=np.float64)
             spec.emit(result[first : first + b1 - b0], p, sin, cos, sin_band, cos_band)
 
-    _run_blocks(work, len(tiles), max(1, len(tiles) // (8 * _threads())))
+    _run_blocks(work, len(tiles), max(1, len(tiles) // (8 * _threads())), elements=length * n)
 
 
 def _direct_rows(p: np.ndarray, limbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -472,5 +474,5 @@ def _direct_rows(p: np.ndarray, limbs: np.ndarray) -> tuple[np.ndarray, np.ndarr
     def work(lo: int, hi: int) -> None:
         sin[lo:hi], cos[lo:hi] = _direct(p[lo:hi, None], limbs)
 
-    _run_blocks(work, len(p), max(1, _BLOCK // max(1, limbs.shape[1])))
+    _run_blocks(work, len(p), max(1, _BLOCK // max(1, limbs.shape[1])), elements=len(p) * limbs.shape[1])
     return sin, cos

@@ -317,6 +317,7 @@ def test_import_posenc_imports_numpy_only():
 def test_public_surface():
     assert set(posenc.__all__) == {
         "__version__",
+        "analysis",
         "convert_layout",
         "encode",
         "frequencies",
@@ -325,6 +326,7 @@ def test_public_surface():
         "identify",
         "positions",
         "presets",
+        "sharding",
         "table",
     }
     assert posenc.__version__ == "0.1.0"

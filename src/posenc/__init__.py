@@ -4,7 +4,7 @@ PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i), ω_i = base ** (-i / (d_mode
 rounded to the output dtype at any position |p| < 2**31. ``import posenc`` imports NumPy only.
 """
 
-from . import grids, positions, presets
+from . import analysis, grids, positions, presets
 from .core import encode, frequencies, table
 from .grids import grid
 from .porting import convert_layout, identify
@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "analysis",
     "convert_layout",
     "encode",
     "frequencies",
@@ -21,5 +22,6 @@ __all__ = [
     "identify",
     "positions",
     "presets",
+    "sharding",
     "table",
 ]

@@ -214,7 +214,7 @@ def positions(value: Any) -> np.ndarray:
 
 
 def _out_of_range(worst: Any) -> None:
-    if abs(worst) >= MAX_POSITION:
+    if abs(int(worst) if isinstance(worst, numbers.Integral) else float(worst)) >= MAX_POSITION:
         raise ValueError(
             f"positions must satisfy |p| < 2**31 = {MAX_POSITION}, the range over which posenc is "
             f"proven exact; got {worst}"

@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[plot,bfloat16]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt

@@ -4,6 +4,7 @@ points (``python -m posenc`` and the installed console script) in a subprocess."
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -275,11 +276,31 @@ def test_empty_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, text_rows(out)) == (0, (HEADER_5_4, []))
 
 
-# --- posenc demo ----------------------------------------------------------------------------------
+# --- posenc demo ---------------------------------------------------------------------------------
+
+DEMO_FIGURES = [
+    "heatmap.png",
+    "dot-product-8.png",
+    "dot-product-256.png",
+    "sinusoids.png",
+    "waves.png",
+    "similarity.png",
+    "collisions.png",
+]
 
 
-def test_demo(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "demo")
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, str, Path]:
+    """``posenc demo --out DIR``, run once for the module: (exit code, stdout, stderr, DIR)."""
+    folder = tmp_path_factory.mktemp("demo") / "figures"  # not there yet: the demo creates it
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["demo", "--out", str(folder)])
+    return code, out.getvalue(), err.getvalue(), folder
+
+
+def test_demo(demo_run: tuple[int, str, str, Path]) -> None:
+    code, out, err, _ = demo_run
     assert (code, err) == (0, "")
     assert out.count("249.1021") >= 3  # PE(1)·PE(2), PE(80)·PE(81) and the closed form, k = 1
     assert out.count("117.5290") >= 3  # PE(1)·PE(80), PE(2)·PE(81) and the closed form, k = 79
@@ -289,11 +310,42 @@ def test_demo(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Embedding" in out and "Input to the Transformer" in out
 
 
+def test_demo_writes_every_figure(demo_run: tuple[int, str, str, Path]) -> None:
+    from matplotlib import image
+
+    _, out, _, folder = demo_run
+    assert sorted(p.name for p in folder.iterdir()) == sorted(DEMO_FIGURES)
+    for index, name in enumerate(DEMO_FIGURES, 1):
+        assert f"[{index}/{len(DEMO_FIGURES)}]" in out  # a progress line per figure
+        assert f"-o {folder / name}" in out  # with the command that draws it
+        picture = image.imread(folder / name)
+        assert picture.shape[1] >= 800 and picture[..., :3].var() > 0.005
+
+
+def test_demo_prints_the_check_report(demo_run: tuple[int, str, str, Path]) -> None:
+    _, out, _, _ = demo_run
+    section = out.split("$ posenc check")[1]
+    assert "$ posenc check" in out and "all 6 criteria pass" in section
+    for title in ("unique encoding", "consistent distance", "generalises", "bounded", "deterministic"):
+        assert title in section
+    assert "position 257 has the same bfloat16 encoding as position 256" in out
+
+
+def test_demo_default_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from posenc import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "_DEMO_SECTIONS", (cli._demo_figures,))
+    monkeypatch.setattr(cli, "_DEMO_FIGURES", cli._DEMO_FIGURES[:1])
+    assert main(["demo"]) == 0
+    assert (tmp_path / "posenc-demo" / "heatmap.png").stat().st_size > 10_000
+
+
 @pytest.mark.parametrize("command", [["table", "5", "4"], ["table", "4", "4", "--base", "100"]])
 def test_demo_tables_are_what_the_commands_print(
-    capsys: pytest.CaptureFixture[str], command: list[str]
+    capsys: pytest.CaptureFixture[str], demo_run: tuple[int, str, str, Path], command: list[str]
 ) -> None:
-    _, demo, _ = run(capsys, "demo")
+    demo = demo_run[1]
     _, table, _ = run(capsys, *command)
     shown = (
         "    $ posenc "
@@ -304,14 +356,165 @@ def test_demo_tables_are_what_the_commands_print(
     assert shown in demo
 
 
-def test_demo_embedding_sum(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_embedding_sum(demo_run: tuple[int, str, str, Path]) -> None:
     from posenc.cli import _EMBEDDING
 
-    _, out, _ = run(capsys, "demo")
+    out = demo_run[1]
     total = _EMBEDDING + posenc.table(3, 4)
     section = out.split("= Input to the Transformer")[1]
     for row in total.tolist():
         assert "  ".join(f"{v:.4f}".rjust(7) for v in row) in section
+
+
+# --- posenc check ---------------------------------------------------------------------------------
+
+CRITERIA = ["unique", "consistent", "generalises", "bounded", "deterministic", "shift_invariant"]
+
+
+def test_check_passes_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "check")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].startswith("posenc check: d_model 512, positions 0..2047, base 10000, shift 0,")
+    assert lines[-1] == "all 6 criteria pass"
+    assert out.count("  pass  ") == 6 and "FAIL" not in out
+    assert "unique encoding for each position" in out and "figure 3.714" in out
+
+
+def test_check_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "check", "--json", "--d-model", "64", "--length", "500", "--dtype", "float16"
+    )
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    assert report["passed"] is True
+    assert report["options"] == {
+        "d_model": 64,
+        "length": 500,
+        "base": 10000,
+        "shift": 0,
+        "layout": "interleaved",
+        "dtype": "float16",
+        "compute": "exact",
+    }
+    assert [c["name"] for c in report["criteria"]] == CRITERIA
+    for criterion in report["criteria"]:
+        assert {"name", "title", "passed", "figure", "detail"} <= set(criterion)
+        assert criterion["passed"] is True and isinstance(criterion["figure"], float)
+    from posenc import analysis
+
+    margin = analysis.uniqueness_margin(500, 64, dtype="float16").distance
+    assert report["criteria"][0]["figure"] == pytest.approx(margin)
+
+
+def test_check_fails_with_exit_1_and_says_from_which_position(capsys: pytest.CaptureFixture[str]) -> None:
+    """The usual bfloat16 code (angles computed in bfloat16) over 100,000 positions: not unique from 257."""
+    args = ("check", "--dtype", "bfloat16", "--length", "100000", "--compute", "dtype")
+    code, out, err = run(capsys, *args)
+    assert code == 1
+    assert "FAIL  unique encoding for each position" in out
+    assert "position 257 has the same bfloat16 encoding as position 256" in out
+    assert out.splitlines()[-1].startswith("3 of 6 fail: unique")
+    # a long check shows its progress on stderr, a percentage per step
+    lines = err.splitlines()
+    assert lines and all(line.startswith("posenc check: ") and "%" in line for line in lines)
+    assert "100%" in lines[-1]
+
+
+def test_check_json_failure(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "check", "--d-model", "4", "--dtype", "bfloat16", "--length", "100000", "--json"
+    )
+    assert code == 1
+    report = json.loads(out)
+    assert report["passed"] is False
+    unique = report["criteria"][0]
+    assert (unique["passed"], unique["first_collision"], unique["equals"]) == (False, 84830, 7)
+
+
+def test_check_posenc_bfloat16_stays_unique(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "--dtype", "bfloat16", "--length", "4096")
+    assert code == 0
+    assert (
+        "the usual code, computing the angles in bfloat16, gives position 257"
+        in " ".join(out.split()).lower()
+    )
+
+
+def test_progress_on_a_terminal_is_one_line_updated_in_place() -> None:
+    from posenc.cli import _Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Terminal()
+    progress = _Progress("check", enabled=True, stream=stream)
+    progress(0.0, "encoding")
+    progress(0.5, "hashing")
+    progress.close()
+    text = stream.getvalue()
+    assert "\n" not in text and text.count("\r") == 4
+    assert "posenc check:   0%  encoding" in text and "posenc check:  50%  hashing" in text
+    assert text.endswith("\r") and text.split("\r")[-2].strip() == ""  # the line is cleared at the end
+    quiet = io.StringIO()
+    _Progress("check", enabled=False, stream=quiet)(0.5, "hashing")
+    assert quiet.getvalue() == ""
+
+
+# --- posenc plot ----------------------------------------------------------------------------------
+
+PLOT_ARGS = {
+    "heatmap": ["--length", "30", "--d-model", "32"],
+    "dot-product": [],
+    "sinusoids": ["--d-model", "256"],
+    "waves": ["--length", "100", "--d-model", "64", "--base", "100"],
+    "similarity": ["--length", "60", "--dtype", "bfloat16"],
+    "collisions": ["--length", "600", "--d-model", "64", "--dtype", "bfloat16"],
+}
+
+
+PLOT_SIZES = {  # inches
+    "heatmap": (8, 5),
+    "dot-product": (7, 6),
+    "sinusoids": (12, 3.6),
+    "waves": (8, 8),
+    "similarity": (8, 5),
+    "collisions": (11, 4.8),
+}
+
+
+@pytest.mark.parametrize("kind", list(PLOT_ARGS))
+def test_plot_writes_a_picture(capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str) -> None:
+    from matplotlib import image
+
+    path = tmp_path / f"{kind}.png"
+    code, out, err = run(capsys, "plot", kind, *PLOT_ARGS[kind], "-o", str(path), "--dpi", "50")
+    assert (code, out, err) == (0, "", "")
+    picture = image.imread(path)
+    width, height = PLOT_SIZES[kind]
+    assert picture.shape[:2] == (round(height * 50), round(width * 50))
+    assert picture[..., :3].mean(axis=2).var() > 0.005
+
+
+def test_plot_without_matplotlib_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    monkeypatch.delitem(sys.modules, "posenc.plot", raising=False)
+    monkeypatch.delattr(posenc, "plot", raising=False)  # `from . import plot` would find it there
+    code, out, err = run(capsys, "plot", "heatmap", "-o", str(tmp_path / "pe.png"))
+    assert (code, out) == (2, "")
+    assert err == "posenc: error: posenc.plot needs matplotlib: pip install 'posenc[plot]'\n"
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [("svg", b"<?xml"), ("pdf", b"%PDF")])
+def test_plot_vector_formats(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, suffix: str, magic: bytes
+) -> None:
+    path = tmp_path / f"dots.{suffix}"
+    assert run(capsys, "plot", "dot-product", "--length", "5", "--output", str(path))[0] == 0
+    assert path.read_bytes().startswith(magic)
 
 
 # --- errors ---------------------------------------------------------------------------------------
@@ -340,6 +543,25 @@ BAD_INPUTS = [
     (["table", "5", "4", "--output", "{missing}/pe.csv"], "cannot write"),
     (["table", "5", "4", "--output", "{tmp}"], "cannot write"),
     (["table", "5", "4", "--bogus"], "--bogus"),
+    (["check", "--length", "0"], "length"),
+    (["check", "--length", "2.5"], "--length"),
+    (["check", "--d-model", "1"], "d_model"),
+    (["check", "--base", "1"], "base"),
+    (["check", "--shift", "300"], "shift"),
+    (["check", "--layout", "rows"], "layout"),
+    (["check", "--dtype", "int8"], "dtype"),
+    (["check", "--compute", "fast"], "compute"),
+    (["check", "extra"], "unrecognized"),
+    (["plot", "heatmap"], "--output"),
+    (["plot", "pie", "-o", "x.png"], "invalid choice"),
+    (["plot", "heatmap", "-o", "{tmp}/pe.gif"], ".png, .svg, .pdf"),
+    (["plot", "heatmap", "-o", "{tmp}/pe"], ".png, .svg, .pdf"),
+    (["plot", "sinusoids", "--length", "5", "-o", "{tmp}/s.png"], "--length does not apply to 'sinusoids'"),
+    (["plot", "heatmap", "--dpi", "0", "-o", "{tmp}/pe.png"], "dpi"),
+    (["plot", "heatmap", "--d-model", "1", "-o", "{tmp}/pe.png"], "d_model"),
+    (["plot", "heatmap", "--layout", "rows", "-o", "{tmp}/pe.png"], "layout"),
+    (["plot", "heatmap", "-o", "{missing}/pe.png"], "cannot write"),
+    (["demo", "--out"], "--out"),
 ]
 
 
@@ -379,7 +601,9 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["--help"], "posenc table 5 4"),
         (["table", "--help"], "posenc table 4 4 --base 100"),
-        (["demo", "-h"], "posenc demo"),
+        (["demo", "-h"], "posenc demo --out"),
+        (["check", "--help"], "posenc check --dtype bfloat16 --length 100000"),
+        (["plot", "--help"], "posenc plot heatmap -o heatmap.png"),
     ],
 )
 def test_help(capsys: pytest.CaptureFixture[str], args: list[str], example: str) -> None:
@@ -441,11 +665,11 @@ def test_closed_pipe_is_quiet() -> None:
     assert process.returncode == 1
 
 
-@pytest.mark.parametrize("args", [["table", "2", "4"], ["table", "--help"], ["demo"]])
-def test_ascii_terminal_does_not_crash(args: list[str]) -> None:
+@pytest.mark.parametrize("args", [["table", "2", "4"], ["table", "--help"], ["demo"], ["check"]])
+def test_ascii_terminal_does_not_crash(args: list[str], tmp_path: Path) -> None:
     environment = {**os.environ, "PYTHONIOENCODING": "ascii"}
-    done = subprocess.run(
-        [sys.executable, "-m", "posenc", *args], capture_output=True, text=True, env=environment
+    done = subprocess.run(  # in tmp_path: the demo writes its figures into ./posenc-demo
+        [sys.executable, "-m", "posenc", *args], capture_output=True, text=True, env=environment, cwd=tmp_path
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert "\\u03c9" in done.stdout  # ω, escaped

@@ -1,8 +1,9 @@
-"""The ``posenc`` command: ``posenc table`` prints or saves a table, ``posenc demo`` explains one.
+"""The ``posenc`` command: ``posenc table`` prints or saves a table, ``posenc check`` measures the criteria
+of a good encoding, ``posenc plot`` draws one, ``posenc demo`` explains it all.
 
 Every error (a usage error, or a value that posenc's own validation refuses) is one line on
 stderr, ``posenc: error: <message>``, with exit code 2 and no traceback; ``--help`` and
-``--version`` exit 0.
+``--version`` exit 0. ``posenc check`` exits 1 when a criterion fails.
 
 >>> main(["table", "3", "4"])
 pos  0 sin ω0  1 cos ω0  2 sin ω1  3 cos ω1
@@ -17,23 +18,30 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import inspect
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, NoReturn, TextIO
 
 import numpy as np
 
 import posenc
 
-from . import _validate
+from . import _validate, analysis
 
 PROG = "posenc"
 FORMATS = ("text", "csv", "json", "npy")
 TEXT_DIGITS = 4  # decimals printed by the text format unless --digits says otherwise
 _CHUNK = 4096  # rows converted and formatted at a time: large tables stream instead of piling up
+_LONG = 1 << 24  # values (length × d_model) from which a check counts as long and shows its progress
+PLOT_KINDS = ("heatmap", "dot-product", "sinusoids", "waves", "similarity", "collisions")  # posenc.plot.KINDS
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+DEMO_FOLDER = "posenc-demo"
 _HELP = argparse.RawDescriptionHelpFormatter
 
 _MAIN_EPILOG = """\
@@ -42,6 +50,9 @@ examples:
   posenc table 5 4                        positions 0..4, d_model = 4 (the paper's formula)
   posenc table 4 4 --base 100             the same formula with base 100
   posenc table 1024 512 --format npy --output pe.npy
+  posenc check --dtype bfloat16 --length 100000   is the encoding still unique, bounded, shift invariant?
+  posenc plot dot-product -o dots.png             the dot-product map: constant along each diagonal
+  posenc demo --out figures                       the walk-through, its figures written into figures/
 
 run 'posenc COMMAND --help' for the options of each command.
 """
@@ -71,8 +82,57 @@ examples:
 
 _DEMO_EPILOG = """\
 examples:
-  posenc demo
+  posenc demo                      figures into ./posenc-demo/
+  posenc demo --out /tmp/figures
   posenc demo | less
+"""
+
+_CHECK_EPILOG = """\
+criteria (the third source document's list, plus shift invariance), each with its figure:
+  unique           no two of positions 0..LENGTH-1 share an encoding in --dtype (bit for bit). Figure:
+                   the smallest distance between the encodings of two positions (exact, over all pairs)
+  consistent       table(LENGTH) is bit-identical to the first LENGTH rows of table(2 LENGTH), so no
+                   distance depends on the sequence length. Figure: the number of values that differ
+  generalises      positions LENGTH..2 LENGTH-1 are bounded, distinct from every earlier position and
+                   follow the same dot-product law. Figure: the dot-product deviation there
+  bounded          max |PE| <= 1. Figure: max |PE|
+  deterministic    recomputing (again, in two halves, row by row) gives the same bits. Figure: the
+                   number of values that differ
+  shift_invariant  PE(p)·PE(p+k) = Σ_i cos(k ω_i) for 4096 sampled pairs, within the proven bound for
+                   --dtype rounding. Figure: the largest deviation
+
+--compute exact (default) checks posenc's values, computed exactly and rounded once to --dtype;
+--compute dtype checks the usual code, which computes positions, angles and sin/cos in --dtype.
+Long checks report their progress on stderr.
+
+exit status: 0 when every criterion passes, 1 when one fails, 2 on bad input.
+
+examples:
+  posenc check                                        d_model 512, positions 0..2047, float32
+  posenc check --dtype bfloat16 --length 100000       posenc's bfloat16 values: unique, bounded, ...
+  posenc check --dtype bfloat16 --compute dtype       the usual bfloat16 code: 257 looks like 256
+  posenc check --d-model 4 --dtype bfloat16 --length 100000
+  posenc check --json
+"""
+
+_PLOT_EPILOG = """\
+kinds:
+  heatmap      the table, positions down and dimensions across (100 positions, d_model 512)
+  dot-product  PE(i)·PE(j), constant along each diagonal (8 positions, d_model 512, float64)
+  sinusoids    sin(k ω_i) against i = 0..99 for k = 0, 4, 8, 12 (d_model 512)
+  waves        columns as waves over positions: low columns fast, high slow (256 positions, d_model 128)
+  similarity   cosine similarity of PE(p) and PE(p+k) against k = 0..LENGTH (256, d_model 512)
+  collisions   float16 and bfloat16: posenc against angles computed in the dtype (16384 positions)
+
+The defaults are in parentheses. An option that a kind does not use is refused. The suffix of FILE
+picks the format: .png, .svg or .pdf. Needs matplotlib: pip install 'posenc[plot]'.
+
+examples:
+  posenc plot heatmap -o heatmap.png
+  posenc plot dot-product --length 64 -o dots.svg
+  posenc plot sinusoids -o sinusoids.pdf
+  posenc plot waves --d-model 64 --base 100 -o waves.png
+  posenc plot collisions --dtype bfloat16 --length 100000 --dpi 200 -o collisions.png
 """
 
 
@@ -87,13 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``posenc`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
 
     0 on success, 2 on any bad input (one ``posenc: error:`` line on stderr), 1 when the reader of
-    stdout went away (``posenc table 100000 4 | head``), 130 on Ctrl-C.
+    stdout went away (``posenc table 100000 4 | head``) or when ``posenc check`` finds a criterion
+    failing, 130 on Ctrl-C.
     """
     parser = build_parser()
     _tolerate_narrow_stdout()  # before parsing: the help texts use 'ω' too
     try:
         args = parser.parse_args(argv)
-        args.handler(args)
+        code = args.handler(args) or 0
         sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
     except SystemExit as stop:  # from argparse: --help, --version, usage errors
         return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
@@ -104,20 +165,22 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (CliError, ValueError, TypeError, ImportError, OSError) as error:
         return _fail(_describe(error))
-    return 0
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser: ``posenc [--version] {table,demo} ...``."""
+    """The argument parser: ``posenc [--version] {table,check,plot,demo} ...``."""
     parser = _Parser(
         prog=PROG,
-        description="Exact sinusoidal positional encodings: print, save and explain them.",
+        description="Exact sinusoidal positional encodings: print, save, check, draw and explain them.",
         epilog=_MAIN_EPILOG,
         formatter_class=_HELP,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {posenc.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_table_command(commands)
+    _add_check_command(commands)
+    _add_plot_command(commands)
     _add_demo_command(commands)
     return parser
 
@@ -277,6 +340,212 @@ def _open_output(path: str | None, *, binary: bool) -> Iterator[IO[Any]]:
         raise CliError(f"cannot write {path}: {error.strerror or error}") from None
 
 
+# --- options shared by check and plot -------------------------------------------------------------
+
+
+def _add_variant_options(sub: argparse.ArgumentParser, *, default: bool) -> None:
+    """--d-model, --length, --base, --shift, --layout and --dtype; ``default=False`` leaves each None
+    (so that a command can tell which ones were given)."""
+
+    def value(given: Any) -> Any:
+        return given if default else None
+
+    def shown(given: Any) -> str:
+        return f" (default: {given})" if default else ""
+
+    sub.add_argument(
+        "--d-model", type=_integer, default=value(512), help="width of each encoding, >= 2" + shown(512)
+    )
+    sub.add_argument("--length", type=_integer, default=value(2048), help="number of positions" + shown(2048))
+    sub.add_argument(
+        "--base",
+        type=_number,
+        default=value(10000),
+        help="frequency base > 1, the paper's 10000" + shown(10000),
+    )
+    sub.add_argument(
+        "--shift",
+        type=_number,
+        default=value(0),
+        help="0: the paper; 1: tensor2tensor and fairseq" + shown(0),
+    )
+    sub.add_argument(
+        "--layout",
+        default=value("interleaved"),
+        metavar="{" + ",".join(_validate.LAYOUTS) + "}",
+        help="where the sines and cosines go" + shown("interleaved"),
+    )
+    sub.add_argument(
+        "--dtype",
+        default=value("float32"),
+        metavar="{" + ",".join(_validate.DTYPES) + "}",
+        help="the dtype studied; values are correctly rounded to it" + shown("float32"),
+    )
+
+
+class _Progress:
+    """``progress(fraction, what)`` for long work: a percentage on stderr, one line updated in place on a
+    terminal, one line per step elsewhere; silent when not ``enabled``."""
+
+    def __init__(self, label: str, *, enabled: bool, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+        self.label, self.enabled = label, enabled
+        self.terminal = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.width = 0
+
+    def __call__(self, fraction: float, what: str) -> None:
+        if not self.enabled:
+            return
+        text = f"{PROG} {self.label}: {fraction:4.0%}  {what}"
+        if self.terminal:
+            self.stream.write("\r" + text.ljust(self.width))
+            self.width = len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Clear the line a terminal shows."""
+        if self.enabled and self.terminal and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+
+
+# --- posenc check ---------------------------------------------------------------------------------
+
+
+def _add_check_command(commands: Any) -> None:
+    sub = commands.add_parser(
+        "check",
+        help="measure the criteria of a good encoding (unique, bounded, ...) for one setting",
+        description="Measure, for one setting, the criteria a positional encoding must meet: unique,\n"
+        "consistent across lengths, generalises to longer sequences, bounded, deterministic, and\n"
+        "shift invariant. Each gets its measured figure and pass or fail.",
+        epilog=_CHECK_EPILOG,
+        formatter_class=_HELP,
+    )
+    _add_variant_options(sub, default=True)
+    sub.add_argument(
+        "--compute",
+        default="exact",
+        metavar="{" + ",".join(analysis.COMPUTE) + "}",
+        help="exact: posenc's values, rounded once (default); dtype: the usual code, computed in --dtype",
+    )
+    sub.add_argument("--json", action="store_true", help="print the report as JSON")
+    sub.set_defaults(handler=_run_check)
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    """``posenc check``: measure, print the report; 0 when every criterion passes, else 1."""
+    long = args.length * args.d_model >= _LONG
+    progress = _Progress("check", enabled=sys.stderr.isatty() or long)
+    try:
+        report = analysis.check(
+            args.length,
+            args.d_model,
+            base=args.base,
+            shift=args.shift,
+            layout=args.layout,
+            dtype=args.dtype,
+            compute=args.compute,
+            progress=progress,
+        )
+    finally:
+        progress.close()
+    if args.json:
+        json.dump(report.as_dict(), sys.stdout, ensure_ascii=False, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.writelines(line + "\n" for line in _report_lines(report))
+    return 0 if report.passed else 1
+
+
+def _report_lines(report: analysis.Report, width: int = 100) -> list[str]:
+    """The report as text: a heading, a status line and the measurement of each criterion, a verdict."""
+    o = report.options
+    how = "posenc, rounded once" if o["compute"] == "exact" else f"computed in {o['dtype']}"
+    lines = textwrap.wrap(
+        f"{PROG} check: d_model {o['d_model']}, positions 0..{o['length'] - 1}, base {o['base']:g}, "
+        f"shift {o['shift']:g}, layout {o['layout']}, {o['dtype']} ({how})",
+        width,
+        subsequent_indent=" " * 14,
+    )
+    for c in report.criteria:
+        figure = "-" if c.figure is None else f"{c.figure:.4g}"
+        lines += ["", f"  {'pass' if c.passed else 'FAIL'}  {c.title}"]
+        lines += textwrap.wrap(
+            f"figure {figure}: {c.detail}", width, initial_indent=" " * 8, subsequent_indent=" " * 8
+        )
+    failed = [c.name for c in report.criteria if not c.passed]
+    total = len(report.criteria)
+    verdict = (
+        f"all {total} criteria pass" if not failed else f"{len(failed)} of {total} fail: {', '.join(failed)}"
+    )
+    return [*lines, "", verdict]
+
+
+# --- posenc plot ----------------------------------------------------------------------------------
+
+
+def _add_plot_command(commands: Any) -> None:
+    sub = commands.add_parser(
+        "plot",
+        help="draw a figure: heatmap, dot-product, sinusoids, waves, similarity, collisions",
+        description="Draw one figure of the encoding into FILE (.png, .svg or .pdf).",
+        epilog=_PLOT_EPILOG,
+        formatter_class=_HELP,
+    )
+    sub.add_argument("kind", metavar="KIND", choices=PLOT_KINDS, help="one of: " + ", ".join(PLOT_KINDS))
+    _add_variant_options(sub, default=False)
+    sub.add_argument("--output", "-o", metavar="FILE", required=True, help="the file to write")
+    sub.add_argument("--dpi", type=_number, default=120, help="pixels per inch of a PNG (default: 120)")
+    sub.set_defaults(handler=_run_plot)
+
+
+def _run_plot(args: argparse.Namespace) -> None:
+    """``posenc plot``: check the file name first, then draw and save."""
+    if Path(args.output).suffix.lower() not in PLOT_SUFFIXES:
+        raise CliError(
+            f"the output file must end in {', '.join(PLOT_SUFFIXES)} (the suffix picks the format); "
+            f"got {args.output!r}"
+        )
+    from . import plot  # matplotlib is imported only here
+
+    plot.check_dpi(args.dpi)
+    draw = plot.KINDS[args.kind]
+    figure = draw(**_plot_options(args, draw))
+    plot.save(figure, args.output, dpi=args.dpi)
+
+
+def _plot_options(args: argparse.Namespace, draw: Callable[..., Any]) -> dict[str, Any]:
+    """The keyword arguments for ``draw`` from the options given; one it does not take is a CliError.
+
+    ``--dtype X`` becomes ``dtypes=(X,)`` for a figure that compares dtypes.
+    """
+    accepted = set(inspect.signature(draw).parameters)
+    if "dtypes" in accepted:
+        accepted.add("dtype")
+    names = ("d_model", "length", "base", "shift", "layout", "dtype")
+    options: dict[str, Any] = {}
+    for name in names:
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if name not in accepted:
+            takes = ", ".join(_flag(n) for n in names if n in accepted)
+            raise CliError(f"{_flag(name)} does not apply to '{args.kind}', which takes {takes}")
+        if name == "dtype" and "dtypes" in accepted:
+            options["dtypes"] = (value,)
+        else:
+            options[name] = value
+    return options
+
+
+def _flag(name: str) -> str:
+    """The option for a parameter name: d_model -> --d-model."""
+    return "--" + name.replace("_", "-")
+
+
 # --- labelled grids and their formats -------------------------------------------------------------
 
 
@@ -394,24 +663,33 @@ def _add_demo_command(commands: Any) -> None:
         "demo",
         help="a guided walk-through of sinusoidal positional encoding",
         description="A guided walk-through of sinusoidal positional encoding: the formula, worked\n"
-        "tables, adding the encoding to token embeddings, shift-invariant dot products and\n"
-        "exactness at large positions. Every number is computed by posenc as it is printed.",
+        "tables, adding the encoding to token embeddings, shift-invariant dot products,\n"
+        "exactness at large positions, the figures (written into a folder) and the criteria\n"
+        "report. Every number is computed by posenc as it is printed.",
         epilog=_DEMO_EPILOG,
         formatter_class=_HELP,
+    )
+    sub.add_argument(
+        "--out",
+        metavar="DIR",
+        default=DEMO_FOLDER,
+        help=f"folder for the figures, created if needed (default: ./{DEMO_FOLDER}/)",
     )
     sub.set_defaults(handler=_run_demo)
 
 
 @dataclass
 class _Demo:
-    """Where the walk-through goes. (Options such as a folder for figures belong here too.)"""
+    """Where the walk-through goes, and the folder for its figures."""
 
     stream: TextIO
+    out: Path = Path(DEMO_FOLDER)
 
     def say(self, *lines: str) -> None:
-        """Print each line."""
+        """Print each line (at once: the figures take a moment, their progress lines should show)."""
         for line in lines:
             self.stream.write(line + "\n")
+        self.stream.flush()
 
     def heading(self, title: str) -> None:
         """A blank line, then an underlined section title."""
@@ -429,7 +707,7 @@ class _Demo:
 
 def _run_demo(args: argparse.Namespace) -> None:
     """``posenc demo``: run every section in order."""
-    demo = _Demo(sys.stdout)
+    demo = _Demo(sys.stdout, Path(args.out))
     for section in _DEMO_SECTIONS:
         section(demo)
 
@@ -582,11 +860,77 @@ def _demo_exactness(demo: _Demo) -> None:
     )
 
 
+# (file name, kind, options, what it shows): the demo's figures, in order
+_DEMO_FIGURES: tuple[tuple[str, str, dict[str, Any], str], ...] = (
+    ("heatmap.png", "heatmap", {}, "the table: positions down, dimensions across"),
+    ("dot-product-8.png", "dot-product", {}, "PE(i)·PE(j) for 8 positions: constant diagonals"),
+    ("dot-product-256.png", "dot-product", {"length": 256}, "the same for 256 positions"),
+    ("sinusoids.png", "sinusoids", {}, "sin(k ω_i) against i for k = 0, 4, 8, 12"),
+    ("waves.png", "waves", {}, "columns over positions: low columns fast, high slow"),
+    ("similarity.png", "similarity", {}, "similarity against the offset, from 3 positions"),
+    ("collisions.png", "collisions", {}, "float16/bfloat16: rounded once against computed in the dtype"),
+)
+
+
+def _demo_figures(demo: _Demo) -> None:
+    demo.heading(f"7. Pictures: posenc plot, written into {demo.out}/")
+    demo.say("Each figure is drawn by the command shown; in Python, posenc.plot.<kind>() returns it.", "")
+    try:
+        from . import plot
+    except ImportError as error:
+        demo.say(f"    (no figures: {error})")
+        return
+    demo.out.mkdir(parents=True, exist_ok=True)
+    for index, (name, kind, options, what) in enumerate(_DEMO_FIGURES, 1):
+        path = demo.out / name
+        flags = "".join(f" --{key.replace('_', '-')} {value}" for key, value in options.items())
+        demo.say(
+            f"    [{index}/{len(_DEMO_FIGURES)}] {what}", f"          $ posenc plot {kind}{flags} -o {path}"
+        )
+        try:
+            plot.save(plot.KINDS[kind](**options), path)
+        except ImportError as error:  # bfloat16 without ml_dtypes
+            demo.say(f"          (skipped: {error})")
+
+
+def _demo_check(demo: _Demo) -> None:
+    demo.heading("8. The criteria, measured: posenc check")
+    demo.say(
+        "A good positional encoding is unique for each position, keeps distances whatever the",
+        "sequence length, generalises to longer sequences, is bounded and deterministic; and its dot",
+        "products depend on the offset only. posenc check measures each for one setting:",
+        "",
+        "    $ posenc check",
+    )
+    demo.say(*("    " + line if line else "" for line in _report_lines(analysis.check(), width=92)))
+    demo.say(
+        "",
+        "The usual code computes positions and angles in the model's dtype. In bfloat16 that merges",
+        "positions (bfloat16 holds integers exactly only up to 256); posenc rounds only the result:",
+        "",
+    )
+    for compute, command in (("dtype", " --compute dtype"), ("exact", "")):
+        try:
+            report = analysis.check(dtype="bfloat16", compute=compute)
+        except ImportError as error:
+            demo.say(f"    (skipped: {error})")
+            return
+        unique = report.criteria[0]
+        verdict = "pass" if unique.passed else "FAIL"
+        detail = unique.detail.split(". (")[0]  # without the pointer to --compute dtype
+        text = f"{verdict}  unique: {detail}"
+        demo.say(f"    $ posenc check --dtype bfloat16{command}")
+        demo.say(*textwrap.wrap(text, 92, initial_indent=" " * 6, subsequent_indent=" " * 12), "")
+
+
 def _demo_next(demo: _Demo) -> None:
     demo.heading("Next")
     demo.say(
         "posenc table --help   every option: base, shift, layout, start, dtype, csv/json/npy",
-        "In Python:            posenc.table(length, d_model), posenc.encode(positions, d_model)",
+        "posenc check --help   the criteria, their figures and exit codes",
+        "posenc plot --help    the figures and their options",
+        "In Python:            posenc.table(length, d_model), posenc.encode(positions, d_model),",
+        "                      posenc.analysis (dot products, shifts, uniqueness), posenc.plot",
     )
 
 
@@ -598,5 +942,7 @@ _DEMO_SECTIONS: tuple[Callable[[_Demo], None], ...] = (
     _demo_embedding,
     _demo_dot_products,
     _demo_exactness,
+    _demo_figures,
+    _demo_check,
     _demo_next,
 )

@@ -1,0 +1,155 @@
+"""posenc.plot: every kind draws a non-blank figure of the expected pixel size (read back and measured),
+in PNG, SVG and PDF; errors name the problem; no pyplot, no GUI backend; a clear ImportError without
+matplotlib."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from matplotlib import image
+
+from posenc import plot
+
+DPI = 40  # small images: quick to render, still far from blank
+
+# kind -> options that keep each figure quick
+SMALL = {
+    "heatmap": {"length": 40, "d_model": 64},
+    "dot-product": {"length": 8, "d_model": 512},
+    "sinusoids": {},
+    "waves": {"length": 120, "d_model": 64},
+    "similarity": {"length": 64, "d_model": 128, "references": (0, 5000)},
+    "collisions": {"length": 2100, "d_model": 64},
+}
+
+
+def pixels(path: Path) -> np.ndarray:
+    """The image as an (height, width, channels) float array in [0, 1]."""
+    return image.imread(path)
+
+
+def assert_picture(path: Path, size_inches: tuple[float, float], dpi: float) -> None:
+    """A PNG of the figure's size at ``dpi``, with real content: its grey levels vary."""
+    picture = pixels(path)
+    width, height = size_inches
+    assert picture.shape[:2] == (round(height * dpi), round(width * dpi))
+    grey = picture[..., :3].mean(axis=2)
+    assert grey.var() > 0.005, "blank image"
+    assert (grey < 0.5).mean() > 0.002, "no dark pixels: no text, no lines"
+
+
+def test_kinds_are_the_command_line_kinds() -> None:
+    from posenc.cli import PLOT_KINDS
+
+    assert tuple(plot.KINDS) == PLOT_KINDS == tuple(SMALL)
+
+
+@pytest.mark.parametrize("kind", list(SMALL))
+def test_every_kind_draws_a_picture(tmp_path: Path, kind: str) -> None:
+    figure = plot.KINDS[kind](**SMALL[kind])
+    path = plot.save(figure, tmp_path / f"{kind}.png", dpi=DPI)
+    assert path == tmp_path / f"{kind}.png"
+    assert_picture(path, tuple(figure.get_size_inches()), DPI)
+    assert figure.get_axes() and all(ax.get_title() or figure.get_suptitle() for ax in figure.get_axes()[:1])
+
+
+@pytest.mark.parametrize(
+    ("kind", "size"),
+    [("heatmap", (8, 5)), ("dot-product", (7, 6)), ("sinusoids", (12, 3.6)), ("similarity", (8, 5))],
+)
+def test_sizes_print_well(kind: str, size: tuple[float, float]) -> None:
+    figure = plot.KINDS[kind](**SMALL[kind])
+    assert tuple(figure.get_size_inches()) == pytest.approx(size)
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [(".svg", b"<?xml"), (".pdf", b"%PDF"), (".PNG", b"\x89PNG")])
+def test_vector_formats(tmp_path: Path, suffix: str, magic: bytes) -> None:
+    path = plot.save(plot.heatmap(length=8, d_model=16), tmp_path / f"pe{suffix}")
+    data = path.read_bytes()
+    assert data.startswith(magic) and len(data) > 2000
+
+
+def test_same_figure_same_bytes(tmp_path: Path) -> None:
+    for suffix in (".svg", ".pdf", ".png"):
+        first = plot.save(plot.dot_product_heatmap(length=4, d_model=8), tmp_path / f"a{suffix}").read_bytes()
+        second = plot.save(
+            plot.dot_product_heatmap(length=4, d_model=8), tmp_path / f"b{suffix}"
+        ).read_bytes()
+        assert first == second, suffix
+
+
+def test_the_figures_show_the_right_data() -> None:
+    """The plotted data, read back from the artists, against the definitions."""
+    import posenc
+    from posenc import analysis
+
+    heat = plot.heatmap(length=10, d_model=16, dtype="float64")
+    np.testing.assert_array_equal(heat.axes[0].images[0].get_array(), posenc.table(10, 16, dtype="float64"))
+    dots = plot.dot_product_heatmap(length=8)
+    shown = dots.axes[0].images[0].get_array()
+    assert round(float(shown[1, 2]), 4) == 249.1021
+    assert len(dots.axes[0].texts) == 64  # every cell labelled
+    assert "249.1" in {t.get_text() for t in dots.axes[0].texts}
+    assert not plot.dot_product_heatmap(length=32, d_model=16).axes[0].texts
+    waves = plot.sinusoids()
+    assert [ax.get_title() for ax in waves.axes] == ["k = 0", "k = 4", "k = 8", "k = 12"]
+    x, y = waves.axes[1].lines[0].get_data()
+    np.testing.assert_array_equal(x, np.arange(100))
+    np.testing.assert_allclose(y, np.sin(4 * posenc.frequencies(512)[:100]), atol=1e-15)
+    similar = plot.similarity(length=50, d_model=64, references=(0,))
+    _, closed = similar.axes[0].lines[0].get_data()
+    np.testing.assert_allclose(closed, analysis.closed_form_dot_product(np.arange(51), 64) / 32)
+
+
+def test_collisions_marks_the_first_repeat() -> None:
+    figure = plot.collisions(length=2100, d_model=64)
+    assert {t.get_text() for t in figure.axes[0].texts} >= {"257", "2049"}
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "mentions"),
+    [
+        (lambda: plot.sinusoids(dims=300), ValueError, "dims"),
+        (lambda: plot.sinusoids(positions=()), ValueError, "positions"),
+        (lambda: plot.waves(d_model=16, pairs=[9]), ValueError, "pairs"),
+        (lambda: plot.collisions(dtypes=()), ValueError, "dtypes"),
+        (lambda: plot.heatmap(d_model=1), ValueError, "d_model"),
+        (lambda: plot.heatmap(layout="x"), ValueError, "layout"),
+        (lambda: plot.save(plot.heatmap(length=2, d_model=4), "pe.jpg"), ValueError, r"\.png, \.svg, \.pdf"),
+        (lambda: plot.save(plot.heatmap(length=2, d_model=4), "pe.png", dpi=0), ValueError, "dpi"),
+        (lambda: plot.save(plot.heatmap(length=2, d_model=4), "pe.png", dpi="x"), TypeError, "dpi"),
+    ],
+)
+def test_errors_name_the_problem(call, error: type, mentions: str) -> None:
+    with pytest.raises(error, match=mentions):
+        call()
+
+
+def test_no_pyplot_no_gui(tmp_path: Path) -> None:
+    """A GUI backend that cannot start (no display) is never touched: figures do not go through pyplot."""
+    code = (
+        "import sys, posenc.plot as p; p.save(p.heatmap(length=4, d_model=8), sys.argv[1]); "
+        "print('matplotlib.pyplot' in sys.modules)"
+    )
+    environment = {**os.environ, "MPLBACKEND": "tkagg", "DISPLAY": "", "WAYLAND_DISPLAY": ""}
+    path = tmp_path / "pe.png"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=environment
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+    assert path.stat().st_size > 1000
+
+
+def test_missing_matplotlib_names_the_extra() -> None:
+    code = "import sys; sys.modules['matplotlib'] = None; import posenc.plot"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "pip install 'posenc[plot]'" in done.stderr

@@ -673,3 +673,46 @@ def test_ascii_terminal_does_not_crash(args: list[str], tmp_path: Path) -> None:
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert "\\u03c9" in done.stdout  # ω, escaped
+
+
+# --- identify ---------------------------------------------------------------------------------------
+
+
+def test_identify_names_the_variant_of_a_stored_table(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    import torch
+
+    np.save(tmp_path / "pe.npy", posenc.presets.get("fairseq", padding_idx=1).table(100, 32))
+    code, out, _ = run(capsys, "identify", str(tmp_path / "pe.npy"))
+    assert code == 0
+    assert "1. matches: fairseq(padding_idx=1) (base=10000.0, shift=1.0" in out
+    state = {
+        "model": {"embed_positions.weight": torch.from_numpy(posenc.table(64, 16, shift=1, layout="cos_sin"))}
+    }
+    torch.save(state, tmp_path / "m.pt")
+    code, out, _ = run(capsys, "identify", str(tmp_path / "m.pt"), "--json")
+    assert code == 0
+    best = json.loads(out)["candidates"][0]
+    assert best["options"]["layout"] == "cos_sin" and best["matches"] is True
+
+
+def test_identify_says_when_nothing_matches(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    np.save(tmp_path / "noise.npy", np.random.default_rng(0).random((20, 8)))
+    code, out, _ = run(capsys, "identify", str(tmp_path / "noise.npy"))
+    assert code == 1 and "1. does NOT match; nearest candidate" in out
+    np.save(tmp_path / "near.npy", posenc.table(50, 16) + 0.01)  # the paper's table, shifted by 0.01
+    code, out, _ = run(capsys, "identify", str(tmp_path / "near.npy"))
+    assert code == 1 and "1. does NOT match; nearest candidate: paper" in out and "max error 0.01" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["identify", "missing.npy"], "no such file"),
+        (["identify", "table.txt"], "unknown file type '.txt'"),
+    ],
+)
+def test_identify_bad_input(capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch, args, message) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "table.txt").write_text("1 2 3")
+    code, _, err = run(capsys, *args)
+    assert code == 2 and err.count("\n") == 1 and message in err and "Traceback" not in err

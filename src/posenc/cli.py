@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import dataclasses
 import inspect
 import json
 import os
@@ -47,6 +48,7 @@ _HELP = argparse.RawDescriptionHelpFormatter
 _MAIN_EPILOG = """\
 examples:
   posenc demo                             a guided walk-through, computed as you watch
+  posenc identify pe.npy                  which variant is this stored table?
   posenc table 5 4                        positions 0..4, d_model = 4 (the paper's formula)
   posenc table 4 4 --base 100             the same formula with base 100
   posenc table 1024 512 --format npy --output pe.npy
@@ -136,6 +138,24 @@ examples:
 """
 
 
+_IDENTIFY_EPILOG = """\
+FILE is .npy, .pt/.pth (a tensor or a state dict, nested dicts welcome) or .safetensors. In a state
+dict, --key names the tensor; without it, the one floating table whose name mentions a position is used.
+
+identify fits the frequencies from the table itself, tries every layout, odd-width rule, shift, position
+of row 0 and zero padding row, and the named 2-D grids (MAE, diffusers, timm); it recomputes each
+candidate exactly and compares every element. The tolerance is what float32 code of that length can be
+off by (--tolerance to change it).
+
+exit status: 0 when a variant matches, 1 when none does (the nearest are listed), 2 on bad input.
+
+examples:
+  posenc identify pe.npy
+  posenc identify model.safetensors --key model.encoder.embed_positions.weight
+  posenc identify checkpoint.pt --json
+"""
+
+
 class CliError(Exception):
     """A request the command line itself refuses (posenc's own errors are ValueError/TypeError)."""
 
@@ -169,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser: ``posenc [--version] {table,check,plot,demo} ...``."""
+    """The argument parser: ``posenc [--version] {table,check,plot,identify,demo} ...``."""
     parser = _Parser(
         prog=PROG,
         description="Exact sinusoidal positional encodings: print, save, check, draw and explain them.",
@@ -181,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_table_command(commands)
     _add_check_command(commands)
     _add_plot_command(commands)
+    _add_identify_command(commands)
     _add_demo_command(commands)
     return parser
 
@@ -433,6 +454,38 @@ def _add_check_command(commands: Any) -> None:
     )
     sub.add_argument("--json", action="store_true", help="print the report as JSON")
     sub.set_defaults(handler=_run_check)
+
+
+def _add_identify_command(commands: Any) -> None:
+    sub = commands.add_parser(
+        "identify",
+        help="find the variant (preset, base, shift, layout, offset) that reproduces a stored table",
+        description="Find which sinusoidal variant a stored table is, by recomputing candidates exactly.",
+        epilog=_IDENTIFY_EPILOG,
+        formatter_class=_HELP,
+    )
+    sub.add_argument("file", metavar="FILE", help="a .npy, .pt/.pth or .safetensors file")
+    sub.add_argument("--key", help="the tensor's name inside a state dict or safetensors file")
+    sub.add_argument("--tolerance", type=float, help="the largest difference that still matches")
+    sub.add_argument("--json", action="store_true", help="print the candidates as JSON")
+    sub.set_defaults(handler=_run_identify)
+
+
+def _run_identify(args: argparse.Namespace) -> int:
+    """``posenc identify``: 0 when a variant reproduces the table, 1 when none does."""
+    from . import porting
+
+    table = porting.load_table(args.file, key=args.key)
+    matches = porting.identify(table, tolerance=args.tolerance)
+    if args.json:
+        records = [dataclasses.asdict(m) for m in matches]
+        json.dump({"shape": list(np.shape(table)), "candidates": records}, sys.stdout, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(f"{args.file}: table of shape {tuple(np.shape(table))}\n")
+        for rank, match in enumerate(matches, 1):
+            sys.stdout.write(f"  {rank}. {match.describe()}\n")
+    return 0 if matches and matches[0].matches else 1
 
 
 def _run_check(args: argparse.Namespace) -> int:

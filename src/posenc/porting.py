@@ -101,19 +101,40 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
         raise ValueError("table holds NaN or inf values; it is not an encoding table")
     rows = stored.shape[0]
     limit = tolerance if tolerance is not None else 1e-5 + 16 * rows * 2.0**-24
+    head = min(rows, 64)
+    scored = []  # first on the head of the table, then the promising ones in full
+    for candidate in _candidates(stored):
+        error = _error(candidate[-1], stored, head)
+        if error is not None:
+            scored.append((error, candidate))
+    scored.sort(key=lambda item: item[0])
     found: dict[tuple, Match] = {}
-    for name, options, start, padding, build in _candidates(stored):
-        try:
-            values = build()
-        except (ValueError, TypeError):
-            continue
-        if values.shape != stored.shape:
-            continue
-        error = float(np.max(np.abs(values - stored)))
+    for _, (name, options, start, padding, build) in scored[: max(12, 4 * candidates)]:
+        error = _error(build, stored, rows)
         key = (name, tuple(sorted(options.items())), start, padding)
         found[key] = Match(name, options, start, padding, error, error <= limit)
-    ranked = sorted(found.values(), key=lambda m: (not m.matches, m.name is None, _plainness(m), m.max_error))
+    ranked = sorted(
+        found.values(),
+        key=lambda m: (
+            not m.matches,
+            0.0 if m.matches else m.max_error,
+            m.name is None,
+            _plainness(m),
+            m.max_error,
+        ),
+    )
     return ranked[:candidates]
+
+
+def _error(build: Callable[[int], np.ndarray], stored: np.ndarray, rows: int) -> float | None:
+    """The largest difference between a candidate's first ``rows`` rows and the stored ones (None: n/a)."""
+    try:
+        values = build(rows)
+    except (ValueError, TypeError):
+        return None
+    if values.shape != (rows, stored.shape[1]):
+        return None
+    return float(np.max(np.abs(values - stored[:rows])))
 
 
 def _plainness(match: Match) -> float:
@@ -124,16 +145,19 @@ def _plainness(match: Match) -> float:
 
 
 def _candidates(stored: np.ndarray) -> Iterator[tuple[str | None, dict[str, Any], int, int | None, Callable]]:
+    """(name, options, first position, padding row, build(rows) -> the candidate's first rows)."""
     rows, d_model = stored.shape
     zero_rows = np.flatnonzero(~stored.any(axis=1))
     padding = int(zero_rows[0]) if len(zero_rows) == 1 else None
     odd_rules = ("zero", "literal", "drop") if d_model % 2 else ("zero",)
+    fitted_starts = {0, 1, 2}
     for layout in _validate.LAYOUTS:
         for odd in odd_rules:
             fit = _fit(stored, layout, odd, zero_rows)
             if fit is None:
                 continue
             log_base_per_step, log_scale, start = fit
+            fitted_starts.add(start)
             count, twice_half = _validate.plan(d_model, odd)
             for shift in (0.0, 1.0):
                 if twice_half / 2 - shift <= 0 or count < 2:
@@ -141,21 +165,28 @@ def _candidates(stored: np.ndarray) -> Iterator[tuple[str | None, dict[str, Any]
                 base = _nice(math.exp(log_base_per_step * (twice_half / 2 - shift)))
                 scale = _nice(math.exp(log_scale))
                 options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
-                name = _preset_name(options, padding, d_model)
-                yield (
-                    name,
-                    options,
-                    start,
-                    padding,
-                    lambda o=options, s=start: _with_zero_row(
-                        core.table(rows, d_model, start=s, dtype="float64", **o), s, padding
-                    ),
-                )
+                for first in dict.fromkeys((start, 0, 1, 2)):  # the fit, and the usual first positions
+                    yield _one_dimensional(options, first, padding, d_model)
+    for _, preset in _named_presets(padding):  # the presets themselves, for tables that are close
+        for first in sorted(fitted_starts):
+            yield _one_dimensional(preset.options, first, padding, d_model)
     yield from _grid_candidates(rows, d_model)
 
 
-def _with_zero_row(values: np.ndarray, start: int, padding: int | None) -> np.ndarray:
-    if padding is not None:
+def _one_dimensional(
+    options: dict[str, Any], start: int, padding: int | None, d_model: int
+) -> tuple[str | None, dict[str, Any], int, int | None, Callable]:
+    if d_model % 2 == 0:
+        options = {**options, "odd": "zero"}  # the odd-width rule means nothing for an even width
+
+    def build(rows: int) -> np.ndarray:
+        return _with_zero_row(core.table(rows, d_model, start=start, dtype="float64", **options), padding)
+
+    return _preset_name(options, padding, d_model), options, start, padding, build
+
+
+def _with_zero_row(values: np.ndarray, padding: int | None) -> np.ndarray:
+    if padding is not None and padding < len(values):
         values[padding] = 0
     return values
 
@@ -244,7 +275,7 @@ def _grid_candidates(rows: int, d_model: int) -> Iterator[tuple[str, dict[str, A
             {"grid_size": side, "cls_token": bool(extra)},
             0,
             None,
-            lambda s=side, e=extra: grids.mae_2d(d_model, s, cls_token=bool(e), dtype="float64"),
+            lambda n, s=side, e=extra: grids.mae_2d(d_model, s, cls_token=bool(e), dtype="float64")[:n],
         )
         for reverse in (False, True):
             for interleave in (False, True):
@@ -260,7 +291,7 @@ def _grid_candidates(rows: int, d_model: int) -> Iterator[tuple[str, dict[str, A
                     options,
                     0,
                     None,
-                    lambda o=options: grids.timm_2d(dim=d_model, dtype="float64", **o),
+                    lambda n, o=options: grids.timm_2d(dim=d_model, dtype="float64", **o)[:n],
                 )
         if not extra:
             for base_size in sorted({16, side}):
@@ -270,7 +301,7 @@ def _grid_candidates(rows: int, d_model: int) -> Iterator[tuple[str, dict[str, A
                     options,
                     0,
                     None,
-                    lambda o=options: grids.diffusers_2d(d_model, dtype="float64", **o),
+                    lambda n, o=options: grids.diffusers_2d(d_model, dtype="float64", **o)[:n],
                 )
 
 

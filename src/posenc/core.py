@@ -53,6 +53,8 @@ _COS = [(-1) ** k / math.factorial(2 * k) for k in range(2, 10)]
 _BLOCK = 1 << 16
 # Below this many sin/cos pairs a thread pool costs more than it saves.
 _PARALLEL_ELEMENTS = 1 << 19
+# An element of the exact path costs about this many elements of angle addition.
+_EXACT_COST = 64
 
 
 def frequencies(
@@ -117,7 +119,7 @@ def encode(
         sin, cos = _direct(flat_p[lo:hi, None], spec.limbs)
         spec.emit(rows[lo:hi], flat_p[lo:hi], sin, cos, spec.direct_band(sin), spec.direct_band(cos))
 
-    _run_blocks(work, len(flat_p), step, elements=flat_p.size * spec.n)
+    _run_blocks(work, len(flat_p), step, elements=flat_p.size * spec.n * _EXACT_COST)
     return result
 
 
@@ -163,7 +165,7 @@ def table(
             sin, cos = _direct(p[lo:hi, None], spec.limbs)
             spec.emit(result[lo:hi], p[lo:hi], sin, cos, None, None)
 
-        _run_blocks(work, length, step, elements=length * spec.n)
+        _run_blocks(work, length, step, elements=length * spec.n * _EXACT_COST)
     else:
         _angle_addition(result, start, length, spec)
     return result
@@ -293,7 +295,8 @@ def _output(shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None) -> 
 
 
 def _run_blocks(work: Callable[[int, int], None], total: int, step: int, *, elements: int) -> None:
-    """Call ``work(lo, hi)`` over ``range(0, total, step)``, on all cores when ``elements`` is large."""
+    """Call ``work(lo, hi)`` over ``range(0, total, step)``, on all cores when the work (``elements``, in
+    angle-addition elements) is large enough to pay for a thread pool."""
     bounds = [(lo, min(lo + step, total)) for lo in range(0, total, step)]
     threads = min(len(bounds), _threads()) if elements >= _PARALLEL_ELEMENTS else 1
     if threads <= 1:
@@ -474,5 +477,6 @@ def _direct_rows(p: np.ndarray, limbs: np.ndarray) -> tuple[np.ndarray, np.ndarr
     def work(lo: int, hi: int) -> None:
         sin[lo:hi], cos[lo:hi] = _direct(p[lo:hi, None], limbs)
 
-    _run_blocks(work, len(p), max(1, _BLOCK // max(1, limbs.shape[1])), elements=len(p) * limbs.shape[1])
+    step = max(1, _BLOCK // max(1, limbs.shape[1]))
+    _run_blocks(work, len(p), step, elements=len(p) * limbs.shape[1] * _EXACT_COST)
     return sin, cos

@@ -17,15 +17,17 @@ def _run(script: str, *args: str) -> str:
     return result.stdout
 
 
-def test_table_benchmark_reports_ratios_and_errors(tmp_path):
-    out = _run(
-        "run.py", "--length", "64", "--d-model", "32", "--repeat", "1", "--json", str(tmp_path / "t.json")
-    )
-    assert "x the speed of the PyTorch tutorial code" in out
-    results = json.loads((tmp_path / "t.json").read_text())["results"]
+def test_table_benchmark_reports_ratios_errors_and_targets(tmp_path):
+    args = ["--sizes", "64x32,512x512", "--repeat", "1", "--json", str(tmp_path / "t.json")]
+    out = _run("run.py", *args)
+    assert "targets (issue 6)" in out and "import posenc:" in out
+    document = json.loads((tmp_path / "t.json").read_text())
+    results = document["results"]["64x32"]
     assert results["posenc.table"]["max_error"] <= 2.0**-24  # exact: float32 rounding only
-    assert results["pytorch tutorial (float32)"]["max_error"] > 0
+    assert results["transformers get_embedding"]["max_error"] <= 1e-5  # measured against its own variant
+    assert results["pytorch tutorial"]["max_error"] > 0
     assert results["posenc.table"]["ratio_to_posenc"] == 1.0
+    assert "512x512: speed-up over the tutorial" in {target[0] for target in document["targets"]}
 
 
 def test_forward_benchmark_reports_ratios(tmp_path):

@@ -716,3 +716,15 @@ def test_identify_bad_input(capsys: pytest.CaptureFixture[str], tmp_path, monkey
     (tmp_path / "table.txt").write_text("1 2 3")
     code, _, err = run(capsys, *args)
     assert code == 2 and err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_table_npy_streams_in_chunks(capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch) -> None:
+    from posenc import cli
+
+    monkeypatch.setattr(cli, "_NPY_CHUNK_BYTES", 7 * 16 * 4)  # 7 rows of d_model 16, float32, per chunk
+    monkeypatch.setattr(cli, "_LONG", 1)  # show the progress
+    path = tmp_path / "pe.npy"
+    code, _, err = run(capsys, "table", "50", "16", "--start", "3", "--format", "npy", "--output", str(path))
+    assert code == 0
+    np.testing.assert_array_equal(np.load(path), posenc.table(50, 16, start=3))
+    assert "posenc table: 100%  50 of 50 rows" in err and err.count("\n") == 8  # ceil(50 / 7) chunks

@@ -84,6 +84,15 @@ def test_no_length_cliff_and_max_len_is_a_hint():
     np.testing.assert_array_equal(module(x)[0].numpy(), posenc.table(5000, 8))
 
 
+def test_beyond_the_cache_limit_only_the_sequence_is_computed(monkeypatch):
+    monkeypatch.setattr(pt, "CACHE_LIMIT_BYTES", 1024)  # every table is "too large" for the cache
+    pt.clear_cache()
+    module = pt.SinusoidalPositionalEncoding(16)
+    out = module(torch.zeros(1, 300, 16), offset=2**30)
+    np.testing.assert_array_equal(out[0].numpy(), posenc.table(300, 16, start=2**30))
+    assert not pt._CACHE  # nothing was cached, no table from position 0 was built
+
+
 def test_seq_first_equals_batch_first():
     x = torch.randn(2, 7, 12)
     batch_first = pt.SinusoidalPositionalEncoding(12)(x)

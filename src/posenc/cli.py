@@ -39,6 +39,7 @@ PROG = "posenc"
 FORMATS = ("text", "csv", "json", "npy")
 TEXT_DIGITS = 4  # decimals printed by the text format unless --digits says otherwise
 _CHUNK = 4096  # rows converted and formatted at a time: large tables stream instead of piling up
+_NPY_CHUNK_BYTES = 64 << 20  # posenc table --format npy writes chunks of this size: memory stays flat
 _LONG = 1 << 24  # values (length × d_model) from which a check counts as long and shows its progress
 PLOT_KINDS = ("heatmap", "dot-product", "sinusoids", "waves", "similarity", "collisions")  # posenc.plot.KINDS
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -70,7 +71,8 @@ formats:
   text  an aligned table, --digits decimals (default 4)
   csv   a header row, then one row per position; values in full (repr of each float) unless --digits
   json  {"d_model", "base", "shift", "layout", "start", "dtype", "positions", "columns", "values"}
-  npy   the array itself, bit for bit (np.load reads it); needs --output. NumPy has no bfloat16
+  npy   the array itself, bit for bit (np.load reads it); needs --output. Written in 64 MiB chunks:
+        any length, flat memory, progress on stderr for large tables. NumPy has no bfloat16
         type: bfloat16 is stored as raw 2-byte values, np.load(FILE).view(ml_dtypes.bfloat16)
 
 examples:
@@ -333,17 +335,44 @@ def _run_table(args: argparse.Namespace) -> None:
         if args.format == "npy":
             raise CliError("--digits does not apply to --format npy, which stores the values exactly")
     options = {"base": args.base, "shift": args.shift, "layout": args.layout, "start": args.start}
+    if args.format == "npy":
+        _stream_npy(args, options)
+        return
     grid = _table_grid(args.length, args.d_model, dtype=args.dtype, **options)
-    with _open_output(args.output, binary=args.format == "npy") as stream:
+    with _open_output(args.output, binary=False) as stream:
         if args.format == "text":
             _write_text(stream, grid, TEXT_DIGITS if digits is None else digits)
         elif args.format == "csv":
             _write_csv(stream, grid, digits)
-        elif args.format == "json":
+        else:
             meta = {"d_model": args.d_model, **options, "dtype": grid.values.dtype.name}
             _write_json(stream, grid, meta, digits)
-        else:
-            np.save(stream, grid.values)
+
+
+def _stream_npy(args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """Write the table as .npy in chunks of at most _NPY_CHUNK_BYTES, reusing one buffer: a table of any
+    size (1,048,576 × 4096 is 16 GiB in float32) needs that buffer and posenc's working set, no more."""
+    length, d_model = args.length, args.d_model
+    first = posenc.table(min(length, 1), d_model, dtype=args.dtype, **options)  # checks every option
+    rows = max(1, min(length, _NPY_CHUNK_BYTES // (d_model * first.dtype.itemsize)))
+    buffer = np.empty((rows, d_model), first.dtype)
+    header = {
+        "descr": np.lib.format.dtype_to_descr(first.dtype),
+        "fortran_order": False,
+        "shape": (length, d_model),
+    }
+    progress = _Progress("table", enabled=sys.stderr.isatty() or length * d_model >= _LONG)
+    try:
+        with _open_output(args.output, binary=True) as stream:
+            np.lib.format.write_array_header_2_0(stream, header)
+            for lo in range(0, length, rows):
+                chunk = buffer[: min(rows, length - lo)]
+                start = options["start"] + lo
+                posenc.table(len(chunk), d_model, dtype=args.dtype, out=chunk, **{**options, "start": start})
+                stream.write(chunk.view(np.uint8).data)  # bytes of any dtype, bfloat16 too
+                progress((lo + len(chunk)) / length, f"{lo + len(chunk):,} of {length:,} rows")
+    finally:
+        progress.close()
 
 
 @contextlib.contextmanager

@@ -377,6 +377,20 @@ def _encode_op(
             cached = _cached_table(options, max(high + 1, min_rows), positions.device)
             if cached is not None:
                 return cached[positions]
+        if high - low < 2 * positions.numel():
+            # Beyond the cache (or negative): the rows low..high by angle addition, not the whole table.
+            rows = core.table(
+                high - low + 1,
+                d_model,
+                start=low,
+                base=base,
+                shift=shift,
+                scale=scale,
+                layout=layout,
+                odd=odd,
+                dtype=_numpy_dtype(dtype_name),
+            )
+            return _to_tensor(rows).to(positions.device)[positions - low]
     values = core.encode(
         positions.detach().cpu().to(torch.float64 if positions.is_floating_point() else torch.int64).numpy(),
         d_model,

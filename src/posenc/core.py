@@ -53,6 +53,10 @@ _COS = [(-1) ** k / math.factorial(2 * k) for k in range(2, 10)]
 _BLOCK = 1 << 16
 # Below this many sin/cos pairs a thread pool costs more than it saves.
 _PARALLEL_ELEMENTS = 1 << 19
+# float32 tables of at least this many sin/cos pairs use the compiled kernel when numba is installed.
+_COMPILED_ELEMENTS = 1 << 20
+# ... and exact rows of at least this many elements the compiled exact path.
+_COMPILED_DIRECT_ELEMENTS = 1 << 12
 # An element of the exact path costs about this many elements of angle addition.
 _EXACT_COST = 64
 
@@ -116,7 +120,7 @@ def encode(
     step = max(1, _BLOCK // max(1, spec.n))
 
     def work(lo: int, hi: int) -> None:
-        sin, cos = _direct(flat_p[lo:hi, None], spec.limbs)
+        sin, cos = _direct_rows(flat_p[lo:hi], spec.limbs)
         spec.emit(rows[lo:hi], flat_p[lo:hi], sin, cos, spec.direct_band(sin), spec.direct_band(cos))
 
     _run_blocks(work, len(flat_p), step, elements=flat_p.size * spec.n * _EXACT_COST)
@@ -157,17 +161,19 @@ def table(
     if length == 0:
         return result
     spec = _Spec(options, dt)
+    fresh = out is None
     if dt == np.float64:
+        _pre_touch(result, fresh)
         p = np.arange(start, start + length, dtype=np.float64)
         step = max(1, _BLOCK // spec.n)
 
         def work(lo: int, hi: int) -> None:
-            sin, cos = _direct(p[lo:hi, None], spec.limbs)
+            sin, cos = _direct_rows(p[lo:hi], spec.limbs)
             spec.emit(result[lo:hi], p[lo:hi], sin, cos, None, None)
 
         _run_blocks(work, length, step, elements=length * spec.n * _EXACT_COST)
     else:
-        _angle_addition(result, start, length, spec)
+        _angle_addition(result, start, length, spec, fresh)
     return result
 
 
@@ -281,9 +287,7 @@ def _output_dtype(dtype: Any, out: np.ndarray | None) -> np.dtype:
 def _output(shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
     if out is None:
         _validate.fits_in_memory(shape, dtype)
-        result = np.empty(shape, dtype)
-        result.fill(0)  # touch every page once, in one sequential pass: the strided writes then fault none
-        return result
+        return np.empty(shape, dtype)
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a NumPy array; got {type(out).__name__}")
     if out.shape != shape or out.dtype != dtype:
@@ -434,7 +438,14 @@ def _two_prod(a: np.ndarray, b: float | np.ndarray) -> tuple[np.ndarray, np.ndar
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
-def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec) -> None:
+def _pre_touch(result: np.ndarray, fresh: bool) -> None:
+    """Fault a fresh output's pages in one sequential pass: the strided column writes then fault none
+    (4 KiB faults taken column block by column block, from two threads, cost more than this pass)."""
+    if fresh:
+        result.fill(0)
+
+
+def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec, fresh: bool) -> None:
     """Fill a low-precision table by z(start + aB + b) = z(start + aB) z(b), certified per element.
 
     With s, c the exact-path rows (< 1 ulp each), S = sA cB + cA sB has error < 2**-50.4 (|sA cB| + |cA sB|)
@@ -449,6 +460,13 @@ def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec) ->
     largest = max(abs(start), abs(start + length - 1))
     sin_band = 2.0**-48 * (np.minimum(1.0, largest * omegas) + small) + 4 * spec.absolute_error
     cos_band = 2.0**-48 * (1.0 + small) + 4 * spec.absolute_error
+    kernel = _compiled_kernel() if spec.dtype == np.float32 and length * n >= _COMPILED_ELEMENTS else None
+    if kernel is not None:
+        _angle_addition_compiled(
+            kernel, result, start, (sin_a, cos_a, sin_b, cos_b), sin_band, cos_band, spec
+        )
+        return
+    _pre_touch(result, fresh)
     step = max(1, _BLOCK // n)  # rows per tile
     tiles = [
         (a, b, min(b + step, block, length - a * block))
@@ -471,10 +489,57 @@ def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec) ->
     _run_blocks(work, len(tiles), max(1, len(tiles) // (8 * _threads())), elements=length * n)
 
 
+def _compiled_kernel(name: str = "combine_float32") -> Callable[..., None] | None:
+    """A kernel of :mod:`posenc._compiled` (``combine_float32`` or ``direct``), or None without numba."""
+    try:
+        from . import _compiled
+    except ImportError:
+        return None
+    return getattr(_compiled, name)
+
+
+def _angle_addition_compiled(
+    kernel: Callable[..., None],
+    result: np.ndarray,
+    start: int,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    sin_band: np.ndarray,
+    cos_band: np.ndarray,
+    spec: _Spec,
+) -> None:
+    """:func:`_angle_addition` in one compiled pass; the rows it is unsure of are redone here, exactly."""
+    sin_a, cos_a, sin_b, cos_b = rows
+    index = np.arange(spec.options.d_model)[None].copy()
+    sin_view, cos_view = spec.columns(index)
+    sin_columns = np.full(spec.n, -1, dtype=np.int64)
+    cos_columns = np.full(spec.n, -1, dtype=np.int64)
+    sin_columns[: sin_view.shape[1]] = sin_view[0]
+    cos_columns[: cos_view.shape[1]] = cos_view[0]
+    if spec.options.d_model > 2 * spec.n:
+        result[:, 2 * spec.n :] = 0
+    unsure = np.zeros(len(result), dtype=np.int64)
+    kernel(sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, sin_columns, cos_columns, result, unsure)
+    block = len(sin_b)
+    for r in np.flatnonzero(unsure):
+        a, b = divmod(int(r), block)
+        sin = sin_a[a] * cos_b[b] + cos_a[a] * sin_b[b]
+        cos = cos_a[a] * cos_b[b] - sin_a[a] * sin_b[b]
+        p = np.array([float(start + r)])
+        spec.emit(result[r : r + 1], p, sin[None], cos[None], sin_band, cos_band)
+
+
 def _direct_rows(p: np.ndarray, limbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_direct` for a 1-D array of positions against all frequencies, tile by tile."""
+    """:func:`_direct` for a 1-D array of positions against all frequencies: ``(len(p), n)`` each.
+
+    With numba installed, one compiled pass that performs the very same operations (bit-identical results,
+    checked by the tests); otherwise NumPy, tile by tile.
+    """
     sin = np.empty((len(p), limbs.shape[1]))
     cos = np.empty_like(sin)
+    kernel = _compiled_kernel("direct") if sin.size >= _COMPILED_DIRECT_ELEMENTS else None
+    if kernel is not None:
+        kernel(np.ascontiguousarray(p, dtype=np.float64), limbs, sin, cos)
+        return sin, cos
 
     def work(lo: int, hi: int) -> None:
         sin[lo:hi], cos[lo:hi] = _direct(p[lo:hi, None], limbs)

@@ -54,7 +54,7 @@ _BLOCK = 1 << 16
 # Below this many sin/cos pairs a thread pool costs more than it saves.
 _PARALLEL_ELEMENTS = 1 << 19
 # float32 tables of at least this many sin/cos pairs use the compiled kernel when numba is installed.
-_COMPILED_ELEMENTS = 1 << 20
+_COMPILED_ELEMENTS = 1 << 14
 # ... and exact rows of at least this many elements the compiled exact path.
 _COMPILED_DIRECT_ELEMENTS = 1 << 12
 # An element of the exact path costs about this many elements of angle addition.

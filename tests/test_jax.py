@@ -351,3 +351,13 @@ def test_the_suite_passes_with_x64_enabled():
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "1 skipped" in result.stdout
+
+
+def test_presets_drive_the_jax_functions_and_module():
+    from posenc import presets
+
+    preset = presets.get("diffusers-timestep", flip_sin_to_cos=True, scale=2.0)
+    assert _same_bits(pj.table(7, 9, **preset.options), posenc.table(7, 9, **preset.options))
+    module = pj.SinusoidalPositionalEncoding(16, **presets.get("marian").options)
+    out = module(jnp.zeros((1, 5, 16), F32))[0]
+    assert _same_bits(out, presets.get("marian").table(5, 16))

@@ -226,6 +226,18 @@ def _shorten(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def module_options(max_len: Any, batch_first: Any, dropout: Any) -> tuple[int | None, bool, float]:
+    """The options the framework modules share: a max_len hint (None or >= 1), batch_first, a dropout rate."""
+    if max_len is not None:
+        max_len = integer("max_len", max_len, minimum=1)
+    if not isinstance(batch_first, bool):
+        raise TypeError(f"batch_first must be True or False; got {batch_first!r}")
+    rate = real("dropout", dropout)
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"dropout must be in [0, 1); got {dropout!r}")
+    return max_len, batch_first, rate
+
+
 def available_memory() -> int | None:
     """Bytes of memory available to a new allocation, or None when the system does not say."""
     try:

@@ -57,7 +57,7 @@ CONSTANT_LIMIT_BYTES = 16 * 2**20
 #: The callback serves integer positions from a cached table when one of up to this many rows covers them.
 _MIN_ROWS = 4096
 
-_Options = tuple[int, float, float, str]
+_Options = core._Options
 
 
 def encode(
@@ -66,7 +66,9 @@ def encode(
     *,
     base: float = 10000.0,
     shift: float = 0,
+    scale: float = 1.0,
     layout: str = "interleaved",
+    odd: str = "zero",
     dtype: Any = jnp.float32,
 ) -> jax.Array:
     """``posenc.encode`` for JAX: shape ``positions.shape + (d_model,)``, jit- and vmap-compatible.
@@ -84,7 +86,7 @@ def encode(
     >>> encode(jnp.array([2]), 4, base=100.0, layout="sin_cos")
     Array([[ 0.9092974 ,  0.19866933, -0.41614684,  0.9800666 ]], dtype=float32)
     """
-    return _encode_any(positions, _options(d_model, base, shift, layout), _dtype(dtype))
+    return _encode_any(positions, _Options.check(d_model, base, shift, scale, layout, odd), _dtype(dtype))
 
 
 def table(
@@ -94,7 +96,9 @@ def table(
     start: Any = 0,
     base: float = 10000.0,
     shift: float = 0,
+    scale: float = 1.0,
     layout: str = "interleaved",
+    odd: str = "zero",
     dtype: Any = jnp.float32,
 ) -> jax.Array:
     """``posenc.table`` for JAX: positions ``start .. start + length - 1``, shape ``(length, d_model)``.
@@ -106,7 +110,7 @@ def table(
     Array([0.84147096, 0.9092974 ], dtype=float32)
     """
     length = _validate.integer("length", length, minimum=0)
-    options = _options(d_model, base, shift, layout)
+    options = _Options.check(d_model, base, shift, scale, layout, odd)
     dt = _dtype(dtype)
     if _traced(start):
         start = jnp.asarray(start)
@@ -116,8 +120,7 @@ def table(
             )
         return _encode_traced(start + jnp.arange(length, dtype=start.dtype), options, dt)
     start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
-    d_model, base, shift, layout = options
-    values = core.table(length, d_model, start=start, base=base, shift=shift, layout=layout, dtype=dt)
+    values = core.table(length, options.d_model, start=start, dtype=dt, **_core_options(options))
     return jnp.asarray(values)
 
 
@@ -188,20 +191,18 @@ def _module_class() -> type:
             *,
             base: float = 10000.0,
             shift: float = 0,
+            scale: float = 1.0,
             layout: str = "interleaved",
+            odd: str = "zero",
             dropout: float = 0.0,
             batch_first: bool = True,
             max_len: int | None = None,
             rngs: nnx.Rngs | None = None,
         ) -> None:
-            self.d_model, self.base, self.shift, self.layout = _options(d_model, base, shift, layout)
-            if max_len is not None:
-                max_len = _validate.integer("max_len", max_len, minimum=1)
-            self.max_len = max_len
-            if not isinstance(batch_first, bool):
-                raise TypeError(f"batch_first must be True or False; got {batch_first!r}")
-            self.batch_first = batch_first
-            self.dropout = nnx.Dropout(_probability(dropout), rngs=rngs)
+            options = _Options.check(d_model, base, shift, scale, layout, odd)
+            self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = options
+            self.max_len, self.batch_first, rate = _validate.module_options(max_len, batch_first, dropout)
+            self.dropout = nnx.Dropout(rate, rngs=rngs)
 
         def __call__(
             self,
@@ -224,7 +225,7 @@ def _module_class() -> type:
         def encoding_for(self, x: jax.Array, positions: Any = None, *, offset: Any = 0) -> jax.Array:
             """The PE that ``__call__`` adds to ``x`` (before dropout), shaped to broadcast against it."""
             batch_shape, seq = self._check_x(x)
-            options = (self.d_model, self.base, self.shift, self.layout)
+            options = _Options(self.d_model, self.base, self.shift, self.scale, self.layout, self.odd)
             dt = np.dtype(x.dtype)
             if positions is None and _is_int(offset):
                 pe = _contiguous(options, dt, seq, _offset_int(offset, seq), self.max_len or 0, _traced(x))
@@ -269,8 +270,7 @@ def _encode_any(positions: Any, options: _Options, dt: np.dtype) -> jax.Array:
     """Encodings of concrete positions (computed now, on the host) or traced ones (a callback)."""
     if _traced(positions):
         return _encode_traced(positions, options, dt)
-    d_model, base, shift, layout = options
-    values = core.encode(_host_positions(positions), d_model, base=base, shift=shift, layout=layout, dtype=dt)
+    values = core.encode(_host_positions(positions), options.d_model, dtype=dt, **_core_options(options))
     return jnp.asarray(values)
 
 
@@ -283,14 +283,13 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype) -> jax
         )
     if not (jnp.issubdtype(positions.dtype, jnp.integer) or jnp.issubdtype(positions.dtype, jnp.floating)):
         raise TypeError(f"positions must be integers or real numbers; got dtype {positions.dtype}")
-    result = jax.ShapeDtypeStruct((*positions.shape, options[0]), dt)
+    result = jax.ShapeDtypeStruct((*positions.shape, options.d_model), dt)
     callback = functools.partial(_encode_host, options, dt)
     return jax.pure_callback(callback, result, positions, vmap_method="broadcast_all")
 
 
 def _encode_host(options: _Options, dt: np.dtype, positions: Any) -> np.ndarray:
     """The exact encodings of host positions: rows of the cached table when they fit, else the core."""
-    d_model, base, shift, layout = options
     p = np.asarray(positions)
     if p.dtype.kind in "iu" and p.size:
         low, high = int(p.min()), int(p.max())
@@ -300,14 +299,14 @@ def _encode_host(options: _Options, dt: np.dtype, positions: Any) -> np.ndarray:
             cached = _host_table(options, dt, high + 1)
             if cached is not None:
                 return cached[p]
-    return core.encode(p, d_model, base=base, shift=shift, layout=layout, dtype=dt)
+    return core.encode(p, options.d_model, dtype=dt, **_core_options(options))
 
 
 def _contiguous(
     options: _Options, dt: np.dtype, seq: int, offset: int, min_rows: int, traced: bool
 ) -> jax.Array:
     """Rows ``offset .. offset + seq - 1``: a device slice (eager), a constant or a callback (under jit)."""
-    d_model, base, shift, layout = options
+    d_model = options.d_model
     rows = max(offset + seq, min_rows)
     if not traced:
         cached = _device_table(options, dt, rows)
@@ -319,13 +318,13 @@ def _contiguous(
         cached = _host_table(options, dt, rows)
         if cached is not None:
             return jnp.asarray(cached[offset : offset + seq])
-    values = core.table(seq, d_model, start=offset, base=base, shift=shift, layout=layout, dtype=dt)
+    values = core.table(seq, d_model, start=offset, dtype=dt, **_core_options(options))
     return jnp.asarray(values)
 
 
 def _host_table(options: _Options, dt: np.dtype, rows: int) -> np.ndarray | None:
     """A cached read-only NumPy table of at least ``rows`` rows; None when it would be too large."""
-    d_model, base, shift, layout = options
+    d_model = options.d_model
     key = (*options, dt.name)
     cached = _HOST_CACHE.get(key)
     if cached is not None and cached.shape[0] >= rows:
@@ -337,7 +336,7 @@ def _host_table(options: _Options, dt: np.dtype, rows: int) -> np.ndarray | None
     with _CACHE_LOCK:
         cached = _HOST_CACHE.get(key)
         if cached is None or cached.shape[0] < rows:
-            cached = core.table(size, d_model, base=base, shift=shift, layout=layout, dtype=dt)
+            cached = core.table(size, d_model, dtype=dt, **_core_options(options))
             cached.flags.writeable = False
             _HOST_CACHE[key] = cached
             _DEVICE_CACHE.pop(key, None)
@@ -369,9 +368,9 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
-def _options(d_model: Any, base: Any, shift: Any, layout: Any) -> _Options:
-    d_model = _validate.d_model(d_model)
-    return d_model, _validate.base(base), _validate.shift(shift, d_model), _validate.layout(layout)
+def _core_options(options: _Options) -> dict[str, Any]:
+    """The keyword options of posenc.encode/table (all but d_model)."""
+    return {name: value for name, value in options._asdict().items() if name != "d_model"}
 
 
 def _dtype(dtype: Any) -> np.dtype:
@@ -446,10 +445,3 @@ def _positions_for(seq: int, batch_shape: tuple[int, ...], positions: Any, offse
     if traced:
         return jnp.asarray(p) + o
     return p.astype(np.float64 if p.dtype.kind == "f" else np.int64) + o
-
-
-def _probability(value: Any) -> float:
-    result = _validate.real("dropout", value)
-    if not 0.0 <= result < 1.0:
-        raise ValueError(f"dropout must be in [0, 1); got {value!r}")
-    return result

@@ -164,13 +164,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         super().__init__()
         self._options = core._Options.check(d_model, base, shift, scale, layout, odd)
         self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = self._options
-        if max_len is not None:
-            max_len = _validate.integer("max_len", max_len, minimum=1)
-        self.max_len = max_len
-        if not isinstance(batch_first, bool):
-            raise TypeError(f"batch_first must be True or False; got {batch_first!r}")
-        self.batch_first = batch_first
-        self.dropout = nn.Dropout(_probability(dropout))
+        self.max_len, self.batch_first, rate = _validate.module_options(max_len, batch_first, dropout)
+        self.dropout = nn.Dropout(rate)
         self._register_load_state_dict_pre_hook(_accept_tutorial_pe, with_module=True)
 
     @property
@@ -534,13 +529,6 @@ def _dropout(y: torch.Tensor, p: float) -> torch.Tensor:
     words = torch.empty((y.numel() + 1) // 2, dtype=torch.int64).random_(-(2**63), None)
     lanes = words.view(torch.int32)[: y.numel()].view(y.shape)
     return y.mul_(1.0 / (1.0 - p)).masked_fill_(lanes < round(p * 2**32) - 2**31, 0.0)
-
-
-def _probability(value: Any) -> float:
-    result = _validate.real("dropout", value)
-    if not 0.0 <= result < 1.0:
-        raise ValueError(f"dropout must be in [0, 1); got {value!r}")
-    return result
 
 
 def _accept_tutorial_pe(module: nn.Module, state_dict: dict, prefix: str, *args: Any) -> None:

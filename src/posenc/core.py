@@ -120,10 +120,10 @@ def encode(
     step = max(1, _BLOCK // max(1, spec.n))
 
     def work(lo: int, hi: int) -> None:
-        sin, cos = _direct_rows(flat_p[lo:hi], spec.limbs)
+        sin, cos = _direct_rows(flat_p[lo:hi], spec.limbs, threads=False)
         spec.emit(rows[lo:hi], flat_p[lo:hi], sin, cos, spec.direct_band(sin), spec.direct_band(cos))
 
-    _run_blocks(work, len(flat_p), step, elements=flat_p.size * spec.n * _EXACT_COST)
+    _run_blocks(work, len(flat_p), step, elements=_exact_cost(flat_p.size * spec.n))
     return result
 
 
@@ -168,10 +168,10 @@ def table(
         step = max(1, _BLOCK // spec.n)
 
         def work(lo: int, hi: int) -> None:
-            sin, cos = _direct_rows(p[lo:hi], spec.limbs)
+            sin, cos = _direct_rows(p[lo:hi], spec.limbs, threads=False)
             spec.emit(result[lo:hi], p[lo:hi], sin, cos, None, None)
 
-        _run_blocks(work, length, step, elements=length * spec.n * _EXACT_COST)
+        _run_blocks(work, length, step, elements=_exact_cost(length * spec.n))
     else:
         _angle_addition(result, start, length, spec, fresh)
     return result
@@ -489,6 +489,12 @@ def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec, fr
     _run_blocks(work, len(tiles), max(1, len(tiles) // (8 * _threads())), elements=length * n)
 
 
+def _exact_cost(elements: int) -> int:
+    """The thread-pool cost of ``elements`` exact-path elements: nothing when the compiled kernel, which is
+    parallel itself, does them (numba's parallel kernels must not be launched from several threads)."""
+    return 0 if _compiled_kernel("direct") is not None else elements * _EXACT_COST
+
+
 def _compiled_kernel(name: str = "combine_float32") -> Callable[..., None] | None:
     """A kernel of :mod:`posenc._compiled` (``combine_float32`` or ``direct``), or None without numba."""
     try:
@@ -528,11 +534,12 @@ def _angle_addition_compiled(
         spec.emit(result[r : r + 1], p, sin[None], cos[None], sin_band, cos_band)
 
 
-def _direct_rows(p: np.ndarray, limbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _direct_rows(p: np.ndarray, limbs: np.ndarray, *, threads: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_direct` for a 1-D array of positions against all frequencies: ``(len(p), n)`` each.
 
     With numba installed, one compiled pass that performs the very same operations (bit-identical results,
-    checked by the tests); otherwise NumPy, tile by tile.
+    checked by the tests); otherwise NumPy, tile by tile (on all cores unless ``threads`` is False, for
+    callers that already run in a thread pool).
     """
     sin = np.empty((len(p), limbs.shape[1]))
     cos = np.empty_like(sin)
@@ -545,5 +552,5 @@ def _direct_rows(p: np.ndarray, limbs: np.ndarray) -> tuple[np.ndarray, np.ndarr
         sin[lo:hi], cos[lo:hi] = _direct(p[lo:hi, None], limbs)
 
     step = max(1, _BLOCK // max(1, limbs.shape[1]))
-    _run_blocks(work, len(p), step, elements=len(p) * limbs.shape[1] * _EXACT_COST)
+    _run_blocks(work, len(p), step, elements=len(p) * limbs.shape[1] * _EXACT_COST if threads else 0)
     return sin, cos

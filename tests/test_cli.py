@@ -211,7 +211,7 @@ def test_json_reads_back_exactly(
     assert code == 0
     document = json.loads(out)
     expected = _table_call(args, dtype)
-    meta = ["d_model", "base", "shift", "layout", "start", "dtype"]
+    meta = ["d_model", "base", "shift", "scale", "layout", "odd", "start", "dtype"]
     assert list(document) == [*meta, "positions", "columns", "values"]
     assert document["d_model"] == int(args[1])
     assert document["dtype"] == dtype
@@ -728,3 +728,17 @@ def test_table_npy_streams_in_chunks(capsys: pytest.CaptureFixture[str], tmp_pat
     assert code == 0
     np.testing.assert_array_equal(np.load(path), posenc.table(50, 16, start=3))
     assert "posenc table: 100%  50 of 50 rows" in err and err.count("\n") == 8  # ceil(50 / 7) chunks
+
+
+def test_table_preset_and_its_overrides(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "table", "3", "9", "--preset", "marian", "--format", "csv")
+    assert code == 0
+    header, *rows = list(csv.reader(io.StringIO(out)))
+    assert header[1:6] == ["0 sin ω0", "1 sin ω1", "2 sin ω2", "3 sin ω3", "4 sin ω4"]  # odd="literal"
+    values = np.array([[float(v) for v in row[1:]] for row in rows], dtype=np.float32)
+    np.testing.assert_array_equal(values, posenc.presets.get("marian").table(3, 9))
+    code, out, _ = run(capsys, "table", "3", "8", "--preset", "fairseq", "--shift", "0", "--format", "csv")
+    values = np.array([[float(v) for v in row[1:]] for row in list(csv.reader(io.StringIO(out)))[1:]])
+    np.testing.assert_array_equal(values.astype(np.float32), posenc.table(3, 8, layout="sin_cos"))
+    code, _, err = run(capsys, "table", "3", "8", "--preset", "bert")
+    assert code == 2 and "unknown preset 'bert'" in err

@@ -33,7 +33,7 @@ import numpy as np
 
 import posenc
 
-from . import _validate, analysis
+from . import _validate, analysis, presets
 
 PROG = "posenc"
 FORMATS = ("text", "csv", "json", "npy")
@@ -70,7 +70,8 @@ columns:
 formats:
   text  an aligned table, --digits decimals (default 4)
   csv   a header row, then one row per position; values in full (repr of each float) unless --digits
-  json  {"d_model", "base", "shift", "layout", "start", "dtype", "positions", "columns", "values"}
+  json  {"d_model", "base", "shift", "scale", "layout", "odd", "start", "dtype", "positions", "columns",
+        "values"}
   npy   the array itself, bit for bit (np.load reads it); needs --output. Written in 64 MiB chunks:
         any length, flat memory, progress on stderr for large tables. NumPy has no bfloat16
         type: bfloat16 is stored as raw 2-byte values, np.load(FILE).view(ml_dtypes.bfloat16)
@@ -156,6 +157,9 @@ examples:
   posenc identify model.safetensors --key model.encoder.embed_positions.weight
   posenc identify checkpoint.pt --json
 """
+
+
+_PAPER = {"base": 10000, "shift": 0, "scale": 1.0, "layout": "interleaved", "odd": "zero"}
 
 
 class CliError(Exception):
@@ -291,20 +295,29 @@ def _add_table_command(commands: Any) -> None:
     sub.add_argument("length", metavar="LENGTH", type=_integer, help="number of positions")
     sub.add_argument("d_model", metavar="D_MODEL", type=_integer, help="width of each encoding (>= 2)")
     sub.add_argument(
-        "--base", type=_number, default=10000, help="frequency base > 1 (default: 10000, the paper)"
+        "--preset",
+        metavar="NAME",
+        help="a named variant with its library's defaults: "
+        + ", ".join(presets.names())
+        + "; the options below override it",
     )
+    sub.add_argument("--base", type=_number, help="frequency base > 1 (default: 10000, the paper)")
     sub.add_argument(
         "--shift",
         type=_number,
-        default=0,
         help="0 (default): the paper, ω_i = base^(-2i/d_model); 1: tensor2tensor and fairseq, "
         "whose lowest frequency is exactly 1/base",
     )
+    sub.add_argument("--scale", type=_number, help="multiplies every frequency (default: 1)")
     sub.add_argument(
         "--layout",
-        default="interleaved",
         metavar="{" + ",".join(_validate.LAYOUTS) + "}",
         help="where the sines and cosines go (default: interleaved)",
+    )
+    sub.add_argument(
+        "--odd",
+        metavar="{" + ",".join(_validate.ODD_RULES) + "}",
+        help="the rule for an odd D_MODEL (default: zero, a zero last column)",
     )
     sub.add_argument(
         "--start", type=_integer, default=0, help="first position, |position| < 2**31 (default: 0)"
@@ -334,7 +347,9 @@ def _run_table(args: argparse.Namespace) -> None:
         digits = _validate.integer("--digits", digits, minimum=0)
         if args.format == "npy":
             raise CliError("--digits does not apply to --format npy, which stores the values exactly")
-    options = {"base": args.base, "shift": args.shift, "layout": args.layout, "start": args.start}
+    variant = presets.get(args.preset).options if args.preset else dict(_PAPER)
+    variant.update({k: getattr(args, k) for k in _PAPER if getattr(args, k) is not None})
+    options = {**variant, "start": args.start}
     if args.format == "npy":
         _stream_npy(args, options)
         return
@@ -645,16 +660,20 @@ def _table_grid(length: int, d_model: int, **options: Any) -> _Grid:
     """``posenc.table(length, d_model, **options)`` with its positions and column labels."""
     values = posenc.table(length, d_model, **options)
     start = options.get("start", 0)
-    labels = column_labels(d_model, options.get("layout", "interleaved"))
+    labels = column_labels(d_model, options.get("layout", "interleaved"), options.get("odd", "zero"))
     return _Grid("pos", range(start, start + length), labels, values)
 
 
-def column_labels(d_model: int, layout: str) -> list[str]:
+def column_labels(d_model: int, layout: str, odd: str = "zero") -> list[str]:
     """Name each column by its index, function and frequency index, as ``layout`` places them.
 
     >>> column_labels(5, "sin_cos")
     ['0 sin ω0', '1 sin ω1', '2 cos ω0', '3 cos ω1', '4 zero']
+    >>> column_labels(5, "sin_cos", "literal")  # computed for 6 columns, the last one dropped
+    ['0 sin ω0', '1 sin ω1', '2 sin ω2', '3 cos ω0', '4 cos ω1']
     """
+    if d_model % 2 and odd in ("literal", "drop"):
+        return column_labels(d_model + 1, layout)[:-1]
     n = d_model // 2
     if layout == "interleaved":
         names = [f"{fn} ω{i}" for i in range(n) for fn in ("sin", "cos")]

@@ -10,6 +10,7 @@ import pytest
 import reference as ref
 import torch
 import torch._dynamo.testing
+from module_cases import BAD_MODULE_OPTIONS
 from torch import nn
 from tutorial import TutorialPositionalEncoding
 
@@ -329,16 +330,7 @@ def test_bad_forward_inputs(call, error, message):
         call(pt.SinusoidalPositionalEncoding(16))
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "error", "message"),
-    [
-        ({"d_model": 4.0}, TypeError, "d_model must be an integer"),
-        ({"d_model": 16, "dropout": 1.0}, ValueError, r"dropout must be in \[0, 1\)"),
-        ({"d_model": 16, "max_len": 0}, ValueError, "max_len must be an integer >= 1"),
-        ({"d_model": 16, "batch_first": "yes"}, TypeError, "batch_first must be True or False"),
-        ({"d_model": 2, "shift": 1}, ValueError, "n - shift"),
-    ],
-)
+@pytest.mark.parametrize(("kwargs", "error", "message"), BAD_MODULE_OPTIONS)
 def test_bad_module_options(kwargs, error, message):
     with pytest.raises(error, match=message):
         pt.SinusoidalPositionalEncoding(**kwargs)

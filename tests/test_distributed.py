@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import os
 import socket
+import sys
 import time
 
 import pytest
@@ -94,14 +95,20 @@ def _worker(rank: int, world_size: int, port: int, inputs_path: str, results_pat
     timeout = datetime.timedelta(seconds=60)
     store = dist.TCPStore("127.0.0.1", port, world_size=world_size, is_master=False, timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timeout)
-    try:
-        assert (dist.get_rank(), dist.get_world_size()) == (rank, world_size)
-        results = _compute(torch.load(inputs_path), world_size=world_size, rank=rank)
-        if rank == 0:
-            torch.save(results, results_path)
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
+    assert (dist.get_rank(), dist.get_world_size()) == (rank, world_size)
+    results = _compute(torch.load(inputs_path), world_size=world_size, rank=rank)
+    if rank == 0:
+        torch.save(results, results_path)
+    dist.barrier()
+    # Every collective is done on every rank once each has said so in the store. Then leave at once,
+    # without tearing gloo down: on a loaded 2-core CI machine gloo's teardown once aborted a rank
+    # ("terminate called without an active exception", SIGABRT) after all the work had succeeded.
+    # A failure above raises instead, and torch.multiprocessing hands its traceback to the test.
+    store.set(f"finished-{rank}", "1")
+    store.wait([f"finished-{other}" for other in range(world_size)])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")

@@ -43,6 +43,30 @@ def test_compiled_tables_equal_numpy_tables(monkeypatch, options, start):
     assert compiled.tobytes() == plain.tobytes()
 
 
+@pytest.mark.parametrize(
+    "options", [{"layout": "sin_cos"}, {"odd": "literal"}, {"layout": "cos_sin", "odd": "drop", "start": -64}]
+)
+def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options):
+    """Widened error bands make many values look unsure: the compiled path's second pass and the
+    arbitrary-precision rest must still give the correctly rounded table (position 0 included)."""
+    d_model = 257 if "odd" in options else 256
+    expected = posenc.table(128, d_model, **options)
+    init, exact, calls = core._Spec.__init__, core._Spec.exact, []
+
+    def wide_bands(self, *args):
+        init(self, *args)
+        self.absolute_error = 2.0**-36
+
+    def counted(self, p, i):
+        calls.append((p, i))
+        return exact(self, p, i)
+
+    monkeypatch.setattr(core._Spec, "__init__", wide_bands)
+    monkeypatch.setattr(core._Spec, "exact", counted)
+    assert posenc.table(128, d_model, **options).tobytes() == expected.tobytes()
+    assert len(calls) > 10  # the arbitrary-precision step did run
+
+
 def test_compiled_exact_rows_equal_numpy_rows_bit_for_bit():
     rng = np.random.default_rng(5)
     positions = np.concatenate(

@@ -83,6 +83,28 @@ def test_odd_width_is_the_even_width_plus_a_zero_column(layout):
     np.testing.assert_array_equal(odd[:, 8], 0.0)
 
 
+def test_stored_pi_digits_match_machins_formula_and_mpmath():
+    import mpmath
+
+    from posenc import _highprec
+
+    for digits in (5, 17, 85, 300, 490):
+        assert _highprec.pi(digits) == _highprec.machin_pi(digits)
+    with mpmath.workdps(500):
+        assert str(_highprec.pi(490)) == mpmath.nstr(mpmath.pi, 490)
+    assert _highprec.pi(600) == _highprec.machin_pi(600)  # beyond the stored digits
+
+
+def test_frequencies_are_the_nearest_float64_to_the_exact_values():
+    import mpmath
+
+    omegas = posenc.frequencies(2 * 300 + 1, base=1e9, shift=1.5, scale=3.5)
+    with mpmath.workdps(60):
+        for i in (0, 1, 150, 299):
+            exact = mpmath.mpf(3.5) * mpmath.power(mpmath.mpf(10) ** 9, -mpmath.mpf(i) / (300 - 1.5))
+            assert omegas[i] == float(exact)
+
+
 def test_shift_one_is_tensor2tensor_frequencies():
     omegas = posenc.frequencies(512, shift=1)
     np.testing.assert_allclose(omegas, 10000.0 ** (-np.arange(256) / 255), rtol=1e-15)

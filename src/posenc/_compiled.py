@@ -22,35 +22,115 @@ def combine_float32(
     cos_b: np.ndarray,
     sin_band: np.ndarray,
     cos_band: np.ndarray,
-    sin_columns: np.ndarray,
-    cos_columns: np.ndarray,
+    columns: np.ndarray,
     out: np.ndarray,
     unsure: np.ndarray,
 ) -> None:  # pragma: no cover - compiled; exercised through core.table
     """Row r = a·B + b of ``out`` gets z(anchor a) · z(b) rounded to float32; ``unsure[r]`` counts the
-    values of that row whose band straddles a rounding midpoint. Column index -1: not stored."""
-    rows = out.shape[0]
+    values of that row whose band straddles a rounding midpoint.
+
+    ``columns`` = (sin offset, cos offset, stride, sin count, cos count): the sine of frequency i goes to
+    column ``sin offset + stride · i`` when i < sin count (likewise the cosine). Stride 2 (interleaved) and
+    stride 1 (the half layouts) each get a loop of their own with unit-stride or pairwise stores, which the
+    compiler turns into vector code.
+    """
     block = sin_b.shape[0]
     n = sin_b.shape[1]
-    for r in numba.prange(rows):
+    sin_offset, cos_offset, stride, sin_count, cos_count = columns
+    both = min(sin_count, cos_count)
+    for r in numba.prange(out.shape[0]):
         a = r // block
         b = r - a * block
+        sa, ca, sb, cb, row = sin_a[a], cos_a[a], sin_b[b], cos_b[b], out[r]
         count = 0
-        for i in range(n):
-            sa = sin_a[a, i]
-            ca = cos_a[a, i]
-            sb = sin_b[b, i]
-            cb = cos_b[b, i]
-            s = sa * cb + ca * sb
-            c = ca * cb - sa * sb
-            s_high = np.float32(s + sin_band[i])
-            c_high = np.float32(c + cos_band[i])
-            count += (s_high != np.float32(s - sin_band[i])) + (c_high != np.float32(c - cos_band[i]))
-            if sin_columns[i] >= 0:
-                out[r, sin_columns[i]] = s_high
-            if cos_columns[i] >= 0:
-                out[r, cos_columns[i]] = c_high
+        if stride == 2:
+            for i in range(both):
+                s = sa[i] * cb[i] + ca[i] * sb[i]
+                c = ca[i] * cb[i] - sa[i] * sb[i]
+                s_high = np.float32(s + sin_band[i])
+                c_high = np.float32(c + cos_band[i])
+                count += (s_high != np.float32(s - sin_band[i])) | (c_high != np.float32(c - cos_band[i]))
+                row[2 * i] = s_high
+                row[2 * i + 1] = c_high
+        else:
+            sin_row = row[sin_offset : sin_offset + both]
+            cos_row = row[cos_offset : cos_offset + both]
+            for i in range(both):
+                s = sa[i] * cb[i] + ca[i] * sb[i]
+                c = ca[i] * cb[i] - sa[i] * sb[i]
+                s_high = np.float32(s + sin_band[i])
+                c_high = np.float32(c + cos_band[i])
+                count += (s_high != np.float32(s - sin_band[i])) | (c_high != np.float32(c - cos_band[i]))
+                sin_row[i] = s_high
+                cos_row[i] = c_high
+        for i in range(both, n):  # odd widths: one value whose partner has no column
+            s = sa[i] * cb[i] + ca[i] * sb[i]
+            c = ca[i] * cb[i] - sa[i] * sb[i]
+            if i < sin_count:
+                s_high = np.float32(s + sin_band[i])
+                count += s_high != np.float32(s - sin_band[i])
+                row[sin_offset + stride * i] = s_high
+            if i < cos_count:
+                c_high = np.float32(c + cos_band[i])
+                count += c_high != np.float32(c - cos_band[i])
+                row[cos_offset + stride * i] = c_high
         unsure[r] = count
+
+
+@numba.njit(cache=True, nogil=True)
+def resolve_float32(
+    rows: np.ndarray,
+    start: float,
+    sin_a: np.ndarray,
+    cos_a: np.ndarray,
+    sin_b: np.ndarray,
+    cos_b: np.ndarray,
+    sin_band: np.ndarray,
+    cos_band: np.ndarray,
+    limbs: np.ndarray,
+    absolute_error: float,
+    columns: np.ndarray,
+    out: np.ndarray,
+) -> np.ndarray:  # pragma: no cover - compiled; exercised through core.table
+    """Settle the values :func:`combine_float32` was unsure of, in the listed ``rows``, as core._Spec.emit
+    does: recompute each on the exact path (< 1 ulp of float64) and keep it if its band is clear of a
+    midpoint (position 0 is exact). Returns the (row, frequency, 0 = sin | 1 = cos) triples still unsure,
+    for the arbitrary-precision evaluation."""
+    block = sin_b.shape[0]
+    n = sin_b.shape[1]
+    sin_offset, cos_offset, stride, sin_count, cos_count = columns
+    pending = np.empty((2 * n * len(rows), 3), dtype=np.int64)
+    k = 0
+    for r in rows:
+        a = r // block
+        b = r - a * block
+        p = start + r
+        for i in range(n):
+            s = sin_a[a, i] * cos_b[b, i] + cos_a[a, i] * sin_b[b, i]
+            c = cos_a[a, i] * cos_b[b, i] - sin_a[a, i] * sin_b[b, i]
+            s_unsure = np.float32(s + sin_band[i]) != np.float32(s - sin_band[i])
+            c_unsure = np.float32(c + cos_band[i]) != np.float32(c - cos_band[i])
+            if not (s_unsure or c_unsure):
+                continue
+            if p == 0.0:
+                exact_s, exact_c = 0.0, 1.0
+            else:
+                exact_s, exact_c = _sincos(p, limbs[0, i], limbs[1, i], limbs[2, i], limbs[3, i], limbs[4, i])
+            for which in range(2):
+                if which == 0 and not (s_unsure and i < sin_count):
+                    continue
+                if which == 1 and not (c_unsure and i < cos_count):
+                    continue
+                value = exact_s if which == 0 else exact_c
+                band = abs(value) * 2.0**-50 + absolute_error
+                high = np.float32(value + band)
+                column = (sin_offset if which == 0 else cos_offset) + stride * i
+                if p == 0.0 or high == np.float32(value - band):
+                    out[r, column] = high if p != 0.0 else np.float32(value)
+                else:
+                    pending[k, 0], pending[k, 1], pending[k, 2] = r, i, which
+                    k += 1
+    return pending[:k]
 
 
 _SPLITTER = 134217729.0

@@ -37,8 +37,27 @@ def _context(digits: int) -> decimal.Context:
     return decimal.Context(prec=digits, rounding=decimal.ROUND_HALF_EVEN, Emin=-999999, Emax=999999)
 
 
+#: π to 500 decimals, so that the usual precisions need no series (a test checks it against Machin's formula).
+_PI_500 = (
+    "3.14159265358979323846264338327950288419716939937510582097494459230781640628620899862803482534211706"
+    "7982148086513282306647093844609550582231725359408128481117450284102701938521105559644622948954930381"
+    "9644288109756659334461284756482337867831652712019091456485669234603486104543266482133936072602491412"
+    "7372458700660631558817488152092096282925409171536436789259036001133053054882046652138414695194151160"
+    "9433057270365759591953092186117381932611793105118548074462379962749567351885752724891227938183011949"
+    "12"
+)
+
+
 def pi(digits: int) -> decimal.Decimal:
-    """π to ``digits`` significant digits, from Machin's formula π = 16 atan(1/5) - 4 atan(1/239)."""
+    """π to ``digits`` significant digits: the stored 500 decimals rounded, or beyond 490 digits Machin's
+    formula π = 16 atan(1/5) - 4 atan(1/239)."""
+    if digits <= 490:
+        return _context(digits).plus(decimal.Decimal(_PI_500))
+    return machin_pi(digits)
+
+
+def machin_pi(digits: int) -> decimal.Decimal:
+    """π to ``digits`` significant digits by Machin's formula, in :mod:`decimal`."""
     with decimal.localcontext(_context(digits + 10)):
         eps = decimal.Decimal(10) ** -(digits + 8)
 
@@ -77,23 +96,24 @@ def frequency_constants(
         ratio = int((ratio_real * scale_fixed).to_integral_value())
         inverse_two_pi = int((scale_fixed / (2 * pi(ctx.prec))).to_integral_value())
         first = int((decimal.Decimal(scale) * scale_fixed).to_integral_value())
-    omegas = np.empty(n)
-    chunks = np.empty((LIMB_COUNT, n))
-    exponents = np.empty((LIMB_COUNT, n), dtype=np.int64)
+    fixed = [first]  # ω_0 = scale, then ω_i = ω_(i-1) · r, each rounded down to `bits` fraction bits
+    for _ in range(n - 1):
+        fixed.append((fixed[-1] * ratio) >> bits)
+    omegas = np.ldexp(np.array([float(f) for f in fixed]), -bits)
+    turns = [(f * inverse_two_pi) >> bits for f in fixed]  # c_i in fixed point
+    lows = np.array([t.bit_length() for t in turns], dtype=np.int64) - LIMB_BITS * LIMB_COUNT
+    tops = [
+        t >> int(low) for t, low in zip(turns, lows, strict=True)
+    ]  # the top 130 bits of c_i: five limbs of 26
     mask = (1 << LIMB_BITS) - 1
-    top = LIMB_BITS * LIMB_COUNT
-    fixed = first  # ω_0 = scale
-    for i in range(n):
-        if i:
-            fixed = (fixed * ratio) >> bits
-        omegas[i] = math.ldexp(float(fixed), -bits)
-        turns = (fixed * inverse_two_pi) >> bits  # c_i in fixed point
-        low = turns.bit_length() - top  # c_i keeps its top 130 bits, cut into 5 limbs of 26
-        for k in range(LIMB_COUNT):
-            at = low + LIMB_BITS * (LIMB_COUNT - 1 - k)
-            chunks[k, i] = (turns >> at) & mask
-            exponents[k, i] = at - bits
-    return omegas, np.ldexp(chunks, exponents)
+    pairs = [
+        np.array([t >> shift & ((1 << 2 * LIMB_BITS) - 1) for t in tops], dtype=np.int64)
+        for shift in (78, 26)
+    ]
+    last = np.array([t & mask for t in tops], dtype=np.int64)
+    chunks = np.stack([pairs[0] >> LIMB_BITS, pairs[0] & mask, pairs[1] >> LIMB_BITS, pairs[1] & mask, last])
+    exponents = lows + (LIMB_BITS * np.arange(LIMB_COUNT - 1, -1, -1))[:, None] - bits
+    return omegas, np.ldexp(chunks.astype(np.float64), exponents)
 
 
 def _denominator(twice_half: int, shift: float) -> decimal.Decimal:

@@ -268,14 +268,25 @@ class _Spec:
         origin = p == 0  # position 0 is exact: sin 0 = 0, cos 0 = 1
         rounded[origin] = which
         unsure &= ~origin
+        for k in np.flatnonzero(unsure):
+            rounded[k] = self.exact(float(p[k]), int(i[k]))[which]
+        return rounded
+
+    def exact(self, p: float, i: int) -> tuple[float, float]:
+        """sin and cos of p ω_i correctly rounded to the output dtype, in arbitrary precision (slow)."""
         o = self.options
         twice_half = _validate.plan(o.d_model, o.odd)[1]
-        for k in np.flatnonzero(unsure):
-            exact = _highprec.sincos_exact(
-                float(p[k]), int(i[k]), o.base, twice_half, o.shift, o.scale, self.format
-            )
-            rounded[k] = exact[which]
-        return rounded
+        return _highprec.sincos_exact(p, i, o.base, twice_half, o.shift, o.scale, self.format)
+
+    def column_plan(self) -> np.ndarray:
+        """(sin offset, cos offset, stride, sin count, cos count): the sine of frequency i lies in column
+        ``sin offset + stride · i`` when i < sin count, likewise the cosine (see :meth:`columns`)."""
+        n, layout = self.n, self.options.layout
+        index = np.arange(self.options.d_model)[None]
+        sin_view, cos_view = self.columns(index.copy())
+        offsets = (0, 1) if layout == "interleaved" else (0, n) if layout == "sin_cos" else (n, 0)
+        stride = 2 if layout == "interleaved" else 1
+        return np.array([*offsets, stride, sin_view.shape[1], cos_view.shape[1]], dtype=np.int64)
 
 
 def _output_dtype(dtype: Any, out: np.ndarray | None) -> np.dtype:
@@ -439,8 +450,9 @@ def _two_prod(a: np.ndarray, b: float | np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def _pre_touch(result: np.ndarray, fresh: bool) -> None:
-    """Fault a fresh output's pages in one sequential pass: the strided column writes then fault none
-    (4 KiB faults taken column block by column block, from two threads, cost more than this pass)."""
+    """Fault a fresh output's pages in one sequential pass, so that the writers that follow fault none:
+    page faults taken by several threads at once cost more than this pass and vary from run to run (the
+    compiled kernel writing into a fresh (8192, 4096) table took 19 to 207 ms; after this pass, 30 to 38)."""
     if fresh:
         result.fill(0)
 
@@ -460,13 +472,13 @@ def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec, fr
     largest = max(abs(start), abs(start + length - 1))
     sin_band = 2.0**-48 * (np.minimum(1.0, largest * omegas) + small) + 4 * spec.absolute_error
     cos_band = 2.0**-48 * (1.0 + small) + 4 * spec.absolute_error
+    _pre_touch(result, fresh)
     kernel = _compiled_kernel() if spec.dtype == np.float32 and length * n >= _COMPILED_ELEMENTS else None
     if kernel is not None:
         _angle_addition_compiled(
             kernel, result, start, (sin_a, cos_a, sin_b, cos_b), sin_band, cos_band, spec
         )
         return
-    _pre_touch(result, fresh)
     step = max(1, _BLOCK // n)  # rows per tile
     tiles = [
         (a, b, min(b + step, block, length - a * block))
@@ -513,25 +525,24 @@ def _angle_addition_compiled(
     cos_band: np.ndarray,
     spec: _Spec,
 ) -> None:
-    """:func:`_angle_addition` in one compiled pass; the rows it is unsure of are redone here, exactly."""
-    sin_a, cos_a, sin_b, cos_b = rows
-    index = np.arange(spec.options.d_model)[None].copy()
-    sin_view, cos_view = spec.columns(index)
-    sin_columns = np.full(spec.n, -1, dtype=np.int64)
-    cos_columns = np.full(spec.n, -1, dtype=np.int64)
-    sin_columns[: sin_view.shape[1]] = sin_view[0]
-    cos_columns[: cos_view.shape[1]] = cos_view[0]
+    """:func:`_angle_addition` in one compiled pass; the values it is unsure of are settled by a second
+    compiled pass over their rows (the exact path), and the rare rest in arbitrary precision."""
+    from . import _compiled
+
+    columns = spec.column_plan()
     if spec.options.d_model > 2 * spec.n:
         result[:, 2 * spec.n :] = 0
-    unsure = np.zeros(len(result), dtype=np.int64)
-    kernel(sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, sin_columns, cos_columns, result, unsure)
-    block = len(sin_b)
-    for r in np.flatnonzero(unsure):
-        a, b = divmod(int(r), block)
-        sin = sin_a[a] * cos_b[b] + cos_a[a] * sin_b[b]
-        cos = cos_a[a] * cos_b[b] - sin_a[a] * sin_b[b]
-        p = np.array([float(start + r)])
-        spec.emit(result[r : r + 1], p, sin[None], cos[None], sin_band, cos_band)
+    unsure = np.empty(len(result), dtype=np.int64)
+    kernel(*rows, sin_band, cos_band, columns, result, unsure)
+    flagged = np.flatnonzero(unsure)
+    if not len(flagged):
+        return
+    pending = _compiled.resolve_float32(
+        flagged, float(start), *rows, sin_band, cos_band, spec.limbs, spec.absolute_error, columns, result
+    )
+    offsets, stride = columns[:2], columns[2]
+    for r, i, which in pending.tolist():
+        result[r, offsets[which] + stride * i] = spec.exact(float(start + r), i)[which]
 
 
 def _direct_rows(p: np.ndarray, limbs: np.ndarray, *, threads: bool = True) -> tuple[np.ndarray, np.ndarray]:

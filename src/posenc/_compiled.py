@@ -3,9 +3,10 @@
 Used by :func:`posenc.core.table` for large float32 tables when numba is installed (``pip install
 'posenc[fast]'``); never imported by ``import posenc``. It computes the same products as the NumPy path,
 certifies each rounding with the same error bands, writes the rounded values, and counts per row the values
-whose band straddles a midpoint; those rows are redone by the NumPy path, which resolves them exactly. So
-the output is the correctly rounded table either way, bit for bit — whether or not the compiler fuses a
-multiply-add (that only shrinks the error the bands allow for).
+whose band straddles a midpoint; a second, serial pass settles those on the exact path (the same operations
+as the NumPy path's), and the rare rest goes to the arbitrary-precision evaluation. So the output is the
+correctly rounded table either way, bit for bit — whether or not the compiler fuses a multiply-add (that
+only shrinks the error the bands allow for).
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options):
     monkeypatch.setattr(core._Spec, "__init__", wide_bands)
     monkeypatch.setattr(core._Spec, "exact", counted)
     assert posenc.table(128, d_model, **options).tobytes() == expected.tobytes()
-    assert len(calls) > 10  # the arbitrary-precision step did run
+    assert len(calls) > 64  # the arbitrary-precision step ran, past the first 64 slots of the second pass
 
 
 def test_compiled_exact_rows_equal_numpy_rows_bit_for_bit():

@@ -6,9 +6,14 @@ submodules below load on first use (``posenc.presets``, ``posenc.grid``, ...), w
 """
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core import encode, frequencies, table
+
+if TYPE_CHECKING:  # what __getattr__ provides, for type checkers and editors
+    from . import analysis, grids, positions, presets, sharding
+    from .grids import grid
+    from .porting import convert_layout, identify
 
 __version__ = "0.1.0"
 

@@ -100,7 +100,7 @@ def resolve_float32(
     block = sin_b.shape[0]
     n = sin_b.shape[1]
     sin_offset, cos_offset, stride, sin_count, cos_count = columns
-    pending = np.empty((2 * n * len(rows), 3), dtype=np.int64)
+    pending = np.empty((64, 3), dtype=np.int64)
     k = 0
     for r in rows:
         a = r // block
@@ -129,6 +129,10 @@ def resolve_float32(
                 if p == 0.0 or high == np.float32(value - band):
                     out[r, column] = high if p != 0.0 else np.float32(value)
                 else:
+                    if k == len(pending):
+                        grown = np.empty((2 * k, 3), dtype=np.int64)
+                        grown[:k] = pending
+                        pending = grown
                     pending[k, 0], pending[k, 1], pending[k, 2] = r, i, which
                     k += 1
     return pending[:k]

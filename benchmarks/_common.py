@@ -15,13 +15,20 @@ from tutorial import TutorialPositionalEncoding, tutorial_table
 __all__ = ["TutorialPositionalEncoding", "measure", "tutorial_table"]
 
 
-def measure(fn: Callable[[], object], repeat: int) -> dict[str, float]:
-    """Median, min and max wall time of ``fn()`` over ``repeat`` calls, after two warm-up calls."""
+def measure(
+    fn: Callable[[], object], repeat: int, sync: Callable[[], object] = lambda: None
+) -> dict[str, float]:
+    """Median, min and max wall time of ``fn()`` over ``repeat`` calls, after two warm-up calls.
+
+    ``sync`` waits for queued device work (``torch.cuda.synchronize`` on a GPU) before each clock read.
+    """
     fn()
     fn()
     times = []
     for _ in range(repeat):
+        sync()
         began = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - began)
     return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}

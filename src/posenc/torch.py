@@ -207,7 +207,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         batch_shape, seq = self._check_x(x)
         dtype = _dtype_name(x.dtype)
         if borrow and positions is None and isinstance(offset, int) and not _tracing():
-            _positions_for(x.device, seq, batch_shape, None, offset)  # validates offset
+            _check_int_offset(offset)
             cached = _cached_table((*self._options, dtype), max(offset + seq, self.max_len or 0), x.device)
             if cached is not None:
                 return self._orient(cached[offset : offset + seq])
@@ -505,11 +505,15 @@ def _positions_for(
         if not torch.compiler.is_compiling() and bool((offset < 0).any()):
             raise ValueError(f"offset must be >= 0; got {offset.tolist()}")
         return positions + offset.to(positions.device)[:, None]
+    _check_int_offset(offset)
+    return positions + offset if offset else positions
+
+
+def _check_int_offset(offset: Any) -> None:
     if isinstance(offset, bool) or not isinstance(offset, int):
         raise TypeError(f"offset must be an int or a (batch,) integer tensor; got {offset!r}")
     if offset < 0:
         raise ValueError(f"offset must be >= 0; got {offset}")
-    return positions + offset if offset else positions
 
 
 def _tracing() -> bool:

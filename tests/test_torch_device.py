@@ -1,0 +1,100 @@
+"""posenc.torch on a device: the same bits as the NumPy core wherever the tensors live.
+
+CI runs this file on the CPU; on a GPU machine run ``pytest tests/test_torch_device.py --device cuda``
+(the README's GPU figures were taken after that run passed). Every result is compared with the NumPy core
+bit for bit, so a device that computed anything in its own low precision would fail here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch._dynamo.testing
+
+import posenc
+import posenc.torch as pt
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _core(values: np.ndarray | list, d_model: int, dtype: torch.dtype, **options) -> torch.Tensor:
+    """The NumPy core's encoding as a CPU tensor with the same bits (bfloat16 travels as uint16)."""
+    return pt._to_tensor(posenc.encode(values, d_model, dtype=_name(dtype), **options))
+
+
+def _same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got.cpu().view(torch.uint8), want.cpu().view(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_encode_and_table_on_the_device_equal_the_core(device, dtype):
+    positions = torch.tensor([[0, 7, 2**30], [5, 6, 1_000_000]], device=device)
+    got = pt.encode(positions, 66, shift=1, layout="sin_cos", dtype=dtype)
+    assert got.device.type == torch.device(device).type
+    _same_bits(got, _core(positions.cpu().numpy(), 66, dtype, shift=1, layout="sin_cos"))
+    rows = pt.table(9, 66, start=4, dtype=dtype, device=device)
+    assert rows.device.type == torch.device(device).type
+    _same_bits(rows, _core(np.arange(4, 13), 66, dtype))
+
+
+def test_real_positions_on_the_device(device):
+    t = torch.tensor([0.5, 999.25, 2.0**30 + 0.75], dtype=torch.float64, device=device)
+    _same_bits(pt.encode(t, 10, dtype=torch.bfloat16), _core(t.cpu().numpy(), 10, torch.bfloat16))
+    timesteps = pt.Timesteps(320, flip_sin_to_cos=True, downscale_freq_shift=0)(t)
+    assert timesteps.device.type == torch.device(device).type
+    _same_bits(timesteps, _core(t.cpu().numpy(), 320, torch.float32, shift=0, layout="cos_sin"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_module_in_any_dtype_adds_the_exact_encoding(device, dtype):
+    module = pt.SinusoidalPositionalEncoding(64).to(device=device, dtype=dtype)  # .to() cannot degrade it
+    x = torch.zeros(2, 300, 64, device=device, dtype=dtype)
+    _same_bits(module(x, offset=100_000)[0], _core(np.arange(100_000, 100_300), 64, dtype))
+
+
+def test_positions_offsets_and_decoding_on_the_device(device):
+    module = pt.SinusoidalPositionalEncoding(32)
+    x = torch.randn(2, 9, 32, device=device)
+    pe = _core(np.arange(9), 32, torch.float32).to(device)
+    full = module(x)
+    _same_bits(full, x + pe)
+    steps = torch.cat([module(x[:, t : t + 1], offset=t) for t in range(9)], dim=1)
+    _same_bits(steps, full)
+    per_row = module(x[:, :1], offset=torch.tensor([4, 1_000_000], device=device))
+    _same_bits(per_row[1, 0], x[1, 0] + _core([1_000_000], 32, torch.float32)[0].to(device))
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 1, 1], [1] * 9], device=device)
+    positions = pt.from_attention_mask(mask)
+    assert positions.device.type == torch.device(device).type
+    _same_bits(module(x, positions)[0, 2:], x[0, 2:] + pe[:7])  # left padding: real tokens count from 0
+    packed = pt.from_cu_seqlens(torch.tensor([0, 4, 9], dtype=torch.int32, device=device))
+    _same_bits(packed.cpu(), torch.tensor([0, 1, 2, 3, 0, 1, 2, 3, 4]))
+    _same_bits(module(x, packed)[:, 4:], x[:, 4:] + pe[:5])
+    _same_bits(module(x, torch.linspace(0, 8, 9, dtype=torch.float64, device=device)), full)
+
+
+def test_compiled_on_the_device_equals_eager_without_recompiling(device):
+    torch._dynamo.reset()
+    module = pt.SinusoidalPositionalEncoding(32).to(device)
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(module, fullgraph=True, dynamic=True, backend=counter)
+    for length in (5, 17, 40):
+        x = torch.randn(2, length, 32, device=device)
+        _same_bits(compiled(x, offset=3), module(x, offset=3))
+    assert counter.frame_count == 1
+
+
+def test_training_dropout_on_the_device(device):
+    module = pt.SinusoidalPositionalEncoding(64, dropout=0.25).to(device).train()
+    x = torch.zeros(4, 512, 64, device=device)
+    y = module(x)
+    kept = y != 0
+    pe = _core(np.arange(512), 64, torch.float32).to(device).expand_as(y)
+    torch.testing.assert_close(y[kept], pe[kept] / 0.75, rtol=2e-7, atol=0)  # kept: scaled by 1 / (1 - p)
+    dropped = 1 - kept.sum().item() / (pe != 0).sum().item()
+    assert abs(dropped - 0.25) < 0.02

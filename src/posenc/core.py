@@ -457,13 +457,26 @@ def _pre_touch(result: np.ndarray, fresh: bool) -> None:
         result.fill(0)
 
 
-def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec, fresh: bool) -> None:
-    """Fill a low-precision table by z(start + aB + b) = z(start + aB) z(b), certified per element.
+class _AdditionPlan(NamedTuple):
+    """The exact rows and error bands that angle addition builds a table from (:func:`_addition_plan`)."""
+
+    block: int
+    sin_a: np.ndarray  # (count, n): rows start + a·block
+    cos_a: np.ndarray
+    sin_b: np.ndarray  # (block, n): rows 0 .. block - 1
+    cos_b: np.ndarray
+    sin_band: np.ndarray  # (n,): error bound of each combined sine column
+    cos_band: np.ndarray
+
+
+def _addition_plan(start: int, length: int, spec: _Spec) -> _AdditionPlan:
+    """Exact rows for z(start + aB + b) = z(start + aB) z(b), B = isqrt(length), and the per-column bands.
 
     With s, c the exact-path rows (< 1 ulp each), S = sA cB + cA sB has error < 2**-50.4 (|sA cB| + |cA sB|)
-    and |cA sB| <= min(1, (B-1) ω); likewise for C. The band per column bounds that, with margin.
+    and |cA sB| <= min(1, (B-1) ω); likewise for C. The band per column bounds that, with margin. A value
+    whose interval ± band holds a rounding midpoint must be settled by :meth:`_Spec._certain`.
     """
-    n, omegas = spec.n, spec.omegas
+    omegas = spec.omegas
     block = max(1, math.isqrt(length))
     count = -(-length // block)
     sin_b, cos_b = _direct_rows(np.arange(block, dtype=np.float64), spec.limbs)
@@ -472,6 +485,14 @@ def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec, fr
     largest = max(abs(start), abs(start + length - 1))
     sin_band = 2.0**-48 * (np.minimum(1.0, largest * omegas) + small) + 4 * spec.absolute_error
     cos_band = 2.0**-48 * (1.0 + small) + 4 * spec.absolute_error
+    return _AdditionPlan(block, sin_a, cos_a, sin_b, cos_b, sin_band, cos_band)
+
+
+def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec, fresh: bool) -> None:
+    """Fill a low-precision table from :func:`_addition_plan`, certified per element."""
+    n = spec.n
+    block, sin_a, cos_a, sin_b, cos_b, sin_band, cos_band = _addition_plan(start, length, spec)
+    count = len(sin_a)
     _pre_touch(result, fresh)
     kernel = _compiled_kernel() if spec.dtype == np.float32 and length * n >= _COMPILED_ELEMENTS else None
     if kernel is not None:

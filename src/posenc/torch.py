@@ -24,7 +24,7 @@ except ImportError as error:  # pragma: no cover - exercised only without torch
 
 import numpy as np
 
-from . import _validate, core
+from . import _highprec, _validate, core
 from ._torch_positions import from_attention_mask, from_cu_seqlens, make_positions
 
 __all__ = [
@@ -97,20 +97,10 @@ def table(
     >>> table(2, 4, start=1, dtype=torch.float64)[:, 0]
     tensor([0.8415, 0.9093], dtype=torch.float64)
     """
+    options = core._Options.check(d_model, base, shift, scale, layout, odd)
     length = _validate.integer("length", length, minimum=0)
     start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
-    values = core.table(
-        length,
-        d_model,
-        start=start,
-        base=base,
-        shift=shift,
-        scale=scale,
-        layout=layout,
-        odd=odd,
-        dtype=_numpy_dtype(_dtype_name(dtype)),
-    )
-    return _to_tensor(values).to(device or "cpu")
+    return _table_on(length, start, (*options, _dtype_name(dtype)), torch.device(device or "cpu"))
 
 
 def clear_cache() -> None:
@@ -374,18 +364,8 @@ def _encode_op(
                 return cached[positions]
         if high - low < 2 * positions.numel():
             # Beyond the cache (or negative): the rows low..high by angle addition, not the whole table.
-            rows = core.table(
-                high - low + 1,
-                d_model,
-                start=low,
-                base=base,
-                shift=shift,
-                scale=scale,
-                layout=layout,
-                odd=odd,
-                dtype=_numpy_dtype(dtype_name),
-            )
-            return _to_tensor(rows).to(positions.device)[positions - low]
+            rows = _table_on(high - low + 1, low, options, positions.device)
+            return rows[positions - low]
     values = core.encode(
         positions.detach().cpu().to(torch.float64 if positions.is_floating_point() else torch.int64).numpy(),
         d_model,
@@ -406,7 +386,7 @@ def _encode_fake(positions, d_model, base, shift, scale, layout, odd, dtype_name
 
 def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tensor | None:
     """A cached table with at least ``rows`` rows for these options on ``device``; None if too large."""
-    d_model, base, shift, scale, layout, odd, dtype_name = options
+    d_model, dtype_name = options[0], options[-1]
     key = (*options, str(device))
     cached = _CACHE.get(key)
     if cached is not None and cached.shape[0] >= rows:
@@ -419,19 +399,90 @@ def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tens
     with _CACHE_LOCK:
         cached = _CACHE.get(key)
         if cached is None or cached.shape[0] < rows:
-            values = core.table(
-                size,
-                d_model,
-                base=base,
-                shift=shift,
-                scale=scale,
-                layout=layout,
-                odd=odd,
-                dtype=_numpy_dtype(dtype_name),
-            )
-            cached = _to_tensor(values).to(device)
+            cached = _table_on(size, 0, options, device)
             _CACHE[key] = cached
     return cached
+
+
+def _table_on(length: int, start: int, options: tuple, device: torch.device) -> torch.Tensor:
+    """``core.table`` on ``device``: on a CUDA device, low-precision tables are built there from the core's
+    exact rows (:func:`_angle_addition`, the same bits); everything else is computed by the core on the CPU
+    and copied (float64 tables, and devices without float64 such as MPS, which keep the exact values)."""
+    *core_options, dtype_name = options
+    if device.type != "cuda" or dtype_name == "float64" or length == 0:
+        d_model, base, shift, scale, layout, odd = core_options
+        values = core.table(
+            length,
+            d_model,
+            start=start,
+            base=base,
+            shift=shift,
+            scale=scale,
+            layout=layout,
+            odd=odd,
+            dtype=_numpy_dtype(dtype_name),
+        )
+        return _to_tensor(values).to(device)
+    return _angle_addition(length, start, core._Options(*core_options), dtype_name, device)
+
+
+#: float64 elements per intermediate of the device's angle addition (64 MiB each).
+_DEVICE_CHUNK = 1 << 23
+
+
+def _angle_addition(
+    length: int, start: int, options: core._Options, dtype_name: str, device: torch.device
+) -> torch.Tensor:
+    """The core's table, built on ``device`` by angle addition in float64, certified per element.
+
+    The core supplies the exact rows z(start + aB) and z(b) and the error band of each column
+    (:func:`posenc.core._addition_plan`); the device forms S = sA cB + cA sB, C = cA cB - sA sB and rounds
+    S ± band to the output format. Where the two roundings differ (a midpoint lies in the band: a few per
+    ten million values) the core settles the value. The result is the correctly rounded table, bit for bit
+    the core's, for any device with float64 arithmetic.
+    """
+    dtype = _numpy_dtype(dtype_name)
+    spec = core._Spec(options, dtype)
+    plan = core._addition_plan(start, length, spec)
+    block, n = plan.block, spec.n
+    sin_a, cos_a, sin_b, cos_b, sin_band, cos_band = (
+        torch.from_numpy(array).to(device) for array in plan[1:]
+    )
+    result = torch.empty((length, options.d_model), dtype=getattr(torch, dtype_name), device=device)
+    sin_out, cos_out = spec.columns(result)
+    precision, emin = _highprec.FORMATS[dtype_name]
+    step = max(1, _DEVICE_CHUNK // (n * block)) * block  # rows per chunk: whole anchor blocks
+    for first in range(0, length, step):
+        rows = min(step, length - first)
+        anchors = slice(first // block, -(-(first + rows) // block))
+        sa, ca = sin_a[anchors, None], cos_a[anchors, None]
+        sin = (sa * cos_b + ca * sin_b).reshape(-1, n)[:rows]
+        cos = (ca * cos_b - sa * sin_b).reshape(-1, n)[:rows]
+        for values, band, out, which in ((sin, sin_band, sin_out, 0), (cos, cos_band, cos_out, 1)):
+            width = out.shape[1]
+            values, band = values[:, :width], band[:width]
+            high = _round_to_format(values + band, precision, emin)
+            low = _round_to_format(values - band, precision, emin)
+            out[first : first + rows] = high
+            unsure = torch.nonzero(high != low).cpu().numpy()
+            if len(unsure):
+                r, i = unsure[:, 0], unsure[:, 1]
+                settled = spec._certain((start + first + r).astype(np.float64), i, which)
+                index = (torch.from_numpy(first + r).to(device), torch.from_numpy(i).to(device))
+                out[index] = torch.from_numpy(settled.astype(np.float64)).to(device, out.dtype)
+    return result
+
+
+def _round_to_format(values: torch.Tensor, precision: int, emin: int) -> torch.Tensor:
+    """float64 ``values`` rounded to nearest (ties to even) in a binary format of ``precision`` significand
+    bits and smallest normal exponent ``emin``, as float64 (exactly representable in that format).
+
+    The quantum 2**(max(e, emin) - precision + 1), e the float64 exponent, is built from its bits, so every
+    step is exact on any device; then the format conversion of the result is exact too (no double rounding).
+    """
+    exponent = ((values.view(torch.int64) >> 52) & 0x7FF) - 1023
+    quantum = ((exponent.clamp(min=emin) - (precision - 1) + 1023) << 52).view(torch.float64)
+    return torch.round(values / quantum) * quantum
 
 
 # --- helpers ----------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
     python benchmarks/device_table.py [--device cuda] [--sizes 8192x4096,131072x1024,512x512] [--repeat 10]
 
-posenc computes on the CPU (exactly) and copies the table to the device; the tutorial's float32 formula runs
-on the device itself (fast, inexact). Also the floor of a device fill, and each table's largest error
+On a CUDA device posenc builds the table there (the core's exact rows, float64 angle addition, certified
+rounding: the core's bits); elsewhere it computes on the CPU and copies. The tutorial's float32 formula
+runs on the device itself (inexact). Also the floor of a device fill, and each table's largest error
 against the exact values. A module reuses its cached table, so this cost is paid once per (options, dtype,
 device), not per forward pass (``benchmarks/forward.py`` times the forward pass).
 """
@@ -36,7 +37,7 @@ def tutorial_table_on(length: int, d_model: int, device: torch.device) -> torch.
 
 def contenders(length: int, d_model: int, device: torch.device) -> dict[str, Callable[[], torch.Tensor]]:
     return {
-        "posenc.torch.table (CPU, copied)": lambda: pt.table(length, d_model, device=device),
+        "posenc.torch.table": lambda: pt.table(length, d_model, device=device),
         "tutorial formula on the device": lambda: tutorial_table_on(length, d_model, device),
         "floor: torch.full on the device": lambda: torch.full((length, d_model), 0.5, device=device),
     }
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             rows[name] = measure(build, args.repeat, sync)
             if not name.startswith("floor"):
                 rows[name]["max_error"] = float((build().cpu().double() - exact).abs().max())
-        ours = rows["posenc.torch.table (CPU, copied)"]["median_s"]
+        ours = rows["posenc.torch.table"]["median_s"]
         print(f"\ntable({length}, {d_model}) float32 on {device}")
         print(f"{'contender':34} {'median ms':>10} {'vs posenc':>10} {'max error':>10}")
         for name, row in rows.items():

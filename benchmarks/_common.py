@@ -12,7 +12,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from tutorial import TutorialPositionalEncoding, tutorial_table
 
-__all__ = ["TutorialPositionalEncoding", "measure", "tutorial_table"]
+__all__ = ["Target", "TutorialPositionalEncoding", "measure", "print_targets", "target", "tutorial_table"]
+
+
+#: (what is measured, the measured ratio, the bar, whether the bar is met)
+Target = tuple[str, float, str, bool]
+
+
+def target(name: str, ratio: float, bar: str) -> Target:
+    """A target of the speed issue: ``bar`` is "<= x" or ">= x"."""
+    limit = float(bar.split()[1])
+    return name, ratio, bar, ratio <= limit if bar.startswith("<=") else ratio >= limit
+
+
+def print_targets(targets: list[Target]) -> None:
+    print("\ntargets (issue 6)")
+    for name, ratio, bar, met in targets:
+        print(f"  {name:44} {ratio:8.2f}x  bar {bar:5}  {'met' if met else 'NOT met'}")
 
 
 def measure(

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import torch
-from _common import TutorialPositionalEncoding, measure
+from _common import TutorialPositionalEncoding, measure, print_targets, target
 
 import posenc.torch as pt
 
@@ -79,12 +79,26 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:26} {row['median_s'] * 1e3:10.3f} {row['min_s'] * 1e3:8.3f} {row['max_s'] * 1e3:8.3f} "
             f"{row['ratio_to_floor']:8.2f}x"
         )
-    inplace = rows["posenc eval, inplace=True"]["median_s"] / rows["in-place x.add_(pe) (floor)"]["median_s"]
-    print(f"inplace=True: {inplace:.2f}x the in-place add floor")
-    for mode in ("eval", "train"):
-        speedup = rows[f"pytorch tutorial {mode}"]["median_s"] / rows[f"posenc {mode}"]["median_s"]
-        print(f"{mode}: posenc is {speedup:.2f}x the speed of the tutorial module", end="")
-        print(f", {rows[f'posenc {mode}']['ratio_to_floor']:.2f}x the bare add" if mode == "eval" else "")
+    median = {name: row["median_s"] for name, row in rows.items()}
+    reached = [
+        target("forward eval: time / bare x + pe[:L]", rows["posenc eval"]["ratio_to_floor"], "<= 1.2"),
+        target(
+            "forward eval: speed-up over the tutorial",
+            median["pytorch tutorial eval"] / median["posenc eval"],
+            ">= 3",
+        ),
+        target(
+            "forward inplace=True: time / in-place add",
+            median["posenc eval, inplace=True"] / median["in-place x.add_(pe) (floor)"],
+            "<= 1.3",
+        ),
+        target(
+            "forward train: speed-up over the tutorial",
+            median["pytorch tutorial train"] / median["posenc train"],
+            ">= 1.5",
+        ),
+    ]
+    print_targets(reached)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(
         json.dumps(
@@ -94,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 "device": where,
                 "first_call_s": cold,
                 "results": rows,
+                "targets": [list(t) for t in reached],
             },
             indent=2,
         )

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from _common import measure, tutorial_table
+from _common import Target, measure, print_targets, target, tutorial_table
 
 import posenc
 
@@ -92,20 +92,20 @@ def run_size(length: int, d_model: int, repeat: int) -> dict[str, dict[str, floa
     return rows
 
 
-def targets(results: dict[str, dict[str, dict[str, float]]]) -> list[tuple[str, float, str, bool]]:
+def targets(results: dict[str, dict[str, dict[str, float]]]) -> list[Target]:
     """(target, measured ratio, bar, met) for each size, as issue 6 states them."""
     found = []
     for size, rows in results.items():
         ours, out = rows["posenc.table"]["median_s"], rows["posenc.table(out=)"]["median_s"]
         speedup = rows["pytorch tutorial"]["median_s"] / ours
         if size == "512x512":
-            found.append((f"{size}: speed-up over the tutorial", speedup, ">= 2", speedup >= 2))
+            found.append(target(f"{size}: speed-up over the tutorial", speedup, ">= 2"))
             continue
         fresh = ours / rows["floor: fresh np.full"]["median_s"]
         touched = out / rows["floor: fill existing"]["median_s"]
-        found.append((f"{size}: speed-up over the tutorial", speedup, ">= 5", speedup >= 5))
-        found.append((f"{size}: time / fresh-array floor", fresh, "<= 3", fresh <= 3))
-        found.append((f"{size}: out= time / pre-touched floor", touched, "<= 2", touched <= 2))
+        found.append(target(f"{size}: speed-up over the tutorial", speedup, ">= 5"))
+        found.append(target(f"{size}: time / fresh-array floor", fresh, "<= 3"))
+        found.append(target(f"{size}: out= time / pre-touched floor", touched, "<= 2"))
     return found
 
 
@@ -149,10 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     for size in args.sizes.split(","):
         length, d_model = (int(v) for v in size.split("x"))
         results[size] = run_size(length, d_model, args.repeat)
-    print("\ntargets (issue 6)")
     reached = targets(results)
-    for name, ratio, bar, met in reached:
-        print(f"  {name:44} {ratio:8.2f}x  bar {bar:5}  {'met' if met else 'NOT met'}")
+    print_targets(reached)
     costs = startup()
     print(
         f"  import posenc: {costs['import_posenc_s'] * 1e3:.0f} ms (bar <= 150 ms); "

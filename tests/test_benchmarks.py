@@ -44,6 +44,42 @@ def test_forward_benchmark_reports_ratios(tmp_path):
         str(tmp_path / "f.json"),
     ]
     out = _run("forward.py", *args)
-    assert "eval: posenc is" in out and "train: posenc is" in out
-    results = json.loads((tmp_path / "f.json").read_text())["results"]
+    assert "targets (issue 6)" in out and "forward train: speed-up over the tutorial" in out
+    document = json.loads((tmp_path / "f.json").read_text())
+    results = document["results"]
+    assert len(document["targets"]) == 4 and all(isinstance(t[3], bool) for t in document["targets"])
     assert set(results) >= {"posenc eval", "posenc train", "pytorch tutorial eval", "bare x + pe[:L] (floor)"}
+
+
+def test_long_context_benchmark_reports_memory_and_the_uncached_module(tmp_path):
+    args = ["--length", "3000", "--d-model", "64", "--seq", "50", "--repeat", "1"]
+    out = _run("long_context.py", *args, "--json", str(tmp_path / "l.json"))
+    assert "posenc table 3000 64 --format npy" in out and "targets (issue 6)" in out
+    document = json.loads((tmp_path / "l.json").read_text())
+    assert 10 < document["stream"]["peak_mib"] < 1024  # the child's own high-water mark was read
+    assert document["beyond_cache"]["cached"] is False  # rows from 2**30 on: beyond the cache
+    assert [t[0] for t in document["targets"]] == [
+        "stream: peak memory / 256 MiB",
+        "module beyond the cache: time / x + its rows",
+    ]
+
+
+def test_device_table_benchmark_runs_on_the_cpu(tmp_path):
+    out = _run(
+        "device_table.py",
+        "--device",
+        "cpu",
+        "--sizes",
+        "64x32",
+        "--repeat",
+        "1",
+        "--json",
+        str(tmp_path / "d.json"),
+    )
+    rows = json.loads((tmp_path / "d.json").read_text())["results"]["64x32"]
+    assert (
+        rows["posenc.torch.table"]["max_error"]
+        <= 2.0**-24
+        < rows["tutorial formula on the device"]["max_error"]
+    )
+    assert "table(64, 32) float32 on cpu" in out

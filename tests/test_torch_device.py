@@ -161,6 +161,6 @@ def test_cuda_tables_and_caches_are_built_on_the_device(device, monkeypatch):
     module = pt.SinusoidalPositionalEncoding(16).to(device)
     x = torch.zeros(1, 20, 16, device=device, dtype=torch.bfloat16)
     _same_bits(module(x)[0], _core(np.arange(20), 16, torch.bfloat16))
-    far = torch.tensor([2**30, 2**30 + 5], device=device)
+    far = torch.tensor([2**30, 2**30 + 2, 2**30 + 1], device=device)  # beyond the cache: rows low..high
     _same_bits(pt.encode(far, 16), _core(far.cpu().numpy(), 16, torch.float32))
     assert len(built) == (3 if torch.device(device).type == "cuda" else 0)

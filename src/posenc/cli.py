@@ -39,7 +39,7 @@ PROG = "posenc"
 FORMATS = ("text", "csv", "json", "npy")
 TEXT_DIGITS = 4  # decimals printed by the text format unless --digits says otherwise
 _CHUNK = 4096  # rows converted and formatted at a time: large tables stream instead of piling up
-_NPY_CHUNK_BYTES = 64 << 20  # posenc table --format npy writes chunks of this size: memory stays flat
+_NPY_CHUNK_BYTES = 32 << 20  # posenc table --format npy writes chunks of this size: peak memory < 256 MiB
 _LONG = 1 << 24  # values (length × d_model) from which a check counts as long and shows its progress
 PLOT_KINDS = ("heatmap", "dot-product", "sinusoids", "waves", "similarity", "collisions")  # posenc.plot.KINDS
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -72,7 +72,7 @@ formats:
   csv   a header row, then one row per position; values in full (repr of each float) unless --digits
   json  {"d_model", "base", "shift", "scale", "layout", "odd", "start", "dtype", "positions", "columns",
         "values"}
-  npy   the array itself, bit for bit (np.load reads it); needs --output. Written in 64 MiB chunks:
+  npy   the array itself, bit for bit (np.load reads it); needs --output. Written in 32 MiB chunks:
         any length, flat memory, progress on stderr for large tables. NumPy has no bfloat16
         type: bfloat16 is stored as raw 2-byte values, np.load(FILE).view(ml_dtypes.bfloat16)
 

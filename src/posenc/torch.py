@@ -198,9 +198,12 @@ class SinusoidalPositionalEncoding(nn.Module):
         dtype = _dtype_name(x.dtype)
         if borrow and positions is None and isinstance(offset, int) and not _tracing():
             _check_int_offset(offset)
-            cached = _cached_table((*self._options, dtype), max(offset + seq, self.max_len or 0), x.device)
-            if cached is not None:
-                return self._orient(cached[offset : offset + seq])
+            options = (*self._options, dtype)
+            cached = _cached_table(options, max(offset + seq, self.max_len or 0), x.device)
+            if cached is None:  # beyond the cache: build this sequence's rows, nothing else
+                _check_last_position(offset + seq - 1)
+                return self._orient(_table_on(seq, offset, options, x.device))
+            return self._orient(cached[offset : offset + seq])
         positions = _positions_for(x.device, seq, batch_shape, positions, offset)
         if torch.onnx.is_in_onnx_export():
             pe = self._onnx_table(x.dtype, x.device, positions)[positions]
@@ -519,12 +522,16 @@ def _position_tensor(positions: Any) -> torch.Tensor:
     if not torch.compiler.is_compiling() and tensor.numel():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ValueError("positions must be finite; replace NaN/inf before encoding")
-        if float(tensor.abs().max()) >= _validate.MAX_POSITION:
-            raise ValueError(
-                f"positions must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over which "
-                f"posenc is proven exact; got {tensor.abs().max().item()}"
-            )
+        _check_last_position(tensor.abs().max().item())
     return tensor
+
+
+def _check_last_position(largest: float) -> None:
+    if largest >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"positions must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over which "
+            f"posenc is proven exact; got {largest}"
+        )
 
 
 def _positions_for(

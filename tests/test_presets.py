@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pydoc
+
 import numpy as np
 import pytest
 import torch
@@ -19,6 +21,56 @@ def test_every_preset_builds_a_table_and_names_its_source():
         table = preset.table(5, width, dtype="float64")
         assert table.shape == (5, width)
         np.testing.assert_array_equal(table, posenc.table(5, width, dtype="float64", **preset.options))
+
+
+# What each preset's own documentation must name: the defining library (or paper) and its function.
+_PROVENANCE = {
+    "paper": ("Vaswani", "Attention Is All You Need"),
+    "pytorch-tutorial": ("PyTorch", "PositionalEncoding"),
+    "keras-hub": ("keras-hub", "SinePositionEncoding"),
+    "distilbert": ("transformers", "create_sinusoidal_embeddings"),
+    "tensor2tensor": ("tensor2tensor", "get_timing_signal_1d"),
+    "fairseq": ("fairseq", "SinusoidalPositionalEmbedding"),
+    "marian": ("transformers", "MarianSinusoidalPositionalEmbedding"),
+    "whisper": ("Whisper", "sinusoids"),
+    "diffusers-timestep": ("diffusers", "get_timestep_embedding"),
+    "positional-encodings": ("positional-encodings", "PositionalEncoding1D"),
+}
+# Words the Layout / Odd d_model lines must use for the preset's actual settings.
+_LAYOUT_WORDS = {"interleaved": "interleaved", "sin_cos": "sin_cos", "cos_sin": "cos_sin"}
+_ODD_WORDS = {"zero": "zero column", "literal": "every column", "drop": "dropped", "error": "refused"}
+
+
+def _line(doc: str, label: str) -> str:
+    return next(line for line in doc.splitlines() if line.startswith(label))
+
+
+def test_every_preset_documents_its_own_formula_and_provenance():
+    assert set(_PROVENANCE) == set(presets.names()), "document the new preset here and in its factory"
+    docs = set()
+    for name in presets.names():
+        preset = presets.get(name)
+        doc = preset.__doc__
+        assert doc and doc != presets.Preset.__doc__, name
+        assert doc == preset.doc and doc == presets.get(name).doc, name
+        for needle in ("ω_i =", "Layout:", "Odd d_model:", "Positions", "Source:", *_PROVENANCE[name]):
+            assert needle in doc, (name, needle)
+        if name != "marian":  # Marian's odd rule is spelled out as ceil(d/2) sines, then floor(d/2) cosines
+            assert _ODD_WORDS[preset.odd] in doc[doc.index("Odd d_model:") :], name
+        assert _LAYOUT_WORDS[preset.layout] in _line(doc, "Layout:"), name
+        if name == "diffusers-timestep":  # the shift is a parameter there
+            exponent = "/ (n - downscale_freq_shift)"
+        else:
+            exponent = "-2i / " if preset.shift == 0 else "/ (n - 1)"
+        assert exponent in doc, (name, exponent)
+        assert doc.splitlines()[0] in pydoc.render_doc(preset, renderer=pydoc.plaintext), name
+        docs.add(doc)
+    assert len(docs) == len(presets.names())  # each preset its own text, aliases included
+    assert presets.Preset.__doc__.startswith("One library's variant")  # the class keeps its own docstring
+    flipped = presets.get("diffusers-timestep", flip_sin_to_cos=True, downscale_freq_shift=0)
+    assert "cos_sin" in _line(flipped.__doc__, "Layout:")
+    assert presets.get("fairseq", padding_idx=1).__doc__ == presets.get("fairseq").__doc__
+    assert presets.Preset("hand-made").__doc__ == presets.Preset.__doc__
 
 
 def test_fairseq_padding_row_and_first_position():

@@ -11,6 +11,10 @@ A :class:`Preset` holds those settings with their provenance; ``preset.options``
     posenc.encode(positions, 512, **presets.get("fairseq").options)
     posenc.torch.SinusoidalPositionalEncoding(512, **presets.get("whisper").options)
 
+Each preset documents itself: ``help(presets.get(name))``, ``presets.get(name).__doc__`` and
+``presets.get(name).doc`` give that preset's formula (ω_i, layout, odd-width rule, position offset) and its
+provenance (library, function, models), taken from its factory's docstring.
+
 >>> p = get("fairseq", padding_idx=1)
 >>> p.options
 {'base': 10000.0, 'shift': 1.0, 'scale': 1.0, 'layout': 'sin_cos', 'odd': 'zero'}
@@ -21,6 +25,7 @@ A :class:`Preset` holds those settings with their provenance; ``preset.options``
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -41,7 +46,9 @@ class Preset:
         base, shift, scale, layout, odd: the core options (see :func:`posenc.encode`).
         padding_idx: fairseq's padding position: its row of the stored table is zero, and tokens are numbered
             from ``padding_idx + 1`` (:func:`posenc.positions.make_positions`). None elsewhere.
-        source: where the variant is defined, and who uses it.
+        source: where the variant is defined, and who uses it (one line).
+        doc: the preset's full documentation (formula and provenance); it is also the instance's ``__doc__``,
+            so ``help(preset)`` shows it. :func:`get` fills it in; empty for a hand-made Preset.
     """
 
     name: str
@@ -52,6 +59,12 @@ class Preset:
     odd: str = "zero"
     padding_idx: int | None = None
     source: str = ""
+    doc: str = dataclasses.field(default="", repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.doc:
+            # The instance's own __doc__ shadows the class docstring: help(preset) shows its formula.
+            object.__setattr__(self, "__doc__", self.doc)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -100,21 +113,125 @@ class Preset:
 
 
 def _paper(base: float = 10000.0) -> Preset:
+    """The paper's encoding: interleaved sine and cosine, exponent 2i / d_model.
+
+    Formula (n = d_model // 2 pairs; for an odd d_model, one more frequency, i = 0 .. (d_model - 1) // 2)::
+
+        ω_i = base ** (-2i / d_model)                        (base = 10000 in the paper)
+        PE[p, 2i] = sin(p · ω_i)     PE[p, 2i + 1] = cos(p · ω_i)
+
+    Layout: interleaved [sin ω_0, cos ω_0, sin ω_1, cos ω_1, ...].
+    Odd d_model: the formula at every column (exponent 2i / d_model with the odd d_model), so the last
+    column is sin(p · ω_(d_model // 2)), as keras-hub and DistilBERT/XLM compute it.
+    Positions: 0, 1, 2, ... (no offset); real positions are allowed.
+    Source: Vaswani et al. 2017, "Attention Is All You Need" §3.5, PE(pos, 2i) = sin(pos / 10000^(2i/d)).
+    Implemented identically by the PyTorch tutorial (preset ``"pytorch-tutorial"``), the Annotated
+    Transformer, keras-hub ``SinePositionEncoding`` (``"keras-hub"``) and transformers' DistilBERT/XLM
+    ``create_sinusoidal_embeddings`` (``"distilbert"``).
+
+    >>> get("paper").table(2, 4, dtype="float64")[1]  # sin 1, cos 1, sin 0.01, cos 0.01
+    array([0.84147098, 0.54030231, 0.00999983, 0.99995   ])
+    """
     return Preset(
         "paper",
         base=base,
         odd="literal",
         source=(
-            "Vaswani et al. 2017, PE(pos, 2i) = sin(pos / base^(2i/d)): the PyTorch tutorial's "
-            "PositionalEncoding, the Annotated Transformer, keras-hub SinePositionEncoding (max_wavelength), "
-            "DistilBERT/XLM create_sinusoidal_embeddings. Odd widths: the formula at every column "
-            "(keras-hub, "
-            "DistilBERT); the tutorial itself fails on them."
+            "Vaswani et al. 2017 §3.5: PE(pos, 2i) = sin(pos / base^(2i/d)), interleaved; = PyTorch "
+            "tutorial, Annotated Transformer, keras-hub SinePositionEncoding, DistilBERT/XLM "
+            "create_sinusoidal_embeddings."
         ),
     )
 
 
+def _pytorch_tutorial(base: float = 10000.0) -> Preset:
+    """The PyTorch tutorial's ``PositionalEncoding`` module (= the paper and the Annotated Transformer).
+
+    Formula (n = d_model // 2)::
+
+        div_term = exp(arange(0, d_model, 2) · (-log(10000) / d_model))   i.e.  ω_i = base ** (-2i / d_model)
+        pe[:, 0::2] = sin(position · div_term)     pe[:, 1::2] = cos(position · div_term)
+
+    Layout: interleaved [sin ω_0, cos ω_0, sin ω_1, cos ω_1, ...]; the module adds ``pe[:seq_len]`` to x.
+    Odd d_model: the tutorial's code fails (``pe[:, 1::2]`` has one column fewer than ``div_term``); posenc
+    computes the formula at every column, as the ``"paper"`` preset.
+    Positions: 0, 1, 2, ... (no offset).
+    Source: PyTorch tutorials, "Language Modeling with nn.Transformer and torchtext" (``PositionalEncoding``,
+    computed in float32: off by ~|angle| · 2**-24); the Annotated Transformer (Harvard NLP) has the same code.
+    Same options as ``"paper"``; only the name and this documentation differ.
+
+    >>> get("pytorch-tutorial").options == get("paper").options
+    True
+    """
+    return dataclasses.replace(_paper(base), name="pytorch-tutorial")
+
+
+def _keras_hub(max_wavelength: float = 10000.0) -> Preset:
+    """keras-hub ``SinePositionEncoding(max_wavelength)``: the paper's encoding with a configurable base.
+
+    Formula (column j = 0 .. d_model - 1)::
+
+        timescale_j = (1 / max_wavelength) ** (2 · (j // 2) / d_model)
+                    i.e.  ω_i = max_wavelength ** (-2i / d_model)
+        PE[p, j] = sin(p · timescale_j) for even j,   cos(p · timescale_j) for odd j
+
+    Layout: interleaved [sin ω_0, cos ω_0, sin ω_1, ...] (sin_mask / cos_mask on even / odd columns).
+    Odd d_model: the formula at every column, so the last column is a sine of ω_(d_model // 2).
+    Positions: ``arange(seq_length) + start_index`` (use ``table(..., start=start_index)``), or the layer's
+    ``positions`` argument.
+    Source: keras-hub (``keras_hub.layers.SinePositionEncoding``,
+    ``keras_hub/src/layers/modeling/sine_position_encoding.py``), computed in the layer's compute dtype.
+
+    >>> keras = get("keras-hub", max_wavelength=100.0)
+    >>> keras.table(2, 5, dtype="float64")[1].round(4).tolist()  # odd: the last column is a sine
+    [0.8415, 0.5403, 0.1578, 0.9875, 0.0251]
+    """
+    return dataclasses.replace(_paper(max_wavelength), name="keras-hub")
+
+
+def _distilbert() -> Preset:
+    """transformers' ``create_sinusoidal_embeddings`` (DistilBERT, XLM, FlauBERT): the paper's encoding.
+
+    Formula (column j = 0 .. dim - 1, computed in float64 NumPy and rounded once to float32)::
+
+        position_enc[pos, j] = pos / 10000 ** (2 · (j // 2) / dim)   i.e.  ω_i = 10000 ** (-2i / dim)
+        out[:, 0::2] = sin(position_enc[:, 0::2])     out[:, 1::2] = cos(position_enc[:, 1::2])
+
+    Layout: interleaved [sin ω_0, cos ω_0, sin ω_1, ...].
+    Odd d_model: the formula at every column; the last column is a sine of ω_(dim // 2).
+    Positions: 0 .. n_pos - 1 (no offset).
+    Source: transformers ``models/distilbert/modeling_distilbert.py`` ``create_sinusoidal_embeddings`` (used
+    when ``DistilBertConfig(sinusoidal_pos_embds=True)``) and the same function in ``models/xlm`` and
+    ``models/flaubert`` (``sinusoidal_embeddings=True``); originally from XLM (facebookresearch/XLM).
+
+    >>> get("distilbert").options == get("paper").options
+    True
+    """
+    return dataclasses.replace(_paper(), name="distilbert")
+
+
 def _tensor2tensor(min_timescale: float = 1.0, max_timescale: float = 1.0e4) -> Preset:
+    """tensor2tensor's ``get_timing_signal_1d``: [sin | cos], exponent i / (n - 1) between two timescales.
+
+    Formula (n = d_model // 2 timescales)::
+
+        ω_i = min_timescale · exp(-i · log(max_timescale / min_timescale) / max(n - 1, 1))
+            = min_timescale · (max_timescale / min_timescale) ** (-i / (n - 1))    (base = max/min, shift 1)
+        PE[p] = [sin(p ω_0) .. sin(p ω_(n-1)) | cos(p ω_0) .. cos(p ω_(n-1))]
+
+    ``min_timescale`` multiplies the frequencies, exactly as tensor2tensor's code does (``inv_timescales =
+    min_timescale * exp(...)``), although a timescale would divide; the default 1.0 makes no difference.
+    Layout: sin_cos (all sines, then all cosines).
+    Odd d_model: a zero column at the end (``tf.pad(signal, [[0, 0], [0, channels % 2]])``).
+    d_model = 2 or 3 (n = 1): ``max(n - 1, 1)`` gives ω_0 = min_timescale.
+    Positions: ``arange(length) + start_index`` (use ``table(..., start=start_index)``).
+    Source: tensor2tensor ``tensor2tensor/layers/common_attention.py`` ``get_timing_signal_1d`` /
+    ``add_timing_signal_1d`` (the tensor2tensor Transformer); fairseq and its Hugging Face copies use the
+    same frequencies (preset ``"fairseq"``), Whisper too (``"whisper"``).
+
+    >>> get("tensor2tensor").table(2, 5, dtype="float64")[1].round(4).tolist()  # ω = 1, 1e-4; zero column
+    [0.8415, 0.0001, 0.5403, 1.0, 0.0]
+    """
     return Preset(
         "tensor2tensor",
         base=_validate.real("max_timescale", max_timescale) / _validate.real("min_timescale", min_timescale),
@@ -122,14 +239,38 @@ def _tensor2tensor(min_timescale: float = 1.0, max_timescale: float = 1.0e4) -> 
         scale=min_timescale,
         layout="sin_cos",
         source=(
-            "tensor2tensor get_timing_signal_1d: inv_timescales = "
-            "min_timescale * exp(-k log(max/min) / (n-1)), "
-            "[sin | cos], odd widths padded with a zero column (min_timescale multiplies, as in its code)."
+            "tensor2tensor get_timing_signal_1d: inv_timescales = min_timescale * exp(-k log(max/min) / "
+            "(n-1)), [sin | cos], odd widths padded with a zero column (min_timescale multiplies, as in its "
+            "code)."
         ),
     )
 
 
 def _fairseq(padding_idx: int | None = None) -> Preset:
+    """fairseq's ``SinusoidalPositionalEmbedding`` (= Hugging Face M2M100, NLLB, Speech2Text, XGLM, FSMT).
+
+    Formula (n = d_model // 2, ``half_dim``)::
+
+        ω_i = exp(-i · log(10000) / (n - 1)) = 10000 ** (-i / (n - 1))            (base 10000, shift = 1)
+        table[p] = [sin(p ω_0) .. sin(p ω_(n-1)) | cos(p ω_0) .. cos(p ω_(n-1))],   table[padding_idx] = 0
+
+    Layout: sin_cos (all sines, then all cosines).
+    Odd d_model: a zero column at the end.  d_model = 2 or 3 (n = 1): fairseq and transformers divide by
+    zero; posenc uses ω_0 = 1 (tensor2tensor's ``max(n - 1, 1)``).
+    Positions (the padding offset): the table is indexed by position ids from ``utils.make_positions`` /
+    ``create_position_ids_from_input_ids``: padding tokens get ``padding_idx`` (a zero row), the k-th real
+    token (k = 1, 2, ...) gets ``padding_idx + past_key_values_length + k``
+    (:func:`posenc.positions.make_positions`); with ``padding_idx = 1`` the first token sits at position 2.
+    ``first_position`` gives ``padding_idx + 1``.
+    Source: fairseq ``fairseq/modules/sinusoidal_positional_embedding.py``
+    (``SinusoidalPositionalEmbedding.get_embedding``) and ``fairseq/utils.py`` (``make_positions``); copied
+    in transformers as ``M2M100SinusoidalPositionalEmbedding`` (M2M100, NLLB, NLLB-MoE), Speech2Text,
+    XGLM, FSMT, TrOCR, SpeechT5, SeamlessM4T and Kosmos-2 (MusicGen's copy puts the cosines first: not
+    this preset).
+
+    >>> get("fairseq", padding_idx=1).table(4, 4, dtype="float64").round(4).tolist()  # row 1: padding
+    [[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.9093, 0.0002, -0.4161, 1.0], [0.1411, 0.0003, -0.99, 1.0]]
+    """
     if padding_idx is not None:
         padding_idx = _validate.integer("padding_idx", padding_idx, minimum=0)
     return Preset(
@@ -140,13 +281,32 @@ def _fairseq(padding_idx: int | None = None) -> Preset:
         source=(
             "fairseq SinusoidalPositionalEmbedding.get_embedding (tensor2tensor frequencies, [sin | cos], "
             "odd widths zero-padded); the padding_idx row is zero and tokens count from padding_idx + 1. "
-            "The same "
-            "in Hugging Face M2M100, NLLB, Speech2Text, XGLM and FSMT."
+            "The same in Hugging Face M2M100, NLLB, Speech2Text, XGLM and FSMT."
         ),
     )
 
 
 def _marian() -> Preset:
+    """transformers' ``MarianSinusoidalPositionalEmbedding``: the paper's frequencies, [sin | cos] halves.
+
+    Formula (column j = 0 .. dim - 1, computed in float64 NumPy and rounded once to float32)::
+
+        position_enc[pos, j] = pos / 10000 ** (2 · (j // 2) / dim)   i.e.  ω_i = 10000 ** (-2i / dim)
+        out[:, :sentinel] = sin(position_enc[:, 0::2])    out[:, sentinel:] = cos(position_enc[:, 1::2])
+        sentinel = ceil(dim / 2)
+
+    Layout: sin_cos (all sines, then all cosines), not interleaved, with the paper's exponent 2i / dim.
+    Odd d_model: ceil(d/2) sines then floor(d/2) cosines; the last sine uses
+    ω_(dim // 2) = 10000^(-2 (dim // 2) / dim).
+    Positions: ``past_key_values_length + arange(seq_len)`` (no padding offset).
+    Source: transformers ``models/marian/modeling_marian.py``,
+    ``MarianSinusoidalPositionalEmbedding.create_weight`` ("Identical to the XLM
+    create_sinusoidal_embeddings except features are not interleaved"), used by MarianMT (Helsinki-NLP
+    opus-mt); the same class is copied in Pegasus, RoFormer, Informer, Autoformer and TimeSeriesTransformer.
+
+    >>> get("marian").table(2, 5, dtype="float64")[1].round(4).tolist()  # 3 sines, then 2 cosines
+    [0.8415, 0.0251, 0.0006, 0.5403, 0.9997]
+    """
     return Preset(
         "marian",
         layout="sin_cos",
@@ -159,6 +319,24 @@ def _marian() -> Preset:
 
 
 def _whisper(max_timescale: float = 10000.0) -> Preset:
+    """Whisper's ``sinusoids(length, channels, max_timescale)``: tensor2tensor frequencies, [sin | cos].
+
+    Formula (n = channels // 2)::
+
+        ω_i = exp(-i · log(max_timescale) / (n - 1)) = max_timescale ** (-i / (n - 1))   (shift = 1)
+        PE[p] = [sin(p ω_0) .. sin(p ω_(n-1)) | cos(p ω_0) .. cos(p ω_(n-1))]
+
+    Layout: sin_cos (all sines, then all cosines).
+    Odd d_model: refused (ValueError), as Whisper refuses it (an assert in OpenAI's code, a ValueError in
+    transformers).  d_model = 2: Whisper divides by zero; posenc uses ω_0 = 1.
+    Positions: 0 .. length - 1 (no offset).
+    Source: OpenAI ``whisper/model.py`` ``sinusoids`` and transformers ``models/whisper/modeling_whisper.py``
+    ``sinusoids``: the Whisper audio encoder's fixed position table (1500 positions; the decoder's is
+    learned).
+
+    >>> get("whisper").table(2, 4, dtype="float64")[1].round(4).tolist()  # ω = 1, 1e-4
+    [0.8415, 0.0001, 0.5403, 1.0]
+    """
     return Preset(
         "whisper",
         base=max_timescale,
@@ -175,6 +353,27 @@ def _diffusers_timestep(
     scale: float = 1.0,
     max_period: float = 10000.0,
 ) -> Preset:
+    """diffusers' ``get_timestep_embedding`` / ``Timesteps`` (DDPM timestep embedding), real-valued timesteps.
+
+    Formula (n = embedding_dim // 2, ``half_dim``)::
+
+        ω_i = scale · exp(-log(max_period) · i / (n - downscale_freq_shift))
+            = scale · max_period ** (-i / (n - downscale_freq_shift))
+        (base = max_period, shift = downscale_freq_shift)
+        emb[t] = [sin(t ω_0) .. sin(t ω_(n-1)) | cos(t ω_0) .. cos(t ω_(n-1))]
+
+    Layout: sin_cos, or cos_sin with ``flip_sin_to_cos=True`` (the halves swapped).
+    Odd d_model: a zero column at the end (``F.pad(emb, (0, 1, 0, 0))``).
+    Positions: the timesteps themselves, any real values (``encode(t, d_model)``); ``scale`` multiplies the
+    angle (here: every frequency).
+    Source: diffusers ``diffusers/models/embeddings.py`` ``get_timestep_embedding`` and the ``Timesteps``
+    module; the defaults (shift 1, [sin | cos]) are DDPM's; Stable Diffusion's ``UNet2DConditionModel``
+    uses ``flip_sin_to_cos=True, freq_shift=0``.
+
+    >>> stable_diffusion = get("diffusers-timestep", flip_sin_to_cos=True, downscale_freq_shift=0)
+    >>> stable_diffusion.encode([500.0], 4, dtype="float64")  # [cos 500, cos 5 | sin 500, sin 5]
+    array([[-0.88384927,  0.28366219, -0.46777181, -0.95892427]])
+    """
     if not isinstance(flip_sin_to_cos, bool):
         raise TypeError(f"flip_sin_to_cos must be True or False; got {flip_sin_to_cos!r}")
     return Preset(
@@ -186,29 +385,45 @@ def _diffusers_timestep(
         source=(
             "diffusers get_timestep_embedding / Timesteps (DDPM): ω_i = max_period^(-i/(half - "
             "downscale_freq_shift)), angle scaled by `scale`, [sin | cos] or [cos | sin] with "
-            "flip_sin_to_cos, "
-            "odd widths zero-padded; real-valued timesteps."
+            "flip_sin_to_cos, odd widths zero-padded; real-valued timesteps."
         ),
     )
 
 
 def _positional_encodings() -> Preset:
+    """The ``positional-encodings`` package's ``PositionalEncoding1D``: interleaved, width rounded up to even.
+
+    Formula (c = d_model rounded up to even, n = c // 2)::
+
+        inv_freq_i = 1 / 10000 ** (2i / c)   i.e.  ω_i = 10000 ** (-2i / c)
+        PE[p, 2i] = sin(p ω_i)     PE[p, 2i + 1] = cos(p ω_i)      (``get_emb``: sin and cos intertwined)
+
+    Layout: interleaved [sin ω_0, cos ω_0, sin ω_1, ...].
+    Odd d_model: computed for c = d_model + 1 (so the exponent is 2i / (d_model + 1), unlike ``"paper"``),
+    and the last (cosine) column dropped.
+    Positions: 0, 1, 2, ... along the axis (no offset).
+    Source: the ``positional-encodings`` package (PyPI; tatp22/multidim-positional-encoding),
+    ``positional_encodings.torch_encodings.PositionalEncoding1D`` (its inverse frequencies are computed in
+    float32); its 2-D/3-D modules are :func:`posenc.grids.positional_encodings_nd`.
+
+    >>> get("positional-encodings").table(2, 3, dtype="float64")[1].round(4).tolist()  # ω = 1, 10000^(-2/4)
+    [0.8415, 0.5403, 0.01]
+    """
     return Preset(
         "positional-encodings",
         odd="drop",
         source=(
-            "the positional-encodings package, PositionalEncoding1D: interleaved, the paper's "
-            "frequencies for "
-            "the width rounded up to even, the extra column dropped."
+            "the positional-encodings package, PositionalEncoding1D: interleaved, the paper's frequencies "
+            "for the width rounded up to even, the extra column dropped."
         ),
     )
 
 
 _FACTORIES: dict[str, Callable[..., Preset]] = {
     "paper": _paper,
-    "pytorch-tutorial": _paper,
-    "keras-hub": lambda max_wavelength=10000.0: dataclasses.replace(_paper(max_wavelength), name="keras-hub"),
-    "distilbert": lambda: dataclasses.replace(_paper(), name="distilbert"),
+    "pytorch-tutorial": _pytorch_tutorial,
+    "keras-hub": _keras_hub,
+    "distilbert": _distilbert,
     "tensor2tensor": _tensor2tensor,
     "fairseq": _fairseq,
     "marian": _marian,
@@ -226,15 +441,21 @@ def names() -> list[str]:
 def get(name: str, **parameters: Any) -> Preset:
     """The preset ``name``, with the defining library's own parameters (e.g. ``padding_idx`` for fairseq).
 
+    The preset's ``__doc__`` (and ``doc``) is its own documentation: formula, layout, odd-width rule,
+    position offset and provenance.
+
     >>> get("diffusers-timestep", flip_sin_to_cos=True, downscale_freq_shift=0).layout
     'cos_sin'
+    >>> get("whisper").__doc__.splitlines()[0]
+    "Whisper's ``sinusoids(length, channels, max_timescale)``: tensor2tensor frequencies, [sin | cos]."
     """
     if name not in _FACTORIES:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(names())}")
+    factory = _FACTORIES[name]
     try:
-        preset = _FACTORIES[name](**parameters)
+        preset = factory(**parameters)
     except TypeError as error:
         raise TypeError(f"preset {name!r}: {error}") from None
     _validate.base(preset.base)
     _validate.scale(preset.scale)
-    return preset
+    return dataclasses.replace(preset, doc=inspect.cleandoc(factory.__doc__ or ""))

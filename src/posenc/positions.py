@@ -89,7 +89,7 @@ def make_positions(ids: npt.ArrayLike, padding_idx: int, *, past_key_values_leng
 
     so padding tokens get ``padding_idx`` and the k-th non-padding token (k = 1, 2, ...) gets
     ``padding_idx + past_key_values_length + k``. This is fairseq's ``utils.make_positions`` and Hugging
-    Face's ``create_position_ids_from_input_ids`` (M2M100, XGLM, Speech2Text), whose
+    Face's ``create_position_ids_from_input_ids`` (M2M100, NLLB, Speech2Text), whose
     ``past_key_values_length`` continues the numbering during incremental decoding.
 
     >>> make_positions([[5, 6, 7, 1, 1], [1, 1, 8, 9, 4]], padding_idx=1)

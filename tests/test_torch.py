@@ -79,6 +79,30 @@ def test_inplace_adds_into_x():
     assert torch.equal(x, expected)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_large_outputs_outside_autograd_are_the_same_sum(dtype):
+    """Large CPU results go into a NumPy-allocated buffer (huge pages): the same values, dtype and shape
+    as ``x + pe``, an ordinary tensor that outlives the call; with autograd the usual ``x + pe``."""
+    module = pt.SinusoidalPositionalEncoding(256).eval()
+    x = torch.randn(4, 2048, 256).to(dtype)  # 8 or 4 MiB: above the threshold
+    assert x.numel() * x.element_size() >= pt._LARGE_OUTPUT_BYTES
+    pe = pt.table(2048, 256, dtype=dtype)
+    with torch.no_grad():
+        y = module(x)
+        assert y.dtype == dtype and y.shape == x.shape and y.is_contiguous()
+        assert torch.equal(y, x + pe)
+        z = module(x)
+    assert y.data_ptr() != z.data_ptr() and torch.equal(y, z)  # each call has its own output
+    leaf = x.clone().requires_grad_()
+    out = module(leaf)
+    out.sum().backward()
+    assert torch.equal(leaf.grad, torch.ones_like(leaf)) and torch.equal(out.detach(), x + pe)
+    seq_first = pt.SinusoidalPositionalEncoding(256, batch_first=False).eval()
+    with torch.no_grad():  # a non-contiguous x keeps the usual path and its strides
+        xt = x.transpose(0, 1)
+        assert torch.equal(seq_first(xt), xt + pe[:, None])
+
+
 def test_no_length_cliff_and_max_len_is_a_hint():
     module = pt.SinusoidalPositionalEncoding(8, max_len=4)
     x = torch.zeros(1, 5000, 8)

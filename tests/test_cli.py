@@ -527,6 +527,9 @@ BAD_INPUTS = [
     (["table", "5", "4", "--base", "nan"], "base"),
     (["table", "5", "4", "--base", "inf"], "base"),
     (["table", "5", "4", "--base", "abc"], "--base"),
+    (["table", "5", "4", "--base", "-inf"], "base must be finite; got -inf; pass a number > 1"),
+    (["table", "5", "4", "--base", "-1e4"], "base must be > 1"),
+    (["table", str(2**30), "4096"], "GiB of memory is available"),  # 16 TiB: refused before allocating
     (["table", "5", "2", "--shift", "1"], "shift"),
     (["table", "5", "4", "--layout", "foo"], "layout"),
     (["table", "5", "4", "--dtype", "foo"], "dtype"),

@@ -225,6 +225,26 @@ def test_out_is_filled_and_returned():
     assert posenc.encode(np.ones((2, 3)), 6, out=out64).dtype == np.float64  # dtype follows out
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_out_allocates_no_full_size_temporary(dtype):
+    """Writing a 32-128 MiB table into ``out=`` must allocate far less than the table (NumPy reports its
+    allocations to tracemalloc): the work goes block by block."""
+    import tracemalloc
+
+    length, d_model = 4096, 4096
+    out = np.empty((length, d_model), dtype=_validate.dtype(dtype))
+    posenc.table(64, d_model, dtype=dtype)  # warm: the compiled kernels load outside the measurement
+    tracemalloc.start()
+    try:
+        posenc.table(length, d_model, dtype=dtype, out=out)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < out.nbytes / 3, f"peak {peak / 2**20:.1f} MiB for a {out.nbytes / 2**20:.0f} MiB table"
+    last = np.arange(length - 3, length)
+    np.testing.assert_array_equal(out[-3:], posenc.encode(last, d_model, dtype=dtype))
+
+
 @pytest.mark.parametrize(
     ("out", "message"),
     [
@@ -246,6 +266,37 @@ def test_output_too_large_fails_before_allocating():
         posenc.encode(np.zeros(2**20), 2**17)
 
 
+V2 = "sys/fs/cgroup/job/memory."
+V1 = "sys/fs/cgroup/memory/memory."
+
+
+@pytest.mark.parametrize(
+    ("cgroup", "files", "headroom"),
+    [
+        ("0::/job\n", {V2 + "max": "1000\n", V2 + "current": "400"}, 600),
+        ("0::/\n", {"sys/fs/cgroup/memory.max": "max\n", "sys/fs/cgroup/memory.current": "400"}, None),
+        # v1, seen from inside a container: its own cgroup at the mount's root
+        ("4:memory:/host/view\n", {V1 + "limit_in_bytes": "2048", V1 + "usage_in_bytes": "48"}, 2000),
+        ("4:memory:/\n", {V1 + "limit_in_bytes": str(2**63 - 4096), V1 + "usage_in_bytes": "1"}, None),
+    ],
+)
+def test_a_container_memory_limit_counts(tmp_path, cgroup, files, headroom):
+    """A cgroup limit below the machine's memory must be what the out-of-memory check compares with."""
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/cgroup").write_text(cgroup)
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert _validate._cgroup_headroom(str(tmp_path)) == headroom
+
+
+def test_output_beyond_a_container_limit_fails_before_allocating(monkeypatch):
+    monkeypatch.setattr(_validate, "_cgroup_headroom", lambda: 2**20)  # 1 MiB left in this container
+    with pytest.raises(ValueError, match=r"needs 0\.002 GiB but only 0\.00098 GiB .* --output FILE"):
+        posenc.table(8192, 64)
+    assert posenc.table(8, 64).shape == (8, 64)
+
+
 # --- bad input --------------------------------------------------------------------------------------
 
 BAD = [
@@ -258,8 +309,8 @@ BAD = [
     ({"base": 1.0}, ValueError, r"base must be > 1.*got 1\.0"),
     ({"base": 0.5}, ValueError, r"base must be > 1"),
     ({"base": -3}, ValueError, r"base must be > 1"),
-    ({"base": math.nan}, ValueError, r"base must be finite; got nan"),
-    ({"base": math.inf}, ValueError, r"base must be finite; got inf"),
+    ({"base": math.nan}, ValueError, r"base must be finite; got nan; pass a number > 1, e\.g\. 10000"),
+    ({"base": math.inf}, ValueError, r"base must be finite; got inf; pass a number > 1"),
     ({"base": "10000"}, TypeError, r"base must be a real number"),
     ({"base": True}, TypeError, r"base must be a real number"),
     (

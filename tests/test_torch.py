@@ -131,6 +131,7 @@ def test_offset_decoding_equals_the_full_pass():
     full = module(x)
     steps = [module(x[:, t : t + 1], offset=t) for t in range(9)]
     assert torch.equal(torch.cat(steps, dim=1), full)
+    assert torch.equal(module(x[:, 4:5], offset=np.int64(4)), full[:, 4:5])  # any integer type
     per_row = module(x[:, 4:5], offset=torch.tensor([4, 2]))
     assert torch.equal(per_row[0], full[0, 4:5])
     assert torch.equal(per_row[1], x[1, 4:5] + torch.from_numpy(posenc.encode([2], 32)))
@@ -204,8 +205,12 @@ def test_token_embedding_scales_and_numbers_positions_like_fairseq():
     want_left = posenc.encode([1, 1, 2, 3], 8)
     np.testing.assert_allclose(pe[0].detach().numpy(), want_left, atol=1e-6)
     np.testing.assert_allclose(pe[1].detach().numpy(), posenc.encode([2, 3, 1, 1], 8), atol=1e-6)
-    assert module.scale == math.sqrt(8)
-    assert pt.TokenAndPositionEmbedding(20, 8, scale=1.0).scale == 1.0
+    assert module.embed_scale == math.sqrt(8)
+    assert pt.TokenAndPositionEmbedding(20, 8, embed_scale=1.0).embed_scale == 1.0
+    shifted = pt.TokenAndPositionEmbedding(20, 8, scale=0.5)  # scale: the encoding's frequency multiplier
+    assert shifted.encoding.scale == 0.5 and shifted.embed_scale == math.sqrt(8)
+    with pytest.raises(ValueError, match=r"embed_scale must be > 0 .* got -1"):
+        pt.TokenAndPositionEmbedding(20, 8, embed_scale=-1)
 
 
 def test_state_dict_holds_no_table_and_tutorial_checkpoints_load():
@@ -218,6 +223,10 @@ def test_state_dict_holds_no_table_and_tutorial_checkpoints_load():
     other = pt.SinusoidalPositionalEncoding(32, shift=1)
     with pytest.raises(ValueError, match="other options"):
         other.load_state_dict(tutorial.state_dict())
+    # the official tutorial (seq-first) stores pe as (max_len, 1, d_model)
+    seq_first = {"pe": tutorial.pe.transpose(0, 1).clone()}
+    assert seq_first["pe"].shape == (300, 1, 32)
+    module.load_state_dict(seq_first, strict=True)
 
 
 def test_tutorial_style_pe_attribute():
@@ -281,11 +290,13 @@ def test_compiled_fullgraph_dynamic_equals_eager_without_recompiling():
 
 def test_compiled_with_inductor_equals_eager():
     torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
     module = pt.SinusoidalPositionalEncoding(32)
     compiled = torch.compile(module, fullgraph=True, dynamic=True)
-    for length in (6, 11):
+    for length in (6, 11, 29):
         x = torch.randn(2, length, 32)
         assert torch.equal(compiled(x), module(x))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1  # one graph, no recompilation
 
 
 def test_torch_export_runs():
@@ -345,6 +356,12 @@ def test_onnx_export_needs_max_len():
         ),
         (lambda m: m(torch.zeros(2, 5, 16), offset=torch.tensor([1])), ValueError, r"shape \(batch,\)"),
         (lambda m: m(torch.zeros(2, 5, 16), offset=1.5), TypeError, "offset must be an int"),
+        (lambda m: m(torch.zeros(2, 5, 16), offset=2**31 - 3), ValueError, r"offset \+ seq - 1 = 2147483649"),
+        (
+            lambda m: m(torch.zeros(2, 5, 16), torch.arange(5, device="meta")),
+            ValueError,
+            r"positions are on meta but x is on cpu; pass positions.to\('cpu'\)",
+        ),
         (lambda m: m(torch.zeros(2, 5, 16, dtype=torch.int32)), TypeError, "float64, float32"),
         (lambda m: m(torch.zeros(2, 5, 16), torch.tensor([0, 1, 2, 3, 2.0**31])), ValueError, r"2\*\*31"),
     ],

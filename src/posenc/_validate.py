@@ -6,6 +6,7 @@ message that names the parameter, shows the value received and says how to fix i
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import os
@@ -55,13 +56,14 @@ def _is_whole_float(value: Any) -> bool:
     return isinstance(value, float | np.floating) and math.isfinite(value) and float(value).is_integer()
 
 
-def real(name: str, value: Any) -> float:
-    """Return ``value`` as a finite ``float``; integers must convert without rounding."""
+def real(name: str, value: Any, *, usual: str = "") -> float:
+    """Return ``value`` as a finite ``float``; integers must convert without rounding. ``usual`` names the
+    values people pass (the fix a message suggests)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
     result = float(value)
     if not math.isfinite(result):
-        raise ValueError(f"{name} must be finite; got {value!r}")
+        raise ValueError(f"{name} must be finite; got {value!r}" + (f"; {usual}" if usual else ""))
     if isinstance(value, numbers.Integral) and int(result) != int(value):
         raise ValueError(f"{name}={value} is not exactly representable as a float64; round it yourself")
     return result
@@ -74,7 +76,7 @@ def d_model(value: Any) -> int:
 
 def base(value: Any) -> float:
     """The frequency base: a finite real number > 1."""
-    result = real("base", value)
+    result = real("base", value, usual="pass a number > 1, e.g. 10000 (the paper)")
     if not result > 1.0:
         raise ValueError(f"base must be > 1 (the paper uses 10000); got {value!r}")
     return result
@@ -82,7 +84,7 @@ def base(value: Any) -> float:
 
 def shift(value: Any, d_model: int, odd: str = "zero") -> float:
     """The frequency shift: a finite real that keeps the exponent's denominator positive (:func:`plan`)."""
-    result = real("shift", value)
+    result = real("shift", value, usual="pass 0 (the paper) or 1 (tensor2tensor, fairseq)")
     twice = _twice_half_width(d_model, odd)
     if not Fraction(twice, 2) - Fraction(result) > 0:
         half = str(twice // 2) if twice % 2 == 0 else f"{twice}/2"
@@ -133,7 +135,7 @@ def odd(value: Any) -> str:
 
 def scale(value: Any) -> float:
     """The angle multiplier: a finite real in (0, 2**20]."""
-    result = real("scale", value)
+    result = real("scale", value, usual="pass a number in (0, 2**20], 1 for no scaling")
     if not 0 < result <= 2**20:
         raise ValueError(f"scale must be > 0 and <= 2**20 (it multiplies every angle); got {value!r}")
     return result
@@ -239,18 +241,52 @@ def module_options(max_len: Any, batch_first: Any, dropout: Any) -> tuple[int | 
 
 
 def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation, or None when the system does not say."""
+    """Bytes of memory available to a new allocation, or None when the system does not say: the system's
+    available memory, or less where a cgroup (v2) limit leaves this process's container less."""
+    system = None
     try:
         with open("/proc/meminfo") as handle:
             for line in handle:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    system = int(line.split()[1]) * 1024
     except OSError:
-        pass
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            system = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    container = _cgroup_headroom()
+    if container is None:
+        return system
+    return container if system is None else min(system, container)
+
+
+def _cgroup_headroom(root: str = "/") -> int | None:
+    """The memory limit of this process's cgroup minus its usage, or None without a limit (v2 and v1;
+    a container sees its own cgroup at the root of the mount, the host at its path). ``root``: for tests."""
+    mount = os.path.join(root, "sys/fs/cgroup")
     try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
+        with open(os.path.join(root, "proc/self/cgroup")) as handle:
+            lines = [line.strip().split(":", 2) for line in handle]
+    except OSError:
         return None
+    places = []
+    for _, controllers, path in (line for line in lines if len(line) == 3):
+        if controllers == "":
+            folders = [os.path.join(mount, path.lstrip("/")), mount]
+            places += [(folder, "memory.max", "memory.current") for folder in folders]
+        elif "memory" in controllers.split(","):
+            folders = [os.path.join(mount, "memory", path.lstrip("/")), os.path.join(mount, "memory")]
+            places += [(folder, "memory.limit_in_bytes", "memory.usage_in_bytes") for folder in folders]
+    for folder, limit_file, usage_file in places:
+        try:
+            with open(os.path.join(folder, limit_file)) as handle:
+                limit = handle.read().strip()
+            with open(os.path.join(folder, usage_file)) as handle:
+                usage = int(handle.read())
+        except (OSError, ValueError):
+            continue
+        if limit == "max" or int(limit) >= 1 << 60:  # no limit set
+            return None
+        return max(0, int(limit) - usage)
+    return None
 
 
 def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> None:
@@ -258,9 +294,12 @@ def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> None:
     needed = math.prod(shape) * dtype.itemsize
     available = available_memory()
     if available is not None and needed > available:
-        gib = 2.0**30
+
+        def gib(size: int) -> str:
+            return f"{size / 2**30:.1f}" if size >= 2**30 / 10 else f"{size / 2**30:.2g}"
+
         raise ValueError(
-            f"an output of shape {shape} and dtype {dtype.name} needs {needed / gib:.1f} GiB but only "
-            f"{available / gib:.1f} GiB of memory is available; ask for fewer positions, "
-            "or write chunks with start= and out="
+            f"an output of shape {shape} and dtype {dtype.name} needs {gib(needed)} GiB but only "
+            f"{gib(available)} GiB of memory is available; ask for fewer positions, or write chunks "
+            "with start= and out= (the command: --format npy --output FILE streams any length)"
         )

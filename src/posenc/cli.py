@@ -3,7 +3,8 @@ of a good encoding, ``posenc plot`` draws one, ``posenc demo`` explains it all.
 
 Every error (a usage error, or a value that posenc's own validation refuses) is one line on
 stderr, ``posenc: error: <message>``, with exit code 2 and no traceback; ``--help`` and
-``--version`` exit 0. ``posenc check`` exits 1 when a criterion fails.
+``--version`` exit 0. ``posenc check`` exits 1 when a criterion fails. Built on argparse: the standard
+library keeps NumPy the only dependency and the start-up short.
 
 >>> main(["table", "3", "4"])
 pos  0 sin ω0  1 cos ω0  2 sin ω1  3 cos ω1
@@ -22,6 +23,7 @@ import dataclasses
 import inspect
 import json
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
@@ -213,7 +215,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line, ``posenc: error: ...``, and exit 2."""
+    """An ArgumentParser whose usage errors are one line, ``posenc: error: ...``, and exit 2, and which takes
+    ``-1e4``, ``-inf`` and ``nan`` as values (``--base -inf`` then gets posenc's message, not argparse's
+    "expected one argument")."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(
+            r"^-(\d+\.?\d*(e[-+]?\d+)?|\.\d+(e[-+]?\d+)?|inf(inity)?|nan)$", re.IGNORECASE
+        )
 
     def error(self, message: str) -> NoReturn:
         raise SystemExit(_fail(message))

@@ -13,6 +13,7 @@ cached per (options, dtype, device), outside any module state, and grown as long
 from __future__ import annotations
 
 import math
+import operator
 import threading
 from typing import Any
 
@@ -195,13 +196,18 @@ class SinusoidalPositionalEncoding(nn.Module):
     ) -> torch.Tensor:
         """PE for ``x``; with ``borrow``, eager contiguous requests get a read-only view of the cache."""
         batch_shape, seq = self._check_x(x)
+        offset = _as_offset(offset)
         dtype = _dtype_name(x.dtype)
         if borrow and positions is None and isinstance(offset, int) and not _tracing():
             _check_int_offset(offset)
             options = (*self._options, dtype)
             cached = _cached_table(options, max(offset + seq, self.max_len or 0), x.device)
             if cached is None:  # beyond the cache: build this sequence's rows, nothing else
-                _check_last_position(offset + seq - 1)
+                if offset + seq > _validate.MAX_POSITION:
+                    raise ValueError(
+                        f"offset + seq - 1 = {offset + seq - 1} must be < 2**31 = {_validate.MAX_POSITION}, "
+                        "the range over which posenc is proven exact; lower the offset"
+                    )
                 return self._orient(_table_on(seq, offset, options, x.device))
             return self._orient(cached[offset : offset + seq])
         positions = _positions_for(x.device, seq, batch_shape, positions, offset)
@@ -245,9 +251,10 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class TokenAndPositionEmbedding(nn.Module):
-    """Input to the Transformer = dropout(Embedding(ids) * scale + PE(positions)).
+    """Input to the Transformer = dropout(Embedding(ids) * embed_scale + PE(positions)).
 
-    ``scale`` defaults to sqrt(d_model), as the paper scales its embeddings. With ``padding_idx`` set,
+    ``embed_scale`` defaults to sqrt(d_model), as the paper scales its embeddings (``scale``, like every
+    other option of :class:`SinusoidalPositionalEncoding`, goes to the encoding). With ``padding_idx`` set,
     padding tokens embed to zero (``nn.Embedding``'s rule); ``positions_from_padding=True`` numbers the
     positions by fairseq's rule (:func:`make_positions`: pads keep position ``padding_idx``, tokens count
     from ``padding_idx + 1``), which works for left and right padding alike.
@@ -261,7 +268,7 @@ class TokenAndPositionEmbedding(nn.Module):
         d_model: int,
         *,
         padding_idx: int | None = None,
-        scale: float | None = None,
+        embed_scale: float | None = None,
         positions_from_padding: bool = False,
         dropout: float = 0.0,
         **encoding_options: Any,
@@ -270,7 +277,11 @@ class TokenAndPositionEmbedding(nn.Module):
         if positions_from_padding and padding_idx is None:
             raise ValueError("positions_from_padding=True needs padding_idx; pass the padding token id")
         self.embedding = nn.Embedding(num_embeddings, d_model, padding_idx=padding_idx)
-        self.scale = math.sqrt(d_model) if scale is None else _validate.real("scale", scale)
+        if embed_scale is not None:
+            embed_scale = _validate.real("embed_scale", embed_scale)
+        self.embed_scale = math.sqrt(d_model) if embed_scale is None else embed_scale
+        if not self.embed_scale > 0:
+            raise ValueError(f"embed_scale must be > 0 (the paper uses sqrt(d_model)); got {embed_scale!r}")
         self.positions_from_padding = positions_from_padding
         self.encoding = SinusoidalPositionalEncoding(d_model, dropout=dropout, **encoding_options)
 
@@ -281,11 +292,11 @@ class TokenAndPositionEmbedding(nn.Module):
             raise ValueError(f"ids must have shape (batch, seq); got shape {tuple(ids.shape)}")
         if positions is None and self.positions_from_padding:
             positions = make_positions(ids, self.embedding.padding_idx)
-        x = self.embedding(ids) * self.scale
+        x = self.embedding(ids) * self.embed_scale
         return self.encoding(x, positions, offset=offset)
 
     def extra_repr(self) -> str:
-        return f"scale={self.scale:g}, positions_from_padding={self.positions_from_padding}"
+        return f"embed_scale={self.embed_scale:g}, positions_from_padding={self.positions_from_padding}"
 
 
 class Timesteps(nn.Module):
@@ -522,16 +533,13 @@ def _position_tensor(positions: Any) -> torch.Tensor:
     if not torch.compiler.is_compiling() and tensor.numel():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ValueError("positions must be finite; replace NaN/inf before encoding")
-        _check_last_position(tensor.abs().max().item())
+        largest = tensor.abs().max().item()
+        if largest >= _validate.MAX_POSITION:
+            raise ValueError(
+                f"positions must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over which "
+                f"posenc is proven exact; got {largest}"
+            )
     return tensor
-
-
-def _check_last_position(largest: float) -> None:
-    if largest >= _validate.MAX_POSITION:
-        raise ValueError(
-            f"positions must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over which "
-            f"posenc is proven exact; got {largest}"
-        )
 
 
 def _positions_for(
@@ -545,6 +553,11 @@ def _positions_for(
     if positions is None:
         positions = torch.arange(seq, device=device)
     else:
+        if isinstance(positions, torch.Tensor) and positions.device != device:
+            raise ValueError(
+                f"positions are on {positions.device} but x is on {device}; "
+                f"pass positions.to({str(device)!r})"
+            )
         positions = _position_tensor(positions)
         shapes = [(seq,), (*batch_shape, seq)]
         if tuple(positions.shape) not in shapes:
@@ -572,6 +585,16 @@ def _check_int_offset(offset: Any) -> None:
         raise TypeError(f"offset must be an int or a (batch,) integer tensor; got {offset!r}")
     if offset < 0:
         raise ValueError(f"offset must be >= 0; got {offset}")
+
+
+def _as_offset(offset: Any) -> int | torch.Tensor:
+    """A tensor offset as it is; any other integer (NumPy's included) as an int, for the checks to come."""
+    if isinstance(offset, torch.Tensor | bool | np.bool_ | int):
+        return offset
+    try:
+        return operator.index(offset)
+    except TypeError:
+        return offset  # refused, with its type, by _check_int_offset
 
 
 #: Outputs of at least this many bytes are worth a NumPy allocation in :func:`_add`.

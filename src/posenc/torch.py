@@ -161,8 +161,13 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     @property
     def pe(self) -> torch.Tensor:
-        """The tutorial's buffer, shape ``(1, max_len, d_model)`` float32 (computed, never stored)."""
-        return table(self.max_len or 5000, **self._options._asdict())[None]
+        """The tutorial's buffer, shape ``(1, max_len, d_model)`` float32: a copy of the cached table (never
+        part of the module's state)."""
+        rows = self.max_len or 5000
+        cached = _cached_table((*self._options, "float32"), rows, torch.device("cpu"))
+        if cached is None:  # beyond the cache limit
+            return table(rows, **self._options._asdict())[None]
+        return cached[:rows].clone()[None]
 
     def extra_repr(self) -> str:
         return (

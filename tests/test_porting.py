@@ -63,23 +63,232 @@ def test_identify_finds_start_base_and_says_when_nothing_matches():
     assert len(random) == 3
 
 
-def test_identify_tables_from_the_real_libraries():
-    from diffusers.models.embeddings import get_2d_sincos_pos_embed, get_timestep_embedding
+def _keras_hub_table() -> np.ndarray:
+    """keras-hub ``SinePositionEncoding`` run in this process on Keras' torch backend (skip otherwise)."""
+    import sys
+
+    if "keras" in sys.modules and sys.modules["keras"].backend.backend() != "torch":
+        pytest.skip("keras is already imported on another backend; keras-hub runs on torch only here")
+    try:
+        from keras_hub.layers import SinePositionEncoding
+    except ImportError as error:
+        pytest.skip(f"keras-hub does not import on the torch backend in this process: {error}")
+    return SinePositionEncoding()(np.zeros((1, 300, 64), dtype="float32")).detach().numpy()
+
+
+def _pe(name: str, shape: tuple[int, ...], channels: int) -> np.ndarray:
+    from positional_encodings import torch_encodings
+
+    module = getattr(torch_encodings, f"PositionalEncoding{name}")(channels)
+    return module(torch.zeros(1, *shape, channels))[0].numpy()  # float32, as the package computes it
+
+
+def _transformers(name: str):
+    from transformers.models.distilbert.modeling_distilbert import _create_sinusoidal_embeddings
     from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
+    from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
     from transformers.models.whisper.modeling_whisper import sinusoids
 
-    cases = {
-        "fairseq(padding_idx=1)": M2M100SinusoidalPositionalEmbedding.get_embedding(1026, 256, padding_idx=1),
-        "whisper": sinusoids(1500, 384),
-        "diffusers-timestep(flip_sin_to_cos=True, downscale_freq_shift=0)": get_timestep_embedding(
-            torch.arange(1000), 320, flip_sin_to_cos=True, downscale_freq_shift=0
+    if name == "distilbert":
+        out = torch.empty(512, 65)
+        _create_sinusoidal_embeddings(512, 65, out)
+        return out
+    return {
+        "m2m100": lambda: M2M100SinusoidalPositionalEmbedding.get_embedding(1026, 256, padding_idx=1),
+        "whisper": lambda: sinusoids(1500, 384),
+        "marian": lambda: MarianSinusoidalPositionalEmbedding(512, 31).create_weight(),
+    }[name]()
+
+
+def _timestep(flip: bool, shift: int):
+    from diffusers.models.embeddings import get_timestep_embedding
+
+    return get_timestep_embedding(torch.arange(1000), 320, flip_sin_to_cos=flip, downscale_freq_shift=shift)
+
+
+def _grid_2d(*args, **kwargs):
+    from diffusers.models.embeddings import get_2d_sincos_pos_embed
+
+    return get_2d_sincos_pos_embed(*args, **kwargs).float()  # float64 in diffusers; stored as float32
+
+
+def _grid_3d(*args, **kwargs):
+    from diffusers.models.embeddings import get_3d_sincos_pos_embed
+
+    return get_3d_sincos_pos_embed(*args, **kwargs).float()
+
+
+_TIMESTEP = "diffusers-timestep(flip_sin_to_cos={}, downscale_freq_shift={})"
+_ROUNDING = 2.0**-24  # float64 code stored as float32: rounding only
+
+
+def _float32(max_position: int) -> float:
+    """What float32 code can be off by at positions up to ``max_position`` (as in test_conformance)."""
+    return 1e-6 + 8 * max_position * 2.0**-24
+
+
+def _case(case_id, build, name, options, *, atol, also=None):
+    return pytest.param(build, name, options, atol, also, id=case_id)
+
+
+@pytest.mark.parametrize(
+    ("build", "name", "options", "atol", "also"),
+    [
+        _case(
+            "m2m100",
+            lambda: _transformers("m2m100"),
+            "fairseq(padding_idx=1)",
+            {"shift": 1.0, "layout": "sin_cos"},
+            atol=_float32(1026),
         ),
-        "mae-2d": get_2d_sincos_pos_embed(96, 14, cls_token=True, extra_tokens=1, base_size=14),
-        "diffusers-2d": get_2d_sincos_pos_embed(96, 32, base_size=16),
-    }
-    for name, table in cases.items():
-        best = identify(table.numpy())[0]
-        assert best.matches and name in (best.name or "").split(" = "), (name, best.describe())
+        _case("whisper", lambda: _transformers("whisper"), "whisper", {"shift": 1}, atol=_float32(1500)),
+        _case(
+            "distilbert",
+            lambda: _transformers("distilbert"),
+            "distilbert",
+            {"odd": "literal"},
+            atol=_ROUNDING,
+        ),
+        _case("marian", lambda: _transformers("marian"), "marian", {"layout": "sin_cos"}, atol=_ROUNDING),
+        _case("keras-hub", _keras_hub_table, "keras-hub", {"layout": "interleaved"}, atol=_float32(300)),
+        _case(
+            "pe-1d",
+            lambda: _pe("1D", (100,), 13),
+            "positional-encodings",
+            {"odd": "drop"},
+            atol=_float32(100),
+        ),
+        _case(
+            "pe-2d",
+            lambda: _pe("2D", (5, 6), 10),
+            "positional-encodings-2d",
+            {"shape": (5, 6)},
+            atol=_float32(6),
+        ),
+        _case(
+            "pe-2d-rows",
+            lambda: _pe("2D", (12, 20), 64).reshape(-1, 64),
+            "positional-encodings-2d",
+            {"shape": (12, 20)},
+            atol=_float32(20),
+        ),
+        _case(
+            "pe-3d",
+            lambda: _pe("3D", (3, 4, 5), 13),
+            "positional-encodings-3d",
+            {"shape": (3, 4, 5)},
+            atol=_float32(5),
+        ),
+        _case(
+            "pe-3d-rows",
+            lambda: _pe("3D", (4, 6, 8), 48).reshape(-1, 48),
+            "positional-encodings-3d",
+            {"shape": (4, 6, 8)},
+            atol=_float32(8),
+        ),
+        *[
+            _case(
+                f"timestep-flip{int(flip)}-shift{shift}",
+                lambda f=flip, s=shift: _timestep(f, s),
+                _TIMESTEP.format(flip, shift),
+                {"shift": shift, "layout": "cos_sin" if flip else "sin_cos"},
+                atol=_float32(1000),
+            )
+            for flip in (False, True)
+            for shift in (0, 1)
+        ],
+        _case(
+            "diffusers-2d-default",
+            lambda: _grid_2d(96, 32),
+            "diffusers-2d",
+            {"grid_size": 32, "base_size": 16, "interpolation_scale": 1.0},
+            atol=_ROUNDING,
+            also={"base_size": 32, "interpolation_scale": 2.0},
+        ),
+        _case(
+            "diffusers-2d-dit",
+            lambda: _grid_2d(96, 14, base_size=14),
+            "mae-2d = diffusers-2d",
+            {"grid_size": 14, "base_size": 14, "interpolation_scale": 1.0},
+            atol=_ROUNDING,
+        ),
+        _case(
+            "diffusers-2d-6x10",
+            lambda: _grid_2d(64, (6, 10), base_size=7),
+            "diffusers-2d",
+            {"grid_size": (6, 10), "base_size": 7, "interpolation_scale": 1.0},
+            atol=_ROUNDING,
+        ),
+        _case(
+            "diffusers-2d-sd3",
+            lambda: _grid_2d(64, 192, base_size=64),
+            "diffusers-2d",
+            {"grid_size": 192, "base_size": 64, "interpolation_scale": 1.0},
+            atol=_ROUNDING,
+        ),
+        _case(
+            "diffusers-2d-pixart-1024",
+            lambda: _grid_2d(128, 64, base_size=64, interpolation_scale=2),
+            "diffusers-2d",
+            {"grid_size": 64, "base_size": 32, "interpolation_scale": 1.0},  # the same positions
+            atol=_ROUNDING,
+            also={"base_size": 64, "interpolation_scale": 2.0},
+        ),
+        _case(
+            "diffusers-2d-extra-tokens",
+            lambda: _grid_2d(
+                64, (6, 10), cls_token=True, extra_tokens=2, interpolation_scale=1.5, base_size=7
+            ),
+            "diffusers-2d",
+            {"grid_size": (6, 10), "base_size": 7, "interpolation_scale": 1.5, "extra_tokens": 2},
+            atol=_ROUNDING,
+        ),
+        _case(
+            "diffusers-2d-mae-cls",
+            lambda: _grid_2d(768, 14, cls_token=True, extra_tokens=1, base_size=14),
+            "mae-2d = diffusers-2d",
+            {"grid_size": 14, "cls_token": True, "extra_tokens": 1},
+            atol=_ROUNDING,
+        ),
+        _case(
+            "diffusers-3d",
+            lambda: _grid_3d(
+                64, (5, 3), 4, spatial_interpolation_scale=1.3, temporal_interpolation_scale=0.7
+            ),
+            "diffusers-3d",
+            {
+                "spatial_size": (5, 3),
+                "temporal_size": 4,
+                "spatial_interpolation_scale": 1.3,
+                "temporal_interpolation_scale": 0.7,
+            },
+            atol=_ROUNDING,
+        ),
+        _case(
+            "diffusers-3d-rows",
+            lambda: _grid_3d(96, (12, 8), 6, spatial_interpolation_scale=1.875).reshape(-1, 96),
+            "diffusers-3d",
+            {"spatial_size": (12, 8), "temporal_size": 6, "spatial_interpolation_scale": 1.875},
+            atol=_ROUNDING,
+        ),
+    ],
+)
+def test_identify_names_tables_built_by_the_real_libraries(build, name, options, atol, also, monkeypatch):
+    """Each library's own code builds the table; identify names it, with its options, to float32 rounding.
+
+    keras-hub runs in this process on Keras' torch backend (it is skipped, saying why, where it cannot).
+    """
+    monkeypatch.setenv("KERAS_BACKEND", "torch")  # read once, when keras is first imported
+    found = identify(np.asarray(build()))
+    best = found[0]
+    assert best.matches and best.max_error <= atol, best.describe()
+    assert set(name.split(" = ")) <= set((best.name or "").split(" = ")), best.describe()  # equal names too
+    assert {k: best.options.get(k) for k in options} == options, best.describe()
+    if also is not None:  # the same table from an equal parametrisation is listed too
+        assert any(m.matches and {k: m.options.get(k) for k in also} == also for m in found), found
+
+
+def test_identify_the_pytorch_tutorial_table_despite_its_float32_noise():
     position = torch.arange(4096).unsqueeze(1).float()
     div = torch.exp(torch.arange(0, 512, 2).float() * (-math.log(10000.0) / 512))
     tutorial = torch.zeros(4096, 512)

@@ -10,8 +10,10 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,14 @@ import numpy.typing as npt
 from . import _validate, core, grids, presets
 
 __all__ = ["Match", "convert_layout", "identify", "load_table"]
+
+#: What the search yields: (name, options, position of row 0, zero padding row, error), where
+#: ``error(rows, rough)`` is the largest difference between the candidate's first rows and the stored
+#: ones (None: the candidate does not apply to this table); ``rough``: float32 will do (a known mismatch).
+_Candidate = tuple[str | None, dict[str, Any], int, int | None, Callable[[int, bool], float | None]]
+
+#: Rows compared at a time: bounds the memory a comparison takes on long tables.
+_CHUNK = 4096
 
 
 def convert_layout(table: npt.ArrayLike, source: str, target: str) -> np.ndarray:
@@ -58,7 +68,10 @@ class Match:
     Attributes:
         name: the preset (or grid function) that reproduces the table, or None when only the generic options
             do.
-        options: the core options (base, shift, scale, layout, odd), or the grid function's arguments.
+        options: the core options (base, shift, scale, layout, odd), or the arguments of the grid function
+            in :mod:`posenc.grids` (``diffusers-2d``: ``grids.diffusers_2d(d_model, **options)``; likewise
+            ``diffusers-3d``, ``timm-2d`` with ``dim=d_model``, ``positional-encodings-2d``/``3d`` with
+            ``channels=d_model``).
         start: the position of row 0 (for 1-D tables).
         padding_idx: the position whose row is zero (fairseq), or None.
         max_error: the largest difference between the stored table and this candidate.
@@ -84,15 +97,31 @@ class Match:
 def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates: int = 3) -> list[Match]:
     """The variants that best reproduce a stored table, best first (``candidates`` of them).
 
-    ``table`` is ``(rows, d_model)`` (leading axes of size 1 are dropped; an N-D grid is flattened to rows).
-    The search fits the frequencies from the table itself (so any base works), tries every layout, odd-width
-    rule and shift 0/1, the position of row 0, zero padding rows, and the named 2-D grids; each candidate is
-    recomputed exactly and compared element by element. ``tolerance`` defaults to what float32 code of that
-    length can be off by.
+    ``table`` is ``(rows, d_model)``; leading axes of size 1 are dropped, and an unflattened grid (diffusers'
+    3-D ``(T, H·W, D)``, positional-encodings' ``(X, Y[, Z], C)``) is read row-major, its axes kept as a hint.
+
+    The 1-D search fits the frequencies from the table itself (so any base works) and tries every layout,
+    odd-width rule and shift 0/1, the position of row 0 and zero padding rows. The named grids are MAE /
+    diffusers 2-D (any H×W, cls / extra zero rows, base_size and interpolation_scale fitted), diffusers 3-D
+    (interpolation scales fitted), timm 2-D (both orders) and positional-encodings 2-D/3-D: a grid's
+    axis sizes are read from where each axis' block of columns first changes, and a position scale s from
+    the angles of its block (lowest frequency first, refined by the higher ones: s = angle / (row · ω)).
+    Every candidate is recomputed exactly and compared element by element: on the first 64 rows, then on
+    8 times as many, ..., then on all of them. ``tolerance`` defaults to what float32 code of that length
+    can be off by.
+
+    Names that build the same table are joined by ``" = "`` (``"mae-2d = diffusers-2d"``: the options are
+    then diffusers'). A diffusers 2-D table fixes only base_size / interpolation_scale, so one table can be
+    listed with two pairs (PixArt at 1024 px: base_size=32, interpolation_scale=1.0 and 64, 2.0).
+
+    >>> best = identify(grids.diffusers_2d(64, (6, 10), base_size=7, interpolation_scale=1.5))[0]
+    >>> best.name, best.options["grid_size"], best.options["base_size"], best.options["interpolation_scale"]
+    ('diffusers-2d', (6, 10), 7, 1.5)
     """
     stored = np.asarray(table, dtype=np.float64)
     while stored.ndim > 2 and stored.shape[0] == 1:
         stored = stored[0]
+    shape = stored.shape[:-1]  # a grid's own axes, when the table comes unflattened
     if stored.ndim > 2:
         stored = stored.reshape(-1, stored.shape[-1])
     if stored.ndim != 2 or stored.shape[0] < 2 or stored.shape[1] < 2:
@@ -101,20 +130,24 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
         raise ValueError("table holds NaN or inf values; it is not an encoding table")
     rows = stored.shape[0]
     limit = tolerance if tolerance is not None else 1e-5 + 16 * rows * 2.0**-24
-    head = min(rows, 64)
-    scored = []  # first on the head of the table, then the promising ones in full
-    for candidate in _candidates(stored):
-        error = _error(candidate[-1], stored, head)
-        if error is not None:
-            scored.append((error, candidate))
-    scored.sort(key=lambda item: item[0])
-    found: dict[tuple, Match] = {}
-    for _, (name, options, start, padding, build) in scored[: max(12, 4 * candidates)]:
-        error = _error(build, stored, rows)
-        key = (name, tuple(sorted(options.items())), start, padding)
-        found[key] = Match(name, options, start, padding, error, error <= limit)
+    pool = list({_key(c): c for c in _candidates(stored, shape)}.values())
+    # Compare on the first 64 rows, then on 8 times as many, ..., then in full. An error only grows with
+    # the rows, so a candidate over the limit never matches: each step keeps those within it, and enough
+    # of the best others to fill ``candidates`` (the nearest, when nothing matches; more after the first).
+    size, widest, mismatches = min(rows, 64), max(12, 4 * candidates), set()
+    while True:
+        errors = ((c[-1](size, id(c) in mismatches), c) for c in pool)
+        scored = sorted(((e, c) for e, c in errors if e is not None), key=lambda item: item[0])
+        if size == rows:
+            break
+        within = [c for e, c in scored if e <= limit][:widest]
+        others = [c for e, c in scored if e > limit]
+        others = others[: widest if size == 64 else max(0, candidates - len(within))]
+        pool, mismatches = within + others, {id(c) for c in others}
+        size = min(rows, size * 8)
+    found = [Match(*candidate[:4], error, error <= limit) for error, candidate in scored]
     ranked = sorted(
-        found.values(),
+        found,
         key=lambda m: (
             not m.matches,
             0.0 if m.matches else m.max_error,
@@ -126,27 +159,22 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
     return ranked[:candidates]
 
 
-def _error(build: Callable[[int], np.ndarray], stored: np.ndarray, rows: int) -> float | None:
-    """The largest difference between a candidate's first ``rows`` rows and the stored ones (None: n/a)."""
-    try:
-        values = build(rows)
-    except (ValueError, TypeError):
-        return None
-    if values.shape != (rows, stored.shape[1]):
-        return None
-    return float(np.max(np.abs(values - stored[:rows])))
+def _key(candidate: _Candidate) -> tuple:
+    name, options, start, padding, _ = candidate
+    return name, tuple(sorted(options.items())), start, padding
 
 
 def _plainness(match: Match) -> float:
     """Prefer round numbers between equal fits (base 10000, shift 1 over base 10000.92, shift 0)."""
     base = match.options.get("base", 10000.0)
     mantissa = base / 10 ** math.floor(math.log10(base)) if base > 0 else 0
-    return abs(mantissa - round(mantissa)) + abs(match.options.get("scale", 1.0) - 1)
+    scales = (match.options.get(name, 1.0) for name in ("scale", "interpolation_scale"))
+    return abs(mantissa - round(mantissa)) + sum(abs(scale - 1) for scale in scales)
 
 
-def _candidates(stored: np.ndarray) -> Iterator[tuple[str | None, dict[str, Any], int, int | None, Callable]]:
-    """(name, options, first position, padding row, build(rows) -> the candidate's first rows)."""
-    rows, d_model = stored.shape
+def _candidates(stored: np.ndarray, shape: tuple[int, ...]) -> Iterator[_Candidate]:
+    """Every candidate for ``stored``: the fitted and the named 1-D variants, then the named grids."""
+    d_model = stored.shape[1]
     zero_rows = np.flatnonzero(~stored.any(axis=1))
     padding = int(zero_rows[0]) if len(zero_rows) == 1 else None
     odd_rules = ("zero", "literal", "drop") if d_model % 2 else ("zero",)
@@ -166,34 +194,44 @@ def _candidates(stored: np.ndarray) -> Iterator[tuple[str | None, dict[str, Any]
                 scale = _nice(math.exp(log_scale))
                 options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
                 for first in dict.fromkeys((start, 0, 1, 2)):  # the fit, and the usual first positions
-                    yield _one_dimensional(options, first, padding, d_model)
+                    yield _one_dimensional(stored, options, first, padding)
     for _, preset in _named_presets(padding):  # the presets themselves, for tables that are close
         for first in sorted(fitted_starts):
-            yield _one_dimensional(preset.options, first, padding, d_model)
-    yield from _grid_candidates(rows, d_model)
+            yield _one_dimensional(stored, preset.options, first, padding)
+    yield from _grid_candidates(stored, shape)
 
 
 def _one_dimensional(
-    options: dict[str, Any], start: int, padding: int | None, d_model: int
-) -> tuple[str | None, dict[str, Any], int, int | None, Callable]:
+    stored: np.ndarray, options: dict[str, Any], start: int, padding: int | None
+) -> _Candidate:
+    """The 1-D table with ``options`` whose row 0 is position ``start`` (row ``padding`` zero)."""
+    d_model = stored.shape[1]
     if d_model % 2 == 0:
         options = {**options, "odd": "zero"}  # the odd-width rule means nothing for an even width
 
-    def build(rows: int) -> np.ndarray:
-        return _with_zero_row(core.table(rows, d_model, start=start, dtype="float64", **options), padding)
+    def error(rows: int, rough: bool = False) -> float | None:
+        worst, dtype = 0.0, "float32" if rough else "float64"
+        for first in range(0, rows, _CHUNK):
+            count = min(_CHUNK, rows - first)
+            try:
+                values = core.table(count, d_model, start=start + first, dtype=dtype, **options)
+            except (ValueError, TypeError):
+                return None
+            if padding is not None and first <= padding < first + count:
+                values[padding - first] = 0
+            worst = max(worst, float(np.max(np.abs(values - stored[first : first + count]))))
+        return worst
 
-    return _preset_name(options, padding, d_model), options, start, padding, build
-
-
-def _with_zero_row(values: np.ndarray, padding: int | None) -> np.ndarray:
-    if padding is not None and padding < len(values):
-        values[padding] = 0
-    return values
+    return _preset_name(options, padding, d_model), options, start, padding, error
 
 
 def _fit(stored: np.ndarray, layout: str, odd: str, zero_rows: np.ndarray) -> tuple[float, float, int] | None:
-    """Fit ω_i = scale · r**i and the position of row 0 from the sine/cosine column pairs of ``layout``."""
+    """Fit ω_i = scale · r**i and the position of row 0 from the sine/cosine column pairs of ``layout``.
+
+    The first 1024 rows are enough (every increment is measured on each row pair; the median is kept).
+    """
     rows, d_model = stored.shape
+    rows = min(rows, 1024)
     count = _validate.plan(d_model, odd)[0] if not (d_model % 2 and odd == "error") else d_model // 2
     pairs = d_model // 2
     if odd == "zero":
@@ -226,14 +264,8 @@ def _fit(stored: np.ndarray, layout: str, odd: str, zero_rows: np.ndarray) -> tu
 
 def _nice(value: float) -> float:
     """``value`` snapped to a round number when within float32 noise of one (10000, 1.0, 0.5, 5000, ...)."""
-    if value <= 0 or not math.isfinite(value):
-        return value
-    magnitude = 10 ** math.floor(math.log10(value))
-    for step in (1.0, 0.5, 0.25, 0.1):
-        snapped = round(value / (magnitude * step)) * magnitude * step
-        if abs(snapped - value) <= 1e-4 * value:
-            return float(snapped)
-    return value
+    snapped = _round_number(value, 1e-4)
+    return value if snapped is None else snapped
 
 
 def _named_presets(padding: int | None) -> list[tuple[str, presets.Preset]]:
@@ -265,44 +297,320 @@ def _preset_name(options: dict[str, Any], padding: int | None, d_model: int) -> 
     return " = ".join(dict.fromkeys(names)) or None
 
 
-def _grid_candidates(rows: int, d_model: int) -> Iterator[tuple[str, dict[str, Any], int, None, Callable]]:
-    for extra in (0, 1):
-        side = math.isqrt(rows - extra)
-        if side * side != rows - extra or side < 2:
-            continue
-        yield (
-            "mae-2d",
-            {"grid_size": side, "cls_token": bool(extra)},
-            0,
-            None,
-            lambda n, s=side, e=extra: grids.mae_2d(d_model, s, cls_token=bool(e), dtype="float64")[:n],
+# --- the named grids --------------------------------------------------------------------------------
+#
+# A grid table's rows run over the cells row-major, one block of columns per axis. Each block is constant
+# while its axis stands still, so where a block first changes gives the sizes of the axes inside it: the
+# shape is read from the table, not searched for. The scale of the positions (diffusers' base_size and
+# interpolation_scale) is fitted from the angles of one block and snapped to round numbers; every
+# candidate is then recomputed and compared in full by identify.
+
+
+def _grid_candidates(stored: np.ndarray, shape: tuple[int, ...]) -> Iterator[_Candidate]:
+    """The named grids whose structure the table has (``shape``: the table's own leading axes)."""
+    d_model = stored.shape[1]
+    if d_model % 4 == 0:
+        yield from _diffusers_2d_candidates(stored)
+        yield from _timm_candidates(stored)
+    if d_model % 16 == 0:
+        yield from _diffusers_3d_candidates(stored, shape)
+    yield from _positional_encodings_candidates(stored, shape)
+
+
+def _grid(
+    stored: np.ndarray,
+    name: str,
+    options: dict[str, Any],
+    make: Callable[[], np.ndarray],
+    origin: tuple[int, np.ndarray],
+) -> _Candidate:
+    """A grid candidate: ``make()`` builds the whole grid in float64, once, and each row's error is kept.
+
+    ``origin`` is (row, values): the family's cell at position 0 and the row of the table that holds it.
+    A table whose row differs from it by more than 0.5 somewhere (a 0 where a 1 belongs) is of another
+    family, and nothing is built.
+    """
+    row_errors: list[np.ndarray | None] = []
+
+    def error(rows: int, rough: bool = False) -> float | None:
+        del rough  # the grid is built once, exactly
+        if not row_errors:
+            row, values = origin
+            same = row < len(stored) and float(np.max(np.abs(stored[row] - values))) <= 0.5
+            row_errors.append(_row_errors(stored, make) if same else None)
+        return None if row_errors[0] is None else float(np.max(row_errors[0][:rows]))
+
+    return name, options, 0, None, error
+
+
+def _row_errors(stored: np.ndarray, make: Callable[[], np.ndarray]) -> np.ndarray | None:
+    """Each row's largest difference between the grid ``make()`` builds and the stored table."""
+    try:
+        values = make()
+    except (ValueError, TypeError):
+        return None
+    if values.size != stored.size:
+        return None
+    values = values.reshape(stored.shape)
+    return np.concatenate(
+        [
+            np.max(np.abs(values[i : i + _CHUNK] - stored[i : i + _CHUNK]), axis=1)
+            for i in range(0, len(stored), _CHUNK)
+        ]
+    )
+
+
+def _run(stored: np.ndarray, columns: slice | np.ndarray) -> int:
+    """How many rows from the top keep row 0's values in ``columns`` (all of them: the table's length).
+
+    Scans 64 rows, then 8 times as many, ...: a grid's blocks change early, so long tables cost little.
+    """
+    top = stored[0, columns]
+    first, stop = 1, 64
+    while first < len(stored):
+        changed = np.flatnonzero((stored[first:stop][:, columns] != top).any(axis=1))
+        if len(changed):
+            return first + int(changed[0])
+        first, stop = stop, stop * 8
+    return len(stored)
+
+
+def _position_step(block: np.ndarray) -> float | None:
+    """The position step between consecutive rows of one axis' [sin | cos] block (paper frequencies).
+
+    With ω_i = 10000^(-i/n) (n = width / 2), row j holds sin(j·step·ω_i), cos(j·step·ω_i). The lowest
+    frequency's angle, unwrapped along the rows, gives a first estimate; each higher frequency refines it,
+    its turn count predicted by the estimate so far: step = angle_i(J - 1) / ((J - 1)·ω_i).
+    """
+    count, width = block.shape
+    n = width // 2
+    if count < 2 or n < 1:
+        return None
+    omegas = 10000.0 ** (-np.arange(n) / n)
+    last = count - 1
+    angles = np.arctan2(block[:, n - 1], block[:, 2 * n - 1])
+    step = float(np.unwrap(angles)[-1]) / (last * omegas[-1])
+    final = np.arctan2(block[-1, :n], block[-1, n : 2 * n])
+    for i in range(n - 2, -1, -1):
+        predicted = step * last * omegas[i]
+        turns = round((predicted - final[i]) / (2 * math.pi))
+        step = (final[i] + 2 * math.pi * turns) / (last * omegas[i])
+    step = float(step)
+    return step if math.isfinite(step) and step > 0 else None
+
+
+def _round_number(value: float, rtol: float) -> float | None:
+    """``value`` as a round number (k·10^e · 1, 0.5, 0.25 or 0.1) when within ``rtol`` of one, else None."""
+    if not (math.isfinite(value) and value > 0):
+        return None
+    exponent = math.floor(math.log10(value))
+    for step in (1, Fraction(1, 2), Fraction(1, 4), Fraction(1, 10)):
+        unit = Fraction(10) ** exponent * step
+        snapped = float(round(Fraction(value) / unit) * unit)  # 0.7, not 7 * 0.1 = 0.7000000000000001
+        if abs(snapped - value) <= rtol * value:
+            return snapped
+    return None
+
+
+def _simple(value: float) -> float | None:
+    """``value`` as a simple fraction k/q, q in 1, 2, 4, 8, 10, 16, 20, 100, when within 1e-5 of one.
+
+    These are the interpolation scales configurations use (2, 1.5, 1.875, 1.3, ...); None otherwise.
+    """
+    if not (math.isfinite(value) and value > 0):
+        return None
+    for q in (1, 2, 4, 8, 10, 16, 20, 100):
+        k = round(value * q)
+        if k >= 1 and abs(k / q - value) <= 1e-5 * value:
+            return k / q
+    return None
+
+
+def _interpolation_scale(step: float | None) -> float:
+    """diffusers' ``interpolation_scale`` from a fitted step ``1 / interpolation_scale`` (1 when unknown)."""
+    if step is None:
+        return 1.0
+    return _simple(1 / step) or 1 / step
+
+
+def _diffusers_sizes(ratio: float, side: int | None) -> list[tuple[int, float]]:
+    """The (base_size, interpolation_scale) pairs with ``base_size / interpolation_scale = ratio``.
+
+    The table fixes only the ratio (the position step is ratio / side), so equal tables get more than one
+    name. Tried, plainest first: an integer base_size with scale 1 (DiT, SD3); base_size = the (square)
+    grid's side with a simple scale (PatchEmbed's rule: PixArt at 1024 has 64 and 2); when the ratio is
+    not an integer, base_size 16 (the default), then the smallest integer base_size with a simple scale;
+    else base_size 16 with the fitted scale.
+    """
+    sizes = []
+    whole = abs(ratio - round(ratio)) <= 1e-5 * ratio and round(ratio) >= 1
+    if whole:
+        sizes.append((round(ratio), 1.0))
+    for base_size in (side,) if whole else (side, 16):
+        if base_size is not None and (scale := _simple(base_size / ratio)) is not None:
+            sizes.append((base_size, scale))
+    if not sizes:
+        for base_size in range(1, 1025):
+            if (scale := _simple(base_size / ratio)) is not None:
+                sizes.append((base_size, scale))
+                break
+        else:
+            sizes.append((16, 16 / ratio))
+    return list(dict.fromkeys(sizes))
+
+
+def _diffusers_2d_candidates(stored: np.ndarray) -> Iterator[_Candidate]:
+    """diffusers ``get_2d_sincos_pos_embed`` (= MAE when base_size is the side): any H×W, fitted scale.
+
+    Rows: ``extra_tokens`` zero rows, then the cells row-major over (h, w); columns [w block | h block].
+    W is where the h block first changes; the position steps base_size / (H or W · interpolation_scale)
+    are fitted from each block's angles, so base_size / interpolation_scale = step_w · W = step_h · H.
+    Square tables without that structure still get the plain MAE/DiT and base_size-16 candidates.
+    """
+    rows, d_model = stored.shape
+    half = d_model // 2
+    extra = int(np.argmax(stored.any(axis=1)))  # the leading zero rows (cls / extra tokens)
+    origin = grids.diffusers_2d(d_model, 1, dtype="float64")[0]
+    yielded = set()
+
+    def candidate(shape: tuple[int, int], base_size: int, scale: float, zeros: int) -> Iterator[_Candidate]:
+        h, w = shape
+        options: dict[str, Any] = {
+            "grid_size": h if h == w else (h, w),
+            "base_size": base_size,
+            "interpolation_scale": scale,
+        }
+        if zeros:
+            options.update(cls_token=True, extra_tokens=zeros)
+        key = tuple(options.items())
+        if key in yielded:
+            return
+        yielded.add(key)
+        mae = h == w == base_size and scale == 1 and zeros <= 1
+        yield _grid(
+            stored,
+            "mae-2d = diffusers-2d" if mae else "diffusers-2d",
+            options,
+            lambda: grids.diffusers_2d(d_model, dtype="float64", **options),
+            (zeros, origin),
         )
-        for reverse in (False, True):
-            for interleave in (False, True):
-                if extra:
-                    continue
-                options = {
-                    "feat_shape": (side, side),
-                    "reverse_coord": reverse,
-                    "interleave_sin_cos": interleave,
-                }
-                yield (
-                    "timm-2d",
-                    options,
-                    0,
-                    None,
-                    lambda n, o=options: grids.timm_2d(dim=d_model, dtype="float64", **o)[:n],
-                )
-        if not extra:
-            for base_size in sorted({16, side}):
-                options = {"grid_size": side, "base_size": base_size}
-                yield (
-                    "diffusers-2d",
-                    options,
-                    0,
-                    None,
-                    lambda n, o=options: grids.diffusers_2d(d_model, dtype="float64", **o)[:n],
-                )
+
+    body = stored[extra:]
+    cells = len(body)
+    if cells >= 2:
+        w = min(_run(body, slice(half, None)), cells)
+        if cells % w == 0 and 2 <= w < cells:
+            h = cells // w
+            step_w = _position_step(body[:w, :half])
+            step_h = _position_step(body[::w, half:])
+            ratios = [s * n for s, n in ((step_w, w), (step_h, h)) if s is not None]
+            if ratios and max(ratios) - min(ratios) <= 1e-4 * max(ratios):
+                for base_size, scale in _diffusers_sizes(ratios[0], h if h == w else None):
+                    yield from candidate((h, w), base_size, scale, extra)
+    for zeros in () if yielded else (0, 1):  # tables without the structure: the nearest square grids
+        side = math.isqrt(rows - zeros)
+        if side * side == rows - zeros and side >= 2:
+            for base_size in dict.fromkeys((side, 16)):
+                yield from candidate((side, side), base_size, 1.0, zeros)
+
+
+def _diffusers_3d_candidates(stored: np.ndarray, shape: tuple[int, ...]) -> Iterator[_Candidate]:
+    """diffusers ``get_3d_sincos_pos_embed`` (CogVideoX), ``(T, H·W, D)`` or flattened to rows.
+
+    Columns [t (D/4) | w (3D/8) | h (3D/8)], rows over (t, h, w): W is where the h block first changes,
+    H·W where the t block does (or the table's own second axis). The interpolation scales are
+    1 / the fitted position steps.
+    """
+    rows, d_model = stored.shape
+    t_end, w_end = d_model // 4, d_model // 4 + 3 * d_model // 8
+    plane = min(_run(stored, slice(t_end)), rows)
+    if len(shape) == 2 and shape[0] * shape[1] == rows:
+        plane = shape[1]
+    w = min(_run(stored, slice(w_end, None)), plane)
+    if rows % plane or plane % w or plane < 2:
+        return
+    t, h = rows // plane, plane // w
+    spatial = _position_step(stored[:w, t_end:w_end]) or _position_step(stored[:plane:w, w_end:])
+    options = {
+        "spatial_size": w if w == h else (w, h),
+        "temporal_size": t,
+        "spatial_interpolation_scale": _interpolation_scale(spatial),
+        "temporal_interpolation_scale": _interpolation_scale(_position_step(stored[::plane, :t_end])),
+    }
+    origin = grids.diffusers_3d(d_model, 1, 1, dtype="float64")[0, 0]
+    yield _grid(
+        stored,
+        "diffusers-3d",
+        options,
+        lambda: grids.diffusers_3d(d_model, dtype="float64", **options),
+        (0, origin),
+    )
+
+
+def _timm_candidates(stored: np.ndarray) -> Iterator[_Candidate]:
+    """timm ``build_sincos2d_pos_embed``, both column orders: the outer axis' columns set the inner size.
+
+    ``reverse_coord=True`` with feat_shape (a, b) builds the same table as (b, a) without it; identify
+    reports the latter.
+    """
+    rows, d_model = stored.shape
+    quarter = d_model // 4
+    outer_columns = {
+        False: np.r_[0:quarter, 2 * quarter : 3 * quarter],  # [sin h | sin w | cos h | cos w]
+        True: np.arange(2 * quarter),  # interleave_sin_cos: [sin h | cos h | sin w | cos w]
+    }
+    for interleave, columns in outer_columns.items():
+        shapes = []
+        inner = _run(stored, columns)
+        if rows % inner == 0 and 2 <= inner < rows:
+            shapes.append((rows // inner, inner))
+        side = math.isqrt(rows)
+        if side * side == rows and side >= 2:
+            shapes.append((side, side))
+        origin = grids.timm_2d((1, 1), d_model, interleave_sin_cos=interleave, dtype="float64")[0]
+        for feat_shape in dict.fromkeys(shapes):
+            options = {"feat_shape": feat_shape, "interleave_sin_cos": interleave}
+            yield _grid(
+                stored,
+                "timm-2d",
+                options,
+                lambda o=options: grids.timm_2d(dim=d_model, dtype="float64", **o),
+                (0, origin),
+            )
+
+
+def _positional_encodings_candidates(stored: np.ndarray, shape: tuple[int, ...]) -> Iterator[_Candidate]:
+    """positional-encodings ``PositionalEncoding2D`` / ``3D``, ``(X, Y[, Z], C)`` or flattened to rows.
+
+    Columns: one block of ceil(C / 2k)·2 interleaved columns per axis (k axes), x first, cut to C; rows
+    over (x, y[, z]). The sizes come from where each block first changes, or from the table's own shape.
+    """
+    rows, channels = stored.shape
+    for ndim in (2, 3):
+        per_axis = math.ceil(channels / (2 * ndim)) * 2
+        origin = grids.positional_encodings_nd((1,) * ndim, channels, dtype="float64").reshape(channels)
+        shapes = []
+        if len(shape) == ndim and math.prod(shape) == rows:
+            shapes.append(tuple(shape))
+        inner = [rows]  # rows per step of each axis, outermost first
+        for axis in range(ndim - 1):
+            start = axis * per_axis
+            if start >= channels:
+                break
+            inner.append(min(_run(stored, slice(start, min(start + per_axis, channels))), inner[-1]))
+        else:
+            found = (*(a // b for a, b in itertools.pairwise(inner)), inner[-1])
+            if all(a % b == 0 for a, b in itertools.pairwise(inner)) and min(found) >= 2:
+                shapes.append(found)
+        for found in dict.fromkeys(shapes):
+            options = {"shape": found}
+            yield _grid(
+                stored,
+                f"positional-encodings-{ndim}d",
+                options,
+                lambda s=found: grids.positional_encodings_nd(s, channels, dtype="float64"),
+                (0, origin),
+            )
 
 
 def load_table(path: str | Path, *, key: str | None = None) -> np.ndarray:

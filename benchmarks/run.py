@@ -6,7 +6,8 @@ For each (length, d_model), times every contender building the same float32 tabl
 with min/max, the ratio to posenc and each table's largest error against the exact values (posenc float64,
 < 1 ulp; a contender of another variant is compared with posenc's table of that variant). Contenders: the
 PyTorch tutorial's formula (float32, torch, 2 threads), the positional-encodings package, transformers'
-fairseq-style ``get_embedding`` (M2M100), a plain float64 NumPy version rounded to float32, and the floors:
+fairseq-style ``get_embedding`` (M2M100), a plain float64 NumPy version rounded to float32, posenc without its
+optional compiled kernels (NumPy only, as ``pip install posenc`` gives it), and the floors:
 a fill of a fresh array and of an existing (pre-touched) one. Then the issue's targets, each with its ratio,
 and the start-up costs: ``import posenc`` and ``posenc table 5 4``.
 """
@@ -27,6 +28,7 @@ import numpy as np
 from _common import Target, measure, print_targets, target, tutorial_table
 
 import posenc
+from posenc import core
 
 
 def numpy_float64(length: int, d_model: int) -> np.ndarray:
@@ -36,6 +38,16 @@ def numpy_float64(length: int, d_model: int) -> np.ndarray:
     pe[:, 0::2] = np.sin(angles)
     pe[:, 1::2] = np.cos(angles)
     return pe
+
+
+def numpy_only(build: Callable[[], np.ndarray]) -> np.ndarray:
+    """``build()`` on posenc's NumPy path, as without numba (``pip install posenc`` with no extras)."""
+    compiled = core._compiled_kernel
+    core._compiled_kernel = lambda *args: None
+    try:
+        return build()
+    finally:
+        core._compiled_kernel = compiled
 
 
 def contenders(
@@ -59,6 +71,7 @@ def contenders(
     return {
         "posenc.table": (lambda: posenc.table(length, d_model), paper),
         "posenc.table(out=)": (lambda: posenc.table(length, d_model, out=out), paper),
+        "posenc.table, NumPy only": (lambda: numpy_only(lambda: posenc.table(length, d_model)), paper),
         "pytorch tutorial": (lambda: tutorial_table(length, d_model).numpy(), paper),
         "positional-encodings": (positional_encodings, paper),
         "transformers get_embedding": (
@@ -106,6 +119,8 @@ def targets(results: dict[str, dict[str, dict[str, float]]]) -> list[Target]:
         found.append(target(f"{size}: speed-up over the tutorial", speedup, ">= 5"))
         found.append(target(f"{size}: time / fresh-array floor", fresh, "<= 3"))
         found.append(target(f"{size}: out= time / pre-touched floor", touched, "<= 2"))
+        plain = rows["pytorch tutorial"]["median_s"] / rows["posenc.table, NumPy only"]["median_s"]
+        found.append(target(f"{size}: NumPy only, speed-up over the tutorial", plain, ">= 1"))
     return found
 
 

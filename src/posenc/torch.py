@@ -385,17 +385,8 @@ def _encode_op(
             # Beyond the cache (or negative): the rows low..high by angle addition, not the whole table.
             rows = _table_on(high - low + 1, low, options, positions.device)
             return rows[positions - low]
-    values = core.encode(
-        positions.detach().cpu().to(torch.float64 if positions.is_floating_point() else torch.int64).numpy(),
-        d_model,
-        base=base,
-        shift=shift,
-        scale=scale,
-        layout=layout,
-        odd=odd,
-        dtype=_numpy_dtype(dtype_name),
-    )
-    return _to_tensor(values).to(positions.device)
+    host = positions.detach().cpu().to(torch.float64 if positions.is_floating_point() else torch.int64)
+    return _to_tensor(core.encode(host.numpy(), **_core_arguments(options))).to(positions.device)
 
 
 @_encode_op.register_fake
@@ -429,20 +420,14 @@ def _table_on(length: int, start: int, options: tuple, device: torch.device) -> 
     and copied (float64 tables, and devices without float64 such as MPS, which keep the exact values)."""
     *core_options, dtype_name = options
     if device.type != "cuda" or dtype_name == "float64" or length == 0:
-        d_model, base, shift, scale, layout, odd = core_options
-        values = core.table(
-            length,
-            d_model,
-            start=start,
-            base=base,
-            shift=shift,
-            scale=scale,
-            layout=layout,
-            odd=odd,
-            dtype=_numpy_dtype(dtype_name),
-        )
-        return _to_tensor(values).to(device)
+        return _to_tensor(core.table(length, start=start, **_core_arguments(options))).to(device)
     return _angle_addition(length, start, core._Options(*core_options), dtype_name, device)
+
+
+def _core_arguments(options: tuple) -> dict[str, Any]:
+    """The keyword arguments of ``core.encode``/``core.table`` for (d_model, base, ..., odd, dtype name)."""
+    *core_options, dtype_name = options
+    return {**core._Options(*core_options)._asdict(), "dtype": _numpy_dtype(dtype_name)}
 
 
 #: float64 elements per intermediate of the device's angle addition (64 MiB each).

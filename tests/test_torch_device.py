@@ -76,6 +76,7 @@ def test_positions_offsets_and_decoding_on_the_device(device):
     _same_bits(packed.cpu(), torch.tensor([0, 1, 2, 3, 0, 1, 2, 3, 4]))
     _same_bits(module(x, packed)[:, 4:], x[:, 4:] + pe[:5])
     _same_bits(module(x, torch.linspace(0, 8, 9, dtype=torch.float64, device=device)), full)
+    _same_bits(module(x, list(range(9))), full)  # plain position ids go where x is
 
 
 def test_compiled_on_the_device_equals_eager_without_recompiling(device):

@@ -543,7 +543,9 @@ def _positions_for(
     if positions is None:
         positions = torch.arange(seq, device=device)
     else:
-        if isinstance(positions, torch.Tensor) and positions.device != device:
+        if not isinstance(positions, torch.Tensor):  # a list or an array: put it where x is
+            positions = torch.as_tensor(positions, device=device)
+        elif positions.device != device:
             raise ValueError(
                 f"positions are on {positions.device} but x is on {device}; "
                 f"pass positions.to({str(device)!r})"

@@ -292,8 +292,8 @@ def test_a_container_memory_limit_counts(tmp_path, cgroup, files, headroom):
 
 def test_output_beyond_a_container_limit_fails_before_allocating(monkeypatch):
     monkeypatch.setattr(_validate, "_cgroup_headroom", lambda: 2**20)  # 1 MiB left in this container
-    with pytest.raises(ValueError, match=r"needs 0\.002 GiB but only 0\.00098 GiB .* --output FILE"):
-        posenc.table(8192, 64)
+    with pytest.raises(ValueError, match=r"needs 0\.1 GiB but only 0\.00098 GiB .* --output FILE"):
+        posenc.table(32768, 1024)  # 128 MiB
     assert posenc.table(8, 64).shape == (8, 64)
 
 

@@ -289,9 +289,15 @@ def _cgroup_headroom(root: str = "/") -> int | None:
     return None
 
 
+#: Outputs smaller than this are not checked against the available memory (reading it costs ~70 µs).
+_CHECKED_BYTES = 64 << 20
+
+
 def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> None:
     """Raise ValueError before allocating an output of ``shape`` that memory cannot hold."""
     needed = math.prod(shape) * dtype.itemsize
+    if needed < _CHECKED_BYTES:
+        return
     available = available_memory()
     if available is not None and needed > available:
 

@@ -242,7 +242,7 @@ def module_options(max_len: Any, batch_first: Any, dropout: Any) -> tuple[int | 
 
 def available_memory() -> int | None:
     """Bytes of memory available to a new allocation, or None when the system does not say: the system's
-    available memory, or less where a cgroup (v2) limit leaves this process's container less."""
+    available memory, or less where a cgroup limit (v1 or v2) leaves this process's container less."""
     system = None
     try:
         with open("/proc/meminfo") as handle:

@@ -77,7 +77,37 @@ def frequency_constants(
     n: int, base: float, twice_half: int, shift: float, scale: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """The n frequencies ω_i = scale · base**(-i / (twice_half / 2 - shift)) (float64, nearest) and the limbs
-    of c_i = ω_i / 2π (shape ``(LIMB_COUNT, n)``).
+    of c_i = ω_i / 2π (shape ``(LIMB_COUNT, n)``)."""
+    bits, fixed, turns = _fixed_frequencies(n, base, twice_half, shift, scale)
+    omegas = np.ldexp(np.array([float(f) for f in fixed]), -bits)
+    lows = np.array([t.bit_length() for t in turns], dtype=np.int64) - LIMB_BITS * LIMB_COUNT
+    tops = [
+        t >> int(low) for t, low in zip(turns, lows, strict=True)
+    ]  # the top 130 bits of c_i: five limbs of 26
+    mask = (1 << LIMB_BITS) - 1
+    pairs = [
+        np.array([t >> shift & ((1 << 2 * LIMB_BITS) - 1) for t in tops], dtype=np.int64)
+        for shift in (78, 26)
+    ]
+    last = np.array([t & mask for t in tops], dtype=np.int64)
+    chunks = np.stack([pairs[0] >> LIMB_BITS, pairs[0] & mask, pairs[1] >> LIMB_BITS, pairs[1] & mask, last])
+    exponents = lows + (LIMB_BITS * np.arange(LIMB_COUNT - 1, -1, -1))[:, None] - bits
+    return omegas, np.ldexp(chunks.astype(np.float64), exponents)
+
+
+def turn_rates(
+    n: int, base: float, twice_half: int, shift: float, scale: float = 1.0
+) -> tuple[int, list[int]]:
+    """``(bits, turns)``: the turn rates c_i = ω_i / 2π as integers ``turns[i] ≈ c_i · 2**bits`` (~190
+    significant bits), for algorithms that keep the frequencies in fixed point."""
+    bits, _, turns = _fixed_frequencies(n, base, twice_half, shift, scale)
+    return bits, turns
+
+
+def _fixed_frequencies(
+    n: int, base: float, twice_half: int, shift: float, scale: float
+) -> tuple[int, list[int], list[int]]:
+    """``(bits, ω_i · 2**bits, c_i · 2**bits)`` as integers.
 
     The denominator is exact (a Decimal); ω_i = scale · r**i with r = base**(-1/denominator) is computed
     in fixed point with ``bits`` fraction bits, chosen so that even the smallest frequency keeps ~190
@@ -99,21 +129,8 @@ def frequency_constants(
     fixed = [first]  # ω_0 = scale, then ω_i = ω_(i-1) · r, each rounded down to `bits` fraction bits
     for _ in range(n - 1):
         fixed.append((fixed[-1] * ratio) >> bits)
-    omegas = np.ldexp(np.array([float(f) for f in fixed]), -bits)
     turns = [(f * inverse_two_pi) >> bits for f in fixed]  # c_i in fixed point
-    lows = np.array([t.bit_length() for t in turns], dtype=np.int64) - LIMB_BITS * LIMB_COUNT
-    tops = [
-        t >> int(low) for t, low in zip(turns, lows, strict=True)
-    ]  # the top 130 bits of c_i: five limbs of 26
-    mask = (1 << LIMB_BITS) - 1
-    pairs = [
-        np.array([t >> shift & ((1 << 2 * LIMB_BITS) - 1) for t in tops], dtype=np.int64)
-        for shift in (78, 26)
-    ]
-    last = np.array([t & mask for t in tops], dtype=np.int64)
-    chunks = np.stack([pairs[0] >> LIMB_BITS, pairs[0] & mask, pairs[1] >> LIMB_BITS, pairs[1] & mask, last])
-    exponents = lows + (LIMB_BITS * np.arange(LIMB_COUNT - 1, -1, -1))[:, None] - bits
-    return omegas, np.ldexp(chunks.astype(np.float64), exponents)
+    return bits, fixed, turns
 
 
 def _denominator(twice_half: int, shift: float) -> decimal.Decimal:
@@ -133,7 +150,8 @@ def round_fraction(value: Fraction, fmt: str) -> float:
     while magnitude < Fraction(2) ** (exponent - 1):
         exponent -= 1
     quantum = max(exponent, emin + 1) - precision
-    return math.ldexp(round(value / Fraction(2) ** quantum), quantum)
+    # a negative value that rounds to zero gives -0.0 (IEEE), like the fast paths' roundings
+    return math.copysign(math.ldexp(round(value / Fraction(2) ** quantum), quantum), value)
 
 
 def sincos_exact(
@@ -158,7 +176,7 @@ def sincos_exact(
         for value in (sin, cos):
             exact = Fraction(value)
             low, high = round_fraction(exact - error, fmt), round_fraction(exact + error, fmt)
-            results.append(low if low == high else None)
+            results.append(round_fraction(exact, fmt) if low == high else None)  # keeps the sign of 0
         if None not in results:
             return results[0], results[1]
         digits *= 2

@@ -62,7 +62,7 @@ def real(name: str, value: Any, *, usual: str = "") -> float:
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
     result = float(value)
-    if not math.isfinite(result):
+    if result != result or result in (math.inf, -math.inf):  # not math.isfinite: torch.compile traces this
         raise ValueError(f"{name} must be finite; got {value!r}" + (f"; {usual}" if usual else ""))
     if isinstance(value, numbers.Integral) and int(result) != int(value):
         raise ValueError(f"{name}={value} is not exactly representable as a float64; round it yourself")

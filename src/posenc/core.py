@@ -347,10 +347,11 @@ def _rounder(dtype: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
 def _round_certified(
     values: np.ndarray, band: np.ndarray, round_: Callable[[np.ndarray], np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Round ``values``; flag those whose interval ``values ± band`` holds a rounding midpoint."""
+    """Round ``values``; flag those whose interval ``values ± band`` holds a rounding midpoint. A value that
+    rounds to zero keeps its sign (IEEE: a negative value rounds to -0.0)."""
     high = round_(values + band)
     low = round_(values - band)
-    return high, high != low
+    return np.copysign(high, values).astype(high.dtype, copy=False), high != low
 
 
 def _direct(p: np.ndarray, limbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -10,14 +10,14 @@ Where the work runs:
 
 * **Concrete positions** (NumPy arrays, lists, ordinary ``jax.Array`` values, also ones closed over inside
   ``jax.jit``): computed on the host at once; under ``jit`` the result is a constant of the program.
-* **Traced positions** (arguments of a jitted function: position ids, a decoding step ``offset``): a
-  ``jax.pure_callback`` computes them on the host when the program runs, so one compiled program serves
-  every position. ``vmap`` works (the callback gets the whole batch). Inside ``jax.shard_map`` every device
-  runs the callback on its own shard; under plain ``jit`` with sharded positions XLA runs it once, for the
-  whole array, next to device 0 and scatters the result (correct, but not spread over the hosts).
+* **Traced positions** (arguments of a jitted function: position ids, a decoding step ``offset``): the
+  device algorithm (:mod:`posenc._exact_array`: int32 arithmetic, no float64 even with x64 off) runs inside
+  the program, on the device, elementwise — so one compiled program serves every position, ``vmap`` and
+  sharding work like any elementwise op, and no callback or host transfer is involved. Invalid traced
+  positions (NaN, inf, |p| >= 2**31, an offset that overflows) give rows of NaN.
 * **The module, positions ``None`` and an ``int`` offset**: rows of a cached table — a slice of a device
   array when eager; under ``jit`` a constant of ``(seq, d_model)`` (up to :data:`CONSTANT_LIMIT_BYTES`, then
-  the callback), which XLA slices per device when the sequence axis is sharded.
+  the device algorithm), which XLA slices per device when the sequence axis is sharded.
 
 Not differentiable with respect to the positions (the encoding is a constant of the model); gradients with
 respect to ``x`` flow through the module as usual.
@@ -51,11 +51,8 @@ __all__ = ["SinusoidalPositionalEncoding", "clear_cache", "encode", "table"]  # 
 CACHE_LIMIT_BYTES = 256 * 2**20
 
 #: Under ``jit``, the module embeds contiguous encodings up to this size as constants; larger ones are
-#: computed by the host callback when the program runs (a constant is compiled into the executable).
+#: computed by the device algorithm when the program runs (a constant is compiled into the executable).
 CONSTANT_LIMIT_BYTES = 16 * 2**20
-
-#: The callback serves integer positions from a cached table when one of up to this many rows covers them.
-_MIN_ROWS = 4096
 
 _Options = core._Options
 
@@ -81,7 +78,7 @@ def encode(
 
     With x64 off, traced float positions are float32: a real position is rounded to float32 before posenc
     sees it (pass a NumPy float64 array, or enable x64, for float64 positions). Out-of-range or non-finite
-    traced positions are reported when the program runs (the callback raises ``ValueError``).
+    traced positions give rows of NaN (a program cannot raise); concrete ones raise ``ValueError``.
 
     >>> encode(jnp.array([2]), 4, base=100.0, layout="sin_cos")
     Array([[ 0.9092974 ,  0.19866933, -0.41614684,  0.9800666 ]], dtype=float32)
@@ -118,7 +115,7 @@ def table(
             raise TypeError(
                 f"start must be an integer scalar; got a traced {start.dtype} of shape {start.shape}"
             )
-        return _encode_traced(start + jnp.arange(length, dtype=start.dtype), options, dt)
+        return _encode_traced(jnp.arange(length, dtype=start.dtype), options, dt, offset=start)
     start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
     values = core.table(length, options.d_model, start=start, dtype=dt, **_core_options(options))
     return jnp.asarray(values)
@@ -230,7 +227,8 @@ def _module_class() -> type:
             if positions is None and _is_int(offset):
                 pe = _contiguous(options, dt, seq, _offset_int(offset, seq), self.max_len or 0, _traced(x))
             else:
-                pe = _encode_any(_positions_for(seq, batch_shape, positions, offset), options, dt)
+                ids, extra = _positions_for(seq, batch_shape, positions, offset)
+                pe = _encode_any(ids, options, dt, offset=extra)
             return self._orient(pe)
 
         def _orient(self, pe: jax.Array) -> jax.Array:
@@ -266,16 +264,21 @@ _DEVICE_CACHE: dict[tuple, jax.Array] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def _encode_any(positions: Any, options: _Options, dt: np.dtype) -> jax.Array:
-    """Encodings of concrete positions (computed now, on the host) or traced ones (a callback)."""
-    if _traced(positions):
-        return _encode_traced(positions, options, dt)
+def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = None) -> jax.Array:
+    """Encodings of concrete positions (computed now, on the host) or traced ones (the device algorithm)."""
+    if _traced(positions) or _traced(offset):
+        return _encode_traced(jnp.asarray(positions), options, dt, offset=offset)
+    if offset is not None:
+        positions = _host_positions(positions)
+        positions = positions.astype(np.float64 if positions.dtype.kind == "f" else np.int64) + offset
     values = core.encode(_host_positions(positions), options.d_model, dtype=dt, **_core_options(options))
     return jnp.asarray(values)
 
 
-def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype) -> jax.Array:
-    """Encodings of traced positions: a host callback, run when the compiled program runs."""
+def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, offset: Any = None) -> jax.Array:
+    """Encodings of traced positions (+ an integer offset, added exactly): the device algorithm
+    (:mod:`posenc._exact_array`) inside the program — no callback, no float64 with x64 off; invalid
+    positions (NaN, inf, |p| >= 2**31) give rows of NaN."""
     if positions.dtype == jnp.bool_:
         raise TypeError(
             "positions must be integers or real numbers, not booleans; "
@@ -283,29 +286,26 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype) -> jax
         )
     if not (jnp.issubdtype(positions.dtype, jnp.integer) or jnp.issubdtype(positions.dtype, jnp.floating)):
         raise TypeError(f"positions must be integers or real numbers; got dtype {positions.dtype}")
-    result = jax.ShapeDtypeStruct((*positions.shape, options.d_model), dt)
-    callback = functools.partial(_encode_host, options, dt)
-    return jax.pure_callback(callback, result, positions, vmap_method="broadcast_all")
+    from . import _exact_array
+
+    request = _request(options, dt.name)
+    if offset is not None:
+        offset = jnp.asarray(offset)
+    return _exact_array.encode(_exact_array.backend_of(positions), positions, request, offset)
 
 
-def _encode_host(options: _Options, dt: np.dtype, positions: Any) -> np.ndarray:
-    """The exact encodings of host positions: rows of the cached table when they fit, else the core."""
-    p = np.asarray(positions)
-    if p.dtype.kind in "iu" and p.size:
-        low, high = int(p.min()), int(p.max())
-        cached = _HOST_CACHE.get((*options, dt.name))
-        covered = cached is not None and high < cached.shape[0]
-        if low >= 0 and (covered or high < max(_MIN_ROWS, 4 * p.size)):
-            cached = _host_table(options, dt, high + 1)
-            if cached is not None:
-                return cached[p]
-    return core.encode(p, options.d_model, dtype=dt, **_core_options(options))
+@functools.lru_cache(maxsize=64)
+def _request(options: _Options, fmt: str) -> Any:
+    from . import _exact_array
+
+    return _exact_array.request_for(options, fmt)
 
 
 def _contiguous(
     options: _Options, dt: np.dtype, seq: int, offset: int, min_rows: int, traced: bool
 ) -> jax.Array:
-    """Rows ``offset .. offset + seq - 1``: a device slice (eager), a constant or a callback (under jit)."""
+    """Rows ``offset .. offset + seq - 1``: a device slice (eager), a constant or the device algorithm
+    (under jit)."""
     d_model = options.d_model
     rows = max(offset + seq, min_rows)
     if not traced:
@@ -313,7 +313,7 @@ def _contiguous(
         if cached is not None:
             return jax.lax.dynamic_slice_in_dim(cached, offset, seq)
     elif seq * d_model * dt.itemsize > CONSTANT_LIMIT_BYTES:
-        return _encode_traced(offset + jax.lax.iota(jnp.int32, seq), options, dt)
+        return _encode_traced(jax.lax.iota(jnp.int32, seq), options, dt, offset=jnp.int32(offset))
     else:
         cached = _host_table(options, dt, rows)
         if cached is not None:
@@ -406,8 +406,10 @@ def _offset_int(offset: Any, seq: int) -> int:
     return offset
 
 
-def _positions_for(seq: int, batch_shape: tuple[int, ...], positions: Any, offset: Any) -> Any:
-    """The positions to encode: given ones or ``arange(seq)``, plus ``offset``; NumPy when all is concrete."""
+def _positions_for(seq: int, batch_shape: tuple[int, ...], positions: Any, offset: Any) -> tuple[Any, Any]:
+    """The positions to encode (given ones or ``arange(seq)``) and the offset still to add (None when it is
+    added already): concrete positions come back as NumPy with the offset added exactly; traced ones keep
+    it apart, for the device algorithm to add exactly."""
     traced = _traced(positions) or _traced(offset)
     xp = jnp if traced else np
     if positions is None:
@@ -429,8 +431,10 @@ def _positions_for(seq: int, batch_shape: tuple[int, ...], positions: Any, offse
     if _is_int(offset):
         offset = _validate.integer("offset", offset, minimum=0)
         if not offset:
-            return p
-        return p + offset if traced or p.dtype.kind == "f" else p.astype(np.int64) + offset
+            return p, None
+        if traced:
+            return p, offset
+        return (p.astype(np.float64) + offset if p.dtype.kind == "f" else p.astype(np.int64) + offset), None
     o = offset if _traced(offset) else _host_positions(offset)
     if not np.issubdtype(o.dtype, np.integer):
         raise TypeError(f"offset must be an int or an integer array; got dtype {o.dtype}")
@@ -443,5 +447,5 @@ def _positions_for(seq: int, batch_shape: tuple[int, ...], positions: Any, offse
     if not traced and (o < 0).any():
         raise ValueError(f"offset must be >= 0; got {o.ravel().tolist()}")
     if traced:
-        return jnp.asarray(p) + o
-    return p.astype(np.float64 if p.dtype.kind == "f" else np.int64) + o
+        return jnp.asarray(p), o
+    return p.astype(np.float64 if p.dtype.kind == "f" else np.int64) + o, None

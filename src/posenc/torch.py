@@ -1,17 +1,20 @@
 """PyTorch adapter: the core's ``encode``/``table`` for tensors, and the drop-in module.
 
-The mathematics stays in :mod:`posenc.core` (NumPy, exact); this module owns tensors, devices, the cache and
-the ``nn.Module``. Values are computed on the CPU in high precision and rounded once to the requested dtype,
-so float32 results are bit-identical to the NumPy core and float16/bfloat16 results are correctly rounded —
-on any device, including ones without float64 (MPS): nothing is ever computed in the device's low precision.
+The mathematics stays in :mod:`posenc.core` and :mod:`posenc._exact_array`; this module owns tensors,
+devices, the CPU cache and the ``nn.Module``. Every result is the exact value rounded once to the requested
+dtype: float32 bit-identical to the NumPy core, float16/bfloat16 correctly rounded.
 
-Inside ``torch.compile`` and ``torch.export`` the encoding is one opaque operator, ``torch.ops.posenc.encode``
-(positions -> encodings), so graphs neither break nor recompile per length. Tables for integer positions are
-cached per (options, dtype, device), outside any module state, and grown as longer sequences arrive.
+Where it is computed: eager calls on CPU tensors use the NumPy core (integer positions from a table cached
+per options and dtype, outside any module state). Everything else — tensors on any other device (CUDA, MPS,
+``meta``) and every call inside ``torch.compile``/``torch.export`` — goes through one operator,
+``torch.ops.posenc.exact``, whose kernel is the device algorithm on the tensors' own device: no host
+transfer, no sync (CUDA-graph safe), no float64 needed, graphs neither break nor recompile per length, and
+invalid positions there give rows of NaN (a device cannot raise without a sync).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import threading
@@ -25,7 +28,7 @@ except ImportError as error:  # pragma: no cover - exercised only without torch
 
 import numpy as np
 
-from . import _highprec, _validate, core
+from . import _validate, core
 from ._torch_positions import from_attention_mask, from_cu_seqlens, make_positions
 
 __all__ = [
@@ -75,8 +78,7 @@ def encode(
             [0.8415, 0.5403, 0.0100, 0.9999]])
     """
     options = core._Options.check(d_model, base, shift, scale, layout, odd)
-    positions = _position_tensor(positions)
-    result = torch.ops.posenc.encode(positions, *options, _dtype_name(dtype), 0)
+    result = _encode_tensor(_position_tensor(positions), (*options, _dtype_name(dtype)))
     return result if device is None else result.to(device)
 
 
@@ -101,6 +103,11 @@ def table(
     options = core._Options.check(d_model, base, shift, scale, layout, odd)
     length = _validate.integer("length", length, minimum=0)
     start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
+    if length and start + length - 1 >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"the last position start + length - 1 = {start + length - 1} must be < 2**31 = "
+            f"{_validate.MAX_POSITION}; lower start or length"
+        )
     return _table_on(length, start, (*options, _dtype_name(dtype)), torch.device(device or "cpu"))
 
 
@@ -202,10 +209,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         """PE for ``x``; with ``borrow``, eager contiguous requests get a read-only view of the cache."""
         batch_shape, seq = self._check_x(x)
         offset = _as_offset(offset)
-        dtype = _dtype_name(x.dtype)
-        if borrow and positions is None and isinstance(offset, int) and not _tracing():
+        options = (*self._options, _dtype_name(x.dtype))
+        eager_cpu = x.device.type == "cpu" and not _tracing()
+        if borrow and positions is None and isinstance(offset, int) and eager_cpu:
             _check_int_offset(offset)
-            options = (*self._options, dtype)
             cached = _cached_table(options, max(offset + seq, self.max_len or 0), x.device)
             if cached is None:  # beyond the cache: build this sequence's rows, nothing else
                 if offset + seq > _validate.MAX_POSITION:
@@ -215,11 +222,13 @@ class SinusoidalPositionalEncoding(nn.Module):
                     )
                 return self._orient(_table_on(seq, offset, options, x.device))
             return self._orient(cached[offset : offset + seq])
-        positions = _positions_for(x.device, seq, batch_shape, positions, offset)
+        positions, offset = _positions_for(x.device, seq, batch_shape, positions, offset)
         if torch.onnx.is_in_onnx_export():
+            if offset is not None:
+                positions = positions + offset
             pe = self._onnx_table(x.dtype, x.device, positions)[positions]
         else:
-            pe = torch.ops.posenc.encode(positions, *self._options, dtype, self.max_len or 0)
+            pe = _encode_tensor(positions, options, offset)
         return self._orient(pe)
 
     def _orient(self, pe: torch.Tensor) -> torch.Tensor:
@@ -345,8 +354,7 @@ class Timesteps(nn.Module):
                 tuple(timesteps.shape) if isinstance(timesteps, torch.Tensor) else type(timesteps).__name__
             )
             raise ValueError(f"timesteps must be a 1-D tensor of shape (N,); got {shape}")
-        timesteps = _position_tensor(timesteps)
-        return torch.ops.posenc.encode(timesteps, *self._options, "float32", 0)
+        return _encode_tensor(_position_tensor(timesteps), (*self._options, "float32"))
 
     def extra_repr(self) -> str:
         return (
@@ -361,9 +369,48 @@ _CACHE: dict[tuple, torch.Tensor] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-@torch.library.custom_op("posenc::encode", mutates_args=())
-def _encode_op(
+def _encode_tensor(
+    positions: torch.Tensor, options: tuple, offset: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Exact encodings of ``positions`` (+ ``offset``, broadcast against them, added exactly).
+
+    Eager calls on CPU tensors take the NumPy core (invalid positions raise ValueError there); everything
+    else — any other device, ``meta`` included, and every call inside ``torch.compile``/``torch.export`` —
+    runs the device algorithm (:mod:`posenc._exact_array`) where the tensors are, as the operator
+    ``torch.ops.posenc.exact``: no host transfer, no sync, invalid positions give rows of NaN.
+    """
+    eager_cpu = positions.device.type == "cpu" and not _tracing()
+    if eager_cpu and (offset is None or not positions.is_floating_point()):
+        if offset is not None:
+            positions = positions.to(torch.int64) + offset.to(torch.int64)
+        return _encode_on_cpu(positions, options)
+    if eager_cpu:  # real positions plus an offset: the sum needs the device algorithm's exact addition
+        _check_positions_on_host(positions)
+    return torch.ops.posenc.exact(positions, offset, *options)
+
+
+def _encode_on_cpu(positions: torch.Tensor, options: tuple) -> torch.Tensor:
+    """The core's encodings of CPU positions: rows of a cached table for small integer ids."""
+    _check_positions_on_host(positions)
+    if not positions.is_floating_point() and positions.numel():
+        positions = positions.to(torch.int64)  # uint8 and bool-like dtypes must not index as masks
+        low, high = int(positions.min()), int(positions.max())
+        if low >= 0:
+            cached = _cached_table(options, high + 1, positions.device)
+            if cached is not None:
+                return cached[positions]
+        if high - low < 2 * positions.numel():
+            # Beyond the cache (or negative): the rows low..high by angle addition, not the whole table.
+            rows = _table_on(high - low + 1, low, options, positions.device)
+            return rows[positions - low]
+    host = positions.detach().to(torch.float64 if positions.is_floating_point() else torch.int64)
+    return _to_tensor(core.encode(host.numpy(), **_core_arguments(options)))
+
+
+@torch.library.custom_op("posenc::exact", mutates_args=())
+def _exact_op(
     positions: torch.Tensor,
+    offset: torch.Tensor | None,
     d_model: int,
     base: float,
     shift: float,
@@ -371,27 +418,30 @@ def _encode_op(
     layout: str,
     odd: str,
     dtype_name: str,
-    min_rows: int,
 ) -> torch.Tensor:
-    """Encodings of ``positions`` (any shape, any device), exact, from the cache when they fit in it."""
-    options = (d_model, base, shift, scale, layout, odd, dtype_name)
-    if not positions.is_floating_point() and positions.numel():
-        low, high = int(positions.min()), int(positions.max())
-        if low >= 0:
-            cached = _cached_table(options, max(high + 1, min_rows), positions.device)
-            if cached is not None:
-                return cached[positions]
-        if high - low < 2 * positions.numel():
-            # Beyond the cache (or negative): the rows low..high by angle addition, not the whole table.
-            rows = _table_on(high - low + 1, low, options, positions.device)
-            return rows[positions - low]
-    host = positions.detach().cpu().to(torch.float64 if positions.is_floating_point() else torch.int64)
-    return _to_tensor(core.encode(host.numpy(), **_core_arguments(options))).to(positions.device)
+    """The device algorithm on ``positions``' device: (positions + offset).shape + (d_model,)."""
+    from . import _exact_array
+
+    request = _request((d_model, base, shift, scale, layout, odd, dtype_name))
+    ops = _exact_array.backend_of(positions)
+    if offset is not None:
+        offset = offset.to(positions.device)
+    return _exact_array.encode(ops, positions, request, offset)
 
 
-@_encode_op.register_fake
-def _encode_fake(positions, d_model, base, shift, scale, layout, odd, dtype_name, min_rows):
-    return positions.new_empty((*positions.shape, d_model), dtype=getattr(torch, dtype_name))
+@_exact_op.register_fake
+def _exact_fake(positions, offset, d_model, base, shift, scale, layout, odd, dtype_name):
+    shape = positions.shape if offset is None else torch.broadcast_shapes(positions.shape, offset.shape)
+    return positions.new_empty((*shape, d_model), dtype=getattr(torch, dtype_name))
+
+
+@functools.lru_cache(maxsize=64)
+def _request(options: tuple) -> Any:
+    """The device algorithm's host constants for (d_model, base, shift, scale, layout, odd, dtype name)."""
+    from . import _exact_array
+
+    *core_options, dtype_name = options
+    return _exact_array.request_for(core._Options(*core_options), dtype_name)
 
 
 def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tensor | None:
@@ -415,78 +465,18 @@ def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tens
 
 
 def _table_on(length: int, start: int, options: tuple, device: torch.device) -> torch.Tensor:
-    """``core.table`` on ``device``: on a CUDA device, low-precision tables are built there from the core's
-    exact rows (:func:`_angle_addition`, the same bits); everything else is computed by the core on the CPU
-    and copied (float64 tables, and devices without float64 such as MPS, which keep the exact values)."""
-    *core_options, dtype_name = options
-    if device.type != "cuda" or dtype_name == "float64" or length == 0:
+    """``core.table`` on ``device``: computed by the core on the CPU; on any other device by the device
+    algorithm there (positions ``start ..`` as int64, no host round trip)."""
+    if device.type == "cpu" or length == 0:
         return _to_tensor(core.table(length, start=start, **_core_arguments(options))).to(device)
-    return _angle_addition(length, start, core._Options(*core_options), dtype_name, device)
+    positions = torch.arange(start, start + length, device=device, dtype=torch.int64)
+    return torch.ops.posenc.exact(positions, None, *options)
 
 
 def _core_arguments(options: tuple) -> dict[str, Any]:
     """The keyword arguments of ``core.encode``/``core.table`` for (d_model, base, ..., odd, dtype name)."""
     *core_options, dtype_name = options
     return {**core._Options(*core_options)._asdict(), "dtype": _numpy_dtype(dtype_name)}
-
-
-#: float64 elements per intermediate of the device's angle addition (64 MiB each).
-_DEVICE_CHUNK = 1 << 23
-
-
-def _angle_addition(
-    length: int, start: int, options: core._Options, dtype_name: str, device: torch.device
-) -> torch.Tensor:
-    """The core's table, built on ``device`` by angle addition in float64, certified per element.
-
-    The core supplies the exact rows z(start + aB) and z(b) and the error band of each column
-    (:func:`posenc.core._addition_plan`); the device forms S = sA cB + cA sB, C = cA cB - sA sB and rounds
-    S ± band to the output format. Where the two roundings differ (a midpoint lies in the band: a few per
-    ten million values) the core settles the value. The result is the correctly rounded table, bit for bit
-    the core's, for any device with float64 arithmetic.
-    """
-    dtype = _numpy_dtype(dtype_name)
-    spec = core._Spec(options, dtype)
-    plan = core._addition_plan(start, length, spec)
-    block, n = plan.block, spec.n
-    sin_a, cos_a, sin_b, cos_b, sin_band, cos_band = (
-        torch.from_numpy(array).to(device) for array in plan[1:]
-    )
-    result = torch.empty((length, options.d_model), dtype=getattr(torch, dtype_name), device=device)
-    sin_out, cos_out = spec.columns(result)
-    precision, emin = _highprec.FORMATS[dtype_name]
-    step = max(1, _DEVICE_CHUNK // (n * block)) * block  # rows per chunk: whole anchor blocks
-    for first in range(0, length, step):
-        rows = min(step, length - first)
-        anchors = slice(first // block, -(-(first + rows) // block))
-        sa, ca = sin_a[anchors, None], cos_a[anchors, None]
-        sin = (sa * cos_b + ca * sin_b).reshape(-1, n)[:rows]
-        cos = (ca * cos_b - sa * sin_b).reshape(-1, n)[:rows]
-        for values, band, out, which in ((sin, sin_band, sin_out, 0), (cos, cos_band, cos_out, 1)):
-            width = out.shape[1]
-            values, band = values[:, :width], band[:width]
-            high = _round_to_format(values + band, precision, emin)
-            low = _round_to_format(values - band, precision, emin)
-            out[first : first + rows] = high
-            unsure = torch.nonzero(high != low).cpu().numpy()
-            if len(unsure):
-                r, i = unsure[:, 0], unsure[:, 1]
-                settled = spec._certain((start + first + r).astype(np.float64), i, which)
-                index = (torch.from_numpy(first + r).to(device), torch.from_numpy(i).to(device))
-                out[index] = torch.from_numpy(settled.astype(np.float64)).to(device, out.dtype)
-    return result
-
-
-def _round_to_format(values: torch.Tensor, precision: int, emin: int) -> torch.Tensor:
-    """float64 ``values`` rounded to nearest (ties to even) in a binary format of ``precision`` significand
-    bits and smallest normal exponent ``emin``, as float64 (exactly representable in that format).
-
-    The quantum 2**(max(e, emin) - precision + 1), e the float64 exponent, is built from its bits, so every
-    step is exact on any device; then the format conversion of the result is exact too (no double rounding).
-    """
-    exponent = ((values.view(torch.int64) >> 52) & 0x7FF) - 1023
-    quantum = ((exponent.clamp(min=emin) - (precision - 1) + 1023) << 52).view(torch.float64)
-    return torch.round(values / quantum) * quantum
 
 
 # --- helpers ----------------------------------------------------------------------------------------
@@ -512,6 +502,10 @@ def _to_tensor(values: np.ndarray) -> torch.Tensor:
 
 
 def _position_tensor(positions: Any) -> torch.Tensor:
+    """Positions as a tensor, their dtype checked (values are checked where they live: see
+    :func:`_check_positions_on_host`; on a device invalid positions give NaN rows)."""
+    if positions is None or isinstance(positions, str | bytes):
+        raise TypeError(f"positions must be a tensor of integers or real numbers; got {positions!r}")
     tensor = positions if isinstance(positions, torch.Tensor) else torch.as_tensor(positions)
     if tensor.dtype == torch.bool:
         raise TypeError(
@@ -520,16 +514,25 @@ def _position_tensor(positions: Any) -> torch.Tensor:
         )
     if tensor.is_complex():
         raise TypeError(f"positions must be integers or real numbers; got dtype {tensor.dtype}")
-    if not torch.compiler.is_compiling() and tensor.numel():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise ValueError("positions must be finite; replace NaN/inf before encoding")
-        largest = tensor.abs().max().item()
-        if largest >= _validate.MAX_POSITION:
-            raise ValueError(
-                f"positions must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over which "
-                f"posenc is proven exact; got {largest}"
-            )
     return tensor
+
+
+def _check_positions_on_host(tensor: torch.Tensor) -> None:
+    """ValueError for NaN/inf or |p| >= 2**31 among CPU positions (eager calls only)."""
+    if not tensor.numel():
+        return
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        raise ValueError("positions must be finite; replace NaN/inf before encoding")
+    largest = (
+        tensor.abs().max().item()
+        if tensor.dtype != torch.int64
+        else max(abs(int(tensor.min())), abs(int(tensor.max())))
+    )
+    if largest >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"positions must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over which "
+            f"posenc is proven exact; got {largest}"
+        )
 
 
 def _positions_for(
@@ -538,8 +541,9 @@ def _positions_for(
     batch_shape: tuple[int, ...],
     positions: torch.Tensor | None,
     offset: int | torch.Tensor,
-) -> torch.Tensor:
-    """The position ids to encode: given ones, or ``arange(seq)``, plus ``offset``; checked against x."""
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The position ids to encode (given ones, or ``arange(seq)``) and the offset to add to them exactly
+    (None, or a tensor that broadcasts against them); both checked against x."""
     if positions is None:
         positions = torch.arange(seq, device=device)
     else:
@@ -565,11 +569,20 @@ def _positions_for(
                 f"a tensor offset must have shape (batch,) = {batch_shape[:1]}; "
                 f"got shape {tuple(offset.shape)}"
             )
-        if not torch.compiler.is_compiling() and bool((offset < 0).any()):
+        if (
+            offset.device.type == "cpu"
+            and device.type == "cpu"
+            and not _tracing()
+            and bool((offset < 0).any())
+        ):
             raise ValueError(f"offset must be >= 0; got {offset.tolist()}")
-        return positions + offset.to(positions.device)[:, None]
+        return positions, offset.to(positions.device)[:, None]
     _check_int_offset(offset)
-    return positions + offset if offset else positions
+    if not offset:
+        return positions, None
+    if positions.is_floating_point():
+        return positions, torch.tensor(offset, device=positions.device)
+    return positions.to(torch.int64) + offset, None
 
 
 def _check_int_offset(offset: Any) -> None:

@@ -83,3 +83,14 @@ def test_device_table_benchmark_runs_on_the_cpu(tmp_path):
         < rows["tutorial formula on the device"]["max_error"]
     )
     assert "table(64, 32) float32 on cpu" in out
+
+
+def test_device_native_benchmark_runs_on_the_cpu(tmp_path):
+    """Issue 12's side-by-side benchmark (GPU figures come from a CUDA machine): on the CPU it must run,
+    report every case, and find posenc's values equal to the references where they compute the same thing."""
+    out = _run("device_native.py", "--quick", "--device", "cpu", "--json", str(tmp_path / "d.json"))
+    document = json.loads((tmp_path / "d.json").read_text())
+    assert "decode step, per-batch offsets" in out or document["cases"]
+    jax_case = document["cases"]["jax jit decode traced offset"]
+    assert jax_case.get("lowered_has_callback") is False and jax_case.get("lowered_has_f64") is False
+    assert all("error" not in case for case in document["cases"].values())

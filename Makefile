@@ -34,8 +34,9 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/long_context.py
 	@if $(BIN)/python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then \
 		$(BIN)/python benchmarks/forward.py --device cuda --json benchmarks/results/forward_cuda.json && \
-		$(BIN)/python benchmarks/device_table.py --device cuda; \
-	else echo "no CUDA device: the GPU benchmarks (forward.py --device cuda, device_table.py) did not run"; fi
+		$(BIN)/python benchmarks/device_table.py --device cuda && \
+		$(BIN)/python benchmarks/device_native.py --device cuda; \
+	else echo "no CUDA device: the GPU benchmarks (forward.py --device cuda, device_table.py, device_native.py) did not run"; fi
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .hypothesis

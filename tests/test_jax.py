@@ -296,7 +296,7 @@ def test_module_dropout_trains_and_evaluates():
         (
             lambda m: m(jnp.zeros((2, 5, 16), F32), offset=jnp.array([1])),
             ValueError,
-            r"shape \(\) or \(batch,\)",
+            r"shape \(batch,\) = \(2,\) or \(\)",
         ),
         (lambda m: m(jnp.zeros((2, 5, 16), F32), offset=1.5), TypeError, "offset must be an int"),
         (lambda m: m(jnp.zeros((2, 5, 16), dtype=jnp.int32)), TypeError, "float64, float32"),

@@ -247,6 +247,14 @@ class Backend:
             return value
         return self.pad_last(value[..., : value.shape[-1] - count], count, 0)
 
+    def swap01(self, value: Any) -> Any:
+        return value.transpose(0, 1) if self.name == "torch" else self.xp.swapaxes(value, 0, 1)
+
+    def is_integer(self, dtype: Any) -> bool:
+        if self.name == "torch":
+            return not (dtype.is_floating_point or dtype.is_complex or dtype == self.xp.bool)
+        return bool(self.xp.issubdtype(dtype, self.xp.integer))
+
     def stack(self, arrays: list[Any], axis: int) -> Any:
         return self.xp.stack(arrays, axis)
 

@@ -42,7 +42,7 @@ except ImportError as error:  # pragma: no cover - exercised only without jax
 
 import numpy as np
 
-from . import _validate, core
+from . import _exact_array, _module_input, _validate, core
 
 # SinusoidalPositionalEncoding is defined on first use (it imports flax): see __getattr__ below.
 __all__ = ["SinusoidalPositionalEncoding", "clear_cache", "encode", "table"]  # noqa: F822
@@ -55,6 +55,8 @@ CACHE_LIMIT_BYTES = 256 * 2**20
 CONSTANT_LIMIT_BYTES = 16 * 2**20
 
 _Options = core._Options
+_JNP = _exact_array.Backend(jnp, "jax")
+_NUMPY = _exact_array.Backend(np, "numpy")
 
 
 def encode(
@@ -227,31 +229,29 @@ def _module_class() -> type:
             if positions is None and _is_int(offset):
                 pe = _contiguous(options, dt, seq, _offset_int(offset, seq), self.max_len or 0, _traced(x))
             else:
-                ids, extra = _positions_for(seq, batch_shape, positions, offset)
+                traced = _traced(positions) or _traced(offset)
+                if positions is not None:
+                    positions = jnp.asarray(positions) if _traced(positions) else _host_positions(positions)
+                if not _is_int(offset):
+                    offset = offset if _traced(offset) else _host_positions(offset)
+                ids, extra = _module_input.positions_and_offset(
+                    _JNP if traced else _NUMPY,
+                    seq,
+                    batch_shape,
+                    positions,
+                    offset,
+                    host=not traced,
+                    arange=lambda: (jnp if traced else np).arange(seq),
+                )
                 pe = _encode_any(ids, options, dt, offset=extra)
-            return self._orient(pe)
-
-        def _orient(self, pe: jax.Array) -> jax.Array:
-            if self.batch_first:
-                return pe
-            return pe[:, None] if pe.ndim == 2 else jnp.swapaxes(pe, 0, 1)
+            return _module_input.orient(_JNP, jnp.asarray(pe), self.batch_first)
 
         def _check_x(self, x: Any) -> tuple[tuple[int, ...], int]:
             if not isinstance(x, jax.Array | np.ndarray):
                 raise TypeError(f"x must be a jax.Array; got {type(x).__name__}")
             if np.dtype(x.dtype).name not in _validate.DTYPES:
                 raise TypeError(f"x must be float64, float32, float16 or bfloat16; got {x.dtype}")
-            expected = (
-                "(batch, seq, d_model) or (seq, d_model)" if self.batch_first else "(seq, batch, d_model)"
-            )
-            rank_ok = x.ndim >= 2 if self.batch_first else x.ndim == 3
-            if not rank_ok or x.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"x must have shape {expected} with d_model={self.d_model}; got shape {tuple(x.shape)}"
-                )
-            if self.batch_first:
-                return tuple(x.shape[:-2]), x.shape[-2]
-            return (x.shape[1],), x.shape[0]
+            return _module_input.batch_and_seq(tuple(x.shape), self.d_model, self.batch_first)
 
     SinusoidalPositionalEncoding.__module__ = __name__
     return SinusoidalPositionalEncoding
@@ -268,10 +268,18 @@ def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = N
     """Encodings of concrete positions (computed now, on the host) or traced ones (the device algorithm)."""
     if _traced(positions) or _traced(offset):
         return _encode_traced(jnp.asarray(positions), options, dt, offset=offset)
+    positions = _host_positions(positions)
+    if offset is not None and positions.dtype.kind == "f":  # the sum may be no float64: add it exactly
+        _validate.positions(positions)
+        values = _exact_array.encode(_NUMPY, positions, _request(options, dt.name), np.asarray(offset))
+        if np.isnan(values).any():
+            raise ValueError(
+                f"positions + offset must satisfy |p| < 2**31 = {_validate.MAX_POSITION}; lower the offset"
+            )
+        return jnp.asarray(values)
     if offset is not None:
-        positions = _host_positions(positions)
-        positions = positions.astype(np.float64 if positions.dtype.kind == "f" else np.int64) + offset
-    values = core.encode(_host_positions(positions), options.d_model, dtype=dt, **_core_options(options))
+        positions = positions.astype(np.int64) + offset
+    values = core.encode(positions, options.d_model, dtype=dt, **_core_options(options))
     return jnp.asarray(values)
 
 
@@ -286,8 +294,6 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, off
         )
     if not (jnp.issubdtype(positions.dtype, jnp.integer) or jnp.issubdtype(positions.dtype, jnp.floating)):
         raise TypeError(f"positions must be integers or real numbers; got dtype {positions.dtype}")
-    from . import _exact_array
-
     request = _request(options, dt.name)
     if offset is not None:
         offset = jnp.asarray(offset)
@@ -296,8 +302,6 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, off
 
 @functools.lru_cache(maxsize=64)
 def _request(options: _Options, fmt: str) -> Any:
-    from . import _exact_array
-
     return _exact_array.request_for(options, fmt)
 
 
@@ -404,48 +408,3 @@ def _offset_int(offset: Any, seq: int) -> int:
             f"{_validate.MAX_POSITION}; lower offset"
         )
     return offset
-
-
-def _positions_for(seq: int, batch_shape: tuple[int, ...], positions: Any, offset: Any) -> tuple[Any, Any]:
-    """The positions to encode (given ones or ``arange(seq)``) and the offset still to add (None when it is
-    added already): concrete positions come back as NumPy with the offset added exactly; traced ones keep
-    it apart, for the device algorithm to add exactly."""
-    traced = _traced(positions) or _traced(offset)
-    xp = jnp if traced else np
-    if positions is None:
-        p = xp.arange(seq)
-    else:
-        p = positions if _traced(positions) else _host_positions(positions)
-        if p.dtype == np.bool_:
-            raise TypeError(
-                "positions must be integers or real numbers, not booleans; "
-                "to turn a mask into positions use posenc.positions.from_attention_mask"
-            )
-        if not (np.issubdtype(p.dtype, np.integer) or np.issubdtype(p.dtype, np.floating)):
-            raise TypeError(f"positions must be integers or real numbers; got dtype {p.dtype}")
-        shapes = [(seq,), (*batch_shape, seq)]
-        if tuple(p.shape) not in shapes:
-            raise ValueError(
-                f"positions must have shape {shapes[0]} or {shapes[1]} to match x; got shape {tuple(p.shape)}"
-            )
-    if _is_int(offset):
-        offset = _validate.integer("offset", offset, minimum=0)
-        if not offset:
-            return p, None
-        if traced:
-            return p, offset
-        return (p.astype(np.float64) + offset if p.dtype.kind == "f" else p.astype(np.int64) + offset), None
-    o = offset if _traced(offset) else _host_positions(offset)
-    if not np.issubdtype(o.dtype, np.integer):
-        raise TypeError(f"offset must be an int or an integer array; got dtype {o.dtype}")
-    if o.ndim == 1 and len(batch_shape) == 1 and o.shape[0] == batch_shape[0]:
-        o = o[:, None]
-    elif o.ndim != 0:
-        raise ValueError(
-            f"an array offset must have shape () or (batch,) = {batch_shape[:1]}; got shape {tuple(o.shape)}"
-        )
-    if not traced and (o < 0).any():
-        raise ValueError(f"offset must be >= 0; got {o.ravel().tolist()}")
-    if traced:
-        return jnp.asarray(p), o
-    return p.astype(np.float64 if p.dtype.kind == "f" else np.int64) + o, None

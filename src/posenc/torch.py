@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 import threading
 from typing import Any
 
@@ -28,7 +27,7 @@ except ImportError as error:  # pragma: no cover - exercised only without torch
 
 import numpy as np
 
-from . import _validate, core
+from . import _exact_array, _module_input, _validate, core
 from ._torch_positions import from_attention_mask, from_cu_seqlens, make_positions
 
 __all__ = [
@@ -42,6 +41,8 @@ __all__ = [
     "make_positions",
     "table",
 ]
+
+_OPS = _exact_array.Backend(torch, "torch")
 
 _DTYPE_NAMES = {
     torch.float64: "float64",
@@ -208,21 +209,44 @@ class SinusoidalPositionalEncoding(nn.Module):
     ) -> torch.Tensor:
         """PE for ``x``; with ``borrow``, eager contiguous requests get a read-only view of the cache."""
         batch_shape, seq = self._check_x(x)
-        offset = _as_offset(offset)
         options = (*self._options, _dtype_name(x.dtype))
         eager_cpu = x.device.type == "cpu" and not _tracing()
-        if borrow and positions is None and isinstance(offset, int) and eager_cpu:
-            _check_int_offset(offset)
-            cached = _cached_table(options, max(offset + seq, self.max_len or 0), x.device)
+        start = _module_input.int_offset(offset)
+        if borrow and positions is None and start is not None and eager_cpu:
+            cached = _cached_table(options, max(start + seq, self.max_len or 0), x.device)
             if cached is None:  # beyond the cache: build this sequence's rows, nothing else
-                if offset + seq > _validate.MAX_POSITION:
+                if start + seq > _validate.MAX_POSITION:
                     raise ValueError(
-                        f"offset + seq - 1 = {offset + seq - 1} must be < 2**31 = {_validate.MAX_POSITION}, "
+                        f"offset + seq - 1 = {start + seq - 1} must be < 2**31 = {_validate.MAX_POSITION}, "
                         "the range over which posenc is proven exact; lower the offset"
                     )
-                return self._orient(_table_on(seq, offset, options, x.device))
-            return self._orient(cached[offset : offset + seq])
-        positions, offset = _positions_for(x.device, seq, batch_shape, positions, offset)
+                return self._orient(_table_on(seq, start, options, x.device))
+            return self._orient(cached[start : start + seq])
+        if positions is not None:
+            if not isinstance(positions, torch.Tensor):  # a list or an array: put it where x is
+                positions = torch.as_tensor(positions, device=x.device)
+            elif positions.device != x.device:
+                raise ValueError(
+                    f"positions are on {positions.device} but x is on {x.device}; "
+                    f"pass positions.to({str(x.device)!r})"
+                )
+            positions = _position_tensor(positions)
+        positions, offset = _module_input.positions_and_offset(
+            _OPS,
+            seq,
+            batch_shape,
+            positions,
+            offset,
+            host=eager_cpu,
+            arange=lambda: torch.arange(seq, device=x.device),
+        )
+        if isinstance(offset, int):  # added exactly: in int64, or by the device algorithm for real positions
+            if positions.is_floating_point():
+                offset = positions.new_full((), offset, dtype=torch.int64)
+            else:
+                positions, offset = positions.to(torch.int64) + offset, None
+        elif offset is not None:
+            offset = offset.to(positions.device)
         if torch.onnx.is_in_onnx_export():
             if offset is not None:
                 positions = positions + offset
@@ -233,9 +257,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def _orient(self, pe: torch.Tensor) -> torch.Tensor:
         """(seq, d) or (batch, seq, d) encodings, arranged to broadcast against x."""
-        if self.batch_first:
-            return pe
-        return pe[:, None] if pe.dim() == 2 else pe.transpose(0, 1)
+        return _module_input.orient(_OPS, pe, self.batch_first)
 
     def _onnx_table(self, dtype: torch.dtype, device: torch.device, positions: torch.Tensor) -> torch.Tensor:
         """ONNX has no posenc operator: the exported graph gathers from a constant table of max_len rows."""
@@ -253,15 +275,7 @@ class SinusoidalPositionalEncoding(nn.Module):
             raise TypeError(f"x must be a tensor; got {type(x).__name__}")
         if x.dtype not in _DTYPE_NAMES:
             raise TypeError(f"x must be float64, float32, float16 or bfloat16; got {x.dtype}")
-        expected = "(batch, seq, d_model) or (seq, d_model)" if self.batch_first else "(seq, batch, d_model)"
-        rank_ok = x.dim() >= 2 if self.batch_first else x.dim() == 3
-        if not rank_ok or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x must have shape {expected} with d_model={self.d_model}; got shape {tuple(x.shape)}"
-            )
-        if self.batch_first:
-            return tuple(x.shape[:-2]), x.shape[-2]
-        return (x.shape[1],), x.shape[0]
+        return _module_input.batch_and_seq(tuple(x.shape), self.d_model, self.batch_first)
 
 
 class TokenAndPositionEmbedding(nn.Module):
@@ -420,8 +434,6 @@ def _exact_op(
     dtype_name: str,
 ) -> torch.Tensor:
     """The device algorithm on ``positions``' device: (positions + offset).shape + (d_model,)."""
-    from . import _exact_array
-
     request = _request((d_model, base, shift, scale, layout, odd, dtype_name))
     ops = _exact_array.backend_of(positions)
     if offset is not None:
@@ -438,8 +450,6 @@ def _exact_fake(positions, offset, d_model, base, shift, scale, layout, odd, dty
 @functools.lru_cache(maxsize=64)
 def _request(options: tuple) -> Any:
     """The device algorithm's host constants for (d_model, base, shift, scale, layout, odd, dtype name)."""
-    from . import _exact_array
-
     *core_options, dtype_name = options
     return _exact_array.request_for(core._Options(*core_options), dtype_name)
 
@@ -533,73 +543,6 @@ def _check_positions_on_host(tensor: torch.Tensor) -> None:
             f"positions must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over which "
             f"posenc is proven exact; got {largest}"
         )
-
-
-def _positions_for(
-    device: torch.device,
-    seq: int,
-    batch_shape: tuple[int, ...],
-    positions: torch.Tensor | None,
-    offset: int | torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The position ids to encode (given ones, or ``arange(seq)``) and the offset to add to them exactly
-    (None, or a tensor that broadcasts against them); both checked against x."""
-    if positions is None:
-        positions = torch.arange(seq, device=device)
-    else:
-        if not isinstance(positions, torch.Tensor):  # a list or an array: put it where x is
-            positions = torch.as_tensor(positions, device=device)
-        elif positions.device != device:
-            raise ValueError(
-                f"positions are on {positions.device} but x is on {device}; "
-                f"pass positions.to({str(device)!r})"
-            )
-        positions = _position_tensor(positions)
-        shapes = [(seq,), (*batch_shape, seq)]
-        if tuple(positions.shape) not in shapes:
-            raise ValueError(
-                f"positions must have shape {shapes[0]} or {shapes[1]} to match x; "
-                f"got shape {tuple(positions.shape)}"
-            )
-    if isinstance(offset, torch.Tensor):
-        if offset.dtype == torch.bool or offset.is_floating_point() or offset.is_complex():
-            raise TypeError(f"offset must be an int or an integer tensor; got dtype {offset.dtype}")
-        if offset.dim() != 1 or len(batch_shape) != 1 or offset.shape[0] != batch_shape[0]:
-            raise ValueError(
-                f"a tensor offset must have shape (batch,) = {batch_shape[:1]}; "
-                f"got shape {tuple(offset.shape)}"
-            )
-        if (
-            offset.device.type == "cpu"
-            and device.type == "cpu"
-            and not _tracing()
-            and bool((offset < 0).any())
-        ):
-            raise ValueError(f"offset must be >= 0; got {offset.tolist()}")
-        return positions, offset.to(positions.device)[:, None]
-    _check_int_offset(offset)
-    if not offset:
-        return positions, None
-    if positions.is_floating_point():
-        return positions, torch.tensor(offset, device=positions.device)
-    return positions.to(torch.int64) + offset, None
-
-
-def _check_int_offset(offset: Any) -> None:
-    if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(f"offset must be an int or a (batch,) integer tensor; got {offset!r}")
-    if offset < 0:
-        raise ValueError(f"offset must be >= 0; got {offset}")
-
-
-def _as_offset(offset: Any) -> int | torch.Tensor:
-    """A tensor offset as it is; any other integer (NumPy's included) as an int, for the checks to come."""
-    if isinstance(offset, torch.Tensor | bool | np.bool_ | int):
-        return offset
-    try:
-        return operator.index(offset)
-    except TypeError:
-        return offset  # refused, with its type, by _check_int_offset
 
 
 #: Outputs of at least this many bytes are worth a NumPy allocation in :func:`_add`.

@@ -1,0 +1,101 @@
+"""What the framework modules receive, checked once for every framework: ``x``'s shape, the position ids and
+the offset, and how the encoding is arranged against ``x``.
+
+The adapters (:mod:`posenc.torch`, :mod:`posenc.jax`) turn their inputs into arrays of their framework and
+call these functions with the array namespace of :mod:`posenc._exact_array`; the offset is never added here
+(in the positions' own dtype it could round or wrap): it is handed on, and the encoders add it exactly.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ._exact_array import Backend, is_floating
+
+
+def batch_and_seq(shape: tuple[int, ...], d_model: int, batch_first: bool) -> tuple[tuple[int, ...], int]:
+    """``(batch shape, seq)`` of an ``x`` of ``shape``: ``(..., seq, d_model)`` with ``batch_first``, else
+    ``(seq, batch, d_model)``; ValueError naming the expected shape otherwise."""
+    expected = "(batch, seq, d_model) or (seq, d_model)" if batch_first else "(seq, batch, d_model)"
+    rank_ok = len(shape) >= 2 if batch_first else len(shape) == 3
+    if not rank_ok or shape[-1] != d_model:
+        raise ValueError(f"x must have shape {expected} with d_model={d_model}; got shape {tuple(shape)}")
+    if batch_first:
+        return tuple(shape[:-2]), shape[-2]
+    return (shape[1],), shape[0]
+
+
+def orient(ops: Backend, pe: Any, batch_first: bool) -> Any:
+    """``(seq, d)`` or ``(batch, seq, d)`` encodings arranged to broadcast against ``x``."""
+    if batch_first:
+        return pe
+    return pe[:, None] if pe.ndim == 2 else ops.swap01(pe)
+
+
+def int_offset(offset: Any) -> int | None:
+    """An integer offset (Python or NumPy, not bool) as an int >= 0; None when ``offset`` is an array."""
+    if isinstance(offset, bool | np.bool_):
+        raise TypeError(f"offset must be an int or an integer array; got {offset!r}")
+    if isinstance(offset, int | np.integer):
+        value = offset if isinstance(offset, int) else int(offset)  # a traced SymInt stays symbolic
+    elif hasattr(offset, "shape") and hasattr(offset, "dtype"):
+        return None  # an array (never read here: a 0-d tensor on a device would sync)
+    else:
+        try:
+            value = operator.index(offset)
+        except TypeError:
+            raise TypeError(f"offset must be an int or an integer array; got {offset!r}") from None
+    if value < 0:
+        raise ValueError(f"offset must be >= 0; got {value}")
+    return value
+
+
+def positions_and_offset(
+    ops: Backend,
+    seq: int,
+    batch_shape: tuple[int, ...],
+    positions: Any,
+    offset: Any,
+    *,
+    host: bool,
+    arange: Any,
+) -> tuple[Any, Any]:
+    """The position ids to encode and the offset to add to them (None, or an integer array shaped to
+    broadcast against them), both checked against ``x``: ``positions`` is ``None`` (``arange(seq)``) or an
+    array of shape ``(seq,)`` or ``batch_shape + (seq,)``; ``offset`` an int or an integer array of shape
+    ``()`` or ``(batch,)``. ``host``: the values may be read (negative offsets are refused then);
+    ``arange``: makes ``arange(seq)`` where ``x`` is."""
+    if positions is None:
+        positions = arange()
+    else:
+        if str(positions.dtype) in ("bool", "torch.bool"):
+            raise TypeError(
+                "positions must be integers or real numbers, not booleans; "
+                "to turn a mask into positions use posenc.positions.from_attention_mask"
+            )
+        if not (is_floating(ops, positions.dtype) or ops.is_integer(positions.dtype)):
+            raise TypeError(f"positions must be integers or real numbers; got dtype {positions.dtype}")
+        shapes = [(seq,), (*batch_shape, seq)]
+        if tuple(positions.shape) not in shapes:
+            raise ValueError(
+                f"positions must have shape {shapes[0]} or {shapes[1]} to match x; "
+                f"got shape {tuple(positions.shape)}"
+            )
+    value = int_offset(offset)
+    if value is not None:
+        return positions, (None if value == 0 else value)
+    if not ops.is_integer(offset.dtype):
+        raise TypeError(f"offset must be an int or an integer array; got dtype {offset.dtype}")
+    if offset.ndim == 1 and len(batch_shape) == 1 and offset.shape[0] == batch_shape[0]:
+        offset = offset[:, None]
+    elif offset.ndim != 0:
+        raise ValueError(
+            f"an offset array must have shape (batch,) = {batch_shape[:1]} or (); "
+            f"got shape {tuple(offset.shape)}"
+        )
+    if host and bool((offset < 0).any()):
+        raise ValueError(f"offset must be >= 0; got {offset.reshape(-1).tolist()}")
+    return positions, offset

@@ -348,10 +348,14 @@ def _round_certified(
     values: np.ndarray, band: np.ndarray, round_: Callable[[np.ndarray], np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Round ``values``; flag those whose interval ``values ± band`` holds a rounding midpoint. A value that
-    rounds to zero keeps its sign (IEEE: a negative value rounds to -0.0)."""
+    rounds to zero keeps its sign (IEEE: a negative value gives -0.0)."""
     high = round_(values + band)
     low = round_(values - band)
-    return np.copysign(high, values).astype(high.dtype, copy=False), high != low
+    bits = high.view(np.uint16 if high.itemsize == 2 else np.uint32 if high.itemsize == 4 else np.uint64)
+    zero = (bits << np.uint8(1)) == 0  # ±0 (on the bits: faster than comparing bfloat16 values)
+    if zero.any():  # rare: give those the sign of their value
+        high[zero] = np.copysign(0.0, values[zero])
+    return high, high != low
 
 
 def _direct(p: np.ndarray, limbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

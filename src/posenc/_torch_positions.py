@@ -115,8 +115,9 @@ def make_positions(ids: torch.Tensor, padding_idx: int, *, past_key_values_lengt
 
 
 def _values_checked(tensor: torch.Tensor) -> bool:
-    """Whether checks that read ``tensor``'s values may run: eager mode, real data."""
-    return not (torch.compiler.is_compiling() or torch.jit.is_tracing() or tensor.device.type == "meta")
+    """Whether checks that read ``tensor``'s values may run: eager mode, on the CPU (on any other device a
+    read would be a device-to-host sync; those values are not checked)."""
+    return tensor.device.type == "cpu" and not (torch.compiler.is_compiling() or torch.jit.is_tracing())
 
 
 def _int(name: str, value: Any, *, minimum: int | None = None) -> Any:

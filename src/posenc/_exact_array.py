@@ -130,7 +130,7 @@ def constants(n: int, base: float, twice_half: int, shift: float, scale: float) 
             u += 1
         steps[i] = u
         scaled[i] = _digits(turn << (LIMB_BITS * u), bits, _DIGITS)
-    rate_float = np.array([float(t) / 2.0**bits for t in turns], dtype=np.float32)
+    rate_float = np.array([t / (1 << bits) for t in turns], dtype=np.float32)
     return Constants(reduce, rate, scaled, steps, rate_float)
 
 

@@ -79,7 +79,7 @@ def frequency_constants(
     """The n frequencies ω_i = scale · base**(-i / (twice_half / 2 - shift)) (float64, nearest) and the limbs
     of c_i = ω_i / 2π (shape ``(LIMB_COUNT, n)``)."""
     bits, fixed, turns = _fixed_frequencies(n, base, twice_half, shift, scale)
-    omegas = np.ldexp(np.array([float(f) for f in fixed]), -bits)
+    omegas = np.array([f / (1 << bits) for f in fixed])  # int / int: correctly rounded, any size
     lows = np.array([t.bit_length() for t in turns], dtype=np.int64) - LIMB_BITS * LIMB_COUNT
     tops = [
         t >> int(low) for t, low in zip(turns, lows, strict=True)

@@ -19,7 +19,7 @@ from ._exact_array import Backend, is_floating
 def batch_and_seq(shape: tuple[int, ...], d_model: int, batch_first: bool) -> tuple[tuple[int, ...], int]:
     """``(batch shape, seq)`` of an ``x`` of ``shape``: ``(..., seq, d_model)`` with ``batch_first``, else
     ``(seq, batch, d_model)``; ValueError naming the expected shape otherwise."""
-    expected = "(batch, seq, d_model) or (seq, d_model)" if batch_first else "(seq, batch, d_model)"
+    expected = "(..., seq, d_model), e.g. (batch, seq, d_model)," if batch_first else "(seq, batch, d_model)"
     rank_ok = len(shape) >= 2 if batch_first else len(shape) == 3
     if not rank_ok or shape[-1] != d_model:
         raise ValueError(f"x must have shape {expected} with d_model={d_model}; got shape {tuple(shape)}")

@@ -153,6 +153,8 @@ def dtype(value: Any) -> np.dtype:
     name = value
     if isinstance(value, str):
         name = value
+    elif type(value).__module__ == "torch":  # torch.float32 etc.: the same names (torch is not imported)
+        name = str(value).removeprefix("torch.")
     elif isinstance(value, np.dtype | type):
         try:
             name = np.dtype(value).name

@@ -290,9 +290,14 @@ class _Spec:
 
 
 def _output_dtype(dtype: Any, out: np.ndarray | None) -> np.dtype:
-    if dtype is None:
-        return out.dtype if isinstance(out, np.ndarray) else np.dtype(np.float32)
-    return _validate.dtype(dtype)
+    if dtype is None and isinstance(out, np.ndarray):
+        if out.dtype.name not in _validate.DTYPES:
+            raise TypeError(
+                f"out must be a float64, float32, float16 or bfloat16 array; got dtype {out.dtype.name}; "
+                "allocate it with np.empty(shape, 'float32')"
+            )
+        return out.dtype
+    return np.dtype(np.float32) if dtype is None else _validate.dtype(dtype)
 
 
 def _output(shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:

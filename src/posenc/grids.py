@@ -60,7 +60,11 @@ def grid(
     array([ 0.9092974 ,  0.01999867, -0.41614684,  0.9998    ,  0.84147096,
             0.00999983,  0.5403023 ,  0.99995   ], dtype=float32)
     """
+    if isinstance(shape, int | np.integer) or not hasattr(shape, "__iter__"):
+        raise TypeError(f"shape must be a sequence of axis sizes, e.g. (H, W); got {shape!r}")
     shape = tuple(_validate.integer("shape", s, minimum=1) for s in shape)
+    if not shape:
+        raise ValueError("shape must have at least one axis, e.g. (H, W); got ()")
     d_model = _validate.d_model(d_model)
     ndim = len(shape)
     order = tuple(range(ndim)) if order is None else tuple(order)

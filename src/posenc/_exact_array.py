@@ -6,10 +6,11 @@ float operations that are exact (scaling by powers of two, ``floor``, summing at
 so compilers that fuse or contract floating-point operations cannot change a bit, and the results are the
 core's (:mod:`posenc.core`) on every backend.
 
-A value is held in *fixed point*: a list of ``m + 1`` int32 limbs ``L[0] + L[1] 2**-12 + ... + L[m] 2**-12m``
-(``L[0]`` the integer part, the others 12-bit digits), so a product of two limbs needs 24 bits and a column
-of products fits in an int32. For a position ``p`` and a frequency ``ω_i``, with ``c = ω_i / 2π`` (turns
-per position):
+A value is held in *fixed point*: an int32 array whose last axis holds ``m + 1`` limbs,
+``L[0] + L[1] 2**-12 + ... + L[m] 2**-12m`` (``L[0]`` the integer part, the others 12-bit digits), so a
+product of two limbs needs 24 bits and a column of products fits in an int32. The loops over limbs go
+through :meth:`Backend.loop` (a ``fori_loop`` under JAX on the CPU, which keeps programs small to compile).
+For a position ``p`` and a frequency ``ω_i``, with ``c = ω_i / 2π`` (turns per position):
 
 1. **Reduction.** ``p = σ (I + f)`` with ``I`` an integer < 2**31 (the offset is added here, exactly) and
    ``|f| < 1``. ``frac(I c)`` is a sum of 11-bit pieces of ``I`` times the host's digits of
@@ -21,9 +22,10 @@ per position):
    the host's digits of ``S_k, C_k = sin, cos(2πk/256)``.
 3. **Certified rounding.** The fixed-point result is within ``Δ`` units of ``2**-12m`` of the exact value;
    it is rounded to the output format (exact integer bit operations, ties to even) and the rounding is
-   *certain* when no rounding midpoint lies within ``Δ``. With ``m = 5`` (60 bits) about one value in 2**30
-   is not; those (up to :data:`SETTLE_CAPACITY` per call) are recomputed with ``m = 10`` (120 bits) on a
-   fixed-capacity compaction of their indices (``nonzero`` with a static size): on the device, no host.
+   *certain* when no rounding midpoint lies within ``Δ``. With ``m = 5`` (60 bits; more for very low
+   frequencies, :func:`limbs_for`) about one value in 2**30 is not; those (up to :data:`SETTLE_CAPACITY` per
+   call) are recomputed with 60 more bits on a fixed-capacity compaction of their indices (``nonzero`` with
+   a static size): on the device, no host. Beyond the capacity they keep the first rounding.
 
 Invalid positions (NaN, ±inf, |p| >= 2**31, or an offset that takes a position there) give rows of NaN:
 a device cannot raise without a sync, and a NaN row is never mistaken for an encoding.
@@ -197,10 +199,6 @@ class Backend:
 
     def where(self, condition: Any, a: Any, b: Any) -> Any:
         return self.xp.where(condition, a, b)
-
-    def take(self, array: Any, index: Any) -> Any:
-        """``array[..., index]`` along the last axis (a small host table)."""
-        return array[..., index]
 
     def loop(self, count: int, body: Any, state: Any) -> Any:
         """``state = body(i, state)`` for i in 0 .. count - 1: a Python loop, or under JAX on the CPU one
@@ -450,12 +448,11 @@ def _wide_int(ops: Backend, values: Any) -> Any:
 
 def _fraction_digits(ops: Backend, fraction: Any, m: int) -> Any:
     """(..., m + 2): the integer limb 0, then digits 1..m+1 of a float in [0, 1) (exact as far as kept)."""
-    xp = ops.xp
     digits = [ops.cast(fraction * 0, ops.int32)]
     rest = fraction
     for _ in range(m + 1):
         rest = rest * float(_BASE)
-        digit = xp.floor(rest)
+        digit = ops.xp.floor(rest)
         rest = rest - digit
         digits.append(ops.cast(digit, ops.int32))
     return ops.stack(digits, -1)
@@ -548,7 +545,6 @@ def _series(ops: Backend, x: Any, z: Any, m: int, factorials: Any) -> tuple[Any,
 def round_fixed(ops: Backend, magnitude: Any, e: Any, m: int, fmt: str, float_dtype: Any) -> tuple[Any, Any]:
     """Round the normalised fixed-point ``magnitude · 2**-e`` to ``fmt`` (to nearest, ties to even):
     (value as ``float_dtype``, certain). Certain: no rounding midpoint lies within _DELTA_UNITS of it."""
-    xp = ops.xp
     precision, emin = FORMATS[fmt]
     limbs = ops.asarray(np.arange(m + 1, dtype=np.int32), magnitude)
     nonzero = magnitude != 0
@@ -591,7 +587,6 @@ def round_fixed(ops: Backend, magnitude: Any, e: Any, m: int, fmt: str, float_dt
         for _ in range(max(1, b // 8)):  # 2**-192 is below float32's range: two steps of 2**-96
             scaled = scaled * float(2.0 ** (-LIMB_BITS * min(b, 8)))
         value = ops.where((steps & b) != 0, scaled, value)
-    del xp
     return value, certain
 
 

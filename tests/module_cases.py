@@ -1,4 +1,7 @@
-"""Bad options that every framework module (torch, JAX) must refuse with the same message."""
+"""What the framework tests share: bad options every module (torch, JAX) must refuse with the same message,
+and the core's validated options from keyword arguments."""
+
+import posenc
 
 BAD_MODULE_OPTIONS = [
     ({"d_model": 4.0}, TypeError, "d_model must be an integer"),
@@ -7,3 +10,15 @@ BAD_MODULE_OPTIONS = [
     ({"d_model": 16, "batch_first": "yes"}, TypeError, "batch_first must be True or False"),
     ({"d_model": 2, "shift": 1}, ValueError, "n - shift"),
 ]
+
+
+def core_options(d_model: int, **options) -> "posenc.core._Options":
+    """``posenc.core._Options`` for ``d_model`` and keyword options (the paper's defaults for the rest)."""
+    return posenc.core._Options.check(
+        d_model,
+        options.get("base", 10000.0),
+        options.get("shift", 0),
+        options.get("scale", 1.0),
+        options.get("layout", "interleaved"),
+        options.get("odd", "zero"),
+    )

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import torch._dynamo.testing
+from module_cases import core_options
 
 import posenc
 import posenc.torch as pt
@@ -26,15 +27,7 @@ UINT = {"float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16, "floa
 
 
 def _request(d_model: int, fmt: str, **options) -> _exact_array.Request:
-    o = core._Options.check(
-        d_model,
-        options.get("base", 10000.0),
-        options.get("shift", 0),
-        options.get("scale", 1.0),
-        options.get("layout", "interleaved"),
-        options.get("odd", "zero"),
-    )
-    return _exact_array.request_for(o, fmt)
+    return _exact_array.request_for(core_options(d_model, **options), fmt)
 
 
 def _bits(values: np.ndarray, fmt: str) -> np.ndarray:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch._dynamo.testing
+from module_cases import core_options
 
 import posenc
 import posenc.torch as pt
@@ -117,14 +118,7 @@ def test_training_dropout_on_the_device(device):
 def test_device_algorithm_tables_equal_the_core(device, dtype, length, d_model, start, options):
     """The table that every non-CPU device builds itself (the device algorithm, posenc._exact_array, as the
     operator torch.ops.posenc.exact) — run here on ``--device`` directly, so the CPU covers it in CI."""
-    o = posenc.core._Options.check(
-        d_model,
-        options.get("base", 10000.0),
-        options.get("shift", 0),
-        options.get("scale", 1.0),
-        options.get("layout", "interleaved"),
-        options.get("odd", "zero"),
-    )
+    o = core_options(d_model, **options)
     positions = torch.arange(start, start + length, device=device)
     got = torch.ops.posenc.exact(positions, None, *o, _name(dtype))
     assert got.device.type == torch.device(device).type

@@ -94,3 +94,11 @@ def test_device_native_benchmark_runs_on_the_cpu(tmp_path):
     jax_case = document["cases"]["jax jit decode traced offset"]
     assert jax_case.get("lowered_has_callback") is False and jax_case.get("lowered_has_f64") is False
     assert all("error" not in case for case in document["cases"].values())
+
+
+def test_before_after_benchmark_compares_two_checkouts():
+    """``before_after.py`` runs each checkout in its own process; here both sides are this one."""
+    src = str(BENCHMARKS.parent / "src")
+    out = _run("before_after.py", "--before", src, "--repeat", "1")
+    assert "after/before" in out and "posenc.table(8192, 1024, bfloat16)" in out
+    assert "module decode, per-batch offsets" in out

@@ -79,7 +79,10 @@ def frequency_constants(
     """The n frequencies ω_i = scale · base**(-i / (twice_half / 2 - shift)) (float64, nearest) and the limbs
     of c_i = ω_i / 2π (shape ``(LIMB_COUNT, n)``)."""
     bits, fixed, turns = _fixed_frequencies(n, base, twice_half, shift, scale)
-    omegas = np.array([f / (1 << bits) for f in fixed])  # int / int: correctly rounded, any size
+    if bits < 1000:  # float(f) is exact to rounding and fast
+        omegas = np.ldexp(np.array([float(f) for f in fixed]), -bits)
+    else:  # f would overflow a float: int / int is correctly rounded at any size
+        omegas = np.array([f / (1 << bits) for f in fixed])
     lows = np.array([t.bit_length() for t in turns], dtype=np.int64) - LIMB_BITS * LIMB_COUNT
     tops = [
         t >> int(low) for t, low in zip(turns, lows, strict=True)

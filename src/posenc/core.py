@@ -249,13 +249,18 @@ class _Spec:
     ) -> None:
         """Round sin/cos (float64, shape ``(len(p), n)``) into ``rows``, certifying each rounding."""
         sin_out, cos_out = self.columns(rows)
+        # a result can round to ±0 only in float16 (near a zero of sin or cos) or at tiny angles
+        magnitude = np.abs(p)
+        zeros = self.format == "float16" or bool(
+            ((magnitude > 0) & (magnitude * self.omegas.min() < 2.0**-100)).any()
+        )
         for values, band, dst, which in ((sin, sin_band, sin_out, 0), (cos, cos_band, cos_out, 1)):
             values = values[:, : dst.shape[1]]
             if band is None or self.dtype == np.float64:  # float64: within 1 ulp, nothing to certify
                 dst[...] = values
                 continue
             band = band[..., : dst.shape[1]]
-            rounded, unsure = _round_certified(values, band, self.round)
+            rounded, unsure = _round_certified(values, band, self.round, signed_zeros=zeros)
             dst[...] = rounded
             if unsure.any():
                 r, i = np.nonzero(unsure)
@@ -350,12 +355,19 @@ def _rounder(dtype: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def _round_certified(
-    values: np.ndarray, band: np.ndarray, round_: Callable[[np.ndarray], np.ndarray]
+    values: np.ndarray,
+    band: np.ndarray,
+    round_: Callable[[np.ndarray], np.ndarray],
+    *,
+    signed_zeros: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Round ``values``; flag those whose interval ``values ± band`` holds a rounding midpoint. A value that
-    rounds to zero keeps its sign (IEEE: a negative value gives -0.0)."""
+    rounds to zero keeps its sign (IEEE: a negative value gives -0.0); ``signed_zeros=False`` skips that
+    pass where no value can round to zero."""
     high = round_(values + band)
     low = round_(values - band)
+    if not signed_zeros:
+        return high, high != low
     bits = high.view(np.uint16 if high.itemsize == 2 else np.uint32 if high.itemsize == 4 else np.uint64)
     zero = (bits << np.uint8(1)) == 0  # ±0 (on the bits: faster than comparing bfloat16 values)
     if zero.any():  # rare: give those the sign of their value

@@ -92,3 +92,11 @@ def test_check_in_float16_past_65520_prints_no_numpy_warnings():
         text=True,
     )
     assert "RuntimeWarning" not in result.stderr and result.stdout
+
+
+@pytest.mark.parametrize(
+    "call", [lambda: posenc.encode(0, 20_000_000), lambda: posenc.frequencies(2**31 - 1)]
+)
+def test_a_huge_d_model_is_refused_at_once(call):
+    with pytest.raises(ValueError, match=r"d_model must be <= 2\*\*20 = 1048576"):
+        call()

@@ -69,9 +69,21 @@ def real(name: str, value: Any, *, usual: str = "") -> float:
     return result
 
 
+#: The widest encoding posenc computes: far beyond any model (the widest in use are ~16k), and small enough
+#: that the frequency constants (one ~250-bit product per frequency) take well under a second.
+MAX_D_MODEL = 2**20
+
+
 def d_model(value: Any) -> int:
-    """The model width: an integer >= 2 (one sin/cos pair at least)."""
-    return integer("d_model", value, minimum=2)
+    """The model width: an integer from 2 (one sin/cos pair) to :data:`MAX_D_MODEL` (checked before any
+    loop)."""
+    result = integer("d_model", value, minimum=2)
+    if result > MAX_D_MODEL:
+        raise ValueError(
+            f"d_model must be <= 2**20 = {MAX_D_MODEL} (the widest models use ~16k); got {result}; "
+            "pass the model's width"
+        )
+    return result
 
 
 def base(value: Any) -> float:

@@ -22,6 +22,7 @@ import csv
 import dataclasses
 import inspect
 import json
+import math
 import os
 import re
 import sys
@@ -40,7 +41,11 @@ from . import _validate, analysis, presets
 PROG = "posenc"
 FORMATS = ("text", "csv", "json", "npy")
 TEXT_DIGITS = 4  # decimals printed by the text format unless --digits says otherwise
-_CHUNK = 4096  # rows converted and formatted at a time: large tables stream instead of piling up
+#: The most decimals --digits prints: 17 show a float64 value near 1 to its last digit (float32 needs 9);
+#: without --digits, csv and json print every digit of every value.
+MAX_DIGITS = 17
+_CHUNK_VALUES = 1 << 14  # values formatted at a time (as Python floats): text, csv and json stream
+_TABLE_BLOCK_BYTES = 4 << 20  # ... from blocks of the table this large (posenc.table has a cost per call)
 _NPY_CHUNK_BYTES = 32 << 20  # posenc table --format npy writes chunks of this size: peak memory < 256 MiB
 _LONG = 1 << 24  # values (length × d_model) from which a check counts as long and shows its progress
 PLOT_KINDS = ("heatmap", "dot-product", "sinusoids", "waves", "similarity", "collisions")  # posenc.plot.KINDS
@@ -70,13 +75,14 @@ columns:
   sin_cos = all sines, then all cosines (tensor2tensor, fairseq, Whisper); cos_sin = the reverse.
 
 formats:
-  text  an aligned table, --digits decimals (default 4)
+  text  an aligned table, --digits decimals (0 to 17; default 4)
   csv   a header row, then one row per position; values in full (repr of each float) unless --digits
   json  {"d_model", "base", "shift", "scale", "layout", "odd", "start", "dtype", "positions", "columns",
         "values"}
   npy   the array itself, bit for bit (np.load reads it); needs --output. Written in 32 MiB chunks:
         any length, flat memory, progress on stderr for large tables. NumPy has no bfloat16
         type: bfloat16 is stored as raw 2-byte values, np.load(FILE).view(ml_dtypes.bfloat16)
+  Every format is computed and written a block of rows at a time: memory stays flat at any length.
 
 examples:
   posenc table 5 4                                  the d_model = 4 worked example, positions 0..4
@@ -152,7 +158,9 @@ of row 0 and zero padding row, and the named 2-D grids (MAE, diffusers, timm); i
 candidate exactly and compares every element. The tolerance is what float32 code of that length can be
 off by (--tolerance to change it).
 
-exit status: 0 when a variant matches, 1 when none does (the nearest are listed), 2 on bad input.
+exit status: 0 when a variant matches, 1 when none does (the nearest are listed), 2 on bad input: a
+file that is empty, cut short, damaged, of another format than its suffix, or that holds no table of
+real numbers of shape (positions, d_model) gets one line that says so.
 
 examples:
   posenc identify pe.npy
@@ -193,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (CliError, ValueError, TypeError, ImportError, OSError) as error:
         return _fail(_describe(error))
+    except MemoryError as error:  # a request whose size nothing checked before allocating it
+        return _fail(
+            f"out of memory ({error or 'an allocation failed'}); ask for less: fewer positions or a "
+            "smaller width"
+        )
     return code
 
 
@@ -269,11 +282,12 @@ def _integer(text: str) -> int:
     with contextlib.suppress(ValueError):
         return int(text)
     hint = ""
-    with contextlib.suppress(ValueError):
+    with contextlib.suppress(ValueError, OverflowError):
         number = float(text)
         if number.is_integer():
             hint = f" (write {int(number)})"
-    raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}{hint}")
+    shown = repr(text) if len(text) <= 60 else f"{text[:40]!r}... ({len(text)} characters)"
+    raise argparse.ArgumentTypeError(f"must be an integer; got {shown}{hint}")
 
 
 def _number(text: str) -> int | float:
@@ -341,7 +355,8 @@ def _add_table_command(commands: Any) -> None:
     sub.add_argument(
         "--digits",
         type=_integer,
-        help=f"decimals printed (default: {TEXT_DIGITS} for text, every digit for csv and json)",
+        help=f"decimals printed, 0 to {MAX_DIGITS} (default: {TEXT_DIGITS} for text, every digit for csv and "
+        "json)",
     )
     sub.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     sub.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
@@ -349,40 +364,61 @@ def _add_table_command(commands: Any) -> None:
 
 
 def _run_table(args: argparse.Namespace) -> None:
-    """``posenc table``: check the request, compute the table, then open the output and write it."""
+    """``posenc table``: check the whole request, then open the output and write the table as it is
+    computed, a block of rows at a time (rows are bit-identical to the full table's, by posenc.table's
+    contract), so that memory stays flat whatever the length."""
     if args.format == "npy" and args.output is None:
         raise CliError("--format npy writes binary data; name a file with --output FILE")
     digits = args.digits
     if digits is not None:
-        digits = _validate.integer("--digits", digits, minimum=0)
+        if not 0 <= digits <= MAX_DIGITS:
+            raise CliError(
+                f"--digits must be an integer from 0 to {MAX_DIGITS}; got {digits}. It counts decimals: 9 "
+                f"show a float32 value near 1 to its last digit, {MAX_DIGITS} a float64 one; without "
+                "--digits, csv and json print every digit"
+            )
         if args.format == "npy":
             raise CliError("--digits does not apply to --format npy, which stores the values exactly")
     variant = presets.get(args.preset).options if args.preset else dict(_PAPER)
     variant.update({k: getattr(args, k) for k in _PAPER if getattr(args, k) is not None})
     options = {**variant, "start": args.start}
+    dtype = _check_table(args.length, args.d_model, args.dtype, options)
     if args.format == "npy":
-        _stream_npy(args, options)
+        _stream_npy(args, options, dtype)
         return
-    grid = _table_grid(args.length, args.d_model, dtype=args.dtype, **options)
+    # Streamed, a text table needs no more memory at any length; but one larger than memory is far larger
+    # still as text (10 to 25 bytes a value): it is refused as before, and the message points to npy.
+    _validate.fits_in_memory((args.length, args.d_model), dtype)
+    start = options["start"]
+    labels = column_labels(args.d_model, options.get("layout", "interleaved"), options.get("odd", "zero"))
+    grid = _TableGrid("pos", range(start, start + args.length), labels, args.d_model, dtype, options)
     with _open_output(args.output, binary=False) as stream:
         if args.format == "text":
             _write_text(stream, grid, TEXT_DIGITS if digits is None else digits)
         elif args.format == "csv":
             _write_csv(stream, grid, digits)
         else:
-            meta = {"d_model": args.d_model, **options, "dtype": grid.values.dtype.name}
+            meta = {"d_model": args.d_model, **options, "dtype": dtype.name}
             _write_json(stream, grid, meta, digits)
 
 
-def _stream_npy(args: argparse.Namespace, options: dict[str, Any]) -> None:
+def _check_table(length: int, d_model: int, dtype: str, options: dict[str, Any]) -> np.dtype:
+    """Check every option, the length and the first and last positions before anything is written (a bad
+    request must not leave a partial file); return the table's dtype."""
+    first = posenc.table(min(length, 1), d_model, dtype=dtype, **options)
+    if length > 1:
+        posenc.table(1, d_model, dtype=dtype, **{**options, "start": options["start"] + length - 1})
+    return first.dtype
+
+
+def _stream_npy(args: argparse.Namespace, options: dict[str, Any], dtype: np.dtype) -> None:
     """Write the table as .npy in chunks of at most _NPY_CHUNK_BYTES, reusing one buffer: a table of any
     size (1,048,576 × 4096 is 16 GiB in float32) needs that buffer and posenc's working set, no more."""
     length, d_model = args.length, args.d_model
-    first = posenc.table(min(length, 1), d_model, dtype=args.dtype, **options)  # checks every option
-    rows = max(1, min(length, _NPY_CHUNK_BYTES // (d_model * first.dtype.itemsize)))
-    buffer = np.empty((rows, d_model), first.dtype)
+    rows = max(1, min(length, _NPY_CHUNK_BYTES // (d_model * dtype.itemsize)))
+    buffer = np.empty((rows, d_model), dtype)
     header = {
-        "descr": np.lib.format.dtype_to_descr(first.dtype),
+        "descr": np.lib.format.dtype_to_descr(dtype),
         "fortran_order": False,
         "shape": (length, d_model),
     }
@@ -529,8 +565,17 @@ def _run_identify(args: argparse.Namespace) -> int:
     """``posenc identify``: 0 when a variant reproduces the table, 1 when none does."""
     from . import porting
 
-    table = porting.load_table(args.file, key=args.key)
-    matches = porting.identify(table, tolerance=args.tolerance)
+    tolerance = args.tolerance
+    if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
+        raise CliError(
+            f"--tolerance must be a finite number >= 0; got {tolerance!r}; leave it out for what float32 "
+            "code of the table's length can be off by"
+        )
+    table = porting.load_table(args.file, key=args.key)  # its errors name the file
+    try:
+        matches = porting.identify(table, tolerance=tolerance)
+    except (ValueError, TypeError) as error:  # a table of NaN, ...: say which file
+        raise CliError(f"{args.file}: {error}") from None
     if args.json:
         records = [dataclasses.asdict(m) for m in matches]
         json.dump({"shape": list(np.shape(table)), "candidates": records}, sys.stdout, default=str)
@@ -665,6 +710,46 @@ class _Grid:
     columns: Sequence[str]
     values: np.ndarray  # shape (len(rows), len(columns)), any real dtype
 
+    def blocks(self) -> Iterator[tuple[Sequence[object], np.ndarray]]:
+        """The grid in blocks of rows: (row labels, their values)."""
+        step = _block_rows(len(self.columns))
+        for lo in range(0, len(self.rows), step):
+            yield self.rows[lo : lo + step], self.values[lo : lo + step]
+
+
+@dataclass(frozen=True)
+class _TableGrid:
+    """``posenc.table(len(rows), d_model, dtype=dtype, **options)`` as a grid whose blocks are computed
+    when they are asked for, into one reused buffer: no format holds the whole table."""
+
+    corner: str
+    rows: range  # the positions
+    columns: Sequence[str]
+    d_model: int
+    dtype: np.dtype
+    options: dict[str, Any]  # posenc.table's options, start included
+
+    def blocks(self) -> Iterator[tuple[Sequence[object], np.ndarray]]:
+        """The table in blocks of rows: (positions, their rows); each block is overwritten by the next.
+
+        Computed _TABLE_BLOCK_BYTES at a time (rows are bit-identical to the full table's, by
+        posenc.table's contract), handed out _CHUNK_VALUES at a time."""
+        computed = max(1, min(len(self.rows), _TABLE_BLOCK_BYTES // (self.d_model * self.dtype.itemsize)))
+        handed = min(computed, _block_rows(self.d_model))
+        buffer = np.empty((computed, self.d_model), self.dtype)
+        for lo in range(0, len(self.rows), computed):
+            positions = self.rows[lo : lo + computed]
+            block = buffer[: len(positions)]
+            options = {**self.options, "start": positions.start}
+            posenc.table(len(positions), self.d_model, dtype=self.dtype.name, out=block, **options)
+            for first in range(0, len(positions), handed):
+                yield positions[first : first + handed], block[first : first + handed]
+
+
+def _block_rows(width: int) -> int:
+    """Rows per block for rows ``width`` values wide: _CHUNK_VALUES values, and at least one row."""
+    return max(1, _CHUNK_VALUES // max(1, width))
+
 
 def _table_grid(length: int, d_model: int, **options: Any) -> _Grid:
     """``posenc.table(length, d_model, **options)`` with its positions and column labels."""
@@ -704,25 +789,28 @@ def _fixed(value: float, digits: int) -> str:
     return text[1:] if text[0] == "-" and not text.strip("-0.") else text
 
 
-def _row_blocks(grid: _Grid) -> Iterator[tuple[Sequence[object], list[list[float]]]]:
+def _row_blocks(grid: _Grid | _TableGrid) -> Iterator[tuple[Sequence[object], list[list[float]]]]:
     """The grid in blocks of rows: (row labels, the rows as float64 Python floats)."""
-    for lo in range(0, len(grid.rows), _CHUNK):
-        block = np.asarray(grid.values[lo : lo + _CHUNK], dtype=np.float64)
-        yield grid.rows[lo : lo + _CHUNK], block.tolist()
+    for labels, block in grid.blocks():
+        yield labels, np.asarray(block, dtype=np.float64).tolist()
 
 
-def _text_lines(grid: _Grid, digits: int, min_width: int = 0) -> Iterator[str]:
+def _text_lines(grid: _Grid | _TableGrid, digits: int, min_width: int = 0) -> Iterator[str]:
     """The grid as aligned text: a header line, then one line per row.
 
     Values are right-aligned, in columns at least ``min_width`` wide; row labels are right-aligned
-    when they are positions (a range), left-aligned otherwise (words).
+    when they are positions (a range), left-aligned otherwise (words). The column widths come from a
+    first pass over the blocks, the lines from a second: memory holds a block, not the grid.
     """
     align = str.rjust if isinstance(grid.rows, range) else str.ljust
     ends = (grid.rows[0], grid.rows[-1]) if isinstance(grid.rows, range) and grid.rows else grid.rows
     label_width = max([len(grid.corner), *(len(str(label)) for label in ends)])
-    values = np.asarray(grid.values, dtype=np.float64)
-    largest = np.abs(values).max(axis=0, initial=0.0)
-    signs = (values < 0).any(axis=0)
+    largest = np.zeros(len(grid.columns))
+    signs = np.zeros(len(grid.columns), dtype=bool)
+    for _, block in grid.blocks():
+        values = np.asarray(block, dtype=np.float64)
+        largest = np.maximum(largest, np.abs(values).max(axis=0, initial=0.0))
+        signs |= (values < 0).any(axis=0)
     widths = [
         max(min_width, len(name), len(_fixed(top, digits)) + int(sign))
         for name, top, sign in zip(grid.columns, largest.tolist(), signs.tolist(), strict=True)
@@ -735,7 +823,7 @@ def _text_lines(grid: _Grid, digits: int, min_width: int = 0) -> Iterator[str]:
             yield "  ".join([align(str(label), label_width), *cells])
 
 
-def _write_text(stream: IO[str], grid: _Grid, digits: int) -> None:
+def _write_text(stream: IO[str], grid: _Grid | _TableGrid, digits: int) -> None:
     for line in _text_lines(grid, digits):
         stream.write(line + "\n")
 
@@ -745,7 +833,7 @@ def _value_formatter(digits: int | None) -> Callable[[float], str]:
     return repr if digits is None else lambda value: _fixed(value, digits)
 
 
-def _write_csv(stream: IO[str], grid: _Grid, digits: int | None) -> None:
+def _write_csv(stream: IO[str], grid: _Grid | _TableGrid, digits: int | None) -> None:
     writer = csv.writer(stream, lineterminator="\n")
     writer.writerow([grid.corner, *grid.columns])
     text = _value_formatter(digits)
@@ -753,17 +841,28 @@ def _write_csv(stream: IO[str], grid: _Grid, digits: int | None) -> None:
         writer.writerows([label, *map(text, row)] for label, row in zip(labels, rows, strict=True))
 
 
-def _write_json(stream: IO[str], grid: _Grid, meta: dict[str, Any], digits: int | None) -> None:
-    text = _value_formatter(digits)
-    values = [[float(text(v)) for v in row] for _, rows in _row_blocks(grid) for row in rows]
-    document = {
-        **meta,
-        "positions": list(grid.rows),
-        "columns": list(grid.columns),
-        "values": values,
-    }
-    json.dump(document, stream, ensure_ascii=False)
-    stream.write("\n")
+def _write_json(stream: IO[str], grid: _Grid | _TableGrid, meta: dict[str, Any], digits: int | None) -> None:
+    """``{**meta, "positions": [...], "columns": [...], "values": [[...], ...]}`` and a newline, as
+    ``json.dump(..., ensure_ascii=False)`` writes it, written a block of rows at a time. Values are float64
+    Python floats (every digit: a float32 value reads back exactly), or rounded to ``digits`` decimals."""
+
+    def dumps(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    stream.write("{" + "".join(f"{dumps(name)}: {dumps(value)}, " for name, value in meta.items()))
+    stream.write('"positions": [')
+    step = _block_rows(1)
+    for lo in range(0, len(grid.rows), step):
+        stream.write((", " if lo else "") + dumps(list(grid.rows[lo : lo + step]))[1:-1])
+    stream.write(f'], "columns": {dumps(list(grid.columns))}, "values": [')
+    separator = ""
+    for _, rows in _row_blocks(grid):
+        for row in rows:  # row by row: json's encoder holds a piece per value of what it encodes
+            stream.write(
+                separator + dumps(row if digits is None else [float(_fixed(v, digits)) for v in row])
+            )
+            separator = ", "
+    stream.write("]}\n")
 
 
 # --- posenc demo ----------------------------------------------------------------------------------

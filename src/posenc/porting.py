@@ -9,9 +9,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
+import json
 import math
+import pickle
+import struct
+import warnings
+import zipfile
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -118,7 +124,23 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
     >>> best.name, best.options["grid_size"], best.options["base_size"], best.options["interpolation_scale"]
     ('diffusers-2d', (6, 10), 7, 1.5)
     """
-    stored = np.asarray(table, dtype=np.float64)
+    if tolerance is not None:
+        tolerance = _validate.real(
+            "tolerance", tolerance, usual="leave it out for what float32 code of the length can be off by"
+        )
+        if tolerance < 0:
+            raise ValueError(
+                f"tolerance must be >= 0 (the largest difference that still matches); got {tolerance}"
+            )
+    given = np.asarray(table)
+    if given.dtype.kind == "c":
+        raise TypeError(
+            f"table must hold real numbers; got {given.dtype} values (the imaginary parts would be lost)"
+        )
+    try:
+        stored = given.astype(np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"table must hold real numbers; got {given.dtype} values") from None
     while stored.ndim > 2 and stored.shape[0] == 1:
         stored = stored[0]
     shape = stored.shape[:-1]  # a grid's own axes, when the table comes unflattened
@@ -613,66 +635,359 @@ def _positional_encodings_candidates(stored: np.ndarray, shape: tuple[int, ...])
             )
 
 
+# --- loading stored tables --------------------------------------------------------------------------
+
+#: What load_table reads, in the words of its messages.
+_EXPECTED = "a table of shape (positions, d_model) of real numbers"
+_SUFFIXES = ".npy, .pt/.pth or .safetensors"
+#: How deep the dicts and lists of a .pt file may nest, and how many entries they may hold in all. A state
+#: dict nests a few levels and holds thousands; a crafted file whose dicts contain or share each other is
+#: refused instead of walked for ever (each container is walked once).
+_MAX_DEPTH = 64
+_MAX_ENTRIES = 1_000_000
+#: Arrays smaller than this are read without asking how much memory is available.
+_CHECKED_BYTES = 64 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stored:
+    """One array of a file before it is read: its shape, its dtype as the file names it, its kind ("float",
+    "int", or None: not real numbers), its bytes per value, and how to read it."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str | None
+    itemsize: int
+    read: Callable[[], np.ndarray]
+    hint: str = ""  # what to do about a dtype that is not read
+
+
 def load_table(path: str | Path, *, key: str | None = None) -> np.ndarray:
     """A stored table from ``.npy``, ``.pt``/``.pth`` (a tensor or a state dict) or ``.safetensors``.
 
     In a state dict, ``key`` names the tensor; without it the single 2-D (or ``(1, L, D)``) floating tensor
     whose name mentions a position is taken, and a clear error lists the candidates otherwise.
+
+    Only the chosen array is read, once its dtype, its shape and the memory it needs are checked. ``.pt``
+    files are read with ``torch.load(weights_only=True)``: tensors and plain containers, never code. A file
+    that is empty, cut short, damaged, of another format than its suffix says, or that holds no such table
+    raises ValueError naming the file, what is wrong with it and what is expected.
     """
     path = Path(path)
     if not path.exists():
         raise ValueError(f"no such file: {path}")
+    if not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file"
+        raise ValueError(f"{path} is {what}; name a {_SUFFIXES} file holding {_EXPECTED}")
     suffix = path.suffix.lower()
-    if suffix == ".npy":
-        return np.load(path, allow_pickle=False)
-    if suffix in (".pt", ".pth", ".bin"):
+    readers = {
+        ".npy": _npy_arrays,
+        ".pt": _torch_arrays,
+        ".pth": _torch_arrays,
+        ".bin": _torch_arrays,
+        ".safetensors": _safetensors_arrays,
+    }
+    if suffix not in readers:
+        hint = (
+            " (to identify a table of an .npz archive, np.save it alone as .npy)" if suffix == ".npz" else ""
+        )
+        raise ValueError(f"unknown file type {suffix!r} for {path}; use {_SUFFIXES}{hint}")
+    try:
+        if path.stat().st_size == 0:
+            raise ValueError(f"{path} is empty; expected a {suffix} file holding {_EXPECTED}")
+        with contextlib.ExitStack() as stack:
+            arrays, others = readers[suffix](path, stack)
+            name, stored = _pick(arrays, others, key, path)
+            where = f"{path}, tensor {name!r}," if name else str(path)
+            _check_stored(stored, where)
+            try:
+                return stored.read()
+            except Exception as error:  # a tensor of a layout NumPy cannot take, a damaged zip member, ...
+                raise ValueError(f"{where} cannot be read: {_reason(error)}") from None
+    except OSError as error:
+        raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def _reason(error: BaseException) -> str:
+    """The first line of an error's message (a library's long explanations cut), or what its type says."""
+    if isinstance(error, EOFError):
+        return "the file ends before its data does"
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else type(error).__name__
+    end = text.find(". ", 40)  # the first sentence of a long explanation
+    text = text[: end + 1] if end > 0 else text
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _npy_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, _Stored], dict[str, str]]:
+    """The array of a .npy file, from its header (the data is read only by ``read``)."""
+    del stack
+    fmt = np.lib.format
+    expected = f"expected a file written by np.save holding {_EXPECTED}"
+    with open(path, "rb") as stream:
         try:
-            import torch
-        except ImportError:
-            raise ImportError("reading .pt files needs PyTorch: pip install 'posenc[torch]'") from None
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
-        tensors = _flatten(loaded) if not isinstance(loaded, torch.Tensor) else {"": loaded}
-        tensors = {k: v.detach().float().numpy() for k, v in tensors.items() if isinstance(v, torch.Tensor)}
-        return _pick(tensors, key, path)
-    if suffix == ".safetensors":
-        try:
-            from safetensors import safe_open
-        except ImportError:
-            raise ImportError(
-                "reading .safetensors files needs safetensors: pip install safetensors"
+            version = fmt.read_magic(stream)
+        except ValueError:
+            raise ValueError(
+                f"{path} is not a .npy file: it does not begin with the .npy signature; {expected}"
             ) from None
-        tensors = {}
-        with safe_open(path, framework="numpy") as handle:
-            for name in handle.keys():  # noqa: SIM118 - safe_open is not a mapping
-                tensors[name] = handle.get_tensor(name)
-        return _pick(tensors, key, path)
-    raise ValueError(f"unknown file type {suffix!r} for {path}; use .npy, .pt/.pth or .safetensors")
+        if version not in ((1, 0), (2, 0), (3, 0)):
+            raise ValueError(
+                f"{path} claims .npy format version {version[0]}.{version[1]}, which is not 1.0, 2.0 or 3.0; "
+                f"{expected}"
+            )
+        try:  # 2.0 and 3.0 differ only in the header's encoding, and a header of numbers is ASCII
+            read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, fortran_order, dtype = read_header(stream)
+        except Exception as error:
+            raise ValueError(f"{path} has a damaged .npy header ({_reason(error)}); {expected}") from None
+        offset = stream.tell()
+    count = math.prod(shape)
+    if dtype.hasobject:
+        hint = " (an array of pickled Python objects, which is never unpickled)"
+        return {"": _Stored(shape, "object", None, dtype.itemsize, lambda: np.empty(0), hint)}, {}
+    size = count * dtype.itemsize
+    present = path.stat().st_size - offset
+    if present < size:
+        raise ValueError(
+            f"{path} is cut short: its header declares {dtype} values of shape {shape}, {size:,} bytes, but "
+            f"only {present:,} follow; the file was not completely written or copied"
+        )
+
+    def read() -> np.ndarray:
+        with open(path, "rb") as stream:
+            values = np.fromfile(stream, dtype=dtype, count=count, offset=offset)
+        return values.reshape(shape, order="F" if fortran_order else "C")
+
+    kind = {"f": "float", "i": "int", "u": "int"}.get(dtype.kind)
+    hint = ""
+    if dtype.kind == "V" and dtype.itemsize == 2:
+        hint = " (posenc table --format npy stores bfloat16 so: save the table as float32 to identify it)"
+    return {"": _Stored(shape, str(dtype), kind, dtype.itemsize, read, hint)}, {}
 
 
-def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(tree, dict):
-        result = {}
-        for name, value in tree.items():
-            result.update(_flatten(value, f"{prefix}{name}."))
-        return result
-    return {prefix[:-1]: tree}
+def _torch_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, _Stored], dict[str, str]]:
+    """The tensors of a .pt file, read with ``torch.load(weights_only=True)`` (memory-mapped when it is a
+    zip archive, so that only the chosen tensor is converted); the other entries by their type."""
+    del stack
+    try:
+        import torch
+    except ImportError:
+        raise ImportError("reading .pt files needs PyTorch: pip install 'posenc[torch]'") from None
+    try:
+        with warnings.catch_warnings():  # torch warns about pickle protocols; only the outcome matters here
+            warnings.simplefilter("ignore")
+            loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    except OSError:
+        raise
+    except pickle.UnpicklingError as error:
+        raise ValueError(
+            f"{path} cannot be read safely: torch.load(weights_only=True) refuses it "
+            f"({_weights_only_reason(error)}); posenc reads tensors and dicts or lists of tensors only, and "
+            "runs no code from a file"
+        ) from None
+    except Exception as error:  # EOFError (cut short), RuntimeError (a damaged zip archive), ...
+        raise ValueError(
+            f"{path} is not a readable PyTorch file ({_reason(error)}); expected {_EXPECTED} saved with "
+            "torch.save, alone or in a state dict"
+        ) from None
+    arrays, others = {}, {}
+    for name, value in _flatten(loaded, path).items():
+        if isinstance(value, torch.Tensor):
+            arrays[name] = _torch_stored(value, torch)
+        else:
+            others[name] = type(value).__name__
+    return arrays, others
 
 
-def _pick(tensors: dict[str, np.ndarray], key: str | None, path: Path) -> np.ndarray:
+def _torch_stored(tensor: Any, torch: Any) -> _Stored:
+    """A tensor as a _Stored: float64 is read as float64, any other real dtype as float32."""
+    dtype = tensor.dtype
+    integers = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    kind = "float" if dtype.is_floating_point else "int" if dtype in integers else None
+    target = torch.float64 if dtype == torch.float64 else torch.float32
+
+    def read() -> np.ndarray:
+        return tensor.detach().to(target).numpy()
+
+    return _Stored(tuple(tensor.shape), str(dtype).removeprefix("torch."), kind, dtype.itemsize, read)
+
+
+def _weights_only_reason(error: BaseException) -> str:
+    """What torch's weights-only unpickler refused, without its paragraphs of advice."""
+    boilerplate = (
+        "Weights only load failed",
+        "Please file an issue",
+        "Check the documentation",
+        "Re-running",
+    )
+    lines = [line.strip() for line in str(error).splitlines()]
+    kept = [line for line in lines if line and not line.startswith(boilerplate)]
+    text = " ".join(kept).replace("WeightsUnpickler error:", "").strip()
+    if not text:
+        return _reason(error)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _flatten(tree: Any, path: Path) -> dict[str, Any]:
+    """The leaves of nested dicts, lists and tuples, named by their keys joined with dots (``""``: the
+    tree is one leaf). Each container is walked once, however often it is referred to."""
+    leaves: dict[str, Any] = {}
+    walked: set[int] = set()
+    entries = 0
+
+    def walk(node: Any, prefix: str, depth: int) -> None:
+        nonlocal entries
+        if not isinstance(node, dict | list | tuple):
+            leaves[prefix[:-1]] = node
+            return
+        if id(node) in walked:
+            return
+        walked.add(id(node))
+        entries += len(node)
+        if depth >= _MAX_DEPTH or entries > _MAX_ENTRIES:
+            what = (
+                f"nests dicts or lists more than {_MAX_DEPTH} deep"
+                if depth >= _MAX_DEPTH
+                else (f"holds more than {_MAX_ENTRIES:,} entries in its dicts and lists")
+            )
+            raise ValueError(f"{path} {what}; expected {_EXPECTED}, alone or in a state dict")
+        for name, value in node.items() if isinstance(node, dict) else enumerate(node):
+            walk(value, f"{prefix}{name}.", depth + 1)
+
+    walk(tree, "", 0)
+    return leaves
+
+
+#: safetensors dtypes: those NumPy reads (and BF16, widened here), by kind
+_SAFETENSORS_KINDS = {
+    "F64": "float",
+    "F32": "float",
+    "F16": "float",
+    "BF16": "float",
+    **{f"{sign}{bits}": "int" for sign in "IU" for bits in (8, 16, 32, 64)},
+}
+
+
+def _safetensors_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, _Stored], dict[str, str]]:
+    """The tensors of a .safetensors file, from its header (safetensors checks that the data covers it)."""
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise ImportError("reading .safetensors files needs safetensors: pip install safetensors") from None
+    try:
+        handle = stack.enter_context(safe_open(path, framework="numpy"))
+        specs = {}
+        for name in handle.keys():  # noqa: SIM118 - safe_open is not a mapping
+            spec = handle.get_slice(name)
+            specs[name] = tuple(spec.get_shape()), spec.get_dtype()
+    except OSError:
+        raise
+    except Exception as error:  # SafetensorError: a bad header length, a header that is not JSON, ...
+        raise ValueError(
+            f"{path} is not a readable .safetensors file ({_reason(error)}); expected a file written by "
+            f"safetensors' save_file holding {_EXPECTED}"
+        ) from None
+    arrays = {}
+    for name, (shape, dtype) in specs.items():
+        kind = _SAFETENSORS_KINDS.get(dtype)
+        itemsize = int("".join(filter(str.isdigit, dtype)) or 8) // 8
+        read = _bfloat16_reader(path, name, shape) if dtype == "BF16" else _tensor_reader(handle, name)
+        hint = "" if kind else " (save the table as float32)"
+        arrays[name] = _Stored(shape, dtype, kind, max(itemsize, 1), read, hint)
+    return arrays, {}
+
+
+def _tensor_reader(handle: Any, name: str) -> Callable[[], np.ndarray]:
+    return lambda: handle.get_tensor(name)
+
+
+def _bfloat16_reader(path: Path, name: str, shape: tuple[int, ...]) -> Callable[[], np.ndarray]:
+    """Read a BF16 tensor as float32 (exactly: a bfloat16 is the top half of a float32), which NumPy has
+    no type for. Its place comes from the header, which safe_open has already checked."""
+
+    def read() -> np.ndarray:
+        with open(path, "rb") as stream:
+            (length,) = struct.unpack("<Q", stream.read(8))
+            begin, _ = json.loads(stream.read(length))[name]["data_offsets"]
+            raw = np.fromfile(stream, dtype="<u2", count=math.prod(shape), offset=begin)
+        return (raw.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+
+    return read
+
+
+def _pick(
+    arrays: dict[str, _Stored], others: dict[str, str], key: str | None, path: Path
+) -> tuple[str, _Stored]:
+    """The array ``key`` names; without it, the one floating 2-D table (by its name, when there are more)."""
     if key is not None:
-        if key not in tensors:
-            raise ValueError(f"{path} has no tensor {key!r}; it has: {', '.join(sorted(tensors)) or 'none'}")
-        return tensors[key]
+        if key in arrays:
+            return key, arrays[key]
+        if key in others:
+            raise ValueError(f"{path}: {key!r} is {_a(others[key])}, not a tensor; expected {_EXPECTED}")
+        if list(arrays) == [""]:
+            raise ValueError(f"{path} holds one array, not a state dict: leave out the key ({key!r})")
+        raise ValueError(f"{path} has no tensor {key!r}; it has: {_names(arrays) or 'none'}")
+    if list(arrays) == [""]:
+        return "", arrays[""]
     tables = {
-        name: value
-        for name, value in tensors.items()
-        if np.squeeze(value).ndim == 2 and np.issubdtype(np.asarray(value).dtype, np.floating)
+        name: stored
+        for name, stored in arrays.items()
+        if stored.kind == "float" and sum(size != 1 for size in stored.shape) == 2
     }
     named = {k: v for k, v in tables.items() if any(w in k.lower() for w in ("pos", "pe", "sinus", "timing"))}
     chosen = named or tables
-    if len(chosen) != 1:
+    if len(chosen) == 1:
+        return next(iter(chosen.items()))
+    if chosen:
         raise ValueError(
-            f"{path} holds {len(chosen)} candidate tables ({', '.join(sorted(chosen)) or 'none'}); "
-            "name one with --key"
+            f"{path} holds {len(chosen)} candidate tables ({_names(chosen)}); name one with --key"
         )
-    return next(iter(chosen.values()))
+    if not arrays:
+        if not others:
+            held = "it holds an empty dict or list"
+        elif list(others) == [""]:
+            held = f"it holds {_a(others[''])}"
+        else:
+            held = f"its entries: {_names(others, others)}"
+        raise ValueError(f"{path} holds no tensor ({held}); expected {_EXPECTED}, alone or in a state dict")
+    listing = {name: f"{stored.dtype} {stored.shape}" for name, stored in arrays.items()}
+    raise ValueError(
+        f"{path} holds no floating-point tensor of shape (positions, d_model); it has: "
+        f"{_names(arrays, listing)}; name the table with --key if it is one of these"
+    )
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its indefinite article: 'an int', 'a str'."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def _names(entries: dict[str, Any], details: dict[str, str] | None = None, most: int = 20) -> str:
+    """Sorted names (with their details), at most ``most`` of them, then how many more there are."""
+    names = sorted(entries)
+    shown = [f"{name} ({details[name]})" if details else name for name in names[:most]]
+    more = f", and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(shown) + more
+
+
+def _check_stored(stored: _Stored, where: str) -> None:
+    """Refuse, before reading it, an array that is not a table of real numbers or that memory cannot hold
+    (as stored, and as the float64 copy identify compares)."""
+    if stored.kind is None:
+        raise ValueError(
+            f"{where} holds {stored.dtype} values, not real numbers{stored.hint}; expected {_EXPECTED}"
+        )
+    shape = stored.shape
+    if len(shape) < 2 or shape[-1] < 2 or math.prod(shape[:-1]) < 2:
+        raise ValueError(
+            f"{where} holds an array of shape {shape}; expected {_EXPECTED}, with at least 2 positions and "
+            "d_model >= 2"
+        )
+    needed = math.prod(shape) * (stored.itemsize + 8)
+    available = _validate.available_memory() if needed >= _CHECKED_BYTES else None
+    if available is not None and needed > available:
+        raise ValueError(
+            f"{where} holds {stored.dtype} values of shape {shape}: reading and comparing them needs "
+            f"{needed / 2**30:.1f} GiB, but only {available / 2**30:.1f} GiB of memory is available"
+        )

@@ -310,7 +310,9 @@ def case_lm_step(ctx: Context) -> dict[str, Any]:
     """5. forward + backward + optimizer step, posenc's module against a precomputed-table add."""
     s, dev = ctx.sizes, ctx.device
     torch.manual_seed(0)
-    ours = TinyLM(s.lm_vocab, s.lm_d, s.lm_layers, s.lm_heads, pt.SinusoidalPositionalEncoding(s.lm_d))
+    ours = TinyLM(
+        s.lm_vocab, s.lm_d, s.lm_layers, s.lm_heads, pt.SinusoidalPositionalEncoding(s.lm_d, batch_first=True)
+    )
     reference = copy.deepcopy(ours)
     reference.position = TableAdd(pt.table(s.lm_seq, s.lm_d))
     ours.to(dev).train()

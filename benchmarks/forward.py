@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
     x = torch.randn(args.batch, args.seq, args.d_model, device=device, dtype=dtype)
-    ours = pt.SinusoidalPositionalEncoding(args.d_model, dropout=0.1, max_len=args.seq)
+    ours = pt.SinusoidalPositionalEncoding(args.d_model, dropout=0.1, max_len=args.seq, batch_first=True)
     tutorial = TutorialPositionalEncoding(args.d_model, dropout=0.1, max_len=max(5000, args.seq))
     tutorial.to(device=device, dtype=dtype)  # as users do: its float32 table is rounded to the dtype
     pe = pt.table(args.seq, args.d_model, dtype=dtype, device=device)

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         f"progress {'shown' if streamed['progress'] else 'NOT shown'}"
     )
     d_model = 1024
-    module = pt.SinusoidalPositionalEncoding(d_model)
+    module = pt.SinusoidalPositionalEncoding(d_model, batch_first=True)
     x = torch.zeros(1, args.seq, d_model)
     start = 2**30
     too_large = args.seq * d_model * 4 > pt.CACHE_LIMIT_BYTES  # rows from 0 would be larger still

@@ -7,7 +7,7 @@ with min/max, the ratio to posenc and each table's largest error against the exa
 < 1 ulp; a contender of another variant is compared with posenc's table of that variant). Contenders: the
 PyTorch tutorial's formula (float32, torch, 2 threads), the positional-encodings package, transformers'
 fairseq-style ``get_embedding`` (M2M100), a plain float64 NumPy version rounded to float32, posenc without its
-optional compiled kernels (NumPy only, as ``pip install posenc`` gives it), and the floors:
+compiled kernels (NumPy only, as where no C compiler was found at install), and the floors:
 a fill of a fresh array and of an existing (pre-touched) one. Then the issue's targets, each with its ratio,
 and the start-up costs: ``import posenc`` and ``posenc table 5 4``.
 """
@@ -41,7 +41,7 @@ def numpy_float64(length: int, d_model: int) -> np.ndarray:
 
 
 def numpy_only(build: Callable[[], np.ndarray]) -> np.ndarray:
-    """``build()`` on posenc's NumPy path, as without numba (``pip install posenc`` with no extras)."""
+    """``build()`` on posenc's NumPy path, as where the C extension ``posenc._kernels`` was not built."""
     compiled = core._compiled_kernel
     core._compiled_kernel = lambda *args: None
     try:

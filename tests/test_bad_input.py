@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from module_cases import core_options
 
 import posenc
 import posenc.torch as pt
@@ -100,3 +101,56 @@ def test_check_in_float16_past_65520_prints_no_numpy_warnings():
 def test_a_huge_d_model_is_refused_at_once(call):
     with pytest.raises(ValueError, match=r"d_model must be <= 2\*\*20 = 1048576"):
         call()
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"padding_idx": 20}, ValueError, r"padding_idx must be a token id in \[-20, 20\).*got 20"),
+        ({"padding_idx": -21}, ValueError, "padding_idx must be an integer >= -20; got -21"),
+        ({"padding_idx": 1.0}, TypeError, "padding_idx must be an integer"),
+        ({"batch_first": False}, TypeError, "ids of shape \\(batch, seq\\): drop batch_first"),
+    ],
+)
+def test_bad_token_embedding_arguments_are_clear_errors(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        pt.TokenAndPositionEmbedding(20, 8, **kwargs)
+    assert (
+        pt.TokenAndPositionEmbedding(20, 8, padding_idx=-1).embedding.padding_idx == 19
+    )  # nn.Embedding's rule
+
+
+def test_position_minus_zero_gives_minus_zero_sines_on_every_path():
+    """The rule (IEEE: sin(-0) = -0): position -0.0 gives sin columns of -0.0 and cos columns of 1, in every
+    dtype, through the core, the device algorithm, torch and JAX; position +0.0 and integer 0 give +0.0."""
+    import jax
+    import jax.numpy as jnp
+
+    import posenc.jax as pj
+    from posenc import _exact_array
+
+    numpy_backend = _exact_array.backend_of(np.zeros(1))
+    positions = [-0.0, 0.0, 0.0]
+    for dtype in ("float32", "float64", "float16", "bfloat16"):
+        request = _exact_array.request_for(core_options(6, layout="sin_cos"), dtype)
+        jitted = jax.jit(lambda t, d=dtype: pj.encode(t, 6, layout="sin_cos", dtype=d))
+        rows = [
+            posenc.encode([-0.0, 0.0, 0], 6, layout="sin_cos", dtype=dtype),
+            _exact_array.encode(numpy_backend, np.array(positions), request),
+            pt.encode(torch.tensor(positions), 6, layout="sin_cos", dtype=dtype).double().numpy(),
+        ]
+        if dtype != "float64":  # JAX without x64
+            rows.append(jitted(jnp.array(positions)))
+        for got in rows:
+            got = np.asarray(got, np.float64)
+            assert np.signbit(got[0, :3]).all() and (got[0, 3:] == 1).all(), (dtype, got)
+            assert not np.signbit(got[1:]).any(), (dtype, got)
+    assert posenc.table(1, 4)[0].tobytes() == posenc.encode([0.0], 4)[0].tobytes()
+
+
+def test_an_unknown_preset_argument_lists_the_valid_ones_not_a_private_function():
+    from posenc import presets
+
+    with pytest.raises(TypeError, match=r"'fairseq' takes no parameter 'padding'.*padding_idx=None") as error:
+        presets.get("fairseq", padding=1)
+    assert "_fairseq" not in str(error.value)

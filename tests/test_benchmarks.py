@@ -102,3 +102,19 @@ def test_before_after_benchmark_compares_two_checkouts():
     out = _run("before_after.py", "--before", src, "--repeat", "1")
     assert "after/before" in out and "posenc.table(8192, 1024, bfloat16)" in out
     assert "module decode, per-batch offsets" in out
+
+
+def test_cost_model_benchmark_writes_json_and_the_readme_block(tmp_path):
+    """Issue 14's cost model: every row, its bar, and the README block generated from the JSON."""
+    document_path = tmp_path / "c.json"
+    out = _run("cost_model.py", "--quick", "--repeat", "1", "--json", str(document_path))
+    assert "encode(5, 512)" in out
+    document = json.loads(document_path.read_text())
+    names = [r["name"] for r in document["rows"]]
+    assert any("speed-up over the tutorial" in n for n in names) and any("first call" in n for n in names)
+    assert any("core(s)" in n for n in names) and any("buf.fill" in n for n in names)
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n<!-- cost-model:start -->\nold\n<!-- cost-model:end -->\nafter\n")
+    _run("cost_model.py", "--readme", "--json", str(document_path), "--readme-file", str(readme))
+    text = readme.read_text()
+    assert "old" not in text and "| encode(5, 512) |" in text and text.endswith("after\n")

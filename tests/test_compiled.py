@@ -1,7 +1,9 @@
-"""The optional compiled path (numba) gives the NumPy path's results bit for bit: exactness carries over."""
+"""The compiled path (the C extension posenc._kernels, built at install) gives the NumPy path's results bit
+for bit: exactness carries over."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -9,12 +11,12 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc import _compiled, core
+from posenc import _kernels, core
 
 
 @pytest.fixture
 def numpy_only(monkeypatch):
-    """Run posenc as it runs without numba."""
+    """Run posenc as it runs where the extension was not built."""
     monkeypatch.setattr(core, "_compiled_kernel", lambda name="combine_float32": None)
 
 
@@ -24,6 +26,10 @@ def _both_paths(monkeypatch, compute):
         patch.setattr(core, "_compiled_kernel", lambda name="combine_float32": None)
         plain = compute()
     return compiled, plain
+
+
+def test_the_extension_is_built_and_used():
+    assert core.compiled_path() == "C"  # `pip install -e .` / `make test` must build posenc._kernels
 
 
 @pytest.mark.parametrize(
@@ -41,6 +47,22 @@ def test_compiled_tables_equal_numpy_tables(monkeypatch, options, start):
     d_model = 1025 if "odd" in options else 1024
     compiled, plain = _both_paths(monkeypatch, lambda: posenc.table(1400, d_model, start=start, **options))
     assert compiled.tobytes() == plain.tobytes()
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+@pytest.mark.parametrize("shape", [(1, 8), (7, 6), (600, 1030), (2500, 2)])
+def test_every_thread_count_and_row_split_gives_the_same_table(monkeypatch, threads, shape):
+    expected = posenc.table(*shape, start=-3, layout="cos_sin", odd="zero")
+    monkeypatch.setenv("POSENC_NUM_THREADS", threads)
+    out = np.full(shape, np.nan, dtype=np.float32)
+    posenc.table(*shape, start=-3, layout="cos_sin", odd="zero", out=out)
+    assert out.tobytes() == expected.tobytes()
+
+
+def test_a_bad_thread_count_is_refused(monkeypatch):
+    monkeypatch.setenv("POSENC_NUM_THREADS", "two")
+    with pytest.raises(ValueError, match="POSENC_NUM_THREADS"):
+        posenc.table(2048, 512)
 
 
 @pytest.mark.parametrize(
@@ -64,7 +86,20 @@ def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options):
     monkeypatch.setattr(core._Spec, "__init__", wide_bands)
     monkeypatch.setattr(core._Spec, "exact", counted)
     assert posenc.table(128, d_model, **options).tobytes() == expected.tobytes()
-    assert len(calls) > 64  # the arbitrary-precision step ran, past the first 64 slots of the second pass
+    assert len(calls) > 64  # the arbitrary-precision step ran, many times
+
+
+def test_encode_values_near_a_midpoint_are_settled_exactly(monkeypatch):
+    positions = np.array([0.0, -0.0, 1.0, -3.0, 2.5e-9, 12345.0, 2.0**31 - 1])
+    expected = posenc.encode(positions, 66, layout="sin_cos")
+    init = core._Spec.__init__
+
+    def wide_bands(self, *args):
+        init(self, *args)
+        self.absolute_error = 2.0**-30  # nearly every value looks unsure: its row is settled in NumPy
+
+    monkeypatch.setattr(core._Spec, "__init__", wide_bands)
+    assert posenc.encode(positions, 66, layout="sin_cos").tobytes() == expected.tobytes()
 
 
 def test_compiled_exact_rows_equal_numpy_rows_bit_for_bit():
@@ -76,17 +111,44 @@ def test_compiled_exact_rows_equal_numpy_rows_bit_for_bit():
             np.arange(64.0),
         ]
     )
-    limbs = core._Options.check(130, 10000.0, 1, 1.0, "interleaved", "zero").constants()[1]
-    sin, cos = np.empty((len(positions), 65)), np.empty((len(positions), 65))
-    _compiled.direct(positions, limbs, sin, cos)
-    expected_sin, expected_cos = core._direct(positions[:, None], limbs)
-    assert sin.tobytes() == expected_sin.tobytes() and cos.tobytes() == expected_cos.tobytes()
+    for d_model, shift, scale in [(130, 1, 1.0), (1024, 0, 1.0), (64, 0, 1000.0)]:
+        limbs = core._Options.check(d_model, 10000.0, shift, scale, "interleaved", "zero").constants()[1]
+        n = limbs.shape[1]
+        sin, cos = np.empty((len(positions), n)), np.empty((len(positions), n))
+        _kernels.direct(positions, limbs, sin, cos, n, 0, len(positions))
+        expected_sin, expected_cos = core._direct(positions[:, None], limbs)
+        assert sin.tobytes() == expected_sin.tobytes() and cos.tobytes() == expected_cos.tobytes()
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
-def test_compiled_encode_equals_numpy_encode(monkeypatch, dtype):
-    positions = np.random.default_rng(2).uniform(-1e9, 1e9, (30, 10))
-    compiled, plain = _both_paths(monkeypatch, lambda: posenc.encode(positions, 40, dtype=dtype))
+def test_the_kernels_refuse_buffers_too_small():
+    limbs = core._Options.check(8, 10000.0, 0, 1.0, "interleaved", "zero").constants()[1]
+    small = np.empty((2, 4))
+    with pytest.raises(ValueError, match="needs"):
+        _kernels.direct(np.arange(3.0), limbs, small, small, 4, 0, 3)
+    out, unsure = np.empty((3, 8), np.float32), np.empty(3, np.int64)
+    with pytest.raises(ValueError, match="column plan"):  # 5 cosines of 4 frequencies
+        _kernels.encode_float32(np.arange(3.0), limbs, 0.0, out, unsure, (4, 8, 0, 1, 2, 4, 5), 0, 3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "bfloat16"])
+@pytest.mark.parametrize(
+    "options", [{}, {"layout": "sin_cos", "odd": "literal"}, {"layout": "cos_sin", "scale": 3.5}]
+)
+def test_compiled_encode_equals_numpy_encode(monkeypatch, dtype, options):
+    if dtype == "bfloat16":
+        pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(2)
+    positions = np.concatenate(
+        [
+            rng.uniform(-1e9, 1e9, 300),
+            rng.integers(-(2**31) + 1, 2**31, 100),
+            [0.0, -0.0, 1e-30, -1e-300, 7.0],
+        ]
+    ).reshape(5, 81)
+    d_model = 41 if "odd" in options else 40
+    compiled, plain = _both_paths(
+        monkeypatch, lambda: posenc.encode(positions, d_model, dtype=dtype, **options)
+    )
     assert compiled.tobytes() == plain.tobytes()
 
 
@@ -100,7 +162,71 @@ def test_the_numpy_path_alone_stays_exact(numpy_only):
         assert float(table[row, 2 * i + 1]) == round_to(cos, "float32")
 
 
-def test_import_posenc_does_not_import_numba():
-    code = "import sys, posenc; posenc.table(3, 4); print('numba' in sys.modules)"
+def test_the_constants_are_cached_read_only_per_options():
+    options = core._Options.check(512, 10000.0, 0, 1.0, "interleaved", "zero")
+    omegas, limbs = options.constants()
+    assert options.constants()[0] is omegas and not omegas.flags.writeable and not limbs.flags.writeable
+    assert options._replace(shift=1).constants()[0] is not omegas  # keyed on every option
+    assert posenc.frequencies(512).flags.writeable  # the public function returns a copy
+
+
+def test_import_posenc_loads_no_compiler():
+    code = (
+        "import sys, posenc; posenc.table(3, 4); posenc.table(300, 64); "
+        "print('numba' in sys.modules, 'posenc._kernels' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "False"  # small tables never load the compiled path
+    assert result.stdout.split() == ["False", "True"]  # ahead-of-time C: no JIT, nothing compiled at run time
+
+
+_SLOW_NO_KERNELS = """
+import time
+class NoKernels:  # an import of the extension that fails after a while (a machine without a C compiler)
+    def find_spec(self, name, path=None, target=None):
+        if name == "posenc._kernels":
+            time.sleep(0.05)
+            raise ImportError("no posenc._kernels here")
+sys.meta_path.insert(0, NoKernels())
+"""
+
+_THREADS = """
+import sys, threading
+import numpy as np
+{prelude}
+import posenc
+expected = posenc.table(4096, 256)
+failures = []
+def work():
+    try:
+        for _ in range(3):
+            assert np.array_equal(posenc.table(4096, 256), expected)
+            posenc.encode(np.arange(100), 256)
+    except Exception as error:
+        failures.append(repr(error))
+threads = [threading.Thread(target=work) for _ in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(failures or "ok")
+"""
+
+
+@pytest.mark.parametrize(
+    "prelude, environment",
+    [
+        # the C kernels run from eight threads at once, each with its own pool of eight
+        ("", {"POSENC_NUM_THREADS": "8"}),
+        # without the extension, threads arriving together at the first call all saw a half-imported module
+        (_SLOW_NO_KERNELS, {}),
+    ],
+    ids=["eight-pools", "no-kernels"],
+)
+def test_eight_threads_at_once_get_the_table(prelude, environment):
+    result = subprocess.run(
+        [sys.executable, "-c", _THREADS.format(prelude=prelude)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **environment},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "ok", result.stdout

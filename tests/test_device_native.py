@@ -83,7 +83,12 @@ def test_the_random_cases_hold_more_than_a_million_elements():
 
 
 def test_float64_output_is_within_one_ulp_of_the_core():
-    positions = np.concatenate([np.arange(-20, 300), np.random.default_rng(1).uniform(0, 2**30, 200)])
+    """Also for tiny and subnormal results (real positions down to 5e-324), where the core is within 1 ulp
+    of the exact value too (tests/test_exactness.py); both carry the sign of a -0.0 position."""
+    tiny = [1e-310, -5e-324, 3e-308, -1e-300, 1e-200, 1e-60, -0.0, 2.5e-16]
+    positions = np.concatenate(
+        [np.arange(-20, 300), np.random.default_rng(1).uniform(0, 2**30, 200), tiny, np.pi / np.array([1, 2])]
+    )
     got = _exact_array.encode(NUMPY, positions, _request(128, "float64"))
     want = posenc.encode(positions, 128, dtype="float64")
     assert np.abs(got.view(np.int64) - want.view(np.int64)).max() <= 1

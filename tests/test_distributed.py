@@ -46,7 +46,7 @@ def _compute(
     inputs: dict[str, torch.Tensor], *, world_size: int, rank: int | None
 ) -> dict[str, torch.Tensor]:
     """Every result, sharded over the process group (rank given) or in one process (rank None)."""
-    module = pt.SinusoidalPositionalEncoding(D_MODEL, **OPTIONS).eval()
+    module = pt.SinusoidalPositionalEncoding(D_MODEL, **OPTIONS, batch_first=True).eval()
     x, steps = inputs["x"], inputs["steps"]
     padded = pt.from_attention_mask(inputs["mask"])  # computed on the whole sequence, then sharded
     lengths = inputs["mask"].sum(dim=1)  # real tokens per sequence: the decoding offset of each
@@ -141,7 +141,7 @@ def test_context_parallel_shards_equal_the_single_process_result(tmp_path):
         assert got.dtype == want.dtype and got.shape == want.shape, key
         assert torch.equal(got, want), key
     # The decoding steps continue the full pass: step t is row LENGTH + t of the unsharded sequence.
-    module = pt.SinusoidalPositionalEncoding(D_MODEL, **OPTIONS)
+    module = pt.SinusoidalPositionalEncoding(D_MODEL, **OPTIONS, batch_first=True)
     assert torch.equal(module(inputs["steps"], offset=LENGTH), gathered["decode"])
 
 

@@ -145,3 +145,34 @@ def test_frequencies_are_the_nearest_float64():
             assert got[i] == float(ref.omega(i, d_model, base, shift)), (d_model, i)
     got = posenc.frequencies(7, base=100.0, scale=0.25, odd="literal")
     assert len(got) == 4 and got[3] == float(ref.omega(3, 7, 100.0, 0, 0.25, "literal"))
+
+
+def test_float64_is_within_one_ulp_near_zeros_of_sin_and_cos_and_for_subnormal_results():
+    """Values near a zero of sin or cos (the position nearest to (k + h/2)π / ω_i) and tiny or subnormal
+    results (tiny real positions, tiny frequencies) are where an absolute error shows: the main path's
+    2**-92 would be 9.7 ulp of sin(56.815 ω_55) = 3.6e-18 and 8 ulp of sin(3e-308); they are redone."""
+    checked, worst = 0, 0.0
+    for i in (0, 55, 75, 125, 235):
+        w = ref.omega(i, 512, 10000.0, 0.0)
+        for k in (1, 2, 7, 12345):
+            for h in (0, 1):
+                p = float((k + h / 2) * ref.mpmath.pi / w)
+                exact = ref.sincos(p, i, 512)[h]
+                got = float(posenc.encode([p, -p], 512, dtype="float64")[0, 2 * i + h])
+                worst = max(worst, ref.ulp_distance(got, exact))
+                checked += 1
+    for p in (1e-310, 5e-320, 3e-308, 2.2250738585072014e-308, -1e-300, 1e-200, 4.9e-324):
+        values = posenc.encode([p], 16, dtype="float64")[0]
+        for i in range(8):
+            exact = ref.sincos(p, i, 16)[0]
+            worst = max(worst, ref.ulp_distance(float(values[2 * i]), exact))
+            assert np.signbit(values[2 * i]) == (p < 0)  # sin keeps the position's sign, down to ±0
+            checked += 1
+    tiny_frequencies = posenc.encode([3.0, 1e5], 8, base=1e300, dtype="float64")  # ω_3 = 1e-225
+    for row, p in enumerate((3.0, 1e5)):
+        for i in range(4):
+            worst = max(
+                worst, ref.ulp_distance(float(tiny_frequencies[row, 2 * i]), ref.sincos(p, i, 8, 1e300)[0])
+            )
+    assert checked == 96 and worst <= 1.0, worst
+    assert np.signbit(posenc.encode([-0.0], 4, dtype="float64")[0, ::2]).all()  # sin(-0) = -0

@@ -120,7 +120,7 @@ def test_presets_drive_the_grids():
 
 
 def test_presets_drive_the_torch_module():
-    module = pt.SinusoidalPositionalEncoding(16, **presets.get("whisper").options)
+    module = pt.SinusoidalPositionalEncoding(16, **presets.get("whisper").options, batch_first=True)
     out = module(torch.zeros(1, 5, 16))[0]
     np.testing.assert_array_equal(out.numpy(), presets.get("whisper").table(5, 16))
 

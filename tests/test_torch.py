@@ -12,7 +12,7 @@ import torch
 import torch._dynamo.testing
 from module_cases import BAD_MODULE_OPTIONS
 from torch import nn
-from tutorial import TutorialPositionalEncoding
+from tutorial import SeqFirstTutorialPositionalEncoding, TutorialPositionalEncoding
 
 import posenc
 import posenc.torch as pt
@@ -63,7 +63,7 @@ def test_float_positions_and_device_argument():
 
 
 def test_module_adds_the_exact_table():
-    module = pt.SinusoidalPositionalEncoding(16)
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
     x = torch.randn(3, 10, 16)
     np.testing.assert_array_equal(
         (module(x) - x).numpy(), (x + torch.from_numpy(posenc.table(10, 16)) - x).numpy()
@@ -83,7 +83,7 @@ def test_inplace_adds_into_x():
 def test_large_outputs_outside_autograd_are_the_same_sum(dtype):
     """Large CPU results go into a NumPy-allocated buffer (huge pages): the same values, dtype and shape
     as ``x + pe``, an ordinary tensor that outlives the call; with autograd the usual ``x + pe``."""
-    module = pt.SinusoidalPositionalEncoding(256).eval()
+    module = pt.SinusoidalPositionalEncoding(256, batch_first=True).eval()
     x = torch.randn(4, 2048, 256).to(dtype)  # 8 or 4 MiB: above the threshold
     assert x.numel() * x.element_size() >= pt._LARGE_OUTPUT_BYTES
     pe = pt.table(2048, 256, dtype=dtype)
@@ -104,7 +104,7 @@ def test_large_outputs_outside_autograd_are_the_same_sum(dtype):
 
 
 def test_no_length_cliff_and_max_len_is_a_hint():
-    module = pt.SinusoidalPositionalEncoding(8, max_len=4)
+    module = pt.SinusoidalPositionalEncoding(8, max_len=4, batch_first=True)
     x = torch.zeros(1, 5000, 8)
     np.testing.assert_array_equal(module(x)[0].numpy(), posenc.table(5000, 8))
 
@@ -112,7 +112,7 @@ def test_no_length_cliff_and_max_len_is_a_hint():
 def test_beyond_the_cache_limit_only_the_sequence_is_computed(monkeypatch):
     monkeypatch.setattr(pt, "CACHE_LIMIT_BYTES", 1024)  # every table is "too large" for the cache
     pt.clear_cache()
-    module = pt.SinusoidalPositionalEncoding(16)
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
     out = module(torch.zeros(1, 300, 16), offset=2**30)
     np.testing.assert_array_equal(out[0].numpy(), posenc.table(300, 16, start=2**30))
     assert not pt._CACHE  # nothing was cached, no table from position 0 was built
@@ -120,13 +120,28 @@ def test_beyond_the_cache_limit_only_the_sequence_is_computed(monkeypatch):
 
 def test_seq_first_equals_batch_first():
     x = torch.randn(2, 7, 12)
-    batch_first = pt.SinusoidalPositionalEncoding(12)(x)
-    seq_first = pt.SinusoidalPositionalEncoding(12, batch_first=False)(x.transpose(0, 1))
+    batch_first = pt.SinusoidalPositionalEncoding(12, batch_first=True)(x)
+    seq_first = pt.SinusoidalPositionalEncoding(12)(x.transpose(0, 1))  # the default: (seq, batch, d)
     torch.testing.assert_close(seq_first.transpose(0, 1), batch_first, rtol=0, atol=0)
 
 
+def test_the_readme_migration_line_gives_the_tutorials_values_on_the_tutorials_input():
+    """The README's `SinusoidalPositionalEncoding(d_model, dropout=0.1)` in place of the tutorial's
+    `PositionalEncoding(d_model, dropout=0.1)`, on the tutorial's (seq, batch, d) input (35, 20, 64): the same
+    values up to the tutorial's float32 error (which grows with the position), along the right axis."""
+    torch.manual_seed(0)
+    x = torch.randn(35, 20, 64)
+    tutorial = SeqFirstTutorialPositionalEncoding(64, dropout=0.1).eval()
+    ours = pt.SinusoidalPositionalEncoding(64, dropout=0.1).eval()
+    assert torch.allclose(ours(x), tutorial(x), rtol=0, atol=1e-5)
+    assert torch.equal(ours.encoding_for(x), pt.table(35, 64)[:, None])  # the exact rows, along dim 0
+    assert ours.pe.shape == tutorial.pe.shape == (5000, 1, 64)
+    assert torch.allclose(ours.pe, tutorial.pe, rtol=0, atol=1e-3)
+    ours.load_state_dict(tutorial.state_dict(), strict=True)  # a tutorial checkpoint loads
+
+
 def test_offset_decoding_equals_the_full_pass():
-    module = pt.SinusoidalPositionalEncoding(32)
+    module = pt.SinusoidalPositionalEncoding(32, batch_first=True)
     x = torch.randn(2, 9, 32)
     full = module(x)
     steps = [module(x[:, t : t + 1], offset=t) for t in range(9)]
@@ -138,7 +153,7 @@ def test_offset_decoding_equals_the_full_pass():
 
 
 def test_position_ids_for_left_padding_and_packing():
-    module = pt.SinusoidalPositionalEncoding(16)
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
     positions = pt.from_attention_mask(mask)
     x = torch.zeros(2, 5, 16)
@@ -153,7 +168,7 @@ def test_position_ids_for_left_padding_and_packing():
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
 def test_module_to_low_precision_stays_exact_at_100k(dtype):
-    module = pt.SinusoidalPositionalEncoding(64).to(dtype)
+    module = pt.SinusoidalPositionalEncoding(64, batch_first=True).to(dtype)
     x = torch.zeros(1, 3, 64, dtype=dtype)
     out = module(x, offset=100_000)
     name = str(dtype).removeprefix("torch.")
@@ -169,7 +184,7 @@ def test_module_to_low_precision_stays_exact_at_100k(dtype):
 
 
 def test_training_dropout_keeps_1_minus_p_scaled_and_is_seeded():
-    module = pt.SinusoidalPositionalEncoding(64, dropout=0.25)
+    module = pt.SinusoidalPositionalEncoding(64, dropout=0.25, batch_first=True)
     x = torch.randn(4, 256, 64, requires_grad=True)
     torch.manual_seed(7)
     out = module(x)
@@ -192,7 +207,7 @@ def test_gradients_reach_x_and_the_embedding_not_a_table():
     assert module.embedding.weight.grad is not None and module.embedding.weight.grad.abs().sum() > 0
     assert [name for name, _ in module.named_parameters()] == ["embedding.weight"]
     x = torch.randn(2, 4, 16, requires_grad=True)
-    pt.SinusoidalPositionalEncoding(16)(x).sum().backward()
+    pt.SinusoidalPositionalEncoding(16, batch_first=True)(x).sum().backward()
     assert torch.equal(x.grad, torch.ones_like(x))
 
 
@@ -214,13 +229,13 @@ def test_token_embedding_scales_and_numbers_positions_like_fairseq():
 
 
 def test_state_dict_holds_no_table_and_tutorial_checkpoints_load():
-    module = pt.SinusoidalPositionalEncoding(32, dropout=0.1)
+    module = pt.SinusoidalPositionalEncoding(32, dropout=0.1, batch_first=True)
     assert module.state_dict() == {}
     tutorial = TutorialPositionalEncoding(32, max_len=300)
     module.load_state_dict(tutorial.state_dict(), strict=True)
     wrapper = nn.Sequential(nn.Linear(32, 32), module)
     wrapper.load_state_dict(nn.Sequential(nn.Linear(32, 32), tutorial).state_dict(), strict=True)
-    other = pt.SinusoidalPositionalEncoding(32, shift=1)
+    other = pt.SinusoidalPositionalEncoding(32, shift=1, batch_first=True)
     with pytest.raises(ValueError, match="other options"):
         other.load_state_dict(tutorial.state_dict())
     # the official tutorial (seq-first) stores pe as (max_len, 1, d_model)
@@ -230,25 +245,26 @@ def test_state_dict_holds_no_table_and_tutorial_checkpoints_load():
 
 
 def test_tutorial_style_pe_attribute():
-    module = pt.SinusoidalPositionalEncoding(512, max_len=8)
+    module = pt.SinusoidalPositionalEncoding(512, max_len=8, batch_first=True)
     pe = module.pe.squeeze(0)[:8]
     assert module.pe.shape == (1, 8, 512)
     dots = pe @ pe.T
     assert float(dots[1, 2]) == pytest.approx(249.1021, abs=1e-3)
-    assert pt.SinusoidalPositionalEncoding(4).pe.shape == (1, 5000, 4)
+    assert pt.SinusoidalPositionalEncoding(4, batch_first=True).pe.shape == (1, 5000, 4)
+    assert pt.SinusoidalPositionalEncoding(4).pe.shape == (5000, 1, 4)  # the tutorial's own buffer
 
 
 def test_meta_device_construction_then_materialisation():
     with torch.device("meta"):
-        module = pt.SinusoidalPositionalEncoding(24, dropout=0.0)
+        module = pt.SinusoidalPositionalEncoding(24, dropout=0.0, batch_first=True)
     module = module.to_empty(device="cpu")
     x = torch.randn(2, 6, 24)
-    assert torch.equal(module(x), pt.SinusoidalPositionalEncoding(24)(x))
+    assert torch.equal(module(x), pt.SinusoidalPositionalEncoding(24, batch_first=True)(x))
 
 
 def test_two_threads_with_different_lengths():
     pt.clear_cache()
-    module = pt.SinusoidalPositionalEncoding(64)
+    module = pt.SinusoidalPositionalEncoding(64, batch_first=True)
     results, errors = {}, []
 
     def run(length):
@@ -272,6 +288,8 @@ def test_extra_repr_shows_the_options():
     text = repr(pt.SinusoidalPositionalEncoding(16, shift=1, layout="sin_cos", dropout=0.1, max_len=64))
     assert "d_model=16" in text and "shift=1" in text and "layout='sin_cos'" in text and "max_len=64" in text
     assert "p=0.1" in text
+    default = repr(pt.SinusoidalPositionalEncoding(16))
+    assert "batch_first=False, max_len=None (.pe: 5000 rows)" in default  # what .pe holds, said
 
 
 # --- compile and export -----------------------------------------------------------------------------
@@ -279,7 +297,7 @@ def test_extra_repr_shows_the_options():
 
 def test_compiled_fullgraph_dynamic_equals_eager_without_recompiling():
     torch._dynamo.reset()
-    module = pt.SinusoidalPositionalEncoding(32)
+    module = pt.SinusoidalPositionalEncoding(32, batch_first=True)
     counter = torch._dynamo.testing.CompileCounter()
     compiled = torch.compile(module, fullgraph=True, dynamic=True, backend=counter)
     for length in (5, 17, 40):
@@ -291,7 +309,7 @@ def test_compiled_fullgraph_dynamic_equals_eager_without_recompiling():
 def test_compiled_with_inductor_equals_eager():
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
-    module = pt.SinusoidalPositionalEncoding(32)
+    module = pt.SinusoidalPositionalEncoding(32, batch_first=True)
     compiled = torch.compile(module, fullgraph=True, dynamic=True)
     for length in (6, 11, 29):
         x = torch.randn(2, length, 32)
@@ -300,7 +318,7 @@ def test_compiled_with_inductor_equals_eager():
 
 
 def test_torch_export_runs():
-    module = pt.SinusoidalPositionalEncoding(16)
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
     x = torch.randn(2, 7, 16)
     seq = torch.export.Dim("seq", min=2, max=4096)
     program = torch.export.export(module, (x,), dynamic_shapes=({1: seq},))
@@ -312,7 +330,8 @@ def test_torch_export_runs():
 def test_onnx_export_runs_in_onnxruntime_and_matches_eager(tmp_path, dtype):
     import onnxruntime  # installed by make test
 
-    module = pt.SinusoidalPositionalEncoding(16, max_len=128, layout="sin_cos").eval().to(dtype)
+    module = pt.SinusoidalPositionalEncoding(16, max_len=128, layout="sin_cos", batch_first=True)
+    module = module.eval().to(dtype)
     x = torch.randn(2, 7, 16, dtype=dtype)
     program = torch.onnx.export(
         module, (x,), dynamo=True, dynamic_shapes=({1: torch.export.Dim("seq", max=128)},)
@@ -326,7 +345,7 @@ def test_onnx_export_runs_in_onnxruntime_and_matches_eager(tmp_path, dtype):
 
 
 def test_onnx_export_needs_max_len():
-    module = pt.SinusoidalPositionalEncoding(16)
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
     with pytest.raises(ValueError, match="ONNX export needs max_len"):
         module._onnx_table(torch.float32, torch.device("cpu"), torch.arange(3))
     with pytest.raises(Exception, match="posenc"):  # the exporter reports the operator it could not place
@@ -368,7 +387,7 @@ def test_onnx_export_needs_max_len():
 )
 def test_bad_forward_inputs(call, error, message):
     with pytest.raises(error, match=message):
-        call(pt.SinusoidalPositionalEncoding(16))
+        call(pt.SinusoidalPositionalEncoding(16, batch_first=True))
 
 
 @pytest.mark.parametrize(("kwargs", "error", "message"), BAD_MODULE_OPTIONS)

@@ -54,13 +54,15 @@ def test_real_positions_on_the_device(device):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_module_in_any_dtype_adds_the_exact_encoding(device, dtype):
-    module = pt.SinusoidalPositionalEncoding(64).to(device=device, dtype=dtype)  # .to() cannot degrade it
+    module = pt.SinusoidalPositionalEncoding(64, batch_first=True).to(
+        device=device, dtype=dtype
+    )  # .to() cannot degrade it
     x = torch.zeros(2, 300, 64, device=device, dtype=dtype)
     _same_bits(module(x, offset=100_000)[0], _core(np.arange(100_000, 100_300), 64, dtype))
 
 
 def test_positions_offsets_and_decoding_on_the_device(device):
-    module = pt.SinusoidalPositionalEncoding(32)
+    module = pt.SinusoidalPositionalEncoding(32, batch_first=True)
     x = torch.randn(2, 9, 32, device=device)
     pe = _core(np.arange(9), 32, torch.float32).to(device)
     full = module(x)
@@ -82,7 +84,7 @@ def test_positions_offsets_and_decoding_on_the_device(device):
 
 def test_compiled_on_the_device_equals_eager_without_recompiling(device):
     torch._dynamo.reset()
-    module = pt.SinusoidalPositionalEncoding(32).to(device)
+    module = pt.SinusoidalPositionalEncoding(32, batch_first=True).to(device)
     counter = torch._dynamo.testing.CompileCounter()
     compiled = torch.compile(module, fullgraph=True, dynamic=True, backend=counter)
     for length in (5, 17, 40):
@@ -92,7 +94,7 @@ def test_compiled_on_the_device_equals_eager_without_recompiling(device):
 
 
 def test_training_dropout_on_the_device(device):
-    module = pt.SinusoidalPositionalEncoding(64, dropout=0.25).to(device).train()
+    module = pt.SinusoidalPositionalEncoding(64, dropout=0.25, batch_first=True).to(device).train()
     x = torch.zeros(4, 512, 64, device=device)
     y = module(x)
     kept = y != 0
@@ -147,7 +149,7 @@ def test_non_cpu_tables_and_modules_use_the_device_algorithm(device, monkeypatch
     monkeypatch.setattr(_exact_array, "encode", lambda *a, **k: calls.append(1) or encode(*a, **k))
     pt.clear_cache()
     _same_bits(pt.table(100, 16, start=9, device=device), _core(np.arange(9, 109), 16, torch.float32))
-    module = pt.SinusoidalPositionalEncoding(16).to(device)
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True).to(device)
     x = torch.zeros(1, 20, 16, device=device, dtype=torch.bfloat16)
     _same_bits(module(x)[0], _core(np.arange(20), 16, torch.bfloat16))
     far = torch.tensor([2**30, 2**30 + 2, 2**30 + 1], device=device)

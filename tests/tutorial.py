@@ -1,6 +1,7 @@
 """The PyTorch tutorial's positional encoding, as users copy it: the inexact code posenc replaces.
 
-Used by the tests (checkpoint migration, comparisons) and by the benchmarks (side-by-side timings).
+Used by the tests (checkpoint migration, comparisons) and by the benchmarks (side-by-side timings). Two
+orientations: the PyTorch tutorial's own, (seq, batch, d_model), and the seed documents' batch-first one.
 """
 
 from __future__ import annotations
@@ -31,3 +32,16 @@ class TutorialPositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(x + self.pe[:, : x.size(1)])
+
+
+class SeqFirstTutorialPositionalEncoding(nn.Module):
+    """The PyTorch tutorial's module as the tutorial itself writes it: ``pe`` of shape (max_len, 1, d_model),
+    input ``(seq, batch, d_model)``, ``dropout(x + pe[:seq])``."""
+
+    def __init__(self, d_model: int, dropout: float = 0.0, max_len: int = 5000):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        self.register_buffer("pe", tutorial_table(max_len, d_model).unsqueeze(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(x + self.pe[: x.size(0)])

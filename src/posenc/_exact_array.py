@@ -394,7 +394,7 @@ def split_positions(ops: Backend, positions: Any, offset: Any = None) -> Positio
     into :class:`Positions`; NaN, ±inf and |p + offset| >= 2**31 are marked invalid (and computed as 0)."""
     xp = ops.xp
     limit = float(2**31)
-    fraction = finite = None
+    fraction = finite = clean = None
     if is_floating(ops, positions.dtype):
         if positions.dtype.itemsize < 4:  # float16, bfloat16: float32 holds them exactly
             positions = ops.cast(positions, ops.float32)
@@ -422,8 +422,10 @@ def split_positions(ops: Backend, positions: Any, offset: Any = None) -> Positio
     if fraction is None:
         return Positions(negative_whole, magnitude, None, None, valid)
     fraction = ops.where(valid, fraction, 0)
-    # p = whole + fraction: its sign is the whole part's, or the fraction's when the whole part is 0
-    negative = ops.where(total == 0, fraction < 0, negative_whole)
+    # p = whole + fraction: its sign is the whole part's, or the fraction's when the whole part is 0, and
+    # -0.0 is negative (IEEE: sin(-0) = -0; an offset of 0 keeps it, a nonzero one cannot sum to zero)
+    negative_zero = (clean == 0) & xp.signbit(clean)
+    negative = ops.where(total == 0, (fraction < 0) | negative_zero, negative_whole)
     fraction_negative = (fraction < 0) != negative
     return Positions(negative, magnitude, xp.abs(fraction), fraction_negative, valid)
 
@@ -484,9 +486,11 @@ def _evaluate(
         tiny = (whole == 0) & (fraction * freq["rate_float"] < 2.0**-13)
         _, exponent = xp.frexp(fraction)
         s = ops.where(tiny & (exponent < 0), (-exponent) // LIMB_BITS, 0)
-        s = ops.clip(s, 0, 15)
+        # float64 fractions reach 2**-1074 (s <= 89), narrower ones 2**-149 (s <= 12)
+        wide = fraction.dtype == xp.float64
+        s = ops.clip(s, 0, 127 if wide else 15)
         scaled = fraction
-        for bit in (1, 2, 4, 8):
+        for bit in (1, 2, 4, 8, 16, 32, 64) if wide else (1, 2, 4, 8):
             scaled = ops.where((s & bit) != 0, scaled * float(2.0 ** (LIMB_BITS * bit)), scaled)
         u = ops.where(tiny, freq["steps"], 0)
         e = (s + u) * LIMB_BITS
@@ -582,7 +586,7 @@ def round_fixed(ops: Backend, magnitude: Any, e: Any, m: int, fmt: str, float_dt
     weights = ops.asarray(np.array([2.0 ** (-LIMB_BITS * t) for t in range(m + 1)]), magnitude)
     value = ops.sum_last(ops.cast(rounded, float_dtype) * ops.cast(weights, float_dtype))
     steps = e // LIMB_BITS
-    for b in (1, 2, 4, 8, 16):
+    for b in (1, 2, 4, 8, 16, 32, 64, 128):
         scaled = value
         for _ in range(max(1, b // 8)):  # 2**-192 is below float32's range: two steps of 2**-96
             scaled = scaled * float(2.0 ** (-LIMB_BITS * min(b, 8)))

@@ -226,7 +226,7 @@ def positions(value: Any) -> np.ndarray:
         worst = array.flat[int(np.argmax(np.abs(array.astype(np.float64))))]
         if abs(int(worst) if kind in "iu" else float(worst)) >= MAX_POSITION:
             _out_of_range(worst)
-    return array.astype(np.float64) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return array.astype(np.float64)  # -0.0 stays: sin(-0.0 ω) = -0.0 (IEEE)
 
 
 def _out_of_range(worst: Any) -> None:

@@ -28,14 +28,17 @@ How exactness is reached (float32, float16 and bfloat16 outputs are *correctly r
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:  # numpy.typing costs ~15 ms at import: annotations only
+    import numpy.typing as npt
 
 from . import _highprec, _validate
 
@@ -53,12 +56,11 @@ _COS = [(-1) ** k / math.factorial(2 * k) for k in range(2, 10)]
 _BLOCK = 1 << 16
 # Below this many sin/cos pairs a thread pool costs more than it saves.
 _PARALLEL_ELEMENTS = 1 << 19
-# float32 tables of at least this many sin/cos pairs use the compiled kernel when numba is installed.
-_COMPILED_ELEMENTS = 1 << 14
-# ... and exact rows of at least this many elements the compiled exact path.
-_COMPILED_DIRECT_ELEMENTS = 1 << 12
-# An element of the exact path costs about this many elements of angle addition.
+# An element of the exact path costs about this many elements of angle addition (NumPy; compiled).
 _EXACT_COST = 64
+_COMPILED_EXACT_COST = 16
+# Per-options constants kept (frequencies, limbs, column plans): a bounded LRU cache.
+_CACHED_OPTIONS = 256
 
 
 def frequencies(
@@ -75,7 +77,7 @@ def frequencies(
     >>> float(frequencies(8, shift=1)[-1])  # tensor2tensor: the lowest frequency is exactly 1 / base
     0.0001
     """
-    return _Options.check(d_model, base, shift, scale, "interleaved", odd).constants()[0]
+    return _Options.check(d_model, base, shift, scale, "interleaved", odd).constants()[0].copy()
 
 
 def encode(
@@ -118,6 +120,18 @@ def encode(
     rows = result.reshape(-1, options.d_model)
     spec = _Spec(options, dt)
     step = max(1, _BLOCK // max(1, spec.n))
+    kernel = _compiled_kernel("encode_float32") if dt == np.float32 else None
+    if kernel is not None and flat_p.size:
+        positions = np.ascontiguousarray(flat_p, dtype=np.float64)
+        unsure = np.empty(len(positions), dtype=np.int64)
+        plan = spec.kernel_plan()
+
+        def compiled(lo: int, hi: int) -> None:
+            if kernel(positions, spec.limbs, spec.absolute_error, rows, unsure, plan, lo, hi):
+                spec.settle_direct(rows, positions, lo + np.flatnonzero(unsure[lo:hi]))
+
+        _run_blocks(compiled, len(positions), step, elements=_exact_cost(flat_p.size * spec.n))
+        return result
 
     def work(lo: int, hi: int) -> None:
         sin, cos = _direct_rows(flat_p[lo:hi], spec.limbs, threads=False)
@@ -192,6 +206,16 @@ class _Options(NamedTuple):
 
     @classmethod
     def check(cls, d_model: Any, base: Any, shift: Any, scale: Any, layout: Any, odd: Any) -> _Options:
+        """The validated options; arguments of plain types (int, float, str) are validated once per values
+        and types (a bounded cache: True == 1 and 1 == 1.0, so the types are part of the key)."""
+        values = (d_model, base, shift, scale, layout, odd)
+        types = tuple(map(type, values))
+        if all(t in _PLAIN for t in types):
+            return _checked(values, types)
+        return cls._check(*values)
+
+    @classmethod
+    def _check(cls, d_model: Any, base: Any, shift: Any, scale: Any, layout: Any, odd: Any) -> _Options:
         d_model = _validate.d_model(d_model)
         odd = _validate.odd(odd)
         _validate.plan(d_model, odd)  # refuses an odd width under odd="error"
@@ -205,9 +229,59 @@ class _Options(NamedTuple):
         )
 
     def constants(self) -> tuple[np.ndarray, np.ndarray]:
-        """The frequencies ω_i (float64) and the limbs of ω_i / 2π."""
-        count, twice_half = _validate.plan(self.d_model, self.odd)
-        return _highprec.frequency_constants(count, self.base, twice_half, self.shift, self.scale)
+        """The frequencies ω_i (float64) and the limbs of ω_i / 2π, ``(5, n)`` C-contiguous: read-only
+        arrays, computed once per options (:func:`_constants`)."""
+        return _constants(self)
+
+
+_PLAIN = frozenset({int, float, str})
+
+
+@functools.lru_cache(maxsize=_CACHED_OPTIONS)
+def _checked(values: tuple[Any, ...], types: tuple[type, ...]) -> _Options:
+    """:meth:`_Options.check` of plain values (a refusal raises and is not cached)."""
+    return _Options._check(*values)
+
+
+@functools.lru_cache(maxsize=_CACHED_OPTIONS)
+def _constants(options: _Options) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`_Options.constants`: the ~200-bit computation (~0.3 ms at d_model 512) runs once per options.
+    A bounded LRU cache keyed on every option (the whole validated tuple; lru_cache is thread-safe), of
+    immutable values: the arrays are read-only."""
+    count, twice_half = _validate.plan(options.d_model, options.odd)
+    omegas, limbs = _highprec.frequency_constants(
+        count, options.base, twice_half, options.shift, options.scale
+    )
+    omegas, limbs = np.ascontiguousarray(omegas), np.ascontiguousarray(limbs)
+    omegas.flags.writeable = limbs.flags.writeable = False
+    return omegas, limbs
+
+
+def _first_rows(options: _Options, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact rows of positions 0 .. block - 1 (float64 sin, cos: ``(block, n)``), which every table of
+    ``block``-row blocks combines with, whatever its start: cached (read-only) up to 4 MiB a pair."""
+    if block * len(_constants(options)[0]) * 16 <= 4 << 20:
+        return _cached_first_rows(options, block)
+    return _direct_rows(np.arange(block, dtype=np.float64), _constants(options)[1])
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_first_rows(options: _Options, block: int) -> tuple[np.ndarray, np.ndarray]:
+    sin, cos = _direct_rows(np.arange(block, dtype=np.float64), _constants(options)[1])
+    sin.flags.writeable = cos.flags.writeable = False
+    return sin, cos
+
+
+@functools.lru_cache(maxsize=_CACHED_OPTIONS)
+def _column_plan(options: _Options, n: int) -> tuple[int, int, int, int, int, int, int]:
+    """(n, d_model, sin offset, cos offset, stride, sin count, cos count) of :meth:`_Spec.column_plan`."""
+    d, layout = options.d_model, options.layout
+    if layout == "interleaved":  # rows[:, 0::2][:, :n] and rows[:, 1::2][:, :n]
+        return n, d, 0, 1, 2, min(n, (d + 1) // 2), min(n, d // 2)
+    first, second = min(n, d), max(0, min(2 * n, d) - n)  # rows[:, :n] and rows[:, n : 2n]
+    if layout == "sin_cos":
+        return n, d, 0, n, 1, first, second
+    return n, d, n, 0, 1, second, first
 
 
 class _Spec:
@@ -215,12 +289,9 @@ class _Spec:
 
     def __init__(self, options: _Options, dtype: np.dtype):
         self.options, self.dtype = options, dtype
-        self.omegas, self.limbs = options.constants()
-        self.n = len(self.omegas)
-        self.round = _rounder(dtype)
-        self.format = "bfloat16" if dtype.name == "bfloat16" else dtype.name
-        # _turns is accurate to 2**-98 for turn rates below 1/2π, and proportionally less above.
-        self.absolute_error = 2.0**-92 * max(1.0, options.scale)
+        (self.omegas, self.limbs, self.n, self.round, self.format, self.absolute_error, self.float64_tiny) = (
+            _spec_constants(options, dtype)
+        )
 
     def columns(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The sine and cosine column views of a block of output rows (an extra frequency's last column,
@@ -256,7 +327,14 @@ class _Spec:
         )
         for values, band, dst, which in ((sin, sin_band, sin_out, 0), (cos, cos_band, cos_out, 1)):
             values = values[:, : dst.shape[1]]
-            if band is None or self.dtype == np.float64:  # float64: within 1 ulp, nothing to certify
+            if self.dtype == np.float64:  # within 1 ulp, except the tiny values _float64_tiny redoes
+                dst[...] = values
+                tiny = np.abs(values) < self.float64_tiny
+                if tiny.any():
+                    r, i = np.nonzero(tiny)
+                    dst[r, i] = self._float64_tiny(p[r], i, which)
+                continue
+            if band is None:
                 dst[...] = values
                 continue
             band = band[..., : dst.shape[1]]
@@ -265,6 +343,9 @@ class _Spec:
             if unsure.any():
                 r, i = np.nonzero(unsure)
                 dst[r, i] = self._certain(p[r], i, which)
+        negative_zero = (p == 0) & np.signbit(p)
+        if negative_zero.any():  # sin(-0.0) = -0.0 (IEEE), whatever path computed the row
+            sin_out[negative_zero] = -0.0
 
     def _certain(self, p: np.ndarray, i: np.ndarray, which: int) -> np.ndarray:
         """Correctly rounded sin (which=0) or cos (which=1) of p * ω_i, for a few (p, i) pairs."""
@@ -277,21 +358,69 @@ class _Spec:
             rounded[k] = self.exact(float(p[k]), int(i[k]))[which]
         return rounded
 
+    def _float64_tiny(self, p: np.ndarray, i: np.ndarray, which: int) -> np.ndarray:
+        """float64 sin (which=0) or cos (which=1) of p ω_i for values below ``float64_tiny``, where the
+        fast path's absolute error could exceed 1 ulp: small angles (also subnormal results) by
+        sin x = x - x³/6 with x = p ω_i in double-double from the scaled position, within 1 ulp (correctly
+        rounded unless the result is subnormal); values near a zero of sin or cos in arbitrary precision."""
+        result = np.empty(len(p))
+        small = np.abs(p * self.omegas[i]) < 2.0**-20  # then x³/6 < 2**-40 x and x**5/120 is negligible
+        if small.any():
+            mantissa, exponent = np.frexp(p[small])  # p = mantissa · 2**exponent: no underflow below
+            omega_hi, omega_lo = self.omega_double_double()
+            x, x_lo = _two_prod(mantissa, omega_hi[i[small]])
+            x_lo += mantissa * omega_lo[i[small]]
+            angle = np.ldexp(x, exponent)
+            sine = x + (x_lo - x * (angle * angle / 6.0))
+            result[small] = np.copysign(np.ldexp(sine, exponent), p[small])  # sin(±0) = ±0
+        for k in np.flatnonzero(~small):
+            result[k] = self.exact(float(p[k]), int(i[k]))[which]
+        return result
+
+    def omega_double_double(self) -> tuple[np.ndarray, np.ndarray]:
+        """ω_i = 2π c_i as double-doubles (hi, lo), relative error < 2**-100, from the limbs of c_i."""
+        l0, l1, l2, l3, l4 = self.limbs
+        c_hi, c_lo = _two_sum(l0 + l1, (l2 + l3) + l4)  # l0 + l1: 52 bits, exact
+        hi, lo = _two_prod(c_hi, _TWO_PI_HI)
+        lo += c_hi * _TWO_PI_LO + c_lo * _TWO_PI_HI
+        return _two_sum(hi, lo)
+
     def exact(self, p: float, i: int) -> tuple[float, float]:
         """sin and cos of p ω_i correctly rounded to the output dtype, in arbitrary precision (slow)."""
         o = self.options
         twice_half = _validate.plan(o.d_model, o.odd)[1]
         return _highprec.sincos_exact(p, i, o.base, twice_half, o.shift, o.scale, self.format)
 
-    def column_plan(self) -> np.ndarray:
+    def column_plan(self) -> tuple[int, int, int, int, int]:
         """(sin offset, cos offset, stride, sin count, cos count): the sine of frequency i lies in column
         ``sin offset + stride · i`` when i < sin count, likewise the cosine (see :meth:`columns`)."""
-        n, layout = self.n, self.options.layout
-        index = np.arange(self.options.d_model)[None]
-        sin_view, cos_view = self.columns(index.copy())
-        offsets = (0, 1) if layout == "interleaved" else (0, n) if layout == "sin_cos" else (n, 0)
-        stride = 2 if layout == "interleaved" else 1
-        return np.array([*offsets, stride, sin_view.shape[1], cos_view.shape[1]], dtype=np.int64)
+        return _column_plan(self.options, self.n)[2:]
+
+    def kernel_plan(self) -> tuple[int, int, int, int, int, int, int]:
+        """(n, d_model, *:meth:`column_plan`): the columns as the compiled kernels take them (columns from
+        2n on are zero)."""
+        return _column_plan(self.options, self.n)
+
+    def settle_direct(self, rows: np.ndarray, p: np.ndarray, flagged: np.ndarray) -> None:
+        """Recompute the ``flagged`` rows of an exact-path output on the NumPy path (the compiled kernel
+        found a value there whose band straddles a rounding midpoint)."""
+        if len(flagged):
+            sin, cos = _direct(p[flagged, None], self.limbs)
+            block = rows[flagged]
+            self.emit(block, p[flagged], sin, cos, self.direct_band(sin), self.direct_band(cos))
+            rows[flagged] = block
+
+
+@functools.lru_cache(maxsize=_CACHED_OPTIONS)
+def _spec_constants(options: _Options, dtype: np.dtype) -> tuple[Any, ...]:
+    """What :class:`_Spec` derives from its options and dtype, once per (options, dtype)."""
+    omegas, limbs = options.constants()
+    # _turns is accurate to 2**-98 for turn rates below 1/2π, and proportionally less above.
+    absolute_error = 2.0**-92 * max(1.0, options.scale)
+    # float64 values at least this large are within 1 ulp: the absolute error is < 2**-56 of them
+    float64_tiny = 2.0**56 * absolute_error
+    name = np.dtype(dtype).name
+    return omegas, limbs, len(omegas), _rounder(np.dtype(dtype)), name, absolute_error, float64_tiny
 
 
 def _output_dtype(dtype: Any, out: np.ndarray | None) -> np.dtype:
@@ -330,16 +459,27 @@ def _run_blocks(work: Callable[[int, int], None], total: int, step: int, *, elem
         for lo, hi in bounds:
             work(lo, hi)
         return
+    from concurrent.futures import ThreadPoolExecutor  # imported on first use: ~15 ms of import time
+
     with ThreadPoolExecutor(threads) as pool:
         for future in [pool.submit(work, lo, hi) for lo, hi in bounds]:
             future.result()
 
 
 def _threads() -> int:
-    """The cores this process may run on."""
+    """The threads a large call runs on: ``POSENC_NUM_THREADS`` when set, else the cores this process may
+    run on."""
+    setting = os.environ.get("POSENC_NUM_THREADS", "").strip()
+    if setting:
+        if not setting.isdigit() or int(setting) < 1:
+            raise ValueError(
+                f"POSENC_NUM_THREADS must be a whole number >= 1; got {setting!r}; unset it to use every core"
+            )
+        return int(setting)
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+@functools.lru_cache(maxsize=8)
 def _rounder(dtype: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
     """Round float64 values to ``dtype``, to nearest with ties to even, in one step (no double rounding)."""
     if dtype.name in ("float64", "float32", "float16"):
@@ -504,7 +644,7 @@ def _addition_plan(start: int, length: int, spec: _Spec) -> _AdditionPlan:
     omegas = spec.omegas
     block = max(1, math.isqrt(length))
     count = -(-length // block)
-    sin_b, cos_b = _direct_rows(np.arange(block, dtype=np.float64), spec.limbs)
+    sin_b, cos_b = _first_rows(spec.options, block)
     sin_a, cos_a = _direct_rows(start + block * np.arange(count, dtype=np.float64), spec.limbs)
     small = 2.0 * np.minimum(1.0, (block - 1) * omegas)
     largest = max(abs(start), abs(start + length - 1))
@@ -518,13 +658,13 @@ def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec, fr
     n = spec.n
     block, sin_a, cos_a, sin_b, cos_b, sin_band, cos_band = _addition_plan(start, length, spec)
     count = len(sin_a)
-    _pre_touch(result, fresh)
-    kernel = _compiled_kernel() if spec.dtype == np.float32 and length * n >= _COMPILED_ELEMENTS else None
+    kernel = _compiled_kernel() if spec.dtype == np.float32 else None
     if kernel is not None:
         _angle_addition_compiled(
             kernel, result, start, (sin_a, cos_a, sin_b, cos_b), sin_band, cos_band, spec
         )
         return
+    _pre_touch(result, fresh)
     step = max(1, _BLOCK // n)  # rows per tile
     tiles = [
         (a, b, min(b + step, block, length - a * block))
@@ -548,22 +688,48 @@ def _angle_addition(result: np.ndarray, start: int, length: int, spec: _Spec, fr
 
 
 def _exact_cost(elements: int) -> int:
-    """The thread-pool cost of ``elements`` exact-path elements: nothing when the compiled kernel, which is
-    parallel itself, does them (numba's parallel kernels must not be launched from several threads)."""
-    return 0 if _compiled_kernel("direct") is not None else elements * _EXACT_COST
+    """The cost of ``elements`` exact-path elements in angle-addition elements (for the thread pool)."""
+    return elements * (_COMPILED_EXACT_COST if _compiled_module() is not None else _EXACT_COST)
 
 
-def _compiled_kernel(name: str = "combine_float32") -> Callable[..., None] | None:
-    """A kernel of :mod:`posenc._compiled` (``combine_float32`` or ``direct``), or None without numba."""
-    try:
-        from . import _compiled
-    except ImportError:
-        return None
-    return getattr(_compiled, name)
+def compiled_path() -> str:
+    """Which path computes posenc's results here: ``"C"`` (the ``posenc._kernels`` extension, built at
+    install; the default) or ``"NumPy"`` (no C compiler was found at install). Both give the same bits.
+
+    >>> compiled_path() in ("C", "NumPy")
+    True
+    """
+    return "NumPy" if _compiled_module() is None else "C"
+
+
+def _compiled_kernel(name: str = "combine_float32") -> Callable[..., Any] | None:
+    """A kernel of :mod:`posenc._kernels` (``combine_float32``, ``encode_float32`` or ``direct``), or None
+    where the extension was not built. The kernels release the GIL and work on a row range, so several
+    threads (the pool of :func:`_run_blocks`, or the caller's) run them at once."""
+    module = _compiled_module()
+    return None if module is None else getattr(module, name)
+
+
+def _compiled_module() -> Any:
+    """:mod:`posenc._kernels`, or None where it was not built: imported once (a failed import is not
+    retried, and threads that arrive together wait for the one import)."""
+    if not _COMPILED:
+        with _IMPORT_LOCK:
+            if not _COMPILED:
+                try:
+                    from . import _kernels
+                except ImportError:
+                    _kernels = None
+                _COMPILED.append(_kernels)
+    return _COMPILED[0]
+
+
+_COMPILED: list[Any] = []
+_IMPORT_LOCK = threading.Lock()
 
 
 def _angle_addition_compiled(
-    kernel: Callable[..., None],
+    kernel: Callable[..., Any],
     result: np.ndarray,
     start: int,
     rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
@@ -571,43 +737,61 @@ def _angle_addition_compiled(
     cos_band: np.ndarray,
     spec: _Spec,
 ) -> None:
-    """:func:`_angle_addition` in one compiled pass; the values it is unsure of are settled by a second
-    compiled pass over their rows (the exact path), and the rare rest in arbitrary precision."""
-    from . import _compiled
+    """:func:`_angle_addition` in one compiled pass over row ranges on the thread pool; the rows holding a
+    value the kernel is unsure of are recomputed on the NumPy path (:meth:`_Spec.emit`: the exact path,
+    and the rare rest in arbitrary precision). A fresh output is not pre-touched (:func:`_pre_touch`):
+    each thread faults in the pages of its own rows, and measured side by side the extra pass did not pay."""
+    sin_a, cos_a, sin_b, cos_b = rows
+    block, length, n = len(sin_b), len(result), spec.n
+    plan = spec.kernel_plan()
+    unsure = np.empty(length, dtype=np.int64)
+    flagged: list[np.ndarray] = []
 
-    columns = spec.column_plan()
-    if spec.options.d_model > 2 * spec.n:
-        result[:, 2 * spec.n :] = 0
-    unsure = np.empty(len(result), dtype=np.int64)
-    kernel(*rows, sin_band, cos_band, columns, result, unsure)
-    flagged = np.flatnonzero(unsure)
-    if not len(flagged):
+    def work(lo: int, hi: int) -> None:
+        if kernel(sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, result, unsure, plan, lo, hi):
+            flagged.append(lo + np.flatnonzero(unsure[lo:hi]))
+
+    threads = _threads() if length * n >= _PARALLEL_ELEMENTS else 1
+    step = max(-(-length // (4 * threads)), _BLOCK // max(1, n)) if threads > 1 else length
+    _run_blocks(work, length, step, elements=length * n)
+    if not flagged:
         return
-    pending = _compiled.resolve_float32(
-        flagged, float(start), *rows, sin_band, cos_band, spec.limbs, spec.absolute_error, columns, result
-    )
-    offsets, stride = columns[:2], columns[2]
-    for r, i, which in pending.tolist():
-        result[r, offsets[which] + stride * i] = spec.exact(float(start + r), i)[which]
+    r = np.concatenate(flagged)
+    a, b = r // block, r % block
+    sin = sin_a[a] * cos_b[b]
+    sin += cos_a[a] * sin_b[b]
+    cos = cos_a[a] * cos_b[b]
+    cos -= sin_a[a] * sin_b[b]
+    settled = result[r]
+    spec.emit(settled, (start + r).astype(np.float64), sin, cos, sin_band, cos_band)
+    result[r] = settled
 
 
 def _direct_rows(p: np.ndarray, limbs: np.ndarray, *, threads: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_direct` for a 1-D array of positions against all frequencies: ``(len(p), n)`` each.
 
-    With numba installed, one compiled pass that performs the very same operations (bit-identical results,
-    checked by the tests); otherwise NumPy, tile by tile (on all cores unless ``threads`` is False, for
+    With the compiled kernels, C that performs the very same operations (bit-identical results, checked by
+    the tests); otherwise NumPy, tile by tile. On all cores when large, unless ``threads`` is False (for
     callers that already run in a thread pool).
     """
-    sin = np.empty((len(p), limbs.shape[1]))
+    n = limbs.shape[1]
+    sin = np.empty((len(p), n))
     cos = np.empty_like(sin)
-    kernel = _compiled_kernel("direct") if sin.size >= _COMPILED_DIRECT_ELEMENTS else None
+    kernel = _compiled_kernel("direct")
     if kernel is not None:
-        kernel(np.ascontiguousarray(p, dtype=np.float64), limbs, sin, cos)
+        positions = np.ascontiguousarray(p, dtype=np.float64)
+        limbs = np.ascontiguousarray(limbs)
+
+        def compiled(lo: int, hi: int) -> None:
+            kernel(positions, limbs, sin, cos, n, lo, hi)
+
+        step = max(1, _BLOCK // max(1, n))
+        _run_blocks(compiled, len(p), step, elements=_exact_cost(sin.size) if threads else 0)
         return sin, cos
 
     def work(lo: int, hi: int) -> None:
         sin[lo:hi], cos[lo:hi] = _direct(p[lo:hi, None], limbs)
 
-    step = max(1, _BLOCK // max(1, limbs.shape[1]))
-    _run_blocks(work, len(p), step, elements=len(p) * limbs.shape[1] * _EXACT_COST if threads else 0)
+    step = max(1, _BLOCK // max(1, n))
+    _run_blocks(work, len(p), step, elements=_exact_cost(sin.size) if threads else 0)
     return sin, cos

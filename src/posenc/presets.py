@@ -452,6 +452,14 @@ def get(name: str, **parameters: Any) -> Preset:
     if name not in _FACTORIES:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(names())}")
     factory = _FACTORIES[name]
+    accepted = inspect.signature(factory).parameters
+    unknown = sorted(set(parameters) - set(accepted))
+    if unknown:
+        valid = ", ".join(f"{p.name}={p.default!r}" for p in accepted.values()) or "none"
+        raise TypeError(
+            f"preset {name!r} takes no parameter {', '.join(map(repr, unknown))}; its parameters "
+            f"(with their defaults) are: {valid}"
+        )
     try:
         preset = factory(**parameters)
     except TypeError as error:

@@ -125,8 +125,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         d_model: the width of ``x``'s last dimension.
         base, shift, scale, layout, odd: as in :func:`posenc.encode` (the defaults are the paper's).
         dropout: dropout probability applied to the sum.
-        batch_first: ``x`` is ``(batch, seq, d_model)`` (or any ``(..., seq, d_model)``); with False,
-            ``(seq, batch, d_model)``.
+        batch_first: False (default, PyTorch's convention: ``nn.TransformerEncoderLayer`` and the tutorial):
+            ``x`` is ``(seq, batch, d_model)``; True: ``(batch, seq, d_model)`` (or any
+            ``(..., seq, d_model)``). A ``(seq, d_model)`` ``x`` is the same either way. A shape cannot
+            tell the two apart: pass ``batch_first=True`` for batch-first models.
         max_len: a cache hint only — longer sequences work. It also sizes the tutorial-style ``pe``
             attribute (default 5000, the tutorial's).
 
@@ -157,7 +159,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         layout: str = "interleaved",
         odd: str = "zero",
         dropout: float = 0.0,
-        batch_first: bool = True,
+        batch_first: bool = False,
         max_len: int | None = None,
     ) -> None:
         super().__init__()
@@ -169,19 +171,21 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     @property
     def pe(self) -> torch.Tensor:
-        """The tutorial's buffer, shape ``(1, max_len, d_model)`` float32: a copy of the cached table (never
-        part of the module's state)."""
+        """The tutorial's buffer, float32, ``max_len`` rows (5000 when max_len is None, the tutorial's): shape
+        ``(max_len, 1, d_model)`` as the PyTorch tutorial holds it (``x + pe[:x.size(0)]``), or
+        ``(1, max_len, d_model)`` with ``batch_first=True`` (``x + pe[:, :x.size(1)]``). A copy of the cached
+        table, never part of the module's state."""
         rows = self.max_len or 5000
         cached = _cached_table((*self._options, "float32"), rows, torch.device("cpu"))
-        if cached is None:  # beyond the cache limit
-            return table(rows, **self._options._asdict())[None]
-        return cached[:rows].clone()[None]
+        pe = table(rows, **self._options._asdict()) if cached is None else cached[:rows].clone()
+        return pe[None] if self.batch_first else pe[:, None]
 
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, base={self.base:g}, shift={self.shift:g}, scale={self.scale:g}, "
             f"layout={self.layout!r}, odd={self.odd!r}, "
             f"batch_first={self.batch_first}, max_len={self.max_len}"
+            + ("" if self.max_len else " (.pe: 5000 rows)")
         )
 
     def forward(
@@ -304,6 +308,16 @@ class TokenAndPositionEmbedding(nn.Module):
         super().__init__()
         if positions_from_padding and padding_idx is None:
             raise ValueError("positions_from_padding=True needs padding_idx; pass the padding token id")
+        if "batch_first" in encoding_options:
+            raise TypeError("TokenAndPositionEmbedding takes ids of shape (batch, seq): drop batch_first")
+        num_embeddings = _validate.integer("num_embeddings", num_embeddings, minimum=1)
+        if padding_idx is not None:
+            padding_idx = _validate.integer("padding_idx", padding_idx, minimum=-num_embeddings)
+            if padding_idx >= num_embeddings:
+                raise ValueError(
+                    f"padding_idx must be a token id in [-{num_embeddings}, {num_embeddings}) "
+                    f"(num_embeddings={num_embeddings}); got {padding_idx}"
+                )
         self.embedding = nn.Embedding(num_embeddings, d_model, padding_idx=padding_idx)
         if embed_scale is not None:
             embed_scale = _validate.real("embed_scale", embed_scale)
@@ -311,7 +325,9 @@ class TokenAndPositionEmbedding(nn.Module):
         if not self.embed_scale > 0:
             raise ValueError(f"embed_scale must be > 0 (the paper uses sqrt(d_model)); got {embed_scale!r}")
         self.positions_from_padding = positions_from_padding
-        self.encoding = SinusoidalPositionalEncoding(d_model, dropout=dropout, **encoding_options)
+        self.encoding = SinusoidalPositionalEncoding(
+            d_model, dropout=dropout, batch_first=True, **encoding_options
+        )
 
     def forward(
         self, ids: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int | torch.Tensor = 0

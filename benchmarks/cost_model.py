@@ -1,0 +1,278 @@
+"""The CPU cost model (issue 14), side by side in one process: posenc, the tutorial code and the floors.
+
+    python benchmarks/cost_model.py [--repeat 7] [--json FILE] [--quick]   # measure, write JSON
+    python benchmarks/cost_model.py --readme [--json FILE]                  # JSON -> README block
+
+Rows (float32, exact): large tables against the tutorial code (PyTorch and its formula in NumPy) and against
+posenc's NumPy path (the compiled kernels monkeypatched away); table(512, 512); ``encode`` of one position;
+``table(out=buf)`` against ``buf.fill`` and a fresh table against a fresh ``np.full``; the speed-up on 1, 2
+and all cores (``POSENC_NUM_THREADS``); and the first call in fresh processes: ``import posenc`` and
+``posenc table 8192 4096 --format npy`` against a ``python -c`` that computes the tutorial formula in NumPy
+and ``np.save``s it. ``--readme`` rewrites the block between ``<!-- cost-model:start -->`` and
+``<!-- cost-model:end -->`` in README.md from the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import measure, tutorial_table
+
+import posenc
+from posenc import core
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_JSON = Path(__file__).parent / "results" / "cost_model.json"
+
+TUTORIAL_NUMPY = """
+import sys, numpy as np
+length, d = int(sys.argv[1]), int(sys.argv[2])
+position = np.arange(length, dtype=np.float32)[:, None]
+div_term = np.exp(np.arange(0, d, 2, dtype=np.float32) * np.float32(-np.log(10000.0) / d))
+pe = np.empty((length, d), np.float32)
+pe[:, 0::2] = np.sin(position * div_term)
+pe[:, 1::2] = np.cos(position * div_term)
+np.save(sys.argv[3], pe)
+"""
+
+
+def tutorial_numpy(length: int, d_model: int) -> np.ndarray:
+    """The tutorial's formula in NumPy float32."""
+    position = np.arange(length, dtype=np.float32)[:, None]
+    div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float32) * np.float32(-np.log(10000.0) / d_model))
+    pe = np.empty((length, d_model), np.float32)
+    pe[:, 0::2] = np.sin(position * div_term)
+    pe[:, 1::2] = np.cos(position * div_term)
+    return pe
+
+
+def numpy_only(build):
+    compiled = core._compiled_kernel
+    core._compiled_kernel = lambda *args: None
+    try:
+        return build()
+    finally:
+        core._compiled_kernel = compiled
+
+
+def median(fn, repeat: int) -> float:
+    return measure(fn, repeat)["median_s"]
+
+
+def with_threads(threads: int | None, fn):
+    saved = os.environ.get("POSENC_NUM_THREADS")
+    if threads is None:
+        os.environ.pop("POSENC_NUM_THREADS", None)
+    else:
+        os.environ["POSENC_NUM_THREADS"] = str(threads)
+    try:
+        return fn()
+    finally:
+        if saved is None:
+            os.environ.pop("POSENC_NUM_THREADS", None)
+        else:
+            os.environ["POSENC_NUM_THREADS"] = saved
+
+
+def row(name: str, measured: float, unit: str, bar: str, detail: str = "") -> dict:
+    limit = float(bar.split()[1]) if bar else None
+    met = None if limit is None else (measured <= limit if bar.startswith("<=") else measured >= limit)
+    return {"name": name, "measured": measured, "unit": unit, "bar": bar, "met": met, "detail": detail}
+
+
+def wall(command: list[str], repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        times.append(time.perf_counter() - began)
+    return sorted(times)[len(times) // 2]
+
+
+def run(args: argparse.Namespace) -> dict:
+    import torch
+
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    big, long_, small = (
+        [(256, 512), (2048, 128), (64, 64)] if args.quick else [(8192, 4096), (131072, 1024), (512, 512)]
+    )
+    rows, times = [], {}
+    for length, d in (big, long_):
+        ours = median(lambda length=length, d=d: posenc.table(length, d), args.repeat)
+        plain = median(lambda length=length, d=d: numpy_only(lambda: posenc.table(length, d)), args.repeat)
+        tut = median(lambda length=length, d=d: tutorial_table(length, d), args.repeat)
+        tut_np = median(lambda length=length, d=d: tutorial_numpy(length, d), args.repeat)
+        times[f"{length}x{d}"] = {
+            "posenc": ours,
+            "numpy_only": plain,
+            "tutorial": tut,
+            "tutorial_numpy": tut_np,
+        }
+        bar = ">= 5" if (length, d) == big else ">= 8"
+        detail = f"{ours * 1e3:.1f} ms vs {tut * 1e3:.1f} ms (NumPy formula {tut_np * 1e3:.1f} ms)"
+        rows.append(row(f"table({length}, {d}): speed-up over the tutorial", tut / ours, "x", bar, detail))
+        rows.append(
+            row(
+                f"table({length}, {d}), NumPy path only: speed-up over the tutorial",
+                tut / plain,
+                "x",
+                "",
+                f"{plain * 1e3:.1f} ms",
+            )
+        )
+    length, d = small
+    ours = median(lambda: posenc.table(length, d), args.repeat * 5)
+    tut = min(
+        median(lambda: tutorial_table(length, d), args.repeat * 5),
+        median(lambda: tutorial_numpy(length, d), 35),
+    )
+    rows.append(
+        row(
+            f"table({length}, {d}): speed-up over the tutorial (the faster of torch / NumPy)",
+            tut / ours,
+            "x",
+            ">= 1",
+            f"{ours * 1e3:.3f} ms vs {tut * 1e3:.3f} ms",
+        )
+    )
+    one = median(lambda: posenc.encode(5, 512), 200)
+    rows.append(row("encode(5, 512)", one * 1e6, "µs", "<= 30"))
+    length, d = big
+    buf = np.empty((length, d), np.float32)
+    buf.fill(0)
+    out = median(lambda: posenc.table(length, d, out=buf), args.repeat)
+    fill = median(lambda: buf.fill(0.5), args.repeat)
+    fresh = median(lambda: posenc.table(length, d), args.repeat)
+    floor = median(lambda: np.full((length, d), 0.5, np.float32), args.repeat)
+    rows.append(
+        row(
+            f"table({length}, {d}, out=buf) / buf.fill",
+            out / fill,
+            "x",
+            "<= 2",
+            f"{out * 1e3:.1f} vs {fill * 1e3:.1f} ms",
+        )
+    )
+    rows.append(
+        row(
+            f"table({length}, {d}) / fresh np.full",
+            fresh / floor,
+            "x",
+            "<= 3",
+            f"{fresh * 1e3:.1f} vs {floor * 1e3:.1f} ms",
+        )
+    )
+    cores = core._threads()
+    scaling = {}
+    for threads in sorted({1, min(2, cores), cores}):
+        scaling[threads] = with_threads(
+            threads, lambda: median(lambda: posenc.table(length, d, out=buf), args.repeat)
+        )
+    for threads, seconds in scaling.items():
+        speedup = scaling[1] / seconds
+        rows.append(
+            row(
+                f"table({length}, {d}, out=buf) on {threads} core(s): speed-up / core",
+                speedup / threads,
+                "x",
+                "",
+                f"{seconds * 1e3:.1f} ms, {speedup:.2f}x over 1 core",
+            )
+        )
+    with tempfile.TemporaryDirectory() as scratch:
+        target = str(Path(scratch) / "pe.npy")
+        python = wall([sys.executable, "-c", "pass"])
+        importing = wall([sys.executable, "-c", "import posenc"]) - python
+        cli = wall(
+            [
+                sys.executable,
+                "-m",
+                "posenc",
+                "table",
+                str(length),
+                str(d),
+                "--format",
+                "npy",
+                "--output",
+                target,
+            ]
+        )
+        baseline = wall([sys.executable, "-c", TUTORIAL_NUMPY, str(length), str(d), target])
+    rows.append(row("import posenc (fresh process, minus bare python)", importing * 1e3, "ms", "<= 100"))
+    rows.append(
+        row(
+            f"first call: posenc table {length} {d} --format npy / python -c tutorial + np.save",
+            cli / baseline,
+            "x",
+            "<= 1.5",
+            f"{cli:.2f} s vs {baseline:.2f} s",
+        )
+    )
+    return {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
+        f"NumPy {np.__version__}, torch {torch.__version__}, posenc path {core.compiled_path()}",
+        "rows": rows,
+        "times_s": times,
+        "scaling_s": scaling,
+    }
+
+
+def readme_block(document: dict) -> str:
+    lines = [
+        f"Measured by `make bench` ({document['machine']}):",
+        "",
+        "| row | measured | bar | |",
+        "|---|---|---|---|",
+    ]
+    for r in document["rows"]:
+        unit = r["unit"]
+        value = f"{r['measured']:.2f}{unit}" if unit == "x" else f"{r['measured']:.1f} {unit}"
+        detail = f" ({r['detail']})" if r["detail"] else ""
+        met = "" if r["met"] is None else ("met" if r["met"] else "NOT met")
+        lines.append(f"| {r['name']} | {value}{detail} | {r['bar'] or '—'} | {met} |")
+    return "\n".join(lines)
+
+
+def write_readme(document: dict, readme: Path) -> None:
+    text = readme.read_text()
+    start, end = "<!-- cost-model:start -->", "<!-- cost-model:end -->"
+    if start not in text or end not in text:
+        raise SystemExit(f"{readme} has no {start} ... {end} block")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    readme.write_text(f"{head}{start}\n{readme_block(document)}\n{end}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    parser.add_argument("--readme", action="store_true", help="rewrite README.md's block from the JSON")
+    parser.add_argument("--readme-file", type=Path, default=ROOT / "README.md")
+    args = parser.parse_args(argv)
+    if args.readme:
+        write_readme(json.loads(args.json.read_text()), args.readme_file)
+        print(f"rewrote the cost-model block of {args.readme_file} from {args.json}")
+        return 0
+    document = run(args)
+    print(readme_block(document))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(document, indent=2))
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,412 @@
+/* posenc._kernels: the compiled path of posenc.core, ahead of time (built by setup.py at install).
+
+   The same algorithms as the NumPy path of posenc/core.py, operation for operation:
+
+   - direct:          core._direct (exact turns, quarter-turn reduction, double-double sin/cos polynomials)
+                      for every (position, frequency) pair, float64 out: bit-identical to NumPy's.
+   - encode_float32:  direct, then each value rounded once to float32 and certified with core's band
+                      |v| 2**-50 + absolute_error; a row holding a value whose band straddles a rounding
+                      midpoint is counted in unsure[row], and core settles that row on the NumPy path.
+   - combine_float32: angle addition z(start + aB + b) = z(start + aB) z(b) of core._angle_addition, each
+                      value rounded once to float32 and certified with the per-column bands; unsure rows as
+                      above.
+
+   So every float32 value written is THE correctly rounded one (certified), whatever rounding error the
+   compiler's code has within the bands; and `direct` is bit-identical to NumPy because it performs the
+   same IEEE operations in the same order (built with -ffp-contract=off: no fused multiply-add; no
+   -ffast-math). Buffers come through the buffer protocol (no NumPy headers); each call works on a row
+   range [lo, hi) with the GIL released, so core runs row ranges on its thread pool in parallel. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+/* one build, vector code where the CPU has AVX2 (chosen at load time); the same IEEE operations */
+#define POSENC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define POSENC_CLONES
+#endif
+
+#define SPLITTER 134217729.0 /* 2**27 + 1 */
+#define TWO_PI_HI 6.283185307179586
+#define TWO_PI_LO 2.4492935982947064e-16
+
+static inline void two_sum(double a, double b, double *s, double *e) {
+    double t = a + b;
+    double bb = t - a;
+    *s = t;
+    *e = (a - (t - bb)) + (b - bb);
+}
+
+static inline void two_prod(double a, double b, double *p, double *e) {
+    double q = a * b;
+    double ta = a * SPLITTER;
+    double ah = ta - (ta - a);
+    double al = a - ah;
+    double tb = b * SPLITTER;
+    double bh = tb - (tb - b);
+    double bl = b - bh;
+    *p = q;
+    *e = ((ah * bh - q) + ah * bl + al * bh) + al * bl;
+}
+
+/* core._turns, core._sincos_turns and core._kernel for one element, operation for operation. */
+static inline void sincos_exact(double p, double l0, double l1, double l2, double l3, double l4, double *sin_,
+                                double *cos_) {
+    double scaled = p * SPLITTER;
+    double ph = scaled - (scaled - p);
+    double pl = p - ph;
+    double a = ph * l0;
+    a -= rint(a);
+    double b = ph * l1;
+    b -= rint(b);
+    double c = pl * l0;
+    c -= rint(c);
+    double s, e1, e2, u, e3, hi, e4, lo;
+    two_sum(a, b, &s, &e1);
+    s -= rint(s);
+    two_sum(s, c, &s, &e2);
+    s -= rint(s);
+    two_sum(ph * l2, pl * l1, &u, &e3);
+    double rest = (((ph * l3 + pl * l2) + (ph * l4 + pl * l3)) + pl * l4) + ((e1 + e2) + e3);
+    two_sum(s, u, &hi, &e4);
+    hi -= rint(hi);
+    two_sum(hi, e4 + rest, &hi, &lo);
+
+    double quarter = rint(4.0 * hi);
+    double r, rl, x, xl;
+    two_sum(hi - 0.25 * quarter, lo, &r, &rl);
+    two_prod(r, TWO_PI_HI, &x, &xl);
+    xl += r * TWO_PI_LO + rl * TWO_PI_HI;
+    two_sum(x, xl, &x, &xl);
+
+    double z = x * x;
+    double acc = 1.0 / 355687428096000.0;
+    acc *= z;
+    acc += -1.0 / 1307674368000.0;
+    acc *= z;
+    acc += 1.0 / 6227020800.0;
+    acc *= z;
+    acc += -1.0 / 39916800.0;
+    acc *= z;
+    acc += 1.0 / 362880.0;
+    acc *= z;
+    acc += -1.0 / 5040.0;
+    acc *= z;
+    acc += 1.0 / 120.0;
+    acc *= z;
+    acc += -1.0 / 6.0;
+    double ps = acc * z;
+    double sine = x + (xl * (1.0 - 0.5 * z) + x * ps);
+
+    double zh, zl;
+    two_prod(x, x, &zh, &zl);
+    double half = 0.5 * zh;
+    double w = 1.0 - half;
+    acc = -1.0 / 6402373705728000.0;
+    acc *= zh;
+    acc += 1.0 / 20922789888000.0;
+    acc *= zh;
+    acc += -1.0 / 87178291200.0;
+    acc *= zh;
+    acc += 1.0 / 479001600.0;
+    acc *= zh;
+    acc += -1.0 / 3628800.0;
+    acc *= zh;
+    acc += 1.0 / 40320.0;
+    acc *= zh;
+    acc += -1.0 / 720.0;
+    acc *= zh;
+    acc += 1.0 / 24.0;
+    double pc = (zh * acc) * zh;
+    double cosine = w + ((((1.0 - w) - half) - 0.5 * zl) + (pc - x * xl));
+
+    /* the angle is q π/2 + x, q = quarter mod 4 (quarter is an integer in -2 .. 2); integer selects keep
+       the loop branch-free (vector code), and negation by -1.0 is exact, as np.negative */
+    int q = (int)quarter & 3;
+    double s_ = (q & 1) ? cosine : sine;
+    double c_ = (q & 1) ? sine : cosine;
+    *sin_ = s_ * ((q & 2) ? -1.0 : 1.0);
+    *cos_ = c_ * ((q == 1 || q == 2) ? -1.0 : 1.0);
+}
+
+POSENC_CLONES
+static void direct_rows(const double *restrict positions, const double *restrict limbs, Py_ssize_t n,
+                        Py_ssize_t lo, Py_ssize_t hi, double *restrict sin_out, double *restrict cos_out) {
+    const double *restrict l0 = limbs, *restrict l1 = limbs + n, *restrict l2 = limbs + 2 * n,
+                           *restrict l3 = limbs + 3 * n, *restrict l4 = limbs + 4 * n;
+    for (Py_ssize_t j = lo; j < hi; j++) {
+        const double p = positions[j];
+        double *restrict so = sin_out + j * n, *restrict co = cos_out + j * n;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double s, c;
+            sincos_exact(p, l0[i], l1[i], l2[i], l3[i], l4[i], &s, &c);
+            so[i] = s;
+            co[i] = c;
+        }
+    }
+}
+
+/* Where the values of frequency i go in a row (core._Spec.column_plan). */
+typedef struct {
+    Py_ssize_t n, d_model, sin_offset, cos_offset, stride, sin_count, cos_count;
+} Columns;
+
+static inline void zero_tail(float *row, const Columns *k) {
+    for (Py_ssize_t col = 2 * k->n; col < k->d_model; col++) row[col] = 0.0f;
+}
+
+#define CHUNK 256
+
+/* Round v to float32 with the exact path's band |v| 2**-50 + absolute_error: the rounding of v + band,
+   equal to that of v - band when certain. (A value rounding to zero is always unsure: its band straddles
+   zero; core settles its row, sign included.) */
+#define ROUND_DIRECT(v, high, unsure_)                                   \
+    do {                                                                 \
+        double band_ = fabs(v) * 0x1p-50 + absolute_error;               \
+        high = (float)((v) + band_);                                     \
+        unsure_ = high != (float)((v)-band_);                            \
+    } while (0)
+
+POSENC_CLONES
+static Py_ssize_t encode_rows(const double *restrict positions, const double *restrict limbs,
+                              double absolute_error, const Columns *k, Py_ssize_t lo, Py_ssize_t hi,
+                              float *restrict out, int64_t *restrict unsure) {
+    const Py_ssize_t n = k->n;
+    const double *restrict l0 = limbs, *restrict l1 = limbs + n, *restrict l2 = limbs + 2 * n,
+                           *restrict l3 = limbs + 3 * n, *restrict l4 = limbs + 4 * n;
+    const Py_ssize_t both = k->sin_count < k->cos_count ? k->sin_count : k->cos_count;
+    double sin_buf[CHUNK], cos_buf[CHUNK];
+    Py_ssize_t total = 0;
+    for (Py_ssize_t j = lo; j < hi; j++) {
+        const double p = positions[j];
+        float *row = out + j * k->d_model;
+        float *restrict sin_row = row + k->sin_offset, *restrict cos_row = row + k->cos_offset;
+        int64_t count = 0;
+        zero_tail(row, k);
+        if (p == 0.0) { /* exact: sin ±0 = ±0 (IEEE), cos 0 = 1 */
+            for (Py_ssize_t i = 0; i < k->sin_count; i++) sin_row[k->stride * i] = (float)p;
+            for (Py_ssize_t i = 0; i < k->cos_count; i++) cos_row[k->stride * i] = 1.0f;
+            unsure[j] = 0;
+            continue;
+        }
+        for (Py_ssize_t first = 0; first < n; first += CHUNK) {
+            const Py_ssize_t m = n - first < CHUNK ? n - first : CHUNK;
+            for (Py_ssize_t i = 0; i < m; i++) {
+                double s, c;
+                sincos_exact(p, l0[first + i], l1[first + i], l2[first + i], l3[first + i], l4[first + i], &s,
+                             &c);
+                sin_buf[i] = s;
+                cos_buf[i] = c;
+            }
+            const Py_ssize_t end = both - first < m ? (both - first > 0 ? both - first : 0) : m;
+            if (k->stride == 2) {
+                for (Py_ssize_t i = 0; i < end; i++) {
+                    float sh, ch;
+                    int su, cu;
+                    ROUND_DIRECT(sin_buf[i], sh, su);
+                    ROUND_DIRECT(cos_buf[i], ch, cu);
+                    count += su | cu;
+                    sin_row[2 * (first + i)] = sh;
+                    cos_row[2 * (first + i)] = ch;
+                }
+            } else {
+                for (Py_ssize_t i = 0; i < end; i++) {
+                    float sh, ch;
+                    int su, cu;
+                    ROUND_DIRECT(sin_buf[i], sh, su);
+                    ROUND_DIRECT(cos_buf[i], ch, cu);
+                    count += su | cu;
+                    sin_row[first + i] = sh;
+                    cos_row[first + i] = ch;
+                }
+            }
+            for (Py_ssize_t i = end; i < m; i++) { /* odd widths: one value whose partner has no column */
+                float h;
+                int u;
+                if (first + i < k->sin_count) {
+                    ROUND_DIRECT(sin_buf[i], h, u);
+                    count += u;
+                    sin_row[k->stride * (first + i)] = h;
+                }
+                if (first + i < k->cos_count) {
+                    ROUND_DIRECT(cos_buf[i], h, u);
+                    count += u;
+                    cos_row[k->stride * (first + i)] = h;
+                }
+            }
+        }
+        unsure[j] = count;
+        total += count;
+    }
+    return total;
+}
+
+POSENC_CLONES
+static Py_ssize_t combine_rows(const double *restrict sin_a, const double *restrict cos_a,
+                               const double *restrict sin_b, const double *restrict cos_b,
+                               const double *restrict sin_band, const double *restrict cos_band, Py_ssize_t block,
+                               const Columns *k, Py_ssize_t lo, Py_ssize_t hi, float *restrict out,
+                               int64_t *restrict unsure) {
+    const Py_ssize_t n = k->n;
+    const Py_ssize_t both = k->sin_count < k->cos_count ? k->sin_count : k->cos_count;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t r = lo; r < hi; r++) {
+        Py_ssize_t a = r / block, b = r - a * block;
+        const double *sa = sin_a + a * n, *ca = cos_a + a * n, *sb = sin_b + b * n, *cb = cos_b + b * n;
+        float *row = out + r * k->d_model;
+        float *sin_row = row + k->sin_offset, *cos_row = row + k->cos_offset;
+        int64_t count = 0;
+        zero_tail(row, k);
+        if (k->stride == 2) {
+            for (Py_ssize_t i = 0; i < both; i++) {
+                double s = sa[i] * cb[i] + ca[i] * sb[i];
+                double c = ca[i] * cb[i] - sa[i] * sb[i];
+                float s_high = (float)(s + sin_band[i]), c_high = (float)(c + cos_band[i]);
+                count += (s_high != (float)(s - sin_band[i])) | (c_high != (float)(c - cos_band[i]));
+                sin_row[2 * i] = s_high;
+                cos_row[2 * i] = c_high;
+            }
+        } else {
+            for (Py_ssize_t i = 0; i < both; i++) {
+                double s = sa[i] * cb[i] + ca[i] * sb[i];
+                double c = ca[i] * cb[i] - sa[i] * sb[i];
+                float s_high = (float)(s + sin_band[i]), c_high = (float)(c + cos_band[i]);
+                count += (s_high != (float)(s - sin_band[i])) | (c_high != (float)(c - cos_band[i]));
+                sin_row[i] = s_high;
+                cos_row[i] = c_high;
+            }
+        }
+        for (Py_ssize_t i = both; i < n; i++) {
+            double s = sa[i] * cb[i] + ca[i] * sb[i];
+            double c = ca[i] * cb[i] - sa[i] * sb[i];
+            if (i < k->sin_count) {
+                float s_high = (float)(s + sin_band[i]);
+                count += s_high != (float)(s - sin_band[i]);
+                sin_row[k->stride * i] = s_high;
+            }
+            if (i < k->cos_count) {
+                float c_high = (float)(c + cos_band[i]);
+                count += c_high != (float)(c - cos_band[i]);
+                cos_row[k->stride * i] = c_high;
+            }
+        }
+        /* a value rounding to zero is unsure here (its band straddles zero), so signs are settled by core */
+        unsure[r] = count;
+        total += count;
+    }
+    return total;
+}
+
+/* --- argument checking ------------------------------------------------------------------------------- */
+
+static int need(Py_buffer *view, Py_ssize_t items, Py_ssize_t itemsize, const char *name) {
+    if (view->len < items * itemsize) {
+        PyErr_Format(PyExc_ValueError, "posenc._kernels: buffer %s holds %zd bytes, needs %zd", name, view->len,
+                     items * itemsize);
+        return 0;
+    }
+    return 1;
+}
+
+static int check_columns(const Columns *k, Py_ssize_t lo, Py_ssize_t hi) {
+    if (k->n < 0 || lo < 0 || hi < lo || k->stride < 1 || k->sin_count > k->n || k->cos_count > k->n ||
+        k->sin_count < 0 || k->cos_count < 0 || 2 * k->n > k->d_model + 2 ||
+        (k->sin_count && k->sin_offset + k->stride * (k->sin_count - 1) >= k->d_model) ||
+        (k->cos_count && k->cos_offset + k->stride * (k->cos_count - 1) >= k->d_model)) {
+        PyErr_SetString(PyExc_ValueError, "posenc._kernels: inconsistent column plan or row range");
+        return 0;
+    }
+    return 1;
+}
+
+static void release(Py_buffer *views, int count) {
+    for (int i = 0; i < count; i++) PyBuffer_Release(&views[i]);
+}
+
+static PyObject *py_direct(PyObject *self, PyObject *args) {
+    Py_buffer v[4];
+    Py_ssize_t n, lo, hi;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*w*w*nnn", &v[0], &v[1], &v[2], &v[3], &n, &lo, &hi)) return NULL;
+    if (n < 0 || lo < 0 || hi < lo || !need(&v[0], hi, 8, "positions") || !need(&v[1], 5 * n, 8, "limbs") ||
+        !need(&v[2], hi * n, 8, "sin") || !need(&v[3], hi * n, 8, "cos")) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "posenc._kernels.direct: bad sizes");
+        release(v, 4);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    direct_rows(v[0].buf, v[1].buf, n, lo, hi, v[2].buf, v[3].buf);
+    Py_END_ALLOW_THREADS
+    release(v, 4);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_encode_float32(PyObject *self, PyObject *args) {
+    Py_buffer v[4];
+    Columns k;
+    double absolute_error;
+    Py_ssize_t lo, hi, total;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*dw*w*(nnnnnnn)nn", &v[0], &v[1], &absolute_error, &v[2], &v[3], &k.n,
+                          &k.d_model, &k.sin_offset, &k.cos_offset, &k.stride, &k.sin_count, &k.cos_count, &lo,
+                          &hi))
+        return NULL;
+    if (!check_columns(&k, lo, hi) || !need(&v[0], hi, 8, "positions") || !need(&v[1], 5 * k.n, 8, "limbs") ||
+        !need(&v[2], hi * k.d_model, 4, "out") || !need(&v[3], hi, 8, "unsure")) {
+        release(v, 4);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    total = encode_rows(v[0].buf, v[1].buf, absolute_error, &k, lo, hi, v[2].buf, v[3].buf);
+    Py_END_ALLOW_THREADS
+    release(v, 4);
+    return PyLong_FromSsize_t(total);
+}
+
+static PyObject *py_combine_float32(PyObject *self, PyObject *args) {
+    Py_buffer v[8];
+    Columns k;
+    Py_ssize_t block, lo, hi, total;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*nw*w*(nnnnnnn)nn", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &block,
+                          &v[6], &v[7], &k.n, &k.d_model, &k.sin_offset, &k.cos_offset, &k.stride, &k.sin_count,
+                          &k.cos_count, &lo, &hi))
+        return NULL;
+    Py_ssize_t count = block > 0 ? (hi + block - 1) / block : 0;
+    if (block < 1 || !check_columns(&k, lo, hi) || !need(&v[0], count * k.n, 8, "sin_a") ||
+        !need(&v[1], count * k.n, 8, "cos_a") || !need(&v[2], block * k.n, 8, "sin_b") ||
+        !need(&v[3], block * k.n, 8, "cos_b") || !need(&v[4], k.n, 8, "sin_band") ||
+        !need(&v[5], k.n, 8, "cos_band") || !need(&v[6], hi * k.d_model, 4, "out") ||
+        !need(&v[7], hi, 8, "unsure")) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "posenc._kernels.combine_float32: bad block");
+        release(v, 8);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    total = combine_rows(v[0].buf, v[1].buf, v[2].buf, v[3].buf, v[4].buf, v[5].buf, block, &k, lo, hi,
+                         v[6].buf, v[7].buf);
+    Py_END_ALLOW_THREADS
+    release(v, 8);
+    return PyLong_FromSsize_t(total);
+}
+
+static PyMethodDef methods[] = {
+    {"direct", py_direct, METH_VARARGS,
+     "direct(positions, limbs, sin, cos, n, lo, hi): core._direct of rows lo..hi-1 into sin/cos (float64)."},
+    {"encode_float32", py_encode_float32, METH_VARARGS,
+     "encode_float32(positions, limbs, absolute_error, out, unsure, columns, lo, hi) -> unsure total."},
+    {"combine_float32", py_combine_float32, METH_VARARGS,
+     "combine_float32(sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, out, unsure, columns, lo, hi)"
+     " -> unsure total."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "posenc._kernels",
+    "The compiled kernels of posenc.core (C, built at install; see _kernels.c).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }

@@ -428,3 +428,32 @@ def test_check_of_one_position() -> None:
 def test_check_bad_input(options: dict, error: type, mentions: str) -> None:
     with pytest.raises(error, match=mentions):
         analysis.check(**options)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: analysis.collisions(2**40, 8), ValueError, r"length must keep the last position"),
+        (lambda: analysis.max_magnitude(2**40, 8), ValueError, r"length must keep the last position"),
+        (lambda: analysis.max_magnitude(2**31 - 1, 1024), ValueError, r"2\*\*36"),
+        (lambda: analysis.collision_horizon(8, limit=2**40), ValueError, r"limit must keep"),
+        (lambda: analysis.max_magnitude(-1, 8), ValueError, r"length must be an integer >= 0; got -1"),
+        (lambda: analysis.max_magnitude(2.0, 8), TypeError, r"length must be an integer .*pass 2"),
+        (lambda: analysis.shift_matrix(1, 2**20), ValueError, r"GiB"),
+        (lambda: analysis.shift_matrix([1, 2], 8), TypeError, r"k must be a real number"),
+        (lambda: analysis.shift_matrix(2**31, 8), ValueError, r"k must satisfy"),
+        (lambda: analysis.dot_products(np.broadcast_to(0.5, (2**20, 2**20))), ValueError, r"encodings.*GiB"),
+        (lambda: analysis.cosine_similarity(np.broadcast_to(0.5, (2**20, 2**20))), ValueError, r"GiB"),
+        (lambda: analysis.toeplitz_deviation(np.broadcast_to(0.5, (2**20, 2**20))), ValueError, r"matrix"),
+    ],
+)
+def test_huge_or_bad_arguments_are_refused_up_front(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_empty_ranges_and_nan_inputs():
+    assert analysis.collisions(0, 8) == analysis.Collisions(None, None, 0, 0, 0)
+    assert analysis.collision_horizon(8, limit=0) is None
+    assert math.isnan(analysis.toeplitz_deviation([[math.nan, 0.0], [0.0, math.nan]]))
+    assert np.isnan(analysis.cosine_similarity(np.full((2, 4), math.nan))).all()

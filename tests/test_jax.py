@@ -374,3 +374,40 @@ def test_presets_drive_the_jax_functions_and_module():
     module = pj.SinusoidalPositionalEncoding(16, **presets.get("marian").options)
     out = module(jnp.zeros((1, 5, 16), F32))[0]
     assert _same_bits(out, presets.get("marian").table(5, 16))
+
+
+# --- found by the fuzz suite --------------------------------------------------------------------------
+
+
+def test_eager_bfloat16_positions_are_taken_exactly():
+    positions = jnp.array([1.5, 300.0, -2.0], jnp.bfloat16)
+    want = posenc.encode([1.5, 300.0, -2.0], 8)
+    assert _same_bits(pj.encode(positions, 8), want)
+    assert _same_bits(pj.encode(np.asarray(positions), 8), want)  # an ml_dtypes array
+    assert _same_bits(jax.jit(lambda p: pj.encode(p, 8))(positions), want)
+    module = pj.SinusoidalPositionalEncoding(8)
+    assert _same_bits(module.encoding_for(jnp.zeros((3, 8), F32), positions), want)
+
+
+@pytest.mark.parametrize(
+    ("offset", "error"), [(True, TypeError), (1.5, TypeError), ([[1], [2, 3]], TypeError)]
+)
+def test_module_offset_errors_name_the_offset(offset, error):
+    module = pj.SinusoidalPositionalEncoding(4)
+    with pytest.raises(TypeError, match="offset"):
+        module(jnp.zeros((1, 2, 4), F32), offset=offset)
+    with pytest.raises(TypeError, match="offset"):
+        module(jnp.zeros((1, 2, 4), F32), jnp.array([0, 1]), offset=offset)
+
+
+def test_a_python_int_offset_beyond_int32_under_jit_is_a_clear_error():
+    module = pj.SinusoidalPositionalEncoding(4)
+    x = jnp.zeros((1, 2, 4), F32)
+    step = jax.jit(lambda x, p: module(x, p, offset=2**33))
+    if X64:  # int64 on the device: positions + offset out of range give rows of NaN
+        assert np.isnan(np.asarray(step(x, jnp.array([0, 1])))).all()
+    else:
+        with pytest.raises(ValueError, match=r"offset must be < 2\*\*31 = 2147483648.*offset=8589934592"):
+            step(x, jnp.array([0, 1]))
+    with pytest.raises(ValueError, match="offset"):
+        module(x, offset=2**33)

@@ -79,3 +79,15 @@ def test_both_frameworks_add_a_large_offset_to_real_positions_exactly():
         jnp.zeros((3, 16)), positions, offset=2**30 + 3
     )
     np.testing.assert_array_equal(np.asarray(got_jax), want)
+
+
+def test_narrow_float_positions_become_float32_exactly():
+    import ml_dtypes
+
+    for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        narrow = np.array([1.5, -3.0, 96.0], dtype=getattr(ml_dtypes, name))
+        wide = _module_input.exact_float32(narrow)
+        assert wide.dtype == np.float32
+        np.testing.assert_array_equal(wide, [1.5, -3.0, 96.0])
+    for array in (np.arange(3), np.zeros(2, np.float16), np.zeros(2)):
+        assert _module_input.exact_float32(array) is array

@@ -539,3 +539,16 @@ def test_torch_export_matches_eager():
     args = _inputs(2, 6, [1, 1, 3], 1)  # the same shapes (export specialises them), other values
     for got, expected in zip(exported.module()(*args), _all_three(*args), strict=True):
         torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: positions.from_attention_mask([[1, 0], [1]]), "attention_mask"),
+        (lambda: positions.make_positions([[1, 2], [3]], 1), "ids"),
+        (lambda: positions.from_cu_seqlens([[0, 1], [2]]), "cu_seqlens"),
+    ],
+)
+def test_ragged_lists_name_the_argument(call, name):
+    with pytest.raises(TypeError, match=rf"^{name} must be a rectangular array"):
+        call()

@@ -151,3 +151,29 @@ def test_importing_sharding_imports_no_framework():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: sharding.permutation(0, world_size=10**12), r"world_size must be <= 2\*\*31"),
+        (lambda: sharding.shard_indices(2**40, world_size=1, rank=0), r"length must be <= 2\*\*31"),
+        (lambda: sharding.shard_positions(2**40, world_size=2, rank=0), r"length must be <= 2\*\*31"),
+        (lambda: sharding.shard_positions(8, world_size=2, rank=0, start=2**31), r"start must satisfy"),
+    ],
+)
+def test_huge_sizes_are_refused_before_any_work(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_permutation_needs_no_loop_over_the_ranks():
+    assert sharding.permutation(0, world_size=2**31, scheme="zigzag").shape == (0,)
+    for length, world_size in [(24, 3), (16, 4), (8, 1)]:
+        for scheme in sharding.SCHEMES:
+            parts = [
+                sharding.shard_indices(length, world_size=world_size, rank=r, scheme=scheme)
+                for r in range(world_size)
+            ]
+            order = sharding.permutation(length, world_size=world_size, scheme=scheme)
+            assert order.dtype == np.int64 and order.tolist() == np.concatenate(parts).tolist()

@@ -399,3 +399,58 @@ def test_bad_module_options(kwargs, error, message):
 def test_bad_functional_dtype():
     with pytest.raises(ValueError, match=r"dtype must be one of torch\.float64"):
         pt.encode(torch.arange(3), 8, dtype=torch.int32)
+
+
+# --- positions and offsets of every dtype, taken exactly (found by the fuzz suite) ----------------------
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2]
+)
+def test_narrow_and_unsigned_positions_convert_exactly(dtype):
+    values = [0, 1, 2, 4, 96]
+    got = pt.encode(torch.tensor(values).to(dtype), 8)
+    np.testing.assert_array_equal(got.numpy(), posenc.encode(values, 8))
+    module = pt.SinusoidalPositionalEncoding(8, batch_first=True)
+    if not dtype.is_floating_point:  # an unsigned offset tensor is an offset
+        got = module.encoding_for(torch.zeros(1, 3, 8), offset=torch.tensor([5]).to(dtype))
+        np.testing.assert_array_equal(got[0].numpy(), posenc.encode([5, 6, 7], 8))
+
+
+def test_uint64_positions_beyond_int64_are_refused_with_their_value():
+    with pytest.raises(ValueError, match=r"positions.*18446744073709551615 \(uint64\)"):
+        pt.encode(torch.tensor([2**64 - 1], dtype=torch.uint64), 8)
+    with pytest.raises(ValueError, match=r"positions must satisfy \|p\| < 2\*\*31.*2147483648"):
+        pt.encode(torch.tensor([2**31], dtype=torch.uint32), 8)
+
+
+def test_python_floats_are_float64_not_float32():
+    for position in (16777217.0, 0.1, [2.0**30 + 0.5]):
+        got = pt.encode(position, 8, dtype=torch.float64)
+        np.testing.assert_array_equal(got.numpy(), posenc.encode(position, 8, dtype="float64"))
+    module = pt.SinusoidalPositionalEncoding(8, batch_first=True)
+    got = module.encoding_for(torch.zeros(2, 8, dtype=torch.float64), [0.1, 16777217.0])
+    np.testing.assert_array_equal(got.numpy(), posenc.encode([0.1, 16777217.0], 8, dtype="float64"))
+
+
+def test_ragged_position_lists_name_the_positions():
+    with pytest.raises(ValueError, match="positions must be a number or a rectangular"):
+        pt.encode([[1, 2], [3]], 4)
+
+
+def test_eager_cpu_offset_beyond_2_31_raises_for_real_and_integer_positions():
+    module = pt.SinusoidalPositionalEncoding(2, batch_first=True)
+    x = torch.zeros(1, 1, 2)
+    for positions in (torch.tensor([0.0], dtype=torch.float16), torch.tensor([0])):
+        with pytest.raises(ValueError, match=r"position 0(\.0)? \+ offset 2147483648 at index \(0,\)"):
+            module(x, positions, offset=torch.tensor(2**31))
+    # decided exactly, not in float64: 2**31 - 2**-30 is a valid position, 2**31 is not
+    near = torch.tensor([1 - 2.0**-30], dtype=torch.float64)
+    assert not torch.isnan(module(x.double(), near, offset=torch.tensor(2**31 - 1))).any()
+    with pytest.raises(ValueError, match="offset"):
+        module(x.double(), near, offset=torch.tensor(2**31))
+    with pytest.raises(ValueError, match=r"offset=1180591620717411303424"):  # beyond int64: still clear
+        module(x, torch.tensor([0]), offset=2**70)
+    # negative positions plus an offset past 2**31 are fine when the sum is in range
+    got = module(x.double(), torch.tensor([-5.5], dtype=torch.float64), offset=torch.tensor(7))
+    np.testing.assert_array_equal(got[0].numpy(), posenc.encode([1.5], 2, dtype="float64"))

@@ -15,6 +15,18 @@ import numpy as np
 
 from ._exact_array import Backend, is_floating
 
+#: ml_dtypes' floating formats narrower than float32 (JAX's bfloat16, float8_*, ...): each of their values is
+#: a float32, so positions in them are converted to float32, exactly.
+_NARROW_FLOATS = ("bfloat16", "float8_", "float6_", "float4_")
+
+
+def exact_float32(array: np.ndarray) -> np.ndarray:
+    """``array`` as float32 when its dtype is one of ml_dtypes' narrow floats (bfloat16, float8_*, float6_*,
+    float4_*: every value of each is a float32, so nothing is rounded); otherwise ``array`` itself."""
+    if array.dtype.name.startswith(_NARROW_FLOATS):
+        return array.astype(np.float32)
+    return array
+
 
 def batch_and_seq(shape: tuple[int, ...], d_model: int, batch_first: bool) -> tuple[tuple[int, ...], int]:
     """``(batch shape, seq)`` of an ``x`` of ``shape``: ``(..., seq, d_model)`` with ``batch_first``, else

@@ -61,7 +61,13 @@ def real(name: str, value: Any, *, usual: str = "") -> float:
     values people pass (the fix a message suggests)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:  # an int beyond float64 (10**400)
+        raise ValueError(
+            f"{name} must be a finite float64; got an integer of {int(value).bit_length()} bits"
+            + (f"; {usual}" if usual else "")
+        ) from None
     if result != result or result in (math.inf, -math.inf):  # not math.isfinite: torch.compile traces this
         raise ValueError(f"{name} must be finite; got {value!r}" + (f"; {usual}" if usual else ""))
     if isinstance(value, numbers.Integral) and int(result) != int(value):
@@ -185,9 +191,22 @@ def dtype(value: Any) -> np.dtype:
     return np.dtype(name)
 
 
+def position_array(value: Any) -> np.ndarray:
+    """``np.asarray(value)`` (no copy, no conversion), with a message naming positions for ragged lists."""
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value)
+    except ValueError as error:  # NumPy: "... inhomogeneous shape ..."
+        raise ValueError(
+            f"positions must be a number or a rectangular (not ragged) nested list or array; got "
+            f"{_shorten(value)} ({error})"
+        ) from None
+
+
 def positions(value: Any) -> np.ndarray:
     """Positions as a float64 array (exact), after checking kind, finiteness and range."""
-    array = np.asarray(value)
+    array = position_array(value)
     kind = array.dtype.kind
     if kind == "O":
         items = array.ravel().tolist()

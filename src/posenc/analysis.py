@@ -86,7 +86,7 @@ def dot_products(encodings: npt.ArrayLike) -> np.ndarray:
     >>> print(f"{d[1, 2]:.4f} {d[80, 81]:.4f} {d[1, 80]:.4f} {d[2, 81]:.4f}")
     249.1021 249.1021 117.5290 117.5290
     """
-    rows = _matrix("encodings", encodings)
+    rows = _matrix("encodings", encodings, result=True)
     return rows @ rows.T
 
 
@@ -100,11 +100,11 @@ def cosine_similarity(encodings: npt.ArrayLike) -> np.ndarray:
     >>> print(f"{s[0, 0]:.4f} {s[0, 1]:.4f}")  # (cos 1 + cos 0.01) / 2
     1.0000 0.7701
     """
-    rows = _matrix("encodings", encodings)
+    rows = _matrix("encodings", encodings, result=True)
     norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-    if not np.all(norms > 0):
+    if np.any(norms == 0):  # a NaN row is not refused: its similarities are NaN
         raise ValueError(
-            f"encodings row {int(np.argmin(norms))} is all zeros: its cosine similarity is undefined; "
+            f"encodings row {int(np.argmax(norms == 0))} is all zeros: its cosine similarity is undefined; "
             "drop that row"
         )
     return (rows @ rows.T) / np.outer(norms, norms)
@@ -112,6 +112,9 @@ def cosine_similarity(encodings: npt.ArrayLike) -> np.ndarray:
 
 def toeplitz_deviation(matrix: npt.ArrayLike) -> float:
     """The largest spread (max - min) along any diagonal of a square matrix: 0 for a Toeplitz matrix.
+
+    NaN when the matrix holds a NaN (NaN in, NaN out: never a clean figure); an inf on a diagonal with other
+    values gives inf or NaN likewise.
 
     >>> toeplitz_deviation([[1.0, 2.0], [3.0, 1.0]])
     0.0
@@ -125,7 +128,11 @@ def toeplitz_deviation(matrix: npt.ArrayLike) -> float:
     worst = 0.0
     for k in range(-(size - 1), size):
         diagonal = np.diagonal(m, k)
-        worst = max(worst, float(diagonal.max() - diagonal.min()))
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, reported as such
+            spread = float(diagonal.max() - diagonal.min())
+        if spread != spread:  # NaN: Python's max() would drop it
+            return math.nan
+        worst = max(worst, spread)
     return worst
 
 
@@ -184,8 +191,12 @@ def shift_matrix(
     >>> bool(abs(m @ pe[2] - pe[5]).max() < 1e-15)
     True
     """
+    k = _validate.real("k", k, usual="pass one offset, e.g. 1")
+    if not abs(k) < _validate.MAX_POSITION:
+        raise ValueError(f"k must satisfy |k| < 2**31 = {_validate.MAX_POSITION}; got {k!r}")
     d_model = _validate.d_model(d_model)
     layout = _validate.layout(layout)
+    _validate.fits_in_memory((d_model, d_model), np.dtype(np.float64))
     rotation = encode(k, d_model, base=base, shift=shift, layout="sin_cos", dtype="float64")
     n = d_model // 2
     sin, cos = rotation[:n], rotation[n : 2 * n]
@@ -309,6 +320,7 @@ def max_magnitude(
     1.0
     """
     options = {"base": base, "shift": shift, "layout": layout, "dtype": dtype}
+    length, start = _span("length", length, start, d_model, options)
     worst = 0.0
     for lo, hi in _chunks(length, d_model):
         rows = table(hi - lo, d_model, start=start + lo, **options)
@@ -420,11 +432,13 @@ def collisions(
     >>> c.first, c.earlier
     (257, 256)
     """
-    length = _validate.integer("length", length, minimum=0)
-    build = _builder(
-        d_model, start=start, base=base, shift=shift, layout=layout, dtype=dtype, compute=compute
-    )
-    hashes = np.concatenate([_row_hashes(build(lo, hi)) for lo, hi in _chunks(length, d_model)])
+    options = {"base": base, "shift": shift, "layout": layout, "dtype": dtype}
+    compute = _compute(compute)
+    length, start = _span("length", length, start, d_model, options, rows_bytes=_HASH_BYTES)
+    build = _builder(d_model, start=start, **options, compute=compute)
+    hashes = np.zeros((length, 2), np.uint64)
+    for lo, hi in _chunks(length, d_model):
+        hashes[lo:hi] = _row_hashes(build(lo, hi))
     return _collisions_from_hashes(hashes, build, start, limit=length)
 
 
@@ -446,6 +460,8 @@ def collision_horizon(
     >>> collision_horizon(2, dtype="bfloat16", limit=4096)  # one pair: 711 - 1 = 710 ≈ 113 turns of 2π
     711
     """
+    options = {"base": base, "shift": shift, "layout": layout, "dtype": dtype}
+    limit, _ = _span("limit", limit, 0, d_model, options, rows_bytes=_HASH_BYTES)
     found = collisions(
         limit, d_model, base=base, shift=shift, layout=layout, dtype=dtype, compute=compute
     ).first
@@ -788,8 +804,9 @@ _TITLES = {
 # --- internals -----------------------------------------------------------------------------------------
 
 
-def _matrix(name: str, value: Any) -> np.ndarray:
-    """``value`` as a 2-D float64 array, or a ValueError/TypeError that names it."""
+def _matrix(name: str, value: Any, *, result: bool = False) -> np.ndarray:
+    """``value`` as a 2-D float64 array, or a ValueError/TypeError that names it. The memory for the float64
+    copy (and with ``result``, for the (rows, rows) float64 result) is checked before anything is computed."""
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as error:
@@ -801,7 +818,13 @@ def _matrix(name: str, value: Any) -> np.ndarray:
             f"{name} must be 2-D, shape (positions, d_model); got shape {array.shape}; "
             "reshape it with .reshape(-1, d_model)"
         )
-    return array.astype(np.float64)
+    rows, columns = array.shape
+    needed = rows * columns * 8 + (rows * rows * 8 if result else 0)
+    result_text = f" and the ({rows}, {rows}) result" if result else ""
+    _check_memory(
+        f"{name} of shape {array.shape} (as float64{result_text})", needed, "pass fewer rows, or a slice"
+    )
+    return np.asarray(array, dtype=np.float64)
 
 
 def _pair_columns(d_model: int, layout: str) -> tuple[np.ndarray, np.ndarray]:
@@ -831,6 +854,51 @@ def _compute(value: Any) -> str:
 def _rounded(values: np.ndarray, dt: np.dtype) -> np.ndarray:
     """``values`` rounded to ``dt``, back in float64."""
     return values.astype(dt).astype(np.float64)
+
+
+#: The most values (positions x d_model) one call of max_magnitude / collisions / collision_horizon computes:
+#: about ten minutes at ~10**8 values per second. Beyond it a call is refused up front, not left to hang.
+_MAX_WORK = 1 << 36
+#: Working memory per position of collisions (two 64-bit hashes, and the sort's keys, order and inverse).
+_HASH_BYTES = 80
+
+
+def _span(
+    name: str, length: Any, start: Any, d_model: Any, options: dict[str, Any], *, rows_bytes: int = 0
+) -> tuple[int, int]:
+    """Check positions start .. start + ``length`` - 1 up front, before any loop or allocation: ``length``
+    (called ``name``) an integer >= 0, every option valid, the last position < 2**31, at most
+    :data:`_MAX_WORK` values and ``rows_bytes`` per position of working memory. Returns (length, start)."""
+    length = _validate.integer(name, length, minimum=0)
+    start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
+    table(0, d_model, start=start, **options)  # validates d_model and every option
+    if length and start + length - 1 >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"{name} must keep the last position start + {name} - 1 = {start + length - 1} below 2**31 = "
+            f"{_validate.MAX_POSITION}; got {name}={length}, start={start}; lower {name} or start"
+        )
+    work = length * int(d_model)
+    if work > _MAX_WORK:
+        raise ValueError(
+            f"{name}={length} with d_model={int(d_model)} asks for {work:.3g} values, more than the "
+            f"2**36 = {_MAX_WORK:.3g} (about ten minutes of work) that one call computes; lower {name}"
+        )
+    if rows_bytes:
+        _check_memory(f"{name}={length}", length * rows_bytes, f"lower {name}")
+    return length, start
+
+
+def _check_memory(what: str, needed: int, fix: str) -> None:
+    """A ValueError saying ``what`` (the argument, named) when ``needed`` bytes of working memory are more
+    than is available, and ``fix``."""
+    if needed < 64 << 20:
+        return
+    available = _validate.available_memory()
+    if available is not None and needed > available:
+        raise ValueError(
+            f"{what} needs {needed / 2**30:.1f} GiB of working memory but only "
+            f"{available / 2**30:.1f} GiB of memory is available; {fix}"
+        )
 
 
 def _chunks(length: int, d_model: int) -> list[tuple[int, int]]:

@@ -113,9 +113,12 @@ def encode(
            [ 0.9092974 , -0.41614684,  0.01999867,  0.9998    ]], dtype=float32)
     """
     options = _Options.check(d_model, base, shift, scale, layout, odd)
-    p = _validate.positions(positions)
+    raw = _validate.position_array(positions)
     dt = _output_dtype(dtype, out)
-    result = _output((*p.shape, options.d_model), dt, out)
+    # the output's size (or out's shape) is checked before the positions are converted: a zero-stride
+    # array of 2**40 positions costs nothing until it is copied
+    result = _output((*raw.shape, options.d_model), dt, out)
+    p = _validate.positions(raw)
     flat_p = p.reshape(-1)
     rows = result.reshape(-1, options.d_model)
     spec = _Spec(options, dt)
@@ -172,9 +175,9 @@ def table(
         )
     dt = _output_dtype(dtype, out)
     result = _output((length, options.d_model), dt, out)
+    spec = _Spec(options, dt)  # refuses options outside the domain even for an empty table, as encode does
     if length == 0:
         return result
-    spec = _Spec(options, dt)
     fresh = out is None
     if dt == np.float64:
         _pre_touch(result, fresh)

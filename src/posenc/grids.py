@@ -11,6 +11,7 @@ functions below reproduce the named libraries.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,14 +61,17 @@ def grid(
     array([ 0.9092974 ,  0.01999867, -0.41614684,  0.9998    ,  0.84147096,
             0.00999983,  0.5403023 ,  0.99995   ], dtype=float32)
     """
-    if isinstance(shape, int | np.integer) or not hasattr(shape, "__iter__"):
+    if isinstance(shape, int | np.integer) or not hasattr(shape, "__iter__") or isinstance(shape, str):
         raise TypeError(f"shape must be a sequence of axis sizes, e.g. (H, W); got {shape!r}")
     shape = tuple(_validate.integer("shape", s, minimum=1) for s in shape)
     if not shape:
         raise ValueError("shape must have at least one axis, e.g. (H, W); got ()")
     d_model = _validate.d_model(d_model)
     ndim = len(shape)
-    order = tuple(range(ndim)) if order is None else tuple(order)
+    if order is None:
+        order = tuple(range(ndim))
+    else:
+        order = tuple(_validate.integer("order", o, minimum=0) for o in _sequence("order", order, "(1, 0)"))
     if sorted(order) != list(range(ndim)):
         raise ValueError(f"order must be a permutation of the axes 0..{ndim - 1}; got {order}")
     if widths is None:
@@ -77,16 +81,23 @@ def grid(
                 f"use a multiple of {2 * ndim} or pass widths="
             )
         widths = (d_model // ndim,) * ndim
-    widths = tuple(_validate.integer("widths", w, minimum=2) for w in widths)
+    widths = tuple(_validate.integer("widths", w, minimum=2) for w in _sequence("widths", widths, "(4, 4)"))
     if len(widths) != ndim or sum(widths) != d_model or any(w % 2 for w in widths):
         raise ValueError(f"widths must be {ndim} even numbers adding up to d_model={d_model}; got {widths}")
     if group not in ("axis", "function"):
         raise ValueError(f"group must be 'axis' or 'function'; got {group!r}")
-    axis_positions = _axis_positions(shape, positions)
+    block_layout = "sin_cos" if group == "function" else _validate.layout(layout)
+    for width in set(widths):  # every block's options (base, shift, scale), before any allocation
+        core.frequencies(width, base=base, shift=shift, scale=scale, odd=odd)
     out_dtype = np.dtype(np.float32) if dtype is None else _validate.dtype(dtype)
+    if positions is None and max(shape) > _validate.MAX_POSITION:
+        raise ValueError(
+            f"shape must have axes of at most 2**31 = {_validate.MAX_POSITION} cells (the positions "
+            f"0 .. size - 1 must be < 2**31); got shape {shape}"
+        )
     _validate.fits_in_memory((*shape, d_model), out_dtype)
+    axis_positions = _axis_positions(shape, positions)
     result = np.empty((*shape, d_model), dtype=out_dtype)
-    block_layout = "sin_cos" if group == "function" else layout
     starts = np.cumsum((0, *widths))
     halves = np.cumsum((0, *(w // 2 for w in widths)))
     for k, axis in enumerate(order):
@@ -114,15 +125,82 @@ def grid(
 def _axis_positions(shape: tuple[int, ...], positions: Sequence[npt.ArrayLike] | None) -> list[np.ndarray]:
     if positions is None:
         return [np.arange(s) for s in shape]
+    positions = _sequence("positions", positions, "[arange(H), arange(W)]")
     if len(positions) != len(shape):
         raise ValueError(f"positions must hold one array per axis ({len(shape)}); got {len(positions)}")
     result = []
     for axis, (size, p) in enumerate(zip(shape, positions, strict=True)):
-        array = np.asarray(p)
+        try:
+            array = np.asarray(p)
+        except (TypeError, ValueError) as error:
+            raise TypeError(
+                f"positions[{axis}] must be a 1-D array of {size} positions; got {p!r}"
+            ) from error
         if array.shape != (size,):
             raise ValueError(f"positions[{axis}] must have shape ({size},); got {array.shape}")
+        try:
+            _validate.positions(array)  # kind, finiteness and range: before the output is allocated
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"positions[{axis}]: {error}") from None
         result.append(array)
     return result
+
+
+def _sequence(name: str, value: Any, example: str) -> Sequence[Any]:
+    """``value`` as a tuple (or an array), if it is a list, tuple or 1-D array; else a TypeError naming it."""
+    if isinstance(value, np.ndarray) and value.ndim >= 1:
+        return value
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"{name} must be a list or tuple, e.g. {example}; got {value!r}")
+    return tuple(value)
+
+
+def _size_pair(name: str, value: Any) -> tuple[int, int]:
+    """A side (an int: a square) or two sides, each an integer >= 1."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_):
+        side = _validate.integer(name, value, minimum=1)
+        return side, side
+    if not isinstance(value, list | tuple):
+        raise TypeError(
+            f"{name} must be an integer or a pair of integers, e.g. 16 or (16, 24); got {value!r}"
+        )
+    if len(value) != 2:
+        raise ValueError(f"{name} must be an integer or a pair of integers, e.g. (16, 24); got {value!r}")
+    first, second = (_validate.integer(name, v, minimum=1) for v in value)
+    return first, second
+
+
+def _shape_pair(name: str, value: Any) -> tuple[int, int]:
+    """Two axis sizes, each an integer >= 1."""
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"{name} must be a pair of axis sizes, e.g. (14, 14); got {value!r}")
+    if len(value) != 2:
+        raise ValueError(f"{name} must be a pair of axis sizes (H, W), e.g. (14, 14); got {value!r}")
+    first, second = (_validate.integer(name, v, minimum=1) for v in value)
+    return first, second
+
+
+def _width(name: str, value: Any, multiple: int) -> int:
+    """A model width: an integer, a positive multiple of ``multiple``, at most ``MAX_D_MODEL``."""
+    width = _validate.integer(name, value, minimum=multiple)
+    if width % multiple or width > _validate.MAX_D_MODEL:
+        raise ValueError(
+            f"{name} must be a multiple of {multiple} from {multiple} to 2**20 = {_validate.MAX_D_MODEL}; "
+            f"got {width}"
+        )
+    return width
+
+
+def _positive(name: str, value: Any, usual: str) -> np.float32:
+    """A scale the libraries apply in float32: a real number > 0 that stays finite and non-zero there."""
+    result = _validate.real(name, value, usual=usual)
+    with np.errstate(over="ignore"):
+        single = np.float32(result)
+    if not (result > 0 and 0 < single < np.inf):
+        raise ValueError(
+            f"{name} must be a positive number (finite and non-zero in float32); got {value!r}; {usual}"
+        )
+    return single
 
 
 # --- the libraries' grids ---------------------------------------------------------------------------
@@ -143,7 +221,9 @@ def mae_2d(
     meshgrid puts w first), columns D/2 .. D encode h, each [sin | cos] with ω_i = 10000^(-i/(D/4)).
     ``cls_token`` prepends one zero row.
     """
+    embed_dim = _width("embed_dim", embed_dim, 4)
     size = _validate.integer("grid_size", grid_size, minimum=1)
+    _validate.fits_in_memory((size * size + (1 if cls_token else 0), embed_dim), _validate.dtype(dtype))
     values = grid((size, size), embed_dim, order=(1, 0), dtype=dtype).reshape(size * size, -1)
     return _with_extra_rows(values, 1 if cls_token else 0)
 
@@ -164,11 +244,20 @@ def diffusers_2d(
     interpolation_scale`` (likewise w), then encoded exactly; w in the first half, h in the second.
     ``extra_tokens`` zero rows are prepended when ``cls_token`` is set (diffusers' rule).
     """
-    h, w = (grid_size, grid_size) if isinstance(grid_size, int) else grid_size
-    pos_h = _scaled_arange(h, [np.float32(h / base_size), np.float32(interpolation_scale)])
-    pos_w = _scaled_arange(w, [np.float32(w / base_size), np.float32(interpolation_scale)])
-    values = grid((h, w), embed_dim, order=(1, 0), positions=(pos_h, pos_w), dtype=dtype).reshape(h * w, -1)
+    embed_dim = _width("embed_dim", embed_dim, 4)
+    h, w = _size_pair("grid_size", grid_size)
     extra = _validate.integer("extra_tokens", extra_tokens, minimum=0)
+    base = _validate.real("base_size", base_size, usual="pass the side the model was trained at, e.g. 16")
+    if not base > 0:
+        raise ValueError(
+            f"base_size must be > 0 (the side the model was trained at, e.g. 16); got {base_size!r}"
+        )
+    scale = _positive("interpolation_scale", interpolation_scale, "pass e.g. 1.0 (no interpolation)")
+    _validate.fits_in_memory((h * w + extra, embed_dim), _validate.dtype(dtype))
+    names = "grid_size, base_size and interpolation_scale"
+    pos_h = _scaled_arange(h, [h / base, scale], names)
+    pos_w = _scaled_arange(w, [w / base, scale], names)
+    values = grid((h, w), embed_dim, order=(1, 0), positions=(pos_h, pos_w), dtype=dtype).reshape(h * w, -1)
     return _with_extra_rows(values, extra if cls_token else 0)
 
 
@@ -186,14 +275,16 @@ def diffusers_3d(
     ``spatial_size`` is (width, height) as diffusers reads it. Columns: time (embed_dim / 4), then w and h
     (3·embed_dim / 8 each), each [sin | cos]; positions ``arange(n) / interpolation_scale`` in float32.
     """
-    if embed_dim % 16:
-        raise ValueError(f"embed_dim must be a multiple of 16 for a 3-D grid; got {embed_dim}")
-    w, h = (spatial_size, spatial_size) if isinstance(spatial_size, int) else spatial_size
+    embed_dim = _width("embed_dim", embed_dim, 16)
+    w, h = _size_pair("spatial_size", spatial_size)
     t = _validate.integer("temporal_size", temporal_size, minimum=1)
+    spatial = _positive("spatial_interpolation_scale", spatial_interpolation_scale, "pass e.g. 1.0")
+    temporal = _positive("temporal_interpolation_scale", temporal_interpolation_scale, "pass e.g. 1.0")
+    _validate.fits_in_memory((t, h * w, embed_dim), _validate.dtype(dtype))
     positions = (
-        _scaled_arange(t, [np.float32(temporal_interpolation_scale)]),
-        _scaled_arange(h, [np.float32(spatial_interpolation_scale)]),
-        _scaled_arange(w, [np.float32(spatial_interpolation_scale)]),
+        _scaled_arange(t, [temporal], "temporal_size and temporal_interpolation_scale"),
+        _scaled_arange(h, [spatial], "spatial_size and spatial_interpolation_scale"),
+        _scaled_arange(w, [spatial], "spatial_size and spatial_interpolation_scale"),
     )
     widths = (embed_dim // 4, 3 * embed_dim // 8, 3 * embed_dim // 8)
     values = grid((t, h, w), embed_dim, order=(0, 2, 1), widths=widths, positions=positions, dtype=dtype)
@@ -215,9 +306,9 @@ def timm_2d(
     ``reverse_coord`` swaps h and w (and the token order with them, as timm does). Each quarter has
     ω_i = temperature^(-i / (dim/4)).
     """
-    if dim % 4:
-        raise ValueError(f"dim must be a multiple of 4 for timm's 2-D embedding; got {dim}")
-    shape = tuple(feat_shape)[::-1] if reverse_coord else tuple(feat_shape)
+    dim = _width("dim", dim, 4)
+    height, width = _shape_pair("feat_shape", feat_shape)
+    shape = (width, height) if reverse_coord else (height, width)
     group = "axis" if interleave_sin_cos else "function"
     values = grid(shape, dim, base=temperature, group=group, dtype=dtype)
     return values.reshape(math.prod(shape), dim)
@@ -231,19 +322,36 @@ def positional_encodings_nd(
     Each axis gets ceil(channels / (2·ndim))·2 interleaved columns (made even), axes in order, and the
     total is cut to ``channels``.
     """
-    shape = tuple(shape)
+    shape = tuple(_sequence("shape", shape, "(H, W)"))
     ndim = len(shape)
     if ndim not in (1, 2, 3):
         raise ValueError(f"shape must have 1, 2 or 3 axes; got {shape}")
     channels = _validate.integer("channels", channels, minimum=1)
+    if channels > _validate.MAX_D_MODEL:
+        raise ValueError(f"channels must be <= 2**20 = {_validate.MAX_D_MODEL}; got {channels}")
     per_axis = math.ceil(channels / (2 * ndim)) * 2
     values = grid(shape, per_axis * ndim, layout="interleaved", dtype=dtype)
     return np.ascontiguousarray(values[..., :channels])
 
 
-def _scaled_arange(size: int, divisors: list[Any]) -> np.ndarray:
-    """``arange(size)`` divided by each divisor in turn, in float32, as the libraries compute positions."""
-    positions = np.arange(size, dtype=np.float32)
-    for divisor in divisors:
-        positions = positions / divisor
+def _scaled_arange(size: int, divisors: list[Any], names: str) -> np.ndarray:
+    """``arange(size)`` divided by each divisor (rounded to float32) in turn, in float32, as the libraries
+    compute positions. The positions must stay finite and below 2**31: else a ValueError naming ``names``,
+    the arguments that make them."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        singles = [np.float32(divisor) for divisor in divisors]
+        if not all(0 < single < np.inf for single in singles):
+            raise ValueError(
+                f"{names} give the divisors {', '.join(map(str, singles))} of arange(size) in float32, not "
+                "all finite and positive; use values nearer 1"
+            )
+        positions = np.arange(size, dtype=np.float32)
+        for divisor in singles:
+            positions = positions / divisor
+    last = positions[-1] if size else np.float32(0)
+    if not np.isfinite(last) or abs(float(last)) >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"{names} give positions up to {float(last)!r}, beyond the encodable |p| < 2**31; "
+            "use a larger scale or a smaller size"
+        )
     return positions

@@ -232,8 +232,10 @@ def _module_class() -> type:
                 traced = _traced(positions) or _traced(offset)
                 if positions is not None:
                     positions = jnp.asarray(positions) if _traced(positions) else _host_positions(positions)
-                if not _is_int(offset):
-                    offset = offset if _traced(offset) else _host_positions(offset)
+                if _is_int(offset) and traced:
+                    _traced_int_offset(offset)
+                elif not _is_int(offset) and not _traced(offset):
+                    offset = _host_offset(offset)
                 ids, extra = _module_input.positions_and_offset(
                     _JNP if traced else _NUMPY,
                     seq,
@@ -394,10 +396,38 @@ def _dtype(dtype: Any) -> np.dtype:
 
 
 def _host_positions(positions: Any) -> np.ndarray:
-    """Concrete positions as a NumPy array (no JAX dtype conversion: int64 and float64 stay exact)."""
-    if isinstance(positions, jax.Array):
-        return np.asarray(positions)
-    return _validate.positions(positions) if not isinstance(positions, np.ndarray) else positions
+    """Concrete positions as a NumPy array (no JAX dtype conversion: int64 and float64 stay exact;
+    bfloat16 and float8 become float32, exactly)."""
+    if isinstance(positions, jax.Array | np.ndarray):
+        return _module_input.exact_float32(np.asarray(positions))
+    return _validate.positions(positions)
+
+
+def _host_offset(offset: Any) -> Any:
+    """A concrete offset array (or list) as a NumPy array; anything else is left for
+    :func:`posenc._module_input.int_offset` to check (its errors name the offset)."""
+    if isinstance(offset, jax.Array | np.ndarray):
+        return np.asarray(offset)
+    if isinstance(offset, list | tuple):
+        try:
+            return np.asarray(offset)
+        except ValueError:
+            raise TypeError(
+                f"offset must be an int or an integer array of shape () or (batch,); got {offset!r}"
+            ) from None
+    return offset
+
+
+def _traced_int_offset(offset: Any) -> None:
+    """An int offset added to traced positions: it must fit the device algorithm's integers (int32 with
+    x64 off, JAX's default); checked here, on the host, since a Python int is concrete even under jit."""
+    value = _module_input.int_offset(offset)
+    if not jax.config.jax_enable_x64 and value is not None and value >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"offset must be < 2**31 = {_validate.MAX_POSITION} with traced positions (positions + offset "
+            f"must be < 2**31, and JAX's integers are int32 with x64 off); got offset={value}; "
+            "lower the offset"
+        )
 
 
 def _offset_int(offset: Any, seq: int) -> int:

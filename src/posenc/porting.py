@@ -124,6 +124,7 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
     >>> best.name, best.options["grid_size"], best.options["base_size"], best.options["interpolation_scale"]
     ('diffusers-2d', (6, 10), 7, 1.5)
     """
+    candidates = _validate.integer("candidates", candidates, minimum=1)
     if tolerance is not None:
         tolerance = _validate.real(
             "tolerance", tolerance, usual="leave it out for what float32 code of the length can be off by"

@@ -115,7 +115,7 @@ def make_positions(ids: npt.ArrayLike, padding_idx: int, *, past_key_values_leng
 
 
 def _mask(value: Any) -> np.ndarray:
-    array = _asarray(value)
+    array = _asarray("attention_mask", value)
     kind = array.dtype.kind
     if kind not in "biu":
         raise TypeError(
@@ -169,7 +169,7 @@ def _cu_seqlens(value: Any) -> np.ndarray:
 
 
 def _integer_array(name: str, value: Any) -> np.ndarray:
-    array = _asarray(value)
+    array = _asarray(name, value)
     if array.dtype.kind not in "iu":
         raise TypeError(
             f"{name} must be an integer array; got dtype {array.dtype}; convert it with .astype(int)"
@@ -177,9 +177,18 @@ def _integer_array(name: str, value: Any) -> np.ndarray:
     return array
 
 
-def _asarray(value: Any) -> np.ndarray:
-    """``np.asarray(value)``, except that an empty list is read as integers (NumPy says float64)."""
-    array = np.asarray(value)
+def _asarray(name: str, value: Any) -> np.ndarray:
+    """``np.asarray(value)``, except that an empty list is read as integers (NumPy says float64), and a
+    ragged list (rows of different lengths) is a TypeError that names ``name``."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise TypeError(
+            f"{name} must be a rectangular array (every row the same length); got {shown}; pad the rows "
+            "to one length (use an attention mask for the padding)"
+        ) from None
     if array.size == 0 and not isinstance(value, np.ndarray):
         array = array.astype(np.int64)
     return array

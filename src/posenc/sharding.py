@@ -60,6 +60,7 @@ def shard_indices(length: int, *, world_size: int, rank: int, scheme: str = "con
     """
     length, world_size, scheme = _check(length, world_size, scheme)
     rank = _rank(rank, world_size)
+    _validate.fits_in_memory((length // world_size,), np.dtype(np.int64))
     return _indices(length, world_size, rank, scheme)
 
 
@@ -75,14 +76,17 @@ def shard_positions(
     >>> shard_positions(8, world_size=2, rank=1, scheme="zigzag", start=100)
     array([102, 103, 104, 105])
     """
-    indices = shard_indices(length, world_size=world_size, rank=rank, scheme=scheme)
+    length, world_size, scheme = _check(length, world_size, scheme)
+    rank = _rank(rank, world_size)
     start = _validate.position_int("start", start)
     if length and start + length - 1 >= _validate.MAX_POSITION:
         raise ValueError(
             f"the last position start + length - 1 = {start + length - 1} must be < 2**31 = "
             f"{_validate.MAX_POSITION}; lower start or length"
         )
-    return indices + np.int64(start)
+    positions = shard_indices(length, world_size=world_size, rank=rank, scheme=scheme)
+    positions += np.int64(start)  # in place: no second array of the shard's size
+    return positions
 
 
 def permutation(length: int, *, world_size: int, scheme: str = "contiguous") -> np.ndarray:
@@ -96,7 +100,15 @@ def permutation(length: int, *, world_size: int, scheme: str = "contiguous") -> 
     array([0, 1, 6, 7, 2, 3, 4, 5])
     """
     length, world_size, scheme = _check(length, world_size, scheme)
-    return np.concatenate([_indices(length, world_size, r, scheme) for r in range(world_size)])
+    _validate.fits_in_memory((length,), np.dtype(np.int64))
+    if scheme == "contiguous":
+        return np.arange(length, dtype=np.int64)
+    if not length:  # no loop over the ranks: world_size may be up to 2**31
+        return np.zeros(0, dtype=np.int64)
+    chunk = length // (2 * world_size)  # >= 1 here, so 2 * world_size <= length: the chunk list is small
+    ranks = np.arange(world_size, dtype=np.int64)
+    chunks = np.stack([ranks, 2 * world_size - 1 - ranks], axis=1).reshape(-1)
+    return (chunks[:, None] * chunk + np.arange(chunk, dtype=np.int64)).reshape(-1)
 
 
 def shard(
@@ -160,8 +172,20 @@ def _indices(length: int, world_size: int, rank: int, scheme: str) -> np.ndarray
 
 
 def _check(length: int, world_size: int, scheme: str) -> tuple[int, int, str]:
+    """Checked before anything is allocated: ``0 <= length <= 2**31`` (the positions 0 .. length - 1 are
+    encodable) and ``1 <= world_size <= 2**31``."""
     length = _validate.integer("length", length, minimum=0)
+    if length > _validate.MAX_POSITION:
+        raise ValueError(
+            f"length must be <= 2**31 = {_validate.MAX_POSITION} (positions 0 .. length - 1 must be < 2**31 "
+            f"to be encoded); got {length}; shard a shorter sequence"
+        )
     world_size = _validate.integer("world_size", world_size, minimum=1)
+    if world_size > _validate.MAX_POSITION:
+        raise ValueError(
+            f"world_size must be <= 2**31 = {_validate.MAX_POSITION} (at most one rank per position of the "
+            f"longest sequence); got {world_size}; pass the number of ranks in the context-parallel group"
+        )
     if not isinstance(scheme, str) or scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {', '.join(map(repr, SCHEMES))}; got {scheme!r}")
     parts = world_size if scheme == "contiguous" else 2 * world_size

@@ -228,13 +228,15 @@ class SinusoidalPositionalEncoding(nn.Module):
             return self._orient(cached[start : start + seq])
         if positions is not None:
             if not isinstance(positions, torch.Tensor):  # a list or an array: put it where x is
-                positions = torch.as_tensor(positions, device=x.device)
+                positions = _position_tensor(positions).to(x.device)
             elif positions.device != x.device:
                 raise ValueError(
                     f"positions are on {positions.device} but x is on {x.device}; "
                     f"pass positions.to({str(x.device)!r})"
                 )
             positions = _position_tensor(positions)
+        if isinstance(offset, torch.Tensor) and offset.dtype in _WIDENED:
+            offset = _exact_dtype("offset", offset)  # uint16/32/64: few kernels take them
         positions, offset = _module_input.positions_and_offset(
             _OPS,
             seq,
@@ -245,6 +247,11 @@ class SinusoidalPositionalEncoding(nn.Module):
             arange=lambda: torch.arange(seq, device=x.device),
         )
         if isinstance(offset, int):  # added exactly: in int64, or by the device algorithm for real positions
+            if offset >= _INVALID and positions.numel():  # beyond int64 arithmetic, and every position
+                raise ValueError(
+                    f"positions + offset must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over "
+                    f"which posenc is proven exact; got offset={offset}; lower the offset"
+                )
             if positions.is_floating_point():
                 offset = positions.new_full((), offset, dtype=torch.int64)
             else:
@@ -410,12 +417,16 @@ def _encode_tensor(
     ``torch.ops.posenc.exact``: no host transfer, no sync, invalid positions give rows of NaN.
     """
     eager_cpu = positions.device.type == "cpu" and not _tracing()
+    if eager_cpu:  # before reading the positions: an expanded (zero-stride) tensor costs nothing until then
+        _validate.fits_in_memory((*positions.shape, options[0]), _numpy_dtype(options[-1]))
+    if eager_cpu and offset is not None:
+        _check_positions_on_host(positions)
+        _check_sum_on_host(positions, offset)
     if eager_cpu and (offset is None or not positions.is_floating_point()):
         if offset is not None:
             positions = positions.to(torch.int64) + offset.to(torch.int64)
         return _encode_on_cpu(positions, options)
-    if eager_cpu:  # real positions plus an offset: the sum needs the device algorithm's exact addition
-        _check_positions_on_host(positions)
+    # real positions plus an offset: the sum needs the device algorithm's exact addition
     return torch.ops.posenc.exact(positions, offset, *options)
 
 
@@ -531,11 +542,27 @@ def _to_tensor(values: np.ndarray) -> torch.Tensor:
 
 
 def _position_tensor(positions: Any) -> torch.Tensor:
-    """Positions as a tensor, their dtype checked (values are checked where they live: see
-    :func:`_check_positions_on_host`; on a device invalid positions give NaN rows)."""
+    """Positions as a tensor, their dtype checked and made one the encoders take, exactly (values are
+    checked where they live: see :func:`_check_positions_on_host`; on a device invalid positions give NaN
+    rows).
+
+    Not a tensor (a number, a list, a NumPy array): Python floats are float64 and Python ints int64, as
+    NumPy takes them (``torch.as_tensor`` would round floats to float32). Unsigned 16/32/64-bit tensors
+    become int32/int64, float8 ones float32: every value converts exactly.
+    """
     if positions is None or isinstance(positions, str | bytes):
         raise TypeError(f"positions must be a tensor of integers or real numbers; got {positions!r}")
-    tensor = positions if isinstance(positions, torch.Tensor) else torch.as_tensor(positions)
+    if isinstance(positions, torch.Tensor):
+        tensor = positions
+    elif _tracing():  # a Python number (or a list) seen by torch.compile: no NumPy there
+        tensor = torch.as_tensor(positions)
+        if tensor.is_floating_point():
+            tensor = torch.as_tensor(positions, dtype=torch.float64)
+    else:
+        array = _module_input.exact_float32(_validate.position_array(positions))  # names ragged lists
+        if array.dtype.kind not in "biuf" or array.dtype.itemsize > 8:
+            array = _validate.positions(array)  # float64, or a TypeError/ValueError naming positions
+        tensor = torch.as_tensor(array)
     if tensor.dtype == torch.bool:
         raise TypeError(
             "positions must be integers or real numbers, not booleans; "
@@ -543,6 +570,56 @@ def _position_tensor(positions: Any) -> torch.Tensor:
         )
     if tensor.is_complex():
         raise TypeError(f"positions must be integers or real numbers; got dtype {tensor.dtype}")
+    return _exact_dtype("positions", tensor)
+
+
+#: Unsigned integers wider than uint8 (few kernels take them) -> the signed dtype that holds every value
+#: (uint64: checked on the host, or beyond 2**63 marked invalid on a device).
+_WIDENED = {
+    dtype: wide
+    for name, wide in (("uint16", torch.int32), ("uint32", torch.int64), ("uint64", torch.int64))
+    if isinstance(dtype := getattr(torch, name, None), torch.dtype)
+}
+
+#: float8 formats (few kernels take them): float32 holds every value exactly.
+_FLOAT8 = frozenset(
+    dtype
+    for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
+    if isinstance(dtype := getattr(torch, name, None), torch.dtype)
+)
+
+#: Beyond every valid position and every useful offset (|p| < 2**31): marks a uint64 value >= 2**63.
+_INVALID = 4 * _validate.MAX_POSITION
+
+
+def _exact_dtype(name: str, tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` (positions or an offset) in a dtype the encoders take, holding the same values: wide
+    unsigned integers as int32/int64, float8 as float32; TypeError naming ``name`` for other dtypes that
+    are neither (float4 and the like)."""
+    dtype = tensor.dtype
+    if dtype in _FLOAT8:
+        return tensor.to(torch.float32)
+    if dtype in _WIDENED:
+        wide = tensor.to(_WIDENED[dtype])
+        if dtype != torch.uint64:
+            return wide
+        # uint64 >= 2**63 wraps to a negative int64: refuse it on the host, mark it invalid elsewhere
+        if wide.device.type == "cpu" and not _tracing():
+            wrapped = wide < 0
+            if bool(wrapped.any()):
+                where = tuple(wrapped.nonzero()[0].tolist())
+                raise ValueError(
+                    f"{name} must keep positions within |p| < 2**31 = {_validate.MAX_POSITION}, the range "
+                    f"over which posenc is proven exact; got {int(wide[where]) + 2**64} (uint64) at index "
+                    f"{where}; pass smaller {name}"
+                )
+            return wide
+        return torch.where(wide < 0, _INVALID, wide)
+    if dtype.is_floating_point and dtype not in _DTYPE_NAMES:
+        raise TypeError(
+            f"{name} must be integers or real numbers of a dtype posenc converts exactly; got dtype {dtype}; "
+            f"convert {name} to float32 or int64 first"
+        )
     return tensor
 
 
@@ -561,6 +638,31 @@ def _check_positions_on_host(tensor: torch.Tensor) -> None:
         raise ValueError(
             f"positions must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over which "
             f"posenc is proven exact; got {largest}"
+        )
+
+
+def _check_sum_on_host(positions: torch.Tensor, offset: torch.Tensor) -> None:
+    """ValueError where ``positions + offset`` leaves |p| < 2**31 (eager CPU calls; the positions are
+    checked already, the offset is an integer tensor >= 0), decided exactly in int64: for an integer
+    offset o, p + o >= 2**31 exactly when floor(p) + o >= 2**31, and p + o <= -2**31 when ceil(p) + o does."""
+    if not positions.numel() or not offset.numel():
+        return
+    limit = _validate.MAX_POSITION
+    added = offset.to(torch.int64).clamp(-_INVALID, _INVALID)  # no int64 overflow; beyond, all are out
+    if positions.is_floating_point():
+        wide = positions.to(torch.float64)
+        high = torch.floor(wide).to(torch.int64) + added
+        low = torch.ceil(wide).to(torch.int64) + added
+    else:
+        high = low = positions.to(torch.int64) + added
+    outside = (high >= limit) | (low <= -limit)
+    if bool(outside.any()):
+        where = tuple(outside.nonzero()[0].tolist())
+        p = positions.expand(outside.shape)[where].item()
+        o = offset.expand(outside.shape)[where].item()
+        raise ValueError(
+            f"positions + offset must satisfy |p| < 2**31 = {limit}, the range over which posenc is proven "
+            f"exact; got position {p!r} + offset {o} at index {where}; lower the offset"
         )
 
 

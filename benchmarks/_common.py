@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -48,3 +49,18 @@ def measure(
         sync()
         times.append(time.perf_counter() - began)
     return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}
+
+
+T = TypeVar("T")
+
+
+def numpy_only(build: Callable[[], T]) -> T:
+    """``build()`` on posenc's NumPy path, as where the C extension ``posenc._kernels`` was not built."""
+    from posenc import core
+
+    compiled = core._compiled_kernel
+    core._compiled_kernel = lambda *args: None
+    try:
+        return build()
+    finally:
+        core._compiled_kernel = compiled

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import measure, tutorial_table
+from _common import measure, numpy_only, tutorial_table
 
 import posenc
 from posenc import core
@@ -53,15 +53,6 @@ def tutorial_numpy(length: int, d_model: int) -> np.ndarray:
     pe[:, 0::2] = np.sin(position * div_term)
     pe[:, 1::2] = np.cos(position * div_term)
     return pe
-
-
-def numpy_only(build):
-    compiled = core._compiled_kernel
-    core._compiled_kernel = lambda *args: None
-    try:
-        return build()
-    finally:
-        core._compiled_kernel = compiled
 
 
 def median(fn, repeat: int) -> float:

@@ -25,10 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from _common import Target, measure, print_targets, target, tutorial_table
+from _common import Target, measure, numpy_only, print_targets, target, tutorial_table
 
 import posenc
-from posenc import core
 
 
 def numpy_float64(length: int, d_model: int) -> np.ndarray:
@@ -38,16 +37,6 @@ def numpy_float64(length: int, d_model: int) -> np.ndarray:
     pe[:, 0::2] = np.sin(angles)
     pe[:, 1::2] = np.cos(angles)
     return pe
-
-
-def numpy_only(build: Callable[[], np.ndarray]) -> np.ndarray:
-    """``build()`` on posenc's NumPy path, as where the C extension ``posenc._kernels`` was not built."""
-    compiled = core._compiled_kernel
-    core._compiled_kernel = lambda *args: None
-    try:
-        return build()
-    finally:
-        core._compiled_kernel = compiled
 
 
 def contenders(

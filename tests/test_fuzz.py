@@ -1077,6 +1077,18 @@ def test_torch_load_state_dict(pe_shape, change, batch_first):
     )
 
 
+def _the_same_on_torch(call, got, bad):
+    """The torch twin of a positions helper: the NumPy helper's value (``got``) or the same clear error."""
+    right_value_or_clear_error(
+        call,
+        valid=not bad,
+        names=bad,
+        check=lambda result: (
+            None if isinstance(got, Exception) else np.testing.assert_array_equal(result.numpy(), got)
+        ),
+    )
+
+
 @fuzz(80)
 @given(
     mask=st.one_of(
@@ -1125,14 +1137,12 @@ def test_positions_from_attention_mask(mask, start, pad_position):
         check=check,
     )
     if array is not None and array.dtype.kind in "biu" and array.dtype != np.uint16:
-        tensor = torch.from_numpy(array.copy())
-        right_value_or_clear_error(
-            lambda: pt.from_attention_mask(tensor, start=start, pad_position=pad_position),
-            valid=not bad,
-            names=bad,
-            check=lambda result: (
-                None if isinstance(got, Exception) else np.testing.assert_array_equal(result.numpy(), got)
+        _the_same_on_torch(
+            lambda: pt.from_attention_mask(
+                torch.from_numpy(array.copy()), start=start, pad_position=pad_position
             ),
+            got,
+            bad,
         )
 
 
@@ -1200,14 +1210,8 @@ def test_positions_from_cu_seqlens(cu, start, total):
         lambda: positions.from_cu_seqlens(cu, start=start, total=total), valid=not bad, names=bad, check=check
     )
     if array is not None and array.dtype.kind in "iu":
-        tensor = torch.from_numpy(array.copy())
-        right_value_or_clear_error(
-            lambda: pt.from_cu_seqlens(tensor, start=start, total=total),
-            valid=not bad,
-            names=bad,
-            check=lambda result: (
-                None if isinstance(got, Exception) else np.testing.assert_array_equal(result.numpy(), got)
-            ),
+        _the_same_on_torch(
+            lambda: pt.from_cu_seqlens(torch.from_numpy(array.copy()), start=start, total=total), got, bad
         )
 
 
@@ -1259,14 +1263,12 @@ def test_positions_make_positions(ids, padding_idx, past):
         check=check,
     )
     if array is not None and array.dtype.kind in "iu":
-        tensor = torch.from_numpy(array.copy())
-        right_value_or_clear_error(
-            lambda: pt.make_positions(tensor, padding_idx, past_key_values_length=past),
-            valid=not bad,
-            names=bad,
-            check=lambda result: (
-                None if isinstance(got, Exception) else np.testing.assert_array_equal(result.numpy(), got)
+        _the_same_on_torch(
+            lambda: pt.make_positions(
+                torch.from_numpy(array.copy()), padding_idx, past_key_values_length=past
             ),
+            got,
+            bad,
         )
 
 

@@ -268,6 +268,23 @@ def _first_rows(options: _Options, block: int) -> tuple[np.ndarray, np.ndarray]:
     return _direct_rows(np.arange(block, dtype=np.float64), _constants(options)[1])
 
 
+def _anchor_rows(options: _Options, start: int, block: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact rows of positions start + a·block, a = 0 .. count - 1: part of a table's plan, cached
+    (read-only) up to 4 MiB a pair, so a repeated table call computes no exact row."""
+    if count * len(_constants(options)[0]) * 16 <= 4 << 20:
+        return _cached_anchor_rows(options, start, block, count)
+    return _direct_rows(start + block * np.arange(count, dtype=np.float64), _constants(options)[1])
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_anchor_rows(
+    options: _Options, start: int, block: int, count: int
+) -> tuple[np.ndarray, np.ndarray]:
+    sin, cos = _direct_rows(start + block * np.arange(count, dtype=np.float64), _constants(options)[1])
+    sin.flags.writeable = cos.flags.writeable = False
+    return sin, cos
+
+
 @functools.lru_cache(maxsize=32)
 def _cached_first_rows(options: _Options, block: int) -> tuple[np.ndarray, np.ndarray]:
     sin, cos = _direct_rows(np.arange(block, dtype=np.float64), _constants(options)[1])
@@ -648,7 +665,7 @@ def _addition_plan(start: int, length: int, spec: _Spec) -> _AdditionPlan:
     block = max(1, math.isqrt(length))
     count = -(-length // block)
     sin_b, cos_b = _first_rows(spec.options, block)
-    sin_a, cos_a = _direct_rows(start + block * np.arange(count, dtype=np.float64), spec.limbs)
+    sin_a, cos_a = _anchor_rows(spec.options, start, block, count)
     small = 2.0 * np.minimum(1.0, (block - 1) * omegas)
     largest = max(abs(start), abs(start + length - 1))
     sin_band = 2.0**-48 * (np.minimum(1.0, largest * omegas) + small) + 4 * spec.absolute_error
@@ -760,6 +777,13 @@ def _angle_addition_compiled(
     if not flagged:
         return
     r = np.concatenate(flagged)
+    origin = r == -start  # position 0: its sines are 0, which the kernel's bands always leave unsure
+    if origin.any():
+        sin_view, cos_view = spec.columns(result[-start : -start + 1])
+        sin_view[...], cos_view[...] = 0.0, 1.0
+        r = r[~origin]
+        if not len(r):
+            return
     a, b = r // block, r % block
     sin = sin_a[a] * cos_b[b]
     sin += cos_a[a] * sin_b[b]

@@ -613,6 +613,22 @@ def core_or_none(p: np.ndarray, d_model: int, options: dict, name: str) -> np.nd
     return None
 
 
+def _is_the_core_encoding(got, values, d_model, options, name, rng):
+    """An adapter's result (as NumPy): the core's bits for the same positions, and right against mpmath."""
+    want = core_or_none(values, int(d_model), options, name)
+    if want is not None:
+        assert same_bits(got, want), f"differs from posenc.encode of the same positions: {got} vs {want}"
+    spot_check(
+        got,
+        exact_positions(values),
+        int(d_model),
+        options=reference_options(options),
+        fmt=name,
+        rng=rng,
+        samples=2,
+    )
+
+
 @fuzz(160)
 @given(data=st.data(), rng=st.randoms(use_true_random=False))
 def test_torch_encode(data, rng):
@@ -660,19 +676,7 @@ def test_torch_encode(data, rng):
         assert tuple(result.shape) == (*np.shape(values), int(d_model))
         if device == "meta":
             return
-        want = core_or_none(values, int(d_model), options, name)
-        got = torch_values(result)
-        if want is not None:
-            assert same_bits(got, want), f"differs from posenc.encode: {got} vs {want}"
-        spot_check(
-            got,
-            exact_positions(values),
-            int(d_model),
-            options=reference_options(options),
-            fmt=name,
-            rng=rng,
-            samples=2,
-        )
+        _is_the_core_encoding(torch_values(result), values, d_model, options, name, rng)
 
     right_value_or_clear_error(
         lambda: pt.encode(given_, d_model, **options, dtype=dtype),
@@ -1327,19 +1331,7 @@ def test_jax_encode(data, rng):
     def check(result):
         assert isinstance(result, jax.Array) and result.dtype == JAX_OUT[name]
         assert result.shape == (*np.shape(values), int(d_model))
-        want = core_or_none(values, int(d_model), options, name)
-        got = np.asarray(result)
-        if want is not None:
-            assert same_bits(got, want), "differs from posenc.encode of the same positions"
-        spot_check(
-            got,
-            exact_positions(values),
-            int(d_model),
-            options=reference_options(options),
-            fmt=name,
-            rng=rng,
-            samples=2,
-        )
+        _is_the_core_encoding(np.asarray(result), values, d_model, options, name, rng)
 
     right_value_or_clear_error(
         lambda: pj.encode(p, d_model, **options, dtype=JAX_OUT.get(name, name)),

@@ -1081,6 +1081,14 @@ def test_torch_load_state_dict(pe_shape, change, batch_first):
     )
 
 
+def _as_array(value):
+    """``value`` as NumPy reads it (an empty list as int64), or None where NumPy refuses it (ragged, ...)."""
+    with contextlib.suppress(ValueError, TypeError):
+        array = np.asarray(value)
+        return array.astype(np.int64) if array.size == 0 and not isinstance(value, np.ndarray) else array
+    return None
+
+
 def _the_same_on_torch(call, got, bad):
     """The torch twin of a positions helper: the NumPy helper's value (``got``) or the same clear error."""
     right_value_or_clear_error(
@@ -1115,11 +1123,7 @@ def _the_same_on_torch(call, got, bad):
     pad_position=st.sampled_from([0, -1, 7, 2**31, True, 1.5]),
 )
 def test_positions_from_attention_mask(mask, start, pad_position):
-    array = None
-    with contextlib.suppress(ValueError, TypeError):
-        array = np.asarray(mask)
-        if array.size == 0 and not isinstance(mask, np.ndarray):
-            array = array.astype(np.int64)
+    array = _as_array(mask)
     bad = []
     if array is None or array.dtype.kind not in "biu" or array.ndim == 0 or not np.isin(array, [0, 1]).all():
         bad.append("attention_mask")
@@ -1178,11 +1182,7 @@ def test_positions_from_attention_mask(mask, start, pad_position):
 def test_positions_from_cu_seqlens(cu, start, total):
     if total == "auto":
         total = cu[-1] if isinstance(cu, list) and cu and isinstance(cu[-1], int) else 0
-    array = None
-    with contextlib.suppress(ValueError, TypeError):
-        array = np.asarray(cu)
-        if array.size == 0 and not isinstance(cu, np.ndarray):
-            array = array.astype(np.int64)
+    array = _as_array(cu)
     bad = []
     if (
         array is None
@@ -1236,11 +1236,7 @@ def test_positions_from_cu_seqlens(cu, start, total):
     past=st.sampled_from([0, 3, -1, 2**31, True]),
 )
 def test_positions_make_positions(ids, padding_idx, past):
-    array = None
-    with contextlib.suppress(ValueError, TypeError):
-        array = np.asarray(ids)
-        if array.size == 0 and not isinstance(ids, np.ndarray):
-            array = array.astype(np.int64)
+    array = _as_array(ids)
     bad = []
     if array is None or array.dtype.kind not in "iu" or array.ndim == 0:
         bad.append("ids")

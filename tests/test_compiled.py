@@ -65,14 +65,18 @@ def test_a_bad_thread_count_is_refused(monkeypatch):
         posenc.table(2048, 512)
 
 
+@pytest.mark.parametrize("room", [None, 0], ids=["values-listed", "rows-redone"])
 @pytest.mark.parametrize(
     "options", [{"layout": "sin_cos"}, {"odd": "literal"}, {"layout": "cos_sin", "odd": "drop", "start": -64}]
 )
-def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options):
-    """Widened error bands make many values look unsure: the compiled path's second pass and the
+def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options, room):
+    """Widened error bands make many values look unsure: the compiled path's second pass (the values the
+    kernel lists, or with no room for the list, its flagged rows redone in NumPy) and the
     arbitrary-precision rest must still give the correctly rounded table (position 0 included)."""
     d_model = 257 if "odd" in options else 256
     expected = posenc.table(128, d_model, **options)
+    if room is not None:
+        monkeypatch.setattr(core, "_UNSURE_ROOM", room - d_model // 2)  # less room than one row's values
     init, exact, calls = core._Spec.__init__, core._Spec.exact, []
 
     def wide_bands(self, *args):
@@ -213,7 +217,7 @@ print(failures or "ok")
 @pytest.mark.parametrize(
     "prelude, environment",
     [
-        # the C kernels run from eight threads at once, each with its own pool of eight
+        # the C kernels run from eight threads at once, all on the one pool of eight
         ("", {"POSENC_NUM_THREADS": "8"}),
         # without the extension, threads arriving together at the first call all saw a half-imported module
         (_SLOW_NO_KERNELS, {}),
@@ -230,3 +234,39 @@ def test_eight_threads_at_once_get_the_table(prelude, environment):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "ok", result.stdout
+
+
+_FORKED = """
+import os, numpy as np, posenc
+expected = posenc.table(2048, 512)  # starts the thread pool
+pid = os.fork()
+if pid == 0:  # the child's copy of the pool has no threads: it must start its own, not wait forever
+    os._exit(0 if np.array_equal(posenc.table(2048, 512), expected) else 1)
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_forked_child_gets_its_own_thread_pool():
+    result = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", _FORKED],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "POSENC_NUM_THREADS": "2"},
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "0"
+
+
+def test_work_on_the_pool_that_calls_the_pool_runs_inline():
+    seen = []
+
+    def inner(lo, hi):
+        seen.append((lo, hi))
+
+    def outer(lo, hi):  # a worker of the pool waiting on the pool could deadlock it: it runs inline
+        core._run_blocks(inner, 4, 1, elements=core._PARALLEL_ELEMENTS)
+
+    core._run_blocks(outer, 8, 1, elements=core._PARALLEL_ELEMENTS)
+    assert sorted(seen) == sorted([(k, k + 1) for k in range(4)] * 8)

@@ -59,6 +59,8 @@ _PARALLEL_ELEMENTS = 1 << 19
 # An element of the exact path costs about this many elements of angle addition (NumPy; compiled).
 _EXACT_COST = 64
 _COMPILED_EXACT_COST = 16
+# Unsure values a compiled pass lists beyond a row's worth (more: its flagged rows are redone in NumPy).
+_UNSURE_ROOM = 4096
 # Per-options constants kept (frequencies, limbs, column plans): a bounded LRU cache.
 _CACHED_OPTIONS = 256
 
@@ -479,11 +481,38 @@ def _run_blocks(work: Callable[[int, int], None], total: int, step: int, *, elem
         for lo, hi in bounds:
             work(lo, hi)
         return
-    from concurrent.futures import ThreadPoolExecutor  # imported on first use: ~15 ms of import time
+    if getattr(_IN_POOL, "worker", False):  # called from one of the pool's own threads: no nested waits
+        for lo, hi in bounds:
+            work(lo, hi)
+        return
+    pool = _pool(threads)
+    for future in [pool.submit(work, lo, hi) for lo, hi in bounds]:
+        future.result()
 
-    with ThreadPoolExecutor(threads) as pool:
-        for future in [pool.submit(work, lo, hi) for lo, hi in bounds]:
-            future.result()
+
+def _pool(threads: int) -> Any:
+    """The process's thread pool of ``threads`` workers, started on first use and kept: starting threads
+    costs ~1 ms each per call here. A forked child (whose copy of the pool has no threads) starts its own."""
+    key = (os.getpid(), threads)
+    pool = _POOLS.get(key)
+    if pool is None:
+        with _POOL_LOCK:
+            pool = _POOLS.get(key)
+            if pool is None:
+                from concurrent.futures import ThreadPoolExecutor  # on first use: ~15 ms of import time
+
+                def mark_worker() -> None:
+                    _IN_POOL.worker = True
+
+                pool = ThreadPoolExecutor(threads, thread_name_prefix="posenc", initializer=mark_worker)
+                _POOLS.clear()  # a pool of another size or of the parent process: the old one is dropped
+                _POOLS[key] = pool
+    return pool
+
+
+_POOLS: dict[tuple[int, int], Any] = {}
+_POOL_LOCK = threading.Lock()
+_IN_POOL = threading.local()
 
 
 def _threads() -> int:
@@ -757,41 +786,52 @@ def _angle_addition_compiled(
     cos_band: np.ndarray,
     spec: _Spec,
 ) -> None:
-    """:func:`_angle_addition` in one compiled pass over row ranges on the thread pool; the rows holding a
-    value the kernel is unsure of are recomputed on the NumPy path (:meth:`_Spec.emit`: the exact path,
-    and the rare rest in arbitrary precision). A fresh output is not pre-touched (:func:`_pre_touch`):
-    each thread faults in the pages of its own rows, and measured side by side the extra pass did not pay."""
+    """:func:`_angle_addition` in one compiled pass over row ranges on the thread pool. The kernel lists the
+    values it is unsure of (their interval ± band holds a rounding midpoint: a few in a million, and the
+    zero sines of position 0), and just those are settled by :meth:`_Spec._certain` (the exact path, and
+    the rare rest in arbitrary precision); a row range with more than its room for the list has its flagged
+    rows recomputed on the NumPy path instead. A fresh output is not pre-touched (:func:`_pre_touch`): each
+    thread faults in the pages of its own rows, and measured side by side the extra pass did not pay."""
     sin_a, cos_a, sin_b, cos_b = rows
     block, length, n = len(sin_b), len(result), spec.n
     plan = spec.kernel_plan()
     unsure = np.empty(length, dtype=np.int64)
+    listed: list[np.ndarray] = []
     flagged: list[np.ndarray] = []
+    room = n + _UNSURE_ROOM  # position 0's zero sines, and more than the usual few
 
     def work(lo: int, hi: int) -> None:
-        if kernel(sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, result, unsure, plan, lo, hi):
+        where = np.empty(room, dtype=np.int64)
+        found = kernel(
+            sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, result, unsure, where, plan, lo, hi
+        )
+        if found <= room:
+            listed.append(where[:found])
+        else:
             flagged.append(lo + np.flatnonzero(unsure[lo:hi]))
 
     threads = _threads() if length * n >= _PARALLEL_ELEMENTS else 1
     step = max(-(-length // (4 * threads)), _BLOCK // max(1, n)) if threads > 1 else length
     _run_blocks(work, length, step, elements=length * n)
-    if not flagged:
-        return
-    r = np.concatenate(flagged)
-    origin = r == -start  # position 0: its sines are 0, which the kernel's bands always leave unsure
-    if origin.any():
-        sin_view, cos_view = spec.columns(result[-start : -start + 1])
-        sin_view[...], cos_view[...] = 0.0, 1.0
-        r = r[~origin]
-        if not len(r):
-            return
-    a, b = r // block, r % block
-    sin = sin_a[a] * cos_b[b]
-    sin += cos_a[a] * sin_b[b]
-    cos = cos_a[a] * cos_b[b]
-    cos -= sin_a[a] * sin_b[b]
-    settled = result[r]
-    spec.emit(settled, (start + r).astype(np.float64), sin, cos, sin_band, cos_band)
-    result[r] = settled
+    if listed:
+        r, rest = np.divmod(np.concatenate(listed), 2 * n)
+        frequency, which = np.divmod(rest, 2)
+        sin_offset, cos_offset, stride = spec.column_plan()[:3]
+        for w, offset in ((0, sin_offset), (1, cos_offset)):
+            pick = which == w
+            if pick.any():
+                p = (start + r[pick]).astype(np.float64)
+                result[r[pick], offset + stride * frequency[pick]] = spec._certain(p, frequency[pick], w)
+    if flagged:
+        r = np.concatenate(flagged)
+        a, b = r // block, r % block
+        sin = sin_a[a] * cos_b[b]
+        sin += cos_a[a] * sin_b[b]
+        cos = cos_a[a] * cos_b[b]
+        cos -= sin_a[a] * sin_b[b]
+        settled = result[r]
+        spec.emit(settled, (start + r).astype(np.float64), sin, cos, sin_band, cos_band)
+        result[r] = settled
 
 
 def _direct_rows(p: np.ndarray, limbs: np.ndarray, *, threads: bool = True) -> tuple[np.ndarray, np.ndarray]:

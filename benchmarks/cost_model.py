@@ -1,4 +1,4 @@
-"""The CPU cost model (issue 14), side by side in one process: posenc, the tutorial code and the floors.
+"""The CPU cost model, side by side in one process: posenc, the tutorial code and the floors.
 
     python benchmarks/cost_model.py [--repeat 7] [--json FILE] [--quick]   # measure, write JSON
     python benchmarks/cost_model.py --readme [--json FILE]                  # JSON -> README block

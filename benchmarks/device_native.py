@@ -4,9 +4,9 @@
                                        [--table 131072x1024] [--threads N] [--json FILE]
 
 Each contender is timed per call: a few warm-up calls, then ``--repeat`` rounds of N calls with one device
-synchronisation after the N calls (as ``shared/tools/gpu_host_sync.py``'s ``bench``: no sync inside the
-loop, so a host sync inside a call shows as time); the figure is the median over the rounds of the time per
-call. posenc and its reference are timed in alternating rounds, so drift hits both. The bars (issue 12):
+synchronisation after the N calls (no sync inside the loop, so a host sync inside a call shows as time);
+the figure is the median over the rounds of the time per call. posenc and its reference are timed in
+alternating rounds, so drift hits both. The bars (device-native exactness):
 
 1. decode step with per-batch offsets, ``m(x1, offset=offs)``, x1 (8, 1, 1024), offs = arange(8) + 3000 on
    the device, against a gather from a table already on the device, ``x1 + tbl[offs][:, None]``: <= 1.5x.

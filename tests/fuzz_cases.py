@@ -2,7 +2,7 @@
 independent oracle of which arguments are valid, and spot checks against the mpmath reference
 (tests/reference.py).
 
-The rule (issue 13): every call returns the right value or raises ValueError/TypeError whose message names
+The rule: every call returns the right value or raises ValueError/TypeError whose message names
 the offending parameter (or shows the value); any other exception (IndexError, OverflowError, MemoryError,
 RuntimeError, NotImplementedError, AssertionError, ...) or a call that runs past its time limit is a failure.
 """

@@ -1,4 +1,4 @@
-"""Regression seeds of issue 13 ("bad input and edge cases"): each gets the right value or a clear error."""
+"""Regression cases of bad input and edge cases: each gets the right value or a clear error."""
 
 from __future__ import annotations
 

@@ -335,8 +335,8 @@ def test_demo_default_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     from posenc import cli
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "_DEMO_SECTIONS", (cli._demo_figures,))
-    monkeypatch.setattr(cli, "_DEMO_FIGURES", cli._DEMO_FIGURES[:1])
+    monkeypatch.setattr(cli.demo, "_SECTIONS", (cli.demo._figures,))
+    monkeypatch.setattr(cli.demo, "_FIGURES", cli.demo._FIGURES[:1])
     assert main(["demo"]) == 0
     assert (tmp_path / "posenc-demo" / "heatmap.png").stat().st_size > 10_000
 
@@ -357,7 +357,7 @@ def test_demo_tables_are_what_the_commands_print(
 
 
 def test_demo_embedding_sum(demo_run: tuple[int, str, str, Path]) -> None:
-    from posenc.cli import _EMBEDDING
+    from posenc.cli.demo import _EMBEDDING
 
     out = demo_run[1]
     total = _EMBEDDING + posenc.table(3, 4)
@@ -442,14 +442,14 @@ def test_check_posenc_bfloat16_stays_unique(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_progress_on_a_terminal_is_one_line_updated_in_place() -> None:
-    from posenc.cli import _Progress
+    from posenc.cli.progress import Progress
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True
 
     stream = Terminal()
-    progress = _Progress("check", enabled=True, stream=stream)
+    progress = Progress("check", enabled=True, stream=stream)
     progress(0.0, "encoding")
     progress(0.5, "hashing")
     progress.close()
@@ -458,7 +458,7 @@ def test_progress_on_a_terminal_is_one_line_updated_in_place() -> None:
     assert "posenc check:   0%  encoding" in text and "posenc check:  50%  hashing" in text
     assert text.endswith("\r") and text.split("\r")[-2].strip() == ""  # the line is cleared at the end
     quiet = io.StringIO()
-    _Progress("check", enabled=False, stream=quiet)(0.5, "hashing")
+    Progress("check", enabled=False, stream=quiet)(0.5, "hashing")
     assert quiet.getvalue() == ""
 
 
@@ -724,8 +724,8 @@ def test_identify_bad_input(capsys: pytest.CaptureFixture[str], tmp_path, monkey
 def test_table_npy_streams_in_chunks(capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch) -> None:
     from posenc import cli
 
-    monkeypatch.setattr(cli, "_NPY_CHUNK_BYTES", 7 * 16 * 4)  # 7 rows of d_model 16, float32, per chunk
-    monkeypatch.setattr(cli, "_LONG", 1)  # show the progress
+    monkeypatch.setattr(cli.table, "_NPY_CHUNK_BYTES", 7 * 16 * 4)  # 7 rows of d_model 16, float32, per chunk
+    monkeypatch.setattr(cli.table, "LONG", 1)  # show the progress
     path = tmp_path / "pe.npy"
     code, _, err = run(capsys, "table", "50", "16", "--start", "3", "--format", "npy", "--output", str(path))
     assert code == 0

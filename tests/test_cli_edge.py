@@ -266,8 +266,8 @@ def test_identify_a_bfloat16_checkpoint(capsys: pytest.CaptureFixture[str], tmp_
 def _old_json(length: int, d_model: int, digits: int | None, **options: object) -> str:
     """The json format as it was written before it streamed: one json.dump of the whole document."""
     values = posenc.table(length, d_model, **options)
-    text = repr if digits is None else (lambda v: cli._fixed(v, digits))
-    variant = {**cli._PAPER, "start": 0, **{k: v for k, v in options.items() if k != "dtype"}}
+    text = repr if digits is None else (lambda v: cli.formats.fixed(v, digits))
+    variant = {**cli.arguments.PAPER, "start": 0, **{k: v for k, v in options.items() if k != "dtype"}}
     document = {
         "d_model": d_model,
         **variant,
@@ -281,7 +281,7 @@ def _old_json(length: int, d_model: int, digits: int | None, **options: object) 
 
 # (values formatted at a time, bytes of the table computed at a time): one row and one row, uneven
 # blocks, and the defaults (one block for these small tables)
-BLOCKS = [(1, 1), (7, 64), (cli._CHUNK_VALUES, cli._TABLE_BLOCK_BYTES)]
+BLOCKS = [(1, 1), (7, 64), (cli.formats._CHUNK_VALUES, cli.formats._TABLE_BLOCK_BYTES)]
 
 
 @pytest.mark.parametrize(("values_per_block", "table_bytes"), BLOCKS)
@@ -307,8 +307,8 @@ def test_streamed_json_is_the_document_json_dump_writes(
     options: dict,
     digits: int | None,
 ) -> None:
-    monkeypatch.setattr(cli, "_CHUNK_VALUES", values_per_block)
-    monkeypatch.setattr(cli, "_TABLE_BLOCK_BYTES", table_bytes)
+    monkeypatch.setattr(cli.formats, "_CHUNK_VALUES", values_per_block)
+    monkeypatch.setattr(cli.formats, "_TABLE_BLOCK_BYTES", table_bytes)
     flags = [] if digits is None else ["--digits", str(digits)]
     code, out, err = run(capsys, "table", *args, *flags, "--format", "json")
     assert (code, err) == (0, "")
@@ -323,8 +323,8 @@ def test_text_and_csv_do_not_depend_on_the_block_size(
     """Column widths come from every block (cos ω0 turns negative only at position 2), rows from each."""
     outputs = []
     for values_per_block, table_bytes in BLOCKS:
-        monkeypatch.setattr(cli, "_CHUNK_VALUES", values_per_block)
-        monkeypatch.setattr(cli, "_TABLE_BLOCK_BYTES", table_bytes)
+        monkeypatch.setattr(cli.formats, "_CHUNK_VALUES", values_per_block)
+        monkeypatch.setattr(cli.formats, "_TABLE_BLOCK_BYTES", table_bytes)
         code, out, err = run(capsys, "table", *args, "--format", fmt)
         assert (code, err) == (0, "")
         outputs.append(out)
@@ -427,6 +427,6 @@ def test_running_out_of_memory_is_one_line(
     def exhausted(*args: object, **kwargs: object) -> None:
         raise MemoryError("Unable to allocate 16.0 GiB for an array with shape (2147483648, 2)")
 
-    monkeypatch.setattr(cli.analysis, "check", exhausted)
+    monkeypatch.setattr(cli.check.analysis, "check", exhausted)
     code, _, err = run(capsys, "check", "--length", str(2**30), "--d-model", "2")
     assert_refused(code, err, "out of memory (Unable to allocate 16.0 GiB", "fewer positions")

@@ -1,4 +1,4 @@
-"""The core API: the seed documents' numbers, layouts, properties, out=, and every bad input."""
+"""The core API: the worked examples of the published tutorials, layouts, properties, out=, bad input."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import posenc
 from posenc import _validate
 
-# --- the seed documents' numbers --------------------------------------------------------------------
+# --- the tutorials' worked numbers --------------------------------------------------------------------
 
 
 def test_first_document_matrix():
@@ -111,7 +111,7 @@ def test_shift_one_is_tensor2tensor_frequencies():
     assert omegas[-1] == 1e-4
     paper = posenc.table(1024, 512, dtype="float64")
     t2t = posenc.table(1024, 512, shift=1, dtype="float64")
-    assert 1.3 < np.abs(paper - t2t).max() < 1.4  # GUIDE §1: they differ by up to 1.34
+    assert 1.3 < np.abs(paper - t2t).max() < 1.4  # paper vs tensor2tensor frequencies: up to 1.34 apart
 
 
 def test_shapes_follow_positions():

@@ -1,4 +1,4 @@
-"""A property-based fuzz suite (issue 13): random and adversarial values thrown at every public function,
+"""A property-based fuzz suite for bad input and edge cases: random and adversarial values thrown at every public function,
 module and subcommand, each asserting "right value or clear error" (tests/fuzz_cases.py).
 
 * dtypes: every integer and float width (bfloat16, float8 and longdouble included), bool, complex, object,
@@ -12,7 +12,7 @@ module and subcommand, each asserting "right value or clear error" (tests/fuzz_c
   huge sizes must be refused before anything is allocated.
 
 Hypothesis runs derandomized (the same examples on every run, no example database), so CI is
-deterministic. The seeds of issue 13 (and those the fuzzer found) are explicit regression tests at the end.
+deterministic. The reported bad-input cases (and those the fuzzer found) are explicit regression tests at the end.
 """
 
 from __future__ import annotations
@@ -2276,7 +2276,7 @@ def test_cli_identify_any_file(stored_files, name, key):
     assert_clean_failure(argv, code, err, [path.name, "file", "table", "shape", *([key] if key else [])])
 
 
-# --- regressions: the seeds of issue 13 (numbered as there), then what the fuzzer found ------------------
+# --- regressions: the reported bad-input cases (numbered as reported), then what the fuzzer found ------------------
 
 
 def run_python(
@@ -2714,7 +2714,7 @@ def test_regression_17_check_float16_prints_no_warnings():
     assert "Warning" not in result.stderr and "Traceback" not in result.stderr, result.stderr[-800:]
 
 
-# Found by this suite (issue 13's rule applied to every entry point).
+# Found by this suite (the bad-input rule applied to every entry point).
 
 
 @pytest.mark.parametrize("option", ["base", "shift", "scale"])

@@ -1,9 +1,10 @@
-"""posenc.plot: every kind draws a non-blank figure of the expected pixel size (read back and measured),
-in PNG, SVG and PDF; errors name the problem; no pyplot, no GUI backend; a clear ImportError without
-matplotlib."""
+"""posenc.plot (the code lives in posenc.see.plot): every kind draws a non-blank figure of the expected pixel
+size (read back and measured), in PNG, SVG and PDF; errors name the problem; no pyplot, no GUI backend; a
+clear ImportError without matplotlib, and KINDS readable without it; the options scale and odd drawn."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -16,7 +17,8 @@ pytest.importorskip("matplotlib")
 
 from matplotlib import image
 
-from posenc import plot
+import posenc
+from posenc import analysis, defaults, plot
 
 DPI = 40  # small images: quick to render, still far from blank
 
@@ -153,3 +155,75 @@ def test_missing_matplotlib_names_the_extra() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1
     assert "pip install 'posenc[plot]'" in done.stderr
+
+
+def test_kinds_are_read_without_matplotlib() -> None:
+    """posenc.see.plot.KINDS, the one list of the figures, loads without matplotlib; drawing then says what
+    to install."""
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from posenc.see.plot import KINDS\n"
+        "print(','.join(KINDS))\n"
+        "try:\n    KINDS['heatmap']()\nexcept ImportError as error:\n    print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        ",".join(SMALL),
+        "posenc.plot needs matplotlib: pip install 'posenc[plot]'",
+    ]
+    from posenc.see import plot as see_plot
+
+    assert see_plot.KINDS is plot.KINDS
+
+
+@pytest.mark.parametrize("kind", list(SMALL))
+def test_every_kind_takes_scale_and_odd(kind: str) -> None:
+    parameters = inspect.signature(plot.KINDS[kind]).parameters
+    for option in ("base", "shift", "scale", "odd"):
+        assert parameters[option].kind is inspect.Parameter.KEYWORD_ONLY, option
+        assert parameters[option].default == defaults.OPTIONS[option], option
+    if "layout" in parameters:
+        assert parameters["layout"].default == defaults.LAYOUT
+    figure = plot.KINDS[kind](**{**SMALL[kind], "scale": 2.0, "odd": "literal"})
+    assert figure.get_axes()
+
+
+def test_scale_and_odd_change_the_figures() -> None:
+    """The plotted data, read back from the artists, against posenc.table with the same options."""
+    scaled = plot.heatmap(length=10, d_model=16, dtype="float64", scale=2.0)
+    expected = posenc.table(10, 16, scale=2.0, dtype="float64")
+    np.testing.assert_array_equal(scaled.axes[0].images[0].get_array(), expected)
+    assert "shift 0, scale 2, layout interleaved, float64" in scaled.axes[0].get_title()
+    zero = plot.heatmap(length=10, d_model=7, dtype="float64")
+    literal = plot.heatmap(length=10, d_model=7, dtype="float64", odd="literal")
+    assert (zero.axes[0].images[0].get_array()[:, -1] == 0).all() and "odd" not in zero.axes[0].get_title()
+    expected = posenc.table(10, 7, odd="literal", dtype="float64")
+    np.testing.assert_array_equal(literal.axes[0].images[0].get_array(), expected)
+    assert "layout interleaved, odd literal, float64" in literal.axes[0].get_title()
+
+    dots = plot.dot_product_heatmap(length=6, d_model=16, scale=2.0)
+    expected = analysis.dot_products(posenc.table(6, 16, scale=2.0, dtype="float64"))
+    np.testing.assert_array_equal(dots.axes[0].images[0].get_array(), expected)
+
+    curves = plot.sinusoids(scale=2.0)
+    _, y = curves.axes[1].lines[0].get_data()
+    np.testing.assert_allclose(y, np.sin(4 * posenc.frequencies(512, scale=2.0)[:100]), atol=1e-15)
+    assert curves.get_suptitle().startswith("sin(2·k / 10000^(2i/512))")
+
+    similar = plot.similarity(length=50, d_model=64, references=(0,), scale=0.5)
+    _, closed = similar.axes[0].lines[0].get_data()
+    expected = analysis.closed_form_dot_product(np.arange(51), 64, scale=0.5) / 32
+    np.testing.assert_allclose(closed, expected)
+
+    waves = plot.waves(length=50, d_model=7, odd="literal", pairs=[0, 2])
+    _, sine = waves.axes[1].lines[0].get_data()  # pair 2: columns 4 and 5
+    np.testing.assert_array_equal(sine, posenc.table(50, 7, odd="literal", dtype="float64")[:, 4])
+    assert not np.array_equal(sine, posenc.table(50, 7, dtype="float64")[:, 4])
+    with pytest.raises(ValueError, match="pairs"):  # the last column of an odd width is a lone sine, no pair
+        plot.waves(d_model=7, odd="literal", pairs=[3])
+
+    low = plot.collisions(length=600, d_model=8, dtypes=["bfloat16"], scale=0.001)
+    usual_error, posenc_error = (line.get_data()[1] for line in low.axes[1].lines)
+    assert posenc_error.max() <= 2.0**-8  # rounded once, against the exact table of the same scale
+    assert usual_error.max() > posenc_error.max()

@@ -1,7 +1,8 @@
 """The PyTorch tutorial's positional encoding, as users copy it: the inexact code posenc replaces.
 
 Used by the tests (checkpoint migration, comparisons) and by the benchmarks (side-by-side timings). Two
-orientations: the PyTorch tutorial's own, (seq, batch, d_model), and the seed documents' batch-first one.
+orientations: the PyTorch tutorial's own, (seq, batch, d_model), and the batch-first one of the blog tutorials
+(e.g. "The Hidden Beauty of Sinusoidal Positional Encodings in Transformers").
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def tutorial_table(length: int, d_model: int) -> torch.Tensor:
 
 
 class TutorialPositionalEncoding(nn.Module):
-    """The tutorial's module (batch-first, as in the second seed document): ``dropout(x + pe[:, :L])``."""
+    """The tutorial's module (batch-first, as the blog tutorials write it): ``dropout(x + pe[:, :L])``."""
 
     def __init__(self, d_model: int, dropout: float = 0.0, max_len: int = 5000):
         super().__init__()

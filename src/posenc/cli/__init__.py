@@ -1,0 +1,121 @@
+"""The ``posenc`` command: ``posenc table`` prints or saves a table, ``posenc check`` measures the criteria
+of a good encoding, ``posenc plot`` draws one, ``posenc identify`` names the variant of a stored table,
+``posenc demo`` explains it all.
+
+Each subcommand is a module of this package that parses its options, calls the library and prints what it
+returns: :mod:`~posenc.cli.table` (with the text, csv and json writers of :mod:`~posenc.cli.formats`),
+:mod:`~posenc.cli.check`, :mod:`~posenc.cli.plot`, :mod:`~posenc.cli.identify`, :mod:`~posenc.cli.demo`.
+
+Every error (a usage error, or a value that posenc's own validation refuses) is one line on
+stderr, ``posenc: error: <message>``, with exit code 2 and no traceback; ``--help`` and
+``--version`` exit 0. ``posenc check`` exits 1 when a criterion fails. Built on argparse: the standard
+library keeps NumPy the only dependency and the start-up short.
+
+>>> main(["table", "3", "4"])
+pos  0 sin ω0  1 cos ω0  2 sin ω1  3 cos ω1
+  0    0.0000    1.0000    0.0000    1.0000
+  1    0.8415    0.5403    0.0100    0.9999
+  2    0.9093   -0.4161    0.0200    0.9998
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+
+import posenc
+
+from ..layouts import column_names as column_labels
+from . import check, demo, identify, plot, table
+from .arguments import HELP_FORMAT, Parser
+from .errors import PROG, CliError, describe, fail
+from .plot import PLOT_KINDS, PLOT_SUFFIXES
+from .table import FORMATS, MAX_DIGITS
+
+__all__ = [
+    "FORMATS",
+    "MAX_DIGITS",
+    "PLOT_KINDS",
+    "PLOT_SUFFIXES",
+    "PROG",
+    "CliError",
+    "build_parser",
+    "column_labels",
+    "main",
+]
+
+_EPILOG = """\
+examples:
+  posenc demo                             a guided walk-through, computed as you watch
+  posenc identify pe.npy                  which variant is this stored table?
+  posenc table 5 4                        positions 0..4, d_model = 4 (the paper's formula)
+  posenc table 4 4 --base 100             the same formula with base 100
+  posenc table 1024 512 --format npy --output pe.npy
+  posenc check --dtype bfloat16 --length 100000   is the encoding still unique, bounded, shift invariant?
+  posenc plot dot-product -o dots.png             the dot-product map: constant along each diagonal
+  posenc demo --out figures                       the walk-through, its figures written into figures/
+
+run 'posenc COMMAND --help' for the options of each command.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``posenc`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
+
+    0 on success, 2 on any bad input (one ``posenc: error:`` line on stderr), 1 when the reader of
+    stdout went away (``posenc table 100000 4 | head``) or when ``posenc check`` finds a criterion
+    failing, 130 on Ctrl-C.
+    """
+    parser = build_parser()
+    _tolerate_narrow_stdout()  # before parsing: the help texts use 'ω' too
+    try:
+        args = parser.parse_args(argv)
+        code = args.handler(args) or 0
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+    except SystemExit as stop:  # from argparse: --help, --version, usage errors
+        return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    except BrokenPipeError:
+        _silence_stdout()
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except (CliError, ValueError, TypeError, ImportError, OSError) as error:
+        return fail(describe(error))
+    except MemoryError as error:  # a request whose size nothing checked before allocating it
+        return fail(
+            f"out of memory ({error or 'an allocation failed'}); ask for less: fewer positions or a "
+            "smaller width"
+        )
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser: ``posenc [--version] {table,check,plot,identify,demo} ...``."""
+    parser = Parser(
+        prog=PROG,
+        description="Exact sinusoidal positional encodings: print, save, check, draw and explain them.",
+        epilog=_EPILOG,
+        formatter_class=HELP_FORMAT,
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {posenc.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in (table, check, plot, identify, demo):  # in the order --help lists them
+        command.add_command(commands)
+    return parser
+
+
+def _tolerate_narrow_stdout() -> None:
+    """On a stdout that cannot encode 'ω' (a non-UTF-8 locale), print ``\\u03c9``, do not fail."""
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    if encoding != "utf8" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe, point stdout at /dev/null so that Python's final flush stays quiet."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

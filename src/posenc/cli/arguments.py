@@ -1,0 +1,150 @@
+"""The argument parser's pieces shared by the subcommands: the parser class, the argument types and the
+options that name a variant of the encoding (Vaswani et al. 2017 §3.5 by default).
+
+Built on argparse: the standard library keeps NumPy the only dependency and the start-up short.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+from collections.abc import Iterable
+from typing import Any, NoReturn
+
+from .. import _validate, defaults
+from ..layouts import LAYOUTS
+from .errors import fail
+
+#: Every help text keeps its own line breaks (the epilogs are laid out by hand).
+HELP_FORMAT = argparse.RawDescriptionHelpFormatter
+
+
+def _whole(value: float) -> int | float:
+    """A whole number as an int (``10000.0`` -> ``10000``), anything else as it is."""
+    return int(value) if float(value).is_integer() else value
+
+
+#: The paper's options (:mod:`posenc.defaults`) as the command line passes and prints them: the base as
+#: the integer 10000, so that help texts and the json of ``posenc table`` and ``posenc check`` show 10000.
+PAPER: dict[str, Any] = {**defaults.OPTIONS, "base": _whole(defaults.BASE)}
+DEFAULT_D_MODEL = 512  # the paper's width
+DEFAULT_LENGTH = 2048  # positions studied by posenc check
+DEFAULT_DTYPE = "float32"
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line, ``posenc: error: ...``, and exit 2, and which takes
+    ``-1e4``, ``-inf`` and ``nan`` as values (``--base -inf`` then gets posenc's message, not argparse's
+    "expected one argument")."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(
+            r"^-(\d+\.?\d*(e[-+]?\d+)?|\.\d+(e[-+]?\d+)?|inf(inity)?|nan)$", re.IGNORECASE
+        )
+
+    def error(self, message: str) -> NoReturn:
+        raise SystemExit(fail(message))
+
+
+def one_of(names: Iterable[str]) -> str:
+    """The metavar that lists the accepted values: ``{a,b,c}``."""
+    return "{" + ",".join(names) + "}"
+
+
+# --- argument types -------------------------------------------------------------------------------
+
+
+def integer(text: str) -> int:
+    """argparse type: an integer written as one; ``4.0`` is refused with a hint.
+
+    >>> integer("-3")
+    -3
+    """
+    with contextlib.suppress(ValueError):
+        return int(text)
+    hint = ""
+    with contextlib.suppress(ValueError, OverflowError):
+        number = float(text)
+        if number.is_integer():
+            hint = f" (write {int(number)})"
+    shown = repr(text) if len(text) <= 60 else f"{text[:40]!r}... ({len(text)} characters)"
+    raise argparse.ArgumentTypeError(f"must be an integer; got {shown}{hint}")
+
+
+def number(text: str) -> int | float:
+    """argparse type: an int when the text is an integer, else a float (``nan``, ``1e4`` included).
+
+    >>> number("100"), number("1e4")
+    (100, 10000.0)
+    """
+    with contextlib.suppress(ValueError):
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number; got {text!r}") from None
+
+
+# --- options shared by check and plot -------------------------------------------------------------
+
+
+def add_variant_options(sub: argparse.ArgumentParser, *, default: bool) -> None:
+    """--d-model, --length, --base, --shift, --scale, --layout, --odd and --dtype; ``default=False`` leaves
+    each None (so that a command can tell which ones were given)."""
+
+    def value(given: Any) -> Any:
+        return given if default else None
+
+    def shown(given: Any) -> str:
+        return f" (default: {given})" if default else ""
+
+    sub.add_argument(
+        "--d-model",
+        type=integer,
+        default=value(DEFAULT_D_MODEL),
+        help="width of each encoding, >= 2" + shown(DEFAULT_D_MODEL),
+    )
+    sub.add_argument(
+        "--length",
+        type=integer,
+        default=value(DEFAULT_LENGTH),
+        help="number of positions" + shown(DEFAULT_LENGTH),
+    )
+    sub.add_argument(
+        "--base",
+        type=number,
+        default=value(PAPER["base"]),
+        help=f"frequency base > 1, the paper's {PAPER['base']}" + shown(PAPER["base"]),
+    )
+    sub.add_argument(
+        "--shift",
+        type=number,
+        default=value(PAPER["shift"]),
+        help="0: the paper; 1: tensor2tensor and fairseq" + shown(PAPER["shift"]),
+    )
+    sub.add_argument(
+        "--scale",
+        type=number,
+        default=value(PAPER["scale"]),
+        help="multiplies every frequency" + shown(f"{PAPER['scale']:g}"),
+    )
+    sub.add_argument(
+        "--layout",
+        default=value(PAPER["layout"]),
+        metavar=one_of(LAYOUTS),
+        help="where the sines and cosines go" + shown(PAPER["layout"]),
+    )
+    sub.add_argument(
+        "--odd",
+        default=value(PAPER["odd"]),
+        metavar=one_of(_validate.ODD_RULES),
+        help="the rule for an odd D_MODEL" + shown(PAPER["odd"]),
+    )
+    sub.add_argument(
+        "--dtype",
+        default=value(DEFAULT_DTYPE),
+        metavar=one_of(_validate.DTYPES),
+        help="the dtype studied; values are correctly rounded to it" + shown(DEFAULT_DTYPE),
+    )

@@ -1,0 +1,77 @@
+"""``posenc identify FILE``: which sinusoidal variant a stored table is, found by
+:func:`posenc.porting.identify` (exit status 1 when no candidate reproduces it)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from typing import Any
+
+import numpy as np
+
+from .arguments import HELP_FORMAT
+from .errors import CliError
+
+_EPILOG = """\
+FILE is .npy, .pt/.pth (a tensor or a state dict, nested dicts welcome) or .safetensors. In a state
+dict, --key names the tensor; without it, the one floating table whose name mentions a position is used.
+
+identify fits the frequencies from the table itself, tries every layout, odd-width rule, shift, position
+of row 0 and zero padding row, and the named 2-D grids (MAE, diffusers, timm); it recomputes each
+candidate exactly and compares every element. The tolerance is what float32 code of that length can be
+off by (--tolerance to change it).
+
+exit status: 0 when a variant matches, 1 when none does (the nearest are listed), 2 on bad input: a
+file that is empty, cut short, damaged, of another format than its suffix, or that holds no table of
+real numbers of shape (positions, d_model) gets one line that says so.
+
+examples:
+  posenc identify pe.npy
+  posenc identify model.safetensors --key model.encoder.embed_positions.weight
+  posenc identify checkpoint.pt --json
+"""
+
+
+def add_command(commands: Any) -> None:
+    """Add ``posenc identify FILE [options]`` to the subcommands."""
+    sub = commands.add_parser(
+        "identify",
+        help="find the variant (preset, base, shift, layout, offset) that reproduces a stored table",
+        description="Find which sinusoidal variant a stored table is, by recomputing candidates exactly.",
+        epilog=_EPILOG,
+        formatter_class=HELP_FORMAT,
+    )
+    sub.add_argument("file", metavar="FILE", help="a .npy, .pt/.pth or .safetensors file")
+    sub.add_argument("--key", help="the tensor's name inside a state dict or safetensors file")
+    sub.add_argument("--tolerance", type=float, help="the largest difference that still matches")
+    sub.add_argument("--json", action="store_true", help="print the candidates as JSON")
+    sub.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``posenc identify``: 0 when a variant reproduces the table, 1 when none does."""
+    from .. import porting  # imported when used: the other commands start without it
+
+    tolerance = args.tolerance
+    if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
+        raise CliError(
+            f"--tolerance must be a finite number >= 0; got {tolerance!r}; leave it out for what float32 "
+            "code of the table's length can be off by"
+        )
+    table = porting.load_table(args.file, key=args.key)  # its errors name the file
+    try:
+        matches = porting.identify(table, tolerance=tolerance)
+    except (ValueError, TypeError) as error:  # a table of NaN, ...: say which file
+        raise CliError(f"{args.file}: {error}") from None
+    if args.json:
+        records = [dataclasses.asdict(m) for m in matches]
+        json.dump({"shape": list(np.shape(table)), "candidates": records}, sys.stdout, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(f"{args.file}: table of shape {tuple(np.shape(table))}\n")
+        for rank, match in enumerate(matches, 1):
+            sys.stdout.write(f"  {rank}. {match.describe()}\n")
+    return 0 if matches and matches[0].matches else 1

@@ -1,0 +1,65 @@
+"""Where the sine and the cosine of each frequency go in a row: the one owner of the layout mapping.
+
+Real models store the n = d_model // 2 sin/cos pairs in one of three orders:
+
+- ``"interleaved"``: [sin ω0, cos ω0, sin ω1, cos ω1, ...] (Vaswani et al. 2017 §3.5, the PyTorch tutorial);
+- ``"sin_cos"``: [sin ω0, ..., sin ω(n-1), cos ω0, ..., cos ω(n-1)] (tensor2tensor, fairseq);
+- ``"cos_sin"``: the cosines first (diffusers' ``flip_sin_to_cos=True``).
+
+Each is a placement (sin offset, cos offset, stride): the sine of frequency i lies in column
+``sin_offset + stride · i`` and its cosine in ``cos_offset + stride · i``. Everything else (column index
+arrays, column names, the compiled kernels' plans) is derived from :func:`placement`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LAYOUTS = ("interleaved", "sin_cos", "cos_sin")
+DEFAULT = "interleaved"
+
+
+def placement(layout: str, n: int) -> tuple[int, int, int]:
+    """(sin offset, cos offset, stride) of ``layout`` for n frequencies.
+
+    >>> placement("interleaved", 4), placement("sin_cos", 4), placement("cos_sin", 4)
+    ((0, 1, 2), (0, 4, 1), (4, 0, 1))
+    """
+    if layout == "interleaved":
+        return 0, 1, 2
+    if layout == "sin_cos":
+        return 0, n, 1
+    if layout == "cos_sin":
+        return n, 0, 1
+    raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}")
+
+
+def pair_columns(layout: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The column of the sine and of the cosine of each frequency i = 0 .. n - 1: two int arrays ``(n,)``.
+
+    >>> [c.tolist() for c in pair_columns("cos_sin", 2)]
+    [[2, 3], [0, 1]]
+    """
+    sin_offset, cos_offset, stride = placement(layout, n)
+    i = np.arange(n)
+    return sin_offset + stride * i, cos_offset + stride * i
+
+
+def column_names(d_model: int, layout: str, odd: str = "zero") -> list[str]:
+    """Name each column by its index, function and frequency index, as ``layout`` places them. Under
+    odd="literal"/"drop" an odd width is computed one column wider and its last column dropped; under
+    odd="zero" the last column of an odd width is a zero column.
+
+    >>> column_names(5, "sin_cos")
+    ['0 sin ω0', '1 sin ω1', '2 cos ω0', '3 cos ω1', '4 zero']
+    >>> column_names(5, "sin_cos", "literal")  # computed for 6 columns, the last one dropped
+    ['0 sin ω0', '1 sin ω1', '2 sin ω2', '3 cos ω0', '4 cos ω1']
+    """
+    if d_model % 2 and odd in ("literal", "drop"):
+        return column_names(d_model + 1, layout)[:-1]
+    n = d_model // 2
+    names = [""] * (2 * n) + ["zero"] * (d_model % 2)
+    for fn, columns in zip(("sin", "cos"), pair_columns(layout, n)):
+        for i, column in enumerate(columns.tolist()):
+            names[column] = f"{fn} ω{i}"
+    return [f"{dim} {name}" for dim, name in enumerate(names)]

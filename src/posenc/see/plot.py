@@ -1,0 +1,424 @@
+"""Figures of sinusoidal positional encodings (matplotlib): each function returns a ``Figure``.
+
+No GUI is ever involved: figures are built with ``matplotlib.figure.Figure`` directly (never pyplot, never
+``plt.show()``); :func:`~posenc.see.figures.save` writes PNG, SVG or PDF. Needs
+``pip install 'posenc[plot]'``, imported on the first figure drawn: this module, and :data:`KINDS`, load
+without matplotlib.
+
+* :func:`heatmap`: the table PE(pos, j), positions × dimensions;
+* :func:`dot_product_heatmap`: PE(i)·PE(j), constant along each diagonal (a Toeplitz matrix);
+* :func:`sinusoids`: sin(k ω_i) against i for k = 0, 4, 8, 12, d_model = 512;
+* :func:`waves`: columns as waves over positions, low columns fast, high columns slow;
+* :func:`similarity`: cosine similarity of PE(p) and PE(p + k) against the offset k, from several p;
+* :func:`collisions`: low precision — positions whose encoding repeats an earlier one, and the error, for
+  posenc (rounded once) and for the usual code (angles computed in the dtype).
+
+Options are keyword-only and mean what they mean in :func:`posenc.table`. :data:`KINDS` maps the names used
+by ``posenc plot`` to these functions: the one list of the figures.
+
+>>> figure = heatmap(length=16, d_model=32)
+>>> [round(x) for x in figure.get_size_inches()]
+[8, 5]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import _validate
+from ..core import encode, frequencies, table
+from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
+from ..layouts import pair_columns
+from .encodings import naive_table
+from .figures import new_figure
+from .hashes import repeated_rows
+from .properties import closed_form_dot_product, dot_products, toeplitz_deviation
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def heatmap(
+    *,
+    length: int = 100,
+    d_model: int = 512,
+    start: int = 0,
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    layout: str = LAYOUT,
+    odd: str = ODD,
+    dtype: npt.DTypeLike = "float32",
+) -> Figure:
+    """The table PE(pos, j) as an image: positions down, dimensions across, -1 blue to +1 red. 8 × 5 in.
+
+    Left, the fast pairs alternate from row to row; right, the slow pairs barely change (all near sin 0 = 0
+    and cos 0 = 1 in the interleaved layout: the familiar striped picture).
+
+    >>> heatmap(length=10, d_model=16).axes[0].get_xlabel()
+    'dimension j (column of the encoding)'
+    """
+    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
+    values = table(length, d_model, start=start, **options, dtype=dtype)
+    figure = new_figure(8, 5)
+    ax = figure.add_subplot()
+    extent = (-0.5, d_model - 0.5, start + length - 0.5, start - 0.5)
+    image = ax.imshow(
+        values.astype(np.float64),
+        aspect="auto",
+        cmap="RdBu_r",
+        vmin=-1,
+        vmax=1,
+        interpolation="nearest",
+        extent=extent,
+    )
+    figure.colorbar(image, ax=ax, label="PE(pos, j)")
+    ax.set_xlabel("dimension j (column of the encoding)")
+    ax.set_ylabel("position pos")
+    ax.set_title(
+        f"Positional encoding, positions {start}–{start + length - 1}, d_model = {d_model}\n"
+        + _options_line(**options, dtype=dtype),
+        fontsize=11,
+    )
+    return figure
+
+
+def dot_product_heatmap(
+    *,
+    length: int = 8,
+    d_model: int = 512,
+    start: int = 0,
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    layout: str = LAYOUT,
+    odd: str = ODD,
+    dtype: npt.DTypeLike = "float64",
+    annotate: bool | None = None,
+) -> Figure:
+    """The dot products PE(i)·PE(j) as an image, each cell labelled when there are at most 16 positions.
+
+    Every diagonal is constant, D[i, j] = Σ cos((i - j) ω_k): a Toeplitz matrix (the title gives the largest
+    spread along a diagonal). 7 × 6 in.
+
+    >>> figure = dot_product_heatmap(length=4)
+    >>> figure.axes[0].texts[1].get_text()  # PE(0)·PE(1), d_model = 512
+    '249.1'
+    """
+    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
+    values = table(length, d_model, start=start, **options, dtype=dtype)
+    dots = dot_products(values)
+    figure = new_figure(7, 6)
+    ax = figure.add_subplot()
+    last = start + length - 1
+    extent = (start - 0.5, last + 0.5, last + 0.5, start - 0.5)
+    image = ax.imshow(dots, cmap="viridis", interpolation="nearest", extent=extent)
+    figure.colorbar(image, ax=ax, label="PE(i) · PE(j)", shrink=0.85)
+    if annotate is None:
+        annotate = length <= 16
+    if annotate:
+        middle = (dots.max() + dots.min()) / 2
+        for i in range(length):
+            for j in range(length):
+                colour = "black" if dots[i, j] > middle else "white"
+                ax.text(
+                    start + j,
+                    start + i,
+                    f"{dots[i, j]:.1f}",
+                    ha="center",
+                    va="center",
+                    color=colour,
+                    fontsize=8,
+                )
+    if length <= 16:
+        ax.set_xticks(range(start, last + 1))
+        ax.set_yticks(range(start, last + 1))
+    ax.set_xlabel("position j")
+    ax.set_ylabel("position i")
+    deviation = toeplitz_deviation(dots)
+    ax.set_title(
+        f"Dot products PE(i)·PE(j), d_model = {d_model}: constant along each diagonal\n"
+        f"largest spread along a diagonal: {deviation:.2g} ({_dtype_name(dtype)} values)",
+        fontsize=11,
+    )
+    return figure
+
+
+def sinusoids(
+    *,
+    positions: Sequence[int] = (0, 4, 8, 12),
+    d_model: int = 512,
+    dims: int = 100,
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    odd: str = ODD,
+) -> Figure:
+    """One panel per position k: PE(k, 2i) = sin(k ω_i) against i = 0 .. dims - 1. 12 × 3.6 in.
+
+    With the defaults, the figure tutorials draw (k = 0, 4, 8, 12, d = 512, n = 10000, i < 100): the wave over
+    i is stretched further for each larger k, so each position draws its own curve.
+
+    >>> [ax.get_title() for ax in sinusoids().axes]
+    ['k = 0', 'k = 4', 'k = 8', 'k = 12']
+    """
+    options = {"base": base, "shift": shift, "scale": scale, "odd": odd}
+    count = len(frequencies(d_model, **options))
+    dims = _validate.integer("dims", dims, minimum=1)
+    if dims > count:
+        raise ValueError(f"dims must be <= d_model // 2 = {count} (one per frequency); got {dims}")
+    positions = list(positions)
+    if not positions:
+        raise ValueError("positions must name at least one position; got an empty sequence")
+    values = encode(positions, d_model, **options, layout="sin_cos", dtype="float64")[:, :dims]
+    figure = new_figure(12, 3.6)
+    axes = np.atleast_1d(figure.subplots(1, len(positions), sharey=True))
+    i = np.arange(dims)
+    for ax, k, row in zip(axes, positions, values, strict=True):
+        ax.plot(i, row, color="tab:blue", linewidth=1.6)
+        ax.set_title(f"k = {k}")
+        ax.set_xlabel("i (pair index)")
+        ax.set_ylim(-1.1, 1.1)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(r"PE(k, 2i) = sin(k $\omega_i$)")
+    figure.suptitle(
+        f"sin({_times(scale)}k / {base:g}^(2i/{d_model})) for i = 0..{dims - 1}: "
+        "every position draws its own curve",
+        fontsize=11,
+    )
+    return figure
+
+
+def waves(
+    *,
+    length: int = 256,
+    d_model: int = 128,
+    pairs: Sequence[int] | None = None,
+    start: int = 0,
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    layout: str = LAYOUT,
+    odd: str = ODD,
+) -> Figure:
+    """A few columns of the table as waves over positions: the sine (solid) and cosine (dashed) of each of
+    ``pairs`` (default: i = 0, n/8, n/4, n/2, 3n/4). Low columns turn fast, high columns slowly. 8 × 8 in
+    for five pairs.
+
+    >>> len(waves(length=50, d_model=16, pairs=[0, 7]).axes)
+    2
+    """
+    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
+    omegas = frequencies(d_model, base=base, shift=shift, scale=scale, odd=odd)
+    n = int(d_model) // 2  # the (sin, cos) pairs: an odd width's last column is not one
+    if pairs is None:
+        pairs = sorted({0, n // 8, n // 4, n // 2, 3 * n // 4})
+    pairs = [_validate.integer("pairs", i, minimum=0) for i in pairs]
+    if not pairs or max(pairs) >= n:
+        raise ValueError(f"pairs must be pair indices in 0 .. {n - 1} (d_model // 2 - 1); got {pairs}")
+    values = table(length, d_model, start=start, **options, dtype="float64")
+    sin_columns, cos_columns = pair_columns(layout, len(omegas))
+    figure = new_figure(8, math.ceil(2.6 * len(pairs) + 3) / 2)  # 8 in tall for five pairs
+    axes = np.atleast_1d(figure.subplots(len(pairs), 1, sharex=True))
+    positions = np.arange(start, start + length)
+    for ax, i in zip(axes, pairs, strict=True):
+        s, c = int(sin_columns[i]), int(cos_columns[i])
+        ax.plot(positions, values[:, s], color="tab:blue", linewidth=1.4, label="sine column")
+        ax.plot(
+            positions,
+            values[:, c],
+            color="tab:orange",
+            linewidth=1.0,
+            linestyle="--",
+            label="cosine column",
+        )
+        ax.set_ylim(-1.15, 1.15)
+        ax.set_ylabel(f"cols {s}, {c}", fontsize=9)
+        wavelength = 2 * math.pi / omegas[i]
+        ax.text(
+            1.0,
+            1.02,
+            rf"$\omega_{{{i}}}$ = {omegas[i]:.3g}, one turn every {wavelength:,.1f} positions",
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=9,
+        )
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="upper left", fontsize=8, ncols=2, bbox_to_anchor=(0.0, 1.45), frameon=False)
+    axes[-1].set_xlabel("position pos")
+    figure.suptitle(
+        f"Each column is a wave over positions (d_model = {d_model}): low columns fast, high columns slow",
+        fontsize=11,
+    )
+    return figure
+
+
+def similarity(
+    *,
+    length: int = 256,
+    d_model: int = 512,
+    references: Sequence[int] = (0, 1000, 100000),
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    layout: str = LAYOUT,
+    odd: str = ODD,
+    dtype: npt.DTypeLike = "float32",
+) -> Figure:
+    """Cosine similarity of PE(p) and PE(p + k) against the offset k = 0 .. length: the closed form
+    Σ cos(k ω_i) / n (line) and the values measured from each reference position p (markers). 8 × 5 in.
+
+    >>> len(similarity(length=20, d_model=16, references=(0, 7)).axes[0].lines)  # closed form, 2 p, zero
+    4
+    """
+    length = _validate.integer("length", length, minimum=1)
+    offsets = np.arange(length + 1)
+    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
+    frequencies(d_model, base=base, shift=shift, scale=scale, odd=odd)  # validates before any drawing
+    n = int(d_model) // 2
+    closed = closed_form_dot_product(offsets, d_model, base=base, shift=shift, scale=scale, odd=odd) / n
+    figure = new_figure(8, 5)
+    ax = figure.add_subplot()
+    ax.plot(
+        offsets, closed, color="black", linewidth=1.8, label=r"closed form $\Sigma_i \cos(k\,\omega_i)$ / n"
+    )
+    markers = ("o", "s", "^", "D", "v")
+    every = max(1, length // 48)
+    for index, p in enumerate(references):
+        rows = table(length + 1, d_model, start=p, **options, dtype=dtype)
+        rows = rows.astype(np.float64)
+        measured = rows @ rows[0] / (np.linalg.norm(rows, axis=1) * np.linalg.norm(rows[0]))
+        ax.plot(
+            offsets[::every],
+            measured[::every],
+            linestyle="none",
+            marker=markers[index % len(markers)],
+            markersize=4,
+            alpha=0.8,
+            label=f"measured from p = {p:,}",
+        )
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xlabel("offset k (positions apart)")
+    ax.set_ylabel("cosine similarity of PE(p) and PE(p + k)")
+    ax.set_title(
+        f"Similarity depends on the offset only, not on the position (d_model = {d_model})\n"
+        + _options_line(**options, dtype=dtype),
+        fontsize=11,
+    )
+    ax.legend(fontsize=9)
+    ax.grid(alpha=0.3)
+    return figure
+
+
+def collisions(
+    *,
+    length: int = 16384,
+    d_model: int = 512,
+    dtypes: Sequence[str] = ("float16", "bfloat16"),
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    layout: str = LAYOUT,
+    odd: str = ODD,
+) -> Figure:
+    """Low precision, two ways: posenc (exact, rounded once) and the usual code (positions, frequencies and
+    angles rounded to the dtype). Left: how many positions so far have the encoding of an earlier position.
+    Right: the largest error of any value at each position. 11 × 4.8 in.
+
+    >>> figure = collisions(length=300, d_model=8, dtypes=["bfloat16"])
+    >>> [t.get_text() for t in figure.axes[0].texts]  # the usual bfloat16 code repeats from 257
+    ['257']
+    """
+    length = _validate.integer("length", length, minimum=2)
+    names = [_dtype_name(dt) for dt in dtypes]
+    if not names:
+        raise ValueError("dtypes must name at least one dtype; got an empty sequence")
+    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
+    exact = table(length, d_model, **options, dtype="float64")
+    figure = new_figure(11, 4.8)
+    left, right = figure.subplots(1, 2)
+    positions = np.arange(length)
+    bins = np.unique(np.geomspace(1, length - 1, 160).astype(np.int64))  # positions 0 .. length - 1
+    colours = {"float16": "tab:blue", "bfloat16": "tab:red", "float32": "tab:green", "float64": "tab:purple"}
+    for name in names:
+        colour = colours.get(name, "black")
+        for how, build, style in (
+            ("angles in " + name, naive_table, "-"),
+            ("posenc, rounded once", table, "--"),
+        ):
+            rows = build(length, d_model, **options, dtype=name)
+            repeats = repeated_rows(rows)
+            label = f"{name}: {how}"
+            left.plot(positions[1:], np.cumsum(repeats)[1:], style, color=colour, label=label, linewidth=1.6)
+            if repeats.any():
+                first = int(np.argmax(repeats))
+                left.annotate(
+                    f"{first}",
+                    (first, 0),
+                    textcoords="offset points",
+                    xytext=(-14, 14),
+                    ha="right",
+                    color=colour,
+                    fontsize=9,
+                    arrowprops={"arrowstyle": "->", "color": colour},
+                )
+            error = np.abs(rows.astype(np.float64) - exact).max(axis=1)
+            peaks = np.maximum.reduceat(error, bins)  # the largest error from each bin's first position on
+            right.plot(bins, peaks, style, color=colour, label=label, linewidth=1.4)
+    left.set_xscale("log")
+    left.set_yscale("symlog", linthresh=1)
+    left.set_ylim(bottom=0)
+    left.set_xlabel("position")
+    left.set_ylabel("positions so far sharing an earlier encoding")
+    left.set_title("Repeated encodings (the arrow marks the first)", fontsize=10)
+    left.legend(fontsize=8, loc="upper left")
+    left.grid(alpha=0.3)
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_ylim(bottom=1e-5)
+    right.set_xlabel("position")
+    right.set_ylabel("largest |error| of a value")
+    right.set_title("Error against the exact encoding", fontsize=10)
+    right.grid(alpha=0.3)
+    figure.suptitle(
+        f"Low precision, d_model = {d_model}: rounding once keeps every position apart, computing angles in "
+        "the dtype does not",
+        fontsize=11,
+    )
+    return figure
+
+
+#: The figures by the names ``posenc plot`` gives them: kind -> drawing function (keyword options only).
+KINDS: dict[str, Callable[..., Figure]] = {
+    "heatmap": heatmap,
+    "dot-product": dot_product_heatmap,
+    "sinusoids": sinusoids,
+    "waves": waves,
+    "similarity": similarity,
+    "collisions": collisions,
+}
+
+
+# --- helpers -------------------------------------------------------------------------------------------
+
+
+def _dtype_name(dtype: Any) -> str:
+    return _validate.dtype(dtype).name
+
+
+def _options_line(base: float, shift: float, scale: float, layout: str, odd: str, dtype: Any) -> str:
+    """The options in a title: base, shift, layout, dtype; and scale, odd where they are not the defaults."""
+    scaled = f", scale {scale:g}" if scale != SCALE else ""
+    odd_rule = f", odd {odd}" if odd != ODD else ""
+    return f"base {base:g}, shift {shift:g}{scaled}, layout {layout}{odd_rule}, {_dtype_name(dtype)}"
+
+
+def _times(scale: float) -> str:
+    """``scale`` as a factor in a formula: nothing for the default scale 1."""
+    return "" if scale == SCALE else f"{scale:g}·"

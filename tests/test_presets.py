@@ -84,6 +84,20 @@ def test_fairseq_padding_row_and_first_position():
     assert not encoded[0, 2].any()
 
 
+def test_variants_label_every_preset_and_the_library_parameters_in_use():
+    """The named variants identify reports, in the order it joins equal ones by " = "."""
+    timestep = "diffusers-timestep(flip_sin_to_cos={}, downscale_freq_shift={})"
+    plain = [name for name in presets.names() if name not in ("fairseq", "diffusers-timestep")]
+    labels = [*plain, "fairseq", *(timestep.format(f, s) for f in (False, True) for s in (1, 0))]
+    found = presets.variants()
+    assert [label for label, _ in found] == labels
+    sd = dict(found)[timestep.format(True, 0)]
+    assert sd == presets.get("diffusers-timestep", flip_sin_to_cos=True, downscale_freq_shift=0)
+    assert all(preset == presets.get(label) for label, preset in found if label in presets.names())
+    ((label, preset),) = presets.variants(padding_idx=3)
+    assert label == "fairseq(padding_idx=3)" and preset == presets.get("fairseq", padding_idx=3)
+
+
 def test_tensor2tensor_timescales_and_its_min_timescale_multiplier():
     preset = presets.get("tensor2tensor", min_timescale=2.0, max_timescale=1.0e4)
     omegas = posenc.frequencies(16, **{k: v for k, v in preset.options.items() if k != "layout"})

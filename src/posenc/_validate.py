@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-LAYOUTS = ("interleaved", "sin_cos", "cos_sin")
+from .layouts import LAYOUTS  # the layout mapping has one owner
+
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 ODD_RULES = ("zero", "literal", "drop", "error")
 

@@ -1,6 +1,6 @@
 """Named variants: the one place that knows which library and model computes which sinusoidal encoding.
 
-Every 1-D variant in common use is the core formula with five knobs (GUIDE §1)::
+Every 1-D variant in common use is the core formula with five knobs (:func:`posenc.encode`)::
 
     ω_i = scale · base ** (-i / (n - shift)),   n = d_model // 2
     PE(p) = sin(p ω_i) and cos(p ω_i), placed by ``layout``; an odd d_model follows ``odd``
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ import numpy.typing as npt
 
 from . import _validate, core
 
-__all__ = ["Preset", "get", "names"]
+__all__ = ["Preset", "get", "names", "variants"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -467,3 +468,33 @@ def get(name: str, **parameters: Any) -> Preset:
     _validate.base(preset.base)
     _validate.scale(preset.scale)
     return dataclasses.replace(preset, doc=inspect.cleandoc(factory.__doc__ or ""))
+
+
+#: Library parameters that select another table, with the values models use, the default first: DDPM's
+#: (flip_sin_to_cos=False, downscale_freq_shift=1), Stable Diffusion's (True, 0) and the two mixed.
+_VARIANT_PARAMETERS = {
+    "diffusers-timestep": {"flip_sin_to_cos": (False, True), "downscale_freq_shift": (1, 0)}
+}
+
+
+def variants(padding_idx: int | None = None) -> list[tuple[str, Preset]]:
+    """The named variants, each with the label that tells it apart (the names :func:`posenc.identify` gives).
+
+    Without ``padding_idx``: every preset at its defaults, those that take a ``padding_idx`` after the
+    others; then each combination of the values in use of a preset's library parameters. With
+    ``padding_idx`` (a stored table's zero row): the presets that take one, with it.
+
+    >>> [label for label, _ in variants(padding_idx=1)], variants()[-1][0]
+    (['fairseq(padding_idx=1)'], 'diffusers-timestep(flip_sin_to_cos=True, downscale_freq_shift=0)')
+    """
+    padded = [name for name in names() if "padding_idx" in inspect.signature(_FACTORIES[name]).parameters]
+    if padding_idx is not None:
+        return [(f"{name}(padding_idx={padding_idx})", get(name, padding_idx=padding_idx)) for name in padded]
+    found = [(name, get(name)) for name in names() if name not in padded and name not in _VARIANT_PARAMETERS]
+    found += [(name, get(name)) for name in padded]
+    for name, choices in _VARIANT_PARAMETERS.items():
+        for values in itertools.product(*choices.values()):
+            parameters = dict(zip(choices, values, strict=True))
+            label = ", ".join(f"{key}={value}" for key, value in parameters.items())
+            found.append((f"{name}({label})", get(name, **parameters)))
+    return found

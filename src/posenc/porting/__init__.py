@@ -1,0 +1,23 @@
+"""Porting tools: reorder a stored table's columns, find out which variant a stored table is, read it.
+
+- :func:`convert_layout` (:mod:`.layout`): the same encodings with their columns moved to another layout;
+- :func:`identify` (:mod:`.matching`): the variants that best reproduce a table, as :class:`Match` es. Its
+  candidates are the preset registry's named 1-D variants and fitted ones (:mod:`.candidates`, with the
+  fits of :mod:`.fitting`) and the N-D grids (:mod:`.grid_candidates`);
+- :func:`load_table` (:mod:`.load`): the table a .npy, .pt/.pth or .safetensors file holds (the files are
+  read by :mod:`.readers`; torch and safetensors are imported only for files of theirs).
+
+>>> import posenc
+>>> stored = posenc.presets.get("fairseq", padding_idx=1).table(64, 32)
+>>> match = identify(stored)[0]
+>>> match.name, match.matches
+('fairseq(padding_idx=1)', True)
+"""
+
+from __future__ import annotations
+
+from .layout import convert_layout
+from .load import load_table
+from .matching import Match, identify
+
+__all__ = ["Match", "convert_layout", "identify", "load_table"]

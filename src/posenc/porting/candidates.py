@@ -1,0 +1,117 @@
+"""The 1-D candidates identify compares a table with: the fitted variants and the registry's named ones.
+
+A candidate is a variant (its name, core options, the position of row 0 and a zero padding row) with a
+function that measures how far its first rows are from the stored ones. The named variants and their labels
+come from the preset registry (:func:`posenc.presets.variants`); the fitted ones take their frequencies from
+the table itself (:func:`.fitting.fit_frequencies`), so any base, scale and position offset is found, and are
+named after every registry variant with the same options ("tensor2tensor = whisper = fairseq = ...").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import _validate, core, defaults, layouts, presets
+from .fitting import fit_frequencies, nice
+
+__all__ = ["CHUNK", "Candidate", "one_dimensional_candidates"]
+
+#: Rows compared at a time: bounds the memory a comparison takes on long tables.
+CHUNK = 4096
+
+#: The shifts tried with fitted frequencies: the paper's exponent i / n (0) and tensor2tensor's i / (n - 1).
+_SHIFTS = (0.0, 1.0)
+#: The usual positions of row 0: 0, and the first token of fairseq tables with padding_idx 0 or 1.
+_USUAL_STARTS = (0, 1, 2)
+
+
+class Candidate(NamedTuple):
+    """One variant to compare with the stored table.
+
+    ``error(rows, rough)`` is the largest difference between the candidate's first ``rows`` rows and the
+    stored ones, or None when the candidate does not apply to this table; ``rough``: float32 will do (the
+    candidate is a known mismatch, kept only to fill the list).
+    """
+
+    name: str | None
+    options: dict[str, Any]
+    start: int
+    padding_idx: int | None
+    error: Callable[[int, bool], float | None]
+
+
+def one_dimensional_candidates(stored: np.ndarray) -> Iterator[Candidate]:
+    """The fitted 1-D variants (every layout and odd-width rule, shift 0 and 1), then the named ones.
+
+    A single zero row is read as fairseq's padding row; every candidate then zeroes it too.
+    """
+    d_model = stored.shape[1]
+    zero_rows = np.flatnonzero(~stored.any(axis=1))
+    padding = int(zero_rows[0]) if len(zero_rows) == 1 else None
+    named = presets.variants(padding)
+    odd_rules = ("zero", "literal", "drop") if d_model % 2 else ("zero",)
+    fitted_starts = set(_USUAL_STARTS)
+    for layout in layouts.LAYOUTS:
+        for odd in odd_rules:
+            fit = fit_frequencies(stored, layout, odd, zero_rows)
+            if fit is None:
+                continue
+            log_base_per_step, log_scale, start = fit
+            fitted_starts.add(start)
+            count, twice_half = _validate.plan(d_model, odd)
+            for shift in _SHIFTS:
+                if twice_half / 2 - shift <= 0 or count < 2:
+                    continue
+                base = nice(math.exp(log_base_per_step * (twice_half / 2 - shift)))
+                scale = nice(math.exp(log_scale))
+                options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
+                for first in dict.fromkeys((start, *_USUAL_STARTS)):  # the fit, and the usual first positions
+                    yield _one_dimensional(stored, options, first, padding, named)
+    for _, preset in named:  # the registry's variants themselves, for tables that are close
+        for first in sorted(fitted_starts):
+            yield _one_dimensional(stored, preset.options, first, padding, named)
+
+
+def _one_dimensional(
+    stored: np.ndarray,
+    options: dict[str, Any],
+    start: int,
+    padding: int | None,
+    named: list[tuple[str, presets.Preset]],
+) -> Candidate:
+    """The 1-D table with ``options`` whose row 0 is position ``start`` (row ``padding`` zero)."""
+    d_model = stored.shape[1]
+    if d_model % 2 == 0:
+        options = {**options, "odd": defaults.ODD}  # the odd-width rule means nothing for an even width
+
+    def error(rows: int, rough: bool = False) -> float | None:
+        worst, dtype = 0.0, "float32" if rough else "float64"
+        for first in range(0, rows, CHUNK):
+            count = min(CHUNK, rows - first)
+            try:
+                values = core.table(count, d_model, start=start + first, dtype=dtype, **options)
+            except (ValueError, TypeError):
+                return None
+            if padding is not None and first <= padding < first + count:
+                values[padding - first] = 0
+            worst = max(worst, float(np.max(np.abs(values - stored[first : first + count]))))
+        return worst
+
+    return Candidate(_variant_name(options, named, d_model), options, start, padding, error)
+
+
+def _variant_name(
+    options: dict[str, Any], named: list[tuple[str, presets.Preset]], d_model: int
+) -> str | None:
+    """The labels of every named variant with these options, joined by ' = ' (an even width ignores the odd
+    rule); None when there is none."""
+
+    def relevant(o: dict[str, Any]) -> dict[str, Any]:
+        return o if d_model % 2 else {k: v for k, v in o.items() if k != "odd"}
+
+    labels = [label for label, preset in named if relevant(preset.options) == relevant(options)]
+    return " = ".join(dict.fromkeys(labels)) or None

@@ -1,0 +1,140 @@
+"""load_table: the one table a file holds, checked before it is read, with errors that say what to do.
+
+The readers (:mod:`.readers`) list a file's arrays without reading them; here the table is picked (by its
+key, or as the one floating 2-D tensor whose name mentions a position), its dtype, shape and the memory it
+needs are checked, and only then is it read. Every failure is a ValueError naming the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import _validate
+from .readers import EXPECTED, READERS, Stored, reason
+
+__all__ = ["load_table"]
+
+_SUFFIXES = ".npy, .pt/.pth or .safetensors"
+#: Arrays smaller than this are read without asking how much memory is available.
+_CHECKED_BYTES = 64 << 20
+
+
+def load_table(path: str | Path, *, key: str | None = None) -> np.ndarray:
+    """A stored table from ``.npy``, ``.pt``/``.pth`` (a tensor or a state dict) or ``.safetensors``.
+
+    In a state dict, ``key`` names the tensor; without it the single 2-D (or ``(1, L, D)``) floating tensor
+    whose name mentions a position is taken, and a clear error lists the candidates otherwise.
+
+    Only the chosen array is read, once its dtype, its shape and the memory it needs are checked. ``.pt``
+    files are read with ``torch.load(weights_only=True)``: tensors and plain containers, never code. A file
+    that is empty, cut short, damaged, of another format than its suffix says, or that holds no such table
+    raises ValueError naming the file, what is wrong with it and what is expected.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"no such file: {path}")
+    if not path.is_file():
+        what = "a directory" if path.is_dir() else "not a regular file"
+        raise ValueError(f"{path} is {what}; name a {_SUFFIXES} file holding {EXPECTED}")
+    suffix = path.suffix.lower()
+    if suffix not in READERS:
+        hint = (
+            " (to identify a table of an .npz archive, np.save it alone as .npy)" if suffix == ".npz" else ""
+        )
+        raise ValueError(f"unknown file type {suffix!r} for {path}; use {_SUFFIXES}{hint}")
+    try:
+        if path.stat().st_size == 0:
+            raise ValueError(f"{path} is empty; expected a {suffix} file holding {EXPECTED}")
+        with contextlib.ExitStack() as stack:
+            arrays, others = READERS[suffix](path, stack)
+            name, stored = _pick(arrays, others, key, path)
+            where = f"{path}, tensor {name!r}," if name else str(path)
+            _check_stored(stored, where)
+            try:
+                return stored.read()
+            except Exception as error:  # a tensor of a layout NumPy cannot take, a damaged zip member, ...
+                raise ValueError(f"{where} cannot be read: {reason(error)}") from None
+    except OSError as error:
+        raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def _pick(
+    arrays: dict[str, Stored], others: dict[str, str], key: str | None, path: Path
+) -> tuple[str, Stored]:
+    """The array ``key`` names; without it, the one floating 2-D table (by its name, when there are more)."""
+    if key is not None:
+        if key in arrays:
+            return key, arrays[key]
+        if key in others:
+            raise ValueError(f"{path}: {key!r} is {_a(others[key])}, not a tensor; expected {EXPECTED}")
+        if list(arrays) == [""]:
+            raise ValueError(f"{path} holds one array, not a state dict: leave out the key ({key!r})")
+        raise ValueError(f"{path} has no tensor {key!r}; it has: {_names(arrays) or 'none'}")
+    if list(arrays) == [""]:
+        return "", arrays[""]
+    tables = {
+        name: stored
+        for name, stored in arrays.items()
+        if stored.kind == "float" and sum(size != 1 for size in stored.shape) == 2
+    }
+    named = {k: v for k, v in tables.items() if any(w in k.lower() for w in ("pos", "pe", "sinus", "timing"))}
+    chosen = named or tables
+    if len(chosen) == 1:
+        return next(iter(chosen.items()))
+    if chosen:
+        raise ValueError(
+            f"{path} holds {len(chosen)} candidate tables ({_names(chosen)}); name one with --key"
+        )
+    if not arrays:
+        if not others:
+            held = "it holds an empty dict or list"
+        elif list(others) == [""]:
+            held = f"it holds {_a(others[''])}"
+        else:
+            held = f"its entries: {_names(others, others)}"
+        raise ValueError(f"{path} holds no tensor ({held}); expected {EXPECTED}, alone or in a state dict")
+    listing = {name: f"{stored.dtype} {stored.shape}" for name, stored in arrays.items()}
+    raise ValueError(
+        f"{path} holds no floating-point tensor of shape (positions, d_model); it has: "
+        f"{_names(arrays, listing)}; name the table with --key if it is one of these"
+    )
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its indefinite article: 'an int', 'a str'."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def _names(entries: dict[str, Any], details: dict[str, str] | None = None, most: int = 20) -> str:
+    """Sorted names (with their details), at most ``most`` of them, then how many more there are."""
+    names = sorted(entries)
+    shown = [f"{name} ({details[name]})" if details else name for name in names[:most]]
+    more = f", and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(shown) + more
+
+
+def _check_stored(stored: Stored, where: str) -> None:
+    """Refuse, before reading it, an array that is not a table of real numbers or that memory cannot hold
+    (as stored, and as the float64 copy identify compares)."""
+    if stored.kind is None:
+        raise ValueError(
+            f"{where} holds {stored.dtype} values, not real numbers{stored.hint}; expected {EXPECTED}"
+        )
+    shape = stored.shape
+    if len(shape) < 2 or shape[-1] < 2 or math.prod(shape[:-1]) < 2:
+        raise ValueError(
+            f"{where} holds an array of shape {shape}; expected {EXPECTED}, with at least 2 positions and "
+            "d_model >= 2"
+        )
+    needed = math.prod(shape) * (stored.itemsize + 8)
+    available = _validate.available_memory() if needed >= _CHECKED_BYTES else None
+    if available is not None and needed > available:
+        raise ValueError(
+            f"{where} holds {stored.dtype} values of shape {shape}: reading and comparing them needs "
+            f"{needed / 2**30:.1f} GiB, but only {available / 2**30:.1f} GiB of memory is available"
+        )

@@ -1,0 +1,162 @@
+"""identify: which variant a stored table is, found by recomputing every candidate exactly and comparing.
+
+The candidates come from :mod:`.candidates` (the fitted 1-D variants and the preset registry's named ones)
+and :mod:`.grid_candidates` (the N-D grids of :mod:`posenc.grids`); this module narrows them down on ever
+more rows and ranks what is left into :class:`Match` es.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import _validate, defaults
+from .candidates import Candidate, one_dimensional_candidates
+from .grid_candidates import grid_candidates
+
+__all__ = ["Match", "identify"]
+
+#: Rows of the first comparison; each later one takes this many times more, until the table is covered.
+_FIRST_ROWS, _GROWTH = 64, 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Match:
+    """What :func:`identify` found.
+
+    Attributes:
+        name: the preset (or grid function) that reproduces the table, or None when only the generic options
+            do.
+        options: the core options (base, shift, scale, layout, odd), or the arguments of the grid function
+            in :mod:`posenc.grids` (``diffusers-2d``: ``grids.diffusers_2d(d_model, **options)``; likewise
+            ``diffusers-3d``, ``timm-2d`` with ``dim=d_model``, ``positional-encodings-2d``/``3d`` with
+            ``channels=d_model``).
+        start: the position of row 0 (for 1-D tables).
+        padding_idx: the position whose row is zero (fairseq), or None.
+        max_error: the largest difference between the stored table and this candidate.
+        matches: whether ``max_error`` is within the tolerance for the table's length and dtype.
+    """
+
+    name: str | None
+    options: dict[str, Any]
+    start: int
+    padding_idx: int | None
+    max_error: float
+    matches: bool
+
+    def describe(self) -> str:
+        """One line: the verdict, the variant with its options, and the largest difference."""
+        what = self.name or "generic"
+        options = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        extra = f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
+        start = f", rows from position {self.start}" if self.start else ""
+        verdict = "matches" if self.matches else "does NOT match; nearest candidate"
+        return f"{verdict}: {what} ({options}{extra}{start}); max error {self.max_error:.3g}"
+
+
+def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates: int = 3) -> list[Match]:
+    """The variants that best reproduce a stored table, best first (``candidates`` of them).
+
+    ``table`` is ``(rows, d_model)``; leading axes of size 1 are dropped, and an unflattened grid (diffusers'
+    3-D ``(T, H·W, D)``, positional-encodings' ``(X, Y[, Z], C)``) is read row-major, its axes kept as a hint.
+
+    The 1-D search fits the frequencies from the table itself (so any base works) and tries every layout,
+    odd-width rule and shift 0/1, the position of row 0 and zero padding rows. The named grids are MAE /
+    diffusers 2-D (any H×W, cls / extra zero rows, base_size and interpolation_scale fitted), diffusers 3-D
+    (interpolation scales fitted), timm 2-D (both orders) and positional-encodings 2-D/3-D: a grid's
+    axis sizes are read from where each axis' block of columns first changes, and a position scale s from
+    the angles of its block (lowest frequency first, refined by the higher ones: s = angle / (row · ω)).
+    Every candidate is recomputed exactly and compared element by element: on the first 64 rows, then on
+    8 times as many, ..., then on all of them. ``tolerance`` defaults to what float32 code of that length
+    can be off by.
+
+    Names that build the same table are joined by ``" = "`` (``"mae-2d = diffusers-2d"``: the options are
+    then diffusers'). A diffusers 2-D table fixes only base_size / interpolation_scale, so one table can be
+    listed with two pairs (PixArt at 1024 px: base_size=32, interpolation_scale=1.0 and 64, 2.0).
+
+    >>> from posenc import grids
+    >>> best = identify(grids.diffusers_2d(64, (6, 10), base_size=7, interpolation_scale=1.5))[0]
+    >>> best.name, best.options["grid_size"], best.options["base_size"], best.options["interpolation_scale"]
+    ('diffusers-2d', (6, 10), 7, 1.5)
+    """
+    candidates = _validate.integer("candidates", candidates, minimum=1)
+    if tolerance is not None:
+        tolerance = _validate.real(
+            "tolerance", tolerance, usual="leave it out for what float32 code of the length can be off by"
+        )
+        if tolerance < 0:
+            raise ValueError(
+                f"tolerance must be >= 0 (the largest difference that still matches); got {tolerance}"
+            )
+    stored, shape = _as_rows(table)
+    rows = stored.shape[0]
+    limit = tolerance if tolerance is not None else 1e-5 + 16 * rows * 2.0**-24
+    every = itertools.chain(one_dimensional_candidates(stored), grid_candidates(stored, shape))
+    pool = list({_key(c): c for c in every}.values())  # equal variants: the last one, in the first's place
+    # Compare on the first 64 rows, then on 8 times as many, ..., then in full. An error only grows with
+    # the rows, so a candidate over the limit never matches: each step keeps those within it, and enough
+    # of the best others to fill ``candidates`` (the nearest, when nothing matches; more after the first).
+    size, widest, mismatches = min(rows, _FIRST_ROWS), max(12, 4 * candidates), set()
+    while True:
+        errors = ((c.error(size, id(c) in mismatches), c) for c in pool)
+        scored = sorted(((e, c) for e, c in errors if e is not None), key=lambda item: item[0])
+        if size == rows:
+            break
+        within = [c for e, c in scored if e <= limit][:widest]
+        others = [c for e, c in scored if e > limit]
+        others = others[: widest if size == _FIRST_ROWS else max(0, candidates - len(within))]
+        pool, mismatches = within + others, {id(c) for c in others}
+        size = min(rows, size * _GROWTH)
+    found = [Match(c.name, c.options, c.start, c.padding_idx, error, error <= limit) for error, c in scored]
+    ranked = sorted(
+        found,
+        key=lambda m: (
+            not m.matches,
+            0.0 if m.matches else m.max_error,
+            m.name is None,
+            _plainness(m),
+            m.max_error,
+        ),
+    )
+    return ranked[:candidates]
+
+
+def _as_rows(table: npt.ArrayLike) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``table`` as float64 rows ``(rows, d_model)``, and the grid axes it came with (its leading axes)."""
+    given = np.asarray(table)
+    if given.dtype.kind == "c":
+        raise TypeError(
+            f"table must hold real numbers; got {given.dtype} values (the imaginary parts would be lost)"
+        )
+    try:
+        stored = given.astype(np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"table must hold real numbers; got {given.dtype} values") from None
+    while stored.ndim > 2 and stored.shape[0] == 1:
+        stored = stored[0]
+    shape = stored.shape[:-1]  # a grid's own axes, when the table comes unflattened
+    if stored.ndim > 2:
+        stored = stored.reshape(-1, stored.shape[-1])
+    if stored.ndim != 2 or stored.shape[0] < 2 or stored.shape[1] < 2:
+        raise ValueError(f"table must have shape (rows >= 2, d_model >= 2); got shape {np.shape(table)}")
+    if not np.isfinite(stored).all():
+        raise ValueError("table holds NaN or inf values; it is not an encoding table")
+    return stored, shape
+
+
+def _key(candidate: Candidate) -> tuple:
+    """What makes two candidates the same variant: name, options, position of row 0, padding row."""
+    return candidate.name, tuple(sorted(candidate.options.items())), candidate.start, candidate.padding_idx
+
+
+def _plainness(match: Match) -> float:
+    """Prefer round numbers between equal fits (base 10000, shift 1 over base 10000.92, shift 0)."""
+    base = match.options.get("base", defaults.BASE)
+    mantissa = base / 10 ** math.floor(math.log10(base)) if base > 0 else 0
+    scales = (match.options.get(name, defaults.SCALE) for name in ("scale", "interpolation_scale"))
+    return abs(mantissa - round(mantissa)) + sum(abs(scale - 1) for scale in scales)

@@ -1,0 +1,267 @@
+"""Readers of the files a stored table comes in: .npy, PyTorch .pt/.pth/.bin and .safetensors.
+
+Each reader lists a file's arrays from its header or its container, as :class:`Stored` entries, without
+reading any values: the caller (:func:`.load.load_table`) picks one, checks it, and only then reads it.
+PyTorch files are read with ``torch.load(weights_only=True)``, which runs no code from the file; torch and
+safetensors are imported only when a file of theirs is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import pickle
+import struct
+import warnings
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EXPECTED", "READERS", "Stored", "reason"]
+
+#: What load_table reads, in the words of its messages.
+EXPECTED = "a table of shape (positions, d_model) of real numbers"
+
+#: How deep the dicts and lists of a .pt file may nest, and how many entries they may hold in all. A state
+#: dict nests a few levels and holds thousands; a crafted file whose dicts contain or share each other is
+#: refused instead of walked for ever (each container is walked once).
+_MAX_DEPTH = 64
+_MAX_ENTRIES = 1_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Stored:
+    """One array of a file before it is read: its shape, its dtype as the file names it, its kind ("float",
+    "int", or None: not real numbers), its bytes per value, and how to read it."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str | None
+    itemsize: int
+    read: Callable[[], np.ndarray]
+    hint: str = ""  # what to do about a dtype that is not read
+
+
+def reason(error: BaseException) -> str:
+    """The first line of an error's message (a library's long explanations cut), or what its type says."""
+    if isinstance(error, EOFError):
+        return "the file ends before its data does"
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else type(error).__name__
+    end = text.find(". ", 40)  # the first sentence of a long explanation
+    text = text[: end + 1] if end > 0 else text
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def npy_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, Stored], dict[str, str]]:
+    """The array of a .npy file, from its header (the data is read only by ``read``)."""
+    del stack
+    fmt = np.lib.format
+    expected = f"expected a file written by np.save holding {EXPECTED}"
+    with open(path, "rb") as stream:
+        try:
+            version = fmt.read_magic(stream)
+        except ValueError:
+            raise ValueError(
+                f"{path} is not a .npy file: it does not begin with the .npy signature; {expected}"
+            ) from None
+        if version not in ((1, 0), (2, 0), (3, 0)):
+            raise ValueError(
+                f"{path} claims .npy format version {version[0]}.{version[1]}, which is not 1.0, 2.0 or 3.0; "
+                f"{expected}"
+            )
+        try:  # 2.0 and 3.0 differ only in the header's encoding, and a header of numbers is ASCII
+            read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, fortran_order, dtype = read_header(stream)
+        except Exception as error:
+            raise ValueError(f"{path} has a damaged .npy header ({reason(error)}); {expected}") from None
+        offset = stream.tell()
+    count = math.prod(shape)
+    if dtype.hasobject:
+        hint = " (an array of pickled Python objects, which is never unpickled)"
+        return {"": Stored(shape, "object", None, dtype.itemsize, lambda: np.empty(0), hint)}, {}
+    size = count * dtype.itemsize
+    present = path.stat().st_size - offset
+    if present < size:
+        raise ValueError(
+            f"{path} is cut short: its header declares {dtype} values of shape {shape}, {size:,} bytes, but "
+            f"only {present:,} follow; the file was not completely written or copied"
+        )
+
+    def read() -> np.ndarray:
+        with open(path, "rb") as stream:
+            values = np.fromfile(stream, dtype=dtype, count=count, offset=offset)
+        return values.reshape(shape, order="F" if fortran_order else "C")
+
+    kind = {"f": "float", "i": "int", "u": "int"}.get(dtype.kind)
+    hint = ""
+    if dtype.kind == "V" and dtype.itemsize == 2:
+        hint = " (posenc table --format npy stores bfloat16 so: save the table as float32 to identify it)"
+    return {"": Stored(shape, str(dtype), kind, dtype.itemsize, read, hint)}, {}
+
+
+def torch_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, Stored], dict[str, str]]:
+    """The tensors of a .pt file, read with ``torch.load(weights_only=True)`` (memory-mapped when it is a
+    zip archive, so that only the chosen tensor is converted); the other entries by their type."""
+    del stack
+    try:
+        import torch
+    except ImportError:
+        raise ImportError("reading .pt files needs PyTorch: pip install 'posenc[torch]'") from None
+    try:
+        with warnings.catch_warnings():  # torch warns about pickle protocols; only the outcome matters here
+            warnings.simplefilter("ignore")
+            loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    except OSError:
+        raise
+    except pickle.UnpicklingError as error:
+        raise ValueError(
+            f"{path} cannot be read safely: torch.load(weights_only=True) refuses it "
+            f"({_weights_only_reason(error)}); posenc reads tensors and dicts or lists of tensors only, and "
+            "runs no code from a file"
+        ) from None
+    except Exception as error:  # EOFError (cut short), RuntimeError (a damaged zip archive), ...
+        raise ValueError(
+            f"{path} is not a readable PyTorch file ({reason(error)}); expected {EXPECTED} saved with "
+            "torch.save, alone or in a state dict"
+        ) from None
+    arrays, others = {}, {}
+    for name, value in _flatten(loaded, path).items():
+        if isinstance(value, torch.Tensor):
+            arrays[name] = _torch_stored(value, torch)
+        else:
+            others[name] = type(value).__name__
+    return arrays, others
+
+
+def _torch_stored(tensor: Any, torch: Any) -> Stored:
+    """A tensor as a Stored: float64 is read as float64, any other real dtype as float32."""
+    dtype = tensor.dtype
+    integers = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    kind = "float" if dtype.is_floating_point else "int" if dtype in integers else None
+    target = torch.float64 if dtype == torch.float64 else torch.float32
+
+    def read() -> np.ndarray:
+        return tensor.detach().to(target).numpy()
+
+    return Stored(tuple(tensor.shape), str(dtype).removeprefix("torch."), kind, dtype.itemsize, read)
+
+
+def _weights_only_reason(error: BaseException) -> str:
+    """What torch's weights-only unpickler refused, without its paragraphs of advice."""
+    boilerplate = (
+        "Weights only load failed",
+        "Please file an issue",
+        "Check the documentation",
+        "Re-running",
+    )
+    lines = [line.strip() for line in str(error).splitlines()]
+    kept = [line for line in lines if line and not line.startswith(boilerplate)]
+    text = " ".join(kept).replace("WeightsUnpickler error:", "").strip()
+    if not text:
+        return reason(error)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _flatten(tree: Any, path: Path) -> dict[str, Any]:
+    """The leaves of nested dicts, lists and tuples, named by their keys joined with dots (``""``: the
+    tree is one leaf). Each container is walked once, however often it is referred to."""
+    leaves: dict[str, Any] = {}
+    walked: set[int] = set()
+    entries = 0
+
+    def walk(node: Any, prefix: str, depth: int) -> None:
+        nonlocal entries
+        if not isinstance(node, dict | list | tuple):
+            leaves[prefix[:-1]] = node
+            return
+        if id(node) in walked:
+            return
+        walked.add(id(node))
+        entries += len(node)
+        if depth >= _MAX_DEPTH or entries > _MAX_ENTRIES:
+            what = (
+                f"nests dicts or lists more than {_MAX_DEPTH} deep"
+                if depth >= _MAX_DEPTH
+                else (f"holds more than {_MAX_ENTRIES:,} entries in its dicts and lists")
+            )
+            raise ValueError(f"{path} {what}; expected {EXPECTED}, alone or in a state dict")
+        for name, value in node.items() if isinstance(node, dict) else enumerate(node):
+            walk(value, f"{prefix}{name}.", depth + 1)
+
+    walk(tree, "", 0)
+    return leaves
+
+
+#: safetensors dtypes: those NumPy reads (and BF16, widened here), by kind
+_SAFETENSORS_KINDS = {
+    "F64": "float",
+    "F32": "float",
+    "F16": "float",
+    "BF16": "float",
+    **{f"{sign}{bits}": "int" for sign in "IU" for bits in (8, 16, 32, 64)},
+}
+
+
+def safetensors_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, Stored], dict[str, str]]:
+    """The tensors of a .safetensors file, from its header (safetensors checks that the data covers it)."""
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise ImportError("reading .safetensors files needs safetensors: pip install safetensors") from None
+    try:
+        handle = stack.enter_context(safe_open(path, framework="numpy"))
+        specs = {}
+        for name in handle.keys():  # noqa: SIM118 - safe_open is not a mapping
+            spec = handle.get_slice(name)
+            specs[name] = tuple(spec.get_shape()), spec.get_dtype()
+    except OSError:
+        raise
+    except Exception as error:  # SafetensorError: a bad header length, a header that is not JSON, ...
+        raise ValueError(
+            f"{path} is not a readable .safetensors file ({reason(error)}); expected a file written by "
+            f"safetensors' save_file holding {EXPECTED}"
+        ) from None
+    arrays = {}
+    for name, (shape, dtype) in specs.items():
+        kind = _SAFETENSORS_KINDS.get(dtype)
+        itemsize = int("".join(filter(str.isdigit, dtype)) or 8) // 8
+        read = _bfloat16_reader(path, name, shape) if dtype == "BF16" else _tensor_reader(handle, name)
+        hint = "" if kind else " (save the table as float32)"
+        arrays[name] = Stored(shape, dtype, kind, max(itemsize, 1), read, hint)
+    return arrays, {}
+
+
+def _tensor_reader(handle: Any, name: str) -> Callable[[], np.ndarray]:
+    """Read tensor ``name`` of an open safetensors file, when it is chosen."""
+    return lambda: handle.get_tensor(name)
+
+
+def _bfloat16_reader(path: Path, name: str, shape: tuple[int, ...]) -> Callable[[], np.ndarray]:
+    """Read a BF16 tensor as float32 (exactly: a bfloat16 is the top half of a float32), which NumPy has
+    no type for. Its place comes from the header, which safe_open has already checked."""
+
+    def read() -> np.ndarray:
+        with open(path, "rb") as stream:
+            (length,) = struct.unpack("<Q", stream.read(8))
+            begin, _ = json.loads(stream.read(length))[name]["data_offsets"]
+            raw = np.fromfile(stream, dtype="<u2", count=math.prod(shape), offset=begin)
+        return (raw.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+
+    return read
+
+
+#: The reader of each file suffix: ``reader(path, stack)`` gives the file's arrays by name (``""``: the file
+#: is one array) and the names and types of its other entries; ``stack`` holds what must stay open.
+READERS: dict[str, Callable[[Path, contextlib.ExitStack], tuple[dict[str, Stored], dict[str, str]]]] = {
+    ".npy": npy_arrays,
+    ".pt": torch_arrays,
+    ".pth": torch_arrays,
+    ".bin": torch_arrays,
+    ".safetensors": safetensors_arrays,
+}

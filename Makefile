@@ -9,7 +9,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py src/posenc/_kernels.c
+$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py src/posenc/core/_kernels.c
 	$(BIN)/python -m pip install --quiet -e '.[plot,bfloat16]'
 	touch $@
 
@@ -41,4 +41,4 @@ bench: $(VENV)/.installed-test
 	else echo "no CUDA device: the GPU benchmarks (forward.py --device cuda, device_table.py, device_native.py) did not run"; fi
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info src/posenc/*.so .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build src/*.egg-info src/posenc/*.so src/posenc/core/*.so .pytest_cache .ruff_cache .hypothesis

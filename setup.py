@@ -1,4 +1,4 @@
-"""Builds posenc's one compiled piece, the C extension ``posenc._kernels`` (the rest is in pyproject.toml).
+"""Builds posenc's one compiled piece, the C extension ``posenc.core._kernels`` (the rest: pyproject.toml).
 
 It needs only a C compiler and the Python headers (no NumPy headers: buffers come by the buffer protocol).
 ``optional=True``: where no compiler is found, posenc installs anyway and runs on its NumPy path
@@ -24,6 +24,6 @@ class BuildExt(build_ext):
 
 
 setup(
-    ext_modules=[Extension("posenc._kernels", ["src/posenc/_kernels.c"], optional=True)],
+    ext_modules=[Extension("posenc.core._kernels", ["src/posenc/core/_kernels.c"], optional=True)],
     cmdclass={"build_ext": BuildExt},
 )

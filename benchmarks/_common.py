@@ -55,12 +55,12 @@ T = TypeVar("T")
 
 
 def numpy_only(build: Callable[[], T]) -> T:
-    """``build()`` on posenc's NumPy path, as where the C extension ``posenc._kernels`` was not built."""
+    """``build()`` on posenc's NumPy path, as where the C extension ``posenc.core._kernels`` was not built."""
     from posenc import core
 
-    compiled = core._compiled_kernel
-    core._compiled_kernel = lambda *args: None
+    compiled = core.compiled.kernel
+    core.compiled.kernel = lambda *args: None
     try:
         return build()
     finally:
-        core._compiled_kernel = compiled
+        core.compiled.kernel = compiled

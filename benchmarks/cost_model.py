@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> dict:
             f"{fresh * 1e3:.1f} vs {floor * 1e3:.1f} ms",
         )
     )
-    cores = core._threads()
+    cores = core.parallel.threads()
     scaling = {}
     for threads in sorted({1, min(2, cores), cores}):
         scaling[threads] = with_threads(

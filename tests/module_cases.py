@@ -12,9 +12,9 @@ BAD_MODULE_OPTIONS = [
 ]
 
 
-def core_options(d_model: int, **options) -> "posenc.core._Options":
-    """``posenc.core._Options`` for ``d_model`` and keyword options (the paper's defaults for the rest)."""
-    return posenc.core._Options.check(
+def core_options(d_model: int, **options) -> "posenc.core.Options":
+    """``posenc.core.Options`` for ``d_model`` and keyword options (the paper's defaults for the rest)."""
+    return posenc.core.Options.check(
         d_model,
         options.get("base", 10000.0),
         options.get("shift", 0),

@@ -1,5 +1,5 @@
-"""The compiled path (the C extension posenc._kernels, built at install) gives the NumPy path's results bit
-for bit: exactness carries over."""
+"""The compiled path (the C extension posenc.core._kernels, built at install) gives the NumPy path's results
+bit for bit: exactness carries over."""
 
 from __future__ import annotations
 
@@ -11,25 +11,26 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc import _kernels, core
+from posenc import core
+from posenc.core import _kernels
 
 
 @pytest.fixture
 def numpy_only(monkeypatch):
     """Run posenc as it runs where the extension was not built."""
-    monkeypatch.setattr(core, "_compiled_kernel", lambda name="combine_float32": None)
+    monkeypatch.setattr(core.compiled, "kernel", lambda name="combine_float32": None)
 
 
 def _both_paths(monkeypatch, compute):
     compiled = compute()
     with monkeypatch.context() as patch:
-        patch.setattr(core, "_compiled_kernel", lambda name="combine_float32": None)
+        patch.setattr(core.compiled, "kernel", lambda name="combine_float32": None)
         plain = compute()
     return compiled, plain
 
 
 def test_the_extension_is_built_and_used():
-    assert core.compiled_path() == "C"  # `pip install -e .` / `make test` must build posenc._kernels
+    assert core.compiled_path() == "C"  # `pip install -e .` / `make test` must build posenc.core._kernels
 
 
 @pytest.mark.parametrize(
@@ -76,8 +77,10 @@ def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options, room):
     d_model = 257 if "odd" in options else 256
     expected = posenc.table(128, d_model, **options)
     if room is not None:
-        monkeypatch.setattr(core, "_UNSURE_ROOM", room - d_model // 2)  # less room than one row's values
-    init, exact, calls = core._Spec.__init__, core._Spec.exact, []
+        monkeypatch.setattr(
+            core.tables, "UNSURE_ROOM", room - d_model // 2
+        )  # less room than one row's values
+    init, exact, calls = core.Spec.__init__, core.Spec.exact, []
 
     def wide_bands(self, *args):
         init(self, *args)
@@ -87,8 +90,8 @@ def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options, room):
         calls.append((p, i))
         return exact(self, p, i)
 
-    monkeypatch.setattr(core._Spec, "__init__", wide_bands)
-    monkeypatch.setattr(core._Spec, "exact", counted)
+    monkeypatch.setattr(core.Spec, "__init__", wide_bands)
+    monkeypatch.setattr(core.Spec, "exact", counted)
     assert posenc.table(128, d_model, **options).tobytes() == expected.tobytes()
     assert len(calls) > 64  # the arbitrary-precision step ran, many times
 
@@ -96,13 +99,13 @@ def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options, room):
 def test_encode_values_near_a_midpoint_are_settled_exactly(monkeypatch):
     positions = np.array([0.0, -0.0, 1.0, -3.0, 2.5e-9, 12345.0, 2.0**31 - 1])
     expected = posenc.encode(positions, 66, layout="sin_cos")
-    init = core._Spec.__init__
+    init = core.Spec.__init__
 
     def wide_bands(self, *args):
         init(self, *args)
         self.absolute_error = 2.0**-30  # nearly every value looks unsure: its row is settled in NumPy
 
-    monkeypatch.setattr(core._Spec, "__init__", wide_bands)
+    monkeypatch.setattr(core.Spec, "__init__", wide_bands)
     assert posenc.encode(positions, 66, layout="sin_cos").tobytes() == expected.tobytes()
 
 
@@ -116,16 +119,16 @@ def test_compiled_exact_rows_equal_numpy_rows_bit_for_bit():
         ]
     )
     for d_model, shift, scale in [(130, 1, 1.0), (1024, 0, 1.0), (64, 0, 1000.0)]:
-        limbs = core._Options.check(d_model, 10000.0, shift, scale, "interleaved", "zero").constants()[1]
+        limbs = core.Options.check(d_model, 10000.0, shift, scale, "interleaved", "zero").constants()[1]
         n = limbs.shape[1]
         sin, cos = np.empty((len(positions), n)), np.empty((len(positions), n))
         _kernels.direct(positions, limbs, sin, cos, n, 0, len(positions))
-        expected_sin, expected_cos = core._direct(positions[:, None], limbs)
+        expected_sin, expected_cos = core.arithmetic.direct(positions[:, None], limbs)
         assert sin.tobytes() == expected_sin.tobytes() and cos.tobytes() == expected_cos.tobytes()
 
 
 def test_the_kernels_refuse_buffers_too_small():
-    limbs = core._Options.check(8, 10000.0, 0, 1.0, "interleaved", "zero").constants()[1]
+    limbs = core.Options.check(8, 10000.0, 0, 1.0, "interleaved", "zero").constants()[1]
     small = np.empty((2, 4))
     with pytest.raises(ValueError, match="needs"):
         _kernels.direct(np.arange(3.0), limbs, small, small, 4, 0, 3)
@@ -167,7 +170,7 @@ def test_the_numpy_path_alone_stays_exact(numpy_only):
 
 
 def test_the_constants_are_cached_read_only_per_options():
-    options = core._Options.check(512, 10000.0, 0, 1.0, "interleaved", "zero")
+    options = core.Options.check(512, 10000.0, 0, 1.0, "interleaved", "zero")
     omegas, limbs = options.constants()
     assert options.constants()[0] is omegas and not omegas.flags.writeable and not limbs.flags.writeable
     assert options._replace(shift=1).constants()[0] is not omegas  # keyed on every option
@@ -177,7 +180,7 @@ def test_the_constants_are_cached_read_only_per_options():
 def test_import_posenc_loads_no_compiler():
     code = (
         "import sys, posenc; posenc.table(3, 4); posenc.table(300, 64); "
-        "print('numba' in sys.modules, 'posenc._kernels' in sys.modules)"
+        "print('numba' in sys.modules, 'posenc.core._kernels' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "True"]  # ahead-of-time C: no JIT, nothing compiled at run time
@@ -187,9 +190,9 @@ _SLOW_NO_KERNELS = """
 import time
 class NoKernels:  # an import of the extension that fails after a while (a machine without a C compiler)
     def find_spec(self, name, path=None, target=None):
-        if name == "posenc._kernels":
+        if name == "posenc.core._kernels":
             time.sleep(0.05)
-            raise ImportError("no posenc._kernels here")
+            raise ImportError("no posenc.core._kernels here")
 sys.meta_path.insert(0, NoKernels())
 """
 
@@ -266,7 +269,7 @@ def test_work_on_the_pool_that_calls_the_pool_runs_inline():
         seen.append((lo, hi))
 
     def outer(lo, hi):  # a worker of the pool waiting on the pool could deadlock it: it runs inline
-        core._run_blocks(inner, 4, 1, elements=core._PARALLEL_ELEMENTS)
+        core.parallel.run_blocks(inner, 4, 1, elements=core.parallel.PARALLEL_ELEMENTS)
 
-    core._run_blocks(outer, 8, 1, elements=core._PARALLEL_ELEMENTS)
+    core.parallel.run_blocks(outer, 8, 1, elements=core.parallel.PARALLEL_ELEMENTS)
     assert sorted(seen) == sorted([(k, k + 1) for k in range(4)] * 8)

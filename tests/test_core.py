@@ -86,13 +86,13 @@ def test_odd_width_is_the_even_width_plus_a_zero_column(layout):
 def test_stored_pi_digits_match_machins_formula_and_mpmath():
     import mpmath
 
-    from posenc import _highprec
+    from posenc.core import highprec
 
     for digits in (5, 17, 85, 300, 490):
-        assert _highprec.pi(digits) == _highprec.machin_pi(digits)
+        assert highprec.pi(digits) == highprec.machin_pi(digits)
     with mpmath.workdps(500):
-        assert str(_highprec.pi(490)) == mpmath.nstr(mpmath.pi, 490)
-    assert _highprec.pi(600) == _highprec.machin_pi(600)  # beyond the stored digits
+        assert str(highprec.pi(490)) == mpmath.nstr(mpmath.pi, 490)
+    assert highprec.pi(600) == highprec.machin_pi(600)  # beyond the stored digits
 
 
 def test_frequencies_are_the_nearest_float64_to_the_exact_values():
@@ -143,8 +143,8 @@ def test_bfloat16_and_float16_round_once_not_twice():
     from posenc import core
 
     value = np.array([1 + 2**-8 + 2**-40, 1 + 2**-11 + 2**-40])
-    assert float(core._rounder(_validate.dtype("bfloat16"))(value[:1])[0]) == 1 + 2**-7
-    assert float(core._rounder(np.dtype(np.float16))(value[1:])[0]) == 1 + 2**-10
+    assert float(core.rounding.rounder(_validate.dtype("bfloat16"))(value[:1])[0]) == 1 + 2**-7
+    assert float(core.rounding.rounder(np.dtype(np.float16))(value[1:])[0]) == 1 + 2**-10
 
 
 # --- properties -------------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def test_table_is_correctly_rounded_against_mpmath(dtype):
 
 def test_slow_exact_path_rounds_correctly(monkeypatch):
     """Widen the certification band so that every value goes through the arbitrary-precision path."""
-    monkeypatch.setattr(core._Spec, "direct_band", lambda self, v: np.abs(v) * 2.0**-8)
+    monkeypatch.setattr(core.Spec, "direct_band", lambda self, v: np.abs(v) * 2.0**-8)
     rng = np.random.default_rng(3)
     config = {
         "d_model": 13,

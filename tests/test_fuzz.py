@@ -1,5 +1,5 @@
-"""A property-based fuzz suite for bad input and edge cases: random and adversarial values thrown at every public function,
-module and subcommand, each asserting "right value or clear error" (tests/fuzz_cases.py).
+"""A property-based fuzz suite for bad input and edge cases: random and adversarial values thrown at every
+public function, module and subcommand, each asserting "right value or clear error" (tests/fuzz_cases.py).
 
 * dtypes: every integer and float width (bfloat16, float8 and longdouble included), bool, complex, object,
   strings, dates; shapes: scalar, empty, zero-size, huge (zero-stride views); devices: cpu and meta;
@@ -12,7 +12,8 @@ module and subcommand, each asserting "right value or clear error" (tests/fuzz_c
   huge sizes must be refused before anything is allocated.
 
 Hypothesis runs derandomized (the same examples on every run, no example database), so CI is
-deterministic. The reported bad-input cases (and those the fuzzer found) are explicit regression tests at the end.
+deterministic. The reported bad-input cases (and those the fuzzer found) are explicit regression tests at
+the end.
 """
 
 from __future__ import annotations
@@ -2276,7 +2277,7 @@ def test_cli_identify_any_file(stored_files, name, key):
     assert_clean_failure(argv, code, err, [path.name, "file", "table", "shape", *([key] if key else [])])
 
 
-# --- regressions: the reported bad-input cases (numbered as reported), then what the fuzzer found ------------------
+# --- regressions: the reported bad-input cases (numbered as reported), then what the fuzzer found ------
 
 
 def run_python(

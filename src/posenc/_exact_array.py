@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _highprec
+from .core import highprec
 
 #: Bits per limb, and the limb base.
 LIMB_BITS = 12
@@ -70,7 +70,7 @@ MIN_FREQUENCY = 2.0**-45
 _PIECE_BITS = 11
 _PIECES = 3
 #: Output formats: (significand bits incl. the implicit one, smallest normal exponent).
-FORMATS = _highprec.FORMATS
+FORMATS = highprec.FORMATS
 
 
 class Constants(NamedTuple):
@@ -117,7 +117,7 @@ def _digits(value: int, bits: int, count: int) -> list[int]:
 @functools.lru_cache(maxsize=64)
 def constants(n: int, base: float, twice_half: int, shift: float, scale: float) -> Constants:
     """The :class:`Constants` of ω_i = scale · base**(-i / (twice_half/2 - shift)), i < n (cached)."""
-    bits, turns = _highprec.turn_rates(n, base, twice_half, shift, scale)
+    bits, turns = highprec.turn_rates(n, base, twice_half, shift, scale)
     reduce = np.zeros((_PIECES, n, _DIGITS + 1), np.int32)
     rate = np.zeros((n, _DIGITS + 1), np.int32)
     scaled = np.zeros((n, _DIGITS + 1), np.int32)
@@ -140,11 +140,11 @@ def constants(n: int, base: float, twice_half: int, shift: float, scale: float) 
 def _shared_constants() -> dict[str, Any]:
     """Constants of every request: 2π, 1/k!, and the table S_k, C_k = sin, cos(2πk/256) (sign, digits)."""
     bits = LIMB_BITS * _DIGITS + 8
-    with decimal.localcontext(_highprec._context(80)):
-        two_pi = 2 * _highprec.pi(80)
+    with decimal.localcontext(highprec.context(80)):
+        two_pi = 2 * highprec.pi(80)
         one = decimal.Decimal(1 << bits)
         angles = [two_pi * k / 256 for k in range(256)]
-        sines = [_highprec._taylor_sincos(a - two_pi * round(k / 256)) for k, a in enumerate(angles)]
+        sines = [highprec.taylor_sincos(a - two_pi * round(k / 256)) for k, a in enumerate(angles)]
         table_sin = [int((s * one).to_integral_value(decimal.ROUND_FLOOR)) for s, _ in sines]
         table_cos = [int((c * one).to_integral_value(decimal.ROUND_FLOOR)) for _, c in sines]
         two_pi_fixed = int((two_pi * one).to_integral_value(decimal.ROUND_FLOOR))
@@ -772,12 +772,12 @@ def _dtype(ops: Backend, fmt: str) -> Any:
 
 
 def request_for(options: Any, fmt: str) -> Request:
-    """The :class:`Request` of validated core options (:class:`posenc.core._Options`) and a format name;
+    """The :class:`Request` of validated core options (:class:`posenc.core.Options`) and a format name;
     ValueError for options outside the device algorithm's domain."""
     from . import _validate, core
 
     count, twice_half = _validate.plan(options.d_model, options.odd)
-    spec = core._Spec(options, np.dtype(np.float32))
+    spec = core.Spec(options, np.dtype(np.float32))
     check_options(spec.omegas)
     plan = spec.column_plan()
     host = constants(count, options.base, twice_half, options.shift, options.scale)

@@ -54,7 +54,6 @@ CACHE_LIMIT_BYTES = 256 * 2**20
 #: computed by the device algorithm when the program runs (a constant is compiled into the executable).
 CONSTANT_LIMIT_BYTES = 16 * 2**20
 
-_Options = core._Options
 _JNP = _exact_array.Backend(jnp, "jax")
 _NUMPY = _exact_array.Backend(np, "numpy")
 
@@ -85,7 +84,7 @@ def encode(
     >>> encode(jnp.array([2]), 4, base=100.0, layout="sin_cos")
     Array([[ 0.9092974 ,  0.19866933, -0.41614684,  0.9800666 ]], dtype=float32)
     """
-    return _encode_any(positions, _Options.check(d_model, base, shift, scale, layout, odd), _dtype(dtype))
+    return _encode_any(positions, core.Options.check(d_model, base, shift, scale, layout, odd), _dtype(dtype))
 
 
 def table(
@@ -109,7 +108,7 @@ def table(
     Array([0.84147096, 0.9092974 ], dtype=float32)
     """
     length = _validate.integer("length", length, minimum=0)
-    options = _Options.check(d_model, base, shift, scale, layout, odd)
+    options = core.Options.check(d_model, base, shift, scale, layout, odd)
     dt = _dtype(dtype)
     if _traced(start):
         start = jnp.asarray(start)
@@ -198,7 +197,7 @@ def _module_class() -> type:
             max_len: int | None = None,
             rngs: nnx.Rngs | None = None,
         ) -> None:
-            options = _Options.check(d_model, base, shift, scale, layout, odd)
+            options = core.Options.check(d_model, base, shift, scale, layout, odd)
             self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = options
             self.max_len, self.batch_first, rate = _validate.module_options(max_len, batch_first, dropout)
             self.dropout = nnx.Dropout(rate, rngs=rngs)
@@ -224,7 +223,7 @@ def _module_class() -> type:
         def encoding_for(self, x: jax.Array, positions: Any = None, *, offset: Any = 0) -> jax.Array:
             """The PE that ``__call__`` adds to ``x`` (before dropout), shaped to broadcast against it."""
             batch_shape, seq = self._check_x(x)
-            options = _Options(self.d_model, self.base, self.shift, self.scale, self.layout, self.odd)
+            options = core.Options(self.d_model, self.base, self.shift, self.scale, self.layout, self.odd)
             dt = np.dtype(x.dtype)
             if positions is None and _is_int(offset):
                 pe = _contiguous(options, dt, seq, _offset_int(offset, seq), self.max_len or 0, _traced(x))
@@ -266,7 +265,7 @@ _DEVICE_CACHE: dict[tuple, jax.Array] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = None) -> jax.Array:
+def _encode_any(positions: Any, options: core.Options, dt: np.dtype, offset: Any = None) -> jax.Array:
     """Encodings of concrete positions (computed now, on the host) or traced ones (the device algorithm)."""
     if _traced(positions) or _traced(offset):
         return _encode_traced(jnp.asarray(positions), options, dt, offset=offset)
@@ -285,7 +284,9 @@ def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = N
     return jnp.asarray(values)
 
 
-def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, offset: Any = None) -> jax.Array:
+def _encode_traced(
+    positions: jax.Array, options: core.Options, dt: np.dtype, *, offset: Any = None
+) -> jax.Array:
     """Encodings of traced positions (+ an integer offset, added exactly): the device algorithm
     (:mod:`posenc._exact_array`) inside the program — no callback, no float64 with x64 off; invalid
     positions (NaN, inf, |p| >= 2**31) give rows of NaN."""
@@ -303,12 +304,12 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, off
 
 
 @functools.lru_cache(maxsize=64)
-def _request(options: _Options, fmt: str) -> Any:
+def _request(options: core.Options, fmt: str) -> Any:
     return _exact_array.request_for(options, fmt)
 
 
 def _contiguous(
-    options: _Options, dt: np.dtype, seq: int, offset: int, min_rows: int, traced: bool
+    options: core.Options, dt: np.dtype, seq: int, offset: int, min_rows: int, traced: bool
 ) -> jax.Array:
     """Rows ``offset .. offset + seq - 1``: a device slice (eager), a constant or the device algorithm
     (under jit)."""
@@ -328,7 +329,7 @@ def _contiguous(
     return jnp.asarray(values)
 
 
-def _host_table(options: _Options, dt: np.dtype, rows: int) -> np.ndarray | None:
+def _host_table(options: core.Options, dt: np.dtype, rows: int) -> np.ndarray | None:
     """A cached read-only NumPy table of at least ``rows`` rows; None when it would be too large."""
     d_model = options.d_model
     key = (*options, dt.name)
@@ -349,7 +350,7 @@ def _host_table(options: _Options, dt: np.dtype, rows: int) -> np.ndarray | None
     return cached
 
 
-def _device_table(options: _Options, dt: np.dtype, rows: int) -> jax.Array | None:
+def _device_table(options: core.Options, dt: np.dtype, rows: int) -> jax.Array | None:
     """The cached table as a (default-device, uncommitted) ``jax.Array``; None when too large."""
     host = _host_table(options, dt, rows)
     if host is None:
@@ -374,7 +375,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
-def _core_options(options: _Options) -> dict[str, Any]:
+def _core_options(options: core.Options) -> dict[str, Any]:
     """The keyword options of posenc.encode/table (all but d_model)."""
     return {name: value for name, value in options._asdict().items() if name != "d_model"}
 

@@ -59,7 +59,7 @@ def column_names(d_model: int, layout: str, odd: str = "zero") -> list[str]:
         return column_names(d_model + 1, layout)[:-1]
     n = d_model // 2
     names = [""] * (2 * n) + ["zero"] * (d_model % 2)
-    for fn, columns in zip(("sin", "cos"), pair_columns(layout, n)):
+    for fn, columns in zip(("sin", "cos"), pair_columns(layout, n), strict=True):
         for i, column in enumerate(columns.tolist()):
             names[column] = f"{fn} ω{i}"
     return [f"{dim} {name}" for dim, name in enumerate(names)]

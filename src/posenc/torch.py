@@ -78,7 +78,7 @@ def encode(
     tensor([[0.0000, 1.0000, 0.0000, 1.0000],
             [0.8415, 0.5403, 0.0100, 0.9999]])
     """
-    options = core._Options.check(d_model, base, shift, scale, layout, odd)
+    options = core.Options.check(d_model, base, shift, scale, layout, odd)
     result = _encode_tensor(_position_tensor(positions), (*options, _dtype_name(dtype)))
     return result if device is None else result.to(device)
 
@@ -101,7 +101,7 @@ def table(
     >>> table(2, 4, start=1, dtype=torch.float64)[:, 0]
     tensor([0.8415, 0.9093], dtype=torch.float64)
     """
-    options = core._Options.check(d_model, base, shift, scale, layout, odd)
+    options = core.Options.check(d_model, base, shift, scale, layout, odd)
     length = _validate.integer("length", length, minimum=0)
     start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
     if length and start + length - 1 >= _validate.MAX_POSITION:
@@ -163,7 +163,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         max_len: int | None = None,
     ) -> None:
         super().__init__()
-        self._options = core._Options.check(d_model, base, shift, scale, layout, odd)
+        self._options = core.Options.check(d_model, base, shift, scale, layout, odd)
         self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = self._options
         self.max_len, self.batch_first, rate = _validate.module_options(max_len, batch_first, dropout)
         self.dropout = nn.Dropout(rate)
@@ -383,7 +383,7 @@ class Timesteps(nn.Module):
             downscale_freq_shift,
             scale,
         )
-        self._options = core._Options.check(num_channels, **preset._options_for(num_channels))
+        self._options = core.Options.check(num_channels, **preset._options_for(num_channels))
 
     def forward(self, timesteps: torch.Tensor) -> torch.Tensor:
         if not isinstance(timesteps, torch.Tensor) or timesteps.dim() != 1:
@@ -478,7 +478,7 @@ def _exact_fake(positions, offset, d_model, base, shift, scale, layout, odd, dty
 def _request(options: tuple) -> Any:
     """The device algorithm's host constants for (d_model, base, shift, scale, layout, odd, dtype name)."""
     *core_options, dtype_name = options
-    return _exact_array.request_for(core._Options(*core_options), dtype_name)
+    return _exact_array.request_for(core.Options(*core_options), dtype_name)
 
 
 def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tensor | None:
@@ -513,7 +513,7 @@ def _table_on(length: int, start: int, options: tuple, device: torch.device) -> 
 def _core_arguments(options: tuple) -> dict[str, Any]:
     """The keyword arguments of ``core.encode``/``core.table`` for (d_model, base, ..., odd, dtype name)."""
     *core_options, dtype_name = options
-    return {**core._Options(*core_options)._asdict(), "dtype": _numpy_dtype(dtype_name)}
+    return {**core.Options(*core_options)._asdict(), "dtype": _numpy_dtype(dtype_name)}
 
 
 # --- helpers ----------------------------------------------------------------------------------------

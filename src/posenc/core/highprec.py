@@ -33,7 +33,9 @@ FORMATS = {
 }
 
 
-def _context(digits: int) -> decimal.Context:
+def context(digits: int) -> decimal.Context:
+    """A :mod:`decimal` context of ``digits`` significant digits, rounding half to even, with room for any
+    exponent these computations reach."""
     return decimal.Context(prec=digits, rounding=decimal.ROUND_HALF_EVEN, Emin=-999999, Emax=999999)
 
 
@@ -52,13 +54,13 @@ def pi(digits: int) -> decimal.Decimal:
     """π to ``digits`` significant digits: the stored 500 decimals rounded, or beyond 490 digits Machin's
     formula π = 16 atan(1/5) - 4 atan(1/239)."""
     if digits <= 490:
-        return _context(digits).plus(decimal.Decimal(_PI_500))
+        return context(digits).plus(decimal.Decimal(_PI_500))
     return machin_pi(digits)
 
 
 def machin_pi(digits: int) -> decimal.Decimal:
     """π to ``digits`` significant digits by Machin's formula, in :mod:`decimal`."""
-    with decimal.localcontext(_context(digits + 10)):
+    with decimal.localcontext(context(digits + 10)):
         eps = decimal.Decimal(10) ** -(digits + 8)
 
         def atan_inverse(x: int) -> decimal.Decimal:
@@ -70,7 +72,7 @@ def machin_pi(digits: int) -> decimal.Decimal:
             return total
 
         value = 16 * atan_inverse(5) - 4 * atan_inverse(239)
-    return _context(digits).plus(value)
+    return context(digits).plus(value)
 
 
 def frequency_constants(
@@ -123,7 +125,7 @@ def _fixed_frequencies(
             "use a smaller base or a shift further from n"
         )
     bits = _GUARD_BITS + max(0, math.ceil(-smallest_log2)) + n.bit_length()
-    with decimal.localcontext(_context(math.ceil(bits * 0.30103) + 10)) as ctx:
+    with decimal.localcontext(context(math.ceil(bits * 0.30103) + 10)) as ctx:
         scale_fixed = decimal.Decimal(1 << bits)
         ratio_real = (-decimal.Decimal(base).ln() / _denominator(twice_half, shift)).exp()
         ratio = int((ratio_real * scale_fixed).to_integral_value())
@@ -167,13 +169,13 @@ def sincos_exact(
     """
     digits = 60
     while True:
-        with decimal.localcontext(_context(digits + 20)):
+        with decimal.localcontext(context(digits + 20)):
             exponent = -i * decimal.Decimal(base).ln() / _denominator(twice_half, shift)
             omega = decimal.Decimal(scale) * exponent.exp()
             angle = decimal.Decimal(position) * omega
             two_pi = 2 * pi(digits + 20)
             angle -= two_pi * (angle / two_pi).to_integral_value()
-            sin, cos = _taylor_sincos(angle)
+            sin, cos = taylor_sincos(angle)
         error = Fraction(10) ** -(digits - 12)
         results = []
         for value in (sin, cos):
@@ -187,7 +189,7 @@ def sincos_exact(
             raise RuntimeError(f"could not round sin/cos of position {position}, frequency {i}")
 
 
-def _taylor_sincos(x: decimal.Decimal) -> tuple[decimal.Decimal, decimal.Decimal]:
+def taylor_sincos(x: decimal.Decimal) -> tuple[decimal.Decimal, decimal.Decimal]:
     """sin(x) and cos(x) by their Taylor series, |x| <= π, in the current decimal context."""
     eps = decimal.Decimal(10) ** -(decimal.getcontext().prec + 2)
     square = x * x

@@ -1,15 +1,15 @@
-/* posenc._kernels: the compiled path of posenc.core, ahead of time (built by setup.py at install).
+/* posenc.core._kernels: the compiled path of posenc.core, ahead of time (built by setup.py at install).
 
-   The same algorithms as the NumPy path of posenc/core.py, operation for operation:
+   The same algorithms as the NumPy path of posenc/core/, operation for operation:
 
-   - direct:          core._direct (exact turns, quarter-turn reduction, double-double sin/cos polynomials)
-                      for every (position, frequency) pair, float64 out: bit-identical to NumPy's.
+   - direct:          core.arithmetic.direct (exact turns, quarter-turn reduction, double-double sin/cos
+                      polynomials) for every (position, frequency) pair, float64 out: bit-identical to NumPy's.
    - encode_float32:  direct, then each value rounded once to float32 and certified with core's band
                       |v| 2**-50 + absolute_error; a row holding a value whose band straddles a rounding
                       midpoint is counted in unsure[row], and core settles that row on the NumPy path.
-   - combine_float32: angle addition z(start + aB + b) = z(start + aB) z(b) of core._angle_addition, each
-                      value rounded once to float32 and certified with the per-column bands; unsure rows as
-                      above, and the unsure values themselves listed (up to the room given), so that core
+   - combine_float32: angle addition z(start + aB + b) = z(start + aB) z(b) of core.tables.angle_addition,
+                      each value rounded once to float32 and certified with the per-column bands; unsure rows
+                      as above, and the unsure values themselves listed (up to the room given), so that core
                       settles just those values.
 
    So every float32 value written is THE correctly rounded one (certified), whatever rounding error the
@@ -62,7 +62,7 @@ static inline void two_prod(double a, double b, double *p, double *e) {
     *e = ((ah * bh - q) + ah * bl + al * bh) + al * bl;
 }
 
-/* core._turns, core._sincos_turns and core._kernel for one element, operation for operation. */
+/* core.arithmetic.turns, .sincos_turns and .sincos_small for one element, operation for operation. */
 static inline void sincos_exact(double p, double l0, double l1, double l2, double l3, double l4, double *sin_,
                                 double *cos_) {
     double scaled = p * SPLITTER;
@@ -159,7 +159,7 @@ static void direct_rows(const double *restrict positions, const double *restrict
     }
 }
 
-/* Where the values of frequency i go in a row (core._Spec.column_plan). */
+/* Where the values of frequency i go in a row (core.Spec.column_plan). */
 typedef struct {
     Py_ssize_t n, d_model, sin_offset, cos_offset, stride, sin_count, cos_count;
 } Columns;
@@ -353,8 +353,8 @@ __attribute__((target("avx2,fma"))) static Py_ssize_t combine_rows_fused(COMBINE
 
 static int need(Py_buffer *view, Py_ssize_t items, Py_ssize_t itemsize, const char *name) {
     if (view->len < items * itemsize) {
-        PyErr_Format(PyExc_ValueError, "posenc._kernels: buffer %s holds %zd bytes, needs %zd", name, view->len,
-                     items * itemsize);
+        PyErr_Format(PyExc_ValueError, "posenc.core._kernels: buffer %s holds %zd bytes, needs %zd", name,
+                     view->len, items * itemsize);
         return 0;
     }
     return 1;
@@ -366,7 +366,7 @@ static int check_columns(const Columns *k, Py_ssize_t lo, Py_ssize_t hi) {
         k->sin_count < 0 || k->cos_count < 0 || 2 * k->n > k->d_model + 2 ||
         (k->sin_count && k->sin_offset + k->stride * (k->sin_count - 1) >= k->d_model) ||
         (k->cos_count && k->cos_offset + k->stride * (k->cos_count - 1) >= k->d_model)) {
-        PyErr_SetString(PyExc_ValueError, "posenc._kernels: inconsistent column plan or row range");
+        PyErr_SetString(PyExc_ValueError, "posenc.core._kernels: inconsistent column plan or row range");
         return 0;
     }
     return 1;
@@ -383,7 +383,7 @@ static PyObject *py_direct(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*w*w*nnn", &v[0], &v[1], &v[2], &v[3], &n, &lo, &hi)) return NULL;
     if (n < 0 || lo < 0 || hi < lo || !need(&v[0], hi, 8, "positions") || !need(&v[1], 5 * n, 8, "limbs") ||
         !need(&v[2], hi * n, 8, "sin") || !need(&v[3], hi * n, 8, "cos")) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "posenc._kernels.direct: bad sizes");
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "posenc.core._kernels.direct: bad sizes");
         release(v, 4);
         return NULL;
     }
@@ -431,7 +431,8 @@ static PyObject *py_combine_float32(PyObject *self, PyObject *args) {
         !need(&v[3], block * k.n, 8, "cos_b") || !need(&v[4], k.n, 8, "sin_band") ||
         !need(&v[5], k.n, 8, "cos_band") || !need(&v[6], hi * k.d_model, 4, "out") ||
         !need(&v[7], hi, 8, "unsure")) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "posenc._kernels.combine_float32: bad block");
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "posenc.core._kernels.combine_float32: bad block");
         release(v, 9);
         return NULL;
     }
@@ -449,7 +450,8 @@ static PyObject *py_combine_float32(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"direct", py_direct, METH_VARARGS,
-     "direct(positions, limbs, sin, cos, n, lo, hi): core._direct of rows lo..hi-1 into sin/cos (float64)."},
+     "direct(positions, limbs, sin, cos, n, lo, hi): core.arithmetic.direct of rows lo..hi-1 into sin/cos"
+     " (float64)."},
     {"encode_float32", py_encode_float32, METH_VARARGS,
      "encode_float32(positions, limbs, absolute_error, out, unsure, columns, lo, hi) -> unsure total."},
     {"combine_float32", py_combine_float32, METH_VARARGS,
@@ -459,7 +461,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "posenc._kernels",
+    PyModuleDef_HEAD_INIT, "posenc.core._kernels",
     "The compiled kernels of posenc.core (C, built at install; see _kernels.c).", -1, methods,
 };
 

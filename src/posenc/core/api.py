@@ -1,0 +1,154 @@
+"""The public functions of the core: :func:`frequencies`, :func:`encode` and :func:`table`.
+
+Each checks its arguments (:class:`~posenc.core.Options`, the positions, the output array), builds the
+request's :class:`~posenc.core.Spec` and runs it: ``encode`` on the exact path (compiled or NumPy),
+``table`` on the exact path in float64 and by angle addition (:mod:`posenc.core.tables`) otherwise.
+The formula, the layouts and how exactness is reached are described in the docstring of :mod:`posenc.core`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # numpy.typing costs ~15 ms at import: annotations only
+    import numpy.typing as npt
+
+from .. import _validate
+from . import compiled, parallel, tables
+from .options import Options
+from .spec import Spec, output, output_dtype
+
+
+def frequencies(
+    d_model: int, *, base: float = 10000.0, shift: float = 0, scale: float = 1.0, odd: str = "zero"
+) -> np.ndarray:
+    """The angular frequencies ω_i = scale · base ** (-i / (n - shift)), i = 0 .. n-1, n = d_model // 2.
+
+    Each value is the float64 nearest to the exact real ω_i (computed in ~200-bit fixed point), so it can
+    differ in the last bit from ``base ** (-i / (n - shift))`` evaluated in floating point. For an odd
+    d_model, ``odd`` may call for one more frequency and another denominator (see :func:`encode`).
+
+    >>> frequencies(4, base=100.0)
+    array([1. , 0.1])
+    >>> float(frequencies(8, shift=1)[-1])  # tensor2tensor: the lowest frequency is exactly 1 / base
+    0.0001
+    """
+    return Options.check(d_model, base, shift, scale, "interleaved", odd).constants()[0].copy()
+
+
+def encode(
+    positions: npt.ArrayLike,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    shift: float = 0,
+    scale: float = 1.0,
+    layout: str = "interleaved",
+    odd: str = "zero",
+    dtype: npt.DTypeLike | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """The sinusoidal encoding of each position: shape ``positions.shape + (d_model,)``.
+
+    PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i) with ω_i = base ** (-i / (d_model // 2 - shift)), laid
+    out as ``layout`` says (see the module docstring). Positions are integers or reals of any shape and sign,
+    |p| < 2**31. ``dtype`` is float32 (default), float64, float16 or bfloat16 (needs ``ml_dtypes``); with
+    ``out=`` the result is written there and ``dtype`` defaults to ``out.dtype``.
+
+    float32/float16/bfloat16 results are the exact values correctly rounded; float64 within 1 ulp.
+
+    ``scale`` multiplies every frequency (tensor2tensor's ``min_timescale``, diffusers' ``scale``). ``odd`` is
+    the rule for an odd d_model: ``"zero"`` (d_model // 2 pairs, then a zero column: fairseq, tensor2tensor,
+    diffusers), ``"literal"`` (the formula at every column with exponent 2i / d_model, so the last column is
+    a sine: keras-hub, DistilBERT/XLM, Marian), ``"drop"`` (computed for d_model + 1, last column dropped:
+    positional-encodings) or ``"error"`` (Whisper).
+
+    >>> encode([0, 1, 2], 4)
+    array([[ 0.        ,  1.        ,  0.        ,  1.        ],
+           [ 0.84147096,  0.5403023 ,  0.00999983,  0.99995   ],
+           [ 0.9092974 , -0.41614684,  0.01999867,  0.9998    ]], dtype=float32)
+    """
+    options = Options.check(d_model, base, shift, scale, layout, odd)
+    raw = _validate.position_array(positions)
+    dt = output_dtype(dtype, out)
+    # the output's size (or out's shape) is checked before the positions are converted: a zero-stride
+    # array of 2**40 positions costs nothing until it is copied
+    result = output((*raw.shape, options.d_model), dt, out)
+    p = _validate.positions(raw)
+    flat_p = p.reshape(-1)
+    rows = result.reshape(-1, options.d_model)
+    spec = Spec(options, dt)
+    step = max(1, parallel.BLOCK // max(1, spec.n))
+    kernel = compiled.kernel("encode_float32") if dt == np.float32 else None
+    if kernel is not None and flat_p.size:
+        positions = np.ascontiguousarray(flat_p, dtype=np.float64)
+        unsure = np.empty(len(positions), dtype=np.int64)
+        plan = spec.kernel_plan()
+
+        def run_compiled(lo: int, hi: int) -> None:
+            if kernel(positions, spec.limbs, spec.absolute_error, rows, unsure, plan, lo, hi):
+                spec.settle_direct(rows, positions, lo + np.flatnonzero(unsure[lo:hi]))
+
+        parallel.run_blocks(
+            run_compiled, len(positions), step, elements=compiled.exact_cost(flat_p.size * spec.n)
+        )
+        return result
+
+    def work(lo: int, hi: int) -> None:
+        sin, cos = compiled.direct_rows(flat_p[lo:hi], spec.limbs, threads=False)
+        spec.emit(rows[lo:hi], flat_p[lo:hi], sin, cos, spec.direct_band(sin), spec.direct_band(cos))
+
+    parallel.run_blocks(work, len(flat_p), step, elements=compiled.exact_cost(flat_p.size * spec.n))
+    return result
+
+
+def table(
+    length: int,
+    d_model: int,
+    *,
+    start: int = 0,
+    base: float = 10000.0,
+    shift: float = 0,
+    scale: float = 1.0,
+    layout: str = "interleaved",
+    odd: str = "zero",
+    dtype: npt.DTypeLike | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """The encodings of positions ``start .. start + length - 1``: shape ``(length, d_model)``.
+
+    Row k equals ``encode(start + k, d_model, ...)`` bit for bit, whatever the length or the chunking.
+    Options are those of :func:`encode`.
+
+    >>> table(3, 4, base=100.0, start=1, dtype="float64")[:, 2]  # sin(p / 100**(2/4)) for p = 1, 2, 3
+    array([0.09983342, 0.19866933, 0.29552021])
+    """
+    length = _validate.integer("length", length, minimum=0)
+    options = Options.check(d_model, base, shift, scale, layout, odd)
+    start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
+    if length and start + length - 1 >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"the last position start + length - 1 = {start + length - 1} must be < 2**31 = "
+            f"{_validate.MAX_POSITION}; lower start or length"
+        )
+    dt = output_dtype(dtype, out)
+    result = output((length, options.d_model), dt, out)
+    spec = Spec(options, dt)  # refuses options outside the domain even for an empty table, as encode does
+    if length == 0:
+        return result
+    fresh = out is None
+    if dt == np.float64:
+        tables.pre_touch(result, fresh)
+        p = np.arange(start, start + length, dtype=np.float64)
+        step = max(1, parallel.BLOCK // spec.n)
+
+        def work(lo: int, hi: int) -> None:
+            sin, cos = compiled.direct_rows(p[lo:hi], spec.limbs, threads=False)
+            spec.emit(result[lo:hi], p[lo:hi], sin, cos, None, None)
+
+        parallel.run_blocks(work, length, step, elements=compiled.exact_cost(length * spec.n))
+    else:
+        tables.angle_addition(result, start, length, spec, fresh)
+    return result

@@ -1,0 +1,186 @@
+"""What one request needs: :class:`Spec` (options and output dtype), and the checks of the output array.
+
+A :class:`Spec` knows the frequency constants, where the columns go, how to round to its dtype and how
+certain each rounding is: :meth:`Spec.emit` rounds a block of float64 sines and cosines into output rows,
+certifying every value against its error band, and settles the uncertain ones (:meth:`Spec.certain`) on
+the exact path and, rarely, in arbitrary precision (:meth:`Spec.exact`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from .. import _validate
+from . import arithmetic, highprec, rounding
+from .options import CACHED_OPTIONS, Options
+from .options import column_plan as _column_plan
+
+
+class Spec:
+    """Everything one request needs: its options, the frequency constants and where columns go."""
+
+    def __init__(self, options: Options, dtype: np.dtype):
+        self.options, self.dtype = options, dtype
+        (self.omegas, self.limbs, self.n, self.round, self.format, self.absolute_error, self.float64_tiny) = (
+            _spec_constants(options, dtype)
+        )
+
+    def columns(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The sine and cosine column views of a block of output rows (an extra frequency's last column,
+        under odd="literal"/"drop", falls off the end: the views may hold n and n - 1 columns)."""
+        n, d_model = self.n, self.options.d_model
+        if d_model > 2 * n:
+            rows[:, 2 * n :] = 0  # odd="zero": the zero column
+        sin_offset, cos_offset, stride = self.column_plan()[:3]
+        return rows[:, sin_offset::stride][:, :n], rows[:, cos_offset::stride][:, :n]
+
+    def direct_band(self, values: np.ndarray) -> np.ndarray:
+        """Error bound of :func:`~posenc.core.arithmetic.direct`: < 1 ulp of float64 relative plus the turn
+        error, with margin."""
+        return np.abs(values) * 2.0**-50 + self.absolute_error
+
+    def emit(
+        self,
+        rows: np.ndarray,
+        p: np.ndarray,
+        sin: np.ndarray,
+        cos: np.ndarray,
+        sin_band: np.ndarray | None,
+        cos_band: np.ndarray | None,
+    ) -> None:
+        """Round sin/cos (float64, shape ``(len(p), n)``) into ``rows``, certifying each rounding."""
+        sin_out, cos_out = self.columns(rows)
+        # a result can round to ±0 only in float16 (near a zero of sin or cos) or at tiny angles
+        magnitude = np.abs(p)
+        zeros = self.format == "float16" or bool(
+            ((magnitude > 0) & (magnitude * self.omegas.min() < 2.0**-100)).any()
+        )
+        for values, band, dst, which in ((sin, sin_band, sin_out, 0), (cos, cos_band, cos_out, 1)):
+            values = values[:, : dst.shape[1]]
+            if self.dtype == np.float64:  # within 1 ulp, except the tiny values settle_tiny redoes
+                dst[...] = values
+                tiny = np.abs(values) < self.float64_tiny
+                if tiny.any():
+                    r, i = np.nonzero(tiny)
+                    dst[r, i] = self.settle_tiny(p[r], i, which)
+                continue
+            if band is None:
+                dst[...] = values
+                continue
+            band = band[..., : dst.shape[1]]
+            rounded, unsure = rounding.round_certified(values, band, self.round, signed_zeros=zeros)
+            dst[...] = rounded
+            if unsure.any():
+                r, i = np.nonzero(unsure)
+                dst[r, i] = self.certain(p[r], i, which)
+        negative_zero = (p == 0) & np.signbit(p)
+        if negative_zero.any():  # sin(-0.0) = -0.0 (IEEE), whatever path computed the row
+            sin_out[negative_zero] = -0.0
+
+    def certain(self, p: np.ndarray, i: np.ndarray, which: int) -> np.ndarray:
+        """Settle uncertain values: the correctly rounded sin (which=0) or cos (which=1) of p * ω_i, for a
+        few (p, i) pairs."""
+        values = arithmetic.direct(p, self.limbs[:, i])[which]
+        rounded, unsure = rounding.round_certified(values, self.direct_band(values), self.round)
+        origin = p == 0  # position 0 is exact: sin 0 = 0, cos 0 = 1
+        rounded[origin] = which
+        unsure &= ~origin
+        for k in np.flatnonzero(unsure):
+            rounded[k] = self.exact(float(p[k]), int(i[k]))[which]
+        return rounded
+
+    def settle_tiny(self, p: np.ndarray, i: np.ndarray, which: int) -> np.ndarray:
+        """float64 sin (which=0) or cos (which=1) of p ω_i for values below ``float64_tiny``, where the
+        fast path's absolute error could exceed 1 ulp: small angles (also subnormal results) by
+        sin x = x - x³/6 with x = p ω_i in double-double from the scaled position, within 1 ulp (correctly
+        rounded unless the result is subnormal); values near a zero of sin or cos in arbitrary precision."""
+        result = np.empty(len(p))
+        small = np.abs(p * self.omegas[i]) < 2.0**-20  # then x³/6 < 2**-40 x and x**5/120 is negligible
+        if small.any():
+            mantissa, exponent = np.frexp(p[small])  # p = mantissa · 2**exponent: no underflow below
+            omega_hi, omega_lo = self.omega_double_double()
+            x, x_lo = arithmetic.two_prod(mantissa, omega_hi[i[small]])
+            x_lo += mantissa * omega_lo[i[small]]
+            angle = np.ldexp(x, exponent)
+            sine = x + (x_lo - x * (angle * angle / 6.0))
+            result[small] = np.copysign(np.ldexp(sine, exponent), p[small])  # sin(±0) = ±0
+        for k in np.flatnonzero(~small):
+            result[k] = self.exact(float(p[k]), int(i[k]))[which]
+        return result
+
+    def omega_double_double(self) -> tuple[np.ndarray, np.ndarray]:
+        """ω_i = 2π c_i as double-doubles (hi, lo), relative error < 2**-100, from the limbs of c_i."""
+        l0, l1, l2, l3, l4 = self.limbs
+        c_hi, c_lo = arithmetic.two_sum(l0 + l1, (l2 + l3) + l4)  # l0 + l1: 52 bits, exact
+        hi, lo = arithmetic.two_prod(c_hi, arithmetic.TWO_PI_HI)
+        lo += c_hi * arithmetic.TWO_PI_LO + c_lo * arithmetic.TWO_PI_HI
+        return arithmetic.two_sum(hi, lo)
+
+    def exact(self, p: float, i: int) -> tuple[float, float]:
+        """sin and cos of p ω_i correctly rounded to the output dtype, in arbitrary precision (slow)."""
+        o = self.options
+        twice_half = _validate.plan(o.d_model, o.odd)[1]
+        return highprec.sincos_exact(p, i, o.base, twice_half, o.shift, o.scale, self.format)
+
+    def column_plan(self) -> tuple[int, int, int, int, int]:
+        """(sin offset, cos offset, stride, sin count, cos count): the sine of frequency i lies in column
+        ``sin offset + stride · i`` when i < sin count, likewise the cosine (see :meth:`columns`)."""
+        return _column_plan(self.options, self.n)[2:]
+
+    def kernel_plan(self) -> tuple[int, int, int, int, int, int, int]:
+        """(n, d_model, *:meth:`column_plan`): the columns as the compiled kernels take them (columns from
+        2n on are zero)."""
+        return _column_plan(self.options, self.n)
+
+    def settle_direct(self, rows: np.ndarray, p: np.ndarray, flagged: np.ndarray) -> None:
+        """Recompute the ``flagged`` rows of an exact-path output on the NumPy path (the compiled kernel
+        found a value there whose band straddles a rounding midpoint)."""
+        if len(flagged):
+            sin, cos = arithmetic.direct(p[flagged, None], self.limbs)
+            block = rows[flagged]
+            self.emit(block, p[flagged], sin, cos, self.direct_band(sin), self.direct_band(cos))
+            rows[flagged] = block
+
+
+@functools.lru_cache(maxsize=CACHED_OPTIONS)
+def _spec_constants(options: Options, dtype: np.dtype) -> tuple[Any, ...]:
+    """What :class:`Spec` derives from its options and dtype, once per (options, dtype)."""
+    omegas, limbs = options.constants()
+    # turns() is accurate to 2**-98 for turn rates below 1/2π, and proportionally less above.
+    absolute_error = 2.0**-92 * max(1.0, options.scale)
+    # float64 values at least this large are within 1 ulp: the absolute error is < 2**-56 of them
+    float64_tiny = 2.0**56 * absolute_error
+    name = np.dtype(dtype).name
+    return omegas, limbs, len(omegas), rounding.rounder(np.dtype(dtype)), name, absolute_error, float64_tiny
+
+
+def output_dtype(dtype: Any, out: np.ndarray | None) -> np.dtype:
+    """The output dtype of a request: ``dtype``, else ``out``'s, else float32."""
+    if dtype is None and isinstance(out, np.ndarray):
+        if out.dtype.name not in _validate.DTYPES:
+            raise TypeError(
+                f"out must be a float64, float32, float16 or bfloat16 array; got dtype {out.dtype.name}; "
+                "allocate it with np.empty(shape, 'float32')"
+            )
+        return out.dtype
+    return np.dtype(np.float32) if dtype is None else _validate.dtype(dtype)
+
+
+def output(shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
+    """A fresh output array, or ``out`` once checked (shape, dtype, C-contiguous and writeable)."""
+    if out is None:
+        _validate.fits_in_memory(shape, dtype)
+        return np.empty(shape, dtype)
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a NumPy array; got {type(out).__name__}")
+    if out.shape != shape or out.dtype != dtype:
+        raise ValueError(
+            f"out must have shape {shape} and dtype {dtype.name}; got shape {out.shape} and dtype "
+            f"{out.dtype.name}; allocate it with np.empty({shape}, {dtype.name!r})"
+        )
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be a writeable C-contiguous array; pass np.ascontiguousarray(out)")
+    return out

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     pt.clear_cache()
     with torch.no_grad():
         forward = measure(lambda: module(x, offset=start), args.repeat)
-        cached = bool(pt._CACHE)
+        cached = bool(pt.functions._CACHE)
         by_hand = measure(
             lambda: x + torch.from_numpy(posenc.table(args.seq, d_model, start=start)), args.repeat
         )

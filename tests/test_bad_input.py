@@ -127,16 +127,16 @@ def test_position_minus_zero_gives_minus_zero_sines_on_every_path():
     import jax.numpy as jnp
 
     import posenc.jax as pj
-    from posenc import _exact_array
+    from posenc import device
 
-    numpy_backend = _exact_array.backend_of(np.zeros(1))
+    numpy_backend = device.backend_of(np.zeros(1))
     positions = [-0.0, 0.0, 0.0]
     for dtype in ("float32", "float64", "float16", "bfloat16"):
-        request = _exact_array.request_for(core_options(6, layout="sin_cos"), dtype)
+        request = device.request_for(core_options(6, layout="sin_cos"), dtype)
         jitted = jax.jit(lambda t, d=dtype: pj.encode(t, 6, layout="sin_cos", dtype=d))
         rows = [
             posenc.encode([-0.0, 0.0, 0], 6, layout="sin_cos", dtype=dtype),
-            _exact_array.encode(numpy_backend, np.array(positions), request),
+            device.encode(numpy_backend, np.array(positions), request),
             pt.encode(torch.tensor(positions), 6, layout="sin_cos", dtype=dtype).double().numpy(),
         ]
         if dtype != "float64":  # JAX without x64

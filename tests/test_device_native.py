@@ -1,4 +1,4 @@
-"""The device algorithm (posenc._exact_array): the core's bits through the very code the devices run, and no
+"""The device algorithm (posenc.device): the core's bits through the very code the devices run, and no
 host round trip — under torch.compile/export, on meta tensors, and inside jax.jit with x64 on and off.
 
 CI has no GPU; these run the algorithm on the CPU through NumPy, torch and jax.numpy (the same Python code
@@ -20,14 +20,14 @@ from module_cases import core_options
 
 import posenc
 import posenc.torch as pt
-from posenc import _exact_array, core
+from posenc import core, device
 
-NUMPY = _exact_array.backend_of(np.zeros(1))
+NUMPY = device.backend_of(np.zeros(1))
 UINT = {"float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16, "float64": np.uint64}
 
 
-def _request(d_model: int, fmt: str, **options) -> _exact_array.Request:
-    return _exact_array.request_for(core_options(d_model, **options), fmt)
+def _request(d_model: int, fmt: str, **options) -> device.Request:
+    return device.request_for(core_options(d_model, **options), fmt)
 
 
 def _bits(values: np.ndarray, fmt: str) -> np.ndarray:
@@ -72,7 +72,7 @@ def test_random_elements_equal_the_core_bit_for_bit(d_model, options, kind, coun
     rng = np.random.default_rng(d_model + count)
     positions = _positions(kind, count, rng)
     for fmt in formats:
-        got = _exact_array.encode(NUMPY, positions, _request(d_model, fmt, **options))
+        got = device.encode(NUMPY, positions, _request(d_model, fmt, **options))
         want = posenc.encode(positions, d_model, dtype=fmt, **options)
         np.testing.assert_array_equal(_bits(got, fmt), _bits(want, fmt))
 
@@ -89,7 +89,7 @@ def test_float64_output_is_within_one_ulp_of_the_core():
     positions = np.concatenate(
         [np.arange(-20, 300), np.random.default_rng(1).uniform(0, 2**30, 200), tiny, np.pi / np.array([1, 2])]
     )
-    got = _exact_array.encode(NUMPY, positions, _request(128, "float64"))
+    got = device.encode(NUMPY, positions, _request(128, "float64"))
     want = posenc.encode(positions, 128, dtype="float64")
     assert np.abs(got.view(np.int64) - want.view(np.int64)).max() <= 1
 
@@ -106,33 +106,33 @@ def test_values_nearest_a_rounding_midpoint_equal_the_core(case):
     position = case["position"]
     position = np.array([float.fromhex(position["hex"]) if isinstance(position, dict) else position])
     options = {k: case[k] for k in ("base", "shift", "scale", "layout")}
-    got = _exact_array.encode(NUMPY, position, _request(case["d_model"], case["dtype"], **options))
+    got = device.encode(NUMPY, position, _request(case["d_model"], case["dtype"], **options))
     assert _bits(got[0], case["dtype"]).tolist() == case["bits"]
 
 
 def test_the_settling_step_runs_on_a_static_size_compaction(monkeypatch):
     """With a huge error bound every first rounding is uncertain: the settling evaluation (more limbs) gives
     the core's bits for up to SETTLE_CAPACITY values; the rest keep the first rounding."""
-    monkeypatch.setattr(_exact_array, "_DELTA_UNITS", 2**40)
+    monkeypatch.setattr(device.rounding, "_DELTA_UNITS", 2**40)
     positions = np.arange(-5, 15)
     want = posenc.encode(positions, 32, dtype="bfloat16")
-    got = _exact_array.encode(NUMPY, positions, _request(32, "bfloat16"))
+    got = device.encode(NUMPY, positions, _request(32, "bfloat16"))
     assert np.array_equal(_bits(got, "bfloat16"), _bits(want, "bfloat16"))  # 640 values > capacity 512...
-    monkeypatch.setattr(_exact_array, "SETTLE_CAPACITY", 8)
-    few = _exact_array.encode(NUMPY, positions, _request(32, "bfloat16"))
+    monkeypatch.setattr(device.settle, "SETTLE_CAPACITY", 8)
+    few = device.encode(NUMPY, positions, _request(32, "bfloat16"))
     assert np.array_equal(_bits(few, "bfloat16").reshape(-1)[:4], _bits(want, "bfloat16").reshape(-1)[:4])
 
 
 def test_offsets_are_added_exactly_and_invalid_positions_give_nan_rows():
     request = _request(16, "float32")
     # a float32 position plus a large offset: the sum is not a float32 (nor always a float64)
-    got = _exact_array.encode(NUMPY, np.array([0.25, -0.5], np.float32), request, np.int64(2**30 + 3))
+    got = device.encode(NUMPY, np.array([0.25, -0.5], np.float32), request, np.int64(2**30 + 3))
     want = posenc.encode(np.array([2**30 + 3.25, 2**30 + 2.5]), 16)
     np.testing.assert_array_equal(got, want)
     bad = np.array([np.nan, np.inf, -np.inf, 2.0**31, -(2.0**31), 5.0], np.float32)
-    rows = _exact_array.encode(NUMPY, bad, request)
+    rows = device.encode(NUMPY, bad, request)
     assert np.isnan(rows[:5]).all() and not np.isnan(rows[5]).any()
-    overflow = _exact_array.encode(NUMPY, np.array([2**31 - 2, 7]), request, np.int64(5))
+    overflow = device.encode(NUMPY, np.array([2**31 - 2, 7]), request, np.int64(5))
     assert np.isnan(overflow[0]).all()
     np.testing.assert_array_equal(overflow[1], posenc.encode(12, 16))
 
@@ -151,7 +151,7 @@ def test_the_algorithm_runs_on_meta_tensors_so_it_reads_no_value():
     """A meta tensor has no values: any host read (item, nonzero, cpu) would fail here."""
     positions = torch.arange(10, device="meta")
     offset = torch.tensor([3], device="meta")
-    out = _exact_array.encode(_exact_array.backend_of(positions), positions, _request(64, "bfloat16"), offset)
+    out = device.encode(device.backend_of(positions), positions, _request(64, "bfloat16"), offset)
     assert out.shape == (10, 64) and out.dtype == torch.bfloat16 and out.device.type == "meta"
     module = pt.SinusoidalPositionalEncoding(64, batch_first=True)
     x = torch.zeros(2, 5, 64, device="meta")

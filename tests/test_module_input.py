@@ -1,4 +1,4 @@
-"""The framework-neutral checks of module inputs (posenc._module_input), shared by posenc.torch and
+"""The framework-neutral checks of module inputs (posenc.adapters), shared by posenc.torch and
 posenc.jax: the same shapes, messages and exact offsets whichever framework calls them."""
 
 from __future__ import annotations
@@ -7,26 +7,26 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc import _exact_array, _module_input
+from posenc import adapters, device
 
-NUMPY = _exact_array.Backend(np, "numpy")
+NUMPY = device.Backend(np, "numpy")
 
 
 def _call(positions, offset, seq=5, batch=(2,)):
-    return _module_input.positions_and_offset(
+    return adapters.positions_and_offset(
         NUMPY, seq, batch, positions, offset, host=True, arange=lambda: np.arange(seq)
     )
 
 
 def test_shapes_of_x_and_orientation():
-    assert _module_input.batch_and_seq((2, 5, 8), 8, True) == ((2,), 5)
-    assert _module_input.batch_and_seq((5, 8), 8, True) == ((), 5)
-    assert _module_input.batch_and_seq((5, 2, 8), 8, False) == ((2,), 5)
+    assert adapters.batch_and_seq((2, 5, 8), 8, True) == ((2,), 5)
+    assert adapters.batch_and_seq((5, 8), 8, True) == ((), 5)
+    assert adapters.batch_and_seq((5, 2, 8), 8, False) == ((2,), 5)
     with pytest.raises(ValueError, match=r"\(seq, batch, d_model\) with d_model=8; got shape \(5, 8\)"):
-        _module_input.batch_and_seq((5, 8), 8, False)
+        adapters.batch_and_seq((5, 8), 8, False)
     pe = np.zeros((2, 5, 8))
-    assert _module_input.orient(NUMPY, pe, False).shape == (5, 2, 8)
-    assert _module_input.orient(NUMPY, pe[0], False).shape == (5, 1, 8)
+    assert adapters.orient(NUMPY, pe, False).shape == (5, 2, 8)
+    assert adapters.orient(NUMPY, pe[0], False).shape == (5, 1, 8)
 
 
 def test_offsets_are_handed_on_never_added_in_the_positions_dtype():
@@ -86,8 +86,8 @@ def test_narrow_float_positions_become_float32_exactly():
 
     for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
         narrow = np.array([1.5, -3.0, 96.0], dtype=getattr(ml_dtypes, name))
-        wide = _module_input.exact_float32(narrow)
+        wide = adapters.exact_float32(narrow)
         assert wide.dtype == np.float32
         np.testing.assert_array_equal(wide, [1.5, -3.0, 96.0])
     for array in (np.arange(3), np.zeros(2, np.float16), np.zeros(2)):
-        assert _module_input.exact_float32(array) is array
+        assert adapters.exact_float32(array) is array

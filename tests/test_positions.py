@@ -21,7 +21,7 @@ from posenc import positions
 try:
     import torch
 
-    from posenc import _torch_positions
+    from posenc.torch import positions as _torch_positions
 except ImportError:  # the NumPy tests still run
     torch = None
     _torch_positions = None

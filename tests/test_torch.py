@@ -85,7 +85,7 @@ def test_large_outputs_outside_autograd_are_the_same_sum(dtype):
     as ``x + pe``, an ordinary tensor that outlives the call; with autograd the usual ``x + pe``."""
     module = pt.SinusoidalPositionalEncoding(256, batch_first=True).eval()
     x = torch.randn(4, 2048, 256).to(dtype)  # 8 or 4 MiB: above the threshold
-    assert x.numel() * x.element_size() >= pt._LARGE_OUTPUT_BYTES
+    assert x.numel() * x.element_size() >= pt.modules._LARGE_OUTPUT_BYTES
     pe = pt.table(2048, 256, dtype=dtype)
     with torch.no_grad():
         y = module(x)
@@ -110,12 +110,12 @@ def test_no_length_cliff_and_max_len_is_a_hint():
 
 
 def test_beyond_the_cache_limit_only_the_sequence_is_computed(monkeypatch):
-    monkeypatch.setattr(pt, "CACHE_LIMIT_BYTES", 1024)  # every table is "too large" for the cache
+    monkeypatch.setattr(pt.functions, "CACHE_LIMIT_BYTES", 1024)  # every table is "too large" for the cache
     pt.clear_cache()
     module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
     out = module(torch.zeros(1, 300, 16), offset=2**30)
     np.testing.assert_array_equal(out[0].numpy(), posenc.table(300, 16, start=2**30))
-    assert not pt._CACHE  # nothing was cached, no table from position 0 was built
+    assert not pt.functions._CACHE  # nothing was cached, no table from position 0 was built
 
 
 def test_seq_first_equals_batch_first():

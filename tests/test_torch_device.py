@@ -25,7 +25,7 @@ def _name(dtype: torch.dtype) -> str:
 
 def _core(values: np.ndarray | list, d_model: int, dtype: torch.dtype, **options) -> torch.Tensor:
     """The NumPy core's encoding as a CPU tensor with the same bits (bfloat16 travels as uint16)."""
-    return pt._to_tensor(posenc.encode(values, d_model, dtype=_name(dtype), **options))
+    return pt.tensors._to_tensor(posenc.encode(values, d_model, dtype=_name(dtype), **options))
 
 
 def _same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
@@ -118,22 +118,24 @@ def test_training_dropout_on_the_device(device):
     ],
 )
 def test_device_algorithm_tables_equal_the_core(device, dtype, length, d_model, start, options):
-    """The table that every non-CPU device builds itself (the device algorithm, posenc._exact_array, as the
+    """The table that every non-CPU device builds itself (the device algorithm, posenc.device, as the
     operator torch.ops.posenc.exact) — run here on ``--device`` directly, so the CPU covers it in CI."""
     o = core_options(d_model, **options)
     positions = torch.arange(start, start + length, device=device)
     got = torch.ops.posenc.exact(positions, None, *o, _name(dtype))
     assert got.device.type == torch.device(device).type
-    _same_bits(got, pt._to_tensor(posenc.table(length, d_model, start=start, dtype=_name(dtype), **options)))
+    _same_bits(
+        got, pt.tensors._to_tensor(posenc.table(length, d_model, start=start, dtype=_name(dtype), **options))
+    )
 
 
 def test_device_algorithm_settles_values_near_a_midpoint(device, monkeypatch):
     """A huge error bound makes every first rounding uncertain: the settling evaluation (more limbs, on a
     static-size compaction) must give each value, and the table stay exact."""
-    from posenc import _exact_array
+    import posenc.device
 
-    monkeypatch.setattr(_exact_array, "_DELTA_UNITS", 2**40)
-    monkeypatch.setattr(_exact_array, "SETTLE_CAPACITY", 64 * 30 * 2)
+    monkeypatch.setattr(posenc.device.rounding, "_DELTA_UNITS", 2**40)
+    monkeypatch.setattr(posenc.device.settle, "SETTLE_CAPACITY", 64 * 30 * 2)
     positions = torch.arange(-7, 23, device=device)
     got = pt.encode(positions.float(), 64, layout="sin_cos", dtype=torch.bfloat16)
     _same_bits(got, _core(np.arange(-7, 23), 64, torch.bfloat16, layout="sin_cos"))
@@ -142,11 +144,11 @@ def test_device_algorithm_settles_values_near_a_midpoint(device, monkeypatch):
 def test_non_cpu_tables_and_modules_use_the_device_algorithm(device, monkeypatch):
     """Off the CPU (and under compile), tables, modules and encode run the device algorithm; eager CPU calls
     the core. Either way the core's bits."""
-    from posenc import _exact_array
+    import posenc.device
 
     calls = []
-    encode = _exact_array.encode
-    monkeypatch.setattr(_exact_array, "encode", lambda *a, **k: calls.append(1) or encode(*a, **k))
+    encode = posenc.device.encode
+    monkeypatch.setattr(posenc.device, "encode", lambda *a, **k: calls.append(1) or encode(*a, **k))
     pt.clear_cache()
     _same_bits(pt.table(100, 16, start=9, device=device), _core(np.arange(9, 109), 16, torch.float32))
     module = pt.SinusoidalPositionalEncoding(16, batch_first=True).to(device)

@@ -1,8 +1,8 @@
-"""What the framework modules receive, checked once for every framework: ``x``'s shape, the position ids and
-the offset, and how the encoding is arranged against ``x``.
+"""What the framework adapters share: the inputs of their modules, checked once for every framework (``x``'s
+shape, the position ids and the offset) and how the encoding is arranged against ``x``.
 
 The adapters (:mod:`posenc.torch`, :mod:`posenc.jax`) turn their inputs into arrays of their framework and
-call these functions with the array namespace of :mod:`posenc._exact_array`; the offset is never added here
+call these functions with the array namespace of :mod:`posenc.device`; the offset is never added here
 (in the positions' own dtype it could round or wrap): it is handed on, and the encoders add it exactly.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._exact_array import Backend, is_floating
+from .device.backend import Backend, is_floating
 
 #: ml_dtypes' floating formats narrower than float32 (JAX's bfloat16, float8_*, ...): each of their values is
 #: a float32, so positions in them are converted to float32, exactly.

@@ -1,0 +1,106 @@
+"""One request, from positions to rows, the steps in order: split the positions (:mod:`.positions`), evaluate
+and round (:mod:`.rounding`), settle the uncertain values (:mod:`.settle`), lay the columns out as the core
+does, and NaN rows for invalid positions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .backend import Backend
+from .host import SETTLE_EXTRA, Request
+from .positions import split_positions
+from .rounding import _values
+from .settle import _settle
+
+
+def encode(ops: Backend, positions: Any, request: Request, offset: Any = None) -> Any:
+    """The encodings of ``positions (+ offset)``: shape ``positions.shape + (d_model,)``, dtype ``fmt``.
+
+    Bit-identical to :func:`posenc.encode` for float32/float16/bfloat16 (float64: within 1 ulp);
+    rows of NaN for invalid positions.
+    """
+    xp = ops.xp
+    split = split_positions(ops, positions, offset)
+    shape = tuple(split.valid.shape)
+    flat = [None if a is None else a.reshape(-1) for a in split]
+    negative, whole, fraction, fraction_negative, valid = flat
+    count = request.count
+    host = request.constants
+    shared = request.shared
+    freq = {
+        "reduce": ops.asarray(host.reduce, whole),
+        "rate": ops.asarray(host.rate, whole),
+        "scaled_rate": ops.asarray(host.scaled_rate, whole),
+        "steps": ops.asarray(host.steps, whole),
+        "rate_float": ops.asarray(host.rate_float, whole),
+        "two_pi": ops.asarray(shared["two_pi"], whole),
+        "factorials": ops.asarray(shared["factorials"], whole),
+        "table": {
+            name: ops.asarray(shared[name], whole)
+            for name in ("sin_neg", "sin_digits", "cos_neg", "cos_digits")
+        },
+    }
+    float_dtype = xp.float64 if request.fmt == "float64" else ops.float32
+    first = request.limbs + SETTLE_EXTRA if request.fmt == "float64" else request.limbs
+
+    def column(a: Any) -> Any:
+        return None if a is None else a[:, None]
+
+    sin, cos, certain = _values(
+        ops,
+        column(negative),
+        column(whole),
+        column(fraction),
+        column(fraction_negative),
+        freq,
+        first,
+        request.fmt,
+        float_dtype,
+    )
+    zero = whole == 0 if fraction is None else (whole == 0) & (fraction == 0)
+    certain = certain | column(zero)
+    total = int(whole.shape[0]) * count
+    if request.fmt != "float64" and total:
+        sin, cos = _settle(
+            ops,
+            split_flat=flat,
+            freq=freq,
+            sin=sin,
+            cos=cos,
+            certain=certain,
+            request=request,
+            float_dtype=float_dtype,
+        )
+    out = _layout(ops, sin, cos, request)
+    nan = float("nan")
+    out = ops.where(column(valid), out, nan)
+    out = out.reshape((*shape, request.d_model))
+    return ops.cast(out, _dtype(ops, request.fmt))
+
+
+def _layout(ops: Backend, sin: Any, cos: Any, request: Request) -> Any:
+    """(rows, count) sines and cosines placed into (rows, d_model) columns, as the core places them."""
+    xp = ops.xp
+    sin = sin[:, : request.sin_columns]
+    cos = cos[:, : request.cos_columns]
+    rows = sin.shape[0]
+    if request.layout == "interleaved":
+        pairs = xp.stack([sin[:, : request.cos_columns], cos], -1).reshape(rows, 2 * request.cos_columns)
+        parts = [pairs] + (
+            [sin[:, request.cos_columns :]] if request.sin_columns > request.cos_columns else []
+        )
+    elif request.layout == "sin_cos":
+        parts = [sin, cos]
+    else:
+        parts = [cos, sin]
+    width = request.sin_columns + request.cos_columns
+    parts += [xp.abs(sin[:, :1]) * 0.0] * (request.d_model - width)  # odd="zero": +0 columns
+    return ops.concat(parts, 1) if len(parts) > 1 else parts[0]
+
+
+def _dtype(ops: Backend, fmt: str) -> Any:
+    if ops.name == "numpy":
+        from .. import _validate
+
+        return _validate.dtype(fmt)
+    return getattr(ops.xp, fmt)

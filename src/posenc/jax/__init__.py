@@ -1,0 +1,64 @@
+"""JAX adapter: the core's ``encode``/``table`` for JAX arrays, and a Flax (NNX) module.
+
+The mathematics stays in :mod:`posenc.core` (NumPy, exact); this package owns arrays, jit, the cache and the
+module. Values are computed on the host in high precision and rounded once to the requested dtype, so
+float32 results are bit-identical to the NumPy core and float16/bfloat16 results are correctly rounded —
+with ``jax_enable_x64`` off (JAX's default: no float64 on the device, int32 positions) as well as on.
+Nothing is ever computed in the device's float32 or bfloat16.
+
+Where the work runs:
+
+* **Concrete positions** (NumPy arrays, lists, ordinary ``jax.Array`` values, also ones closed over inside
+  ``jax.jit``): computed on the host at once; under ``jit`` the result is a constant of the program.
+* **Traced positions** (arguments of a jitted function: position ids, a decoding step ``offset``): the
+  device algorithm (:mod:`posenc.device`: int32 arithmetic, no float64 even with x64 off) runs inside
+  the program, on the device, elementwise — so one compiled program serves every position, ``vmap`` and
+  sharding work like any elementwise op, and no callback or host transfer is involved. Invalid traced
+  positions (NaN, inf, |p| >= 2**31, an offset that overflows) give rows of NaN.
+* **The module, positions ``None`` and an ``int`` offset**: rows of a cached table — a slice of a device
+  array when eager; under ``jit`` a constant of ``(seq, d_model)`` (up to :data:`CONSTANT_LIMIT_BYTES`, then
+  the device algorithm), which XLA slices per device when the sequence axis is sharded.
+
+Not differentiable with respect to the positions (the encoding is a constant of the model); gradients with
+respect to ``x`` flow through the module as usual.
+
+One concept per module:
+
+- :mod:`~posenc.jax.functions`: :func:`encode` and :func:`table` for JAX arrays, concrete or traced;
+- :mod:`~posenc.jax.modules`: the Flax (NNX) ``SinusoidalPositionalEncoding``, defined on first use;
+- :mod:`~posenc.jax.tables`: the tables cached for the module, on the host and on the devices.
+
+>>> import jax.numpy as jnp
+>>> encode(jnp.array([0, 1]), 4)
+Array([[0.        , 1.        , 0.        , 1.        ],
+       [0.84147096, 0.5403023 , 0.00999983, 0.99995   ]], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    import jax  # noqa: F401  (JAX: imports are absolute, so never this package)
+    import jax.numpy as jnp  # noqa: F401
+except ImportError as error:  # pragma: no cover - exercised only without jax
+    raise ImportError("posenc.jax needs JAX: pip install 'posenc[jax]'") from error
+
+from .functions import encode, table
+from .modules import _module_class
+from .tables import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
+from .tables import CONSTANT_LIMIT_BYTES as CONSTANT_LIMIT_BYTES
+from .tables import clear_cache
+
+# SinusoidalPositionalEncoding is defined on first use (it imports flax): see __getattr__ below.
+__all__ = ["SinusoidalPositionalEncoding", "clear_cache", "encode", "table"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SinusoidalPositionalEncoding":
+        return _module_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "SinusoidalPositionalEncoding"})

@@ -1,0 +1,162 @@
+"""``encode`` and ``table`` for JAX arrays: concrete positions are computed now, on the host, by the NumPy
+core (exact; under ``jit`` the result is a constant of the program); traced positions by the device
+algorithm (:mod:`posenc.device`) inside the program, elementwise, with no callback and no float64."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _validate, adapters, core, device
+
+_Options = core.Options
+_NUMPY = device.Backend(np, "numpy")
+
+
+def encode(
+    positions: Any,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    shift: float = 0,
+    scale: float = 1.0,
+    layout: str = "interleaved",
+    odd: str = "zero",
+    dtype: Any = jnp.float32,
+) -> jax.Array:
+    """``posenc.encode`` for JAX: shape ``positions.shape + (d_model,)``, jit- and vmap-compatible.
+
+    PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i), ω_i = base ** (-i / (d_model // 2 - shift)), laid
+    out as ``layout`` says. Positions are integers or reals of any shape, |p| < 2**31: a ``jax.Array``
+    (traced ones included), a NumPy array or a list. ``dtype`` is float32 (default), float16, bfloat16, or
+    float64 when ``jax_enable_x64`` is on. float32 is bit-identical to :func:`posenc.encode`; float16 and
+    bfloat16 are the exact values rounded once.
+
+    With x64 off, traced float positions are float32: a real position is rounded to float32 before posenc
+    sees it (pass a NumPy float64 array, or enable x64, for float64 positions). Out-of-range or non-finite
+    traced positions give rows of NaN (a program cannot raise); concrete ones raise ``ValueError``.
+
+    >>> encode(jnp.array([2]), 4, base=100.0, layout="sin_cos")
+    Array([[ 0.9092974 ,  0.19866933, -0.41614684,  0.9800666 ]], dtype=float32)
+    """
+    return _encode_any(positions, _Options.check(d_model, base, shift, scale, layout, odd), _dtype(dtype))
+
+
+def table(
+    length: int,
+    d_model: int,
+    *,
+    start: Any = 0,
+    base: float = 10000.0,
+    shift: float = 0,
+    scale: float = 1.0,
+    layout: str = "interleaved",
+    odd: str = "zero",
+    dtype: Any = jnp.float32,
+) -> jax.Array:
+    """``posenc.table`` for JAX: positions ``start .. start + length - 1``, shape ``(length, d_model)``.
+
+    ``length`` is a Python int (a shape); ``start`` an int, or a traced integer scalar under ``jit`` (one
+    program for every start, e.g. a decoding step). Row k is bit-identical to ``encode(start + k)``.
+
+    >>> table(2, 4, start=1)[:, 0]
+    Array([0.84147096, 0.9092974 ], dtype=float32)
+    """
+    length = _validate.integer("length", length, minimum=0)
+    options = _Options.check(d_model, base, shift, scale, layout, odd)
+    dt = _dtype(dtype)
+    if _traced(start):
+        start = jnp.asarray(start)
+        if start.ndim != 0 or not jnp.issubdtype(start.dtype, jnp.integer):
+            raise TypeError(
+                f"start must be an integer scalar; got a traced {start.dtype} of shape {start.shape}"
+            )
+        return _encode_traced(jnp.arange(length, dtype=start.dtype), options, dt, offset=start)
+    start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
+    values = core.table(length, options.d_model, start=start, dtype=dt, **_core_options(options))
+    return jnp.asarray(values)
+
+
+def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = None) -> jax.Array:
+    """Encodings of concrete positions (computed now, on the host) or traced ones (the device algorithm)."""
+    if _traced(positions) or _traced(offset):
+        return _encode_traced(jnp.asarray(positions), options, dt, offset=offset)
+    positions = _host_positions(positions)
+    if offset is not None and positions.dtype.kind == "f":  # the sum may be no float64: add it exactly
+        _validate.positions(positions)
+        values = device.encode(_NUMPY, positions, _request(options, dt.name), np.asarray(offset))
+        if np.isnan(values).any():
+            raise ValueError(
+                f"positions + offset must satisfy |p| < 2**31 = {_validate.MAX_POSITION}; lower the offset"
+            )
+        return jnp.asarray(values)
+    if offset is not None:
+        positions = positions.astype(np.int64) + offset
+    values = core.encode(positions, options.d_model, dtype=dt, **_core_options(options))
+    return jnp.asarray(values)
+
+
+def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, offset: Any = None) -> jax.Array:
+    """Encodings of traced positions (+ an integer offset, added exactly): the device algorithm
+    (:mod:`posenc.device`) inside the program — no callback, no float64 with x64 off; invalid
+    positions (NaN, inf, |p| >= 2**31) give rows of NaN."""
+    if positions.dtype == jnp.bool_:
+        raise TypeError(
+            "positions must be integers or real numbers, not booleans; "
+            "to turn a mask into positions use posenc.positions.from_attention_mask"
+        )
+    if not (jnp.issubdtype(positions.dtype, jnp.integer) or jnp.issubdtype(positions.dtype, jnp.floating)):
+        raise TypeError(f"positions must be integers or real numbers; got dtype {positions.dtype}")
+    request = _request(options, dt.name)
+    if offset is not None:
+        offset = jnp.asarray(offset)
+    return device.encode(device.backend_of(positions), positions, request, offset)
+
+
+@functools.lru_cache(maxsize=64)
+def _request(options: _Options, fmt: str) -> Any:
+    return device.request_for(options, fmt)
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+def _traced(value: Any) -> bool:
+    return isinstance(value, jax.core.Tracer)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def _core_options(options: _Options) -> dict[str, Any]:
+    """The keyword options of posenc.encode/table (all but d_model)."""
+    return {name: value for name, value in options._asdict().items() if name != "d_model"}
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    """The output dtype as a NumPy dtype (bfloat16 is ml_dtypes', which is JAX's)."""
+    try:
+        name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    except TypeError:
+        name = dtype
+    dt = _validate.dtype(name if name in _validate.DTYPES else dtype)
+    if dt == np.float64 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            "dtype=float64 needs 64-bit JAX, which is off (JAX's default); call "
+            "jax.config.update('jax_enable_x64', True) at start-up, or use float32 (bit-identical to "
+            "posenc.encode) or posenc.encode (NumPy) for float64"
+        )
+    return dt
+
+
+def _host_positions(positions: Any) -> np.ndarray:
+    """Concrete positions as a NumPy array (no JAX dtype conversion: int64 and float64 stay exact;
+    bfloat16 and float8 become float32, exactly)."""
+    if isinstance(positions, jax.Array | np.ndarray):
+        return adapters.exact_float32(np.asarray(positions))
+    return _validate.positions(positions)

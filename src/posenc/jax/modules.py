@@ -1,0 +1,171 @@
+"""The Flax (NNX) module ``SinusoidalPositionalEncoding``, defined when first used (Flax is imported then,
+so that :func:`posenc.jax.encode` needs JAX alone), and the checks of its offset."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _validate, adapters
+from ..device import Backend
+from .functions import _NUMPY, _encode_any, _host_positions, _is_int, _Options, _traced
+from .tables import _contiguous
+
+_JNP = Backend(jnp, "jax")
+
+
+@functools.cache
+def _module_class() -> type:
+    try:
+        from flax import nnx
+    except ImportError as error:
+        raise ImportError(
+            "posenc.jax.SinusoidalPositionalEncoding is a Flax (NNX) module and needs Flax: "
+            "pip install 'posenc[flax]'"
+        ) from error
+
+    class SinusoidalPositionalEncoding(nnx.Module):
+        """``dropout(x + PE)``, exact: the Flax (NNX) twin of ``posenc.torch.SinusoidalPositionalEncoding``.
+
+        Args:
+            d_model: the width of ``x``'s last axis.
+            base, shift, layout: as in :func:`posenc.encode` (the defaults are Vaswani et al. 2017's).
+            dropout: dropout probability applied to the sum (``nnx.Dropout``; needs ``rngs`` in training).
+            batch_first: ``x`` is ``(batch, seq, d_model)`` (or any ``(..., seq, d_model)``); with False,
+                ``(seq, batch, d_model)``.
+            max_len: a cache hint only — longer sequences work.
+            rngs: ``nnx.Rngs`` for dropout (its ``dropout`` stream, else ``default``).
+
+        ``__call__(x, positions=None, *, offset=0, deterministic=None, rngs=None)``:
+            positions: ``(seq,)`` or ``(batch, seq)``, integer or real, concrete or traced (left padding,
+                packed sequences, a context-parallel shard's global positions); default
+                ``offset + arange(seq)``.
+            offset: an int, or an integer array of shape ``()`` or ``(batch,)``, added to the positions
+                (KV-cache decoding: step t equals row t of the full pass). Under ``jit`` pass an array, so
+                one compiled step serves every t; an int is a static argument (one program per value).
+            deterministic: True disables dropout; None takes the module's setting (``nnx.view(module,
+                deterministic=True)`` or ``module.eval()`` for inference).
+            rngs: random keys for dropout at this call, overriding the module's.
+
+        PE is the exact value rounded once to ``x.dtype`` (float32, float16, bfloat16, or float64 with x64),
+        then added to ``x`` in ``x.dtype``. The module's state (``nnx.state``) holds no table — only the
+        dropout keys when ``rngs`` is given; tables are cached per options and dtype outside it.
+
+        Inside ``jax.shard_map`` the module sees the local shard only: pass each shard's global
+        ``positions`` (see :mod:`posenc.sharding`), never rely on the default ``arange(seq)`` there.
+        """
+
+        def __init__(
+            self,
+            d_model: int,
+            *,
+            base: float = 10000.0,
+            shift: float = 0,
+            scale: float = 1.0,
+            layout: str = "interleaved",
+            odd: str = "zero",
+            dropout: float = 0.0,
+            batch_first: bool = True,
+            max_len: int | None = None,
+            rngs: nnx.Rngs | None = None,
+        ) -> None:
+            options = _Options.check(d_model, base, shift, scale, layout, odd)
+            self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = options
+            self.max_len, self.batch_first, rate = _validate.module_options(max_len, batch_first, dropout)
+            self.dropout = nnx.Dropout(rate, rngs=rngs)
+
+        def __call__(
+            self,
+            x: jax.Array,
+            positions: Any = None,
+            *,
+            offset: Any = 0,
+            deterministic: bool | None = None,
+            rngs: Any = None,
+        ) -> jax.Array:
+            y = x + self.encoding_for(x, positions, offset=offset)
+            off = self.dropout.deterministic if deterministic is None else deterministic
+            if self.dropout.rate > 0 and not off and rngs is None and self.dropout.rngs is None:
+                raise ValueError(
+                    f"dropout={self.dropout.rate} in training mode needs random keys: construct the module "
+                    "with rngs=nnx.Rngs(0), pass rngs= to the call, or pass deterministic=True (inference)"
+                )
+            return self.dropout(y, deterministic=deterministic, rngs=rngs)
+
+        def encoding_for(self, x: jax.Array, positions: Any = None, *, offset: Any = 0) -> jax.Array:
+            """The PE that ``__call__`` adds to ``x`` (before dropout), shaped to broadcast against it."""
+            batch_shape, seq = self._check_x(x)
+            options = _Options(self.d_model, self.base, self.shift, self.scale, self.layout, self.odd)
+            dt = np.dtype(x.dtype)
+            if positions is None and _is_int(offset):
+                pe = _contiguous(options, dt, seq, _offset_int(offset, seq), self.max_len or 0, _traced(x))
+            else:
+                traced = _traced(positions) or _traced(offset)
+                if positions is not None:
+                    positions = jnp.asarray(positions) if _traced(positions) else _host_positions(positions)
+                if _is_int(offset) and traced:
+                    _traced_int_offset(offset)
+                elif not _is_int(offset) and not _traced(offset):
+                    offset = _host_offset(offset)
+                ids, extra = adapters.positions_and_offset(
+                    _JNP if traced else _NUMPY,
+                    seq,
+                    batch_shape,
+                    positions,
+                    offset,
+                    host=not traced,
+                    arange=lambda: (jnp if traced else np).arange(seq),
+                )
+                pe = _encode_any(ids, options, dt, offset=extra)
+            return adapters.orient(_JNP, jnp.asarray(pe), self.batch_first)
+
+        def _check_x(self, x: Any) -> tuple[tuple[int, ...], int]:
+            if not isinstance(x, jax.Array | np.ndarray):
+                raise TypeError(f"x must be a jax.Array; got {type(x).__name__}")
+            if np.dtype(x.dtype).name not in _validate.DTYPES:
+                raise TypeError(f"x must be float64, float32, float16 or bfloat16; got {x.dtype}")
+            return adapters.batch_and_seq(tuple(x.shape), self.d_model, self.batch_first)
+
+    SinusoidalPositionalEncoding.__module__ = __name__
+    return SinusoidalPositionalEncoding
+
+
+def _host_offset(offset: Any) -> Any:
+    """A concrete offset array (or list) as a NumPy array; anything else is left for
+    :func:`posenc.adapters.int_offset` to check (its errors name the offset)."""
+    if isinstance(offset, jax.Array | np.ndarray):
+        return np.asarray(offset)
+    if isinstance(offset, list | tuple):
+        try:
+            return np.asarray(offset)
+        except ValueError:
+            raise TypeError(
+                f"offset must be an int or an integer array of shape () or (batch,); got {offset!r}"
+            ) from None
+    return offset
+
+
+def _traced_int_offset(offset: Any) -> None:
+    """An int offset added to traced positions: it must fit the device algorithm's integers (int32 with
+    x64 off, JAX's default); checked here, on the host, since a Python int is concrete even under jit."""
+    value = adapters.int_offset(offset)
+    if not jax.config.jax_enable_x64 and value is not None and value >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"offset must be < 2**31 = {_validate.MAX_POSITION} with traced positions (positions + offset "
+            f"must be < 2**31, and JAX's integers are int32 with x64 off); got offset={value}; "
+            "lower the offset"
+        )
+
+
+def _offset_int(offset: Any, seq: int) -> int:
+    offset = _validate.integer("offset", offset, minimum=0)
+    if seq and offset + seq - 1 >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"the last position offset + seq - 1 = {offset + seq - 1} must be < 2**31 = "
+            f"{_validate.MAX_POSITION}; lower offset"
+        )
+    return offset

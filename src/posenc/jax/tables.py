@@ -1,0 +1,89 @@
+"""The tables cached for the Flax module: read-only NumPy tables on the host, their copies on the device,
+and the rows ``offset .. offset + seq - 1`` the module adds (a slice when eager; under ``jit`` a constant of
+the program up to :data:`CONSTANT_LIMIT_BYTES`, the device algorithm beyond)."""
+
+from __future__ import annotations
+
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import core
+from .functions import _core_options, _encode_traced, _Options
+
+#: Cached tables stop growing at this many bytes; longer requests are computed for just their positions.
+CACHE_LIMIT_BYTES = 256 * 2**20
+
+#: Under ``jit``, the module embeds contiguous encodings up to this size as constants; larger ones are
+#: computed by the device algorithm when the program runs (a constant is compiled into the executable).
+CONSTANT_LIMIT_BYTES = 16 * 2**20
+
+
+_HOST_CACHE: dict[tuple, np.ndarray] = {}
+_DEVICE_CACHE: dict[tuple, jax.Array] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def clear_cache() -> None:
+    """Drop every cached table, on the host and on the devices (they are rebuilt on demand)."""
+    with _CACHE_LOCK:
+        _HOST_CACHE.clear()
+        _DEVICE_CACHE.clear()
+
+
+def _contiguous(
+    options: _Options, dt: np.dtype, seq: int, offset: int, min_rows: int, traced: bool
+) -> jax.Array:
+    """Rows ``offset .. offset + seq - 1``: a device slice (eager), a constant or the device algorithm
+    (under jit)."""
+    d_model = options.d_model
+    rows = max(offset + seq, min_rows)
+    if not traced:
+        cached = _device_table(options, dt, rows)
+        if cached is not None:
+            return jax.lax.dynamic_slice_in_dim(cached, offset, seq)
+    elif seq * d_model * dt.itemsize > CONSTANT_LIMIT_BYTES:
+        return _encode_traced(jax.lax.iota(jnp.int32, seq), options, dt, offset=jnp.int32(offset))
+    else:
+        cached = _host_table(options, dt, rows)
+        if cached is not None:
+            return jnp.asarray(cached[offset : offset + seq])
+    values = core.table(seq, d_model, start=offset, dtype=dt, **_core_options(options))
+    return jnp.asarray(values)
+
+
+def _host_table(options: _Options, dt: np.dtype, rows: int) -> np.ndarray | None:
+    """A cached read-only NumPy table of at least ``rows`` rows; None when it would be too large."""
+    d_model = options.d_model
+    key = (*options, dt.name)
+    cached = _HOST_CACHE.get(key)
+    if cached is not None and cached.shape[0] >= rows:
+        return cached
+    if rows * d_model * dt.itemsize > CACHE_LIMIT_BYTES:
+        return None
+    size = 1 << max(10, (rows - 1).bit_length())  # grow geometrically: few rebuilds
+    size = min(size, max(rows, CACHE_LIMIT_BYTES // (d_model * dt.itemsize)))
+    with _CACHE_LOCK:
+        cached = _HOST_CACHE.get(key)
+        if cached is None or cached.shape[0] < rows:
+            cached = core.table(size, d_model, dtype=dt, **_core_options(options))
+            cached.flags.writeable = False
+            _HOST_CACHE[key] = cached
+            _DEVICE_CACHE.pop(key, None)
+    return cached
+
+
+def _device_table(options: _Options, dt: np.dtype, rows: int) -> jax.Array | None:
+    """The cached table as a (default-device, uncommitted) ``jax.Array``; None when too large."""
+    host = _host_table(options, dt, rows)
+    if host is None:
+        return None
+    key = (*options, dt.name)
+    cached = _DEVICE_CACHE.get(key)
+    if cached is None or cached.shape[0] != host.shape[0]:
+        cached = jnp.asarray(host)
+        with _CACHE_LOCK:
+            _DEVICE_CACHE[key] = cached
+    return cached

@@ -1,0 +1,175 @@
+"""``encode`` and ``table`` for tensors, and where each is computed.
+
+Eager calls on CPU tensors take the NumPy core (invalid positions raise ``ValueError`` there), integer ids
+as rows of a table cached per options, dtype and device, outside any module state. Everything else (any
+other device, ``meta`` included, and every call inside ``torch.compile``/``torch.export``) runs the operator
+``torch.ops.posenc.exact`` (:mod:`posenc.torch.operator`) where the tensors are.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+
+from .. import _validate, core
+from . import operator as _operator  # noqa: F401  (registers torch.ops.posenc.exact, once)
+from .tensors import (
+    _check_positions_on_host,
+    _check_sum_on_host,
+    _dtype_name,
+    _numpy_dtype,
+    _position_tensor,
+    _to_tensor,
+    _tracing,
+)
+
+#: Cached tables stop growing at this many bytes; longer requests are computed for just their positions.
+CACHE_LIMIT_BYTES = 256 * 2**20
+
+
+def encode(
+    positions: torch.Tensor | Any,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    shift: float = 0,
+    scale: float = 1.0,
+    layout: str = "interleaved",
+    odd: str = "zero",
+    dtype: torch.dtype | str = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """``posenc.encode`` for tensors: shape ``positions.shape + (d_model,)``, on ``positions``' device.
+
+    PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i), ω_i = base ** (-i / (d_model // 2 - shift)).
+    Positions are an integer or floating tensor (or anything ``torch.as_tensor`` takes); ``device``
+    overrides where the result goes. float32 is bit-identical to the NumPy core; float16/bfloat16 are
+    correctly rounded from the exact value (no double rounding).
+
+    >>> encode(torch.tensor([0, 1]), 4)
+    tensor([[0.0000, 1.0000, 0.0000, 1.0000],
+            [0.8415, 0.5403, 0.0100, 0.9999]])
+    """
+    options = core.Options.check(d_model, base, shift, scale, layout, odd)
+    result = _encode_tensor(_position_tensor(positions), (*options, _dtype_name(dtype)))
+    return result if device is None else result.to(device)
+
+
+def table(
+    length: int,
+    d_model: int,
+    *,
+    start: int = 0,
+    base: float = 10000.0,
+    shift: float = 0,
+    scale: float = 1.0,
+    layout: str = "interleaved",
+    odd: str = "zero",
+    dtype: torch.dtype | str = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """``posenc.table`` for tensors: positions ``start .. start + length - 1``, shape ``(length, d_model)``.
+
+    >>> table(2, 4, start=1, dtype=torch.float64)[:, 0]
+    tensor([0.8415, 0.9093], dtype=torch.float64)
+    """
+    options = core.Options.check(d_model, base, shift, scale, layout, odd)
+    length = _validate.integer("length", length, minimum=0)
+    start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
+    if length and start + length - 1 >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"the last position start + length - 1 = {start + length - 1} must be < 2**31 = "
+            f"{_validate.MAX_POSITION}; lower start or length"
+        )
+    return _table_on(length, start, (*options, _dtype_name(dtype)), torch.device(device or "cpu"))
+
+
+def clear_cache() -> None:
+    """Drop every cached table (they are rebuilt on demand)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+# --- where it is computed ------------------------------------------------------------------------
+
+_CACHE: dict[tuple, torch.Tensor] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _encode_tensor(
+    positions: torch.Tensor, options: tuple, offset: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Exact encodings of ``positions`` (+ ``offset``, broadcast against them, added exactly).
+
+    Eager calls on CPU tensors take the NumPy core (invalid positions raise ValueError there); everything
+    else — any other device, ``meta`` included, and every call inside ``torch.compile``/``torch.export`` —
+    runs the device algorithm (:mod:`posenc.device`) where the tensors are, as the operator
+    ``torch.ops.posenc.exact``: no host transfer, no sync, invalid positions give rows of NaN.
+    """
+    eager_cpu = positions.device.type == "cpu" and not _tracing()
+    if eager_cpu:  # before reading the positions: an expanded (zero-stride) tensor costs nothing until then
+        _validate.fits_in_memory((*positions.shape, options[0]), _numpy_dtype(options[-1]))
+    if eager_cpu and offset is not None:
+        _check_positions_on_host(positions)
+        _check_sum_on_host(positions, offset)
+    if eager_cpu and (offset is None or not positions.is_floating_point()):
+        if offset is not None:
+            positions = positions.to(torch.int64) + offset.to(torch.int64)
+        return _encode_on_cpu(positions, options)
+    # real positions plus an offset: the sum needs the device algorithm's exact addition
+    return torch.ops.posenc.exact(positions, offset, *options)
+
+
+def _encode_on_cpu(positions: torch.Tensor, options: tuple) -> torch.Tensor:
+    """The core's encodings of CPU positions: rows of a cached table for small integer ids."""
+    _check_positions_on_host(positions)
+    if not positions.is_floating_point() and positions.numel():
+        positions = positions.to(torch.int64)  # uint8 and bool-like dtypes must not index as masks
+        low, high = int(positions.min()), int(positions.max())
+        if low >= 0:
+            cached = _cached_table(options, high + 1, positions.device)
+            if cached is not None:
+                return cached[positions]
+        if high - low < 2 * positions.numel():
+            # Beyond the cache (or negative): the rows low..high by angle addition, not the whole table.
+            rows = _table_on(high - low + 1, low, options, positions.device)
+            return rows[positions - low]
+    host = positions.detach().to(torch.float64 if positions.is_floating_point() else torch.int64)
+    return _to_tensor(core.encode(host.numpy(), **_core_arguments(options)))
+
+
+def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tensor | None:
+    """A cached table with at least ``rows`` rows for these options on ``device``; None if too large."""
+    d_model, dtype_name = options[0], options[-1]
+    key = (*options, str(device))
+    cached = _CACHE.get(key)
+    if cached is not None and cached.shape[0] >= rows:
+        return cached
+    size = 1 << max(10, (rows - 1).bit_length())  # grow geometrically: few rebuilds
+    itemsize = torch.empty((), dtype=getattr(torch, dtype_name)).element_size()
+    if rows * d_model * itemsize > CACHE_LIMIT_BYTES:
+        return None
+    size = min(size, max(rows, CACHE_LIMIT_BYTES // (d_model * itemsize)))
+    with _CACHE_LOCK:
+        cached = _CACHE.get(key)
+        if cached is None or cached.shape[0] < rows:
+            cached = _table_on(size, 0, options, device)
+            _CACHE[key] = cached
+    return cached
+
+
+def _table_on(length: int, start: int, options: tuple, device: torch.device) -> torch.Tensor:
+    """``core.table`` on ``device``: computed by the core on the CPU; on any other device by the device
+    algorithm there (positions ``start ..`` as int64, no host round trip)."""
+    if device.type == "cpu" or length == 0:
+        return _to_tensor(core.table(length, start=start, **_core_arguments(options))).to(device)
+    positions = torch.arange(start, start + length, device=device, dtype=torch.int64)
+    return torch.ops.posenc.exact(positions, None, *options)
+
+
+def _core_arguments(options: tuple) -> dict[str, Any]:
+    """The keyword arguments of ``core.encode``/``core.table`` for (d_model, base, ..., odd, dtype name)."""
+    *core_options, dtype_name = options
+    return {**core.Options(*core_options)._asdict(), "dtype": _numpy_dtype(dtype_name)}

@@ -1,0 +1,49 @@
+"""The operator ``torch.ops.posenc.exact``: the device algorithm (:mod:`posenc.device`) as a PyTorch custom
+operator, registered once, when this module is first imported (by :mod:`posenc.torch.functions`).
+
+Its kernel runs on the tensors' own device (CUDA, MPS, ``meta``, the CPU): no host transfer and no sync, so
+``torch.compile`` and ``torch.export`` trace through it without breaking the graph; its fake kernel gives
+the output's shape and dtype. Invalid positions give rows of NaN (a device cannot raise without a sync).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from .. import core, device
+
+
+@torch.library.custom_op("posenc::exact", mutates_args=())
+def _exact_op(
+    positions: torch.Tensor,
+    offset: torch.Tensor | None,
+    d_model: int,
+    base: float,
+    shift: float,
+    scale: float,
+    layout: str,
+    odd: str,
+    dtype_name: str,
+) -> torch.Tensor:
+    """The device algorithm on ``positions``' device: (positions + offset).shape + (d_model,)."""
+    request = _request((d_model, base, shift, scale, layout, odd, dtype_name))
+    ops = device.backend_of(positions)
+    if offset is not None:
+        offset = offset.to(positions.device)
+    return device.encode(ops, positions, request, offset)
+
+
+@_exact_op.register_fake
+def _exact_fake(positions, offset, d_model, base, shift, scale, layout, odd, dtype_name):
+    shape = positions.shape if offset is None else torch.broadcast_shapes(positions.shape, offset.shape)
+    return positions.new_empty((*shape, d_model), dtype=getattr(torch, dtype_name))
+
+
+@functools.lru_cache(maxsize=64)
+def _request(options: tuple) -> Any:
+    """The device algorithm's host constants for (d_model, base, shift, scale, layout, odd, dtype name)."""
+    *core_options, dtype_name = options
+    return device.request_for(core.Options(*core_options), dtype_name)

@@ -1,0 +1,170 @@
+"""Tensors in and out of the PyTorch adapter: dtype names, NumPy to torch without changing a bit, positions
+and offsets converted to dtypes the encoders take (every value exactly), and the checks of their values
+that run on the host (eager CPU calls; on a device invalid positions give rows of NaN instead)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import _validate, adapters
+
+_DTYPE_NAMES = {
+    torch.float64: "float64",
+    torch.float32: "float32",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+}
+
+
+def _dtype_name(dtype: Any) -> str:
+    if isinstance(dtype, str) and dtype in _DTYPE_NAMES.values():  # "bfloat16" as well as torch.bfloat16
+        return dtype
+    if dtype not in _DTYPE_NAMES:
+        raise ValueError(
+            "dtype must be one of torch.float64, torch.float32, torch.float16, torch.bfloat16 "
+            f"(or their names, e.g. 'bfloat16'); got {dtype!r}"
+        )
+    return _DTYPE_NAMES[dtype]
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    return _validate.dtype(name)
+
+
+def _to_tensor(values: np.ndarray) -> torch.Tensor:
+    """NumPy -> torch without changing a bit (bfloat16 travels as its 16-bit pattern)."""
+    if values.dtype.name == "bfloat16":
+        return torch.from_numpy(values.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(values)
+
+
+def _position_tensor(positions: Any) -> torch.Tensor:
+    """Positions as a tensor, their dtype checked and made one the encoders take, exactly (values are
+    checked where they live: see :func:`_check_positions_on_host`; on a device invalid positions give NaN
+    rows).
+
+    Not a tensor (a number, a list, a NumPy array): Python floats are float64 and Python ints int64, as
+    NumPy takes them (``torch.as_tensor`` would round floats to float32). Unsigned 16/32/64-bit tensors
+    become int32/int64, float8 ones float32: every value converts exactly.
+    """
+    if positions is None or isinstance(positions, str | bytes):
+        raise TypeError(f"positions must be a tensor of integers or real numbers; got {positions!r}")
+    if isinstance(positions, torch.Tensor):
+        tensor = positions
+    elif _tracing():  # a Python number (or a list) seen by torch.compile: no NumPy there
+        tensor = torch.as_tensor(positions)
+        if tensor.is_floating_point():
+            tensor = torch.as_tensor(positions, dtype=torch.float64)
+    else:
+        array = adapters.exact_float32(_validate.position_array(positions))  # names ragged lists
+        if array.dtype.kind not in "biuf" or array.dtype.itemsize > 8:
+            array = _validate.positions(array)  # float64, or a TypeError/ValueError naming positions
+        tensor = torch.as_tensor(array)
+    if tensor.dtype == torch.bool:
+        raise TypeError(
+            "positions must be integers or real numbers, not booleans; "
+            "to turn a mask into positions use posenc.torch.from_attention_mask"
+        )
+    if tensor.is_complex():
+        raise TypeError(f"positions must be integers or real numbers; got dtype {tensor.dtype}")
+    return _exact_dtype("positions", tensor)
+
+
+#: Unsigned integers wider than uint8 (few kernels take them) -> the signed dtype that holds every value
+#: (uint64: checked on the host, or beyond 2**63 marked invalid on a device).
+_WIDENED = {
+    dtype: wide
+    for name, wide in (("uint16", torch.int32), ("uint32", torch.int64), ("uint64", torch.int64))
+    if isinstance(dtype := getattr(torch, name, None), torch.dtype)
+}
+
+#: float8 formats (few kernels take them): float32 holds every value exactly.
+_FLOAT8 = frozenset(
+    dtype
+    for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
+    if isinstance(dtype := getattr(torch, name, None), torch.dtype)
+)
+
+#: Beyond every valid position and every useful offset (|p| < 2**31): marks a uint64 value >= 2**63.
+_INVALID = 4 * _validate.MAX_POSITION
+
+
+def _exact_dtype(name: str, tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` (positions or an offset) in a dtype the encoders take, holding the same values: wide
+    unsigned integers as int32/int64, float8 as float32; TypeError naming ``name`` for other dtypes that
+    are neither (float4 and the like)."""
+    dtype = tensor.dtype
+    if dtype in _FLOAT8:
+        return tensor.to(torch.float32)
+    if dtype in _WIDENED:
+        wide = tensor.to(_WIDENED[dtype])
+        if dtype != torch.uint64:
+            return wide
+        # uint64 >= 2**63 wraps to a negative int64: refuse it on the host, mark it invalid elsewhere
+        if wide.device.type == "cpu" and not _tracing():
+            wrapped = wide < 0
+            if bool(wrapped.any()):
+                where = tuple(wrapped.nonzero()[0].tolist())
+                raise ValueError(
+                    f"{name} must keep positions within |p| < 2**31 = {_validate.MAX_POSITION}, the range "
+                    f"over which posenc is proven exact; got {int(wide[where]) + 2**64} (uint64) at index "
+                    f"{where}; pass smaller {name}"
+                )
+            return wide
+        return torch.where(wide < 0, _INVALID, wide)
+    if dtype.is_floating_point and dtype not in _DTYPE_NAMES:
+        raise TypeError(
+            f"{name} must be integers or real numbers of a dtype posenc converts exactly; got dtype {dtype}; "
+            f"convert {name} to float32 or int64 first"
+        )
+    return tensor
+
+
+def _check_positions_on_host(tensor: torch.Tensor) -> None:
+    """ValueError for NaN/inf or |p| >= 2**31 among CPU positions (eager calls only)."""
+    if not tensor.numel():
+        return
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        raise ValueError("positions must be finite; replace NaN/inf before encoding")
+    largest = (
+        tensor.abs().max().item()
+        if tensor.dtype != torch.int64
+        else max(abs(int(tensor.min())), abs(int(tensor.max())))
+    )
+    if largest >= _validate.MAX_POSITION:
+        raise ValueError(
+            f"positions must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over which "
+            f"posenc is proven exact; got {largest}"
+        )
+
+
+def _check_sum_on_host(positions: torch.Tensor, offset: torch.Tensor) -> None:
+    """ValueError where ``positions + offset`` leaves |p| < 2**31 (eager CPU calls; the positions are
+    checked already, the offset is an integer tensor >= 0), decided exactly in int64: for an integer
+    offset o, p + o >= 2**31 exactly when floor(p) + o >= 2**31, and p + o <= -2**31 when ceil(p) + o does."""
+    if not positions.numel() or not offset.numel():
+        return
+    limit = _validate.MAX_POSITION
+    added = offset.to(torch.int64).clamp(-_INVALID, _INVALID)  # no int64 overflow; beyond, all are out
+    if positions.is_floating_point():
+        wide = positions.to(torch.float64)
+        high = torch.floor(wide).to(torch.int64) + added
+        low = torch.ceil(wide).to(torch.int64) + added
+    else:
+        high = low = positions.to(torch.int64) + added
+    outside = (high >= limit) | (low <= -limit)
+    if bool(outside.any()):
+        where = tuple(outside.nonzero()[0].tolist())
+        p = positions.expand(outside.shape)[where].item()
+        o = offset.expand(outside.shape)[where].item()
+        raise ValueError(
+            f"positions + offset must satisfy |p| < 2**31 = {limit}, the range over which posenc is proven "
+            f"exact; got position {p!r} + offset {o} at index {where}; lower the offset"
+        )
+
+
+def _tracing() -> bool:
+    return torch.compiler.is_compiling() or torch.onnx.is_in_onnx_export() or torch.jit.is_tracing()

@@ -59,6 +59,20 @@ def median(fn, repeat: int) -> float:
     return measure(fn, repeat)["median_s"]
 
 
+def interleaved(contenders: list, repeat: int) -> list[float]:
+    """The median time of each contender over ``repeat`` rounds, each round calling every contender once
+    (after one warm-up round): drift in the machine's state (page faults into fresh memory vary from run to
+    run on a shared machine) hits all of them alike."""
+    times: list[list[float]] = [[] for _ in contenders]
+    for round_ in range(repeat + 1):
+        for fn, seconds in zip(contenders, times, strict=True):
+            began = time.perf_counter()
+            fn()
+            if round_:
+                seconds.append(time.perf_counter() - began)
+    return [sorted(seconds)[len(seconds) // 2] for seconds in times]
+
+
 def with_threads(threads: int | None, fn):
     saved = os.environ.get("POSENC_NUM_THREADS")
     if threads is None:
@@ -104,10 +118,15 @@ def run(args: argparse.Namespace) -> dict:
     )
     rows, times = [], {}
     for length, d in (big, long_):
-        ours = median(lambda length=length, d=d: posenc.table(length, d), args.repeat)
-        plain = median(lambda length=length, d=d: numpy_only(lambda: posenc.table(length, d)), args.repeat)
-        tut = median(lambda length=length, d=d: tutorial_table(length, d), args.repeat)
-        tut_np = median(lambda length=length, d=d: tutorial_numpy(length, d), args.repeat)
+        ours, plain, tut, tut_np = interleaved(
+            [
+                lambda length=length, d=d: posenc.table(length, d),
+                lambda length=length, d=d: numpy_only(lambda: posenc.table(length, d)),
+                lambda length=length, d=d: tutorial_table(length, d),
+                lambda length=length, d=d: tutorial_numpy(length, d),
+            ],
+            args.repeat,
+        )
         times[f"{length}x{d}"] = {
             "posenc": ours,
             "numpy_only": plain,
@@ -187,9 +206,9 @@ def run(args: argparse.Namespace) -> dict:
         )
     with tempfile.TemporaryDirectory() as scratch:
         target = str(Path(scratch) / "pe.npy")
-        python = wall([sys.executable, "-c", "pass"])
-        numpy_import = wall([sys.executable, "-c", "import numpy"]) - python
-        importing = wall([sys.executable, "-c", "import posenc"]) - python
+        python = wall([sys.executable, "-c", "pass"], 15)
+        numpy_import = wall([sys.executable, "-c", "import numpy"], 15) - python
+        importing = wall([sys.executable, "-c", "import posenc"], 15) - python
         cli = wall(
             [
                 sys.executable,
@@ -211,7 +230,7 @@ def run(args: argparse.Namespace) -> dict:
             importing * 1e3,
             "ms",
             "<= 100",
-            f"of which import numpy {numpy_import * 1e3:.0f} ms",
+            f"import numpy alone: {numpy_import * 1e3:.0f} ms",
         )
     )
     rows.append(

@@ -172,8 +172,10 @@ def angle_addition_compiled(
         r, rest = np.divmod(np.concatenate(listed), 2 * n)
         frequency, which = np.divmod(rest, 2)
         sin_offset, cos_offset, stride = spec.column_plan()[:3]
+        origin = r == -start  # position 0: sin 0 = 0 and cos 0 = 1 exactly (its zero sines are always listed)
         for w, offset in ((0, sin_offset), (1, cos_offset)):
-            pick = which == w
+            result[r[origin & (which == w)], offset + stride * frequency[origin & (which == w)]] = w
+            pick = (which == w) & ~origin
             if pick.any():
                 p = (start + r[pick]).astype(np.float64)
                 result[r[pick], offset + stride * frequency[pick]] = spec.certain(p, frequency[pick], w)

@@ -2,8 +2,9 @@
 
 It needs only a C compiler and the Python headers (no NumPy headers: buffers come by the buffer protocol).
 ``optional=True``: where no compiler is found, posenc installs anyway and runs on its NumPy path
-(``posenc.core.compiled_path()`` says which path is in use). No fused multiply-add and no fast-math: the
-kernels must perform the NumPy path's IEEE operations, in its order.
+(``posenc.core.compiled_path()`` says which path is in use). No contraction into fused multiply-adds and no
+fast-math: the exact-path kernels must perform the NumPy path's IEEE operations, in its order. (Angle
+addition calls fma() explicitly, in a build for CPUs that have it: its certified bands allow it.)
 """
 
 from setuptools import Extension, setup

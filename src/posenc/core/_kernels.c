@@ -286,7 +286,8 @@ static ALWAYS_INLINE Py_ssize_t record_unsure(const double *sa, const double *ca
         const double *restrict cos_b, const double *restrict sin_band, const double *restrict cos_band,     \
         Py_ssize_t block, const Columns *k, Py_ssize_t lo, Py_ssize_t hi, float *restrict out,              \
         int64_t *restrict unsure, int64_t *restrict where, Py_ssize_t capacity
-#define COMBINE_ARGUMENTS sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, k, lo, hi, out, unsure, where, capacity
+#define COMBINE_ARGUMENTS \
+    sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, k, lo, hi, out, unsure, where, capacity
 
 static ALWAYS_INLINE Py_ssize_t combine_rows(COMBINE_PARAMETERS, const int fused) {
     const Py_ssize_t n = k->n;
@@ -332,7 +333,8 @@ static ALWAYS_INLINE Py_ssize_t combine_rows(COMBINE_PARAMETERS, const int fused
         }
         /* a value rounding to zero is unsure here (its band straddles zero), so signs are settled by core */
         unsure[r] = count;
-        if (count) total += record_unsure(sa, ca, sb, cb, sin_band, cos_band, k, r, where, capacity, total, fused);
+        if (count)
+            total += record_unsure(sa, ca, sb, cb, sin_band, cos_band, k, r, where, capacity, total, fused);
     }
     return total;
 }

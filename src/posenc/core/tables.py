@@ -174,7 +174,8 @@ def angle_addition_compiled(
         sin_offset, cos_offset, stride = spec.column_plan()[:3]
         origin = r == -start  # position 0: sin 0 = 0 and cos 0 = 1 exactly (its zero sines are always listed)
         for w, offset in ((0, sin_offset), (1, cos_offset)):
-            result[r[origin & (which == w)], offset + stride * frequency[origin & (which == w)]] = w
+            exact = origin & (which == w)
+            result[r[exact], offset + stride * frequency[exact]] = w
             pick = (which == w) & ~origin
             if pick.any():
                 p = (start + r[pick]).astype(np.float64)

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _validate, core
+from .defaults import BASE, ODD, SCALE, SHIFT
 
 __all__ = [
     "diffusers_2d",
@@ -38,11 +39,11 @@ def grid(
     widths: Sequence[int] | None = None,
     group: str = "axis",
     positions: Sequence[npt.ArrayLike] | None = None,
-    base: float = 10000.0,
-    shift: float = 0,
-    scale: float = 1.0,
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
     layout: str = "sin_cos",
-    odd: str = "zero",
+    odd: str = ODD,
     dtype: npt.DTypeLike | None = None,
 ) -> np.ndarray:
     """The encoding of every cell of a grid: shape ``(*shape, d_model)``.

@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _validate, core
+from .defaults import BASE, LAYOUT, ODD, SCALE
 
 __all__ = ["Preset", "get", "names", "variants"]
 
@@ -53,11 +54,11 @@ class Preset:
     """
 
     name: str
-    base: float = 10000.0
+    base: float = BASE
     shift: float = 0.0
-    scale: float = 1.0
-    layout: str = "interleaved"
-    odd: str = "zero"
+    scale: float = SCALE
+    layout: str = LAYOUT
+    odd: str = ODD
     padding_idx: int | None = None
     source: str = ""
     doc: str = dataclasses.field(default="", repr=False, compare=False)
@@ -113,7 +114,7 @@ class Preset:
         return options
 
 
-def _paper(base: float = 10000.0) -> Preset:
+def _paper(base: float = BASE) -> Preset:
     """The paper's encoding: interleaved sine and cosine, exponent 2i / d_model.
 
     Formula (n = d_model // 2 pairs; for an odd d_model, one more frequency, i = 0 .. (d_model - 1) // 2)::

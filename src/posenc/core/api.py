@@ -16,13 +16,14 @@ if TYPE_CHECKING:  # numpy.typing costs ~15 ms at import: annotations only
     import numpy.typing as npt
 
 from .. import _validate
+from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
 from . import compiled, parallel, tables
 from .options import Options
 from .spec import Spec, output, output_dtype
 
 
 def frequencies(
-    d_model: int, *, base: float = 10000.0, shift: float = 0, scale: float = 1.0, odd: str = "zero"
+    d_model: int, *, base: float = BASE, shift: float = SHIFT, scale: float = SCALE, odd: str = ODD
 ) -> np.ndarray:
     """The angular frequencies ω_i = scale · base ** (-i / (n - shift)), i = 0 .. n-1, n = d_model // 2.
 
@@ -42,11 +43,11 @@ def encode(
     positions: npt.ArrayLike,
     d_model: int,
     *,
-    base: float = 10000.0,
-    shift: float = 0,
-    scale: float = 1.0,
-    layout: str = "interleaved",
-    odd: str = "zero",
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    layout: str = LAYOUT,
+    odd: str = ODD,
     dtype: npt.DTypeLike | None = None,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -109,11 +110,11 @@ def table(
     d_model: int,
     *,
     start: int = 0,
-    base: float = 10000.0,
-    shift: float = 0,
-    scale: float = 1.0,
-    layout: str = "interleaved",
-    odd: str = "zero",
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    layout: str = LAYOUT,
+    odd: str = ODD,
     dtype: npt.DTypeLike | None = None,
     out: np.ndarray | None = None,
 ) -> np.ndarray:

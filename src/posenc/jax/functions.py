@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate, adapters, core, device
+from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
 
 _Options = core.Options
 _NUMPY = device.Backend(np, "numpy")
@@ -21,11 +22,11 @@ def encode(
     positions: Any,
     d_model: int,
     *,
-    base: float = 10000.0,
-    shift: float = 0,
-    scale: float = 1.0,
-    layout: str = "interleaved",
-    odd: str = "zero",
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    layout: str = LAYOUT,
+    odd: str = ODD,
     dtype: Any = jnp.float32,
 ) -> jax.Array:
     """``posenc.encode`` for JAX: shape ``positions.shape + (d_model,)``, jit- and vmap-compatible.
@@ -51,11 +52,11 @@ def table(
     d_model: int,
     *,
     start: Any = 0,
-    base: float = 10000.0,
-    shift: float = 0,
-    scale: float = 1.0,
-    layout: str = "interleaved",
-    odd: str = "zero",
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    layout: str = LAYOUT,
+    odd: str = ODD,
     dtype: Any = jnp.float32,
 ) -> jax.Array:
     """``posenc.table`` for JAX: positions ``start .. start + length - 1``, shape ``(length, d_model)``.

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate, adapters
+from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
 from ..device import Backend
 from .functions import _NUMPY, _encode_any, _host_positions, _is_int, _Options, _traced
 from .tables import _contiguous
@@ -63,11 +64,11 @@ def _module_class() -> type:
             self,
             d_model: int,
             *,
-            base: float = 10000.0,
-            shift: float = 0,
-            scale: float = 1.0,
-            layout: str = "interleaved",
-            odd: str = "zero",
+            base: float = BASE,
+            shift: float = SHIFT,
+            scale: float = SCALE,
+            layout: str = LAYOUT,
+            odd: str = ODD,
             dropout: float = 0.0,
             batch_first: bool = True,
             max_len: int | None = None,

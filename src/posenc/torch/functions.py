@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .. import _validate, core
+from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
 from . import operator as _operator  # noqa: F401  (registers torch.ops.posenc.exact, once)
 from .tensors import (
     _check_positions_on_host,
@@ -33,11 +34,11 @@ def encode(
     positions: torch.Tensor | Any,
     d_model: int,
     *,
-    base: float = 10000.0,
-    shift: float = 0,
-    scale: float = 1.0,
-    layout: str = "interleaved",
-    odd: str = "zero",
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    layout: str = LAYOUT,
+    odd: str = ODD,
     dtype: torch.dtype | str = torch.float32,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
@@ -62,11 +63,11 @@ def table(
     d_model: int,
     *,
     start: int = 0,
-    base: float = 10000.0,
-    shift: float = 0,
-    scale: float = 1.0,
-    layout: str = "interleaved",
-    odd: str = "zero",
+    base: float = BASE,
+    shift: float = SHIFT,
+    scale: float = SCALE,
+    layout: str = LAYOUT,
+    odd: str = ODD,
     dtype: torch.dtype | str = torch.float32,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from .. import _validate, adapters, core
+from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
 from ..device import Backend
 from .functions import _cached_table, _encode_tensor, _table_on, table
 from .positions import make_positions
@@ -64,11 +65,11 @@ class SinusoidalPositionalEncoding(nn.Module):
         self,
         d_model: int,
         *,
-        base: float = 10000.0,
-        shift: float = 0,
-        scale: float = 1.0,
-        layout: str = "interleaved",
-        odd: str = "zero",
+        base: float = BASE,
+        shift: float = SHIFT,
+        scale: float = SCALE,
+        layout: str = LAYOUT,
+        odd: str = ODD,
         dropout: float = 0.0,
         batch_first: bool = False,
         max_len: int | None = None,

@@ -1,6 +1,6 @@
-"""What tests/test_fuzz.py shares: the "right value or clear error" rule, a per-call time guard, an
-independent oracle of which arguments are valid, and spot checks against the mpmath reference
-(tests/reference.py).
+"""What the fuzz suite (tests/test_fuzz_*.py, with tests/fuzzing.py) shares: the "right value or clear
+error" rule, a per-call time guard, an independent oracle of which arguments are valid, and spot checks
+against the mpmath reference (tests/reference.py).
 
 The rule: every call returns the right value or raises ValueError/TypeError whose message names
 the offending parameter (or shows the value); any other exception (IndexError, OverflowError, MemoryError,

@@ -227,6 +227,18 @@ def _write(path: Path, content: bytes) -> None:
     path.write_bytes(content)
 
 
+def test_identify_names_the_option_where_the_library_names_its_parameter(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """load_table says key=; the command says --key."""
+    _write(tmp_path / "two.pt", _torch_bytes({"a": _tensor(TABLE), "b": _tensor(TABLE)}))
+    with pytest.raises(ValueError, match="name one with key="):
+        load_table(tmp_path / "two.pt")
+    code, _, err = run(capsys, "identify", str(tmp_path / "two.pt"))
+    assert_refused(code, err, "2 candidate tables (a, b); name one with --key")
+    assert "key=" not in err
+
+
 @pytest.mark.parametrize("tolerance", ["nan", "-1", "inf"])
 def test_identify_tolerance_must_be_a_finite_number(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, tolerance: str

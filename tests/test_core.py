@@ -17,7 +17,7 @@ from posenc import _validate
 # --- the tutorials' worked numbers --------------------------------------------------------------------
 
 
-def test_first_document_matrix():
+def test_worked_table_d4_base_10000():
     """d_model = 4, base 10000, positions 0..4, as printed (4 significant decimals)."""
     printed = [
         [0, 1, 0, 1],
@@ -31,8 +31,9 @@ def test_first_document_matrix():
     np.testing.assert_array_equal(posenc.frequencies(4), [1.0, 0.01])  # denominators 1 and 100
 
 
-def test_third_document_base_100_table():
-    """getPositionEncoding(seq_len=4, d=4, n=100), printed with 8 decimals."""
+def test_machine_learning_mastery_base_100_table():
+    """Machine Learning Mastery's "A Gentle Introduction to Positional Encoding in Transformer Models":
+    getPositionEncoding(seq_len=4, d=4, n=100), printed with 8 decimals."""
     printed = [
         [0.0, 1.0, 0.0, 1.0],
         [0.84147098, 0.54030231, 0.09983342, 0.99500417],
@@ -42,12 +43,12 @@ def test_third_document_base_100_table():
     np.testing.assert_allclose(posenc.table(4, 4, base=100, dtype="float64"), printed, atol=5e-9)
 
 
-def test_fourth_document_worked_example():
+def test_worked_table_to_3_decimals():
     printed = [[0.0, 1.0, 0.0, 1.0], [0.841, 0.540, 0.010, 1.000], [0.909, -0.416, 0.020, 1.000]]
     np.testing.assert_allclose(posenc.table(3, 4), printed, atol=5e-4)
 
 
-def test_second_document_dot_products_are_shift_invariant():
+def test_dot_products_at_d_model_512_are_shift_invariant():
     pe = posenc.table(82, 512, dtype="float64")
     d12, d80_81 = pe[1] @ pe[2], pe[80] @ pe[81]
     d1_80, d2_81 = pe[1] @ pe[80], pe[2] @ pe[81]
@@ -292,8 +293,8 @@ def test_a_container_memory_limit_counts(tmp_path, cgroup, files, headroom):
 
 def test_output_beyond_a_container_limit_fails_before_allocating(monkeypatch):
     monkeypatch.setattr(_validate, "_cgroup_headroom", lambda: 2**20)  # 1 MiB left in this container
-    with pytest.raises(ValueError, match=r"needs 0\.1 GiB but only 0\.00098 GiB .* --output FILE"):
-        posenc.table(32768, 1024)  # 128 MiB
+    with pytest.raises(ValueError, match=r"needs 0\.1 GiB but only 0\.00098 GiB .* with start= and out=$"):
+        posenc.table(32768, 1024)  # 128 MiB (the library names its parameters, never the command's options)
     assert posenc.table(8, 64).shape == (8, 64)
 
 

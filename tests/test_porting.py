@@ -321,7 +321,7 @@ def test_load_table_from_npy_pt_and_safetensors(tmp_path):
     with pytest.raises(ValueError, match=r"has no tensor .nope.; it has: encoder\.embed_positions\.weight"):
         load_table(tmp_path / "model.pt", key="nope")
     torch.save({"a": torch.ones(4, 4), "b": torch.ones(5, 5)}, tmp_path / "two.pt")
-    with pytest.raises(ValueError, match=r"2 candidate tables \(a, b\); name one with --key"):
+    with pytest.raises(ValueError, match=r"2 candidate tables \(a, b\); name one with key="):
         load_table(tmp_path / "two.pt")
     with pytest.raises(ValueError, match=r"unknown file type '\.txt'"):
         (tmp_path / "t.txt").write_text("x")

@@ -53,6 +53,18 @@ def position_int(name: str, value: Any, *, minimum: int = -(MAX_POSITION - 1)) -
     return value
 
 
+def table_start(start: Any, length: int) -> int:
+    """``start`` of a table of ``length`` (checked) rows as an ``int``: its last position start + length - 1
+    must be < 2**31."""
+    start = integer("start", start, minimum=-(MAX_POSITION - 1))
+    if length and start + length - 1 >= MAX_POSITION:
+        raise ValueError(
+            f"the last position start + length - 1 = {start + length - 1} must be < 2**31 = "
+            f"{MAX_POSITION}; lower start or length"
+        )
+    return start
+
+
 def _is_whole_float(value: Any) -> bool:
     return isinstance(value, float | np.floating) and math.isfinite(value) and float(value).is_integer()
 
@@ -341,5 +353,5 @@ def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> None:
         raise ValueError(
             f"an output of shape {shape} and dtype {dtype.name} needs {gib(needed)} GiB but only "
             f"{gib(available)} GiB of memory is available; ask for fewer positions, or write chunks "
-            "with start= and out= (the command: --format npy --output FILE streams any length)"
+            "with start= and out="
         )

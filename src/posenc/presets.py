@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _validate, core
-from .defaults import BASE, LAYOUT, ODD, SCALE
+from .defaults import BASE, LAYOUT, ODD, OPTIONS, SCALE
 
 __all__ = ["Preset", "get", "names", "variants"]
 
@@ -71,13 +71,7 @@ class Preset:
     @property
     def options(self) -> dict[str, Any]:
         """The core options: ``posenc.encode(positions, d_model, **preset.options)``."""
-        return {
-            "base": self.base,
-            "shift": self.shift,
-            "scale": self.scale,
-            "layout": self.layout,
-            "odd": self.odd,
-        }
+        return {name: getattr(self, name) for name in OPTIONS}
 
     @property
     def first_position(self) -> int:

@@ -48,6 +48,16 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(fail(message))
 
 
+def as_flags(text: str, *names: str) -> str:
+    """``text`` of the library, which names its parameters (``key=``, ``compute="dtype"``), with the
+    parameters ``names`` written as the command's options (``--key``, ``--compute dtype``)."""
+    for name in names:
+        flag = "--" + name.replace("_", "-")
+        pattern = rf"\b{name}=(?:\"([^\"]*)\"|'([^']*)')?"
+        text = re.sub(pattern, lambda m, flag=flag: " ".join([flag, *filter(None, m.groups())]), text)
+    return text
+
+
 def one_of(names: Iterable[str]) -> str:
     """The metavar that lists the accepted values: ``{a,b,c}``."""
     return "{" + ",".join(names) + "}"

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from .. import analysis
-from .arguments import HELP_FORMAT, add_variant_options, one_of
+from .arguments import HELP_FORMAT, add_variant_options, as_flags, one_of
 from .progress import LONG, Progress
 
 # The five criteria are those listed in Kazemnejad's 2019 post "Transformer Architecture: The Positional
@@ -88,5 +88,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report.as_dict(), sys.stdout, ensure_ascii=False, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(report.as_text() + "\n")
+        sys.stdout.write(as_flags(report.as_text(), "compute") + "\n")
     return 0 if report.passed else 1

@@ -21,7 +21,7 @@ import posenc
 
 from .. import analysis
 from ..layouts import column_names
-from .arguments import HELP_FORMAT
+from .arguments import HELP_FORMAT, as_flags
 from .formats import TEXT_DIGITS, Grid, fixed, table_grid, text_lines
 
 DEMO_FOLDER = "posenc-demo"
@@ -277,7 +277,8 @@ def _criteria(demo: _Demo) -> None:
         "",
         "    $ posenc check",
     )
-    demo.say(*("    " + line if line else "" for line in analysis.check().as_text(width=92).splitlines()))
+    report = as_flags(analysis.check().as_text(width=92), "compute")
+    demo.say(*("    " + line if line else "" for line in report.splitlines()))
     demo.say(
         "",
         "The usual code computes positions and angles in the model's dtype. In bfloat16 that merges",

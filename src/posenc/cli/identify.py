@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .arguments import HELP_FORMAT
+from .arguments import HELP_FORMAT, as_flags
 from .errors import CliError
 
 _EPILOG = """\
@@ -61,7 +61,10 @@ def run(args: argparse.Namespace) -> int:
             f"--tolerance must be a finite number >= 0; got {tolerance!r}; leave it out for what float32 "
             "code of the table's length can be off by"
         )
-    table = porting.load_table(args.file, key=args.key)  # its errors name the file
+    try:
+        table = porting.load_table(args.file, key=args.key)  # its errors name the file
+    except ValueError as error:  # they name the parameter key=: here, the option --key
+        raise CliError(as_flags(str(error), "key")) from None
     try:
         matches = porting.identify(table, tolerance=tolerance)
     except (ValueError, TypeError) as error:  # a table of NaN, ...: say which file

@@ -140,7 +140,10 @@ def run(args: argparse.Namespace) -> None:
         return
     # Streamed, a text table needs no more memory at any length; but one larger than memory is far larger
     # still as text (10 to 25 bytes a value): it is refused as before, and the message points to npy.
-    _validate.fits_in_memory((args.length, args.d_model), dtype)
+    try:
+        _validate.fits_in_memory((args.length, args.d_model), dtype)
+    except ValueError as error:
+        raise CliError(f"{error}; --format npy --output FILE streams any length") from None
     start = options["start"]
     labels = column_names(args.d_model, options["layout"], options["odd"])
     grid = TableGrid("pos", range(start, start + args.length), labels, args.d_model, dtype, options)

@@ -62,6 +62,23 @@ static inline void two_prod(double a, double b, double *p, double *e) {
     *e = ((ah * bh - q) + ah * bl + al * bh) + al * bl;
 }
 
+/* The Taylor coefficients of core.arithmetic.SIN and COS, highest power first: sin x = x + x z P(z) with
+   P = SIN_TAYLOR, cos x = 1 - z/2 + z² Q(z) with Q = COS_TAYLOR (z = x²). */
+static const double SIN_TAYLOR[8] = {
+    1.0 / 355687428096000.0, -1.0 / 1307674368000.0, 1.0 / 6227020800.0, -1.0 / 39916800.0,
+    1.0 / 362880.0,          -1.0 / 5040.0,          1.0 / 120.0,        -1.0 / 6.0,
+};
+static const double COS_TAYLOR[8] = {
+    -1.0 / 6402373705728000.0, 1.0 / 20922789888000.0, -1.0 / 87178291200.0, 1.0 / 479001600.0,
+    -1.0 / 3628800.0,          1.0 / 40320.0,          -1.0 / 720.0,         1.0 / 24.0,
+};
+
+/* c[0] z^7 + c[1] z^6 + ... + c[7] by Horner's rule: each multiply and each add rounded, in the order of
+   core.arithmetic.horner (multiply, then add the next coefficient). */
+static inline double horner8(double z, const double c[8]) {
+    return ((((((c[0] * z + c[1]) * z + c[2]) * z + c[3]) * z + c[4]) * z + c[5]) * z + c[6]) * z + c[7];
+}
+
 /* core.arithmetic.turns, .sincos_turns and .sincos_small for one element, operation for operation. */
 static inline void sincos_exact(double p, double l0, double l1, double l2, double l3, double l4, double *sin_,
                                 double *cos_) {
@@ -93,44 +110,14 @@ static inline void sincos_exact(double p, double l0, double l1, double l2, doubl
     two_sum(x, xl, &x, &xl);
 
     double z = x * x;
-    double acc = 1.0 / 355687428096000.0;
-    acc *= z;
-    acc += -1.0 / 1307674368000.0;
-    acc *= z;
-    acc += 1.0 / 6227020800.0;
-    acc *= z;
-    acc += -1.0 / 39916800.0;
-    acc *= z;
-    acc += 1.0 / 362880.0;
-    acc *= z;
-    acc += -1.0 / 5040.0;
-    acc *= z;
-    acc += 1.0 / 120.0;
-    acc *= z;
-    acc += -1.0 / 6.0;
-    double ps = acc * z;
+    double ps = horner8(z, SIN_TAYLOR) * z;
     double sine = x + (xl * (1.0 - 0.5 * z) + x * ps);
 
     double zh, zl;
     two_prod(x, x, &zh, &zl);
     double half = 0.5 * zh;
     double w = 1.0 - half;
-    acc = -1.0 / 6402373705728000.0;
-    acc *= zh;
-    acc += 1.0 / 20922789888000.0;
-    acc *= zh;
-    acc += -1.0 / 87178291200.0;
-    acc *= zh;
-    acc += 1.0 / 479001600.0;
-    acc *= zh;
-    acc += -1.0 / 3628800.0;
-    acc *= zh;
-    acc += 1.0 / 40320.0;
-    acc *= zh;
-    acc += -1.0 / 720.0;
-    acc *= zh;
-    acc += 1.0 / 24.0;
-    double pc = (zh * acc) * zh;
+    double pc = (zh * horner8(zh, COS_TAYLOR)) * zh;
     double cosine = w + ((((1.0 - w) - half) - 0.5 * zl) + (pc - x * xl));
 
     /* the angle is q π/2 + x, q = quarter mod 4 (quarter is an integer in -2 .. 2); integer selects keep

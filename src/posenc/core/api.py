@@ -14,17 +14,18 @@ import numpy as np
 
 if TYPE_CHECKING:  # numpy.typing costs ~15 ms at import: annotations only
     import numpy.typing as npt
+    from typing_extensions import Unpack
+
+    from .options import OptionKeywords
 
 from .. import _validate
-from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
 from . import compiled, parallel, tables
-from .options import Options
+from .options import Options, takes_options
 from .spec import Spec, output, output_dtype
 
 
-def frequencies(
-    d_model: int, *, base: float = BASE, shift: float = SHIFT, scale: float = SCALE, odd: str = ODD
-) -> np.ndarray:
+@takes_options(layout=False)
+def frequencies(d_model: int, **options: Unpack[OptionKeywords]) -> np.ndarray:
     """The angular frequencies ω_i = scale · base ** (-i / (n - shift)), i = 0 .. n-1, n = d_model // 2.
 
     Each value is the float64 nearest to the exact real ω_i (computed in ~200-bit fixed point), so it can
@@ -36,20 +37,17 @@ def frequencies(
     >>> float(frequencies(8, shift=1)[-1])  # tensor2tensor: the lowest frequency is exactly 1 / base
     0.0001
     """
-    return Options.check(d_model, base, shift, scale, "interleaved", odd).constants()[0].copy()
+    return Options.check(d_model, layout="interleaved", **options).constants()[0].copy()
 
 
+@takes_options
 def encode(
     positions: npt.ArrayLike,
     d_model: int,
     *,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
     dtype: npt.DTypeLike | None = None,
     out: np.ndarray | None = None,
+    **options: Unpack[OptionKeywords],
 ) -> np.ndarray:
     """The sinusoidal encoding of each position: shape ``positions.shape + (d_model,)``.
 
@@ -71,16 +69,16 @@ def encode(
            [ 0.84147096,  0.5403023 ,  0.00999983,  0.99995   ],
            [ 0.9092974 , -0.41614684,  0.01999867,  0.9998    ]], dtype=float32)
     """
-    options = Options.check(d_model, base, shift, scale, layout, odd)
+    checked = Options.check(d_model, **options)
     raw = _validate.position_array(positions)
     dt = output_dtype(dtype, out)
     # the output's size (or out's shape) is checked before the positions are converted: a zero-stride
     # array of 2**40 positions costs nothing until it is copied
-    result = output((*raw.shape, options.d_model), dt, out)
+    result = output((*raw.shape, checked.d_model), dt, out)
     p = _validate.positions(raw)
     flat_p = p.reshape(-1)
-    rows = result.reshape(-1, options.d_model)
-    spec = Spec(options, dt)
+    rows = result.reshape(-1, checked.d_model)
+    spec = Spec(checked, dt)
     step = max(1, parallel.BLOCK // max(1, spec.n))
     kernel = compiled.kernel("encode_float32") if dt == np.float32 else None
     if kernel is not None and flat_p.size:
@@ -105,18 +103,15 @@ def encode(
     return result
 
 
+@takes_options
 def table(
     length: int,
     d_model: int,
     *,
     start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
     dtype: npt.DTypeLike | None = None,
     out: np.ndarray | None = None,
+    **options: Unpack[OptionKeywords],
 ) -> np.ndarray:
     """The encodings of positions ``start .. start + length - 1``: shape ``(length, d_model)``.
 
@@ -127,16 +122,11 @@ def table(
     array([0.09983342, 0.19866933, 0.29552021])
     """
     length = _validate.integer("length", length, minimum=0)
-    options = Options.check(d_model, base, shift, scale, layout, odd)
-    start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
-    if length and start + length - 1 >= _validate.MAX_POSITION:
-        raise ValueError(
-            f"the last position start + length - 1 = {start + length - 1} must be < 2**31 = "
-            f"{_validate.MAX_POSITION}; lower start or length"
-        )
+    checked = Options.check(d_model, **options)
+    start = _validate.table_start(start, length)
     dt = output_dtype(dtype, out)
-    result = output((length, options.d_model), dt, out)
-    spec = Spec(options, dt)  # refuses options outside the domain even for an empty table, as encode does
+    result = output((length, checked.d_model), dt, out)
+    spec = Spec(checked, dt)  # refuses options outside the domain even for an empty table, as encode does
     if length == 0:
         return result
     fresh = out is None

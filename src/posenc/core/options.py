@@ -1,23 +1,139 @@
-"""The validated options of a request, and what is derived from them once per options (cached).
+"""The option keywords of every entry point, the validated options of a request, and what is derived from
+them once per options (cached).
 
-:class:`Options` is the named interface through which the adapters (``posenc.torch``, ``posenc.jax``)
-validate their arguments as :func:`posenc.encode` does. Per options, a bounded LRU cache keeps the
-frequency constants (:func:`constants`) and the column plan (:func:`column_plan`, from
+The option keywords (``base``, ``shift``, ``scale``, ``layout``, ``odd``) have one owner here:
+:class:`OptionKeywords` types them (``**options: Unpack[OptionKeywords]``), and :func:`takes_options` gives a
+function declared with ``**options`` each of them as a keyword-only parameter with its default from
+:data:`posenc.defaults.OPTIONS` (in its signature: ``help()``, ``inspect.signature``, the documentation and
+``posenc plot`` read it), refusing any other keyword.
+
+:class:`Options` is the named interface through which the entry points and the adapters (``posenc.torch``,
+``posenc.jax``) validate their arguments as :func:`posenc.encode` does. Per options, a bounded LRU cache keeps
+the frequency constants (:func:`constants`) and the column plan (:func:`column_plan`, from
 :func:`posenc.layouts.placement`, the one owner of the layout mapping).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, TypedDict, TypeVar
 
 import numpy as np
 
-from .. import _validate, layouts
+from .. import _validate, defaults, layouts
 from . import highprec
 
 # Per-options constants kept (frequencies, limbs, column plans): a bounded LRU cache.
 CACHED_OPTIONS = 256
+
+F = TypeVar("F", bound=Callable[..., Any])
+_OWN = object()  # takes_options(dtype=_OWN): the function declares its own dtype, if any
+
+
+class OptionKeywords(TypedDict, total=False):
+    """The option keywords of :func:`posenc.encode` and of every function that builds encodings (each with
+    its default in :data:`posenc.defaults.OPTIONS`): the type of ``**options: Unpack[OptionKeywords]``."""
+
+    base: float
+    shift: float
+    scale: float
+    layout: str
+    odd: str
+
+
+class TableOptions(OptionKeywords, total=False):
+    """The option keywords and the output ``dtype``: what a function that builds a table passes on to
+    :func:`posenc.table` (``**options: Unpack[TableOptions]``, with ``@takes_options(dtype=...)``)."""
+
+    dtype: Any
+
+
+def takes_options(
+    function: F | None = None, *, layout: bool = True, before: str = "dtype", dtype: Any = _OWN
+) -> Any:
+    """Decorate a function declared with ``**options``: it takes the option keywords of :func:`posenc.encode`.
+
+    Its signature (``inspect.signature``, ``help()``, the documentation) shows ``base``, ``shift``, ``scale``,
+    ``layout`` (unless ``layout=False``) and ``odd`` as keyword-only parameters with their defaults, placed
+    before the parameter ``before`` when the function has one (``dtype``: the order of :func:`posenc.encode`),
+    else last; with ``dtype=``, a parameter ``dtype`` with that default follows them (:class:`TableOptions`).
+    At a call, ``options`` holds every one of them (those not given with their defaults); a keyword the
+    function does not take is a TypeError that names the function, that keyword and the keywords it takes.
+    Use as ``@takes_options`` or ``@takes_options(layout=False, before=..., dtype=...)``.
+    """
+    fill = {name: value for name, value in defaults.OPTIONS.items() if layout or name != "layout"}
+    if dtype is not _OWN:
+        fill["dtype"] = dtype
+
+    def decorate(function: F) -> F:
+        signature = inspect.signature(function)
+        *named, variadic = signature.parameters.values()
+        if variadic.kind is not inspect.Parameter.VAR_KEYWORD or any(p.name in fill for p in named):
+            raise TypeError(f"{function.__qualname__} must end in **options and leave the options to it")
+        added = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=value, annotation=_TYPES[name])
+            for name, value in fill.items()
+        ]
+        at = next((i for i, p in enumerate(named) if p.name == before), len(named))
+        signature = signature.replace(parameters=[*named[:at], *added, *named[at:]])
+        takes = tuple(
+            p.name
+            for p in signature.parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
+        )
+        accepted = frozenset(takes)
+        label = _label(function)
+
+        @functools.wraps(function)
+        def with_options(*args: Any, **keywords: Any) -> Any:
+            if not keywords.keys() <= accepted:
+                raise _unknown(label, [k for k in keywords if k not in accepted], takes)
+            return function(*args, **{**fill, **keywords})
+
+        with_options.__signature__ = signature  # type: ignore[attr-defined]
+        return with_options  # type: ignore[return-value]
+
+    return decorate if function is None else decorate(function)
+
+
+def frequency_options(options: Mapping[str, Any]) -> OptionKeywords:
+    """``base``, ``shift``, ``scale`` and ``odd`` of ``options``, those it holds: the options that set the
+    frequencies (the keywords of :func:`posenc.frequencies`; not ``layout``, ``dtype``, ...)."""
+    return {name: options[name] for name in _FREQUENCY if name in options}  # type: ignore[return-value]
+
+
+_FREQUENCY = ("base", "shift", "scale", "odd")
+
+
+_TYPES = {
+    "base": "float",
+    "shift": "float",
+    "scale": "float",
+    "layout": "str",
+    "odd": "str",
+    "dtype": "npt.DTypeLike",
+}
+
+
+def _label(function: Callable[..., Any]) -> str:
+    """How a message names ``function``: ``encode()``; a constructor by its class,
+    ``SinusoidalPositionalEncoding()``."""
+    name = function.__qualname__.rpartition("<locals>.")[2]
+    return f"{name.removesuffix('.__init__')}()"
+
+
+def _unknown(label: str, unknown: list[str], takes: tuple[str, ...]) -> TypeError:
+    import difflib  # only when refusing
+
+    close = [m for key in unknown for m in difflib.get_close_matches(key, takes, n=1)]
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    plural = "s" if len(unknown) > 1 else ""
+    return TypeError(
+        f"{label} got an unexpected keyword argument{plural} {', '.join(map(repr, unknown))}; it takes "
+        f"{', '.join(takes)}{hint}"
+    )
 
 
 class Options(NamedTuple):
@@ -36,7 +152,7 @@ class Options(NamedTuple):
         and types (a bounded cache: True == 1 and 1 == 1.0, so the types are part of the key)."""
         values = (d_model, base, shift, scale, layout, odd)
         types = tuple(map(type, values))
-        if all(t in _PLAIN for t in types):
+        if _PLAIN.issuperset(types):
             return _checked(values, types)
         return cls._check(*values)
 

@@ -5,29 +5,27 @@ algorithm (:mod:`posenc.device`) inside the program, elementwise, with no callba
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate, adapters, core, device
-from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
+from ..core.options import takes_options
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.options import OptionKeywords
 
 _Options = core.Options
 _NUMPY = device.Backend(np, "numpy")
 
 
+@takes_options
 def encode(
-    positions: Any,
-    d_model: int,
-    *,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: Any = jnp.float32,
+    positions: Any, d_model: int, *, dtype: Any = jnp.float32, **options: Unpack[OptionKeywords]
 ) -> jax.Array:
     """``posenc.encode`` for JAX: shape ``positions.shape + (d_model,)``, jit- and vmap-compatible.
 
@@ -44,20 +42,12 @@ def encode(
     >>> encode(jnp.array([2]), 4, base=100.0, layout="sin_cos")
     Array([[ 0.9092974 ,  0.19866933, -0.41614684,  0.9800666 ]], dtype=float32)
     """
-    return _encode_any(positions, _Options.check(d_model, base, shift, scale, layout, odd), _dtype(dtype))
+    return _encode_any(positions, _Options.check(d_model, **options), _dtype(dtype))
 
 
+@takes_options
 def table(
-    length: int,
-    d_model: int,
-    *,
-    start: Any = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: Any = jnp.float32,
+    length: int, d_model: int, *, start: Any = 0, dtype: Any = jnp.float32, **options: Unpack[OptionKeywords]
 ) -> jax.Array:
     """``posenc.table`` for JAX: positions ``start .. start + length - 1``, shape ``(length, d_model)``.
 
@@ -68,7 +58,7 @@ def table(
     Array([0.84147096, 0.9092974 ], dtype=float32)
     """
     length = _validate.integer("length", length, minimum=0)
-    options = _Options.check(d_model, base, shift, scale, layout, odd)
+    checked = _Options.check(d_model, **options)
     dt = _dtype(dtype)
     if _traced(start):
         start = jnp.asarray(start)
@@ -76,9 +66,9 @@ def table(
             raise TypeError(
                 f"start must be an integer scalar; got a traced {start.dtype} of shape {start.shape}"
             )
-        return _encode_traced(jnp.arange(length, dtype=start.dtype), options, dt, offset=start)
+        return _encode_traced(jnp.arange(length, dtype=start.dtype), checked, dt, offset=start)
     start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
-    values = core.table(length, options.d_model, start=start, dtype=dt, **_core_options(options))
+    values = core.table(length, checked.d_model, start=start, dtype=dt, **_core_options(checked))
     return jnp.asarray(values)
 
 

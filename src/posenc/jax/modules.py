@@ -4,17 +4,22 @@ so that :func:`posenc.jax.encode` needs JAX alone), and the checks of its offset
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _validate, adapters
-from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
+from ..core.options import takes_options
 from ..device import Backend
 from .functions import _NUMPY, _encode_any, _host_positions, _is_int, _Options, _traced
 from .tables import _contiguous
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.options import OptionKeywords
 
 _JNP = Backend(jnp, "jax")
 
@@ -60,22 +65,19 @@ def _module_class() -> type:
         ``positions`` (see :mod:`posenc.sharding`), never rely on the default ``arange(seq)`` there.
         """
 
+        @takes_options(before="dropout")
         def __init__(
             self,
             d_model: int,
             *,
-            base: float = BASE,
-            shift: float = SHIFT,
-            scale: float = SCALE,
-            layout: str = LAYOUT,
-            odd: str = ODD,
             dropout: float = 0.0,
             batch_first: bool = True,
             max_len: int | None = None,
             rngs: nnx.Rngs | None = None,
+            **options: Unpack[OptionKeywords],
         ) -> None:
-            options = _Options.check(d_model, base, shift, scale, layout, odd)
-            self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = options
+            checked = _Options.check(d_model, **options)
+            self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = checked
             self.max_len, self.batch_first, rate = _validate.module_options(max_len, batch_first, dropout)
             self.dropout = nnx.Dropout(rate, rngs=rngs)
 

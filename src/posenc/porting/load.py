@@ -88,7 +88,7 @@ def _pick(
         return next(iter(chosen.items()))
     if chosen:
         raise ValueError(
-            f"{path} holds {len(chosen)} candidate tables ({_names(chosen)}); name one with --key"
+            f"{path} holds {len(chosen)} candidate tables ({_names(chosen)}); name one with key="
         )
     if not arrays:
         if not others:
@@ -101,7 +101,7 @@ def _pick(
     listing = {name: f"{stored.dtype} {stored.shape}" for name, stored in arrays.items()}
     raise ValueError(
         f"{path} holds no floating-point tensor of shape (positions, d_model); it has: "
-        f"{_names(arrays, listing)}; name the table with --key if it is one of these"
+        f"{_names(arrays, listing)}; name the table with key= if it is one of these"
     )
 
 

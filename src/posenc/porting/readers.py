@@ -101,7 +101,9 @@ def npy_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, Store
     kind = {"f": "float", "i": "int", "u": "int"}.get(dtype.kind)
     hint = ""
     if dtype.kind == "V" and dtype.itemsize == 2:
-        hint = " (posenc table --format npy stores bfloat16 so: save the table as float32 to identify it)"
+        hint = (
+            " (raw 2-byte values, bfloat16 stored without its NumPy type: save it as float32 to identify it)"
+        )
     return {"": Stored(shape, str(dtype), kind, dtype.itemsize, read, hint)}, {}
 
 

@@ -7,36 +7,39 @@ The encodings of positions 0 .. 2L - 1 are built once (posenc's, or the usual co
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import _validate
 from ..core import frequencies
-from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
+from ..core.options import frequency_options, takes_options
+from ..defaults import ODD, SCALE
 from ._work import chunks
 from .criteria import CRITERIA, Evidence
 from .encodings import builder, check_compute
 from .hashes import row_hashes
 from .report import Report
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.options import OptionKeywords
+
 #: ``progress(fraction, what)``: called with a fraction from 0 to 1 and what is being done.
 Progress = Callable[[float, str], None]
 
 
+@takes_options
 def check(
     length: int = 2048,
     d_model: int = 512,
     *,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
     dtype: npt.DTypeLike = "float32",
     compute: str = "exact",
     progress: Progress | None = None,
+    **options: Unpack[OptionKeywords],
 ) -> Report:
     """Measure the criteria of a good positional encoding for positions 0 .. length - 1 in ``dtype``.
 
@@ -76,23 +79,22 @@ def check(
     compute = check_compute(compute)
     dt = _validate.dtype(dtype)
     # validates d_model, base, shift, scale and odd before any work
-    frequencies(d_model, base=base, shift=shift, scale=scale, odd=odd)
-    layout = _validate.layout(layout)
+    frequencies(d_model, **frequency_options(options))
+    setting = {**options, "layout": _validate.layout(options["layout"]), "dtype": dt}
     d_model = int(d_model)
     say = progress or (lambda fraction, what: None)
     say(0.0, f"encoding positions 0..{2 * length - 1}")
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd, "dtype": dt}
-    build = builder(d_model, start=0, compute=compute, **options)
+    build = builder(d_model, start=0, compute=compute, **setting)
     rows = build(0, 2 * length)
     say(0.3, "hashing the encodings, to find positions that share one")
     hashes = np.concatenate([row_hashes(rows[lo:hi]) for lo, hi in chunks(2 * length, d_model)])
-    evidence = Evidence(length, d_model, options, compute, rows, hashes, build)
+    evidence = Evidence(length, d_model, setting, compute, rows, hashes, build)
     criteria = []
     for index, definition in enumerate(CRITERIA):
         say(0.4 + 0.6 * index / len(CRITERIA), definition.title)
         criteria.append(definition.judge(evidence))
     say(1.0, "done")
-    return Report(_checked(length, d_model, options, compute), tuple(criteria))
+    return Report(_checked(length, d_model, setting, compute), tuple(criteria))
 
 
 def _checked(length: int, d_model: int, options: dict[str, Any], compute: str) -> dict[str, Any]:

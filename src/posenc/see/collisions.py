@@ -11,14 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
-from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
+from ..core.options import takes_options
 from ._work import chunks, span
 from .encodings import builder, check_compute
 from .hashes import earliest_equal, normalised, row_hashes, same_bits
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.options import TableOptions
 
 #: Working memory per position of collisions (two 64-bit hashes, and the sort's keys, order and inverse).
 HASH_BYTES = 80
@@ -44,18 +49,9 @@ class Collisions:
         return self.first is None
 
 
+@takes_options(dtype="float32", before="compute")
 def collisions(
-    length: int,
-    d_model: int,
-    *,
-    start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: npt.DTypeLike = "float32",
-    compute: str = "exact",
+    length: int, d_model: int, *, start: int = 0, compute: str = "exact", **options: Unpack[TableOptions]
 ) -> Collisions:
     """Which of positions start .. start + length - 1 share their encoding in ``dtype`` with another.
 
@@ -70,7 +66,6 @@ def collisions(
     >>> c.first, c.earlier
     (257, 256)
     """
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd, "dtype": dtype}
     compute = check_compute(compute)
     length, start = span("length", length, start, d_model, options, rows_bytes=HASH_BYTES)
     build = builder(d_model, start=start, compute=compute, **options)
@@ -80,17 +75,9 @@ def collisions(
     return first_repeat(hashes, build, start, limit=length)
 
 
+@takes_options(dtype="bfloat16", before="compute")
 def collision_horizon(
-    d_model: int,
-    *,
-    limit: int = 1 << 20,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: npt.DTypeLike = "bfloat16",
-    compute: str = "exact",
+    d_model: int, *, limit: int = 1 << 20, compute: str = "exact", **options: Unpack[TableOptions]
 ) -> int | None:
     """The first position p ≥ 0 whose encoding in ``dtype`` equals that of an earlier position, searching
     positions 0 .. limit - 1; ``None`` when there is none there.
@@ -100,9 +87,8 @@ def collision_horizon(
     >>> collision_horizon(2, dtype="bfloat16", limit=4096)  # one pair: 711 - 1 = 710 ≈ 113 turns of 2π
     711
     """
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd, "dtype": dtype}
     limit, _ = span("limit", limit, 0, d_model, options, rows_bytes=HASH_BYTES)
-    return collisions(limit, d_model, **options, compute=compute).first
+    return collisions(limit, d_model, compute=compute, **options).first
 
 
 def first_repeat(

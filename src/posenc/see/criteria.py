@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import _validate
 from ..core import table
+from ..core.options import frequency_options
 from ._work import chunks, max_abs, row_norms
 from .collisions import collisions, first_repeat
 from .hashes import bits
@@ -78,7 +79,7 @@ class Evidence:
     @property
     def frequency_options(self) -> dict[str, Any]:
         """The options that fix the frequencies ω_i: base, shift, scale, odd (the closed forms take these)."""
-        return {name: self.options[name] for name in ("base", "shift", "scale", "odd")}
+        return frequency_options(self.options)
 
     @property
     def dot_tolerance(self) -> float:
@@ -156,7 +157,7 @@ def unique(e: Evidence) -> Finding:
         if usual.first is not None:
             detail += (
                 f". (The usual code, computing the angles in {name}, gives position {usual.first} the "
-                f"encoding of position {usual.earlier}: see --compute dtype)"
+                f'encoding of position {usual.earlier}: see compute="dtype")'
             )
     return Finding(True, margin.distance, detail, data, 0.0)
 

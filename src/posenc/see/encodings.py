@@ -9,16 +9,20 @@ and ``compute=`` (one of :data:`COMPUTE`) picks which one a measurement judges.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from .. import _validate
 from ..core import frequencies, table
-from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
+from ..core.options import frequency_options, takes_options
 from ..layouts import pair_columns
 from ._work import ELEMENTS
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.options import TableOptions
 
 #: How the encodings judged are built: ``"exact"`` = posenc (computed in high precision, rounded once to the
 #: dtype); ``"dtype"`` = the usual code, with positions, frequencies, angles and sin/cos each evaluated in the
@@ -26,18 +30,8 @@ from ._work import ELEMENTS
 COMPUTE = ("exact", "dtype")
 
 
-def naive_table(
-    length: int,
-    d_model: int,
-    *,
-    start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: npt.DTypeLike = "float32",
-) -> np.ndarray:
+@takes_options(dtype="float32")
+def naive_table(length: int, d_model: int, *, start: int = 0, **options: Unpack[TableOptions]) -> np.ndarray:
     """The table as the usual code computes it *in* ``dtype``: shape ``(length, d_model)`` of ``dtype``.
 
     Positions, frequencies ω_i (``scale`` included), the angle p ω_i and sin/cos are each rounded to ``dtype``
@@ -52,9 +46,9 @@ def naive_table(
     """
     length = _validate.integer("length", length, minimum=0)
     start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
-    dt = _validate.dtype(dtype)
-    layout = _validate.layout(layout)
-    omegas = _rounded(frequencies(d_model, base=base, shift=shift, scale=scale, odd=odd), dt)
+    dt = _validate.dtype(options["dtype"])
+    layout = _validate.layout(options["layout"])
+    omegas = _rounded(frequencies(d_model, **frequency_options(options)), dt)
     d_model = int(d_model)
     count = len(omegas)
     width = max(d_model, 2 * count)  # one column wider under odd="literal"/"drop": the last one is dropped

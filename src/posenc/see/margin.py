@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from ..core import table
-from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
+from ..core.options import frequency_options, takes_options
 from ._work import chunks
 from .properties import split_pairs
 from .rounding import row_error_bound
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.options import OptionKeywords, TableOptions
 
 #: The most values (offsets × rows × d_model) the margin search reads.
 MARGIN_WORK = 1 << 31
@@ -40,17 +45,9 @@ class Margin:
     complete: bool = True
 
 
+@takes_options(dtype="float64")
 def uniqueness_margin(
-    length: int,
-    d_model: int,
-    *,
-    start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: npt.DTypeLike = "float64",
+    length: int, d_model: int, *, start: int = 0, **options: Unpack[TableOptions]
 ) -> Margin:
     """The smallest distance |PE(a) - PE(b)| over all distinct positions a, b in the range, in ``dtype``.
 
@@ -64,20 +61,18 @@ def uniqueness_margin(
     >>> print(f"{m.distance:.4f}, offset {m.b - m.a}")  # neighbours: every offset-1 pair is this far apart
     3.7143, offset 1
     """
-    options = {"base": base, "shift": shift, "scale": scale, "odd": odd}
-    rows = table(length, d_model, start=start, layout=layout, dtype=dtype, **options)
-    return closest_pair(rows, start, row_error_bound(rows.dtype, rows.shape[1], odd), **options)
+    rows = table(length, d_model, start=start, **options)
+    eps = row_error_bound(rows.dtype, rows.shape[1], options["odd"])
+    return closest_pair(rows, start, eps, **frequency_options(options))
 
 
-def closest_pair(
-    rows: np.ndarray, start: int, eps: float, *, base: float, shift: float, scale: float, odd: str
-) -> Margin:
+def closest_pair(rows: np.ndarray, start: int, eps: float, **options: Unpack[OptionKeywords]) -> Margin:
     """The smallest distance between two of ``rows`` (positions start, start + 1, ...), each within ``eps``
-    of its exact encoding with the options given: see :func:`uniqueness_margin`."""
+    of its exact encoding with the options given (base, shift, scale, odd): see :func:`uniqueness_margin`."""
     length, d_model = rows.shape
     if length < 2:
         return Margin(math.inf, None, None)
-    lower = distance_lower_bounds(length - 1, d_model, base=base, shift=shift, scale=scale, odd=odd)
+    lower = distance_lower_bounds(length - 1, d_model, **options)
     order = np.argsort(lower, kind="stable")
     best, where = math.inf, (None, None)
     most = max(16, MARGIN_WORK // (length * d_model))
@@ -93,10 +88,9 @@ def closest_pair(
     return Margin(best, *where)
 
 
-def distance_lower_bounds(
-    count: int, d_model: int, *, base: float, shift: float, scale: float, odd: str
-) -> np.ndarray:
-    """Lower bounds of the exact distances |PE(p) - PE(p + k)|, k = 1 .. count, shape ``(count,)``.
+def distance_lower_bounds(count: int, d_model: int, **options: Unpack[OptionKeywords]) -> np.ndarray:
+    """Lower bounds of the exact distances |PE(p) - PE(p + k)|, k = 1 .. count, shape ``(count,)``, for the
+    options given (base, shift, scale, odd).
 
     |PE(p) - PE(p + k)|² = 2 Σ_i (1 - cos(k ω_i)) over the n full pairs (an odd width's lone sine only adds),
     from float32 cosines, less their rounding: n · 2 · 2⁻²⁴ and a margin.
@@ -105,18 +99,8 @@ def distance_lower_bounds(
     out = np.empty(count)
     slack = 2 * n * 2.0**-24 * 1.01 + 1e-9
     for lo, hi in chunks(count, d_model):
-        pe = table(
-            hi - lo,
-            d_model,
-            start=lo + 1,
-            base=base,
-            shift=shift,
-            scale=scale,
-            layout="sin_cos",
-            odd=odd,
-            dtype="float32",
-        )
-        cos_sum = split_pairs(pe, d_model, odd)[1].astype(np.float64).sum(axis=1)
+        pe = table(hi - lo, d_model, start=lo + 1, layout="sin_cos", dtype="float32", **options)
+        cos_sum = split_pairs(pe, d_model, options["odd"])[1].astype(np.float64).sum(axis=1)
         out[lo:hi] = np.sqrt(np.maximum(0.0, 2.0 * (n - cos_sum) - slack))
     return out
 

@@ -28,11 +28,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from .. import _validate
 from ..core import encode, frequencies, table
-from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
+from ..core.options import frequency_options, takes_options
+from ..defaults import ODD, SCALE
 from ..layouts import pair_columns
 from .encodings import naive_table
 from .figures import new_figure
@@ -41,19 +41,14 @@ from .properties import closed_form_dot_product, dot_products, toeplitz_deviatio
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from typing_extensions import Unpack
+
+    from ..core.options import OptionKeywords, TableOptions
 
 
+@takes_options(dtype="float32")
 def heatmap(
-    *,
-    length: int = 100,
-    d_model: int = 512,
-    start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: npt.DTypeLike = "float32",
+    *, length: int = 100, d_model: int = 512, start: int = 0, **options: Unpack[TableOptions]
 ) -> Figure:
     """The table PE(pos, j) as an image: positions down, dimensions across, -1 blue to +1 red. 8 × 5 in.
 
@@ -63,8 +58,7 @@ def heatmap(
     >>> heatmap(length=10, d_model=16).axes[0].get_xlabel()
     'dimension j (column of the encoding)'
     """
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
-    values = table(length, d_model, start=start, **options, dtype=dtype)
+    values = table(length, d_model, start=start, **options)
     figure = new_figure(8, 5)
     ax = figure.add_subplot()
     extent = (-0.5, d_model - 0.5, start + length - 0.5, start - 0.5)
@@ -80,26 +74,18 @@ def heatmap(
     figure.colorbar(image, ax=ax, label="PE(pos, j)")
     ax.set_xlabel("dimension j (column of the encoding)")
     ax.set_ylabel("position pos")
-    ax.set_title(
-        f"Positional encoding, positions {start}–{start + length - 1}, d_model = {d_model}\n"
-        + _options_line(**options, dtype=dtype),
-        fontsize=11,
-    )
+    _title(ax, f"Positional encoding, positions {start}–{start + length - 1}, d_model = {d_model}", options)
     return figure
 
 
+@takes_options(dtype="float64", before="annotate")
 def dot_product_heatmap(
     *,
     length: int = 8,
     d_model: int = 512,
     start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: npt.DTypeLike = "float64",
     annotate: bool | None = None,
+    **options: Unpack[TableOptions],
 ) -> Figure:
     """The dot products PE(i)·PE(j) as an image, each cell labelled when there are at most 16 positions.
 
@@ -110,8 +96,7 @@ def dot_product_heatmap(
     >>> figure.axes[0].texts[1].get_text()  # PE(0)·PE(1), d_model = 512
     '249.1'
     """
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
-    values = table(length, d_model, start=start, **options, dtype=dtype)
+    values = table(length, d_model, start=start, **options)
     dots = dot_products(values)
     figure = new_figure(7, 6)
     ax = figure.add_subplot()
@@ -143,21 +128,19 @@ def dot_product_heatmap(
     deviation = toeplitz_deviation(dots)
     ax.set_title(
         f"Dot products PE(i)·PE(j), d_model = {d_model}: constant along each diagonal\n"
-        f"largest spread along a diagonal: {deviation:.2g} ({_dtype_name(dtype)} values)",
+        f"largest spread along a diagonal: {deviation:.2g} ({_dtype_name(options['dtype'])} values)",
         fontsize=11,
     )
     return figure
 
 
+@takes_options(layout=False)
 def sinusoids(
     *,
     positions: Sequence[int] = (0, 4, 8, 12),
     d_model: int = 512,
     dims: int = 100,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    odd: str = ODD,
+    **options: Unpack[OptionKeywords],
 ) -> Figure:
     """One panel per position k: PE(k, 2i) = sin(k ω_i) against i = 0 .. dims - 1. 12 × 3.6 in.
 
@@ -167,7 +150,6 @@ def sinusoids(
     >>> [ax.get_title() for ax in sinusoids().axes]
     ['k = 0', 'k = 4', 'k = 8', 'k = 12']
     """
-    options = {"base": base, "shift": shift, "scale": scale, "odd": odd}
     count = len(frequencies(d_model, **options))
     dims = _validate.integer("dims", dims, minimum=1)
     if dims > count:
@@ -187,24 +169,21 @@ def sinusoids(
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(r"PE(k, 2i) = sin(k $\omega_i$)")
     figure.suptitle(
-        f"sin({_times(scale)}k / {base:g}^(2i/{d_model})) for i = 0..{dims - 1}: "
+        f"sin({_times(options['scale'])}k / {options['base']:g}^(2i/{d_model})) for i = 0..{dims - 1}: "
         "every position draws its own curve",
         fontsize=11,
     )
     return figure
 
 
+@takes_options
 def waves(
     *,
     length: int = 256,
     d_model: int = 128,
     pairs: Sequence[int] | None = None,
     start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
+    **options: Unpack[OptionKeywords],
 ) -> Figure:
     """A few columns of the table as waves over positions: the sine (solid) and cosine (dashed) of each of
     ``pairs`` (default: i = 0, n/8, n/4, n/2, 3n/4). Low columns turn fast, high columns slowly. 8 × 8 in
@@ -213,8 +192,7 @@ def waves(
     >>> len(waves(length=50, d_model=16, pairs=[0, 7]).axes)
     2
     """
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
-    omegas = frequencies(d_model, base=base, shift=shift, scale=scale, odd=odd)
+    omegas = frequencies(d_model, **frequency_options(options))
     n = int(d_model) // 2  # the (sin, cos) pairs: an odd width's last column is not one
     if pairs is None:
         pairs = sorted({0, n // 8, n // 4, n // 2, 3 * n // 4})
@@ -222,7 +200,7 @@ def waves(
     if not pairs or max(pairs) >= n:
         raise ValueError(f"pairs must be pair indices in 0 .. {n - 1} (d_model // 2 - 1); got {pairs}")
     values = table(length, d_model, start=start, **options, dtype="float64")
-    sin_columns, cos_columns = pair_columns(layout, len(omegas))
+    sin_columns, cos_columns = pair_columns(options["layout"], len(omegas))
     figure = new_figure(8, math.ceil(2.6 * len(pairs) + 3) / 2)  # 8 in tall for five pairs
     axes = np.atleast_1d(figure.subplots(len(pairs), 1, sharex=True))
     positions = np.arange(start, start + length)
@@ -259,17 +237,13 @@ def waves(
     return figure
 
 
+@takes_options(dtype="float32")
 def similarity(
     *,
     length: int = 256,
     d_model: int = 512,
     references: Sequence[int] = (0, 1000, 100000),
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: npt.DTypeLike = "float32",
+    **options: Unpack[TableOptions],
 ) -> Figure:
     """Cosine similarity of PE(p) and PE(p + k) against the offset k = 0 .. length: the closed form
     Σ cos(k ω_i) / n (line) and the values measured from each reference position p (markers). 8 × 5 in.
@@ -279,10 +253,9 @@ def similarity(
     """
     length = _validate.integer("length", length, minimum=1)
     offsets = np.arange(length + 1)
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
-    frequencies(d_model, base=base, shift=shift, scale=scale, odd=odd)  # validates before any drawing
+    frequencies(d_model, **frequency_options(options))  # validates before any drawing
     n = int(d_model) // 2
-    closed = closed_form_dot_product(offsets, d_model, base=base, shift=shift, scale=scale, odd=odd) / n
+    closed = closed_form_dot_product(offsets, d_model, **frequency_options(options)) / n
     figure = new_figure(8, 5)
     ax = figure.add_subplot()
     ax.plot(
@@ -291,7 +264,7 @@ def similarity(
     markers = ("o", "s", "^", "D", "v")
     every = max(1, length // 48)
     for index, p in enumerate(references):
-        rows = table(length + 1, d_model, start=p, **options, dtype=dtype)
+        rows = table(length + 1, d_model, start=p, **options)
         rows = rows.astype(np.float64)
         measured = rows @ rows[0] / (np.linalg.norm(rows, axis=1) * np.linalg.norm(rows[0]))
         ax.plot(
@@ -306,26 +279,19 @@ def similarity(
     ax.axhline(0.0, color="grey", linewidth=0.8)
     ax.set_xlabel("offset k (positions apart)")
     ax.set_ylabel("cosine similarity of PE(p) and PE(p + k)")
-    ax.set_title(
-        f"Similarity depends on the offset only, not on the position (d_model = {d_model})\n"
-        + _options_line(**options, dtype=dtype),
-        fontsize=11,
-    )
+    _title(ax, f"Similarity depends on the offset only, not on the position (d_model = {d_model})", options)
     ax.legend(fontsize=9)
     ax.grid(alpha=0.3)
     return figure
 
 
+@takes_options
 def collisions(
     *,
     length: int = 16384,
     d_model: int = 512,
     dtypes: Sequence[str] = ("float16", "bfloat16"),
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
+    **options: Unpack[OptionKeywords],
 ) -> Figure:
     """Low precision, two ways: posenc (exact, rounded once) and the usual code (positions, frequencies and
     angles rounded to the dtype). Left: how many positions so far have the encoding of an earlier position.
@@ -339,7 +305,6 @@ def collisions(
     names = [_dtype_name(dt) for dt in dtypes]
     if not names:
         raise ValueError("dtypes must name at least one dtype; got an empty sequence")
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
     exact = table(length, d_model, **options, dtype="float64")
     figure = new_figure(11, 4.8)
     left, right = figure.subplots(1, 2)
@@ -410,6 +375,11 @@ KINDS: dict[str, Callable[..., Figure]] = {
 
 def _dtype_name(dtype: Any) -> str:
     return _validate.dtype(dtype).name
+
+
+def _title(ax: Any, headline: str, options: dict[str, Any]) -> None:
+    """The figure's title: ``headline``, then the options on a second line."""
+    ax.set_title(f"{headline}\n{_options_line(**options)}", fontsize=11)
 
 
 def _options_line(base: float, shift: float, scale: float, layout: str, odd: str, dtype: Any) -> str:

@@ -25,17 +25,22 @@ exists. Options are keyword-only and mean what they mean in :func:`posenc.encode
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import _validate
 from ..core import encode, frequencies, table
-from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
+from ..core.options import takes_options
 from ..layouts import pair_columns
 from ._work import as_matrix, chunks, span
 from .hashes import bits, same_bits
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.options import OptionKeywords, TableOptions
 
 # --- dot products and the Toeplitz structure -----------------------------------------------------------
 
@@ -101,14 +106,9 @@ def toeplitz_deviation(matrix: npt.ArrayLike) -> float:
     return worst
 
 
+@takes_options(layout=False)
 def closed_form_dot_product(
-    offsets: npt.ArrayLike,
-    d_model: int,
-    *,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    odd: str = ODD,
+    offsets: npt.ArrayLike, d_model: int, **options: Unpack[OptionKeywords]
 ) -> np.ndarray:
     """Σ_i cos(k ω_i) for each offset k: the dot product PE(p) · PE(p + k) of exact encodings, any p.
 
@@ -118,21 +118,12 @@ def closed_form_dot_product(
     >>> print(f"{closed_form_dot_product(1, 512):.5f} {closed_form_dot_product(79, 512):.5f}")
     249.10210 117.52900
     """
-    d_model = _validate.d_model(d_model)
-    pe = encode(
-        offsets, d_model, base=base, shift=shift, scale=scale, layout="sin_cos", odd=odd, dtype="float64"
-    )
-    return split_pairs(pe, d_model, odd)[1].sum(axis=-1)
+    return _pairs(offsets, d_model, options)[1].sum(axis=-1)
 
 
+@takes_options(layout=False)
 def closed_form_distance(
-    offsets: npt.ArrayLike,
-    d_model: int,
-    *,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    odd: str = ODD,
+    offsets: npt.ArrayLike, d_model: int, **options: Unpack[OptionKeywords]
 ) -> np.ndarray:
     """|PE(p) - PE(p + k)| = (Σ_i 4 sin²(k ω_i / 2)) ** 0.5 for each offset k, any p; float64.
 
@@ -143,14 +134,10 @@ def closed_form_distance(
     >>> print(f"{closed_form_distance(1, 512):.4f}")  # the smallest distance between two positions
     3.7143
     """
-    d_model = _validate.d_model(d_model)
     half = np.asarray(offsets)
     if half.dtype.kind in "iuf":
         half = half.astype(np.float64) / 2
-    pe = encode(
-        half, d_model, base=base, shift=shift, scale=scale, layout="sin_cos", odd=odd, dtype="float64"
-    )
-    return 2.0 * np.sqrt(np.square(split_pairs(pe, d_model, odd)[0]).sum(axis=-1))
+    return 2.0 * np.sqrt(np.square(_pairs(half, d_model, options)[0]).sum(axis=-1))
 
 
 def split_pairs(sin_cos: np.ndarray, d_model: int, odd: str) -> tuple[np.ndarray, np.ndarray]:
@@ -166,19 +153,19 @@ def split_pairs(sin_cos: np.ndarray, d_model: int, odd: str) -> tuple[np.ndarray
     return sin_cos[..., :pairs], sin_cos[..., count : count + pairs]
 
 
+def _pairs(offsets: npt.ArrayLike, d_model: int, options: Any) -> tuple[np.ndarray, np.ndarray]:
+    """sin(k ω_i) and cos(k ω_i) of the d_model // 2 full pairs for each offset k (float64, exact within
+    1 ulp), each of shape ``offsets.shape + (d_model // 2,)``; ``options`` without ``layout``."""
+    d_model = _validate.d_model(d_model)
+    pe = encode(offsets, d_model, **options, layout="sin_cos", dtype="float64")
+    return split_pairs(pe, d_model, options["odd"])
+
+
 # --- relative shifts -----------------------------------------------------------------------------------
 
 
-def shift_matrix(
-    k: float,
-    d_model: int,
-    *,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-) -> np.ndarray:
+@takes_options
+def shift_matrix(k: float, d_model: int, **options: Unpack[OptionKeywords]) -> np.ndarray:
     """The linear map M_k with PE(p + k) = M_k · PE(p) for every p: shape ``(d_model, d_model)``, float64.
 
     Each (sin, cos) pair is rotated by the angle k ω_i:
@@ -201,17 +188,15 @@ def shift_matrix(
     if not abs(k) < _validate.MAX_POSITION:
         raise ValueError(f"k must satisfy |k| < 2**31 = {_validate.MAX_POSITION}; got {k!r}")
     d_model = _validate.d_model(d_model)
-    layout = _validate.layout(layout)
+    layout = _validate.layout(options.pop("layout"))
+    odd = options["odd"]
     _validate.fits_in_memory((d_model, d_model), np.dtype(np.float64))
-    rotation = encode(
-        k, d_model, base=base, shift=shift, scale=scale, layout="sin_cos", odd=odd, dtype="float64"
-    )
+    sin, cos = _pairs(k, d_model, options)
     if _validate.plan(d_model, odd)[0] > d_model // 2:
         raise ValueError(
             f"d_model={d_model} is odd and odd={odd!r} makes its last column a sine without its cosine: no "
             "matrix maps PE(p) to PE(p + k) for every p; use odd='zero' or an even d_model"
         )
-    sin, cos = split_pairs(rotation, d_model, odd)
     s, c = pair_columns(layout, d_model // 2)
     m = np.zeros((d_model, d_model))
     m[s, s] = cos
@@ -223,17 +208,9 @@ def shift_matrix(
     return m
 
 
+@takes_options
 def shift_error(
-    k: int,
-    length: int,
-    d_model: int,
-    *,
-    start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
+    k: int, length: int, d_model: int, *, start: int = 0, **options: Unpack[OptionKeywords]
 ) -> float:
     """max over p in start .. start + length - 1 of |M_k · PE(p) - PE(p + k)| (float64 tables).
 
@@ -243,7 +220,6 @@ def shift_error(
     True
     """
     k = _validate.integer("k", k, minimum=-(_validate.MAX_POSITION - 1))
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
     m = shift_matrix(k, d_model, **options)
     here = table(length, d_model, start=start, **options, dtype="float64")
     there = table(length, d_model, start=start + k, **options, dtype="float64")
@@ -253,21 +229,19 @@ def shift_error(
 # --- wavelengths ---------------------------------------------------------------------------------------
 
 
-def wavelengths(
-    d_model: int, *, base: float = BASE, shift: float = SHIFT, scale: float = SCALE, odd: str = ODD
-) -> np.ndarray:
+@takes_options(layout=False)
+def wavelengths(d_model: int, **options: Unpack[OptionKeywords]) -> np.ndarray:
     """The wavelength 2π / ω_i of each frequency, in positions: shape ``(d_model // 2,)`` (one more for an odd
     d_model under odd="literal"/"drop"), float64.
 
     >>> wavelengths(4, base=100.0)  # ω = 1 and 0.1
     array([ 6.28318531, 62.83185307])
     """
-    return 2.0 * math.pi / frequencies(d_model, base=base, shift=shift, scale=scale, odd=odd)
+    return 2.0 * math.pi / frequencies(d_model, **options)
 
 
-def wrap_length(
-    d_model: int, *, base: float = BASE, shift: float = SHIFT, scale: float = SCALE, odd: str = ODD
-) -> float:
+@takes_options(layout=False)
+def wrap_length(d_model: int, **options: Unpack[OptionKeywords]) -> float:
     """How many positions the slowest pair takes to turn once, 2π / ω_(n-1): past it, every pair has wrapped.
 
     Positions stay distinct beyond it (the pairs' periods are incommensurate), but no single pair orders them.
@@ -275,30 +249,19 @@ def wrap_length(
     >>> round(wrap_length(512))  # 2π · 10000**(255/256)
     60611
     """
-    return float(wavelengths(d_model, base=base, shift=shift, scale=scale, odd=odd)[-1])
+    return float(wavelengths(d_model, **options)[-1])
 
 
 # --- bounded, consistent, deterministic ----------------------------------------------------------------
 
 
-def max_magnitude(
-    length: int,
-    d_model: int,
-    *,
-    start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: npt.DTypeLike = "float32",
-) -> float:
+@takes_options(dtype="float32")
+def max_magnitude(length: int, d_model: int, *, start: int = 0, **options: Unpack[TableOptions]) -> float:
     """max |PE(p, j)| over positions start .. start + length - 1 in ``dtype``: ≤ 1, the encoding is bounded.
 
     >>> max_magnitude(1000, 64, dtype="bfloat16")
     1.0
     """
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd, "dtype": dtype}
     length, start = span("length", length, start, d_model, options)
     worst = 0.0
     for lo, hi in chunks(length, d_model):
@@ -307,18 +270,8 @@ def max_magnitude(
     return worst
 
 
-def length_consistent(
-    length: int,
-    d_model: int,
-    *,
-    start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: npt.DTypeLike = "float32",
-) -> bool:
+@takes_options(dtype="float32")
+def length_consistent(length: int, d_model: int, *, start: int = 0, **options: Unpack[TableOptions]) -> bool:
     """Whether ``table(length)`` equals the first ``length`` rows of ``table(2 * length)``, bit for bit.
 
     Then the encoding of a position, and every distance between two positions, is the same whatever the
@@ -327,29 +280,19 @@ def length_consistent(
     >>> length_consistent(100, 64, dtype="bfloat16")
     True
     """
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd, "dtype": dtype}
     short = table(length, d_model, start=start, **options)
     return same_bits(short, table(2 * length, d_model, start=start, **options)[:length])
 
 
+@takes_options(dtype="float32")
 def recomputes_identically(
-    length: int,
-    d_model: int,
-    *,
-    start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
-    dtype: npt.DTypeLike = "float32",
+    length: int, d_model: int, *, start: int = 0, **options: Unpack[TableOptions]
 ) -> bool:
     """Whether recomputing gives the same bits: the table again, in two halves, and 64 rows by ``encode``.
 
     >>> recomputes_identically(100, 64)
     True
     """
-    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd, "dtype": dtype}
     first = table(length, d_model, start=start, **options)
     return differing_values(first, start, d_model, options) == 0
 

@@ -9,12 +9,12 @@ other device, ``meta`` included, and every call inside ``torch.compile``/``torch
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .. import _validate, core
-from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
+from ..core.options import takes_options
 from . import operator as _operator  # noqa: F401  (registers torch.ops.posenc.exact, once)
 from .tensors import (
     _check_positions_on_host,
@@ -26,21 +26,23 @@ from .tensors import (
     _tracing,
 )
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.options import OptionKeywords
+
 #: Cached tables stop growing at this many bytes; longer requests are computed for just their positions.
 CACHE_LIMIT_BYTES = 256 * 2**20
 
 
+@takes_options
 def encode(
     positions: torch.Tensor | Any,
     d_model: int,
     *,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
     dtype: torch.dtype | str = torch.float32,
     device: torch.device | str | None = None,
+    **options: Unpack[OptionKeywords],
 ) -> torch.Tensor:
     """``posenc.encode`` for tensors: shape ``positions.shape + (d_model,)``, on ``positions``' device.
 
@@ -53,38 +55,30 @@ def encode(
     tensor([[0.0000, 1.0000, 0.0000, 1.0000],
             [0.8415, 0.5403, 0.0100, 0.9999]])
     """
-    options = core.Options.check(d_model, base, shift, scale, layout, odd)
-    result = _encode_tensor(_position_tensor(positions), (*options, _dtype_name(dtype)))
+    checked = core.Options.check(d_model, **options)
+    result = _encode_tensor(_position_tensor(positions), (*checked, _dtype_name(dtype)))
     return result if device is None else result.to(device)
 
 
+@takes_options
 def table(
     length: int,
     d_model: int,
     *,
     start: int = 0,
-    base: float = BASE,
-    shift: float = SHIFT,
-    scale: float = SCALE,
-    layout: str = LAYOUT,
-    odd: str = ODD,
     dtype: torch.dtype | str = torch.float32,
     device: torch.device | str | None = None,
+    **options: Unpack[OptionKeywords],
 ) -> torch.Tensor:
     """``posenc.table`` for tensors: positions ``start .. start + length - 1``, shape ``(length, d_model)``.
 
     >>> table(2, 4, start=1, dtype=torch.float64)[:, 0]
     tensor([0.8415, 0.9093], dtype=torch.float64)
     """
-    options = core.Options.check(d_model, base, shift, scale, layout, odd)
+    checked = core.Options.check(d_model, **options)
     length = _validate.integer("length", length, minimum=0)
-    start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
-    if length and start + length - 1 >= _validate.MAX_POSITION:
-        raise ValueError(
-            f"the last position start + length - 1 = {start + length - 1} must be < 2**31 = "
-            f"{_validate.MAX_POSITION}; lower start or length"
-        )
-    return _table_on(length, start, (*options, _dtype_name(dtype)), torch.device(device or "cpu"))
+    start = _validate.table_start(start, length)
+    return _table_on(length, start, (*checked, _dtype_name(dtype)), torch.device(device or "cpu"))
 
 
 def clear_cache() -> None:

@@ -6,14 +6,14 @@ dropout) and the reading of tutorial checkpoints."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from .. import _validate, adapters, core
-from ..defaults import BASE, LAYOUT, ODD, SCALE, SHIFT
+from ..core.options import takes_options
 from ..device import Backend
 from .functions import _cached_table, _encode_tensor, _table_on, table
 from .positions import make_positions
@@ -26,6 +26,11 @@ from .tensors import (
     _position_tensor,
     _tracing,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.options import OptionKeywords
 
 _OPS = Backend(torch, "torch")
 
@@ -61,21 +66,18 @@ class SinusoidalPositionalEncoding(nn.Module):
     a tutorial checkpoint's ``pe`` buffer is accepted (checked, then dropped) by ``load_state_dict``.
     """
 
+    @takes_options(before="dropout")
     def __init__(
         self,
         d_model: int,
         *,
-        base: float = BASE,
-        shift: float = SHIFT,
-        scale: float = SCALE,
-        layout: str = LAYOUT,
-        odd: str = ODD,
         dropout: float = 0.0,
         batch_first: bool = False,
         max_len: int | None = None,
+        **options: Unpack[OptionKeywords],
     ) -> None:
         super().__init__()
-        self._options = core.Options.check(d_model, base, shift, scale, layout, odd)
+        self._options = core.Options.check(d_model, **options)
         self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = self._options
         self.max_len, self.batch_first, rate = _validate.module_options(max_len, batch_first, dropout)
         self.dropout = nn.Dropout(rate)

@@ -118,3 +118,13 @@ def test_cost_model_benchmark_writes_json_and_the_readme_block(tmp_path):
     _run("cost_model.py", "--readme", "--json", str(document_path), "--readme-file", str(readme))
     text = readme.read_text()
     assert "old" not in text and "| encode(5, 512) |" in text and text.endswith("after\n")
+
+
+def test_rope_benchmark_reports_ratios_and_errors(tmp_path):
+    args = ["--batch", "1", "--heads", "2", "--seq", "32", "--repeat", "1", "--dtype", "float32"]
+    out = _run("rope.py", *args, "--json", str(tmp_path / "r.json"))
+    assert "x Hugging Face" in out and "fused apply" in out
+    document = json.loads((tmp_path / "r.json").read_text())
+    assert document["results"]["hf tables + apply"]["ratio_to_hf"] == 1.0
+    assert document["errors"]["posenc 131k"] <= 2.0**-24  # exact: float32 rounding only
+    assert document["errors"]["hf 131k"] > 1e-4  # float32 angles at 131k positions

@@ -1,10 +1,12 @@
-"""The ``posenc`` command: ``posenc table`` prints or saves a table, ``posenc check`` measures the criteria
+"""The ``posenc`` command: ``posenc table`` prints or saves a table, ``posenc rope`` a model's rotary cos/sin
+table, ``posenc check`` measures the criteria
 of a good encoding, ``posenc plot`` draws one, ``posenc identify`` names the variant of a stored table,
 ``posenc demo`` explains it all.
 
 Each subcommand is a module of this package that parses its options, calls the library and prints what it
 returns: :mod:`~posenc.cli.table` (with the text, csv and json writers of :mod:`~posenc.cli.formats`),
-:mod:`~posenc.cli.check`, :mod:`~posenc.cli.plot`, :mod:`~posenc.cli.identify`, :mod:`~posenc.cli.demo`.
+:mod:`~posenc.cli.rope`, :mod:`~posenc.cli.check`, :mod:`~posenc.cli.plot`, :mod:`~posenc.cli.identify`,
+:mod:`~posenc.cli.demo`.
 
 Every error (a usage error, or a value that posenc's own validation refuses) is one line on
 stderr, ``posenc: error: <message>``, with exit code 2 and no traceback; ``--help`` and
@@ -29,7 +31,7 @@ import sys
 import posenc
 
 from ..layouts import column_names as column_labels
-from . import check, demo, identify, plot, table
+from . import check, demo, identify, plot, rope, table
 from .arguments import HELP_FORMAT, Parser
 from .errors import PROG, CliError, describe, fail
 from .plot import PLOT_KINDS, PLOT_SUFFIXES
@@ -54,6 +56,7 @@ examples:
   posenc table 5 4                        positions 0..4, d_model = 4 (the paper's formula)
   posenc table 4 4 --base 100             the same formula with base 100
   posenc table 1024 512 --format npy --output pe.npy
+  posenc rope config.json --positions 0:8 a Hugging Face model's exact rotary cos/sin
   posenc check --dtype bfloat16 --length 100000   is the encoding still unique, bounded, shift invariant?
   posenc plot dot-product -o dots.png             the dot-product map: constant along each diagonal
   posenc demo --out figures                       the walk-through, its figures written into figures/
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser: ``posenc [--version] {table,check,plot,identify,demo} ...``."""
+    """The argument parser: ``posenc [--version] {table,rope,check,plot,identify,demo} ...``."""
     parser = Parser(
         prog=PROG,
         description="Exact sinusoidal positional encodings: print, save, check, draw and explain them.",
@@ -102,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {posenc.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (table, check, plot, identify, demo):  # in the order --help lists them
+    for command in (table, rope, check, plot, identify, demo):  # in the order --help lists them
         command.add_command(commands)
     return parser
 

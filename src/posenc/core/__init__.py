@@ -42,8 +42,11 @@ The path of a request, one module per step:
   (step 4);
 * large requests run in blocks on a thread pool (:mod:`~posenc.core.parallel`).
 
-The adapters (:mod:`posenc.torch`, :mod:`posenc.jax`, the device algorithm of :mod:`posenc._exact_array`)
-use the named internal interface :class:`Options` and :class:`Spec`, and :mod:`posenc.core.highprec`.
+Frequencies that are not this geometric formula (the rotary family's scaled frequencies, times an attention
+factor) go the same way through :mod:`~posenc.core.explicit`: exact reals in, the same limbs, one rounding.
+
+The adapters (:mod:`posenc.torch`, :mod:`posenc.jax`, the device algorithm of :mod:`posenc.device`) use the
+named internal interface :class:`Options` and :class:`Spec`, and :mod:`posenc.core.highprec`.
 """
 
 from __future__ import annotations

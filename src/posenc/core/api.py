@@ -76,11 +76,16 @@ def encode(
     # array of 2**40 positions costs nothing until it is copied
     result = output((*raw.shape, checked.d_model), dt, out)
     p = _validate.positions(raw)
-    flat_p = p.reshape(-1)
-    rows = result.reshape(-1, checked.d_model)
-    spec = Spec(checked, dt)
+    encode_rows(Spec(checked, dt), p.reshape(-1), result.reshape(-1, checked.d_model))
+    return result
+
+
+def encode_rows(spec: Spec, flat_p: np.ndarray, rows: np.ndarray) -> None:
+    """Write the encodings of the 1-D positions ``flat_p`` into ``rows`` (``(len(flat_p), d_model)``), exact
+    per element: the compiled kernel for float32 (amplitude 1), else NumPy; in blocks on the thread pool."""
     step = max(1, parallel.BLOCK // max(1, spec.n))
-    kernel = compiled.kernel("encode_float32") if dt == np.float32 else None
+    unit = spec.dtype == np.float32 and spec.amplitude == 1.0
+    kernel = compiled.kernel("encode_float32") if unit else None
     if kernel is not None and flat_p.size:
         positions = np.ascontiguousarray(flat_p, dtype=np.float64)
         unsure = np.empty(len(positions), dtype=np.int64)
@@ -93,14 +98,13 @@ def encode(
         parallel.run_blocks(
             run_compiled, len(positions), step, elements=compiled.exact_cost(flat_p.size * spec.n)
         )
-        return result
+        return
 
     def work(lo: int, hi: int) -> None:
         sin, cos = compiled.direct_rows(flat_p[lo:hi], spec.limbs, threads=False)
         spec.emit(rows[lo:hi], flat_p[lo:hi], sin, cos, spec.direct_band(sin), spec.direct_band(cos))
 
     parallel.run_blocks(work, len(flat_p), step, elements=compiled.exact_cost(flat_p.size * spec.n))
-    return result
 
 
 @takes_options

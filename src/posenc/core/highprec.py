@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import decimal
 import math
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -80,12 +81,18 @@ def frequency_constants(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The n frequencies ω_i = scale · base**(-i / (twice_half / 2 - shift)) (float64, nearest) and the limbs
     of c_i = ω_i / 2π (shape ``(LIMB_COUNT, n)``)."""
-    bits, fixed, turns = _fixed_frequencies(n, base, twice_half, shift, scale)
+    return constants_of(*_fixed_frequencies(n, base, twice_half, shift, scale))
+
+
+def constants_of(bits: int, fixed: list[int], turns: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The frequencies (float64, nearest) and the limbs of the turn rates, from their fixed-point values
+    ``fixed[i] ≈ ω_i · 2**bits`` and ``turns[i] ≈ c_i · 2**bits`` (:func:`fixed_frequencies_of`)."""
     if bits < 1000:  # float(f) is exact to rounding and fast
         omegas = np.ldexp(np.array([float(f) for f in fixed]), -bits)
     else:  # f would overflow a float: int / int is correctly rounded at any size
         omegas = np.array([f / (1 << bits) for f in fixed])
-    lows = np.array([t.bit_length() for t in turns], dtype=np.int64) - LIMB_BITS * LIMB_COUNT
+    # the top 130 bits of each (a zero frequency, of the rotary family's "proportional" type, stays 0)
+    lows = np.maximum(np.array([t.bit_length() for t in turns], dtype=np.int64) - LIMB_BITS * LIMB_COUNT, 0)
     tops = [
         t >> int(low) for t, low in zip(turns, lows, strict=True)
     ]  # the top 130 bits of c_i: five limbs of 26
@@ -98,6 +105,35 @@ def frequency_constants(
     chunks = np.stack([pairs[0] >> LIMB_BITS, pairs[0] & mask, pairs[1] >> LIMB_BITS, pairs[1] & mask, last])
     exponents = lows + (LIMB_BITS * np.arange(LIMB_COUNT - 1, -1, -1))[:, None] - bits
     return omegas, np.ldexp(chunks.astype(np.float64), exponents)
+
+
+def fixed_frequencies_of(
+    exact: Callable[[int], Sequence[decimal.Decimal]],
+) -> tuple[int, list[int], list[int]]:
+    """``(bits, ω_i · 2**bits, c_i · 2**bits)`` as integers for frequencies given as exact reals:
+    ``exact(digits)`` returns every ω_i (>= 0) to ``digits`` significant decimal digits.
+
+    ``bits`` is chosen as for the geometric frequencies: even the smallest positive one keeps ~190
+    significant bits.
+    """
+    rough = [float(w) for w in exact(20)]
+    if any(w < 0 for w in rough):
+        raise ValueError(f"frequencies must be >= 0; got {min(rough)}")
+    positive = [w for w in rough if w > 0]
+    if not positive:
+        return _GUARD_BITS, [0] * len(rough), [0] * len(rough)
+    smallest_log2 = math.log2(min(positive))
+    if smallest_log2 < -900:
+        raise ValueError(f"the lowest frequency 2**{smallest_log2:.0f} underflows; use larger frequencies")
+    bits = _GUARD_BITS + max(0, math.ceil(-smallest_log2)) + len(rough).bit_length()
+    # relative precision of the largest frequency down to 2**-bits, with guard digits
+    digits = math.ceil((bits + max(0.0, math.log2(max(rough)))) * 0.30103) + 10
+    with decimal.localcontext(context(digits + 10)) as ctx:
+        scale_fixed = decimal.Decimal(1 << bits)
+        fixed = [int((w * scale_fixed).to_integral_value()) for w in exact(digits)]
+        inverse_two_pi = int((scale_fixed / (2 * pi(ctx.prec))).to_integral_value())
+    turns = [(f * inverse_two_pi) >> bits for f in fixed]
+    return bits, fixed, turns
 
 
 def turn_rates(
@@ -162,7 +198,24 @@ def round_fraction(value: Fraction, fmt: str) -> float:
 def sincos_exact(
     position: float, i: int, base: float, twice_half: int, shift: float, scale: float, fmt: str
 ) -> tuple[float, float]:
-    """sin and cos of ``position · scale · base**(-i / (twice_half/2 - shift))``, correctly rounded.
+    """sin and cos of ``position · scale · base**(-i / (twice_half/2 - shift))``, correctly rounded."""
+
+    def omega() -> decimal.Decimal:  # in the caller's decimal context
+        exponent = -i * decimal.Decimal(base).ln() / _denominator(twice_half, shift)
+        return decimal.Decimal(scale) * exponent.exp()
+
+    return sincos_exact_of(position, omega, fmt)
+
+
+def sincos_exact_of(
+    position: float,
+    omega: Callable[[], decimal.Decimal],
+    fmt: str,
+    amplitude: Callable[[], decimal.Decimal] | None = None,
+) -> tuple[float, float]:
+    """``A · sin(position · ω)`` and ``A · cos(position · ω)`` correctly rounded to ``fmt``, for ω (and the
+    amplitude A, 1 if None) computed by ``omega()`` (``amplitude()``) to the precision of the current
+    :mod:`decimal` context.
 
     Evaluates in :mod:`decimal` with a known error bound and doubles the precision until the bound no longer
     straddles a rounding midpoint (it always ends: the exact values are transcendental, never midpoints).
@@ -170,12 +223,15 @@ def sincos_exact(
     digits = 60
     while True:
         with decimal.localcontext(context(digits + 20)):
-            exponent = -i * decimal.Decimal(base).ln() / _denominator(twice_half, shift)
-            omega = decimal.Decimal(scale) * exponent.exp()
-            angle = decimal.Decimal(position) * omega
+            angle = decimal.Decimal(position) * omega()
+            if angle == 0:  # exactly: sin 0 = 0, cos 0 = 1 (times A)
+                return 0.0, round_fraction(Fraction(amplitude()) if amplitude else Fraction(1), fmt)
             two_pi = 2 * pi(digits + 20)
             angle -= two_pi * (angle / two_pi).to_integral_value()
             sin, cos = taylor_sincos(angle)
+            if amplitude is not None:
+                factor = amplitude()
+                sin, cos = sin * factor, cos * factor
         error = Fraction(10) ** -(digits - 12)
         results = []
         for value in (sin, cos):
@@ -186,7 +242,7 @@ def sincos_exact(
             return results[0], results[1]
         digits *= 2
         if digits > 5000:  # pragma: no cover - would need a value within 10**-5000 of a midpoint
-            raise RuntimeError(f"could not round sin/cos of position {position}, frequency {i}")
+            raise RuntimeError(f"could not round sin/cos of position {position}")
 
 
 def taylor_sincos(x: decimal.Decimal) -> tuple[decimal.Decimal, decimal.Decimal]:

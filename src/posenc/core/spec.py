@@ -22,6 +22,12 @@ from .options import column_plan as _column_plan
 class Spec:
     """Everything one request needs: its options, the frequency constants and where columns go."""
 
+    #: Every value is A · sin or A · cos; A other than 1 comes with explicit frequencies
+    #: (:class:`posenc.core.explicit.ExplicitSpec`): ``amplitude`` is A's float64, ``amplitude_error`` a bound
+    #: of its error.
+    amplitude = 1.0
+    amplitude_error = 0.0
+
     def __init__(self, options: Options, dtype: np.dtype):
         self.options, self.dtype = options, dtype
         (self.omegas, self.limbs, self.n, self.round, self.format, self.absolute_error, self.float64_tiny) = (
@@ -60,6 +66,8 @@ class Spec:
         )
         for values, band, dst, which in ((sin, sin_band, sin_out, 0), (cos, cos_band, cos_out, 1)):
             values = values[:, : dst.shape[1]]
+            if self.amplitude != 1.0:
+                values, band = self.amplify(values, None if band is None else band[..., : dst.shape[1]])
             if self.dtype == np.float64:  # within 1 ulp, except the tiny values settle_tiny redoes
                 dst[...] = values
                 tiny = np.abs(values) < self.float64_tiny
@@ -84,13 +92,26 @@ class Spec:
         """Settle uncertain values: the correctly rounded sin (which=0) or cos (which=1) of p * ω_i, for a
         few (p, i) pairs."""
         values = arithmetic.direct(p, self.limbs[:, i])[which]
-        rounded, unsure = rounding.round_certified(values, self.direct_band(values), self.round)
-        origin = p == 0  # position 0 is exact: sin 0 = 0, cos 0 = 1
-        rounded[origin] = which
-        unsure &= ~origin
+        band = self.direct_band(values)
+        if self.amplitude != 1.0:
+            values, band = self.amplify(values, band)
+        rounded, unsure = rounding.round_certified(values, band, self.round)
+        if self.amplitude == 1.0:
+            origin = (p == 0) | (self.omegas[i] == 0)  # a zero angle is exact: sin 0 = 0, cos 0 = 1
+            rounded[origin] = which
+            unsure &= ~origin
         for k in np.flatnonzero(unsure):
             rounded[k] = self.exact(float(p[k]), int(i[k]))[which]
         return rounded
+
+    def amplify(self, values: np.ndarray, band: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """A · values and its error band: A's float64 times the band, plus A's own error and the product's
+        rounding (< 2**-52 relative)."""
+        scaled = values * self.amplitude
+        if band is None:
+            return scaled, None
+        error = np.abs(values) * self.amplitude_error + np.abs(scaled) * 2.0**-52
+        return scaled, band * self.amplitude + error
 
     def settle_tiny(self, p: np.ndarray, i: np.ndarray, which: int) -> np.ndarray:
         """float64 sin (which=0) or cos (which=1) of p ω_i for values below ``float64_tiny``, where the
@@ -106,7 +127,7 @@ class Spec:
             x_lo += mantissa * omega_lo[i[small]]
             angle = np.ldexp(x, exponent)
             sine = x + (x_lo - x * (angle * angle / 6.0))
-            result[small] = np.copysign(np.ldexp(sine, exponent), p[small])  # sin(±0) = ±0
+            result[small] = np.copysign(np.ldexp(sine, exponent), p[small]) * self.amplitude  # sin(±0) = ±0
         for k in np.flatnonzero(~small):
             result[k] = self.exact(float(p[k]), int(i[k]))[which]
         return result

@@ -55,7 +55,7 @@ Where each part lives:
 from __future__ import annotations
 
 from .backend import Backend, backend_of, is_floating
-from .host import Constants, Request, check_options, constants, limbs_for, request_for
+from .host import Constants, Request, check_options, constants, limbs_for, request_for, request_for_law
 from .pipeline import encode
 from .positions import Positions, split_positions
 from .rounding import round_fixed
@@ -72,6 +72,7 @@ __all__ = [
     "is_floating",
     "limbs_for",
     "request_for",
+    "request_for_law",
     "round_fixed",
     "split_positions",
 ]

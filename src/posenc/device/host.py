@@ -47,7 +47,9 @@ class Constants(NamedTuple):
 
 
 def check_options(omegas: np.ndarray) -> None:
-    """Refuse (ValueError) options outside the device algorithm's domain, naming the fix."""
+    """Refuse (ValueError) options outside the device algorithm's domain, naming the fix. (A frequency of
+    exactly 0, as the rotary "proportional" type has, is in the domain: its sines are 0, its cosines 1.)"""
+    omegas = omegas[omegas > 0]
     if len(omegas) and omegas.max() / (2 * math.pi) > MAX_TURN_RATE:
         raise ValueError(
             f"the highest frequency scale = {omegas.max():g} is above {2 * math.pi * MAX_TURN_RATE:.0f}, "
@@ -72,7 +74,12 @@ def _digits(value: int, bits: int, count: int) -> list[int]:
 @functools.lru_cache(maxsize=64)
 def constants(n: int, base: float, twice_half: int, shift: float, scale: float) -> Constants:
     """The :class:`Constants` of ω_i = scale · base**(-i / (twice_half/2 - shift)), i < n (cached)."""
-    bits, turns = highprec.turn_rates(n, base, twice_half, shift, scale)
+    return constants_of_turns(*highprec.turn_rates(n, base, twice_half, shift, scale))
+
+
+def constants_of_turns(bits: int, turns: list[int]) -> Constants:
+    """The :class:`Constants` of the turn rates ``turns[i] / 2**bits`` = ω_i / 2π."""
+    n = len(turns)
     reduce = np.zeros((_PIECES, n, _DIGITS + 1), np.int32)
     rate = np.zeros((n, _DIGITS + 1), np.int32)
     scaled = np.zeros((n, _DIGITS + 1), np.int32)
@@ -83,7 +90,7 @@ def constants(n: int, base: float, twice_half: int, shift: float, scale: float) 
             reduce[j, i, 0] = 0  # only the fraction matters
         rate[i] = _digits(turn, bits, _DIGITS)
         u = 0
-        while turn << (LIMB_BITS * (u + 1)) < 1 << bits:  # c 2**12(u+1) < 1
+        while turn and turn << (LIMB_BITS * (u + 1)) < 1 << bits:  # c 2**12(u+1) < 1
             u += 1
         steps[i] = u
         scaled[i] = _digits(turn << (LIMB_BITS * u), bits, _DIGITS)
@@ -139,6 +146,7 @@ class Request(NamedTuple):
     fmt: str  # "float32", "float16", "bfloat16" or "float64"
     limbs: int  # fraction limbs of the first evaluation
     shared: dict[str, Any]  # :func:`_shared_constants`
+    amplitude: np.ndarray | None = None  # the digits of A (every value is A sin, A cos), None for A = 1
 
 
 def request_for(options: Any, fmt: str) -> Request:
@@ -167,5 +175,44 @@ def request_for(options: Any, fmt: str) -> Request:
 def limbs_for(omegas: np.ndarray) -> int:
     """Fraction limbs of the first evaluation: 5 (60 bits), plus one per 12 bits that the lowest turn rate
     lies below 2**-20, so that small turns (low frequency, small position) keep >= 40 significant bits."""
-    lowest = float(omegas.min()) / (2 * math.pi) if len(omegas) else 1.0
+    positive = omegas[omegas > 0]
+    lowest = float(positive.min()) / (2 * math.pi) if len(positive) else 1.0
     return FIRST_LIMBS + max(0, math.ceil((-math.log2(lowest) - 20) / LIMB_BITS))
+
+
+#: Largest amplitude A the device's error bound allows (the fixed-point error grows by the factor A).
+MAX_AMPLITUDE = 2.0
+
+
+@functools.lru_cache(maxsize=64)
+def request_for_law(law: Any, fmt: str) -> Request:
+    """The :class:`Request` of frequencies given as exact reals (an
+    :class:`~posenc.core.explicit.ExactFrequencies`): columns [sin ω_0 .. sin ω_n-1 | cos ω_0 .. cos ω_n-1],
+    every value times the law's amplitude A."""
+    omegas, _ = law.constants()
+    check_options(omegas)
+    amplitude = None
+    if law.amplitude is not None:
+        bits = LIMB_BITS * _DIGITS
+        with decimal.localcontext(highprec.context(80)):
+            value = law.amplitude(70)
+            if not 0 < value < MAX_AMPLITUDE:
+                raise ValueError(
+                    f"the amplitude (attention scaling) {float(value):g} is outside (0, {MAX_AMPLITUDE:g}), "
+                    "the range of posenc's device algorithm; compute on the host"
+                )
+            fixed = int((value * (1 << bits)).to_integral_value(decimal.ROUND_FLOOR))
+        amplitude = np.array(_digits(fixed, bits, _DIGITS), dtype=np.int32)
+    n = len(omegas)
+    return Request(
+        2 * n,
+        "sin_cos",
+        n,
+        n,
+        n,
+        constants_of_turns(*law.turn_rates()),
+        fmt,
+        limbs_for(omegas),
+        _shared_constants(),
+        amplitude,
+    )

@@ -39,6 +39,7 @@ def encode(ops: Backend, positions: Any, request: Request, offset: Any = None) -
             name: ops.asarray(shared[name], whole)
             for name in ("sin_neg", "sin_digits", "cos_neg", "cos_digits")
         },
+        "amplitude": None if request.amplitude is None else ops.asarray(request.amplitude, whole),
     }
     float_dtype = xp.float64 if request.fmt == "float64" else ops.float32
     first = request.limbs + SETTLE_EXTRA if request.fmt == "float64" else request.limbs
@@ -58,7 +59,7 @@ def encode(ops: Backend, positions: Any, request: Request, offset: Any = None) -
         float_dtype,
     )
     zero = whole == 0 if fraction is None else (whole == 0) & (fraction == 0)
-    certain = certain | column(zero)
+    certain = certain | column(zero) | (freq["rate_float"] == 0)  # a zero angle is exact
     total = int(whole.shape[0]) * count
     if request.fmt != "float64" and total:
         sin, cos = _settle(

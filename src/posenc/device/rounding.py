@@ -9,7 +9,7 @@ import numpy as np
 
 from .backend import Backend
 from .evaluate import _evaluate
-from .fixed_point import LIMB_BITS, _magnitude, _normalize
+from .fixed_point import LIMB_BITS, _magnitude, _mul, _normalize
 from .host import FORMATS
 
 #: Error bound of the fixed-point evaluation, in units of its last digit (the analysis in :func:`_evaluate`
@@ -78,6 +78,10 @@ def _values(
 ) -> tuple[Any, Any, Any]:
     """Rounded sin and cos (with the position's sign) and whether both roundings are certain."""
     (sin_neg, sin_mag), (cos_neg, cos_mag), e = _evaluate(ops, whole, fraction, fraction_negative, freq, m)
+    amplitude = freq.get("amplitude")
+    if amplitude is not None:  # A sin, A cos: one more fixed-point product each (A < 2 keeps the bound)
+        sin_mag = _normalize(ops, _mul(ops, sin_mag, amplitude, m))
+        cos_mag = _normalize(ops, _mul(ops, cos_mag, amplitude, m))
     sin, sin_ok = round_fixed(ops, sin_mag, e, m, fmt, float_dtype)
     cos, cos_ok = round_fixed(ops, cos_mag, e * 0, m, fmt, float_dtype)
     sin = ops.where(sin_neg != negative, -sin, sin)

@@ -26,6 +26,8 @@ One concept per module:
 
 - :mod:`~posenc.jax.functions`: :func:`encode` and :func:`table` for JAX arrays, concrete or traced;
 - :mod:`~posenc.jax.modules`: the Flax (NNX) ``SinusoidalPositionalEncoding``, defined on first use;
+- :mod:`~posenc.jax.rotary`: exact rotary embeddings: ``cos_sin``, :func:`apply_rotary` and the Flax
+  ``RotaryEmbedding``;
 - :mod:`~posenc.jax.tables`: the tables cached for the module, on the host and on the devices.
 
 >>> import jax.numpy as jnp
@@ -46,19 +48,29 @@ except ImportError as error:  # pragma: no cover - exercised only without jax
 
 from .functions import encode, table
 from .modules import _module_class
+from .rotary import _module_class as _rotary_class
+from .rotary import apply_rotary
 from .tables import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
 from .tables import CONSTANT_LIMIT_BYTES as CONSTANT_LIMIT_BYTES
 from .tables import clear_cache
 
-# SinusoidalPositionalEncoding is defined on first use (it imports flax): see __getattr__ below.
-__all__ = ["SinusoidalPositionalEncoding", "clear_cache", "encode", "table"]
+# The Flax modules are defined on first use (they import flax): see __getattr__ below.
+__all__ = [
+    "RotaryEmbedding",
+    "SinusoidalPositionalEncoding",
+    "apply_rotary",
+    "clear_cache",
+    "encode",
+    "table",
+]
+_MODULES = {"SinusoidalPositionalEncoding": _module_class, "RotaryEmbedding": _rotary_class}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "SinusoidalPositionalEncoding":
-        return _module_class()
+    if name in _MODULES:
+        return _MODULES[name]()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), "SinusoidalPositionalEncoding"})
+    return sorted({*globals(), *_MODULES})

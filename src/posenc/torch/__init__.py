@@ -17,6 +17,8 @@ One concept per module:
   (the cached tables of eager CPU calls, :func:`clear_cache`);
 - :mod:`~posenc.torch.modules`: :class:`SinusoidalPositionalEncoding`, :class:`TokenAndPositionEmbedding`
   and :class:`Timesteps`;
+- :mod:`~posenc.torch.rotary`: exact rotary embeddings, :class:`RotaryEmbedding` (a drop-in for Hugging
+  Face's rotary modules) and :func:`apply_rotary`, with the operator ``torch.ops.posenc.rotary``;
 - :mod:`~posenc.torch.positions`: position ids from attention masks, packed sequences and padding;
 - :mod:`~posenc.torch.operator`: the operator ``torch.ops.posenc.exact`` (registered once, on import);
 - :mod:`~posenc.torch.tensors`: dtypes, positions and offsets as tensors the encoders take, exactly;
@@ -35,11 +37,14 @@ from .functions import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in 
 from .functions import clear_cache, encode, table
 from .modules import SinusoidalPositionalEncoding, Timesteps, TokenAndPositionEmbedding
 from .positions import from_attention_mask, from_cu_seqlens, make_positions
+from .rotary import RotaryEmbedding, apply_rotary
 
 __all__ = [
+    "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
     "Timesteps",
     "TokenAndPositionEmbedding",
+    "apply_rotary",
     "clear_cache",
     "encode",
     "from_attention_mask",

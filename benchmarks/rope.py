@@ -1,0 +1,129 @@
+"""Side-by-side benchmark of rotary embeddings: posenc's exact RotaryEmbedding + apply_rotary against Hugging
+Face's LlamaRotaryEmbedding + apply_rotary_pos_emb, in one process, with their errors against exact values.
+
+    python benchmarks/rope.py [--batch 8] [--heads 32] [--seq 4096] [--head-dim 128] [--repeat 11]
+                              [--device cpu|cuda] [--dtype bfloat16|float32|float16] [--json FILE]
+
+q and k are (batch, heads, seq, head_dim) in --dtype on --device (Llama 3.1's rotary parameters: llama3
+scaling, base 500000). Rows: the cos/sin tables alone and the whole rotation (tables + apply) for each
+contender, and the memory-bound floor of the rotation: read q and k and write them once (``q.mul_(1)`` on
+both, the same bytes moved). The error row is the max |cos - exact| over the tables at this length and at a
+long context (131072 - seq .. 131072). posenc's fused kernel (cos/sin computed inside the apply, on CUDA) is
+not built yet: its row reads "—".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+from pathlib import Path
+
+import numpy as np
+import torch
+from _common import measure
+
+import posenc.rope as rope
+import posenc.torch as pt
+
+LLAMA31 = {
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "head_dim": 128,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--heads", type=int, default=32)
+    parser.add_argument("--seq", type=int, default=4096)
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
+    parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "rope.json")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    import transformers
+    from transformers.models.llama import modeling_llama
+
+    config = transformers.LlamaConfig(**{**LLAMA31, "head_dim": args.head_dim})
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    theirs = modeling_llama.LlamaRotaryEmbedding(config).to(device)
+    ours = pt.RotaryEmbedding(config).to(device)
+    q = torch.randn(args.batch, args.heads, args.seq, args.head_dim, device=device, dtype=dtype)
+    k = torch.randn_like(q)
+    ids = torch.arange(args.seq, device=device)[None].expand(args.batch, -1)
+
+    def their_step():
+        cos, sin = theirs(q, ids)
+        return modeling_llama.apply_rotary_pos_emb(q, k, cos, sin)
+
+    def our_step():
+        cos, sin = ours(q, ids)
+        return pt.apply_rotary(q, k, cos, sin)
+
+    def floor():
+        q.mul_(1)
+        k.mul_(1)
+
+    rows = {
+        "hf tables": measure(lambda: theirs(q, ids), args.repeat, sync),
+        "posenc tables": measure(lambda: ours(q, ids), args.repeat, sync),
+        "hf tables + apply": measure(their_step, args.repeat, sync),
+        "posenc tables + apply": measure(our_step, args.repeat, sync),
+        "floor: read and write q, k": measure(floor, args.repeat, sync),
+    }
+    reference = rows["hf tables + apply"]["median_s"]
+    errors = _errors(theirs, ours, config, args.seq, dtype, device)
+    print(f"rotary embeddings, q/k {tuple(q.shape)} {args.dtype} on {args.device} (Llama 3.1 parameters)")
+    for name, row in rows.items():
+        row["ratio_to_hf"] = row["median_s"] / reference
+        print(f"  {name:28s} {row['median_s'] * 1e3:9.3f} ms   {row['ratio_to_hf']:5.2f}x Hugging Face")
+    print("  posenc fused apply (CUDA)            —      (not built yet)")
+    for name, error in errors.items():
+        print(f"  max |cos, sin - exact| {name}: {error:.3g}")
+    document = {
+        "machine": {"platform": platform.platform(), "torch": torch.__version__, "device": args.device},
+        "shape": list(q.shape),
+        "dtype": args.dtype,
+        "results": rows,
+        "errors": errors,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(document, indent=2) + "\n")
+    return 0
+
+
+def _errors(theirs, ours, config, seq: int, dtype, device) -> dict[str, float]:
+    """max |value - exact| of each contender's cos and sin at positions 0 .. seq-1 and near 131072."""
+    params = rope.config(config)
+    out = {}
+    for label, start in (("short", 0), ("131k", 131072 - seq)):
+        ids = torch.arange(start, start + seq, device=device)[None]
+        exact = [
+            np.asarray(t, dtype=np.float64) for t in rope.cos_sin(ids.cpu().numpy(), params, dtype="float64")
+        ]
+        x = torch.zeros(1, dtype=dtype, device=device)
+        for name, module in (("hf", theirs), ("posenc", ours)):
+            got = [t.float().cpu().numpy().astype(np.float64) for t in module(x, ids)]
+            out[f"{name} {label}"] = float(max(np.abs(g - e).max() for g, e in zip(got, exact, strict=True)))
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,120 @@
+"""``posenc rope CONFIG``: print or save a model's exact rotary cos/sin table (:func:`posenc.rope.cos_sin`),
+one row per position, in the formats of ``posenc table``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+
+from .. import _validate, rope
+from ..rope.arrays import LAYOUTS
+from .arguments import DEFAULT_DTYPE, HELP_FORMAT, integer, one_of
+from .errors import CliError
+from .formats import TEXT_DIGITS, Grid, write_csv, write_json, write_text
+from .table import FORMATS, MAX_DIGITS, _open_output
+
+_EPILOG = """\
+columns:
+  'cos3 θ1' is column 3 of the cos table, cos(pos · θ_1) · attention_scaling; the sin columns follow.
+  layout half (Hugging Face, GPT-NeoX): [θ0 .. θn-1, θ0 .. θn-1];
+  interleaved (GPT-J, Meta): [θ0, θ0, θ1, θ1, ...].
+  Each value is the exact real correctly rounded once to --dtype.
+
+formats:
+  text, csv, json as 'posenc table'; npy stores an array of shape (2, positions, rotary_dim): cos, then sin.
+
+examples:
+  posenc rope config.json --positions 0:8                 a model's config.json (or its folder)
+  posenc rope config.json --positions 131000:131008 --dtype bfloat16
+  posenc rope config.json --positions 0:4096 --format npy --output rope.npy
+"""
+
+
+def add_command(commands: Any) -> None:
+    """Add ``posenc rope CONFIG [options]`` to the subcommands."""
+    sub = commands.add_parser(
+        "rope",
+        help="print or save a model's exact rotary (RoPE) cos/sin table",
+        description="Print or save posenc.rope.cos_sin for the rotary parameters of CONFIG (a Hugging Face\n"
+        "config.json, or the folder holding one): one row per position, correctly rounded to --dtype.",
+        epilog=_EPILOG,
+        formatter_class=HELP_FORMAT,
+    )
+    sub.add_argument("config", metavar="CONFIG", help="a Hugging Face config.json, or the folder holding one")
+    sub.add_argument(
+        "--positions",
+        default="0:8",
+        metavar="A:B",
+        help="positions A .. B-1, |position| < 2**31 (default: 0:8)",
+    )
+    sub.add_argument(
+        "--layout", default="half", metavar=one_of(LAYOUTS), help="cos/sin layout (default: half)"
+    )
+    sub.add_argument("--seq-len", type=integer, help="the sequence length of dynamic/longrope scaling")
+    sub.add_argument(
+        "--dtype",
+        default=DEFAULT_DTYPE,
+        metavar=one_of(_validate.DTYPES),
+        help=f"output dtype; values are correctly rounded to it (default: {DEFAULT_DTYPE})",
+    )
+    sub.add_argument("--digits", type=integer, help=f"decimals printed, 0 to {MAX_DIGITS}")
+    sub.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    sub.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    sub.set_defaults(handler=run)
+
+
+def positions_range(text: str) -> range:
+    """``A:B`` as range(A, B) (B > A, both within ±2**31)."""
+    first, colon, last = text.partition(":")
+    try:
+        start, stop = int(first), int(last)
+    except ValueError:
+        colon = ""
+    if not colon or stop <= start:
+        raise CliError(f"--positions must be A:B with integers A < B (positions A .. B-1); got {text!r}")
+    for value in (start, stop - 1):
+        _validate.position_int("--positions", value)
+    return range(start, stop)
+
+
+def run(args: argparse.Namespace) -> None:
+    """``posenc rope``: read the config, compute the cos/sin of the positions, write them."""
+    if args.format == "npy" and args.output is None:
+        raise CliError("--format npy writes binary data; name a file with --output FILE")
+    if args.digits is not None and not 0 <= args.digits <= MAX_DIGITS:
+        raise CliError(f"--digits must be an integer from 0 to {MAX_DIGITS}; got {args.digits}")
+    params = rope.config(args.config)
+    positions = positions_range(args.positions)
+    _validate.fits_in_memory((2, len(positions), params.rotary_dim), _validate.dtype(args.dtype))
+    cos, sin = rope.cos_sin(
+        np.arange(positions.start, positions.stop),
+        params,
+        dtype=args.dtype,
+        layout=args.layout,
+        seq_len=args.seq_len,
+    )
+    if args.format == "npy":
+        with _open_output(args.output, binary=True) as stream:
+            np.save(stream, np.stack([cos, sin]))
+        return
+    n = params.rotary_dim // 2
+    frequency = [j % n if args.layout == "half" else j // 2 for j in range(params.rotary_dim)]
+    labels = [f"{name}{j} θ{i}" for name in ("cos", "sin") for j, i in enumerate(frequency)]
+    grid = Grid("pos", positions, labels, np.concatenate([cos, sin], -1))
+    with _open_output(args.output, binary=False) as stream:
+        if args.format == "text":
+            write_text(stream, grid, TEXT_DIGITS if args.digits is None else args.digits)
+        elif args.format == "csv":
+            write_csv(stream, grid, args.digits)
+        else:
+            meta = {
+                "rope_type": params.rope_type,
+                "rotary_dim": params.rotary_dim,
+                "base": params.base,
+                "attention_scaling": rope.attention_scaling(params, seq_len=args.seq_len),
+                "layout": args.layout,
+                "dtype": args.dtype,
+            }
+            write_json(stream, grid, meta, args.digits)

@@ -1,0 +1,133 @@
+"""Rotary position embeddings for JAX, exact: :func:`cos_sin`, :func:`apply_rotary` and the Flax (NNX)
+``RotaryEmbedding`` (defined on first use, like ``SinusoidalPositionalEncoding``).
+
+Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once (:mod:`posenc.rope`). Concrete
+positions are computed on the host by the NumPy core; traced positions (arguments of a jitted function) by
+the device algorithm (:mod:`posenc.device`) inside the program: no callback, no float64 with x64 off.
+"dynamic" and "longrope" scaling pick their frequencies from the sequence length: traced positions need an
+explicit ``seq_len`` (a jitted program cannot read max(positions)).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import device, rope
+from ..rope.arrays import arrange, check_layout, rotate
+from ..rope.tables import _law
+from .functions import _dtype, _host_positions, _traced
+
+
+def cos_sin(
+    positions: Any,
+    params: rope.RopeParameters,
+    *,
+    dtype: Any = "float32",
+    layout: str = "half",
+    seq_len: int | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """:func:`posenc.rope.cos_sin` for JAX arrays, concrete or traced: (cos, sin), each
+    ``positions.shape + (rotary_dim,)`` (with ``mrope_section``, positions' leading axis of 3 is dropped).
+
+    >>> cos, sin = cos_sin(jnp.array([0, 1]), rope.config(head_dim=4, base=100.0))
+    >>> sin
+    Array([[0.        , 0.        , 0.        , 0.        ],
+           [0.84147096, 0.09983341, 0.84147096, 0.09983341]], dtype=float32)
+    """
+    if not isinstance(params, rope.RopeParameters):
+        raise TypeError(
+            f"params must be posenc.rope.RopeParameters; got {type(params).__name__}; "
+            "build it with posenc.rope.config(...)"
+        )
+    check_layout(layout)
+    dt = _dtype(dtype)
+    if not _traced(positions):
+        cos, sin = rope.cos_sin(_host_positions(positions), params, dtype=dt, layout=layout, seq_len=seq_len)
+        return jnp.asarray(cos), jnp.asarray(sin)
+    positions = jnp.asarray(positions)
+    if params.mrope_section and (positions.ndim == 0 or positions.shape[0] != 3):
+        raise ValueError(
+            f"positions must have a leading axis of 3 (time, height, width ids) for multimodal rotary "
+            f"embeddings (mrope_section={list(params.mrope_section)}); got shape {positions.shape}"
+        )
+    scaled_by_length = params.rope_type in ("dynamic", "longrope")
+    if scaled_by_length and seq_len is None:
+        raise ValueError(
+            f"rope_type {params.rope_type!r} picks its frequencies from the sequence length, which a jitted "
+            "program cannot read from traced positions; pass seq_len= (e.g. the padded length + 1)"
+        )
+    request = _request(params, seq_len if scaled_by_length else None, dt.name)
+    rows = device.encode(_JNP, positions, request)
+    return arrange(_JNP, rows, request.count, params.mrope_section, params.mrope_interleaved, layout)
+
+
+_JNP = device.Backend(jnp, "jax")
+
+
+@functools.lru_cache(maxsize=64)
+def _request(params: rope.RopeParameters, seq_len: int | None, fmt: str) -> Any:
+    return device.request_for_law(_law(params, seq_len), fmt)
+
+
+def apply_rotary(
+    q: jax.Array,
+    k: jax.Array,
+    cos: jax.Array,
+    sin: jax.Array,
+    *,
+    layout: str = "half",
+    unsqueeze_dim: int = 1,
+) -> tuple[jax.Array, jax.Array]:
+    """Rotate q and k by the rotary (cos, sin), as :func:`posenc.torch.apply_rotary`: ``x · cos + rotate(x) ·
+    sin`` on the first ``cos.shape[-1]`` features (the rest pass unchanged); cos/sin get a new axis at
+    ``unsqueeze_dim``; half-precision inputs are computed in float32 and rounded once.
+
+    >>> q = jnp.array([[[[1.0, 0.0]]]])
+    >>> apply_rotary(q, q, jnp.array([[[0.0, 0.0]]]), jnp.array([[[1.0, 1.0]]]))[0]
+    Array([[[[0., 1.]]]], dtype=float32)
+    """
+    check_layout(layout)
+    cos, sin = jnp.expand_dims(cos, unsqueeze_dim), jnp.expand_dims(sin, unsqueeze_dim)
+    return rotate(_JNP, q, cos, sin, layout), rotate(_JNP, k, cos, sin, layout)
+
+
+@functools.cache
+def _module_class() -> type:
+    try:
+        from flax import nnx
+    except ImportError as error:
+        raise ImportError(
+            "posenc.jax.RotaryEmbedding is a Flax (NNX) module and needs Flax: pip install 'posenc[flax]'"
+        ) from error
+
+    class RotaryEmbedding(nnx.Module):
+        """Exact rotary cos/sin, the Flax (NNX) twin of :class:`posenc.torch.RotaryEmbedding`.
+
+        ``config``: a :class:`posenc.rope.RopeParameters` or anything :func:`posenc.rope.config` reads.
+        ``__call__(x, position_ids, *, seq_len=None)`` returns (cos, sin) of shape
+        ``position_ids.shape + (rotary_dim,)`` in x's dtype (with multimodal sections, position_ids is
+        (3, B, L), or (B, L) for text). ``inv_freq`` (float32) and ``attention_scaling`` are attributes.
+        """
+
+        def __init__(self, config: Any, *, layout: str = "half"):
+            check_layout(layout)
+            self.params = config if isinstance(config, rope.RopeParameters) else rope.config(config)
+            self.layout = layout
+            self.attention_scaling = rope.attention_scaling(self.params)
+            self.inv_freq = np.asarray(rope.inv_freq(self.params), dtype=np.float32)
+
+        def __call__(
+            self, x: jax.Array, position_ids: Any, *, seq_len: int | None = None
+        ) -> tuple[jax.Array, jax.Array]:
+            ids = position_ids
+            if self.params.mrope_section and jnp.ndim(ids) == 2:
+                ids = jnp.broadcast_to(jnp.asarray(ids), (3, *jnp.shape(ids)))
+            return cos_sin(ids, self.params, dtype=x.dtype, layout=self.layout, seq_len=seq_len)
+
+    RotaryEmbedding.__module__ = __name__
+    return RotaryEmbedding

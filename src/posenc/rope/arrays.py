@@ -1,0 +1,82 @@
+"""What the frameworks share for rotary embeddings, written once over an array namespace
+(:class:`posenc.device.Backend`: NumPy, torch, jax.numpy): the cos/sin tables laid out from the exact
+[A sin θ_i p | A cos θ_i p] rows, and the rotation of queries and keys.
+
+Layouts: ``"half"`` (Hugging Face, GPT-NeoX "rotate half": features i and i + rotary_dim/2 form a pair, so
+the tables are [θ_0 .. θ_{n-1}, θ_0 .. θ_{n-1}]) and ``"interleaved"`` (GPT-J, Meta's Llama reference code:
+features 2i and 2i+1, so [θ_0, θ_0, θ_1, θ_1, ...]).
+
+Multimodal rotary embeddings (Qwen2-VL's M-RoPE) take three position ids per token (time, height, width):
+frequency i turns with the axis its section names — ``mrope_section = (t, h, w)`` gives the first t
+frequencies to time, the next h to height and the last w to width, or, with ``mrope_interleaved``
+(Qwen3-VL), frequencies 1, 4, 7, ... (the first h of them) to height, 2, 5, 8, ... (the first w) to width
+and the rest to time.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ..device import Backend
+
+LAYOUTS = ("half", "interleaved")
+
+
+def check_layout(layout: Any) -> str:
+    """``layout`` if it is one of :data:`LAYOUTS`; else a ValueError naming them."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}")
+    return layout
+
+
+def arrange(
+    ops: Backend, rows: Any, count: int, sections: tuple[int, ...] | None, interleaved: bool, layout: str
+) -> tuple[Any, Any]:
+    """(cos, sin) laid out as ``layout`` says, from rows ``[A sin θ_i p | A cos θ_i p]`` (``count``
+    frequencies); with ``sections``, rows has a leading axis of 3 (time, height, width) that is dropped,
+    each frequency taken from the axis of its section."""
+    sin, cos = rows[..., :count], rows[..., count:]
+    if sections:
+        axis = ops.asarray(mrope_axes(sections, interleaved), rows)
+        sin = ops.where(axis == 0, sin[0], ops.where(axis == 1, sin[1], sin[2]))
+        cos = ops.where(axis == 0, cos[0], ops.where(axis == 1, cos[1], cos[2]))
+    if layout == "half":
+        return ops.concat([cos, cos], -1), ops.concat([sin, sin], -1)
+    shape = (*cos.shape[:-1], 2 * count)
+    return ops.stack([cos, cos], -1).reshape(shape), ops.stack([sin, sin], -1).reshape(shape)
+
+
+@functools.lru_cache(maxsize=64)
+def mrope_axes(sections: tuple[int, ...], interleaved: bool) -> np.ndarray:
+    """The position axis (0 time, 1 height, 2 width) of each frequency."""
+    n = sum(sections)
+    if not interleaved:
+        return np.repeat(np.arange(len(sections)), sections)
+    axis = np.zeros(n, dtype=np.int64)
+    for which in (1, 2):
+        axis[which : 3 * sections[which] : 3] = which
+    return axis
+
+
+def rotate(ops: Backend, x: Any, cos: Any, sin: Any, layout: str) -> Any:
+    """``x · cos + turn(x) · sin`` on the first ``cos.shape[-1]`` features of x (the rest pass unchanged):
+    turn(x) = [-x2, x1] for ``"half"``, (x0, x1) → (-x1, x0) per pair for ``"interleaved"``. Computed in
+    float32 at least (half-precision inputs are rounded once, to x's dtype, at the end)."""
+    width = cos.shape[-1]
+    if width > x.shape[-1] or width % 2:
+        raise ValueError(
+            f"cos/sin have {width} features but the query/key have {x.shape[-1]}; the rotary width must be "
+            "even and at most the head dimension"
+        )
+    compute = ops.xp.promote_types(x.dtype, ops.float32)
+    part, rest = ops.cast(x[..., :width], compute), x[..., width:]
+    if layout == "half":
+        half = width // 2
+        turned = ops.concat([-part[..., half:], part[..., :half]], -1)
+    else:
+        turned = ops.stack([-part[..., 1::2], part[..., 0::2]], -1).reshape(part.shape)
+    rotated = ops.cast(part * ops.cast(cos, compute) + turned * ops.cast(sin, compute), x.dtype)
+    return rotated if rest.shape[-1] == 0 else ops.concat([rotated, rest], -1)

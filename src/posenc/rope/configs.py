@@ -1,0 +1,290 @@
+"""Reading a model's rotary parameters: :func:`config` turns a Hugging Face model config (a dict, a path to a
+``config.json``, a transformers config object, or keywords) into a :class:`RopeParameters`,
+with the defaults transformers uses for the fields a config leaves out (:mod:`posenc.rope.parameters`).
+
+Where the fields are read (the conventions of transformers' configs; first match wins):
+
+* the RoPE dict: ``rope_scaling`` (the legacy name), else ``rope_parameters`` (transformers 5);
+* ``rope_type`` (legacy: ``type``) in that dict, default ``"default"``; the legacy names ``"mrope"``
+  (Qwen2-VL) and ``"su"`` (early Phi-3) mean ``"default"`` and ``"longrope"``;
+* ``base`` (θ): ``rope_theta`` in the RoPE dict, the top-level ``rope_theta``, GPT-NeoX's
+  ``rotary_emb_base``, else 10000;
+* ``partial_rotary_factor``: in the RoPE dict, at top level, GPT-NeoX's ``rotary_pct``, else 1;
+* ``head_dim``: ``qk_rope_head_dim`` (DeepSeek-V2/V3: the rotary part of the MLA head), ``head_dim``,
+  else ``hidden_size // num_attention_heads``;
+* ``original_max_position_embeddings`` (llama3, yarn, longrope): at top level (Phi-3 keeps it there, and
+  transformers gives that copy priority), in the RoPE dict, else ``max_position_embeddings``;
+* a multimodal config that nests its language model in ``text_config`` is read from ``text_config``, with
+  the top-level fields as fallback;
+* a RoPE dict nested per layer type (``{"full_attention": {...}, "sliding_attention": {...}}``) needs
+  ``layer_type=`` to pick one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .parameters import (
+    _USED,
+    DEFAULT_BASE,
+    PLAIN_SCALING_FIELDS,
+    ROPE_TYPES,
+    RopeParameters,
+    _integer,
+    _real,
+    _short,
+)
+
+#: Legacy rope type names and the type they mean (Qwen2-VL's "mrope", early Phi-3's "su").
+_TYPE_ALIASES = {"mrope": "default", "su": "longrope"}
+
+#: Keys a (flat) RoPE dict may hold: a dict without any of them whose values are dicts is nested per layer.
+_ROPE_KEYS = frozenset(
+    {
+        *("rope_type", "type", "rope_theta", "partial_rotary_factor", "original_max_position_embeddings"),
+        *PLAIN_SCALING_FIELDS,
+        *("beta_fast", "beta_slow", "truncate", "mrope_section", "mrope_interleaved", "interleaved"),
+    }
+)
+
+
+def config(
+    cfg: Any = None,
+    /,
+    *,
+    head_dim: int | None = None,
+    base: float | None = None,
+    scaling: Mapping[str, Any] | None = None,
+    partial_rotary_factor: float | None = None,
+    max_position_embeddings: int | None = None,
+    layer_type: str | None = None,
+) -> RopeParameters:
+    """The :class:`RopeParameters` of a model.
+
+    ``cfg`` is a Hugging Face model config: a dict (the contents of ``config.json``), a path (str or
+    ``os.PathLike``) to a ``config.json`` or to the folder holding one, a transformers ``PretrainedConfig``
+    (anything with ``to_dict()``), or a :class:`RopeParameters` (returned as is). Without ``cfg``, the
+    keywords describe the model: ``head_dim`` (required), ``base`` (θ, default 10000), ``scaling`` (a dict
+    like ``rope_scaling``: ``{"rope_type": "yarn", "factor": 4.0, ...}``), ``partial_rotary_factor``
+    (default 1) and ``max_position_embeddings``. ``layer_type`` picks one entry of a RoPE dict nested per
+    layer type (e.g. ``"full_attention"``). The module docstring says where each field is read.
+    """
+    keywords = {
+        "head_dim": head_dim,
+        "base": base,
+        "scaling": scaling,
+        "partial_rotary_factor": partial_rotary_factor,
+        "max_position_embeddings": max_position_embeddings,
+    }
+    given = [name for name, value in keywords.items() if value is not None]
+    if cfg is None:
+        if head_dim is None:
+            raise TypeError(
+                "config() needs a model config (a dict, a path to config.json or a transformers config) or "
+                "the keyword head_dim=...; got neither"
+            )
+        return _from_mapping(
+            _keyword_mapping(head_dim, base, scaling, partial_rotary_factor, max_position_embeddings),
+            layer_type,
+        )
+    if given:
+        raise TypeError(
+            f"config() takes a model config or keywords, not both; got cfg={_short(cfg)} and "
+            f"{', '.join(given)}: "
+            "edit the config instead (or pass the keywords alone)"
+        )
+    if isinstance(cfg, RopeParameters):
+        if layer_type is not None:
+            raise TypeError(f"layer_type={layer_type!r} cannot apply to a RopeParameters; leave it out")
+        return cfg
+    return _from_mapping(_load(cfg), layer_type)
+
+
+def _keyword_mapping(
+    head_dim: Any, base: Any, scaling: Any, partial_rotary_factor: Any, max_position_embeddings: Any
+) -> dict[str, Any]:
+    """The keyword form as the dict of a config.json."""
+    if scaling is not None and not isinstance(scaling, Mapping):
+        raise TypeError(
+            f"scaling must be a dict like rope_scaling, e.g. {{'rope_type': 'linear', 'factor': 2.0}}; got "
+            f"{_short(scaling)} of type {type(scaling).__name__}"
+        )
+    scaling = dict(scaling or {})
+    if base is not None and scaling.get("rope_theta") is not None and scaling["rope_theta"] != base:
+        raise ValueError(
+            f"base={base!r} and scaling['rope_theta']={scaling['rope_theta']!r} disagree; give θ once"
+        )
+    mapping: dict[str, Any] = {"head_dim": head_dim, "rope_scaling": scaling}
+    if base is not None:
+        mapping["rope_theta"] = base
+    if partial_rotary_factor is not None:
+        mapping["partial_rotary_factor"] = partial_rotary_factor
+    if max_position_embeddings is not None:
+        mapping["max_position_embeddings"] = max_position_embeddings
+    return mapping
+
+
+def _load(cfg: Any) -> Mapping[str, Any]:
+    """The config as a mapping: a dict as is, a path read as JSON, a config object by ``to_dict()``."""
+    if isinstance(cfg, Mapping):
+        return cfg
+    if isinstance(cfg, str | os.PathLike):
+        path = os.fspath(cfg)
+        if os.path.isdir(path):
+            path = os.path.join(path, "config.json")
+        if not os.path.isfile(path):
+            raise ValueError(f"cfg={os.fspath(cfg)!r} is not a config.json file (nor a folder holding one)")
+        with open(path, encoding="utf-8") as handle:
+            try:
+                loaded = json.load(handle)
+            except json.JSONDecodeError as error:
+                raise ValueError(
+                    f"cfg={path!r} is not valid JSON ({error}); pass a model's config.json"
+                ) from None
+        if not isinstance(loaded, Mapping):
+            raise ValueError(
+                f"cfg={path!r} holds a JSON {type(loaded).__name__}, not an object; pass a config.json"
+            )
+        return loaded
+    to_dict = getattr(cfg, "to_dict", None)
+    if callable(to_dict):
+        loaded = to_dict()
+        if not isinstance(loaded, Mapping):
+            raise TypeError(
+                f"cfg.to_dict() returned {type(loaded).__name__}, not a dict; pass the config as a dict"
+            )
+        return loaded
+    raise TypeError(
+        "cfg must be a Hugging Face model config: a dict, a path to config.json, or an object with to_dict() "
+        f"(a transformers PretrainedConfig); got {_short(cfg)} of type {type(cfg).__name__}"
+    )
+
+
+def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParameters:
+    """Read the fields (see the module docstring) and build the checked :class:`RopeParameters`."""
+    text = cfg.get("text_config")
+    if isinstance(text, Mapping):  # multimodal: the language model's fields win, the top level is fallback
+        merged = {key: value for key, value in cfg.items() if not key.endswith("_config")}
+        merged.update(text)
+        cfg = merged
+    elif text is not None and hasattr(text, "to_dict"):
+        cfg = {**{k: v for k, v in cfg.items() if not k.endswith("_config")}, **text.to_dict()}
+
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    if not isinstance(rope, Mapping):
+        raise TypeError(
+            f"rope_scaling / rope_parameters must be a dict; got {_short(rope)} of type {type(rope).__name__}"
+        )
+    rope = _pick_layer(rope, layer_type)
+
+    rope_type = _first(rope, "rope_type", "type")
+    rope_type = "default" if rope_type is None else rope_type
+    if not isinstance(rope_type, str):
+        raise TypeError(f"rope_type must be a string such as 'yarn'; got {rope_type!r}")
+    rope_type = _TYPE_ALIASES.get(rope_type, rope_type)
+    if rope_type not in ROPE_TYPES:
+        raise ValueError(
+            f"rope_type={rope_type!r} is not a rope type posenc.rope knows; "
+            f"use one of {', '.join(ROPE_TYPES)}"
+        )
+
+    base = _first(rope, "rope_theta")
+    if base is None:
+        base = _first(cfg, "rope_theta", "rotary_emb_base")
+    base = DEFAULT_BASE if base is None else base
+    prf = _first(rope, "partial_rotary_factor")
+    if prf is None:
+        prf = _first(cfg, "partial_rotary_factor", "rotary_pct")
+    prf = 1.0 if prf is None else _real("partial_rotary_factor", prf)
+
+    head_dim = _first(cfg, "qk_rope_head_dim", "head_dim")
+    if (
+        not head_dim
+    ):  # transformers: `getattr(config, "head_dim", None) or hidden_size // num_attention_heads`
+        hidden, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+        if hidden is None or heads is None:
+            raise ValueError(
+                "the config gives no head_dim and not both hidden_size and num_attention_heads "
+                f"(got hidden_size={hidden!r}, num_attention_heads={heads!r}); add head_dim to the config"
+            )
+        hidden = _integer("hidden_size", hidden, minimum=1)
+        heads = _integer("num_attention_heads", heads, minimum=1)
+        head_dim = hidden // heads
+    head_dim = _integer("head_dim", head_dim, minimum=1)
+    max_pos = cfg.get("max_position_embeddings")
+
+    fields: dict[str, Any] = {name: rope.get(name) for name in PLAIN_SCALING_FIELDS}
+    # transformers reads `rope_parameters.get("beta_fast") or 32`: a missing, None or 0 value means 32.
+    fields["beta_fast"] = rope.get("beta_fast") or 32.0
+    fields["beta_slow"] = rope.get("beta_slow") or 1.0
+    # transformers reads `rope_parameters.get("truncate", True)`: only a missing key means True.
+    fields["truncate"] = rope.get("truncate", True)
+    original = cfg.get("original_max_position_embeddings")
+    if original is None:
+        original = rope.get("original_max_position_embeddings")
+    if original is None and rope_type in ("llama3", "yarn", "longrope"):
+        original = max_pos
+    fields["original_max_position_embeddings"] = original
+    fields["mrope_section"] = rope.get("mrope_section")
+    interleaved = _first(rope, "mrope_interleaved", "interleaved")
+    fields["mrope_interleaved"] = False if interleaved is None else interleaved
+
+    if rope_type == "proportional":
+        fields["factor"] = 1.0 if fields["factor"] is None else fields["factor"]
+        rotary_dim = head_dim
+    else:
+        rotary_dim = int(head_dim * prf)
+    used = _USED[rope_type]
+    defaults = {field.name: field.default for field in dataclasses.fields(RopeParameters)}
+    for name in _USED["yarn"] + _USED["longrope"] + _USED["llama3"]:
+        if name not in used:
+            fields[name] = defaults[name]
+    return RopeParameters(
+        rope_type=rope_type,
+        head_dim=head_dim,
+        rotary_dim=rotary_dim,
+        base=base,
+        max_position_embeddings=max_pos,
+        partial_rotary_factor=prf,
+        **fields,
+    )
+
+
+def _pick_layer(rope: Mapping[str, Any], layer_type: str | None) -> Mapping[str, Any]:
+    """The RoPE dict itself, or its entry for ``layer_type`` when it is nested per layer type."""
+    nested = (
+        bool(rope)
+        and not (_ROPE_KEYS & set(rope))
+        and all(isinstance(value, Mapping) or value is None for value in rope.values())
+    )
+    if not nested:
+        if layer_type is not None:
+            raise ValueError(
+                f"layer_type={layer_type!r} was given but the config's RoPE dict is not nested per layer "
+                "type; leave layer_type out"
+            )
+        return rope
+    if layer_type is None or layer_type not in rope:
+        raise ValueError(
+            f"the config's RoPE dict is nested per layer type ({', '.join(map(repr, rope))}); got "
+            f"layer_type={layer_type!r}: pass layer_type= one of these"
+        )
+    entry = rope[layer_type]
+    if entry is None:
+        raise ValueError(
+            f"layer_type={layer_type!r} has no RoPE (its entry is null); pick another layer type"
+        )
+    return entry
+
+
+def _first(mapping: Mapping[str, Any], *names: str) -> Any:
+    """The value of the first of ``names`` present in ``mapping`` and not None, else None."""
+    for name in names:
+        value = mapping.get(name)
+        if value is not None:
+            return value
+    return None

@@ -1,0 +1,310 @@
+"""The rotary-embedding parameters of a model: :class:`RopeParameters`, a frozen, hashable record of
+everything that fixes the rotary frequencies θ_i and the attention scaling of one model, checked when built.
+:func:`posenc.rope.config` (:mod:`posenc.rope.configs`) reads it from a model's config; the formulas that use
+its fields are in :mod:`posenc.rope.frequencies`.
+
+The rotary dimension is ``rotary_dim = int(head_dim * partial_rotary_factor)`` (the product in float64 and
+truncated, as transformers does); it must be even: the rotation acts on ``rotary_dim // 2`` pairs, one
+frequency θ_i each. The "proportional" type (Gemma 4) is the exception: its frequency exponents use the
+whole head, and the pairs past the rotated fraction get frequency 0, so its ``rotary_dim`` is ``head_dim``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+#: The rope types :mod:`posenc.rope` computes: transformers' ``ROPE_INIT_FUNCTIONS`` plus "default".
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
+
+#: The base transformers uses when a config gives no ``rope_theta`` (``default_theta``).
+DEFAULT_BASE = 10000.0
+
+#: The scaling fields a config's RoPE dict holds as they are (``beta_fast``, ``beta_slow``, ``truncate`` and
+#: ``original_max_position_embeddings`` have rules of their own: :mod:`posenc.rope.configs`).
+PLAIN_SCALING_FIELDS = (
+    "factor",
+    "attention_factor",
+    "mscale",
+    "mscale_all_dim",
+    "short_factor",
+    "long_factor",
+    "low_freq_factor",
+    "high_freq_factor",
+)
+
+#: The scaling fields each type uses; the others are stored as their defaults, so that two parameter
+#: records that give the same frequencies compare (and hash) equal.
+_USED = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": (
+        "factor",
+        "original_max_position_embeddings",
+        "attention_factor",
+        "beta_fast",
+        "beta_slow",
+        "mscale",
+        "mscale_all_dim",
+        "truncate",
+    ),
+    "longrope": (
+        "factor",
+        "original_max_position_embeddings",
+        "attention_factor",
+        "short_factor",
+        "long_factor",
+    ),
+    "llama3": ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
+    "proportional": ("factor",),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeParameters:
+    """The rotary-embedding parameters of one model (frozen and hashable; lists are stored as tuples).
+
+    Build it with :func:`config`; constructing it directly runs the same checks. Fields:
+
+    * ``rope_type``: one of :data:`ROPE_TYPES`.
+    * ``head_dim``: the attention head width; ``rotary_dim``: the rotated width (even), so there are
+      ``rotary_dim // 2`` frequencies θ_0 .. θ_{rotary_dim/2 - 1}.
+    * ``base``: θ of the RoPE paper (``rope_theta``); ``partial_rotary_factor``: the rotated fraction.
+    * ``max_position_embeddings``: the model's context length (None if the config has none; "dynamic"
+      and a "longrope" without ``factor`` need it).
+    * ``factor`` (linear, dynamic, yarn, llama3: required; longrope: None means
+      max_position_embeddings / original_max_position_embeddings; proportional: default 1).
+    * ``original_max_position_embeddings`` (llama3, yarn, longrope): the pretraining context length.
+    * ``attention_factor`` (yarn, longrope): None means the formula of the type.
+    * ``beta_fast`` = 32, ``beta_slow`` = 1, ``mscale``, ``mscale_all_dim``, ``truncate`` = True: yarn.
+    * ``short_factor``, ``long_factor``: longrope's ``rotary_dim // 2`` per-frequency divisors.
+    * ``low_freq_factor``, ``high_freq_factor``: llama3.
+    * ``mrope_section``: multimodal RoPE (Qwen2-VL): how many of the ``rotary_dim // 2`` frequencies each
+      position axis (temporal, height, width) takes, in order; ``mrope_interleaved``: Qwen3-VL's variant,
+      where the axes take the frequencies in turn (t, h, w, t, h, w, ...) instead of in contiguous blocks.
+    """
+
+    rope_type: str
+    head_dim: int
+    rotary_dim: int
+    base: float
+    max_position_embeddings: int | None = None
+    partial_rotary_factor: float = 1.0
+    factor: float | None = None
+    original_max_position_embeddings: int | None = None
+    attention_factor: float | None = None
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    truncate: bool = True
+    short_factor: tuple[float, ...] | None = None
+    long_factor: tuple[float, ...] | None = None
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+    mrope_section: tuple[int, ...] | None = None
+    mrope_interleaved: bool = False
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    @property
+    def n_frequencies(self) -> int:
+        """The number of frequencies θ_i: ``rotary_dim // 2``."""
+        return self.rotary_dim // 2
+
+
+def _check(p: RopeParameters) -> None:
+    """Validate and normalize the fields of ``p`` in place (numbers to int/float, lists to tuples)."""
+
+    def put(name: str, value: Any) -> None:
+        object.__setattr__(p, name, value)
+
+    if p.rope_type not in ROPE_TYPES:
+        raise ValueError(
+            f"rope_type={p.rope_type!r} is not a rope type posenc.rope knows; "
+            f"use one of {', '.join(ROPE_TYPES)}"
+        )
+    kind = p.rope_type
+    put("head_dim", _integer("head_dim", p.head_dim, minimum=1))
+    put("rotary_dim", _integer("rotary_dim", p.rotary_dim, minimum=1))
+    prf = _real("partial_rotary_factor", p.partial_rotary_factor)
+    if not 0.0 < prf <= 1.0:
+        raise ValueError(
+            f"partial_rotary_factor must lie in (0, 1] (the rotated fraction of a head); got {prf}"
+        )
+    put("partial_rotary_factor", prf)
+    expected = p.head_dim if kind == "proportional" else int(p.head_dim * prf)
+    if p.rotary_dim != expected:
+        raise ValueError(
+            f"rotary_dim={p.rotary_dim} does not match head_dim={p.head_dim} and partial_rotary_factor={prf} "
+            f"(expected {expected}); build the parameters with posenc.rope.config"
+        )
+    if p.rotary_dim % 2 or p.rotary_dim < 2:
+        raise ValueError(
+            f"rotary_dim = int(head_dim * partial_rotary_factor) = int({p.head_dim} * {prf}) = "
+            f"{p.rotary_dim} must be even and >= 2 (RoPE rotates pairs); "
+            "fix head_dim or partial_rotary_factor"
+        )
+    base = _real("rope_theta (base)", p.base)
+    if not base > 1.0:
+        raise ValueError(f"rope_theta (base) must be > 1; got {base} (usual values: 10000, 500000, 1000000)")
+    put("base", base)
+    if p.max_position_embeddings is not None:
+        put(
+            "max_position_embeddings",
+            _integer("max_position_embeddings", p.max_position_embeddings, minimum=1),
+        )
+
+    used = _USED[kind]
+    factor = p.factor
+    if "factor" in used and factor is None and kind != "longrope":
+        raise ValueError(
+            f"rope_type={kind!r} needs a scaling factor; got factor=None: add 'factor' (e.g. 4.0) to "
+            "rope_scaling / rope_parameters"
+        )
+    if factor is not None:
+        factor = _real("factor", factor)
+        if kind == "proportional" and not factor > 0.0:
+            raise ValueError(f"factor must be > 0 for rope_type='proportional'; got {factor}")
+        if kind != "proportional" and factor < 1.0:
+            raise ValueError(
+                f"factor must be >= 1 for rope_type={kind!r} (it stretches the context by that much); got "
+                f"{factor}: use a factor >= 1"
+            )
+        put("factor", factor)
+    original = p.original_max_position_embeddings
+    if original is not None:
+        original = _integer("original_max_position_embeddings", original, minimum=1)
+        put("original_max_position_embeddings", original)
+    elif "original_max_position_embeddings" in used:
+        raise ValueError(
+            f"rope_type={kind!r} needs original_max_position_embeddings (the pretraining context length); "
+            "got neither it nor max_position_embeddings: add original_max_position_embeddings to rope_scaling"
+        )
+    if kind == "dynamic":
+        if p.max_position_embeddings is None:
+            raise ValueError(
+                "rope_type='dynamic' needs max_position_embeddings (the length beyond which the base grows); "
+                "got None: add max_position_embeddings to the config"
+            )
+        if p.rotary_dim == 2:
+            raise ValueError(
+                "rope_type='dynamic' needs rotary_dim > 2 (its base grows as s**(d/(d-2))); got 2"
+            )
+
+    for name in ("attention_factor", "mscale", "mscale_all_dim", "low_freq_factor", "high_freq_factor"):
+        value = getattr(p, name)
+        if value is not None:
+            put(name, _real(name, value))
+    if p.attention_factor is not None and not p.attention_factor > 0.0:
+        raise ValueError(
+            f"attention_factor must be > 0 (it multiplies cos and sin); got {p.attention_factor}"
+        )
+    put("beta_fast", _real("beta_fast", p.beta_fast))
+    put("beta_slow", _real("beta_slow", p.beta_slow))
+    if not isinstance(p.truncate, bool):
+        raise TypeError(f"truncate must be true or false; got {p.truncate!r}")
+    if kind == "yarn" and not 0.0 < p.beta_slow <= p.beta_fast:
+        raise ValueError(
+            f"yarn needs 0 < beta_slow <= beta_fast (rotations at the ramp's two ends); got "
+            f"beta_fast={p.beta_fast}, beta_slow={p.beta_slow}: the usual values are 32 and 1"
+        )
+    if kind == "llama3":
+        low, high = p.low_freq_factor, p.high_freq_factor
+        if low is None or high is None:
+            raise ValueError(
+                f"rope_type='llama3' needs low_freq_factor and high_freq_factor; got {low!r} and {high!r}: "
+                "Llama 3.1 uses 1.0 and 4.0"
+            )
+        if not 0.0 < low < high:
+            raise ValueError(
+                f"llama3 needs 0 < low_freq_factor < high_freq_factor; got low_freq_factor={low}, "
+                f"high_freq_factor={high}: Llama 3.1 uses 1.0 and 4.0"
+            )
+    if kind == "longrope":
+        n = p.rotary_dim // 2
+        for name in ("short_factor", "long_factor"):
+            value = getattr(p, name)
+            if value is None:
+                raise ValueError(
+                    f"rope_type='longrope' needs {name}, a list of rotary_dim // 2 = {n} numbers"
+                )
+            if isinstance(value, str | bytes | Mapping) or not hasattr(value, "__len__"):
+                raise TypeError(f"{name} must be a list of {n} numbers; got {_short(value)}")
+            if len(value) != n:
+                raise ValueError(
+                    f"{name} must have rotary_dim // 2 = {n} entries (one per frequency); got {len(value)}: "
+                    "check head_dim and partial_rotary_factor against the factor lists"
+                )
+            numbers_ = tuple(_real(f"{name}[{i}]", x) for i, x in enumerate(value))
+            bad = [i for i, x in enumerate(numbers_) if not x > 0.0]
+            if bad:
+                raise ValueError(f"{name} must hold positive numbers; {name}[{bad[0]}] = {numbers_[bad[0]]}")
+            put(name, numbers_)
+        if p.factor is None and p.attention_factor is None and p.max_position_embeddings is None:
+            raise ValueError(
+                "longrope without factor takes factor = max_position_embeddings / "
+                "original_max_position_embeddings, but max_position_embeddings is None: add 'factor' to "
+                "rope_scaling or max_position_embeddings to the config"
+            )
+        if p.original_max_position_embeddings < 2:
+            raise ValueError(
+                "longrope needs original_max_position_embeddings >= 2 (its attention factor divides by its "
+                f"log); got {p.original_max_position_embeddings}"
+            )
+
+    if p.mrope_section is not None:
+        section = p.mrope_section
+        if isinstance(section, str | bytes | Mapping) or not hasattr(section, "__iter__"):
+            raise TypeError(f"mrope_section must be a list of ints like [16, 24, 24]; got {_short(section)}")
+        section = tuple(_integer(f"mrope_section[{i}]", x, minimum=0) for i, x in enumerate(section))
+        if not section or sum(section) != p.rotary_dim // 2:
+            raise ValueError(
+                f"mrope_section={list(section)} must sum to rotary_dim // 2 = {p.rotary_dim // 2} (one "
+                "frequency per entry; Qwen2-VL with rotary_dim 128 uses [16, 24, 24]); "
+                f"its sum is {sum(section)}"
+            )
+        put("mrope_section", section)
+    if not isinstance(p.mrope_interleaved, bool):
+        raise TypeError(f"mrope_interleaved must be true or false; got {p.mrope_interleaved!r}")
+    if p.mrope_interleaved and p.mrope_section is None:
+        raise ValueError("mrope_interleaved=True needs mrope_section (how many frequencies each axis takes)")
+
+
+def _integer(name: str, value: Any, *, minimum: int) -> int:
+    """``value`` as an int >= ``minimum``; a whole float such as 4096.0 (JSON writes some so) is accepted."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name} must be an integer >= {minimum}; got {_short(value)} of type {type(value).__name__}"
+        )
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
+    return int(value)
+
+
+def _real(name: str, value: Any) -> float:
+    """``value`` as a finite float (an int must convert exactly)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number; got {_short(value)} of type {type(value).__name__}")
+    try:
+        result = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be a finite float64; got an integer too large for one") from None
+    if not math.isfinite(result):
+        raise ValueError(f"{name} must be finite; got {value!r}")
+    if isinstance(value, numbers.Integral) and int(result) != int(value):
+        raise ValueError(f"{name}={value} is not exactly a float64; round it to one yourself")
+    return result
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters for messages."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

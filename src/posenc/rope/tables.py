@@ -1,0 +1,92 @@
+"""The rotary cos/sin tables, exact: every value is A · cos(p θ_i) (resp. sin) correctly rounded once from
+the exact real value, θ_i the type's frequency and A its attention scaling (:mod:`.frequencies`).
+
+Rotary embeddings (Su et al. 2021, RoFormer) rotate each pair of query/key features by the angle p θ_i;
+the layouts of the pairs and the multimodal sections are those of :mod:`.arrays`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import _validate, device
+from ..core import explicit
+from .arrays import arrange, check_layout
+from .frequencies import exact_attention_scaling, exact_inv_freq
+from .parameters import RopeParameters
+
+
+def cos_sin(
+    positions: npt.ArrayLike,
+    params: RopeParameters,
+    *,
+    dtype: npt.DTypeLike = "float32",
+    layout: str = "half",
+    seq_len: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rotary (cos, sin) of ``positions``: each of shape ``positions.shape + (rotary_dim,)``.
+
+    cos[..., j] = A · cos(p θ_i) and sin[..., j] = A · sin(p θ_i), with i = j mod rotary_dim/2 for
+    ``layout="half"`` and i = j // 2 for ``"interleaved"``; each value the exact real correctly rounded to
+    ``dtype`` (float32, float16, bfloat16; float64 within 2 ulp) for integer and real |p| < 2**31.
+
+    ``seq_len`` selects the frequencies of "dynamic" (NTK) and "longrope" scaling; it defaults to
+    max(positions) + 1, as Hugging Face's rotary embeddings take it. With ``params.mrope_section``,
+    ``positions`` has a leading axis of 3 (time, height, width ids) and the result drops it.
+
+    >>> from posenc import rope
+    >>> cos, sin = cos_sin([0, 1], rope.config(head_dim=4, base=100.0))
+    >>> cos
+    array([[1.       , 1.       , 1.       , 1.       ],
+           [0.5403023, 0.9950042, 0.5403023, 0.9950042]], dtype=float32)
+    """
+    if not isinstance(params, RopeParameters):
+        raise TypeError(
+            f"params must be posenc.rope.RopeParameters; got {type(params).__name__}; "
+            "build it with posenc.rope.config(...)"
+        )
+    check_layout(layout)
+    dt = _validate.dtype(dtype)
+    raw = _validate.position_array(positions)
+    sections = params.mrope_section
+    if sections and (raw.ndim == 0 or raw.shape[0] != 3):
+        raise ValueError(
+            f"positions must have a leading axis of 3 (time, height, width ids) for multimodal rotary "
+            f"embeddings (mrope_section={list(sections)}); got shape {raw.shape}"
+        )
+    law = _law(params, _effective_seq_len(params, raw, seq_len))
+    sin, cos = explicit.sin_cos(raw, law, dt)
+    rows = np.concatenate([sin, cos], -1)
+    return arrange(_NUMPY, rows, sin.shape[-1], sections, params.mrope_interleaved, layout)
+
+
+_NUMPY = device.Backend(np, "numpy")
+
+
+def _effective_seq_len(params: RopeParameters, raw: np.ndarray, seq_len: int | None) -> int | None:
+    """The sequence length that selects the frequencies: None for the types that do not depend on it."""
+    if params.rope_type not in ("dynamic", "longrope"):
+        return None
+    if seq_len is not None:
+        return _validate.integer("seq_len", seq_len, minimum=1)
+    if raw.size == 0:
+        return params.max_position_embeddings
+    return int(np.floor(np.max(_validate.positions(raw)))) + 1
+
+
+@functools.lru_cache(maxsize=256)
+def _law(params: RopeParameters, seq_len: int | None) -> explicit.ExactFrequencies:
+    """The exact frequencies θ_i and amplitude A of ``params`` at ``seq_len``."""
+
+    def frequencies(digits: int) -> Any:
+        return exact_inv_freq(params, seq_len, digits)
+
+    def amplitude(digits: int) -> Any:
+        return exact_attention_scaling(params, seq_len, digits)
+
+    unit = exact_attention_scaling(params, seq_len, 30) == 1
+    return explicit.ExactFrequencies(("rope", params, seq_len), frequencies, None if unit else amplitude)

@@ -1,0 +1,487 @@
+"""posenc.rope.config: reading Hugging Face model configs into RopeParameters.
+
+The realistic configs below (CONFIGS) are written out by hand in the shape of the models' published
+config.json files; test_rope_frequencies.py imports them for its conformance and reference tests.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+import posenc.rope as rope
+from posenc.rope import RopeParameters
+
+# Phi-3-mini-128k keeps 48 per-frequency divisors for short and long contexts; these are made up with the
+# published lists' shape (short: slowly from 1 to ~3, long: from ~1 to ~60), not copied from them.
+PHI3_SHORT = [round(1.0 + 0.02 * i + 0.0009 * i * i, 4) for i in range(48)]
+PHI3_LONG = [round(1.0 + 0.08 * i**1.6, 4) for i in range(48)]
+
+CONFIGS = {
+    "llama2": {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 4096,
+        "rope_theta": 10000.0,
+        "rope_scaling": None,
+    },
+    "llama31_8b": {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "rope_theta": 500000.0,
+        "rope_scaling": {
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
+    },
+    "qwen2_yarn": {
+        "model_type": "qwen2",
+        "hidden_size": 3584,
+        "num_attention_heads": 28,
+        "max_position_embeddings": 32768,
+        "rope_theta": 1000000.0,
+        "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"},
+    },
+    "deepseek_v3": {
+        "model_type": "deepseek_v3",
+        "hidden_size": 7168,
+        "num_attention_heads": 128,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128,
+        "v_head_dim": 128,
+        "max_position_embeddings": 163840,
+        "rope_theta": 10000,
+        "rope_scaling": {
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "factor": 40,
+            "mscale": 1.0,
+            "mscale_all_dim": 0.707,  # DeepSeek-V3 publishes 1.0; 0.707 makes the mscale ratio matter
+            "original_max_position_embeddings": 4096,
+            "type": "yarn",
+        },
+    },
+    "phi3_mini_128k": {
+        "model_type": "phi3",
+        "hidden_size": 3072,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"type": "longrope", "short_factor": PHI3_SHORT, "long_factor": PHI3_LONG},
+    },
+    "gpt_neox": {  # Pythia-1.4B: GPT-NeoX names θ rotary_emb_base and the rotated fraction rotary_pct
+        "model_type": "gpt_neox",
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "max_position_embeddings": 2048,
+        "rotary_pct": 0.25,
+        "rotary_emb_base": 10000,
+    },
+    "linear": {  # Vicuna-13B-v1.5-16k: position interpolation by 4
+        "model_type": "llama",
+        "hidden_size": 5120,
+        "num_attention_heads": 40,
+        "max_position_embeddings": 4096,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"factor": 4.0, "type": "linear"},
+    },
+    "dynamic": {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 4096,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"factor": 2.0, "type": "dynamic"},
+    },
+    "qwen2_vl": {
+        "model_type": "qwen2_vl",
+        "hidden_size": 3584,
+        "num_attention_heads": 28,
+        "max_position_embeddings": 32768,
+        "rope_theta": 1000000.0,
+        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+        "vision_config": {"depth": 32, "embed_dim": 1280},
+    },
+}
+
+# (rope_type, head_dim, rotary_dim, base) each config must read to
+EXPECTED = {
+    "llama2": ("default", 128, 128, 10000.0),
+    "llama31_8b": ("llama3", 128, 128, 500000.0),
+    "qwen2_yarn": ("yarn", 128, 128, 1000000.0),
+    "deepseek_v3": ("yarn", 64, 64, 10000.0),
+    "phi3_mini_128k": ("longrope", 96, 96, 10000.0),
+    "gpt_neox": ("default", 128, 32, 10000.0),
+    "linear": ("linear", 128, 128, 10000.0),
+    "dynamic": ("dynamic", 128, 128, 10000.0),
+    "qwen2_vl": ("default", 128, 128, 1000000.0),
+}
+
+
+def to_v5(cfg: dict) -> dict:
+    """The same config as transformers 5 saves it: rope_theta and partial_rotary_factor inside
+    rope_parameters, ``rope_type`` instead of ``type``, no rope_scaling."""
+    cfg = copy.deepcopy(cfg)
+    params = cfg.pop("rope_scaling", None) or {}
+    if "type" in params:
+        params["rope_type"] = params.pop("type")
+    params.setdefault("rope_type", "default")
+    params["rope_theta"] = cfg.pop("rope_theta", None) or cfg.pop("rotary_emb_base")
+    if "rotary_pct" in cfg:
+        params["partial_rotary_factor"] = cfg.pop("rotary_pct")
+    cfg["rope_parameters"] = params
+    return cfg
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_realistic_configs_read(name: str) -> None:
+    p = rope.config(CONFIGS[name])
+    assert (p.rope_type, p.head_dim, p.rotary_dim, p.base) == EXPECTED[name]
+    assert p.max_position_embeddings == CONFIGS[name]["max_position_embeddings"]
+    assert p.n_frequencies == p.rotary_dim // 2
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_transformers5_form_reads_the_same(name: str) -> None:
+    v5 = to_v5(CONFIGS[name])
+    assert "rope_scaling" not in v5 and "rope_theta" not in v5
+    assert rope.config(v5) == rope.config(CONFIGS[name])
+
+
+def test_scaling_fields_and_defaults() -> None:
+    llama = rope.config(CONFIGS["llama31_8b"])
+    assert (llama.factor, llama.low_freq_factor, llama.high_freq_factor) == (8.0, 1.0, 4.0)
+    assert llama.original_max_position_embeddings == 8192
+    qwen = rope.config(CONFIGS["qwen2_yarn"])
+    # yarn's defaults in transformers: beta_fast 32, beta_slow 1, truncate True, attention_factor derived
+    assert (qwen.beta_fast, qwen.beta_slow, qwen.truncate, qwen.attention_factor) == (32.0, 1.0, True, None)
+    assert (qwen.mscale, qwen.mscale_all_dim) == (None, None)
+    deepseek = rope.config(CONFIGS["deepseek_v3"])
+    assert (deepseek.factor, deepseek.mscale, deepseek.mscale_all_dim) == (40.0, 1.0, 0.707)
+    assert isinstance(deepseek.factor, float) and isinstance(deepseek.base, float)
+    phi = rope.config(CONFIGS["phi3_mini_128k"])
+    assert phi.short_factor == tuple(PHI3_SHORT) and phi.long_factor == tuple(PHI3_LONG)
+    assert phi.factor is None and phi.original_max_position_embeddings == 4096
+    assert rope.config(CONFIGS["gpt_neox"]).partial_rotary_factor == 0.25
+    assert rope.config(CONFIGS["dynamic"]).factor == 2.0
+
+
+def test_original_max_position_embeddings_sources() -> None:
+    cfg = copy.deepcopy(CONFIGS["qwen2_yarn"])
+    del cfg["rope_scaling"]["original_max_position_embeddings"]
+    assert rope.config(cfg).original_max_position_embeddings == 32768  # falls back to max_position_embeddings
+    cfg["max_position_embeddings"] = 131072
+    cfg["rope_scaling"]["original_max_position_embeddings"] = 32768
+    cfg["original_max_position_embeddings"] = 16384  # top level wins, as in transformers (Phi-3)
+    assert rope.config(cfg).original_max_position_embeddings == 16384
+
+
+def test_falsy_beta_and_explicit_truncate() -> None:
+    scaling = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+    p = rope.config(head_dim=64, scaling={**scaling, "beta_fast": 0, "beta_slow": None, "truncate": False})
+    assert (p.beta_fast, p.beta_slow, p.truncate) == (32.0, 1.0, False)  # transformers: `get(...) or 32`
+
+
+def test_multimodal_sections() -> None:
+    vl = rope.config(CONFIGS["qwen2_vl"])
+    assert vl.mrope_section == (16, 24, 24) and vl.mrope_interleaved is False
+    qwen3_vl = {
+        "model_type": "qwen3_vl",
+        "text_config": {
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "head_dim": 128,
+            "max_position_embeddings": 262144,
+            "rope_scaling": {
+                "mrope_interleaved": True,
+                "mrope_section": [24, 20, 20],
+                "rope_type": "default",
+            },
+            "rope_theta": 5000000,
+        },
+        "vision_config": {"hidden_size": 1152, "num_heads": 16},
+        "max_position_embeddings": 1,  # the text model's own value wins
+    }
+    p = rope.config(qwen3_vl)
+    assert (p.mrope_section, p.mrope_interleaved, p.base) == ((24, 20, 20), True, 5000000.0)
+    assert p.max_position_embeddings == 262144
+
+
+def test_nested_text_config_falls_back_to_top_level() -> None:
+    cfg = {"rope_theta": 500000.0, "text_config": {"head_dim": 64, "max_position_embeddings": 8192}}
+    p = rope.config(cfg)
+    assert (p.base, p.head_dim) == (500000.0, 64)
+
+
+def test_config_json_path(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(CONFIGS["phi3_mini_128k"]))
+    expected = rope.config(CONFIGS["phi3_mini_128k"])
+    assert rope.config(path) == expected
+    assert rope.config(str(path)) == expected
+    assert rope.config(tmp_path) == expected  # the folder of a config.json
+
+
+def test_keyword_form() -> None:
+    scaling = dict(CONFIGS["llama31_8b"]["rope_scaling"])
+    p = rope.config(head_dim=128, base=500000.0, scaling=scaling, max_position_embeddings=131072)
+    assert p == rope.config(CONFIGS["llama31_8b"])
+    neox = rope.config(head_dim=128, partial_rotary_factor=0.25, max_position_embeddings=2048)
+    assert neox == rope.config(CONFIGS["gpt_neox"])
+    assert rope.config(head_dim=64).base == 10000.0  # transformers' default θ
+
+
+def test_duck_typed_config_object() -> None:
+    class FakeConfig:  # what a transformers PretrainedConfig offers
+        def to_dict(self) -> dict:
+            return to_v5(CONFIGS["deepseek_v3"])
+
+    assert rope.config(FakeConfig()) == rope.config(CONFIGS["deepseek_v3"])
+
+
+def test_parameters_pass_through_and_are_frozen_and_hashable() -> None:
+    p = rope.config(CONFIGS["phi3_mini_128k"])
+    assert rope.config(p) is p
+    assert hash(p) == hash(rope.config(copy.deepcopy(CONFIGS["phi3_mini_128k"])))
+    assert len({p, rope.config(CONFIGS["phi3_mini_128k"]), rope.config(CONFIGS["llama2"])}) == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.base = 1.0  # type: ignore[misc]
+    assert isinstance(p.short_factor, tuple)
+
+
+def test_fields_a_type_does_not_use_are_dropped() -> None:
+    stray = copy.deepcopy(CONFIGS["llama2"])
+    stray["rope_scaling"] = {"rope_type": "default", "factor": 2.0, "beta_fast": 8}
+    assert rope.config(stray) == rope.config(CONFIGS["llama2"])
+    linear = rope.config(CONFIGS["linear"])
+    assert linear.original_max_position_embeddings is None and linear.low_freq_factor is None
+
+
+def test_direct_construction_is_checked() -> None:
+    p = rope.config(CONFIGS["llama2"])
+    with pytest.raises(ValueError, match=r"rotary_dim=64 does not match"):
+        dataclasses.replace(p, rotary_dim=64)
+    q = RopeParameters(rope_type="linear", head_dim=64, rotary_dim=64, base=10000, factor=2)
+    assert (q.base, q.factor) == (10000.0, 2.0) and type(q.base) is float
+
+
+def test_nested_per_layer_rope_parameters() -> None:
+    cfg = {
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {
+                "rope_type": "proportional",
+                "rope_theta": 1000000.0,
+                "partial_rotary_factor": 0.25,
+            },
+        },
+    }
+    full = rope.config(cfg, layer_type="full_attention")
+    assert (full.rope_type, full.base, full.rotary_dim, full.factor) == ("proportional", 1e6, 256, 1.0)
+    assert rope.config(cfg, layer_type="sliding_attention").base == 10000.0
+    with pytest.raises(ValueError, match=r"nested per layer type.*'sliding_attention', 'full_attention'"):
+        rope.config(cfg)
+
+
+def test_legacy_type_aliases() -> None:
+    phi = copy.deepcopy(CONFIGS["phi3_mini_128k"])
+    phi["rope_scaling"]["type"] = "su"  # early Phi-3 checkpoints
+    assert rope.config(phi) == rope.config(CONFIGS["phi3_mini_128k"])
+
+
+def _mutated(name: str, path: tuple, value: object) -> dict:
+    """A deep copy of CONFIGS[name] with the entry at ``path`` set to ``value`` (deleted for DELETE)."""
+    cfg = copy.deepcopy(CONFIGS[name])
+    target = cfg
+    for key in path[:-1]:
+        target = target[key]
+    if value is DELETE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return cfg
+
+
+DELETE = object()
+
+# (config, path, value, exception, words the message must hold: the field, the value, the fix)
+BAD = [
+    (
+        "llama2",
+        ("rope_scaling",),
+        {"rope_type": "ntk-by-parts"},
+        ValueError,
+        ["rope_type='ntk-by-parts'", "use one of"],
+    ),
+    (
+        "qwen2_yarn",
+        ("rope_scaling", "factor"),
+        DELETE,
+        ValueError,
+        ["'yarn' needs a scaling factor", "add 'factor'"],
+    ),
+    ("linear", ("rope_scaling", "factor"), 0.5, ValueError, ["factor must be >= 1", "got 0.5"]),
+    ("llama31_8b", ("rope_scaling", "factor"), "8", TypeError, ["factor must be a real number", "'8'"]),
+    (
+        "phi3_mini_128k",
+        ("rope_scaling", "short_factor"),
+        PHI3_SHORT[:47],
+        ValueError,
+        ["short_factor must have rotary_dim // 2 = 48", "got 47"],
+    ),
+    (
+        "phi3_mini_128k",
+        ("rope_scaling", "long_factor"),
+        DELETE,
+        ValueError,
+        ["needs long_factor", "48 numbers"],
+    ),
+    (
+        "phi3_mini_128k",
+        ("rope_scaling", "long_factor", 3),
+        -1.0,
+        ValueError,
+        ["long_factor[3] = -1.0", "positive"],
+    ),
+    ("gpt_neox", ("rotary_pct",), 0.2, ValueError, ["int(128 * 0.2) = 25", "must be even"]),
+    ("gpt_neox", ("rotary_pct",), 1.5, ValueError, ["partial_rotary_factor must lie in (0, 1]", "1.5"]),
+    (
+        "llama2",
+        ("num_attention_heads",),
+        DELETE,
+        ValueError,
+        ["no head_dim", "num_attention_heads=None", "add head_dim"],
+    ),
+    ("llama2", ("head_dim",), 127, ValueError, ["= 127", "must be even"]),
+    ("llama2", ("rope_theta",), 1.0, ValueError, ["rope_theta (base) must be > 1", "got 1.0"]),
+    ("llama2", ("rope_theta",), float("inf"), ValueError, ["rope_theta (base) must be finite", "inf"]),
+    (
+        "llama31_8b",
+        ("rope_scaling", "high_freq_factor"),
+        DELETE,
+        ValueError,
+        ["needs low_freq_factor and high_freq_factor", "None", "1.0 and 4.0"],
+    ),
+    (
+        "llama31_8b",
+        ("rope_scaling", "high_freq_factor"),
+        1.0,
+        ValueError,
+        ["low_freq_factor < high_freq_factor", "high_freq_factor=1.0"],
+    ),
+    (
+        "qwen2_yarn",
+        ("rope_scaling", "beta_slow"),
+        64,
+        ValueError,
+        ["beta_slow <= beta_fast", "beta_slow=64.0", "32 and 1"],
+    ),
+    (
+        "qwen2_yarn",
+        ("rope_scaling", "attention_factor"),
+        -1.0,
+        ValueError,
+        ["attention_factor must be > 0", "-1.0"],
+    ),
+    (
+        "qwen2_yarn",
+        ("rope_scaling", "truncate"),
+        "yes",
+        TypeError,
+        ["truncate must be true or false", "'yes'"],
+    ),
+    (
+        "dynamic",
+        ("max_position_embeddings",),
+        DELETE,
+        ValueError,
+        ["'dynamic' needs max_position_embeddings", "add max_position_embeddings"],
+    ),
+    (
+        "qwen2_vl",
+        ("rope_scaling", "mrope_section"),
+        [16, 24, 16],
+        ValueError,
+        ["mrope_section=[16, 24, 16] must sum to rotary_dim // 2 = 64", "its sum is 56"],
+    ),
+    (
+        "qwen2_vl",
+        ("rope_scaling", "mrope_section", 0),
+        16.5,
+        TypeError,
+        ["mrope_section[0] must be an integer", "16.5"],
+    ),
+    (
+        "qwen2_vl",
+        ("rope_scaling", "mrope_interleaved"),
+        1,
+        TypeError,
+        ["mrope_interleaved must be true or false", "got 1"],
+    ),
+    (
+        "qwen2_vl",
+        ("rope_scaling",),
+        "mrope",
+        TypeError,
+        ["rope_scaling / rope_parameters must be a dict", "'mrope'"],
+    ),
+    (
+        "llama2",
+        ("max_position_embeddings",),
+        0,
+        ValueError,
+        ["max_position_embeddings must be an integer >= 1", "got 0"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "value", "error", "words"), BAD, ids=[f"{b[0]}-{b[1][-1]}" for b in BAD]
+)
+def test_bad_configs_are_refused_with_a_clear_message(name, path, value, error, words) -> None:
+    with pytest.raises(error) as caught:
+        rope.config(_mutated(name, path, value))
+    for word in words:
+        assert word in str(caught.value), (word, str(caught.value))
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(TypeError, match=r"needs a model config .* or the keyword head_dim"):
+        rope.config()
+    with pytest.raises(TypeError, match=r"not both; got cfg=.* and base"):
+        rope.config(CONFIGS["llama2"], base=10000.0)
+    with pytest.raises(TypeError, match=r"cfg must be a Hugging Face model config.*got 42 of type int"):
+        rope.config(42)
+    with pytest.raises(ValueError, match=r"'/no/such/config.json' is not a config.json file"):
+        rope.config("/no/such/config.json")
+    with pytest.raises(TypeError, match=r"scaling must be a dict like rope_scaling"):
+        rope.config(head_dim=64, scaling="yarn")
+    with pytest.raises(ValueError, match=r"base=500000.0 and scaling\['rope_theta'\]=10000.0 disagree"):
+        rope.config(head_dim=64, base=500000.0, scaling={"rope_theta": 10000.0})
+    with pytest.raises(ValueError, match=r"layer_type='full_attention' was given but .* not nested"):
+        rope.config(CONFIGS["llama2"], layer_type="full_attention")
+
+
+def test_bad_json_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match=r"is not valid JSON"):
+        rope.config(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"holds a JSON list, not an object"):
+        rope.config(path)

@@ -27,20 +27,8 @@ from _common import measure
 import posenc.rope as rope
 import posenc.torch as pt
 
-LLAMA31 = {
-    "hidden_size": 4096,
-    "num_attention_heads": 32,
-    "head_dim": 128,
-    "max_position_embeddings": 131072,
-    "rope_theta": 500000.0,
-    "rope_scaling": {
-        "rope_type": "llama3",
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-    },
-}
+#: Llama 3.1 8B's rotary parameters, as its config.json gives them.
+LLAMA31 = Path(__file__).parent / "data" / "llama31_config.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
     from transformers.models.llama import modeling_llama
 
-    config = transformers.LlamaConfig(**{**LLAMA31, "head_dim": args.head_dim})
+    config = transformers.LlamaConfig(**{**json.loads(LLAMA31.read_text()), "head_dim": args.head_dim})
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     theirs = modeling_llama.LlamaRotaryEmbedding(config).to(device)

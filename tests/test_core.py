@@ -389,18 +389,8 @@ def test_import_posenc_imports_numpy_only():
 
 
 def test_public_surface():
-    assert set(posenc.__all__) == {
-        "__version__",
-        "analysis",
-        "convert_layout",
-        "encode",
-        "frequencies",
-        "grid",
-        "grids",
-        "identify",
-        "positions",
-        "presets",
-        "sharding",
-        "table",
-    }
+    functions = "convert_layout encode frequencies grid identify table"
+    modules = "analysis grids positions presets rope sharding"
+    assert set(posenc.__all__) == {"__version__", *functions.split(), *modules.split()}
+    assert posenc.rope.cos_sin is posenc.rope.tables.cos_sin
     assert posenc.__version__ == "0.1.0"

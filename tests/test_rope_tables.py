@@ -210,3 +210,20 @@ def test_migrating_a_hugging_face_model_keeps_its_outputs(hf):
     assert after.shape == before.shape
     torch.testing.assert_close(after, before, atol=2e-4, rtol=0)
     assert not torch.equal(after, before)  # the exact values differ from the float32 angles' in places
+
+
+def test_the_torch_module_exports_with_a_dynamic_length():
+    params = rope.config(CONFIGS["qwen2_yarn"])
+    module = ptorch.RotaryEmbedding(params)
+    length = torch.export.Dim("length", min=2, max=100000)
+    exported = torch.export.export(
+        module,
+        (torch.zeros(1, 8, 4), torch.arange(8)[None]),
+        dynamic_shapes={"x": {1: length}, "position_ids": {1: length}},
+    )
+    cos, sin = exported.module()(torch.zeros(1, 33, 4), torch.arange(33)[None] + 5000)
+    want_cos, want_sin = rope.cos_sin(np.arange(33)[None] + 5000, params)
+    np.testing.assert_array_equal(cos.numpy(), want_cos)
+    np.testing.assert_array_equal(sin.numpy(), want_sin)
+    targets = {str(node.target) for node in exported.graph.nodes if node.op == "call_function"}
+    assert "posenc.rotary.default" in targets  # the device algorithm's operator: no host read inside

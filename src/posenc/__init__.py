@@ -2,7 +2,8 @@
 
 PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i), ω_i = base ** (-i / (d_model // 2 - shift)), correctly
 rounded to the output dtype at any position |p| < 2**31. ``import posenc`` imports NumPy only; the
-submodules below load on first use (``posenc.presets``, ``posenc.grid``, ...), which keeps the import fast.
+submodules below load on first use (``posenc.presets``, ``posenc.grid``, ``posenc.rope`` for rotary
+embeddings, ...), which keeps the import fast.
 """
 
 import importlib
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .core import encode, frequencies, table
 
 if TYPE_CHECKING:  # what __getattr__ provides, for type checkers and editors
-    from . import analysis, grids, positions, presets, sharding
+    from . import analysis, grids, positions, presets, rope, sharding
     from .grids import grid
     from .porting import convert_layout, identify
 
@@ -28,11 +29,12 @@ __all__ = [
     "identify",
     "positions",
     "presets",
+    "rope",
     "sharding",
     "table",
 ]
 
-_SUBMODULES = {"analysis", "grids", "porting", "positions", "presets", "sharding"}
+_SUBMODULES = {"analysis", "grids", "porting", "positions", "presets", "rope", "sharding"}
 _FUNCTIONS = {"grid": "grids", "convert_layout": "porting", "identify": "porting"}
 
 

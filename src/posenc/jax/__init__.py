@@ -46,10 +46,10 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without jax
     raise ImportError("posenc.jax needs JAX: pip install 'posenc[jax]'") from error
 
+from ..rope.arrays import apply_rotary  # one function for every framework
 from .functions import encode, table
 from .modules import _module_class
 from .rotary import _module_class as _rotary_class
-from .rotary import apply_rotary
 from .tables import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
 from .tables import CONSTANT_LIMIT_BYTES as CONSTANT_LIMIT_BYTES
 from .tables import clear_cache

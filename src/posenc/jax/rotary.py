@@ -1,4 +1,5 @@
-"""Rotary position embeddings for JAX, exact: :func:`cos_sin`, :func:`apply_rotary` and the Flax (NNX)
+"""Rotary position embeddings for JAX, exact: :func:`cos_sin`, :func:`apply_rotary` (one function for every
+framework: :func:`posenc.rope.arrays.apply_rotary`) and the Flax (NNX)
 ``RotaryEmbedding`` (defined on first use, like ``SinusoidalPositionalEncoding``).
 
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once (:mod:`posenc.rope`). Concrete
@@ -18,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import device, rope
-from ..rope.arrays import arrange, check_layout, rotate
+from ..rope.arrays import arrange, check_layout
 from ..rope.tables import _law
 from .functions import _dtype, _host_positions, _traced
 
@@ -72,28 +73,6 @@ _JNP = device.Backend(jnp, "jax")
 @functools.lru_cache(maxsize=64)
 def _request(params: rope.RopeParameters, seq_len: int | None, fmt: str) -> Any:
     return device.request_for_law(_law(params, seq_len), fmt)
-
-
-def apply_rotary(
-    q: jax.Array,
-    k: jax.Array,
-    cos: jax.Array,
-    sin: jax.Array,
-    *,
-    layout: str = "half",
-    unsqueeze_dim: int = 1,
-) -> tuple[jax.Array, jax.Array]:
-    """Rotate q and k by the rotary (cos, sin), as :func:`posenc.torch.apply_rotary`: ``x · cos + rotate(x) ·
-    sin`` on the first ``cos.shape[-1]`` features (the rest pass unchanged); cos/sin get a new axis at
-    ``unsqueeze_dim``; half-precision inputs are computed in float32 and rounded once.
-
-    >>> q = jnp.array([[[[1.0, 0.0]]]])
-    >>> apply_rotary(q, q, jnp.array([[[0.0, 0.0]]]), jnp.array([[[1.0, 1.0]]]))[0]
-    Array([[[[0., 1.]]]], dtype=float32)
-    """
-    check_layout(layout)
-    cos, sin = jnp.expand_dims(cos, unsqueeze_dim), jnp.expand_dims(sin, unsqueeze_dim)
-    return rotate(_JNP, q, cos, sin, layout), rotate(_JNP, k, cos, sin, layout)
 
 
 @functools.cache

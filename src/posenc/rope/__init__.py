@@ -6,7 +6,8 @@ once.
   frozen :class:`RopeParameters`;
 * :func:`inv_freq` gives the ``rotary_dim // 2`` frequencies θ_i (float64, correctly rounded);
 * :func:`attention_scaling` gives the factor A that multiplies cos and sin;
-* :func:`cos_sin` gives the tables: A · cos(p θ_i) and A · sin(p θ_i), each correctly rounded once.
+* :func:`cos_sin` gives the tables: A · cos(p θ_i) and A · sin(p θ_i), each correctly rounded once;
+* :func:`apply_rotary` rotates queries and keys by them (NumPy, torch and JAX arrays alike).
 
 One concept per module: :mod:`~posenc.rope.parameters` (the record and its checks),
 :mod:`~posenc.rope.configs` (reading configs), :mod:`~posenc.rope.frequencies` (the formula of each type),
@@ -15,9 +16,10 @@ One concept per module: :mod:`~posenc.rope.parameters` (the record and its check
 :class:`posenc.jax.RotaryEmbedding`.
 """
 
+from .arrays import apply_rotary
 from .configs import config
 from .frequencies import attention_scaling, inv_freq
 from .parameters import RopeParameters
 from .tables import cos_sin
 
-__all__ = ["RopeParameters", "attention_scaling", "config", "cos_sin", "inv_freq"]
+__all__ = ["RopeParameters", "apply_rotary", "attention_scaling", "config", "cos_sin", "inv_freq"]

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Backend
+from ..device import Backend, backend_of
 
 LAYOUTS = ("half", "interleaved")
 
@@ -59,6 +59,32 @@ def mrope_axes(sections: tuple[int, ...], interleaved: bool) -> np.ndarray:
     for which in (1, 2):
         axis[which : 3 * sections[which] : 3] = which
     return axis
+
+
+def apply_rotary(
+    q: Any, k: Any, cos: Any, sin: Any, *, layout: str = "half", unsqueeze_dim: int = 1
+) -> tuple[Any, Any]:
+    """Rotate q and k by the rotary (cos, sin): Hugging Face's ``apply_rotary_pos_emb``, for torch tensors,
+    JAX and NumPy arrays alike (``posenc.torch.apply_rotary`` and ``posenc.jax.apply_rotary`` are this).
+
+    ``x · cos + turn(x) · sin`` on the first ``cos.shape[-1]`` features (the rest, under a partial rotary
+    factor, pass unchanged, as in GPT-NeoX), with turn(x) = [-x2, x1] for ``layout="half"`` and
+    (x0, x1) → (-x1, x0) per pair for ``"interleaved"``. cos/sin get a new axis at ``unsqueeze_dim``
+    ((B, L, D) against q of (B, heads, L, D)). Half-precision inputs are computed in float32 and rounded
+    once to their dtype.
+
+    >>> q = np.array([[[[1.0, 0.0]]]])
+    >>> apply_rotary(q, q, np.array([[[0.0, 0.0]]]), np.array([[[1.0, 1.0]]]))[0]
+    array([[[[0., 1.]]]])
+    """
+    check_layout(layout)
+    ops = backend_of(q)
+    axis = unsqueeze_dim if unsqueeze_dim >= 0 else cos.ndim + 1 + unsqueeze_dim
+    if not 0 <= axis <= cos.ndim:
+        raise ValueError(f"unsqueeze_dim must be in [{-cos.ndim - 1}, {cos.ndim}]; got {unsqueeze_dim}")
+    where = (slice(None),) * axis + (None,)
+    cos, sin = cos[where], sin[where]
+    return rotate(ops, q, cos, sin, layout), rotate(ops, k, cos, sin, layout)
 
 
 def rotate(ops: Backend, x: Any, cos: Any, sin: Any, layout: str) -> Any:

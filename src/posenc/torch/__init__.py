@@ -33,11 +33,12 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without torch
     raise ImportError("posenc.torch needs PyTorch: pip install 'posenc[torch]'") from error
 
+from ..rope.arrays import apply_rotary  # one function for every framework
 from .functions import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
 from .functions import clear_cache, encode, table
 from .modules import SinusoidalPositionalEncoding, Timesteps, TokenAndPositionEmbedding
 from .positions import from_attention_mask, from_cu_seqlens, make_positions
-from .rotary import RotaryEmbedding, apply_rotary
+from .rotary import RotaryEmbedding
 
 __all__ = [
     "RotaryEmbedding",

@@ -1,5 +1,6 @@
 """Rotary position embeddings for PyTorch, exact: :func:`cos_sin`, :class:`RotaryEmbedding` (a drop-in for
-Hugging Face's ``*RotaryEmbedding`` modules) and :func:`apply_rotary` (for ``apply_rotary_pos_emb``).
+Hugging Face's ``*RotaryEmbedding`` modules) and :func:`apply_rotary` (for ``apply_rotary_pos_emb``, one
+function for every framework: :func:`posenc.rope.arrays.apply_rotary`).
 
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once to the requested dtype
 (:mod:`posenc.rope`). Eager calls on CPU tensors use the NumPy core; every other device (``meta`` too) and
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 
 from .. import _validate, device, rope
-from ..rope.arrays import arrange, check_layout, rotate
+from ..rope.arrays import arrange, check_layout
 from ..rope.tables import _law
 from .tensors import (
     _check_positions_on_host,
@@ -113,33 +114,6 @@ class RotaryEmbedding(torch.nn.Module):
         p = self.params
         shown = f"rope_type={p.rope_type!r}, rotary_dim={p.rotary_dim}, base={p.base:g}"
         return f"{shown}, layout={self.layout!r}"
-
-
-def apply_rotary(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    *,
-    layout: str = "half",
-    unsqueeze_dim: int = 1,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate q and k by the rotary (cos, sin): Hugging Face's ``apply_rotary_pos_emb``.
-
-    ``x · cos + rotate(x) · sin`` on the first ``cos.shape[-1]`` features (the rest, under a partial
-    rotary factor, pass unchanged, as in GPT-NeoX), with rotate(x) = [-x2, x1] for ``layout="half"`` and
-    (x0, x1) → (-x1, x0) per pair for ``"interleaved"``. cos/sin are unsqueezed at ``unsqueeze_dim``
-    ((B, L, D) against q of (B, heads, L, D)). Half-precision inputs are computed in float32 and rounded once
-    to their dtype.
-
-    >>> q = torch.tensor([[[[1.0, 0.0]]]])
-    >>> cos, sin = torch.tensor([[[0.0, 0.0]]]), torch.tensor([[[1.0, 1.0]]])
-    >>> apply_rotary(q, q, cos, sin)[0]
-    tensor([[[[0., 1.]]]])
-    """
-    check_layout(layout)
-    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-    return rotate(_TORCH, q, cos, sin, layout), rotate(_TORCH, k, cos, sin, layout)
 
 
 _TORCH = device.Backend(torch, "torch")

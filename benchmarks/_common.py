@@ -1,7 +1,9 @@
-"""What the benchmarks share: the timing loop, and the tutorial code they race (kept with the tests)."""
+"""What the benchmarks share: the timing loop, the options of the side-by-side benchmarks, and the tutorial
+code they race (kept with the tests)."""
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -13,7 +15,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from tutorial import TutorialPositionalEncoding, tutorial_table
 
-__all__ = ["Target", "TutorialPositionalEncoding", "measure", "print_targets", "target", "tutorial_table"]
+__all__ = [
+    "Target",
+    "TutorialPositionalEncoding",
+    "measure",
+    "parser",
+    "print_targets",
+    "target",
+    "tutorial_table",
+]
+
+#: The dtypes a side-by-side benchmark runs in.
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 #: (what is measured, the measured ratio, the bar, whether the bar is met)
@@ -49,6 +62,18 @@ def measure(
         sync()
         times.append(time.perf_counter() - began)
     return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}
+
+
+def parser(doc: str, *, repeat: int, dtype: str, json: Path) -> argparse.ArgumentParser:
+    """The argument parser of a side-by-side benchmark whose docstring is ``doc``: --repeat (default
+    ``repeat``), --device (default cpu), --dtype (one of :data:`DTYPES`, default ``dtype``) and --json (the
+    results file, default ``json``); the benchmark adds its sizes."""
+    made = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    made.add_argument("--repeat", type=int, default=repeat)
+    made.add_argument("--device", default="cpu")
+    made.add_argument("--dtype", default=dtype, choices=[dtype, *(d for d in DTYPES if d != dtype)])
+    made.add_argument("--json", type=Path, default=json)
+    return made
 
 
 T = TypeVar("T")

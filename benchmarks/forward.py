@@ -12,7 +12,6 @@ its cache is empty (on a GPU: the table built on the CPU and copied to the devic
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -20,23 +19,18 @@ import time
 from pathlib import Path
 
 import torch
-from _common import TutorialPositionalEncoding, measure, print_targets, target
+from _common import TutorialPositionalEncoding, measure, parser, print_targets, target
 
 import posenc.torch as pt
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--seq", type=int, default=2048)
-    parser.add_argument("--d-model", type=int, default=1024)
-    parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "forward.json")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    args = parser.parse_args(argv)
+    results = Path(__file__).parent / "results" / "forward.json"
+    options = parser(__doc__, repeat=15, dtype="float32", json=results)
+    options.add_argument("--batch", type=int, default=8)
+    options.add_argument("--seq", type=int, default=2048)
+    options.add_argument("--d-model", type=int, default=1024)
+    args = options.parse_args(argv)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     torch.manual_seed(0)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)

@@ -14,7 +14,6 @@ not built yet: its row reads "—".
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import measure
+from _common import measure, parser
 
 import posenc.rope as rope
 import posenc.torch as pt
@@ -32,18 +31,14 @@ LLAMA31 = Path(__file__).parent / "data" / "llama31_config.json"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    options = parser(
+        __doc__, repeat=11, dtype="bfloat16", json=Path(__file__).parent / "results" / "rope.json"
     )
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--heads", type=int, default=32)
-    parser.add_argument("--seq", type=int, default=4096)
-    parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--repeat", type=int, default=11)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
-    parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "rope.json")
-    args = parser.parse_args(argv)
+    options.add_argument("--batch", type=int, default=8)
+    options.add_argument("--heads", type=int, default=32)
+    options.add_argument("--seq", type=int, default=4096)
+    options.add_argument("--head-dim", type=int, default=128)
+    args = options.parse_args(argv)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     import transformers
     from transformers.models.llama import modeling_llama

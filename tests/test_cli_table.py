@@ -146,33 +146,16 @@ def _table_call(args: tuple[str, ...], dtype: str) -> np.ndarray:
     )
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("args", OPTIONS)
-def test_csv_reads_back_exactly(
-    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], dtype: str
-) -> None:
-    code, out, _ = run(capsys, "table", *args, "--dtype", dtype, "--format", "csv")
-    assert code == 0
+def _csv_values(out: str, args: tuple[str, ...], dtype: str) -> np.ndarray:
+    """The values of a csv table, after checking its first position."""
     _, positions, values = read_csv(out)
-    expected = _table_call(args, dtype)
     assert positions[0] == int(_flags(args).get("--start", 0))
-    assert_same(values, expected.astype(np.float64))
+    return values
 
 
-def test_csv_digits(capsys: pytest.CaptureFixture[str]) -> None:
-    _, out, _ = run(capsys, "table", "3", "4", "--format", "csv", "--digits", "3")
-    assert out.splitlines()[2] == "1,0.841,0.540,0.010,1.000"
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("args", OPTIONS)
-def test_json_reads_back_exactly(
-    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], dtype: str
-) -> None:
-    code, out, _ = run(capsys, "table", *args, "--dtype", dtype, "--format", "json")
-    assert code == 0
+def _json_values(out: str, args: tuple[str, ...], dtype: str) -> np.ndarray:
+    """The values of a json table, after checking its keys, positions and columns."""
     document = json.loads(out)
-    expected = _table_call(args, dtype)
     meta = ["d_model", "base", "shift", "scale", "layout", "odd", "start", "dtype"]
     assert list(document) == [*meta, "positions", "columns", "values"]
     assert document["d_model"] == int(args[1])
@@ -180,7 +163,26 @@ def test_json_reads_back_exactly(
     assert len(document["positions"]) == int(args[0])
     assert document["positions"] == list(range(document["start"], document["start"] + int(args[0])))
     assert len(document["columns"]) == int(args[1])
-    assert_same(np.array(document["values"]), expected.astype(np.float64))
+    return np.array(document["values"])
+
+
+_VALUES_OF = {"csv": _csv_values, "json": _json_values}
+
+
+@pytest.mark.parametrize("fmt", list(_VALUES_OF))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("args", OPTIONS)
+def test_csv_and_json_read_back_exactly(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], dtype: str, fmt: str
+) -> None:
+    code, out, _ = run(capsys, "table", *args, "--dtype", dtype, "--format", fmt)
+    assert code == 0
+    assert_same(_VALUES_OF[fmt](out, args, dtype), _table_call(args, dtype).astype(np.float64))
+
+
+def test_csv_digits(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "table", "3", "4", "--format", "csv", "--digits", "3")
+    assert out.splitlines()[2] == "1,0.841,0.540,0.010,1.000"
 
 
 def test_json_metadata(capsys: pytest.CaptureFixture[str]) -> None:

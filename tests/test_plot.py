@@ -23,6 +23,8 @@ from posenc import analysis, defaults, plot
 DPI = 40  # small images: quick to render, still far from blank
 
 # kind -> options that keep each figure quick
+#: The rotary kinds (tests/test_rope_plot.py draws them; they take no sinusoidal options).
+ROPE_KINDS = ("rope-wavelengths", "rope-error")
 SMALL = {
     "heatmap": {"length": 40, "d_model": 64},
     "dot-product": {"length": 8, "d_model": 512},
@@ -51,7 +53,7 @@ def assert_picture(path: Path, size_inches: tuple[float, float], dpi: float) -> 
 def test_kinds_are_the_command_line_kinds() -> None:
     from posenc.cli import PLOT_KINDS
 
-    assert tuple(plot.KINDS) == PLOT_KINDS == tuple(SMALL)
+    assert tuple(plot.KINDS) == PLOT_KINDS == (*SMALL, *ROPE_KINDS)
 
 
 @pytest.mark.parametrize("kind", list(SMALL))
@@ -158,19 +160,23 @@ def test_missing_matplotlib_names_the_extra() -> None:
 
 
 def test_kinds_are_read_without_matplotlib() -> None:
-    """posenc.see.plot.KINDS, the one list of the figures, loads without matplotlib; drawing then says what
-    to install."""
+    """posenc.see.plot.KINDS, the one list of the figures, and the data behind the rotary figures load
+    without matplotlib; drawing then says what to install."""
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
         "from posenc.see.plot import KINDS\n"
+        "from posenc.see import rope_figures\n"
         "print(','.join(KINDS))\n"
-        "try:\n    KINDS['heatmap']()\nexcept ImportError as error:\n    print(error)\n"
+        "print(','.join(rope_figures.rope_wavelength_lines(head_dim=8)))\n"
+        "for kind in ('heatmap', 'rope-error'):\n"
+        "    try:\n        KINDS[kind]()\n    except ImportError as error:\n        print(error)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        ",".join(SMALL),
-        "posenc.plot needs matplotlib: pip install 'posenc[plot]'",
+        ",".join((*SMALL, *ROPE_KINDS)),
+        "default,linear,dynamic,yarn,llama3",
+        *["posenc.plot needs matplotlib: pip install 'posenc[plot]'"] * 2,
     ]
     from posenc.see import plot as see_plot
 

@@ -131,6 +131,14 @@ def _case(case_id, build, name, options, *, atol, also=None):
     return pytest.param(build, name, options, atol, also, id=case_id)
 
 
+def _grid_2d_case(case_id, embed_dim, grid_size, *, base_size, name="diffusers-2d"):
+    """diffusers' 2-D grid at interpolation scale 1, named with the options it was built with."""
+    options = {"grid_size": grid_size, "base_size": base_size, "interpolation_scale": 1.0}
+    return _case(
+        case_id, lambda: _grid_2d(embed_dim, grid_size, base_size=base_size), name, options, atol=_ROUNDING
+    )
+
+
 @pytest.mark.parametrize(
     ("build", "name", "options", "atol", "also"),
     [
@@ -205,27 +213,9 @@ def _case(case_id, build, name, options, *, atol, also=None):
             atol=_ROUNDING,
             also={"base_size": 32, "interpolation_scale": 2.0},
         ),
-        _case(
-            "diffusers-2d-dit",
-            lambda: _grid_2d(96, 14, base_size=14),
-            "mae-2d = diffusers-2d",
-            {"grid_size": 14, "base_size": 14, "interpolation_scale": 1.0},
-            atol=_ROUNDING,
-        ),
-        _case(
-            "diffusers-2d-6x10",
-            lambda: _grid_2d(64, (6, 10), base_size=7),
-            "diffusers-2d",
-            {"grid_size": (6, 10), "base_size": 7, "interpolation_scale": 1.0},
-            atol=_ROUNDING,
-        ),
-        _case(
-            "diffusers-2d-sd3",
-            lambda: _grid_2d(64, 192, base_size=64),
-            "diffusers-2d",
-            {"grid_size": 192, "base_size": 64, "interpolation_scale": 1.0},
-            atol=_ROUNDING,
-        ),
+        _grid_2d_case("diffusers-2d-dit", 96, 14, base_size=14, name="mae-2d = diffusers-2d"),
+        _grid_2d_case("diffusers-2d-6x10", 64, (6, 10), base_size=7),
+        _grid_2d_case("diffusers-2d-sd3", 64, 192, base_size=64),
         _case(
             "diffusers-2d-pixart-1024",
             lambda: _grid_2d(128, 64, base_size=64, interpolation_scale=2),

@@ -94,38 +94,24 @@ def test_positions_from_a_padding_mask_are_computed_globally_then_sharded():
 
 
 @pytest.mark.parametrize(
+    ("length", "world_size", "rank", "scheme", "error", "message"),
+    [
+        (10, 4, 0, "contiguous", ValueError, r"length=10 is not a multiple of world_size = 4.*pad.* 12"),
+        (12, 4, 0, "zigzag", ValueError, r"2 \* world_size = 8.*pad the sequence to 16"),
+        (8, 2, 2, "contiguous", ValueError, r"rank must be in 0 .. world_size - 1 = 1; got rank=2"),
+        (8, 0, 0, "contiguous", ValueError, "world_size must be an integer >= 1"),
+        (8.0, 2, 0, "contiguous", TypeError, r"length must be an integer.*pass 8"),
+        (8, 2, 0, "ring", ValueError, r"scheme must be one of 'contiguous', 'zigzag'; got 'ring'"),
+    ],
+)
+def test_shard_indices_refuses_bad_arguments(length, world_size, rank, scheme, error, message):
+    with pytest.raises(error, match=message):
+        sharding.shard_indices(length, world_size=world_size, rank=rank, scheme=scheme)
+
+
+@pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (
-            lambda: sharding.shard_indices(10, world_size=4, rank=0),
-            ValueError,
-            r"length=10 is not a multiple of world_size = 4.*pad the sequence to 12",
-        ),
-        (
-            lambda: sharding.shard_indices(12, world_size=4, rank=0, scheme="zigzag"),
-            ValueError,
-            r"2 \* world_size = 8.*pad the sequence to 16",
-        ),
-        (
-            lambda: sharding.shard_indices(8, world_size=2, rank=2),
-            ValueError,
-            r"rank must be in 0 .. world_size - 1 = 1; got rank=2",
-        ),
-        (
-            lambda: sharding.shard_indices(8, world_size=0, rank=0),
-            ValueError,
-            "world_size must be an integer >= 1",
-        ),
-        (
-            lambda: sharding.shard_indices(8.0, world_size=2, rank=0),
-            TypeError,
-            r"length must be an integer.*pass 8",
-        ),
-        (
-            lambda: sharding.shard_indices(8, world_size=2, rank=0, scheme="ring"),
-            ValueError,
-            r"scheme must be one of 'contiguous', 'zigzag'; got 'ring'",
-        ),
         (
             lambda: sharding.shard_positions(8, world_size=2, rank=0, start=2**31 - 4),
             ValueError,

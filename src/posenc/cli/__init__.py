@@ -3,10 +3,12 @@ table, ``posenc check`` measures the criteria
 of a good encoding, ``posenc plot`` draws one, ``posenc identify`` names the variant of a stored table,
 ``posenc demo`` explains it all.
 
-Each subcommand is a module of this package that parses its options, calls the library and prints what it
-returns: :mod:`~posenc.cli.table` (with the text, csv and json writers of :mod:`~posenc.cli.formats`),
-:mod:`~posenc.cli.rope`, :mod:`~posenc.cli.check`, :mod:`~posenc.cli.plot`, :mod:`~posenc.cli.identify`,
-:mod:`~posenc.cli.demo`.
+Each subcommand is a module of this package that declares its ``NAME``, its help texts (``HELP``,
+``DESCRIPTION``, ``EPILOG``) and its arguments (``add_arguments``), and whose ``run`` calls the library and
+prints what it returns: :mod:`~posenc.cli.table` (with the text, csv and json writers of
+:mod:`~posenc.cli.formats`), :mod:`~posenc.cli.rope`, :mod:`~posenc.cli.check`, :mod:`~posenc.cli.plot`,
+:mod:`~posenc.cli.identify`, :mod:`~posenc.cli.demo`. :func:`build_parser` makes the parser of each, in
+one place; the options several commands share are in :mod:`~posenc.cli.arguments`.
 
 Every error (a usage error, or a value that posenc's own validation refuses) is one line on
 stderr, ``posenc: error: <message>``, with exit code 2 and no traceback; ``--help`` and
@@ -32,10 +34,9 @@ import posenc
 
 from ..layouts import column_names as column_labels
 from . import check, demo, identify, plot, rope, table
-from .arguments import HELP_FORMAT, Parser
+from .arguments import FORMATS, HELP_FORMAT, MAX_DIGITS, Parser
 from .errors import PROG, CliError, describe, fail
 from .plot import PLOT_KINDS, PLOT_SUFFIXES
-from .table import FORMATS, MAX_DIGITS
 
 __all__ = [
     "FORMATS",
@@ -106,7 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {posenc.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in (table, rope, check, plot, identify, demo):  # in the order --help lists them
-        command.add_command(commands)
+        sub = commands.add_parser(
+            command.NAME,
+            help=command.HELP,
+            description=command.DESCRIPTION,
+            epilog=command.EPILOG,
+            formatter_class=HELP_FORMAT,
+        )
+        command.add_arguments(sub)
+        sub.set_defaults(handler=command.run)
     return parser
 
 

@@ -1,5 +1,6 @@
-"""The argument parser's pieces shared by the subcommands: the parser class, the argument types and the
-options that name a variant of the encoding (Vaswani et al. 2017 §3.5 by default).
+"""The argument parser's pieces shared by the subcommands: the parser class, the argument types, the
+options that name a variant of the encoding (Vaswani et al. 2017 §3.5 by default) and the output options of
+the commands that print tables.
 
 Built on argparse: the standard library keeps NumPy the only dependency and the start-up short.
 """
@@ -31,6 +32,11 @@ PAPER: dict[str, Any] = {**defaults.OPTIONS, "base": _whole(defaults.BASE)}
 DEFAULT_D_MODEL = 512  # the paper's width
 DEFAULT_LENGTH = 2048  # positions studied by posenc check
 DEFAULT_DTYPE = "float32"
+#: The output formats of ``posenc table`` and ``posenc rope``.
+FORMATS = ("text", "csv", "json", "npy")
+#: The most decimals --digits prints: 17 show a float64 value near 1 to its last digit (float32 needs 9);
+#: without --digits, csv and json print every digit of every value.
+MAX_DIGITS = 17
 
 
 class Parser(argparse.ArgumentParser):
@@ -158,3 +164,19 @@ def add_variant_options(sub: argparse.ArgumentParser, *, default: bool) -> None:
         metavar=one_of(_validate.DTYPES),
         help="the dtype studied; values are correctly rounded to it" + shown(DEFAULT_DTYPE),
     )
+
+
+# --- output options shared by table and rope ------------------------------------------------------
+
+
+def add_output_options(sub: argparse.ArgumentParser, *, digits_help: str) -> None:
+    """--dtype, --digits, --format and --output, as ``posenc table`` and ``posenc rope`` take them."""
+    sub.add_argument(
+        "--dtype",
+        default=DEFAULT_DTYPE,
+        metavar=one_of(_validate.DTYPES),
+        help=f"output dtype; values are correctly rounded to it (default: {DEFAULT_DTYPE})",
+    )
+    sub.add_argument("--digits", type=integer, help=digits_help)
+    sub.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    sub.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")

@@ -6,15 +6,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from .. import analysis
-from .arguments import HELP_FORMAT, add_variant_options, as_flags, one_of
+from .arguments import add_variant_options, as_flags, one_of
 from .progress import LONG, Progress
 
+NAME = "check"
+HELP = "measure the criteria of a good encoding (unique, bounded, ...) for one setting"
+DESCRIPTION = """\
+Measure, for one setting, the criteria a positional encoding must meet: unique,
+consistent across lengths, generalises to longer sequences, bounded, deterministic, and
+shift invariant. Each gets its measured figure and pass or fail."""
 # The five criteria are those listed in Kazemnejad's 2019 post "Transformer Architecture: The Positional
 # Encoding"; shift invariance is the dot-product law of Vaswani et al. 2017 §3.5.
-_EPILOG = """\
+EPILOG = """\
 criteria (Kazemnejad's 2019 list, plus shift invariance), each with its figure:
   unique           no two of positions 0..LENGTH-1 share an encoding in --dtype (bit for bit). Figure:
                    the smallest distance between the encodings of two positions (exact, over all pairs)
@@ -43,17 +48,8 @@ examples:
 """
 
 
-def add_command(commands: Any) -> None:
-    """Add ``posenc check [options]`` to the subcommands."""
-    sub = commands.add_parser(
-        "check",
-        help="measure the criteria of a good encoding (unique, bounded, ...) for one setting",
-        description="Measure, for one setting, the criteria a positional encoding must meet: unique,\n"
-        "consistent across lengths, generalises to longer sequences, bounded, deterministic, and\n"
-        "shift invariant. Each gets its measured figure and pass or fail.",
-        epilog=_EPILOG,
-        formatter_class=HELP_FORMAT,
-    )
+def add_arguments(sub: argparse.ArgumentParser) -> None:
+    """The options of ``posenc check [options]``."""
     add_variant_options(sub, default=True)
     sub.add_argument(
         "--compute",
@@ -62,7 +58,6 @@ def add_command(commands: Any) -> None:
         help="exact: posenc's values, rounded once (default); dtype: the usual code, computed in --dtype",
     )
     sub.add_argument("--json", action="store_true", help="print the report as JSON")
-    sub.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,12 +21,19 @@ import posenc
 
 from .. import analysis
 from ..layouts import column_names
-from .arguments import HELP_FORMAT, as_flags
+from .arguments import as_flags
 from .formats import TEXT_DIGITS, Grid, fixed, table_grid, text_lines
 
 DEMO_FOLDER = "posenc-demo"
 
-_EPILOG = """\
+NAME = "demo"
+HELP = "a guided walk-through of sinusoidal positional encoding"
+DESCRIPTION = """\
+A guided walk-through of sinusoidal positional encoding: the formula, worked
+tables, adding the encoding to token embeddings, shift-invariant dot products,
+exactness at large positions, the figures (written into a folder) and the criteria
+report. Every number is computed by posenc as it is printed."""
+EPILOG = """\
 examples:
   posenc demo                      figures into ./posenc-demo/
   posenc demo --out /tmp/figures
@@ -34,25 +41,14 @@ examples:
 """
 
 
-def add_command(commands: Any) -> None:
-    """Add ``posenc demo [--out DIR]`` to the subcommands."""
-    sub = commands.add_parser(
-        "demo",
-        help="a guided walk-through of sinusoidal positional encoding",
-        description="A guided walk-through of sinusoidal positional encoding: the formula, worked\n"
-        "tables, adding the encoding to token embeddings, shift-invariant dot products,\n"
-        "exactness at large positions, the figures (written into a folder) and the criteria\n"
-        "report. Every number is computed by posenc as it is printed.",
-        epilog=_EPILOG,
-        formatter_class=HELP_FORMAT,
-    )
+def add_arguments(sub: argparse.ArgumentParser) -> None:
+    """The option of ``posenc demo [--out DIR]``."""
     sub.add_argument(
         "--out",
         metavar="DIR",
         default=DEMO_FOLDER,
         help=f"folder for the figures, created if needed (default: ./{DEMO_FOLDER}/)",
     )
-    sub.set_defaults(handler=run)
 
 
 @dataclass

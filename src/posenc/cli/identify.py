@@ -8,14 +8,16 @@ import dataclasses
 import json
 import math
 import sys
-from typing import Any
 
 import numpy as np
 
-from .arguments import HELP_FORMAT, as_flags
+from .arguments import as_flags
 from .errors import CliError
 
-_EPILOG = """\
+NAME = "identify"
+HELP = "find the variant (preset, base, shift, layout, offset) that reproduces a stored table"
+DESCRIPTION = "Find which sinusoidal variant a stored table is, by recomputing candidates exactly."
+EPILOG = """\
 FILE is .npy, .pt/.pth (a tensor or a state dict, nested dicts welcome) or .safetensors. In a state
 dict, --key names the tensor; without it, the one floating table whose name mentions a position is used.
 
@@ -35,20 +37,12 @@ examples:
 """
 
 
-def add_command(commands: Any) -> None:
-    """Add ``posenc identify FILE [options]`` to the subcommands."""
-    sub = commands.add_parser(
-        "identify",
-        help="find the variant (preset, base, shift, layout, offset) that reproduces a stored table",
-        description="Find which sinusoidal variant a stored table is, by recomputing candidates exactly.",
-        epilog=_EPILOG,
-        formatter_class=HELP_FORMAT,
-    )
+def add_arguments(sub: argparse.ArgumentParser) -> None:
+    """The arguments of ``posenc identify FILE [options]``."""
     sub.add_argument("file", metavar="FILE", help="a .npy, .pt/.pth or .safetensors file")
     sub.add_argument("--key", help="the tensor's name inside a state dict or safetensors file")
     sub.add_argument("--tolerance", type=float, help="the largest difference that still matches")
     sub.add_argument("--json", action="store_true", help="print the candidates as JSON")
-    sub.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

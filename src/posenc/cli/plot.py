@@ -13,13 +13,16 @@ from typing import Any
 
 from ..see.figures import SUFFIXES as PLOT_SUFFIXES
 from ..see.plot import KINDS
-from .arguments import HELP_FORMAT, add_variant_options, number
+from .arguments import add_variant_options, number
 from .errors import CliError
 
 #: The kinds of figure, in order: the names of posenc.plot's registry (reading it imports no matplotlib).
 PLOT_KINDS = tuple(KINDS)
 
-_EPILOG = """\
+NAME = "plot"
+HELP = "draw a figure: " + ", ".join(PLOT_KINDS)
+DESCRIPTION = "Draw one figure of the encoding into FILE (.png, .svg or .pdf)."
+EPILOG = """\
 kinds:
   heatmap      the table, positions down and dimensions across (100 positions, d_model 512)
   dot-product  PE(i)·PE(j), constant along each diagonal (8 positions, d_model 512, float64)
@@ -27,6 +30,10 @@ kinds:
   waves        columns as waves over positions: low columns fast, high slow (256 positions, d_model 128)
   similarity   cosine similarity of PE(p) and PE(p+k) against k = 0..LENGTH (256, d_model 512)
   collisions   float16 and bfloat16: posenc against angles computed in the dtype (16384 positions)
+  rope-wavelengths  rotary embeddings: the wavelength of each frequency under each scaling type
+               (default, linear, NTK, YaRN, Llama 3; head_dim 128, base 500000, factor 8)
+  rope-error   rotary cos/sin error against position: float32 angles, bf16 cache, bf16 inv_freq,
+               posenc (131072 positions, head_dim 128, base 500000)
 
 The defaults are in parentheses. An option that a kind does not use is refused. The suffix of FILE
 picks the format: .png, .svg or .pdf. Needs matplotlib: pip install 'posenc[plot]'.
@@ -37,25 +44,18 @@ examples:
   posenc plot sinusoids -o sinusoids.pdf
   posenc plot waves --d-model 64 --base 100 -o waves.png
   posenc plot collisions --dtype bfloat16 --length 100000 --dpi 200 -o collisions.png
+  posenc plot rope-error --length 1000000 -o rope-error.png
 """
 
 _VARIANT_OPTIONS = ("d_model", "length", "base", "shift", "scale", "layout", "odd", "dtype")
 
 
-def add_command(commands: Any) -> None:
-    """Add ``posenc plot KIND -o FILE [options]`` to the subcommands."""
-    sub = commands.add_parser(
-        "plot",
-        help="draw a figure: heatmap, dot-product, sinusoids, waves, similarity, collisions",
-        description="Draw one figure of the encoding into FILE (.png, .svg or .pdf).",
-        epilog=_EPILOG,
-        formatter_class=HELP_FORMAT,
-    )
+def add_arguments(sub: argparse.ArgumentParser) -> None:
+    """The arguments of ``posenc plot KIND -o FILE [options]``."""
     sub.add_argument("kind", metavar="KIND", choices=PLOT_KINDS, help="one of: " + ", ".join(PLOT_KINDS))
     add_variant_options(sub, default=False)
     sub.add_argument("--output", "-o", metavar="FILE", required=True, help="the file to write")
     sub.add_argument("--dpi", type=number, default=120, help="pixels per inch of a PNG (default: 120)")
-    sub.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> None:

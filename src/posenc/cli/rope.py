@@ -4,18 +4,22 @@ one row per position, in the formats of ``posenc table``."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 import numpy as np
 
 from .. import _validate, rope
 from ..rope.arrays import LAYOUTS
-from .arguments import DEFAULT_DTYPE, HELP_FORMAT, integer, one_of
+from .arguments import MAX_DIGITS, add_output_options, integer, one_of
 from .errors import CliError
 from .formats import TEXT_DIGITS, Grid, write_csv, write_json, write_text
-from .table import FORMATS, MAX_DIGITS, _open_output
+from .table import _open_output
 
-_EPILOG = """\
+NAME = "rope"
+HELP = "print or save a model's exact rotary (RoPE) cos/sin table"
+DESCRIPTION = """\
+Print or save posenc.rope.cos_sin for the rotary parameters of CONFIG (a Hugging Face
+config.json, or the folder holding one): one row per position, correctly rounded to --dtype."""
+EPILOG = """\
 columns:
   'cos3 θ1' is column 3 of the cos table, cos(pos · θ_1) · attention_scaling; the sin columns follow.
   layout half (Hugging Face, GPT-NeoX): [θ0 .. θn-1, θ0 .. θn-1];
@@ -32,16 +36,8 @@ examples:
 """
 
 
-def add_command(commands: Any) -> None:
-    """Add ``posenc rope CONFIG [options]`` to the subcommands."""
-    sub = commands.add_parser(
-        "rope",
-        help="print or save a model's exact rotary (RoPE) cos/sin table",
-        description="Print or save posenc.rope.cos_sin for the rotary parameters of CONFIG (a Hugging Face\n"
-        "config.json, or the folder holding one): one row per position, correctly rounded to --dtype.",
-        epilog=_EPILOG,
-        formatter_class=HELP_FORMAT,
-    )
+def add_arguments(sub: argparse.ArgumentParser) -> None:
+    """The arguments of ``posenc rope CONFIG [options]``."""
     sub.add_argument("config", metavar="CONFIG", help="a Hugging Face config.json, or the folder holding one")
     sub.add_argument(
         "--positions",
@@ -53,16 +49,7 @@ def add_command(commands: Any) -> None:
         "--layout", default="half", metavar=one_of(LAYOUTS), help="cos/sin layout (default: half)"
     )
     sub.add_argument("--seq-len", type=integer, help="the sequence length of dynamic/longrope scaling")
-    sub.add_argument(
-        "--dtype",
-        default=DEFAULT_DTYPE,
-        metavar=one_of(_validate.DTYPES),
-        help=f"output dtype; values are correctly rounded to it (default: {DEFAULT_DTYPE})",
-    )
-    sub.add_argument("--digits", type=integer, help=f"decimals printed, 0 to {MAX_DIGITS}")
-    sub.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
-    sub.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
-    sub.set_defaults(handler=run)
+    add_output_options(sub, digits_help=f"decimals printed, 0 to {MAX_DIGITS}")
 
 
 def positions_range(text: str) -> range:

@@ -19,18 +19,19 @@ import posenc
 
 from .. import _validate, presets
 from ..layouts import LAYOUTS, column_names
-from .arguments import DEFAULT_DTYPE, HELP_FORMAT, PAPER, integer, number, one_of
+from .arguments import MAX_DIGITS, PAPER, add_output_options, integer, number, one_of
 from .errors import CliError
 from .formats import TEXT_DIGITS, TableGrid, write_csv, write_json, write_text
 from .progress import LONG, Progress
 
-FORMATS = ("text", "csv", "json", "npy")
-#: The most decimals --digits prints: 17 show a float64 value near 1 to its last digit (float32 needs 9);
-#: without --digits, csv and json print every digit of every value.
-MAX_DIGITS = 17
 _NPY_CHUNK_BYTES = 32 << 20  # posenc table --format npy writes chunks of this size: peak memory < 256 MiB
 
-_EPILOG = """\
+NAME = "table"
+HELP = "print or save a table of encodings, one row per position"
+DESCRIPTION = """\
+Print or save posenc.table(LENGTH, D_MODEL, ...): one row per position,
+correctly rounded to --dtype."""
+EPILOG = """\
 columns:
   The header names each column by its index, its function and its frequency index: '2 sin ω1' is
   sin(pos · ω_1), with ω_i = base ** (-i / (d_model // 2 - shift)). An odd d_model ends in a 'zero'
@@ -57,16 +58,8 @@ examples:
 """
 
 
-def add_command(commands: Any) -> None:
-    """Add ``posenc table LENGTH D_MODEL [options]`` to the subcommands."""
-    sub = commands.add_parser(
-        "table",
-        help="print or save a table of encodings, one row per position",
-        description="Print or save posenc.table(LENGTH, D_MODEL, ...): one row per position,\n"
-        "correctly rounded to --dtype.",
-        epilog=_EPILOG,
-        formatter_class=HELP_FORMAT,
-    )
+def add_arguments(sub: argparse.ArgumentParser) -> None:
+    """The arguments of ``posenc table LENGTH D_MODEL [options]``."""
     sub.add_argument("length", metavar="LENGTH", type=integer, help="number of positions")
     sub.add_argument("d_model", metavar="D_MODEL", type=integer, help="width of each encoding (>= 2)")
     sub.add_argument(
@@ -97,21 +90,11 @@ def add_command(commands: Any) -> None:
     sub.add_argument(
         "--start", type=integer, default=0, help="first position, |position| < 2**31 (default: 0)"
     )
-    sub.add_argument(
-        "--dtype",
-        default=DEFAULT_DTYPE,
-        metavar=one_of(_validate.DTYPES),
-        help=f"output dtype; values are correctly rounded to it (default: {DEFAULT_DTYPE})",
+    add_output_options(
+        sub,
+        digits_help=f"decimals printed, 0 to {MAX_DIGITS} (default: {TEXT_DIGITS} for text, every digit for "
+        "csv and json)",
     )
-    sub.add_argument(
-        "--digits",
-        type=integer,
-        help=f"decimals printed, 0 to {MAX_DIGITS} (default: {TEXT_DIGITS} for text, every digit for csv and "
-        "json)",
-    )
-    sub.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
-    sub.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
-    sub.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> None:

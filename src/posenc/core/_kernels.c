@@ -167,6 +167,22 @@ static inline void zero_tail(float *row, const Columns *k) {
         unsure_ = high != (float)((v)-band_);                            \
     } while (0)
 
+/* Round the sine and the cosine of each of the chunk's first `end` frequencies (both have a column) into
+   sin_at and cos_at, expressions of i, counting the unsure ones. A macro, not a function: each use stays
+   its own loop, whose stores the compiler sees with their constant stride (and vectorises). */
+#define ROUND_PAIRS(sin_at, cos_at)                     \
+    do {                                                \
+        for (Py_ssize_t i = 0; i < end; i++) {          \
+            float sh, ch;                               \
+            int su, cu;                                 \
+            ROUND_DIRECT(sin_buf[i], sh, su);           \
+            ROUND_DIRECT(cos_buf[i], ch, cu);           \
+            count += su | cu;                           \
+            sin_at = sh;                                \
+            cos_at = ch;                                \
+        }                                               \
+    } while (0)
+
 POSENC_CLONES
 static Py_ssize_t encode_rows(const double *restrict positions, const double *restrict limbs,
                               double absolute_error, const Columns *k, Py_ssize_t lo, Py_ssize_t hi,
@@ -201,25 +217,9 @@ static Py_ssize_t encode_rows(const double *restrict positions, const double *re
             const Py_ssize_t end = both - first < m ? (both - first > 0 ? both - first : 0) : m;
             if (k->stride == 2) { /* interleaved: sine i in column 2i, its cosine next to it */
                 float *restrict pair = sin_row + 2 * first;
-                for (Py_ssize_t i = 0; i < end; i++) {
-                    float sh, ch;
-                    int su, cu;
-                    ROUND_DIRECT(sin_buf[i], sh, su);
-                    ROUND_DIRECT(cos_buf[i], ch, cu);
-                    count += su | cu;
-                    pair[2 * i] = sh;
-                    pair[2 * i + 1] = ch;
-                }
+                ROUND_PAIRS(pair[2 * i], pair[2 * i + 1]);
             } else {
-                for (Py_ssize_t i = 0; i < end; i++) {
-                    float sh, ch;
-                    int su, cu;
-                    ROUND_DIRECT(sin_buf[i], sh, su);
-                    ROUND_DIRECT(cos_buf[i], ch, cu);
-                    count += su | cu;
-                    sin_row[first + i] = sh;
-                    cos_row[first + i] = ch;
-                }
+                ROUND_PAIRS(sin_row[first + i], cos_row[first + i]);
             }
             for (Py_ssize_t i = end; i < m; i++) { /* odd widths: one value whose partner has no column */
                 float h;

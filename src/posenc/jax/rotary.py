@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import device, rope
-from ..rope.arrays import arrange, check_layout
+from ..rope.arrays import arrange, check_layout, check_request
 from ..rope.tables import _law
 from .functions import _dtype, _host_positions, _traced
 
@@ -40,22 +40,12 @@ def cos_sin(
     Array([[0.        , 0.        , 0.        , 0.        ],
            [0.84147096, 0.09983341, 0.84147096, 0.09983341]], dtype=float32)
     """
-    if not isinstance(params, rope.RopeParameters):
-        raise TypeError(
-            f"params must be posenc.rope.RopeParameters; got {type(params).__name__}; "
-            "build it with posenc.rope.config(...)"
-        )
-    check_layout(layout)
     dt = _dtype(dtype)
     if not _traced(positions):
         cos, sin = rope.cos_sin(_host_positions(positions), params, dtype=dt, layout=layout, seq_len=seq_len)
         return jnp.asarray(cos), jnp.asarray(sin)
     positions = jnp.asarray(positions)
-    if params.mrope_section and (positions.ndim == 0 or positions.shape[0] != 3):
-        raise ValueError(
-            f"positions must have a leading axis of 3 (time, height, width ids) for multimodal rotary "
-            f"embeddings (mrope_section={list(params.mrope_section)}); got shape {positions.shape}"
-        )
+    check_request(params, layout, positions.shape)
     scaled_by_length = params.rope_type in ("dynamic", "longrope")
     if scaled_by_length and seq_len is None:
         raise ValueError(

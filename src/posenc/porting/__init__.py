@@ -4,6 +4,8 @@
 - :func:`identify` (:mod:`.matching`): the variants that best reproduce a table, as :class:`Match` es. Its
   candidates are the preset registry's named 1-D variants and fitted ones (:mod:`.candidates`, with the
   fits of :mod:`.fitting`) and the N-D grids (:mod:`.grid_candidates`);
+- :func:`identify_rope` (:mod:`.rope_matching`): the RoPE type and parameters of a stored ``inv_freq``
+  vector or cos/sin cache, as a :class:`RopeMatch` (``identify`` hands such buffers to it);
 - :func:`load_table` (:mod:`.load`): the table a .npy, .pt/.pth or .safetensors file holds (the files are
   read by :mod:`.readers`; torch and safetensors are imported only for files of theirs).
 
@@ -19,5 +21,6 @@ from __future__ import annotations
 from .layout import convert_layout
 from .load import load_table
 from .matching import Match, identify
+from .rope_matching import RopeMatch, identify_rope
 
-__all__ = ["Match", "convert_layout", "identify", "load_table"]
+__all__ = ["Match", "RopeMatch", "convert_layout", "identify", "identify_rope", "load_table"]

@@ -28,7 +28,10 @@ def load_table(path: str | Path, *, key: str | None = None) -> np.ndarray:
     """A stored table from ``.npy``, ``.pt``/``.pth`` (a tensor or a state dict) or ``.safetensors``.
 
     In a state dict, ``key`` names the tensor; without it the single 2-D (or ``(1, L, D)``) floating tensor
-    whose name mentions a position is taken, and a clear error lists the candidates otherwise.
+    whose name mentions a position is taken; failing that, a rotary embedding's ``inv_freq`` (a name ending
+    in ``inv_freq``: the only one, or several equal ones, as old Llama checkpoints hold one per layer); a
+    clear error lists the candidates otherwise. A 1-D array is returned only when it reads as a RoPE
+    ``inv_freq`` (positive, falling frequencies; :func:`.identify` then names its RoPE type).
 
     Only the chosen array is read, once its dtype, its shape and the memory it needs are checked. ``.pt``
     files are read with ``torch.load(weights_only=True)``: tensors and plain containers, never code. A file
@@ -54,11 +57,10 @@ def load_table(path: str | Path, *, key: str | None = None) -> np.ndarray:
             arrays, others = READERS[suffix](path, stack)
             name, stored = _pick(arrays, others, key, path)
             where = f"{path}, tensor {name!r}," if name else str(path)
+            if stored.kind == "float" and _vector(stored):
+                return _inv_freq(stored, where)
             _check_stored(stored, where)
-            try:
-                return stored.read()
-            except Exception as error:  # a tensor of a layout NumPy cannot take, a damaged zip member, ...
-                raise ValueError(f"{where} cannot be read: {reason(error)}") from None
+            return _read(stored, where)
     except OSError as error:
         raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
 
@@ -83,6 +85,9 @@ def _pick(
         if stored.kind == "float" and sum(size != 1 for size in stored.shape) == 2
     }
     named = {k: v for k, v in tables.items() if any(w in k.lower() for w in ("pos", "pe", "sinus", "timing"))}
+    rotary = {k: v for k, v in arrays.items() if k.endswith("inv_freq") and v.kind == "float" and _vector(v)}
+    if not named and rotary:
+        return _one_inv_freq(rotary, path)
     chosen = named or tables
     if len(chosen) == 1:
         return next(iter(chosen.items()))
@@ -103,6 +108,48 @@ def _pick(
         f"{path} holds no floating-point tensor of shape (positions, d_model); it has: "
         f"{_names(arrays, listing)}; name the table with key= if it is one of these"
     )
+
+
+def _vector(stored: Stored) -> bool:
+    """Whether ``stored`` is 1-D once its axes of size 1 are dropped."""
+    return sum(size != 1 for size in stored.shape) == 1
+
+
+def _read(stored: Stored, where: str) -> np.ndarray:
+    try:
+        return stored.read()
+    except Exception as error:  # a tensor of a layout NumPy cannot take, a damaged zip member, ...
+        raise ValueError(f"{where} cannot be read: {reason(error)}") from None
+
+
+def _inv_freq(stored: Stored, where: str) -> np.ndarray:
+    """A 1-D array that reads as a RoPE inv_freq, as stored; anything else is refused as not a table."""
+    from .rope_matching import looks_like_rope
+
+    if stored.kind == "float" and math.prod(stored.shape) <= 1 << 20:
+        values = _read(stored, where)
+        if looks_like_rope(values) == "inv_freq":
+            return values
+    raise ValueError(
+        f"{where} holds an array of shape {stored.shape}; expected {EXPECTED}, with at least 2 positions and "
+        "d_model >= 2, or a RoPE inv_freq vector (positive frequencies, each lower than the one before)"
+    )
+
+
+def _one_inv_freq(rotary: dict[str, Stored], path: Path) -> tuple[str, Stored]:
+    """The inv_freq of a state dict: the only one, or the first of several equal ones (one per layer)."""
+    names = sorted(rotary)
+    if len(names) == 1:
+        return names[0], rotary[names[0]]
+    first = _read(rotary[names[0]], f"{path}, tensor {names[0]!r},")
+    for name in names[1:]:
+        other = rotary[name]
+        if other.shape != rotary[names[0]].shape or not np.array_equal(_read(other, name), first):
+            raise ValueError(
+                f"{path} holds {len(names)} different RoPE inv_freq buffers ({_names(rotary)}); name one "
+                "with key="
+            )
+    return names[0], rotary[names[0]]
 
 
 def _a(noun: str) -> str:

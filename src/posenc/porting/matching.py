@@ -62,6 +62,10 @@ class Match:
 def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates: int = 3) -> list[Match]:
     """The variants that best reproduce a stored table, best first (``candidates`` of them).
 
+    A rotary-embedding buffer (a RoPE ``inv_freq`` vector, or a cos/sin cache: equal halves or equal column
+    pairs, row 0 all one value or all zero) is handed to :func:`.rope_matching.rope_matches`, and the
+    matches are :class:`.rope_matching.RopeMatch` es (the type and the ``posenc.rope.config`` keywords).
+
     ``table`` is ``(rows, d_model)``; leading axes of size 1 are dropped, and an unflattened grid (diffusers'
     3-D ``(T, H·W, D)``, positional-encodings' ``(X, Y[, Z], C)``) is read row-major, its axes kept as a hint.
 
@@ -93,6 +97,10 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
             raise ValueError(
                 f"tolerance must be >= 0 (the largest difference that still matches); got {tolerance}"
             )
+    from .rope_matching import looks_like_rope, rope_matches  # imports this module's Match
+
+    if looks_like_rope(table):  # an inv_freq vector or a cos/sin cache: the RoPE search answers
+        return rope_matches(table, tolerance=tolerance, candidates=candidates)
     stored, shape = _as_rows(table)
     rows = stored.shape[0]
     limit = tolerance if tolerance is not None else 1e-5 + 16 * rows * 2.0**-24

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..device import Backend, backend_of
+from .parameters import RopeParameters
 
 LAYOUTS = ("half", "interleaved")
 
@@ -30,6 +31,23 @@ def check_layout(layout: Any) -> str:
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}")
     return layout
+
+
+def check_request(params: Any, layout: Any, shape: tuple[int, ...]) -> None:
+    """Refuse (TypeError, ValueError) what no framework can compute: ``params`` not a
+    :class:`~posenc.rope.parameters.RopeParameters`, an unknown ``layout``, or positions of ``shape`` without
+    the leading axis of 3 that multimodal sections need."""
+    if not isinstance(params, RopeParameters):
+        raise TypeError(
+            f"params must be posenc.rope.RopeParameters; got {type(params).__name__}; "
+            "build it with posenc.rope.config(...)"
+        )
+    check_layout(layout)
+    if params.mrope_section and (len(shape) == 0 or shape[0] != 3):
+        raise ValueError(
+            f"positions must have a leading axis of 3 (time, height, width ids) for multimodal rotary "
+            f"embeddings (mrope_section={list(params.mrope_section)}); got shape {tuple(shape)}"
+        )
 
 
 def arrange(

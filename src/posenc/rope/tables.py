@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from .. import _validate, device
 from ..core import explicit
-from .arrays import arrange, check_layout
+from .arrays import arrange, check_request
 from .frequencies import exact_attention_scaling, exact_inv_freq
 from .parameters import RopeParameters
 
@@ -44,20 +44,10 @@ def cos_sin(
     array([[1.       , 1.       , 1.       , 1.       ],
            [0.5403023, 0.9950042, 0.5403023, 0.9950042]], dtype=float32)
     """
-    if not isinstance(params, RopeParameters):
-        raise TypeError(
-            f"params must be posenc.rope.RopeParameters; got {type(params).__name__}; "
-            "build it with posenc.rope.config(...)"
-        )
-    check_layout(layout)
     dt = _validate.dtype(dtype)
     raw = _validate.position_array(positions)
+    check_request(params, layout, raw.shape)
     sections = params.mrope_section
-    if sections and (raw.ndim == 0 or raw.shape[0] != 3):
-        raise ValueError(
-            f"positions must have a leading axis of 3 (time, height, width ids) for multimodal rotary "
-            f"embeddings (mrope_section={list(sections)}); got shape {raw.shape}"
-        )
     law = _law(params, _effective_seq_len(params, raw, seq_len))
     sin, cos = explicit.sin_cos(raw, law, dt)
     rows = np.concatenate([sin, cos], -1)

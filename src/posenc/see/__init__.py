@@ -11,7 +11,8 @@ NumPy only, except :mod:`posenc.see.plot`, which imports matplotlib when a figur
 * :mod:`~posenc.see.rounding`: how far rounding to a dtype can move a value, a row, a dot product;
 * :mod:`~posenc.see.criteria` (the table ``CRITERIA``), :mod:`~posenc.see.check`,
   :mod:`~posenc.see.report`: the criteria of a good encoding, measured, and their report;
-* :mod:`~posenc.see.plot` (the table ``KINDS``), :mod:`~posenc.see.figures`: the figures.
+* :mod:`~posenc.see.plot` (the table ``KINDS``), :mod:`~posenc.see.figures`: the figures;
+  :mod:`~posenc.see.rope_figures`: those of rotary embeddings (:mod:`posenc.rope`) and the data they draw.
 
 :mod:`posenc.analysis` and :mod:`posenc.plot` re-export the public names.
 """

@@ -38,6 +38,7 @@ from .encodings import naive_table
 from .figures import new_figure
 from .hashes import repeated_rows
 from .properties import closed_form_dot_product, dot_products, toeplitz_deviation
+from .rope_figures import rope_error, rope_wavelengths
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -367,6 +368,8 @@ KINDS: dict[str, Callable[..., Figure]] = {
     "waves": waves,
     "similarity": similarity,
     "collisions": collisions,
+    "rope-wavelengths": rope_wavelengths,
+    "rope-error": rope_error,
 }
 
 

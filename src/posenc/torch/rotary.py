@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from .. import _validate, device, rope
-from ..rope.arrays import arrange, check_layout
+from ..rope.arrays import arrange, check_layout, check_request
 from ..rope.tables import _law
 from .tensors import (
     _check_positions_on_host,
@@ -48,24 +48,14 @@ def cos_sin(
     tensor([[[0.0000, 0.0000, 0.0000, 0.0000],
              [0.8415, 0.0998, 0.8415, 0.0998]]])
     """
-    if not isinstance(params, rope.RopeParameters):
-        raise TypeError(
-            f"params must be posenc.rope.RopeParameters; got {type(params).__name__}; "
-            "build it with posenc.rope.config(...)"
-        )
-    check_layout(layout)
     positions = _position_tensor(positions)
+    check_request(params, layout, tuple(positions.shape))
     name = _dtype_name(dtype)
     if positions.device.type == "cpu" and not _tracing():
         _check_positions_on_host(positions)
         host = positions.detach().numpy()
         cos, sin = rope.cos_sin(host, params, dtype=_numpy_dtype(name), layout=layout, seq_len=seq_len)
         return _to_tensor(cos), _to_tensor(sin)
-    if params.mrope_section and (positions.dim() == 0 or positions.shape[0] != 3):
-        raise ValueError(
-            f"positions must have a leading axis of 3 (time, height, width ids) for multimodal rotary "
-            f"embeddings (mrope_section={list(params.mrope_section)}); got shape {tuple(positions.shape)}"
-        )
     if seq_len is None and params.rope_type in ("dynamic", "longrope"):
         seq_len = int(positions.max()) + 1  # a host read, as Hugging Face's dynamic_rope_update does
     length = -1 if seq_len is None else _validate.integer("seq_len", seq_len, minimum=1)

@@ -141,6 +141,14 @@ def test_the_torch_module_is_a_drop_in_for_hugging_face(hf, name):
         torch.testing.assert_close(got[1], want[1], atol=1e-6, rtol=1e-6)
 
 
+def test_real_positions_of_every_dtype_are_read_exactly():
+    params = rope.config(CONFIGS["llama31_8b"])
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.int32, torch.uint8):
+        ids = torch.tensor([[0, 3, 200]], dtype=dtype)
+        cos, _ = ptorch.rotary.cos_sin(ids, params)
+        np.testing.assert_array_equal(cos.numpy(), rope.cos_sin(np.array([[0, 3, 200]]), params)[0])
+
+
 def test_bfloat16_is_rounded_once_from_the_exact_value():
     params = rope.config(CONFIGS["llama31_8b"])
     ids = torch.tensor([[0, 1, 100000, 2**31 - 1]])

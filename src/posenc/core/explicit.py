@@ -33,7 +33,7 @@ from .spec import Spec
 
 
 class ExactFrequencies:
-    """Frequencies ω_i > 0 and an amplitude A given as exact reals.
+    """Frequencies ω_i >= 0 and an amplitude A > 0 given as exact reals.
 
     ``exact(digits)`` returns every ω_i to ``digits`` significant decimal digits; ``amplitude(digits)`` A
     likewise (None: A = 1). ``key`` identifies the law: two objects with equal keys must give equal values

@@ -53,7 +53,7 @@ def cos_sin(
     name = _dtype_name(dtype)
     if positions.device.type == "cpu" and not _tracing():
         _check_positions_on_host(positions)
-        host = positions.detach().numpy()
+        host = positions.detach().to(torch.float64 if positions.is_floating_point() else torch.int64).numpy()
         cos, sin = rope.cos_sin(host, params, dtype=_numpy_dtype(name), layout=layout, seq_len=seq_len)
         return _to_tensor(cos), _to_tensor(sin)
     if seq_len is None and params.rope_type in ("dynamic", "longrope"):

@@ -238,21 +238,13 @@ def _as_float(value: Any) -> float:
     return float(np.asarray(value).astype(np.float64))
 
 
-def expected_value(
-    position: Fraction | float,
-    column: int,
-    d_model: int,
-    *,
-    base: float,
-    shift: float,
-    scale: float,
-    layout: str,
-    odd: str,
-) -> tuple[Any, bool]:
+def expected_value(position: Fraction | float, column: int, d_model: int, **options: Any) -> tuple[Any, bool]:
     """(the exact mpmath value of one column, whether its sign is negative); a float 0.0 for zero columns.
+    ``options`` are every option of the request: base, shift, scale, layout, odd.
 
     Signed zeros follow IEEE: sin at position -0.0 is -0.0; a negative value that rounds to zero is -0.0.
     """
+    base, shift, scale, layout, odd = (options[name] for name in ("base", "shift", "scale", "layout", "odd"))
     count = frequency_count(d_model, odd)
     for i in range(count):
         s, c = ref.column(i, d_model, layout, odd)

@@ -59,7 +59,7 @@ def test_every_parameter_is_a_keyword_with_a_default(kind: str) -> None:
         ("rope-wavelengths", {}, (8, 7)),
         ("rope-wavelengths", {"head_dim": 64, "base": 10000.0, "factor": 4.0}, (8, 7)),
         ("rope-error", {}, (8, 5)),
-        ("rope-error", {"head_dim": 64, "base": 10000, "length": 5000, "bands": 30}, (8, 5)),
+        ("rope-error", {"base": 10000, "length": 5000, "bands": 30}, (8, 5)),
     ],
 )
 def test_draws_and_saves_a_png(tmp_path: Path, kind: str, options: dict, size: tuple[float, float]) -> None:

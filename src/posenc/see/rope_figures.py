@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 #: frequency factor lists, which no set of parameters here could stand for: it is left out).
 SCALINGS = ("default", "linear", "dynamic", "yarn", "llama3")
 
+#: The head width of :func:`rope_error` (Llama's).
+ERROR_HEAD_DIM = 128
+
 #: The contenders of :func:`rope_error`, in the order drawn.
 CONTENDERS = ("float32 angles", "bfloat16 cache", "bfloat16 inv_freq", "posenc float32")
 
@@ -288,23 +291,19 @@ def rope_error_values(
 
 
 def rope_error_curves(
-    *,
-    head_dim: int = 128,
-    base: float = 500000.0,
-    length: int = 131072,
-    bands: int = 200,
-    per_band: int = 4,
+    *, base: float = 500000.0, length: int = 131072, bands: int = 200
 ) -> dict[str, np.ndarray]:
     """The data of :func:`rope_error`: ``"position"``, the last sampled position of each band (B,), and for
     each of :data:`CONTENDERS` the largest |error| of any cos or sin value at the band's sampled positions
-    (:func:`rope_error_positions`, :func:`rope_error_values`), shape (B,), float64.
+    (:func:`rope_error_positions`, :func:`rope_error_values`), shape (B,), float64; head_dim
+    :data:`ERROR_HEAD_DIM` (the error is the largest over the frequencies, and θ_0 = 1 whatever the width).
 
     >>> curves = rope_error_curves(length=131072)
     >>> bool(curves["posenc float32"].max() <= 2.0**-24 < 1e-3 < curves["float32 angles"][-1])
     True
     """
-    positions = rope_error_positions(length, bands=bands, per_band=per_band)
-    values = rope_error_values(positions, head_dim=head_dim, base=base)
+    positions = rope_error_positions(length, bands=bands)
+    values = rope_error_values(positions, head_dim=ERROR_HEAD_DIM, base=base)
     exact_cos, exact_sin = values["exact"]
     edges = _band_edges(length, bands)
     band = np.searchsorted(edges[1:-1], positions, side="left")  # band b holds (edges[b], edges[b + 1]]
@@ -322,7 +321,7 @@ def rope_error_curves(
 def rope_error(**options: Any) -> Figure:
     """The largest |error| of a rotary cos/sin value against the exact one, against the position
     1 .. length - 1 (log-log; each point the largest over a band of positions, :func:`rope_error_curves`),
-    for the unscaled RoPE of head_dim and base. 8 × 5 in.
+    for the unscaled RoPE of base (head_dim :data:`ERROR_HEAD_DIM`). 8 × 5 in.
 
     Float32 angles (the usual code) lose accuracy as the angle p·θ_i grows, up to ~1e-2 near 131072 for
     θ_0 = 1; a bfloat16 cache starts at bfloat16's rounding (~2**-9) and keeps it; an inv_freq in bfloat16
@@ -372,7 +371,7 @@ def rope_error(**options: Any) -> Figure:
     ax.grid(alpha=0.3)
     ax.set_title(
         "RoPE cos/sin against the exact values: float32 angles, bfloat16, posenc\n"
-        f"head_dim {every['head_dim']}, base {float(every['base']):g}, unscaled, "
+        f"head_dim {ERROR_HEAD_DIM}, base {float(every['base']):g}, unscaled, "
         f"positions 1–{int(every['length']) - 1:,}",
         fontsize=11,
     )

@@ -390,7 +390,8 @@ def test_import_posenc_imports_numpy_only():
 
 def test_public_surface():
     functions = "convert_layout encode frequencies grid identify table"
-    modules = "analysis grids positions presets rope sharding"
+    modules = "analysis audit grids positions presets rope sharding testing"
     assert set(posenc.__all__) == {"__version__", *functions.split(), *modules.split()}
     assert posenc.rope.cos_sin is posenc.rope.tables.cos_sin
+    assert callable(posenc.audit) and posenc.audit.AuditReport is posenc.audit.report.AuditReport
     assert posenc.__version__ == "0.1.0"

@@ -3,7 +3,7 @@
 PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i), ω_i = base ** (-i / (d_model // 2 - shift)), correctly
 rounded to the output dtype at any position |p| < 2**31. ``import posenc`` imports NumPy only; the
 submodules below load on first use (``posenc.presets``, ``posenc.grid``, ``posenc.rope`` for rotary
-embeddings, ...), which keeps the import fast.
+embeddings, ``posenc.audit`` to measure anyone's encoding, ...), which keeps the import fast.
 """
 
 import importlib
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .core import encode, frequencies, table
 
 if TYPE_CHECKING:  # what __getattr__ provides, for type checkers and editors
-    from . import analysis, grids, positions, presets, rope, sharding
+    from . import analysis, audit, grids, positions, presets, rope, sharding, testing
     from .grids import grid
     from .porting import convert_layout, identify
 
@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "analysis",
+    "audit",
     "convert_layout",
     "encode",
     "frequencies",
@@ -32,9 +33,11 @@ __all__ = [
     "rope",
     "sharding",
     "table",
+    "testing",
 ]
 
-_SUBMODULES = {"analysis", "grids", "porting", "positions", "presets", "rope", "sharding"}
+# posenc.audit is a package that can be called: posenc.audit(target) is posenc.audit.audit(target)
+_SUBMODULES = {"analysis", "audit", "grids", "porting", "positions", "presets", "rope", "sharding", "testing"}
 _FUNCTIONS = {"grid": "grids", "convert_layout": "porting", "identify": "porting"}
 
 

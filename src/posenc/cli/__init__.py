@@ -1,18 +1,19 @@
 """The ``posenc`` command: ``posenc table`` prints or saves a table, ``posenc rope`` a model's rotary cos/sin
 table, ``posenc check`` measures the criteria
 of a good encoding, ``posenc plot`` draws one, ``posenc identify`` names the variant of a stored table,
-``posenc demo`` explains it all.
+``posenc audit`` measures any encoding against the exact one, ``posenc demo`` explains it all.
 
 Each subcommand is a module of this package that declares its ``NAME``, its help texts (``HELP``,
 ``DESCRIPTION``, ``EPILOG``) and its arguments (``add_arguments``), and whose ``run`` calls the library and
 prints what it returns: :mod:`~posenc.cli.table` (with the text, csv and json writers of
 :mod:`~posenc.cli.formats`), :mod:`~posenc.cli.rope`, :mod:`~posenc.cli.check`, :mod:`~posenc.cli.plot`,
-:mod:`~posenc.cli.identify`, :mod:`~posenc.cli.demo`. :func:`build_parser` makes the parser of each, in
-one place; the options several commands share are in :mod:`~posenc.cli.arguments`.
+:mod:`~posenc.cli.identify`, :mod:`~posenc.cli.audit`, :mod:`~posenc.cli.demo`. :func:`build_parser` makes
+the parser of each, in one place; the options several commands share are in :mod:`~posenc.cli.arguments`.
 
 Every error (a usage error, or a value that posenc's own validation refuses) is one line on
 stderr, ``posenc: error: <message>``, with exit code 2 and no traceback; ``--help`` and
-``--version`` exit 0. ``posenc check`` exits 1 when a criterion fails. Built on argparse: the standard
+``--version`` exit 0. ``posenc check`` exits 1 when a criterion fails, ``posenc audit`` when the target is not
+within its tolerance. Built on argparse: the standard
 library keeps NumPy the only dependency and the start-up short.
 
 >>> main(["table", "3", "4"])
@@ -33,7 +34,7 @@ import sys
 import posenc
 
 from ..layouts import column_names as column_labels
-from . import check, demo, identify, plot, rope, table
+from . import audit, check, demo, identify, plot, rope, table
 from .arguments import FORMATS, HELP_FORMAT, MAX_DIGITS, Parser
 from .errors import PROG, CliError, describe, fail
 from .plot import PLOT_KINDS, PLOT_SUFFIXES
@@ -54,6 +55,7 @@ _EPILOG = """\
 examples:
   posenc demo                             a guided walk-through, computed as you watch
   posenc identify pe.npy                  which variant is this stored table?
+  posenc audit model.py:PositionalEncoding --d-model 512   how far is it from the exact encoding?
   posenc table 5 4                        positions 0..4, d_model = 4 (the paper's formula)
   posenc table 4 4 --base 100             the same formula with base 100
   posenc table 1024 512 --format npy --output pe.npy
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser: ``posenc [--version] {table,rope,check,plot,identify,demo} ...``."""
+    """The argument parser: ``posenc [--version] {table,rope,check,plot,identify,audit,demo} ...``."""
     parser = Parser(
         prog=PROG,
         description="Exact sinusoidal positional encodings: print, save, check, draw and explain them.",
@@ -106,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {posenc.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (table, rope, check, plot, identify, demo):  # in the order --help lists them
+    for command in (table, rope, check, plot, identify, audit, demo):  # in the order --help lists them
         sub = commands.add_parser(
             command.NAME,
             help=command.HELP,

@@ -1,0 +1,137 @@
+"""Audit anyone's positional encoding against the exact one: :func:`audit` returns an :class:`AuditReport`.
+
+The steps, one module each: :mod:`.targets` turns the target (a function, a torch module, a table, a
+checkpoint, a rotary module or Hugging Face config) into a sampler; :mod:`.variant` finds the exact
+encoding to compare with (given, or identified from the first rows); :mod:`.measure` compares band by
+band of positions; :mod:`.findings` says what went wrong; :mod:`.report` (and :mod:`.html`) present it.
+
+``posenc.audit`` is this package, and calling it calls :func:`audit`: ``posenc.audit(target)``.
+
+>>> import posenc
+>>> report = posenc.audit(posenc.table(4096, 64), samples=512)
+>>> report.passed, report.variant.name.split(" = ")[0], report.findings
+(True, 'paper', [])
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from .. import _validate
+from .findings import Finding, find_all
+from .measure import measure
+from .report import AuditReport, check_tolerance
+from .targets import MAX_POSITION, Target, as_target
+from .variant import Variant, find_variant
+
+__all__ = ["AuditReport", "Finding", "Target", "Variant", "audit"]
+
+#: Positions measured per band at most (a band of this many or fewer is measured whole).
+SAMPLES = 4096
+_DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+def audit(
+    target: Any,
+    *,
+    d_model: int | None = None,
+    positions: Any = None,
+    dtype: str | None = None,
+    options: Any = None,
+    key: str | None = None,
+    tol: Any = None,
+    samples: int = SAMPLES,
+) -> AuditReport:
+    """Measure ``target`` against posenc's exact encoding: max absolute and ulp error per band of
+    positions, collisions, thresholds, NaN rows and findings (:class:`AuditReport`).
+
+    ``target``: a callable ``positions (k,) -> (k, d_model)`` (NumPy, torch or JAX), a torch module that adds
+    encodings or holds a table / ``inv_freq``, an array or tensor ``(rows, d_model)``, a checkpoint path
+    (``key=`` the tensor), ``"file.py:Name"``, a rotary module or a Hugging Face config.
+    Hints, all optional: ``d_model`` (for a module or a function that needs it), ``positions`` (``b``,
+    ``(a, b)`` or ``"a:b"``: positions a .. b - 1; default: the target's range, else 0 .. 2³¹ - 1),
+    ``dtype`` (the type to judge in; default the target's own), ``options`` (the variant it claims to be:
+    a preset name, a Preset, a dict of core options with ``padding_idx``, or rotary keywords of
+    :func:`posenc.rope.config`; default: identified, and the report says how), ``tol`` (None: correctly
+    rounded; a float: absolute; ``"2ulp"``), ``samples`` (positions per band, ≥ 16).
+    """
+    if d_model is not None:
+        d_model = _validate.d_model(d_model)
+    samples = _validate.integer("samples", samples, minimum=16)
+    tolerance = check_tolerance(tol)
+    read = as_target(target, d_model=d_model, dtype=dtype, key=key)
+    judged = _check_dtype(dtype or read.dtype)
+    if d_model is not None and read.width is not None and read.rotary is None and read.width != d_model:
+        raise ValueError(
+            f"d_model is {d_model} but the target has {read.width} columns; leave d_model out or give "
+            "its width"
+        )
+    span = _span(positions, read.limit)
+    variant = find_variant(read, options, judged)
+    measurement = measure(read, variant, judged, span, samples)
+    findings = find_all(read, variant, measurement, judged)
+    width = read.width or measurement.values.shape[1]
+    return AuditReport(
+        read.description,
+        read.kind,
+        read.note,
+        judged,
+        width,
+        span,
+        samples,
+        variant,
+        measurement,
+        findings,
+        tolerance,
+    )
+
+
+def _check_dtype(dtype: Any) -> str:
+    name = str(dtype).removeprefix("torch.")
+    if name not in _DTYPES:
+        raise ValueError(
+            f"dtype must be one of {', '.join(_DTYPES)} (the type the target is judged in); got {dtype!r}: "
+            "give dtype= for a target whose values are integers or another type"
+        )
+    return name
+
+
+def _span(positions: Any, limit: int) -> tuple[int, int]:
+    """``positions`` as (a, b), 0 <= a < b <= min(limit, 2³¹)."""
+    if positions is None:
+        return 0, min(limit, MAX_POSITION)
+    given = positions
+    if isinstance(positions, str):
+        a, sep, b = positions.partition(":")
+        if not sep:
+            a, b = "0", a
+        try:
+            positions = (int(a or 0), int(b) if b else limit)
+        except ValueError:
+            positions = None
+    elif isinstance(positions, int) and not isinstance(positions, bool):
+        positions = (0, positions)
+    if not (isinstance(positions, (tuple, list)) and len(positions) == 2):
+        raise ValueError(f"positions must be b, (a, b) or 'a:b' (positions a .. b - 1); got {given!r}")
+    a = _validate.integer("positions start", positions[0], minimum=0)
+    b = _validate.integer("positions end", positions[1], minimum=a + 1)
+    top = min(limit, MAX_POSITION)
+    if b > top:
+        raise ValueError(
+            f"positions {given!r} reach {b - 1}, but the target holds positions 0..{top - 1}; ask for "
+            "at most "
+            f"'{a}:{top}'"
+        )
+    return a, b
+
+
+class _CallableModule(types.ModuleType):
+    """This package, callable: ``posenc.audit(target, **hints)`` is :func:`audit`."""
+
+    def __call__(self, target: Any, **hints: Any) -> AuditReport:
+        return audit(target, **hints)
+
+
+sys.modules[__name__].__class__ = _CallableModule

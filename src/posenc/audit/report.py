@@ -1,0 +1,213 @@
+"""The audit's report: what was audited, against which variant and how it was found, the errors band by
+band, the thresholds, the collisions, the findings and the verdict — as text (:meth:`AuditReport.as_text`,
+what ``posenc audit`` prints), a JSON-ready dict (:meth:`AuditReport.as_dict`) or one self-contained HTML
+file (:meth:`AuditReport.to_html`, its figures inline SVG).
+
+The verdict holds the largest error to the tolerance: ``None`` means correctly rounded (every sampled value
+equal to posenc's, i.e. 0 ulp; within 1 ulp for float64, which posenc itself is held to), a float an
+absolute error, ``"N ulp"`` an error in ulps of the target's dtype. NaN/inf rows and raising calls fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from .findings import Finding
+from .measure import Measurement
+from .variant import Variant
+
+__all__ = ["AuditReport", "check_tolerance"]
+
+
+def check_tolerance(tol: Any) -> tuple[str, float] | None:
+    """``tol`` as ``("abs", x)`` or ``("ulp", n)``; None for correctly rounded. Bad values: ValueError."""
+    if tol is None:
+        return None
+    if isinstance(tol, str):
+        text = tol.strip().lower().replace(" ", "")
+        if text in ("", "exact", "correctlyrounded", "cr"):
+            return None
+        number = text.removesuffix("ulps").removesuffix("ulp")
+        try:
+            value = float(number)
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value) and value >= 0:
+            return ("ulp", value) if number != text else ("abs", value)
+    elif isinstance(tol, (int, float)) and not isinstance(tol, bool) and math.isfinite(tol) and tol >= 0:
+        return ("abs", float(tol))
+    raise ValueError(
+        f"tol={tol!r} is not a tolerance: give an absolute error >= 0 (1e-6), an error in ulps of the "
+        "target's dtype (2ulp) or None for correctly rounded"
+    )
+
+
+@dataclasses.dataclass
+class AuditReport:
+    """The result of :func:`posenc.audit`.
+
+    ``target``/``kind``/``note``: what was audited and how it was read; ``dtype``: the type its values
+    were judged in; ``width``: its columns; ``span``: the positions asked for (a, b); ``samples``: the
+    positions measured per band at most; ``variant``: the exact encoding it was measured against
+    (:class:`~posenc.audit.variant.Variant`); ``measurement``: the bands and per-position errors;
+    ``findings``; ``tolerance``: None (correctly rounded), ("abs", x) or ("ulp", n).
+    """
+
+    target: str
+    kind: str
+    note: str
+    dtype: str
+    width: int
+    span: tuple[int, int]
+    samples: int
+    variant: Variant
+    measurement: Measurement
+    findings: list[Finding]
+    tolerance: tuple[str, float] | None = None
+
+    @property
+    def bands(self) -> list:
+        return self.measurement.bands
+
+    @property
+    def max_abs(self) -> float:
+        """The largest absolute error over all sampled positions (inf with NaN rows or a raising call)."""
+        return self.max_error()
+
+    @property
+    def max_ulp(self) -> float:
+        """The largest error in ulps of the dtype (inf with NaN rows or a raising call)."""
+        if any(b.raised or b.nan_rows for b in self.bands):
+            return math.inf
+        return max((b.max_ulp for b in self.bands), default=0.0)
+
+    def max_error(self, upto: int | None = None) -> float:
+        """The largest absolute error at the sampled positions below ``upto`` (all: None); inf where a row
+        is NaN/inf or the call raised there."""
+        m = self.measurement
+        inside = m.row_errors if upto is None else m.row_errors[m.positions < upto]
+        if any(b.raised for b in self.bands if upto is None or b.lo < upto):
+            return math.inf
+        return float(inside.max(initial=0.0))
+
+    @property
+    def passed(self) -> bool:
+        """Whether the largest error is within the tolerance (module docstring)."""
+        kind, limit = self.tolerance or ("ulp", 1.0 if self.dtype == "float64" else 0.0)
+        return (self.max_ulp if kind == "ulp" else self.max_abs) <= limit
+
+    def tolerance_text(self) -> str:
+        if self.tolerance is None:
+            return "correctly rounded" + (" (1 ulp in float64)" if self.dtype == "float64" else "")
+        kind, limit = self.tolerance
+        return f"{limit:g} ulp" if kind == "ulp" else f"absolute error {limit:g}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary of everything in the report."""
+        v, m = self.variant, self.measurement
+        return {
+            "target": self.target,
+            "kind": self.kind,
+            "note": self.note,
+            "dtype": self.dtype,
+            "width": self.width,
+            "positions": list(self.span),
+            "samples_per_band": self.samples,
+            "sampled": len(m.positions),
+            "variant": {
+                "name": v.name,
+                "options": {k: v.options[k] for k in v.options},
+                "padding_idx": v.padding_idx,
+                "how": v.how,
+                "matches": v.matches,
+                "layout": v.layout if v.params is not None else v.options.get("layout"),
+            },
+            "bands": [b.as_dict() for b in self.bands],
+            "first_over": {f"{t:g}": p for t, p in m.first_over.items()},
+            "first_repeat": m.first_repeat,
+            "exact_first_repeat": m.exact_repeat,
+            "max_abs": _plain(self.max_abs),
+            "max_ulp": _plain(self.max_ulp),
+            "findings": [{"kind": f.kind, "text": f.text, "evidence": f.evidence} for f in self.findings],
+            "tolerance": self.tolerance_text(),
+            "passed": self.passed,
+        }
+
+    def as_text(self, width: int = 100) -> str:
+        """The report as text (what ``posenc audit`` prints), lines wrapped at ``width``."""
+        v, m = self.variant, self.measurement
+        options = ", ".join(f"{k}={o!r}" for k, o in v.options.items())
+        padding = f", padding_idx={v.padding_idx}" if v.padding_idx is not None else ""
+
+        def wrapped(text: str, indent: int = 2) -> list[str]:
+            return textwrap.wrap(
+                text, width, initial_indent=" " * indent, subsequent_indent=" " * (indent + 4)
+            )
+
+        lines = [f"posenc audit: {self.target}"]
+        lines += wrapped(f"read as: {self.kind}; {self.note}" if self.note else f"read as: {self.kind}")
+        lines += wrapped(
+            f"judged in {self.dtype}, {self.width} columns; "
+            f"positions {self.span[0]:,}..{self.span[1] - 1:,}, "
+            f"{len(m.positions):,} sampled (every position of a band of at most {self.samples:,}, else "
+            f"{self.samples:,} of it)"
+        )
+        lines += wrapped(f"variant: {v.name or 'generic'} ({options}{padding}) — {v.how}")
+        lines += [
+            "",
+            "  positions                 sampled    max abs err    max ulp   distinct (exact)   NaN rows",
+        ]
+        for b in self.bands:
+            where = f"{b.lo:>13,} – {b.hi - 1:<13,}"
+            if b.raised:
+                lines.append(f"  {where}{b.sampled:>8,}    raises {b.raised}"[:width])
+                continue
+            lines.append(
+                f"  {where}{b.sampled:>8,}    {b.max_abs:11.3g}  {b.max_ulp:9.3g}   "
+                f"{b.distinct:>7,} ({b.exact_distinct:,})   {b.nan_rows:>7,}"
+            )
+        over = "; ".join(f"> {t:g}: {'-' if p is None else f'{p:,}'}" for t, p in m.first_over.items())
+        lines += ["", *wrapped(f"first sampled position with error {over}")]
+        repeat = m.first_repeat
+        lines += wrapped(
+            "first repeated row: "
+            + (
+                "none among the sampled positions"
+                if repeat is None
+                else f"position {repeat[0]:,} = {repeat[1]:,}"
+            )
+            + (
+                ""
+                if m.exact_repeat is None
+                else f" (posenc's exact {self.dtype}: {m.exact_repeat[0]:,} = {m.exact_repeat[1]:,})"
+            )
+        )
+        lines += ["", "  findings:" if self.findings else "  findings: none"]
+        for f in self.findings:
+            lines += wrapped(f"- {f.text}", 4) + wrapped(f"evidence: {f.evidence}", 6)
+        verdict = "PASS" if self.passed else "FAIL"
+        lines += [
+            "",
+            *wrapped(
+                f"{verdict}: max error {self.max_abs:.3g} ({self.max_ulp:.3g} ulp of {self.dtype}); "
+                f"tolerance: {self.tolerance_text()}",
+                0,
+            ),
+        ]
+        return "\n".join(lines)
+
+    def to_html(self, path: str | Path) -> Path:
+        """Write the report as one self-contained HTML file (inline SVG figures, no external links)."""
+        from .html import render
+
+        path = Path(path)
+        path.write_text(render(self), encoding="utf-8")
+        return path
+
+
+def _plain(value: float) -> float | None:
+    return None if not math.isfinite(value) else value

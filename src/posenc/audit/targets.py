@@ -1,0 +1,379 @@
+"""What the auditor measures: any positional encoding, turned into a :class:`Target` — a sampler
+``positions -> values``, with its dtype, the positions it can be asked for and what kind of thing it is.
+
+Kinds (``Target.kind``):
+
+* ``"callable"``: a function ``positions (k,) -> encodings (k, d_model)``, NumPy, torch or JAX (the
+  positions are passed as a NumPy int64 array, then a torch tensor, then a JAX array, whichever it takes);
+  a function returning a pair ``(cos, sin)`` is read as a rotary embedding;
+* ``"module"``: a torch ``nn.Module`` that adds encodings, fed zeros ``(L, 1, d_model)`` (or ``(1, L, d)``
+  when it is batch first): only prefixes 0 .. L - 1 can be sampled;
+* ``"table"``: an array or tensor ``(rows, d_model)`` (axes of size 1 dropped), or a module's positional
+  buffer (``pe``, ``weights``, ...): positions 0 .. rows - 1;
+* ``"file"``: a checkpoint (.npy, .pt/.pth, .safetensors; ``key=`` names the tensor), read by
+  :func:`posenc.porting.load_table`;
+* ``"rotary"``: a rotary module (a Hugging Face ``*RotaryEmbedding``: ``forward(x, position_ids) -> (cos,
+  sin)``), a Hugging Face config (its ``LlamaRotaryEmbedding``), or a stored ``inv_freq`` vector (the
+  exact cos/sin of the stored frequencies). Values are ``[cos | sin]``, ``2 · rotary_dim`` columns.
+
+Every sampler returns float64 values ``(k, width)`` that hold the target's own values exactly; ``dtype``
+names the type they came in. torch, JAX and transformers are imported only for targets of theirs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import decimal
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import _validate
+
+__all__ = ["MAX_POSITION", "Target", "as_target", "load_object", "values_of"]
+
+MAX_POSITION = _validate.MAX_POSITION
+#: Elements of the zeros fed to a module at most (128 MiB of float32): the rows a module can be asked for.
+_PREFIX_ELEMENTS = 1 << 25
+_TABLE_NAMES = ("pe", "pos", "sinus", "timing", "weights")
+
+
+@dataclasses.dataclass
+class Target:
+    """A positional encoding, ready to be sampled.
+
+    ``sample(positions)``: int64 positions ``(k,)`` -> float64 ``(k, width)``; ``dtype``: the target's own
+    type ("float32", "bfloat16", ...); positions ``0 .. limit - 1`` can be asked (a table's rows, a
+    module's longest input, else 2³¹); ``rotary``: what is known of a rotary target (``params``: a
+    :class:`posenc.rope.RopeParameters` or None, ``inv_freq``: the stored frequencies or None, ``parts``:
+    "cos+sin" or "cos"); ``note``: how it was read.
+    """
+
+    kind: str
+    description: str
+    sample: Callable[[np.ndarray], np.ndarray]
+    dtype: str
+    limit: int
+    width: int | None = None
+    rotary: dict[str, Any] | None = None
+    note: str = ""
+
+
+def as_target(
+    target: Any, *, d_model: int | None = None, dtype: str | None = None, key: str | None = None
+) -> Target:
+    """``target`` (module docstring) as a :class:`Target`; ``d_model``, ``dtype``, ``key`` are hints."""
+    if isinstance(target, Target):
+        return target
+    if isinstance(target, (str, Path)):
+        text = str(target)
+        if ":" in Path(text).name and Path(text.rsplit(":", 1)[0]).suffix == ".py":
+            return as_target(load_object(text, d_model=d_model), d_model=d_model, dtype=dtype)
+        return _file(Path(text), key)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(target, torch.nn.Module):
+        return _module(target, d_model, dtype)
+    if _is_config(target):
+        return _config(target, dtype)
+    if _is_array(target):
+        values, name = values_of(target)
+        return _table(values, name, f"{type(target).__name__} of shape {tuple(values.shape)}", "table")
+    if callable(target):
+        return _callable(target, d_model)
+    raise TypeError(
+        f"target must be a callable (positions -> encodings), a torch module, an array or tensor, a "
+        f"checkpoint path, 'file.py:Name' or a Hugging Face config; got {type(target).__name__}"
+    )
+
+
+def load_object(spec: str, *, d_model: int | None = None) -> Any:
+    """``"path/to/file.py:Name"``: the object ``Name`` of that file; a class is instantiated (with
+    ``d_model`` when it takes it)."""
+    path, _, name = spec.rpartition(":")
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"target {spec!r}: no such file {path!r}; write it as path/to/file.py:Name")
+    module_spec = importlib.util.spec_from_file_location(f"_posenc_audit_{file.stem}", file)
+    if module_spec is None or module_spec.loader is None:
+        raise ValueError(f"target {spec!r}: {path} cannot be imported as a Python file")
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as error:  # the user's file: any error it raises is reported as bad input
+        raise ValueError(
+            f"target {spec!r}: importing {path} raised {type(error).__name__}: {error}"
+        ) from None
+    if not name.isidentifier() or not hasattr(module, name):
+        found = sorted(k for k, v in vars(module).items() if not k.startswith("_") and callable(v))
+        raise ValueError(f"target {spec!r}: {path} defines no {name!r}; it defines: {', '.join(found)}")
+    obj = getattr(module, name)
+    if inspect.isclass(obj):
+        required = [
+            p
+            for p in inspect.signature(obj).parameters.values()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        if not required:
+            return obj()
+        if d_model is None:
+            raise ValueError(f"target {spec!r}: class {name} needs arguments; give its width: d_model=")
+        try:
+            return obj(d_model)
+        except Exception as error:
+            raise ValueError(
+                f"target {spec!r}: {name}({d_model}) raised {type(error).__name__}: {error}"
+            ) from None
+    return obj
+
+
+def values_of(value: Any) -> tuple[np.ndarray, str]:
+    """A NumPy, torch or JAX array (or a pair ``(cos, sin)``, concatenated) as float64 and its dtype name."""
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(_is_array(v) for v in value):
+        (cos, name), (sin, _) = values_of(value[0]), values_of(value[1])
+        return np.concatenate([cos, sin], axis=-1), name
+    if "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor):
+        name = str(value.dtype).removeprefix("torch.")
+        return value.detach().cpu().to(sys.modules["torch"].float64).numpy(), name
+    array = np.asarray(value)
+    if array.dtype.kind not in "fiu" and array.dtype.name != "bfloat16":
+        raise TypeError(f"the target gave {array.dtype} values; expected real numbers")
+    return array.astype(np.float64), array.dtype.name
+
+
+def _is_array(value: Any) -> bool:
+    if isinstance(value, np.ndarray):
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return True
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(value, jax.Array)
+
+
+def _is_config(value: Any) -> bool:
+    transformers = sys.modules.get("transformers")
+    if transformers is not None and isinstance(value, transformers.PretrainedConfig):
+        return True
+    return isinstance(value, dict) and any(k in value for k in ("rope_theta", "rope_parameters"))
+
+
+def _rows(values: np.ndarray, count: int) -> np.ndarray:
+    """The ``count`` rows of an output: axes of size 1 dropped, then ``(count, width)``."""
+    if values.ndim == 1 and count == 1:
+        return values[None]
+    squeezed = values.reshape([s for s in values.shape if s != 1] or [1])
+    if count == 1:
+        return squeezed.reshape(1, -1)
+    if squeezed.ndim < 2 or squeezed.shape[0] != count:
+        raise ValueError(f"the target returned shape {values.shape} for {count} positions")
+    return squeezed.reshape(count, -1)
+
+
+def _table(values: np.ndarray, dtype: str, description: str, kind: str) -> Target:
+    """A stored table (positions 0 .. rows - 1), or an inv_freq vector (a rotary target)."""
+    squeezed = values.reshape([s for s in values.shape if s != 1] or [1])
+    if squeezed.ndim == 1:
+        return _inv_freq(squeezed, dtype, description)
+    if squeezed.ndim != 2 or squeezed.shape[1] < 2:
+        raise ValueError(f"target table must have shape (positions, d_model); got {values.shape}")
+    table = squeezed
+
+    def sample(positions: np.ndarray) -> np.ndarray:
+        return table[positions]
+
+    return Target(kind, description, sample, dtype, len(table), table.shape[1], note="its stored rows")
+
+
+def _inv_freq(theta: np.ndarray, dtype: str, description: str) -> Target:
+    """A rotary embedding's stored frequencies: the exact cos/sin of p θ_i for the stored θ_i, [cos | sin]
+    in the half layout, correctly rounded to float32."""
+    from ..core import explicit
+
+    if not (np.all(theta >= 0) and np.all(np.isfinite(theta))):
+        raise ValueError(f"target vector {description} is not an inv_freq (finite θ_i >= 0)")
+    law = explicit.ExactFrequencies(
+        ("audit-inv_freq", theta.tobytes()), lambda digits: tuple(decimal.Decimal(float(t)) for t in theta)
+    )
+
+    def sample(positions: np.ndarray) -> np.ndarray:
+        sin, cos = explicit.sin_cos(positions, law, np.dtype("float32"))
+        return np.concatenate([cos, cos, sin, sin], axis=-1).astype(np.float64)
+
+    rotary = {"params": None, "inv_freq": theta, "parts": "cos+sin", "layout": "half"}
+    note = f"its {dtype} frequencies, each cos/sin of p·θ_i correctly rounded to float32"
+    return Target("rotary", description, sample, "float32", MAX_POSITION, 4 * len(theta), rotary, note)
+
+
+def _file(path: Path, key: str | None) -> Target:
+    from ..porting import load_table
+
+    values, name = values_of(load_table(path, key=key))
+    described = f"{path}" + (f" [{key}]" if key else "")
+    target = _table(values, name, described, "file")
+    return dataclasses.replace(target, kind="rotary" if target.rotary else "file")
+
+
+def _callable(function: Callable[..., Any], d_model: int | None) -> Target:
+    """A function of positions; the first array type it takes (NumPy, torch, JAX) is kept."""
+    name = getattr(function, "__qualname__", type(function).__name__)
+    try:
+        parameters = inspect.signature(function).parameters.values()
+        required = sum(
+            p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            for p in parameters
+        )
+    except (TypeError, ValueError):  # a builtin without a signature: one argument
+        required = 1
+    if required >= 2:
+        if d_model is None:
+            raise ValueError(f"target {name}(positions, d_model) needs its width; give d_model=")
+        width = d_model
+
+        def call(positions: Any) -> Any:
+            return function(positions, width)
+    else:
+        call = function
+    kinds: list[Callable[[np.ndarray], Any]] = [lambda p: p]
+    if "torch" in sys.modules or "torch" in getattr(function, "__module__", ""):
+        kinds.append(lambda p: sys.modules["torch"].from_numpy(p))
+    if "jax" in sys.modules:
+        kinds.append(lambda p: sys.modules["jax"].numpy.asarray(p))
+    probe, chosen, failure = np.arange(4, dtype=np.int64), None, None
+    for convert in kinds:
+        try:
+            values, dtype = values_of(call(convert(probe)))
+            _rows(values, len(probe))
+        except Exception as error:  # the wrong array type for this function: try the next
+            failure = error
+            continue
+        chosen = convert
+        break
+    if chosen is None:
+        raise ValueError(
+            f"target {name} could not be called with positions (a NumPy, torch or JAX int64 array of shape "
+            f"(4,)): {type(failure).__name__}: {failure}"
+        )
+    convert = chosen
+
+    def sample(positions: np.ndarray) -> np.ndarray:
+        return _rows(values_of(call(convert(positions)))[0], len(positions))
+
+    output = call(convert(probe))
+    rotary = {"params": None, "inv_freq": None, "parts": "cos+sin", "layout": "half"}
+    pair = isinstance(output, (tuple, list))
+    width = _rows(values_of(output)[0], len(probe)).shape[1]
+    kind = "rotary" if pair else "callable"
+    return Target(kind, f"function {name}", sample, dtype, MAX_POSITION, width, rotary if pair else None)
+
+
+def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
+    """A torch module: rotary (it holds ``inv_freq``), or one that adds encodings, or a stored buffer."""
+    import torch
+
+    module.eval()
+    name = type(module).__name__
+    buffers = dict(module.named_buffers())
+    inv_freq = next((b for k, b in buffers.items() if k.endswith("inv_freq")), None)
+    if inv_freq is not None:
+        return _rotary_module(module, inv_freq, dtype or "float32", name)
+    tables = {
+        k: b
+        for k, b in [*buffers.items(), *module.named_parameters()]
+        if b.is_floating_point() and sum(s != 1 for s in b.shape) == 2 and any(w in k for w in _TABLE_NAMES)
+    }
+    width = d_model or next((int(b.shape[-1]) for b in tables.values()), None)
+    width = width or next(
+        (getattr(module, a) for a in ("d_model", "embedding_dim", "dim", "channels") if hasattr(module, a)),
+        None,
+    )
+    torch_dtype = getattr(torch, dtype or "float32")
+    if width is not None:
+        for batch_first in (False, True):
+            try:
+                shape = (1, 4, width) if batch_first else (4, 1, width)
+                with torch.no_grad():
+                    rows = _rows(values_of(module(torch.zeros(shape, dtype=torch_dtype)))[0], 4)
+            except Exception:  # not a module that adds encodings to (L, 1, d) / (1, L, d) inputs
+                continue
+            if not np.array_equal(rows[0], rows[1]):
+                return _prefix_module(module, width, batch_first, torch_dtype, name)
+    if len(tables) == 1:
+        key, buffer = next(iter(tables.items()))
+        values, stored = values_of(buffer)
+        return _table(values, stored, f"{name}.{key} of shape {tuple(buffer.shape)}", "table")
+    raise ValueError(
+        f"target module {name} neither adds encodings to zeros of shape (L, 1, d_model) or (1, L, d_model) "
+        f"nor holds one positional table or an inv_freq buffer (found: {', '.join(tables) or 'none'}); "
+        "give d_model= when the module's width is not an attribute, or pass its table"
+    )
+
+
+def _prefix_module(module: Any, width: int, batch_first: bool, torch_dtype: Any, name: str) -> Target:
+    import torch
+
+    limit = max(1, _PREFIX_ELEMENTS // width)
+    cache: dict[str, Any] = {"rows": np.zeros((0, width))}
+
+    def sample(positions: np.ndarray) -> np.ndarray:
+        needed = int(positions.max()) + 1 if len(positions) else 0
+        if needed > len(cache["rows"]):
+            length = min(limit, needed)
+            shape = (1, length, width) if batch_first else (length, 1, width)
+            with torch.no_grad():
+                cache["rows"] = _rows(values_of(module(torch.zeros(shape, dtype=torch_dtype)))[0], length)
+        return cache["rows"][positions]
+
+    layout = "(1, L, d)" if batch_first else "(L, 1, d)"
+    note = f"fed zeros of shape {layout}, L up to {limit:,}: the encodings it adds"
+    dtype = str(torch_dtype).removeprefix("torch.")
+    return Target("module", f"module {name}", sample, dtype, limit, width, note=note)
+
+
+def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
+    import torch
+
+    torch_dtype = getattr(torch, dtype)
+    x = torch.zeros(1, 1, dtype=torch_dtype)
+
+    def sample(positions: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            cos, sin = module(x, torch.from_numpy(positions)[None])
+        return _rows(values_of((cos, sin))[0], len(positions))
+
+    params = None
+    config = getattr(module, "config", None)
+    if config is not None:
+        from .. import rope
+
+        try:
+            params = rope.config(config)
+        except (ValueError, TypeError):
+            params = None
+    theta = inv_freq.detach().cpu().to(torch.float64).numpy()
+    rotary = {"params": params, "inv_freq": theta, "parts": "cos+sin", "layout": "half"}
+    note = f"forward(x: {dtype}, position_ids) -> (cos, sin)"
+    width = 2 * 2 * len(theta)
+    return Target("rotary", f"rotary module {name}", sample, dtype, MAX_POSITION, width, rotary, note)
+
+
+def _config(config: Any, dtype: str | None) -> Target:
+    """A Hugging Face config: the rotary embedding transformers builds from it (``LlamaRotaryEmbedding``)."""
+    try:
+        import transformers
+        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+    except ImportError:
+        raise ImportError(
+            "auditing a Hugging Face config needs transformers: pip install transformers"
+        ) from None
+    if isinstance(config, dict):
+        config = transformers.LlamaConfig(**config)
+    module = LlamaRotaryEmbedding(config)
+    target = _module(module, None, dtype)
+    return dataclasses.replace(
+        target, description=f"transformers LlamaRotaryEmbedding of a {type(config).__name__}"
+    )

@@ -1,0 +1,247 @@
+"""Which exact encoding a target is measured against: the variant given as a hint, or the one
+:func:`posenc.identify` (:func:`posenc.porting.identify_rope` for rotary targets) finds in the target's
+first rows — and how it was found.
+
+The reference is ``Variant.exact(positions, dtype)``: posenc's correctly rounded values in the target's
+own dtype, for sinusoidal variants ``presets.Preset(**options, padding_idx=...).encode`` (the padding row
+zero), for rotary ones ``[A·cos(pθ_i) | A·sin(pθ_i)]`` from :func:`posenc.rope.cos_sin`.
+
+When the first rows match no variant, the columns are matched one by one against the nearest candidates
+and the named presets: a table whose columns are a permutation of a variant's is measured against that
+variant, and the permutation kept as evidence. A declared variant is checked against what the rows
+match (another shift, base or layout) and against the positions next to 0 (an offset of ±1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .. import presets
+from ..porting.rope_fitting import PRECISIONS, precision_of
+from .targets import Target
+
+__all__ = ["PREFIX", "Variant", "find_variant"]
+
+#: Rows read for identification: positions 0 .. PREFIX - 1.
+PREFIX = 256
+_CORE = ("base", "shift", "scale", "layout", "odd")
+
+
+@dataclasses.dataclass
+class Variant:
+    """The exact encoding a target is measured against, and the evidence of how it was found.
+
+    ``name``/``options``: the preset label and core options (sinusoidal), or "rope-<type>" and the
+    :class:`~posenc.rope.RopeParameters` fields (rotary, ``params`` set); ``how``: one line; ``matches``:
+    whether the first rows reproduce it; ``start``: the position row 0 matches best (0, or an offset);
+    ``found_instead``: for a declared variant that the rows do not match, the one they do;
+    ``permutation``: target column j holds the variant's column ``permutation[j]`` (None: in place).
+    """
+
+    name: str | None
+    options: dict[str, Any]
+    how: str
+    matches: bool
+    prefix_error: float
+    padding_idx: int | None = None
+    params: Any = None
+    layout: str = "half"
+    parts: str = "cos+sin"
+    declared: bool = False
+    start: int = 0
+    found_instead: dict[str, Any] | None = None
+    permutation: np.ndarray | None = None
+
+    def exact(self, positions: np.ndarray, dtype: str, d_model: int) -> np.ndarray:
+        """posenc's values at ``positions`` in ``dtype``, float64 ``(k, width)``."""
+        if self.params is not None:
+            from .. import rope
+
+            cos, sin = rope.cos_sin(positions, self.params, dtype=dtype, layout=self.layout)
+            parts = [cos, sin] if self.parts == "cos+sin" else [cos]
+            return np.concatenate(parts, axis=-1).astype(np.float64)
+        preset = presets.Preset("audit", **self.options, padding_idx=self.padding_idx)
+        return preset.encode(positions, d_model, dtype=dtype).astype(np.float64)
+
+
+def find_variant(target: Target, options: Any, dtype: str) -> Variant:
+    """The variant ``target`` is measured against: ``options`` (a preset name, a Preset, a dict of core
+    options with an optional ``padding_idx``, or rotary keywords / RopeParameters), else identified."""
+    if target.rotary is not None:
+        return _rotary(target, options)
+    rows = _prefix(target)
+    if options is not None:
+        return _declared(rows, _as_options(options))
+    return _identified(target, rows)
+
+
+def _prefix(target: Target) -> np.ndarray:
+    count = min(target.limit, PREFIX)
+    try:
+        rows = target.sample(np.arange(count, dtype=np.int64))
+    except Exception as error:
+        raise ValueError(
+            f"the target fails on positions 0..{count - 1}: {type(error).__name__}: {error}"
+        ) from None
+    finite = np.isfinite(rows).all(axis=1)
+    if not finite.all():
+        rows = rows[: int(np.argmin(finite))]
+    if len(rows) < 2:
+        raise ValueError("the target's first rows are not finite: there is nothing to identify it by")
+    return rows
+
+
+def _tolerance(rows: np.ndarray) -> float:
+    """What float32 code of this length, and the grid the values lie on, can be off by."""
+    return 1e-5 + 16 * len(rows) * 2.0**-24 + 1.01 * PRECISIONS[precision_of(rows)]
+
+
+def _as_options(options: Any) -> tuple[str, dict[str, Any], int | None]:
+    if isinstance(options, str):
+        preset = presets.get(options)
+        return options, preset.options, preset.padding_idx
+    if isinstance(options, presets.Preset):
+        return options.name, options.options, options.padding_idx
+    if isinstance(options, dict):
+        unknown = set(options) - {*_CORE, "padding_idx"}
+        if unknown:
+            raise ValueError(
+                f"options has unknown keys {sorted(unknown)}; give core options ({', '.join(_CORE)}, "
+                "padding_idx) or a preset name such as 'paper'"
+            )
+        core = {k: v for k, v in options.items() if k in _CORE}
+        merged = {**presets.get("paper").options, "odd": "zero", **core}
+        return "given options", merged, options.get("padding_idx")
+    raise TypeError(
+        f"options must be a preset name, a posenc.presets.Preset or a dict of core options; got "
+        f"{type(options).__name__}"
+    )
+
+
+def _error(rows: np.ndarray, options: dict[str, Any], padding: int | None, start: int = 0) -> float:
+    preset = presets.Preset("audit", **options, padding_idx=padding)
+    try:
+        exact = preset.encode(np.arange(start, start + len(rows)), rows.shape[1], dtype="float64")
+    except (ValueError, TypeError):
+        return float("inf")
+    return float(np.max(np.abs(exact - rows)))
+
+
+def _declared(rows: np.ndarray, declared: tuple) -> Variant:
+    name, options, padding = declared
+    error, limit = _error(rows, options, padding), _tolerance(rows)
+    variant = Variant(name, options, f"given: {name}", error <= limit, error, padding, declared=True)
+    if error <= limit:
+        return variant
+    for start in (1, -1):
+        if _error(rows, options, padding, start) <= limit:
+            variant.start = start
+            return variant
+    from ..porting import identify
+
+    try:
+        best = identify(rows, tolerance=limit, candidates=1)[0]
+    except ValueError:
+        return variant
+    if best.matches:
+        variant.found_instead = {"name": best.name, "options": best.options, "width": rows.shape[1]}
+    return variant
+
+
+def _identified(target: Target, rows: np.ndarray) -> Variant:
+    from ..porting import identify
+
+    limit = _tolerance(rows)
+    where = f"positions 0..{len(rows) - 1}"
+    try:
+        matches = identify(rows, tolerance=limit, candidates=3)
+    except ValueError as error:
+        raise ValueError(f"the target's rows at {where} are not an encoding table: {error}") from None
+    best = matches[0]
+    variant = Variant(
+        best.name,
+        dict(best.options),
+        f"identified by posenc.identify from {where}",
+        best.matches,
+        best.max_error,
+        best.padding_idx,
+        start=best.start,
+    )
+    if best.matches and best.start:  # rows shifted: off at their own positions
+        variant.matches, variant.prefix_error = False, _error(rows, best.options, best.padding_idx)
+    if best.matches:
+        return variant
+    pool = [(m.name, m.options, m.padding_idx) for m in matches]
+    pool += [(label, p.options, p.padding_idx) for label, p in presets.variants()]
+    orders = [(label, o, padding, _permutation(rows, o, padding, limit)) for label, o, padding in pool]
+    orders = [item for item in orders if item[3] is not None]
+    if orders:  # the variant whose own order is nearest: the fewest columns moved
+        label, options, padding, order = min(orders, key=lambda item: _moved(item[3]))
+        how = f"identified by matching the columns of {where} one by one"
+        error = _error(rows, options, padding)
+        return Variant(label, dict(options), how, False, error, padding, permutation=order)
+    variant.how += " (nothing matches: measured against the nearest candidate)"
+    return variant
+
+
+def _moved(order: np.ndarray) -> int:
+    return int((order != np.arange(len(order))).sum())
+
+
+def _permutation(rows: np.ndarray, options: dict, padding: int | None, limit: float) -> np.ndarray | None:
+    """The column order that makes ``rows`` the variant's (each target column -> the first unused exact
+    column it equals within ``limit``), or None when there is none or the order is the variant's own."""
+    preset = presets.Preset("audit", **options, padding_idx=padding)
+    try:
+        exact = preset.encode(np.arange(len(rows)), rows.shape[1], dtype="float64")
+    except (ValueError, TypeError):
+        return None
+    width, used, order = rows.shape[1], set(), np.empty(rows.shape[1], np.int64)
+    for lo in range(0, width, 16):
+        distance = np.abs(rows[:, lo : lo + 16, None] - exact[:, None, :]).max(axis=0)
+        for j, near in enumerate(distance, lo):
+            fits = [k for k in np.flatnonzero(near <= limit).tolist() if k not in used]
+            if not fits:
+                return None
+            order[j] = j if j in fits else fits[0]
+            used.add(int(order[j]))
+    if np.abs(exact[:, order] - exact).max() <= limit:
+        return None  # equal columns swapped: the variant's own table
+    return order
+
+
+def _rotary(target: Target, options: Any) -> Variant:
+    from .. import rope
+    from ..porting import identify_rope
+
+    info = target.rotary or {}
+    parts = info.get("parts", "cos+sin")
+    if options is not None:
+        params = options if isinstance(options, rope.RopeParameters) else rope.config(**dict(options))
+        return _rope_variant(params, "given", True, parts, "half")
+    if info.get("params") is not None:
+        return _rope_variant(info["params"], "read from the module's config", True, parts, "half")
+    theta = info.get("inv_freq")
+    if theta is not None:
+        match = identify_rope(theta)
+        how = f"identified by posenc.porting.identify_rope from its inv_freq ({match.evidence})"
+        return _rope_variant(match.parameters, how, match.matches, parts, "half", match.max_error)
+    rows = _prefix(target)
+    cos = rows[:, : rows.shape[1] // 2]
+    match = identify_rope(cos)
+    how = f"identified by posenc.porting.identify_rope from the cos of positions 0..{len(rows) - 1}"
+    return _rope_variant(match.parameters, how, match.matches, parts, match.layout or "half", match.max_error)
+
+
+def _rope_variant(
+    params: Any, how: str, matches: bool, parts: str, layout: str, error: float = 0.0
+) -> Variant:
+    options = {"head_dim": params.head_dim, "base": params.base}
+    if params.rope_type != "default":
+        options["rope_type"] = params.rope_type
+    return Variant(
+        f"rope-{params.rope_type}", options, how, matches, error, params=params, layout=layout, parts=parts
+    )

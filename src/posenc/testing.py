@@ -1,0 +1,58 @@
+"""Put the exactness check in a test suite: :func:`assert_exact` and the pytest fixture ``posenc_exact``.
+
+::
+
+    from posenc.testing import assert_exact
+
+    def test_positional_encoding_is_exact():
+        assert_exact(MyPositionalEncoding(512), positions="0:65536")      # raises AssertionError if not
+
+With pytest, ``pytest_plugins = ["posenc.testing"]`` in the root ``conftest.py`` gives every test the
+fixture ``posenc_exact`` (the same function): ``def test_pe(posenc_exact): posenc_exact(my_table)``.
+The check is :func:`posenc.audit` with its hints (``d_model``, ``positions``, ``dtype``, ``options``,
+``key``, ``tol``, ``samples``); the AssertionError carries the report's text: the variant, the errors per
+band and the findings. Importing this module imports NumPy only (pytest is not needed to import it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["assert_exact", "posenc_exact"]
+
+
+def assert_exact(target: Any, **hints: Any) -> Any:
+    """Audit ``target`` (:func:`posenc.audit`, same hints) and raise AssertionError, with the report, unless
+    it is within ``tol`` (default: correctly rounded). Returns the :class:`~posenc.audit.AuditReport`.
+
+    >>> import posenc
+    >>> assert_exact(posenc.table(1024, 32), samples=256).passed
+    True
+    """
+    from .audit import audit
+
+    report = audit(target, **hints)
+    if not report.passed:
+        findings = "; ".join(f.text for f in report.findings) or "no finding explains it"
+        raise AssertionError(
+            f"{report.target} is not exact ({report.tolerance_text()} asked): max error {report.max_abs:.3g} "
+            f"({report.max_ulp:.3g} ulp of {report.dtype}); {findings}\n\n{report.as_text()}"
+        )
+    return report
+
+
+def _fixture() -> Any:
+    try:
+        import pytest
+    except ImportError:  # without pytest there is no fixture; assert_exact still works
+        return None
+
+    @pytest.fixture
+    def posenc_exact() -> Any:
+        """:func:`posenc.testing.assert_exact`, as a fixture."""
+        return assert_exact
+
+    return posenc_exact
+
+
+posenc_exact = _fixture()

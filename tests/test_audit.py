@@ -1,0 +1,190 @@
+"""posenc.audit finds each planted defect, and none in posenc's own output (issue 17, items 1, 2 and 6)."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import posenc
+from posenc.audit import audit
+
+D = 64
+SAMPLES = 128
+
+
+def _paper_float32(positions: np.ndarray) -> np.ndarray:
+    """The PyTorch tutorial's formula: frequencies, angles and sin/cos in float32."""
+    p = np.asarray(positions).astype(np.float32)[:, None]
+    omega = np.exp(np.arange(0, D, 2, dtype=np.float32) * np.float32(-math.log(10000.0) / D))
+    out = np.zeros((len(p), D), np.float32)
+    out[:, 0::2], out[:, 1::2] = np.sin(p * omega), np.cos(p * omega)
+    return out
+
+
+def _kinds(report) -> set[str]:
+    return {f.kind for f in report.findings}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
+def test_posenc_own_output_is_clean(dtype: str) -> None:
+    report = audit(lambda p: posenc.encode(p, D, dtype=dtype), samples=SAMPLES)
+    assert report.passed, report.as_text()
+    assert report.findings == []
+    assert report.dtype == dtype and report.max_ulp <= (1 if dtype == "float64" else 0)
+    assert report.variant.name.startswith("paper") and report.variant.matches
+    assert "identified by posenc.identify" in report.variant.how
+
+
+@pytest.mark.parametrize("name", ["tensor2tensor", "fairseq", "diffusers-timestep"])
+def test_posenc_presets_are_clean_and_identified(name: str) -> None:
+    preset = posenc.presets.get(name, **({"padding_idx": 1} if name == "fairseq" else {}))
+    report = audit(preset.table(3000, D), samples=SAMPLES)
+    assert report.passed and report.findings == [], report.as_text()
+    assert report.span == (0, 3000) and report.kind == "table"
+    assert report.variant.options["layout"] == preset.layout
+
+
+def test_float32_angles() -> None:
+    report = audit(_paper_float32, samples=SAMPLES)
+    angles = next(f for f in report.findings if f.kind == "angles")
+    assert angles.text.startswith("angles formed in float32: error grows ∝ position")
+    assert 0.8 <= angles.data["slope"] <= 1.2 and angles.data["grid"] == "float32"
+    assert not report.passed and report.max_error(4096) < 1e-3 < report.max_error(1 << 20)
+    assert report.measurement.first_over[1e-3] is not None
+
+
+def test_bfloat16_storage() -> None:
+    report = audit(
+        lambda p: posenc.encode(p, D).astype(ml_dtypes.bfloat16).astype(np.float32), samples=SAMPLES
+    )
+    assert "table stored in bfloat16 then used as float32" in [f.text for f in report.findings]
+    assert report.dtype == "float32" and not report.passed
+    assert 2.0**-10 < report.max_abs <= 2.0**-8
+
+
+def test_bfloat16_frequencies() -> None:
+    omega = posenc.frequencies(D).astype(ml_dtypes.bfloat16).astype(np.float64)
+
+    def cast(positions: np.ndarray) -> np.ndarray:
+        angles = np.asarray(positions, np.float64)[:, None] * omega
+        out = np.zeros((len(angles), D))
+        out[:, 0::2], out[:, 1::2] = np.sin(angles), np.cos(angles)
+        return out.astype(np.float32)
+
+    report = audit(cast, samples=SAMPLES)
+    found = next(f for f in report.findings if f.kind == "frequencies")
+    assert found.text == "frequencies cast to bfloat16" and found.data["grid"] == "bfloat16"
+    assert "angles" not in _kinds(report)  # explained by the frequencies, not by the angles
+
+
+def test_permuted_layout() -> None:
+    order = np.random.default_rng(3).permutation(D)
+    report = audit(posenc.table(2048, D)[:, order], samples=SAMPLES)
+    found = next(f for f in report.findings if f.kind == "layout")
+    assert found.text.endswith("columns permuted")
+    exact = report.variant.exact(np.arange(8), "float64", D)
+    assert np.allclose(
+        exact[:, found.data["permutation"]], posenc.table(2048, D, dtype="float64")[:8][:, order]
+    )
+    assert not report.passed
+
+
+def test_sin_cos_halves_swapped_within_pairs() -> None:
+    table = posenc.table(1024, D)
+    swapped = table.copy()
+    swapped[:, 0::2], swapped[:, 1::2] = table[:, 1::2], table[:, 0::2]  # cos first in each pair
+    report = audit(swapped, samples=SAMPLES)
+    assert "layout" in _kinds(report) and not report.passed
+
+
+def test_wrong_shift_against_a_declared_variant() -> None:
+    report = audit(lambda p: posenc.encode(p, D, shift=1), options="paper", samples=SAMPLES)
+    found = next(f for f in report.findings if f.kind == "variant")
+    assert found.text.startswith("wrong shift: declared shift 0.0")
+    assert found.data["found"]["shift"] == 1.0 and not report.passed
+    assert report.variant.how == "given: paper"
+
+
+def test_wrong_base_against_declared_options() -> None:
+    report = audit(posenc.table(1024, D, base=500.0), options={"base": 10000.0}, samples=SAMPLES)
+    assert next(f for f in report.findings if f.kind == "variant").text.startswith("wrong base")
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("zero", "rows are zero"),
+        ("nan", "rows are NaN or inf"),
+        ("raise", "raises IndexError"),
+        ("clamp", "every row repeats the row of position 4999"),
+    ],
+)
+def test_length_cliff(how: str, said: str) -> None:
+    table = posenc.table(5000, D)
+
+    def capped(positions: np.ndarray) -> np.ndarray:
+        p = np.asarray(positions)
+        if how == "raise":
+            return table[p]
+        if how == "clamp":
+            return table[np.minimum(p, 4999)]
+        out = posenc.encode(p, D)
+        out[p >= 5000] = 0 if how == "zero" else np.nan
+        return out
+
+    report = audit(capped, samples=SAMPLES)
+    found = next(f for f in report.findings if f.kind == "cliff")
+    assert found.data["position"] == 5000 and said in found.text, found.text
+    assert found.text.startswith("length cliff at 5000")
+    assert "nan" not in _kinds(report) and "collisions" not in _kinds(report)
+    assert not report.passed and report.max_error(4096) == 0
+
+
+@pytest.mark.parametrize("by", [1, -1])
+def test_off_by_one(by: int) -> None:
+    report = audit(lambda p: posenc.encode(np.asarray(p) + by, D), positions="1:1000000", samples=SAMPLES)
+    found = next(f for f in report.findings if f.kind == "offset")
+    assert found.text.startswith("off by one position") and found.data["start"] == by
+    assert not report.passed and not report.variant.matches
+
+
+def test_off_by_one_against_a_declared_variant() -> None:
+    report = audit(posenc.table(1000, D, start=1), options="paper", samples=SAMPLES)
+    assert next(f for f in report.findings if f.kind == "offset").data["start"] == 1
+
+
+def test_nan_rows_and_collisions_in_bfloat16() -> None:
+    def naive(positions: np.ndarray) -> np.ndarray:  # positions and angles rounded to bfloat16
+        p = np.asarray(positions).astype(ml_dtypes.bfloat16).astype(np.float64)
+        out = _paper_float32(p.astype(np.int64))
+        out[np.asarray(positions) == 3000] = np.inf
+        return out.astype(ml_dtypes.bfloat16)
+
+    report = audit(naive, positions=8192, samples=4096)
+    assert report.dtype == "bfloat16"
+    collide = next(f for f in report.findings if f.kind == "collisions")
+    assert collide.data["first"] == 257 and collide.data["earlier"] == 256
+    nan = next(f for f in report.findings if f.kind == "nan")
+    assert nan.data == {"rows": 1, "first": 3000}
+    assert sum(b.nan_rows for b in report.bands) == 1 and math.isinf(report.max_abs)
+
+
+def test_bands_thresholds_and_sampling() -> None:
+    report = audit(_paper_float32, positions="100:300000", samples=SAMPLES)
+    assert [(b.lo, b.hi) for b in report.bands] == [
+        (100, 1024),
+        (1024, 4096),
+        (4096, 32768),
+        (32768, 131072),
+        (131072, 300000),
+    ]
+    assert all(b.sampled <= SAMPLES for b in report.bands)
+    assert report.measurement.positions.min() == 100 and report.measurement.positions.max() == 299999
+    first = report.measurement.first_over
+    assert first[1e-3] is not None and (first[0.1] is None or first[0.1] >= first[1e-3])
+    d = report.as_dict()
+    assert d["passed"] is False and len(d["bands"]) == 5 and d["positions"] == [100, 300000]
+    assert d["findings"][0]["kind"] == "angles"

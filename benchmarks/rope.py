@@ -8,12 +8,14 @@ q and k are (batch, heads, seq, head_dim) in --dtype on --device (Llama 3.1's ro
 scaling, base 500000). Rows: the cos/sin tables alone and the whole rotation (tables + apply) for each
 contender, and the memory-bound floor of the rotation: read q and k and write them once (``q.mul_(1)`` on
 both, the same bytes moved). The error row is the max |cos - exact| over the tables at this length and at a
-long context (131072 - seq .. 131072). posenc's fused kernel (cos/sin computed inside the apply, on CUDA) is
-not built yet: its row reads "—".
+long context (131072 - seq .. 131072). posenc's fused apply (``posenc.torch.apply_rotary_exact``: cos/sin
+computed inside the rotation by one Triton kernel, no table) is measured on CUDA with triton installed (its
+first call compiles the kernel, outside the timed runs); elsewhere its row reads "—".
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -64,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         q.mul_(1)
         k.mul_(1)
 
+    def fused_step():
+        return pt.apply_rotary_exact(q, k, ids, ours.params)
+
     rows = {
         "hf tables": measure(lambda: theirs(q, ids), args.repeat, sync),
         "posenc tables": measure(lambda: ours(q, ids), args.repeat, sync),
@@ -71,13 +76,17 @@ def main(argv: list[str] | None = None) -> int:
         "posenc tables + apply": measure(our_step, args.repeat, sync),
         "floor: read and write q, k": measure(floor, args.repeat, sync),
     }
+    fused = device.type == "cuda" and importlib.util.find_spec("triton") is not None
+    if fused:
+        rows["posenc fused apply (CUDA)"] = measure(fused_step, args.repeat, sync)
     reference = rows["hf tables + apply"]["median_s"]
     errors = _errors(theirs, ours, config, args.seq, dtype, device)
     print(f"rotary embeddings, q/k {tuple(q.shape)} {args.dtype} on {args.device} (Llama 3.1 parameters)")
     for name, row in rows.items():
         row["ratio_to_hf"] = row["median_s"] / reference
         print(f"  {name:28s} {row['median_s'] * 1e3:9.3f} ms   {row['ratio_to_hf']:5.2f}x Hugging Face")
-    print("  posenc fused apply (CUDA)            —      (not built yet)")
+    if not fused:
+        print("  posenc fused apply (CUDA)            —      (CUDA and triton only)")
     for name, error in errors.items():
         print(f"  max |cos, sin - exact| {name}: {error:.3g}")
     document = {

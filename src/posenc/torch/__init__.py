@@ -19,6 +19,8 @@ One concept per module:
   and :class:`Timesteps`;
 - :mod:`~posenc.torch.rotary`: exact rotary embeddings, :class:`RotaryEmbedding` (a drop-in for Hugging
   Face's rotary modules) and :func:`apply_rotary`, with the operator ``torch.ops.posenc.rotary``;
+- :mod:`~posenc.torch.fused_rotary`: :func:`apply_rotary_exact`, the rotation with the exact cos/sin
+  computed inside it (on CUDA one Triton kernel, :mod:`~posenc.torch.fused_kernel`: no cos/sin table);
 - :mod:`~posenc.torch.positions`: position ids from attention masks, packed sequences and padding;
 - :mod:`~posenc.torch.operator`: the operator ``torch.ops.posenc.exact`` (registered once, on import);
 - :mod:`~posenc.torch.tensors`: dtypes, positions and offsets as tensors the encoders take, exactly;
@@ -36,6 +38,7 @@ except ImportError as error:  # pragma: no cover - exercised only without torch
 from ..rope.arrays import apply_rotary  # one function for every framework
 from .functions import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
 from .functions import clear_cache, encode, table
+from .fused_rotary import apply_rotary_exact
 from .modules import SinusoidalPositionalEncoding, Timesteps, TokenAndPositionEmbedding
 from .positions import from_attention_mask, from_cu_seqlens, make_positions
 from .rotary import RotaryEmbedding
@@ -46,6 +49,7 @@ __all__ = [
     "Timesteps",
     "TokenAndPositionEmbedding",
     "apply_rotary",
+    "apply_rotary_exact",
     "clear_cache",
     "encode",
     "from_attention_mask",

@@ -1,0 +1,241 @@
+"""A fused exact rotary apply: :func:`apply_rotary_exact` rotates q and k by the exact rotary angles of the
+position ids, computing A·cos(p θ_i) and A·sin(p θ_i) inside the rotation on CUDA (one Triton kernel,
+:mod:`posenc.torch.fused_kernel`), so no cos/sin table is written or read.
+
+Its results are the bits of the unfused path: ``cos, sin = posenc.torch.rotary.cos_sin(position_ids,
+params, dtype=torch.float32, layout=layout)`` then ``posenc.rope.apply_rotary(q, k, cos, sin,
+layout=layout)`` — which is what it runs wherever the kernel does not (CPU and ``meta`` tensors, no triton,
+inside ``torch.compile``, q or k that require grad (the kernel has no backward), float64 q/k, multimodal
+sections, position ids that are not integers of shape (B, L)). Two differences, both beyond any natural
+input: the kernel settles every uncertain rounding (the unfused path on a device settles up to
+:data:`~posenc.device.settle.SETTLE_CAPACITY` per call), and NaN results (invalid positions, NaN/inf in q
+or k) carry the kernel's NaN bit pattern.
+
+The kernel is compiled once per machine and specialization (dtypes, layout, limbs, amplitude or not):
+about 40 s for sm_90 (Triton caches it on disk).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from typing import Any
+
+import torch
+
+from .. import device, rope
+from ..device import rounding
+from ..device.host import SETTLE_EXTRA
+from ..rope.arrays import apply_rotary, check_layout, check_request
+from . import rotary
+from .tensors import _position_tensor, _tracing
+
+#: q/k dtypes the kernel takes, by the code of their bit patterns (fused_kernel._load_float).
+_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+_BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+#: Where the kernel runs (tests add "cpu" in a process that runs Triton's interpreter).
+_KERNEL_DEVICES = ("cuda",)
+
+
+def apply_rotary_exact(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    position_ids: torch.Tensor,
+    params: rope.RopeParameters,
+    *,
+    layout: str = "half",
+    unsqueeze_dim: int = 1,
+    seq_len: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """q and k rotated by the exact rotary embedding of ``position_ids``: (q_rot, k_rot) in q's and k's
+    dtypes, the bits of ``apply_rotary(q, k, *cos_sin(position_ids, params, dtype=torch.float32,
+    layout=layout), layout=layout, unsqueeze_dim=unsqueeze_dim)``.
+
+    q and k are (B, heads, L, head_dim) with ``unsqueeze_dim=1`` or (B, L, heads, head_dim) with
+    ``unsqueeze_dim=2`` (k may have fewer heads); ``position_ids`` is (B, L) or (1, L). On CUDA tensors
+    (with triton) one kernel computes cos/sin on the fly and writes the rotated q and k (out of place);
+    everywhere else this is the unfused path. Features past ``params.rotary_dim`` pass unchanged.
+
+    >>> q = torch.ones(1, 1, 2, 4)
+    >>> q_rot, _ = apply_rotary_exact(q, q, torch.tensor([[0, 1]]), rope.config(head_dim=4, base=100.0))
+    >>> q_rot[0, 0]
+    tensor([[ 1.0000,  1.0000,  1.0000,  1.0000],
+            [-0.3012,  0.8952,  1.3818,  1.0948]])
+    """
+    check_layout(layout)
+    positions = _position_tensor(position_ids)
+    check_request(params, layout, tuple(positions.shape))
+    axis = _fusable(q, k, positions, params, unsqueeze_dim)
+    if axis is not None and q.device.type in _KERNEL_DEVICES and _kernel_module() is not None:
+        q_rot, k_rot, _ = launch(q, k, positions, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
+        return q_rot, k_rot
+    cos, sin = rotary.cos_sin(positions, params, dtype=torch.float32, layout=layout, seq_len=seq_len)
+    return apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
+
+
+@functools.cache
+def _kernel_module() -> Any:
+    """:mod:`posenc.torch.fused_kernel`, or None without triton."""
+    try:
+        from . import fused_kernel
+    except ImportError:
+        return None
+    return fused_kernel
+
+
+def _fusable(q: Any, k: Any, positions: torch.Tensor, params: rope.RopeParameters, unsqueeze_dim: int) -> Any:
+    """The heads axis (1 or 2) when the kernel computes this call, else None (the unfused path then
+    computes it, or raises its error)."""
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)) or _tracing():
+        return None
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+        return None  # the kernel has no backward: autograd takes the unfused path
+    if params.mrope_section or positions.is_floating_point() or positions.dim() != 2:
+        return None
+    if q.dim() != 4 or k.dim() != 4 or q.dtype not in _KINDS or k.dtype not in _KINDS:
+        return None
+    if not q.device == k.device == positions.device:
+        return None
+    axis = unsqueeze_dim + 4 if unsqueeze_dim < 0 else unsqueeze_dim  # cos (B, L, R) gets 4 dims
+    if axis not in (1, 2):
+        return None
+    seq = 3 - axis  # (B, H, L, D): L on axis 2; (B, L, H, D): L on axis 1
+    batch, length = positions.shape
+    width = 2 * (params.rotary_dim // 2)
+    for x in (q, k):
+        if x.shape[seq] != length or batch not in (1, x.shape[0]) or width > x.shape[-1]:
+            return None
+    if q.shape[0] != k.shape[0] or q.numel() == 0 or k.numel() == 0:
+        return None
+    return axis
+
+
+def launch(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    positions: torch.Tensor,
+    params: rope.RopeParameters,
+    *,
+    layout: str = "half",
+    unsqueeze_dim: int = 1,
+    seq_len: int | None = None,
+    kernels: Any = None,
+    block_rows: int | None = None,
+    first_limbs: int | None = None,
+    settle_limbs: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run the kernel: (q_rot, k_rot, uncertain), ``uncertain`` the count of values each program settled.
+
+    The caller has checked the call (:func:`_fusable`). ``kernels`` is the kernel module (a copy loaded
+    with ``TRITON_INTERPRET=1`` runs it on CPU tensors); ``block_rows`` the positions per program;
+    ``first_limbs`` and ``settle_limbs`` override the limbs of the two evaluations (tests: few first limbs
+    make most roundings uncertain, so that the settling evaluation decides them).
+    """
+    kernels = kernels or _kernel_module()
+    if seq_len is None and params.rope_type in ("dynamic", "longrope"):
+        seq_len = int(positions.max()) + 1  # a host read, as cos_sin (and Hugging Face) take it
+    length = -1 if seq_len is None or params.rope_type not in ("dynamic", "longrope") else int(seq_len)
+    request, _, _ = rotary._request(rotary._params_json(params), length, "float32")
+    consts = _constants(request, q.device)
+    count = request.count
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    # (B, H, L, D) views of (B, L, H, D) tensors
+    q_view, k_view, q_out_view, k_out_view = (
+        (x.transpose(1, 2) if unsqueeze_dim == 2 else x) for x in (q, k, q_out, k_out)
+    )
+    batch, heads_q, seq, _ = q_view.shape
+    if positions.dtype not in (torch.int32, torch.int64):
+        positions = positions.to(torch.int64)
+    positions = positions.expand(batch, seq)
+    block_f = triton_next_power_of_2(count)
+    block_l = block_rows or max(1, 128 // block_f)
+    grid = (math.ceil(seq / block_l), batch)
+    uncertain = torch.empty(grid[1] * grid[0], dtype=torch.int32, device=q.device)
+    first = request.limbs if first_limbs is None else first_limbs
+    settle = request.limbs + SETTLE_EXTRA if settle_limbs is None else settle_limbs
+    width = 2 * count
+    rest_q, rest_k = q_view.shape[-1] - width, k_view.shape[-1] - width
+    guard = torch.cuda.device(q.device) if q.device.type == "cuda" else contextlib.nullcontext()
+    with guard:  # triton launches on the current device
+        kernels.rotary_kernel[grid](
+            q_view.view(_BITS[q.dtype]),
+            k_view.view(_BITS[k.dtype]),
+            q_out_view.view(_BITS[q.dtype]),
+            k_out_view.view(_BITS[k.dtype]),
+            positions,
+            *consts,
+            uncertain,
+            seq,
+            heads_q,
+            k_view.shape[1],
+            rest_q,
+            rest_k,
+            count,
+            *q_view.stride(),
+            *k_view.stride(),
+            *q_out_view.stride(),
+            *k_out_view.stride(),
+            *positions.stride(),
+            M=first,
+            TERMS=series_terms(first),
+            M_SETTLE=settle,
+            TERMS_SETTLE=series_terms(settle),
+            DELTA=rounding._DELTA_UNITS,
+            HAS_AMPLITUDE=request.amplitude is not None,
+            INTERLEAVED=layout == "interleaved",
+            Q_KIND=_KINDS[q.dtype],
+            K_KIND=_KINDS[k.dtype],
+            BLOCK_L=block_l,
+            BLOCK_F=block_f,
+            BLOCK_P=triton_next_power_of_2(max(rest_q, rest_k, 1)),
+            num_warps=4,
+            num_stages=1,  # no software pipelining: the loops are the kernel's one-iteration memory loops
+            enable_fp_fusion=False,  # x·cos - y·sin rounds each product, as the unfused path does
+        )
+    return q_out, k_out, uncertain
+
+
+def triton_next_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def series_terms(m: int) -> int:
+    """evaluate._series' count of Taylor terms for ``m`` limbs (the tail below 2**-12m-8)."""
+    terms = 1
+    while -6.35 * (2 * terms + 2) - math.log2(math.factorial(2 * terms + 2)) > -(12 * m + 8):
+        terms += 1
+    return terms
+
+
+_CONSTANTS: dict[tuple[int, str], tuple[Any, tuple[torch.Tensor, ...]]] = {}
+
+
+def _constants(request: device.Request, where: torch.device) -> tuple[torch.Tensor, ...]:
+    """The request's host constants as int32 tensors on ``where`` (cached per request and device): reduce,
+    rate (float32, for the zero frequencies), 2π, 1/k!, the sine/cosine table (signs, digits), A."""
+    key = (id(request), str(where))
+    cached = _CONSTANTS.get(key)
+    if cached is not None and cached[0] is request:
+        return cached[1]
+    host, shared = request.constants, request.shared
+
+    def tensor(array: Any, dtype: torch.dtype = torch.int32) -> torch.Tensor:
+        return torch.as_tensor(array).to(dtype).contiguous().to(where)
+
+    amplitude = request.amplitude if request.amplitude is not None else shared["two_pi"] * 0
+    tensors = (
+        tensor(host.reduce),
+        tensor(host.rate_float, torch.float32),
+        tensor(shared["two_pi"]),
+        tensor(shared["factorials"]),
+        tensor(shared["sin_neg"]),
+        tensor(shared["sin_digits"]),
+        tensor(shared["cos_neg"]),
+        tensor(shared["cos_digits"]),
+        tensor(amplitude),
+    )
+    if len(_CONSTANTS) > 64:
+        _CONSTANTS.clear()
+    _CONSTANTS[key] = (request, tensors)
+    return tensors

@@ -1,0 +1,239 @@
+"""posenc.torch.apply_rotary_exact and its Triton kernel (posenc.torch.fused_kernel): the kernel's q and k
+equal the unfused path's bit for bit — ``cos_sin(position_ids, params, dtype=float32)`` then
+``apply_rotary`` — for Llama 3.1 and YaRN parameters, partial rotary, both layouts, float32, bfloat16 and
+float16, positions from 0 to 2**31 - 1, and when the in-kernel settling evaluation decides the roundings.
+
+Without a GPU the kernel runs in Triton's interpreter on CPU tensors. The interpreter must be chosen before
+triton is imported, so one subprocess (this file run as a script, with TRITON_INTERPRET=1) runs every case
+and saves the outputs; the tests compare them with the unfused path computed here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import posenc.rope as rope
+import posenc.torch as pt
+from posenc.torch import fused_rotary, rotary
+
+pytest.importorskip("triton")
+
+LLAMA31 = rope.config(
+    head_dim=64,
+    base=500000.0,
+    scaling={
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+    max_position_embeddings=131072,
+)
+YARN = rope.config(
+    head_dim=64,
+    base=10000.0,
+    scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048},
+    max_position_embeddings=8192,
+)
+PARTIAL = rope.config(head_dim=64, base=10000.0, partial_rotary_factor=0.5)  # rotary_dim 32 of 64
+PARAMS = {"llama31": LLAMA31, "yarn": YARN, "partial": PARTIAL}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+L = 16
+
+
+def _positions(seed: int) -> torch.Tensor:
+    """(1, 16) ids: 0, small ones, the Llama 3.1 context edges, the largest valid 2**31 - 1, random ones."""
+    rng = np.random.default_rng(seed)
+    fixed = [0, 1, 2, 4095, 8192, 131071, 2**31 - 1, 2**31 - 2, 2**30 + 1, 123456789]
+    return torch.tensor([fixed + rng.integers(0, 2**31, L - len(fixed)).tolist()])
+
+
+#: name -> (params, layout, q dtype, k dtype, unsqueeze_dim, kernel options). q is (1, 2, 16, 64) and k
+#: (1, 1, 16, 64) (heads on axis 2 with unsqueeze_dim=2), from a fixed seed.
+CASES = {
+    "llama31-half-float32": ("llama31", "half", "float32", "float32", 1, {}),
+    "llama31-interleaved-bfloat16": ("llama31", "interleaved", "bfloat16", "bfloat16", 1, {}),
+    "yarn-half-bfloat16-heads-axis-2": ("yarn", "half", "bfloat16", "bfloat16", 2, {}),
+    "yarn-interleaved-float32": ("yarn", "interleaved", "float32", "float32", 1, {}),
+    "partial-half-float16-bfloat16": ("partial", "half", "float16", "bfloat16", 1, {}),
+    "partial-interleaved-bfloat16": ("partial", "interleaved", "bfloat16", "float32", 2, {}),
+    # 2 or 3 limbs (24, 36 bits) make most first roundings uncertain: the settling evaluation decides them
+    # (not 2 with A != 1: the zero angle counts as certain, but A·1 needs more than 24 bits)
+    "settled-llama31-half-bfloat16": ("llama31", "half", "bfloat16", "bfloat16", 1, {"first_limbs": 2}),
+    "settled-yarn-interleaved-float32": ("yarn", "interleaved", "float32", "float32", 1, {"first_limbs": 3}),
+    # the negative control: the settling evaluation with 2 limbs as well cannot give the exact bits
+    "unsettled-llama31": ("llama31", "half", "float32", "float32", 1, {"first_limbs": 2, "settle_limbs": 2}),
+}
+
+
+def _inputs(name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    _, _, q_dtype, k_dtype, axis, _ = CASES[name]
+    generator = torch.Generator().manual_seed(sorted(CASES).index(name))
+    q = torch.randn(1, 2, L, 64, generator=generator) * 3
+    k = torch.randn(1, 1, L, 64, generator=generator) * 3
+    if axis == 2:  # (B, L, H, D)
+        q, k = q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous()
+    return q.to(DTYPES[q_dtype]), k.to(DTYPES[k_dtype]), _positions(len(name))
+
+
+def _unfused(name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    key, layout, _, _, axis, _ = CASES[name]
+    q, k, ids = _inputs(name)
+    cos, sin = rotary.cos_sin(ids, PARAMS[key], dtype=torch.float32, layout=layout)
+    return pt.apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=axis)
+
+
+def _bits(x: torch.Tensor) -> np.ndarray:
+    return x.contiguous().view(torch.int16 if x.element_size() == 2 else torch.int32).numpy()
+
+
+# --- the subprocess: every case through the interpreted kernel ---------------------------------------------
+
+
+def _run_cases(out: Path) -> None:
+    results = {}
+    for name, (key, layout, _, _, axis, options) in CASES.items():
+        q, k, ids = _inputs(name)
+        q_rot, k_rot, uncertain = fused_rotary.launch(
+            q, k, ids, PARAMS[key], layout=layout, unsqueeze_dim=axis, block_rows=8, **options
+        )
+        results[f"{name}/q"], results[f"{name}/k"] = _bits(q_rot), _bits(k_rot)
+        results[f"{name}/uncertain"] = uncertain.numpy()
+    # the public entry point, sent to the kernel on the CPU
+    fused_rotary._KERNEL_DEVICES = ("cuda", "cpu")
+    calls = []
+    launch = fused_rotary.launch
+    fused_rotary.launch = lambda *a, **kw: calls.append(1) or launch(*a, **kw)
+    q, k, ids = _inputs("yarn-half-bfloat16-heads-axis-2")
+    q_rot, k_rot = pt.apply_rotary_exact(q, k, ids, YARN, unsqueeze_dim=2)
+    results["public/q"], results["public/k"] = _bits(q_rot), _bits(k_rot)
+    results["public/calls"] = np.array(len(calls))
+    # invalid positions (|p| >= 2**31) give NaN on the rotated features, as the device algorithm does
+    q, k, _ = _inputs("partial-half-float16-bfloat16")
+    ids = torch.tensor([[2**31, -(2**31), 2**31 - 1, -(2**31) + 1] * 4])
+    q_rot, k_rot, _ = fused_rotary.launch(q, k, ids, PARTIAL, block_rows=8)
+    results["invalid/q"], results["invalid/k"] = q_rot.float().numpy(), k_rot.float().numpy()
+    np.savez(out, **results)
+
+
+@pytest.fixture(scope="module")
+def kernel_results(tmp_path_factory) -> dict[str, np.ndarray]:
+    out = tmp_path_factory.mktemp("fused") / "results.npz"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, __file__, str(out)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    with np.load(out) as data:
+        return dict(data)
+
+
+# --- the tests ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if not n.startswith(("settled", "unsettled"))])
+def test_kernel_equals_the_unfused_path_bit_for_bit(kernel_results, name):
+    q_want, k_want = _unfused(name)
+    np.testing.assert_array_equal(kernel_results[f"{name}/q"], _bits(q_want))
+    np.testing.assert_array_equal(kernel_results[f"{name}/k"], _bits(k_want))
+    # natural inputs: every first rounding is certain, the settling branch never runs
+    assert kernel_results[f"{name}/uncertain"].sum() == 0
+
+
+@pytest.mark.parametrize("name", ["settled-llama31-half-bfloat16", "settled-yarn-interleaved-float32"])
+def test_the_in_kernel_settling_decides_uncertain_roundings(kernel_results, name):
+    uncertain = kernel_results[f"{name}/uncertain"]
+    assert (uncertain > 0).all() and uncertain.sum() >= 64  # in every block
+    q_want, k_want = _unfused(name)
+    np.testing.assert_array_equal(kernel_results[f"{name}/q"], _bits(q_want))
+    np.testing.assert_array_equal(kernel_results[f"{name}/k"], _bits(k_want))
+
+
+def test_without_enough_settling_limbs_the_bits_differ(kernel_results):
+    """The negative control of the settling test: its cases would fail without the settling evaluation."""
+    q_want, _ = _unfused("unsettled-llama31")
+    assert kernel_results["unsettled-llama31/uncertain"].sum() > 0
+    assert (kernel_results["unsettled-llama31/q"] != _bits(q_want)).any()
+
+
+def test_apply_rotary_exact_runs_the_kernel_where_it_may(kernel_results):
+    name = "yarn-half-bfloat16-heads-axis-2"
+    assert kernel_results["public/calls"] == 1
+    q_want, k_want = _unfused(name)
+    np.testing.assert_array_equal(kernel_results["public/q"], _bits(q_want))
+    np.testing.assert_array_equal(kernel_results["public/k"], _bits(k_want))
+
+
+def test_invalid_positions_give_nan_on_the_rotated_features_only(kernel_results):
+    q, _, _ = _inputs("partial-half-float16-bfloat16")
+    got = kernel_results["invalid/q"]  # (1, 2, 16, 64); rows 0, 1 of every 4 are invalid
+    invalid = np.array([True, True, False, False] * 4)
+    assert np.isnan(got[:, :, invalid, :32]).all()
+    assert not np.isnan(got[:, :, ~invalid]).any()
+    np.testing.assert_array_equal(got[..., 32:], q[..., 32:].float().numpy())  # copied as they are
+    assert np.isnan(kernel_results["invalid/k"][:, :, invalid, :32]).all()
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("axis", [1, 2, -2])
+def test_off_cuda_apply_rotary_exact_is_the_unfused_path(layout, axis):
+    q = torch.randn(2, 3, 5, 64, dtype=torch.bfloat16)  # (B, H, L, D)
+    k = torch.randn(2, 1, 5, 64, dtype=torch.bfloat16)
+    if axis != 1:  # (B, L, H, D)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    ids = torch.arange(5)[None].expand(2, -1) * 1000
+    got = pt.apply_rotary_exact(q, k, ids, LLAMA31, layout=layout, unsqueeze_dim=axis)
+    cos, sin = rotary.cos_sin(ids, LLAMA31, dtype=torch.float32, layout=layout)
+    want = pt.apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=axis)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == torch.bfloat16 and torch.equal(g.view(torch.int16), w.view(torch.int16))
+
+
+def test_the_kernel_takes_only_what_it_computes():
+    """_fusable routes the other calls (multimodal sections, float positions, float64, other ranks or
+    unsqueeze dims, mismatched lengths, a rotary width past head_dim) to the unfused path."""
+    q = torch.zeros(1, 2, 4, 64)
+    ids = torch.arange(4)[None]
+    assert fused_rotary._fusable(q, q, ids, LLAMA31, 1) == 1
+    assert fused_rotary._fusable(q.transpose(1, 2), q.transpose(1, 2), ids, LLAMA31, -2) == 2
+    qwen = rope.config(head_dim=64, scaling={"rope_type": "default", "mrope_section": [8, 12, 12]})
+    refused = [
+        (q, q, ids.expand(3, 1, 4), qwen, 1),
+        (q, q, ids.float(), LLAMA31, 1),
+        (q.double(), q, ids, LLAMA31, 1),
+        (q[0], q[0], ids, LLAMA31, 1),
+        (q, q, ids, LLAMA31, 0),
+        (q, q, torch.arange(5)[None], LLAMA31, 1),
+        (q[..., :16], q[..., :16], ids, LLAMA31, 1),
+    ]
+    for args in refused:
+        assert fused_rotary._fusable(*args) is None
+
+
+def test_series_terms_match_the_device_algorithm():
+    """The kernel's Taylor-term counts are evaluate._series' (the host counts them for the kernel)."""
+    from posenc.device import evaluate
+
+    class Counting(evaluate.Backend):
+        def loop(self, count, body, state):
+            self.counts.append(count)
+            return super().loop(count, body, state)
+
+    for m in range(2, 16):
+        ops = Counting(np, "numpy")
+        ops.counts = []
+        z = np.zeros((1, m + 1), np.int32)
+        evaluate._series(ops, z, z, m, np.zeros((24, 17), np.int32))
+        assert fused_rotary.series_terms(m) == ops.counts[0], m  # the first loop is the series' own
+
+
+if __name__ == "__main__":  # the subprocess of kernel_results (TRITON_INTERPRET=1)
+    _run_cases(Path(sys.argv[1]))

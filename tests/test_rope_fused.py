@@ -103,7 +103,7 @@ def _run_cases(out: Path) -> None:
     for name, (key, layout, _, _, axis, options) in CASES.items():
         q, k, ids = _inputs(name)
         q_rot, k_rot, uncertain = fused_rotary.launch(
-            q, k, ids, PARAMS[key], layout=layout, unsqueeze_dim=axis, block_rows=8, **options
+            q, k, ids, PARAMS[key], layout, axis, None, block_rows=8, **options
         )
         results[f"{name}/q"], results[f"{name}/k"] = _bits(q_rot), _bits(k_rot)
         results[f"{name}/uncertain"] = uncertain.numpy()
@@ -119,7 +119,7 @@ def _run_cases(out: Path) -> None:
     # invalid positions (|p| >= 2**31) give NaN on the rotated features, as the device algorithm does
     q, k, _ = _inputs("partial-half-float16-bfloat16")
     ids = torch.tensor([[2**31, -(2**31), 2**31 - 1, -(2**31) + 1] * 4])
-    q_rot, k_rot, _ = fused_rotary.launch(q, k, ids, PARTIAL, block_rows=8)
+    q_rot, k_rot, _ = fused_rotary.launch(q, k, ids, PARTIAL, "half", 1, None, block_rows=8)
     results["invalid/q"], results["invalid/k"] = q_rot.float().numpy(), k_rot.float().numpy()
     np.savez(out, **results)
 

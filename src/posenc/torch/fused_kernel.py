@@ -349,34 +349,39 @@ def _store_float(ptr, value, mask, KIND: tl.constexpr):
 
 
 @triton.jit
-def _rotate_head(x_ptr, out_ptr, rows, row_ok, freqs, freq_ok, cos, sin, stride_l, stride_d, out_l, out_d,
-                 rest, n_freq, INTERLEAVED: tl.constexpr, KIND: tl.constexpr,
-                 BLOCK_P: tl.constexpr):  # fmt: skip
-    """One head's rows: rotary.rotate's ``x·cos + turn(x)·sin`` on the pairs (features i and i + n for
-    "half", 2i and 2i + 1 for "interleaved"), the ``rest`` features past rotary_dim copied."""
-    mask = row_ok[:, None] & freq_ok[None, :]
-    if INTERLEAVED:
-        first = 2 * freqs
-        second = 2 * freqs + 1
-    else:
-        first = freqs
-        second = freqs + n_freq
-    at1 = rows[:, None] * stride_l + first[None, :] * stride_d
-    at2 = rows[:, None] * stride_l + second[None, :] * stride_d
-    x1 = _load_float(x_ptr + at1, mask, KIND)
-    x2 = _load_float(x_ptr + at2, mask, KIND)
-    # turn(x) = (-x2, x1): x1·cos + (-x2)·sin is x1·cos - x2·sin, bit for bit
-    y1 = x1 * cos - x2 * sin
-    y2 = x2 * cos + x1 * sin
-    out1 = rows[:, None] * out_l + first[None, :] * out_d
-    out2 = rows[:, None] * out_l + second[None, :] * out_d
-    _store_float(out_ptr + out1, y1, mask, KIND)
-    _store_float(out_ptr + out2, y2, mask, KIND)
-    for start in range(0, rest, BLOCK_P):
-        features = 2 * n_freq + start + tl.arange(0, BLOCK_P)
-        keep = row_ok[:, None] & (features < 2 * n_freq + rest)[None, :]
-        bits = _load(x_ptr + rows[:, None] * stride_l + features[None, :] * stride_d, keep, 0)
-        _store(out_ptr + rows[:, None] * out_l + features[None, :] * out_d, bits, keep)
+def _rotate_heads(x_ptr, out_ptr, heads, stride_h, out_h, zero, rows, row_ok, freqs, freq_ok, cos, sin,
+                  stride_l, stride_d, out_l, out_d, rest, n_freq, INTERLEAVED: tl.constexpr,
+                  KIND: tl.constexpr, BLOCK_P: tl.constexpr):  # fmt: skip
+    """Every head's rows (of q, or of k): rotary.rotate's ``x·cos + turn(x)·sin`` on the pairs (features i
+    and i + n for "half", 2i and 2i + 1 for "interleaved"), the ``rest`` features past rotary_dim copied.
+    ``zero`` is an int64 0, so that the head offsets are int64."""
+    for h in range(heads):
+        head = zero + h
+        x_ptr_h = x_ptr + head * stride_h
+        out_ptr_h = out_ptr + head * out_h
+        mask = row_ok[:, None] & freq_ok[None, :]
+        if INTERLEAVED:
+            first = 2 * freqs
+            second = 2 * freqs + 1
+        else:
+            first = freqs
+            second = freqs + n_freq
+        at1 = rows[:, None] * stride_l + first[None, :] * stride_d
+        at2 = rows[:, None] * stride_l + second[None, :] * stride_d
+        x1 = _load_float(x_ptr_h + at1, mask, KIND)
+        x2 = _load_float(x_ptr_h + at2, mask, KIND)
+        # turn(x) = (-x2, x1): x1·cos + (-x2)·sin is x1·cos - x2·sin, bit for bit
+        y1 = x1 * cos - x2 * sin
+        y2 = x2 * cos + x1 * sin
+        out1 = rows[:, None] * out_l + first[None, :] * out_d
+        out2 = rows[:, None] * out_l + second[None, :] * out_d
+        _store_float(out_ptr_h + out1, y1, mask, KIND)
+        _store_float(out_ptr_h + out2, y2, mask, KIND)
+        for start in range(0, rest, BLOCK_P):
+            features = 2 * n_freq + start + tl.arange(0, BLOCK_P)
+            keep = row_ok[:, None] & (features < 2 * n_freq + rest)[None, :]
+            bits = _load(x_ptr_h + rows[:, None] * stride_l + features[None, :] * stride_d, keep, 0)
+            _store(out_ptr_h + rows[:, None] * out_l + features[None, :] * out_d, bits, keep)
 
 
 @triton.jit
@@ -430,15 +435,12 @@ def rotary_kernel(
     sin = tl.where(valid[:, None], sin, _NAN)
     cos = tl.where(valid[:, None], cos, _NAN)
     rows = rows.to(tl.int64)
-    for h in range(HQ):
-        head = b * 0 + h  # int64
-        _rotate_head(
-            q_ptr + b * q_sb + head * q_sh, q_out_ptr + b * qo_sb + head * qo_sh, rows, row_ok, freqs,
-            freq_ok, cos, sin, q_sl, q_sd, qo_sl, qo_sd, q_rest, n_freq, INTERLEAVED, Q_KIND, BLOCK_P,
-        )  # fmt: skip
-    for h in range(HK):
-        head = b * 0 + h  # int64
-        _rotate_head(
-            k_ptr + b * k_sb + head * k_sh, k_out_ptr + b * ko_sb + head * ko_sh, rows, row_ok, freqs,
-            freq_ok, cos, sin, k_sl, k_sd, ko_sl, ko_sd, k_rest, n_freq, INTERLEAVED, K_KIND, BLOCK_P,
-        )  # fmt: skip
+    zero = b * 0  # int64
+    _rotate_heads(
+        q_ptr + b * q_sb, q_out_ptr + b * qo_sb, HQ, q_sh, qo_sh, zero, rows, row_ok, freqs, freq_ok,
+        cos, sin, q_sl, q_sd, qo_sl, qo_sd, q_rest, n_freq, INTERLEAVED, Q_KIND, BLOCK_P,
+    )  # fmt: skip
+    _rotate_heads(
+        k_ptr + b * k_sb, k_out_ptr + b * ko_sb, HK, k_sh, ko_sh, zero, rows, row_ok, freqs, freq_ok,
+        cos, sin, k_sl, k_sd, ko_sl, ko_sd, k_rest, n_freq, INTERLEAVED, K_KIND, BLOCK_P,
+    )  # fmt: skip

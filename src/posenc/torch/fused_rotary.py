@@ -116,16 +116,17 @@ def launch(
     k: torch.Tensor,
     positions: torch.Tensor,
     params: rope.RopeParameters,
+    layout: str,
+    unsqueeze_dim: int,
+    seq_len: int | None,
     *,
-    layout: str = "half",
-    unsqueeze_dim: int = 1,
-    seq_len: int | None = None,
     kernels: Any = None,
     block_rows: int | None = None,
     first_limbs: int | None = None,
     settle_limbs: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Run the kernel: (q_rot, k_rot, uncertain), ``uncertain`` the count of values each program settled.
+    """Run the kernel: (q_rot, k_rot, uncertain), ``uncertain`` the count of values each program settled;
+    ``unsqueeze_dim`` is the heads axis (1 or 2).
 
     The caller has checked the call (:func:`_fusable`). ``kernels`` is the kernel module (a copy loaded
     with ``TRITON_INTERPRET=1`` runs it on CPU tensors); ``block_rows`` the positions per program;

@@ -18,24 +18,24 @@ about 40 s for sm_90 (Triton caches it on disk).
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 from typing import Any
 
 import torch
 
-from .. import device, rope
+from .. import rope
 from ..device import rounding
 from ..device.host import SETTLE_EXTRA
 from ..rope.arrays import apply_rotary, check_layout, check_request
 from . import rotary
 from .tensors import _position_tensor, _tracing
+from .triton_launch import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
+
+__all__ = ["apply_rotary_exact", "launch", "series_terms"]
 
 #: q/k dtypes the kernel takes, by the code of their bit patterns (fused_kernel._load_float).
 _KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
-#: Where the kernel runs (tests add "cpu" in a process that runs Triton's interpreter).
-_KERNEL_DEVICES = ("cuda",)
 
 
 def apply_rotary_exact(
@@ -67,21 +67,16 @@ def apply_rotary_exact(
     positions = _position_tensor(position_ids)
     check_request(params, layout, tuple(positions.shape))
     axis = _fusable(q, k, positions, params, unsqueeze_dim)
-    if axis is not None and q.device.type in _KERNEL_DEVICES and _kernel_module() is not None:
+    if axis is not None and q.device.type in KERNEL_DEVICES and _kernel_module() is not None:
         q_rot, k_rot, _ = launch(q, k, positions, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
         return q_rot, k_rot
     cos, sin = rotary.cos_sin(positions, params, dtype=torch.float32, layout=layout, seq_len=seq_len)
     return apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
 
 
-@functools.cache
 def _kernel_module() -> Any:
     """:mod:`posenc.torch.fused_kernel`, or None without triton."""
-    try:
-        from . import fused_kernel
-    except ImportError:
-        return None
-    return fused_kernel
+    return kernel_module("fused_kernel")
 
 
 def _fusable(q: Any, k: Any, positions: torch.Tensor, params: rope.RopeParameters, unsqueeze_dim: int) -> Any:
@@ -138,7 +133,7 @@ def launch(
         seq_len = int(positions.max()) + 1  # a host read, as cos_sin (and Hugging Face) take it
     length = -1 if seq_len is None or params.rope_type not in ("dynamic", "longrope") else int(seq_len)
     request, _, _ = rotary._request(rotary._params_json(params), length, "float32")
-    consts = _constants(request, q.device)
+    consts = constants_on(request, q.device)
     count = request.count
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     # (B, H, L, D) views of (B, L, H, D) tensors
@@ -149,7 +144,7 @@ def launch(
     if positions.dtype not in (torch.int32, torch.int64):
         positions = positions.to(torch.int64)
     positions = positions.expand(batch, seq)
-    block_f = triton_next_power_of_2(count)
+    block_f = next_power_of_2(count)
     block_l = block_rows or max(1, 128 // block_f)
     grid = (math.ceil(seq / block_l), batch)
     uncertain = torch.empty(grid[1] * grid[0], dtype=torch.int32, device=q.device)
@@ -189,54 +184,9 @@ def launch(
             K_KIND=_KINDS[k.dtype],
             BLOCK_L=block_l,
             BLOCK_F=block_f,
-            BLOCK_P=triton_next_power_of_2(max(rest_q, rest_k, 1)),
+            BLOCK_P=next_power_of_2(max(rest_q, rest_k, 1)),
             num_warps=4,
             num_stages=1,  # no software pipelining: the loops are the kernel's one-iteration memory loops
             enable_fp_fusion=False,  # x·cos - y·sin rounds each product, as the unfused path does
         )
     return q_out, k_out, uncertain
-
-
-def triton_next_power_of_2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
-
-
-def series_terms(m: int) -> int:
-    """evaluate._series' count of Taylor terms for ``m`` limbs (the tail below 2**-12m-8)."""
-    terms = 1
-    while -6.35 * (2 * terms + 2) - math.log2(math.factorial(2 * terms + 2)) > -(12 * m + 8):
-        terms += 1
-    return terms
-
-
-_CONSTANTS: dict[tuple[int, str], tuple[Any, tuple[torch.Tensor, ...]]] = {}
-
-
-def _constants(request: device.Request, where: torch.device) -> tuple[torch.Tensor, ...]:
-    """The request's host constants as int32 tensors on ``where`` (cached per request and device): reduce,
-    rate (float32, for the zero frequencies), 2π, 1/k!, the sine/cosine table (signs, digits), A."""
-    key = (id(request), str(where))
-    cached = _CONSTANTS.get(key)
-    if cached is not None and cached[0] is request:
-        return cached[1]
-    host, shared = request.constants, request.shared
-
-    def tensor(array: Any, dtype: torch.dtype = torch.int32) -> torch.Tensor:
-        return torch.as_tensor(array).to(dtype).contiguous().to(where)
-
-    amplitude = request.amplitude if request.amplitude is not None else shared["two_pi"] * 0
-    tensors = (
-        tensor(host.reduce),
-        tensor(host.rate_float, torch.float32),
-        tensor(shared["two_pi"]),
-        tensor(shared["factorials"]),
-        tensor(shared["sin_neg"]),
-        tensor(shared["sin_digits"]),
-        tensor(shared["cos_neg"]),
-        tensor(shared["cos_digits"]),
-        tensor(amplitude),
-    )
-    if len(_CONSTANTS) > 64:
-        _CONSTANTS.clear()
-    _CONSTANTS[key] = (request, tensors)
-    return tensors

@@ -1,9 +1,11 @@
 """The operator ``torch.ops.posenc.exact``: the device algorithm (:mod:`posenc.device`) as a PyTorch custom
 operator, registered once, when this module is first imported (by :mod:`posenc.torch.functions`).
 
-Its kernel runs on the tensors' own device (CUDA, MPS, ``meta``, the CPU): no host transfer and no sync, so
-``torch.compile`` and ``torch.export`` trace through it without breaking the graph; its fake kernel gives
-the output's shape and dtype. Invalid positions give rows of NaN (a device cannot raise without a sync).
+Its kernel runs on the tensors' own device: on CUDA one Triton kernel (:mod:`posenc.torch.encode_kernel`,
+when triton is installed), elsewhere (MPS, ``meta``, the CPU) the array algorithm. No host transfer and no
+sync, so ``torch.compile`` and ``torch.export`` trace through it without breaking the graph, and CUDA graphs
+capture it; its fake kernel gives the output's shape and dtype. Invalid positions give rows of NaN (a
+device cannot raise without a sync).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import torch
 
 from .. import core, device
+from . import encode_launch
 
 
 @torch.library.custom_op("posenc::exact", mutates_args=())
@@ -30,10 +33,9 @@ def _exact_op(
 ) -> torch.Tensor:
     """The device algorithm on ``positions``' device: (positions + offset).shape + (d_model,)."""
     request = _request((d_model, base, shift, scale, layout, odd, dtype_name))
-    ops = device.backend_of(positions)
     if offset is not None:
         offset = offset.to(positions.device)
-    return device.encode(ops, positions, request, offset)
+    return encode_launch.encode(positions, request, offset)
 
 
 @_exact_op.register_fake

@@ -22,6 +22,7 @@ import torch
 from .. import _validate, device, rope
 from ..rope.arrays import arrange, check_layout, check_request
 from ..rope.tables import _law
+from . import encode_launch
 from .tensors import (
     _check_positions_on_host,
     _dtype_name,
@@ -118,7 +119,7 @@ def _rotary_op(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The device algorithm on ``positions``' device: (cos, sin) laid out as :func:`cos_sin` says."""
     request, sections, interleaved = _request(params, seq_len, dtype_name)
-    rows = device.encode(_TORCH, positions, request)
+    rows = encode_launch.encode(positions, request)
     return arrange(_TORCH, rows, request.count, sections, interleaved, layout)
 
 

@@ -1,0 +1,129 @@
+"""The launcher of :mod:`posenc.torch.encode_kernel`: ``torch.ops.posenc.exact`` on CUDA in one kernel, no
+host read (the positions' values stay on the device; only shapes and dtypes decide the launch).
+
+Its results are :func:`posenc.device.encode`'s bits (the array algorithm the other devices run), with one
+difference beyond any natural input: the kernel settles every uncertain rounding, where the array algorithm
+settles up to :data:`~posenc.device.settle.SETTLE_CAPACITY` per call. The kernel is compiled once per
+machine and specialization (output dtype, positions' kind, offset or not, limbs): Triton caches it on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import torch
+
+from .. import device, layouts
+from ..device import rounding
+from ..device.host import FORMATS, SETTLE_EXTRA
+from .triton_launch import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
+
+#: Output dtypes by the code the kernel stores them with (encode_kernel._store_values).
+_OUT_KINDS = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
+#: Elements of one program's (positions x frequencies) block.
+_BLOCK = 128
+
+
+def runs_here(positions: torch.Tensor) -> bool:
+    """Whether the kernel computes an encode on ``positions``' device (CUDA with triton)."""
+    return positions.device.type in KERNEL_DEVICES and kernel_module("encode_kernel") is not None
+
+
+def launch(
+    positions: torch.Tensor,
+    offset: torch.Tensor | None,
+    request: device.Request,
+    *,
+    kernels: Any = None,
+    block_rows: int | None = None,
+    block_freqs: int | None = None,
+    first_limbs: int | None = None,
+    settle_limbs: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(encodings, uncertain): the encodings of ``positions`` (+ ``offset``, broadcast against them, added
+    exactly), shape ``(*shape, d_model)`` in the request's dtype, and the count of values each program
+    settled.
+
+    ``kernels`` is the kernel module (a copy loaded with ``TRITON_INTERPRET=1`` runs it on CPU tensors);
+    ``block_rows``/``block_freqs`` the program's block; ``first_limbs`` and ``settle_limbs`` override the
+    limbs of the two evaluations (tests: few first limbs make most roundings uncertain).
+    """
+    kernels = kernels or kernel_module("encode_kernel")
+    shape = tuple(positions.shape)
+    if offset is not None:
+        offset = offset.to(positions.device)
+        positions, offset = torch.broadcast_tensors(positions, offset)
+        shape = tuple(positions.shape)
+        offset = offset.to(torch.int64).reshape(-1).contiguous()
+    if positions.is_floating_point():
+        wide = positions.dtype == torch.float64
+        positions = positions if wide else positions.to(torch.float32)  # float16/bfloat16: exact
+    else:
+        wide = False
+        positions = positions.to(torch.int64)
+    positions = positions.reshape(-1).contiguous()
+    fmt = request.fmt
+    out = torch.empty(
+        (positions.shape[0], request.d_model), dtype=getattr(torch, fmt), device=positions.device
+    )
+    count = request.count
+    block_f = block_freqs or min(next_power_of_2(count), 64)
+    block_r = block_rows or max(1, _BLOCK // block_f)
+    grid = (math.ceil(positions.shape[0] / block_r), math.ceil(count / block_f))
+    uncertain = torch.zeros(grid[0] * grid[1], dtype=torch.int32, device=positions.device)
+    if not out.numel():
+        return out.reshape(*shape, request.d_model), uncertain
+    wide_out = fmt == "float64"
+    first = request.limbs + (SETTLE_EXTRA if wide_out else 0) if first_limbs is None else first_limbs
+    settle = request.limbs + SETTLE_EXTRA if settle_limbs is None else settle_limbs
+    precision, emin = FORMATS[fmt]
+    sin_offset, cos_offset, stride = layouts.placement(request.layout, count)
+    where = positions.device
+    guard = torch.cuda.device(where) if where.type == "cuda" else contextlib.nullcontext()
+    with guard:  # triton launches on the current device
+        kernels.encode_kernel[grid](
+            positions,
+            positions if offset is None else offset,
+            out.view(torch.int16) if fmt == "bfloat16" else out,
+            *constants_on(request, where),
+            uncertain,
+            positions.shape[0],
+            count,
+            request.sin_columns,
+            request.cos_columns,
+            sin_offset,
+            cos_offset,
+            stride,
+            request.sin_columns + request.cos_columns,
+            request.d_model,
+            M=first,
+            TERMS=series_terms(first),
+            M_SETTLE=settle,
+            TERMS_SETTLE=series_terms(settle),
+            SETTLE=not wide_out,
+            DELTA=rounding._DELTA_UNITS,
+            PRECISION=precision,
+            EMIN=emin,
+            OUT_KIND=_OUT_KINDS[fmt],
+            HAS_AMPLITUDE=request.amplitude is not None,
+            HAS_FRACTION=positions.is_floating_point(),
+            WIDE=wide,
+            HAS_OFFSET=offset is not None,
+            BLOCK_R=block_r,
+            BLOCK_F=block_f,
+            num_warps=4,
+            num_stages=1,  # no software pipelining: the loops are the kernel's one-iteration memory loops
+        )
+    return out.reshape(*shape, request.d_model), uncertain
+
+
+def encode(
+    positions: torch.Tensor, request: device.Request, offset: torch.Tensor | None = None
+) -> torch.Tensor:
+    """:func:`posenc.device.encode` of torch tensors where they are: on CUDA (with triton) one launch of the
+    kernel, elsewhere (CPU, ``meta``, MPS, ...) the array algorithm; the same bits either way."""
+    if runs_here(positions):
+        return launch(positions, offset, request)[0]
+    return device.encode(device.backend_of(positions), positions, request, offset)

@@ -13,14 +13,13 @@ posenc.device, for float64 and the NaN rows).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from interpreted import results_fixture
 from module_cases import core_options
 
 import posenc
@@ -222,16 +221,7 @@ def _run_cases(out: Path) -> None:
     np.savez(out, **results)
 
 
-@pytest.fixture(scope="module")
-def kernel_results(tmp_path_factory) -> dict[str, np.ndarray]:
-    out = tmp_path_factory.mktemp("encode_kernel") / "results.npz"
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run(
-        [sys.executable, __file__, str(out)], env=env, capture_output=True, text=True, timeout=900
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    with np.load(out) as data:
-        return dict(data)
+kernel_results = results_fixture(__file__, "encode_kernel")
 
 
 # --- the tests ---------------------------------------------------------------------------------------------

@@ -10,14 +10,13 @@ and saves the outputs; the tests compare them with the unfused path computed her
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from interpreted import results_fixture
 
 import posenc.rope as rope
 import posenc.torch as pt
@@ -124,16 +123,7 @@ def _run_cases(out: Path) -> None:
     np.savez(out, **results)
 
 
-@pytest.fixture(scope="module")
-def kernel_results(tmp_path_factory) -> dict[str, np.ndarray]:
-    out = tmp_path_factory.mktemp("fused") / "results.npz"
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run(
-        [sys.executable, __file__, str(out)], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    with np.load(out) as data:
-        return dict(data)
+kernel_results = results_fixture(__file__, "fused")
 
 
 # --- the tests ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_algorithm import _NAN, _store, exact_values, split_positions
+from .triton_algorithm import _NAN, _load, _store, exact_values, split_positions
 
 
 @triton.jit
@@ -56,10 +56,10 @@ def encode_kernel(
     freqs = pid_f * BLOCK_F + tl.arange(0, BLOCK_F)
     row_ok = row < rows
     freq_ok = freqs < n_freq
-    p = tl.load(pos_ptr + row, mask=row_ok, other=0)
+    p = _load(pos_ptr + row, row_ok, 0)
     offset = p
     if HAS_OFFSET:
-        offset = tl.load(off_ptr + row, mask=row_ok, other=0)
+        offset = _load(off_ptr + row, row_ok, 0)
     negative, whole, fraction, fraction_negative, valid = split_positions(
         p, offset, row_ok, HAS_FRACTION, HAS_OFFSET
     )

@@ -125,6 +125,26 @@ def _positions(kind: str, count: int, rng: np.random.Generator) -> torch.Tensor:
     return values.to(getattr(torch, kind))
 
 
+#: YaRN (attention scaling 0.1 ln 4 + 1) on real and integer positions, by output dtype
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
+ROTARY_POSITIONS = {
+    "float32": lambda: torch.tensor(np.random.default_rng(5).uniform(0, 8192, 96).astype(np.float32)),
+    "bfloat16": lambda: torch.tensor(np.random.default_rng(6).integers(0, 2**31, 96)),
+}
+
+
+def _rotary_params():
+    from posenc import rope
+
+    return rope.config(head_dim=64, base=10000.0, scaling=YARN, max_position_embeddings=8192)
+
+
+def _rotary_request(fmt: str) -> device.Request:
+    from posenc.torch import rotary
+
+    return rotary._request(rotary._params_json(_rotary_params()), -1, fmt)[0]
+
+
 #: float64 positions and (3, 1) offsets: NaN, inf, and sums inside and just outside |p| < 2**31
 REALS = [0.5, -2.5, float("nan"), float("inf"), 3.0, -0.0, 2.0**31 - 1.5, 7.25]
 OFFSETS = [[3], [-5], [2**31 - 2]]
@@ -208,6 +228,10 @@ def _run_cases(out: Path) -> None:
     ids = torch.tensor([[0, 7, 2**31 - 1, -(2**31) + 1]])
     got, _ = encode_launch.launch(ids, offsets, _request(16, "bfloat16"), block_rows=8, block_freqs=8)
     results["offsets/ids"] = got.float().numpy()
+    # rotary cos/sin (posenc::rotary on CUDA): YaRN's attention scaling A != 1, real and integer positions
+    for fmt, positions in ROTARY_POSITIONS.items():
+        got, _ = encode_launch.launch(positions(), None, _rotary_request(fmt), block_rows=64, block_freqs=32)
+        results[f"rotary/{fmt}"] = _bits(got, fmt)
     # the operator sends CUDA calls to the kernel: here the CPU stands in for CUDA
     triton_launch.KERNEL_DEVICES.append("cpu")
     calls = []
@@ -295,6 +319,21 @@ def test_offsets_are_added_exactly_and_invalid_positions_give_nan_rows(kernel_re
     sums = (np.array([0, 7, 2**31 - 1, -(2**31) + 1]) + offsets)[~invalid]
     want = posenc.encode(sums, 16, dtype="bfloat16").astype(np.float32)
     np.testing.assert_array_equal(ids[~invalid].view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("fmt", list(ROTARY_POSITIONS))
+def test_rotary_cos_sin_with_an_attention_scaling_equal_the_core(kernel_results, fmt):
+    """The rows are [A sin θ | A cos θ] (the rotary request's layout), each correctly rounded once: the
+    core's posenc.rope.cos_sin, column for column."""
+    from posenc import rope
+
+    positions = ROTARY_POSITIONS[fmt]()
+    host = positions.double().numpy() if positions.is_floating_point() else positions.numpy()
+    cos, sin = rope.cos_sin(host, _rotary_params(), dtype=fmt)  # "half": [θ0..θn-1, θ0..θn-1]
+    n = cos.shape[-1] // 2
+    got = kernel_results[f"rotary/{fmt}"]
+    np.testing.assert_array_equal(got[:, :n], _bits(sin[:, :n], fmt))
+    np.testing.assert_array_equal(got[:, n:], _bits(cos[:, :n], fmt))
 
 
 def test_the_operator_runs_the_kernel_on_its_devices(kernel_results):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -306,6 +307,89 @@ def test_identify_says_when_nothing_matches(capsys: pytest.CaptureFixture[str], 
     np.save(tmp_path / "near.npy", posenc.table(50, 16) + 0.01)  # the paper's table, shifted by 0.01
     code, out, _ = run(capsys, "identify", str(tmp_path / "near.npy"))
     assert code == 1 and "1. does NOT match; nearest candidate: paper" in out and "max error 0.01" in out
+
+
+def _tutorial_npy(path: Path) -> None:
+    """The PyTorch tutorial's float32 table (its own code: float32 angles), d_model 512, 1024 rows."""
+    import torch
+
+    position = torch.arange(1024).unsqueeze(1).float()
+    div = torch.exp(torch.arange(0, 512, 2).float() * (-math.log(10000.0) / 512))
+    table = torch.zeros(1024, 512)
+    table[:, 0::2], table[:, 1::2] = torch.sin(position * div), torch.cos(position * div)
+    np.save(path, table.numpy())
+
+
+def test_identify_gives_one_verdict_with_the_lines_to_paste(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    _tutorial_npy(tmp_path / "pe.npy")
+    code, out, _ = run(capsys, "identify", str(tmp_path / "pe.npy"))
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == f"{tmp_path / 'pe.npy'}: float32 table of shape (1024, 512)"
+    head, _, error = lines[1].partition("; max error ")
+    assert head == (
+        "  1. matches: paper (base=10000.0, shift=0.0, scale=1.0, layout='interleaved', "
+        "odd: any rule (even width))"
+    )
+    assert 1e-5 < float(error) <= 9.4e-05  # the tutorial's float32 noise, within its stated deviation
+    assert lines[2] == "     also consistent with: pytorch-tutorial, keras-hub, positional-encodings"
+    assert lines[3].startswith("     not distilbert: its library's float32 table is off by at most 3e-08")
+    assert "9.4e-05 / 0.000783 / 0.0129 at 1k / 8k / 131k positions" in lines[4]
+    assert lines[5:] == [
+        '     paste: posenc.presets.get("paper").table(1024, 512)',
+        '            posenc.torch.SinusoidalPositionalEncoding(512, **posenc.presets.get("paper").options)',
+        '            posenc.jax.SinusoidalPositionalEncoding(512, **posenc.presets.get("paper").options)',
+    ]
+    assert "generic" not in out and "NOT" not in out and out.count("matches") == 1
+
+
+def test_identify_names_the_key_it_read(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    import torch
+
+    table = posenc.presets.get("fairseq", padding_idx=1).table(1026, 1024)
+    torch.save({"embed_positions.weight": torch.from_numpy(table)}, tmp_path / "m.pt")
+    code, out, _ = run(capsys, "identify", str(tmp_path / "m.pt"))
+    lines = out.splitlines()
+    assert code == 0
+    assert (
+        lines[0]
+        == f"{tmp_path / 'm.pt'}, tensor 'embed_positions.weight': float32 table of shape (1026, 1024)"
+    )
+    assert lines[1].startswith("  1. matches: fairseq(padding_idx=1) (base=10000.0, shift=1.0, scale=1.0")
+    assert "0.000116 / 0.00095 / 0.015 at 1k / 8k / 131k" in lines[2]
+    assert lines[3] == '     paste: posenc.presets.get("fairseq", padding_idx=1).table(1026, 1024)'
+    assert "generic" not in out and "NOT" not in out and "also" not in out
+    code, out, _ = run(capsys, "identify", str(tmp_path / "m.pt"), "--json")
+    document = json.loads(out)
+    assert code == 0 and document["key"] == "embed_positions.weight" and document["dtype"] == "float32"
+    answer = document["verdict"]
+    assert answer["label"] == "fairseq(padding_idx=1)" and answer["odd"] is None and answer["also"] == []
+    assert answer["float32_deviation"] == {"1024": 0.000116, "8192": 0.00095, "131072": 0.015}
+    get = 'posenc.presets.get("fairseq", padding_idx=1)'
+    assert answer["paste"][1] == f"posenc.torch.SinusoidalPositionalEncoding(1024, **{get}.options)"
+    assert [c["name"] for c in document["candidates"]] == ["fairseq(padding_idx=1)"]
+
+
+def test_identify_key_is_honoured_or_refused_for_every_format(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    from safetensors.numpy import save_file
+
+    table = posenc.presets.get("whisper").table(64, 16)
+    save_file({"a": table, "b": posenc.table(64, 16)}, tmp_path / "m.safetensors")
+    code, out, _ = run(capsys, "identify", str(tmp_path / "m.safetensors"), "--key", "b")
+    assert code == 0 and "tensor 'b'" in out and "1. matches: paper" in out
+    code, out, _ = run(capsys, "identify", str(tmp_path / "m.safetensors"), "--key", "a")
+    assert code == 0 and "tensor 'a'" in out and "1. matches: tensor2tensor" in out
+    code, _, err = run(capsys, "identify", str(tmp_path / "m.safetensors"), "--key", "c")
+    assert code == 2 and "has no tensor 'c'; it has: a, b" in err and err.count("\n") == 1
+    np.save(tmp_path / "pe.npy", table)
+    code, _, err = run(capsys, "identify", str(tmp_path / "pe.npy"), "--key", "pe")
+    assert code == 2 and "holds one array, not a state dict: leave out the key ('pe')" in err
+    np.savez(tmp_path / "pe.npz", pe=table)
+    code, _, err = run(capsys, "identify", str(tmp_path / "pe.npz"), "--key", "pe")
+    assert code == 2 and "unknown file type '.npz'" in err and "np.save" in err
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import torch
 
 import posenc
 from posenc import grids, presets
-from posenc.porting import convert_layout, identify, load_table
+from posenc.porting import convert_layout, identify, load_named_table, load_table, verdict
 
 
 @pytest.mark.parametrize(("source", "target"), list(permutations(["interleaved", "sin_cos", "cos_sin"], 2)))
@@ -318,3 +318,86 @@ def test_load_table_from_npy_pt_and_safetensors(tmp_path):
         load_table(tmp_path / "t.txt")
     with pytest.raises(ValueError, match="no such file"):
         load_table(tmp_path / "missing.npy")
+
+
+# --- verdict: one answer ------------------------------------------------------------------------------
+
+
+def _torch_tutorial_table(rows: int = 1024, d_model: int = 512) -> np.ndarray:
+    """The PyTorch tutorial's float32 table, as its own code computes it."""
+    position = torch.arange(rows).unsqueeze(1).float()
+    div = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+    table = torch.zeros(rows, d_model)
+    table[:, 0::2], table[:, 1::2] = torch.sin(position * div), torch.cos(position * div)
+    return table.numpy()
+
+
+def test_verdict_on_the_tutorials_float32_table():
+    """The paper's formula, named once; DistilBERT ruled out by the float32 noise its rounded-once table
+    cannot have; no fitted generic base, no trailing non-match; an even width shows no odd rule."""
+    table = _torch_tutorial_table()
+    answer = verdict(identify(table, candidates=8), 512, table.dtype, 1024)
+    assert answer.label == "paper" and answer.best.name and answer.best.matches
+    assert answer.also == ("pytorch-tutorial", "keras-hub", "positional-encodings")
+    assert len(answer.ruled_out) == 1 and answer.ruled_out[0].startswith("distilbert: ")
+    assert answer.odd is None and answer.best.options == presets.get("paper").options
+    assert answer.float32_deviation == (9.40e-05, 0.000783, 0.0129)
+    assert 1e-5 < answer.best.max_error <= answer.float32_deviation[0]  # the library's own float32 noise
+    text = "\n".join(answer.lines())
+    assert text.count("matches") == 1 and "generic" not in text and "NOT" not in text
+    assert "odd: any rule (even width)" in text
+    assert answer.paste == (
+        'posenc.presets.get("paper").table(1024, 512)',
+        'posenc.torch.SinusoidalPositionalEncoding(512, **posenc.presets.get("paper").options)',
+        'posenc.jax.SinusoidalPositionalEncoding(512, **posenc.presets.get("paper").options)',
+    )
+
+
+def test_verdict_paste_lines_rebuild_the_table():
+    """The pasted lines run, and give the stored table (fairseq with its padding row; a grid; a generic base
+    only when no named variant matches)."""
+    import posenc.torch  # the pasted lines name it
+
+    stored = presets.get("fairseq", padding_idx=1).table(1026, 1024)
+    answer = verdict(identify(stored, candidates=8), 1024, stored.dtype, 1026)
+    assert answer.label == "fairseq(padding_idx=1)" and answer.also == () and answer.ruled_out == ()
+    assert answer.float32_deviation == (0.000116, 0.00095, 0.015)
+    np.testing.assert_array_equal(eval(answer.paste[0]), stored)
+    module = eval(answer.paste[1])
+    assert (module.base, module.shift, module.layout) == (10000.0, 1.0, "sin_cos")
+    pe = module(torch.zeros(1026, 1, 1024))[:, 0].numpy()
+    np.testing.assert_array_equal(np.delete(pe, 1, axis=0), np.delete(stored, 1, axis=0))
+    assert "make_positions(ids, 1)" in answer.paste[3]
+    grid = grids.diffusers_2d(64, (6, 10), base_size=7, interpolation_scale=1.5)
+    answer = verdict(identify(grid), 64, grid.dtype, 60)
+    assert answer.paste[0].startswith("posenc.grids.diffusers_2d(64, grid_size=(6, 10), base_size=7")
+    np.testing.assert_array_equal(eval(answer.paste[0]), grid)
+    generic = posenc.table(300, 64, start=40, base=500.0)
+    answer = verdict(identify(generic), 64, generic.dtype, 300)
+    assert answer.label is None and answer.float32_deviation is None
+    np.testing.assert_array_equal(eval(answer.paste[0]), generic)
+
+
+def test_verdict_odd_width_reports_the_rule_and_equal_presets():
+    marian = verdict(identify(presets.get("marian").table(100, 31)), 31, "float32", 100)
+    assert (marian.label, marian.odd) == ("marian", "literal")
+    whisper = verdict(identify(presets.get("whisper").table(300, 64)), 64, "float32", 300)
+    assert whisper.label == "tensor2tensor" and set(whisper.also) == {
+        "whisper",
+        "fairseq",
+        "diffusers-timestep(flip_sin_to_cos=False, downscale_freq_shift=1)",
+    }
+    noise = np.random.default_rng(0).random((20, 8))
+    nothing = verdict(identify(noise, candidates=8), 8, noise.dtype, 20)
+    assert nothing.best is None and len(nothing.nearest) == 3 and not any(m.matches for m in nothing.nearest)
+    assert nothing.lines()[0].startswith("1. does NOT match; nearest candidate")
+
+
+def test_load_named_table_names_the_key_it_read(tmp_path):
+    table = presets.get("whisper").table(20, 16)
+    torch.save({"encoder": {"embed_positions.weight": torch.from_numpy(table)}}, tmp_path / "m.pt")
+    key, loaded = load_named_table(tmp_path / "m.pt")
+    assert key == "encoder.embed_positions.weight"
+    np.testing.assert_array_equal(loaded, table)
+    np.save(tmp_path / "pe.npy", table)
+    assert load_named_table(tmp_path / "pe.npy")[0] == ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pydoc
 
 import numpy as np
@@ -10,7 +11,7 @@ import torch
 
 import posenc
 import posenc.torch as pt
-from posenc import grids, presets
+from posenc import grids, preset_deviations, presets
 
 
 def test_every_preset_builds_a_table_and_names_its_source():
@@ -209,3 +210,122 @@ def test_mae_cls_token_and_column_halves():
 def test_grid_errors(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# --- float32 deviations: each library's own float32 code against the exact values ---------------------
+
+_F32 = np.float32
+
+
+def _halves(angles: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+
+
+def _interleaved(angles: np.ndarray) -> np.ndarray:
+    out = np.empty((angles.shape[0], 2 * angles.shape[1]), _F32)
+    out[:, 0::2], out[:, 1::2] = np.sin(angles), np.cos(angles)
+    return out
+
+
+def _tutorial(pos: np.ndarray, d: int) -> np.ndarray:
+    """PyTorch tutorial / Annotated Transformer: exp(float32 arange · float32(-log(10000) / d)), float32
+    angles, interleaved."""
+    return _interleaved(pos[:, None] * np.exp(np.arange(0, d, 2, dtype=_F32) * _F32(-math.log(10000.0) / d)))
+
+
+def _keras_hub(pos: np.ndarray, d: int) -> np.ndarray:
+    """keras-hub SinePositionEncoding in float32: power(float32(1e-4), 2 (j // 2) / d), sin/cos masks."""
+    timescales = np.power(_F32(1 / 10000.0), (2 * (np.arange(d) // 2)).astype(_F32) / _F32(d))
+    angles = pos[:, None] * timescales
+    cos_mask = (np.arange(d) % 2).astype(_F32)
+    return np.sin(angles) * (1 - cos_mask) + np.cos(angles) * cos_mask
+
+
+def _rounded_once(name: str):
+    """DistilBERT/XLM and Marian: float64 NumPy, rounded once to float32 (torch.FloatTensor)."""
+    return lambda pos, d: presets.get(name).encode(pos.astype(np.float64), d, dtype="float64").astype(_F32)
+
+
+def _tensor2tensor(pos: np.ndarray, d: int) -> np.ndarray:
+    """get_timing_signal_1d: float32(log(max/min)) / float32(n - 1), float32 exp, [sin | cos]."""
+    n = d // 2
+    increment = _F32(math.log(10000.0)) / max(_F32(n) - _F32(1), _F32(1))
+    return _halves(pos[:, None] * np.exp(np.arange(n, dtype=_F32) * -increment))
+
+
+def _fairseq(pos: np.ndarray, d: int) -> np.ndarray:
+    """fairseq get_embedding and Whisper sinusoids: float64 log(10000) / (n - 1) cast to float32, float32 exp
+    and angles, [sin | cos]."""
+    n = d // 2
+    return _halves(pos[:, None] * np.exp(np.arange(n, dtype=_F32) * _F32(-math.log(10000.0) / (n - 1))))
+
+
+def _diffusers(shift: int):
+    """get_timestep_embedding: float32(-log(max_period)) · arange / float32(n - shift), float32 exp."""
+
+    def build(pos: np.ndarray, d: int) -> np.ndarray:
+        n = d // 2
+        exponent = _F32(-math.log(10000.0)) * np.arange(n, dtype=_F32) / _F32(n - shift)
+        return _halves(pos[:, None] * np.exp(exponent))
+
+    return build
+
+
+def _positional_encodings(pos: np.ndarray, d: int) -> np.ndarray:
+    """PositionalEncoding1D: inv_freq = 1 / 10000 ** (float32 arange(0, d, 2) / d), float32 einsum."""
+    inv_freq = _F32(1.0) / np.power(_F32(10000.0), np.arange(0, d, 2, dtype=_F32) / _F32(d))
+    return _interleaved(pos[:, None] * inv_freq)
+
+
+_FLOAT32_CODE = {
+    "paper": _tutorial,
+    "pytorch-tutorial": _tutorial,
+    "keras-hub": _keras_hub,
+    "distilbert": _rounded_once("distilbert"),
+    "tensor2tensor": _tensor2tensor,
+    "fairseq": _fairseq,
+    "marian": _rounded_once("marian"),
+    "whisper": _fairseq,
+    "diffusers-timestep": _diffusers(1),
+    "diffusers-timestep(downscale_freq_shift=0)": _diffusers(0),
+    "positional-encodings": _positional_encodings,
+}
+
+
+def _measured(label: str, length: int) -> float:
+    """The largest |library's float32 table - posenc's exact float64 one| over positions 0 .. length - 1."""
+    name, _, rest = label.partition("(")
+    preset = presets.get(name, downscale_freq_shift=0) if rest else presets.get(name)
+    worst = 0.0
+    for first in range(0, length, 4096):
+        pos = np.arange(first, min(length, first + 4096), dtype=_F32)
+        theirs = _FLOAT32_CODE[label](pos, preset_deviations.D_MODEL).astype(np.float64)
+        exact = preset.encode(pos.astype(np.float64), preset_deviations.D_MODEL, dtype="float64")
+        worst = max(worst, float(np.max(np.abs(theirs - exact))))
+    return worst
+
+
+def test_float32_deviations_are_the_libraries_own_float32_errors():
+    """The registry's 1k / 8k figures, recomputed from each library's float32 formula (131k takes ~20 s: not
+    here). NumPy's float32 exp/sin may differ from torch's by an ulp, so the figures hold to 10 %."""
+    assert set(_FLOAT32_CODE) == set(preset_deviations.DEVIATIONS)
+    for label, (figures, _) in preset_deviations.DEVIATIONS.items():
+        for length, stated in zip(preset_deviations.LENGTHS[:2], figures[:2], strict=True):
+            measured = _measured(label, length)
+            assert measured == pytest.approx(stated, rel=0.1), (label, length, measured)
+        assert figures[0] <= figures[1] <= figures[2], label  # the error grows with the position
+    assert _measured("distilbert", 1024) <= 2.0**-25  # rounded once: half an ulp at 1
+
+
+def test_every_variant_states_its_float32_deviation_in_its_doc():
+    for label, preset in presets.variants():
+        figures = preset.float32_deviation
+        assert figures is not None and len(figures) == 3, label
+        assert f"{figures[0]:.3g} / {figures[1]:.3g} / {figures[2]:.3g} at 1k / 8k / 131k" in preset.__doc__
+    assert presets.get("fairseq", padding_idx=1).float32_deviation == (0.000116, 0.00095, 0.015)
+    assert presets.get("distilbert").float32_deviation == (2.98e-08,) * 3
+    shifted = presets.get("diffusers-timestep", downscale_freq_shift=0).float32_deviation
+    assert shifted == presets.get("paper").float32_deviation == (9.40e-05, 0.000783, 0.0129)
+    scaled = presets.get("diffusers-timestep", scale=1000.0)
+    assert scaled.float32_deviation is None and "not measured for these parameters" in scaled.__doc__
+    assert presets.get("whisper", max_timescale=1000.0).float32_deviation is None

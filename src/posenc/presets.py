@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _validate, core
+from . import _validate, core, preset_deviations
 from .defaults import BASE, LAYOUT, ODD, OPTIONS, SCALE
 
 __all__ = ["Preset", "get", "names", "variants"]
@@ -51,6 +51,8 @@ class Preset:
         source: where the variant is defined, and who uses it (one line).
         doc: the preset's full documentation (formula and provenance); it is also the instance's ``__doc__``,
             so ``help(preset)`` shows it. :func:`get` fills it in; empty for a hand-made Preset.
+        float32_deviation: the largest error of the library's own float32 table at 1k / 8k / 131k positions
+            (:mod:`posenc.preset_deviations`): the tolerance a port's test needs. None where not measured.
     """
 
     name: str
@@ -62,6 +64,7 @@ class Preset:
     padding_idx: int | None = None
     source: str = ""
     doc: str = dataclasses.field(default="", repr=False, compare=False)
+    float32_deviation: tuple[float, float, float] | None = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.doc:
@@ -462,7 +465,7 @@ def get(name: str, **parameters: Any) -> Preset:
         raise TypeError(f"preset {name!r}: {error}") from None
     _validate.base(preset.base)
     _validate.scale(preset.scale)
-    return dataclasses.replace(preset, doc=inspect.cleandoc(factory.__doc__ or ""))
+    return preset_deviations.attach(dataclasses.replace(preset, doc=inspect.cleandoc(factory.__doc__ or "")))
 
 
 #: Library parameters that select another table, with the values models use, the default first: DDPM's

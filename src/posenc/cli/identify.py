@@ -15,6 +15,8 @@ from .arguments import as_flags
 from .errors import CliError
 
 NAME = "identify"
+#: Candidates asked of identify: enough to see every match that cannot be told apart from the best.
+_CANDIDATES = 8
 HELP = "find the variant (preset, base, shift, layout, offset) that reproduces a stored table"
 DESCRIPTION = "Find which sinusoidal variant a stored table is, by recomputing candidates exactly."
 EPILOG = """\
@@ -25,6 +27,13 @@ identify fits the frequencies from the table itself, tries every layout, odd-wid
 of row 0 and zero padding row, and the named 2-D grids (MAE, diffusers, timm); it recomputes each
 candidate exactly and compares every element. The tolerance is what float32 code of that length can be
 off by (--tolerance to change it).
+
+The answer is one verdict: the best match (a named variant before fitted generic options), the key read,
+the variants it cannot be told apart from ("also consistent with"), the names whose library's float32 code
+could not be off by what the table is ("not ..."), the odd-width rule the table shows (any, for an even
+width), how far that library's own float32 code is from the exact values at 1k / 8k / 131k positions
+(the tolerance a port's test needs), and lines to paste: presets.get(...) and the torch and JAX modules.
+When nothing matches, the three nearest candidates are listed.
 
 exit status: 0 when a variant matches, 1 when none does (the nearest are listed), 2 on bad input: a
 file that is empty, cut short, damaged, of another format than its suffix, or that holds no table of
@@ -56,19 +65,40 @@ def run(args: argparse.Namespace) -> int:
             "code of the table's length can be off by"
         )
     try:
-        table = porting.load_table(args.file, key=args.key)  # its errors name the file
+        key, table = porting.load_named_table(args.file, key=args.key)  # its errors name the file
     except ValueError as error:  # they name the parameter key=: here, the option --key
         raise CliError(as_flags(str(error), "key")) from None
     try:
-        matches = porting.identify(table, tolerance=tolerance)
+        matches = porting.identify(table, tolerance=tolerance, candidates=_CANDIDATES)
     except (ValueError, TypeError) as error:  # a table of NaN, ...: say which file
         raise CliError(f"{args.file}: {error}") from None
+    shape, dtype = tuple(np.shape(table)), np.asarray(table).dtype
+    where = f"{args.file}, tensor {key!r}" if key else args.file
+    if matches and isinstance(matches[0], porting.RopeMatch):  # a RoPE buffer: its own answer, as it was
+        return _rope(args, where, key, shape, matches[:3])
+    rows = math.prod(shape[:-1]) if len(shape) > 1 else None
+    answer = porting.verdict(matches, shape[-1], dtype, rows)
+    shown = [answer.best] if answer.best is not None else list(answer.nearest)
     if args.json:
-        records = [dataclasses.asdict(m) for m in matches]
-        json.dump({"shape": list(np.shape(table)), "candidates": records}, sys.stdout, default=str)
+        records = [dataclasses.asdict(m) for m in shown]
+        document = {"file": args.file, "key": key or None, "dtype": str(dtype), "shape": list(shape)}
+        document |= {"verdict": answer.to_json(), "candidates": records}
+        json.dump(document, sys.stdout, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(f"{args.file}: table of shape {tuple(np.shape(table))}\n")
+        sys.stdout.write(f"{where}: {dtype} table of shape {shape}\n")
+        sys.stdout.writelines(f"  {line}\n" for line in answer.lines())
+    return 0 if answer.best is not None else 1
+
+
+def _rope(args: argparse.Namespace, where: str, key: str, shape: tuple, matches: list) -> int:
+    """The RoPE answer: every candidate, as identify ranks them."""
+    if args.json:
+        records = [dataclasses.asdict(m) for m in matches]
+        json.dump({"key": key or None, "shape": list(shape), "candidates": records}, sys.stdout, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(f"{where}: table of shape {shape}\n")
         for rank, match in enumerate(matches, 1):
             sys.stdout.write(f"  {rank}. {match.describe()}\n")
     return 0 if matches and matches[0].matches else 1

@@ -6,6 +6,8 @@
   fits of :mod:`.fitting`) and the N-D grids (:mod:`.grid_candidates`);
 - :func:`identify_rope` (:mod:`.rope_matching`): the RoPE type and parameters of a stored ``inv_freq``
   vector or cos/sin cache, as a :class:`RopeMatch` (``identify`` hands such buffers to it);
+- :func:`verdict` (:mod:`.verdict`): one answer from identify's matches: the best variant, what it cannot
+  be told apart from, its library's float32 error and the lines to paste (what ``posenc identify`` prints);
 - :func:`load_table` (:mod:`.load`): the table a .npy, .pt/.pth or .safetensors file holds (the files are
   read by :mod:`.readers`; torch and safetensors are imported only for files of theirs).
 
@@ -19,8 +21,19 @@
 from __future__ import annotations
 
 from .layout import convert_layout
-from .load import load_table
+from .load import load_named_table, load_table
 from .matching import Match, identify
 from .rope_matching import RopeMatch, identify_rope
+from .verdict import Verdict, verdict
 
-__all__ = ["Match", "RopeMatch", "convert_layout", "identify", "identify_rope", "load_table"]
+__all__ = [
+    "Match",
+    "RopeMatch",
+    "Verdict",
+    "convert_layout",
+    "identify",
+    "identify_rope",
+    "load_named_table",
+    "load_table",
+    "verdict",
+]

@@ -17,7 +17,7 @@ import numpy as np
 from .. import _validate
 from .readers import EXPECTED, READERS, Stored, reason
 
-__all__ = ["load_table"]
+__all__ = ["load_named_table", "load_table"]
 
 _SUFFIXES = ".npy, .pt/.pth or .safetensors"
 #: Arrays smaller than this are read without asking how much memory is available.
@@ -38,6 +38,12 @@ def load_table(path: str | Path, *, key: str | None = None) -> np.ndarray:
     that is empty, cut short, damaged, of another format than its suffix says, or that holds no such table
     raises ValueError naming the file, what is wrong with it and what is expected.
     """
+    return load_named_table(path, key=key)[1]
+
+
+def load_named_table(path: str | Path, *, key: str | None = None) -> tuple[str, np.ndarray]:
+    """:func:`load_table`, with the name of the tensor read (``key``, or the one chosen; ``""`` when the file
+    holds one array)."""
     path = Path(path)
     if not path.exists():
         raise ValueError(f"no such file: {path}")
@@ -58,9 +64,9 @@ def load_table(path: str | Path, *, key: str | None = None) -> np.ndarray:
             name, stored = _pick(arrays, others, key, path)
             where = f"{path}, tensor {name!r}," if name else str(path)
             if stored.kind == "float" and _vector(stored):
-                return _inv_freq(stored, where)
+                return name, _inv_freq(stored, where)
             _check_stored(stored, where)
-            return _read(stored, where)
+            return name, _read(stored, where)
     except OSError as error:
         raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
 

@@ -1,0 +1,237 @@
+"""One answer from identify's matches: the best variant, what it cannot be told apart from, and code to paste.
+
+:func:`identify` ranks candidates; a porting user wants one verdict (:func:`verdict`): the best match with its
+evidence; "also consistent with" only the variants that give the same table at the table's precision (the
+names joined by " = ", and other matches within one float32 ulp of the best error) and whose library's own
+float32 code can be off by what the table shows (:mod:`posenc.preset_deviations`: a float32 table with the
+PyTorch tutorial's float32 noise is not DistilBERT's table, which is rounded once); a fitted generic base
+only when no named variant matches; the odd-width rule the table shows (none for an even width); and the
+lines to paste: ``presets.get(...)`` and the torch and JAX module constructors.
+
+>>> from posenc import presets
+>>> answer = verdict(identify(presets.get("fairseq", padding_idx=1).table(130, 32)), 32, "float32", 130)
+>>> answer.label, answer.odd, answer.float32_deviation
+('fairseq(padding_idx=1)', None, (0.000116, 0.00095, 0.015))
+>>> answer.paste[0]
+'posenc.presets.get("fairseq", padding_idx=1).table(130, 32)'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import presets
+from ..preset_deviations import D_MODEL, LENGTHS
+from .matching import Match, identify  # noqa: F401 - identify: for the example
+
+__all__ = ["Verdict", "expected_deviation", "verdict"]
+
+#: The functions of :mod:`posenc.grids` that build each named grid, and the argument d_model goes to.
+_GRIDS = {
+    "mae-2d": ("diffusers_2d", ""),  # named together with diffusers-2d, whose options identify gives
+    "diffusers-2d": ("diffusers_2d", ""),
+    "diffusers-3d": ("diffusers_3d", ""),
+    "timm-2d": ("timm_2d", "dim="),
+    "positional-encodings-2d": ("positional_encodings_nd", "channels="),
+    "positional-encodings-3d": ("positional_encodings_nd", "channels="),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What a stored table is, in one answer (see :func:`verdict`).
+
+    Attributes:
+        best: the best match, or None when no candidate matches (``nearest`` then lists the closest).
+        label: the variant named (a preset label such as ``fairseq(padding_idx=1)``, a grid, or None for
+            the generic options).
+        also: the other variants the table is equally consistent with.
+        ruled_out: labels that give the same exact values, whose library's float32 code cannot be off by
+            what the table is off by, each with the reason.
+        odd: the odd-width rule the table shows: None for an even width (every rule gives the same table).
+        float32_deviation: the label's library float32 error at 1k / 8k / 131k positions, or None.
+        paste: lines that rebuild the table or the module: ``presets.get(...)``, torch, JAX.
+        nearest: the closest candidates when nothing matches.
+    """
+
+    best: Match | None
+    label: str | None = None
+    also: tuple[str, ...] = ()
+    ruled_out: tuple[str, ...] = ()
+    odd: str | None = None
+    float32_deviation: tuple[float, float, float] | None = None
+    paste: tuple[str, ...] = ()
+    nearest: tuple[Match, ...] = ()
+
+    def lines(self) -> list[str]:
+        """The answer as text lines (no indentation), the first one the verdict."""
+        if self.best is None:
+            return [f"{rank}. {m.describe()}" for rank, m in enumerate(self.nearest, 1)]
+        best = self.best
+        options = {k: v for k, v in best.options.items() if k != "odd"}
+        shown = ", ".join(f"{k}={v!r}" for k, v in options.items())
+        if "odd" in best.options:
+            shown += f", odd={self.odd!r}" if self.odd else ", odd: any rule (even width)"
+        named_padding = best.padding_idx is None or "padding_idx" in (self.label or "")
+        where = "" if named_padding else f", padding_idx={best.padding_idx}"
+        start = f", rows from position {best.start}" if best.start else ""
+        out = [
+            f"1. matches: {self.label or 'generic'} ({shown}{where}{start}); max error {best.max_error:.3g}"
+        ]
+        if self.also:
+            out.append(f"   also consistent with: {', '.join(self.also)}")
+        out += [f"   not {reason}" for reason in self.ruled_out]
+        if self.float32_deviation:
+            figures = " / ".join(f"{e:.3g}" for e in self.float32_deviation)
+            out.append(
+                f"   the library's own float32 code is off by {figures} at 1k / 8k / 131k positions "
+                f"(d_model {D_MODEL}): a port's test against it needs that tolerance"
+            )
+        if self.paste:
+            out.append(f"   paste: {self.paste[0]}")
+            out += [f"          {line}" for line in self.paste[1:]]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The answer as JSON-ready data."""
+        best = None if self.best is None else dataclasses.asdict(self.best)
+        deviation = self.float32_deviation
+        return {
+            "matches": self.best is not None,
+            "best": best,
+            "label": self.label,
+            "also": list(self.also),
+            "ruled_out": list(self.ruled_out),
+            "odd": self.odd,
+            "float32_deviation": None
+            if deviation is None
+            else dict(zip(map(str, LENGTHS), deviation, strict=True)),
+            "paste": list(self.paste),
+        }
+
+
+def expected_deviation(figures: tuple[float, float, float], rows: int) -> float:
+    """The float32 error expected of a table of ``rows`` positions: the figures at 1k / 8k / 131k,
+    interpolated in log-log, in proportion to the length outside that range (never under 2**-25)."""
+    if rows <= LENGTHS[0]:
+        value = figures[0] * rows / LENGTHS[0]
+    elif rows >= LENGTHS[-1]:
+        value = figures[-1] * rows / LENGTHS[-1]
+    else:
+        value = float(np.exp(np.interp(np.log(rows), np.log(LENGTHS), np.log(figures))))
+    return max(value, 2.0**-25)
+
+
+def verdict(matches: list[Match], d_model: int, dtype: npt.DTypeLike, rows: int | None = None) -> Verdict:
+    """One answer from :func:`identify`'s ``matches`` for a ``d_model``-wide table stored as ``dtype``.
+
+    ``rows``: the table's length (for the float32 error expected of it; default: none is ruled out).
+    """
+    matched = [m for m in matches if m.matches]
+    if not matched:
+        return Verdict(None, nearest=tuple(matches[:3]))
+    named = [m for m in matched if m.name]
+    pool = named or matched  # a fitted generic base only when no named variant matches
+    best = pool[0]
+    precision = float(np.finfo(np.dtype(dtype)).eps) if np.dtype(dtype).kind == "f" else 0.0
+    labels = (best.name or "").split(" = ") if best.name else []
+    consistent, ruled_out = [], []
+    for label in labels:
+        preset = _preset(label)
+        figures = None if preset is None else preset.float32_deviation
+        if np.dtype(dtype) == np.float32 and figures is not None and rows:
+            expected = expected_deviation(figures, rows)
+            if best.max_error > 2 * expected + precision:
+                ruled_out.append(
+                    f"{label}: its library's float32 table is off by at most {expected:.2g} at {rows} "
+                    f"positions; this one by {best.max_error:.3g}"
+                )
+                continue
+        consistent.append(label)
+    if labels and not consistent:  # no library explains the noise: name them all the same
+        consistent, ruled_out = labels, []
+    label = consistent[0] if consistent else None
+    also = consistent[1:]
+    for other in pool[1:]:  # other variants within the table's precision of the best
+        if other.max_error <= best.max_error + precision and other.name:
+            options = ", ".join(f"{k}={v!r}" for k, v in other.options.items() if k != "odd")
+            start = f", rows from position {other.start}" if other.start else ""
+            also.append(f"{other.name} ({options}{start})")
+    odd = best.options.get("odd") if d_model % 2 else None
+    preset = _preset(label) if label else None
+    if preset is not None:  # the preset's own options (an even width leaves its odd rule unseen)
+        best = dataclasses.replace(best, options=preset.options)
+    return Verdict(
+        best,
+        label or best.name,
+        tuple(dict.fromkeys(also)),
+        tuple(ruled_out),
+        odd,
+        None if preset is None else preset.float32_deviation,
+        _paste(best, label, preset, d_model, rows),
+    )
+
+
+def _preset(label: str) -> presets.Preset | None:
+    """The preset a label names (``fairseq(padding_idx=1)``: with its parameters), or None (a grid)."""
+    name, _, rest = label.partition("(")
+    if name not in presets.names():
+        return None
+    parameters = {}
+    for item in filter(None, (part.strip() for part in rest.rstrip(")").split(","))):
+        key, _, value = item.partition("=")
+        parameters[key] = {"True": True, "False": False}.get(value)
+        if parameters[key] is None:
+            parameters[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+    return presets.get(name, **parameters)
+
+
+def _call(label: str) -> str:
+    """``posenc.presets.get(...)`` for a preset label."""
+    name, _, rest = label.partition("(")
+    return f'posenc.presets.get("{name}"{", " + rest.rstrip(")") if rest else ""})'
+
+
+def _paste(
+    best: Match, label: str | None, preset: presets.Preset | None, d_model: int, rows: int | None
+) -> tuple[str, ...]:
+    """Lines that rebuild the table (``start=`` when row 0 is not position 0) and the torch / JAX module."""
+    length = rows if rows else "length"
+    start = f", start={best.start}" if best.start else ""
+    if label in _GRIDS:
+        function, argument = _GRIDS[label]
+        options = ", ".join(f"{k}={v!r}" for k, v in best.options.items())
+        return (f"posenc.grids.{function}({argument}{d_model}, {options})",)
+    if label is not None and preset is not None:
+        get = _call(label)
+        lines = [
+            f"{get}.table({length}, {d_model}{start})",
+            f"posenc.torch.SinusoidalPositionalEncoding({d_model}, **{get}.options)",
+        ]
+        lines.append(f"posenc.jax.SinusoidalPositionalEncoding({d_model}, **{get}.options)")
+        if preset.padding_idx is not None:
+            padding = preset.padding_idx
+            lines.append(
+                f"# modules: positions=posenc.torch.make_positions(ids, {padding}); a padding token gets "
+                f"row {padding}, not zeros (preset.encode(positions, {d_model}) zeroes it)"
+            )
+        return tuple(lines)
+    options = {k: v for k, v in best.options.items() if d_model % 2 or k != "odd"}
+    keywords = ", ".join(f"{k}={_round(v)!r}" for k, v in options.items())
+    return (
+        f"posenc.table({length}, {d_model}{start}, {keywords})",
+        f"posenc.torch.SinusoidalPositionalEncoding({d_model}, {keywords})",
+        f"posenc.jax.SinusoidalPositionalEncoding({d_model}, {keywords})",
+    )
+
+
+def _round(value: Any) -> Any:
+    """A fitted float without its last noisy digits (12 significant), other values as they are."""
+    if isinstance(value, float) and math.isfinite(value) and value:
+        return float(f"{value:.12g}")
+    return value

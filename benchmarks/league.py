@@ -2,18 +2,26 @@
 
 Each implementation is audited as its users run it, d_model 512 (Llama: head_dim 128, θ = 500000), positions
 0 .. 2²⁰ - 1 (every position below 4096, then 4096 sampled per band): the largest absolute error up to 4k /
-32k / 131k / 1M positions in float32, and in bfloat16 the distinct rows among positions 0..32767 and the first
-repeat (the float32 values cast to bfloat16, as ``model.to(torch.bfloat16)`` casts a stored table; Llama's
-module in bfloat16 itself). Where the package takes position ids (diffusers, keras-hub, transformers'
-rotary) it is called directly; where it only builds rows 0 .. L - 1 (the PyTorch tutorial and the Annotated
-Transformer, which cannot be installed; positional-encodings and M2M100, which can) its published formula is
-evaluated at the positions, and for the installed ones checked bit for bit against the package first.
+32k / 131k / 1M positions in float32 (and for Llama's module run in bfloat16, in bfloat16), then the usual
+bfloat16 code, every position 0 .. 65535: distinct rows, first repeat and max error. "The usual bfloat16 code"
+is each one's own arithmetic with bfloat16 tensors, as users get it: a module built under torch's default
+dtype bfloat16 (``from_pretrained(torch_dtype=torch.bfloat16)`` builds modules so) or cast with
+``.to(torch.bfloat16)``, bfloat16 timesteps (diffusers' Flux pipeline casts them to the latents' dtype), a
+keras ``dtype="bfloat16"`` layer: where positions are formed in bfloat16, only 257 + 8·128 = 1281 of 65536
+survive. Where the package takes position ids (diffusers, keras-hub, transformers' rotary) it is called
+directly; where it only builds rows 0 .. L - 1 (the PyTorch tutorial and the Annotated Transformer, which
+cannot be installed; positional-encodings and M2M100, which can) its published formula is evaluated at the
+positions, and for the installed ones checked bit for bit against the package first (in both dtypes).
 
     python benchmarks/league.py            # prints the markdown table, writes benchmarks/results/league.json
+    python benchmarks/league.py --readme   # also replaces the table in README.md's "Audit" section
+    python benchmarks/league.py --only posenc,tutorial --upto 4096 --bf16 2048 --json out.json   # a smoke run
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import math
 import os
@@ -31,43 +39,63 @@ from posenc.see.hashes import earliest_equal, row_hashes
 
 D, HEAD, THETA = 512, 128, 500000.0
 UPTO = (4096, 32768, 131072, 1 << 20)
-BF16 = 32768  # bfloat16 rows compared: positions 0 .. BF16 - 1, every one
+BF16 = 65536  # bfloat16 rows compared: positions 0 .. BF16 - 1, every one
 RESULTS = Path(__file__).resolve().parent / "results" / "league.json"
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def tutorial(positions: np.ndarray) -> torch.Tensor:
-    """PyTorch tutorial: float32 positions × exp(float32) frequencies, sin/cos in float32, interleaved."""
-    div_term = torch.exp(torch.arange(0, D, 2).float() * (-math.log(10000.0) / D))
-    angle = torch.from_numpy(positions).float()[:, None] * div_term
-    out = torch.zeros(len(positions), D)
-    out[:, 0::2], out[:, 1::2] = torch.sin(angle), torch.cos(angle)
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype):
+    """torch's default dtype set to ``dtype`` meanwhile, as ``from_pretrained(torch_dtype=...)`` sets it
+    while it builds a model: tensors the code makes without a dtype (``torch.zeros``, ``arange * float``)
+    take it."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
+def tutorial(positions: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """PyTorch tutorial (transformer_tutorial.py, 2023 text): int64 positions times div_term, made in the
+    default dtype (float32, or bfloat16 when the model is built in it), sin/cos interleaved."""
+    with default_dtype(dtype):
+        position = torch.from_numpy(positions).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, D, 2) * (-math.log(10000.0) / D))
+        out = torch.zeros(len(positions), D)
+        out[:, 0::2], out[:, 1::2] = torch.sin(position * div_term), torch.cos(position * div_term)
     return out
 
 
-def annotated(positions: np.ndarray) -> torch.Tensor:
-    """The Annotated Transformer (2022): int64 positions times float32 div_term (the tutorial's numbers)."""
-    div_term = torch.exp(torch.arange(0, D, 2) * -(math.log(10000.0) / D))
-    angle = torch.from_numpy(positions)[:, None] * div_term
-    out = torch.zeros(len(positions), D)
-    out[:, 0::2], out[:, 1::2] = torch.sin(angle), torch.cos(angle)
+def annotated(positions: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The Annotated Transformer (2022): int64 positions times div_term in the default dtype (the tutorial's
+    numbers)."""
+    with default_dtype(dtype):
+        position = torch.from_numpy(positions).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, D, 2) * -(math.log(10000.0) / D))
+        out = torch.zeros(len(positions), D)
+        out[:, 0::2], out[:, 1::2] = torch.sin(position * div_term), torch.cos(position * div_term)
     return out
 
 
-def positional_encodings() -> tuple:
-    """positional-encodings' PositionalEncoding1D: its inv_freq buffer and get_emb at the positions."""
+def positional_encodings(dtype: torch.dtype = torch.float32) -> tuple:
+    """positional-encodings' PositionalEncoding1D (cast to ``dtype``): its inv_freq buffer, positions made in
+    the buffer's dtype (its forward: ``arange(x, dtype=self.inv_freq.dtype)``), get_emb at the positions."""
     from positional_encodings.torch_encodings import PositionalEncoding1D, get_emb
 
-    module = PositionalEncoding1D(D)
+    module = PositionalEncoding1D(D).to(dtype)
 
     def rows(positions: np.ndarray) -> torch.Tensor:
         pos = torch.from_numpy(positions).to(module.inv_freq.dtype)
-        return get_emb(torch.einsum("i,j->ij", pos, module.inv_freq))
+        return get_emb(torch.einsum("i,j->ij", pos, module.inv_freq)).to(dtype)
 
-    return rows, module(torch.zeros(1, 4096, D))[0]
+    return rows, module(torch.zeros(1, 4096, D, dtype=dtype))[0]
 
 
-def m2m100() -> tuple:
-    """fairseq / transformers M2M100 get_embedding (padding_idx 1): [sin | cos], shift 1, row 1 zero."""
+def m2m100(dtype: torch.dtype = torch.float32) -> tuple:
+    """fairseq / transformers M2M100 get_embedding (padding_idx 1): [sin | cos], shift 1, row 1 zero; made in
+    float32 (its ``.float()``) and cast to the default dtype."""
     from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
 
     def rows(positions: np.ndarray) -> torch.Tensor:
@@ -76,29 +104,33 @@ def m2m100() -> tuple:
         emb = torch.from_numpy(positions).float().unsqueeze(1) * emb.unsqueeze(0)
         out = torch.cat([torch.sin(emb), torch.cos(emb)], dim=1)
         out[torch.from_numpy(positions) == 1] = 0
-        return out
+        return out.to(dtype)
 
-    return rows, M2M100SinusoidalPositionalEmbedding.get_embedding(4096, D, padding_idx=1)
+    with default_dtype(dtype):
+        return rows, M2M100SinusoidalPositionalEmbedding.get_embedding(4096, D, padding_idx=1)
 
 
-def diffusers_timesteps(positions: np.ndarray) -> torch.Tensor:
-    """diffusers get_timestep_embedding (defaults: [sin | cos], downscale_freq_shift 1), called directly."""
+def diffusers_timesteps(positions: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """diffusers get_timestep_embedding (defaults: [sin | cos], downscale_freq_shift 1), called directly
+    with timesteps in ``dtype`` (its Flux pipeline casts them to the latents' dtype), cast to ``dtype``."""
     from diffusers.models.embeddings import get_timestep_embedding
 
-    return get_timestep_embedding(torch.from_numpy(positions), D)
+    return get_timestep_embedding(torch.from_numpy(positions).to(dtype), D).to(dtype)
 
 
-def keras_hub() -> object:
-    """keras-hub SinePositionEncoding, called with the positions (torch backend)."""
+def keras_hub(dtype: str = "float32") -> object:
+    """keras-hub SinePositionEncoding (torch backend, layer dtype ``dtype``), called with the positions cast
+    to its compute dtype, as its call casts them when it makes them itself."""
     os.environ.setdefault("KERAS_BACKEND", "torch")
     import keras_hub as kh
 
-    layer = kh.layers.SinePositionEncoding()
+    layer = kh.layers.SinePositionEncoding(dtype=dtype)
+    torch_dtype = getattr(torch, dtype)
 
     def rows(positions: np.ndarray) -> torch.Tensor:
-        zeros = torch.zeros(1, len(positions), D)
-        out = layer(zeros, positions=torch.from_numpy(positions).float())
-        return torch.as_tensor(np.asarray(out.detach().cpu()))[0]
+        zeros = torch.zeros(1, len(positions), D, dtype=torch_dtype)
+        out = layer(zeros, positions=torch.from_numpy(positions).to(torch_dtype))
+        return torch.as_tensor(out.detach().cpu())[0]
 
     return rows
 
@@ -120,27 +152,50 @@ def _checked(name: str, rows, reference: torch.Tensor) -> None:
         )
 
 
-def _bf16(rows):
-    return lambda positions: rows(positions).to(torch.bfloat16)
+BF16_TORCH = torch.bfloat16
 
 
-def entries() -> list[tuple[str, str, object, object, dict]]:
-    """(name, how, float32 target, bfloat16 target, hints)."""
-    found = [
-        ("PyTorch tutorial", "formula", tutorial, _bf16(tutorial), {}),
-        ("Annotated Transformer", "formula", annotated, _bf16(annotated), {}),
-    ]
-    rows, reference = positional_encodings()
-    _checked("positional-encodings", rows, reference)
-    found.append(("positional-encodings 6.x", "its buffer + get_emb, checked", rows, _bf16(rows), {}))
-    rows, reference = m2m100()
-    _checked("M2M100", rows, reference)
-    found.append(("fairseq / HF M2M100", "formula, checked vs get_embedding", rows, _bf16(rows), {}))
-    found.append(("diffusers timesteps", "imported", diffusers_timesteps, _bf16(diffusers_timesteps), {}))
-    keras = keras_hub()
-    found.append(("keras-hub SinePositionEncoding", "imported", keras, _bf16(keras), {}))
-    found.append(("HF Llama rotary (θ 5e5, head 128)", "imported", llama("float32"), llama("bfloat16"), {}))
-    found.append(("posenc", "posenc.encode", lambda p: posenc.encode(p, D), None, {}))
+def entries(only: set[str] | None = None) -> list[tuple[str, str, object, object, str]]:
+    """(key, name, how, float32 target, bfloat16 target: the usual bfloat16 code) of the implementations
+    whose key is in ``only`` (all: None)."""
+    want = lambda key: only is None or key in only  # noqa: E731
+    found = []
+    if want("tutorial"):
+        bf16 = lambda p: tutorial(p, BF16_TORCH)  # noqa: E731
+        found.append(("tutorial", "PyTorch tutorial", "formula; bf16: built in bf16", tutorial, bf16))
+    if want("annotated"):
+        bf16 = lambda p: annotated(p, BF16_TORCH)  # noqa: E731
+        found.append(("annotated", "Annotated Transformer", "formula; bf16: built in bf16", annotated, bf16))
+    if want("positional-encodings"):
+        rows, reference = positional_encodings()
+        _checked("positional-encodings", rows, reference)
+        low, reference = positional_encodings(BF16_TORCH)
+        _checked("positional-encodings (bfloat16)", low, reference)
+        how = "its buffer + get_emb, checked; bf16: .to(bf16)"
+        found.append(("positional-encodings", "positional-encodings 6.x", how, rows, low))
+    if want("m2m100"):
+        rows, reference = m2m100()
+        _checked("M2M100", rows, reference)
+        low, reference = m2m100(BF16_TORCH)
+        _checked("M2M100 (bfloat16)", low, reference)
+        how = "formula, checked vs get_embedding; bf16: built in bf16"
+        found.append(("m2m100", "fairseq / HF M2M100", how, rows, low))
+    if want("diffusers"):
+        bf16 = lambda p: diffusers_timesteps(p, BF16_TORCH)  # noqa: E731
+        how = "imported; bf16: bf16 timesteps"
+        found.append(("diffusers", "diffusers timesteps", how, diffusers_timesteps, bf16))
+    if want("keras-hub"):
+        how = "imported; bf16: dtype='bfloat16'"
+        found.append(("keras-hub", "keras-hub SinePositionEncoding", how, keras_hub(), keras_hub("bfloat16")))
+    if want("llama"):
+        name = "HF Llama rotary (θ 5e5, head 128)"
+        found.append(("llama", name, "imported; bf16: x in bf16", llama("float32"), llama("bfloat16")))
+    if want("llama-bf16"):
+        name = "HF Llama rotary, run in bf16 (errors in bf16)"
+        found.append(("llama-bf16", name, "imported, x in bf16", llama("bfloat16"), llama("bfloat16")))
+    if want("posenc"):
+        low = lambda p: posenc.encode(p, D, dtype="bfloat16")  # noqa: E731
+        found.append(("posenc", "posenc", "posenc.encode", lambda p: posenc.encode(p, D), low))
     return found
 
 
@@ -151,47 +206,100 @@ def _audit(target, **hints):
     return posenc.audit(target, **hints)
 
 
-def main() -> None:
+def _collisions(target, count: int) -> tuple[int, tuple[int, int] | None]:
+    """Distinct rows among positions 0 .. count - 1 (every one, bits of each row hashed, 8192 at a time) and
+    the first repeat (position, earlier position), or None."""
+    hashes = []
+    for start in range(0, count, 8192):
+        positions = np.arange(start, min(count, start + 8192), dtype=np.int64)
+        if isinstance(target, tuple):  # a rotary module and the dtype it runs in
+            module, dtype = target
+            x = torch.zeros(1, 1, dtype=getattr(torch, dtype))
+            with torch.no_grad():
+                cos, sin = module(x, torch.from_numpy(positions)[None])
+            values = torch.cat([cos, sin], dim=-1)[0]
+        else:
+            values = target(positions)
+        hashes.append(row_hashes(posenc.audit.targets.values_of(values)[0]))
+    earliest, distinct = earliest_equal(np.concatenate(hashes))
+    repeats = np.flatnonzero(earliest != np.arange(len(earliest)))
+    return int(distinct), (None if not len(repeats) else (int(repeats[0]), int(earliest[repeats[0]])))
+
+
+def measure(only: set[str] | None = None, upto: int = UPTO[-1], bf16: int = BF16) -> list[dict]:
+    """The league's records: each implementation audited over positions 0 .. upto - 1 (its float32 target),
+    and its usual bfloat16 code over 0 .. bf16 - 1, every position."""
     started = time.perf_counter()
     records = []
-    for name, how, f32, bf16, hints in entries():
-        report = _audit(f32, positions=1 << 20, **hints)
+    for key, name, how, f32, low_target in entries(only):
+        report = _audit(f32, positions=upto)
         record = {
+            "key": key,
             "name": name,
             "how": how,
+            "dtype": report.dtype,
             "variant": report.variant.name,
-            "max_error": {str(n): report.max_error(n) for n in UPTO},
+            "max_error": {str(n): report.max_error(n) for n in UPTO if n <= upto},
+            "first_over": {f"{t:g}": p for t, p in report.measurement.first_over.items()},
             "findings": [f.text for f in report.findings],
         }
-        if bf16 is None:
-            bf16 = lambda p: posenc.encode(p, D, dtype="bfloat16")  # noqa: E731
-        low = _audit(bf16, positions=BF16, samples=BF16, **hints)
-        m = low.measurement
-        record["bf16_distinct"] = int(earliest_equal(row_hashes(m.values))[1])
-        record["bf16_first_repeat"] = m.first_repeat
+        low = _audit(low_target, positions=bf16)
+        record["bf16_rows"] = bf16
+        record["bf16_distinct"], record["bf16_first_repeat"] = _collisions(low_target, bf16)
         record["bf16_max_error"] = low.max_error()
-        record["bf16_exact_first_repeat"] = m.exact_repeat
         records.append(record)
         print(f"  {name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"d_model": D, "records": records}, indent=1, default=str) + "\n")
-    print(markdown(records))
+    return records
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated keys (tutorial, annotated, ..., posenc); default all")
+    parser.add_argument("--upto", type=int, default=UPTO[-1], help="positions audited in float32")
+    parser.add_argument("--bf16", type=int, default=BF16, help="bfloat16 positions, every one")
+    parser.add_argument("--json", type=Path, default=RESULTS, help="where the records go")
+    parser.add_argument(
+        "--readme", action="store_true", help="replace the table in README.md's Audit section"
+    )
+    args = parser.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
+    started = time.perf_counter()
+    records = measure(only, args.upto, args.bf16)
+    args.json.parent.mkdir(exist_ok=True, parents=True)
+    document = {"d_model": D, "upto": args.upto, "bf16": args.bf16, "records": records}
+    args.json.write_text(json.dumps(document, indent=1, default=str) + "\n")
+    table = markdown(records, args.bf16)
+    print(table)
+    if args.readme:
+        write_readme(table)
     print(f"\n({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
 
-def markdown(records: list[dict]) -> str:
+def write_readme(table: str) -> None:
+    """Replace the league table (the markdown table after "The league, produced by the auditor") in
+    README.md's "Audit" section."""
+    text = README.read_text()
+    section = text.index("## Audit")
+    start = text.index("| implementation | how audited |", section)
+    end = text.index("\n\n", start)
+    README.write_text(text[:start] + table + text[end:])
+
+
+def markdown(records: list[dict], bf16: int = BF16) -> str:
     lines = [
         "| implementation | how audited | max error ≤ 4k | ≤ 32k | ≤ 131k | ≤ 1M "
-        "| bf16: distinct rows of 0..32767 (first repeat) | bf16: max error ≤ 32k | finding |",
+        f"| usual bf16 code: distinct rows of 0..{bf16 - 1} (first repeat) | bf16: max error | finding |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
-        errors = " | ".join(f"{r['max_error'][str(n)]:.2g}" for n in UPTO)
+        errors = " | ".join(
+            f"{r['max_error'][str(n)]:.2g}" if str(n) in r["max_error"] else "-" for n in UPTO
+        )
         repeat = r["bf16_first_repeat"]
-        bf16 = f"{r['bf16_distinct']:,} ({'none' if repeat is None else f'{repeat[0]} = {repeat[1]}'})"
-        bf16 += f" | {r['bf16_max_error']:.2g}"
+        low = f"{r['bf16_distinct']:,} ({'none' if repeat is None else f'{repeat[0]} = {repeat[1]}'})"
+        low += f" | {r['bf16_max_error']:.2g}"
         finding = r["findings"][0] if r["findings"] else "none"
-        lines.append(f"| {r['name']} | {r['how']} | {errors} | {bf16} | {finding} |")
+        lines.append(f"| {r['name']} | {r['how']} | {errors} | {low} | {finding} |")
     return "\n".join(lines)
 
 

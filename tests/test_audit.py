@@ -1,4 +1,4 @@
-"""posenc.audit finds each planted defect, and none in posenc's own output (issue 17, items 1, 2 and 6)."""
+"""posenc.audit finds each planted defect, and none in posenc's own output."""
 
 from __future__ import annotations
 
@@ -188,3 +188,50 @@ def test_bands_thresholds_and_sampling() -> None:
     d = report.as_dict()
     assert d["passed"] is False and len(d["bands"]) == 5 and d["positions"] == [100, 300000]
     assert d["findings"][0]["kind"] == "angles"
+
+
+def test_first_position_past_each_threshold_is_refined_between_samples() -> None:
+    """A step planted at unsampled positions: the report gives the step's position, not the next sample."""
+    steps = {1e-3: 5_001, 1e-2: 40_003, 0.1: 200_007}
+
+    def stepped(positions: np.ndarray) -> np.ndarray:
+        out = posenc.encode(positions, D).astype(np.float64)
+        for threshold, start in steps.items():
+            out[positions >= start, 0] += 2 * threshold
+        return out.astype(np.float32)
+
+    report = audit(stepped, positions=300_000, samples=SAMPLES, options="paper")
+    m = report.measurement
+    assert not set(steps.values()) & set(m.positions.tolist())  # none of the steps was itself sampled
+    assert m.first_over == steps and all(m.first_over_refined.values())
+    assert "> 0.1: 200,007 (every position from the last sampled" in " ".join(report.as_text().split())
+    assert report.as_dict()["first_over"] == {"0.001": 5001, "0.01": 40003, "0.1": 200007}
+
+
+def test_first_position_past_a_threshold_beyond_the_refine_budget_is_marked_unrefined() -> None:
+    start = (1 << 29) + 7
+
+    def stepped(positions: np.ndarray) -> np.ndarray:
+        out = posenc.encode(positions, D).astype(np.float64)
+        out[positions >= start, 0] += 0.5
+        return out.astype(np.float32)
+
+    report = audit(stepped, positions=(1 << 28, 1 << 31), samples=16, options="paper")
+    m = report.measurement
+    assert m.first_over[0.1] > start and m.first_over_refined == {1e-3: False, 1e-2: False, 0.1: False}
+    assert m.first_over[0.1] == m.positions[np.searchsorted(m.positions, start)]  # the next sample
+    text = " ".join(report.as_text().split())
+    assert f"> 0.1: {m.first_over[0.1]:,} (sampled) (every position from" in text
+    assert "(sampled): the first sampled one, its gap over 65,536 positions left unchecked" in text
+
+
+def test_every_long_band_gets_exactly_samples_positions() -> None:
+    report = audit(posenc.table(20_000, D), samples=SAMPLES)
+    assert [(b.lo, b.hi, b.sampled) for b in report.bands] == [
+        (0, 1024, SAMPLES),
+        (1024, 4096, SAMPLES),
+        (4096, 20_000, SAMPLES),
+    ]
+    assert len(np.unique(report.measurement.positions)) == 3 * SAMPLES
+    short = audit(posenc.table(1100, D), samples=SAMPLES)
+    assert [b.sampled for b in short.bands] == [SAMPLES, 76]  # a band of at most `samples`: whole

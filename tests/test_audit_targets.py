@@ -1,5 +1,4 @@
-"""posenc.audit on every kind of target, its HTML report, posenc.testing and ``posenc audit`` (issue 17,
-items 1 to 4)."""
+"""posenc.audit on every kind of target, its HTML report, posenc.testing and ``posenc audit``."""
 
 from __future__ import annotations
 
@@ -234,3 +233,91 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         assert main(["audit", *args]) == 2
         err = capsys.readouterr().err
         assert err.startswith("posenc: error:") and message in err and err.count("\n") == 1, err
+
+
+def _old_rotary_cache(dim: int, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """inv_freq and the (1, 1, L, dim) cos/sin caches as Hugging Face Llama (transformers < 4.38) and
+    GPT-NeoX built them: float32 frequencies, positions and angles."""
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+    t = torch.arange(length, dtype=inv_freq.dtype)
+    emb = torch.cat([torch.einsum("i,j->ij", t, inv_freq)] * 2, dim=-1)
+    return inv_freq, emb.cos()[None, None], emb.sin()[None, None]
+
+
+class OldLlamaRotary(torch.nn.Module):
+    """transformers 4.30's LlamaRotaryEmbedding (published code): ``forward(x, seq_len)``."""
+
+    def __init__(self, dim: int, max_position_embeddings: int = 2048, keep_inv_freq: bool = True) -> None:
+        super().__init__()
+        inv_freq, cos, sin = _old_rotary_cache(dim, max_position_embeddings)
+        if keep_inv_freq:
+            self.register_buffer("inv_freq", inv_freq)
+        self.register_buffer("cos_cached", cos, persistent=False)
+        self.register_buffer("sin_cached", sin, persistent=False)
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor, seq_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        if seq_len > self.cos_cached.shape[-2]:
+            _, cos, sin = _old_rotary_cache(self.dim, seq_len)
+            self.register_buffer("cos_cached", cos, persistent=False)
+            self.register_buffer("sin_cached", sin, persistent=False)
+        return self.cos_cached[:, :, :seq_len].to(x.dtype), self.sin_cached[:, :, :seq_len].to(x.dtype)
+
+
+def test_a_module_holding_only_cos_sin_caches_is_read_as_a_rotary_table() -> None:
+    module = OldLlamaRotary(64, 3000, keep_inv_freq=False)
+    report = audit(module, samples=SAMPLES)
+    assert report.kind == "rotary" and report.span == (0, 3000) and report.width == 128
+    assert "cos_cached / sin_cached buffers (3,000 rows)" in report.note
+    assert report.variant.name == "rope-default"
+    assert report.variant.options == {"head_dim": 64, "base": 10000.0}
+    assert 1e-5 < report.max_error() < 1e-3  # float32 angles p·θ_i, below position 3000
+    cos, sin = module.cos_cached[0, 0, [0, 2999]].double().numpy(), module.sin_cached[0, 0, [0, 2999]].numpy()
+    np.testing.assert_array_equal(report.measurement.values[[0, -1]], np.concatenate([cos, sin], axis=1))
+    params = posenc.rope.config(head_dim=64, base=10000.0)
+    exact = [torch.from_numpy(a)[None, None] for a in posenc.rope.cos_sin(np.arange(3000), params)]
+    holder = torch.nn.Module()
+    holder.register_buffer("_cos_cached", exact[0])
+    holder.register_buffer("_sin_cached", exact[1])
+    assert audit(holder, samples=SAMPLES).passed
+
+
+def test_an_older_rotary_module_is_called_with_seq_len() -> None:
+    report = audit(OldLlamaRotary(64), positions=100_000, samples=SAMPLES)
+    assert report.kind == "rotary" and "seq_len=L" in report.note and report.width == 128
+    assert "from its inv_freq" in report.variant.how and report.variant.options["base"] == 10000.0
+    _, cos, sin = _old_rotary_cache(64, 100_000)  # what its forward computes when asked for 100,000 rows
+    m = report.measurement
+    rows = torch.cat([cos, sin], dim=-1)[0, 0, m.positions].double().numpy()
+    np.testing.assert_array_equal(m.values, rows)
+    assert next(f for f in report.findings if f.kind == "angles").data["grid"] == "float32"
+
+
+def test_an_older_rotary_module_whose_forward_fails_falls_back_to_its_buffers() -> None:
+    class Broken(OldLlamaRotary):
+        def forward(self, x: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+            raise RuntimeError("cannot reshape array of size 0")  # what the audit once met
+
+    report = audit(Broken(64, 3000), samples=SAMPLES)
+    assert report.kind == "rotary" and report.span == (0, 3000)
+    assert "cos_cached / sin_cached" in report.note and "could not be called" in report.note
+    assert "cannot reshape array of size 0" in report.note and 1e-5 < report.max_error() < 1e-3
+    only = Broken(64, 3000)
+    del only.cos_cached, only.sin_cached
+    report = audit(only, samples=SAMPLES)
+    assert report.target == "rotary module Broken (its inv_freq only)" and "pass a function" in report.note
+    assert "identify_rope from its inv_freq" in report.variant.how
+    assert 0 < report.max_error(1024) < 1e-4 < 0.1 < report.max_error()  # its frequencies' rounding, ∝ p
+
+
+def test_a_module_cast_to_bfloat16_is_fed_and_judged_in_bfloat16() -> None:
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    report = audit(Tutorial(D).to(torch.bfloat16), positions=5000, samples=SAMPLES)
+    assert report.kind == "module" and report.dtype == "bfloat16" and "(L, 1, d)" in report.note
+    assert 0 < report.max_abs <= 2**-8  # the float32 table rounded to bfloat16: ≤ 1 ulp of bf16 at 1
+    assert audit(Tutorial(D), positions=5000, samples=SAMPLES).dtype == "float32"
+    rotary = audit(LlamaRotaryEmbedding(_llama_config()).to(torch.bfloat16), samples=SAMPLES)
+    assert rotary.dtype == "bfloat16" and "x: bfloat16" in rotary.note
+    given = audit(Tutorial(D).to(torch.bfloat16), dtype="float32", positions=5000, samples=SAMPLES)
+    assert given.dtype == "float32"

@@ -86,7 +86,7 @@ def test_device_table_benchmark_runs_on_the_cpu(tmp_path):
 
 
 def test_device_native_benchmark_runs_on_the_cpu(tmp_path):
-    """Issue 12's side-by-side benchmark (GPU figures come from a CUDA machine): on the CPU it must run,
+    """The side-by-side device benchmark (GPU figures come from a CUDA machine): on the CPU it must run,
     report every case, and find posenc's values equal to the references where they compute the same thing."""
     out = _run("device_native.py", "--quick", "--device", "cpu", "--json", str(tmp_path / "d.json"))
     document = json.loads((tmp_path / "d.json").read_text())
@@ -105,7 +105,7 @@ def test_before_after_benchmark_compares_two_checkouts():
 
 
 def test_cost_model_benchmark_writes_json_and_the_readme_block(tmp_path):
-    """Issue 14's cost model: every row, its bar, and the README block generated from the JSON."""
+    """The cost-model benchmark: every row, its bar, and the README block generated from the JSON."""
     document_path = tmp_path / "c.json"
     out = _run("cost_model.py", "--quick", "--repeat", "1", "--json", str(document_path))
     assert "encode(5, 512)" in out
@@ -128,3 +128,16 @@ def test_rope_benchmark_reports_ratios_and_errors(tmp_path):
     assert document["results"]["hf tables + apply"]["ratio_to_hf"] == 1.0
     assert document["errors"]["posenc 131k"] <= 2.0**-24  # exact: float32 rounding only
     assert document["errors"]["hf 131k"] > 1e-4  # float32 angles at 131k positions
+
+
+def test_league_measures_float32_errors_and_the_usual_bfloat16_collapse(tmp_path):
+    args = ["--only", "tutorial,posenc", "--upto", "4096", "--bf16", "2048"]
+    out = _run("league.py", *args, "--json", str(tmp_path / "l.json"))
+    assert "| PyTorch tutorial |" in out and "distinct rows of 0..2047" in out
+    records = {r["key"]: r for r in json.loads((tmp_path / "l.json").read_text())["records"]}
+    tutorial, exact = records["tutorial"], records["posenc"]
+    assert 1e-4 < tutorial["max_error"]["4096"] < 1e-3 and exact["max_error"]["4096"] == 0
+    # positions made in bfloat16: 257 values up to 256, then 128 per octave (256..511, 512..1023, 1024..2047)
+    assert tutorial["bf16_distinct"] == 257 + 3 * 128 and tutorial["bf16_first_repeat"] == [257, 256]
+    assert exact["bf16_distinct"] == 2048 and exact["bf16_first_repeat"] is None
+    assert exact["bf16_max_error"] == 0 < tutorial["bf16_max_error"]

@@ -9,7 +9,13 @@ Per band: the largest absolute error |target − exact| and the largest error in
 (ulp(x) = 2^(e − p) for the exact x ∈ [2^(e−1), 2^e), p the dtype's precision, subnormals flat), the distinct
 rows among the sampled ones (128-bit hashes of their bits, :mod:`posenc.see.hashes`) against the exact
 values', the rows holding NaN or inf, and the error a call raised (a length cliff). Over all sampled
-positions: the first whose error passes each of :data:`THRESHOLDS`, and the first repeated row.
+positions: the first repeated row, and for each of :data:`THRESHOLDS` the first position whose error passes
+it. That position is refined: the target is a function of position, so every position between the last
+sampled one under the threshold and the first sampled one over it is evaluated (in chunks, stopping at the
+first over; at most :data:`REFINE_ROWS` rows per threshold, else the sampled position is kept and marked
+unrefined). When the first sampled position over is within 2¹⁵ of the start, every position from the start
+is evaluated instead: the error is not monotonic in position (it follows the rounding of each angle), so an
+unsampled position before the last sampled one under the threshold may pass it.
 """
 
 from __future__ import annotations
@@ -24,10 +30,16 @@ from ..see.hashes import earliest_equal, row_hashes
 from .targets import Target
 from .variant import Variant
 
-__all__ = ["EDGES", "THRESHOLDS", "Band", "Measurement", "measure", "ulps"]
+__all__ = ["EDGES", "REFINE_ROWS", "THRESHOLDS", "Band", "Measurement", "measure", "sample_positions", "ulps"]
 
 EDGES = (0, 1 << 10, 1 << 12, 1 << 15, 1 << 17, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28, 1 << 31)
 THRESHOLDS = (1e-3, 1e-2, 0.1)
+#: Positions evaluated at most, per threshold, to refine the first position past it (module docstring).
+REFINE_ROWS = 1 << 16
+#: A first sampled position at most this far from the start is refined from the start, not only in its gap.
+_WHOLE = 1 << 15
+#: Rows evaluated per call while refining, at most (and at most 2²⁴ values).
+_CHUNK = 2048
 #: (precision p, frexp exponent of the smallest normal) per dtype.
 _FORMAT = {"float64": (53, -1021), "float32": (24, -125), "float16": (11, -13), "bfloat16": (8, -125)}
 
@@ -55,7 +67,9 @@ class Band:
 class Measurement:
     """All bands, and over every sampled position (sorted): ``positions``, the largest absolute error of
     each row (``row_errors``; inf for a row holding NaN/inf), ``first_over`` {threshold: position or None},
-    ``first_repeat`` (position, earlier position) or None, ``exact_repeat`` likewise for posenc's values."""
+    ``first_repeat`` (position, earlier position) or None, ``exact_repeat`` likewise for posenc's values;
+    ``first_over_refined`` {threshold: whether every position between the last sampled one under it and
+    ``first_over`` was checked, so ``first_over`` is the true first position past it there}."""
 
     bands: list[Band]
     positions: np.ndarray
@@ -64,6 +78,7 @@ class Measurement:
     first_repeat: tuple[int, int] | None
     exact_repeat: tuple[int, int] | None
     values: np.ndarray
+    first_over_refined: dict[float, bool] = dataclasses.field(default_factory=dict)
 
 
 def ulps(difference: np.ndarray, exact: np.ndarray, dtype: str) -> np.ndarray:
@@ -75,11 +90,13 @@ def ulps(difference: np.ndarray, exact: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def sample_positions(lo: int, hi: int, samples: int, seed: int = 0) -> np.ndarray:
-    """Positions of band ``lo .. hi - 1``: all of them, or ``samples`` (first, last, the rest uniform)."""
+    """Positions of band ``lo .. hi - 1``, sorted: all of them, or exactly ``samples`` distinct ones (the
+    first, the last and ``samples - 2`` drawn uniformly without replacement from those between)."""
     if hi - lo <= samples:
         return np.arange(lo, hi, dtype=np.int64)
-    drawn = np.random.default_rng(seed + lo).integers(lo, hi, size=samples - 2, dtype=np.int64)
-    return np.unique(np.concatenate([[lo, hi - 1], drawn]))
+    rng = np.random.default_rng(seed + lo)
+    drawn = lo + 1 + rng.choice(hi - lo - 2, size=samples - 2, replace=False).astype(np.int64)
+    return np.sort(np.concatenate([np.array([lo, hi - 1], np.int64), drawn]))
 
 
 def measure(target: Target, variant: Variant, dtype: str, span: tuple[int, int], samples: int) -> Measurement:
@@ -103,10 +120,7 @@ def measure(target: Target, variant: Variant, dtype: str, span: tuple[int, int],
             raise ValueError(
                 f"the target gives rows of shape {values.shape[1:]} where the variant has {exact.shape[1:]}"
             )
-        finite = np.isfinite(values).all(axis=1)
-        with np.errstate(invalid="ignore"):
-            difference = np.abs(values - exact)
-        row_error = np.where(finite, np.max(difference, axis=1, initial=0.0), np.inf)
+        finite, difference, row_error = _errors(values, exact)
         band.nan_rows = int((~finite).sum())
         if finite.any():
             band.max_abs = float(row_error[finite].max())
@@ -123,12 +137,51 @@ def measure(target: Target, variant: Variant, dtype: str, span: tuple[int, int],
     values = np.concatenate(kept_v) if kept_v else np.zeros((0, width))
     errors = np.concatenate(kept_e) if kept_e else np.zeros(0)
     exact_hashes = np.concatenate(kept_h) if kept_h else np.zeros((0, 2), np.uint64)
-    first_over = {}
+    first_over, refined = {}, {}
     for threshold in THRESHOLDS:
         over = np.flatnonzero(errors > threshold)
-        first_over[threshold] = int(positions[over[0]]) if len(over) else None
+        if not len(over):
+            first_over[threshold], refined[threshold] = None, True
+            continue
+        first = int(positions[over[0]])
+        # every position from the start when that is short (the error is not monotonic), else the gap
+        after = span[0] if over[0] == 0 or first - span[0] <= _WHOLE else int(positions[over[0] - 1]) + 1
+        first_over[threshold], refined[threshold] = _refine(
+            target, variant, dtype, width, threshold, after, first
+        )
     repeat, exact_repeat = _first_repeat(positions, values), _first_repeat(positions, None, exact_hashes)
-    return Measurement(bands, positions, errors, first_over, repeat, exact_repeat, values)
+    return Measurement(bands, positions, errors, first_over, repeat, exact_repeat, values, refined)
+
+
+def _errors(values: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows all finite, |values − exact|, and each row's largest error (inf for a row with NaN/inf)."""
+    finite = np.isfinite(values).all(axis=1)
+    with np.errstate(invalid="ignore"):
+        difference = np.abs(values - exact)
+    row_error = np.where(finite, np.max(difference, axis=1, initial=0.0), np.inf)
+    return finite, difference, row_error
+
+
+def _refine(
+    target: Target, variant: Variant, dtype: str, width: int, threshold: float, lo: int, over: int
+) -> tuple[int, bool]:
+    """The first position of ``lo .. over`` whose error passes ``threshold`` (``over``, sampled, does),
+    evaluating every position from ``lo`` in chunks, and whether the whole gap could be checked (at most
+    :data:`REFINE_ROWS` positions; a call that raises leaves the sampled position, unrefined)."""
+    if over - lo > REFINE_ROWS:
+        return over, False
+    chunk = max(1, min(_CHUNK, (1 << 24) // max(width, 1)))
+    for start in range(lo, over, chunk):
+        positions = np.arange(start, min(start + chunk, over), dtype=np.int64)
+        try:
+            values = target.sample(positions)
+        except Exception:  # a call that raises inside the gap: the sampled position stands, unrefined
+            return over, False
+        _, _, row_error = _errors(values, variant.exact(positions, dtype, width))
+        past = np.flatnonzero(row_error > threshold)
+        if len(past):
+            return int(positions[past[0]]), True
+    return over, True
 
 
 def _first_repeat(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .findings import Finding
-from .measure import Measurement
+from .measure import REFINE_ROWS, Measurement
 from .variant import Variant
 
 __all__ = ["AuditReport", "check_tolerance"]
@@ -128,6 +128,7 @@ class AuditReport:
             },
             "bands": [b.as_dict() for b in self.bands],
             "first_over": {f"{t:g}": p for t, p in m.first_over.items()},
+            "first_over_refined": {f"{t:g}": m.first_over_refined.get(t, False) for t in m.first_over},
             "first_repeat": m.first_repeat,
             "exact_first_repeat": m.exact_repeat,
             "max_abs": _plain(self.max_abs),
@@ -170,8 +171,19 @@ class AuditReport:
                 f"  {where}{b.sampled:>8,}    {b.max_abs:11.3g}  {b.max_ulp:9.3g}   "
                 f"{b.distinct:>7,} ({b.exact_distinct:,})   {b.nan_rows:>7,}"
             )
-        over = "; ".join(f"> {t:g}: {'-' if p is None else f'{p:,}'}" for t, p in m.first_over.items())
-        lines += ["", *wrapped(f"first sampled position with error {over}")]
+
+        def first(threshold: float, position: int | None) -> str:
+            if position is None:
+                return "-"
+            return f"{position:,}" + ("" if m.first_over_refined.get(threshold) else " (sampled)")
+
+        over = "; ".join(f"> {t:g}: {first(t, p)}" for t, p in m.first_over.items())
+        how = "every position from the last sampled one under the threshold (from 0 within 32,768) checked"
+        if not all(m.first_over_refined.get(t, True) for t, p in m.first_over.items() if p is not None):
+            how += (
+                f"; (sampled): the first sampled one, its gap over {REFINE_ROWS:,} positions left unchecked"
+            )
+        lines += ["", *wrapped(f"first position with error {over} ({how})")]
         repeat = m.first_repeat
         lines += wrapped(
             "first repeated row: "

@@ -13,8 +13,14 @@ Kinds (``Target.kind``):
 * ``"file"``: a checkpoint (.npy, .pt/.pth, .safetensors; ``key=`` names the tensor), read by
   :func:`posenc.porting.load_table`;
 * ``"rotary"``: a rotary module (a Hugging Face ``*RotaryEmbedding``: ``forward(x, position_ids) -> (cos,
-  sin)``), a Hugging Face config (its ``LlamaRotaryEmbedding``), or a stored ``inv_freq`` vector (the
+  sin)``; an older one, ``forward(x, seq_len) -> (cos, sin)`` of positions 0 .. seq_len - 1, as Hugging Face
+  Llama before transformers 4.38 and GPT-NeoX wrote it; else its ``cos_cached``/``sin_cached`` buffers, else
+  its ``inv_freq``), a module holding only ``cos``/``sin`` cache buffers (read as a table, positions
+  0 .. rows - 1), a Hugging Face config (its ``LlamaRotaryEmbedding``), or a stored ``inv_freq`` vector (the
   exact cos/sin of the stored frequencies). Values are ``[cos | sin]``, ``2 · rotary_dim`` columns.
+
+A torch module is run and judged in its own floating type (that of its parameters, else of its floating
+buffers: ``model.to(torch.bfloat16)`` casts both) unless ``dtype=`` is given.
 
 Every sampler returns float64 values ``(k, width)`` that hold the target's own values exactly; ``dtype``
 names the type they came in. torch, JAX and transformers are imported only for targets of theirs.
@@ -41,6 +47,10 @@ MAX_POSITION = _validate.MAX_POSITION
 #: Elements of the zeros fed to a module at most (128 MiB of float32): the rows a module can be asked for.
 _PREFIX_ELEMENTS = 1 << 25
 _TABLE_NAMES = ("pe", "pos", "sinus", "timing", "weights")
+#: Rotary cache buffers, read when a module's last name component starts with (leading "_" aside) or ends in
+#: "cos" and a "sin" twin exists: ``cos_cached``/``sin_cached`` (Hugging Face Llama before transformers 4.38,
+#: GPT-NeoX), ``_cos_cached`` (flash-attn's RotaryEmbedding), ``cos_cache``.
+_COS_NAMES = ("cos",)
 
 
 @dataclasses.dataclass
@@ -278,9 +288,13 @@ def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
     module.eval()
     name = type(module).__name__
     buffers = dict(module.named_buffers())
+    dtype = dtype or _module_dtype(module)
     inv_freq = next((b for k, b in buffers.items() if k.endswith("inv_freq")), None)
     if inv_freq is not None:
-        return _rotary_module(module, inv_freq, dtype or "float32", name)
+        return _rotary_module(module, inv_freq, dtype, name)
+    cos_sin = _cos_sin_buffers(buffers)
+    if cos_sin is not None:
+        return _cos_sin_table(*cos_sin, dtype, name)
     tables = {
         k: b
         for k, b in [*buffers.items(), *module.named_parameters()]
@@ -306,11 +320,63 @@ def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
         key, buffer = next(iter(tables.items()))
         values, stored = values_of(buffer)
         return _table(values, stored, f"{name}.{key} of shape {tuple(buffer.shape)}", "table")
+    floating = [f"{k} {tuple(b.shape)}" for k, b in buffers.items() if b.is_floating_point()]
     raise ValueError(
         f"target module {name} neither adds encodings to zeros of shape (L, 1, d_model) or (1, L, d_model) "
-        f"nor holds one positional table or an inv_freq buffer (found: {', '.join(tables) or 'none'}); "
+        f"nor holds one positional table, an inv_freq buffer or cos/sin cache buffers (positional tables "
+        f"found: {', '.join(tables) or 'none'}; floating buffers: {', '.join(floating) or 'none'}); "
         "give d_model= when the module's width is not an attribute, or pass its table"
     )
+
+
+def _module_dtype(module: Any) -> str:
+    """The floating type a module runs in: its parameters' (the most common), else its floating buffers',
+    else float32. ``module.to(torch.bfloat16)`` casts both, so a cast module is fed and judged in bfloat16."""
+    for tensors in (module.parameters(), module.buffers()):
+        names = [str(t.dtype).removeprefix("torch.") for t in tensors if t.is_floating_point()]
+        if names:
+            return max(sorted(set(names)), key=names.count)
+    return "float32"
+
+
+def _cos_sin_buffers(buffers: dict[str, Any]) -> tuple[Any, Any, str] | None:
+    """A module's rotary cache: the floating buffers ``...cos...``/``...sin...`` (same name but for cos/sin,
+    same shape, two axes of size > 1), or None."""
+    for key, cos in buffers.items():
+        last = key.rsplit(".", 1)[-1]
+        if not any(last.lstrip("_").startswith(c) or last.endswith(c) for c in _COS_NAMES):
+            continue
+        sin = buffers.get(key[: len(key) - len(last)] + last.replace("cos", "sin"))
+        if (
+            sin is not None
+            and cos.is_floating_point()
+            and cos.shape == sin.shape
+            and sum(s != 1 for s in cos.shape) == 2
+        ):
+            return cos, sin, key
+    return None
+
+
+def _cos_sin_table(cos: Any, sin: Any, key: str, dtype: str, name: str) -> Target:
+    """A rotary module's ``cos``/``sin`` cache buffers as a table ``[cos | sin]``, positions 0 .. rows - 1
+    (the rows its forward slices), cast to ``dtype`` as its forward casts them to ``x.dtype``."""
+    import torch
+
+    stored = str(cos.dtype).removeprefix("torch.")
+    torch_dtype = getattr(torch, dtype)
+    values, _ = values_of((cos.to(torch_dtype), sin.to(torch_dtype)))
+    rows = values.reshape([s for s in values.shape if s != 1])
+    if rows.ndim != 2:
+        raise ValueError(f"target module {name}: its {key} buffer of shape {tuple(cos.shape)} is not a table")
+
+    def sample(positions: np.ndarray) -> np.ndarray:
+        return rows[positions]
+
+    rotary = {"params": None, "inv_freq": None, "parts": "cos+sin", "layout": "half"}
+    cast = "" if stored == dtype else f", cast from {stored} to {dtype} as its forward casts to x.dtype"
+    note = f"its {key} / {key.replace('cos', 'sin')} buffers ({len(rows):,} rows{cast}): [cos | sin]"
+    description = f"rotary module {name} ({key} of shape {tuple(cos.shape)})"
+    return Target("rotary", description, sample, dtype, len(rows), rows.shape[1], rotary, note)
 
 
 def _prefix_module(module: Any, width: int, batch_first: bool, torch_dtype: Any, name: str) -> Target:
@@ -335,16 +401,58 @@ def _prefix_module(module: Any, width: int, batch_first: bool, torch_dtype: Any,
 
 
 def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
+    """A rotary module holding ``inv_freq``, read the first way that works: ``forward(x, position_ids)``
+    (transformers ≥ 4.38), ``forward(x, seq_len)`` (positions 0 .. seq_len - 1: Hugging Face Llama before
+    4.38, GPT-NeoX), its ``cos``/``sin`` cache buffers, else its ``inv_freq`` alone (the exact cos/sin of
+    the stored frequencies: what the module's arithmetic adds is then not seen, and the note says so)."""
     import torch
 
     torch_dtype = getattr(torch, dtype)
     x = torch.zeros(1, 1, dtype=torch_dtype)
+    theta = inv_freq.detach().cpu().to(torch.float64).numpy().reshape(-1)
+    width = 2 * 2 * len(theta)
+    probe = np.arange(4, dtype=np.int64)
 
-    def sample(positions: np.ndarray) -> np.ndarray:
+    def by_ids(positions: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             cos, sin = module(x, torch.from_numpy(positions)[None])
         return _rows(values_of((cos, sin))[0], len(positions))
 
+    def first_rows(length: int) -> np.ndarray:
+        with torch.no_grad():
+            cos, sin = module(x, seq_len=length)
+        return _rows(values_of((cos, sin))[0], length)
+
+    failures = []
+    sample, limit, note = None, MAX_POSITION, f"forward(x: {dtype}, position_ids) -> (cos, sin)"
+    for how, call in (("forward(x, position_ids)", by_ids), ("forward(x, seq_len=)", first_rows)):
+        try:
+            rows = call(probe if call is by_ids else len(probe))
+            if rows.shape != (len(probe), width):
+                raise ValueError(f"it returned {rows.shape[1]} columns where inv_freq implies {width}")
+        except Exception as error:  # not this calling convention: try the next
+            failures.append(f"{how}: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
+            continue
+        if call is by_ids:
+            sample = by_ids
+        else:
+            sample, limit = _prefix_sampler(first_rows, width)
+            note = f"forward(x: {dtype}, seq_len=L) -> (cos, sin) of positions 0 .. L - 1, L up to {limit:,}"
+        break
+    if sample is None:
+        cos_sin = _cos_sin_buffers(dict(module.named_buffers()))
+        if cos_sin is not None:
+            target = _cos_sin_table(*cos_sin, dtype, name)
+            target.rotary["inv_freq"] = theta
+            target.note += f" (its forward could not be called: {'; '.join(failures)})"
+            return target
+        target = _inv_freq(theta, str(inv_freq.dtype).removeprefix("torch."), f"{name}.inv_freq")
+        return dataclasses.replace(
+            target,
+            description=f"rotary module {name} (its inv_freq only)",
+            note=target.note + "; its forward could not be called (" + "; ".join(failures) + "): pass a "
+            "function positions -> (cos, sin) to audit its arithmetic too",
+        )
     params = None
     config = getattr(module, "config", None)
     if config is not None:
@@ -354,11 +462,24 @@ def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
             params = rope.config(config)
         except (ValueError, TypeError):
             params = None
-    theta = inv_freq.detach().cpu().to(torch.float64).numpy()
     rotary = {"params": params, "inv_freq": theta, "parts": "cos+sin", "layout": "half"}
-    note = f"forward(x: {dtype}, position_ids) -> (cos, sin)"
-    width = 2 * 2 * len(theta)
-    return Target("rotary", f"rotary module {name}", sample, dtype, MAX_POSITION, width, rotary, note)
+    return Target("rotary", f"rotary module {name}", sample, dtype, limit, width, rotary, note)
+
+
+def _prefix_sampler(
+    first_rows: Callable[[int], np.ndarray], width: int
+) -> tuple[Callable[[np.ndarray], np.ndarray], int]:
+    """A sampler over a call that gives rows 0 .. L - 1 (cached, grown as needed), and its limit."""
+    limit = max(1, min(MAX_POSITION, _PREFIX_ELEMENTS // width))
+    cache: dict[str, Any] = {"rows": np.zeros((0, width))}
+
+    def sample(positions: np.ndarray) -> np.ndarray:
+        needed = int(positions.max()) + 1 if len(positions) else 0
+        if needed > len(cache["rows"]):
+            cache["rows"] = first_rows(min(limit, needed))
+        return cache["rows"][positions]
+
+    return sample, limit
 
 
 def _config(config: Any, dtype: str | None) -> Target:

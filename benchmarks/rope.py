@@ -11,6 +11,11 @@ both, the same bytes moved). The error row is the max |cos - exact| over the tab
 long context (131072 - seq .. 131072). posenc's fused apply (``posenc.torch.apply_rotary_exact``: cos/sin
 computed inside the rotation by one Triton kernel, no table) is measured on CUDA with triton installed (its
 first call compiles the kernel, outside the timed runs); elsewhere its row reads "—".
+
+The JSON records each row's ``ratio_to_hf`` and ``ratio_to_floor``; ``bars`` says whether issue 16's bars are
+met (posenc fused ≤ 1.0× Hugging Face's tables + apply, ≤ 1.5× the floor; ``met`` is null where the fused
+row was not measured); ``fused_bitwise`` whether the fused apply gave the bits of the unfused one
+(``apply_rotary`` with float32 exact cos/sin) on these q, k, and which path ran.
 """
 
 from __future__ import annotations
@@ -80,25 +85,71 @@ def main(argv: list[str] | None = None) -> int:
     if fused:
         rows["posenc fused apply (CUDA)"] = measure(fused_step, args.repeat, sync)
     reference = rows["hf tables + apply"]["median_s"]
+    floor_s = rows["floor: read and write q, k"]["median_s"]
     errors = _errors(theirs, ours, config, args.seq, dtype, device)
     print(f"rotary embeddings, q/k {tuple(q.shape)} {args.dtype} on {args.device} (Llama 3.1 parameters)")
     for name, row in rows.items():
         row["ratio_to_hf"] = row["median_s"] / reference
-        print(f"  {name:28s} {row['median_s'] * 1e3:9.3f} ms   {row['ratio_to_hf']:5.2f}x Hugging Face")
+        row["ratio_to_floor"] = row["median_s"] / floor_s
+        print(
+            f"  {name:28s} {row['median_s'] * 1e3:9.3f} ms   {row['ratio_to_hf']:5.2f}x Hugging Face"
+            f"   {row['ratio_to_floor']:5.2f}x floor"
+        )
     if not fused:
         print("  posenc fused apply (CUDA)            —      (CUDA and triton only)")
     for name, error in errors.items():
         print(f"  max |cos, sin - exact| {name}: {error:.3g}")
+    bars = _bars(rows.get("posenc fused apply (CUDA)"))
+    for name, bar in bars.items():
+        verdict = {True: "met", False: "NOT met", None: "not measured"}[bar["met"]]
+        shown = "—" if bar["ratio"] is None else f"{bar['ratio']:.2f}x"
+        print(f"  bar: {name}: {shown} ({verdict})")
+    bitwise = _fused_bitwise(q, k, ids, ours.params, fused)
+    print(
+        f"  fused vs unfused apply, bitwise ({bitwise['path']}): {'equal' if bitwise['equal'] else 'DIFFER'}"
+    )
     document = {
         "machine": {"platform": platform.platform(), "torch": torch.__version__, "device": args.device},
         "shape": list(q.shape),
         "dtype": args.dtype,
         "results": rows,
         "errors": errors,
+        "bars": bars,
+        "fused_bitwise": bitwise,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(document, indent=2) + "\n")
     return 0
+
+
+#: Issue 16's bars for the fused apply: (name, the row's ratio it reads, the largest ratio that meets it).
+BARS = (
+    ("posenc fused <= 1.0x hf tables + apply", "ratio_to_hf", 1.0),
+    ("posenc fused <= 1.5x memory floor", "ratio_to_floor", 1.5),
+)
+
+
+def _bars(fused_row: dict | None) -> dict[str, dict]:
+    """Each bar: the fused row's ratio, the bar, and whether it is met (None: the fused row was not run)."""
+    out = {}
+    for name, key, limit in BARS:
+        ratio = None if fused_row is None else fused_row[key]
+        out[name] = {"ratio": ratio, "bar": limit, "met": None if ratio is None else bool(ratio <= limit)}
+    return out
+
+
+def _fused_bitwise(q, k, ids, params, fused: bool) -> dict:
+    """Whether ``apply_rotary_exact`` (the Triton kernel where ``fused``) gives the bits of the unfused
+    rotation: ``apply_rotary`` with the float32 exact cos/sin, as its docstring promises."""
+    got = pt.apply_rotary_exact(q, k, ids, params)
+    cos, sin = pt.rotary.cos_sin(ids, params, dtype=torch.float32)
+    want = pt.apply_rotary(q, k, cos, sin)
+    bits = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}[q.dtype]
+    equal = all(
+        a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(bits), b.view(bits))
+        for a, b in zip(got, want, strict=True)
+    )
+    return {"equal": bool(equal), "path": "triton kernel" if fused else "unfused (no CUDA/triton)"}
 
 
 def _errors(theirs, ours, config, seq: int, dtype, device) -> dict[str, float]:

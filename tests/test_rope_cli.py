@@ -55,3 +55,33 @@ def test_bad_input_is_one_line_and_exit_2(config_path, capsys, arguments, words)
 def test_a_missing_config_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["rope", str(tmp_path / "none.json")]) == 2
     assert "config.json" in capsys.readouterr().err
+
+
+def test_layer_type_picks_one_entry_of_per_layer_rope_parameters(tmp_path, capsys):
+    from test_rope_torch import GEMMA3
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GEMMA3))
+    for layer in ("full_attention", "sliding_attention"):
+        argv = ["rope", str(path), "--positions", "100:103", "--format", "json", "--layer-type", layer]
+        assert main(argv) == 0
+        data = json.loads(capsys.readouterr().out)
+        cos, sin = rope.cos_sin(np.arange(100, 103), rope.config(GEMMA3, layer_type=layer))
+        assert data["rope_type"] == ("linear" if layer == "full_attention" else "default")
+        np.testing.assert_array_equal(
+            np.array(data["values"], dtype=np.float32), np.concatenate([cos, sin], -1)
+        )
+    for extra, words in (
+        (
+            [],
+            "nested per layer type ('full_attention', 'sliding_attention'): pick one with --layer-type NAME",
+        ),
+        (["--layer-type", "nope"], "got --layer-type 'nope': pick one with --layer-type NAME"),
+    ):
+        assert main(["rope", str(path), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, err
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps(CONFIGS["llama2"]))
+    assert main(["rope", str(flat), "--layer-type", "full_attention"]) == 2
+    assert "--layer-type 'full_attention' was given but" in capsys.readouterr().err

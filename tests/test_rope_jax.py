@@ -64,3 +64,21 @@ def test_the_flax_module_and_apply_rotary():
 
     expected, _ = ptorch.apply_rotary(*(torch.from_numpy(np.asarray(a)) for a in (q, q, cos, sin)))
     np.testing.assert_allclose(np.asarray(rotated), expected.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_the_flax_module_takes_a_layer_type_and_seq_len():
+    from test_rope_torch import GEMMA3
+
+    ids, x = jnp.arange(6)[None] + 5000, jnp.zeros((1, 6, 8), jnp.float32)
+    for layer in rope.layer_types(GEMMA3):
+        module = pjax.RotaryEmbedding(GEMMA3, layer_type=layer)
+        assert module.params == rope.config(GEMMA3, layer_type=layer)
+        np.testing.assert_array_equal(
+            np.asarray(module(x, ids)[0]), rope.cos_sin(np.asarray(ids), module.params)[0]
+        )
+    with pytest.raises(ValueError, match="layer_type="):
+        pjax.RotaryEmbedding(GEMMA3)
+    phi = pjax.RotaryEmbedding(CONFIGS["phi3_mini_128k"])
+    jitted = jax.jit(lambda x, p: phi(x, p, seq_len=4096))(x, ids)  # short factors, chosen in the program
+    want = rope.cos_sin(np.asarray(ids), phi.params, seq_len=4096)[0]
+    np.testing.assert_array_equal(np.asarray(jitted[0]), want)

@@ -235,3 +235,108 @@ def test_the_torch_module_exports_with_a_dynamic_length():
     np.testing.assert_array_equal(sin.numpy(), want_sin)
     targets = {str(node.target) for node in exported.graph.nodes if node.op == "call_function"}
     assert "posenc.rotary.default" in targets  # the device algorithm's operator: no host read inside
+
+
+# --- conformance past the trained length: each type against Hugging Face's own module and mpmath ------------
+
+#: Qwen3-VL's text model: interleaved multimodal sections (t, h, w frequencies alternate).
+QWEN3_VL = {
+    "model_type": "qwen3_vl_text",
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "head_dim": 128,
+    "max_position_embeddings": 262144,
+    "rope_theta": 5000000.0,
+    "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": True},
+}
+
+HF_LONG = {  # name: (config class, module, rotary class, config); 6000 positions, past 4096
+    "dynamic": ("LlamaConfig", "llama.modeling_llama", "LlamaRotaryEmbedding", CONFIGS["dynamic"]),
+    "linear": ("LlamaConfig", "llama.modeling_llama", "LlamaRotaryEmbedding", CONFIGS["linear"]),
+    "deepseek_v3": (
+        "DeepseekV3Config",
+        "deepseek_v3.modeling_deepseek_v3",
+        "DeepseekV3RotaryEmbedding",
+        CONFIGS["deepseek_v3"],
+    ),
+    "phi3_mini_128k": ("Phi3Config", "phi3.modeling_phi3", "Phi3RotaryEmbedding", CONFIGS["phi3_mini_128k"]),
+    "qwen3_vl": ("Qwen3VLTextConfig", "qwen3_vl.modeling_qwen3_vl", "Qwen3VLTextRotaryEmbedding", QWEN3_VL),
+}
+
+
+def _section_axes(params: rope.RopeParameters) -> np.ndarray:
+    """The position axis (0 t, 1 h, 2 w) each frequency of a multimodal config takes."""
+    n = params.rotary_dim // 2
+    t, h, w = params.mrope_section
+    if not params.mrope_interleaved:
+        return np.repeat([0, 1, 2], [t, h, w])
+    axis = np.zeros(n, int)
+    axis[1 : 3 * h : 3], axis[2 : 3 * w : 3] = 1, 2
+    return axis
+
+
+@pytest.mark.parametrize("name", sorted(HF_LONG))
+def test_the_torch_module_matches_hugging_face_past_the_trained_length(hf, name):
+    """dynamic NTK, linear, DeepSeek-V3 YaRN (mscale), Phi-3 LongRoPE (long factors) and Qwen3-VL's
+    interleaved sections at 6000 positions (max_position_embeddings / original 4096): Hugging Face's values
+    within its float32 angles' error, ours correctly rounded against mpmath."""
+    transformers, importlib = hf
+    config_class, module_path, rotary_class, fields = HF_LONG[name]
+    if not hasattr(transformers, config_class):
+        pytest.skip(f"this transformers has no {config_class}")
+    module = importlib.import_module(f"transformers.models.{module_path}")
+    config = getattr(transformers, config_class)(**{k: v for k, v in fields.items() if k != "model_type"})
+    theirs = getattr(module, rotary_class)(config)
+    ours = ptorch.RotaryEmbedding(config)
+    params, seq = ours.params, 6000
+    text = torch.arange(seq)[None].repeat(2, 1)
+    ids = torch.stack([text, text // 2, text // 3]) if params.mrope_section else text
+    x = torch.zeros(2, 8, 4)
+    their_cos, their_sin = theirs(x, ids)
+    our_cos, our_sin = ours(x, ids)
+    assert our_cos.shape == their_cos.shape == (2, seq, params.rotary_dim)
+    assert our_cos.dtype == their_cos.dtype == torch.float32
+    scale = rope.attention_scaling(params, seq_len=seq)
+    assert theirs.attention_scaling == pytest.approx(scale, rel=1e-12)
+    # their float32 angles p·θ: an error up to ~ulp(p·θ) + p·|θ - θ_float32|, at most seq · 2**-23, times A
+    tolerance = seq * 2.0**-23 * scale
+    torch.testing.assert_close(our_cos, their_cos, atol=tolerance, rtol=0)
+    torch.testing.assert_close(our_sin, their_sin, atol=tolerance, rtol=0)
+    assert float((our_cos - their_cos).abs().max()) > 0  # float32 angles are not exact at 6000 positions
+    # dynamic and longrope: Hugging Face's frequencies after this call are ours at seq_len = 6000
+    exact = torch.from_numpy(rope.inv_freq(params, seq_len=seq)).to(torch.float32)
+    torch.testing.assert_close(theirs.inv_freq, exact, rtol=1e-6, atol=0)  # their float32 formulas
+    if params.rope_type == "dynamic":
+        assert not torch.equal(exact, ours.inv_freq)  # scaled past max_position_embeddings
+    axes = _section_axes(params) if params.mrope_section else np.zeros(params.rotary_dim // 2, int)
+    with mpmath.workdps(60):
+        thetas, mp_scale = mp_frequencies(params, seq), mp_scaling(params)
+        for p in (0, 1, 2047, 4095, 4096, 4097, 5999):
+            for i in range(0, params.rotary_dim // 2, 5):
+                position = int(ids[axes[i], 0, p]) if params.mrope_section else p
+                angle = mpmath.mpf(position) * thetas[i]
+                want = (
+                    nearest(mp_scale * mpmath.cos(angle), np.float32),
+                    nearest(mp_scale * mpmath.sin(angle), np.float32),
+                )
+                assert (float(our_cos[0, p, i]), float(our_sin[0, p, i])) == want, (name, p, i)
+
+
+def test_deepseek_v3_interleaved_weights_rotate_as_hugging_face_does(hf):
+    """DeepSeek-V3 (``rope_interleave``): Hugging Face de-interleaves q, k and rotates them in the half
+    layout; posenc's interleaved layout rotates the pairs in place, the same values in the other order."""
+    transformers, importlib = hf
+    module = importlib.import_module("transformers.models.deepseek_v3.modeling_deepseek_v3")
+    config = transformers.DeepseekV3Config(
+        **{k: v for k, v in CONFIGS["deepseek_v3"].items() if k != "model_type"}
+    )
+    ids = torch.arange(6000)[None]
+    half = ptorch.RotaryEmbedding(config)(torch.zeros(1), ids)
+    pairs = ptorch.RotaryEmbedding(config, layout="interleaved")(torch.zeros(1), ids)
+    q = torch.randn(1, 2, 6000, 64, generator=torch.Generator().manual_seed(0))
+    k = torch.randn_like(q)
+    want = module.apply_rotary_pos_emb_interleave(q, k, *half)
+    got = ptorch.apply_rotary(q, k, *pairs, layout="interleaved")
+    for a, b in zip(got, want, strict=True):
+        deinterleaved = a.unflatten(-1, (32, 2)).transpose(-1, -2).flatten(-2)
+        torch.testing.assert_close(deinterleaved, b, atol=1e-6, rtol=1e-6)

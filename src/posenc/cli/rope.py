@@ -33,6 +33,7 @@ examples:
   posenc rope config.json --positions 0:8                 a model's config.json (or its folder)
   posenc rope config.json --positions 131000:131008 --dtype bfloat16
   posenc rope config.json --positions 0:4096 --format npy --output rope.npy
+  posenc rope gemma3/config.json --layer-type sliding_attention   RoPE parameters per layer type
 """
 
 
@@ -49,6 +50,12 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
         "--layout", default="half", metavar=one_of(LAYOUTS), help="cos/sin layout (default: half)"
     )
     sub.add_argument("--seq-len", type=integer, help="the sequence length of dynamic/longrope scaling")
+    sub.add_argument(
+        "--layer-type",
+        metavar="NAME",
+        help="the layer type whose RoPE to print, for a config with RoPE parameters per layer type "
+        "(Gemma 3: full_attention, sliding_attention)",
+    )
     add_output_options(sub, digits_help=f"decimals printed, 0 to {MAX_DIGITS}")
 
 
@@ -66,13 +73,29 @@ def positions_range(text: str) -> range:
     return range(start, stop)
 
 
+def _as_option(message: str) -> str:
+    """A :func:`posenc.rope.config` message about ``layer_type`` in the words of the command line."""
+    if "nested per layer type (" in message and "got layer_type=" in message:
+        head, _, rest = message.partition("; got layer_type=")
+        given, _, _ = rest.partition(":")
+        got = "" if given == "None" else f"; got --layer-type {given}"
+        return f"{head}{got}: pick one with --layer-type NAME"
+    return message.replace("layer_type=", "--layer-type ").replace("leave layer_type out", "leave it out")
+
+
 def run(args: argparse.Namespace) -> None:
     """``posenc rope``: read the config, compute the cos/sin of the positions, write them."""
     if args.format == "npy" and args.output is None:
         raise CliError("--format npy writes binary data; name a file with --output FILE")
     if args.digits is not None and not 0 <= args.digits <= MAX_DIGITS:
         raise CliError(f"--digits must be an integer from 0 to {MAX_DIGITS}; got {args.digits}")
-    params = rope.config(args.config)
+    try:
+        params = rope.config(args.config, layer_type=args.layer_type)
+    except ValueError as error:
+        message = str(error)
+        if "layer_type" not in message:
+            raise
+        raise CliError(_as_option(message)) from None
     positions = positions_range(args.positions)
     _validate.fits_in_memory((2, len(positions), params.rotary_dim), _validate.dtype(args.dtype))
     cos, sin = rope.cos_sin(

@@ -77,15 +77,20 @@ def _module_class() -> type:
     class RotaryEmbedding(nnx.Module):
         """Exact rotary cos/sin, the Flax (NNX) twin of :class:`posenc.torch.RotaryEmbedding`.
 
-        ``config``: a :class:`posenc.rope.RopeParameters` or anything :func:`posenc.rope.config` reads.
+        ``config``: a :class:`posenc.rope.RopeParameters` or anything :func:`posenc.rope.config` reads;
+        ``layer_type`` picks one layer type of a config with RoPE parameters per layer type (Gemma 3).
         ``__call__(x, position_ids, *, seq_len=None)`` returns (cos, sin) of shape
         ``position_ids.shape + (rotary_dim,)`` in x's dtype (with multimodal sections, position_ids is
         (3, B, L), or (B, L) for text). ``inv_freq`` (float32) and ``attention_scaling`` are attributes.
         """
 
-        def __init__(self, config: Any, *, layout: str = "half"):
+        def __init__(self, config: Any, *, layout: str = "half", layer_type: str | None = None):
             check_layout(layout)
-            self.params = config if isinstance(config, rope.RopeParameters) else rope.config(config)
+            self.layer_type = layer_type
+            if isinstance(config, rope.RopeParameters) and layer_type is None:
+                self.params = config
+            else:
+                self.params = rope.config(config, layer_type=layer_type)
             self.layout = layout
             self.attention_scaling = rope.attention_scaling(self.params)
             self.inv_freq = np.asarray(rope.inv_freq(self.params), dtype=np.float32)

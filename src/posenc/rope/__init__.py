@@ -3,7 +3,8 @@ the cos/sin tables of every RoPE type Hugging Face transformers configures, comp
 once.
 
 * :func:`config` reads a model config (dict, config.json path, transformers config, or keywords) into a
-  frozen :class:`RopeParameters`;
+  frozen :class:`RopeParameters` (:func:`layer_types` lists the layer types of a config nested per layer
+  type, Gemma 3 style);
 * :func:`inv_freq` gives the ``rotary_dim // 2`` frequencies θ_i (float64, correctly rounded);
 * :func:`attention_scaling` gives the factor A that multiplies cos and sin;
 * :func:`cos_sin` gives the tables: A · cos(p θ_i) and A · sin(p θ_i), each correctly rounded once;
@@ -17,9 +18,17 @@ One concept per module: :mod:`~posenc.rope.parameters` (the record and its check
 """
 
 from .arrays import apply_rotary
-from .configs import config
+from .configs import config, layer_types
 from .frequencies import attention_scaling, inv_freq
 from .parameters import RopeParameters
 from .tables import cos_sin
 
-__all__ = ["RopeParameters", "apply_rotary", "attention_scaling", "config", "cos_sin", "inv_freq"]
+__all__ = [
+    "RopeParameters",
+    "apply_rotary",
+    "attention_scaling",
+    "config",
+    "cos_sin",
+    "inv_freq",
+    "layer_types",
+]

@@ -16,8 +16,8 @@ Where the fields are read (the conventions of transformers' configs; first match
   transformers gives that copy priority), in the RoPE dict, else ``max_position_embeddings``;
 * a multimodal config that nests its language model in ``text_config`` is read from ``text_config``, with
   the top-level fields as fallback;
-* a RoPE dict nested per layer type (``{"full_attention": {...}, "sliding_attention": {...}}``) needs
-  ``layer_type=`` to pick one.
+* a RoPE dict nested per layer type (``{"full_attention": {...}, "sliding_attention": {...}}``, Gemma 3
+  as transformers 5 saves it) needs ``layer_type=`` to pick one; :func:`layer_types` lists them.
 """
 
 from __future__ import annotations
@@ -104,6 +104,24 @@ def config(
     return _from_mapping(_load(cfg), layer_type)
 
 
+def layer_types(cfg: Any) -> tuple[str, ...]:
+    """The layer types of a config whose RoPE dict is nested per layer type (Gemma 3 style,
+    ``{"full_attention": {...}, "sliding_attention": {...}}``), in the dict's order and without those whose
+    entry is null (no RoPE); ``()`` for a config with one RoPE dict, or a :class:`RopeParameters`. ``cfg``
+    is anything :func:`config` reads.
+
+    >>> layer_types({"head_dim": 8, "rope_parameters": {"full_attention": {"rope_theta": 1e6},
+    ...                                                 "sliding_attention": {"rope_theta": 1e4}}})
+    ('full_attention', 'sliding_attention')
+    """
+    if isinstance(cfg, RopeParameters):
+        return ()
+    rope = _rope_dict(_merged(_load(cfg)))
+    if not _nested(rope):
+        return ()
+    return tuple(name for name, entry in rope.items() if entry is not None)
+
+
 def _keyword_mapping(
     head_dim: Any, base: Any, scaling: Any, partial_rotary_factor: Any, max_position_embeddings: Any
 ) -> dict[str, Any]:
@@ -166,20 +184,8 @@ def _load(cfg: Any) -> Mapping[str, Any]:
 
 def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParameters:
     """Read the fields (see the module docstring) and build the checked :class:`RopeParameters`."""
-    text = cfg.get("text_config")
-    if isinstance(text, Mapping):  # multimodal: the language model's fields win, the top level is fallback
-        merged = {key: value for key, value in cfg.items() if not key.endswith("_config")}
-        merged.update(text)
-        cfg = merged
-    elif text is not None and hasattr(text, "to_dict"):
-        cfg = {**{k: v for k, v in cfg.items() if not k.endswith("_config")}, **text.to_dict()}
-
-    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
-    if not isinstance(rope, Mapping):
-        raise TypeError(
-            f"rope_scaling / rope_parameters must be a dict; got {_short(rope)} of type {type(rope).__name__}"
-        )
-    rope = _pick_layer(rope, layer_type)
+    cfg = _merged(cfg)
+    rope = _pick_layer(_rope_dict(cfg), layer_type)
 
     rope_type = _first(rope, "rope_type", "type")
     rope_type = "default" if rope_type is None else rope_type
@@ -254,14 +260,40 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     )
 
 
-def _pick_layer(rope: Mapping[str, Any], layer_type: str | None) -> Mapping[str, Any]:
-    """The RoPE dict itself, or its entry for ``layer_type`` when it is nested per layer type."""
-    nested = (
+def _merged(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A multimodal config's ``text_config`` over its top-level fields (the language model's fields win)."""
+    text = cfg.get("text_config")
+    if isinstance(text, Mapping):
+        merged = {key: value for key, value in cfg.items() if not key.endswith("_config")}
+        merged.update(text)
+        return merged
+    if text is not None and hasattr(text, "to_dict"):
+        return {**{k: v for k, v in cfg.items() if not k.endswith("_config")}, **text.to_dict()}
+    return cfg
+
+
+def _rope_dict(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The RoPE dict: ``rope_scaling``, else ``rope_parameters``, else empty."""
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    if not isinstance(rope, Mapping):
+        raise TypeError(
+            f"rope_scaling / rope_parameters must be a dict; got {_short(rope)} of type {type(rope).__name__}"
+        )
+    return rope
+
+
+def _nested(rope: Mapping[str, Any]) -> bool:
+    """Whether the RoPE dict is nested per layer type: no RoPE key, every value a dict (or null)."""
+    return (
         bool(rope)
         and not (_ROPE_KEYS & set(rope))
         and all(isinstance(value, Mapping) or value is None for value in rope.values())
     )
-    if not nested:
+
+
+def _pick_layer(rope: Mapping[str, Any], layer_type: str | None) -> Mapping[str, Any]:
+    """The RoPE dict itself, or its entry for ``layer_type`` when it is nested per layer type."""
+    if not _nested(rope):
         if layer_type is not None:
             raise ValueError(
                 f"layer_type={layer_type!r} was given but the config's RoPE dict is not nested per layer "
@@ -271,7 +303,9 @@ def _pick_layer(rope: Mapping[str, Any], layer_type: str | None) -> Mapping[str,
     if layer_type is None or layer_type not in rope:
         raise ValueError(
             f"the config's RoPE dict is nested per layer type ({', '.join(map(repr, rope))}); got "
-            f"layer_type={layer_type!r}: pass layer_type= one of these"
+            f"layer_type={layer_type!r}: pass one of these as posenc.rope.config(cfg, layer_type=...), "
+            "posenc.torch.RotaryEmbedding(cfg, layer_type=...) or `posenc rope CONFIG --layer-type ...` "
+            "(posenc.torch.RotaryEmbedding(cfg) alone holds every layer type, like Gemma3RotaryEmbedding)"
         )
     entry = rope[layer_type]
     if entry is None:

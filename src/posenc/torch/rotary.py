@@ -7,7 +7,9 @@ Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once to th
 every call under ``torch.compile``/``torch.export`` runs the device algorithm (:mod:`posenc.device`) where
 the positions are, as the operator ``torch.ops.posenc.rotary``: no host transfer, no sync. One exception,
 as in Hugging Face: "dynamic" and "longrope" scaling pick their frequencies from the sequence length, so
-without an explicit ``seq_len`` they read max(positions) + 1 on the host.
+without an explicit ``seq_len`` they read max(positions) + 1 on the host; pass ``seq_len`` (to
+:func:`cos_sin` or ``RotaryEmbedding.forward``) for ``torch.compile(fullgraph=True)``, export and meta
+tensors.
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ def cos_sin(
         cos, sin = rope.cos_sin(host, params, dtype=_numpy_dtype(name), layout=layout, seq_len=seq_len)
         return _to_tensor(cos), _to_tensor(sin)
     if seq_len is None and params.rope_type in ("dynamic", "longrope"):
+        if positions.device.type == "meta":
+            raise ValueError(
+                f"rope_type {params.rope_type!r} picks its frequencies from the sequence length, which meta "
+                "positions do not hold; pass seq_len= (the length the model runs at, e.g. max(positions) + 1)"
+            )
         seq_len = int(positions.max()) + 1  # a host read, as Hugging Face's dynamic_rope_update does
     length = -1 if seq_len is None else _validate.integer("seq_len", seq_len, minimum=1)
     if params.rope_type not in ("dynamic", "longrope"):
@@ -70,10 +77,21 @@ class RotaryEmbedding(torch.nn.Module):
     """Exact rotary cos/sin: a drop-in for Hugging Face's ``LlamaRotaryEmbedding`` and its siblings.
 
     ``config`` is a :class:`posenc.rope.RopeParameters` or anything :func:`posenc.rope.config` reads (a
-    Hugging Face config object, dict or config.json path). ``forward(x, position_ids)`` returns (cos, sin)
-    of shape ``position_ids.shape + (rotary_dim,)`` in x's dtype on x's device, each value correctly
-    rounded once to that dtype (Hugging Face computes float32 angles, then rounds again). ``inv_freq``
-    (float32, the exact frequencies rounded) and ``attention_scaling`` are kept for code that reads them.
+    Hugging Face config object, dict or config.json path). ``forward(x, position_ids, *, seq_len=None)``
+    returns (cos, sin) of shape ``position_ids.shape + (rotary_dim,)`` in x's dtype on x's device, each value
+    correctly rounded once to that dtype (Hugging Face computes float32 angles, then rounds again).
+    ``inv_freq`` (float32, the exact frequencies rounded) and ``attention_scaling`` are kept for code that
+    reads them.
+
+    ``seq_len`` picks the frequencies of "dynamic" and "longrope" scaling (default max(position_ids) + 1, a
+    host read, as Hugging Face does); give it under ``torch.compile(fullgraph=True)``, export or on meta
+    tensors. Other types ignore it.
+
+    Per-layer RoPE (Gemma 3 style: ``rope_parameters`` nested per layer type, as transformers 5 saves it):
+    ``layer_type="full_attention"`` builds the module of that layer type alone; without ``layer_type`` the
+    module holds every layer type, like Hugging Face's ``Gemma3RotaryEmbedding``, and
+    ``forward(x, position_ids, layer_type)`` picks one (``{layer_type}_inv_freq`` and
+    ``{layer_type}_attention_scaling`` are kept; ``params`` is None, ``layer_params`` maps each type).
 
     >>> module = RotaryEmbedding({"head_dim": 8, "rope_theta": 10000.0, "max_position_embeddings": 64})
     >>> cos, sin = module(torch.zeros(1, 3, 8), torch.arange(3)[None])
@@ -83,25 +101,73 @@ class RotaryEmbedding(torch.nn.Module):
 
     inv_freq: torch.Tensor
 
-    def __init__(self, config: Any, *, layout: str = "half"):
+    def __init__(self, config: Any, *, layout: str = "half", layer_type: str | None = None):
         super().__init__()
         check_layout(layout)
-        self.params = config if isinstance(config, rope.RopeParameters) else rope.config(config)
         self.layout = layout
+        self.layer_type = layer_type
+        types = () if layer_type is not None else rope.layer_types(config)
+        #: per layer type, the parameters of a config nested per layer type (else empty)
+        self.layer_params: dict[str, rope.RopeParameters] = {
+            name: rope.config(config, layer_type=name) for name in types
+        }
+        for name, params in self.layer_params.items():
+            inverse = torch.from_numpy(rope.inv_freq(params)).to(torch.float32)
+            self.register_buffer(f"{name}_inv_freq", inverse, persistent=False)
+            setattr(self, f"{name}_attention_scaling", rope.attention_scaling(params))
+        if types:
+            self.params = None
+            return
+        if isinstance(config, rope.RopeParameters):
+            if layer_type is not None:
+                raise TypeError(f"layer_type={layer_type!r} cannot apply to a RopeParameters; leave it out")
+            self.params = config
+        else:
+            self.params = rope.config(config, layer_type=layer_type)
         self.attention_scaling = rope.attention_scaling(self.params)
         inverse = torch.from_numpy(rope.inv_freq(self.params)).to(torch.float32)
         self.register_buffer("inv_freq", inverse, persistent=False)
 
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        position_ids: torch.Tensor,
+        layer_type: str | None = None,
+        *,
+        seq_len: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(cos, sin): ``position_ids.shape + (rotary_dim,)``, x's dtype, on x's device. With multimodal
-        sections, ``position_ids`` is (3, B, L), or (B, L) for text (the same id on every axis)."""
+        sections, ``position_ids`` is (3, B, L), or (B, L) for text (the same id on every axis).
+        ``layer_type`` picks the layer type of a module built for every layer type (else None, or the
+        module's own ``layer_type``); ``seq_len`` as the class docstring says."""
+        params = self._params_for(layer_type)
         position_ids = position_ids.to(x.device)
-        if self.params.mrope_section and position_ids.dim() == 2:
+        if params.mrope_section and position_ids.dim() == 2:
             position_ids = position_ids.expand(3, -1, -1)
-        cos, sin = cos_sin(position_ids, self.params, dtype=x.dtype, layout=self.layout)
+        cos, sin = cos_sin(position_ids, params, dtype=x.dtype, layout=self.layout, seq_len=seq_len)
         return cos, sin
 
+    def _params_for(self, layer_type: str | None) -> rope.RopeParameters:
+        if self.params is None:
+            if layer_type not in self.layer_params:
+                names = ", ".join(map(repr, self.layer_params))
+                raise ValueError(
+                    f"this module holds the RoPE of every layer type ({names}); got "
+                    f"layer_type={layer_type!r}: call module(x, position_ids, layer_type) with one of them"
+                )
+            return self.layer_params[layer_type]
+        if layer_type is not None and layer_type != self.layer_type:
+            built = "no layer_type" if self.layer_type is None else f"layer_type={self.layer_type!r}"
+            raise ValueError(
+                f"layer_type={layer_type!r} was passed to a module built with {built}; build "
+                "RotaryEmbedding(config) from a config nested per layer type to hold every layer type, or "
+                "RotaryEmbedding(config, layer_type=...) per layer type"
+            )
+        return self.params
+
     def extra_repr(self) -> str:
+        if self.params is None:
+            return f"layer_types={tuple(self.layer_params)}, layout={self.layout!r}"
         p = self.params
         shown = f"rope_type={p.rope_type!r}, rotary_dim={p.rotary_dim}, base={p.base:g}"
         return f"{shown}, layout={self.layout!r}"

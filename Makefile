@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,11 @@ $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
 	$(BIN)/python -m pip install --quiet --no-deps keras-hub==0.32.0
 	touch $@
 
+# The API reference needs the test dependencies too: autodoc imports posenc.torch, posenc.jax (Flax), ...
+$(VENV)/.installed-docs: $(VENV)/.installed-test requirements-docs.txt
+	$(BIN)/python -m pip install --quiet -r requirements-docs.txt
+	touch $@
+
 demo: $(VENV)/.installed
 	$(BIN)/posenc demo
 
@@ -25,7 +30,13 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+# The API reference, generated from the docstrings: docs/_build/html/index.html (config: docs/conf.py).
+# -E reads every docstring again (no warning hidden in a cached page); -W --keep-going: any warning fails
+# the build, after listing them all.
+docs: $(VENV)/.installed-docs
+	$(BIN)/python -m sphinx -b html -E -W --keep-going -q -j 2 docs docs/_build/html
+
+test: lint docs
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed-test

@@ -53,9 +53,10 @@ def _module_class() -> type:
             offset: an int, or an integer array of shape ``()`` or ``(batch,)``, added to the positions
                 (KV-cache decoding: step t equals row t of the full pass). Under ``jit`` pass an array, so
                 one compiled step serves every t; an int is a static argument (one program per value).
-            deterministic: True disables dropout; None takes the module's setting (``nnx.view(module,
-                deterministic=True)`` or ``module.eval()`` for inference).
-            rngs: random keys for dropout at this call, overriding the module's.
+            deterministic: True disables dropout; None takes the module's setting
+                (``nnx.view(module, deterministic=True)`` or ``module.eval()`` for inference).
+            rngs: random keys for dropout at this call,
+                overriding the module's.
 
         PE is the exact value rounded once to ``x.dtype`` (float32, float16, bfloat16, or float64 with x64),
         then added to ``x`` in ``x.dtype``. The module's state (``nnx.state``) holds no table — only the

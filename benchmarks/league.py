@@ -27,6 +27,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +144,16 @@ def llama(dtype: str) -> object:
     return LlamaRotaryEmbedding(config), dtype
 
 
+def _checked_both(label: str, build: Callable) -> tuple[Callable, Callable]:
+    """The float32 and the bfloat16 rows that ``build()`` / ``build(BF16_TORCH)`` make, each checked against
+    the library's own output (:func:`_checked`)."""
+    rows, reference = build()
+    _checked(label, rows, reference)
+    low, reference = build(BF16_TORCH)
+    _checked(f"{label} (bfloat16)", low, reference)
+    return rows, low
+
+
 def _checked(name: str, rows, reference: torch.Tensor) -> None:
     """The formula written here gives the package's own bits at positions 0..len(reference)-1."""
     mine = rows(np.arange(len(reference)))
@@ -167,17 +178,11 @@ def entries(only: set[str] | None = None) -> list[tuple[str, str, object, object
         bf16 = lambda p: annotated(p, BF16_TORCH)  # noqa: E731
         found.append(("annotated", "Annotated Transformer", "formula; bf16: built in bf16", annotated, bf16))
     if want("positional-encodings"):
-        rows, reference = positional_encodings()
-        _checked("positional-encodings", rows, reference)
-        low, reference = positional_encodings(BF16_TORCH)
-        _checked("positional-encodings (bfloat16)", low, reference)
+        rows, low = _checked_both("positional-encodings", positional_encodings)
         how = "its buffer + get_emb, checked; bf16: .to(bf16)"
         found.append(("positional-encodings", "positional-encodings 6.x", how, rows, low))
     if want("m2m100"):
-        rows, reference = m2m100()
-        _checked("M2M100", rows, reference)
-        low, reference = m2m100(BF16_TORCH)
-        _checked("M2M100 (bfloat16)", low, reference)
+        rows, low = _checked_both("M2M100", m2m100)
         how = "formula, checked vs get_embedding; bf16: built in bf16"
         found.append(("m2m100", "fairseq / HF M2M100", how, rows, low))
     if want("diffusers"):

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 import posenc
-from posenc import core, device
+from posenc import core, defaults, device
 from posenc.torch import encode_launch, operator, triton_launch
 
 #: (d_model, options, kind of positions, rows, output dtype)
@@ -57,14 +57,7 @@ def main(where: str, small: bool) -> dict:
     report: dict = {"torch": torch.__version__, "device": name, "cases": []}
     for d_model, options, kind, rows, fmt in CASES:
         rows = 8 if small else rows
-        checked = core.Options.check(
-            d_model,
-            options.get("base", 10000.0),
-            options.get("shift", 0.0),
-            options.get("scale", 1.0),
-            options.get("layout", "interleaved"),
-            options.get("odd", "zero"),
-        )
+        checked = core.Options.check(d_model, **{**defaults.OPTIONS, **options})
         request = operator._request((*checked, fmt))
         host = positions(kind, rows, rng)
         on_gpu = host.to(where)

@@ -14,11 +14,16 @@ BAD_MODULE_OPTIONS = [
 
 def core_options(d_model: int, **options) -> "posenc.core.Options":
     """``posenc.core.Options`` for ``d_model`` and keyword options (the paper's defaults for the rest)."""
-    return posenc.core.Options.check(
-        d_model,
-        options.get("base", 10000.0),
-        options.get("shift", 0),
-        options.get("scale", 1.0),
-        options.get("layout", "interleaved"),
-        options.get("odd", "zero"),
-    )
+    return posenc.core.Options.check(d_model, **{**posenc.defaults.OPTIONS, **options})
+
+
+def logits_before_and_after(model, tokens, rotary) -> tuple:
+    """A Hugging Face causal LM's logits for ``tokens`` with its own rotary module, then with ``rotary``
+    (built from the model's config) swapped in: what a user porting the model sees."""
+    import torch
+
+    with torch.no_grad():
+        before = model(tokens).logits
+        model.model.rotary_emb = rotary(model.config)
+        after = model(tokens).logits
+    return before, after

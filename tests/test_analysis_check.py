@@ -1,10 +1,13 @@
-"""posenc.analysis.check: the criteria report, its figures and failures, the criteria table and the
-report's text."""
+"""posenc.analysis.check: the criteria report, its figures and failures, the criteria table (which the
+README and ``posenc check --help`` read) and the report's text."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -139,6 +142,32 @@ def test_the_criteria_table_gives_the_report_its_order_and_titles() -> None:
     assert tolerances["bounded"] == 1.0
     assert tolerances["consistent"] == tolerances["deterministic"] == tolerances["unique"] == 0.0
     assert tolerances["shift_invariant"] == tolerances["generalises"] == report.criteria[-1].data["tolerance"]
+
+
+def _readme_criteria_rows() -> list[list[str]]:
+    """The rows of the README's criteria table (section "See and check"), each as its cells."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## See and check") :]
+    lines = section[section.index("| criterion |") :].splitlines()
+    table = list(itertools.takewhile(lambda line: line.startswith("|"), lines))
+    return [
+        [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", row)[1:-1]] for row in table[2:]
+    ]
+
+
+def test_the_readme_criteria_table_is_the_criteria_table() -> None:
+    # the documentation reads CRITERIA: one row per criterion, in report order, its checks and tolerance
+    rows = _readme_criteria_rows()
+    assert rows == [[d.name, d.checks, d.tolerates] for d in analysis.CRITERIA]
+
+
+def test_the_check_help_lists_every_criterion_from_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from posenc.cli import main
+
+    assert main(["check", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())  # the help wraps lines; compare the words
+    for d in analysis.CRITERIA:
+        assert f"{d.name} {d.checks} tolerance: {d.tolerates}" in help_text
 
 
 def test_as_text_is_what_posenc_check_prints(capsys: pytest.CaptureFixture[str]) -> None:

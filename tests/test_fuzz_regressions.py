@@ -1,5 +1,5 @@
-"""The fuzz suite (tests/fuzzing.py): the reported bad-input cases, numbered as reported, as explicit
-regression tests."""
+"""The fuzz suite (tests/fuzzing.py): bad inputs that once failed (a crash, a wrong value or an unclear
+error), each kept as a numbered, explicit regression test, then the cases the fuzzer found."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ import posenc.jax as pj
 import posenc.torch as pt
 from posenc import grids, presets
 
-# --- regressions: the reported bad-input cases (numbered as reported), then what the fuzzer found ------
+# --- regressions: bad inputs that once failed, numbered, then what the fuzzer found -------------------
 
 
 def run_python(
@@ -373,7 +373,8 @@ def test_regression_11_table_and_encode_agree_on_signed_zeros(name):
     )
 
 
-# 12. the rest of the seeds' list
+# 12. smaller cases: None positions and the lowest int64, bad tutorial checkpoints, a bad padding_idx,
+# --digits out of range, a compiled call with a Python int position, numba's workqueue threads
 def test_regression_12_none_positions_and_the_lowest_int64():
     right_value_or_clear_error(lambda: pt.encode(None, 8), valid=False, names=["positions"])
     error = right_value_or_clear_error(

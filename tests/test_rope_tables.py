@@ -8,6 +8,7 @@ import mpmath
 import numpy as np
 import pytest
 import torch
+from module_cases import logits_before_and_after
 from test_core_explicit import nearest
 from test_rope_frequencies import ALL, mp_frequencies, mp_scaling
 from test_rope_parameters import CONFIGS
@@ -211,10 +212,7 @@ def test_migrating_a_hugging_face_model_keeps_its_outputs(hf):
     )
     model = transformers.LlamaForCausalLM(config).eval()
     tokens = torch.randint(0, 101, (2, 700))
-    with torch.no_grad():
-        before = model(tokens).logits
-        model.model.rotary_emb = ptorch.RotaryEmbedding(model.config)
-        after = model(tokens).logits
+    before, after = logits_before_and_after(model, tokens, ptorch.RotaryEmbedding)
     assert after.shape == before.shape
     torch.testing.assert_close(after, before, atol=2e-4, rtol=0)
     assert not torch.equal(after, before)  # the exact values differ from the float32 angles' in places

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from module_cases import logits_before_and_after
 from test_rope_parameters import CONFIGS
 
 import posenc.rope as rope
@@ -115,8 +116,5 @@ def test_per_layer_type_module_is_a_drop_in_for_gemma3():
     torch.manual_seed(0)
     model = transformers.Gemma3ForCausalLM(config).eval()
     tokens = torch.randint(0, 97, (1, 300))
-    with torch.no_grad():
-        before = model(tokens).logits
-        model.model.rotary_emb = ptorch.RotaryEmbedding(model.config)
-        after = model(tokens).logits
+    before, after = logits_before_and_after(model, tokens, ptorch.RotaryEmbedding)
     torch.testing.assert_close(after, before, atol=2e-4, rtol=0)

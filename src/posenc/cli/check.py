@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 
 from .. import analysis
-from .arguments import add_variant_options, as_flags, one_of
+from .arguments import PAPER, add_variant_options, as_flags, one_of
 from .progress import LONG, Progress
 
 NAME = "check"
@@ -19,19 +20,29 @@ consistent across lengths, generalises to longer sequences, bounded, determinist
 shift invariant. Each gets its measured figure and pass or fail."""
 # The five criteria are those listed in Kazemnejad's 2019 post "Transformer Architecture: The Positional
 # Encoding"; shift invariance is the dot-product law of Vaswani et al. 2017 §3.5.
-EPILOG = """\
-criteria (Kazemnejad's 2019 list, plus shift invariance), each with its figure:
-  unique           no two of positions 0..LENGTH-1 share an encoding in --dtype (bit for bit). Figure:
-                   the smallest distance between the encodings of two positions (exact, over all pairs)
-  consistent       table(LENGTH) is bit-identical to the first LENGTH rows of table(2 LENGTH), so no
-                   distance depends on the sequence length. Figure: the number of values that differ
-  generalises      positions LENGTH..2 LENGTH-1 are bounded, distinct from every earlier position and
-                   follow the same dot-product law. Figure: the dot-product deviation there
-  bounded          max |PE| <= 1. Figure: max |PE|
-  deterministic    recomputing (again, in two halves, row by row) gives the same bits. Figure: the
-                   number of values that differ
-  shift_invariant  PE(p)·PE(p+k) = Σ_i cos(k ω_i) for 4096 sampled pairs, within the proven bound for
-                   --dtype rounding. Figure: the largest deviation
+
+
+def _criteria_help(width: int = 104) -> str:
+    """The help's list of criteria, written from :data:`posenc.analysis.CRITERIA` (what each checks, its
+    figure and tolerance), so that the help, the report and the README read one table."""
+    name_width = max(len(d.name) for d in analysis.CRITERIA) + 4
+    lines = [
+        "criteria (Kazemnejad's 2019 list, plus shift invariance), each with its figure; L is --length,",
+        "n = d_model // 2, u the unit roundoff of --dtype:",
+    ]
+    indent = " " * name_width
+    for d in analysis.CRITERIA:
+        first = f"  {d.name:<{name_width - 2}}"
+        lines.append(textwrap.fill(d.checks, width, initial_indent=first, subsequent_indent=indent))
+        lines.append(
+            textwrap.fill(f"tolerance: {d.tolerates}", width, initial_indent=indent, subsequent_indent=indent)
+        )
+    return "\n".join(lines)
+
+
+EPILOG = (
+    _criteria_help()
+    + """
 
 --compute exact (default) checks posenc's values, computed exactly and rounded once to --dtype;
 --compute dtype checks the usual code, which computes positions, angles and sin/cos in --dtype.
@@ -46,6 +57,7 @@ examples:
   posenc check --d-model 4 --dtype bfloat16 --length 100000
   posenc check --json
 """
+)
 
 
 def add_arguments(sub: argparse.ArgumentParser) -> None:
@@ -65,18 +77,8 @@ def run(args: argparse.Namespace) -> int:
     long = args.length * args.d_model >= LONG
     progress = Progress("check", enabled=sys.stderr.isatty() or long)
     try:
-        report = analysis.check(
-            args.length,
-            args.d_model,
-            base=args.base,
-            shift=args.shift,
-            scale=args.scale,
-            layout=args.layout,
-            odd=args.odd,
-            dtype=args.dtype,
-            compute=args.compute,
-            progress=progress,
-        )
+        options = {name: getattr(args, name) for name in (*PAPER, "dtype", "compute")}  # as parsed
+        report = analysis.check(args.length, args.d_model, progress=progress, **options)
     finally:
         progress.close()
     if args.json:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Hashable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .. import _validate
+from .. import _validate, defaults
 from . import highprec
 from .api import encode_rows
 from .options import CACHED_OPTIONS, Options
@@ -86,8 +86,11 @@ class ExplicitSpec(Spec):
     def __init__(self, law: ExactFrequencies, dtype: np.dtype):
         omegas, limbs = law.constants()
         n = len(omegas)
-        # the column plan and the rounding of 2n columns [sin | cos]; the frequencies are the law's
-        super().__init__(Options(2 * n, 10000.0, 0, 1.0, "sin_cos", "zero"), dtype)
+        # The column plan and the rounding of 2n columns [sin | cos]. Base, shift and scale are the defaults
+        # only as placeholders: the law's frequencies replace the geometric ones below. The layout is
+        # "sin_cos", not the default, because a law's columns are [sin ω_0 .. | cos ω_0 ..] by definition.
+        options = Options(2 * n, defaults.BASE, defaults.SHIFT, defaults.SCALE, "sin_cos", defaults.ODD)
+        super().__init__(options, dtype)
         self.law = law
         self.omegas, self.limbs, self.n = omegas, limbs, n
         # turns() is accurate to 2**-98 for turn rates below 1/2π, and proportionally less above

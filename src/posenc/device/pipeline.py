@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from .. import layouts
 from .backend import Backend
 from .host import SETTLE_EXTRA, Request
 from .positions import split_positions
@@ -80,23 +83,25 @@ def encode(ops: Backend, positions: Any, request: Request, offset: Any = None) -
 
 
 def _layout(ops: Backend, sin: Any, cos: Any, request: Request) -> Any:
-    """(rows, count) sines and cosines placed into (rows, d_model) columns, as the core places them."""
-    xp = ops.xp
+    """(rows, count) sines and cosines placed into (rows, d_model) columns, as the core places them.
+
+    The columns come from :func:`posenc.layouts.pair_columns` (the one owner of the layout mapping): the
+    output is one gather of [sines | cosines] by an index computed on the host from the shapes alone, so
+    the step reads no value and traces under ``jax.jit`` and ``torch.compile``. Columns past the sines
+    and cosines (odd="zero") are +0.
+    """
     sin = sin[:, : request.sin_columns]
     cos = cos[:, : request.cos_columns]
-    rows = sin.shape[0]
-    if request.layout == "interleaved":
-        pairs = xp.stack([sin[:, : request.cos_columns], cos], -1).reshape(rows, 2 * request.cos_columns)
-        parts = [pairs] + (
-            [sin[:, request.cos_columns :]] if request.sin_columns > request.cos_columns else []
-        )
-    elif request.layout == "sin_cos":
-        parts = [sin, cos]
-    else:
-        parts = [cos, sin]
+    sin_at, cos_at = layouts.pair_columns(request.layout, request.count)
     width = request.sin_columns + request.cos_columns
-    parts += [xp.abs(sin[:, :1]) * 0.0] * (request.d_model - width)  # odd="zero": +0 columns
-    return ops.concat(parts, 1) if len(parts) > 1 else parts[0]
+    source = np.empty(width, dtype=np.int64)  # output column j is column source[j] of [sin | cos]
+    source[sin_at[: request.sin_columns]] = np.arange(request.sin_columns)
+    source[cos_at[: request.cos_columns]] = request.sin_columns + np.arange(request.cos_columns)
+    out = ops.concat([sin, cos], 1)
+    if not np.array_equal(source, np.arange(width)):  # "sin_cos" is [sin | cos] already: no gather
+        out = out[:, ops.asarray(source, out)]
+    zeros = [ops.xp.abs(sin[:, :1]) * 0.0] * (request.d_model - width)  # odd="zero": +0 columns
+    return ops.concat([out, *zeros], 1) if zeros else out
 
 
 def _dtype(ops: Backend, fmt: str) -> Any:

@@ -276,9 +276,9 @@ def test_identify_a_bfloat16_checkpoint(capsys: pytest.CaptureFixture[str], tmp_
 
 
 def _old_json(length: int, d_model: int, digits: int | None, **options: object) -> str:
-    """The json format as it was written before it streamed: one json.dump of the whole document."""
+    """The json format as one json.dump of the whole document: each value the shortest decimal that reads
+    back as the same value of the table's dtype (``str`` of the NumPy scalar), or ``digits`` fixed ones."""
     values = posenc.table(length, d_model, **options)
-    text = repr if digits is None else (lambda v: cli.formats.fixed(v, digits))
     variant = {**cli.arguments.PAPER, "start": 0, **{k: v for k, v in options.items() if k != "dtype"}}
     document = {
         "d_model": d_model,
@@ -286,7 +286,14 @@ def _old_json(length: int, d_model: int, digits: int | None, **options: object) 
         "dtype": values.dtype.name,
         "positions": list(range(variant["start"], variant["start"] + length)),
         "columns": cli.column_labels(d_model, variant["layout"], variant["odd"]),
-        "values": [[float(text(v)) for v in row] for row in values.astype(np.float64).tolist()],
+        "values": (
+            [[float(str(v)) for v in row] for row in values]
+            if digits is None
+            else [
+                [float(cli.formats.fixed(v, digits)) for v in row]
+                for row in values.astype(np.float64).tolist()
+            ]
+        ),
     }
     return json.dumps(document, ensure_ascii=False) + "\n"
 
@@ -344,8 +351,9 @@ def test_text_and_csv_do_not_depend_on_the_block_size(
     if fmt == "csv":
         rows = list(csv.reader(io.StringIO(outputs[0])))[1:]
         values = np.array([[float(v) for v in row[1:]] for row in rows])
-        if "--digits" not in args:
-            np.testing.assert_array_equal(values, posenc.table(int(args[0]), int(args[1])).astype(np.float64))
+        if "--digits" not in args:  # the shortest decimals that read back as the float32 values
+            want = posenc.table(int(args[0]), int(args[1]))
+            np.testing.assert_array_equal(values.astype(np.float32).view(np.uint32), want.view(np.uint32))
 
 
 _PEAK_SCRIPT = textwrap.dedent(
@@ -366,8 +374,8 @@ _PEAK_SCRIPT = textwrap.dedent(
     with open(path, encoding="utf-8") as stream:
         document = json.load(stream)
     assert document["positions"] == list(range(length))
-    expected = posenc.table(length, d_model).astype(np.float64)
-    np.testing.assert_array_equal(np.array(document["values"]), expected, strict=True)
+    expected = posenc.table(length, d_model)  # the shortest decimals that read back as these float32s
+    np.testing.assert_array_equal(np.array(document["values"]).astype(np.float32), expected, strict=True)
     print(code, peak)
     """
 )

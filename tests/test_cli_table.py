@@ -13,7 +13,6 @@ import pytest
 from cli_cases import (
     HEADER_5_4,
     WORKED_TABLE_5_4,
-    assert_same,
     read_csv,
     run,
     text_rows,
@@ -89,7 +88,7 @@ def test_start(capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = run(capsys, "table", "3", "4", "--start", "100", "--format", "csv")
     _, positions, values = read_csv(out)
     assert positions == [100, 101, 102]
-    assert_same(values, posenc.table(3, 4, start=100))
+    assert_same_bits(values, posenc.table(3, 4, start=100))
     _, out, _ = run(capsys, "table", "3", "4", "--start", "100")
     assert [row[0] for row in text_rows(out)[1]] == ["100", "101", "102"]
     assert text_rows(out)[1][0][1] == f"{np.sin(np.float32(100.0)):.4f}"  # sin(100) = -0.5064
@@ -177,7 +176,77 @@ def test_csv_and_json_read_back_exactly(
 ) -> None:
     code, out, _ = run(capsys, "table", *args, "--dtype", dtype, "--format", fmt)
     assert code == 0
-    assert_same(_VALUES_OF[fmt](out, args, dtype), _table_call(args, dtype).astype(np.float64))
+    assert_same_bits(_VALUES_OF[fmt](out, args, dtype), _table_call(args, dtype))
+
+
+def assert_same_bits(printed: np.ndarray, expected: np.ndarray) -> None:
+    """The printed values (parsed as float64), read into the dtype of ``expected``: every bit equal."""
+    back = printed.astype(expected.dtype)
+    unsigned = f"uint{8 * expected.dtype.itemsize}"
+    np.testing.assert_array_equal(back.view(unsigned), expected.view(unsigned))
+
+
+def test_csv_prints_the_shortest_form_of_float32(capsys: pytest.CaptureFixture[str]) -> None:
+    """sin 1 in float32 is 0.8414709568023682 as a float64: the csv prints 0.84147096, which reads back as
+    the same float32, as numpy's repr of that float32 does."""
+    _, out, _ = run(capsys, "table", "2", "4", "--format", "csv")
+    assert out.splitlines()[1:] == ["0,0.0,1.0,0.0,1.0", "1,0.84147096,0.5403023,0.009999833,0.99995"]
+    _, out, _ = run(capsys, "table", "2", "4", "--format", "json")
+    assert json.loads(out)["values"] == [[0.0, 1.0, 0.0, 1.0], [0.84147096, 0.5403023, 0.009999833, 0.99995]]
+    assert '"values": [[0.0, 1.0, 0.0, 1.0], [0.84147096, 0.5403023, 0.009999833, 0.99995]]}' in out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_shortest_form_round_trips_every_bit(
+    capsys: pytest.CaptureFixture[str], dtype: str, fmt: str
+) -> None:
+    """A table with small, large-position and tiny values: every printed value parsed back into the dtype
+    has the table's bits, and no value has more significant digits than numpy's shortest repr (float32,
+    float16; ml_dtypes' bfloat16 repr is not the shortest, so bfloat16 is checked against 4 digits)."""
+    args = ("300", "37", "--start", "2147483000", "--base", "1e6", "--shift", "0.5")
+    _, out, _ = run(capsys, "table", *args, "--dtype", dtype, "--format", fmt)
+    expected = _table_call(args, dtype)
+    printed = _VALUES_OF[fmt](out, args, dtype)
+    assert_same_bits(printed, expected)
+    texts = [row.split(",")[1:] for row in out.splitlines()[1:]] if fmt == "csv" else None
+    if texts is not None:
+        for row_texts, row in zip(texts, expected, strict=True):
+            for text, value in zip(row_texts, row, strict=True):
+                limit = 4 if dtype == "bfloat16" else _significant(str(value))
+                assert _significant(text) <= limit, (text, value)
+
+
+def _significant(text: str) -> int:
+    """The significant digits of a decimal: '0.00123' -> 3, '1.0' -> 1, '-6e-05' -> 1."""
+    from decimal import Decimal
+
+    return len(Decimal(text).normalize().as_tuple().digits)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_shortest_form_of_special_values(dtype: str) -> None:
+    """Zeros (signed), ±1, powers of two (a lopsided rounding interval), values outside 1e-4 ≤ |x| < 1,
+    the largest finite value, inf and NaN: each printed as repr prints floats and read back exactly."""
+    from posenc.cli.formats import shortest
+
+    np_dtype = posenc.table(1, 2, dtype=dtype).dtype
+    specials = [0.0, -0.0, 1.0, -1.0, 0.5, 0.015625, -(2.0**-10), 3e-5, -7e-9, 123.25, 1e4, 3.0, 1e-40]
+    values = np.array([specials], dtype=np.float64).astype(np_dtype)
+    values = np.concatenate([values, np.array([[float(np.finfo(np.float16).max)] + [0.1] * 12])]).astype(
+        np_dtype
+    )
+    texts = ",".join(shortest(values)(row) for row in range(2)).split(",")
+    assert texts[:4] == ["0.0", "-0.0", "1.0", "-1.0"]
+    assert texts[4] == "0.5"
+    assert texts[5] == {"float32": "0.015625", "float16": "0.01563", "bfloat16": "0.0156"}[dtype]
+    back = np.array([float(t) for t in texts]).astype(np_dtype)
+    bits = f"uint{8 * np_dtype.itemsize}"
+    np.testing.assert_array_equal(back.view(bits), values.ravel().view(bits))
+    assert texts[13] == {"float32": "65504.0", "float16": "65500.0", "bfloat16": "65500.0"}[dtype]
+    line = shortest(np.array([[np.inf, -np.inf, np.nan]], np_dtype))
+    assert line is not None and line(0) == "inf,-inf,nan"
+    assert shortest(np.zeros((1, 2))) is None  # float64: repr is already the shortest
 
 
 def test_csv_digits(capsys: pytest.CaptureFixture[str]) -> None:

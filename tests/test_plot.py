@@ -95,7 +95,7 @@ def test_the_figures_show_the_right_data() -> None:
     import posenc
     from posenc import analysis
 
-    heat = plot.heatmap(length=10, d_model=16, dtype="float64")
+    heat = plot.heatmap(length=10, d_model=16, dtype="float64", view="stored")
     np.testing.assert_array_equal(heat.axes[0].images[0].get_array(), posenc.table(10, 16, dtype="float64"))
     dots = plot.dot_product_heatmap(length=8)
     shown = dots.axes[0].images[0].get_array()
@@ -197,12 +197,12 @@ def test_every_kind_takes_scale_and_odd(kind: str) -> None:
 
 def test_scale_and_odd_change_the_figures() -> None:
     """The plotted data, read back from the artists, against posenc.table with the same options."""
-    scaled = plot.heatmap(length=10, d_model=16, dtype="float64", scale=2.0)
+    scaled = plot.heatmap(length=10, d_model=16, dtype="float64", scale=2.0, view="stored")
     expected = posenc.table(10, 16, scale=2.0, dtype="float64")
     np.testing.assert_array_equal(scaled.axes[0].images[0].get_array(), expected)
     assert "shift 0, scale 2, layout interleaved, float64" in scaled.axes[0].get_title()
-    zero = plot.heatmap(length=10, d_model=7, dtype="float64")
-    literal = plot.heatmap(length=10, d_model=7, dtype="float64", odd="literal")
+    zero = plot.heatmap(length=10, d_model=7, dtype="float64", view="stored")
+    literal = plot.heatmap(length=10, d_model=7, dtype="float64", odd="literal", view="stored")
     assert (zero.axes[0].images[0].get_array()[:, -1] == 0).all() and "odd" not in zero.axes[0].get_title()
     expected = posenc.table(10, 7, odd="literal", dtype="float64")
     np.testing.assert_array_equal(literal.axes[0].images[0].get_array(), expected)
@@ -223,9 +223,13 @@ def test_scale_and_odd_change_the_figures() -> None:
     np.testing.assert_allclose(closed, expected)
 
     waves = plot.waves(length=50, d_model=7, odd="literal", pairs=[0, 2])
-    _, sine = waves.axes[1].lines[0].get_data()  # pair 2: columns 4 and 5
-    np.testing.assert_array_equal(sine, posenc.table(50, 7, odd="literal", dtype="float64")[:, 4])
-    assert not np.array_equal(sine, posenc.table(50, 7, dtype="float64")[:, 4])
+    x, sine = waves.axes[1].lines[0].get_data()  # pair 2: columns 4 and 5, ω_2 = 10000^(-4/7)
+    omega = posenc.frequencies(7, odd="literal")[2]
+    assert omega != posenc.frequencies(7)[2]
+    np.testing.assert_allclose(sine, np.sin(x * omega), rtol=0, atol=1e-12)
+    # at the integer positions, the curve is the table's column (ω_i as a float64: within 2 ulp)
+    expected = posenc.table(50, 7, odd="literal", dtype="float64")[:, 4]
+    np.testing.assert_allclose(sine[:: (len(x) - 1) // 49], expected, rtol=0, atol=1e-16)
     with pytest.raises(ValueError, match="pairs"):  # the last column of an odd width is a lone sine, no pair
         plot.waves(d_model=7, odd="literal", pairs=[3])
 
@@ -233,3 +237,51 @@ def test_scale_and_odd_change_the_figures() -> None:
     usual_error, posenc_error = (line.get_data()[1] for line in low.axes[1].lines)
     assert posenc_error.max() <= 2.0**-8  # rounded once, against the exact table of the same scale
     assert usual_error.max() > posenc_error.max()
+
+
+def test_every_kind_draws_the_same_d_model_by_default() -> None:
+    """One default width across the sinusoidal kinds: the paper's 512 (waves used to draw 128)."""
+    for kind in SMALL:
+        assert inspect.signature(plot.KINDS[kind]).parameters["d_model"].default == 512, kind
+    assert plot.waves().get_suptitle().endswith("(d_model = 512): low columns fast, high columns slow")
+
+
+def test_waves_are_sampled_finer_than_the_fastest_wave() -> None:
+    """ω_0 = 1 turns every 2π ≈ 6.3 positions: drawn through integer positions only, it is a zigzag. Every
+    curve has at least 16 points per turn of the fastest wave shown, its values are sin and cos of the
+    position times ω_i, and the dots at the integer positions are the table's values."""
+    figure = plot.waves()
+    omegas = posenc.frequencies(512)
+    assert len(figure.axes) == 5
+    table = posenc.table(256, 512, dtype="float64")
+    for ax, i in zip(figure.axes, (0, 32, 64, 128, 192), strict=True):
+        (x, sine), (_, cosine) = ax.lines[0].get_data(), ax.lines[1].get_data()
+        assert x[0] == 0 and x[-1] == 255
+        step = float(np.diff(x).max())
+        assert step <= 2 * np.pi / omegas[0] / 16  # 16 points per turn of ω_0, the fastest shown
+        np.testing.assert_allclose(sine, np.sin(x * omegas[i]), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(cosine, np.cos(x * omegas[i]), rtol=0, atol=1e-12)
+        if 256 * omegas[i] >= 4 * np.pi:  # the dots, where the wave turns twice or more
+            np.testing.assert_array_equal(ax.lines[2].get_data()[1], table[:, 2 * i])
+            np.testing.assert_array_equal(ax.lines[3].get_data()[1], table[:, 2 * i + 1])
+        else:
+            assert len(ax.lines) == 2
+    slow = plot.waves(length=100, d_model=64, pairs=[31])  # ω_31 ≈ 1.3e-4: a slow wave keeps every position
+    x, _ = slow.axes[0].lines[0].get_data()
+    np.testing.assert_array_equal(x, np.arange(100))  # one point per position: 16 per turn and more
+
+
+def test_heatmap_reads_at_d_model_512() -> None:
+    """The default view groups the sines, then the cosines (a smooth picture at d_model 512, where the
+    interleaved columns alternate and draw a moiré); view="stored" keeps the layout's own order."""
+    values = posenc.table(100, 512)
+    grouped = plot.heatmap().axes[0].images[0].get_array()
+    np.testing.assert_array_equal(grouped, np.concatenate([values[:, 0::2], values[:, 1::2]], axis=1))
+    stored = plot.heatmap(view="stored").axes[0].images[0].get_array()
+    np.testing.assert_array_equal(stored, values)
+    # neighbouring columns of the grouped view differ far less than the stored ones (the stripes)
+    assert np.abs(np.diff(grouped, axis=1)).mean() < 0.25 * np.abs(np.diff(stored, axis=1)).mean()
+    sin_cos = plot.heatmap(length=10, d_model=9, layout="sin_cos", dtype="float64").axes[0].images[0]
+    np.testing.assert_array_equal(sin_cos.get_array(), posenc.table(10, 9, layout="sin_cos", dtype="float64"))
+    with pytest.raises(ValueError, match="view must be one of 'grouped', 'stored'; got 'moire'"):
+        plot.heatmap(view="moire")

@@ -24,10 +24,11 @@ HELP = "draw a figure: " + ", ".join(PLOT_KINDS)
 DESCRIPTION = "Draw one figure of the encoding into FILE (.png, .svg or .pdf)."
 EPILOG = """\
 kinds:
-  heatmap      the table, positions down and dimensions across (100 positions, d_model 512)
+  heatmap      the table, positions down and dimensions across (100 positions, d_model 512; the sines,
+               then the cosines: --view stored keeps the layout's own column order)
   dot-product  PE(i)·PE(j), constant along each diagonal (8 positions, d_model 512, float64)
   sinusoids    sin(k ω_i) against i = 0..99 for k = 0, 4, 8, 12 (d_model 512)
-  waves        columns as waves over positions: low columns fast, high slow (256 positions, d_model 128)
+  waves        columns as waves over positions: low columns fast, high slow (256 positions, d_model 512)
   similarity   cosine similarity of PE(p) and PE(p+k) against k = 0..LENGTH (256, d_model 512)
   collisions   float16 and bfloat16: posenc against angles computed in the dtype (16384 positions)
   rope-wavelengths  rotary embeddings: the wavelength of each frequency under each scaling type
@@ -47,7 +48,7 @@ examples:
   posenc plot rope-error --length 1000000 -o rope-error.png
 """
 
-_VARIANT_OPTIONS = ("d_model", "length", "base", "shift", "scale", "layout", "odd", "dtype")
+_VARIANT_OPTIONS = ("d_model", "length", "base", "shift", "scale", "layout", "odd", "dtype", "view")
 
 
 def add_arguments(sub: argparse.ArgumentParser) -> None:
@@ -56,6 +57,12 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
     add_variant_options(sub, default=False)
     sub.add_argument("--output", "-o", metavar="FILE", required=True, help="the file to write")
     sub.add_argument("--dpi", type=number, default=120, help="pixels per inch of a PNG (default: 120)")
+    sub.add_argument(
+        "--view",
+        choices=("grouped", "stored"),
+        default=None,
+        help="heatmap columns: grouped (the sines, then the cosines; default) or stored (the layout's order)",
+    )
 
 
 def run(args: argparse.Namespace) -> None:

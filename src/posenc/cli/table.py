@@ -40,7 +40,9 @@ columns:
 
 formats:
   text  an aligned table, --digits decimals (0 to 17; default 4)
-  csv   a header row, then one row per position; values in full (repr of each float) unless --digits
+  csv   a header row, then one row per position; each value in the shortest form that reads back
+        exactly in --dtype (0.84147096 for float32's sin 1, not float64's 0.8414709568023682), unless
+        --digits
   json  {"d_model", "base", "shift", "scale", "layout", "odd", "start", "dtype", "positions", "columns",
         "values"}
   npy   the array itself, bit for bit (np.load reads it); needs --output. Written in 32 MiB chunks:
@@ -92,8 +94,8 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
     )
     add_output_options(
         sub,
-        digits_help=f"decimals printed, 0 to {MAX_DIGITS} (default: {TEXT_DIGITS} for text, every digit for "
-        "csv and json)",
+        digits_help=f"decimals printed, 0 to {MAX_DIGITS} (default: {TEXT_DIGITS} for text; csv and json: "
+        "the shortest form that reads back exactly in --dtype)",
     )
 
 
@@ -109,7 +111,7 @@ def run(args: argparse.Namespace) -> None:
             raise CliError(
                 f"--digits must be an integer from 0 to {MAX_DIGITS}; got {digits}. It counts decimals: 9 "
                 f"show a float32 value near 1 to its last digit, {MAX_DIGITS} a float64 one; without "
-                "--digits, csv and json print every digit"
+                "--digits, csv and json print the shortest form that reads back exactly"
             )
         if args.format == "npy":
             raise CliError("--digits does not apply to --format npy, which stores the values exactly")

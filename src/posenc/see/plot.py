@@ -5,7 +5,7 @@ No GUI is ever involved: figures are built with ``matplotlib.figure.Figure`` dir
 ``pip install 'posenc[plot]'``, imported on the first figure drawn: this module, and :data:`KINDS`, load
 without matplotlib.
 
-* :func:`heatmap`: the table PE(pos, j), positions × dimensions;
+* :func:`heatmap`: the table PE(pos, j), positions × dimensions (sines, then cosines; or as stored);
 * :func:`dot_product_heatmap`: PE(i)·PE(j), constant along each diagonal (a Toeplitz matrix);
 * :func:`sinusoids`: sin(k ω_i) against i for k = 0, 4, 8, 12, d_model = 512;
 * :func:`waves`: columns as waves over positions, low columns fast, high columns slow;
@@ -13,7 +13,8 @@ without matplotlib.
 * :func:`collisions`: low precision — positions whose encoding repeats an earlier one, and the error, for
   posenc (rounded once) and for the usual code (angles computed in the dtype).
 
-Options are keyword-only and mean what they mean in :func:`posenc.table`. :data:`KINDS` maps the names used
+Options are keyword-only and mean what they mean in :func:`posenc.table`; every figure draws d_model =
+:data:`D_MODEL` (512) unless told otherwise. :data:`KINDS` maps the names used
 by ``posenc plot`` to these functions: the one list of the figures.
 
 >>> figure = heatmap(length=16, d_model=32)
@@ -40,6 +41,9 @@ from .hashes import repeated_rows
 from .properties import closed_form_dot_product, dot_products, toeplitz_deviation
 from .rope_figures import rope_error, rope_wavelengths
 
+#: The d_model every figure draws unless told otherwise (the paper's; tutorials draw it too).
+D_MODEL = 512
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from typing_extensions import Unpack
@@ -47,19 +51,47 @@ if TYPE_CHECKING:
     from ..core.options import OptionKeywords, TableOptions
 
 
-@takes_options(dtype="float32")
+#: ``heatmap(view=...)``: how the columns are drawn. "grouped": the sines of every frequency, then the
+#: cosines (the [sin | cos] picture, smooth at any width); "stored": the columns in the layout's own order
+#: (the paper's interleaved layout alternates sin and cos from column to column: at d_model 512, a moiré).
+HEATMAP_VIEWS = ("grouped", "stored")
+
+
+@takes_options(dtype="float32", before="view")
 def heatmap(
-    *, length: int = 100, d_model: int = 512, start: int = 0, **options: Unpack[TableOptions]
+    *,
+    length: int = 100,
+    d_model: int = D_MODEL,
+    start: int = 0,
+    view: str = "grouped",
+    **options: Unpack[TableOptions],
 ) -> Figure:
     """The table PE(pos, j) as an image: positions down, dimensions across, -1 blue to +1 red. 8 × 5 in.
 
-    Left, the fast pairs alternate from row to row; right, the slow pairs barely change (all near sin 0 = 0
-    and cos 0 = 1 in the interleaved layout: the familiar striped picture).
+    ``view="grouped"`` (default) draws the sine columns of every frequency, then the cosine columns, whatever
+    the layout: fast frequencies on the left of each half, slow ones on the right, smooth at any d_model.
+    ``view="stored"`` draws the columns as the layout stores them: the interleaved layout alternates sine
+    and cosine from one column to the next, which at d_model 512 (about two screen pixels a column) reads
+    as a moiré of stripes; zoom in with a small d_model to see it.
 
     >>> heatmap(length=10, d_model=16).axes[0].get_xlabel()
-    'dimension j (column of the encoding)'
+    'column: sin ω_i for i = 0 .. 7, then cos ω_i'
+    >>> heatmap(length=10, d_model=16, view="stored").axes[0].get_xlabel()
+    'dimension j (column of the encoding, interleaved layout)'
     """
+    if view not in HEATMAP_VIEWS:
+        raise ValueError(f"view must be one of {', '.join(map(repr, HEATMAP_VIEWS))}; got {view!r}")
     values = table(length, d_model, start=start, **options)
+    n = int(d_model) // 2
+    if view == "grouped":
+        sin_columns, cos_columns = pair_columns(options["layout"], n)
+        rest = np.setdiff1d(np.arange(d_model), np.concatenate([sin_columns, cos_columns]))  # an odd zero
+        values = values[:, np.concatenate([sin_columns, cos_columns, rest]).astype(np.intp)]
+        xlabel = f"column: sin ω_i for i = 0 .. {n - 1}, then cos ω_i" + (
+            ", then the zero" if len(rest) else ""
+        )
+    else:
+        xlabel = f"dimension j (column of the encoding, {options['layout']} layout)"
     figure = new_figure(8, 5)
     ax = figure.add_subplot()
     extent = (-0.5, d_model - 0.5, start + length - 0.5, start - 0.5)
@@ -73,7 +105,18 @@ def heatmap(
         extent=extent,
     )
     figure.colorbar(image, ax=ax, label="PE(pos, j)")
-    ax.set_xlabel("dimension j (column of the encoding)")
+    if view == "grouped":
+        ax.axvline(n - 0.5, color="black", linewidth=0.8)
+        ax.set_xticks(
+            [0, n // 2, n, n + n // 2],
+            [
+                r"sin $\omega_0$",
+                rf"sin $\omega_{{{n // 2}}}$",
+                r"cos $\omega_0$",
+                rf"cos $\omega_{{{n // 2}}}$",
+            ],
+        )
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("position pos")
     _title(ax, f"Positional encoding, positions {start}–{start + length - 1}, d_model = {d_model}", options)
     return figure
@@ -83,7 +126,7 @@ def heatmap(
 def dot_product_heatmap(
     *,
     length: int = 8,
-    d_model: int = 512,
+    d_model: int = D_MODEL,
     start: int = 0,
     annotate: bool | None = None,
     **options: Unpack[TableOptions],
@@ -139,7 +182,7 @@ def dot_product_heatmap(
 def sinusoids(
     *,
     positions: Sequence[int] = (0, 4, 8, 12),
-    d_model: int = 512,
+    d_model: int = D_MODEL,
     dims: int = 100,
     **options: Unpack[OptionKeywords],
 ) -> Figure:
@@ -177,11 +220,17 @@ def sinusoids(
     return figure
 
 
+#: ``waves``: points drawn per turn of the fastest wave shown (a smooth curve: no aliasing, no corners).
+SAMPLES_PER_TURN = 16
+_MOST_SAMPLES = 200_000  # per curve at most; past that, a panel of many turns is a band at any resolution
+_MARKED = 256  # integer positions are marked (the table's values) when there are at most this many
+
+
 @takes_options
 def waves(
     *,
     length: int = 256,
-    d_model: int = 128,
+    d_model: int = D_MODEL,
     pairs: Sequence[int] | None = None,
     start: int = 0,
     **options: Unpack[OptionKeywords],
@@ -189,6 +238,11 @@ def waves(
     """A few columns of the table as waves over positions: the sine (solid) and cosine (dashed) of each of
     ``pairs`` (default: i = 0, n/8, n/4, n/2, 3n/4). Low columns turn fast, high columns slowly. 8 × 8 in
     for five pairs.
+
+    The curves are drawn through real positions, at least ``SAMPLES_PER_TURN`` points per turn of the
+    fastest wave shown (ω_0 = 1 turns every 2π ≈ 6.3 positions: integer positions alone would draw it as a
+    jagged zigzag); dots mark the table's values at the integer positions (up to 256 of them, in the panels
+    whose wave turns at least twice).
 
     >>> len(waves(length=50, d_model=16, pairs=[0, 7]).axes)
     2
@@ -205,17 +259,22 @@ def waves(
     figure = new_figure(8, math.ceil(2.6 * len(pairs) + 3) / 2)  # 8 in tall for five pairs
     axes = np.atleast_1d(figure.subplots(len(pairs), 1, sharex=True))
     positions = np.arange(start, start + length)
+    # `per` points per unit of position, integer positions among them: 16 per turn of the fastest wave
+    per = math.ceil(SAMPLES_PER_TURN * float(max(omegas[i] for i in pairs)) / (2 * math.pi))
+    per = max(1, min(per, _MOST_SAMPLES // max(1, length - 1)))
+    fine = start + np.arange((length - 1) * per + 1) / per
+    marked = length <= _MARKED
     for ax, i in zip(axes, pairs, strict=True):
         s, c = int(sin_columns[i]), int(cos_columns[i])
-        ax.plot(positions, values[:, s], color="tab:blue", linewidth=1.4, label="sine column")
-        ax.plot(
-            positions,
-            values[:, c],
-            color="tab:orange",
-            linewidth=1.0,
-            linestyle="--",
-            label="cosine column",
-        )
+        # sin and cos of fine · ω_i: a width-2 encoding whose one frequency is ω_i (scale = ω_i)
+        curve = encode(fine, 2, scale=float(omegas[i]), layout="interleaved", dtype="float64")
+        ax.plot(fine, curve[:, 0], color="tab:blue", linewidth=1.4, label="sine column")
+        ax.plot(fine, curve[:, 1], color="tab:orange", linewidth=1.0, linestyle="--", label="cosine column")
+        if marked and length * omegas[i] >= 4 * math.pi:  # where the wave turns twice or more
+            for column, colour in ((s, "tab:blue"), (c, "tab:orange")):
+                ax.plot(
+                    positions, values[:, column], linestyle="none", marker="o", markersize=1.8, color=colour
+                )
         ax.set_ylim(-1.15, 1.15)
         ax.set_ylabel(f"cols {s}, {c}", fontsize=9)
         wavelength = 2 * math.pi / omegas[i]
@@ -230,7 +289,7 @@ def waves(
         )
         ax.grid(alpha=0.3)
     axes[0].legend(loc="upper left", fontsize=8, ncols=2, bbox_to_anchor=(0.0, 1.45), frameon=False)
-    axes[-1].set_xlabel("position pos")
+    axes[-1].set_xlabel("position pos" + (" (dots: the table at integer positions)" if marked else ""))
     figure.suptitle(
         f"Each column is a wave over positions (d_model = {d_model}): low columns fast, high columns slow",
         fontsize=11,
@@ -242,7 +301,7 @@ def waves(
 def similarity(
     *,
     length: int = 256,
-    d_model: int = 512,
+    d_model: int = D_MODEL,
     references: Sequence[int] = (0, 1000, 100000),
     **options: Unpack[TableOptions],
 ) -> Figure:
@@ -290,7 +349,7 @@ def similarity(
 def collisions(
     *,
     length: int = 16384,
-    d_model: int = 512,
+    d_model: int = D_MODEL,
     dtypes: Sequence[str] = ("float16", "bfloat16"),
     **options: Unpack[OptionKeywords],
 ) -> Figure:

@@ -1,26 +1,33 @@
 """``check``: measure every criterion of :data:`~posenc.see.criteria.CRITERIA` for one setting, in one report.
 
-The encodings of positions 0 .. 2L - 1 are built once (posenc's, or the usual code's with
-``compute="dtype"``) and hashed; each criterion is then measured on them in table order.
+The encodings of positions 0 .. 2L - 1 (posenc's, or the usual code's with ``compute="dtype"``) are built
+once, block by block on all cores, and never held whole: each block is hashed (by its first columns; rows that
+share them are then hashed whole) and what the criteria read of every row is kept (max |value|, norm,
+distance to the next row). Each criterion is then measured in table order; rows it reads again are
+computed again, block by block. The report's notes say what was measured on every row and what on a
+sample (:func:`~posenc.see.report.sampling_notes`): the dot products always, and above 2**27 values the
+recomputations of ``deterministic``.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import _validate
-from ..core import frequencies
+from ..core import encode, frequencies, table
 from ..core.options import frequency_options, takes_options
+from ..core.parallel import run_blocks
 from ..defaults import ODD, SCALE
-from ._work import chunks
+from ._work import ELEMENTS, Rows, RowStats, fresh, row_stats
 from .criteria import CRITERIA, Evidence
 from .encodings import builder, check_compute
-from .hashes import row_hashes
-from .report import Report
+from .hashes import key_hashes, refine_hashes
+from .report import Report, sampling_notes
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -55,7 +62,9 @@ def check(
       form within the tolerance of ``shift_invariant``. Figure: the dot-product deviation there.
     * ``bounded``: max |PE| ≤ 1. Figure: max |PE| over positions 0 .. L - 1.
     * ``deterministic``: recomputing (again, in two halves, 64 rows by ``encode``) gives the same bits.
-      Figure: the number of values that differ.
+      Figure: the number of values that differ. Above 2**27 values (and 262,144 positions), "again" and
+      "in two halves" are sampled: 16 windows of 4096 rows
+      (:func:`~posenc.see.properties.recomputed_windows`).
     * ``shift_invariant``: PE(p) · PE(p + k) = Σ_i cos(k ω_i) for 4096 sampled pairs 0 ≤ p < p + k < L
       (fixed seed; offsets 1..16 always included). Figure: the largest deviation. Tolerance: the proven
       bound n (2u + u²) for values with relative error ≤ u (u = 2⁻²⁴ in float32, 2⁻⁸ in bfloat16), plus
@@ -66,6 +75,7 @@ def check(
     without its cosine, whose products depend on p: such a table fails ``shift_invariant``.
     ``compute="dtype"`` judges the usual code evaluated in ``dtype`` instead
     (:func:`~posenc.see.encodings.naive_table`). ``progress(fraction, what)`` is called as the work advances.
+    The report's ``notes`` say what was measured on every row and what on a sample, and how many.
 
     >>> report = check(256, 64, dtype="bfloat16")
     >>> report.passed, [c.name for c in report.criteria]
@@ -83,18 +93,109 @@ def check(
     setting = {**options, "layout": _validate.layout(options["layout"]), "dtype": dt}
     d_model = int(d_model)
     say = progress or (lambda fraction, what: None)
-    say(0.0, f"encoding positions 0..{2 * length - 1}")
+    say(0.0, f"encoding and hashing positions 0..{2 * length - 1}, block by block")
     build = builder(d_model, start=0, compute=compute, **setting)
-    rows = build(0, 2 * length)
-    say(0.3, "hashing the encodings, to find positions that share one")
-    hashes = np.concatenate([row_hashes(rows[lo:hi]) for lo, hi in chunks(2 * length, d_model)])
-    evidence = Evidence(length, d_model, setting, compute, rows, hashes, build)
+    rows, hashes, whole = _encode_and_hash(build, length, d_model, setting, compute)
+    whole_build = _whole_tables(build, d_model, setting, compute)
+    evidence = Evidence(length, d_model, setting, compute, cast(np.ndarray, rows), hashes, whole_build)
     criteria = []
     for index, definition in enumerate(CRITERIA):
         say(0.4 + 0.6 * index / len(CRITERIA), definition.title)
         criteria.append(definition.judge(evidence))
     say(1.0, "done")
-    return Report(_checked(length, d_model, setting, compute), tuple(criteria))
+    kept = len(rows.stored) == length
+    notes = sampling_notes(length, d_model, whole, block=_block_rows(d_model), kept=kept)
+    return Report(_checked(length, d_model, setting, compute), tuple(criteria), notes)
+
+
+#: Positions 0 .. L - 1 are kept in memory (not computed again when read) when they take at most this.
+KEEP_BYTES = 1 << 30
+#: Rows per slice of a block whose statistics are computed at once (float64 temporaries of ~1 MB).
+STATS_ROWS = 256
+
+
+def _whole_tables(
+    build: Callable[[int, int], np.ndarray], d_model: int, setting: dict[str, Any], compute: str
+) -> Callable[[int, int], np.ndarray]:
+    """``build``, but a large table of posenc's is written into an output mapped at once
+    (:func:`~posenc.see._work.fresh`): the same call of :func:`posenc.table`, the same values."""
+    if compute != "exact":
+        return build
+
+    def whole(lo: int, hi: int) -> np.ndarray:
+        out = fresh((hi - lo, d_model), setting["dtype"])
+        return table(hi - lo, d_model, start=lo, out=out, **setting)
+
+    return whole
+
+
+def _block_rows(d_model: int) -> int:
+    """Rows per block of the pass over positions 0 .. 2L - 1."""
+    return max(1, ELEMENTS // max(1, d_model))
+
+
+def _encode_and_hash(
+    build: Callable[[int, int], np.ndarray], length: int, d_model: int, setting: dict[str, Any], compute: str
+) -> tuple[Rows, np.ndarray, int]:
+    """One pass over positions 0 .. 2L - 1 in blocks (on all cores): each row's key hash, max |value|, and
+    for positions 0 .. L - 1 its norm and its distance to the next row. Positions 0 .. L - 1 are kept when
+    they take at most :data:`KEEP_BYTES`; other rows a criterion reads are computed again, block by block
+    (:class:`~posenc.see._work.Rows`). Rows that share a key are then hashed whole
+    (:func:`~posenc.see.hashes.refine_hashes`). Returns the rows, their hashes ``(2L, 2)`` and how many
+    rows were hashed whole."""
+    total = 2 * length
+    dt = setting["dtype"]
+    hashes = np.empty((total, 2), np.uint64)
+    top = np.empty(total)
+    norms = np.empty(length)
+    step = np.empty(max(0, length - 1))
+    size = _block_rows(d_model)
+    blocks = [(lo, min(lo + size, length)) for lo in range(0, length, size)]
+    blocks += [(lo, min(lo + size, total)) for lo in range(length, total, size)]
+    local = threading.local()
+    keep = length * d_model * dt.itemsize <= KEEP_BYTES
+    stored = fresh((length, d_model), dt) if keep else None
+
+    def fill(lo: int, hi: int, out: np.ndarray) -> np.ndarray:
+        """Rows lo .. hi - 1 into ``out`` (reused: on some machines fresh pages cost more than the rows)."""
+        if compute != "exact":
+            out[...] = build(lo, hi)
+            return out
+        return table(hi - lo, d_model, start=lo, out=out, **setting)
+
+    def work(first: int, last: int) -> None:
+        buffer = getattr(local, "buffer", None)
+        if buffer is None:
+            buffer = local.buffer = np.empty((size, d_model), dt)
+        for lo, hi in blocks[first:last]:
+            block = fill(lo, hi, stored[lo:hi] if stored is not None and hi <= length else buffer[: hi - lo])
+            if hi <= length:
+                nexts = None if hi == length else build(hi, hi + 1)[0]
+                for a in range(lo, hi, STATS_ROWS):
+                    b = min(hi, a + STATS_ROWS)
+                    after = block[b - lo] if b < hi else nexts
+                    top[a:b], norms[a:b], steps = row_stats(block[a - lo : b - lo], after)
+                    step[a : min(b, length - 1)] = steps
+            else:
+                for a in range(lo, hi, STATS_ROWS):
+                    part = block[a - lo : min(hi, a + STATS_ROWS) - lo]
+                    wide = part if part.dtype.itemsize >= 4 else part.astype(np.float32)
+                    high, low = wide.max(axis=1), wide.min(axis=1)
+                    top[a : a + len(part)] = np.maximum(high, -low).astype(np.float64)
+            hashes[lo:hi] = key_hashes(block)
+
+    run_blocks(work, len(blocks), 1, elements=total * d_model)
+    fetch = None
+    if compute == "exact":
+        options = {k: v for k, v in setting.items() if k != "dtype"}
+
+        def fetch(positions: np.ndarray) -> np.ndarray:
+            return encode(positions, d_model, dtype=dt, **options)
+
+    stats = RowStats(top, norms, step)
+    rows = Rows(build, total, d_model, dt, stored=stored, stats=stats, fetch=fetch, fill=fill)
+    whole = refine_hashes(hashes, rows.gather)
+    return rows, hashes, whole
 
 
 def _checked(length: int, d_model: int, options: dict[str, Any], compute: str) -> dict[str, Any]:

@@ -3,22 +3,26 @@
 Rounded to a low-precision dtype, two distinct positions can get the same encoding. With the usual code
 (angles computed in the dtype, :func:`~posenc.see.encodings.naive_table`) this happens early: in bfloat16,
 positions above 256 round together, so position 257 repeats 256. posenc's encodings, rounded once, stay
-apart much longer. The rows are compared by 128-bit hashes of their bits (:mod:`posenc.see.hashes`), and the
-first repeat found is verified by recomputing both rows.
+apart much longer. The rows are compared by 128-bit hashes of their bits (:mod:`posenc.see.hashes`): first of
+their first columns, then, for the rows whose first columns match another's, of the whole row; the first
+repeat found is verified by recomputing both rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.options import takes_options
+from .. import _validate
+from ..core import frequencies
+from ..core.options import frequency_options, takes_options
+from ..layouts import pair_columns
 from ._work import chunks, span
-from .encodings import builder, check_compute
-from .hashes import earliest_equal, normalised, row_hashes, same_bits
+from .encodings import _rounded, builder, check_compute
+from .hashes import earliest_equal, key_columns, key_hashes, normalised, refine_hashes, same_bits
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -69,10 +73,73 @@ def collisions(
     compute = check_compute(compute)
     length, start = span("length", length, start, d_model, options, rows_bytes=HASH_BYTES)
     build = builder(d_model, start=start, compute=compute, **options)
+    keys = _key_builder(build, length, d_model, start, compute, options)
     hashes = np.zeros((length, 2), np.uint64)
-    for lo, hi in chunks(length, d_model):
-        hashes[lo:hi] = row_hashes(build(lo, hi))
+    width = key_columns(d_model, np.dtype(options["dtype"]).itemsize) if keys is not build else d_model
+    for lo, hi in chunks(length, width):
+        hashes[lo:hi] = key_hashes(keys(lo, hi))
+    refine_hashes(hashes, lambda index: gather(build, index))
     return first_repeat(hashes, build, start, limit=length)
+
+
+def gather(build: Callable[[int, int], np.ndarray], index: np.ndarray) -> np.ndarray:
+    """Rows ``index`` (increasing) of ``build``, computed run by run (runs a few rows apart merged)."""
+    index = np.asarray(index, np.int64)
+    if not len(index):
+        return build(0, 0)
+    parts = []
+    for group in np.split(index, np.flatnonzero(np.diff(index) > 64) + 1):
+        first = int(group[0])
+        parts.append(build(first, int(group[-1]) + 1)[group - first])
+    return np.concatenate(parts)
+
+
+def _key_builder(
+    build: Callable[[int, int], np.ndarray],
+    length: int,
+    d_model: int,
+    start: int,
+    compute: str,
+    options: dict[str, Any],
+) -> Callable[[int, int], np.ndarray]:
+    """``keys(lo, hi)``: at least the first :func:`~posenc.see.hashes.key_columns` columns of
+    ``build(lo, hi)``, bit for bit. For the usual code (``compute="dtype"``) just those columns are computed,
+    as :func:`~posenc.see.encodings.naive_table` computes them (positions, frequencies, angles and sin/cos
+    each rounded to the dtype), checked against ``build`` on the first and last rows; posenc's rows (and
+    any setting where that check fails) are built whole."""
+    if compute != "dtype" or not length:
+        return build
+    dt = _validate.dtype(options["dtype"])
+    width = key_columns(d_model, dt.itemsize)
+    if width >= d_model:
+        return build
+    omegas = _rounded(frequencies(d_model, **frequency_options(options)), dt)
+    sin_columns, cos_columns = pair_columns(_validate.layout(options["layout"]), len(omegas))
+    plan = []
+    for column in range(width):
+        if column in sin_columns:
+            plan.append((int(np.flatnonzero(sin_columns == column)[0]), np.sin))
+        elif column in cos_columns:
+            plan.append((int(np.flatnonzero(cos_columns == column)[0]), np.cos))
+        else:
+            plan.append((-1, np.sin))  # an odd width's zero column
+    which = np.array([i for i, _ in plan])
+    chosen = omegas[np.maximum(which, 0)]
+
+    def keys(lo: int, hi: int) -> np.ndarray:
+        out = np.zeros((hi - lo, width), dt)
+        with np.errstate(over="ignore", invalid="ignore"):  # as naive_table: float16 overflow gives NaN
+            p = _rounded(np.arange(start + lo, start + hi, dtype=np.float64), dt)
+            angle = _rounded(p[:, None] * chosen, dt)
+            for column, (i, function) in enumerate(plan):
+                if i >= 0:
+                    out[:, column] = function(angle[:, column]).astype(dt)
+        return out
+
+    ends = [(0, min(length, 64)), (max(0, length - 64), length)]
+    if all(same_bits(keys(lo, hi), np.ascontiguousarray(build(lo, hi)[:, :width])) for lo, hi in ends):
+        return keys
+    return build
 
 
 @takes_options(dtype="bfloat16", before="compute")

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core import table
+from .. import _validate
+from ..core import encode, frequencies, table
 from ..core.options import frequency_options, takes_options
-from ._work import chunks
-from .properties import split_pairs
+from ._work import Rows, chunks
+from .properties import closed_form_distance, split_pairs
 from .rounding import row_error_bound
 
 if TYPE_CHECKING:
@@ -72,7 +73,13 @@ def closest_pair(rows: np.ndarray, start: int, eps: float, **options: Unpack[Opt
     length, d_model = rows.shape
     if length < 2:
         return Margin(math.inf, None, None)
-    lower = distance_lower_bounds(length - 1, d_model, **options)
+    # Every offset with an exact distance above that of offset 1 plus 4 eps comes after offset 1 and is
+    # never measured (best <= its distance + 2 eps by then): its bound need only show that.
+    upper = float(closed_form_distance(1, d_model, **options))
+    if _validate.plan(d_model, options["odd"])[0] > d_model // 2:  # a lone sine adds at most 2 to it
+        upper = math.sqrt(upper**2 + 4.0)
+    within = upper * (1 + 1e-9) + 4 * eps + 1e-9
+    lower = distance_lower_bounds(length - 1, d_model, within=within, **options)
     order = np.argsort(lower, kind="stable")
     best, where = math.inf, (None, None)
     most = max(16, MARGIN_WORK // (length * d_model))
@@ -88,26 +95,69 @@ def closest_pair(rows: np.ndarray, start: int, eps: float, **options: Unpack[Opt
     return Margin(best, *where)
 
 
-def distance_lower_bounds(count: int, d_model: int, **options: Unpack[OptionKeywords]) -> np.ndarray:
+def distance_lower_bounds(
+    count: int, d_model: int, *, within: float = math.inf, **options: Unpack[OptionKeywords]
+) -> np.ndarray:
     """Lower bounds of the exact distances |PE(p) - PE(p + k)|, k = 1 .. count, shape ``(count,)``, for the
     options given (base, shift, scale, odd).
 
     |PE(p) - PE(p + k)|² = 2 Σ_i (1 - cos(k ω_i)) over the n full pairs (an odd width's lone sine only adds),
-    from float32 cosines, less their rounding: n · 2 · 2⁻²⁴ and a margin.
+    from float32 cosines, less their rounding: n · 2 · 2⁻²⁴ and a margin. Only bounds up to ``within`` are
+    needed this tight: when there are many offsets, each is first bounded by its :data:`FIRST_PAIRS`
+    fastest pairs alone (float64 cosines, less their rounding), and only the offsets whose bound is then
+    at most ``within`` get the bound over all n pairs; the others keep a looser bound, above ``within``.
     """
     n = d_model // 2
     out = np.empty(count)
-    slack = 2 * n * 2.0**-24 * 1.01 + 1e-9
-    for lo, hi in chunks(count, d_model):
-        pe = table(hi - lo, d_model, start=lo + 1, layout="sin_cos", dtype="float32", **options)
-        cos_sum = split_pairs(pe, d_model, options["odd"])[1].astype(np.float64).sum(axis=1)
-        out[lo:hi] = np.sqrt(np.maximum(0.0, 2.0 * (n - cos_sum) - slack))
+    if count * n <= TIGHT_WORK or not math.isfinite(within):
+        _tight_bounds(np.arange(1, count + 1), d_model, options, out)
+        return out
+    m = min(n, FIRST_PAIRS)
+    omegas = frequencies(d_model, **options)[:m]
+    # each cos(k ω_i) within k ω_i 2⁻⁵¹ (ω_i and the product rounded) + 2⁻⁴⁹ (cos) of the exact value
+    slack = 2 * m * (count * float(omegas.max(initial=0.0)) * 2.0**-50 + 2.0**-48) + 1e-12
+    for lo, hi in chunks(count, m * 64):
+        k = np.arange(lo + 1, hi + 1, dtype=np.float64)
+        cos_sum = np.cos(k[:, None] * omegas).sum(axis=1)
+        out[lo:hi] = np.sqrt(np.maximum(0.0, 2.0 * (m - cos_sum) - slack))
+    close = np.flatnonzero(out <= within)
+    for lo in range(0, len(close), 1 << 14):
+        part = close[lo : lo + (1 << 14)]
+        out[part] = _tight_bounds(part + 1, d_model, options, None)
     return out
 
 
-def _closest_at_offset(rows: np.ndarray, k: int) -> tuple[float, int]:
-    """min over p of |rows[p + k] - rows[p]| and its p (float64 arithmetic, in chunks)."""
+#: Offsets × pairs up to which :func:`distance_lower_bounds` bounds every offset over all pairs.
+TIGHT_WORK = 1 << 24
+#: The fastest pairs that bound every offset first, when there are more offsets.
+FIRST_PAIRS = 16
+
+
+def _tight_bounds(offsets: np.ndarray, d_model: int, options: Any, out: np.ndarray | None) -> np.ndarray:
+    """The lower bounds of :func:`distance_lower_bounds` over all n pairs for ``offsets`` (increasing)."""
+    n = d_model // 2
+    result = np.empty(len(offsets)) if out is None else out
+    slack = 2 * n * 2.0**-24 * 1.01 + 1e-9
+    contiguous = len(offsets) == 0 or int(offsets[-1]) - int(offsets[0]) == len(offsets) - 1
+    for lo, hi in chunks(len(offsets), d_model):
+        if contiguous:
+            first = int(offsets[lo])
+            pe = table(hi - lo, d_model, start=first, layout="sin_cos", dtype="float32", **options)
+        else:
+            pe = encode(offsets[lo:hi], d_model, layout="sin_cos", dtype="float32", **options)
+        cos_sum = split_pairs(pe, d_model, options["odd"])[1].astype(np.float64).sum(axis=1)
+        result[lo:hi] = np.sqrt(np.maximum(0.0, 2.0 * (n - cos_sum) - slack))
+    return result
+
+
+def _closest_at_offset(rows: Any, k: int) -> tuple[float, int]:
+    """min over p of |rows[p + k] - rows[p]| and its p (float64 arithmetic, in chunks; for offset 1 of
+    :class:`~posenc.see._work.Rows`, the distances its pass kept)."""
     best, where = math.inf, 0
+    if k == 1 and isinstance(rows, Rows) and rows.stats is not None and rows.hi <= len(rows.stats.norms):
+        squared = rows.stats.step[rows.lo : rows.hi - 1]
+        i = int(np.argmin(squared))
+        return math.sqrt(float(squared[i])), i
     for lo, hi in chunks(len(rows) - k, rows.shape[1]):
         diff = rows[lo + k : hi + k].astype(np.float64) - rows[lo:hi].astype(np.float64)
         squared = np.einsum("ij,ij->i", diff, diff)

@@ -297,21 +297,59 @@ def recomputes_identically(
     return differing_values(first, start, d_model, options) == 0
 
 
-def differing_values(reference: np.ndarray, start: int, d_model: int, options: dict[str, Any]) -> int:
-    """How many values differ when ``reference`` (the table of ``options`` from ``start``) is computed again
-    three ways: whole, in two halves, and 64 rows (evenly spread) by :func:`posenc.encode`."""
+#: Above this many values (length × d_model), :func:`differing_values` recomputes sampled windows of the
+#: table (:data:`WINDOWS` of :data:`WINDOW_ROWS` rows) instead of the whole table twice.
+RECOMPUTE_WHOLE = 1 << 27
+#: Windows recomputed above :data:`RECOMPUTE_WHOLE`, and the rows in each.
+WINDOWS, WINDOW_ROWS = 16, 4096
+
+
+def recomputed_windows(length: int, d_model: int) -> list[tuple[int, int]] | None:
+    """The row ranges :func:`differing_values` recomputes for a table of ``length`` rows: None when it
+    recomputes the whole table (at most :data:`RECOMPUTE_WHOLE` values, or fewer than 2 · WINDOWS ·
+    WINDOW_ROWS rows), else :data:`WINDOWS` windows of
+    :data:`WINDOW_ROWS` rows evenly spread, the first starting at row 0 and the last ending at the last row,
+    one straddling the middle (where the two halves meet)."""
+    if length * int(d_model) <= RECOMPUTE_WHOLE or length < 2 * WINDOWS * WINDOW_ROWS:
+        return None
+    starts = np.linspace(0, length - WINDOW_ROWS, WINDOWS - 1).astype(np.int64).tolist()
+    starts.append(length // 2 - WINDOW_ROWS // 2)
+    return sorted((s, s + WINDOW_ROWS) for s in set(starts))
+
+
+def differing_values(reference: Any, start: int, d_model: int, options: dict[str, Any]) -> int:
+    """How many values differ when ``reference`` (the table of ``options`` from ``start``; an array or
+    :class:`~posenc.see._work.Rows`) is computed again three ways: whole, in two halves, and 64 rows (evenly
+    spread) by :func:`posenc.encode`. Above :data:`RECOMPUTE_WHOLE` values, the whole table and the halves
+    are recomputed in :func:`recomputed_windows` only (each window once as a table of its own, once as the
+    rows of a table that starts earlier), and the 64 rows by ``encode``."""
     length = len(reference)
-    differ = int(np.count_nonzero(bits(table(length, d_model, start=start, **options)) != bits(reference)))
-    half = length // 2
-    halves = np.concatenate(
-        [
-            table(half, d_model, start=start, **options),
-            table(length - half, d_model, start=start + half, **options),
-        ]
-    )
-    differ += int(np.count_nonzero(bits(halves) != bits(reference)))
+    windows = recomputed_windows(length, d_model)
+    differ = 0
+    if windows is None:
+        held = np.asarray(reference)
+        differ += int(np.count_nonzero(bits(table(length, d_model, start=start, **options)) != bits(held)))
+        half = length // 2
+        first = table(half, d_model, start=start, **options)
+        differ += int(np.count_nonzero(bits(first) != bits(held[:half])))
+        del first
+        second = table(length - half, d_model, start=start + half, **options)
+        differ += int(np.count_nonzero(bits(second) != bits(held[half:])))
+        del second
+    else:
+        dt = np.dtype(reference.dtype)
+        buffer = np.empty((WINDOW_ROWS + 1000, int(d_model)), dt)  # reused: fresh pages cost more
+        for lo, hi in windows:
+            held = np.asarray(reference[lo:hi])
+            again = table(hi - lo, d_model, start=start + lo, out=buffer[: hi - lo], **options)
+            differ += int(np.count_nonzero(bits(again) != bits(held)))
+            skew = min(lo, 1000)  # the same rows inside a longer table that starts earlier
+            longer = table(
+                hi - lo + skew, d_model, start=start + lo - skew, out=buffer[: hi - lo + skew], **options
+            )
+            differ += int(np.count_nonzero(bits(longer[skew:]) != bits(held)))
     if length:
         sample = np.unique(np.linspace(0, length - 1, 64).astype(np.int64))
         rows = encode(start + sample, d_model, **options)
-        differ += int(np.count_nonzero(bits(rows) != bits(reference[sample])))
+        differ += int(np.count_nonzero(bits(rows) != bits(np.asarray(reference[sample]))))
     return differ

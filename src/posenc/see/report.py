@@ -10,6 +10,44 @@ from dataclasses import dataclass
 from typing import Any
 
 from .criteria import Criterion
+from .properties import recomputed_windows
+
+#: Pairs PE(p), PE(p + k) sampled by the dot-product criteria (shift_invariant, generalises): 64 offsets
+#: (1 .. 16 and 48 at random, fixed seed) × 64 positions each.
+DOT_PAIRS = 4096
+
+
+def sampling_notes(length: int, d_model: int, whole: int, *, block: int, kept: bool) -> tuple[str, ...]:
+    """The report's notes for a check of ``length`` positions: what was measured on every row, and what
+    on a sample (and how many); ``whole`` rows shared their key and were hashed whole; positions
+    0 .. length - 1 were ``kept`` in memory, or not."""
+    total = 2 * length
+    held = f"positions 0..{length - 1} kept; " if kept else "none kept; "
+    hashed = f"the whole row for the {whole:,} rows" if whole else "the whole row for any rows"
+    exact = (
+        f"every row measured: positions 0..{total - 1} were encoded once, in blocks of {block:,} rows ({held}"
+        f"a criterion that reads other rows has them computed again, block by block); unique and "
+        f"generalises compare all {total:,} rows by 128-bit hashes of their first columns, and of {hashed} "
+        f"whose first columns match another's; every repeat found is verified bit for bit; consistent and "
+        f"bounded read every value"
+    )
+    notes = [exact]
+    pairs = min(DOT_PAIRS, 64 * max(0, length - 1))
+    notes.append(
+        f"sampled: the dot products of shift_invariant and generalises, up to {pairs:,} pairs in each range "
+        "(offsets 1..16 and 48 random ones, 64 positions each, fixed seed)"
+    )
+    windows = recomputed_windows(length, d_model)
+    if windows is not None:
+        rows = sum(hi - lo for lo, hi in windows)
+        each = windows[0][1] - windows[0][0]
+        notes.append(
+            f"sampled: deterministic recomputed {len(windows)} windows of {each:,} rows "
+            f"({rows:,} of {length:,} rows, the first, the last and the middle included; each as a table of "
+            "its own and inside a longer one) and 64 rows by encode, not the whole table again and in two "
+            "halves"
+        )
+    return tuple(notes)
 
 
 @dataclass(frozen=True)
@@ -19,6 +57,8 @@ class Report:
 
     options: dict[str, Any]
     criteria: tuple[Criterion, ...]
+    #: How the criteria were measured where it matters: what was sampled, and how much (sentences).
+    notes: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -30,6 +70,7 @@ class Report:
         return {
             "options": dict(self.options),
             "passed": self.passed,
+            "notes": list(self.notes),
             "criteria": [
                 {
                     "name": c.name,
@@ -67,6 +108,10 @@ class Report:
             lines += textwrap.wrap(
                 f"figure {figure}: {c.detail}", width, initial_indent=" " * 8, subsequent_indent=" " * 8
             )
+        if self.notes:
+            lines += ["", "  how it was measured:"]
+            for note in self.notes:
+                lines += textwrap.wrap(note, width, initial_indent="    - ", subsequent_indent=" " * 6)
         failed = [c.name for c in self.criteria if not c.passed]
         total = len(self.criteria)
         verdict = (

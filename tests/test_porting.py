@@ -367,7 +367,12 @@ def test_verdict_paste_lines_rebuild_the_table():
     assert (module.base, module.shift, module.layout) == (10000.0, 1.0, "sin_cos")
     pe = module(torch.zeros(1026, 1, 1024))[:, 0].numpy()
     np.testing.assert_array_equal(np.delete(pe, 1, axis=0), np.delete(stored, 1, axis=0))
-    assert "make_positions(ids, 1)" in answer.paste[3]
+    embedding = eval(answer.paste[3], {"posenc": posenc, "vocab_size": 20})  # M2M100's input
+    ids = torch.tensor([[0, 4, 5, 2, 1, 1]])  # right-padded with 1: positions 2, 3, 4, 5, then zeros
+    with torch.no_grad():
+        embedding.embedding.weight.zero_()  # the output is then the encoding alone
+        added = embedding(ids)[0].numpy()
+    np.testing.assert_array_equal(added, stored[[2, 3, 4, 5, 1, 1]])
     grid = grids.diffusers_2d(64, (6, 10), base_size=7, interpolation_scale=1.5)
     answer = verdict(identify(grid), 64, grid.dtype, 60)
     assert answer.paste[0].startswith("posenc.grids.diffusers_2d(64, grid_size=(6, 10), base_size=7")

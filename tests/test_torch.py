@@ -217,9 +217,12 @@ def test_token_embedding_scales_and_numbers_positions_like_fairseq():
     out = module(ids)
     emb = module.embedding(ids) * math.sqrt(8)
     pe = out - emb
-    want_left = posenc.encode([1, 1, 2, 3], 8)
+    # fairseq: pads keep position padding_idx, whose table row is zero: no encoding at a padding token
+    want_left = posenc.encode([1, 1, 2, 3], 8) * np.array([[0], [0], [1], [1]], np.float32)
     np.testing.assert_allclose(pe[0].detach().numpy(), want_left, atol=1e-6)
-    np.testing.assert_allclose(pe[1].detach().numpy(), posenc.encode([2, 3, 1, 1], 8), atol=1e-6)
+    want_right = posenc.encode([2, 3, 1, 1], 8) * np.array([[1], [1], [0], [0]], np.float32)
+    np.testing.assert_allclose(pe[1].detach().numpy(), want_right, atol=1e-6)
+    assert not out[ids == 1].any()  # the padding embedding row is zero too: M2M100's input there is 0
     assert module.embed_scale == math.sqrt(8)
     assert pt.TokenAndPositionEmbedding(20, 8, embed_scale=1.0).embed_scale == 1.0
     shifted = pt.TokenAndPositionEmbedding(20, 8, scale=0.5)  # scale: the encoding's frequency multiplier

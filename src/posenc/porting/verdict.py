@@ -216,9 +216,9 @@ def _paste(
         lines.append(f"posenc.jax.SinusoidalPositionalEncoding({d_model}, **{get}.options)")
         if preset.padding_idx is not None:
             padding = preset.padding_idx
-            lines.append(
-                f"# modules: positions=posenc.torch.make_positions(ids, {padding}); a padding token gets "
-                f"row {padding}, not zeros (preset.encode(positions, {d_model}) zeroes it)"
+            lines.append(  # the model's input: fairseq's positions of the token ids, zeros at padding tokens
+                f"posenc.torch.TokenAndPositionEmbedding(vocab_size, {d_model}, padding_idx={padding}, "
+                f"positions_from_padding=True, **{get}.options)"
             )
         return tuple(lines)
     options = {k: v for k, v in best.options.items() if d_model % 2 or k != "odd"}

@@ -210,7 +210,9 @@ class TokenAndPositionEmbedding(nn.Module):
     other option of :class:`SinusoidalPositionalEncoding`, goes to the encoding). With ``padding_idx`` set,
     padding tokens embed to zero (``nn.Embedding``'s rule); ``positions_from_padding=True`` numbers the
     positions by fairseq's rule (:func:`make_positions`: pads keep position ``padding_idx``, tokens count
-    from ``padding_idx + 1``), which works for left and right padding alike.
+    from ``padding_idx + 1``), which works for left and right padding alike, and adds no encoding at the
+    padding tokens (fairseq's table has a zero row ``padding_idx``): the inputs of M2M100, NLLB and the
+    other fairseq-style models, bit for bit (with ``**presets.get("fairseq", padding_idx=...).options``).
 
     ``forward(ids, positions=None, *, offset=0)`` takes ``ids`` of shape ``(batch, seq)``.
     """
@@ -255,10 +257,17 @@ class TokenAndPositionEmbedding(nn.Module):
     ) -> torch.Tensor:
         if ids.dim() != 2:
             raise ValueError(f"ids must have shape (batch, seq); got shape {tuple(ids.shape)}")
-        if positions is None and self.positions_from_padding:
-            positions = make_positions(ids, self.embedding.padding_idx)
         x = self.embedding(ids) * self.embed_scale
-        return self.encoding(x, positions, offset=offset)
+        if positions is not None or not self.positions_from_padding:
+            return self.encoding(x, positions, offset=offset)
+        # fairseq's rule: pads keep position padding_idx, whose row of fairseq's table is zero, so a padding
+        # token gets no encoding (M2M100, NLLB, ... add exactly zero there)
+        padding_idx = self.embedding.padding_idx
+        pe = self.encoding.encoding_for(x, make_positions(ids, padding_idx), offset=offset)
+        y = _add(x, pe.masked_fill((ids == padding_idx).unsqueeze(-1), 0.0))
+        if self.training and self.encoding.dropout.p > 0:
+            return _dropout(y, self.encoding.dropout.p)
+        return y
 
     def extra_repr(self) -> str:
         return f"embed_scale={self.embed_scale:g}, positions_from_padding={self.positions_from_padding}"

@@ -220,7 +220,12 @@ def mae_2d(
 
     Tokens run row-major over (h, w); columns 0 .. D/2 encode **w** (MAE's code calls them emb_h: its
     meshgrid puts w first), columns D/2 .. D encode h, each [sin | cos] with ω_i = 10000^(-i/(D/4)).
-    ``cls_token`` prepends one zero row.
+    ``cls_token`` prepends one zero row. The result has ``dtype`` (float32 by default).
+
+    >>> pe = mae_2d(8, 2, cls_token=True)  # row 0: the class token; then (h, w) = (0, 0), (0, 1), ...
+    >>> pe.shape, pe[2]  # h = 0, w = 1: w in columns 0-3
+    ((5, 8), array([0.84147096, 0.00999983, 0.5403023 , 0.99995   , 0.        ,
+                    0.        , 1.        , 1.        ], dtype=float32))
     """
     embed_dim = _width("embed_dim", embed_dim, 4)
     size = _validate.integer("grid_size", grid_size, minimum=1)
@@ -243,7 +248,12 @@ def diffusers_2d(
 
     Positions are computed as diffusers does, in float32: ``arange(H) / (H / base_size) /
     interpolation_scale`` (likewise w), then encoded exactly; w in the first half, h in the second.
-    ``extra_tokens`` zero rows are prepended when ``cls_token`` is set (diffusers' rule).
+    ``extra_tokens`` zero rows are prepended when ``cls_token`` is set (diffusers' rule). The result has
+    ``dtype`` (float32 by default).
+
+    >>> pe = diffusers_2d(8, (2, 3), base_size=2)  # w positions: arange(3) / (3 / 2) = 0, 0.667, 1.333
+    >>> pe.shape, pe[1].round(4)  # h = 0, w = 0.667
+    ((6, 8), array([0.6184, 0.0067, 0.7859, 1.    , 0.    , 0.    , 1.    , 1.    ], dtype=float32))
     """
     embed_dim = _width("embed_dim", embed_dim, 4)
     h, w = _size_pair("grid_size", grid_size)
@@ -275,6 +285,11 @@ def diffusers_3d(
 
     ``spatial_size`` is (width, height) as diffusers reads it. Columns: time (embed_dim / 4), then w and h
     (3·embed_dim / 8 each), each [sin | cos]; positions ``arange(n) / interpolation_scale`` in float32.
+    The result has ``dtype`` (float32 by default).
+
+    >>> pe = diffusers_3d(16, (3, 2), 2)  # width 3, height 2, 2 frames
+    >>> pe.shape, pe[1, 2, [0, 4, 10]].round(4)  # t = 1, (h, w) = (0, 2): sin t, sin w, sin h
+    ((2, 6, 16), array([0.8415, 0.9093, 0.    ], dtype=float32))
     """
     embed_dim = _width("embed_dim", embed_dim, 16)
     w, h = _size_pair("spatial_size", spatial_size)
@@ -305,7 +320,12 @@ def timm_2d(
 
     Default: [sin h | sin w | cos h | cos w]; ``interleave_sin_cos``: [sin h | cos h | sin w | cos w];
     ``reverse_coord`` swaps h and w (and the token order with them, as timm does). Each quarter has
-    ω_i = temperature^(-i / (dim/4)).
+    ω_i = temperature^(-i / (dim/4)). The result has ``dtype`` (float32 by default).
+
+    >>> pe = timm_2d((2, 3), 8)
+    >>> pe.shape, pe[5].round(4)  # (h, w) = (1, 2): sin h, sin w, cos h, cos w
+    ((6, 8), array([ 0.8415,  0.01  ,  0.9093,  0.02  ,  0.5403,  1.    , -0.4161,  0.9998],
+                   dtype=float32))
     """
     dim = _width("dim", dim, 4)
     height, width = _shape_pair("feat_shape", feat_shape)
@@ -321,7 +341,11 @@ def positional_encodings_nd(
     """positional-encodings' PositionalEncoding1D/2D/3D, without the batch axis: ``(*shape, channels)``.
 
     Each axis gets ceil(channels / (2·ndim))·2 interleaved columns (made even), axes in order, and the
-    total is cut to ``channels``.
+    total is cut to ``channels``. The result has ``dtype`` (float32 by default).
+
+    >>> pe = positional_encodings_nd((2, 3), 6)  # 4 columns per axis, cut to 6
+    >>> pe.shape, pe[1, 2].round(4)  # x = 1: sin, cos, sin, cos; y = 2: sin, cos
+    ((2, 3, 6), array([ 0.8415,  0.5403,  0.01  ,  1.    ,  0.9093, -0.4161], dtype=float32))
     """
     shape = tuple(_sequence("shape", shape, "(H, W)"))
     ndim = len(shape)

@@ -24,6 +24,53 @@ if TYPE_CHECKING:
 _JNP = Backend(jnp, "jax")
 
 
+# The class docstring, kept out of the class so that pytest finds its example (through __test__)
+# without importing Flax: the class itself is defined on first use.
+_DOC = """``dropout(x + PE)``, exact: the Flax (NNX) twin of ``posenc.torch.SinusoidalPositionalEncoding``.
+
+    Args:
+        d_model: the width of ``x``'s last axis.
+        base, shift, layout: as in :func:`posenc.encode` (the defaults are Vaswani et al. 2017's).
+        dropout: dropout probability applied to the sum (``nnx.Dropout``; needs ``rngs`` in training).
+        batch_first: ``x`` is ``(batch, seq, d_model)`` (or any ``(..., seq, d_model)``); with False,
+            ``(seq, batch, d_model)``.
+        max_len: a cache hint only — longer sequences work.
+        rngs: ``nnx.Rngs`` for dropout (its ``dropout`` stream, else ``default``).
+
+    ``__call__(x, positions=None, *, offset=0, deterministic=None, rngs=None)``:
+        positions: ``(seq,)`` or ``(batch, seq)``, integer or real, concrete or traced (left padding,
+            packed sequences, a context-parallel shard's global positions); default
+            ``offset + arange(seq)``.
+        offset: an int, or an integer array of shape ``()`` or ``(batch,)``, added to the positions
+            (KV-cache decoding: step t equals row t of the full pass). Under ``jit`` pass an array, so
+            one compiled step serves every t; an int is a static argument (one program per value).
+        deterministic: True disables dropout; None takes the module's setting
+            (``nnx.view(module, deterministic=True)`` or ``module.eval()`` for inference).
+        rngs: random keys for dropout at this call,
+            overriding the module's.
+
+    PE is the exact value rounded once to ``x.dtype`` (float32, float16, bfloat16, or float64 with x64),
+    then added to ``x`` in ``x.dtype``. The module's state (``nnx.state``) holds no table — only the
+    dropout keys when ``rngs`` is given; tables are cached per options and dtype outside it.
+
+    Inside ``jax.shard_map`` the module sees the local shard only: pass each shard's global
+    ``positions`` (see :mod:`posenc.sharding`), never rely on the default ``arange(seq)`` there.
+
+    >>> import jax.numpy as jnp
+    >>> from posenc.jax import SinusoidalPositionalEncoding
+    >>> pe = SinusoidalPositionalEncoding(4)
+    >>> y = pe(jnp.zeros((2, 3, 4)))  # (batch, seq, d_model) in, the same shape and dtype out
+    >>> y.shape, y.dtype
+    ((2, 3, 4), dtype('float32'))
+    >>> y[0, 1]  # position 1
+    Array([0.84147096, 0.5403023 , 0.00999983, 0.99995   ], dtype=float32)
+    >>> pe(jnp.zeros((1, 1, 4), jnp.bfloat16), offset=1)  # one decoding step, in bfloat16
+    Array([[[0.839844, 0.539062, 0.0100098, 1]]], dtype=bfloat16)
+    """
+
+__test__ = {"SinusoidalPositionalEncoding": _DOC}
+
+
 @functools.cache
 def _module_class() -> type:
     try:
@@ -35,36 +82,7 @@ def _module_class() -> type:
         ) from error
 
     class SinusoidalPositionalEncoding(nnx.Module):
-        """``dropout(x + PE)``, exact: the Flax (NNX) twin of ``posenc.torch.SinusoidalPositionalEncoding``.
-
-        Args:
-            d_model: the width of ``x``'s last axis.
-            base, shift, layout: as in :func:`posenc.encode` (the defaults are Vaswani et al. 2017's).
-            dropout: dropout probability applied to the sum (``nnx.Dropout``; needs ``rngs`` in training).
-            batch_first: ``x`` is ``(batch, seq, d_model)`` (or any ``(..., seq, d_model)``); with False,
-                ``(seq, batch, d_model)``.
-            max_len: a cache hint only — longer sequences work.
-            rngs: ``nnx.Rngs`` for dropout (its ``dropout`` stream, else ``default``).
-
-        ``__call__(x, positions=None, *, offset=0, deterministic=None, rngs=None)``:
-            positions: ``(seq,)`` or ``(batch, seq)``, integer or real, concrete or traced (left padding,
-                packed sequences, a context-parallel shard's global positions); default
-                ``offset + arange(seq)``.
-            offset: an int, or an integer array of shape ``()`` or ``(batch,)``, added to the positions
-                (KV-cache decoding: step t equals row t of the full pass). Under ``jit`` pass an array, so
-                one compiled step serves every t; an int is a static argument (one program per value).
-            deterministic: True disables dropout; None takes the module's setting
-                (``nnx.view(module, deterministic=True)`` or ``module.eval()`` for inference).
-            rngs: random keys for dropout at this call,
-                overriding the module's.
-
-        PE is the exact value rounded once to ``x.dtype`` (float32, float16, bfloat16, or float64 with x64),
-        then added to ``x`` in ``x.dtype``. The module's state (``nnx.state``) holds no table — only the
-        dropout keys when ``rngs`` is given; tables are cached per options and dtype outside it.
-
-        Inside ``jax.shard_map`` the module sees the local shard only: pass each shard's global
-        ``positions`` (see :mod:`posenc.sharding`), never rely on the default ``arange(seq)`` there.
-        """
+        __doc__ = _DOC
 
         @takes_options(before="dropout")
         def __init__(

@@ -65,6 +65,32 @@ def _request(params: rope.RopeParameters, seq_len: int | None, fmt: str) -> Any:
     return device.request_for_law(_law(params, seq_len), fmt)
 
 
+# The class docstring, kept out of the class so that pytest finds its example (through __test__)
+# without importing Flax: the class itself is defined on first use.
+_DOC = """Exact rotary cos/sin, the Flax (NNX) twin of :class:`posenc.torch.RotaryEmbedding`.
+
+    ``config``: a :class:`posenc.rope.RopeParameters` or anything :func:`posenc.rope.config` reads;
+    ``layer_type`` picks one layer type of a config with RoPE parameters per layer type (Gemma 3).
+    ``__call__(x, position_ids, *, seq_len=None)`` returns (cos, sin) of shape
+    ``position_ids.shape + (rotary_dim,)`` in x's dtype (with multimodal sections, position_ids is
+    (3, B, L), or (B, L) for text). ``inv_freq`` (float32) and ``attention_scaling`` are attributes.
+
+    >>> import jax.numpy as jnp
+    >>> from posenc import rope
+    >>> from posenc.jax import RotaryEmbedding
+    >>> rotary = RotaryEmbedding(rope.config(head_dim=4, base=100.0))
+    >>> cos, sin = rotary(jnp.zeros((1, 2, 4), jnp.float16), jnp.array([[0, 1]]))  # x: only its dtype
+    >>> cos.shape, cos.dtype
+    ((1, 2, 4), dtype('float16'))
+    >>> sin[0, 1]  # position 1: sin θ_i, θ = (1, 0.1), in the "half" layout
+    Array([0.8413 , 0.09985, 0.8413 , 0.09985], dtype=float16)
+    >>> rotary.inv_freq, rotary.attention_scaling
+    (array([1. , 0.1], dtype=float32), 1.0)
+    """
+
+__test__ = {"RotaryEmbedding": _DOC}
+
+
 @functools.cache
 def _module_class() -> type:
     try:
@@ -75,14 +101,7 @@ def _module_class() -> type:
         ) from error
 
     class RotaryEmbedding(nnx.Module):
-        """Exact rotary cos/sin, the Flax (NNX) twin of :class:`posenc.torch.RotaryEmbedding`.
-
-        ``config``: a :class:`posenc.rope.RopeParameters` or anything :func:`posenc.rope.config` reads;
-        ``layer_type`` picks one layer type of a config with RoPE parameters per layer type (Gemma 3).
-        ``__call__(x, position_ids, *, seq_len=None)`` returns (cos, sin) of shape
-        ``position_ids.shape + (rotary_dim,)`` in x's dtype (with multimodal sections, position_ids is
-        (3, B, L), or (B, L) for text). ``inv_freq`` (float32) and ``attention_scaling`` are attributes.
-        """
+        __doc__ = _DOC
 
         def __init__(self, config: Any, *, layout: str = "half", layer_type: str | None = None):
             check_layout(layout)

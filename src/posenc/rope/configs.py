@@ -72,6 +72,12 @@ def config(
     like ``rope_scaling``: ``{"rope_type": "yarn", "factor": 4.0, ...}``), ``partial_rotary_factor``
     (default 1) and ``max_position_embeddings``. ``layer_type`` picks one entry of a RoPE dict nested per
     layer type (e.g. ``"full_attention"``). The module docstring says where each field is read.
+
+    >>> params = config({"head_dim": 64, "rope_theta": 500000.0, "partial_rotary_factor": 0.5})
+    >>> params.rope_type, params.rotary_dim, params.base
+    ('default', 32, 500000.0)
+    >>> config(head_dim=8, scaling={"rope_type": "linear", "factor": 2.0}).factor
+    2.0
     """
     keywords = {
         "head_dim": head_dim,

@@ -77,6 +77,12 @@ def inv_freq(params: RopeParameters, *, seq_len: int | None = None) -> np.ndarra
     ``seq_len`` (the current sequence length) matters for "dynamic" (the base grows once seq_len >
     max_position_embeddings) and "longrope" (long factors once seq_len > original_max_position_embeddings);
     None gives what transformers builds a model with: the unscaled dynamic base and the short factors.
+
+    >>> from posenc import rope
+    >>> inv_freq(rope.config(head_dim=8, base=100.0))  # θ_i = 100 ** (-2i / 8)
+    array([1.        , 0.31622777, 0.1       , 0.03162278])
+    >>> inv_freq(rope.config(head_dim=8, base=100.0, scaling={"rope_type": "linear", "factor": 2.0}))
+    array([0.5       , 0.15811388, 0.05      , 0.01581139])
     """
     _check_params(params)
     key = _seq_key(params, _check_seq_len(seq_len))
@@ -87,7 +93,15 @@ def attention_scaling(params: RopeParameters, *, seq_len: int | None = None) -> 
     """The factor m that multiplies cos and sin (module docstring), correctly rounded to float64.
 
     It does not depend on ``seq_len`` for any type; the keyword is accepted so that both functions take the
-    same arguments."""
+    same arguments.
+
+    >>> from posenc import rope
+    >>> attention_scaling(rope.config(head_dim=8))  # no scaling: 1
+    1.0
+    >>> yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
+    >>> round(attention_scaling(rope.config(head_dim=8, scaling=yarn)), 6)  # yarn: 0.1 ln(factor) + 1
+    1.138629
+    """
     _check_params(params)
     _check_seq_len(seq_len)
     return _rounded_scaling(params)

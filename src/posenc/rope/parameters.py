@@ -86,6 +86,11 @@ class RopeParameters:
     * ``mrope_section``: multimodal RoPE (Qwen2-VL): how many of the ``rotary_dim // 2`` frequencies each
       position axis (temporal, height, width) takes, in order; ``mrope_interleaved``: Qwen3-VL's variant,
       where the axes take the frequencies in turn (t, h, w, t, h, w, ...) instead of in contiguous blocks.
+
+    >>> from posenc import rope
+    >>> params = rope.RopeParameters("default", head_dim=8, rotary_dim=8, base=100.0)
+    >>> params == rope.config(head_dim=8, base=100.0), params.n_frequencies
+    (True, 4)
     """
 
     rope_type: str

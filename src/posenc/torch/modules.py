@@ -64,6 +64,15 @@ class SinusoidalPositionalEncoding(nn.Module):
     in ``x.dtype``, so the sum rounds once more, like any addition in that dtype. The module holds no
     table in its state: ``state_dict()`` is empty, ``.to(torch.bfloat16)`` cannot degrade anything, and
     a tutorial checkpoint's ``pe`` buffer is accepted (checked, then dropped) by ``load_state_dict``.
+
+    >>> pe = SinusoidalPositionalEncoding(4, batch_first=True)
+    >>> y = pe(torch.zeros(2, 3, 4))  # (batch, seq, d_model) in, the same shape and dtype out
+    >>> y.shape, y.dtype
+    (torch.Size([2, 3, 4]), torch.float32)
+    >>> y[0, 1]  # position 1
+    tensor([0.8415, 0.5403, 0.0100, 0.9999])
+    >>> pe(torch.zeros(1, 1, 4, dtype=torch.bfloat16), offset=1)  # one decoding step, in bfloat16
+    tensor([[[0.8398, 0.5391, 0.0100, 1.0000]]], dtype=torch.bfloat16)
     """
 
     @takes_options(before="dropout")
@@ -214,7 +223,15 @@ class TokenAndPositionEmbedding(nn.Module):
     padding tokens (fairseq's table has a zero row ``padding_idx``): the inputs of M2M100, NLLB and the
     other fairseq-style models, bit for bit (with ``**presets.get("fairseq", padding_idx=...).options``).
 
-    ``forward(ids, positions=None, *, offset=0)`` takes ``ids`` of shape ``(batch, seq)``.
+    ``forward(ids, positions=None, *, offset=0)`` takes ``ids`` of shape ``(batch, seq)`` and returns
+    ``(batch, seq, d_model)`` in the embedding's dtype (float32 unless the module is cast).
+
+    >>> m = TokenAndPositionEmbedding(10, 4, padding_idx=0, positions_from_padding=True)
+    >>> _ = torch.nn.init.zeros_(m.embedding.weight)  # zero embeddings: only the encoding shows
+    >>> m(torch.tensor([[0, 5, 7]]))[0].detach()  # a left pad (no encoding), then positions 1 and 2
+    tensor([[ 0.0000,  0.0000,  0.0000,  0.0000],
+            [ 0.8415,  0.5403,  0.0100,  0.9999],
+            [ 0.9093, -0.4161,  0.0200,  0.9998]])
     """
 
     def __init__(
@@ -280,6 +297,11 @@ class Timesteps(nn.Module):
     into [sin | cos] ([cos | sin] with ``flip_sin_to_cos``), an odd width ends in a zero column. Timesteps
     may be fractional; the result is float32, correctly rounded (diffusers' float32 code is off by ~1e-4 at
     t = 1000).
+
+    >>> emb = Timesteps(4, flip_sin_to_cos=True, downscale_freq_shift=0)(torch.tensor([0, 1000]))
+    >>> emb  # [cos | sin] of t ω_i, ω = (1, 0.01)
+    tensor([[ 1.0000,  1.0000,  0.0000,  0.0000],
+            [ 0.5624, -0.8391,  0.8269, -0.5440]])
     """
 
     def __init__(

@@ -101,7 +101,15 @@ def gather(tensor: torch.Tensor, *, dim: int, scheme: str = "contiguous", group:
     """Every rank's shard, gathered (``all_gather``) and put back in sequence order along ``dim``.
 
     The inverse of :func:`shard` across the group: every rank gets the full tensor. A collective: call it
-    on every rank of ``group``. The result does not carry gradients (``all_gather`` does not).
+    on every rank of ``group``. The result does not carry gradients (``all_gather`` does not). ``tensor``
+    has the same shape and dtype on every rank; the result is ``world_size`` times longer along ``dim``.
+
+    >>> import torch.distributed as dist
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # a group of one
+    >>> local = shard(torch.arange(8)[None], dim=1, scheme="zigzag")  # this rank's shard
+    >>> gather(local * 10, dim=1, scheme="zigzag")
+    tensor([[ 0, 10, 20, 30, 40, 50, 60, 70]])
+    >>> dist.destroy_process_group()
     """
     _check_tensor(tensor)
     dim = _dim(dim, tensor.dim())

@@ -11,9 +11,8 @@ A :class:`Preset` holds those settings with their provenance; ``preset.options``
     posenc.encode(positions, 512, **presets.get("fairseq").options)
     posenc.torch.SinusoidalPositionalEncoding(512, **presets.get("whisper").options)
 
-Each preset documents itself: ``help(presets.get(name))``, ``presets.get(name).__doc__`` and
-``presets.get(name).doc`` give that preset's formula (ω_i, layout, odd-width rule, position offset) and its
-provenance (library, function, models), taken from its factory's docstring.
+``help(preset)``, ``preset.__doc__`` and ``preset.doc`` give a preset's own formula (ω_i, layout, odd-width
+rule, position offset) and provenance (library, function, models), taken from its factory's docstring.
 
 >>> p = get("fairseq", padding_idx=1)
 >>> p.options
@@ -53,6 +52,9 @@ class Preset:
             so ``help(preset)`` shows it. :func:`get` fills it in; empty for a hand-made Preset.
         float32_deviation: the largest error of the library's own float32 table at 1k / 8k / 131k positions
             (:mod:`posenc.preset_deviations`): the tolerance a port's test needs. None where not measured.
+
+    >>> Preset("mine", base=100.0).encode([1], 4, dtype="float64").round(4).tolist()  # ω = 1, 0.1
+    [[0.8415, 0.5403, 0.0998, 0.995]]
     """
 
     name: str
@@ -262,10 +264,9 @@ def _fairseq(padding_idx: int | None = None) -> Preset:
     (:func:`posenc.positions.make_positions`); with ``padding_idx = 1`` the first token sits at position 2.
     ``first_position`` gives ``padding_idx + 1``.
     Source: fairseq ``fairseq/modules/sinusoidal_positional_embedding.py``
-    (``SinusoidalPositionalEmbedding.get_embedding``) and ``fairseq/utils.py`` (``make_positions``); copied
-    in transformers as ``M2M100SinusoidalPositionalEmbedding`` (M2M100, NLLB, NLLB-MoE), Speech2Text,
-    XGLM, FSMT, TrOCR, SpeechT5, SeamlessM4T and Kosmos-2 (MusicGen's copy puts the cosines first: not
-    this preset).
+    (``SinusoidalPositionalEmbedding.get_embedding``) and ``fairseq/utils.py`` (``make_positions``); copied in
+    transformers as ``M2M100SinusoidalPositionalEmbedding`` (M2M100, NLLB, NLLB-MoE), Speech2Text, XGLM, FSMT,
+    TrOCR, SpeechT5, SeamlessM4T and Kosmos-2 (MusicGen's copy puts the cosines first: not this preset).
 
     >>> get("fairseq", padding_idx=1).table(4, 4, dtype="float64").round(4).tolist()  # row 1: padding
     [[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.9093, 0.0002, -0.4161, 1.0], [0.1411, 0.0003, -0.99, 1.0]]
@@ -295,8 +296,7 @@ def _marian() -> Preset:
         sentinel = ceil(dim / 2)
 
     Layout: sin_cos (all sines, then all cosines), not interleaved, with the paper's exponent 2i / dim.
-    Odd d_model: ceil(d/2) sines then floor(d/2) cosines; the last sine uses
-    ω_(dim // 2) = 10000^(-2 (dim // 2) / dim).
+    Odd d_model: ceil(d/2) sines then floor(d/2) cosines, the last at ω_(d // 2) = 10000^(-2 (d // 2) / d).
     Positions: ``past_key_values_length + arange(seq_len)`` (no padding offset).
     Source: transformers ``models/marian/modeling_marian.py``,
     ``MarianSinusoidalPositionalEmbedding.create_weight`` ("Identical to the XLM
@@ -329,9 +329,8 @@ def _whisper(max_timescale: float = 10000.0) -> Preset:
     Odd d_model: refused (ValueError), as Whisper refuses it (an assert in OpenAI's code, a ValueError in
     transformers).  d_model = 2: Whisper divides by zero; posenc uses ω_0 = 1.
     Positions: 0 .. length - 1 (no offset).
-    Source: OpenAI ``whisper/model.py`` ``sinusoids`` and transformers ``models/whisper/modeling_whisper.py``
-    ``sinusoids``: the Whisper audio encoder's fixed position table (1500 positions; the decoder's is
-    learned).
+    Source: ``sinusoids`` (OpenAI ``whisper/model.py``, transformers ``models/whisper/modeling_whisper.py``):
+    the Whisper audio encoder's fixed position table (1500 positions; the decoder's is learned).
 
     >>> get("whisper").table(2, 4, dtype="float64")[1].round(4).tolist()  # ω = 1, 1e-4
     [0.8415, 0.0001, 0.5403, 1.0]
@@ -433,15 +432,18 @@ _FACTORIES: dict[str, Callable[..., Preset]] = {
 
 
 def names() -> list[str]:
-    """The preset names :func:`get` knows."""
+    """The preset names :func:`get` knows.
+
+    >>> names()[:4]
+    ['paper', 'pytorch-tutorial', 'keras-hub', 'distilbert']
+    """
     return list(_FACTORIES)
 
 
 def get(name: str, **parameters: Any) -> Preset:
     """The preset ``name``, with the defining library's own parameters (e.g. ``padding_idx`` for fairseq).
 
-    The preset's ``__doc__`` (and ``doc``) is its own documentation: formula, layout, odd-width rule,
-    position offset and provenance.
+    The preset's ``__doc__`` and ``doc``: its formula, layout, odd-width rule, position offset and provenance.
 
     >>> get("diffusers-timestep", flip_sin_to_cos=True, downscale_freq_shift=0).layout
     'cos_sin'

@@ -49,7 +49,15 @@ def _fixture() -> Any:
 
     @pytest.fixture
     def posenc_exact() -> Any:
-        """:func:`posenc.testing.assert_exact`, as a fixture."""
+        """:func:`posenc.testing.assert_exact`, as a fixture.
+
+        A test requests it by name once the root ``conftest.py`` holds
+        ``pytest_plugins = ["posenc.testing"]``::
+
+            def test_positional_encoding_is_exact(posenc_exact):
+                report = posenc_exact(MyPositionalEncoding(512), positions="0:65536")  # AssertionError if not
+                assert report.variant.name.startswith("paper")
+        """
         return assert_exact
 
     return posenc_exact

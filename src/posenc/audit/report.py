@@ -55,6 +55,15 @@ class AuditReport:
     positions measured per band at most; ``variant``: the exact encoding it was measured against
     (:class:`~posenc.audit.variant.Variant`); ``measurement``: the bands and per-position errors;
     ``findings``; ``tolerance``: None (correctly rounded), ("abs", x) or ("ulp", n).
+
+    >>> import numpy as np
+    >>> import posenc
+    >>> stored = posenc.table(1024, 32).astype(np.float16).astype(np.float32)  # float16 values, as float32
+    >>> report = posenc.audit(stored, samples=256)
+    >>> report.passed, report.kind, report.dtype, report.width, report.span, report.tolerance_text()
+    (False, 'table', 'float32', 32, (0, 1024), 'correctly rounded')
+    >>> f"{report.max_abs:.2g}", report.variant.name.split(" = ")[0], report.findings[0].kind
+    ('0.00024', 'paper', 'storage')
     """
 
     target: str

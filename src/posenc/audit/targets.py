@@ -20,10 +20,9 @@ Kinds (``Target.kind``):
   exact cos/sin of the stored frequencies). Values are ``[cos | sin]``, ``2 · rotary_dim`` columns.
 
 A torch module is run and judged in its own floating type (that of its parameters, else of its floating
-buffers: ``model.to(torch.bfloat16)`` casts both) unless ``dtype=`` is given.
-
-Every sampler returns float64 values ``(k, width)`` that hold the target's own values exactly; ``dtype``
-names the type they came in. torch, JAX and transformers are imported only for targets of theirs.
+buffers: ``model.to(torch.bfloat16)`` casts both) unless ``dtype=`` is given. Every sampler returns float64
+values ``(k, width)`` that hold the target's own values exactly; ``dtype`` names the type they came in. torch,
+JAX and transformers are imported only for targets of theirs.
 """
 
 from __future__ import annotations
@@ -62,6 +61,9 @@ class Target:
     module's longest input, else 2³¹); ``rotary``: what is known of a rotary target (``params``: a
     :class:`posenc.rope.RopeParameters` or None, ``inv_freq``: the stored frequencies or None, ``parts``:
     "cos+sin" or "cos"); ``note``: how it was read.
+
+    >>> (t := as_target(np.eye(2, dtype=np.float32))).kind, t.dtype, t.limit, t.sample(np.array([1])).tolist()
+    ('table', 'float32', 2, [[0.0, 1.0]])
     """
 
     kind: str
@@ -102,8 +104,7 @@ def as_target(
 
 
 def load_object(spec: str, *, d_model: int | None = None) -> Any:
-    """``"path/to/file.py:Name"``: the object ``Name`` of that file; a class is instantiated (with
-    ``d_model`` when it takes it)."""
+    """The object of ``"path/to/file.py:Name"``; a class is instantiated (with ``d_model`` if it takes it)."""
     path, _, name = spec.rpartition(":")
     file = Path(path)
     if not file.is_file():
@@ -200,8 +201,7 @@ def _table(values: np.ndarray, dtype: str, description: str, kind: str) -> Targe
 
 
 def _inv_freq(theta: np.ndarray, dtype: str, description: str) -> Target:
-    """A rotary embedding's stored frequencies: the exact cos/sin of p θ_i for the stored θ_i, [cos | sin]
-    in the half layout, correctly rounded to float32."""
+    """Stored θ_i (inv_freq): exact cos/sin of p θ_i, [cos | sin] half layout, correctly rounded (float32)."""
     from ..core import explicit
 
     if not (np.all(theta >= 0) and np.all(np.isfinite(theta))):

@@ -39,6 +39,13 @@ class Variant:
     whether the first rows reproduce it; ``start``: the position row 0 matches best (0, or an offset);
     ``found_instead``: for a declared variant that the rows do not match, the one they do;
     ``permutation``: target column j holds the variant's column ``permutation[j]`` (None: in place).
+
+    >>> import posenc
+    >>> variant = posenc.audit(posenc.presets.get("whisper").table(512, 16), options="whisper").variant
+    >>> variant.name, variant.options["layout"], variant.how, variant.matches, variant.start
+    ('whisper', 'sin_cos', 'given: whisper', True, 0)
+    >>> variant.exact(np.array([1]), "float64", 4).round(4).tolist()  # position 1 at d_model 4
+    [[0.8415, 0.0001, 0.5403, 1.0]]
     """
 
     name: str | None

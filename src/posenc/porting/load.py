@@ -37,13 +37,34 @@ def load_table(path: str | Path, *, key: str | None = None) -> np.ndarray:
     files are read with ``torch.load(weights_only=True)``: tensors and plain containers, never code. A file
     that is empty, cut short, damaged, of another format than its suffix says, or that holds no such table
     raises ValueError naming the file, what is wrong with it and what is expected.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import posenc
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "pe.npy")
+    ...     np.save(path, posenc.table(8, 4))
+    ...     stored = load_table(path)
+    >>> stored.shape, stored.dtype, bool((stored == posenc.table(8, 4)).all())
+    ((8, 4), dtype('float32'), True)
     """
     return load_named_table(path, key=key)[1]
 
 
 def load_named_table(path: str | Path, *, key: str | None = None) -> tuple[str, np.ndarray]:
     """:func:`load_table`, with the name of the tensor read (``key``, or the one chosen; ``""`` when the file
-    holds one array)."""
+    holds one array).
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import posenc
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "pe.npy")
+    ...     np.save(path, posenc.table(8, 4))
+    ...     name, stored = load_named_table(path)
+    >>> name, stored.shape
+    ('', (8, 4))
+    """
     path = Path(path)
     if not path.exists():
         raise ValueError(f"no such file: {path}")

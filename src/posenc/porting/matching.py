@@ -40,6 +40,11 @@ class Match:
         padding_idx: the position whose row is zero (fairseq), or None.
         max_error: the largest difference between the stored table and this candidate.
         matches: whether ``max_error`` is within the tolerance for the table's length and dtype.
+
+    >>> import posenc
+    >>> best = identify(posenc.table(64, 16, start=3, dtype="float64"))[0]  # rows 3 .. 66
+    >>> best.name.split(" = ")[0], best.options["layout"], best.start, best.padding_idx, best.matches
+    ('paper', 'interleaved', 3, None, True)
     """
 
     name: str | None

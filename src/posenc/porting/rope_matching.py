@@ -49,6 +49,15 @@ class RopeMatch(Match):
     (cache); ``tolerance``: the limit ``max_error`` was held to; ``rounding``: what storing exact values in
     ``precision`` alone would cost; ``evidence``: one line of why; ``code``: the line that builds the
     parameters.
+
+    >>> import numpy as np
+    >>> from posenc import rope
+    >>> cos, sin = rope.cos_sin(np.arange(32), rope.config(head_dim=64, base=500000.0), dtype="float32")
+    >>> found = identify_rope(cos)
+    >>> found.rope_type, found.source, found.layout, found.precision, found.matches
+    ('default', 'cos cache', 'half', 'float32', True)
+    >>> found.code
+    'posenc.rope.config(head_dim=64, base=500000.0)'
     """
 
     rope_type: str = "default"
@@ -111,6 +120,14 @@ def identify_rope(array: Any, *, head_dim: int | None = None, tolerance: float |
 
     Raises ValueError when ``array`` is neither kind of buffer. The result may be a non-match (the
     nearest candidate): check :attr:`RopeMatch.matches`.
+
+    >>> from posenc import rope
+    >>> llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    ...           "original_max_position_embeddings": 8192}
+    >>> stored = rope.inv_freq(rope.config(head_dim=128, base=500000.0, scaling=llama3)).astype("float32")
+    >>> found = identify_rope(stored)  # Llama 3.1's inv_freq buffer
+    >>> found.name, found.source, found.matches, found.options["base"], found.options["scaling"]["factor"]
+    ('rope-llama3', 'inv_freq', True, 500000.0, 8.0)
     """
     return rope_matches(array, head_dim=head_dim, tolerance=tolerance, candidates=1)[0]
 

@@ -57,6 +57,15 @@ class Verdict:
         float32_deviation: the label's library float32 error at 1k / 8k / 131k positions, or None.
         paste: lines that rebuild the table or the module: ``presets.get(...)``, torch, JAX.
         nearest: the closest candidates when nothing matches.
+
+    >>> import posenc
+    >>> answer = verdict(identify(posenc.table(100, 16)), 16, "float32", 100)
+    >>> print(answer.lines()[0])
+    1. matches: paper (base=10000.0, shift=0.0, scale=1.0, layout='interleaved', odd: any rule (even width));
+    max error 2.97e-08
+    >>> answer.also, answer.paste[0]
+    (('pytorch-tutorial', 'keras-hub', 'distilbert', 'positional-encodings'),
+     'posenc.presets.get("paper").table(100, 16)')
     """
 
     best: Match | None
@@ -131,6 +140,13 @@ def verdict(matches: list[Match], d_model: int, dtype: npt.DTypeLike, rows: int 
     """One answer from :func:`identify`'s ``matches`` for a ``d_model``-wide table stored as ``dtype``.
 
     ``rows``: the table's length (for the float32 error expected of it; default: none is ruled out).
+
+    The usual float32 code (the PyTorch tutorial's) is not DistilBERT's table, which is rounded once:
+
+    >>> from posenc.analysis import naive_table
+    >>> answer = verdict(identify(naive_table(1024, 64)), 64, "float32", 1024)
+    >>> answer.label, answer.also, [reason.split(":")[0] for reason in answer.ruled_out]
+    ('paper', ('pytorch-tutorial', 'keras-hub', 'positional-encodings'), ['distilbert'])
     """
     matched = [m for m in matches if m.matches]
     if not matched:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -34,8 +34,19 @@ if TYPE_CHECKING:
 
     from ..core.options import OptionKeywords
 
-#: ``progress(fraction, what)``: called with a fraction from 0 to 1 and what is being done.
-Progress = Callable[[float, str], None]
+
+class Progress(Protocol):
+    """``progress(fraction, what)``: called with a fraction from 0 to 1 and what is being done.
+
+    The type of :func:`check`'s ``progress``: any function of those two arguments.
+
+    >>> seen = []
+    >>> report = check(256, 32, progress=lambda fraction, what: seen.append((fraction, what)))
+    >>> seen[0][0], seen[-1], [fraction for fraction, _ in seen] == sorted(fraction for fraction, _ in seen)
+    (0.0, (1.0, 'done'), True)
+    """
+
+    def __call__(self, fraction: float, what: str, /) -> None: ...
 
 
 @takes_options

@@ -39,6 +39,11 @@ class Collisions:
 
     ``first`` is the first position whose encoding equals that of an ``earlier`` position (both ``None``
     when all encodings differ); ``distinct`` counts the different encodings among ``length`` positions.
+
+    >>> collisions(2048, 64, dtype="bfloat16", compute="dtype")  # the usual code: 257 repeats 256
+    Collisions(first=257, earlier=256, distinct=641, length=2048, start=0)
+    >>> collisions(2048, 64, dtype="bfloat16").unique  # posenc's, rounded once
+    True
     """
 
     first: int | None

@@ -34,7 +34,15 @@ from .rounding import dot_product_tolerance, row_error_bound
 @dataclass(frozen=True)
 class Criterion:
     """One measured criterion of :func:`~posenc.see.check.check`: its ``figure`` (a number), ``passed``, and
-    a sentence; ``tolerance`` is the bound the figure was judged by."""
+    a sentence; ``tolerance`` is the bound the figure was judged by.
+
+    >>> from posenc.analysis import check
+    >>> unique = check(4096, 64, dtype="bfloat16", compute="dtype").criteria[0]  # the usual code
+    >>> unique.name, unique.passed, unique.figure, unique.tolerance
+    ('unique', False, 0.0, 0.0)
+    >>> unique.detail
+    'position 257 has the same bfloat16 encoding as position 256; 769 distinct encodings for 4,096 positions'
+    """
 
     name: str
     title: str

@@ -38,6 +38,10 @@ class Margin:
     ``distance`` is min |PE(a) - PE(b)| over a ≠ b in the range (``inf`` for fewer than two positions),
     attained at positions ``a`` < ``b``. ``complete`` is False when the search stopped at its cap on offsets
     (then ``distance`` is an upper bound).
+
+    >>> margin = uniqueness_margin(16, 8, dtype="float64")
+    >>> round(margin.distance, 6), margin.a, margin.b, margin.complete
+    (0.657741, 1, 7, True)
     """
 
     distance: float

@@ -53,7 +53,15 @@ def sampling_notes(length: int, d_model: int, whole: int, *, block: int, kept: b
 @dataclass(frozen=True)
 class Report:
     """The result of :func:`~posenc.see.check.check`: the options checked and one :class:`Criterion` per
-    criterion, in the order of :data:`~posenc.see.criteria.CRITERIA`."""
+    criterion, in the order of :data:`~posenc.see.criteria.CRITERIA`.
+
+    >>> from posenc.analysis import check
+    >>> report = check(256, 32)
+    >>> report.passed, [criterion.name for criterion in report.criteria]
+    (True, ['unique', 'consistent', 'generalises', 'bounded', 'deterministic', 'shift_invariant'])
+    >>> report.as_dict()["options"]["layout"], len(report.notes)
+    ('interleaved', 2)
+    """
 
     options: dict[str, Any]
     criteria: tuple[Criterion, ...]

@@ -65,16 +65,7 @@ def encode(ops: Backend, positions: Any, request: Request, offset: Any = None) -
     certain = certain | column(zero) | (freq["rate_float"] == 0)  # a zero angle is exact
     total = int(whole.shape[0]) * count
     if request.fmt != "float64" and total:
-        sin, cos = _settle(
-            ops,
-            split_flat=flat,
-            freq=freq,
-            sin=sin,
-            cos=cos,
-            certain=certain,
-            request=request,
-            float_dtype=float_dtype,
-        )
+        sin, cos = _settle(ops, flat, freq, (sin, cos, certain), request, float_dtype)
     out = _layout(ops, sin, cos, request)
     nan = float("nan")
     out = ops.where(column(valid), out, nan)

@@ -16,18 +16,12 @@ SETTLE_CAPACITY = 512
 
 
 def _settle(
-    ops: Backend,
-    *,
-    split_flat: list[Any],
-    freq: dict[str, Any],
-    sin: Any,
-    cos: Any,
-    certain: Any,
-    request: Request,
+    ops: Backend, split_flat: list[Any], freq: dict[str, Any], values: tuple[Any, Any, Any], request: Request,
     float_dtype: Any,
-) -> tuple[Any, Any]:
+) -> tuple[Any, Any]:  # fmt: skip
     """Recompute the (up to SETTLE_CAPACITY) uncertain values with SETTLE_EXTRA more limbs, on a compaction
-    of their indices of static size: no host sync."""
+    of their indices of static size: no host sync. ``values`` is (sin, cos, certain) of the first pass."""
+    sin, cos, certain = values
     negative, whole, fraction, fraction_negative, _ = split_flat
     rows, count = sin.shape
     total = rows * count

@@ -13,6 +13,7 @@ import numpy as np
 from .. import _validate, adapters
 from ..core.options import takes_options
 from ..device import Backend
+from .flax_import import flax_nnx
 from .functions import _NUMPY, _encode_any, _host_positions, _is_int, _Options, _traced
 from .tables import _contiguous
 
@@ -73,13 +74,7 @@ __test__ = {"SinusoidalPositionalEncoding": _DOC}
 
 @functools.cache
 def _module_class() -> type:
-    try:
-        from flax import nnx
-    except ImportError as error:
-        raise ImportError(
-            "posenc.jax.SinusoidalPositionalEncoding is a Flax (NNX) module and needs Flax: "
-            "pip install 'posenc[flax]'"
-        ) from error
+    nnx = flax_nnx("SinusoidalPositionalEncoding")
 
     class SinusoidalPositionalEncoding(nnx.Module):
         __doc__ = _DOC

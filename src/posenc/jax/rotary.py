@@ -21,6 +21,7 @@ import numpy as np
 from .. import device, rope
 from ..rope.arrays import arrange, check_layout, check_request
 from ..rope.tables import _law
+from .flax_import import flax_nnx
 from .functions import _dtype, _host_positions, _traced
 
 
@@ -93,12 +94,7 @@ __test__ = {"RotaryEmbedding": _DOC}
 
 @functools.cache
 def _module_class() -> type:
-    try:
-        from flax import nnx
-    except ImportError as error:
-        raise ImportError(
-            "posenc.jax.RotaryEmbedding is a Flax (NNX) module and needs Flax: pip install 'posenc[flax]'"
-        ) from error
+    nnx = flax_nnx("RotaryEmbedding")
 
     class RotaryEmbedding(nnx.Module):
         __doc__ = _DOC

@@ -55,15 +55,12 @@ def load_named_table(path: str | Path, *, key: str | None = None) -> tuple[str, 
     """:func:`load_table`, with the name of the tensor read (``key``, or the one chosen; ``""`` when the file
     holds one array).
 
-    >>> import os, tempfile
-    >>> import numpy as np
-    >>> import posenc
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     path = os.path.join(folder, "pe.npy")
-    ...     np.save(path, posenc.table(8, 4))
-    ...     name, stored = load_named_table(path)
-    >>> name, stored.shape
-    ('', (8, 4))
+    >>> import os, tempfile, numpy as np, posenc
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> np.save(os.path.join(folder.name, "pe.npy"), posenc.table(8, 4))
+    >>> load_named_table(os.path.join(folder.name, "pe.npy"))[0], "(one array: no name)"
+    ('', '(one array: no name)')
+    >>> folder.cleanup()
     """
     path = Path(path)
     if not path.exists():

@@ -72,7 +72,7 @@ def launch(
     block_f = block_freqs or min(next_power_of_2(count), 64)
     block_r = block_rows or max(1, _BLOCK // block_f)
     grid = (math.ceil(positions.shape[0] / block_r), math.ceil(count / block_f))
-    uncertain = torch.empty(grid[0] * grid[1], dtype=torch.int32, device=positions.device)  # each program's
+    uncertain = torch.empty(grid[0] * grid[1], dtype=torch.int32, device=positions.device)  # one per program
     if not out.numel():
         return out.reshape(*shape, request.d_model), uncertain
     wide_out = fmt == "float64"

@@ -99,14 +99,17 @@ def row(name: str, measured: float, unit: str, bar: str, detail: str = "") -> di
 _INSTALLED = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 
 
-def wall(command: list[str], repeat: int = 5) -> float:
+def walls(commands: list[list[str]], repeat: int = 5) -> list[float]:
+    """The median wall time of each command in fresh processes, over ``repeat`` interleaved rounds (each
+    round runs every command once), as an installed package runs (its bytecode cached)."""
     subprocess.run([sys.executable, "-c", "import posenc.cli"], check=True, env=_INSTALLED)  # bytecode
-    times = []
+    times: list[list[float]] = [[] for _ in commands]
     for _ in range(repeat):
-        began = time.perf_counter()
-        subprocess.run(command, check=True, capture_output=True, env=_INSTALLED)
-        times.append(time.perf_counter() - began)
-    return sorted(times)[len(times) // 2]
+        for command, seconds in zip(commands, times, strict=True):
+            began = time.perf_counter()
+            subprocess.run(command, check=True, capture_output=True, env=_INSTALLED)
+            seconds.append(time.perf_counter() - began)
+    return [sorted(seconds)[len(seconds) // 2] for seconds in times]
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -165,10 +168,10 @@ def run(args: argparse.Namespace) -> dict:
     length, d = big
     buf = np.empty((length, d), np.float32)
     buf.fill(0)
-    out = median(lambda: posenc.table(length, d, out=buf), args.repeat)
-    fill = median(lambda: buf.fill(0.5), args.repeat)
-    fresh = median(lambda: posenc.table(length, d), args.repeat)
-    floor = median(lambda: np.full((length, d), 0.5, np.float32), args.repeat)
+    out, fill = interleaved([lambda: posenc.table(length, d, out=buf), lambda: buf.fill(0.5)], args.repeat)
+    fresh, floor = interleaved(
+        [lambda: posenc.table(length, d), lambda: np.full((length, d), 0.5, np.float32)], args.repeat
+    )
     rows.append(
         row(
             f"table({length}, {d}, out=buf) / buf.fill",
@@ -206,31 +209,48 @@ def run(args: argparse.Namespace) -> dict:
         )
     with tempfile.TemporaryDirectory() as scratch:
         target = str(Path(scratch) / "pe.npy")
-        python = wall([sys.executable, "-c", "pass"], 15)
-        numpy_import = wall([sys.executable, "-c", "import numpy"], 15) - python
-        importing = wall([sys.executable, "-c", "import posenc"], 15) - python
-        cli = wall(
+        python, numpy_import, importing, first_use = walls(
             [
-                sys.executable,
-                "-m",
-                "posenc",
-                "table",
-                str(length),
-                str(d),
-                "--format",
-                "npy",
-                "--output",
-                target,
+                [sys.executable, "-c", "pass"],
+                [sys.executable, "-c", "import numpy"],
+                [sys.executable, "-c", "import posenc"],
+                [sys.executable, "-c", "import posenc; posenc.encode(5, 512)"],
+            ],
+            15,
+        )
+        cli, baseline = walls(
+            [
+                [
+                    sys.executable,
+                    "-m",
+                    "posenc",
+                    "table",
+                    str(length),
+                    str(d),
+                    "--format",
+                    "npy",
+                    "--output",
+                    target,
+                ],
+                [sys.executable, "-c", TUTORIAL_NUMPY, str(length), str(d), target],
             ]
         )
-        baseline = wall([sys.executable, "-c", TUTORIAL_NUMPY, str(length), str(d), target])
     rows.append(
         row(
             "import posenc (fresh process, minus bare python)",
-            importing * 1e3,
+            (importing - python) * 1e3,
             "ms",
             "<= 100",
-            f"import numpy alone: {numpy_import * 1e3:.0f} ms",
+            "loads nothing: NumPy and the core load on first use",
+        )
+    )
+    rows.append(
+        row(
+            "import posenc + first encode(5, 512), minus import numpy",
+            (first_use - numpy_import) * 1e3,
+            "ms",
+            "",
+            f"posenc's own share of a first use; import numpy alone: {(numpy_import - python) * 1e3:.0f} ms",
         )
     )
     rows.append(

@@ -113,6 +113,7 @@ def test_cost_model_benchmark_writes_json_and_the_readme_block(tmp_path):
     names = [r["name"] for r in document["rows"]]
     assert any("speed-up over the tutorial" in n for n in names) and any("first call" in n for n in names)
     assert any("core(s)" in n for n in names) and any("buf.fill" in n for n in names)
+    assert any("first encode" in n for n in names)  # posenc's own share of a first use, NumPy aside
     readme = tmp_path / "README.md"
     readme.write_text("before\n<!-- cost-model:start -->\nold\n<!-- cost-model:end -->\nafter\n")
     _run("cost_model.py", "--readme", "--json", str(document_path), "--readme-file", str(readme))

@@ -379,13 +379,21 @@ def test_bad_table_arguments(kwargs, error, message):
         posenc.table(d_model=8, **kwargs)
 
 
-def test_import_posenc_imports_numpy_only():
+def test_import_posenc_loads_nothing_and_its_functions_load_numpy_only():
+    loaded = "sorted(m for m in ('numpy', 'torch', 'jax', 'matplotlib', 'ml_dtypes') if m in sys.modules)"
+    code = f"import sys, posenc; print({loaded}); posenc.table(2, 4); print({loaded})"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split("\n")[:2] == ["[]", "['numpy']"]
+
+
+def test_the_lazy_names_are_the_core_functions():
     code = (
-        "import sys, posenc; "
-        "print(sorted(m for m in ('torch', 'jax', 'matplotlib', 'ml_dtypes') if m in sys.modules))"
+        "import posenc; from posenc import encode; "
+        "print(posenc.table is posenc.core.table, encode is posenc.core.encode)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[]"
+    assert result.stdout.strip() == "True True"
+    assert {"encode", "table", "frequencies"} <= set(dir(posenc))
 
 
 def test_public_surface():

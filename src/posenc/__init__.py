@@ -1,18 +1,19 @@
 """posenc: exact sinusoidal positional encodings.
 
 PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i), ω_i = base ** (-i / (d_model // 2 - shift)), correctly
-rounded to the output dtype at any position |p| < 2**31. ``import posenc`` imports NumPy only; the
-submodules below load on first use (``posenc.presets``, ``posenc.grid``, ``posenc.rope`` for rotary
-embeddings, ``posenc.audit`` to measure anyone's encoding, ...), which keeps the import fast.
+rounded to the output dtype at any position |p| < 2**31. ``import posenc`` itself loads nothing (about a
+millisecond): every name below loads on first use, ``posenc.table`` and ``posenc.encode`` with NumPy and
+the exact core (:mod:`posenc.core`), the submodules on their own (``posenc.presets``, ``posenc.grid``,
+``posenc.rope`` for rotary embeddings, ``posenc.audit`` to measure anyone's encoding, ...). Nothing but
+NumPy is imported by the core; frameworks load only with ``posenc.torch`` and ``posenc.jax``.
 """
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
-from .core import encode, frequencies, table
-
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms); type checkers read it so
 if TYPE_CHECKING:  # what __getattr__ provides, for type checkers and editors
     from . import analysis, audit, grids, positions, presets, rope, sharding, testing
+    from .core import encode, frequencies, table
     from .grids import grid
     from .porting import convert_layout, identify
 
@@ -36,17 +37,38 @@ __all__ = [
     "testing",
 ]
 
-# posenc.audit is a package that can be called: posenc.audit(target) is posenc.audit.audit(target)
-_SUBMODULES = {"analysis", "audit", "grids", "porting", "positions", "presets", "rope", "sharding", "testing"}
-_FUNCTIONS = {"grid": "grids", "convert_layout": "porting", "identify": "porting"}
+# posenc.audit is a package that can be called: posenc.audit(target) is posenc.audit.audit(target).
+# core and porting are not in __all__: they are named so that `import posenc; posenc.core` works.
+_SUBMODULES = {
+    "analysis",
+    "audit",
+    "core",
+    "grids",
+    "porting",
+    "positions",
+    "presets",
+    "rope",
+    "sharding",
+    "testing",
+}
+_FUNCTIONS = {
+    "encode": "core",
+    "frequencies": "core",
+    "table": "core",
+    "grid": "grids",
+    "convert_layout": "porting",
+    "identify": "porting",
+}
 
 
-def __getattr__(name: str) -> Any:
-    """Load a submodule, or the function of one, on first use."""
+def __getattr__(name: str) -> object:
+    """Load a submodule, or the function of one, on first use (then it is an ordinary attribute)."""
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     if name in _FUNCTIONS:
-        return getattr(importlib.import_module(f"{__name__}.{_FUNCTIONS[name]}"), name)
+        value = getattr(importlib.import_module(f"{__name__}.{_FUNCTIONS[name]}"), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -4,7 +4,8 @@
     python benchmarks/cost_model.py --readme [--json FILE]                  # JSON -> README block
 
 Rows (float32, exact): large tables against the tutorial code (PyTorch and its formula in NumPy) and against
-posenc's NumPy path (the compiled kernels monkeypatched away); table(512, 512); ``encode`` of one position;
+posenc's NumPy path (the compiled kernels monkeypatched away); the large table in bfloat16 and float16
+against the tutorial's cast to them; table(512, 512); ``encode`` of one position;
 ``table(out=buf)`` against ``buf.fill`` and a fresh table against a fresh ``np.full``; the speed-up on 1, 2
 and all cores (``POSENC_NUM_THREADS``); and the first call in fresh processes: ``import posenc`` and
 ``posenc table 8192 4096 --format npy`` against a ``python -c`` that computes the tutorial formula in NumPy
@@ -146,6 +147,24 @@ def run(args: argparse.Namespace) -> dict:
                 "x",
                 "",
                 f"{plain * 1e3:.1f} ms",
+            )
+        )
+    length, d = big
+    for name in ("bfloat16", "float16"):  # the 16-bit formats, against the tutorial's table cast to them
+        ours, tut = interleaved(
+            [
+                lambda name=name: posenc.table(length, d, dtype=name),
+                lambda name=name: tutorial_table(length, d).to(getattr(torch, name)),
+            ],
+            args.repeat,
+        )
+        rows.append(
+            row(
+                f"table({length}, {d}, {name}): speed-up over the tutorial's table cast to {name}",
+                tut / ours,
+                "x",
+                "",
+                f"{ours * 1e3:.1f} ms vs {tut * 1e3:.1f} ms",
             )
         )
     length, d = small

@@ -18,13 +18,13 @@ from posenc.core import _kernels
 @pytest.fixture
 def numpy_only(monkeypatch):
     """Run posenc as it runs where the extension was not built."""
-    monkeypatch.setattr(core.compiled, "kernel", lambda name="combine_float32": None)
+    monkeypatch.setattr(core.compiled, "kernel", lambda name="combine": None)
 
 
 def _both_paths(monkeypatch, compute):
     compiled = compute()
     with monkeypatch.context() as patch:
-        patch.setattr(core.compiled, "kernel", lambda name="combine_float32": None)
+        patch.setattr(core.compiled, "kernel", lambda name="combine": None)
         plain = compute()
     return compiled, plain
 
@@ -44,10 +44,35 @@ def test_the_extension_is_built_and_used():
     ],
 )
 @pytest.mark.parametrize("start", [0, -700, 2**31 - 1500])
-def test_compiled_tables_equal_numpy_tables(monkeypatch, options, start):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_compiled_tables_equal_numpy_tables(monkeypatch, options, start, dtype):
     d_model = 1025 if "odd" in options else 1024
-    compiled, plain = _both_paths(monkeypatch, lambda: posenc.table(1400, d_model, start=start, **options))
+    compiled, plain = _both_paths(
+        monkeypatch, lambda: posenc.table(1400, d_model, start=start, dtype=dtype, **options)
+    )
     assert compiled.tobytes() == plain.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("dtype", "scale", "subnormal"),
+    [
+        ("float16", 3e-5, True),  # results below 2**-14
+        ("float16", 1e-6, True),
+        ("float16", 1e-40, False),  # every sine rounds to ±0
+        ("bfloat16", 1e-6, False),
+        ("bfloat16", 1e-40, True),  # results below 2**-126
+    ],
+)
+def test_16_bit_tables_round_tiny_values_straight_from_float64(monkeypatch, dtype, scale, subnormal):
+    """The kernel rounds float64 to bfloat16/float16 on the bits, subnormal results and signed zeros
+    included: the NumPy path's bits."""
+    compiled, plain = _both_paths(
+        monkeypatch, lambda: posenc.table(600, 130, start=-300, dtype=dtype, scale=scale)
+    )
+    assert compiled.tobytes() == plain.tobytes()
+    bits = compiled.view(np.uint16) & 0x7FFF
+    exponent = bits >> (7 if dtype == "bfloat16" else 10)
+    assert ((exponent == 0) & (bits != 0)).any() == subnormal
 
 
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
@@ -68,7 +93,14 @@ def test_a_bad_thread_count_is_refused(monkeypatch):
 
 @pytest.mark.parametrize("room", [None, 0], ids=["values-listed", "rows-redone"])
 @pytest.mark.parametrize(
-    "options", [{"layout": "sin_cos"}, {"odd": "literal"}, {"layout": "cos_sin", "odd": "drop", "start": -64}]
+    "options",
+    [
+        {"layout": "sin_cos"},
+        {"odd": "literal"},
+        {"layout": "cos_sin", "odd": "drop", "start": -64},
+        {"dtype": "bfloat16"},
+        {"dtype": "float16", "layout": "sin_cos", "start": -64},
+    ],
 )
 def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options, room):
     """Widened error bands make many values look unsure: the compiled path's second pass (the values the
@@ -82,9 +114,12 @@ def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options, room):
         )  # less room than one row's values
     init, exact, calls = core.Spec.__init__, core.Spec.exact, []
 
+    # about as wide against the format's precision as 2**-36 is against float32's
+    wide = 2.0 ** {"bfloat16": -20, "float16": -22}.get(options.get("dtype", "float32"), -36)
+
     def wide_bands(self, *args):
         init(self, *args)
-        self.absolute_error = 2.0**-36
+        self.absolute_error = wide
 
     def counted(self, p, i):
         calls.append((p, i))
@@ -135,6 +170,18 @@ def test_the_kernels_refuse_buffers_too_small():
     out, unsure = np.empty((3, 8), np.float32), np.empty(3, np.int64)
     with pytest.raises(ValueError, match="column plan"):  # 5 cosines of 4 frequencies
         _kernels.encode_float32(np.arange(3.0), limbs, 0.0, out, unsure, (4, 8, 0, 1, 2, 4, 5), 0, 3)
+    rows, band = np.zeros((2, 4)), np.zeros(4)
+    with pytest.raises(ValueError, match="format must be"):
+        _kernels.combine(
+            rows, rows, rows, rows, band, band, 2, out, unsure, unsure, (4, 8, 0, 1, 2, 4, 4), 0, 3, 3
+        )
+    half = np.empty((3, 4), np.float32)  # room for 3 rows of 8 16-bit values, not of 8 float32 ones
+    columns = (4, 8, 0, 1, 2, 4, 4)
+    with pytest.raises(ValueError, match="needs"):
+        _kernels.combine(rows, rows, rows, rows, band, band, 2, half, unsure, unsure, columns, 0, 3, 0)
+    assert (
+        _kernels.combine(rows, rows, rows, rows, band, band, 2, half, unsure, unsure, columns, 0, 3, 1) >= 0
+    )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "bfloat16"])

@@ -7,12 +7,13 @@
    - encode_float32:  direct, then each value rounded once to float32 and certified with core's band
                       |v| 2**-50 + absolute_error; a row holding a value whose band straddles a rounding
                       midpoint is counted in unsure[row], and core settles that row on the NumPy path.
-   - combine_float32: angle addition z(start + aB + b) = z(start + aB) z(b) of core.tables.angle_addition,
-                      each value rounded once to float32 and certified with the per-column bands; unsure rows
-                      as above, and the unsure values themselves listed (up to the room given), so that core
-                      settles just those values.
+   - combine:         angle addition z(start + aB + b) = z(start + aB) z(b) of core.tables.angle_addition,
+                      each value rounded once to float32, bfloat16 or float16 (from the float64 value: no
+                      double rounding) and certified with the per-column bands; unsure rows as above, and
+                      the unsure values themselves listed (up to the room given), so that core settles just
+                      those values.
 
-   So every float32 value written is THE correctly rounded one (certified), whatever rounding error the
+   So every value written is THE correctly rounded one (certified), whatever rounding error the
    compiler's code has within the bands; and `direct` is bit-identical to NumPy because it performs the
    same IEEE operations in the same order (built with -ffp-contract=off: no fused multiply-add; no
    -ffast-math). Buffers come through the buffer protocol (no NumPy headers); each call works on a row
@@ -22,6 +23,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 /* one build, vector code where the CPU has AVX2 (chosen at load time); the same IEEE operations */
@@ -247,19 +249,65 @@ static Py_ssize_t encode_rows(const double *restrict positions, const double *re
 #define SIN_SUM(i) (fused ? fma(sa[i], cb[i], ca[i] * sb[i]) : sa[i] * cb[i] + ca[i] * sb[i])
 #define COS_SUM(i) (fused ? fma(ca[i], cb[i], -(sa[i] * sb[i])) : ca[i] * cb[i] - sa[i] * sb[i])
 
+/* The output formats of combine: float32, bfloat16 and float16 (the 16-bit ones as their bits). */
+#define FORMAT_FLOAT32 0
+#define FORMAT_BFLOAT16 1
+#define FORMAT_FLOAT16 2
+
+/* v rounded to a 16-bit format, to nearest with ties to even, as the format's bits, straight from v's
+   float64 bits (no double rounding): where |v| is at least the format's smallest normal number, v's
+   significand is rounded to the format's (bfloat16: 8 bits, so 45 of float64's 52 fraction bits are
+   dropped; float16: 11 bits, 42 dropped) on the bits, whose order is the values' order (a carry into the
+   exponent is right), and the exponent rebiased (1023 - 127, resp. 1023 - 15); below it, the subnormal
+   count |v| / 2**-133 (resp. 2**-24) is rounded by adding 2**52 (a count of 2**kept is the smallest normal
+   number's bits). Bit 16 is set where the result overflows the format (core settles those). */
+static ALWAYS_INLINE uint32_t round16(double v, const int format) {
+    const int bfloat16 = format == FORMAT_BFLOAT16, drop = bfloat16 ? 45 : 42, kept = 52 - drop;
+    const uint64_t rebias = (uint64_t)(bfloat16 ? 1023 - 127 : 1023 - 15) << kept;
+    const uint64_t smallest_normal = (uint64_t)(bfloat16 ? 1023 - 126 : 1023 - 14) << 52; /* its bits */
+    uint64_t bits, count;
+    memcpy(&bits, &v, 8);
+    const uint64_t magnitude = bits & 0x7FFFFFFFFFFFFFFFull;
+    const uint64_t normal = ((magnitude + ((1ull << (drop - 1)) - 1) + ((magnitude >> drop) & 1)) >> drop) - rebias;
+    const double subnormal = fabs(v) * (bfloat16 ? 0x1p133 : 0x1p24) + 0x1p52;
+    memcpy(&count, &subnormal, 8);
+    /* a select by mask (the compiler keeps the loop vector code) and a signed comparison (AVX2 compares
+       signed 64-bit lanes only; both sides are below 2**63) */
+    const uint64_t tiny = -(uint64_t)((int64_t)magnitude < (int64_t)smallest_normal);
+    const int64_t field = (int64_t)((count & 0xFFFF & tiny) | (normal & ~tiny));
+    const uint32_t overflow = field >= (int64_t)(bfloat16 ? 255 : 31) << kept;
+    return (uint32_t)(((uint64_t)field & 0x7FFF) | (bits >> 63) << 15) | overflow << 16;
+}
+
+/* Round v with its band to the output format: the value (float32: its float; 16-bit: its bits) is stored
+   at dst[index], and the result says whether the rounding is unsure (v - band rounds otherwise, or the
+   16-bit result overflows). A value whose band straddles zero is unsure (the two ends differ in sign);
+   float32 also flags every value rounding to zero, and core settles it, sign included. */
+static ALWAYS_INLINE int round_out(double v, double band, void *restrict dst, Py_ssize_t index, const int format) {
+    if (format == FORMAT_FLOAT32) {
+        const float high = (float)(v + band);
+        ((float *)dst)[index] = high;
+        return high != (float)(v - band);
+    }
+    const uint32_t high = round16(v + band, format), low = round16(v - band, format);
+    ((uint16_t *)dst)[index] = (uint16_t)high;
+    return (high != low) | (int)(high >> 16);
+}
+
 /* The unsure values of row r, found again one by one (rare: a row holds a few at most), and their count:
    where[found ..] receives r * 2n + 2i + which (which = 0 for the sine of frequency i, 1 for its cosine)
    while there is room (capacity). */
 static ALWAYS_INLINE Py_ssize_t record_unsure(const double *sa, const double *ca, const double *sb,
                                               const double *cb, const double *sin_band, const double *cos_band,
                                               const Columns *k, Py_ssize_t r, int64_t *where, Py_ssize_t capacity,
-                                              Py_ssize_t found, const int fused) {
+                                              Py_ssize_t found, const int fused, const int format) {
     Py_ssize_t count = 0;
+    float scratch[1];
     for (Py_ssize_t i = 0; i < k->n; i++) {
         double s = SIN_SUM(i), c = COS_SUM(i);
         for (int which = 0; which < 2; which++) {
             double v = which ? c : s, band = which ? cos_band[i] : sin_band[i];
-            if (i < (which ? k->cos_count : k->sin_count) && (float)(v + band) != (float)(v - band)) {
+            if (i < (which ? k->cos_count : k->sin_count) && round_out(v, band, scratch, 0, format)) {
                 if (found + count < capacity) where[found + count] = (int64_t)r * 2 * k->n + 2 * i + which;
                 count++;
             }
@@ -271,71 +319,84 @@ static ALWAYS_INLINE Py_ssize_t record_unsure(const double *sa, const double *ca
 #define COMBINE_PARAMETERS                                                                                  \
     const double *restrict sin_a, const double *restrict cos_a, const double *restrict sin_b,               \
         const double *restrict cos_b, const double *restrict sin_band, const double *restrict cos_band,     \
-        Py_ssize_t block, const Columns *k, Py_ssize_t lo, Py_ssize_t hi, float *restrict out,              \
+        Py_ssize_t block, const Columns *k, Py_ssize_t lo, Py_ssize_t hi, void *restrict out,               \
         int64_t *restrict unsure, int64_t *restrict where, Py_ssize_t capacity
 #define COMBINE_ARGUMENTS \
     sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, k, lo, hi, out, unsure, where, capacity
 
-static ALWAYS_INLINE Py_ssize_t combine_rows(COMBINE_PARAMETERS, const int fused) {
-    const Py_ssize_t n = k->n;
+static ALWAYS_INLINE Py_ssize_t combine_rows(COMBINE_PARAMETERS, const int fused, const int format) {
+    const Py_ssize_t n = k->n, size = format == FORMAT_FLOAT32 ? 4 : 2;
     const Py_ssize_t both = k->sin_count < k->cos_count ? k->sin_count : k->cos_count;
     Py_ssize_t total = 0;
     for (Py_ssize_t r = lo; r < hi; r++) {
         Py_ssize_t a = r / block, b = r - a * block;
         const double *sa = sin_a + a * n, *ca = cos_a + a * n, *sb = sin_b + b * n, *cb = cos_b + b * n;
-        float *row = out + r * k->d_model;
-        float *sin_row = row + k->sin_offset, *cos_row = row + k->cos_offset;
+        char *row = (char *)out + r * k->d_model * size;
+        void *restrict sin_row = row + k->sin_offset * size, *restrict cos_row = row + k->cos_offset * size;
         int64_t count = 0;
-        zero_tail(row, k);
+        if (k->d_model > 2 * n) memset(row + 2 * n * size, 0, (k->d_model - 2 * n) * size); /* zero column */
         if (k->stride == 2) { /* interleaved: sine i in column 2i, its cosine next to it */
-            float *restrict pair = sin_row;
             for (Py_ssize_t i = 0; i < both; i++) {
                 double s = SIN_SUM(i), c = COS_SUM(i);
-                float s_high = (float)(s + sin_band[i]), c_high = (float)(c + cos_band[i]);
-                count += (s_high != (float)(s - sin_band[i])) | (c_high != (float)(c - cos_band[i]));
-                pair[2 * i] = s_high; /* one contiguous store of both (the offsets are known adjacent) */
-                pair[2 * i + 1] = c_high;
+                count += round_out(s, sin_band[i], sin_row, 2 * i, format) |
+                         round_out(c, cos_band[i], sin_row, 2 * i + 1, format);
             }
         } else {
             for (Py_ssize_t i = 0; i < both; i++) {
                 double s = SIN_SUM(i), c = COS_SUM(i);
-                float s_high = (float)(s + sin_band[i]), c_high = (float)(c + cos_band[i]);
-                count += (s_high != (float)(s - sin_band[i])) | (c_high != (float)(c - cos_band[i]));
-                sin_row[i] = s_high;
-                cos_row[i] = c_high;
+                count += round_out(s, sin_band[i], sin_row, i, format) |
+                         round_out(c, cos_band[i], cos_row, i, format);
             }
         }
         for (Py_ssize_t i = both; i < n; i++) {
             double s = SIN_SUM(i), c = COS_SUM(i);
-            if (i < k->sin_count) {
-                float s_high = (float)(s + sin_band[i]);
-                count += s_high != (float)(s - sin_band[i]);
-                sin_row[k->stride * i] = s_high;
-            }
-            if (i < k->cos_count) {
-                float c_high = (float)(c + cos_band[i]);
-                count += c_high != (float)(c - cos_band[i]);
-                cos_row[k->stride * i] = c_high;
-            }
+            if (i < k->sin_count) count += round_out(s, sin_band[i], sin_row, k->stride * i, format);
+            if (i < k->cos_count) count += round_out(c, cos_band[i], cos_row, k->stride * i, format);
         }
-        /* a value rounding to zero is unsure here (its band straddles zero), so signs are settled by core */
         unsure[r] = count;
         if (count)
-            total += record_unsure(sa, ca, sb, cb, sin_band, cos_band, k, r, where, capacity, total, fused);
+            total += record_unsure(sa, ca, sb, cb, sin_band, cos_band, k, r, where, capacity, total, fused, format);
     }
     return total;
 }
 
-/* The two builds of combine_rows: plain, and with fused multiply-adds on x86-64 CPUs that have them (chosen
-   per call; ~10% faster). Each pass uses one of them throughout, so the unsure values it lists are those
-   of the values it wrote. */
-static Py_ssize_t combine_rows_plain(COMBINE_PARAMETERS) { return combine_rows(COMBINE_ARGUMENTS, 0); }
+/* The builds of combine_rows: per output format, plain, and with fused multiply-adds on x86-64 CPUs that
+   have them (chosen per call; ~10% faster). Each pass uses one of them throughout, so the unsure values it
+   lists are those of the values it wrote. */
+#define COMBINE_BUILDS(format_name, format)                                                               \
+    static Py_ssize_t combine_plain_##format_name(COMBINE_PARAMETERS) {                                   \
+        return combine_rows(COMBINE_ARGUMENTS, 0, format);                                                \
+    }                                                                                                     \
+    FUSED_BUILD(format_name, format)
 
 #if POSENC_FMA
-__attribute__((target("avx2,fma"))) static Py_ssize_t combine_rows_fused(COMBINE_PARAMETERS) {
-    return combine_rows(COMBINE_ARGUMENTS, 1);
-}
+#define FUSED_BUILD(format_name, format)                                                                  \
+    __attribute__((target("avx2,fma"))) static Py_ssize_t combine_fused_##format_name(COMBINE_PARAMETERS) { \
+        return combine_rows(COMBINE_ARGUMENTS, 1, format);                                                \
+    }
+#else
+#define FUSED_BUILD(format_name, format)
 #endif
+
+COMBINE_BUILDS(float32, FORMAT_FLOAT32)
+COMBINE_BUILDS(bfloat16, FORMAT_BFLOAT16)
+COMBINE_BUILDS(float16, FORMAT_FLOAT16)
+
+typedef Py_ssize_t (*Combine)(COMBINE_PARAMETERS);
+
+/* The build of combine_rows for the output format and this CPU. */
+static Combine combine_build(int format) {
+#if POSENC_FMA
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        return format == FORMAT_FLOAT32    ? combine_fused_float32
+               : format == FORMAT_BFLOAT16 ? combine_fused_bfloat16
+                                           : combine_fused_float16;
+    }
+#endif
+    return format == FORMAT_FLOAT32    ? combine_plain_float32
+           : format == FORMAT_BFLOAT16 ? combine_plain_bfloat16
+                                       : combine_plain_float16;
+}
 
 
 /* --- argument checking ------------------------------------------------------------------------------- */
@@ -405,30 +466,32 @@ static PyObject *py_encode_float32(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(total);
 }
 
-static PyObject *py_combine_float32(PyObject *self, PyObject *args) {
+static PyObject *py_combine(PyObject *self, PyObject *args) {
     Py_buffer v[9];
     Columns k;
     Py_ssize_t block, lo, hi, total;
+    int format;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*nw*w*w*(nnnnnnn)nn", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*nw*w*w*(nnnnnnn)nni", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
                           &block, &v[6], &v[7], &v[8], &k.n, &k.d_model, &k.sin_offset, &k.cos_offset, &k.stride,
-                          &k.sin_count, &k.cos_count, &lo, &hi))
+                          &k.sin_count, &k.cos_count, &lo, &hi, &format))
         return NULL;
     Py_ssize_t count = block > 0 ? (hi + block - 1) / block : 0;
-    if (block < 1 || !check_columns(&k, lo, hi) || !need(&v[0], count * k.n, 8, "sin_a") ||
-        !need(&v[1], count * k.n, 8, "cos_a") || !need(&v[2], block * k.n, 8, "sin_b") ||
-        !need(&v[3], block * k.n, 8, "cos_b") || !need(&v[4], k.n, 8, "sin_band") ||
-        !need(&v[5], k.n, 8, "cos_band") || !need(&v[6], hi * k.d_model, 4, "out") ||
-        !need(&v[7], hi, 8, "unsure")) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "posenc.core._kernels.combine_float32: bad block");
+    if (format < FORMAT_FLOAT32 || format > FORMAT_FLOAT16) {
+        PyErr_SetString(PyExc_ValueError, "posenc.core._kernels.combine: format must be 0, 1 or 2");
         release(v, 9);
         return NULL;
     }
-    Py_ssize_t (*rows)(COMBINE_PARAMETERS) = combine_rows_plain;
-#if POSENC_FMA
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) rows = combine_rows_fused;
-#endif
+    if (block < 1 || !check_columns(&k, lo, hi) || !need(&v[0], count * k.n, 8, "sin_a") ||
+        !need(&v[1], count * k.n, 8, "cos_a") || !need(&v[2], block * k.n, 8, "sin_b") ||
+        !need(&v[3], block * k.n, 8, "cos_b") || !need(&v[4], k.n, 8, "sin_band") ||
+        !need(&v[5], k.n, 8, "cos_band") || !need(&v[6], hi * k.d_model, format ? 2 : 4, "out") ||
+        !need(&v[7], hi, 8, "unsure")) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "posenc.core._kernels.combine: bad block");
+        release(v, 9);
+        return NULL;
+    }
+    Combine rows = combine_build(format);
     Py_BEGIN_ALLOW_THREADS
     total = rows(v[0].buf, v[1].buf, v[2].buf, v[3].buf, v[4].buf, v[5].buf, block, &k, lo, hi, v[6].buf,
                  v[7].buf, v[8].buf, v[8].len / 8);
@@ -443,9 +506,10 @@ static PyMethodDef methods[] = {
      " (float64)."},
     {"encode_float32", py_encode_float32, METH_VARARGS,
      "encode_float32(positions, limbs, absolute_error, out, unsure, columns, lo, hi) -> unsure total."},
-    {"combine_float32", py_combine_float32, METH_VARARGS,
-     "combine_float32(sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, out, unsure, where, columns, lo,"
-     " hi) -> the number of unsure values; where (int64) receives r*2n + 2i + which of the first len(where)."},
+    {"combine", py_combine, METH_VARARGS,
+     "combine(sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, out, unsure, where, columns, lo, hi,"
+     " format) -> the number of unsure values; where (int64) receives r*2n + 2i + which of the first"
+     " len(where); format 0: float32 out, 1: bfloat16 bits (uint16), 2: float16 bits (uint16)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -30,8 +30,8 @@ def path() -> str:
     return "NumPy" if module() is None else "C"
 
 
-def kernel(name: str = "combine_float32") -> Callable[..., Any] | None:
-    """A kernel of :mod:`posenc.core._kernels` (``combine_float32``, ``encode_float32`` or ``direct``), or
+def kernel(name: str = "combine") -> Callable[..., Any] | None:
+    """A kernel of :mod:`posenc.core._kernels` (``combine``, ``encode_float32`` or ``direct``), or
     None where the extension was not built. The kernels release the GIL and work on a row range, so several
     threads (the pool of :func:`~posenc.core.parallel.run_blocks`, or the caller's) run them at once."""
     loaded = module()

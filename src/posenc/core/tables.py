@@ -22,6 +22,8 @@ from .spec import Spec
 
 # Unsure values a compiled pass lists beyond a row's worth (more: its flagged rows are redone in NumPy).
 UNSURE_ROOM = 4096
+# The output formats of the compiled angle addition (``_kernels.combine``), and their codes there.
+COMBINE_FORMATS = {"float32": 0, "bfloat16": 1, "float16": 2}
 
 
 def first_rows(options: Options, block: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,11 +103,12 @@ def addition_plan(start: int, length: int, spec: Spec) -> AdditionPlan:
 
 
 def angle_addition(result: np.ndarray, start: int, length: int, spec: Spec, fresh: bool) -> None:
-    """Fill a low-precision table from :func:`addition_plan`, certified per element."""
+    """Fill a low-precision table from :func:`addition_plan`, certified per element: in one compiled pass
+    for float32, bfloat16 and float16 (:func:`angle_addition_compiled`), else on the NumPy path."""
     n = spec.n
     block, sin_a, cos_a, sin_b, cos_b, sin_band, cos_band = addition_plan(start, length, spec)
     count = len(sin_a)
-    kernel = compiled.kernel() if spec.dtype == np.float32 else None
+    kernel = compiled.kernel() if spec.format in COMBINE_FORMATS else None
     if kernel is not None:
         angle_addition_compiled(kernel, result, start, (sin_a, cos_a, sin_b, cos_b), sin_band, cos_band, spec)
         return
@@ -141,7 +144,8 @@ def angle_addition_compiled(
     cos_band: np.ndarray,
     spec: Spec,
 ) -> None:
-    """:func:`angle_addition` in one compiled pass over row ranges on the thread pool. The kernel lists the
+    """:func:`angle_addition` in one compiled pass over row ranges on the thread pool, each value rounded
+    once from float64 to the output format (the 16-bit ones on the float64 bits). The kernel lists the
     values it is unsure of (their interval ± band holds a rounding midpoint: a few in a million, and the
     zero sines of position 0), and just those are settled by :meth:`Spec.certain` (the exact path, and
     the rare rest in arbitrary precision); a row range with more than its room for the list has its flagged
@@ -155,11 +159,12 @@ def angle_addition_compiled(
     flagged: list[np.ndarray] = []
     room = n + UNSURE_ROOM  # position 0's zero sines, and more than the usual few
 
+    format_ = COMBINE_FORMATS[spec.format]
+    written = result if format_ == 0 else result.view(np.uint16)  # 16-bit formats: the kernel writes bits
+
     def work(lo: int, hi: int) -> None:
         where = np.empty(room, dtype=np.int64)
-        found = kernel(
-            sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, result, unsure, where, plan, lo, hi
-        )
+        found = kernel(*rows, sin_band, cos_band, block, written, unsure, where, plan, lo, hi, format_)
         if found <= room:
             listed.append(where[:found])
         else:

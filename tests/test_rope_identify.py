@@ -1,6 +1,7 @@
 """posenc.porting.identify_rope (and identify, load_table, ``posenc identify``) on stored RoPE buffers:
 inv_freq vectors and cos/sin caches built the way Hugging Face transformers builds them, in float32 and
-bfloat16, in both layouts; and the sinusoidal tables are still not taken for RoPE buffers."""
+bfloat16, in both layouts, LongRoPE (Phi-3) and the merged multimodal caches of Qwen2-VL and Qwen3-VL
+included; and the sinusoidal tables are still not taken for RoPE buffers."""
 
 from __future__ import annotations
 
@@ -304,3 +305,226 @@ def test_command_line(tmp_path, capsys) -> None:
     torch.save({"cos": cos}, tmp_path / "cos.pt")
     assert main(["identify", str(tmp_path / "cos.pt"), "--key", "cos", "--json"]) == 0
     assert '"rope_type": "llama3"' in capsys.readouterr().out
+
+
+# --- LongRoPE (Phi-3) ---------------------------------------------------------------------------------------
+
+#: Made-up factors in the style of Phi-3-mini-128k's config.json (head_dim 96: 48 each). short_factor as
+#: Python writes short decimals; long_factor as that config writes them: float32 values printed in full.
+PHI3_SHORT = [1.05, 1.05, 1.05, 1.1, 1.1, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.5, 1.65, 1.8, 1.85, 1.9]
+PHI3_SHORT += [1.95, 2.0, 2.0, 2.0] + [2.05] * 12 + [2.1] * 12 + [2.15, 2.15, 2.15, 2.2]
+PHI3_LONG = [1.07, 1.12, 1.15, 1.42, 1.57, 1.8, 2.13, 2.13, 3.01, 5.91, 6.95, 9.07, 9.93, 10.71, 11.13, 14.61]
+PHI3_LONG += [15.41, 19.81, 37.28, 38.28, 38.6, 40.12, 46.2, 50.94, 55.52, 57.92, 58.56, 59.1, 59.65, 60.19]
+PHI3_LONG += [60.87, 61.55, 61.57, 61.59, 61.61, 61.62, 61.64, 61.65, 61.66, 61.7, 61.72, 61.75, 61.78, 61.8]
+PHI3_LONG += [61.8, 61.82, 61.84, 61.88]
+
+
+def phi3_rotary(short: list[float] = PHI3_SHORT, long: list[float] = PHI3_LONG):
+    """transformers' Phi-3 rotary module (Phi-3-mini-128k's shape: head 96, 4096 → 131072 positions)."""
+    from transformers import Phi3Config
+    from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
+
+    scaling = {
+        "type": "longrope",
+        "short_factor": short,
+        "long_factor": [float(np.float32(x)) for x in long],  # as Phi-3's config.json holds them
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = Phi3Config(
+            hidden_size=3072,
+            num_attention_heads=32,
+            rope_theta=10000.0,
+            max_position_embeddings=131072,
+            original_max_position_embeddings=4096,
+            rope_scaling=scaling,
+        )
+        return Phi3RotaryEmbedding(config), config
+
+
+def assert_longrope(match: RopeMatch, factors: list[float], rtol: float) -> rope.RopeParameters:
+    """A longrope match at base 10000 whose factor list (given to both lists) is ``factors`` to ``rtol``
+    (what the buffer tells), and whose paste line builds its parameters."""
+    assert match.matches and match.rope_type == "longrope" and match.name == "rope-longrope", match.describe()
+    params = eval(match.code, {"posenc": posenc})  # our own output
+    assert params == match.parameters and params.base == 10000.0 and params.rotary_dim == 96
+    assert params.short_factor == params.long_factor  # a buffer cannot tell which list it holds ...
+    assert "cannot tell short_factor from long_factor" in match.evidence  # ... and says so
+    np.testing.assert_allclose(params.short_factor, factors, rtol=rtol)
+    assert match.max_error <= match.tolerance
+    return params
+
+
+@pytest.mark.parametrize("which", ["short", "long"])
+def test_longrope_inv_freq_of_phi3(which: str) -> None:
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    module, config = phi3_rotary()
+    if which == "short":
+        stored = module.inv_freq  # what the model holds: short_factor until a sequence outgrows 4096
+    else:
+        stored, _ = ROPE_INIT_FUNCTIONS["longrope"](config, None, seq_len=8192)  # after a long forward
+    factors = PHI3_SHORT if which == "short" else PHI3_LONG
+    match = identify_rope(stored)
+    params = assert_longrope(match, factors, 0.0)
+    assert params.short_factor == tuple(factors)  # float32 buffer: each factor to its config decimal
+    assert match.source == "inv_freq" and match.precision == "float32"
+    # transformers' float32 values are a few ulps from the exact ones; the paste line rebuilds them
+    exact = rope.inv_freq(params)
+    assert np.max(np.abs(exact / stored.numpy() - 1)) == pytest.approx(match.max_error, rel=1e-6)
+    assert 0 < match.max_error < 1e-6
+    assert "Phi-3's, take yours from config.json" in match.evidence  # M₀ and A are not in inv_freq
+
+
+@pytest.mark.parametrize("rows", [2048, 4608])
+def test_longrope_caches_of_phi3(rows: int) -> None:
+    module, _ = phi3_rotary()
+    cos, sin = hf_cache(module, torch.float32, rows)  # past 4096 positions transformers uses long_factor
+    factors = PHI3_SHORT if rows <= 4096 else PHI3_LONG
+    for which, cache in (("cos", cos), ("sin", sin)):
+        match = identify_rope(cache)
+        # the lowest frequencies turn little over the cache: their factors are known to ~0.3% only
+        params = assert_longrope(match, factors, 1e-2)
+        assert match.source == f"{which} cache" and not match.relative
+        # the amplitude sqrt(1 + ln 32 / ln 4096) gives Phi-3's lengths back
+        assert match.attention_scaling == pytest.approx(module.attention_scaling, rel=1e-12)
+        assert match.options["max_position_embeddings"] == 131072
+        assert match.options["scaling"]["original_max_position_embeddings"] == 4096
+        assert params.short_factor[:24] == tuple(factors[:24])  # the well-measured factors exactly
+        exact = rope.cos_sin(np.arange(rows), params, dtype="float64")[which == "sin"]
+        assert np.max(np.abs(exact - cache[0].numpy())) == pytest.approx(match.max_error, rel=1e-9)
+
+
+def test_longrope_does_not_take_other_verdicts() -> None:
+    # equal factors are linear scaling; ones are no scaling: both keep their own verdicts
+    for factor, kind in ((4.0, "linear"), (1.0, "default")):
+        module, _ = phi3_rotary([factor] * 48, [factor] * 48)
+        match = identify_rope(module.inv_freq)
+        assert match.matches and match.rope_type == kind, match.describe()
+        if kind == "linear":
+            assert match.parameters.factor == 4.0
+    # bfloat16 rounding (a model cast with .to(bfloat16)) hides the factors' decimals: no longrope reading
+    module, _ = phi3_rotary()
+    match = identify_rope(module.inv_freq.to(torch.bfloat16))
+    assert not match.matches and match.rope_type != "longrope"
+
+
+# --- multimodal RoPE (Qwen2-VL, Qwen3-VL) -------------------------------------------------------------------
+
+QWEN2_VL = {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]}
+QWEN3_VL = {"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [24, 20, 20]}
+QWEN3_VL["mrope_interleaved"] = True
+
+
+def qwen_vl(name: str, grids: list[list[int]], words: int = 14):
+    """A small Qwen2-VL or Qwen3-VL (head 128, the real sections and bases, no weights loaded) and the
+    (3, tokens) position ids its get_rope_index gives a prompt of ``words`` text tokens, then for each
+    image grid (t, h, w patches) a vision-start token, the image and ``words`` text tokens."""
+    text = {"hidden_size": 256, "num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 1}
+    text |= {"intermediate_size": 64, "vocab_size": 64}
+    vision = {"depth": 1, "hidden_size": 256, "num_heads": 2, "spatial_merge_size": 2}
+    tokens = {"image_token_id": 60, "video_token_id": 61, "vision_start_token_id": 62}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if name == "qwen2-vl":
+            from transformers import Qwen2VLConfig as Config
+            from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel as Model
+            from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding as Rotary
+
+            config = Config(
+                text_config={**text, "rope_parameters": QWEN2_VL},
+                vision_config={**vision, "embed_dim": 32, "mlp_ratio": 1},
+                **tokens,
+            )
+        else:
+            from transformers import Qwen3VLConfig as Config
+            from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel as Model
+            from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding as Rotary
+
+            config = Config(
+                text_config={**text, "head_dim": 128, "rope_parameters": QWEN3_VL},
+                vision_config={**vision, "intermediate_size": 64, "out_hidden_size": 256},
+                **tokens,
+            )
+        model = Model(config)
+    ids = [1] * words
+    for t, h, w in grids:
+        ids += [62] + [60] * (t * h * w // 4) + [2] * words
+    ids = torch.tensor([ids])
+    positions, _ = model.get_rope_index(ids, (ids == 60).int(), image_grid_thw=torch.tensor(grids))
+    return Rotary(config.text_config), config.text_config, positions
+
+
+def merged_cache(module, positions, dtype=torch.float32):
+    """(cos, sin) as the model's forward gives them: (1, tokens, 128), the three axes merged."""
+    with torch.no_grad():
+        return module(torch.zeros(1, 8, dtype=dtype), positions)
+
+
+def test_mrope_inv_freq_is_default_rope() -> None:
+    for name in ("qwen2-vl", "qwen3-vl"):
+        module, config, _ = qwen_vl(name, [])
+        match = identify_rope(module.inv_freq)
+        assert match.matches and match.rope_type == "default" and match.positions is None
+        assert match.parameters.base == rope.config(config).base and match.parameters.mrope_section is None
+        assert "mrope_section cannot be seen in it" in match.evidence
+
+
+@pytest.mark.parametrize("name", ["qwen2-vl", "qwen3-vl"])
+def test_mrope_merged_caches(name: str) -> None:
+    # two images (8x10 and 15x6 merged patches) between text: the vision rows' t, h, w differ
+    module, config, positions = qwen_vl(name, [[1, 16, 20], [1, 30, 12]])
+    expected = dataclasses.replace(rope.config(config), max_position_embeddings=None)  # not in a cache
+    for which, cache in zip(("cos", "sin"), merged_cache(module, positions), strict=True):
+        match = identify_rope(cache)
+        assert match.matches and match.source == f"{which} cache" and match.layout == "half", match.describe()
+        assert match.parameters == expected  # base, mrope_section, interleaved or not
+        # each row's (t, h, w) positions are transformers' get_rope_index, every one
+        assert np.array_equal(np.array(match.positions), positions[:, 0].numpy())
+        # the paste line and the positions rebuild the stored cache, to float32 code's error
+        params = eval(match.code, {"posenc": posenc})
+        exact = rope.cos_sin(np.array(match.positions), params, dtype="float64")[which == "sin"]
+        assert np.max(np.abs(exact - cache[0].numpy())) == pytest.approx(match.max_error, rel=1e-9)
+        assert 0 < match.max_error <= match.tolerance
+        style = "interleaved (Qwen3-VL style)" if name == "qwen3-vl" else "contiguous (Qwen2-VL style)"
+        assert style in match.evidence
+        assert "rows 0-15 t = h = w = 0..15" in match.evidence  # text, vision start, first patch
+
+
+def test_mrope_what_a_cache_cannot_show() -> None:
+    module, _, positions = qwen_vl("qwen3-vl", [[1, 16, 20]])
+    # text alone (t = h = w): a plain cache, which says so
+    cos, _ = merged_cache(module, torch.arange(60)[None, None].expand(3, 1, -1))
+    match = identify_rope(cos)
+    assert match.matches and match.rope_type == "default" and match.parameters.mrope_section is None
+    assert "an M-RoPE cache of text tokens alone" in match.evidence
+    # bfloat16 at small positions: the low frequencies show no axis; the released sections are the plainest
+    cos, _ = merged_cache(module, positions, torch.bfloat16)
+    match = identify_rope(cos)
+    assert match.matches and match.precision == "bfloat16", match.describe()
+    assert match.parameters.mrope_section == (24, 20, 20) and match.parameters.mrope_interleaved
+    assert "other sections fit as well, this is the plainest" in match.evidence
+
+
+def test_command_line_longrope_and_mrope(tmp_path, capsys) -> None:
+    import json
+
+    from safetensors.torch import save_file
+
+    from posenc.cli import main
+
+    module, _ = phi3_rotary()
+    np.save(tmp_path / "inv_freq.npy", module.inv_freq.numpy())
+    assert main(["identify", str(tmp_path / "inv_freq.npy")]) == 0
+    out = capsys.readouterr().out
+    assert "1. matches: RoPE longrope inv_freq" in out and "short_factor=[1.05, 1.05, 1.05, ..., 2.2]" in out
+    line = next(text.strip() for text in out.splitlines() if text.strip().startswith("posenc.rope.config("))
+    assert rope.inv_freq(eval(line, {"posenc": posenc})) == pytest.approx(module.inv_freq.numpy(), rel=1e-6)
+
+    vl, _, positions = qwen_vl("qwen2-vl", [[1, 16, 20]])
+    cos, _ = merged_cache(vl, positions)
+    save_file({"model.rotary_emb.cos": cos.contiguous()}, tmp_path / "cos.safetensors")
+    assert main(["identify", str(tmp_path / "cos.safetensors"), "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["candidates"][0]
+    assert best["matches"] and best["options"]["scaling"]["mrope_section"] == [16, 24, 24]
+    assert best["positions"] == positions[:, 0].tolist()

@@ -5,7 +5,9 @@
   candidates are the preset registry's named 1-D variants and fitted ones (:mod:`.candidates`, with the
   fits of :mod:`.fitting`) and the N-D grids (:mod:`.grid_candidates`);
 - :func:`identify_rope` (:mod:`.rope_matching`): the RoPE type and parameters of a stored ``inv_freq``
-  vector or cos/sin cache, as a :class:`RopeMatch` (``identify`` hands such buffers to it);
+  vector or cos/sin cache, as a :class:`RopeMatch` (``identify`` hands such buffers to it). The types'
+  candidates come from :mod:`.rope_fitting`, LongRoPE's per-frequency factors from :mod:`.rope_longrope`
+  and a merged multimodal (M-RoPE) cache's sections and positions from :mod:`.rope_sections`;
 - :func:`verdict` (:mod:`.verdict`): one answer from identify's matches: the best variant, what it cannot
   be told apart from, its library's float32 error and the lines to paste (what ``posenc identify`` prints);
 - :func:`load_table` (:mod:`.load`): the table a .npy, .pt/.pth or .safetensors file holds (the files are

@@ -12,7 +12,9 @@ How the types show in θ (d = rotary_dim = 2n, δ_i = b^(-2i/d) the unscaled fre
   t_i = (1-s)/factor + s with s linear in 1/wavelength: only the two bounds M/low and M/high are fixed by θ;
 * yarn: t_i = 1 - ρ_i (1 - 1/factor), ρ_i a linear ramp over the index i between the correction dims of
   beta_fast and beta_slow (floored/ceiled unless truncate=False), which M fixes;
-* proportional (Gemma 4): default or divided frequencies, then exact zeros.
+* proportional (Gemma 4): default or divided frequencies, then exact zeros;
+* longrope: t_i = 1/λ_i, a factor of its own per frequency (:mod:`.rope_longrope` reads them when no other
+  type matches).
 
 The first frequencies are unscaled by every type but linear (which divides them all alike), so the base is
 the slope of ln θ_i over the leading run of indices that lie on one line.
@@ -25,9 +27,18 @@ from typing import Any
 
 import numpy as np
 
+from .. import rope
 from .fitting import round_number
 
-__all__ = ["PRECISIONS", "cache_frequencies", "candidate_configs", "precision_of"]
+__all__ = [
+    "PRECISIONS",
+    "cache_frequencies",
+    "candidate_configs",
+    "checked",
+    "fit_bases",
+    "precision_of",
+    "shape_keywords",
+]
 
 #: Storage types and their unit roundoff (the largest relative rounding error of one value).
 PRECISIONS = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24, "float64": 2.0**-53}
@@ -112,25 +123,41 @@ def candidate_configs(
     # on the known ones; zeros known to be zeros (inv_freq, a sin cache) leave the proportional type only.
     exact_zeros = zeros > 0 and bool(np.all(np.isfinite(sigma[rotated:])))
     positive, weights = theta[:rotated], sigma[:rotated]
-    if rotated == 1:  # one frequency: θ_0 = 1/factor, and no slope to give the base
-        bases, fitted = [10000.0], None
-    else:
-        ln_base, spread, run = _fit_base(positive, weights, d)
-        bases = _base_candidates(math.exp(ln_base), spread)
-        fitted = (
-            f"base fitted {math.exp(ln_base):.7g} (±{spread * 100:.2g}%) from the first {run} frequencies"
-        )
+    bases, fitted = fit_bases(positive, weights, d)
     out = []
     for proportional in (True, False) if zeros else (False,):
         if not proportional and exact_zeros:
             continue
-        shape = _shape_keywords(d, rotated if proportional else None, head_dim)
+        shape = shape_keywords(d, rotated if proportional else None, head_dim)
         if shape is not None:
             out += _with_bases(bases, positive, weights, d, shape, zeros if proportional else 0, fitted)
     return out
 
 
-def _shape_keywords(d: int, rotated: int | None, head_dim: int | None) -> dict[str, Any] | None:
+def checked(candidates: list[tuple[dict[str, Any], str]], check: Any) -> list[tuple]:
+    """Each candidate that builds, with whether it matches, its parameters, error, limit and rounding."""
+    found = []
+    for keywords, evidence in candidates:
+        try:
+            params = rope.config(**keywords)
+        except (ValueError, TypeError):
+            continue
+        error, limit, rounding = check(params)
+        found.append((error <= limit, params, keywords, evidence, error, limit, rounding))
+    return found
+
+
+def fit_bases(theta: np.ndarray, sigma: np.ndarray, d: int) -> tuple[list[float], str | None]:
+    """The bases the slope of ln θ_i gives (round numbers within its uncertainty first) and a line saying
+    how it was fitted; one frequency has no slope: 10000 is assumed (line None)."""
+    if len(theta) == 1:  # one frequency: θ_0 = 1/factor, and no slope to give the base
+        return [10000.0], None
+    ln_base, spread, run = _fit_base(theta, sigma, d)
+    fitted = f"base fitted {math.exp(ln_base):.7g} (±{spread * 100:.2g}%) from the first {run} frequencies"
+    return _base_candidates(math.exp(ln_base), spread), fitted
+
+
+def shape_keywords(d: int, rotated: int | None, head_dim: int | None) -> dict[str, Any] | None:
     """head_dim and partial_rotary_factor for rotary_dim ``d`` (``rotated`` pairs of a proportional type)."""
     if rotated is not None:  # proportional: the exponents run over the whole head
         if head_dim is not None and head_dim != d:

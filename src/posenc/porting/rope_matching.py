@@ -9,11 +9,12 @@ Two kinds of buffer are read:
   interleaved one ``[θ_0, θ_0, θ_1, θ_1, ...]``. Row 0 tells cos (every value A, the attention scaling)
   from sin (every value 0); θ_i is read off the rows (:func:`.rope_fitting.cache_frequencies`).
 
-The candidate parameter sets of :mod:`.rope_fitting` are recomputed exactly with :mod:`posenc.rope` and
-compared with every stored value: relative error for ``inv_freq``, absolute for a cache. The limit is
-what float32 code (transformers computes RoPE in float32) and the storage type can be off by. The best
-match comes first; its evidence says what in the buffer points to it, and :attr:`RopeMatch.code` is the
-``posenc.rope.config(...)`` call that builds it.
+The candidate parameter sets of :mod:`.rope_fitting` (then, when none matches, :mod:`.rope_longrope`'s
+LongRoPE factors and, for a merged M-RoPE cache, :mod:`.rope_sections`' sections) are recomputed exactly
+with :mod:`posenc.rope` and compared with every stored value: relative error for ``inv_freq``, absolute
+for a cache. The limit is what float32 code (transformers computes RoPE in float32) and the storage type
+can be off by. The best match comes first; its evidence says what in the buffer points to it, and
+:attr:`RopeMatch.code` is the ``posenc.rope.config(...)`` call that builds it.
 """
 
 from __future__ import annotations
@@ -27,14 +28,15 @@ import numpy as np
 from .. import rope
 from .fitting import round_number
 from .matching import Match
-from .rope_fitting import F32, PRECISIONS, cache_frequencies, candidate_configs, precision_of
+from .rope_fitting import F32, PRECISIONS, cache_frequencies, candidate_configs, checked, precision_of
+from .rope_longrope import longrope_candidates
 
 __all__ = ["RopeMatch", "identify_rope", "looks_like_rope", "rope_matches"]
 
 #: Rows compared at a time (bounds memory on long caches).
 _CHUNK = 4096
 #: How much simpler each type counts when two parameter sets both match.
-_TYPE_ORDER = {"default": 0, "linear": 1, "proportional": 1, "llama3": 2, "yarn": 3}
+_TYPE_ORDER = {"default": 0, "linear": 1, "proportional": 1, "llama3": 2, "yarn": 3, "longrope": 4}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +50,7 @@ class RopeMatch(Match):
     ``attention_scaling``: A; ``relative``: whether ``max_error`` is relative (inv_freq) or absolute
     (cache); ``tolerance``: the limit ``max_error`` was held to; ``rounding``: what storing exact values in
     ``precision`` alone would cost; ``evidence``: one line of why; ``code``: the line that builds the
-    parameters.
+    parameters; ``positions``: a merged M-RoPE cache's (t, h, w) position of each row, else None.
 
     >>> import numpy as np
     >>> from posenc import rope
@@ -71,6 +73,7 @@ class RopeMatch(Match):
     rounding: float = 0.0
     evidence: str = ""
     code: str = ""
+    positions: tuple[tuple[int, ...], ...] | None = None
 
     def describe(self) -> str:
         """The verdict with the type and its parameters and the largest difference; then the evidence and
@@ -79,7 +82,7 @@ class RopeMatch(Match):
         p = self.parameters
         shown = [f"rotary_dim={p.rotary_dim}", f"base={p.base:g}"] if p else []
         scaling = self.options.get("scaling", {})
-        shown += [f"{k}={v!r}" for k, v in scaling.items() if k != "rope_type"]
+        shown += [f"{k}={_brief(v)}" for k, v in scaling.items() if k != "rope_type"]
         if self.attention_scaling != 1.0:
             shown.append(f"attention_scaling={self.attention_scaling:.6g}")
         where = f" ({self.layout} layout)" if self.layout else ""
@@ -107,6 +110,7 @@ class RopeMatch(Match):
             "matches": self.matches,
             "evidence": self.evidence,
             "code": self.code,
+            "positions": self.positions,
         }
 
 
@@ -148,6 +152,7 @@ def rope_matches(
     precision = precision_of(values, declared)
     unit = PRECISIONS[precision]
     if kind == "inv_freq":
+        which = None
         theta = values.reshape(-1)
         sigma = np.full(theta.shape, max(unit, 16 * F32))
         check = _inv_freq_checker(theta, unit, tolerance)
@@ -167,16 +172,21 @@ def rope_matches(
         amplitude_error = 2 * unit + 2 * F32 if which == "cos" else max(2 * unit, 1e-5)
         check = _cache_checker(cache, which, layout, amplitude, unit, tolerance)
         source = f"{which} cache"
-    found = []
-    for keywords, evidence in candidate_configs(theta, sigma, head_dim=head_dim):
-        keywords = _with_amplitude(keywords, amplitude, amplitude_error)
-        try:
-            params = rope.config(**keywords)
-        except (ValueError, TypeError):
-            continue
-        error, limit, rounding = check(params)
-        found.append((error <= limit, params, keywords, evidence, error, limit, rounding))
-    if not found:
+    plain = candidate_configs(theta, sigma, head_dim=head_dim)
+    found = checked([(_with_amplitude(k, amplitude, amplitude_error), e) for k, e in plain], check)
+    if not any(item[0] for item in found) and precision in ("float32", "float64"):  # LongRoPE's own factors
+        measured = None if cache is None else sigma
+        extra = longrope_candidates(
+            theta, measured, unit, head_dim=head_dim, amplitude=amplitude, amplitude_error=amplitude_error
+        )
+        found += checked(extra, check)
+    sections = []
+    if cache is not None and not any(item[0] for item in found):  # a merged M-RoPE cache?
+        from .rope_sections import identify_sections  # imports this module's RopeMatch
+
+        mrope = identify_sections(cache, which, layout, precision, head_dim=head_dim, tolerance=tolerance)
+        sections = [mrope] if mrope else []
+    if not found and not sections:
         raise ValueError(
             f"no RoPE type fits these {len(theta)} frequencies (θ_0 = {theta[0]:.6g}): they do not fall as "
             "base^(-2i/d) does"
@@ -186,10 +196,8 @@ def rope_matches(
     for item in found:
         best_of_type.setdefault(item[1].rope_type, item)
     ranked = sorted(best_of_type.values(), key=lambda item: found.index(item))
-    return [
-        _result(item, source, layout, precision, cache, _also(item, found))
-        for item in ranked[: max(1, candidates)]
-    ]
+    ranked = ranked[: max(1, candidates) - len(sections)]
+    return sections + [_result(item, source, layout, precision, cache, _also(item, found)) for item in ranked]
 
 
 def looks_like_rope(table: Any) -> str | None:
@@ -422,10 +430,36 @@ def _result(
         note += (
             "; the cache's amplitude is not yarn's formula, so attention_factor is given (DeepSeek's mscale)"
         )
+    if matches and params.rope_type == "default":
+        from .rope_sections import plain_note
+
+        note += plain_note(source)
     if params.rotary_dim == params.head_dim and params.rope_type != "proportional":
         note += (
             f"; head_dim={params.head_dim} assumed (a wider head with partial rotary gives the same buffer)"
         )
+    return rope_match(
+        params,
+        keywords,
+        (source, layout, precision),
+        (error, limit, rounding),
+        evidence + note + also,
+        matches,
+    )
+
+
+def rope_match(
+    params: rope.RopeParameters,
+    keywords: dict[str, Any],
+    where: tuple[str, str | None, str],
+    numbers: tuple[float, float, float],
+    evidence: str,
+    matches: bool = True,
+    positions: tuple[tuple[int, ...], ...] | None = None,
+) -> RopeMatch:
+    """The :class:`RopeMatch` of ``params`` (built by ``keywords``): ``where`` is (source, layout,
+    precision), ``numbers`` (max error, limit, rounding); an inv_freq's error is relative."""
+    (source, layout, precision), (error, limit, rounding) = where, numbers
     return RopeMatch(
         name=f"rope-{params.rope_type}",
         options=keywords,
@@ -442,9 +476,17 @@ def _result(
         relative=source == "inv_freq",
         tolerance=float(limit),
         rounding=float(rounding),
-        evidence=evidence + note + also,
+        evidence=evidence,
         code=_code(keywords),
+        positions=positions,
     )
+
+
+def _brief(value: Any) -> str:
+    """``repr(value)``; a list of more than 6 as its first three, its last and its length."""
+    if isinstance(value, list | tuple) and len(value) > 6:
+        return f"[{', '.join(map(repr, value[:3]))}, ..., {value[-1]!r}] ({len(value)} values)"
+    return repr(value)
 
 
 def _code(keywords: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """The CPU cost model, side by side in one process: posenc, the tutorial code and the floors.
 
-    python benchmarks/cost_model.py [--repeat 7] [--json FILE] [--quick]   # measure, write JSON
+    python benchmarks/cost_model.py [--repeat 7] [--runs 3] [--json FILE] [--quick]   # measure, write JSON
     python benchmarks/cost_model.py --readme [--json FILE]                  # JSON -> README block
 
 Rows (float32, exact): large tables against the tutorial code (PyTorch and its formula in NumPy) and against
@@ -290,6 +290,22 @@ def run(args: argparse.Namespace) -> dict:
     }
 
 
+def combined(documents: list[dict]) -> dict:
+    """One document from several whole runs: each row's median over the runs (its bar judged on that), the
+    range in its detail. A shared machine's speed drifts over minutes, more than within one run."""
+    if len(documents) == 1:
+        return documents[0]
+    rows = []
+    for same in zip(*(d["rows"] for d in documents), strict=True):
+        values = sorted(r["measured"] for r in same)
+        middle = min(same, key=lambda r: abs(r["measured"] - values[len(values) // 2]))
+        unit = "x" if middle["unit"] == "x" else f" {middle['unit']}"
+        spread = f"median of {len(same)} runs, {values[0]:.3g}–{values[-1]:.3g}{unit}"
+        detail = f"{spread}; this run: {middle['detail']}" if middle["detail"] else spread
+        rows.append(row(middle["name"], middle["measured"], middle["unit"], middle["bar"], detail))
+    return {**documents[0], "rows": rows, "runs": documents}
+
+
 def readme_block(document: dict) -> str:
     lines = [
         f"Measured by `make bench` ({document['machine']}):",
@@ -322,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    parser.add_argument(
+        "--runs", type=int, default=3, help="whole runs; each row reports their median and range"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--readme", action="store_true", help="rewrite README.md's block from the JSON")
     parser.add_argument("--readme-file", type=Path, default=ROOT / "README.md")
@@ -330,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         write_readme(json.loads(args.json.read_text()), args.readme_file)
         print(f"rewrote the cost-model block of {args.readme_file} from {args.json}")
         return 0
-    document = run(args)
+    document = combined([run(args) for _ in range(args.runs)])
     print(readme_block(document))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(document, indent=2))

@@ -107,7 +107,7 @@ def test_before_after_benchmark_compares_two_checkouts():
 def test_cost_model_benchmark_writes_json_and_the_readme_block(tmp_path):
     """The cost-model benchmark: every row, its bar, and the README block generated from the JSON."""
     document_path = tmp_path / "c.json"
-    out = _run("cost_model.py", "--quick", "--repeat", "1", "--json", str(document_path))
+    out = _run("cost_model.py", "--quick", "--repeat", "1", "--runs", "2", "--json", str(document_path))
     assert "encode(5, 512)" in out
     document = json.loads(document_path.read_text())
     names = [r["name"] for r in document["rows"]]
@@ -119,6 +119,7 @@ def test_cost_model_benchmark_writes_json_and_the_readme_block(tmp_path):
     _run("cost_model.py", "--readme", "--json", str(document_path), "--readme-file", str(readme))
     text = readme.read_text()
     assert "old" not in text and "| encode(5, 512) |" in text and text.endswith("after\n")
+    assert "median of 2 runs" in text and len(document["runs"]) == 2  # each row: the median over whole runs
 
 
 def test_rope_benchmark_reports_ratios_and_errors(tmp_path):

@@ -302,12 +302,12 @@ static ALWAYS_INLINE Py_ssize_t record_unsure(const double *sa, const double *ca
                                               const Columns *k, Py_ssize_t r, int64_t *where, Py_ssize_t capacity,
                                               Py_ssize_t found, const int fused, const int format) {
     Py_ssize_t count = 0;
-    float scratch[1];
+    union { float float32; uint16_t bits16; } scratch; /* where the value found again goes: unused */
     for (Py_ssize_t i = 0; i < k->n; i++) {
         double s = SIN_SUM(i), c = COS_SUM(i);
         for (int which = 0; which < 2; which++) {
             double v = which ? c : s, band = which ? cos_band[i] : sin_band[i];
-            if (i < (which ? k->cos_count : k->sin_count) && round_out(v, band, scratch, 0, format)) {
+            if (i < (which ? k->cos_count : k->sin_count) && round_out(v, band, &scratch, 0, format)) {
                 if (found + count < capacity) where[found + count] = (int64_t)r * 2 * k->n + 2 * i + which;
                 count++;
             }

@@ -38,14 +38,18 @@ __all__ = [
 ]
 
 # posenc.audit is a package that can be called: posenc.audit(target) is posenc.audit.audit(target).
-# core and porting are not in __all__: they are named so that `import posenc; posenc.core` works.
+# core, defaults, layouts, porting and preset_deviations are not in __all__: they are named so that
+# `import posenc; posenc.core` works (defaults and layouts were loaded with the core before it was lazy).
 _SUBMODULES = {
     "analysis",
     "audit",
     "core",
+    "defaults",
     "grids",
+    "layouts",
     "porting",
     "positions",
+    "preset_deviations",
     "presets",
     "rope",
     "sharding",

@@ -1,7 +1,17 @@
 """What the framework tests share: bad options every module (torch, JAX) must refuse with the same message,
-and the core's validated options from keyword arguments."""
+the core's validated options from keyword arguments, the device algorithm's requests, and the stored
+near-midpoint cases."""
+
+import json
+from pathlib import Path
+
+import numpy as np
 
 import posenc
+from posenc import device
+
+#: the unsigned integers that hold each format's bits
+UINT = {"float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16, "float64": np.uint64}
 
 BAD_MODULE_OPTIONS = [
     ({"d_model": 4.0}, TypeError, "d_model must be an integer"),
@@ -15,6 +25,16 @@ BAD_MODULE_OPTIONS = [
 def core_options(d_model: int, **options) -> "posenc.core.Options":
     """``posenc.core.Options`` for ``d_model`` and keyword options (the paper's defaults for the rest)."""
     return posenc.core.Options.check(d_model, **{**posenc.defaults.OPTIONS, **options})
+
+
+def device_request(d_model: int, fmt: str, **options) -> device.Request:
+    """The device algorithm's request for ``d_model``, output format ``fmt`` and keyword options."""
+    return device.request_for(core_options(d_model, **options), fmt)
+
+
+def near_midpoint_cases() -> list[dict]:
+    """The stored cases whose exact value lies near a rounding midpoint (``data/near_midpoints.json``)."""
+    return json.loads((Path(__file__).parent / "data" / "near_midpoints.json").read_text())["cases"]
 
 
 def logits_before_and_after(model, tokens, rotary) -> tuple:

@@ -9,25 +9,17 @@ lowered JAX programs without callbacks.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 import torch._dynamo.testing
-from module_cases import core_options
+from module_cases import UINT, device_request, near_midpoint_cases
 
 import posenc
 import posenc.torch as pt
 from posenc import core, device
 
 NUMPY = device.backend_of(np.zeros(1))
-UINT = {"float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16, "float64": np.uint64}
-
-
-def _request(d_model: int, fmt: str, **options) -> device.Request:
-    return device.request_for(core_options(d_model, **options), fmt)
 
 
 def _bits(values: np.ndarray, fmt: str) -> np.ndarray:
@@ -72,7 +64,7 @@ def test_random_elements_equal_the_core_bit_for_bit(d_model, options, kind, coun
     rng = np.random.default_rng(d_model + count)
     positions = _positions(kind, count, rng)
     for fmt in formats:
-        got = device.encode(NUMPY, positions, _request(d_model, fmt, **options))
+        got = device.encode(NUMPY, positions, device_request(d_model, fmt, **options))
         want = posenc.encode(positions, d_model, dtype=fmt, **options)
         np.testing.assert_array_equal(_bits(got, fmt), _bits(want, fmt))
 
@@ -89,24 +81,19 @@ def test_float64_output_is_within_one_ulp_of_the_core():
     positions = np.concatenate(
         [np.arange(-20, 300), np.random.default_rng(1).uniform(0, 2**30, 200), tiny, np.pi / np.array([1, 2])]
     )
-    got = device.encode(NUMPY, positions, _request(128, "float64"))
+    got = device.encode(NUMPY, positions, device_request(128, "float64"))
     want = posenc.encode(positions, 128, dtype="float64")
     assert np.abs(got.view(np.int64) - want.view(np.int64)).max() <= 1
 
 
-def _near_midpoint_cases() -> list[dict]:
-    data = json.loads((Path(__file__).parent / "data" / "near_midpoints.json").read_text())
-    return data["cases"]
-
-
-@pytest.mark.parametrize("case", _near_midpoint_cases(), ids=lambda c: f"{c['dtype']}-{c['d_model']}")
+@pytest.mark.parametrize("case", near_midpoint_cases(), ids=lambda c: f"{c['dtype']}-{c['d_model']}")
 def test_values_nearest_a_rounding_midpoint_equal_the_core(case):
     """Values within 1e-18 .. 1e-11 (relative) of a rounding midpoint, harvested from the core
     (scripts/harvest_near_midpoints.py): the settling step must round each one right."""
     position = case["position"]
     position = np.array([float.fromhex(position["hex"]) if isinstance(position, dict) else position])
     options = {k: case[k] for k in ("base", "shift", "scale", "layout")}
-    got = device.encode(NUMPY, position, _request(case["d_model"], case["dtype"], **options))
+    got = device.encode(NUMPY, position, device_request(case["d_model"], case["dtype"], **options))
     assert _bits(got[0], case["dtype"]).tolist() == case["bits"]
 
 
@@ -116,15 +103,15 @@ def test_the_settling_step_runs_on_a_static_size_compaction(monkeypatch):
     monkeypatch.setattr(device.rounding, "_DELTA_UNITS", 2**40)
     positions = np.arange(-5, 15)
     want = posenc.encode(positions, 32, dtype="bfloat16")
-    got = device.encode(NUMPY, positions, _request(32, "bfloat16"))
+    got = device.encode(NUMPY, positions, device_request(32, "bfloat16"))
     assert np.array_equal(_bits(got, "bfloat16"), _bits(want, "bfloat16"))  # 640 values > capacity 512...
     monkeypatch.setattr(device.settle, "SETTLE_CAPACITY", 8)
-    few = device.encode(NUMPY, positions, _request(32, "bfloat16"))
+    few = device.encode(NUMPY, positions, device_request(32, "bfloat16"))
     assert np.array_equal(_bits(few, "bfloat16").reshape(-1)[:4], _bits(want, "bfloat16").reshape(-1)[:4])
 
 
 def test_offsets_are_added_exactly_and_invalid_positions_give_nan_rows():
-    request = _request(16, "float32")
+    request = device_request(16, "float32")
     # a float32 position plus a large offset: the sum is not a float32 (nor always a float64)
     got = device.encode(NUMPY, np.array([0.25, -0.5], np.float32), request, np.int64(2**30 + 3))
     want = posenc.encode(np.array([2**30 + 3.25, 2**30 + 2.5]), 16)
@@ -139,9 +126,9 @@ def test_offsets_are_added_exactly_and_invalid_positions_give_nan_rows():
 
 def test_options_outside_the_device_domain_are_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"posenc\.encode"):
-        _request(8, "float32", scale=1e-30)
+        device_request(8, "float32", scale=1e-30)
     with pytest.raises(ValueError, match=r"posenc\.encode"):
-        _request(8, "float32", scale=5000.0)
+        device_request(8, "float32", scale=5000.0)
 
 
 # --- torch: no host round trip ------------------------------------------------------------------------
@@ -151,7 +138,7 @@ def test_the_algorithm_runs_on_meta_tensors_so_it_reads_no_value():
     """A meta tensor has no values: any host read (item, nonzero, cpu) would fail here."""
     positions = torch.arange(10, device="meta")
     offset = torch.tensor([3], device="meta")
-    out = device.encode(device.backend_of(positions), positions, _request(64, "bfloat16"), offset)
+    out = device.encode(device.backend_of(positions), positions, device_request(64, "bfloat16"), offset)
     assert out.shape == (10, 64) and out.dtype == torch.bfloat16 and out.device.type == "meta"
     module = pt.SinusoidalPositionalEncoding(64, batch_first=True)
     x = torch.zeros(2, 5, 64, device="meta")

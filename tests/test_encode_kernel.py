@@ -20,16 +20,14 @@ import numpy as np
 import pytest
 import torch
 from interpreted import results_fixture
-from module_cases import core_options
+from module_cases import UINT, device_request, near_midpoint_cases
 
 import posenc
 from posenc import device
 
 pytest.importorskip("triton")
 
-UINT = {"float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16, "float64": np.uint64}
 UINT_FLOAT = {2: np.float16, 4: np.float32, 8: np.float64}  # NaN bits of any format read as NaN here
-TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16}
 
 #: blocks of 32 x 32 (the cases' default is 128 x 128): the settling cases show it runs in every block
 SMALL = {"block_rows": 32, "block_freqs": 32}
@@ -155,10 +153,6 @@ def _case_positions(name: str) -> torch.Tensor:
     return _positions(kind, count, np.random.default_rng(d_model + count + len(name)))
 
 
-def _request(d_model: int, fmt: str, **options) -> device.Request:
-    return device.request_for(core_options(d_model, **options), fmt)
-
-
 def _bits(values: torch.Tensor | np.ndarray, fmt: str) -> np.ndarray:
     """The bit patterns of ``fmt`` values (a tensor or a NumPy array) as unsigned integers."""
     if isinstance(values, torch.Tensor):
@@ -184,7 +178,7 @@ def _assert_core_bits(got: np.ndarray, name: str) -> None:
 
 def _near_midpoint_groups() -> dict[str, tuple[dict, np.ndarray, np.ndarray]]:
     """The stored near-midpoint cases grouped by options, dtype and kind of position: one launch each."""
-    data = json.loads((Path(__file__).parent / "data" / "near_midpoints.json").read_text())["cases"]
+    data = near_midpoint_cases()
     groups: dict[str, list[dict]] = {}
     for case in data:
         real = isinstance(case["position"], dict)
@@ -209,12 +203,12 @@ def _run_cases(out: Path) -> None:
     for name, (d_model, options, _, _, fmt, launch_options) in {**CASES, **FLOAT64_CASES}.items():
         blocks = {"block_rows": 128, "block_freqs": 128, **launch_options}
         got, uncertain = encode_launch.launch(
-            _case_positions(name), None, _request(d_model, fmt, **options), **blocks
+            _case_positions(name), None, device_request(d_model, fmt, **options), **blocks
         )
         results[f"{name}/bits"], results[f"{name}/uncertain"] = _bits(got, fmt), uncertain.numpy()
     for i, (options, positions, _) in enumerate(_near_midpoint_groups().values()):
         fmt = options.pop("dtype")
-        request = _request(options.pop("d_model"), fmt, **options)
+        request = device_request(options.pop("d_model"), fmt, **options)
         rows = 1 << (len(positions) - 1).bit_length()
         got, _ = encode_launch.launch(
             torch.tensor(positions), None, request, block_rows=rows, block_freqs=512
@@ -223,10 +217,10 @@ def _run_cases(out: Path) -> None:
     # offsets added exactly, and invalid positions (NaN, inf, |p + offset| >= 2**31): rows of NaN
     reals = torch.tensor(REALS, dtype=torch.float64)
     offsets = torch.tensor(OFFSETS)  # (3, 1): broadcast to (3, 8)
-    got, _ = encode_launch.launch(reals, offsets, _request(16, "float32"), block_rows=8, block_freqs=8)
+    got, _ = encode_launch.launch(reals, offsets, device_request(16, "float32"), block_rows=8, block_freqs=8)
     results["offsets/reals"] = got.numpy()
     ids = torch.tensor([[0, 7, 2**31 - 1, -(2**31) + 1]])
-    got, _ = encode_launch.launch(ids, offsets, _request(16, "bfloat16"), block_rows=8, block_freqs=8)
+    got, _ = encode_launch.launch(ids, offsets, device_request(16, "bfloat16"), block_rows=8, block_freqs=8)
     results["offsets/ids"] = got.float().numpy()
     # rotary cos/sin (posenc::rotary on CUDA): YaRN's attention scaling A != 1, real and integer positions
     for fmt, positions in ROTARY_POSITIONS.items():
@@ -273,7 +267,7 @@ def test_the_cases_cover_every_position_dtype_layout_and_odd_rule():
 def test_float64_output_is_the_array_algorithms_correct_rounding(kernel_results, name):
     d_model, options, _, _, fmt, _ = FLOAT64_CASES[name]
     positions = _case_positions(name)
-    want = device.encode(device.backend_of(positions), positions, _request(d_model, fmt, **options))
+    want = device.encode(device.backend_of(positions), positions, device_request(d_model, fmt, **options))
     np.testing.assert_array_equal(kernel_results[f"{name}/bits"], _bits(want, fmt))
 
 
@@ -310,7 +304,7 @@ def test_offsets_are_added_exactly_and_invalid_positions_give_nan_rows(kernel_re
     )
     torch_reals = torch.tensor(reals)
     want = device.encode(
-        device.backend_of(torch_reals), torch_reals, _request(16, "float32"), torch.tensor(offsets)
+        device.backend_of(torch_reals), torch_reals, device_request(16, "float32"), torch.tensor(offsets)
     )
     np.testing.assert_array_equal(got.view(np.uint32), want.numpy().view(np.uint32))  # NaN bits too
     ids = kernel_results["offsets/ids"]  # [0, 7, 2**31 - 1, -2**31 + 1] + offsets, bfloat16 as float32

@@ -153,8 +153,9 @@ typedef struct {
     Py_ssize_t n, d_model, sin_offset, cos_offset, stride, sin_count, cos_count;
 } Columns;
 
-static inline void zero_tail(float *row, const Columns *k) {
-    for (Py_ssize_t col = 2 * k->n; col < k->d_model; col++) row[col] = 0.0f;
+/* Zero a row's columns from 2n on (odd widths: the zero column); size: the bytes of a value. */
+static inline void zero_tail(void *row, const Columns *k, Py_ssize_t size) {
+    if (k->d_model > 2 * k->n) memset((char *)row + 2 * k->n * size, 0, (k->d_model - 2 * k->n) * size);
 }
 
 #define CHUNK 256
@@ -200,7 +201,7 @@ static Py_ssize_t encode_rows(const double *restrict positions, const double *re
         float *row = out + j * k->d_model;
         float *restrict sin_row = row + k->sin_offset, *restrict cos_row = row + k->cos_offset;
         int64_t count = 0;
-        zero_tail(row, k);
+        zero_tail(row, k, 4);
         if (p == 0.0) { /* exact: sin ±0 = ±0 (IEEE), cos 0 = 1 */
             for (Py_ssize_t i = 0; i < k->sin_count; i++) sin_row[k->stride * i] = (float)p;
             for (Py_ssize_t i = 0; i < k->cos_count; i++) cos_row[k->stride * i] = 1.0f;
@@ -334,7 +335,7 @@ static ALWAYS_INLINE Py_ssize_t combine_rows(COMBINE_PARAMETERS, const int fused
         char *row = (char *)out + r * k->d_model * size;
         void *restrict sin_row = row + k->sin_offset * size, *restrict cos_row = row + k->cos_offset * size;
         int64_t count = 0;
-        if (k->d_model > 2 * n) memset(row + 2 * n * size, 0, (k->d_model - 2 * n) * size); /* zero column */
+        zero_tail(row, k, size);
         if (k->stride == 2) { /* interleaved: sine i in column 2i, its cosine next to it */
             for (Py_ssize_t i = 0; i < both; i++) {
                 double s = SIN_SUM(i), c = COS_SUM(i);

@@ -33,9 +33,11 @@ from .fitting import round_number
 __all__ = [
     "PRECISIONS",
     "cache_frequencies",
+    "cache_limits",
     "candidate_configs",
     "checked",
     "fit_bases",
+    "inv_freq_limit",
     "precision_of",
     "shape_keywords",
 ]
@@ -132,6 +134,23 @@ def candidate_configs(
         if shape is not None:
             out += _with_bases(bases, positive, weights, d, shape, zeros if proportional else 0, fitted)
     return out
+
+
+def inv_freq_limit(unit: float, base: float) -> float:
+    """What a stored inv_freq may be off by, relatively: the storage's rounding ``unit`` plus what float32
+    code leaves in b^(-2i/d)."""
+    return unit + F32 * (8 + 2 * math.log(base))
+
+
+def cache_limits(
+    params: rope.RopeParameters, theta0: float, last: int, unit: float, tolerance: float | None
+) -> tuple[float, float]:
+    """What a stored cos/sin cache may be off by, absolutely (``tolerance`` when given, else the storage's
+    rounding plus float32's angle error at the last position ``last``, θ_0 = ``theta0`` the fastest
+    frequency), and what the rounding alone costs."""
+    scale = abs(rope.attention_scaling(params))
+    angle = F32 * (6 + math.log(params.base)) * last * theta0
+    return (tolerance if tolerance is not None else scale * (unit + angle)), scale * unit / 2
 
 
 def checked(candidates: list[tuple[dict[str, Any], str]], check: Any) -> list[tuple]:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .fitting import round_number
-from .rope_fitting import F32, fit_bases, shape_keywords
+from .rope_fitting import F32, fit_bases, inv_freq_limit, shape_keywords
 
 __all__ = ["longrope_candidates", "shortest_decimal"]
 
@@ -124,7 +124,7 @@ def _factors(
     """λ_i = b^(-2i/d) / θ_i snapped to short decimals; how many telling ones are not short (None: too few
     telling ones to judge); their total digits."""
     n = len(theta)
-    rtol = unit + F32 * (8 + 2 * math.log(base))  # what float32 code leaves in θ (the inv_freq limit)
+    rtol = inv_freq_limit(unit, base)  # what float32 code leaves in θ
     rtols = np.full(n, rtol) if sigma is None else np.maximum(2 * sigma, rtol)
     ratio = np.exp(-2 * np.arange(n) * math.log(base) / (2 * n)) / theta
     factors, fails, digits, telling = [], 0, 0, 0

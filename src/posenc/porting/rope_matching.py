@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import rope
+from . import rope_fitting as fitted
 from .fitting import round_number
 from .matching import Match
 from .rope_fitting import F32, PRECISIONS, cache_frequencies, candidate_configs, checked, precision_of
@@ -296,7 +297,7 @@ def _inv_freq_checker(theta: np.ndarray, unit: float, tolerance: float | None) -
             return math.inf, 0.0, 0.0
         scale = np.where(exact > 0, exact, 1.0)
         error = float(np.max(np.abs(theta - exact) / scale))
-        limit = tolerance if tolerance is not None else unit + F32 * (8 + 2 * math.log(params.base))
+        limit = tolerance if tolerance is not None else fitted.inv_freq_limit(unit, params.base)
         return error, limit, unit
 
     return check
@@ -336,12 +337,11 @@ def _cache_checker(
         if 2 * len(theta) != cache.shape[1]:
             return math.inf, 0.0, 0.0
         columns = np.concatenate([theta, theta]) if layout == "half" else np.repeat(theta, 2)
-        angle = F32 * (6 + math.log(params.base)) * (count - 1) * float(theta[0])
-        limit = tolerance if tolerance is not None else abs(scale) * (unit + angle)
+        limit, rounding = fitted.cache_limits(params, float(theta[0]), count - 1, unit, tolerance)
         error = error_on(sample, columns, scale)
         if error <= limit:
             error = error_on(np.arange(count), columns, scale)
-        return error, limit, abs(scale) * unit / 2
+        return error, limit, rounding
 
     return check
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import rope
 from ..rope.arrays import mrope_axes
-from .rope_fitting import F32, PRECISIONS, cache_frequencies, candidate_configs
+from .rope_fitting import F32, PRECISIONS, cache_frequencies, cache_limits, candidate_configs
 from .rope_matching import RopeMatch, rope_match
 
 __all__ = ["identify_sections", "plain_note"]
@@ -341,11 +341,9 @@ def _compare(
         return None
     exact = rope.cos_sin(positions, params, dtype="float64", layout=layout)[which == "sin"]
     error = float(np.max(np.abs(exact - cache)))
-    scale = abs(rope.attention_scaling(params))
     theta0 = float(rope.inv_freq(params)[0])
-    angle = F32 * (6 + math.log(params.base)) * max(int(positions.max()), 1) * theta0
-    limit = tolerance if tolerance is not None else scale * (unit + angle)
-    return (error, limit, scale * unit / 2, params) if error <= limit else None
+    limit, rounding = cache_limits(params, theta0, max(int(positions.max()), 1), unit, tolerance)
+    return (error, limit, rounding, params) if error <= limit else None
 
 
 def _evidence(

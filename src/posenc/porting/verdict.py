@@ -156,9 +156,10 @@ def verdict(matches: list[Match], d_model: int, dtype: npt.DTypeLike, rows: int 
     best = pool[0]
     precision = float(np.finfo(np.dtype(dtype)).eps) if np.dtype(dtype).kind == "f" else 0.0
     labels = (best.name or "").split(" = ") if best.name else []
+    named_presets = dict(presets.variants(best.padding_idx))  # the labels identify gave, with their presets
     consistent, ruled_out = [], []
     for label in labels:
-        preset = _preset(label)
+        preset = named_presets.get(label)
         figures = None if preset is None else preset.float32_deviation
         if np.dtype(dtype) == np.float32 and figures is not None and rows:
             expected = expected_deviation(figures, rows)
@@ -179,7 +180,7 @@ def verdict(matches: list[Match], d_model: int, dtype: npt.DTypeLike, rows: int 
             start = f", rows from position {other.start}" if other.start else ""
             also.append(f"{other.name} ({options}{start})")
     odd = best.options.get("odd") if d_model % 2 else None
-    preset = _preset(label) if label else None
+    preset = named_presets.get(label) if label else None
     if preset is not None:  # the preset's own options (an even width leaves its odd rule unseen)
         best = dataclasses.replace(best, options=preset.options)
     return Verdict(
@@ -191,20 +192,6 @@ def verdict(matches: list[Match], d_model: int, dtype: npt.DTypeLike, rows: int 
         None if preset is None else preset.float32_deviation,
         _paste(best, label, preset, d_model, rows),
     )
-
-
-def _preset(label: str) -> presets.Preset | None:
-    """The preset a label names (``fairseq(padding_idx=1)``: with its parameters), or None (a grid)."""
-    name, _, rest = label.partition("(")
-    if name not in presets.names():
-        return None
-    parameters = {}
-    for item in filter(None, (part.strip() for part in rest.rstrip(")").split(","))):
-        key, _, value = item.partition("=")
-        parameters[key] = {"True": True, "False": False}.get(value)
-        if parameters[key] is None:
-            parameters[key] = int(value) if value.lstrip("-").isdigit() else float(value)
-    return presets.get(name, **parameters)
 
 
 def _call(label: str) -> str:

@@ -20,7 +20,7 @@ from .. import _validate
 from ..core import frequencies
 from ..core.options import frequency_options, takes_options
 from ..layouts import pair_columns
-from ._work import chunks, span
+from ._work import Rows, chunks, span
 from .encodings import _rounded, builder, check_compute
 from .hashes import earliest_equal, key_columns, key_hashes, normalised, refine_hashes, same_bits
 
@@ -83,20 +83,8 @@ def collisions(
     width = key_columns(d_model, np.dtype(options["dtype"]).itemsize) if keys is not build else d_model
     for lo, hi in chunks(length, width):
         hashes[lo:hi] = key_hashes(keys(lo, hi))
-    refine_hashes(hashes, lambda index: gather(build, index))
+    refine_hashes(hashes, Rows(build, length, d_model, _validate.dtype(options["dtype"])).gather)
     return first_repeat(hashes, build, start, limit=length)
-
-
-def gather(build: Callable[[int, int], np.ndarray], index: np.ndarray) -> np.ndarray:
-    """Rows ``index`` (increasing) of ``build``, computed run by run (runs a few rows apart merged)."""
-    index = np.asarray(index, np.int64)
-    if not len(index):
-        return build(0, 0)
-    parts = []
-    for group in np.split(index, np.flatnonzero(np.diff(index) > 64) + 1):
-        first = int(group[0])
-        parts.append(build(first, int(group[-1]) + 1)[group - first])
-    return np.concatenate(parts)
 
 
 def _key_builder(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any
 
 import torch
 
@@ -36,7 +35,6 @@ def launch(
     offset: torch.Tensor | None,
     request: device.Request,
     *,
-    kernels: Any = None,
     block_rows: int | None = None,
     block_freqs: int | None = None,
     first_limbs: int | None = None,
@@ -46,11 +44,10 @@ def launch(
     exactly), shape ``(*shape, d_model)`` in the request's dtype, and the count of values each program
     settled.
 
-    ``kernels`` is the kernel module (a copy loaded with ``TRITON_INTERPRET=1`` runs it on CPU tensors);
-    ``block_rows``/``block_freqs`` the program's block; ``first_limbs`` and ``settle_limbs`` override the
+    ``block_rows``/``block_freqs`` are the program's block; ``first_limbs`` and ``settle_limbs`` override the
     limbs of the two evaluations (tests: few first limbs make most roundings uncertain).
     """
-    kernels = kernels or kernel_module("encode_kernel")
+    kernels = kernel_module("encode_kernel")
     shape = tuple(positions.shape)
     if offset is not None:
         offset = offset.to(positions.device)

@@ -67,16 +67,11 @@ def apply_rotary_exact(
     positions = _position_tensor(position_ids)
     check_request(params, layout, tuple(positions.shape))
     axis = _fusable(q, k, positions, params, unsqueeze_dim)
-    if axis is not None and q.device.type in KERNEL_DEVICES and _kernel_module() is not None:
+    if axis is not None and q.device.type in KERNEL_DEVICES and kernel_module("fused_kernel") is not None:
         q_rot, k_rot, _ = launch(q, k, positions, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
         return q_rot, k_rot
     cos, sin = rotary.cos_sin(positions, params, dtype=torch.float32, layout=layout, seq_len=seq_len)
     return apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
-
-
-def _kernel_module() -> Any:
-    """:mod:`posenc.torch.fused_kernel`, or None without triton."""
-    return kernel_module("fused_kernel")
 
 
 def _fusable(q: Any, k: Any, positions: torch.Tensor, params: rope.RopeParameters, unsqueeze_dim: int) -> Any:
@@ -115,7 +110,6 @@ def launch(
     unsqueeze_dim: int,
     seq_len: int | None,
     *,
-    kernels: Any = None,
     block_rows: int | None = None,
     first_limbs: int | None = None,
     settle_limbs: int | None = None,
@@ -123,12 +117,11 @@ def launch(
     """Run the kernel: (q_rot, k_rot, uncertain), ``uncertain`` the count of values each program settled;
     ``unsqueeze_dim`` is the heads axis (1 or 2).
 
-    The caller has checked the call (:func:`_fusable`). ``kernels`` is the kernel module (a copy loaded
-    with ``TRITON_INTERPRET=1`` runs it on CPU tensors); ``block_rows`` the positions per program;
+    The caller has checked the call (:func:`_fusable`). ``block_rows`` is the positions per program;
     ``first_limbs`` and ``settle_limbs`` override the limbs of the two evaluations (tests: few first limbs
     make most roundings uncertain, so that the settling evaluation decides them).
     """
-    kernels = kernels or _kernel_module()
+    kernels = kernel_module("fused_kernel")
     if seq_len is None and params.rope_type in ("dynamic", "longrope"):
         seq_len = int(positions.max()) + 1  # a host read, as cos_sin (and Hugging Face) take it
     length = -1 if seq_len is None or params.rope_type not in ("dynamic", "longrope") else int(seq_len)

@@ -287,7 +287,8 @@ def _values(negative, whole, fraction, fraction_negative, freqs, freq_ok, consts
         sin_magnitude = _normalize(_mul(sin_magnitude, amplitude, M), M + 1)
         cos_magnitude = _normalize(_mul(cos_magnitude, amplitude, M), M + 1)
     sin, sin_ok = _round_fixed(sin_magnitude, e, M, DELTA, PRECISION, EMIN, OUT_WIDE, HAS_FRACTION)
-    cos, cos_ok = _round_fixed(cos_magnitude, e * 0, M, DELTA, PRECISION, EMIN, OUT_WIDE, HAS_FRACTION)
+    # the cosine is not scaled by the tiny turns' 2**-e (so no rescaling block: False)
+    cos, cos_ok = _round_fixed(cos_magnitude, e * 0, M, DELTA, PRECISION, EMIN, OUT_WIDE, False)
     sin = tl.where(sin_negative != negative, -sin, sin)
     cos = tl.where(cos_negative, -cos, cos)
     return sin, cos, sin_ok & cos_ok

@@ -29,6 +29,7 @@ def next_power_of_2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+@functools.cache
 def series_terms(m: int) -> int:
     """evaluate._series' count of Taylor terms for ``m`` limbs (the tail below 2**-12m-8)."""
     terms = 1

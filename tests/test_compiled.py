@@ -33,6 +33,75 @@ def test_the_extension_is_built_and_used():
     assert core.compiled_path() == "C"  # `pip install -e .` / `make test` must build posenc.core._kernels
 
 
+# combine's builds this CPU runs, by index: "plain" (portable C) everywhere, "fma" (fused multiply-adds,
+# float32 rows vectorised by hand in AVX2) on x86-64 CPUs that have AVX2 and FMA. Each is tested here.
+BUILDS = list(enumerate(_kernels.builds()))
+
+
+def _use_build(monkeypatch, build):
+    """Make posenc's tables run combine's build ``build`` (an index into ``_kernels.builds()``)."""
+    combine = _kernels.combine
+    monkeypatch.setattr(
+        core.compiled,
+        "kernel",
+        lambda name="combine": (
+            (lambda *args: combine(*args, build)) if name == "combine" else getattr(_kernels, name)
+        ),
+    )
+
+
+def test_combine_lists_its_builds_and_refuses_others():
+    names = _kernels.builds()
+    assert names[0] == "plain" and names in (("plain",), ("plain", "fma"))
+    rows, band, out, unsure = (
+        np.zeros((2, 4)),
+        np.zeros(4),
+        np.empty((3, 8), np.float32),
+        np.empty(3, np.int64),
+    )
+    args = (rows, rows, rows, rows, band, band, 2, out, unsure, unsure, (4, 8, 0, 1, 2, 4, 4), 0, 3, 0)
+    with pytest.raises(ValueError, match="build 2 is not one this CPU runs"):
+        _kernels.combine(*args, 2)
+    assert _kernels.combine(*args, 0) == _kernels.combine(*args) >= 0
+
+
+@pytest.mark.parametrize(("build", "name"), BUILDS, ids=[name for _, name in BUILDS])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"layout": "sin_cos", "start": -700},
+        {"layout": "cos_sin", "odd": "literal", "start": 2**31 - 3000},
+    ],
+)
+@pytest.mark.parametrize(
+    ("length", "d_model"),
+    [(1400, 1024), (97, 30), (33, 6), (2500, 2), (9, 1031), (2, 16)],  # whole and part vectors, short blocks
+)
+def test_every_build_gives_the_numpy_table(monkeypatch, build, name, options, length, d_model):
+    """Each build of combine (groups of 4, 2 and 1 rows of a block; the frequencies past the last whole
+    vector) writes the NumPy path's bits."""
+    if options.get("odd") is None and d_model % 2:
+        options = {**options, "odd": "zero"}
+    with monkeypatch.context() as patch:
+        patch.setattr(core.compiled, "kernel", lambda name="combine": None)
+        plain = posenc.table(length, d_model, **options)
+    _use_build(monkeypatch, build)
+    assert posenc.table(length, d_model, **options).tobytes() == plain.tobytes()
+
+
+def test_a_plans_arrays_start_in_page_slots_of_their_own():
+    """The six arrays angle addition reads side by side start in distinct cache-line slots of a page
+    (compiled.staggered_empty): arrays that all start at one offset overflow an L1 cache set."""
+    spec = core.Spec(core.Options.check(4096, 10000.0, 0, 1.0, "interleaved", "zero"), np.dtype(np.float32))
+    plan = core.tables.addition_plan(5, 8192, spec)
+    offsets = [array.ctypes.data % 4096 for array in plan[1:]]
+    assert offsets == [core.compiled.SLOT_BYTES * slot for slot in (3, 4, 1, 2, 5, 6)]
+    for slot in range(8):
+        array = core.compiled.staggered_empty((3, 5), slot)
+        assert array.shape == (3, 5) and array.flags.c_contiguous and array.ctypes.data % 4096 == 576 * slot
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -102,12 +171,15 @@ def test_a_bad_thread_count_is_refused(monkeypatch):
         {"dtype": "float16", "layout": "sin_cos", "start": -64},
     ],
 )
-def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options, room):
+@pytest.mark.parametrize(("build", "name"), BUILDS, ids=[name for _, name in BUILDS])
+def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options, room, build, name):
     """Widened error bands make many values look unsure: the compiled path's second pass (the values the
     kernel lists, or with no room for the list, its flagged rows redone in NumPy) and the
-    arbitrary-precision rest must still give the correctly rounded table (position 0 included)."""
+    arbitrary-precision rest must still give the correctly rounded table (position 0 included), in every
+    build of the kernel."""
     d_model = 257 if "odd" in options else 256
     expected = posenc.table(128, d_model, **options)
+    _use_build(monkeypatch, build)
     if room is not None:
         monkeypatch.setattr(
             core.tables, "UNSURE_ROOM", room - d_model // 2
@@ -160,6 +232,11 @@ def test_compiled_exact_rows_equal_numpy_rows_bit_for_bit():
         _kernels.direct(positions, limbs, sin, cos, n, 0, len(positions))
         expected_sin, expected_cos = core.arithmetic.direct(positions[:, None], limbs)
         assert sin.tobytes() == expected_sin.tobytes() and cos.tobytes() == expected_cos.tobytes()
+        # pairs (position k, frequency i_k), as Spec.certain settles them: the same bits
+        i = np.random.default_rng(d_model).integers(0, n, len(positions))
+        pair_sin, pair_cos = core.compiled.direct_pairs(positions, limbs[:, i])
+        assert pair_sin.tobytes() == expected_sin[np.arange(len(positions)), i].tobytes()
+        assert pair_cos.tobytes() == expected_cos[np.arange(len(positions)), i].tobytes()
 
 
 def test_the_kernels_refuse_buffers_too_small():
@@ -167,6 +244,8 @@ def test_the_kernels_refuse_buffers_too_small():
     small = np.empty((2, 4))
     with pytest.raises(ValueError, match="needs"):
         _kernels.direct(np.arange(3.0), limbs, small, small, 4, 0, 3)
+    with pytest.raises(ValueError, match="buffer limbs holds 160 bytes, needs 200"):
+        _kernels.direct_pairs(np.arange(5.0), limbs, np.empty(5), np.empty(5), 5)
     out, unsure = np.empty((3, 8), np.float32), np.empty(3, np.int64)
     with pytest.raises(ValueError, match="column plan"):  # 5 cosines of 4 frequencies
         _kernels.encode_float32(np.arange(3.0), limbs, 0.0, out, unsure, (4, 8, 0, 1, 2, 4, 5), 0, 3)

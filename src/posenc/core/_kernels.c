@@ -3,7 +3,8 @@
    The same algorithms as the NumPy path of posenc/core/, operation for operation:
 
    - direct:          core.arithmetic.direct (exact turns, quarter-turn reduction, double-double sin/cos
-                      polynomials) for every (position, frequency) pair, float64 out: bit-identical to NumPy's.
+                      polynomials) for every (position, frequency) pair, float64 out: bit-identical to NumPy's;
+                      direct_pairs: the same for a list of (position, frequency) pairs.
    - encode_float32:  direct, then each value rounded once to float32 and certified with core's band
                       |v| 2**-50 + absolute_error; a row holding a value whose band straddles a rounding
                       midpoint is counted in unsure[row], and core settles that row on the NumPy path.
@@ -11,7 +12,8 @@
                       each value rounded once to float32, bfloat16 or float16 (from the float64 value: no
                       double rounding) and certified with the per-column bands; unsure rows as above, and
                       the unsure values themselves listed (up to the room given), so that core settles just
-                      those values.
+                      those values. Its builds (`builds()`): portable C ("plain"), and where the CPU has
+                      AVX2 and FMA, fused multiply-adds with float32 rows vectorised by hand ("fma").
 
    So every value written is THE correctly rounded one (certified), whatever rounding error the
    compiler's code has within the bands; and `direct` is bit-identical to NumPy because it performs the
@@ -36,6 +38,7 @@
 /* angle addition may use fused multiply-adds where the CPU has them (the exact path never does) */
 #define POSENC_FMA 1
 #define ALWAYS_INLINE inline __attribute__((always_inline))
+#include <immintrin.h>
 #else
 #define POSENC_FMA 0
 #define ALWAYS_INLINE inline
@@ -317,6 +320,69 @@ static ALWAYS_INLINE Py_ssize_t record_unsure(const double *sa, const double *ca
     return count;
 }
 
+/* The builds of combine (the `build` argument; `builds()` lists those this CPU runs). */
+#define BUILD_PLAIN 0
+#define BUILD_FMA 1
+
+/* Rows written at once by float32_rows_avx2: rows of one block share sA, cA and the bands, loaded once for
+   all of them (one row at a time was 1.2x slower, measured on the (8192, 4096) table). */
+#define GROUP_ROWS 4
+
+#if POSENC_FMA
+/* The fused build's float32 angle addition of `rows` rows of one block (row t's sB, cB at sb + t n, cb + t n;
+   its sines at sin_row + t row_step, its cosines at cos_row + t row_step), frequencies 0 .. count - 1 (a
+   multiple of 4), in AVX2, four frequencies a step: S = fma(sA, cB, cA sB) and C = fma(cA, cB, -(sA sB)) as
+   combine_row computes them, the four sines and four cosines rounded to float32 together from v + band
+   (high) and from v - band (low); lanes where these differ make the row unsure (flags[t]). Interleaved rows
+   (stride 2) take high permuted to s0 c0 s1 c1 ...; [sin|cos] rows take its halves. */
+__attribute__((target("avx2,fma"))) static ALWAYS_INLINE void float32_rows_avx2(
+    const double *restrict sa, const double *restrict ca, const double *restrict sb, const double *restrict cb,
+    const double *restrict sin_band, const double *restrict cos_band, Py_ssize_t n, Py_ssize_t count,
+    float *restrict sin_row, float *restrict cos_row, Py_ssize_t row_step, Py_ssize_t stride, int *restrict flags,
+    const int rows) {
+    const __m256i pairs = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256 unsure[GROUP_ROWS];
+    for (int t = 0; t < rows; t++) unsure[t] = _mm256_setzero_ps();
+    for (Py_ssize_t i = 0; i < count; i += 4) {
+        const __m256d s_a = _mm256_loadu_pd(sa + i), c_a = _mm256_loadu_pd(ca + i);
+        const __m256d sin_w = _mm256_loadu_pd(sin_band + i), cos_w = _mm256_loadu_pd(cos_band + i);
+        for (int t = 0; t < rows; t++) {
+            const __m256d s_b = _mm256_loadu_pd(sb + t * n + i), c_b = _mm256_loadu_pd(cb + t * n + i);
+            const __m256d s = _mm256_fmadd_pd(s_a, c_b, _mm256_mul_pd(c_a, s_b));
+            const __m256d c = _mm256_fmsub_pd(c_a, c_b, _mm256_mul_pd(s_a, s_b));
+            const __m128 sin_high = _mm256_cvtpd_ps(_mm256_add_pd(s, sin_w));
+            const __m128 cos_high = _mm256_cvtpd_ps(_mm256_add_pd(c, cos_w));
+            const __m256 high = _mm256_set_m128(cos_high, sin_high);
+            const __m256 low = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_sub_pd(c, cos_w)),
+                                               _mm256_cvtpd_ps(_mm256_sub_pd(s, sin_w)));
+            unsure[t] = _mm256_or_ps(unsure[t], _mm256_cmp_ps(high, low, _CMP_NEQ_UQ));
+            if (stride == 2) {
+                _mm256_storeu_ps(sin_row + t * row_step + 2 * i, _mm256_permutevar8x32_ps(high, pairs));
+            } else {
+                _mm_storeu_ps(sin_row + t * row_step + i, sin_high);
+                _mm_storeu_ps(cos_row + t * row_step + i, cos_high);
+            }
+        }
+    }
+    for (int t = 0; t < rows; t++) flags[t] = _mm256_movemask_ps(unsure[t]) != 0;
+}
+
+/* float32_rows_avx2 with its inner loop unrolled for `rows` (GROUP_ROWS, 2 or 1). */
+#define FLOAT32_ROWS(rows_) \
+    float32_rows_avx2(sa, ca, sb, cb, sin_band, cos_band, n, count, sin_row, cos_row, row_step, stride, flags, rows_)
+__attribute__((target("avx2,fma"))) static void float32_rows(
+    const double *sa, const double *ca, const double *sb, const double *cb, const double *sin_band,
+    const double *cos_band, Py_ssize_t n, Py_ssize_t count, float *sin_row, float *cos_row, Py_ssize_t row_step,
+    Py_ssize_t stride, int *flags, int rows) {
+    if (rows == GROUP_ROWS)
+        FLOAT32_ROWS(GROUP_ROWS);
+    else if (rows == 2)
+        FLOAT32_ROWS(2);
+    else
+        FLOAT32_ROWS(1);
+}
+#endif
+
 #define COMBINE_PARAMETERS                                                                                  \
     const double *restrict sin_a, const double *restrict cos_a, const double *restrict sin_b,               \
         const double *restrict cos_b, const double *restrict sin_band, const double *restrict cos_band,     \
@@ -325,74 +391,112 @@ static ALWAYS_INLINE Py_ssize_t record_unsure(const double *sa, const double *ca
 #define COMBINE_ARGUMENTS \
     sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, k, lo, hi, out, unsure, where, capacity
 
-static ALWAYS_INLINE Py_ssize_t combine_rows(COMBINE_PARAMETERS, const int fused, const int format) {
+/* Row r's values of the frequencies from `first` on (those below are written), each rounded to the format
+   with its band, in its columns: the count of unsure ones. */
+static ALWAYS_INLINE int64_t combine_row(const double *sa, const double *ca, const double *sb, const double *cb,
+                                         const double *sin_band, const double *cos_band, const Columns *k,
+                                         char *row, Py_ssize_t first, const int fused, const int format) {
     const Py_ssize_t n = k->n, size = format == FORMAT_FLOAT32 ? 4 : 2;
     const Py_ssize_t both = k->sin_count < k->cos_count ? k->sin_count : k->cos_count;
+    void *restrict sin_row = row + k->sin_offset * size, *restrict cos_row = row + k->cos_offset * size;
+    int64_t count = 0;
+    zero_tail(row, k, size);
+    if (k->stride == 2) { /* interleaved: sine i in column 2i, its cosine next to it */
+        for (Py_ssize_t i = first; i < both; i++) {
+            double s = SIN_SUM(i), c = COS_SUM(i);
+            count += round_out(s, sin_band[i], sin_row, 2 * i, format) |
+                     round_out(c, cos_band[i], sin_row, 2 * i + 1, format);
+        }
+    } else {
+        for (Py_ssize_t i = first; i < both; i++) {
+            double s = SIN_SUM(i), c = COS_SUM(i);
+            count += round_out(s, sin_band[i], sin_row, i, format) | round_out(c, cos_band[i], cos_row, i, format);
+        }
+    }
+    for (Py_ssize_t i = both > first ? both : first; i < n; i++) {
+        double s = SIN_SUM(i), c = COS_SUM(i);
+        if (i < k->sin_count) count += round_out(s, sin_band[i], sin_row, k->stride * i, format);
+        if (i < k->cos_count) count += round_out(c, cos_band[i], cos_row, k->stride * i, format);
+    }
+    return count;
+}
+
+/* Rows lo .. hi - 1. Where `vector` (the fused float32 build), up to GROUP_ROWS rows of a block at a time
+   take their first frequencies (a multiple of 4) from float32_rows, the rest from combine_row. A row with an
+   unsure value has its unsure values listed by record_unsure, and their count kept in unsure[r]. */
+static ALWAYS_INLINE Py_ssize_t combine_rows(COMBINE_PARAMETERS, const int fused, const int format,
+                                             const int vector) {
+    const Py_ssize_t n = k->n, size = format == FORMAT_FLOAT32 ? 4 : 2, row_step = k->d_model * size;
+    const Py_ssize_t both = k->sin_count < k->cos_count ? k->sin_count : k->cos_count;
+    const Py_ssize_t vectorised = POSENC_FMA && vector ? both / 4 * 4 : 0;
     Py_ssize_t total = 0;
-    for (Py_ssize_t r = lo; r < hi; r++) {
+    for (Py_ssize_t r = lo; r < hi;) {
         Py_ssize_t a = r / block, b = r - a * block;
         const double *sa = sin_a + a * n, *ca = cos_a + a * n, *sb = sin_b + b * n, *cb = cos_b + b * n;
-        char *row = (char *)out + r * k->d_model * size;
-        void *restrict sin_row = row + k->sin_offset * size, *restrict cos_row = row + k->cos_offset * size;
-        int64_t count = 0;
-        zero_tail(row, k, size);
-        if (k->stride == 2) { /* interleaved: sine i in column 2i, its cosine next to it */
-            for (Py_ssize_t i = 0; i < both; i++) {
-                double s = SIN_SUM(i), c = COS_SUM(i);
-                count += round_out(s, sin_band[i], sin_row, 2 * i, format) |
-                         round_out(c, cos_band[i], sin_row, 2 * i + 1, format);
-            }
-        } else {
-            for (Py_ssize_t i = 0; i < both; i++) {
-                double s = SIN_SUM(i), c = COS_SUM(i);
-                count += round_out(s, sin_band[i], sin_row, i, format) |
-                         round_out(c, cos_band[i], cos_row, i, format);
-            }
+        char *row = (char *)out + r * row_step;
+        Py_ssize_t rows = 1;
+        int flags[GROUP_ROWS] = {0};
+#if POSENC_FMA
+        if (vectorised) {
+            const Py_ssize_t left = hi - r < block - b ? hi - r : block - b; /* rows of this block */
+            rows = left >= GROUP_ROWS ? GROUP_ROWS : left >= 2 ? 2 : 1;
+            float *sin_row = (float *)row + k->sin_offset, *cos_row = (float *)row + k->cos_offset;
+            float32_rows(sa, ca, sb, cb, sin_band, cos_band, n, vectorised, sin_row, cos_row, k->d_model, k->stride,
+                         flags, (int)rows);
         }
-        for (Py_ssize_t i = both; i < n; i++) {
-            double s = SIN_SUM(i), c = COS_SUM(i);
-            if (i < k->sin_count) count += round_out(s, sin_band[i], sin_row, k->stride * i, format);
-            if (i < k->cos_count) count += round_out(c, cos_band[i], cos_row, k->stride * i, format);
+#endif
+        for (Py_ssize_t t = 0; t < rows; t++, r++) {
+            const double *sbt = sb + t * n, *cbt = cb + t * n;
+            int64_t count = combine_row(sa, ca, sbt, cbt, sin_band, cos_band, k, row + t * row_step, vectorised,
+                                        fused, format);
+            if (count || flags[t])
+                count = record_unsure(sa, ca, sbt, cbt, sin_band, cos_band, k, r, where, capacity, total, fused,
+                                      format);
+            unsure[r] = count;
+            total += count;
         }
-        unsure[r] = count;
-        if (count)
-            total += record_unsure(sa, ca, sb, cb, sin_band, cos_band, k, r, where, capacity, total, fused, format);
     }
     return total;
 }
 
 /* The builds of combine_rows: per output format, plain, and with fused multiply-adds on x86-64 CPUs that
-   have them (chosen per call; ~10% faster). Each pass uses one of them throughout, so the unsure values it
-   lists are those of the values it wrote. */
-#define COMBINE_BUILDS(format_name, format)                                                               \
-    static Py_ssize_t combine_plain_##format_name(COMBINE_PARAMETERS) {                                   \
-        return combine_rows(COMBINE_ARGUMENTS, 0, format);                                                \
-    }                                                                                                     \
-    FUSED_BUILD(format_name, format)
-
-#if POSENC_FMA
-#define FUSED_BUILD(format_name, format)                                                                  \
-    __attribute__((target("avx2,fma"))) static Py_ssize_t combine_fused_##format_name(COMBINE_PARAMETERS) { \
-        return combine_rows(COMBINE_ARGUMENTS, 1, format);                                                \
+   have them (~10% faster), whose float32 rows are vectorised by hand (1.4x faster than the compiler's).
+   Each pass uses one of them throughout, so the unsure values it lists are those of the values it wrote. */
+#define COMBINE_BUILD(name, target, format, fused, vector)                                             \
+    target static Py_ssize_t name(COMBINE_PARAMETERS) {                                                 \
+        return combine_rows(COMBINE_ARGUMENTS, fused, format, vector);                                  \
     }
-#else
-#define FUSED_BUILD(format_name, format)
-#endif
 
-COMBINE_BUILDS(float32, FORMAT_FLOAT32)
-COMBINE_BUILDS(bfloat16, FORMAT_BFLOAT16)
-COMBINE_BUILDS(float16, FORMAT_FLOAT16)
+COMBINE_BUILD(combine_plain_float32, , FORMAT_FLOAT32, 0, 0)
+COMBINE_BUILD(combine_plain_bfloat16, , FORMAT_BFLOAT16, 0, 0)
+COMBINE_BUILD(combine_plain_float16, , FORMAT_FLOAT16, 0, 0)
+#if POSENC_FMA
+#define FMA_TARGET __attribute__((target("avx2,fma")))
+COMBINE_BUILD(combine_fma_float32, FMA_TARGET, FORMAT_FLOAT32, 1, 1)
+COMBINE_BUILD(combine_fma_bfloat16, FMA_TARGET, FORMAT_BFLOAT16, 1, 0)
+COMBINE_BUILD(combine_fma_float16, FMA_TARGET, FORMAT_FLOAT16, 1, 0)
+#endif
 
 typedef Py_ssize_t (*Combine)(COMBINE_PARAMETERS);
 
-/* The build of combine_rows for the output format and this CPU. */
-static Combine combine_build(int format) {
+/* The last build this CPU runs: BUILD_PLAIN everywhere, BUILD_FMA where it has AVX2 and FMA. */
+static int best_build(void) {
 #if POSENC_FMA
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        return format == FORMAT_FLOAT32    ? combine_fused_float32
-               : format == FORMAT_BFLOAT16 ? combine_fused_bfloat16
-                                           : combine_fused_float16;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return BUILD_FMA;
+#endif
+    return BUILD_PLAIN;
+}
+
+/* combine_rows for the output format and the build (one this CPU runs). */
+static Combine combine_build(int format, int build) {
+#if POSENC_FMA
+    if (build == BUILD_FMA) {
+        return format == FORMAT_FLOAT32    ? combine_fma_float32
+               : format == FORMAT_BFLOAT16 ? combine_fma_bfloat16
+                                           : combine_fma_float16;
     }
+#else
+    (void)build;
 #endif
     return format == FORMAT_FLOAT32    ? combine_plain_float32
            : format == FORMAT_BFLOAT16 ? combine_plain_bfloat16
@@ -445,6 +549,25 @@ static PyObject *py_direct(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_direct_pairs(PyObject *self, PyObject *args) {
+    Py_buffer v[4];
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*w*w*n", &v[0], &v[1], &v[2], &v[3], &n)) return NULL;
+    if (n < 0 || !need(&v[0], n, 8, "positions") || !need(&v[1], 5 * n, 8, "limbs") || !need(&v[2], n, 8, "sin") ||
+        !need(&v[3], n, 8, "cos")) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "posenc.core._kernels.direct_pairs: bad sizes");
+        release(v, 4);
+        return NULL;
+    }
+    const double *p = v[0].buf, *l = v[1].buf;
+    double *sin_out = v[2].buf, *cos_out = v[3].buf;
+    for (Py_ssize_t k = 0; k < n; k++)
+        sincos_exact(p[k], l[k], l[n + k], l[2 * n + k], l[3 * n + k], l[4 * n + k], &sin_out[k], &cos_out[k]);
+    release(v, 4);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_encode_float32(PyObject *self, PyObject *args) {
     Py_buffer v[4];
     Columns k;
@@ -471,15 +594,22 @@ static PyObject *py_combine(PyObject *self, PyObject *args) {
     Py_buffer v[9];
     Columns k;
     Py_ssize_t block, lo, hi, total;
-    int format;
+    int format, build = -1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*nw*w*w*(nnnnnnn)nni", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*nw*w*w*(nnnnnnn)nni|i", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
                           &block, &v[6], &v[7], &v[8], &k.n, &k.d_model, &k.sin_offset, &k.cos_offset, &k.stride,
-                          &k.sin_count, &k.cos_count, &lo, &hi, &format))
+                          &k.sin_count, &k.cos_count, &lo, &hi, &format, &build))
         return NULL;
     Py_ssize_t count = block > 0 ? (hi + block - 1) / block : 0;
     if (format < FORMAT_FLOAT32 || format > FORMAT_FLOAT16) {
         PyErr_SetString(PyExc_ValueError, "posenc.core._kernels.combine: format must be 0, 1 or 2");
+        release(v, 9);
+        return NULL;
+    }
+    if (build < 0) build = best_build();
+    if (build > best_build()) {
+        PyErr_Format(PyExc_ValueError, "posenc.core._kernels.combine: build %d is not one this CPU runs (0 .. %d)",
+                     build, best_build());
         release(v, 9);
         return NULL;
     }
@@ -492,7 +622,7 @@ static PyObject *py_combine(PyObject *self, PyObject *args) {
         release(v, 9);
         return NULL;
     }
-    Combine rows = combine_build(format);
+    Combine rows = combine_build(format, build);
     Py_BEGIN_ALLOW_THREADS
     total = rows(v[0].buf, v[1].buf, v[2].buf, v[3].buf, v[4].buf, v[5].buf, block, &k, lo, hi, v[6].buf,
                  v[7].buf, v[8].buf, v[8].len / 8);
@@ -501,16 +631,38 @@ static PyObject *py_combine(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(total);
 }
 
+static PyObject *py_builds(PyObject *self, PyObject *args) {
+    static const char *names[] = {"plain", "fma"};
+    (void)self;
+    (void)args;
+    PyObject *result = PyTuple_New(best_build() + 1);
+    for (int i = 0; result && i <= best_build(); i++) {
+        PyObject *name = PyUnicode_FromString(names[i]);
+        if (!name) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyTuple_SET_ITEM(result, i, name);
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"direct", py_direct, METH_VARARGS,
      "direct(positions, limbs, sin, cos, n, lo, hi): core.arithmetic.direct of rows lo..hi-1 into sin/cos"
      " (float64)."},
+    {"direct_pairs", py_direct_pairs, METH_VARARGS,
+     "direct_pairs(positions, limbs, sin, cos, n): core.arithmetic.direct of each position k with limb column k"
+     " (n pairs; float64)."},
     {"encode_float32", py_encode_float32, METH_VARARGS,
      "encode_float32(positions, limbs, absolute_error, out, unsure, columns, lo, hi) -> unsure total."},
     {"combine", py_combine, METH_VARARGS,
      "combine(sin_a, cos_a, sin_b, cos_b, sin_band, cos_band, block, out, unsure, where, columns, lo, hi,"
-     " format) -> the number of unsure values; where (int64) receives r*2n + 2i + which of the first"
-     " len(where); format 0: float32 out, 1: bfloat16 bits (uint16), 2: float16 bits (uint16)."},
+     " format[, build]) -> the number of unsure values; where (int64) receives r*2n + 2i + which of the first"
+     " len(where); format 0: float32 out, 1: bfloat16 bits (uint16), 2: float16 bits (uint16); build: an"
+     " index into builds() (default: the last)."},
+    {"builds", py_builds, METH_NOARGS,
+     "builds() -> the builds of combine this CPU runs, by index: ('plain'[, 'fma'])."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import _validate
-from . import arithmetic, highprec, rounding
+from . import arithmetic, compiled, highprec, rounding
 from .options import CACHED_OPTIONS, Options
 from .options import column_plan as _column_plan
 
@@ -91,7 +91,7 @@ class Spec:
     def certain(self, p: np.ndarray, i: np.ndarray, which: int) -> np.ndarray:
         """Settle uncertain values: the correctly rounded sin (which=0) or cos (which=1) of p * ω_i, for a
         few (p, i) pairs."""
-        values = arithmetic.direct(p, self.limbs[:, i])[which]
+        values = compiled.direct_pairs(p, self.limbs[:, i])[which]
         band = self.direct_band(values)
         if self.amplitude != 1.0:
             values, band = self.amplify(values, band)

@@ -24,38 +24,40 @@ from .spec import Spec
 UNSURE_ROOM = 4096
 # The output formats of the compiled angle addition (``_kernels.combine``), and their codes there.
 COMBINE_FORMATS = {"float32": 0, "bfloat16": 1, "float16": 2}
+# The page slots (compiled.staggered_empty) of a plan's arrays, each sine's cosine in the next: the kernel
+# reads the six side by side, and the output's rows start at slot 0 (large NumPy arrays: byte 16 of a page).
+SLOTS = {"first": 1, "anchor": 3, "band": 5}
 
 
 def first_rows(options: Options, block: int) -> tuple[np.ndarray, np.ndarray]:
     """The exact rows of positions 0 .. block - 1 (float64 sin, cos: ``(block, n)``), which every table of
-    ``block``-row blocks combines with, whatever its start: cached (read-only) up to 4 MiB a pair."""
-    if block * len(options.constants()[0]) * 16 <= 4 << 20:
-        return _cached_first_rows(options, block)
-    return compiled.direct_rows(np.arange(block, dtype=np.float64), options.constants()[1])
+    ``block``-row blocks combines with, whatever its start."""
+    return progression_rows(options, 0, 1, block, SLOTS["first"])
 
 
 def anchor_rows(options: Options, start: int, block: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The exact rows of positions start + a·block, a = 0 .. count - 1: part of a table's plan, cached
-    (read-only) up to 4 MiB a pair, so a repeated table call computes no exact row."""
-    if count * len(options.constants()[0]) * 16 <= 4 << 20:
-        return _cached_anchor_rows(options, start, block, count)
-    return compiled.direct_rows(start + block * np.arange(count, dtype=np.float64), options.constants()[1])
+    """The exact rows of positions start + a·block, a = 0 .. count - 1: part of a table's plan."""
+    return progression_rows(options, start, block, count, SLOTS["anchor"])
 
 
-@functools.lru_cache(maxsize=32)
-def _cached_anchor_rows(
-    options: Options, start: int, block: int, count: int
+def progression_rows(
+    options: Options, start: int, step: int, count: int, slot: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    sin, cos = compiled.direct_rows(
-        start + block * np.arange(count, dtype=np.float64), options.constants()[1]
-    )
-    sin.flags.writeable = cos.flags.writeable = False
-    return sin, cos
+    """The exact rows of positions start + step·k, k = 0 .. count - 1, in page slot ``slot`` (and the next;
+    :func:`~posenc.core.compiled.staggered_empty`): cached (read-only) up to 4 MiB a pair, so a repeated
+    table call computes no exact row."""
+    if count * len(options.constants()[0]) * 16 <= 4 << 20:
+        return _cached_progression_rows(options, start, step, count, slot)
+    positions = start + step * np.arange(count, dtype=np.float64)
+    return compiled.direct_rows(positions, options.constants()[1], slot=slot)
 
 
-@functools.lru_cache(maxsize=32)
-def _cached_first_rows(options: Options, block: int) -> tuple[np.ndarray, np.ndarray]:
-    sin, cos = compiled.direct_rows(np.arange(block, dtype=np.float64), options.constants()[1])
+@functools.lru_cache(maxsize=64)
+def _cached_progression_rows(
+    options: Options, start: int, step: int, count: int, slot: int
+) -> tuple[np.ndarray, np.ndarray]:
+    positions = start + step * np.arange(count, dtype=np.float64)
+    sin, cos = compiled.direct_rows(positions, options.constants()[1], slot=slot)
     sin.flags.writeable = cos.flags.writeable = False
     return sin, cos
 
@@ -90,16 +92,29 @@ def addition_plan(start: int, length: int, spec: Spec) -> AdditionPlan:
     and |cA sB| <= min(1, (B-1) ω); likewise for C. The band per column bounds that, with margin. A value
     whose interval ± band holds a rounding midpoint must be settled by :meth:`Spec.certain`.
     """
-    omegas = spec.omegas
     block = max(1, math.isqrt(length))
     count = -(-length // block)
     sin_b, cos_b = first_rows(spec.options, block)
     sin_a, cos_a = anchor_rows(spec.options, start, block, count)
-    small = 2.0 * np.minimum(1.0, (block - 1) * omegas)
     largest = max(abs(start), abs(start + length - 1))
-    sin_band = 2.0**-48 * (np.minimum(1.0, largest * omegas) + small) + 4 * spec.absolute_error
-    cos_band = 2.0**-48 * (1.0 + small) + 4 * spec.absolute_error
+    sin_band, cos_band = _bands(spec.options, spec.absolute_error, block, largest)
     return AdditionPlan(block, sin_a, cos_a, sin_b, cos_b, sin_band, cos_band)
+
+
+@functools.lru_cache(maxsize=64)
+def _bands(
+    options: Options, absolute_error: float, block: int, largest: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`addition_plan`'s bands for ``block``-row blocks and positions up to ``largest`` in magnitude,
+    each in a page slot of its own: cached, read-only."""
+    omegas = options.constants()[0]
+    small = 2.0 * np.minimum(1.0, (block - 1) * omegas)
+    sin_band = compiled.staggered_empty(omegas.shape, SLOTS["band"])
+    sin_band[...] = 2.0**-48 * (np.minimum(1.0, largest * omegas) + small) + 4 * absolute_error
+    cos_band = compiled.staggered_empty(omegas.shape, SLOTS["band"] + 1)
+    cos_band[...] = 2.0**-48 * (1.0 + small) + 4 * absolute_error
+    sin_band.flags.writeable = cos_band.flags.writeable = False
+    return sin_band, cos_band
 
 
 def angle_addition(result: np.ndarray, start: int, length: int, spec: Spec, fresh: bool) -> None:

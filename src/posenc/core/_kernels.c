@@ -421,14 +421,13 @@ static ALWAYS_INLINE int64_t combine_row(const double *sa, const double *ca, con
     return count;
 }
 
-/* Rows lo .. hi - 1. Where `vector` (the fused float32 build), up to GROUP_ROWS rows of a block at a time
+/* Rows lo .. hi - 1. In the fused float32 build, up to GROUP_ROWS rows of a block at a time
    take their first frequencies (a multiple of 4) from float32_rows, the rest from combine_row. A row with an
    unsure value has its unsure values listed by record_unsure, and their count kept in unsure[r]. */
-static ALWAYS_INLINE Py_ssize_t combine_rows(COMBINE_PARAMETERS, const int fused, const int format,
-                                             const int vector) {
+static ALWAYS_INLINE Py_ssize_t combine_rows(COMBINE_PARAMETERS, const int fused, const int format) {
     const Py_ssize_t n = k->n, size = format == FORMAT_FLOAT32 ? 4 : 2, row_step = k->d_model * size;
     const Py_ssize_t both = k->sin_count < k->cos_count ? k->sin_count : k->cos_count;
-    const Py_ssize_t vectorised = POSENC_FMA && vector ? both / 4 * 4 : 0;
+    const Py_ssize_t vectorised = POSENC_FMA && fused && format == FORMAT_FLOAT32 ? both / 4 * 4 : 0;
     Py_ssize_t total = 0;
     for (Py_ssize_t r = lo; r < hi;) {
         Py_ssize_t a = r / block, b = r - a * block;
@@ -462,19 +461,19 @@ static ALWAYS_INLINE Py_ssize_t combine_rows(COMBINE_PARAMETERS, const int fused
 /* The builds of combine_rows: per output format, plain, and with fused multiply-adds on x86-64 CPUs that
    have them (~10% faster), whose float32 rows are vectorised by hand (1.4x faster than the compiler's).
    Each pass uses one of them throughout, so the unsure values it lists are those of the values it wrote. */
-#define COMBINE_BUILD(name, target, format, fused, vector)                                             \
+#define COMBINE_BUILD(name, target, format, fused)                                                     \
     target static Py_ssize_t name(COMBINE_PARAMETERS) {                                                 \
-        return combine_rows(COMBINE_ARGUMENTS, fused, format, vector);                                  \
+        return combine_rows(COMBINE_ARGUMENTS, fused, format);                                          \
     }
 
-COMBINE_BUILD(combine_plain_float32, , FORMAT_FLOAT32, 0, 0)
-COMBINE_BUILD(combine_plain_bfloat16, , FORMAT_BFLOAT16, 0, 0)
-COMBINE_BUILD(combine_plain_float16, , FORMAT_FLOAT16, 0, 0)
+COMBINE_BUILD(combine_plain_float32, , FORMAT_FLOAT32, 0)
+COMBINE_BUILD(combine_plain_bfloat16, , FORMAT_BFLOAT16, 0)
+COMBINE_BUILD(combine_plain_float16, , FORMAT_FLOAT16, 0)
 #if POSENC_FMA
 #define FMA_TARGET __attribute__((target("avx2,fma")))
-COMBINE_BUILD(combine_fma_float32, FMA_TARGET, FORMAT_FLOAT32, 1, 1)
-COMBINE_BUILD(combine_fma_bfloat16, FMA_TARGET, FORMAT_BFLOAT16, 1, 0)
-COMBINE_BUILD(combine_fma_float16, FMA_TARGET, FORMAT_FLOAT16, 1, 0)
+COMBINE_BUILD(combine_fma_float32, FMA_TARGET, FORMAT_FLOAT32, 1)
+COMBINE_BUILD(combine_fma_bfloat16, FMA_TARGET, FORMAT_BFLOAT16, 1)
+COMBINE_BUILD(combine_fma_float16, FMA_TARGET, FORMAT_FLOAT16, 1)
 #endif
 
 typedef Py_ssize_t (*Combine)(COMBINE_PARAMETERS);
@@ -606,10 +605,11 @@ static PyObject *py_combine(PyObject *self, PyObject *args) {
         release(v, 9);
         return NULL;
     }
-    if (build < 0) build = best_build();
-    if (build > best_build()) {
+    const int best = best_build();
+    if (build < 0) build = best;
+    if (build > best) {
         PyErr_Format(PyExc_ValueError, "posenc.core._kernels.combine: build %d is not one this CPU runs (0 .. %d)",
-                     build, best_build());
+                     build, best);
         release(v, 9);
         return NULL;
     }

@@ -68,6 +68,26 @@ def precision_of(values: np.ndarray, declared: str | None = None) -> str:
     return "float32"
 
 
+def frequency_columns(cache: np.ndarray, layout: str) -> np.ndarray:
+    """The columns of a ``(positions, rotary_dim)`` cache that hold one value per frequency: the first half
+    (``layout="half"``) or every other column (interleaved)."""
+    return cache[:, : cache.shape[1] // 2] if layout == "half" else cache[:, 0::2]
+
+
+def fitted_frequencies(
+    columns: np.ndarray, kind: str, amplitude: float, unit: float, refits: int = 1
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """:func:`cache_frequencies`, and for a sin cache ``refits`` times: the amplitude A fitted on the
+    best-known column, and θ read again. Returns (θ, its relative uncertainty, A)."""
+    theta, sigma = cache_frequencies(columns, kind, amplitude, unit)
+    for _ in range(refits if kind == "sin" else 0):
+        best = int(np.argmin(np.where(theta > 0, sigma, np.inf)))
+        waves = np.sin(np.arange(len(columns)) * theta[best])
+        amplitude = float((columns[:, best] * waves).sum() / (waves**2).sum())
+        theta, sigma = cache_frequencies(columns, kind, amplitude, unit)
+    return theta, sigma, amplitude
+
+
 def cache_frequencies(
     columns: np.ndarray, kind: str, amplitude: float, unit: float
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,7 @@ from .. import rope
 from . import rope_fitting as fitted
 from .fitting import round_number
 from .matching import Match
-from .rope_fitting import F32, PRECISIONS, cache_frequencies, candidate_configs, checked, precision_of
+from .rope_fitting import F32, PRECISIONS, candidate_configs, checked, precision_of
 from .rope_longrope import longrope_candidates
 
 __all__ = ["RopeMatch", "identify_rope", "looks_like_rope", "rope_matches"]
@@ -161,13 +161,10 @@ def rope_matches(
         amplitude_error = 0.0
     else:
         cache, layout, which, amplitude = _cache(values)
-        columns = cache[:, : cache.shape[1] // 2] if layout == "half" else cache[:, 0::2]
-        theta, sigma = cache_frequencies(columns, which, amplitude, unit)
-        if which == "sin":  # the amplitude from the best-known column, then θ once more
-            best = int(np.argmin(np.where(theta > 0, sigma, np.inf)))
-            waves = np.sin(np.arange(len(columns)) * theta[best])
-            amplitude = float((columns[:, best] * waves).sum() / (waves**2).sum())
-            theta, sigma = cache_frequencies(columns, which, amplitude, unit)
+        # sin: the amplitude from the best-known column, then θ once more
+        theta, sigma, amplitude = fitted.fitted_frequencies(
+            fitted.frequency_columns(cache, layout), which, amplitude, unit
+        )
         sigma = np.maximum(sigma, 16 * F32)
         # cos: A is row 0 (float32 code rounds it once); sin: fitted, to about 1e-5
         amplitude_error = 2 * unit + 2 * F32 if which == "cos" else max(2 * unit, 1e-5)

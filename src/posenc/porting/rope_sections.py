@@ -42,7 +42,14 @@ import numpy as np
 
 from .. import rope
 from ..rope.arrays import mrope_axes
-from .rope_fitting import F32, PRECISIONS, cache_frequencies, cache_limits, candidate_configs
+from .rope_fitting import (
+    F32,
+    PRECISIONS,
+    cache_limits,
+    candidate_configs,
+    fitted_frequencies,
+    frequency_columns,
+)
 from .rope_matching import RopeMatch, rope_match
 
 __all__ = ["identify_sections", "plain_note"]
@@ -84,7 +91,7 @@ def identify_sections(
     than :data:`MAX_ROWS` rows)."""
     if cache.shape[0] > MAX_ROWS:
         return None
-    columns = cache[:, : cache.shape[1] // 2] if layout == "half" else cache[:, 0::2]
+    columns = frequency_columns(cache, layout)
     unit = PRECISIONS[precision]
     for keywords, evidence, amplitude, prefix in _plain_prefixes(columns, which, unit, head_dim)[:_TRIED]:
         params = rope.config(**keywords)
@@ -135,12 +142,7 @@ def _plain_prefixes(
     for prefix in rows:
         head = columns[:prefix]
         amplitude = float(head[0, 0]) if which == "cos" else largest
-        theta, sigma = cache_frequencies(head, which, amplitude, unit)
-        for _ in range(3 if which == "sin" else 0):  # A fitted on the best-known column, then θ again
-            best = int(np.argmin(np.where(theta > 0, sigma, np.inf)))
-            waves = np.sin(np.arange(prefix) * theta[best])
-            amplitude = float((head[:, best] * waves).sum() / (waves**2).sum())
-            theta, sigma = cache_frequencies(head, which, amplitude, unit)
+        theta, sigma, amplitude = fitted_frequencies(head, which, amplitude, unit, refits=3)
         kept = []
         for keywords, evidence in candidate_configs(theta, np.maximum(sigma, 16 * F32), head_dim=head_dim):
             try:
@@ -149,11 +151,8 @@ def _plain_prefixes(
                 continue
             if params.rope_type not in ("default", "linear", "yarn", "llama3"):
                 continue
-            exact = rope.inv_freq(params)
             scale = rope.attention_scaling(params)
-            wave = np.cos if which == "cos" else np.sin
-            error = np.abs(scale * wave(np.arange(prefix)[:, None] * exact) - head)
-            if np.all(error <= _limit(scale, exact, np.arange(prefix)[:, None], head, unit)):
+            if _Stored(head, rope.inv_freq(params), which, scale, unit).explained(np.arange(prefix)).all():
                 kept.append((keywords, evidence, scale, prefix))
         if kept:
             return kept

@@ -119,7 +119,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         offset: int | torch.Tensor = 0,
         inplace: bool = False,
     ) -> torch.Tensor:
-        pe = self._encoding(x, positions, offset, borrow=True)
+        return self._add_encoding(x, self._encoding(x, positions, offset, borrow=True), inplace=inplace)
+
+    def _add_encoding(self, x: torch.Tensor, pe: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
+        """``x + pe`` (in place into ``x`` when ``inplace``), then this module's dropout while training."""
         y = x.add_(pe) if inplace else _add(x, pe)
         if self.training and self.dropout.p > 0:
             return _dropout(y, self.dropout.p)
@@ -281,10 +284,7 @@ class TokenAndPositionEmbedding(nn.Module):
         # token gets no encoding (M2M100, NLLB, ... add exactly zero there)
         padding_idx = self.embedding.padding_idx
         pe = self.encoding.encoding_for(x, make_positions(ids, padding_idx), offset=offset)
-        y = _add(x, pe.masked_fill((ids == padding_idx).unsqueeze(-1), 0.0))
-        if self.training and self.encoding.dropout.p > 0:
-            return _dropout(y, self.encoding.dropout.p)
-        return y
+        return self.encoding._add_encoding(x, pe.masked_fill((ids == padding_idx).unsqueeze(-1), 0.0))
 
     def extra_repr(self) -> str:
         return f"embed_scale={self.embed_scale:g}, positions_from_padding={self.positions_from_padding}"

@@ -16,6 +16,8 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py src/posenc/core/_kerne
 $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
 	$(BIN)/python -m pip install --quiet --no-deps keras-hub==0.32.0
+	# triton 3.6 (torch 2.10/2.11's), apart: tests/test_kernel_compile.py builds the CUDA kernels with it too
+	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(VENV)/triton-3.6 triton==3.6.0
 	touch $@
 
 # The API reference needs the test dependencies too: autodoc imports posenc.torch, posenc.jax (Flax), ...

@@ -70,17 +70,41 @@ CASES = {
     "settled-yarn-interleaved-float32": ("yarn", "interleaved", "float32", "float32", 1, {"first_limbs": 3}),
     # the negative control: the settling evaluation with 2 limbs as well cannot give the exact bits
     "unsettled-llama31": ("llama31", "half", "float32", "float32", 1, {"first_limbs": 2, "settle_limbs": 2}),
+    # q (3, 3, 16, 64) and k (3, 2, 16, 64): tiles of 2 heads (the last one half empty); positions shared by
+    # the batch rows ((1, 16) ids), two rows per program (the last program's second row is past B); and
+    # (3, 16) ids, a row each
+    "batched-shared-llama31-half-bfloat16": (
+        "llama31",
+        "half",
+        "bfloat16",
+        "bfloat16",
+        1,
+        {"block_heads": 2, "batch_group": 2},
+    ),
+    "batched-shared-yarn-interleaved-float32-heads-axis-2": (
+        "yarn",
+        "interleaved",
+        "float32",
+        "float16",
+        2,
+        {"block_heads": 2, "batch_group": 2},
+    ),
+    "batched-distinct-partial-half-float16": ("partial", "half", "float16", "float16", 1, {"block_heads": 2}),
 }
 
 
 def _inputs(name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     _, _, q_dtype, k_dtype, axis, _ = CASES[name]
     generator = torch.Generator().manual_seed(sorted(CASES).index(name))
-    q = torch.randn(1, 2, L, 64, generator=generator) * 3
-    k = torch.randn(1, 1, L, 64, generator=generator) * 3
+    batch, heads_q, heads_k = (3, 3, 2) if name.startswith("batched") else (1, 2, 1)
+    q = torch.randn(batch, heads_q, L, 64, generator=generator) * 3
+    k = torch.randn(batch, heads_k, L, 64, generator=generator) * 3
     if axis == 2:  # (B, L, H, D)
         q, k = q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous()
-    return q.to(DTYPES[q_dtype]), k.to(DTYPES[k_dtype]), _positions(len(name))
+    ids = _positions(len(name))
+    if name.startswith("batched-distinct"):
+        ids = torch.cat([ids, _positions(len(name) + 1), _positions(len(name) + 2)])
+    return q.to(DTYPES[q_dtype]), k.to(DTYPES[k_dtype]), ids
 
 
 def _unfused(name: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,6 +176,24 @@ def test_without_enough_settling_limbs_the_bits_differ(kernel_results):
     q_want, _ = _unfused("unsettled-llama31")
     assert kernel_results["unsettled-llama31/uncertain"].sum() > 0
     assert (kernel_results["unsettled-llama31/q"] != _bits(q_want)).any()
+
+
+def test_rows_sharing_positions_share_a_program(kernel_results):
+    """batch_group=2 over 3 rows: 2 blocks of 8 positions x 2 programs (the second one's last row is past the
+    batch); distinct rows get a program each."""
+    assert kernel_results["batched-shared-llama31-half-bfloat16/uncertain"].shape == (4,)
+    assert kernel_results["batched-distinct-partial-half-float16/uncertain"].shape == (6,)
+
+
+def test_the_launch_shape_for_the_benchmark_and_for_decoding():
+    """(8, 32, 4096, 128) with shared ids: 16 heads a tile, the 8 rows in one program (2048 programs); a
+    decode step (L = 1) keeps a program per row; rows with their own ids are never grouped."""
+    assert fused_rotary._heads_tile(32, 2 * 64) == 16 and fused_rotary._heads_tile(8, 2 * 64) == 8
+    assert fused_rotary._batch_group(8, 2048) == 8
+    assert fused_rotary._batch_group(8, 1) == 1
+    q = torch.zeros(2, 1, 4, 64)
+    with pytest.raises(ValueError, match="batch_group=2 needs positions the batch rows share"):
+        fused_rotary.launch(q, q, torch.arange(8).reshape(2, 4), LLAMA31, "half", 1, None, batch_group=2)
 
 
 def test_apply_rotary_exact_runs_the_kernel_where_it_may(kernel_results):

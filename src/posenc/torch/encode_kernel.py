@@ -15,7 +15,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_algorithm import _NAN, _load, _store, exact_values, split_positions
+from .triton_algorithm import _load, _nan, _store, exact_values, split_positions
 
 
 @triton.jit
@@ -73,15 +73,15 @@ def encode_kernel(
         OUT_KIND == 3, HAS_AMPLITUDE, HAS_FRACTION, WIDE,
     )  # fmt: skip
     tl.store(uncertain_ptr + pid_r * tl.num_programs(1) + pid_f, count)
-    sin = tl.where(valid[:, None], sin, _NAN)
-    cos = tl.where(valid[:, None], cos, _NAN)
+    sin = tl.where(valid[:, None], sin, _nan())
+    cos = tl.where(valid[:, None], cos, _nan())
     base = out_ptr + row[:, None] * d_model
     sin_at = base + sin_offset + stride * freqs[None, :]
     cos_at = base + cos_offset + stride * freqs[None, :]
     _store_values(sin_at, sin, row_ok[:, None] & (freqs < sin_columns)[None, :], OUT_KIND)
     _store_values(cos_at, cos, row_ok[:, None] & (freqs < cos_columns)[None, :], OUT_KIND)
     if pid_f == 0:  # odd="zero": +0 past the sines and cosines (NaN for an invalid position)
-        zero = tl.where(valid, 0.0, _NAN)
+        zero = tl.where(valid, 0.0, _nan())
         if OUT_KIND == 3:
             zero = zero.to(tl.float64)
         for column in range(width, d_model):

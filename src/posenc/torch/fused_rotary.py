@@ -12,7 +12,7 @@ input: the kernel settles every uncertain rounding (the unfused path on a device
 or k) carry the kernel's NaN bit pattern.
 
 The kernel is compiled once per machine and specialization (dtypes, layout, limbs, amplitude or not):
-about 40 s for sm_90 (Triton caches it on disk).
+7–18 s for sm_90 (triton 3.6–3.9, ``scripts/compile_kernels.py``; Triton caches it on disk).
 """
 
 from __future__ import annotations
@@ -101,6 +101,23 @@ def _fusable(q: Any, k: Any, positions: torch.Tensor, params: rope.RopeParameter
     return axis
 
 
+#: Elements of the tile of heads x positions x pairs a program loads at once (each of a pair's halves).
+_TILE = 2048
+#: The programs a launch keeps where it can (an H100 runs 132 SMs x 2 of them at once): batch rows that
+#: share their positions are grouped only while the grid stays this large.
+_MIN_PROGRAMS = 1024
+
+
+def _heads_tile(heads: int, block: int) -> int:
+    """Heads per iteration: a tile of about :data:`_TILE` elements (a power of 2)."""
+    return min(next_power_of_2(heads), max(1, _TILE // block))
+
+
+def _batch_group(batch: int, l_blocks: int) -> int:
+    """Batch rows per program (rows that share their positions): as many as keep :data:`_MIN_PROGRAMS`."""
+    return max(1, min(batch, l_blocks * batch // _MIN_PROGRAMS))
+
+
 def launch(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -111,15 +128,19 @@ def launch(
     seq_len: int | None,
     *,
     block_rows: int | None = None,
+    block_heads: int | None = None,
+    batch_group: int | None = None,
     first_limbs: int | None = None,
     settle_limbs: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel: (q_rot, k_rot, uncertain), ``uncertain`` the count of values each program settled;
     ``unsqueeze_dim`` is the heads axis (1 or 2).
 
-    The caller has checked the call (:func:`_fusable`). ``block_rows`` is the positions per program;
-    ``first_limbs`` and ``settle_limbs`` override the limbs of the two evaluations (tests: few first limbs
-    make most roundings uncertain, so that the settling evaluation decides them).
+    The caller has checked the call (:func:`_fusable`). ``block_rows`` is the positions per program,
+    ``block_heads`` the heads it rotates at once, ``batch_group`` the batch rows it rotates with one
+    evaluation (positions shared by the batch rows only); ``first_limbs`` and ``settle_limbs`` override
+    the limbs of the two evaluations (tests: few first limbs make most roundings uncertain, so that the
+    settling evaluation decides them).
     """
     kernels = kernel_module("fused_kernel")
     if seq_len is None and params.rope_type in ("dynamic", "longrope"):
@@ -139,7 +160,12 @@ def launch(
     positions = positions.expand(batch, seq)
     block_f = next_power_of_2(count)
     block_l = block_rows or max(1, 128 // block_f)
-    grid = (math.ceil(seq / block_l), batch)
+    l_blocks = math.ceil(seq / block_l)
+    shared = batch > 1 and positions.stride(0) == 0  # every batch row reads the same positions
+    if batch_group is not None and batch_group > 1 and not shared:
+        raise ValueError(f"batch_group={batch_group} needs positions the batch rows share (batch stride 0)")
+    group = batch_group or (_batch_group(batch, l_blocks) if shared else 1)
+    grid = (l_blocks, math.ceil(batch / group))
     uncertain = torch.empty(grid[1] * grid[0], dtype=torch.int32, device=q.device)
     first = request.limbs if first_limbs is None else first_limbs
     settle = request.limbs + SETTLE_EXTRA if settle_limbs is None else settle_limbs
@@ -155,6 +181,8 @@ def launch(
             positions,
             *consts,
             uncertain,
+            batch,
+            group,
             seq,
             heads_q,
             k_view.shape[1],
@@ -177,6 +205,8 @@ def launch(
             K_KIND=_KINDS[k.dtype],
             BLOCK_L=block_l,
             BLOCK_F=block_f,
+            BLOCK_HQ=block_heads or _heads_tile(heads_q, block_l * block_f),
+            BLOCK_HK=block_heads or _heads_tile(k_view.shape[1], block_l * block_f),
             BLOCK_P=next_power_of_2(max(rest_q, rest_k, 1)),
             num_warps=4,
             num_stages=1,  # no software pipelining: the loops are the kernel's one-iteration memory loops

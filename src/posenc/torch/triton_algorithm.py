@@ -25,7 +25,6 @@ import triton.language as tl
 
 from .triton_fixed_point import (
     _LIMB_BITS,
-    _NAN,
     _PIECE_BITS,
     _PIECE_MASK,
     _ROW,
@@ -37,6 +36,7 @@ from .triton_fixed_point import (
     _load,
     _magnitude,
     _mul,
+    _nan,
     _normalize,
     _power_of_two,
     _select,
@@ -45,7 +45,7 @@ from .triton_fixed_point import (
     _store,
 )
 
-__all__ = ["_NAN", "_load", "_store", "exact_values", "split_positions"]
+__all__ = ["_load", "_nan", "_store", "exact_values", "split_positions"]
 
 
 # --- positions.py --------------------------------------------------------------------------------------
@@ -55,7 +55,8 @@ __all__ = ["_NAN", "_load", "_store", "exact_values", "split_positions"]
 def split_positions(p, offset, ok, HAS_FRACTION: tl.constexpr, HAS_OFFSET: tl.constexpr):
     """positions.split_positions of a block ``p`` (int64, or float32/float64 for real positions) plus an
     int64 ``offset`` block: (negative, whole (int32), fraction, fraction_negative, valid); NaN, ±inf and
-    |p + offset| >= 2**31 are invalid (and computed as 0). The fraction is None for integer positions."""
+    |p + offset| >= 2**31 are invalid (and computed as 0). For integer positions the fraction and its sign
+    are placeholders (0 and False; triton 3.6 cannot return None in a tuple)."""
     if HAS_FRACTION:
         finite = (p == p) & (tl.abs(p) < 2147483648.0)
         clean = tl.where(finite & ok, p, 0.0)
@@ -81,7 +82,7 @@ def split_positions(p, offset, ok, HAS_FRACTION: tl.constexpr, HAS_OFFSET: tl.co
         fraction_negative = (fraction < 0) != negative
         return negative, magnitude, tl.abs(fraction), fraction_negative, valid
     else:
-        return negative_whole, magnitude, None, None, valid
+        return negative_whole, magnitude, magnitude * 0, negative_whole & False, valid
 
 
 @triton.jit
@@ -279,9 +280,11 @@ def _values(negative, whole, fraction, fraction_negative, freqs, freq_ok, consts
             WIDE: tl.constexpr):  # fmt: skip
     """rounding._values: the rounded A·sin, A·cos (with the position's sign) and whether both roundings
     are certain."""
-    (sin_negative, sin_magnitude), (cos_negative, cos_magnitude), e = _evaluate(
+    sin_pair, cos_pair, e = _evaluate(
         whole, fraction, fraction_negative, freqs, freq_ok, consts, n_freq, M, TERMS, HAS_FRACTION, WIDE
-    )
+    )  # triton 3.6 cannot unpack nested tuples in one assignment
+    sin_negative, sin_magnitude = sin_pair
+    cos_negative, cos_magnitude = cos_pair
     if HAS_AMPLITUDE:  # A sin, A cos: one more fixed-point product each
         amplitude = _digits(consts[11], 0, M + 1)
         sin_magnitude = _normalize(_mul(sin_magnitude, amplitude, M), M + 1)

@@ -20,7 +20,15 @@ _MASK = tl.constexpr(4095)
 _PIECE_BITS = tl.constexpr(11)
 _PIECE_MASK = tl.constexpr(2047)
 _ROW = tl.constexpr(17)
-_NAN = tl.constexpr(float("nan"))
+#: float32's quiet NaN as bits: a NaN constexpr global would stop every launch (Triton checks at each call
+#: that the globals a kernel read are unchanged, and NaN != NaN)
+_NAN_BITS = tl.constexpr(0x7FC00000)
+
+
+@triton.jit
+def _nan():
+    """A float32 quiet NaN (a scalar)."""
+    return tl.full((), _NAN_BITS, tl.int32).to(tl.float32, bitcast=True)
 
 
 # --- memory ------------------------------------------------------------------------------------------------

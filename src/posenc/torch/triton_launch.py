@@ -16,13 +16,29 @@ from .. import device
 KERNEL_DEVICES = ["cuda"]
 
 
+#: The oldest triton the kernels are built with in CI (tests/test_kernel_compile.py: torch 2.10 and 2.11 ship
+#: 3.6). With an older one the launchers leave the kernels alone and CUDA tensors take the array algorithm
+#: (the same bits, thousands of small kernels instead of one).
+MIN_TRITON = (3, 6)
+
+
+def triton_supported(version: str) -> bool:
+    """Whether triton ``version`` (e.g. "3.6.0", "3.9.0+git1a2b") is at least :data:`MIN_TRITON`."""
+    numbers = [int("".join(c for c in part if c.isdigit()) or 0) for part in version.split(".")[:2]]
+    return tuple(numbers) >= MIN_TRITON
+
+
 @functools.cache
 def kernel_module(name: str) -> Any:
-    """``posenc.torch.<name>`` (a module of Triton kernels), or None where triton is not installed."""
+    """``posenc.torch.<name>`` (a module of Triton kernels), or None where triton is not installed or older
+    than :data:`MIN_TRITON`."""
     try:
-        return importlib.import_module(f"{__package__}.{name}")
+        import triton
     except ImportError:
         return None
+    if not triton_supported(getattr(triton, "__version__", "0")):
+        return None
+    return importlib.import_module(f"{__package__}.{name}")
 
 
 def next_power_of_2(n: int) -> int:

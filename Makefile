@@ -16,7 +16,10 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py src/posenc/core/_kerne
 $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
 	$(BIN)/python -m pip install --quiet --no-deps keras-hub==0.32.0
-	# triton 3.6 (torch 2.10/2.11's), apart: tests/test_kernel_compile.py builds the CUDA kernels with it too
+	touch $@
+
+# triton 3.6 (torch 2.10/2.11's), apart: tests/test_kernel_compile.py builds the CUDA kernels with it too
+$(VENV)/.installed-triton-3.6: $(VENV)/.installed-test
 	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(VENV)/triton-3.6 triton==3.6.0
 	touch $@
 
@@ -38,7 +41,7 @@ lint: $(VENV)/.installed-test
 docs: $(VENV)/.installed-docs
 	$(BIN)/python -m sphinx -b html -E -W --keep-going -q -j 2 docs docs/_build/html
 
-test: lint docs
+test: lint docs $(VENV)/.installed-triton-3.6
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed-test

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("triton")
-
 from posenc.torch import triton_launch
+
+triton = pytest.importorskip("triton")
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "compile_kernels.py"
@@ -61,7 +61,7 @@ def compiled(tmp_path_factory) -> dict[str, dict]:
 @pytest.mark.parametrize("name", list(TRITONS))
 def test_every_specialization_compiles_to_an_sm_90_cubin(compiled, name):
     result = compiled[name]
-    want = "3.6.0" if name == "3.6" else __import__("triton").__version__
+    want = "3.6.0" if name == "3.6" else triton.__version__
     assert result["triton"] == want
     errors = {r["spec"]: r["error"][-1500:] for r in result["records"] if "error" in r}
     assert not errors, errors
@@ -118,8 +118,6 @@ def test_the_oldest_triton_the_launchers_take():
 
 
 def test_an_older_triton_leaves_the_kernels_alone(monkeypatch):
-    import triton
-
     triton_launch.kernel_module.cache_clear()
     try:
         with monkeypatch.context() as patched:

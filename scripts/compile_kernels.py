@@ -34,13 +34,25 @@ from triton.runtime import driver
 from triton.runtime.jit import JITFunction
 
 from posenc import core, defaults, rope
-from posenc.torch import encode_launch, fused_rotary, operator, rotary, triton_launch
+from posenc.torch import encode_launch, fused_rotary, operator, rotary, table_launch, triton_launch
 
 
 def _encode(d_model: int, fmt: str, positions: torch.Tensor, offset: Any = None, **options: Any) -> Callable:
     def launch() -> None:
         checked = core.Options.check(d_model, **{**defaults.OPTIONS, **options})
         encode_launch.launch(positions, offset, operator._request((*checked, fmt)))
+
+    return launch
+
+
+def _table(d_model: int, fmt: str, settle: bool, **options: Any) -> Callable:
+    """A table by angle addition: its exact float64 rows (the encode kernel), the combining kernel, and
+    with ``settle`` the settling kernel (the last compiled: the one recorded)."""
+
+    def launch() -> None:
+        checked = core.Options.check(d_model, **{**defaults.OPTIONS, **options})
+        request = operator._request((*checked, fmt))
+        table_launch.launch(300, 7, request, torch.device("cpu"), settle=settle)
 
     return launch
 
@@ -76,8 +88,9 @@ _YARN_PARTIAL = {
     "scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
 }
 
-#: name -> launch. Together they take every branch of both kernels: each output dtype, integer, float32 and
-#: float64 positions, offsets, the amplitude, q/k dtypes, both layouts, features past the rotary dims.
+#: name -> launch. Together they take every branch of the kernels: each output dtype, integer, float32 and
+#: float64 positions, offsets, the amplitude, q/k dtypes, both layouts, features past the rotary dims, the
+#: tables' formats and odd column.
 SPECS: dict[str, Callable] = {
     "encode int -> bfloat16": _encode(1024, "bfloat16", torch.arange(8)),
     "encode int + offsets -> float16": _encode(
@@ -88,6 +101,10 @@ SPECS: dict[str, Callable] = {
     ),
     "encode float64 -> float64 (odd)": _encode(33, "float64", torch.rand(8).double(), odd="zero"),
     "encode rope cos/sin (yarn amplitude)": _cos_sin(_YARN_PARTIAL, torch.arange(8)),
+    "table -> float32 (odd)": _table(33, "float32", False),
+    "table -> float16": _table(64, "float16", False, layout="sin_cos"),
+    "table -> bfloat16": _table(1024, "bfloat16", False),
+    "table settling -> bfloat16": _table(1024, "bfloat16", True),
     "rotary bf16 half": _rotary(_LLAMA, torch.bfloat16, torch.bfloat16, "half", 1),
     "rotary fp16/fp32 interleaved (yarn, partial)": _rotary(
         _YARN_PARTIAL, torch.float16, torch.float32, "interleaved", 2

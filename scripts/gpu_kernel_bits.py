@@ -1,6 +1,7 @@
 """On a CUDA machine: the encode kernel (posenc.torch.encode_kernel) against the array algorithm on the same
-device and against the NumPy core, bit for bit, on millions of random elements; and each specialization's
-first call (Triton's compile) timed. Writes ``$OUT/gpu_kernel_bits.json`` (or ./gpu_kernel_bits.json).
+device and against the NumPy core, bit for bit, on millions of random elements; the tables by angle
+addition (posenc.torch.table_kernel) against the core; and each specialization's first call (Triton's
+compile) timed. Writes ``$OUT/gpu_kernel_bits.json`` (or ./gpu_kernel_bits.json).
 
     PYTHONPATH=src python3 scripts/gpu_kernel_bits.py
     TRITON_INTERPRET=1 PYTHONPATH=src python3 scripts/gpu_kernel_bits.py --device cpu --small  # a dry run
@@ -19,7 +20,7 @@ import torch
 
 import posenc
 from posenc import core, defaults, device
-from posenc.torch import encode_launch, operator, triton_launch
+from posenc.torch import encode_launch, operator, table_launch, triton_launch
 
 #: (d_model, options, kind of positions, rows, output dtype)
 CASES = [
@@ -32,6 +33,44 @@ CASES = [
     (256, {}, "tiny", 8192, "float32"),
     (128, {}, "int", 4096, "float64"),
 ]
+#: tables by angle addition: (length, d_model, start, options, output dtype)
+TABLES = [
+    (131072, 1024, 0, {}, "float32"),
+    (131072, 1024, 0, {}, "bfloat16"),
+    (65536, 512, 2**31 - 65536, {"layout": "sin_cos"}, "float16"),
+    (9000, 33, -4500, {"base": 500000.0}, "bfloat16"),
+]
+
+
+def tables(where: str, small: bool) -> list[dict]:
+    """Each table of TABLES on ``where`` against the core's, bit for bit, with the blocks it settled."""
+    sync = torch.cuda.synchronize if where == "cuda" else (lambda: None)
+    cases = []
+    for length, d_model, start, options, fmt in TABLES:
+        length = min(length, 64) if small else length
+        checked = core.Options.check(d_model, **{**defaults.OPTIONS, **options})
+        request = operator._request((*checked, fmt))
+        begin = time.perf_counter()
+        got, uncertain = table_launch.launch(length, start, request, torch.device(where))
+        sync()
+        first = time.perf_counter() - begin
+        want = posenc.table(length, d_model, start=start, dtype=fmt, **options)
+        signed = {2: np.int16, 4: np.int32}[got.element_size()]
+        bits = {2: torch.int16, 4: torch.int32}[got.element_size()]
+        differ = (got.view(bits).cpu() != torch.from_numpy(want.view(signed))).sum().item()
+        case = {
+            "table": [length, d_model, start],
+            "options": options,
+            "dtype": fmt,
+            "first_call_s": round(first, 2),
+            "values_differing_from_core": differ,
+            "blocks_settled": int((uncertain > 0).sum()),
+            "blocks": uncertain.numel(),
+            "uncertain_values": int(uncertain.sum()),
+        }
+        print(case, flush=True)
+        cases.append(case)
+    return cases
 
 
 def positions(kind: str, rows: int, rng: np.random.Generator) -> torch.Tensor:
@@ -103,6 +142,7 @@ if __name__ == "__main__":
     parser.add_argument("--small", action="store_true", help="8 rows a case (a dry run)")
     args = parser.parse_args()
     document = main(args.device, args.small)
+    document["tables"] = tables(args.device, args.small)
     path = Path(os.environ.get("OUT", ".")) / "gpu_kernel_bits.json"
     path.write_text(json.dumps(document, indent=2))
     print(f"wrote {path}")

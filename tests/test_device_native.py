@@ -213,6 +213,33 @@ def test_exported_module_takes_positions_and_a_dynamic_length(monkeypatch):
     np.testing.assert_array_equal(program.module()(longer, ids).numpy(), want)
 
 
+def test_a_module_without_positions_adds_the_table_operators_rows(monkeypatch):
+    """Given no positions (an int offset), a compiled or exported module takes its rows from
+    torch.ops.posenc.table (on CUDA: angle addition; here the device algorithm over the positions), one
+    graph for every length, the core's bits, no host read; rows past 2**31 - 1 are NaN."""
+    torch._dynamo.reset()
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
+
+    class WithOffset(torch.nn.Module):
+        def forward(self, x):
+            return module(x, offset=2**31 - 40)
+
+    seq = torch.export.Dim("seq", min=3, max=4096)
+    program = torch.export.export(WithOffset(), (torch.zeros(2, 7, 16),), dynamic_shapes=({1: seq},))
+    assert "posenc.table" in str(program.graph) and "posenc.exact" not in str(program.graph)
+    want = posenc.table(30, 16, start=2**31 - 40)
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(lambda x: module(x, offset=5), fullgraph=True, dynamic=True, backend=counter)
+    expected = [posenc.table(length, 16, start=5) for length in (4, 9, 33)]
+    _no_core(monkeypatch)
+    np.testing.assert_array_equal(program.module()(torch.zeros(2, 30, 16))[1].numpy(), want)
+    beyond = program.module()(torch.zeros(2, 45, 16))[0]
+    assert torch.isnan(beyond[40:]).all() and not torch.isnan(beyond[:40]).any()
+    for want in expected:
+        np.testing.assert_array_equal(compiled(torch.zeros(1, len(want), 16))[0].numpy(), want)
+    assert counter.frame_count == 1
+
+
 def test_invalid_positions_under_compile_give_nan_rows():
     torch._dynamo.reset()
     compiled = torch.compile(lambda p: pt.encode(p, 8), fullgraph=True, backend="eager")

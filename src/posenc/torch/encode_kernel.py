@@ -32,6 +32,42 @@ def _store_values(ptrs, value, mask, OUT_KIND: tl.constexpr):
 
 
 @triton.jit
+def encode_block(
+    p, offset, row, row_ok, freqs, out_ptr, consts, n_freq, sin_columns, cos_columns, sin_offset, cos_offset,
+    stride, d_model,
+    M: tl.constexpr, TERMS: tl.constexpr, M_SETTLE: tl.constexpr, TERMS_SETTLE: tl.constexpr,
+    SETTLE: tl.constexpr, DELTA: tl.constexpr, PRECISION: tl.constexpr, EMIN: tl.constexpr,
+    OUT_KIND: tl.constexpr, HAS_AMPLITUDE: tl.constexpr, HAS_FRACTION: tl.constexpr, WIDE: tl.constexpr,
+    HAS_OFFSET: tl.constexpr,
+):  # fmt: skip
+    """The exact encodings of a (positions x frequencies) block, stored in ``out`` rows ``row`` (those with
+    ``row_ok``): positions ``p`` (+ ``offset``) split, evaluated and rounded by
+    :func:`~posenc.torch.triton_algorithm.exact_values`, invalid ones as NaN. (count of values settled,
+    valid positions). Also the body of :func:`posenc.torch.table_kernel.settle_kernel`."""
+    freq_ok = freqs < n_freq
+    negative, whole, fraction, fraction_negative, valid = split_positions(
+        p, offset, row_ok, HAS_FRACTION, HAS_OFFSET
+    )
+    if HAS_FRACTION:
+        fraction = fraction[:, None]
+        fraction_negative = fraction_negative[:, None]
+    live = row_ok[:, None] & freq_ok[None, :]
+    sin, cos, count = exact_values(
+        negative[:, None], whole[:, None], fraction, fraction_negative, freqs[None, :], freq_ok[None, :],
+        live, consts, n_freq, M, TERMS, M_SETTLE, TERMS_SETTLE, SETTLE, DELTA, PRECISION, EMIN,
+        OUT_KIND == 3, HAS_AMPLITUDE, HAS_FRACTION, WIDE,
+    )  # fmt: skip
+    sin = tl.where(valid[:, None], sin, _nan())
+    cos = tl.where(valid[:, None], cos, _nan())
+    base = out_ptr + row[:, None] * d_model
+    sin_at = base + sin_offset + stride * freqs[None, :]
+    cos_at = base + cos_offset + stride * freqs[None, :]
+    _store_values(sin_at, sin, row_ok[:, None] & (freqs < sin_columns)[None, :], OUT_KIND)
+    _store_values(cos_at, cos, row_ok[:, None] & (freqs < cos_columns)[None, :], OUT_KIND)
+    return count, valid
+
+
+@triton.jit
 def encode_kernel(
     pos_ptr, off_ptr, out_ptr,
     reduce_ptr, rate_ptr, scaled_rate_ptr, steps_ptr, rate_float_ptr, two_pi_ptr, fact_ptr, sin_neg_ptr,
@@ -55,31 +91,16 @@ def encode_kernel(
     row = pid_r.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)  # int64: outputs may pass 2**31 elements
     freqs = pid_f * BLOCK_F + tl.arange(0, BLOCK_F)
     row_ok = row < rows
-    freq_ok = freqs < n_freq
     p = _load(pos_ptr + row, row_ok, 0)
     offset = p
     if HAS_OFFSET:
         offset = _load(off_ptr + row, row_ok, 0)
-    negative, whole, fraction, fraction_negative, valid = split_positions(
-        p, offset, row_ok, HAS_FRACTION, HAS_OFFSET
-    )
-    if HAS_FRACTION:
-        fraction = fraction[:, None]
-        fraction_negative = fraction_negative[:, None]
-    live = row_ok[:, None] & freq_ok[None, :]
-    sin, cos, count = exact_values(
-        negative[:, None], whole[:, None], fraction, fraction_negative, freqs[None, :], freq_ok[None, :],
-        live, consts, n_freq, M, TERMS, M_SETTLE, TERMS_SETTLE, SETTLE, DELTA, PRECISION, EMIN,
-        OUT_KIND == 3, HAS_AMPLITUDE, HAS_FRACTION, WIDE,
+    count, valid = encode_block(
+        p, offset, row, row_ok, freqs, out_ptr, consts, n_freq, sin_columns, cos_columns, sin_offset,
+        cos_offset, stride, d_model, M, TERMS, M_SETTLE, TERMS_SETTLE, SETTLE, DELTA, PRECISION, EMIN,
+        OUT_KIND, HAS_AMPLITUDE, HAS_FRACTION, WIDE, HAS_OFFSET,
     )  # fmt: skip
     tl.store(uncertain_ptr + pid_r * tl.num_programs(1) + pid_f, count)
-    sin = tl.where(valid[:, None], sin, _nan())
-    cos = tl.where(valid[:, None], cos, _nan())
-    base = out_ptr + row[:, None] * d_model
-    sin_at = base + sin_offset + stride * freqs[None, :]
-    cos_at = base + cos_offset + stride * freqs[None, :]
-    _store_values(sin_at, sin, row_ok[:, None] & (freqs < sin_columns)[None, :], OUT_KIND)
-    _store_values(cos_at, cos, row_ok[:, None] & (freqs < cos_columns)[None, :], OUT_KIND)
     if pid_f == 0:  # odd="zero": +0 past the sines and cosines (NaN for an invalid position)
         zero = tl.where(valid, 0.0, _nan())
         if OUT_KIND == 3:

@@ -161,12 +161,12 @@ def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tens
 
 
 def _table_on(length: int, start: int, options: tuple, device: torch.device) -> torch.Tensor:
-    """``core.table`` on ``device``: computed by the core on the CPU; on any other device by the device
-    algorithm there (positions ``start ..`` as int64, no host round trip)."""
+    """``core.table`` on ``device``: computed by the core on the CPU; on any other device there, by the
+    operator ``torch.ops.posenc.table`` (on CUDA angle addition, certified per element; elsewhere the device
+    algorithm over the positions): no host round trip."""
     if device.type == "cpu" or length == 0:
         return _to_tensor(core.table(length, start=start, **_core_arguments(options))).to(device)
-    positions = torch.arange(start, start + length, device=device, dtype=torch.int64)
-    return torch.ops.posenc.exact(positions, None, *options)
+    return torch.ops.posenc.table(length, start, device, *options)
 
 
 def _core_arguments(options: tuple) -> dict[str, Any]:

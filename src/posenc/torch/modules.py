@@ -152,6 +152,10 @@ class SinusoidalPositionalEncoding(nn.Module):
                     )
                 return self._orient(_table_on(seq, start, options, x.device))
             return self._orient(cached[start : start + seq])
+        device_rows = not eager_cpu and not torch.onnx.is_in_onnx_export()
+        if device_rows and positions is None and start is not None and abs(start) < _INVALID:
+            # the rows start .. start + seq - 1 where x is (on CUDA by angle addition: no exact value per row)
+            return self._orient(torch.ops.posenc.table(seq, start, x.device, *options))
         if positions is not None:
             if not isinstance(positions, torch.Tensor):  # a list or an array: put it where x is
                 positions = _position_tensor(positions).to(x.device)

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from .. import core, device
-from . import encode_launch
+from . import encode_launch, table_launch
 
 
 @torch.library.custom_op("posenc::exact", mutates_args=())
@@ -42,6 +42,31 @@ def _exact_op(
 def _exact_fake(positions, offset, d_model, base, shift, scale, layout, odd, dtype_name):
     shape = positions.shape if offset is None else torch.broadcast_shapes(positions.shape, offset.shape)
     return positions.new_empty((*shape, d_model), dtype=getattr(torch, dtype_name))
+
+
+@torch.library.custom_op("posenc::table", mutates_args=())
+def _table_op(
+    length: int,
+    start: int,
+    where: torch.device,
+    d_model: int,
+    base: float,
+    shift: float,
+    scale: float,
+    layout: str,
+    odd: str,
+    dtype_name: str,
+) -> torch.Tensor:
+    """The table of positions ``start .. start + length - 1`` (valid: |p| < 2**31) on ``where``: on CUDA by
+    angle addition, certified per element (:mod:`posenc.torch.table_launch`), elsewhere the device
+    algorithm over the positions; the same bits either way."""
+    request = _request((d_model, base, shift, scale, layout, odd, dtype_name))
+    return table_launch.table(length, start, request, where)
+
+
+@_table_op.register_fake
+def _table_fake(length, start, where, d_model, base, shift, scale, layout, odd, dtype_name):
+    return torch.empty((length, d_model), dtype=getattr(torch, dtype_name), device=where)
 
 
 @functools.lru_cache(maxsize=64)

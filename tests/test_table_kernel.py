@@ -213,6 +213,22 @@ def test_rows_past_the_valid_positions_are_nan_not_combined(kernel_results):
     assert np.isnan(got[2:]).all()
 
 
+def test_a_request_has_one_anchor_request_so_its_constants_go_to_the_device_once():
+    from posenc.torch import table_launch
+
+    request = device_request(64, "bfloat16", layout="cos_sin")
+    wide = table_launch.anchor_request(request)
+    assert table_launch.anchor_request(request) is wide
+    assert (wide.fmt, wide.layout, wide.d_model, wide.sin_columns, wide.cos_columns) == (
+        "float64",
+        "sin_cos",
+        64,
+        32,
+        32,
+    )
+    assert table_launch.anchor_request(device_request(64, "bfloat16")) is not wide
+
+
 def test_the_operator_builds_kernel_device_tables_by_angle_addition(kernel_results):
     assert kernel_results["operator/calls"] == 1
     want = posenc.table(100, 48, start=7, dtype="bfloat16")

@@ -41,12 +41,24 @@ def runs_here(where: torch.device, request: device.Request) -> bool:
     )
 
 
+_ANCHOR_REQUESTS: dict[int, tuple[device.Request, device.Request]] = {}
+
+
 def anchor_request(request: device.Request) -> device.Request:
-    """The request of the exact float64 rows the table combines: [sin | cos], every frequency."""
+    """The request of the exact float64 rows the table combines: [sin | cos], every frequency. The same
+    object for the same request (bounded cache), so its constants go to the device once
+    (:func:`~posenc.torch.triton_launch.constants_on` keeps them per request)."""
+    cached = _ANCHOR_REQUESTS.get(id(request))
+    if cached is not None and cached[0] is request:
+        return cached[1]
     count = request.count
-    return request._replace(
+    wide = request._replace(
         fmt="float64", layout="sin_cos", d_model=2 * count, sin_columns=count, cos_columns=count
     )
+    if len(_ANCHOR_REQUESTS) > 64:
+        _ANCHOR_REQUESTS.clear()
+    _ANCHOR_REQUESTS[id(request)] = (request, wide)
+    return wide
 
 
 def launch(

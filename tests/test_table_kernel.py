@@ -112,7 +112,7 @@ def _run_cases(out: Path) -> None:
             len(positions), 1, int(np.abs(positions).max()), request.count, request.sin_columns,
             request.cos_columns, sin_offset, cos_offset, stride, request.sin_columns + request.cos_columns,
             request.d_model, 0.0,
-            OUT_KIND={"float32": 0, "float16": 1, "bfloat16": 2}[fmt], BLOCK_R=1, BLOCK_F=block_f,
+            OUT_KIND=encode_launch.OUT_KINDS[fmt], BLOCK_R=1, BLOCK_F=block_f,
         )  # fmt: skip
         results[f"midpoints/{i}/bits"], results[f"midpoints/{i}/uncertain"] = (
             _bits(out_, fmt),

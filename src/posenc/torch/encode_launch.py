@@ -19,8 +19,9 @@ from ..device import rounding
 from ..device.host import FORMATS, SETTLE_EXTRA
 from .triton_launch import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 
-#: Output dtypes by the code the kernel stores them with (encode_kernel._store_values).
-_OUT_KINDS = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
+#: Output dtypes by the code the kernels store them with (encode_kernel._store_values, and the table kernels,
+#: whose settling kernel stores through it).
+OUT_KINDS = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3}
 #: Elements of one program's (positions x frequencies) block.
 _BLOCK = 128
 
@@ -103,7 +104,7 @@ def launch(
             DELTA=rounding._DELTA_UNITS,
             PRECISION=precision,
             EMIN=emin,
-            OUT_KIND=_OUT_KINDS[fmt],
+            OUT_KIND=OUT_KINDS[fmt],
             HAS_AMPLITUDE=request.amplitude is not None,
             HAS_FRACTION=positions.is_floating_point(),
             WIDE=wide,

@@ -22,8 +22,8 @@ from ..device.host import FORMATS, SETTLE_EXTRA
 from . import encode_launch
 from .triton_launch import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 
-#: Output dtypes by the code the kernels store them with (table_kernel._store_rounded).
-_OUT_KINDS = {"float32": 0, "float16": 1, "bfloat16": 2}
+#: The formats the table kernels build (their codes: encode_launch.OUT_KINDS, shared with the encode kernel).
+TABLE_FORMATS = ("float32", "float16", "bfloat16")
 #: Elements of one combining program's block, and of one block of the exact algorithm (the anchor rows, a
 #: step of the settling program).
 _BLOCK = 1024
@@ -35,7 +35,7 @@ def runs_here(where: torch.device, request: device.Request) -> bool:
     format with no amplitude)."""
     return (
         where.type in KERNEL_DEVICES
-        and request.fmt in _OUT_KINDS
+        and request.fmt in TABLE_FORMATS
         and request.amplitude is None
         and kernel_module("table_kernel") is not None
     )
@@ -87,7 +87,7 @@ def launch(
     block_f = block_freqs or min(next_power_of_2(count), 128)
     block_r = block_rows or max(1, _BLOCK // block_f)
     grid = (math.ceil(length / block_r), math.ceil(count / block_f))
-    uncertain = torch.zeros(grid[0] * grid[1], dtype=torch.int32, device=where)
+    uncertain = torch.empty(grid[0] * grid[1], dtype=torch.int32, device=where)  # every program writes
     if not out.numel():
         return out, uncertain
     wide = anchor_request(request)
@@ -117,7 +117,7 @@ def launch(
             request.sin_columns + request.cos_columns,
             request.d_model,
             band_floor,
-            OUT_KIND=_OUT_KINDS[fmt],
+            OUT_KIND=encode_launch.OUT_KINDS[fmt],
             BLOCK_R=block_r,
             BLOCK_F=block_f,
             num_warps=8,  # 4 values a thread
@@ -142,7 +142,7 @@ def launch(
                 DELTA=rounding._DELTA_UNITS,
                 PRECISION=precision,
                 EMIN=emin,
-                OUT_KIND=_OUT_KINDS[fmt],
+                OUT_KIND=encode_launch.OUT_KINDS[fmt],
                 BLOCK_R=block_r,
                 BLOCK_F=block_f,
                 SUB_R=min(block_r, max(1, exact_r * exact_f // block_f)),

@@ -20,11 +20,13 @@ if TYPE_CHECKING:  # numpy.typing costs ~15 ms at import: annotations only
 
 from .. import _validate
 from . import compiled, parallel, tables
+from .isolated import isolated
 from .options import Options, takes_options
 from .spec import Spec, output, output_dtype
 
 
 @takes_options(layout=False)
+@isolated
 def frequencies(d_model: int, **options: Unpack[OptionKeywords]) -> np.ndarray:
     """The angular frequencies ω_i = scale · base ** (-i / (n - shift)), i = 0 .. n-1, n = d_model // 2.
 
@@ -41,6 +43,7 @@ def frequencies(d_model: int, **options: Unpack[OptionKeywords]) -> np.ndarray:
 
 
 @takes_options
+@isolated
 def encode(
     positions: npt.ArrayLike,
     d_model: int,
@@ -108,6 +111,7 @@ def encode_rows(spec: Spec, flat_p: np.ndarray, rows: np.ndarray) -> None:
 
 
 @takes_options
+@isolated
 def table(
     length: int,
     d_model: int,

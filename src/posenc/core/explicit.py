@@ -28,6 +28,7 @@ import numpy.typing as npt
 from .. import _validate, defaults
 from . import highprec
 from .api import encode_rows
+from .isolated import isolated
 from .options import CACHED_OPTIONS, Options
 from .spec import Spec
 
@@ -120,6 +121,7 @@ def _amplitude(law: ExactFrequencies) -> tuple[float, float]:
     return nearest, abs(float(value - decimal.Decimal(nearest))) + 2.0**-60 * abs(nearest)
 
 
+@isolated
 def sin_cos(
     positions: npt.ArrayLike, law: ExactFrequencies, dtype: npt.DTypeLike = "float32"
 ) -> tuple[np.ndarray, np.ndarray]:

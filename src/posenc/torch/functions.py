@@ -131,13 +131,19 @@ def _encode_on_cpu(positions: torch.Tensor, options: tuple) -> torch.Tensor:
         if low >= 0:
             cached = _cached_table(options, high + 1, positions.device)
             if cached is not None:
-                return cached[positions]
+                return _rows_of(cached, positions)
         if high - low < 2 * positions.numel():
             # Beyond the cache (or negative): the rows low..high by angle addition, not the whole table.
             rows = _table_on(high - low + 1, low, options, positions.device)
-            return rows[positions - low]
+            return _rows_of(rows, positions - low)
     host = positions.detach().to(torch.float64 if positions.is_floating_point() else torch.int64)
     return _to_tensor(core.encode(host.numpy(), **_core_arguments(options)))
+
+
+def _rows_of(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Rows ``index`` of ``table`` as a new tensor of shape ``index.shape + (d_model,)``: always a copy,
+    never a view (``table[index]`` with a 0-d index is a view, which would hand out the shared cache)."""
+    return table.index_select(0, index.reshape(-1)).reshape(*index.shape, table.shape[-1])
 
 
 def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tensor | None:

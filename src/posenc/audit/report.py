@@ -222,11 +222,17 @@ class AuditReport:
         return "\n".join(lines)
 
     def to_html(self, path: str | Path) -> Path:
-        """Write the report as one self-contained HTML file (inline SVG figures, no external links)."""
+        """Write the report as one self-contained HTML file (inline SVG figures, no external links).
+
+        Rendered first, then written atomically (:func:`posenc.atomic.atomic_output`): a failure leaves the
+        old file as it was and no temporary file; an OSError names ``path``."""
+        from ..atomic import atomic_output
         from .html import render
 
         path = Path(path)
-        path.write_text(render(self), encoding="utf-8")
+        page = render(self)
+        with atomic_output(path, binary=False) as stream:
+            stream.write(page)
         return path
 
 

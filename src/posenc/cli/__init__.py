@@ -16,6 +16,11 @@ stderr, ``posenc: error: <message>``, with exit code 2 and no traceback; ``--hel
 within its tolerance. Built on argparse: the standard
 library keeps NumPy the only dependency and the start-up short.
 
+Every file is written atomically (:mod:`posenc.atomic`): into a temporary file beside it, renamed over it
+only once whole, so that a failure (``posenc: error: cannot write pe.csv: File too large``), Ctrl-C
+(``posenc: interrupted``, exit 130) or SIGTERM (``posenc: terminated (SIGTERM)``, exit 143) leaves the old
+file as it was. A reader of stdout that goes away (``| head``) ends posenc quietly with exit 1.
+
 >>> main(["table", "3", "4"])
 pos  0 sin ω0  1 cos ω0  2 sin ω1  3 cos ω1
   0    0.0000    1.0000    0.0000    1.0000
@@ -28,15 +33,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
+import signal
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import posenc
 
 from ..layouts import column_names as column_labels
 from . import audit, check, demo, identify, plot, rope, table
 from .arguments import FORMATS, HELP_FORMAT, MAX_DIGITS, Parser
-from .errors import PROG, CliError, describe, fail
+from .errors import PROG, CliError, describe, fail, stopped
 from .plot import PLOT_KINDS, PLOT_SUFFIXES
 
 __all__ = [
@@ -72,30 +81,128 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``posenc`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
 
     0 on success, 2 on any bad input (one ``posenc: error:`` line on stderr), 1 when the reader of
-    stdout went away (``posenc table 100000 4 | head``) or when ``posenc check`` finds a criterion
-    failing, 130 on Ctrl-C.
+    stdout went away (``posenc table 100000 4 | head``: quietly) or when ``posenc check`` finds a criterion
+    failing. Every file is written atomically (:mod:`posenc.atomic`): a failure, Ctrl-C or a signal leaves
+    the old file as it was and no temporary file. Ctrl-C prints ``posenc: interrupted`` and exits 130;
+    SIGTERM (SIGHUP) prints ``posenc: terminated (SIGTERM)`` and exits 143 (129), 128 + the signal's
+    number as a shell reports it. A file size limit (``ulimit -f``) or a full disk is one error line naming
+    the file, exit 2: SIGXFSZ is ignored while posenc runs, so that the write fails instead of killing the
+    process. A closed stdout (``posenc table 10 4 >&-``) is one error line and exit 2 when something was to
+    be printed there.
     """
     parser = build_parser()
     _tolerate_narrow_stdout()  # before parsing: the help texts use 'ω' too
-    try:
-        args = parser.parse_args(argv)
-        code = args.handler(args) or 0
-        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
-    except SystemExit as stop:  # from argparse: --help, --version, usage errors
-        return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
-    except BrokenPipeError:
-        _silence_stdout()
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except (CliError, ValueError, TypeError, ImportError, OSError) as error:
-        return fail(describe(error))
-    except MemoryError as error:  # a request whose size nothing checked before allocating it
-        return fail(
-            f"out of memory ({error or 'an allocation failed'}); ask for less: fewer positions or a "
-            "smaller width"
-        )
+    with _handling_signals(), _closed_stdout_refused():
+        try:
+            args = parser.parse_args(argv)
+            code = args.handler(args) or 0
+            sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+        except SystemExit as stop:  # from argparse: --help, --version, usage errors
+            return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        except BrokenPipeError:
+            _silence_stdout()
+            return 1
+        except KeyboardInterrupt:
+            _flush_or_silence_stdout()
+            return stopped("interrupted", 130)
+        except Terminated as signalled:
+            _flush_or_silence_stdout()
+            return stopped(f"terminated ({signalled.name})", 128 + signalled.signum)
+        except OSError as error:
+            if error.filename is None:  # a write to stdout failed: Python's final flush would fail again
+                _silence_stdout()
+            return fail(describe(error))
+        except (CliError, ValueError, TypeError, ImportError) as error:
+            return fail(describe(error))
+        except MemoryError as error:  # a request whose size nothing checked before allocating it
+            return fail(
+                f"out of memory ({error or 'an allocation failed'}); ask for less: fewer positions or a "
+                "smaller width"
+            )
     return code
+
+
+class Terminated(BaseException):
+    """Raised by the handler of SIGTERM and SIGHUP while :func:`main` runs: like KeyboardInterrupt, it
+    unwinds every ``with`` (the atomic output removes its temporary file) before ``main`` returns."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _handling_signals() -> Iterator[None]:
+    """While :func:`main` runs: SIGTERM and SIGHUP raise :class:`Terminated` (unless ignored, as under
+    nohup), SIGXFSZ is ignored (a write past ``ulimit -f`` raises OSError EFBIG instead of killing the
+    process); the handlers are restored after (``main`` may run inside another program). Outside the main
+    thread nothing changes."""
+    previous: dict[int, Any] = {}
+    try:
+        for name, handler in _SIGNALS:
+            signum = getattr(signal, name, None)
+            if signum is None or (handler is _terminate and signal.getsignal(signum) == signal.SIG_IGN):
+                continue  # not on this system; or ignored on purpose (nohup): left as it is
+            previous[signum] = signal.signal(signum, handler)
+    except ValueError:  # signal only works in the main thread
+        pass
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signum, handler)
+
+
+_SIGNALS = (("SIGTERM", _terminate), ("SIGHUP", _terminate), ("SIGXFSZ", signal.SIG_IGN))
+
+
+class _ClosedStdout:
+    """What ``sys.stdout`` is while :func:`main` runs with no stdout at all (``posenc table 10 4 >&-``,
+    where Python sets it to None): a write is the OSError a closed descriptor gives, a flush does nothing."""
+
+    encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def _closed_stdout_refused() -> Iterator[None]:
+    """With no stdout: descriptor 1 is pointed at /dev/null, so that no file opened later takes its number,
+    and ``sys.stdout`` is a :class:`_ClosedStdout` until ``main`` returns."""
+    if sys.stdout is not None:
+        yield
+        return
+    if not _is_open(1):
+        with contextlib.suppress(OSError):
+            descriptor = os.open(os.devnull, os.O_WRONLY)
+            if descriptor != 1:
+                os.close(descriptor)
+    sys.stdout = _ClosedStdout()  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout = None  # type: ignore[assignment]
+
+
+def _is_open(descriptor: int) -> bool:
+    try:
+        os.fstat(descriptor)
+    except OSError:
+        return False
+    return True
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,6 +233,14 @@ def _tolerate_narrow_stdout() -> None:
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
     if encoding != "utf8" and hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="backslashreplace")
+
+
+def _flush_or_silence_stdout() -> None:
+    """Flush what stdout holds; if that fails (its reader went away too), silence it."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        _silence_stdout()
 
 
 def _silence_stdout() -> None:

@@ -1,11 +1,15 @@
 """How ``posenc`` refuses a request: one line on stderr, ``posenc: error: <message>``, and exit code 2.
 
 A usage error (argparse), a request the command line itself refuses (:class:`CliError`) and a value that
-posenc's own validation refuses (ValueError, TypeError) all end the same way, with no traceback.
+posenc's own validation refuses (ValueError, TypeError) all end the same way, with no traceback, and so
+does a file that cannot be written (an OSError, which names it). Ctrl-C and SIGTERM end in one line too
+(:func:`stopped`): ``posenc: interrupted``, ``posenc: terminated (SIGTERM)``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import sys
 
 PROG = "posenc"  # the command's name: it starts every error line, progress line and report heading
@@ -17,13 +21,36 @@ class CliError(Exception):
 
 def fail(message: str) -> int:
     """Print the one-line error message on stderr; return the exit code 2."""
-    sys.stderr.write(f"{PROG}: error: {' '.join(message.split())}\n")
+    _say(f"{PROG}: error: {' '.join(message.split())}")
     return 2
 
 
+def stopped(why: str, code: int) -> int:
+    """Print ``posenc: <why>`` on stderr (Ctrl-C: ``interrupted``); return ``code`` (130 for Ctrl-C)."""
+    _say(f"{PROG}: {why}")
+    return code
+
+
+def _say(line: str) -> None:
+    """One line on stderr, if there is one to print on (a closed stderr is not an error of its own)."""
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
 def describe(error: Exception) -> str:
-    """The message of an error, with what an OSError failed on."""
+    """The message of an error, with the file an OSError failed on (an OSError naming no file failed on
+    stdout: posenc names the file of every other write, see :mod:`posenc.atomic`).
+
+    >>> import errno
+    >>> describe(OSError(errno.EFBIG, "File too large", "out.csv"))
+    'cannot write out.csv: File too large'
+    >>> describe(OSError(errno.EBADF, "Bad file descriptor"))
+    'cannot write standard output: Bad file descriptor (it is closed)'
+    """
     if isinstance(error, OSError) and error.strerror:
-        target = error.filename if error.filename is not None else "standard output"
-        return f"cannot write {target}: {error.strerror}"
+        if error.filename is not None:
+            return f"cannot write {error.filename}: {error.strerror}"
+        closed = " (it is closed)" if error.errno == errno.EBADF else ""
+        return f"cannot write standard output: {error.strerror}{closed}"
     return str(error)

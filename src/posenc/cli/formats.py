@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -319,20 +320,42 @@ def _csv_field(label: object) -> str:
 
 def write_json(stream: IO[str], grid: Grid | TableGrid, meta: dict[str, Any], digits: int | None) -> None:
     """``{**meta, "positions": [...], "columns": [...], "values": [[...], ...]}`` and a newline, as
-    ``json.dump(..., ensure_ascii=False)`` writes it, written a block of rows at a time. Values are float64
-    Python floats (every digit: a float32 value reads back exactly), or rounded to ``digits`` decimals."""
+    ``json.dumps(..., ensure_ascii=False)`` writes it, written a block of rows at a time. Values are float64
+    Python floats (every digit: a float32 value reads back exactly), or rounded to ``digits`` decimals.
+
+    JSON has no NaN or Infinity: a non-finite value is refused with a ValueError that names it, its row and
+    its column, before the first byte is written when the values are at hand (:class:`Grid`, ``meta``);
+    a :class:`TableGrid` computes its blocks as they are written, so each is checked before it is written
+    (sines and cosines are finite: this does not happen, and ``--output`` keeps no partial file).
+
+    >>> import io
+    >>> grid = Grid("pos", range(2), ["x"], np.array([[0.5], [np.inf]]))
+    >>> write_json(io.StringIO(), grid, {}, None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --format json cannot write inf (row pos 1, column 'x'): JSON has no NaN or Infinity; ...
+    """
 
     def dumps(value: Any) -> str:
-        return json.dumps(value, ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
-    stream.write("{" + "".join(f"{dumps(name)}: {dumps(value)}, " for name, value in meta.items()))
+    for name, value in meta.items():
+        if isinstance(value, float | np.floating):
+            _refuse_non_finite(float(value), repr(name))
+    head = "{" + "".join(f"{dumps(name)}: {dumps(value)}, " for name, value in meta.items())
+    if isinstance(grid, Grid):  # all the values are at hand: refused before anything is written
+        for labels, block in grid.blocks():
+            _check_finite(grid, labels, block)
+    stream.write(head)
     stream.write('"positions": [')
     step = _block_rows(1)
     for lo in range(0, len(grid.rows), step):
         stream.write((", " if lo else "") + dumps(list(grid.rows[lo : lo + step]))[1:-1])
     stream.write(f'], "columns": {dumps(list(grid.columns))}, "values": [')
     separator = ""
-    for _, block in grid.blocks():
+    for labels, block in grid.blocks():
+        if isinstance(grid, TableGrid):
+            _check_finite(grid, labels, block)
         line = shortest(block, ", ") if digits is None else None
         if line is not None:
             stream.write(separator + ", ".join(f"[{line(i)}]" for i in range(len(block))))
@@ -343,3 +366,25 @@ def write_json(stream: IO[str], grid: Grid | TableGrid, meta: dict[str, Any], di
             stream.write(separator + dumps(row if digits is None else [float(fixed(v, digits)) for v in row]))
             separator = ", "
     stream.write("]}\n")
+
+
+def _check_finite(grid: Grid | TableGrid, labels: Sequence[object], block: np.ndarray) -> None:
+    """A ValueError naming the first NaN or infinity of ``block`` (rows ``labels`` of ``grid``), if any."""
+    values = np.asarray(block)
+    if values.dtype.kind != "f" or values.size == 0:
+        return
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~np.isfinite(values.astype(np.float64))
+    if bad.any():
+        row, column = (int(i) for i in np.argwhere(bad)[0])
+        where = f"row {grid.corner} {labels[row]}, column {grid.columns[column]!r}"
+        _refuse_non_finite(float(values[row, column]), where)
+
+
+def _refuse_non_finite(value: float, where: str) -> None:
+    """A ValueError if ``value`` is a NaN or an infinity (JSON has neither); ``where`` names it."""
+    if not math.isfinite(value):
+        raise ValueError(
+            f"--format json cannot write {value!r} ({where}): JSON has no NaN or Infinity; "
+            "--format csv or npy can hold it"
+        )

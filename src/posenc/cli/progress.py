@@ -26,14 +26,20 @@ class Progress:
             return
         text = f"{PROG} {self.label}: {fraction:4.0%}  {what}"
         if self.terminal:
-            self.stream.write("\r" + text.ljust(self.width))
+            self._show("\r" + text.ljust(self.width))
             self.width = len(text)
         else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+            self._show(text + "\n")
 
     def close(self) -> None:
         """Clear the line a terminal shows."""
         if self.enabled and self.terminal and self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
+            self._show("\r" + " " * self.width + "\r")
+
+    def _show(self, text: str) -> None:
+        """Write ``text``; a stderr closed or gone (``2>&1 | head``) stops the progress, not the work."""
+        try:
+            self.stream.write(text)
             self.stream.flush()
+        except (OSError, ValueError, AttributeError):
+            self.enabled = False

@@ -106,8 +106,7 @@ def run(args: argparse.Namespace) -> None:
         seq_len=args.seq_len,
     )
     if args.format == "npy":
-        with _open_output(args.output, binary=True) as stream:
-            np.save(stream, np.stack([cos, sin]))
+        _write_npy(args.output, np.stack([cos, sin]))
         return
     n = params.rotary_dim // 2
     frequency = [j % n if args.layout == "half" else j // 2 for j in range(params.rotary_dim)]
@@ -128,3 +127,13 @@ def run(args: argparse.Namespace) -> None:
                 "dtype": args.dtype,
             }
             write_json(stream, grid, meta, args.digits)
+
+
+def _write_npy(path: str, array: np.ndarray) -> None:
+    """``np.save(path, array)``, byte for byte, written atomically: the header, then the bytes through the
+    file object's write (np.save's ``tofile`` reports a full disk without its errno or the file's name)."""
+    descr = np.lib.format.dtype_to_descr(array.dtype)
+    header = {"descr": descr, "fortran_order": False, "shape": array.shape}
+    with _open_output(path, binary=True) as stream:
+        np.lib.format.write_array_header_1_0(stream, header)
+        stream.write(np.ascontiguousarray(array).view(np.uint8).data)

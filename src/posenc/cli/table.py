@@ -2,7 +2,8 @@
 
 Every format is computed and written a block of rows at a time (rows are bit-identical to the full
 table's, by posenc.table's contract), so that memory stays flat at any length: text, csv and json through
-:mod:`posenc.cli.formats`, npy here, in chunks written straight to the file.
+:mod:`posenc.cli.formats`, npy here, in chunks written straight to the file. A file (``--output``) is
+written atomically: into a temporary file beside it, renamed over it only once whole.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import posenc
 
 from .. import _validate, presets
+from ..atomic import atomic_output
 from ..layouts import LAYOUTS, column_names
 from .arguments import MAX_DIGITS, PAPER, add_output_options, integer, number, one_of
 from .errors import CliError
@@ -162,7 +164,8 @@ def _stream_npy(args: argparse.Namespace, options: dict[str, Any], dtype: np.dty
         "fortran_order": False,
         "shape": (length, d_model),
     }
-    progress = Progress("table", enabled=sys.stderr.isatty() or length * d_model >= LONG)
+    terminal = bool(getattr(sys.stderr, "isatty", bool)())  # no stderr at all: None
+    progress = Progress("table", enabled=terminal or length * d_model >= LONG)
     try:
         with _open_output(args.output, binary=True) as stream:
             np.lib.format.write_array_header_2_0(stream, header)
@@ -178,14 +181,11 @@ def _stream_npy(args: argparse.Namespace, options: dict[str, Any], dtype: np.dty
 
 @contextlib.contextmanager
 def _open_output(path: str | None, *, binary: bool) -> Iterator[IO[Any]]:
-    """Yield stdout, or the file ``path`` opened for writing; a failure there becomes a CliError."""
+    """Yield stdout, or a temporary file that replaces the file ``path`` only once it is whole
+    (:func:`posenc.atomic.atomic_output`): a failure, Ctrl-C or SIGTERM leaves the old file as it was. An
+    OSError there names ``path``: ``posenc: error: cannot write pe.csv: File too large``."""
     if path is None:
         yield sys.stdout
         return
-    try:
-        with open(path, "wb") if binary else open(path, "w", encoding="utf-8") as stream:
-            yield stream
-    except BrokenPipeError:
-        raise
-    except OSError as error:
-        raise CliError(f"cannot write {path}: {error.strerror or error}") from None
+    with atomic_output(path, binary=binary) as stream:
+        yield stream

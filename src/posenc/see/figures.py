@@ -8,9 +8,10 @@ that names the extra to install.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .. import _validate
+from ..atomic import atomic_save
 
 if TYPE_CHECKING:
     import types
@@ -40,7 +41,9 @@ def new_figure(width: float, height: float) -> Figure:
 def save(figure: Figure, path: str | Path, *, dpi: float = DPI) -> Path:
     """Write ``figure`` to ``path`` (.png, .svg or .pdf, by its suffix) at ``dpi``; return the path.
 
-    Files carry no creation date, so the same figure saves to the same bytes.
+    Files carry no creation date, so the same figure saves to the same bytes. The file is written
+    atomically (:func:`posenc.atomic.atomic_save`): a failure (a full disk, Ctrl-C) leaves the old file as
+    it was and no temporary file; an OSError names ``path``.
 
     >>> import tempfile
     >>> from posenc.see.plot import heatmap
@@ -59,8 +62,34 @@ def save(figure: Figure, path: str | Path, *, dpi: float = DPI) -> Path:
     dpi = check_dpi(dpi)
     metadata: dict[str, Any] = {".png": {}, ".svg": {"Date": None}, ".pdf": {"CreationDate": None}}[suffix]
     with load_matplotlib().rc_context({"svg.hashsalt": "posenc"}):  # fixed SVG ids: same figure, same bytes
-        figure.savefig(path, dpi=dpi, format=suffix[1:], metadata=metadata)
+        atomic_save(
+            path, lambda stream: _savefig(figure, stream, dpi=dpi, format=suffix[1:], metadata=metadata)
+        )
     return path
+
+
+def _savefig(figure: Figure, stream: IO[bytes], **options: Any) -> None:
+    """``figure.savefig(stream, **options)``; a failed write is raised as the OSError it is. (matplotlib's
+    PDF writer, failing to write, fails again while closing, with an AttributeError that hides the first.)"""
+    try:
+        figure.savefig(stream, **options)
+    except Exception as error:
+        failed = _os_error_within(error)
+        if failed is None or failed is error:
+            raise
+        raise failed from None
+
+
+def _os_error_within(error: BaseException) -> OSError | None:
+    """The first OSError in ``error``'s chain of causes and contexts (``error`` itself included), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OSError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def check_dpi(dpi: Any) -> float:

@@ -1,0 +1,166 @@
+"""Atomic file output: every file posenc writes appears whole or not at all.
+
+:func:`atomic_output` yields a temporary file in the target's folder, named ``.NAME.posenc-XXXXXXXX.tmp``;
+when the block ends normally the file is flushed, ``os.fsync``'d and renamed over the target
+(``os.replace``, atomic on POSIX and Windows). On any exception (a full disk, ``ulimit -f``, Ctrl-C, a
+signal that raises) the temporary file is removed and the old target is left byte for byte as it was. A
+process killed outright (SIGKILL, a power cut) leaves the old target too, and at most a stale temporary
+file, recognisable by its name. :func:`atomic_save` does the same for a writer that takes a file object
+(``figure.savefig(stream, format=...)``, ``np.save``).
+
+A new file gets the mode ``open()`` would give it (0o666 less the umask); a file replaced keeps its mode.
+A symbolic link is followed: the file it points to is replaced, the link stays. A target that exists and is
+not a regular file (``/dev/null``, a FIFO, a terminal) is written directly, as ``open()`` would: a rename
+over it would replace the device. Every OSError raised names the target (``error.filename``), not the
+temporary file. Standard library only.
+
+>>> import pathlib, tempfile
+>>> folder = pathlib.Path(tempfile.mkdtemp())
+>>> target = folder / "pe.csv"
+>>> with atomic_output(target, binary=False) as stream:
+...     _ = stream.write("pos,0 sin ω0\\n0,0.0\\n")
+>>> target.read_text(encoding="utf-8")
+'pos,0 sin ω0\\n0,0.0\\n'
+>>> try:
+...     with atomic_output(target, binary=False) as stream:
+...         _ = stream.write("half a tab")
+...         raise RuntimeError("the disk is full")
+... except RuntimeError:
+...     pass
+>>> target.read_text(encoding="utf-8")  # the old content, whole
+'pos,0 sin ω0\\n0,0.0\\n'
+>>> sorted(p.name for p in folder.iterdir())  # no temporary file left
+['pe.csv']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from typing import IO, Any, TypeVar
+
+__all__ = ["TEMP_SUFFIX", "atomic_output", "atomic_save", "temp_name"]
+
+TEMP_SUFFIX = ".tmp"  # temporary files are named .NAME.posenc-XXXXXXXX.tmp, beside NAME
+_TEMP_MARK = ".posenc-"
+_T = TypeVar("_T")
+
+
+def temp_name(target: str | os.PathLike[str]) -> str:
+    """A fresh temporary file name beside ``target``: ``.NAME.posenc-XXXXXXXX.tmp`` in its folder.
+
+    >>> import re
+    >>> bool(re.fullmatch(r"out/\\.pe\\.csv\\.posenc-[0-9a-f]{8}\\.tmp", temp_name("out/pe.csv")))
+    True
+    """
+    folder, name = os.path.split(os.fspath(target))
+    return os.path.join(folder, f".{name}{_TEMP_MARK}{secrets.token_hex(4)}{TEMP_SUFFIX}")
+
+
+@contextlib.contextmanager
+def atomic_output(
+    path: str | os.PathLike[str], *, binary: bool, encoding: str = "utf-8"
+) -> Iterator[IO[Any]]:
+    """Yield a file object to write ``path``'s new content into; it replaces ``path`` only if the block
+    ends normally, after a flush and an ``os.fsync``. See the module's docstring."""
+    target = os.fspath(path)
+    try:
+        existing: os.stat_result | None = os.stat(target)  # follows a link: the file it names
+    except FileNotFoundError:
+        existing = None
+    except OSError as error:  # a loop of links, a folder not searchable, a name too long
+        raise _naming(error, target) from error
+    if existing is not None and stat.S_ISDIR(existing.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), target)
+    if existing is not None and not stat.S_ISREG(existing.st_mode):  # /dev/null, a FIFO: written directly
+        try:
+            with open(target, "wb") if binary else open(target, "w", encoding=encoding) as stream:
+                yield stream
+        except OSError as error:
+            if _ours(error, target):
+                raise _naming(error, target) from error
+            raise
+        return
+    real = os.path.realpath(target) if os.path.islink(target) else target  # replace the file, not the link
+    stream, temp = _create_temp(real, target, binary=binary, encoding=encoding)
+    try:
+        yield stream
+        stream.flush()
+        _fsync(stream.fileno())
+        stream.close()
+        if existing is not None:
+            with contextlib.suppress(OSError):  # best effort, as on a file system without modes
+                os.chmod(temp, stat.S_IMODE(existing.st_mode))
+        os.replace(temp, real)
+    except BaseException as error:
+        with contextlib.suppress(OSError, ValueError):  # a failing flush must not hide the error itself
+            stream.close()
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        if isinstance(error, OSError) and _ours(error, temp):
+            raise _naming(error, target) from error
+        raise
+
+
+def atomic_save(path: str | os.PathLike[str], write: Callable[[IO[bytes]], _T]) -> _T:
+    """Call ``write(stream)`` with a binary file object for ``path`` (see :func:`atomic_output`) and return
+    what it returns: ``atomic_save(path, lambda f: figure.savefig(f, format="pdf"))``.
+
+    >>> import pathlib, tempfile
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "x.bin"
+    >>> atomic_save(target, lambda stream: stream.write(b"\\x00\\x01"))
+    2
+    >>> target.read_bytes()
+    b'\\x00\\x01'
+    """
+    with atomic_output(path, binary=True) as stream:
+        return write(stream)
+
+
+def _create_temp(real: str, target: str, *, binary: bool, encoding: str) -> tuple[IO[Any], str]:
+    """Create a new temporary file beside ``real`` with mode 0o666 (the umask applies, as for open()):
+    (its file object, its name); an OSError names ``target``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        temp = temp_name(real)
+        try:
+            descriptor = os.open(temp, flags, 0o666)
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise _naming(error, target) from error
+        try:
+            stream = os.fdopen(descriptor, "wb") if binary else os.fdopen(descriptor, "w", encoding=encoding)
+        except BaseException:
+            os.close(descriptor)
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        return stream, temp
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", target)
+
+
+def _fsync(descriptor: int) -> None:
+    """``os.fsync``, except on a file system that does not do it (EINVAL, ENOTSUP): the rename still holds."""
+    try:
+        os.fsync(descriptor)
+    except OSError as error:
+        if error.errno not in (errno.EINVAL, getattr(errno, "ENOTSUP", errno.EINVAL)):
+            raise
+
+
+def _naming(error: OSError, target: str) -> OSError:
+    """``error`` again (the same class, by its errno), naming ``target`` as the file it failed on."""
+    if error.errno is None:
+        return error
+    return OSError(error.errno, error.strerror or os.strerror(error.errno), target)
+
+
+def _ours(error: OSError, name: str) -> bool:
+    """Whether ``error`` is a failure on the file being written (it names no file, or that one), not a
+    closed pipe or a file that the writer read."""
+    return not isinstance(error, BrokenPipeError) and error.filename in (None, name)

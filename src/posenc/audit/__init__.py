@@ -4,6 +4,8 @@ The steps, one module each: :mod:`.targets` turns the target (a function, a torc
 checkpoint, a rotary module or Hugging Face config) into a sampler; :mod:`.variant` finds the exact
 encoding to compare with (given, or identified from the first rows); :mod:`.measure` compares band by
 band of positions; :mod:`.findings` says what went wrong; :mod:`.report` (and :mod:`.html`) present it.
+:mod:`.guard` runs it all so that the auditor survives its target (its exceptions, its NumPy error state,
+its slowness: ``timeout=``).
 
 ``posenc.audit`` is this package, and calling it calls :func:`audit`: ``posenc.audit(target)``.
 
@@ -21,12 +23,13 @@ from typing import Any
 
 from .. import _validate
 from .findings import Finding, find_all
+from .guard import TargetError, check_timeout, label_of, run
 from .measure import measure
 from .report import AuditReport, check_tolerance
-from .targets import MAX_POSITION, Target, as_target
+from .targets import MAX_POSITION, Target, WrongOutput, as_target
 from .variant import Variant, find_variant
 
-__all__ = ["AuditReport", "Finding", "Target", "Variant", "audit"]
+__all__ = ["AuditReport", "Finding", "Target", "TargetError", "Variant", "WrongOutput", "audit"]
 
 #: Positions measured per band at most (a band of this many or fewer is measured whole).
 SAMPLES = 4096
@@ -43,6 +46,7 @@ def audit(
     key: str | None = None,
     tol: Any = None,
     samples: int = SAMPLES,
+    timeout: float | None = None,
 ) -> AuditReport:
     """Measure ``target`` against posenc's exact encoding: max absolute and ulp error per band of
     positions, collisions, thresholds, NaN rows and findings (:class:`AuditReport`).
@@ -55,7 +59,18 @@ def audit(
     ``dtype`` (the type to judge in; default the target's own), ``options`` (the variant it claims to be:
     a preset name, a Preset, a dict of core options with ``padding_idx``, or rotary keywords of
     :func:`posenc.rope.config`; default: identified, and the report says how), ``tol`` (None: correctly
-    rounded; a float: absolute; ``"2ulp"``), ``samples`` (positions per band, ≥ 16).
+    rounded; a float: absolute; ``"2ulp"``), ``samples`` (positions per band, ≥ 16), ``timeout`` (seconds
+    the whole audit may take; default None: no limit).
+
+    The target is someone else's code, and the audit survives it (:mod:`posenc.audit.guard`): any exception
+    it raises while it is imported, built or called (``SystemExit`` included; ``KeyboardInterrupt`` is taken
+    for Ctrl-C, except in the worker thread of a timed audit) raises :class:`TargetError`, a ValueError that
+    names the target, the exception and what it was doing, with the target's exception as its
+    ``__cause__``. A call that returns something other than an encoding (a list, None, a meta tensor, ...)
+    raises :class:`WrongOutput`, a ValueError saying what was expected. The target runs under the caller's
+    NumPy error state and what it sets there is undone after each call. With ``timeout``, the audit runs in a
+    daemon thread and raises TargetError when the time is up; Python cannot stop a thread from outside, so
+    that thread goes on until the target's current call returns, then stops.
 
     The usual float32 code forms its angles in float32, so its error grows with the position:
 
@@ -72,6 +87,22 @@ def audit(
         d_model = _validate.d_model(d_model)
     samples = _validate.integer("samples", samples, minimum=16)
     tolerance = check_tolerance(tol)
+    limit = check_timeout(timeout)
+    hints = (d_model, positions, dtype, options, key, samples, tolerance)
+    return run(label_of(target), lambda: _audit(target, *hints), limit)
+
+
+def _audit(
+    target: Any,
+    d_model: int | None,
+    positions: Any,
+    dtype: str | None,
+    options: Any,
+    key: str | None,
+    samples: int,
+    tolerance: Any,
+) -> AuditReport:
+    """:func:`audit` once its hints are checked: read the target, find the variant, measure, report."""
     read = as_target(target, d_model=d_model, dtype=dtype, key=key)
     judged = _check_dtype(dtype or read.dtype)
     if d_model is not None and read.width is not None and read.rotary is None and read.width != d_model:

@@ -5,7 +5,7 @@ Kinds (``Target.kind``):
 
 * ``"callable"``: a function ``positions (k,) -> encodings (k, d_model)``, NumPy, torch or JAX (the
   positions are passed as a NumPy int64 array, then a torch tensor, then a JAX array, whichever it takes);
-  a function returning a pair ``(cos, sin)`` is read as a rotary embedding;
+  a function returning a tuple ``(cos, sin)`` is read as a rotary embedding (a list never is);
 * ``"module"``: a torch ``nn.Module`` that adds encodings, fed zeros ``(L, 1, d_model)`` (or ``(1, L, d)``
   when it is batch first): only prefixes 0 .. L - 1 can be sampled;
 * ``"table"``: an array or tensor ``(rows, d_model)`` (axes of size 1 dropped), or a module's positional
@@ -23,14 +23,22 @@ A torch module is run and judged in its own floating type (that of its parameter
 buffers: ``model.to(torch.bfloat16)`` casts both) unless ``dtype=`` is given. Every sampler returns float64
 values ``(k, width)`` that hold the target's own values exactly; ``dtype`` names the type they came in. torch,
 JAX and transformers are imported only for targets of theirs.
+
+The target's code runs inside ``with guard.target_code(...)`` (:mod:`.guard`: what it raises names it, its
+NumPy error state is undone). What a call returns must be an array or tensor ``(k, width)`` or a tuple
+``(cos, sin)`` of them: a list (even of two arrays), a dict, None, a tuple of another length, a meta, nested,
+sparse, quantized or complex tensor is a :class:`WrongOutput` that says what was returned and expected.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import decimal
+import errno
 import importlib.util
 import inspect
+import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -39,8 +47,9 @@ from typing import Any
 import numpy as np
 
 from .. import _validate
+from .guard import TargetError, target_code
 
-__all__ = ["MAX_POSITION", "Target", "as_target", "load_object", "values_of"]
+__all__ = ["MAX_POSITION", "Target", "WrongOutput", "as_target", "load_object", "values_of"]
 
 MAX_POSITION = _validate.MAX_POSITION
 #: Elements of the zeros fed to a module at most (128 MiB of float32): the rows a module can be asked for.
@@ -77,15 +86,21 @@ class Target:
 
 
 def as_target(
-    target: Any, *, d_model: int | None = None, dtype: str | None = None, key: str | None = None
+    target: Any,
+    *,
+    d_model: int | None = None,
+    dtype: str | None = None,
+    key: str | None = None,
+    label: str | None = None,
 ) -> Target:
-    """``target`` (module docstring) as a :class:`Target`; ``d_model``, ``dtype``, ``key`` are hints."""
+    """``target`` (module docstring) as a :class:`Target`; ``d_model``, ``dtype``, ``key`` are hints;
+    ``label`` names a function in messages (default: its name)."""
     if isinstance(target, Target):
         return target
     if isinstance(target, (str, Path)):
         text = str(target)
         if ":" in Path(text).name and Path(text.rsplit(":", 1)[0]).suffix == ".py":
-            return as_target(load_object(text, d_model=d_model), d_model=d_model, dtype=dtype)
+            return as_target(load_object(text, d_model=d_model), d_model=d_model, dtype=dtype, label=text)
         return _file(Path(text), key)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(target, torch.nn.Module):
@@ -93,10 +108,10 @@ def as_target(
     if _is_config(target):
         return _config(target, dtype)
     if _is_array(target):
-        values, name = values_of(target)
+        values, name = values_of(target, "the target is")
         return _table(values, name, f"{type(target).__name__} of shape {tuple(values.shape)}", "table")
     if callable(target):
-        return _callable(target, d_model)
+        return _callable(target, d_model, label)
     raise TypeError(
         f"target must be a callable (positions -> encodings), a torch module, an array or tensor, a "
         f"checkpoint path, 'file.py:Name' or a Hugging Face config; got {type(target).__name__}"
@@ -107,18 +122,20 @@ def load_object(spec: str, *, d_model: int | None = None) -> Any:
     """The object of ``"path/to/file.py:Name"``; a class is instantiated (with ``d_model`` if it takes it)."""
     path, _, name = spec.rpartition(":")
     file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"target {spec!r}: no such file {path!r}; write it as path/to/file.py:Name")
+    problem = _not_a_file(file)
+    if problem:
+        raise ValueError(f"target {spec!r}: {path} {problem}; write it as path/to/file.py:Name")
     module_spec = importlib.util.spec_from_file_location(f"_posenc_audit_{file.stem}", file)
     if module_spec is None or module_spec.loader is None:
         raise ValueError(f"target {spec!r}: {path} cannot be imported as a Python file")
     module = importlib.util.module_from_spec(module_spec)
     try:
-        module_spec.loader.exec_module(module)
+        with target_code(f"importing {path}"):
+            module_spec.loader.exec_module(module)
     except Exception as error:  # the user's file: any error it raises is reported as bad input
-        raise ValueError(
+        raise TargetError(
             f"target {spec!r}: importing {path} raised {type(error).__name__}: {error}"
-        ) from None
+        ) from error
     if not name.isidentifier() or not hasattr(module, name):
         found = sorted(k for k, v in vars(module).items() if not k.startswith("_") and callable(v))
         raise ValueError(f"target {spec!r}: {path} defines no {name!r}; it defines: {', '.join(found)}")
@@ -130,30 +147,111 @@ def load_object(spec: str, *, d_model: int | None = None) -> Any:
             if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
         if not required:
-            return obj()
+            with target_code(f"building {name}()"):
+                return obj()
         if d_model is None:
             raise ValueError(f"target {spec!r}: class {name} needs arguments; give its width: d_model=")
         try:
-            return obj(d_model)
+            with target_code(f"building {name}({d_model})"):
+                return obj(d_model)
         except Exception as error:
-            raise ValueError(
+            raise TargetError(
                 f"target {spec!r}: {name}({d_model}) raised {type(error).__name__}: {error}"
-            ) from None
+            ) from error
     return obj
 
 
-def values_of(value: Any) -> tuple[np.ndarray, str]:
-    """A NumPy, torch or JAX array (or a pair ``(cos, sin)``, concatenated) as float64 and its dtype name."""
-    if isinstance(value, (tuple, list)) and len(value) == 2 and all(_is_array(v) for v in value):
-        (cos, name), (sin, _) = values_of(value[0]), values_of(value[1])
+#: What a target's call returns, in the words of the messages.
+_OUTPUT = "expected a tensor or array of shape (L, d_model), or a (cos, sin) pair of them"
+
+
+class WrongOutput(ValueError):
+    """A target returned something that is not an encoding (a list, None, a meta tensor, ...)."""
+
+
+def values_of(value: Any, subject: str = "the target returned") -> tuple[np.ndarray, str]:
+    """A NumPy, torch or JAX array (or a tuple ``(cos, sin)``, concatenated) as float64 and its dtype name.
+
+    Anything else (a list, a dict, None, a tuple of another length, a meta, sparse, nested, quantized or
+    complex tensor) is a :class:`WrongOutput` whose message is ``subject`` and what it is: a list is never
+    read as a pair.
+    """
+    if isinstance(value, tuple) and len(value) == 2 and all(_is_array(v) for v in value):
+        (cos, name), (sin, _) = values_of(value[0], subject), values_of(value[1], subject)
+        if cos.shape[:-1] != sin.shape[:-1]:
+            raise WrongOutput(f"{subject} a (cos, sin) pair of shapes {cos.shape} and {sin.shape}; {_OUTPUT}")
         return np.concatenate([cos, sin], axis=-1), name
-    if "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor):
-        name = str(value.dtype).removeprefix("torch.")
-        return value.detach().cpu().to(sys.modules["torch"].float64).numpy(), name
-    array = np.asarray(value)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return _tensor_values(value, torch, subject)
+    if not _is_array(value) and (
+        value is None or isinstance(value, (list, tuple, dict, set, str, bytes, int, float, complex))
+    ):
+        raise WrongOutput(f"{subject} {_what(value)}; {_OUTPUT}")
+    try:
+        array = np.asarray(value)
+    except Exception as error:  # an object NumPy cannot take
+        raise WrongOutput(f"{subject} {_what(value)}, which NumPy cannot read ({error}); {_OUTPUT}") from None
     if array.dtype.kind not in "fiu" and array.dtype.name != "bfloat16":
-        raise TypeError(f"the target gave {array.dtype} values; expected real numbers")
+        raise WrongOutput(f"{subject} an array of {array.dtype} values; expected real numbers")
     return array.astype(np.float64), array.dtype.name
+
+
+def _tensor_values(value: Any, torch: Any, subject: str) -> tuple[np.ndarray, str]:
+    """A torch tensor's values as float64: a dense tensor of real numbers on any device, else WrongOutput."""
+    if value.is_meta:
+        raise WrongOutput(f"{subject} a meta tensor, which holds no values; build it on cpu")
+    if value.is_nested:
+        raise WrongOutput(f"{subject} a nested tensor; {_OUTPUT}")
+    if value.layout != torch.strided:
+        layout = str(value.layout).removeprefix("torch.")
+        raise WrongOutput(f"{subject} a sparse tensor ({layout}); {_OUTPUT}: call .to_dense() on it")
+    if value.is_quantized:
+        dtype = str(value.dtype).removeprefix("torch.")
+        raise WrongOutput(f"{subject} a quantized tensor ({dtype}); {_OUTPUT}: call .dequantize() on it")
+    if value.is_complex() or value.dtype == torch.bool:
+        raise WrongOutput(
+            f"{subject} a tensor of {str(value.dtype).removeprefix('torch.')} values; expected real numbers"
+        )
+    name = str(value.dtype).removeprefix("torch.")
+    try:
+        return value.detach().cpu().to(torch.float64).numpy(), name
+    except Exception as error:  # a tensor subclass or a device whose values cannot be copied out
+        text = " ".join(str(error).split())[:160]
+        raise WrongOutput(
+            f"{subject} a {type(value).__name__} whose values cannot be copied to NumPy "
+            f"({type(error).__name__}: {text}); {_OUTPUT}"
+        ) from None
+
+
+def _what(value: Any) -> str:
+    """What a wrong output is, in words: 'None', 'a list', 'a tuple of 3 items'."""
+    if value is None:
+        return "None"
+    if isinstance(value, tuple):
+        if len(value) == 2:
+            return f"a tuple of ({type(value[0]).__name__}, {type(value[1]).__name__})"
+        return f"a tuple of {len(value)} item{'s' * (len(value) != 1)}"
+    noun = type(value).__name__
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a file ('does not exist', 'is a symlink loop', ...), or None: checked
+    before opening it, so that a FIFO or a device is never opened (it could block)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "does not exist (no such file)"
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "is a symlink loop (its links lead back to themselves)"
+        return f"cannot be read ({error.strerror or error})"
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a FIFO, a device or a socket)"
+    return None
 
 
 def _is_array(value: Any) -> bool:
@@ -228,9 +326,11 @@ def _file(path: Path, key: str | None) -> Target:
     return dataclasses.replace(target, kind="rotary" if target.rotary else "file")
 
 
-def _callable(function: Callable[..., Any], d_model: int | None) -> Target:
-    """A function of positions; the first array type it takes (NumPy, torch, JAX) is kept."""
-    name = getattr(function, "__qualname__", type(function).__name__)
+def _callable(function: Callable[..., Any], d_model: int | None, label: str | None = None) -> Target:
+    """A function of positions; the first array type it takes (NumPy, torch, JAX) is kept. Messages name
+    it ``label`` (default: its name)."""
+    qualname = getattr(function, "__qualname__", type(function).__name__)
+    name = label or qualname
     try:
         parameters = inspect.signature(function).parameters.values()
         required = sum(
@@ -248,45 +348,53 @@ def _callable(function: Callable[..., Any], d_model: int | None) -> Target:
             return function(positions, width)
     else:
         call = function
-    kinds: list[Callable[[np.ndarray], Any]] = [lambda p: p]
+    kinds: list[tuple[str, Callable[[np.ndarray], Any]]] = [("as a NumPy array", lambda p: p)]
     if "torch" in sys.modules or "torch" in getattr(function, "__module__", ""):
-        kinds.append(lambda p: sys.modules["torch"].from_numpy(p))
+        kinds.append(("as a torch tensor", lambda p: sys.modules["torch"].from_numpy(p)))
     if "jax" in sys.modules:
-        kinds.append(lambda p: sys.modules["jax"].numpy.asarray(p))
-    probe, chosen, failure = np.arange(4, dtype=np.int64), None, None
-    for convert in kinds:
+        kinds.append(("as a JAX array", lambda p: sys.modules["jax"].numpy.asarray(p)))
+    probe, chosen, failures = np.arange(4, dtype=np.int64), None, []
+    subject = f"target {name} returned"
+    for way, convert in kinds:
         try:
-            values, dtype = values_of(call(convert(probe)))
-            _rows(values, len(probe))
+            with target_code(f"calling it on {len(probe)} positions {way}"):
+                output = call(convert(probe))
+            values, dtype = values_of(output, subject)
+            width = _rows(values, len(probe)).shape[1]
         except Exception as error:  # the wrong array type for this function: try the next
-            failure = error
+            failures.append(error)
             continue
         chosen = convert
         break
     if chosen is None:
-        raise ValueError(
+        wrong = next((f for f in failures if isinstance(f, WrongOutput)), None)
+        if wrong is not None:  # it ran, but what it returned is not an encoding
+            raise WrongOutput(str(wrong)) from None
+        failure = failures[-1]
+        raise TargetError(
             f"target {name} could not be called with positions (a NumPy, torch or JAX int64 array of shape "
             f"(4,)): {type(failure).__name__}: {failure}"
-        )
+        ) from failure
     convert = chosen
 
     def sample(positions: np.ndarray) -> np.ndarray:
-        return _rows(values_of(call(convert(positions)))[0], len(positions))
+        with target_code(f"calling it on {len(positions)} positions"):
+            output = call(convert(positions))
+        return _rows(values_of(output, subject)[0], len(positions))
 
-    output = call(convert(probe))
     rotary = {"params": None, "inv_freq": None, "parts": "cos+sin", "layout": "half"}
-    pair = isinstance(output, (tuple, list))
-    width = _rows(values_of(output)[0], len(probe)).shape[1]
+    pair = isinstance(output, tuple)  # values_of took it: a (cos, sin) pair of arrays
     kind = "rotary" if pair else "callable"
-    return Target(kind, f"function {name}", sample, dtype, MAX_POSITION, width, rotary if pair else None)
+    return Target(kind, f"function {qualname}", sample, dtype, MAX_POSITION, width, rotary if pair else None)
 
 
 def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
     """A torch module: rotary (it holds ``inv_freq``), or one that adds encodings, or a stored buffer."""
     import torch
 
-    module.eval()
     name = type(module).__name__
+    with target_code("setting it to eval mode"):
+        module.eval()
     buffers = dict(module.named_buffers())
     dtype = dtype or _module_dtype(module)
     inv_freq = next((b for k, b in buffers.items() if k.endswith("inv_freq")), None)
@@ -310,15 +418,16 @@ def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
         for batch_first in (False, True):
             try:
                 shape = (1, 4, width) if batch_first else (4, 1, width)
-                with torch.no_grad():
-                    rows = _rows(values_of(module(torch.zeros(shape, dtype=torch_dtype)))[0], 4)
+                with torch.no_grad(), target_code(f"calling its forward on zeros of shape {shape}"):
+                    output = module(torch.zeros(shape, dtype=torch_dtype))
+                rows = _rows(values_of(output, f"target module {name} returned")[0], 4)
             except Exception:  # not a module that adds encodings to (L, 1, d) / (1, L, d) inputs
                 continue
             if not np.array_equal(rows[0], rows[1]):
                 return _prefix_module(module, width, batch_first, torch_dtype, name)
     if len(tables) == 1:
         key, buffer = next(iter(tables.items()))
-        values, stored = values_of(buffer)
+        values, stored = values_of(buffer, f"target module {name}: its {key} is")
         return _table(values, stored, f"{name}.{key} of shape {tuple(buffer.shape)}", "table")
     floating = [f"{k} {tuple(b.shape)}" for k, b in buffers.items() if b.is_floating_point()]
     raise ValueError(
@@ -390,8 +499,9 @@ def _prefix_module(module: Any, width: int, batch_first: bool, torch_dtype: Any,
         if needed > len(cache["rows"]):
             length = min(limit, needed)
             shape = (1, length, width) if batch_first else (length, 1, width)
-            with torch.no_grad():
-                cache["rows"] = _rows(values_of(module(torch.zeros(shape, dtype=torch_dtype)))[0], length)
+            with torch.no_grad(), target_code(f"calling its forward on zeros of shape {shape}"):
+                output = module(torch.zeros(shape, dtype=torch_dtype))
+            cache["rows"] = _rows(values_of(output, f"target module {name} returned")[0], length)
         return cache["rows"][positions]
 
     layout = "(1, L, d)" if batch_first else "(L, 1, d)"
@@ -409,19 +519,22 @@ def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
 
     torch_dtype = getattr(torch, dtype)
     x = torch.zeros(1, 1, dtype=torch_dtype)
-    theta = inv_freq.detach().cpu().to(torch.float64).numpy().reshape(-1)
+    theta = values_of(inv_freq, f"rotary module {name}: its inv_freq is")[0].reshape(-1)
     width = 2 * 2 * len(theta)
     probe = np.arange(4, dtype=np.int64)
 
     def by_ids(positions: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            cos, sin = module(x, torch.from_numpy(positions)[None])
-        return _rows(values_of((cos, sin))[0], len(positions))
+        with (
+            torch.no_grad(),
+            target_code(f"calling its forward(x, position_ids) on {len(positions)} positions"),
+        ):
+            output = module(x, torch.from_numpy(positions)[None])
+        return _rows(_pair_values(output, f"rotary module {name} returned"), len(positions))
 
     def first_rows(length: int) -> np.ndarray:
-        with torch.no_grad():
-            cos, sin = module(x, seq_len=length)
-        return _rows(values_of((cos, sin))[0], length)
+        with torch.no_grad(), target_code(f"calling its forward(x, seq_len={length})"):
+            output = module(x, seq_len=length)
+        return _rows(_pair_values(output, f"rotary module {name} returned"), length)
 
     failures = []
     sample, limit, note = None, MAX_POSITION, f"forward(x: {dtype}, position_ids) -> (cos, sin)"
@@ -464,6 +577,19 @@ def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
             params = None
     rotary = {"params": params, "inv_freq": theta, "parts": "cos+sin", "layout": "half"}
     return Target("rotary", f"rotary module {name}", sample, dtype, limit, width, rotary, note)
+
+
+def _pair_values(output: Any, subject: str) -> np.ndarray:
+    """The values ``[cos | sin]`` of a rotary forward's output."""
+    return values_of(_pair(output, subject), subject)[0]
+
+
+def _pair(output: Any, subject: str) -> tuple[Any, Any]:
+    """A rotary forward's output as ``(cos, sin)``: a tuple or list of two (as ``cos, sin = module(...)``
+    takes it), else a WrongOutput."""
+    if isinstance(output, (tuple, list)) and len(output) == 2:
+        return output[0], output[1]
+    raise WrongOutput(f"{subject} {_what(output)}; expected a (cos, sin) pair of tensors")
 
 
 def _prefix_sampler(

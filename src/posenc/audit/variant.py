@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import presets
 from ..porting.rope_fitting import PRECISIONS, precision_of
+from .guard import TargetError
 from .targets import Target
 
 __all__ = ["PREFIX", "Variant", "find_variant"]
@@ -90,9 +91,9 @@ def _prefix(target: Target) -> np.ndarray:
     try:
         rows = target.sample(np.arange(count, dtype=np.int64))
     except Exception as error:
-        raise ValueError(
+        raise TargetError(
             f"the target fails on positions 0..{count - 1}: {type(error).__name__}: {error}"
-        ) from None
+        ) from error
     finite = np.isfinite(rows).all(axis=1)
     if not finite.all():
         rows = rows[: int(np.argmin(finite))]

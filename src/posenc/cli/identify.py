@@ -37,7 +37,9 @@ When nothing matches, the three nearest candidates are listed.
 
 exit status: 0 when a variant matches, 1 when none does (the nearest are listed), 2 on bad input: a
 file that is empty, cut short, damaged, of another format than its suffix, or that holds no table of
-real numbers of shape (positions, d_model) gets one line that says so.
+real numbers of shape (positions, d_model) gets one line that says so; so do a nested, sparse, quantized
+or meta tensor, a .pt holding other objects than tensors (never loaded unsafely), a directory, a symlink
+loop, a FIFO and a device (never opened).
 
 examples:
   posenc identify pe.npy

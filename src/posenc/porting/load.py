@@ -8,7 +8,10 @@ needs are checked, and only then is it read. Every failure is a ValueError namin
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +39,10 @@ def load_table(path: str | Path, *, key: str | None = None) -> np.ndarray:
     Only the chosen array is read, once its dtype, its shape and the memory it needs are checked. ``.pt``
     files are read with ``torch.load(weights_only=True)``: tensors and plain containers, never code. A file
     that is empty, cut short, damaged, of another format than its suffix says, or that holds no such table
-    raises ValueError naming the file, what is wrong with it and what is expected.
+    raises ValueError naming the file, what is wrong with it and what is expected: a nested, sparse,
+    quantized, complex or meta tensor, a file holding other objects (never with advice to load it unsafely),
+    and a path that is not a regular file (a directory, a symlink loop, a FIFO or a device, refused before
+    it is opened, so that nothing blocks) included.
 
     >>> import os, tempfile
     >>> import numpy as np
@@ -63,11 +69,7 @@ def load_named_table(path: str | Path, *, key: str | None = None) -> tuple[str, 
     >>> folder.cleanup()
     """
     path = Path(path)
-    if not path.exists():
-        raise ValueError(f"no such file: {path}")
-    if not path.is_file():
-        what = "a directory" if path.is_dir() else "not a regular file"
-        raise ValueError(f"{path} is {what}; name a {_SUFFIXES} file holding {EXPECTED}")
+    _check_path(path)
     suffix = path.suffix.lower()
     if suffix not in READERS:
         hint = (
@@ -87,6 +89,30 @@ def load_named_table(path: str | Path, *, key: str | None = None) -> tuple[str, 
             return name, _read(stored, where)
     except OSError as error:
         raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def _check_path(path: Path) -> None:
+    """Refuse, before opening it, a path that is not a regular file: missing, a symlink loop, a directory,
+    a FIFO (opening one would wait for a writer), a device (/dev/zero never ends) or a socket."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ValueError(f"no such file: {path}") from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a symlink loop: its links lead back to themselves") from None
+        raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
+    if stat.S_ISDIR(mode):
+        what = "a directory"
+    elif stat.S_ISFIFO(mode):
+        what = "not a regular file (a FIFO)"
+    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        what = "not a regular file (a device)"
+    elif not stat.S_ISREG(mode):
+        what = "not a regular file"
+    else:
+        return
+    raise ValueError(f"{path} is {what}; name a {_SUFFIXES} file holding {EXPECTED}")
 
 
 def _pick(
@@ -192,6 +218,8 @@ def _names(entries: dict[str, Any], details: dict[str, str] | None = None, most:
 def _check_stored(stored: Stored, where: str) -> None:
     """Refuse, before reading it, an array that is not a table of real numbers or that memory cannot hold
     (as stored, and as the float64 copy identify compares)."""
+    if stored.refusal:
+        raise ValueError(f"{where} holds {stored.refusal}")
     if stored.kind is None:
         raise ValueError(
             f"{where} holds {stored.dtype} values, not real numbers{stored.hint}; expected {EXPECTED}"

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import pickle
+import re
 import struct
 import warnings
 import zipfile
@@ -37,7 +38,8 @@ _MAX_ENTRIES = 1_000_000
 @dataclasses.dataclass(frozen=True)
 class Stored:
     """One array of a file before it is read: its shape, its dtype as the file names it, its kind ("float",
-    "int", or None: not real numbers), its bytes per value, and how to read it."""
+    "int", or None: not real numbers), its bytes per value, and how to read it; ``refusal``: why it is not
+    read at all, in words that follow "holds" (a nested, sparse, quantized or meta tensor), else ""."""
 
     shape: tuple[int, ...]
     dtype: str
@@ -45,6 +47,7 @@ class Stored:
     itemsize: int
     read: Callable[[], np.ndarray]
     hint: str = ""  # what to do about a dtype that is not read
+    refusal: str = ""
 
 
 def reason(error: BaseException) -> str:
@@ -122,12 +125,10 @@ def torch_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, Sto
     except OSError:
         raise
     except pickle.UnpicklingError as error:
-        raise ValueError(
-            f"{path} cannot be read safely: torch.load(weights_only=True) refuses it "
-            f"({_weights_only_reason(error)}); posenc reads tensors and dicts or lists of tensors only, and "
-            "runs no code from a file"
-        ) from None
+        raise ValueError(_refused(path, error)) from None
     except Exception as error:  # EOFError (cut short), RuntimeError (a damaged zip archive), ...
+        if _UNSAFE_ADVICE.search(str(error)):  # torch's weights-only refusal, raised as another type
+            raise ValueError(_refused(path, error)) from None
         raise ValueError(
             f"{path} is not a readable PyTorch file ({reason(error)}); expected {EXPECTED} saved with "
             "torch.save, alone or in a state dict"
@@ -142,8 +143,18 @@ def torch_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, Sto
 
 
 def _torch_stored(tensor: Any, torch: Any) -> Stored:
-    """A tensor as a Stored: float64 is read as float64, any other real dtype as float32."""
-    dtype = tensor.dtype
+    """A tensor as a Stored: float64 is read as float64, any other real dtype as float32; a nested, sparse,
+    quantized or meta tensor (or one that cannot even be inspected) is refused, with what to do."""
+    try:
+        refusal = _torch_refusal(tensor, torch)
+        shape = () if tensor.is_nested else tuple(tensor.shape)
+        dtype = tensor.dtype
+    except Exception as error:  # a tensor whose layout or subclass torch cannot describe
+        refusal = f"a {type(tensor).__name__} that cannot be inspected ({reason(error)}), not {EXPECTED}"
+        return Stored((), "unknown", None, 1, lambda: np.empty(0), refusal=refusal)
+    if refusal:
+        name = f"{_torch_layout(tensor, torch)} {str(dtype).removeprefix('torch.')}"
+        return Stored(shape, name, None, dtype.itemsize, lambda: np.empty(0), refusal=refusal)
     integers = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
     kind = "float" if dtype.is_floating_point else "int" if dtype in integers else None
     target = torch.float64 if dtype == torch.float64 else torch.float32
@@ -154,20 +165,53 @@ def _torch_stored(tensor: Any, torch: Any) -> Stored:
     return Stored(tuple(tensor.shape), str(dtype).removeprefix("torch."), kind, dtype.itemsize, read)
 
 
-def _weights_only_reason(error: BaseException) -> str:
-    """What torch's weights-only unpickler refused, without its paragraphs of advice."""
-    boilerplate = (
-        "Weights only load failed",
-        "Please file an issue",
-        "Check the documentation",
-        "Re-running",
+def _torch_refusal(tensor: Any, torch: Any) -> str:
+    """Why a loaded tensor is not read (words that follow "holds"), or "" when it is a dense tensor."""
+    not_a_table = f"not {EXPECTED}"
+    if tensor.is_nested:
+        return (
+            f"a nested tensor (rows of different lengths), {not_a_table}; save the table as one dense tensor"
+        )
+    if tensor.layout != torch.strided:
+        layout = str(tensor.layout).removeprefix("torch.")
+        return f"a sparse tensor ({layout}), {not_a_table}; save it dense: torch.save(tensor.to_dense(), ...)"
+    if tensor.is_quantized:
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        return (
+            f"a quantized tensor ({dtype}), {not_a_table}; save it as floats: "
+            "torch.save(tensor.dequantize(), ...)"
+        )
+    if tensor.is_meta:
+        return f"a meta tensor, which holds no values, {not_a_table}; save the table from a tensor on cpu"
+    return ""
+
+
+def _torch_layout(tensor: Any, torch: Any) -> str:
+    """The word that says why a refused tensor is not read: "nested", "sparse_coo", "quantized", "meta"."""
+    if tensor.is_nested:
+        return "nested"
+    if tensor.layout != torch.strided:
+        return str(tensor.layout).removeprefix("torch.")
+    return "quantized" if tensor.is_quantized else "meta"
+
+
+#: Text of torch's weights-only refusals that advises an unsafe load (weights_only=False, allowlisting a
+#: class): never passed on.
+_UNSAFE_ADVICE = re.compile(r"weights_only|safe_globals|Weights only load failed", re.IGNORECASE)
+#: The class or function a weights-only refusal names ("Unsupported global: GLOBAL mymodule.MyClass").
+_GLOBAL = re.compile(r"GLOBAL\s+([\w.]+)")
+
+
+def _refused(path: Path, error: BaseException) -> str:
+    """posenc's own message for a file torch.load(weights_only=True) refuses: what it holds (the class it
+    names, when it names one), never torch's advice (which suggests loading it unsafely)."""
+    named = _GLOBAL.search(str(error))
+    what = f" (it refers to {named.group(1)}, which is not a tensor)" if named else ""
+    return (
+        f"{path} cannot be read safely: it holds objects other than tensors{what}; posenc loads only tensors "
+        "(torch.load(weights_only=True)) and will not run code from a file; save the table with "
+        "torch.save(tensor), or as .npy or .safetensors"
     )
-    lines = [line.strip() for line in str(error).splitlines()]
-    kept = [line for line in lines if line and not line.startswith(boilerplate)]
-    text = " ".join(kept).replace("WeightsUnpickler error:", "").strip()
-    if not text:
-        return reason(error)
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _flatten(tree: Any, path: Path) -> dict[str, Any]:

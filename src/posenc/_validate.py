@@ -88,6 +88,24 @@ def real(name: str, value: Any, *, usual: str = "") -> float:
     return result
 
 
+def power_text(limit: int | float) -> str:
+    """``limit`` as a message writes it: ``2**16 = 65536`` for a power of two (``2**-20`` below 1), else
+    the number."""
+    exponent = math.frexp(limit)[1] - 1 if limit > 0 else 0
+    if limit > 0 and 2.0**exponent == limit:
+        return f"2**{exponent} = {int(limit)}" if exponent >= 0 else f"2**{exponent}"
+    return f"{limit:g}" if isinstance(limit, float) else str(limit)
+
+
+def at_most(name: str, value: int | float, limit: int | float, why: str = "") -> None:
+    """Raise ValueError when ``value > limit``: "{name} must be <= {limit} ({why}); got {value}". For the
+    sizes and scalings a user passes, checked before any work so that a huge one is refused at once."""
+    if value > limit:
+        reason = f" ({why})" if why else ""
+        given = repr(value) if len(repr(value)) <= 40 else f"an integer of {len(str(value))} digits"
+        raise ValueError(f"{name} must be <= {power_text(limit)}{reason}; got {given}")
+
+
 #: The widest encoding posenc computes: far beyond any model (the widest in use are ~16k), and small enough
 #: that the frequency constants (one ~250-bit product per frequency) take well under a second.
 MAX_D_MODEL = 2**20

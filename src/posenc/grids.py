@@ -21,6 +21,11 @@ import numpy.typing as npt
 from . import _validate, core
 from .defaults import BASE, ODD, SCALE, SHIFT
 
+#: The most cells (tokens) of a grid: as many as the positions of one table (2**31); images and videos in
+#: use have at most millions. Checked before any allocation, with the axes at most :data:`MAX_AXES`.
+MAX_CELLS = _validate.MAX_POSITION
+MAX_AXES = 32
+
 __all__ = [
     "diffusers_2d",
     "diffusers_3d",
@@ -64,6 +69,8 @@ def grid(
     """
     if isinstance(shape, int | np.integer) or not hasattr(shape, "__iter__") or isinstance(shape, str):
         raise TypeError(f"shape must be a sequence of axis sizes, e.g. (H, W); got {shape!r}")
+    if hasattr(shape, "__len__"):
+        _validate.at_most("the number of axes of shape", len(shape), MAX_AXES, "an image has 2, a video 3")
     shape = tuple(_validate.integer("shape", s, minimum=1) for s in shape)
     if not shape:
         raise ValueError("shape must have at least one axis, e.g. (H, W); got ()")
@@ -91,6 +98,7 @@ def grid(
     for width in set(widths):  # every block's options (base, shift, scale), before any allocation
         core.frequencies(width, base=base, shift=shift, scale=scale, odd=odd)
     out_dtype = np.dtype(np.float32) if dtype is None else _validate.dtype(dtype)
+    _cells("shape", shape)
     if positions is None and max(shape) > _validate.MAX_POSITION:
         raise ValueError(
             f"shape must have axes of at most 2**31 = {_validate.MAX_POSITION} cells (the positions "
@@ -145,6 +153,19 @@ def _axis_positions(shape: tuple[int, ...], positions: Sequence[npt.ArrayLike] |
             raise type(error)(f"positions[{axis}]: {error}") from None
         result.append(array)
     return result
+
+
+def _cells(name: str, sizes: tuple[int, ...]) -> None:
+    """Refuse sizes (from the argument ``name``) of more than :data:`MAX_CELLS` cells in all."""
+    cells = math.prod(sizes)
+    if cells > MAX_CELLS:
+        shown = " × ".join(map(str, sizes))
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        count = f"{cells:.3g}" if cells < 10**300 else f"about 10**{len(str(cells)) - 1}"
+        raise ValueError(
+            f"{name}: a grid of shape {shown} = {count} cells is too large; a grid must have at most 2**31 = "
+            f"{MAX_CELLS} cells (images and videos in use have millions)"
+        )
 
 
 def _sequence(name: str, value: Any, example: str) -> Sequence[Any]:
@@ -229,7 +250,9 @@ def mae_2d(
     """
     embed_dim = _width("embed_dim", embed_dim, 4)
     size = _validate.integer("grid_size", grid_size, minimum=1)
-    _validate.fits_in_memory((size * size + (1 if cls_token else 0), embed_dim), _validate.dtype(dtype))
+    out_dtype = _validate.dtype(dtype)
+    _cells("grid_size", (size, size))
+    _validate.fits_in_memory((size * size + (1 if cls_token else 0), embed_dim), out_dtype)
     values = grid((size, size), embed_dim, order=(1, 0), dtype=dtype).reshape(size * size, -1)
     return _with_extra_rows(values, 1 if cls_token else 0)
 
@@ -264,7 +287,10 @@ def diffusers_2d(
             f"base_size must be > 0 (the side the model was trained at, e.g. 16); got {base_size!r}"
         )
     scale = _positive("interpolation_scale", interpolation_scale, "pass e.g. 1.0 (no interpolation)")
-    _validate.fits_in_memory((h * w + extra, embed_dim), _validate.dtype(dtype))
+    out_dtype = _validate.dtype(dtype)
+    _cells("grid_size", (h, w))
+    _validate.at_most("extra_tokens", extra, MAX_CELLS, "rows of zeros before the grid's")
+    _validate.fits_in_memory((h * w + extra, embed_dim), out_dtype)
     names = "grid_size, base_size and interpolation_scale"
     pos_h = _scaled_arange(h, [h / base, scale], names)
     pos_w = _scaled_arange(w, [w / base, scale], names)
@@ -296,7 +322,9 @@ def diffusers_3d(
     t = _validate.integer("temporal_size", temporal_size, minimum=1)
     spatial = _positive("spatial_interpolation_scale", spatial_interpolation_scale, "pass e.g. 1.0")
     temporal = _positive("temporal_interpolation_scale", temporal_interpolation_scale, "pass e.g. 1.0")
-    _validate.fits_in_memory((t, h * w, embed_dim), _validate.dtype(dtype))
+    out_dtype = _validate.dtype(dtype)
+    _cells("temporal_size and spatial_size", (t, h, w))
+    _validate.fits_in_memory((t, h * w, embed_dim), out_dtype)
     positions = (
         _scaled_arange(t, [temporal], "temporal_size and temporal_interpolation_scale"),
         _scaled_arange(h, [spatial], "spatial_size and spatial_interpolation_scale"),

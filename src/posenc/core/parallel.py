@@ -2,11 +2,12 @@
 
 The work of :func:`run_blocks` is any function of a row range ``(lo, hi)``; NumPy and the compiled kernels
 release the GIL, so the blocks run in parallel. ``POSENC_NUM_THREADS`` sets the number of threads
-(:func:`threads`).
+(:func:`threads`), checked the same way by every call, small or large.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable
@@ -16,13 +17,17 @@ from typing import Any
 BLOCK = 1 << 16
 # Below this many sin/cos pairs a thread pool costs more than it saves.
 PARALLEL_ELEMENTS = 1 << 19
+#: The most threads ``POSENC_NUM_THREADS`` may ask for: far beyond any machine's cores, and a pool that
+#: still starts in milliseconds.
+MAX_THREADS = 1024
 
 
 def run_blocks(work: Callable[[int, int], None], total: int, step: int, *, elements: int) -> None:
     """Call ``work(lo, hi)`` over ``range(0, total, step)``, on all cores when the work (``elements``, in
     angle-addition elements) is large enough to pay for a thread pool."""
+    available = threads()  # every call, small or large: a bad POSENC_NUM_THREADS is refused by all alike
     bounds = [(lo, min(lo + step, total)) for lo in range(0, total, step)]
-    count = min(len(bounds), threads()) if elements >= PARALLEL_ELEMENTS else 1
+    count = min(len(bounds), available) if elements >= PARALLEL_ELEMENTS else 1
     if count <= 1:
         for lo, hi in bounds:
             work(lo, hi)
@@ -32,8 +37,14 @@ def run_blocks(work: Callable[[int, int], None], total: int, step: int, *, eleme
             work(lo, hi)
         return
     pool = _pool(count)
-    for future in [pool.submit(work, lo, hi) for lo, hi in bounds]:
-        future.result()
+    futures = [pool.submit(work, lo, hi) for lo, hi in bounds]
+    try:
+        for future in futures:
+            future.result()
+    except BaseException:  # a failing block, Ctrl-C or a signal: the blocks not started are dropped, so the
+        for future in futures:  # process does not go on computing (or wait at exit) for a request given up
+            future.cancel()
+        raise
 
 
 def _pool(count: int) -> Any:
@@ -63,12 +74,24 @@ _IN_POOL = threading.local()
 
 def threads() -> int:
     """The threads a large call runs on: ``POSENC_NUM_THREADS`` when set, else the cores this process may
-    run on."""
-    setting = os.environ.get("POSENC_NUM_THREADS", "").strip()
-    if setting:
-        if not setting.isdigit() or int(setting) < 1:
-            raise ValueError(
-                f"POSENC_NUM_THREADS must be a whole number >= 1; got {setting!r}; unset it to use every core"
-            )
-        return int(setting)
+    run on. The setting is validated once per value (cached): an invalid one raises the same ValueError on
+    every call; it is read at each call (a dictionary look-up), so that a test may change it."""
+    setting = _threads_setting(os.environ.get("POSENC_NUM_THREADS"))
+    if setting is not None:
+        return setting
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@functools.lru_cache(maxsize=16)
+def _threads_setting(value: str | None) -> int | None:
+    """``POSENC_NUM_THREADS`` as an int from 1 to :data:`MAX_THREADS`, None when unset or empty."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit() and len(text) <= 6) or not 1 <= int(text) <= MAX_THREADS:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ValueError(
+            f"POSENC_NUM_THREADS={shown!r} is not a thread count; set POSENC_NUM_THREADS to an integer "
+            f"from 1 to {MAX_THREADS}, or unset it (to use every core)"
+        )
+    return int(text)

@@ -35,8 +35,9 @@ from .parameters import (
     ROPE_TYPES,
     RopeParameters,
     _integer,
-    _real,
     _short,
+    check_head_dim,
+    check_partial_rotary_factor,
 )
 
 #: Legacy rope type names and the type they mean (Qwen2-VL's "mrope", early Phi-3's "su").
@@ -211,7 +212,8 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     prf = _first(rope, "partial_rotary_factor")
     if prf is None:
         prf = _first(cfg, "partial_rotary_factor", "rotary_pct")
-    prf = 1.0 if prf is None else _real("partial_rotary_factor", prf)
+    # checked before rotary_dim = int(head_dim * prf): 0 or 1e308 there would name rotary_dim, or overflow
+    prf = 1.0 if prf is None else check_partial_rotary_factor(prf)
 
     head_dim = _first(cfg, "qk_rope_head_dim", "head_dim")
     if (
@@ -226,7 +228,7 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
         hidden = _integer("hidden_size", hidden, minimum=1)
         heads = _integer("num_attention_heads", heads, minimum=1)
         head_dim = hidden // heads
-    head_dim = _integer("head_dim", head_dim, minimum=1)
+    head_dim = check_head_dim(head_dim)
     max_pos = cfg.get("max_position_embeddings")
 
     fields: dict[str, Any] = {name: rope.get(name) for name in PLAIN_SCALING_FIELDS}

@@ -55,8 +55,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import _validate
 from ..core.highprec import context, pi
-from .parameters import RopeParameters
+from .parameters import MAX_ATTENTION_SCALING, MAX_CONTEXT, RopeParameters
 
 #: Digits of the first try when rounding to float64 (a retry doubles them).
 _FLOAT_DIGITS = 40
@@ -64,6 +65,9 @@ _FLOAT_DIGITS = 40
 _MAX_FLOAT_DIGITS = 640
 #: The largest ``digits`` :func:`exact_inv_freq` accepts.
 MAX_DIGITS = 10000
+#: The range of a nonzero frequency θ_i: the bounds of :mod:`.parameters` keep every type within it
+#: (θ_i <= 2**20, θ_i >= 2**-186); a value outside it is refused, never rounded to inf or 0.
+MIN_FREQUENCY, MAX_FREQUENCY = Decimal(2) ** -1000, Decimal(2) ** 24
 
 
 class _Ambiguous(ArithmeticError):
@@ -143,6 +147,7 @@ def _check_seq_len(seq_len: Any) -> int | None:
         )
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1 (a sequence length) or None; got {seq_len}")
+    _validate.at_most("seq_len", seq_len, MAX_CONTEXT, "positions are below 2**31")
     return int(seq_len)
 
 
@@ -263,6 +268,13 @@ def _frequencies(p: RopeParameters, key: int | None) -> list[Decimal]:
         theta = _llama3(p, theta)
     elif kind == "yarn":
         theta = _yarn(p, theta, ln_base)
+    for i, t in enumerate(theta):  # the last guard: no frequency rounds to inf or 0 in float64
+        if t and not MIN_FREQUENCY <= t <= MAX_FREQUENCY:
+            raise ValueError(
+                f"the rotary parameters give the frequency θ_{i} = {float(t):.6g} (rope_type={kind!r}, "
+                f"rope_theta={p.base:g}, factor={p.factor}{'' if key is None else f', seq_len={key}'}), "
+                "outside the range 2**-1000 .. 2**24 posenc computes; check rope_theta and the scaling fields"
+            )
     return theta
 
 
@@ -338,11 +350,30 @@ def _scaling(p: RopeParameters, key: int | None) -> Decimal:
             return Decimal(1) if factor <= 1 else Decimal("0.1") * Decimal(weight) * factor.ln() + 1
 
         if p.mscale and p.mscale_all_dim:  # DeepSeek-V2/V3; transformers tests both for truth (0 is off)
-            return mscale(p.mscale) / mscale(p.mscale_all_dim)
-        return mscale(1)
+            top, bottom = mscale(p.mscale), mscale(p.mscale_all_dim)
+            if not top > 0 < bottom:
+                raise ValueError(
+                    "yarn's attention scaling (0.1·mscale·ln factor + 1) / (0.1·mscale_all_dim·ln factor "
+                    f"+ 1) has a term <= 0 with mscale={p.mscale}, mscale_all_dim={p.mscale_all_dim}, "
+                    f"factor={p.factor}; DeepSeek-V3 uses mscale = mscale_all_dim = 1"
+                )
+            return _in_range(top / bottom, "mscale, mscale_all_dim and factor", p)
+        return _in_range(mscale(1), "factor", p)
     # longrope: F = factor, or max_position_embeddings / original_max_position_embeddings (Phi-3)
     original = Decimal(p.original_max_position_embeddings)
     factor = Decimal(p.factor) if p.factor is not None else Decimal(p.max_position_embeddings) / original
     if factor <= 1:
         return Decimal(1)
-    return (1 + factor.ln() / original.ln()).sqrt()
+    scaling = (1 + factor.ln() / original.ln()).sqrt()
+    return _in_range(scaling, "factor and original_max_position_embeddings", p)
+
+
+def _in_range(scaling: Decimal, fields: str, p: RopeParameters) -> Decimal:
+    """``scaling`` if it lies in (0, :data:`MAX_ATTENTION_SCALING`]; else a ValueError naming ``fields``,
+    the fields of ``p`` that make it (the last guard: A·cos must stay finite in every dtype)."""
+    if not 0 < scaling <= MAX_ATTENTION_SCALING:
+        raise ValueError(
+            f"{fields} give {p.rope_type}'s attention scaling {float(scaling):.6g}, outside (0, 2**10] (it "
+            "multiplies cos and sin; models use ~1 to 2): check them"
+        )
+    return scaling

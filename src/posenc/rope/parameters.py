@@ -17,11 +17,27 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+from .. import _validate
+
 #: The rope types :mod:`posenc.rope` computes: transformers' ``ROPE_INIT_FUNCTIONS`` plus "default".
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
 
 #: The base transformers uses when a config gives no ``rope_theta`` (``default_theta``).
 DEFAULT_BASE = 10000.0
+
+#: Bounds, checked when the parameters are built (before any frequency is computed), far beyond any model but
+#: keeping every frequency θ_i and the attention scaling finite and normal in float64 (and cos/sin finite in
+#: every dtype): heads in use are at most 512 wide and the frequencies of a head of 2**16 take ~1 s;
+#: context lengths, like positions, are below 2**31; scaling factors in use are at most ~100, and factors
+#: within [2**-20, 2**20] keep θ_i <= 2**20 (so p·θ_i < 2**51); the base grows (dynamic NTK) at most by
+#: (2**20 · 2**31)**2, so θ_i >= 2**-186 for a base <= 2**64 (in use: up to ~1e9); attention scalings in
+#: use are ~1 to 2, and one <= 2**10 keeps A·cos finite even in float16.
+MAX_HEAD_DIM = 2**16
+MAX_CONTEXT = _validate.MAX_POSITION
+MAX_FACTOR = 2**20
+MIN_FACTOR = 2.0**-20
+MAX_BASE = 2**64
+MAX_ATTENTION_SCALING = 2**10
 
 #: The scaling fields a config's RoPE dict holds as they are (``beta_fast``, ``beta_slow``, ``truncate`` and
 #: ``original_max_position_embeddings`` have rules of their own: :mod:`posenc.rope.configs`).
@@ -135,14 +151,10 @@ def _check(p: RopeParameters) -> None:
             f"use one of {', '.join(ROPE_TYPES)}"
         )
     kind = p.rope_type
-    put("head_dim", _integer("head_dim", p.head_dim, minimum=1))
-    put("rotary_dim", _integer("rotary_dim", p.rotary_dim, minimum=1))
-    prf = _real("partial_rotary_factor", p.partial_rotary_factor)
-    if not 0.0 < prf <= 1.0:
-        raise ValueError(
-            f"partial_rotary_factor must lie in (0, 1] (the rotated fraction of a head); got {prf}"
-        )
+    put("head_dim", check_head_dim(p.head_dim))
+    prf = check_partial_rotary_factor(p.partial_rotary_factor)
     put("partial_rotary_factor", prf)
+    put("rotary_dim", _integer("rotary_dim", p.rotary_dim, minimum=0))
     expected = p.head_dim if kind == "proportional" else int(p.head_dim * prf)
     if p.rotary_dim != expected:
         raise ValueError(
@@ -158,12 +170,10 @@ def _check(p: RopeParameters) -> None:
     base = _real("rope_theta (base)", p.base)
     if not base > 1.0:
         raise ValueError(f"rope_theta (base) must be > 1; got {base} (usual values: 10000, 500000, 1000000)")
+    _validate.at_most("rope_theta (base)", base, MAX_BASE, "models use up to ~1e9")
     put("base", base)
     if p.max_position_embeddings is not None:
-        put(
-            "max_position_embeddings",
-            _integer("max_position_embeddings", p.max_position_embeddings, minimum=1),
-        )
+        put("max_position_embeddings", _context("max_position_embeddings", p.max_position_embeddings))
 
     used = _USED[kind]
     factor = p.factor
@@ -174,8 +184,12 @@ def _check(p: RopeParameters) -> None:
         )
     if factor is not None:
         factor = _real("factor", factor)
-        if kind == "proportional" and not factor > 0.0:
-            raise ValueError(f"factor must be > 0 for rope_type='proportional'; got {factor}")
+        if kind == "proportional" and not factor >= MIN_FACTOR:
+            raise ValueError(
+                f"factor must be >= 2**-20 for rope_type='proportional' (it divides every frequency); "
+                f"got {factor}"
+            )
+        _validate.at_most("factor", factor, MAX_FACTOR, "scaling factors in use are at most ~100")
         if kind != "proportional" and factor < 1.0:
             raise ValueError(
                 f"factor must be >= 1 for rope_type={kind!r} (it stretches the context by that much); got "
@@ -184,7 +198,7 @@ def _check(p: RopeParameters) -> None:
         put("factor", factor)
     original = p.original_max_position_embeddings
     if original is not None:
-        original = _integer("original_max_position_embeddings", original, minimum=1)
+        original = _context("original_max_position_embeddings", original)
         put("original_max_position_embeddings", original)
     elif "original_max_position_embeddings" in used:
         raise ValueError(
@@ -210,8 +224,24 @@ def _check(p: RopeParameters) -> None:
         raise ValueError(
             f"attention_factor must be > 0 (it multiplies cos and sin); got {p.attention_factor}"
         )
-    put("beta_fast", _real("beta_fast", p.beta_fast))
-    put("beta_slow", _real("beta_slow", p.beta_slow))
+    if p.attention_factor is not None:
+        _validate.at_most(
+            "attention_factor",
+            p.attention_factor,
+            MAX_ATTENTION_SCALING,
+            "it multiplies cos and sin: ~1 to 2",
+        )
+    for name in ("mscale", "mscale_all_dim"):
+        value = getattr(p, name)
+        if value is not None and abs(value) > MAX_FACTOR:
+            raise ValueError(f"{name} must lie in [-2**20, 2**20] (models use ~0.7 to 1); got {value}")
+    for name in ("low_freq_factor", "high_freq_factor"):
+        if getattr(p, name) is not None:
+            _validate.at_most(name, getattr(p, name), MAX_FACTOR, "Llama 3.1 uses 1 and 4")
+    for name in ("beta_fast", "beta_slow"):
+        value = _real(name, getattr(p, name))
+        _validate.at_most(name, value, MAX_FACTOR, "rotations over the original context; usual: 32 and 1")
+        put(name, value)
     if not isinstance(p.truncate, bool):
         raise TypeError(f"truncate must be true or false; got {p.truncate!r}")
     if kind == "yarn" and not 0.0 < p.beta_slow <= p.beta_fast:
@@ -250,6 +280,12 @@ def _check(p: RopeParameters) -> None:
             bad = [i for i, x in enumerate(numbers_) if not x > 0.0]
             if bad:
                 raise ValueError(f"{name} must hold positive numbers; {name}[{bad[0]}] = {numbers_[bad[0]]}")
+            bad = [i for i, x in enumerate(numbers_) if not MIN_FACTOR <= x <= MAX_FACTOR]
+            if bad:
+                raise ValueError(
+                    f"{name} must hold numbers from 2**-20 to 2**20 (each divides a frequency; Phi-3's "
+                    f"lie in 1 .. ~100); {name}[{bad[0]}] = {numbers_[bad[0]]}"
+                )
             put(name, numbers_)
         if p.factor is None and p.attention_factor is None and p.max_position_embeddings is None:
             raise ValueError(
@@ -265,8 +301,13 @@ def _check(p: RopeParameters) -> None:
 
     if p.mrope_section is not None:
         section = p.mrope_section
-        if isinstance(section, str | bytes | Mapping) or not hasattr(section, "__iter__"):
+        if isinstance(section, str | bytes | Mapping) or not hasattr(section, "__len__"):
             raise TypeError(f"mrope_section must be a list of ints like [16, 24, 24]; got {_short(section)}")
+        if len(section) > 3:
+            raise ValueError(
+                f"mrope_section must have at most 3 entries (time, height, width), like [16, 24, 24]; got "
+                f"{len(section)}: {_short(section)}"
+            )
         section = tuple(_integer(f"mrope_section[{i}]", x, minimum=0) for i, x in enumerate(section))
         if not section or sum(section) != p.rotary_dim // 2:
             raise ValueError(
@@ -279,6 +320,30 @@ def _check(p: RopeParameters) -> None:
         raise TypeError(f"mrope_interleaved must be true or false; got {p.mrope_interleaved!r}")
     if p.mrope_interleaved and p.mrope_section is None:
         raise ValueError("mrope_interleaved=True needs mrope_section (how many frequencies each axis takes)")
+
+
+def check_head_dim(value: Any) -> int:
+    """The head width: an integer from 1 to :data:`MAX_HEAD_DIM`."""
+    result = _integer("head_dim", value, minimum=1)
+    _validate.at_most("head_dim", result, MAX_HEAD_DIM, "the widest heads in use have 512 features")
+    return result
+
+
+def check_partial_rotary_factor(value: Any) -> float:
+    """``partial_rotary_factor``: a real number in (0, 1], the rotated fraction of a head."""
+    prf = _real("partial_rotary_factor", value)
+    if not 0.0 < prf <= 1.0:
+        raise ValueError(
+            f"partial_rotary_factor must lie in (0, 1] (the rotated fraction of a head); got {prf}"
+        )
+    return prf
+
+
+def _context(name: str, value: Any) -> int:
+    """A context length: an integer from 1 to :data:`MAX_CONTEXT` (positions are below 2**31)."""
+    result = _integer(name, value, minimum=1)
+    _validate.at_most(name, result, MAX_CONTEXT, "positions are below 2**31")
+    return result
 
 
 def _integer(name: str, value: Any, *, minimum: int) -> int:

@@ -49,8 +49,15 @@ def cos_sin(
     check_request(params, layout, raw.shape)
     sections = params.mrope_section
     law = _law(params, _effective_seq_len(params, raw, seq_len))
+    _validate.fits_in_memory((3, *raw.shape, params.rotary_dim), dt)  # rows, then cos and sin
     sin, cos = explicit.sin_cos(raw, law, dt)
     rows = np.concatenate([sin, cos], -1)
+    if not np.isfinite(rows).all():
+        # the last guard (the parameters' bounds keep θ_i and A finite): never a table of inf or NaN
+        raise ValueError(
+            f"the rotary parameters (rope_type={params.rope_type!r}, rope_theta={params.base:g}) give a "
+            f"non-finite cos/sin in {dt.name}; check the attention scaling and the scaling fields"
+        )
     return arrange(_NUMPY, rows, sin.shape[-1], sections, params.mrope_interleaved, layout)
 
 

@@ -23,7 +23,7 @@ from ..core import encode, frequencies, table
 from ..core.options import frequency_options, takes_options
 from ..core.parallel import run_blocks
 from ..defaults import ODD, SCALE
-from ._work import ELEMENTS, Rows, RowStats, fresh, row_stats
+from ._work import ELEMENTS, MAX_WORK, Rows, RowStats, check_memory, fresh, row_stats
 from .criteria import CRITERIA, Evidence
 from .encodings import builder, check_compute
 from .hashes import key_hashes, refine_hashes
@@ -97,6 +97,7 @@ def check(
         raise ValueError(
             f"length must be <= 2**30 (the check also encodes positions up to 2 * length); got {length}"
         )
+    _check_size(length, _validate.d_model(d_model))  # before d_model's constants (~0.5 s at 2**20)
     compute = check_compute(compute)
     dt = _validate.dtype(dtype)
     # validates d_model, base, shift, scale and odd before any work
@@ -117,6 +118,24 @@ def check(
     kept = len(rows.stored) == length
     notes = sampling_notes(length, d_model, whole, block=_block_rows(d_model), kept=kept)
     return Report(_checked(length, d_model, setting, compute), tuple(criteria), notes)
+
+
+#: Bytes of working memory per position checked: a hash (16 bytes) and max |value| (8) for each of the 2L
+#: positions encoded, a norm and a distance (8 each) for each of the first L.
+ROW_BYTES = 2 * (16 + 8) + 8 + 8
+
+
+def _check_size(length: int, d_model: int) -> None:
+    """Refuse, before any allocation, a check of more than :data:`~posenc.see._work.MAX_WORK` values
+    (2 · length · d_model: positions 0 .. 2L - 1 are encoded) or more working memory than is available."""
+    work = 2 * length * d_model
+    if work > MAX_WORK:
+        raise ValueError(
+            f"length={length} with d_model={d_model} asks for 2 · length · d_model = {work:.3g} values, "
+            f"more than the 2**36 = {MAX_WORK:.3g} (about ten minutes of work) that one check computes; "
+            "lower length"
+        )
+    check_memory(f"length={length}", length * ROW_BYTES, "lower length")
 
 
 #: Positions 0 .. L - 1 are kept in memory (not computed again when read) when they take at most this.

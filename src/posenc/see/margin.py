@@ -18,7 +18,7 @@ import numpy as np
 from .. import _validate
 from ..core import encode, frequencies, table
 from ..core.options import frequency_options, takes_options
-from ._work import Rows, chunks
+from ._work import Rows, check_memory, chunks, span
 from .properties import closed_form_distance, split_pairs
 from .rounding import row_error_bound
 
@@ -66,6 +66,7 @@ def uniqueness_margin(
     >>> print(f"{m.distance:.4f}, offset {m.b - m.a}")  # neighbours: every offset-1 pair is this far apart
     3.7143, offset 1
     """
+    length, start = span("length", length, start, d_model, options)  # before the table is allocated
     rows = table(length, d_model, start=start, **options)
     eps = row_error_bound(rows.dtype, rows.shape[1], options["odd"])
     return closest_pair(rows, start, eps, **frequency_options(options))
@@ -111,6 +112,10 @@ def distance_lower_bounds(
     fastest pairs alone (float64 cosines, less their rounding), and only the offsets whose bound is then
     at most ``within`` get the bound over all n pairs; the others keep a looser bound, above ``within``.
     """
+    count = _validate.integer("count", count, minimum=0)
+    _validate.at_most("count", count, _validate.MAX_POSITION, "offsets between positions below 2**31")
+    d_model = _validate.d_model(d_model)
+    check_memory(f"count={count}", 8 * count, "lower count")
     n = d_model // 2
     out = np.empty(count)
     if count * n <= TIGHT_WORK or not math.isfinite(within):

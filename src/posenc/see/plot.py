@@ -24,6 +24,7 @@ by ``posenc plot`` to these functions: the one list of the figures.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,12 @@ from .rope_figures import rope_error, rope_wavelengths
 
 #: The d_model every figure draws unless told otherwise (the paper's; tutorials draw it too).
 D_MODEL = 512
+#: The most values (positions × d_model) one figure computes: ~1 s of work, far more than a figure can show.
+MAX_FIGURE_VALUES = 1 << 26
+#: The most positions of a dot-product heatmap (it draws length² cells).
+MAX_DOT_POSITIONS = 1 << 12
+#: The most panels (positions, pairs) or reference positions one figure draws.
+MAX_PANELS = 64
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -81,6 +88,7 @@ def heatmap(
     """
     if view not in HEATMAP_VIEWS:
         raise ValueError(f"view must be one of {', '.join(map(repr, HEATMAP_VIEWS))}; got {view!r}")
+    _figure_size(length, d_model)
     values = table(length, d_model, start=start, **options)
     n = int(d_model) // 2
     if view == "grouped":
@@ -140,6 +148,9 @@ def dot_product_heatmap(
     >>> figure.axes[0].texts[1].get_text()  # PE(0)·PE(1), d_model = 512
     '249.1'
     """
+    _validate.at_most(
+        "length", _figure_size(length, d_model), MAX_DOT_POSITIONS, "the heatmap has length² cells"
+    )
     values = table(length, d_model, start=start, **options)
     dots = dot_products(values)
     figure = new_figure(7, 6)
@@ -198,7 +209,7 @@ def sinusoids(
     dims = _validate.integer("dims", dims, minimum=1)
     if dims > count:
         raise ValueError(f"dims must be <= d_model // 2 = {count} (one per frequency); got {dims}")
-    positions = list(positions)
+    positions = _panels("positions", positions)
     if not positions:
         raise ValueError("positions must name at least one position; got an empty sequence")
     values = encode(positions, d_model, **options, layout="sin_cos", dtype="float64")[:, :dims]
@@ -251,9 +262,10 @@ def waves(
     n = int(d_model) // 2  # the (sin, cos) pairs: an odd width's last column is not one
     if pairs is None:
         pairs = sorted({0, n // 8, n // 4, n // 2, 3 * n // 4})
-    pairs = [_validate.integer("pairs", i, minimum=0) for i in pairs]
+    pairs = [_validate.integer("pairs", i, minimum=0) for i in _panels("pairs", pairs)]
     if not pairs or max(pairs) >= n:
         raise ValueError(f"pairs must be pair indices in 0 .. {n - 1} (d_model // 2 - 1); got {pairs}")
+    _figure_size(length, d_model)
     values = table(length, d_model, start=start, **options, dtype="float64")
     sin_columns, cos_columns = pair_columns(options["layout"], len(omegas))
     figure = new_figure(8, math.ceil(2.6 * len(pairs) + 3) / 2)  # 8 in tall for five pairs
@@ -311,9 +323,10 @@ def similarity(
     >>> len(similarity(length=20, d_model=16, references=(0, 7)).axes[0].lines)  # closed form, 2 p, zero
     4
     """
-    length = _validate.integer("length", length, minimum=1)
-    offsets = np.arange(length + 1)
     frequencies(d_model, **frequency_options(options))  # validates before any drawing
+    length = _figure_size(length, d_model, minimum=1, extra=1)
+    references = _panels("references", references)
+    offsets = np.arange(length + 1)
     n = int(d_model) // 2
     closed = closed_form_dot_product(offsets, d_model, **frequency_options(options)) / n
     figure = new_figure(8, 5)
@@ -361,8 +374,8 @@ def collisions(
     >>> [t.get_text() for t in figure.axes[0].texts]  # the usual bfloat16 code repeats from 257
     ['257']
     """
-    length = _validate.integer("length", length, minimum=2)
-    names = [_dtype_name(dt) for dt in dtypes]
+    length = _figure_size(length, d_model, minimum=2)
+    names = [_dtype_name(dt) for dt in _panels("dtypes", dtypes)]
     if not names:
         raise ValueError("dtypes must name at least one dtype; got an empty sequence")
     exact = table(length, d_model, **options, dtype="float64")
@@ -454,3 +467,33 @@ def _options_line(base: float, shift: float, scale: float, layout: str, odd: str
 def _times(scale: float) -> str:
     """``scale`` as a factor in a formula: nothing for the default scale 1."""
     return "" if scale == SCALE else f"{scale:g}·"
+
+
+def _figure_size(length: Any, d_model: Any, *, minimum: int = 0, extra: int = 0) -> int:
+    """``length`` (an integer >= ``minimum``), checked before any work: its table of (length + ``extra``)
+    × d_model values must be at most :data:`MAX_FIGURE_VALUES`."""
+    length = _validate.integer("length", length, minimum=minimum)
+    _validate.at_most("length", length, _validate.MAX_POSITION, "positions are below 2**31")
+    width = _validate.d_model(d_model)
+    values = (length + extra) * width
+    if values > MAX_FIGURE_VALUES:
+        raise ValueError(
+            f"length={length} with d_model={width} asks a figure for {values:.3g} values, more than the "
+            f"2**26 = {MAX_FIGURE_VALUES} one figure computes (far more than it can show); "
+            "lower length or d_model"
+        )
+    return length
+
+
+def _panels(name: str, values: Any) -> list[Any]:
+    """``values`` as a list of at most :data:`MAX_PANELS` items (one panel or one series each), read no
+    further than that."""
+    if isinstance(values, str) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name} must be a list; got {values!r}")
+    items = list(itertools.islice(values, MAX_PANELS + 1))
+    if len(items) > MAX_PANELS:
+        count = len(values) if hasattr(values, "__len__") else f"more than {MAX_PANELS}"
+        raise ValueError(
+            f"{name} must have at most {MAX_PANELS} entries (one figure draws them all); got {count}"
+        )
+    return items

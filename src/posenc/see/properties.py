@@ -220,6 +220,7 @@ def shift_error(
     True
     """
     k = _validate.integer("k", k, minimum=-(_validate.MAX_POSITION - 1))
+    length, start = span("length", length, start, d_model, options)  # before M_k is built
     m = shift_matrix(k, d_model, **options)
     here = table(length, d_model, start=start, **options, dtype="float64")
     there = table(length, d_model, start=start + k, **options, dtype="float64")
@@ -280,6 +281,7 @@ def length_consistent(length: int, d_model: int, *, start: int = 0, **options: U
     >>> length_consistent(100, 64, dtype="bfloat16")
     True
     """
+    length, start = span("length", length, start, d_model, options)
     short = table(length, d_model, start=start, **options)
     return same_bits(short, table(2 * length, d_model, start=start, **options)[:length])
 
@@ -293,6 +295,7 @@ def recomputes_identically(
     >>> recomputes_identically(100, 64)
     True
     """
+    length, start = span("length", length, start, d_model, options)
     first = table(length, d_model, start=start, **options)
     return differing_values(first, start, d_model, options) == 0
 

@@ -40,6 +40,9 @@ SCALINGS = ("default", "linear", "dynamic", "yarn", "llama3")
 
 #: The head width of :func:`rope_error` (Llama's).
 ERROR_HEAD_DIM = 128
+#: The most positions :func:`rope_error` samples (bands × per_band; 800 by default): each costs an exact
+#: cos/sin row, and a figure shows a few hundred points.
+MAX_SAMPLES = 1 << 16
 
 #: The contenders of :func:`rope_error`, in the order drawn.
 CONTENDERS = ("float32 angles", "bfloat16 cache", "bfloat16 inv_freq", "posenc float32")
@@ -233,6 +236,7 @@ def rope_error_positions(length: int = 131072, *, bands: int = 200, per_band: in
     """
     edges = _band_edges(length, bands)
     per_band = _validate.integer("per_band", per_band, minimum=1)
+    _validate.at_most("bands × per_band", (len(edges) - 1) * per_band, MAX_SAMPLES, "positions sampled")
     chosen = [
         np.linspace(lo, hi, per_band + 1)[1:] if hi > lo else [lo] for lo, hi in itertools.pairwise(edges)
     ]
@@ -268,6 +272,7 @@ def rope_error_values(
     positions = np.asarray(positions, dtype=np.int64)
     if positions.ndim != 1 or positions.size == 0:
         raise ValueError(f"positions must be a non-empty 1-d array of positions; got shape {positions.shape}")
+    _validate.at_most("the number of positions", positions.size, MAX_SAMPLES, "one exact cos/sin row each")
     n, d = params.n_frequencies, params.rotary_dim
     bfloat16 = _validate.dtype("bfloat16")
 
@@ -387,5 +392,7 @@ def _float32_cos_sin(positions: np.ndarray, inv_freq32: np.ndarray) -> tuple[np.
 def _band_edges(length: int, bands: int) -> np.ndarray:
     """``bands + 1`` log-spaced edges from 1 to length - 1 (float64)."""
     length = _validate.integer("length", length, minimum=2)
+    _validate.at_most("length", length, _validate.MAX_POSITION, "positions 1 .. length - 1 are below 2**31")
     bands = _validate.integer("bands", bands, minimum=1)
+    _validate.at_most("bands", bands, MAX_SAMPLES, "positions sampled")
     return np.geomspace(1, length - 1, bands + 1) if length > 2 else np.ones(bands + 1)

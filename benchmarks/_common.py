@@ -34,13 +34,13 @@ Target = tuple[str, float, str, bool]
 
 
 def target(name: str, ratio: float, bar: str) -> Target:
-    """A target of the speed issue: ``bar`` is "<= x" or ">= x"."""
+    """A speed target: ``bar`` is "<= x" or ">= x"."""
     limit = float(bar.split()[1])
     return name, ratio, bar, ratio <= limit if bar.startswith("<=") else ratio >= limit
 
 
 def print_targets(targets: list[Target]) -> None:
-    print("\ntargets (issue 6)")
+    print("\ntargets: each ratio against its bar")
     for name, ratio, bar, met in targets:
         print(f"  {name:44} {ratio:8.2f}x  bar {bar:5}  {'met' if met else 'NOT met'}")
 

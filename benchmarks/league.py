@@ -36,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))  # this checkout's posenc
 
 import posenc
-from posenc.see.hashes import earliest_equal, row_hashes
+from posenc.analysis.hashes import earliest_equal, row_hashes
 
 D, HEAD, THETA = 512, 128, 500000.0
 UPTO = (4096, 32768, 131072, 1 << 20)

@@ -12,7 +12,7 @@ long context (131072 - seq .. 131072). posenc's fused apply (``posenc.torch.appl
 computed inside the rotation by one Triton kernel, no table) is measured on CUDA with triton installed (its
 first call compiles the kernel, outside the timed runs); elsewhere its row reads "—".
 
-The JSON records each row's ``ratio_to_hf`` and ``ratio_to_floor``; ``bars`` says whether issue 16's bars are
+The JSON records each row's ``ratio_to_hf`` and ``ratio_to_floor``; ``bars`` says whether the bars are
 met (posenc fused ≤ 1.0× Hugging Face's tables + apply, ≤ 1.5× the floor; ``met`` is null where the fused
 row was not measured); ``fused_bitwise`` whether the fused apply gave the bits of the unfused one
 (``apply_rotary`` with float32 exact cos/sin) on these q, k, and which path ran.
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-#: Issue 16's bars for the fused apply: (name, the row's ratio it reads, the largest ratio that meets it).
+#: The bars for the fused apply: (name, the row's ratio it reads, the largest ratio that meets it).
 BARS = (
     ("posenc fused <= 1.0x hf tables + apply", "ratio_to_hf", 1.0),
     ("posenc fused <= 1.5x memory floor", "ratio_to_floor", 1.5),

@@ -8,7 +8,7 @@ with min/max, the ratio to posenc and each table's largest error against the exa
 PyTorch tutorial's formula (float32, torch, 2 threads), the positional-encodings package, transformers'
 fairseq-style ``get_embedding`` (M2M100), a plain float64 NumPy version rounded to float32, posenc without its
 compiled kernels (NumPy only, as where no C compiler was found at install), and the floors:
-a fill of a fresh array and of an existing (pre-touched) one. Then the issue's targets, each with its ratio,
+a fill of a fresh array and of an existing (pre-touched) one. Then the speed targets, each with its ratio,
 and the start-up costs: ``import posenc`` and ``posenc table 5 4``.
 """
 
@@ -95,7 +95,7 @@ def run_size(length: int, d_model: int, repeat: int) -> dict[str, dict[str, floa
 
 
 def targets(results: dict[str, dict[str, dict[str, float]]]) -> list[Target]:
-    """(target, measured ratio, bar, met) for each size, as issue 6 states them."""
+    """(target, measured ratio, bar, met) for each size."""
     found = []
     for size, rows in results.items():
         ours, out = rows["posenc.table"]["median_s"], rows["posenc.table(out=)"]["median_s"]

@@ -62,7 +62,8 @@ nitpick_ignore_regex = [
     ),
 ]
 
-# The modules of the reference, one page each (docs/api/<name>.rst); the names in their __all__ are public.
+# The modules of the reference, one page each (docs/api/<name>.rst; posenc.analysis.plot is on the page of
+# posenc.analysis); the names in their __all__ are public.
 PUBLIC_MODULES = [
     "posenc.torch",
     "posenc.jax",
@@ -72,12 +73,12 @@ PUBLIC_MODULES = [
     "posenc.grids",
     "posenc.positions",
     "posenc.sharding",
-    "posenc.torch_sharding",
+    "posenc.torch.sharding",
     "posenc.porting",
     "posenc.audit",
     "posenc.testing",
     "posenc.analysis",
-    "posenc.plot",
+    "posenc.analysis.plot",
 ]
 # posenc's own page documents only these (its other names are the submodules and their functions).
 TOP_LEVEL = ["encode", "frequencies", "table"]
@@ -140,7 +141,7 @@ def _candidates(node: Any) -> list[str]:
 
 
 def _resolve_private(app: Any, env: Any, node: Any, contnode: Any) -> Any:
-    """Docstrings name objects where they are defined (``posenc.see.check.check``, ``posenc.core``, a
+    """Docstrings name objects where they are defined (``posenc.analysis.check.check``, ``posenc.core``, a
     relative ``:mod:`targets```); the reference documents them where they are public. Link such a reference
     to the public name of the same object; render it as plain text when the object exists but is private.
     A name that does not exist at all still fails the build."""
@@ -152,7 +153,7 @@ def _resolve_private(app: Any, env: Any, node: Any, contnode: Any) -> Any:
         if _lookup(candidate) is _MISSING:
             continue
         parts = candidate.split(".")
-        # the longest public prefix: posenc.see.report.Report.passed -> posenc.analysis.Report.passed
+        # the longest public prefix: posenc.analysis.report.Report.passed -> posenc.analysis.Report.passed
         for cut in range(len(parts), 0, -1):
             head = _lookup(".".join(parts[:cut]))
             if head is not _MISSING and id(head) in public:

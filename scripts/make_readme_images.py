@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from posenc import plot
+from posenc.analysis import plot
 
 FOLDER = Path(__file__).resolve().parent.parent / "docs" / "images"
 WIDEST = 880  # pixels

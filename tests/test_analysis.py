@@ -1,10 +1,12 @@
-"""posenc.analysis (the code lives in posenc.see): closed forms against mpmath and a worked example's
+"""posenc.analysis: NumPy only on import; closed forms against mpmath and a worked example's
 numbers, Toeplitz structure at float64 noise level, the shift matrix M_k, uniqueness against brute force,
 collision horizons per dtype."""
 
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -19,7 +21,17 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc import analysis
-from posenc.see.hashes import row_hashes
+from posenc.analysis.hashes import row_hashes
+
+
+def test_import_analysis_loads_numpy_only() -> None:
+    """``import posenc.analysis`` (and reading posenc.analysis.plot.KINDS) loads NumPy, never matplotlib or a
+    framework: the figures import matplotlib when one is drawn."""
+    loaded = "sorted(m for m in ('numpy', 'torch', 'jax', 'matplotlib') if m in sys.modules)"
+    code = f"import sys, posenc.analysis; print({loaded}); import posenc.analysis.plot; print({loaded})"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split("\n")[:2] == ["['numpy']", "['numpy']"]
+
 
 # --- closed forms and a worked example's numbers --------------------------------------------------
 

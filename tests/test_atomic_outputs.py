@@ -1,5 +1,5 @@
-"""Every file posenc writes appears whole or not at all (issue 29): :mod:`posenc.atomic` itself, and each
-writer that uses it (``posenc table/rope --output``, :func:`posenc.see.figures.save`,
+"""Every file posenc writes appears whole or not at all: :mod:`posenc.atomic` itself, and each
+writer that uses it (``posenc table/rope --output``, :func:`posenc.analysis.plot.save`,
 :meth:`AuditReport.to_html`) with its write failing midway, in this process. The same faults against a
 real ``posenc`` process (signals, ``ulimit -f``, closed pipes) are in tests/test_fault_injection.py."""
 
@@ -248,7 +248,7 @@ def test_json_of_finite_values_still_reads_back() -> None:
 
 @pytest.fixture(scope="module")
 def figure() -> Any:
-    from posenc.see.plot import heatmap
+    from posenc.analysis.plot import heatmap
 
     return heatmap(length=8, d_model=16)
 
@@ -257,19 +257,19 @@ def figure() -> Any:
 def test_save_failing_midway_keeps_the_old_figure(
     figure: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
 ) -> None:
-    from posenc.see import figures
+    from posenc.analysis import plot
 
     path = tmp_path / f"fig{suffix}"
     path.write_bytes(OLD)
-    real = figures.atomic_save
-    monkeypatch.setattr(figures, "atomic_save", lambda p, write: real(p, lambda s: write(_FullDisk(s))))
+    real = plot.atomic_save
+    monkeypatch.setattr(plot, "atomic_save", lambda p, write: real(p, lambda s: write(_FullDisk(s))))
     with pytest.raises(OSError) as caught:
-        figures.save(figure, path)
+        plot.save(figure, path)
     assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(path))
     assert path.read_bytes() == OLD
     assert _leftovers(tmp_path, path.name) == []
     monkeypatch.undo()
-    assert figures.save(figure, tmp_path / f"new{suffix}").stat().st_size > 1000  # unpatched: whole
+    assert plot.save(figure, tmp_path / f"new{suffix}").stat().st_size > 1000  # unpatched: whole
 
 
 def test_save_reports_the_write_error_that_matplotlib_hides(
@@ -277,7 +277,7 @@ def test_save_reports_the_write_error_that_matplotlib_hides(
 ) -> None:
     """matplotlib's PDF writer, failing to write, fails again on closing with an AttributeError: save()
     raises the OSError itself, naming the file (``posenc plot -o x.pdf`` on a full disk: one line)."""
-    from posenc.see import figures
+    from posenc.analysis import plot
 
     def savefig(self: Any, stream: Any, **options: Any) -> None:
         stream.write(b"%PDF-1.4 partial")
@@ -290,7 +290,7 @@ def test_save_reports_the_write_error_that_matplotlib_hides(
     path.write_bytes(OLD)
     monkeypatch.setattr(type(figure), "savefig", savefig)
     with pytest.raises(OSError) as caught:
-        figures.save(figure, path)
+        plot.save(figure, path)
     assert describe(caught.value) == f"cannot write {path}: File too large"
     assert path.read_bytes() == OLD
     assert _leftovers(tmp_path, "fig.pdf") == []

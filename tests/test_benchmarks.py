@@ -20,7 +20,7 @@ def _run(script: str, *args: str) -> str:
 def test_table_benchmark_reports_ratios_errors_and_targets(tmp_path):
     args = ["--sizes", "64x32,512x512", "--repeat", "1", "--json", str(tmp_path / "t.json")]
     out = _run("run.py", *args)
-    assert "targets (issue 6)" in out and "import posenc:" in out
+    assert "targets: each ratio against its bar" in out and "import posenc:" in out
     document = json.loads((tmp_path / "t.json").read_text())
     results = document["results"]["64x32"]
     assert results["posenc.table"]["max_error"] <= 2.0**-24  # exact: float32 rounding only
@@ -44,7 +44,7 @@ def test_forward_benchmark_reports_ratios(tmp_path):
         str(tmp_path / "f.json"),
     ]
     out = _run("forward.py", *args)
-    assert "targets (issue 6)" in out and "forward train: speed-up over the tutorial" in out
+    assert "targets: each ratio against its bar" in out and "forward train: speed-up over the tutorial" in out
     document = json.loads((tmp_path / "f.json").read_text())
     results = document["results"]
     assert len(document["targets"]) == 4 and all(isinstance(t[3], bool) for t in document["targets"])
@@ -54,7 +54,7 @@ def test_forward_benchmark_reports_ratios(tmp_path):
 def test_long_context_benchmark_reports_memory_and_the_uncached_module(tmp_path):
     args = ["--length", "3000", "--d-model", "64", "--seq", "50", "--repeat", "1"]
     out = _run("long_context.py", *args, "--json", str(tmp_path / "l.json"))
-    assert "posenc table 3000 64 --format npy" in out and "targets (issue 6)" in out
+    assert "posenc table 3000 64 --format npy" in out and "targets: each ratio against its bar" in out
     document = json.loads((tmp_path / "l.json").read_text())
     assert 10 < document["stream"]["peak_mib"] < 1024  # the child's own high-water mark was read
     assert document["beyond_cache"]["cached"] is False  # rows from 2**30 on: beyond the cache

@@ -10,11 +10,10 @@ import time
 import numpy as np
 import pytest
 
-import posenc.plot as plot
 from posenc import analysis, grids, rope
+from posenc.analysis import margin, plot, rope_figures
 from posenc.cli import main
 from posenc.rope import parameters
-from posenc.see import margin, rope_figures
 
 #: The one timing bound of these tests: a refusal comes at once (generous: the work refused takes minutes).
 AT_ONCE = 1.0

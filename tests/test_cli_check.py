@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 from cli_cases import run
 
-import posenc
-
 # --- posenc check ---------------------------------------------------------------------------------
 
 CRITERIA = ["unique", "consistent", "generalises", "bounded", "deterministic", "shift_invariant"]
@@ -148,11 +146,9 @@ def test_plot_without_matplotlib_is_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
-    monkeypatch.delitem(sys.modules, "posenc.plot", raising=False)
-    monkeypatch.delattr(posenc, "plot", raising=False)  # `from . import plot` would find it there
     code, out, err = run(capsys, "plot", "heatmap", "-o", str(tmp_path / "pe.png"))
     assert (code, out) == (2, "")
-    assert err == "posenc: error: posenc.plot needs matplotlib: pip install 'posenc[plot]'\n"
+    assert err == "posenc: error: posenc.analysis.plot needs matplotlib: pip install 'posenc[plot]'\n"
 
 
 @pytest.mark.parametrize(("suffix", "magic"), [("svg", b"<?xml"), ("pdf", b"%PDF")])

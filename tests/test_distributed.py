@@ -23,7 +23,7 @@ import torch.multiprocessing as mp
 
 import posenc.torch as pt
 from posenc import sharding
-from posenc import torch_sharding as ts
+from posenc.torch import sharding as ts
 
 WORLD_SIZE = 4
 BATCH, LENGTH, D_MODEL, STEPS = 2, 48, 32, 5  # LENGTH divisible by 2 * WORLD_SIZE (zigzag)

@@ -28,7 +28,7 @@ number of tokens before it — on every rank, whichever rank stores its key and 
 which holds only L / R of the tokens.
 
 The PyTorch helpers that read the rank from ``torch.distributed`` and gather shards are in
-:mod:`posenc.torch_sharding`; with JAX, put the sequence in :func:`permutation` order and shard it over a
+:mod:`posenc.torch.sharding`; with JAX, put the sequence in :func:`permutation` order and shard it over a
 mesh axis (see :mod:`posenc.jax`).
 """
 

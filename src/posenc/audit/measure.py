@@ -7,7 +7,7 @@ and the rest drawn uniformly (a fixed seed), so a 2³¹ range costs ~10 · sampl
 
 Per band: the largest absolute error |target − exact| and the largest error in ulps of the target's dtype
 (ulp(x) = 2^(e − p) for the exact x ∈ [2^(e−1), 2^e), p the dtype's precision, subnormals flat), the distinct
-rows among the sampled ones (128-bit hashes of their bits, :mod:`posenc.see.hashes`) against the exact
+rows among the sampled ones (128-bit hashes of their bits, :mod:`posenc.analysis.hashes`) against the exact
 values', the rows holding NaN or inf, and the error a call raised (a length cliff). Over all sampled
 positions: the first repeated row, and for each of :data:`THRESHOLDS` the first position whose error passes
 it. That position is refined: the target is a function of position, so every position between the last
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..see.hashes import earliest_equal, row_hashes
+from ..analysis.hashes import earliest_equal, row_hashes
 from .targets import Target
 from .variant import Variant
 

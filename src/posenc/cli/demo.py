@@ -247,9 +247,14 @@ _FIGURES: tuple[tuple[str, str, dict[str, Any], str], ...] = (
 
 def _figures(demo: _Demo) -> None:
     demo.heading(f"7. Pictures: posenc plot, written into {demo.out}/")
-    demo.say("Each figure is drawn by the command shown; in Python, posenc.plot.<kind>() returns it.", "")
+    demo.say(
+        "Each figure is drawn by the command shown; in Python, posenc.analysis.plot.<kind>() returns it.", ""
+    )
+    from ..analysis import plot
+    from ..analysis.figures import load_matplotlib
+
     try:
-        from .. import plot  # matplotlib is imported only here
+        load_matplotlib()  # matplotlib is imported only here
     except ImportError as error:
         demo.say(f"    (no figures: {error})")
         return
@@ -302,7 +307,7 @@ def _next_steps(demo: _Demo) -> None:
         "posenc check --help   the criteria, their figures and exit codes",
         "posenc plot --help    the figures and their options",
         "In Python:            posenc.table(length, d_model), posenc.encode(positions, d_model),",
-        "                      posenc.analysis (dot products, shifts, uniqueness), posenc.plot",
+        "                      posenc.analysis (dot products, shifts, uniqueness), posenc.analysis.plot",
     )
 
 

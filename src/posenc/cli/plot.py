@@ -1,4 +1,5 @@
-"""``posenc plot KIND -o FILE``: draw one figure of :mod:`posenc.plot` into a .png, .svg or .pdf file.
+"""``posenc plot KIND -o FILE``: draw one figure of :mod:`posenc.analysis.plot` into a .png, .svg or .pdf
+file.
 
 matplotlib is imported only when a figure is drawn, so that every other command starts without it.
 """
@@ -11,12 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..see.figures import SUFFIXES as PLOT_SUFFIXES
-from ..see.plot import KINDS
+from ..analysis.plot import KINDS
+from ..analysis.plot import SUFFIXES as PLOT_SUFFIXES
 from .arguments import add_variant_options, number
 from .errors import CliError
 
-#: The kinds of figure, in order: the names of posenc.plot's registry (reading it imports no matplotlib).
+#: The kinds of figure, in order: the names of posenc.analysis.plot.KINDS (reading it imports no matplotlib).
 PLOT_KINDS = tuple(KINDS)
 
 NAME = "plot"
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> None:
             f"the output file must end in {', '.join(PLOT_SUFFIXES)} (the suffix picks the format); "
             f"got {args.output!r}"
         )
-    from .. import plot  # matplotlib is imported only here
+    from ..analysis import plot  # matplotlib is imported only when the figure is drawn
 
     plot.check_dpi(args.dpi)
     draw = plot.KINDS[args.kind]

@@ -1,6 +1,6 @@
-"""The RoPE figures (posenc.see.rope_figures, kinds "rope-wavelengths" and "rope-error"): they draw and save;
-the data behind them is what the definitions say (the scaling types stretch the wavelengths as their formulas
-do; posenc's float32 values are within 2**-24 relative of the exact ones, float32 angles are not)."""
+"""The RoPE figures (posenc.analysis.rope_figures, kinds "rope-wavelengths" and "rope-error"): they draw and
+save; the data behind them is what the definitions say (the scaling types stretch the wavelengths as their
+formulas do; posenc's float32 values are within 2**-24 relative of the exact ones, float32 angles are not)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from test_plot import assert_picture
+from test_analysis_plot import assert_picture
 
-from posenc import plot, rope
-from posenc.see import rope_figures
-from posenc.see.rope_figures import (
+from posenc import rope
+from posenc.analysis import plot, rope_figures
+from posenc.analysis.rope_figures import (
     CONTENDERS,
     SCALINGS,
     rope_error,

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc.see import properties
-from posenc.see._work import Rows
-from posenc.see.check import check
-from posenc.see.collisions import collisions
-from posenc.see.criteria import CRITERIA, Evidence
-from posenc.see.encodings import builder, naive_table
-from posenc.see.hashes import bits, earliest_equal, key_hashes, normalised, refine_hashes, row_hashes
-from posenc.see.rounding import dot_product_tolerance
+from posenc.analysis import properties
+from posenc.analysis._work import Rows
+from posenc.analysis.check import check
+from posenc.analysis.collisions import collisions
+from posenc.analysis.criteria import CRITERIA, Evidence
+from posenc.analysis.encodings import builder, naive_table
+from posenc.analysis.hashes import bits, earliest_equal, key_hashes, normalised, refine_hashes, row_hashes
+from posenc.analysis.rounding import dot_product_tolerance
 
 SETTING = {"base": 10000.0, "shift": 0.0, "scale": 1.0, "layout": "interleaved", "odd": "zero"}
 
@@ -209,7 +209,7 @@ def test_rows_read_like_the_table() -> None:
 def test_margin_first_bounded_by_the_fastest_pairs(
     monkeypatch: pytest.MonkeyPatch, d_model: int, dtype: str, options: dict[str, object]
 ) -> None:
-    from posenc.see import margin
+    from posenc.analysis import margin
 
     tight = margin.uniqueness_margin(6000, d_model, dtype=dtype, **options)
     monkeypatch.setattr(margin, "TIGHT_WORK", 0)  # every offset bounded by its 16 fastest pairs first

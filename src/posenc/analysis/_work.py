@@ -1,6 +1,6 @@
 """How much work one call may do, checked up front, and doing it in chunks of bounded memory.
 
-Every function of :mod:`posenc.see` that loops over positions checks its arguments, the number of values
+Every function of :mod:`posenc.analysis` that loops over positions checks its arguments, the number of values
 (positions × d_model) and the working memory before the first allocation, so a call that cannot finish is
 refused at once with the argument named, never left to hang or run out of memory.
 """
@@ -305,8 +305,8 @@ class Rows:
 
 
 class RowBits:
-    """The bits of :class:`Rows` (as :func:`~posenc.see.hashes.bits` gives them for an array), read block by
-    block: comparing them with an array of bits (``!=``, ``==``) never holds the rows whole. Anything else
+    """The bits of :class:`Rows` (as :func:`~posenc.analysis.hashes.bits` gives them for an array), read block
+    by block: comparing them with an array of bits (``!=``, ``==``) never holds the rows whole. Anything else
     reads the rows whole first."""
 
     def __init__(self, rows: Rows) -> None:

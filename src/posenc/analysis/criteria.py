@@ -6,8 +6,8 @@ deterministic (the usual list, e.g. Kazemnejad 2019, "Transformer Architecture: 
 the sinusoids add shift invariance, dot products that depend on the offset only (Vaswani et al. 2017 §3.5).
 
 Each criterion is measured by a function of the :class:`Evidence` (the encodings of positions
-0 .. 2L - 1, built once by :func:`posenc.see.check.check`) that returns a :class:`Finding`: its figure, its
-tolerance, pass or fail and a sentence. :data:`CRITERIA` lists them in report order with their names and
+0 .. 2L - 1, built once by :func:`posenc.analysis.check.check`) that returns a :class:`Finding`: its figure,
+its tolerance, pass or fail and a sentence. :data:`CRITERIA` lists them in report order with their names and
 titles; the report, the command line and the documentation read it.
 """
 
@@ -33,8 +33,8 @@ from .rounding import dot_product_tolerance, row_error_bound
 
 @dataclass(frozen=True)
 class Criterion:
-    """One measured criterion of :func:`~posenc.see.check.check`: its ``figure`` (a number), ``passed``, and
-    a sentence; ``tolerance`` is the bound the figure was judged by.
+    """One measured criterion of :func:`~posenc.analysis.check.check`: its ``figure`` (a number), ``passed``,
+    and a sentence; ``tolerance`` is the bound the figure was judged by.
 
     >>> from posenc.analysis import check
     >>> unique = check(4096, 64, dtype="bfloat16", compute="dtype").criteria[0]  # the usual code

@@ -1,11 +1,12 @@
-"""``check``: measure every criterion of :data:`~posenc.see.criteria.CRITERIA` for one setting, in one report.
+"""``check``: measure every criterion of :data:`~posenc.analysis.criteria.CRITERIA` for one setting, in one
+report.
 
 The encodings of positions 0 .. 2L - 1 (posenc's, or the usual code's with ``compute="dtype"``) are built
 once, block by block on all cores, and never held whole: each block is hashed (by its first columns; rows that
 share them are then hashed whole) and what the criteria read of every row is kept (max |value|, norm,
 distance to the next row). Each criterion is then measured in table order; rows it reads again are
 computed again, block by block. The report's notes say what was measured on every row and what on a
-sample (:func:`~posenc.see.report.sampling_notes`): the dot products always, and above 2**27 values the
+sample (:func:`~posenc.analysis.report.sampling_notes`): the dot products always, and above 2**27 values the
 recomputations of ``deterministic``.
 """
 
@@ -61,11 +62,13 @@ def check(
 ) -> Report:
     """Measure the criteria of a good positional encoding for positions 0 .. length - 1 in ``dtype``.
 
-    The criteria are the rows of :data:`~posenc.see.criteria.CRITERIA` (unique, consistent across lengths,
-    generalises to longer sequences, bounded, deterministic, plus shift invariance), each with its figure:
+    The criteria are the rows of :data:`~posenc.analysis.criteria.CRITERIA` (unique, consistent across
+    lengths, generalises to longer sequences, bounded, deterministic, plus shift invariance), each with its
+    figure:
 
     * ``unique``: no two positions share an encoding (bit for bit, ±0 equal). Figure: the smallest distance
-      between two positions' encodings (:func:`~posenc.see.margin.uniqueness_margin`; 0 when two coincide).
+      between two positions' encodings (:func:`~posenc.analysis.margin.uniqueness_margin`; 0 when two
+      coincide).
     * ``consistent``: distances do not depend on the sequence length: table(L) is bit-identical to the
       first L rows of table(2L). Figure: the number of values that differ.
     * ``generalises``: positions L .. 2L - 1, never seen at this length, behave like the checked ones: bounded
@@ -75,7 +78,7 @@ def check(
     * ``deterministic``: recomputing (again, in two halves, 64 rows by ``encode``) gives the same bits.
       Figure: the number of values that differ. Above 2**27 values (and 262,144 positions), "again" and
       "in two halves" are sampled: 16 windows of 4096 rows
-      (:func:`~posenc.see.properties.recomputed_windows`).
+      (:func:`~posenc.analysis.properties.recomputed_windows`).
     * ``shift_invariant``: PE(p) · PE(p + k) = Σ_i cos(k ω_i) for 4096 sampled pairs 0 ≤ p < p + k < L
       (fixed seed; offsets 1..16 always included). Figure: the largest deviation. Tolerance: the proven
       bound n (2u + u²) for values with relative error ≤ u (u = 2⁻²⁴ in float32, 2⁻⁸ in bfloat16), plus
@@ -85,8 +88,8 @@ def check(
     only when they differ from the defaults. An odd d_model under odd="literal"/"drop" ends in a sine
     without its cosine, whose products depend on p: such a table fails ``shift_invariant``.
     ``compute="dtype"`` judges the usual code evaluated in ``dtype`` instead
-    (:func:`~posenc.see.encodings.naive_table`). ``progress(fraction, what)`` is called as the work advances.
-    The report's ``notes`` say what was measured on every row and what on a sample, and how many.
+    (:func:`~posenc.analysis.encodings.naive_table`). ``progress(fraction, what)`` is called as the work
+    advances. The report's ``notes`` say what was measured on every row and what on a sample, and how many.
 
     >>> report = check(256, 64, dtype="bfloat16")
     >>> report.passed, [c.name for c in report.criteria]
@@ -126,7 +129,7 @@ ROW_BYTES = 2 * (16 + 8) + 8 + 8
 
 
 def _check_size(length: int, d_model: int) -> None:
-    """Refuse, before any allocation, a check of more than :data:`~posenc.see._work.MAX_WORK` values
+    """Refuse, before any allocation, a check of more than :data:`~posenc.analysis._work.MAX_WORK` values
     (2 · length · d_model: positions 0 .. 2L - 1 are encoded) or more working memory than is available."""
     work = 2 * length * d_model
     if work > MAX_WORK:
@@ -148,7 +151,7 @@ def _whole_tables(
     build: Callable[[int, int], np.ndarray], d_model: int, setting: dict[str, Any], compute: str
 ) -> Callable[[int, int], np.ndarray]:
     """``build``, but a large table of posenc's is written into an output mapped at once
-    (:func:`~posenc.see._work.fresh`): the same call of :func:`posenc.table`, the same values."""
+    (:func:`~posenc.analysis._work.fresh`): the same call of :func:`posenc.table`, the same values."""
     if compute != "exact":
         return build
 
@@ -170,8 +173,8 @@ def _encode_and_hash(
     """One pass over positions 0 .. 2L - 1 in blocks (on all cores): each row's key hash, max |value|, and
     for positions 0 .. L - 1 its norm and its distance to the next row. Positions 0 .. L - 1 are kept when
     they take at most :data:`KEEP_BYTES`; other rows a criterion reads are computed again, block by block
-    (:class:`~posenc.see._work.Rows`). Rows that share a key are then hashed whole
-    (:func:`~posenc.see.hashes.refine_hashes`). Returns the rows, their hashes ``(2L, 2)`` and how many
+    (:class:`~posenc.analysis._work.Rows`). Rows that share a key are then hashed whole
+    (:func:`~posenc.analysis.hashes.refine_hashes`). Returns the rows, their hashes ``(2L, 2)`` and how many
     rows were hashed whole."""
     total = 2 * length
     dt = setting["dtype"]

@@ -1,4 +1,4 @@
-"""posenc.plot (the code lives in posenc.see.plot): every kind draws a non-blank figure of the expected pixel
+"""posenc.analysis.plot: every kind draws a non-blank figure of the expected pixel
 size (read back and measured), in PNG, SVG and PDF; errors name the problem; no pyplot, no GUI backend; a
 clear ImportError without matplotlib, and KINDS readable without it; the options scale and odd drawn."""
 
@@ -18,12 +18,13 @@ pytest.importorskip("matplotlib")
 from matplotlib import image
 
 import posenc
-from posenc import analysis, defaults, plot
+from posenc import analysis, defaults
+from posenc.analysis import plot
 
 DPI = 40  # small images: quick to render, still far from blank
 
 # kind -> options that keep each figure quick
-#: The rotary kinds (tests/test_rope_plot.py draws them; they take no sinusoidal options).
+#: The rotary kinds (tests/test_analysis_rope_plot.py draws them; they take no sinusoidal options).
 ROPE_KINDS = ("rope-wavelengths", "rope-error")
 SMALL = {
     "heatmap": {"length": 40, "d_model": 64},
@@ -140,7 +141,7 @@ def test_errors_name_the_problem(call, error: type, mentions: str) -> None:
 def test_no_pyplot_no_gui(tmp_path: Path) -> None:
     """A GUI backend that cannot start (no display) is never touched: figures do not go through pyplot."""
     code = (
-        "import sys, posenc.plot as p; p.save(p.heatmap(length=4, d_model=8), sys.argv[1]); "
+        "import sys, posenc.analysis.plot as p; p.save(p.heatmap(length=4, d_model=8), sys.argv[1]); "
         "print('matplotlib.pyplot' in sys.modules)"
     )
     environment = {**os.environ, "MPLBACKEND": "tkagg", "DISPLAY": "", "WAYLAND_DISPLAY": ""}
@@ -153,19 +154,19 @@ def test_no_pyplot_no_gui(tmp_path: Path) -> None:
 
 
 def test_missing_matplotlib_names_the_extra() -> None:
-    code = "import sys; sys.modules['matplotlib'] = None; import posenc.plot"
+    code = "import sys; sys.modules['matplotlib'] = None; import posenc.analysis.plot as p; p.heatmap()"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1
     assert "pip install 'posenc[plot]'" in done.stderr
 
 
 def test_kinds_are_read_without_matplotlib() -> None:
-    """posenc.see.plot.KINDS, the one list of the figures, and the data behind the rotary figures load
+    """posenc.analysis.plot.KINDS, the one list of the figures, and the data behind the rotary figures load
     without matplotlib; drawing then says what to install."""
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
-        "from posenc.see.plot import KINDS\n"
-        "from posenc.see import rope_figures\n"
+        "from posenc.analysis.plot import KINDS\n"
+        "from posenc.analysis import rope_figures\n"
         "print(','.join(KINDS))\n"
         "print(','.join(rope_figures.rope_wavelength_lines(head_dim=8)))\n"
         "for kind in ('heatmap', 'rope-error'):\n"
@@ -176,11 +177,11 @@ def test_kinds_are_read_without_matplotlib() -> None:
     assert done.stdout.splitlines() == [
         ",".join((*SMALL, *ROPE_KINDS)),
         "default,linear,dynamic,yarn,llama3",
-        *["posenc.plot needs matplotlib: pip install 'posenc[plot]'"] * 2,
+        *["posenc.analysis.plot needs matplotlib: pip install 'posenc[plot]'"] * 2,
     ]
-    from posenc.see import plot as see_plot
+    from posenc.analysis.plot import KINDS
 
-    assert see_plot.KINDS is plot.KINDS
+    assert KINDS is plot.KINDS
 
 
 @pytest.mark.parametrize("kind", list(SMALL))

@@ -1,11 +1,11 @@
 """Which positions share an encoding in a dtype: :func:`collisions` and :func:`collision_horizon`.
 
 Rounded to a low-precision dtype, two distinct positions can get the same encoding. With the usual code
-(angles computed in the dtype, :func:`~posenc.see.encodings.naive_table`) this happens early: in bfloat16,
-positions above 256 round together, so position 257 repeats 256. posenc's encodings, rounded once, stay
-apart much longer. The rows are compared by 128-bit hashes of their bits (:mod:`posenc.see.hashes`): first of
-their first columns, then, for the rows whose first columns match another's, of the whole row; the first
-repeat found is verified by recomputing both rows.
+(angles computed in the dtype, :func:`~posenc.analysis.encodings.naive_table`) this happens early: in
+bfloat16, positions above 256 round together, so position 257 repeats 256. posenc's encodings, rounded once,
+stay apart much longer. The rows are compared by 128-bit hashes of their bits (:mod:`posenc.analysis.hashes`):
+first of their first columns, then, for the rows whose first columns match another's, of the whole row; the
+first repeat found is verified by recomputing both rows.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def collisions(
     The rows are hashed chunk by chunk (128-bit hashes of their bits, +0 and -0 counted as equal) and the
     hashes sorted, so memory and time grow like ``length`` (never ``length²``). The first repeat reported is
     verified by recomputing both rows. ``compute="exact"`` judges posenc's encodings; ``"dtype"`` judges the
-    usual code evaluated in ``dtype`` (:func:`~posenc.see.encodings.naive_table`).
+    usual code evaluated in ``dtype`` (:func:`~posenc.analysis.encodings.naive_table`).
 
     >>> collisions(1000, 512, dtype="bfloat16").unique  # posenc: every position keeps its own encoding
     True
@@ -95,11 +95,11 @@ def _key_builder(
     compute: str,
     options: dict[str, Any],
 ) -> Callable[[int, int], np.ndarray]:
-    """``keys(lo, hi)``: at least the first :func:`~posenc.see.hashes.key_columns` columns of
+    """``keys(lo, hi)``: at least the first :func:`~posenc.analysis.hashes.key_columns` columns of
     ``build(lo, hi)``, bit for bit. For the usual code (``compute="dtype"``) just those columns are computed,
-    as :func:`~posenc.see.encodings.naive_table` computes them (positions, frequencies, angles and sin/cos
-    each rounded to the dtype), checked against ``build`` on the first and last rows; posenc's rows (and
-    any setting where that check fails) are built whole."""
+    as :func:`~posenc.analysis.encodings.naive_table` computes them (positions, frequencies, angles and
+    sin/cos each rounded to the dtype), checked against ``build`` on the first and last rows; posenc's rows
+    (and any setting where that check fails) are built whole."""
     if compute != "dtype" or not length:
         return build
     dt = _validate.dtype(options["dtype"])

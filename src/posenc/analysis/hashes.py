@@ -23,8 +23,8 @@ _MULTIPLIERS = np.random.default_rng(0x5EED).integers(1, 2**63, size=(2, 4096), 
 
 def bits(values: Any) -> Any:
     """The bits of each value as unsigned integers of the same width (for bitwise comparison); for
-    :class:`~posenc.see._work.Rows` (rows not held), a :class:`~posenc.see._work.RowBits` that compares
-    block by block."""
+    :class:`~posenc.analysis._work.Rows` (rows not held), a :class:`~posenc.analysis._work.RowBits` that
+    compares block by block."""
     if isinstance(values, Rows):
         return RowBits(values)
     return np.ascontiguousarray(values).view(f"u{values.dtype.itemsize}")

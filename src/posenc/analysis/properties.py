@@ -322,10 +322,10 @@ def recomputed_windows(length: int, d_model: int) -> list[tuple[int, int]] | Non
 
 def differing_values(reference: Any, start: int, d_model: int, options: dict[str, Any]) -> int:
     """How many values differ when ``reference`` (the table of ``options`` from ``start``; an array or
-    :class:`~posenc.see._work.Rows`) is computed again three ways: whole, in two halves, and 64 rows (evenly
-    spread) by :func:`posenc.encode`. Above :data:`RECOMPUTE_WHOLE` values, the whole table and the halves
-    are recomputed in :func:`recomputed_windows` only (each window once as a table of its own, once as the
-    rows of a table that starts earlier), and the 64 rows by ``encode``."""
+    :class:`~posenc.analysis._work.Rows`) is computed again three ways: whole, in two halves, and 64 rows
+    (evenly spread) by :func:`posenc.encode`. Above :data:`RECOMPUTE_WHOLE` values, the whole table and the
+    halves are recomputed in :func:`recomputed_windows` only (each window once as a table of its own, once as
+    the rows of a table that starts earlier), and the 64 rows by ``encode``."""
     length = len(reference)
     windows = recomputed_windows(length, d_model)
     differ = 0

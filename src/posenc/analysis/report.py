@@ -1,4 +1,4 @@
-"""The report of :func:`~posenc.see.check.check`: the options checked and each criterion measured, as a
+"""The report of :func:`~posenc.analysis.check.check`: the options checked and each criterion measured, as a
 JSON-ready dictionary (:meth:`Report.as_dict`) or as the text ``posenc check`` prints
 (:meth:`Report.as_text`).
 """
@@ -52,8 +52,8 @@ def sampling_notes(length: int, d_model: int, whole: int, *, block: int, kept: b
 
 @dataclass(frozen=True)
 class Report:
-    """The result of :func:`~posenc.see.check.check`: the options checked and one :class:`Criterion` per
-    criterion, in the order of :data:`~posenc.see.criteria.CRITERIA`.
+    """The result of :func:`~posenc.analysis.check.check`: the options checked and one :class:`Criterion` per
+    criterion, in the order of :data:`~posenc.analysis.criteria.CRITERIA`.
 
     >>> from posenc.analysis import check
     >>> report = check(256, 32)
@@ -96,7 +96,7 @@ class Report:
         """The report as text, lines wrapped at ``width``: a heading with the options, then for each
         criterion ``pass``/``FAIL``, its title, its figure and what was measured, then a verdict.
 
-        >>> from posenc.see.check import check
+        >>> from posenc.analysis.check import check
         >>> print(check(16, 8, dtype="float64").as_text().splitlines()[-1])
         all 6 criteria pass
         """

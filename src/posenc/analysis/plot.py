@@ -1,9 +1,9 @@
 """Figures of sinusoidal positional encodings (matplotlib): each function returns a ``Figure``.
 
 No GUI is ever involved: figures are built with ``matplotlib.figure.Figure`` directly (never pyplot, never
-``plt.show()``); :func:`~posenc.see.figures.save` writes PNG, SVG or PDF. Needs
+``plt.show()``); :func:`save` writes PNG, SVG or PDF (:data:`SUFFIXES`), byte for byte reproducibly. Needs
 ``pip install 'posenc[plot]'``, imported on the first figure drawn: this module, and :data:`KINDS`, load
-without matplotlib.
+without matplotlib (drawing without it raises an ImportError that names the extra).
 
 * :func:`heatmap`: the table PE(pos, j), positions × dimensions (sines, then cosines; or as stored);
 * :func:`dot_product_heatmap`: PE(i)·PE(j), constant along each diagonal (a Toeplitz matrix);
@@ -15,7 +15,8 @@ without matplotlib.
 
 Options are keyword-only and mean what they mean in :func:`posenc.table`; every figure draws d_model =
 :data:`D_MODEL` (512) unless told otherwise. :data:`KINDS` maps the names used
-by ``posenc plot`` to these functions: the one list of the figures.
+by ``posenc plot`` to these functions, and to the rotary figures of :mod:`posenc.analysis.rope_figures`:
+the one list of the figures.
 
 >>> figure = heatmap(length=16, d_model=32)
 >>> [round(x) for x in figure.get_size_inches()]
@@ -27,21 +28,41 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import _validate
+from ..atomic import atomic_save
 from ..core import encode, frequencies, table
 from ..core.options import frequency_options, takes_options
 from ..defaults import ODD, SCALE
 from ..layouts import pair_columns
 from .encodings import naive_table
-from .figures import new_figure
+from .figures import load_matplotlib, new_figure
 from .hashes import repeated_rows
 from .properties import closed_form_dot_product, dot_products, toeplitz_deviation
 from .rope_figures import rope_error, rope_wavelengths
 
+__all__ = [
+    "DPI",
+    "KINDS",
+    "SUFFIXES",
+    "check_dpi",
+    "collisions",
+    "dot_product_heatmap",
+    "heatmap",
+    "save",
+    "similarity",
+    "sinusoids",
+    "waves",
+]
+
+#: The formats :func:`save` writes, by the suffix of the file name.
+SUFFIXES = (".png", ".svg", ".pdf")
+#: The resolution :func:`save` writes a PNG at, unless told otherwise: 8 × 5 in → 960 × 600 px.
+DPI = 120
 #: The d_model every figure draws unless told otherwise (the paper's; tutorials draw it too).
 D_MODEL = 512
 #: The most values (positions × d_model) one figure computes: ~1 s of work, far more than a figure can show.
@@ -443,6 +464,74 @@ KINDS: dict[str, Callable[..., Figure]] = {
     "rope-wavelengths": rope_wavelengths,
     "rope-error": rope_error,
 }
+
+
+# --- saving -------------------------------------------------------------------------------------------
+
+
+def save(figure: Figure, path: str | Path, *, dpi: float = DPI) -> Path:
+    """Write ``figure`` to ``path`` (.png, .svg or .pdf, by its suffix) at ``dpi``; return the path.
+
+    Files carry no creation date, so the same figure saves to the same bytes. The file is written
+    atomically (:func:`posenc.atomic.atomic_save`): a failure (a full disk, Ctrl-C) leaves the old file as
+    it was and no temporary file; an OSError names ``path``.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = save(heatmap(length=8, d_model=16), Path(folder) / "pe.svg")
+    ...     path.stat().st_size > 1000
+    True
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ValueError(
+            f"the output file must end in {', '.join(SUFFIXES)} (the suffix picks the format); "
+            f"got {str(path)!r}"
+        )
+    dpi = check_dpi(dpi)
+    metadata: dict[str, Any] = {".png": {}, ".svg": {"Date": None}, ".pdf": {"CreationDate": None}}[suffix]
+    with load_matplotlib().rc_context({"svg.hashsalt": "posenc"}):  # fixed SVG ids: same figure, same bytes
+        atomic_save(
+            path, lambda stream: _savefig(figure, stream, dpi=dpi, format=suffix[1:], metadata=metadata)
+        )
+    return path
+
+
+def _savefig(figure: Figure, stream: IO[bytes], **options: Any) -> None:
+    """``figure.savefig(stream, **options)``; a failed write is raised as the OSError it is. (matplotlib's
+    PDF writer, failing to write, fails again while closing, with an AttributeError that hides the first.)"""
+    try:
+        figure.savefig(stream, **options)
+    except Exception as error:
+        failed = _os_error_within(error)
+        if failed is None or failed is error:
+            raise
+        raise failed from None
+
+
+def _os_error_within(error: BaseException) -> OSError | None:
+    """The first OSError in ``error``'s chain of causes and contexts (``error`` itself included), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OSError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def check_dpi(dpi: Any) -> float:
+    """``dpi`` as a float, if it is a number in [10, 1200]; else a ValueError that says so.
+
+    >>> check_dpi(300)
+    300.0
+    """
+    value = _validate.real("dpi", dpi)
+    if not 10 <= value <= 1200:
+        raise ValueError(f"dpi must be between 10 and 1200 (120 suits a screen, 300 print); got {dpi!r}")
+    return value
 
 
 # --- helpers -------------------------------------------------------------------------------------------

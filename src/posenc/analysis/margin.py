@@ -1,10 +1,10 @@
 """How close the closest two encodings are: :func:`uniqueness_margin`, exact over all pairs without O(L²).
 
 The exact distance between PE(p) and PE(p + k) depends on the offset k only (it is
-:func:`~posenc.see.properties.closed_form_distance`), and rounding moves each row by at most ε
-(:func:`~posenc.see.rounding.row_error_bound`). So only offsets whose exact distance is within 2ε of the best
-distance found so far can hold the minimum: the search measures those offsets on the rounded rows, smallest
-exact distance first, and stops when the next one cannot beat the best.
+:func:`~posenc.analysis.properties.closed_form_distance`), and rounding moves each row by at most ε
+(:func:`~posenc.analysis.rounding.row_error_bound`). So only offsets whose exact distance is within 2ε of the
+best distance found so far can hold the minimum: the search measures those offsets on the rounded rows,
+smallest exact distance first, and stops when the next one cannot beat the best.
 """
 
 from __future__ import annotations
@@ -57,10 +57,10 @@ def uniqueness_margin(
     """The smallest distance |PE(a) - PE(b)| over all distinct positions a, b in the range, in ``dtype``.
 
     Exact over all pairs without an O(length²) search: the exact distance depends on the offset k = b - a
-    only (:func:`~posenc.see.properties.closed_form_distance`), and rounding moves each encoding by at most
-    ε = u √n (u the dtype's relative rounding error), so only offsets whose exact distance is within 2ε of the
-    best distance found so far can hold the minimum. Those offsets are measured on the rounded table itself,
-    smallest first.
+    only (:func:`~posenc.analysis.properties.closed_form_distance`), and rounding moves each encoding by at
+    most ε = u √n (u the dtype's relative rounding error), so only offsets whose exact distance is within 2ε
+    of the best distance found so far can hold the minimum. Those offsets are measured on the rounded table
+    itself, smallest first.
 
     >>> m = uniqueness_margin(2048, 512, dtype="float32")
     >>> print(f"{m.distance:.4f}, offset {m.b - m.a}")  # neighbours: every offset-1 pair is this far apart
@@ -161,7 +161,7 @@ def _tight_bounds(offsets: np.ndarray, d_model: int, options: Any, out: np.ndarr
 
 def _closest_at_offset(rows: Any, k: int) -> tuple[float, int]:
     """min over p of |rows[p + k] - rows[p]| and its p (float64 arithmetic, in chunks; for offset 1 of
-    :class:`~posenc.see._work.Rows`, the distances its pass kept)."""
+    :class:`~posenc.analysis._work.Rows`, the distances its pass kept)."""
     best, where = math.inf, 0
     if k == 1 and isinstance(rows, Rows) and rows.stats is not None and rows.hi <= len(rows.stats.norms):
         squared = rows.stats.step[rows.lo : rows.hi - 1]

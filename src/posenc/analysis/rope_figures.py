@@ -10,7 +10,7 @@ The data behind each figure comes from a small pure function that returns NumPy 
 (:func:`rope_wavelength_lines`, :func:`rope_error_positions`, :func:`rope_error_values`,
 :func:`rope_error_curves`); the figures only draw it. Every frequency is :func:`posenc.rope.inv_freq` (exact,
 correctly rounded) and every exact value :func:`posenc.rope.cos_sin` in float64. matplotlib is imported on the
-first figure drawn (:func:`~posenc.see.figures.new_figure`), never pyplot.
+first figure drawn (:func:`~posenc.analysis.figures.new_figure`), never pyplot.
 
 >>> lines = rope_wavelength_lines(head_dim=16, base=10000.0, factor=4.0, original_max_position_embeddings=256)
 >>> list(lines), lines["linear"].shape

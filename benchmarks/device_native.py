@@ -64,7 +64,7 @@ from device_native_cases import (
     sizes_for,
 )
 
-from posenc.torch import encode_launch
+from posenc.torch.kernels import encode_launch
 
 # --- driver -----------------------------------------------------------------------------------------
 
@@ -214,9 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "jax": jax_version,
         "cpu_threads": torch.get_num_threads(),
-        # which implementation torch.ops.posenc.exact ran: the Triton kernel (CUDA with triton) or the array
-        # algorithm (posenc.device) elementwise
-        "exact_op": "triton kernel" if encode_launch.runs_here(torch.empty(0, device=device)) else "array",
+        # which implementation torch.ops.posenc.exact ran: the Triton kernel (CUDA with triton) or,
+        # elementwise, the portable algorithm (posenc.portable)
+        "exact_op": "triton kernel" if encode_launch.runs_here(torch.empty(0, device=device)) else "portable",
         "quick": args.quick,
         "rounds": repeat,
         "sizes": asdict(sizes),

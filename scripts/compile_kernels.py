@@ -1,8 +1,9 @@
 """Compile posenc's Triton kernels for a CUDA GPU on a machine that has none: every specialization below goes
-through its real launcher (posenc.torch.encode_launch, posenc.torch.fused_rotary) and Triton's CUDA backend
-(PTX, then ptxas to a cubin) down to the check Triton makes at every launch, that the globals the kernel
-read are unchanged; only the launch itself is skipped. Triton's CPU interpreter (TRITON_INTERPRET=1, the
-bit-for-bit tests) accepts code the compiler refuses and makes no launch check: this shows a kernel builds.
+through its real launcher (posenc.torch.kernels.encode_launch, posenc.torch.fused_rotary) and Triton's CUDA
+backend (PTX, then ptxas to a cubin) down to the check Triton makes at every launch, that the globals the
+kernel read are unchanged; only the launch itself is skipped. Triton's CPU interpreter (TRITON_INTERPRET=1,
+the bit-for-bit tests) accepts code the compiler refuses and makes no launch check: this shows a kernel
+builds.
 
     PYTHONPATH=src python3 scripts/compile_kernels.py --arch 90 80 --json compiled.json
 
@@ -34,7 +35,8 @@ from triton.runtime import driver
 from triton.runtime.jit import JITFunction
 
 from posenc import core, defaults, rope
-from posenc.torch import encode_launch, fused_rotary, operator, rotary, table_launch, triton_launch
+from posenc.torch import fused_rotary, operator, rotary
+from posenc.torch.kernels import common, encode_launch, table_launch
 
 
 def _encode(d_model: int, fmt: str, positions: torch.Tensor, offset: Any = None, **options: Any) -> Callable:
@@ -192,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", nargs="+", choices=list(SPECS), default=list(SPECS), metavar="NAME")
     parser.add_argument("--json", help="write the records here")
     args = parser.parse_args(argv)
-    triton_launch.KERNEL_DEVICES.append("cpu")  # the launchers take the CPU tensors that stand in for CUDA
+    common.KERNEL_DEVICES.append("cpu")  # the launchers take the CPU tensors that stand in for CUDA
     print(f"torch {torch.__version__}, triton {triton.__version__}", flush=True)
     records = [record for arch in args.arch for record in compile_for(arch, args.spec)]
     if args.json:

@@ -2,7 +2,7 @@
 # Every GPU check and measurement of posenc in one run, for a GPU machine that has torch and triton and no
 # network (nothing is installed). Run from the repository root; logs and JSON go to $OUT (default
 # benchmarks/results). What each step proves:
-#   gpu_kernel_bits.py     the encode kernel = the array algorithm = the core, bit for bit; first-call compile
+#   gpu_kernel_bits.py     the encode kernel = the portable algorithm = the core, bit for bit; first-call compile
 #   test_torch_device.py   the torch adapter on CUDA (encode, tables, modules, compile) against the core
 #   device_native.py       the speed bars side by side, host syncs, CUDA-graph capture, reduce-overhead
 #   rope.py                the fused rotary apply against Hugging Face's rotary + apply and the memory floor

@@ -1,6 +1,6 @@
-"""On a CUDA machine: the encode kernel (posenc.torch.encode_kernel) against the array algorithm on the same
-device and against the NumPy core, bit for bit, on millions of random elements; the tables by angle
-addition (posenc.torch.table_kernel) against the core; and each specialization's first call (Triton's
+"""On a CUDA machine: the encode kernel (posenc.torch.kernels.encode_kernel) against the portable algorithm on
+the same device and against the NumPy core, bit for bit, on millions of random elements; the tables by angle
+addition (posenc.torch.kernels.table_kernel) against the core; and each specialization's first call (Triton's
 compile) timed. Writes ``$OUT/gpu_kernel_bits.json`` (or ./gpu_kernel_bits.json).
 
     PYTHONPATH=src python3 scripts/gpu_kernel_bits.py
@@ -19,8 +19,9 @@ import numpy as np
 import torch
 
 import posenc
-from posenc import core, defaults, device
-from posenc.torch import encode_launch, operator, table_launch, triton_launch
+from posenc import core, defaults, portable
+from posenc.torch import operator
+from posenc.torch.kernels import common, encode_launch, table_launch
 
 #: (d_model, options, kind of positions, rows, output dtype)
 CASES = [
@@ -88,7 +89,7 @@ def positions(kind: str, rows: int, rng: np.random.Generator) -> torch.Tensor:
 
 def main(where: str, small: bool) -> dict:
     if where == "cpu":  # Triton's interpreter (TRITON_INTERPRET=1) stands in for CUDA
-        triton_launch.KERNEL_DEVICES.append("cpu")
+        common.KERNEL_DEVICES.append("cpu")
     assert encode_launch.runs_here(torch.empty(0, device=where)), "needs CUDA and triton"
     sync = torch.cuda.synchronize if where == "cuda" else (lambda: None)
     rng = np.random.default_rng(0)
@@ -104,9 +105,9 @@ def main(where: str, small: bool) -> dict:
         got, uncertain = encode_launch.launch(on_gpu, None, request)
         sync()
         first = time.perf_counter() - start
-        array = device.encode(device.backend_of(on_gpu), on_gpu, request)
+        array = portable.encode(portable.backend_of(on_gpu), on_gpu, request)
         bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[got.element_size()]
-        same_as_array = bool(torch.equal(got.view(bits), array.view(bits)))
+        same_as_portable = bool(torch.equal(got.view(bits), array.view(bits)))
         host_values = host.double().numpy() if host.is_floating_point() else host.numpy()
         want = posenc.encode(host_values, d_model, dtype=fmt, **options)
         signed = {2: np.int16, 4: np.int32, 8: np.int64}[got.element_size()]
@@ -127,7 +128,7 @@ def main(where: str, small: bool) -> dict:
             "elements": rows * d_model,
             "first_call_s": round(first, 2),
             "per_call_ms": round(per_call * 1e3, 3),
-            "equal_to_array_algorithm": same_as_array,
+            "equal_to_portable_algorithm": same_as_portable,
             "values_differing_from_core": differ,  # float64: the core is within 1 ulp, the kernel exact
             "uncertain_settled": int(uncertain.sum()),
         }

@@ -5,8 +5,8 @@
 
 A near-midpoint case is a position whose exact sin/cos value in some column lies very close to a rounding
 midpoint of the output format (halfway between two adjacent float32, float16 or bfloat16 values): the
-hardest roundings, those on which an algorithm that is only *nearly* exact goes wrong. A new device
-algorithm can be checked against these rows bit for bit.
+hardest roundings, those on which an algorithm that is only *nearly* exact goes wrong. A new implementation
+of the algorithm (the portable one, a kernel) can be checked against these rows bit for bit.
 
 How: for each option set of ``OPTION_SETS`` the core encodes many positions in float64 (within ~1 ulp):
 the integers 0 .. 200000, random integers with |p| < 2**31, random float32 timesteps in [0, 1000] and a

@@ -6,6 +6,72 @@ import pytest
 # tests/reference.py is imported as a plain module by the test files.
 sys.path.insert(0, str(Path(__file__).parent))
 
+# --- the two tiers: `make check` runs every test not marked slow, `make test` runs them all ----------------
+# A test is slow when it compiles (Triton for sm_90, Triton's interpreter, torch.compile or jax.jit over many
+# cases), explores (hypothesis fuzz, exhaustive sweeps), starts processes (signals, multi-process, the
+# benchmarks' smoke runs) or runs the README's blocks. Whole files by name, single tests by file::function;
+# tests/test_suite_tiers.py checks that every name below still names a test.
+
+SLOW_FILES = {
+    "test_kernel_compile.py": "compiles every Triton kernel for sm_90 with two Tritons",
+    "test_table_kernel.py": "Triton's interpreter over millions of values",
+    "test_encode_kernel.py": "Triton's interpreter",
+    "test_rope_fused.py": "Triton's interpreter",
+    "test_benchmarks.py": "the benchmarks' smoke runs",
+    "test_readme.py": "the README's code blocks",
+    "test_distributed.py": "several processes (torch.distributed)",
+    "test_jax_mesh.py": "a four-device mesh in a subprocess",
+    "test_fault_injection.py": "signals and size limits against real posenc processes",
+    "test_environment.py": "a fresh process per environment",
+    "test_fuzz_adapters.py": "hypothesis fuzz",
+    "test_fuzz_cli.py": "hypothesis fuzz",
+    "test_fuzz_core.py": "hypothesis fuzz",
+    "test_fuzz_found.py": "hypothesis fuzz",
+    "test_fuzz_grids.py": "hypothesis fuzz",
+    "test_fuzz_library.py": "hypothesis fuzz",
+    "test_fuzz_modules.py": "hypothesis fuzz",
+    "test_fuzz_positions.py": "hypothesis fuzz",
+    "test_fuzz_regressions.py": "the fuzzers' regressions, many compiled",
+}
+SLOW_TESTS = {
+    "test_jax.py::test_the_suite_passes_with_x64_enabled": "the JAX suite again in a subprocess",
+    "test_jax.py::test_encode_is_bit_identical_to_the_core_eager_jit_and_vmap": "jax.jit per case",
+    "test_jax.py::test_jitted_encode_matches_the_core_for_any_options": "jax.jit per example",
+    "test_jax.py::test_half_precision_is_correctly_rounded_against_mpmath": "jax.jit, mpmath",
+    "test_jax.py::test_real_positions": "jax.jit per case",
+    "test_jax.py::test_module_in_low_precision_stays_exact_at_100k": "jax.jit, 100k rows",
+    "test_jax.py::test_module_positions_for_padding_packing_and_shards": "jax.jit per case",
+    "test_jax.py::test_module_offset_decoding_equals_the_full_pass_eager_and_jitted": "jax.jit per step",
+    "test_jax.py::test_module_under_jit_large_tables_use_the_portable_algorithm": "jax.jit, large tables",
+    "test_jax.py::test_table_static_and_traced_start": "jax.jit per case",
+    "test_jax.py::test_eager_bfloat16_positions_are_taken_exactly": "every bfloat16 position",
+    "test_jax.py::test_dynamic_positions_compile_once_for_every_step": "jax.jit per step",
+    "test_rope_torch.py::test_forward_with_seq_len_compiles_with_fullgraph_and_runs_on_meta": "torch.compile",
+    "test_rope_tables.py::test_the_portable_algorithm_gives_the_cores_bits_and_compiles_without_a_break": (
+        "torch.compile per rope type"
+    ),
+    "test_rope_jax.py::test_traced_positions_give_the_cores_bits_without_callback_or_float64": "jax.jit",
+    "test_rope_jax.py::test_the_flax_module_and_apply_rotary": "jax.jit",
+    "test_rope_jax.py::test_the_flax_module_takes_a_layer_type_and_seq_len": "jax.jit",
+    "test_torch_device.py::test_portable_algorithm_tables_equal_the_core": "the portable algorithm on tables",
+    "test_device_native.py::test_random_elements_equal_the_core_bit_for_bit": "random sweeps",
+    "test_device_native.py::test_jitted_jax_program_has_no_callback_and_no_float64_with_x64_off": "jax.jit",
+    "test_exactness.py::test_float32_error_does_not_grow_with_position": "an exhaustive sweep",
+    "test_exactness.py::test_encode_is_correctly_rounded_against_mpmath": "mpmath over many positions",
+    "test_bad_input.py::test_position_minus_zero_gives_minus_zero_sines_on_every_path": "compiles every path",
+    "test_compiled.py::test_16_bit_tables_round_tiny_values_straight_from_float64": "large 16-bit tables",
+    "test_positions_input.py::test_torch_compile_fullgraph_matches_eager": "torch.compile",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow tier (see SLOW_FILES and SLOW_TESTS)."""
+    for item in items:
+        name = item.path.name
+        function = getattr(item, "originalname", item.name)
+        if name in SLOW_FILES or f"{name}::{function}" in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

@@ -1,5 +1,5 @@
 """What the framework tests share: bad options every module (torch, JAX) must refuse with the same message,
-the core's validated options from keyword arguments, the device algorithm's requests, and the stored
+the core's validated options from keyword arguments, the portable algorithm's requests, and the stored
 near-midpoint cases."""
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 import posenc
-from posenc import device
+from posenc import portable
 
 #: the unsigned integers that hold each format's bits
 UINT = {"float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16, "float64": np.uint64}
@@ -27,9 +27,9 @@ def core_options(d_model: int, **options) -> "posenc.core.Options":
     return posenc.core.Options.check(d_model, **{**posenc.defaults.OPTIONS, **options})
 
 
-def device_request(d_model: int, fmt: str, **options) -> device.Request:
-    """The device algorithm's request for ``d_model``, output format ``fmt`` and keyword options."""
-    return device.request_for(core_options(d_model, **options), fmt)
+def portable_request(d_model: int, fmt: str, **options) -> portable.Request:
+    """The portable algorithm's request for ``d_model``, output format ``fmt`` and keyword options."""
+    return portable.request_for(core_options(d_model, **options), fmt)
 
 
 def near_midpoint_cases() -> list[dict]:

@@ -14,7 +14,7 @@ import torch
 import posenc
 import posenc.torch as pt
 from posenc import grids, positions, presets, rope, sharding
-from posenc.see import encodings, properties
+from posenc.analysis import encodings, properties
 from posenc.torch import rotary as torch_rotary
 
 

@@ -122,21 +122,21 @@ def test_bad_token_embedding_arguments_are_clear_errors(kwargs, error, message):
 
 def test_position_minus_zero_gives_minus_zero_sines_on_every_path():
     """The rule (IEEE: sin(-0) = -0): position -0.0 gives sin columns of -0.0 and cos columns of 1, in every
-    dtype, through the core, the device algorithm, torch and JAX; position +0.0 and integer 0 give +0.0."""
+    dtype, through the core, the portable algorithm, torch and JAX; position +0.0 and integer 0 give +0.0."""
     import jax
     import jax.numpy as jnp
 
     import posenc.jax as pj
-    from posenc import device
+    from posenc import portable
 
-    numpy_backend = device.backend_of(np.zeros(1))
+    numpy_backend = portable.backend_of(np.zeros(1))
     positions = [-0.0, 0.0, 0.0]
     for dtype in ("float32", "float64", "float16", "bfloat16"):
-        request = device.request_for(core_options(6, layout="sin_cos"), dtype)
+        request = portable.request_for(core_options(6, layout="sin_cos"), dtype)
         jitted = jax.jit(lambda t, d=dtype: pj.encode(t, 6, layout="sin_cos", dtype=d))
         rows = [
             posenc.encode([-0.0, 0.0, 0], 6, layout="sin_cos", dtype=dtype),
-            device.encode(numpy_backend, np.array(positions), request),
+            portable.encode(numpy_backend, np.array(positions), request),
             pt.encode(torch.tensor(positions), 6, layout="sin_cos", dtype=dtype).double().numpy(),
         ]
         if dtype != "float64":  # JAX without x64

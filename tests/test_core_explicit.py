@@ -96,8 +96,8 @@ def test_the_law_is_checked_once_and_the_amplitude_is_its_float64():
 
 @pytest.mark.parametrize("amplitude", [None, "1.1", "0.6"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
-def test_the_device_algorithm_gives_the_same_bits_for_a_law(amplitude, dtype):
-    from posenc import device
+def test_the_portable_algorithm_gives_the_same_bits_for_a_law(amplitude, dtype):
+    from posenc import portable
 
     law = irregular(amplitude)
     rng = np.random.default_rng(3)
@@ -105,14 +105,14 @@ def test_the_device_algorithm_gives_the_same_bits_for_a_law(amplitude, dtype):
     reals = rng.random(1000) * 2.0**20 - 2.0**19
     for p in (positions, reals):
         sin, cos = explicit.sin_cos(p, law, dtype)
-        request = device.request_for_law(law, dtype)
-        got = device.encode(device.backend_of(p), p, request)
+        request = portable.request_for_law(law, dtype)
+        got = portable.encode(portable.backend_of(p), p, request)
         want = np.concatenate([sin, cos], -1)
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
 def test_the_device_refuses_an_amplitude_beyond_its_error_bound():
-    from posenc import device
+    from posenc import portable
 
     with pytest.raises(ValueError, match="amplitude"):
-        device.request_for_law(irregular("5"), "float32")
+        portable.request_for_law(irregular("5"), "float32")

@@ -1,4 +1,4 @@
-"""The device algorithm (posenc.device): the core's bits through the very code the devices run, and no
+"""The portable algorithm (posenc.portable): the core's bits through the very code the devices run, and no
 host round trip — under torch.compile/export, on meta tensors, and inside jax.jit with x64 on and off.
 
 CI has no GPU; these run the algorithm on the CPU through NumPy, torch and jax.numpy (the same Python code
@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 import torch._dynamo.testing
-from module_cases import UINT, device_request, near_midpoint_cases
+from module_cases import UINT, near_midpoint_cases, portable_request
 
 import posenc
 import posenc.torch as pt
-from posenc import core, device
+from posenc import core, portable
 
-NUMPY = device.backend_of(np.zeros(1))
+NUMPY = portable.backend_of(np.zeros(1))
 
 
 def _bits(values: np.ndarray, fmt: str) -> np.ndarray:
@@ -64,7 +64,7 @@ def test_random_elements_equal_the_core_bit_for_bit(d_model, options, kind, coun
     rng = np.random.default_rng(d_model + count)
     positions = _positions(kind, count, rng)
     for fmt in formats:
-        got = device.encode(NUMPY, positions, device_request(d_model, fmt, **options))
+        got = portable.encode(NUMPY, positions, portable_request(d_model, fmt, **options))
         want = posenc.encode(positions, d_model, dtype=fmt, **options)
         np.testing.assert_array_equal(_bits(got, fmt), _bits(want, fmt))
 
@@ -81,7 +81,7 @@ def test_float64_output_is_within_one_ulp_of_the_core():
     positions = np.concatenate(
         [np.arange(-20, 300), np.random.default_rng(1).uniform(0, 2**30, 200), tiny, np.pi / np.array([1, 2])]
     )
-    got = device.encode(NUMPY, positions, device_request(128, "float64"))
+    got = portable.encode(NUMPY, positions, portable_request(128, "float64"))
     want = posenc.encode(positions, 128, dtype="float64")
     assert np.abs(got.view(np.int64) - want.view(np.int64)).max() <= 1
 
@@ -93,42 +93,42 @@ def test_values_nearest_a_rounding_midpoint_equal_the_core(case):
     position = case["position"]
     position = np.array([float.fromhex(position["hex"]) if isinstance(position, dict) else position])
     options = {k: case[k] for k in ("base", "shift", "scale", "layout")}
-    got = device.encode(NUMPY, position, device_request(case["d_model"], case["dtype"], **options))
+    got = portable.encode(NUMPY, position, portable_request(case["d_model"], case["dtype"], **options))
     assert _bits(got[0], case["dtype"]).tolist() == case["bits"]
 
 
 def test_the_settling_step_runs_on_a_static_size_compaction(monkeypatch):
     """With a huge error bound every first rounding is uncertain: the settling evaluation (more limbs) gives
     the core's bits for up to SETTLE_CAPACITY values; the rest keep the first rounding."""
-    monkeypatch.setattr(device.rounding, "_DELTA_UNITS", 2**40)
+    monkeypatch.setattr(portable.rounding, "_DELTA_UNITS", 2**40)
     positions = np.arange(-5, 15)
     want = posenc.encode(positions, 32, dtype="bfloat16")
-    got = device.encode(NUMPY, positions, device_request(32, "bfloat16"))
+    got = portable.encode(NUMPY, positions, portable_request(32, "bfloat16"))
     assert np.array_equal(_bits(got, "bfloat16"), _bits(want, "bfloat16"))  # 640 values > capacity 512...
-    monkeypatch.setattr(device.settle, "SETTLE_CAPACITY", 8)
-    few = device.encode(NUMPY, positions, device_request(32, "bfloat16"))
+    monkeypatch.setattr(portable.settle, "SETTLE_CAPACITY", 8)
+    few = portable.encode(NUMPY, positions, portable_request(32, "bfloat16"))
     assert np.array_equal(_bits(few, "bfloat16").reshape(-1)[:4], _bits(want, "bfloat16").reshape(-1)[:4])
 
 
 def test_offsets_are_added_exactly_and_invalid_positions_give_nan_rows():
-    request = device_request(16, "float32")
+    request = portable_request(16, "float32")
     # a float32 position plus a large offset: the sum is not a float32 (nor always a float64)
-    got = device.encode(NUMPY, np.array([0.25, -0.5], np.float32), request, np.int64(2**30 + 3))
+    got = portable.encode(NUMPY, np.array([0.25, -0.5], np.float32), request, np.int64(2**30 + 3))
     want = posenc.encode(np.array([2**30 + 3.25, 2**30 + 2.5]), 16)
     np.testing.assert_array_equal(got, want)
     bad = np.array([np.nan, np.inf, -np.inf, 2.0**31, -(2.0**31), 5.0], np.float32)
-    rows = device.encode(NUMPY, bad, request)
+    rows = portable.encode(NUMPY, bad, request)
     assert np.isnan(rows[:5]).all() and not np.isnan(rows[5]).any()
-    overflow = device.encode(NUMPY, np.array([2**31 - 2, 7]), request, np.int64(5))
+    overflow = portable.encode(NUMPY, np.array([2**31 - 2, 7]), request, np.int64(5))
     assert np.isnan(overflow[0]).all()
     np.testing.assert_array_equal(overflow[1], posenc.encode(12, 16))
 
 
 def test_options_outside_the_device_domain_are_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"posenc\.encode"):
-        device_request(8, "float32", scale=1e-30)
+        portable_request(8, "float32", scale=1e-30)
     with pytest.raises(ValueError, match=r"posenc\.encode"):
-        device_request(8, "float32", scale=5000.0)
+        portable_request(8, "float32", scale=5000.0)
 
 
 # --- torch: no host round trip ------------------------------------------------------------------------
@@ -138,7 +138,7 @@ def test_the_algorithm_runs_on_meta_tensors_so_it_reads_no_value():
     """A meta tensor has no values: any host read (item, nonzero, cpu) would fail here."""
     positions = torch.arange(10, device="meta")
     offset = torch.tensor([3], device="meta")
-    out = device.encode(device.backend_of(positions), positions, device_request(64, "bfloat16"), offset)
+    out = portable.encode(portable.backend_of(positions), positions, portable_request(64, "bfloat16"), offset)
     assert out.shape == (10, 64) and out.dtype == torch.bfloat16 and out.device.type == "meta"
     module = pt.SinusoidalPositionalEncoding(64, batch_first=True)
     x = torch.zeros(2, 5, 64, device="meta")
@@ -147,7 +147,7 @@ def test_the_algorithm_runs_on_meta_tensors_so_it_reads_no_value():
 
 
 def _no_core(monkeypatch):
-    """Make any call of the NumPy core fail: what runs then is the device algorithm."""
+    """Make any call of the NumPy core fail: what runs then is the portable algorithm."""
 
     def refuse(*args, **kwargs):
         raise AssertionError("the NumPy core was called (a host read)")
@@ -215,7 +215,7 @@ def test_exported_module_takes_positions_and_a_dynamic_length(monkeypatch):
 
 def test_a_module_without_positions_adds_the_table_operators_rows(monkeypatch):
     """Given no positions (an int offset), a compiled or exported module takes its rows from
-    torch.ops.posenc.table (on CUDA: angle addition; here the device algorithm over the positions), one
+    torch.ops.posenc.table (on CUDA: angle addition; here the portable algorithm over the positions), one
     graph for every length, the core's bits, no host read; rows past 2**31 - 1 are NaN."""
     torch._dynamo.reset()
     module = pt.SinusoidalPositionalEncoding(16, batch_first=True)

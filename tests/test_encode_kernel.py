@@ -1,13 +1,13 @@
-"""The Triton kernel of torch.ops.posenc.exact on CUDA (posenc.torch.encode_kernel): the core's bits through
-the very kernel a GPU runs — random elements over widths, bases, shifts, scales, layouts and odd widths,
-integer positions up to 2**31 - 1, real positions in every float dtype (timesteps, tiny and subnormal ones,
--0.0), offsets added exactly, every output dtype, the stored near-midpoint cases, the in-kernel settling
+"""The Triton kernel of torch.ops.posenc.exact on CUDA (posenc.torch.kernels.encode_kernel): the core's bits
+through the very kernel a GPU runs — random elements over widths, bases, shifts, scales, layouts and odd
+widths, integer positions up to 2**31 - 1, real positions in every float dtype (timesteps, tiny and subnormal
+ones, -0.0), offsets added exactly, every output dtype, the stored near-midpoint cases, the in-kernel settling
 (and its negative control), NaN rows for invalid positions, and the operator sending its calls there.
 
 Without a GPU the kernel runs in Triton's interpreter on CPU tensors. The interpreter must be chosen before
 triton is imported, so one subprocess (this file run as a script, with TRITON_INTERPRET=1) runs every case
-and saves the outputs; the tests compare them with the NumPy core (and with the array algorithm,
-posenc.device, for float64 and the NaN rows).
+and saves the outputs; the tests compare them with the NumPy core (and with the portable algorithm,
+posenc.portable, for float64 and the NaN rows).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 import torch
 from interpreted import results_fixture
-from module_cases import UINT, device_request, near_midpoint_cases
+from module_cases import UINT, near_midpoint_cases, portable_request
 
 import posenc
-from posenc import device
+from posenc import portable
 
 pytest.importorskip("triton")
 
@@ -95,7 +95,7 @@ CASES = {
     # the negative control: settling with 2 limbs as well cannot give the core's bits
     "unsettled-int-64-float32": (64, {}, "int", 128, "float32", {"first_limbs": 2, "settle_limbs": 2}),
 }
-#: float64 output: correctly rounded (the array algorithm's bits; the core is within 1 ulp of them)
+#: float64 output: correctly rounded (the portable algorithm's bits; the core is within 1 ulp of them)
 FLOAT64_CASES = {
     "float64-out-int-128": (128, {}, "int", 96, "float64", {}),
     "float64-out-reals-48": (48, {"scale": 3.0, "layout": "sin_cos"}, "float64", 96, "float64", {}),
@@ -137,7 +137,7 @@ def _rotary_params():
     return rope.config(head_dim=64, base=10000.0, scaling=YARN, max_position_embeddings=8192)
 
 
-def _rotary_request(fmt: str) -> device.Request:
+def _rotary_request(fmt: str) -> portable.Request:
     from posenc.torch import rotary
 
     return rotary._request(rotary._params_json(_rotary_params()), -1, fmt)[0]
@@ -197,18 +197,18 @@ def _near_midpoint_groups() -> dict[str, tuple[dict, np.ndarray, np.ndarray]]:
 
 
 def _run_cases(out: Path) -> None:
-    from posenc.torch import encode_launch, triton_launch
+    from posenc.torch.kernels import common, encode_launch
 
     results = {}
     for name, (d_model, options, _, _, fmt, launch_options) in {**CASES, **FLOAT64_CASES}.items():
         blocks = {"block_rows": 128, "block_freqs": 128, **launch_options}
         got, uncertain = encode_launch.launch(
-            _case_positions(name), None, device_request(d_model, fmt, **options), **blocks
+            _case_positions(name), None, portable_request(d_model, fmt, **options), **blocks
         )
         results[f"{name}/bits"], results[f"{name}/uncertain"] = _bits(got, fmt), uncertain.numpy()
     for i, (options, positions, _) in enumerate(_near_midpoint_groups().values()):
         fmt = options.pop("dtype")
-        request = device_request(options.pop("d_model"), fmt, **options)
+        request = portable_request(options.pop("d_model"), fmt, **options)
         rows = 1 << (len(positions) - 1).bit_length()
         got, _ = encode_launch.launch(
             torch.tensor(positions), None, request, block_rows=rows, block_freqs=512
@@ -217,17 +217,19 @@ def _run_cases(out: Path) -> None:
     # offsets added exactly, and invalid positions (NaN, inf, |p + offset| >= 2**31): rows of NaN
     reals = torch.tensor(REALS, dtype=torch.float64)
     offsets = torch.tensor(OFFSETS)  # (3, 1): broadcast to (3, 8)
-    got, _ = encode_launch.launch(reals, offsets, device_request(16, "float32"), block_rows=8, block_freqs=8)
+    got, _ = encode_launch.launch(
+        reals, offsets, portable_request(16, "float32"), block_rows=8, block_freqs=8
+    )
     results["offsets/reals"] = got.numpy()
     ids = torch.tensor([[0, 7, 2**31 - 1, -(2**31) + 1]])
-    got, _ = encode_launch.launch(ids, offsets, device_request(16, "bfloat16"), block_rows=8, block_freqs=8)
+    got, _ = encode_launch.launch(ids, offsets, portable_request(16, "bfloat16"), block_rows=8, block_freqs=8)
     results["offsets/ids"] = got.float().numpy()
     # rotary cos/sin (posenc::rotary on CUDA): YaRN's attention scaling A != 1, real and integer positions
     for fmt, positions in ROTARY_POSITIONS.items():
         got, _ = encode_launch.launch(positions(), None, _rotary_request(fmt), block_rows=64, block_freqs=32)
         results[f"rotary/{fmt}"] = _bits(got, fmt)
     # the operator sends CUDA calls to the kernel: here the CPU stands in for CUDA
-    triton_launch.KERNEL_DEVICES.append("cpu")
+    common.KERNEL_DEVICES.append("cpu")
     calls = []
     launch = encode_launch.launch
     encode_launch.launch = lambda *a, **kw: calls.append(1) or launch(*a, **kw)
@@ -264,10 +266,12 @@ def test_the_cases_cover_every_position_dtype_layout_and_odd_rule():
 
 
 @pytest.mark.parametrize("name", list(FLOAT64_CASES))
-def test_float64_output_is_the_array_algorithms_correct_rounding(kernel_results, name):
+def test_float64_output_is_the_portable_algorithms_correct_rounding(kernel_results, name):
     d_model, options, _, _, fmt, _ = FLOAT64_CASES[name]
     positions = _case_positions(name)
-    want = device.encode(device.backend_of(positions), positions, device_request(d_model, fmt, **options))
+    want = portable.encode(
+        portable.backend_of(positions), positions, portable_request(d_model, fmt, **options)
+    )
     np.testing.assert_array_equal(kernel_results[f"{name}/bits"], _bits(want, fmt))
 
 
@@ -303,8 +307,8 @@ def test_offsets_are_added_exactly_and_invalid_positions_give_nan_rows(kernel_re
         got[~np.array(invalid, bool)].view(np.uint32), posenc.encode(sums, 16).view(np.uint32)
     )
     torch_reals = torch.tensor(reals)
-    want = device.encode(
-        device.backend_of(torch_reals), torch_reals, device_request(16, "float32"), torch.tensor(offsets)
+    want = portable.encode(
+        portable.backend_of(torch_reals), torch_reals, portable_request(16, "float32"), torch.tensor(offsets)
     )
     np.testing.assert_array_equal(got.view(np.uint32), want.numpy().view(np.uint32))  # NaN bits too
     ids = kernel_results["offsets/ids"]  # [0, 7, 2**31 - 1, -2**31 + 1] + offsets, bfloat16 as float32

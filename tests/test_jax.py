@@ -60,8 +60,8 @@ def test_encode_is_bit_identical_to_the_core_eager_jit_and_vmap(layout, name):
     assert p.dtype == (jnp.int64 if X64 else jnp.int32)
     assert _same_bits(run(p), want)  # eager, from a device array
     assert _same_bits(run(positions), want)  # eager, from NumPy int64
-    if (layout, name) in TRACED:  # each traced program compiles the device algorithm (~10 s on 2 cores)
-        assert _same_bits(jax.jit(run)(p), want)  # traced: the device algorithm inside the program
+    if (layout, name) in TRACED:  # each traced program compiles the portable algorithm (~10 s on 2 cores)
+        assert _same_bits(jax.jit(run)(p), want)  # traced: the portable algorithm inside the program
         assert _same_bits(jax.jit(lambda q: jax.vmap(jax.vmap(run))(q))(p[:, :, None]), want[:, :, None])
 
 
@@ -131,7 +131,7 @@ def test_float64_needs_x64():
     if X64:
         got = jax.jit(lambda p: pj.encode(p, 16, dtype=jnp.float64))(jnp.arange(5) * 1000)
         want = posenc.encode(np.arange(5) * 1000, 16, dtype="float64")
-        # float64 is within 1 ulp of the exact value in both (the device algorithm rounds it correctly)
+        # float64 is within 1 ulp of the exact value in both (the portable algorithm rounds it correctly)
         assert np.abs(np.asarray(got).view(np.int64) - want.view(np.int64)).max() <= 1
         assert _same_bits(pj.table(4, 16, dtype="float64"), posenc.table(4, 16, dtype="float64"))
     else:
@@ -241,7 +241,7 @@ def test_module_in_low_precision_stays_exact_at_100k(name):
     assert _same_bits(nnx.jit(lambda m, x: m(x, offset=100_000))(module, x)[0], want)  # a constant
 
 
-def test_module_under_jit_large_tables_use_the_device_algorithm(monkeypatch):
+def test_module_under_jit_large_tables_use_the_portable_algorithm(monkeypatch):
     module = pj.SinusoidalPositionalEncoding(64)
     x = jnp.zeros((2, 100, 64), F32)
     constant = nnx.jit(lambda m, x: m(x, offset=7))(module, x)

@@ -9,7 +9,7 @@ module, and checks that no program holds a host callback:
 * contiguous split, positions ``None``: under ``jit`` the encoding is a constant that XLA slices per device.
 * zigzag split: the sequence is put in ``posenc.sharding.permutation`` order, so an even split over the
   ``seq`` axis gives every device its zigzag shard, and the positions are that permutation, sharded the
-  same way. The device algorithm is elementwise, so under plain ``jit`` and inside ``jax.shard_map``
+  same way. The portable algorithm is elementwise, so under plain ``jit`` and inside ``jax.shard_map``
   every device encodes its own shard's positions.
 * KV-cache decoding: ``offset=LENGTH + t`` as a traced array, one program for every step.
 """
@@ -62,7 +62,7 @@ def main() -> None:
 
     module = pj.SinusoidalPositionalEncoding(D_MODEL, shift=1, layout="sin_cos")
     traces: list = []  # one entry per trace of the decoding step
-    for dtype in (jnp.bfloat16,):  # each traced program compiles the device algorithm (~10 s)
+    for dtype in (jnp.bfloat16,):  # each traced program compiles the portable algorithm (~10 s)
         x = jax.random.normal(jax.random.key(0), (BATCH, LENGTH, D_MODEL), jnp.float32).astype(dtype)
         unsharded = np.asarray(module(x))
         name = np.dtype(dtype).name

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.torch import triton_launch
+from posenc.torch.kernels import common
 
 triton = pytest.importorskip("triton")
 
@@ -115,18 +115,18 @@ def test_the_harness_makes_triton_s_launch_check_negative_control(tmp_path):
 
 
 def test_the_oldest_triton_the_launchers_take():
-    assert triton_launch.MIN_TRITON == (3, 6)
-    assert triton_launch.triton_supported("3.6.0") and triton_launch.triton_supported("3.9.0+git1234")
-    assert not triton_launch.triton_supported("3.5.1")
-    assert not triton_launch.triton_supported("2.3.0")
+    assert common.MIN_TRITON == (3, 6)
+    assert common.triton_supported("3.6.0") and common.triton_supported("3.9.0+git1234")
+    assert not common.triton_supported("3.5.1")
+    assert not common.triton_supported("2.3.0")
 
 
 def test_an_older_triton_leaves_the_kernels_alone(monkeypatch):
-    triton_launch.kernel_module.cache_clear()
+    common.kernel_module.cache_clear()
     try:
         with monkeypatch.context() as patched:
             patched.setattr(triton, "__version__", "3.5.0")
-            assert triton_launch.kernel_module("fused_kernel") is None
+            assert common.kernel_module("fused_kernel") is None
     finally:
-        triton_launch.kernel_module.cache_clear()
-    assert triton_launch.kernel_module("fused_kernel") is not None
+        common.kernel_module.cache_clear()
+    assert common.kernel_module("fused_kernel") is not None

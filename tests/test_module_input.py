@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc import adapters, device
+from posenc import adapters, portable
 
-NUMPY = device.Backend(np, "numpy")
+NUMPY = portable.backend_named("numpy")
 
 
 def _call(positions, offset, seq=5, batch=(2,)):

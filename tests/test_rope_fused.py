@@ -1,5 +1,5 @@
-"""posenc.torch.apply_rotary_exact and its Triton kernel (posenc.torch.fused_kernel): the kernel's q and k
-equal the unfused path's bit for bit — ``cos_sin(position_ids, params, dtype=float32)`` then
+"""posenc.torch.apply_rotary_exact and its Triton kernel (posenc.torch.kernels.fused_kernel): the kernel's q
+and k equal the unfused path's bit for bit — ``cos_sin(position_ids, params, dtype=float32)`` then
 ``apply_rotary`` — for Llama 3.1 and YaRN parameters, partial rotary, both layouts, float32, bfloat16 and
 float16, positions from 0 to 2**31 - 1, and when the in-kernel settling evaluation decides the roundings.
 
@@ -20,7 +20,8 @@ from interpreted import results_fixture
 
 import posenc.rope as rope
 import posenc.torch as pt
-from posenc.torch import fused_rotary, rotary, triton_launch
+from posenc.torch import fused_rotary, rotary
+from posenc.torch.kernels import common
 
 pytest.importorskip("triton")
 
@@ -131,7 +132,7 @@ def _run_cases(out: Path) -> None:
         results[f"{name}/q"], results[f"{name}/k"] = _bits(q_rot), _bits(k_rot)
         results[f"{name}/uncertain"] = uncertain.numpy()
     # the public entry point, sent to the kernel on the CPU
-    triton_launch.KERNEL_DEVICES.append("cpu")
+    common.KERNEL_DEVICES.append("cpu")
     calls = []
     launch = fused_rotary.launch
     fused_rotary.launch = lambda *a, **kw: calls.append(1) or launch(*a, **kw)
@@ -139,7 +140,7 @@ def _run_cases(out: Path) -> None:
     q_rot, k_rot = pt.apply_rotary_exact(q, k, ids, YARN, unsqueeze_dim=2)
     results["public/q"], results["public/k"] = _bits(q_rot), _bits(k_rot)
     results["public/calls"] = np.array(len(calls))
-    # invalid positions (|p| >= 2**31) give NaN on the rotated features, as the device algorithm does
+    # invalid positions (|p| >= 2**31) give NaN on the rotated features, as the portable algorithm does
     q, k, _ = _inputs("partial-half-float16-bfloat16")
     ids = torch.tensor([[2**31, -(2**31), 2**31 - 1, -(2**31) + 1] * 4])
     q_rot, k_rot, _ = fused_rotary.launch(q, k, ids, PARTIAL, "half", 1, None, block_rows=8)
@@ -250,17 +251,17 @@ def test_the_kernel_takes_only_what_it_computes():
         assert fused_rotary._fusable(*args) is None
 
 
-def test_series_terms_match_the_device_algorithm():
+def test_series_terms_match_the_portable_algorithm():
     """The kernel's Taylor-term counts are evaluate._series' (the host counts them for the kernel)."""
-    from posenc.device import evaluate
+    from posenc.portable import NumpyBackend, evaluate
 
-    class Counting(evaluate.Backend):
+    class Counting(NumpyBackend):
         def loop(self, count, body, state):
             self.counts.append(count)
             return super().loop(count, body, state)
 
     for m in range(2, 16):
-        ops = Counting(np, "numpy")
+        ops = Counting()
         ops.counts = []
         z = np.zeros((1, m + 1), np.int32)
         evaluate._series(ops, z, z, m, np.zeros((24, 17), np.int32))

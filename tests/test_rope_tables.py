@@ -1,6 +1,7 @@
 """posenc.rope.cos_sin and posenc.torch's rotary embeddings: every value A · cos(p θ_i) (resp. sin)
 correctly rounded against an mpmath reference for each RoPE type; the layouts and multimodal sections; the
-torch module a drop-in for Hugging Face's rotary modules; the device algorithm's bits equal to the core's."""
+torch module a drop-in for Hugging Face's rotary modules; the portable algorithm's bits equal to the
+core's."""
 
 from __future__ import annotations
 
@@ -161,7 +162,7 @@ def test_bfloat16_is_rounded_once_from_the_exact_value():
 
 
 @pytest.mark.parametrize("name", ["llama31_8b", "qwen2_yarn", "deepseek_v3", "gpt_neox", "qwen2_vl"])
-def test_the_device_algorithm_gives_the_cores_bits_and_compiles_without_a_break(name):
+def test_the_portable_algorithm_gives_the_cores_bits_and_compiles_without_a_break(name):
     params = rope.config(CONFIGS[name])
     rng = np.random.default_rng(1)
     ids = torch.from_numpy(rng.integers(0, 2**31, (2, 300)))
@@ -232,7 +233,7 @@ def test_the_torch_module_exports_with_a_dynamic_length():
     np.testing.assert_array_equal(cos.numpy(), want_cos)
     np.testing.assert_array_equal(sin.numpy(), want_sin)
     targets = {str(node.target) for node in exported.graph.nodes if node.op == "call_function"}
-    assert "posenc.rotary.default" in targets  # the device algorithm's operator: no host read inside
+    assert "posenc.rotary.default" in targets  # the portable algorithm's operator: no host read inside
 
 
 # --- conformance past the trained length: each type against Hugging Face's own module and mpmath ------------

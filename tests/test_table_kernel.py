@@ -1,8 +1,8 @@
-"""Tables on CUDA by angle addition (posenc.torch.table_kernel): the core's bits through the very kernels a
-GPU runs — over 2 M elements of tables over widths, bases, shifts, scales, layouts, odd widths, starts that
-cross 0 and reach 2**31 - 1, in float32, float16 and bfloat16; the stored near-midpoint cases through the
-certification (the 16-bit ones must be caught by the midpoint test); the settling kernel deciding uncertain
-values (a wide band makes them so) and its negative control; the operator sending CUDA tables there.
+"""Tables on CUDA by angle addition (posenc.torch.kernels.table_kernel): the core's bits through the very
+kernels a GPU runs — over 2 M elements of tables over widths, bases, shifts, scales, layouts, odd widths,
+starts that cross 0 and reach 2**31 - 1, in float32, float16 and bfloat16; the stored near-midpoint cases
+through the certification (the 16-bit ones must be caught by the midpoint test); the settling kernel deciding
+uncertain values (a wide band makes them so) and its negative control; the operator sending CUDA tables there.
 
 Without a GPU the kernels run in Triton's interpreter on CPU tensors, in one subprocess (this file run as a
 script with TRITON_INTERPRET=1) that saves the outputs; the tests compare them with the NumPy core.
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from interpreted import results_fixture
-from module_cases import UINT, device_request, near_midpoint_cases
+from module_cases import UINT, near_midpoint_cases, portable_request
 
 import posenc
 
@@ -83,31 +83,31 @@ def _near_midpoint_groups() -> dict[str, tuple[dict, np.ndarray, np.ndarray]]:
 
 def _run_cases(out: Path) -> None:
     from posenc import layouts
-    from posenc.torch import encode_launch, table_launch, triton_launch
+    from posenc.torch.kernels import common, encode_launch, table_launch
 
     cpu = torch.device("cpu")
     results = {}
     for name, (length, d_model, start, fmt, options, launch_options) in CASES.items():
-        request = device_request(d_model, fmt, **options)
+        request = portable_request(d_model, fmt, **options)
         got, uncertain = table_launch.launch(length, start, request, cpu, **EXACT, **launch_options)
         results[f"{name}/bits"], results[f"{name}/uncertain"] = _bits(got, fmt), uncertain.numpy()
     # the certification alone at the near-midpoint cases: anchors = the exact float64 rows of the
     # positions, one row per program, every first row position 0 (sin 0, cos 1): the combined value is the
     # anchor's own, rounded and certified as in any table
-    kernels = triton_launch.kernel_module("table_kernel")
+    kernels = common.kernel_module("table_kernel")
     for i, (options, positions, _) in enumerate(_near_midpoint_groups().values()):
         options = dict(options)
         fmt = options.pop("dtype")
-        request = device_request(options.pop("d_model"), fmt, **options)
+        request = portable_request(options.pop("d_model"), fmt, **options)
         wide = table_launch.anchor_request(request)
         anchors = encode_launch.launch(torch.tensor(positions), None, wide, block_rows=16, block_freqs=512)[0]
         first = encode_launch.launch(torch.tensor([0]), None, wide, block_rows=1, block_freqs=512)[0]
         out_ = torch.empty((len(positions), request.d_model), dtype=getattr(torch, fmt))
         uncertain = torch.zeros(len(positions), dtype=torch.int32)
         sin_offset, cos_offset, stride = layouts.placement(request.layout, request.count)
-        block_f = triton_launch.next_power_of_2(request.count)
+        block_f = common.next_power_of_2(request.count)
         kernels.table_kernel[(len(positions), 1)](
-            anchors, first, triton_launch.constants_on(request, cpu)[4],
+            anchors, first, common.constants_on(request, cpu)[4],
             out_.view(torch.int16) if fmt == "bfloat16" else out_, uncertain,
             len(positions), 1, int(np.abs(positions).max()), request.count, request.sin_columns,
             request.cos_columns, sin_offset, cos_offset, stride, request.sin_columns + request.cos_columns,
@@ -119,7 +119,7 @@ def _run_cases(out: Path) -> None:
             uncertain.numpy(),
         )
     # the operator sends tables on its kernel devices to the launcher: here the CPU stands in for CUDA
-    triton_launch.KERNEL_DEVICES.append("cpu")
+    common.KERNEL_DEVICES.append("cpu")
     calls = []
     launch = table_launch.launch
     table_launch.launch = lambda *a, **kw: calls.append(1) or launch(*a, **{**EXACT, **kw})
@@ -214,9 +214,9 @@ def test_rows_past_the_valid_positions_are_nan_not_combined(kernel_results):
 
 
 def test_a_request_has_one_anchor_request_so_its_constants_go_to_the_device_once():
-    from posenc.torch import table_launch
+    from posenc.torch.kernels import table_launch
 
-    request = device_request(64, "bfloat16", layout="cos_sin")
+    request = portable_request(64, "bfloat16", layout="cos_sin")
     wide = table_launch.anchor_request(request)
     assert table_launch.anchor_request(request) is wide
     assert (wide.fmt, wide.layout, wide.d_model, wide.sin_columns, wide.cos_columns) == (
@@ -226,7 +226,7 @@ def test_a_request_has_one_anchor_request_so_its_constants_go_to_the_device_once
         32,
         32,
     )
-    assert table_launch.anchor_request(device_request(64, "bfloat16")) is not wide
+    assert table_launch.anchor_request(portable_request(64, "bfloat16")) is not wide
 
 
 def test_the_operator_builds_kernel_device_tables_by_angle_addition(kernel_results):

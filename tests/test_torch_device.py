@@ -117,8 +117,8 @@ def test_training_dropout_on_the_device(device):
         (200, 9, 3, {"odd": "drop", "base": 1e9}),
     ],
 )
-def test_device_algorithm_tables_equal_the_core(device, dtype, length, d_model, start, options):
-    """The table that every non-CPU device builds itself (the device algorithm, posenc.device, as the
+def test_portable_algorithm_tables_equal_the_core(device, dtype, length, d_model, start, options):
+    """The table that every non-CPU device builds itself (the portable algorithm, posenc.portable, as the
     operator torch.ops.posenc.exact) — run here on ``--device`` directly, so the CPU covers it in CI."""
     o = core_options(d_model, **options)
     positions = torch.arange(start, start + length, device=device)
@@ -129,26 +129,26 @@ def test_device_algorithm_tables_equal_the_core(device, dtype, length, d_model, 
     )
 
 
-def test_device_algorithm_settles_values_near_a_midpoint(device, monkeypatch):
+def test_portable_algorithm_settles_values_near_a_midpoint(device, monkeypatch):
     """A huge error bound makes every first rounding uncertain: the settling evaluation (more limbs, on a
     static-size compaction) must give each value, and the table stay exact."""
-    import posenc.device
+    import posenc.portable
 
-    monkeypatch.setattr(posenc.device.rounding, "_DELTA_UNITS", 2**40)
-    monkeypatch.setattr(posenc.device.settle, "SETTLE_CAPACITY", 64 * 30 * 2)
+    monkeypatch.setattr(posenc.portable.rounding, "_DELTA_UNITS", 2**40)
+    monkeypatch.setattr(posenc.portable.settle, "SETTLE_CAPACITY", 64 * 30 * 2)
     positions = torch.arange(-7, 23, device=device)
     got = pt.encode(positions.float(), 64, layout="sin_cos", dtype=torch.bfloat16)
     _same_bits(got, _core(np.arange(-7, 23), 64, torch.bfloat16, layout="sin_cos"))
 
 
-def test_non_cpu_tables_and_modules_use_the_device_algorithm(device, monkeypatch):
-    """Off the CPU (and under compile), tables, modules and encode run the device algorithm; eager CPU calls
+def test_non_cpu_tables_and_modules_use_the_portable_algorithm(device, monkeypatch):
+    """Off the CPU (and under compile), tables, modules and encode run the portable algorithm; eager CPU calls
     the core. Either way the core's bits."""
-    import posenc.device
+    import posenc.portable
 
     calls = []
-    encode = posenc.device.encode
-    monkeypatch.setattr(posenc.device, "encode", lambda *a, **k: calls.append(1) or encode(*a, **k))
+    encode = posenc.portable.encode
+    monkeypatch.setattr(posenc.portable, "encode", lambda *a, **k: calls.append(1) or encode(*a, **k))
     pt.clear_cache()
     _same_bits(pt.table(100, 16, start=9, device=device), _core(np.arange(9, 109), 16, torch.float32))
     module = pt.SinusoidalPositionalEncoding(16, batch_first=True).to(device)

@@ -2,7 +2,7 @@
 shape, the position ids and the offset) and how the encoding is arranged against ``x``.
 
 The adapters (:mod:`posenc.torch`, :mod:`posenc.jax`) turn their inputs into arrays of their framework and
-call these functions with the array namespace of :mod:`posenc.device`; the offset is never added here
+call these functions with the array namespace of :mod:`posenc.portable`; the offset is never added here
 (in the positions' own dtype it could round or wrap): it is handed on, and the encoders add it exactly.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .device.backend import Backend, is_floating
+from .portable.backend import Backend
 
 #: ml_dtypes' floating formats narrower than float32 (JAX's bfloat16, float8_*, ...): each of their values is
 #: a float32, so positions in them are converted to float32, exactly.
@@ -88,7 +88,7 @@ def positions_and_offset(
                 "positions must be integers or real numbers, not booleans; "
                 "to turn a mask into positions use posenc.positions.from_attention_mask"
             )
-        if not (is_floating(ops, positions.dtype) or ops.is_integer(positions.dtype)):
+        if not (ops.is_floating(positions.dtype) or ops.is_integer(positions.dtype)):
             raise TypeError(f"positions must be integers or real numbers; got dtype {positions.dtype}")
         shapes = [(seq,), (*batch_shape, seq)]
         if tuple(positions.shape) not in shapes:

@@ -45,8 +45,8 @@ The path of a request, one module per step:
 Frequencies that are not this geometric formula (the rotary family's scaled frequencies, times an attention
 factor) go the same way through :mod:`~posenc.core.explicit`: exact reals in, the same limbs, one rounding.
 
-The adapters (:mod:`posenc.torch`, :mod:`posenc.jax`, the device algorithm of :mod:`posenc.device`) use the
-named internal interface :class:`Options` and :class:`Spec`, and :mod:`posenc.core.highprec`.
+The adapters (:mod:`posenc.torch`, :mod:`posenc.jax`, the portable algorithm of :mod:`posenc.portable`) use
+the named internal interface :class:`Options` and :class:`Spec`, and :mod:`posenc.core.highprec`.
 """
 
 from __future__ import annotations

@@ -11,13 +11,13 @@ Where the work runs:
 * **Concrete positions** (NumPy arrays, lists, ordinary ``jax.Array`` values, also ones closed over inside
   ``jax.jit``): computed on the host at once; under ``jit`` the result is a constant of the program.
 * **Traced positions** (arguments of a jitted function: position ids, a decoding step ``offset``): the
-  device algorithm (:mod:`posenc.device`: int32 arithmetic, no float64 even with x64 off) runs inside
+  portable algorithm (:mod:`posenc.portable`: int32 arithmetic, no float64 even with x64 off) runs inside
   the program, on the device, elementwise — so one compiled program serves every position, ``vmap`` and
   sharding work like any elementwise op, and no callback or host transfer is involved. Invalid traced
   positions (NaN, inf, |p| >= 2**31, an offset that overflows) give rows of NaN.
 * **The module, positions ``None`` and an ``int`` offset**: rows of a cached table — a slice of a device
   array when eager; under ``jit`` a constant of ``(seq, d_model)`` (up to :data:`CONSTANT_LIMIT_BYTES`, then
-  the device algorithm), which XLA slices per device when the sequence axis is sharded.
+  the portable algorithm), which XLA slices per device when the sequence axis is sharded.
 
 Not differentiable with respect to the positions (the encoding is a constant of the model); gradients with
 respect to ``x`` flow through the module as usual.

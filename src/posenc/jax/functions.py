@@ -1,6 +1,6 @@
 """``encode`` and ``table`` for JAX arrays: concrete positions are computed now, on the host, by the NumPy
-core (exact; under ``jit`` the result is a constant of the program); traced positions by the device
-algorithm (:mod:`posenc.device`) inside the program, elementwise, with no callback and no float64."""
+core (exact; under ``jit`` the result is a constant of the program); traced positions by the portable
+algorithm (:mod:`posenc.portable`) inside the program, elementwise, with no callback and no float64."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _validate, adapters, core, device
+from .. import _validate, adapters, core, portable
 from ..core.options import takes_options
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..core.options import OptionKeywords
 
 _Options = core.Options
-_NUMPY = device.Backend(np, "numpy")
+_NUMPY = portable.backend_named("numpy")
 
 
 @takes_options
@@ -73,13 +73,13 @@ def table(
 
 
 def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = None) -> jax.Array:
-    """Encodings of concrete positions (computed now, on the host) or traced ones (the device algorithm)."""
+    """Encodings of concrete positions (computed now, on the host) or traced ones (the portable algorithm)."""
     if _traced(positions) or _traced(offset):
         return _encode_traced(jnp.asarray(positions), options, dt, offset=offset)
     positions = _host_positions(positions)
     if offset is not None and positions.dtype.kind == "f":  # the sum may be no float64: add it exactly
         _validate.positions(positions)
-        values = device.encode(_NUMPY, positions, _request(options, dt.name), np.asarray(offset))
+        values = portable.encode(_NUMPY, positions, _request(options, dt.name), np.asarray(offset))
         if np.isnan(values).any():
             raise ValueError(
                 f"positions + offset must satisfy |p| < 2**31 = {_validate.MAX_POSITION}; lower the offset"
@@ -92,8 +92,8 @@ def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = N
 
 
 def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, offset: Any = None) -> jax.Array:
-    """Encodings of traced positions (+ an integer offset, added exactly): the device algorithm
-    (:mod:`posenc.device`) inside the program — no callback, no float64 with x64 off; invalid
+    """Encodings of traced positions (+ an integer offset, added exactly): the portable algorithm
+    (:mod:`posenc.portable`) inside the program — no callback, no float64 with x64 off; invalid
     positions (NaN, inf, |p| >= 2**31) give rows of NaN."""
     if positions.dtype == jnp.bool_:
         raise TypeError(
@@ -105,12 +105,12 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, off
     request = _request(options, dt.name)
     if offset is not None:
         offset = jnp.asarray(offset)
-    return device.encode(device.backend_of(positions), positions, request, offset)
+    return portable.encode(portable.backend_of(positions), positions, request, offset)
 
 
 @functools.lru_cache(maxsize=64)
 def _request(options: _Options, fmt: str) -> Any:
-    return device.request_for(options, fmt)
+    return portable.request_for(options, fmt)
 
 
 # --- helpers ----------------------------------------------------------------------------------------

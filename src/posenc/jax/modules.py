@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _validate, adapters
 from ..core.options import takes_options
-from ..device import Backend
+from ..portable import backend_named
 from .flax_import import flax_nnx
 from .functions import _NUMPY, _encode_any, _host_positions, _is_int, _Options, _traced
 from .tables import _contiguous
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from ..core.options import OptionKeywords
 
-_JNP = Backend(jnp, "jax")
+_JNP = backend_named("jax")
 
 
 # The class docstring, kept out of the class so that pytest finds its example (through __test__)
@@ -167,7 +167,7 @@ def _host_offset(offset: Any) -> Any:
 
 
 def _traced_int_offset(offset: Any) -> None:
-    """An int offset added to traced positions: it must fit the device algorithm's integers (int32 with
+    """An int offset added to traced positions: it must fit the portable algorithm's integers (int32 with
     x64 off, JAX's default); checked here, on the host, since a Python int is concrete even under jit."""
     value = adapters.int_offset(offset)
     if not jax.config.jax_enable_x64 and value is not None and value >= _validate.MAX_POSITION:

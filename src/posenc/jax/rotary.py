@@ -4,7 +4,7 @@ framework: :func:`posenc.rope.arrays.apply_rotary`) and the Flax (NNX)
 
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once (:mod:`posenc.rope`). Concrete
 positions are computed on the host by the NumPy core; traced positions (arguments of a jitted function) by
-the device algorithm (:mod:`posenc.device`) inside the program: no callback, no float64 with x64 off.
+the portable algorithm (:mod:`posenc.portable`) inside the program: no callback, no float64 with x64 off.
 "dynamic" and "longrope" scaling pick their frequencies from the sequence length: traced positions need an
 explicit ``seq_len`` (a jitted program cannot read max(positions)).
 """
@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import device, rope
+from .. import portable, rope
 from ..rope.arrays import arrange, check_layout, check_request
 from ..rope.tables import _law
 from .flax_import import flax_nnx
@@ -54,16 +54,16 @@ def cos_sin(
             "program cannot read from traced positions; pass seq_len= (e.g. the padded length + 1)"
         )
     request = _request(params, seq_len if scaled_by_length else None, dt.name)
-    rows = device.encode(_JNP, positions, request)
+    rows = portable.encode(_JNP, positions, request)
     return arrange(_JNP, rows, request.count, params.mrope_section, params.mrope_interleaved, layout)
 
 
-_JNP = device.Backend(jnp, "jax")
+_JNP = portable.backend_named("jax")
 
 
 @functools.lru_cache(maxsize=64)
 def _request(params: rope.RopeParameters, seq_len: int | None, fmt: str) -> Any:
-    return device.request_for_law(_law(params, seq_len), fmt)
+    return portable.request_for_law(_law(params, seq_len), fmt)
 
 
 # The class docstring, kept out of the class so that pytest finds its example (through __test__)

@@ -1,6 +1,6 @@
 """The tables cached for the Flax module: read-only NumPy tables on the host, their copies on the device,
 and the rows ``offset .. offset + seq - 1`` the module adds (a slice when eager; under ``jit`` a constant of
-the program up to :data:`CONSTANT_LIMIT_BYTES`, the device algorithm beyond)."""
+the program up to :data:`CONSTANT_LIMIT_BYTES`, the portable algorithm beyond)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .functions import _core_options, _encode_traced, _Options
 CACHE_LIMIT_BYTES = 256 * 2**20
 
 #: Under ``jit``, the module embeds contiguous encodings up to this size as constants; larger ones are
-#: computed by the device algorithm when the program runs (a constant is compiled into the executable).
+#: computed by the portable algorithm when the program runs (a constant is compiled into the executable).
 CONSTANT_LIMIT_BYTES = 16 * 2**20
 
 
@@ -43,7 +43,7 @@ def clear_cache() -> None:
 def _contiguous(
     options: _Options, dt: np.dtype, seq: int, offset: int, min_rows: int, traced: bool
 ) -> jax.Array:
-    """Rows ``offset .. offset + seq - 1``: a device slice (eager), a constant or the device algorithm
+    """Rows ``offset .. offset + seq - 1``: a device slice (eager), a constant or the portable algorithm
     (under jit)."""
     d_model = options.d_model
     rows = max(offset + seq, min_rows)

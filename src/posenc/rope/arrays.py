@@ -1,5 +1,5 @@
 """What the frameworks share for rotary embeddings, written once over an array namespace
-(:class:`posenc.device.Backend`: NumPy, torch, jax.numpy): the cos/sin tables laid out from the exact
+(:class:`posenc.portable.Backend`: NumPy, torch, jax.numpy): the cos/sin tables laid out from the exact
 [A sin θ_i p | A cos θ_i p] rows, and the rotation of queries and keys.
 
 Layouts: ``"half"`` (Hugging Face, GPT-NeoX "rotate half": features i and i + rotary_dim/2 form a pair, so
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Backend, backend_of
+from ..portable import Backend, backend_of
 from .parameters import RopeParameters
 
 LAYOUTS = ("half", "interleaved")

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .. import _validate, device
+from .. import _validate, portable
 from ..core import explicit
 from .arrays import arrange, check_request
 from .frequencies import exact_attention_scaling, exact_inv_freq
@@ -61,7 +61,7 @@ def cos_sin(
     return arrange(_NUMPY, rows, sin.shape[-1], sections, params.mrope_interleaved, layout)
 
 
-_NUMPY = device.Backend(np, "numpy")
+_NUMPY = portable.backend_named("numpy")
 
 
 def _effective_seq_len(params: RopeParameters, raw: np.ndarray, seq_len: int | None) -> int | None:

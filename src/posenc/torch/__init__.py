@@ -1,13 +1,13 @@
 """PyTorch adapter: the core's ``encode``/``table`` for tensors, and the drop-in modules.
 
-The mathematics stays in :mod:`posenc.core` and :mod:`posenc.device`; this package owns tensors, devices,
+The mathematics stays in :mod:`posenc.core` and :mod:`posenc.portable`; this package owns tensors, devices,
 the CPU cache and the ``nn.Module`` classes. Every result is the exact value rounded once to the requested
 dtype: float32 bit-identical to the NumPy core, float16/bfloat16 correctly rounded.
 
 Where it is computed: eager calls on CPU tensors use the NumPy core (integer positions from a table cached
 per options and dtype, outside any module state). Everything else — tensors on any other device (CUDA, MPS,
 ``meta``) and every call inside ``torch.compile``/``torch.export`` — goes through one operator,
-``torch.ops.posenc.exact``, whose kernel is the device algorithm on the tensors' own device: no host
+``torch.ops.posenc.exact``, whose kernel is the portable algorithm on the tensors' own device: no host
 transfer, no sync (CUDA-graph safe), no float64 needed, graphs neither break nor recompile per length, and
 invalid positions there give rows of NaN (a device cannot raise without a sync).
 
@@ -20,12 +20,14 @@ One concept per module:
 - :mod:`~posenc.torch.rotary`: exact rotary embeddings, :class:`RotaryEmbedding` (a drop-in for Hugging
   Face's rotary modules) and :func:`apply_rotary`, with the operator ``torch.ops.posenc.rotary``;
 - :mod:`~posenc.torch.fused_rotary`: :func:`apply_rotary_exact`, the rotation with the exact cos/sin
-  computed inside it (on CUDA one Triton kernel, :mod:`~posenc.torch.fused_kernel`: no cos/sin table);
+  computed inside it (on CUDA one Triton kernel, :mod:`~posenc.torch.kernels.fused_kernel`: no cos/sin
+  table);
 - :mod:`~posenc.torch.positions`: position ids from attention masks, packed sequences and padding;
 - :mod:`~posenc.torch.operator`: the operator ``torch.ops.posenc.exact`` (registered once, on import);
 - :mod:`~posenc.torch.tensors`: dtypes, positions and offsets as tensors the encoders take, exactly;
-- :mod:`~posenc.torch.sharding`: context parallelism with ``torch.distributed`` (imported on its own,
-  also as :mod:`posenc.torch_sharding`).
+- :mod:`~posenc.torch.kernels`: the Triton kernels for CUDA and their launchers (triton is imported only
+  when a kernel is first launched);
+- :mod:`~posenc.torch.sharding`: context parallelism with ``torch.distributed`` (imported on its own).
 """
 
 from __future__ import annotations

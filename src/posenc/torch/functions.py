@@ -105,7 +105,7 @@ def _encode_tensor(
 
     Eager calls on CPU tensors take the NumPy core (invalid positions raise ValueError there); everything
     else — any other device, ``meta`` included, and every call inside ``torch.compile``/``torch.export`` —
-    runs the device algorithm (:mod:`posenc.device`) where the tensors are, as the operator
+    runs the portable algorithm (:mod:`posenc.portable`) where the tensors are, as the operator
     ``torch.ops.posenc.exact``: no host transfer, no sync, invalid positions give rows of NaN.
     """
     eager_cpu = positions.device.type == "cpu" and not _tracing()
@@ -118,7 +118,7 @@ def _encode_tensor(
         if offset is not None:
             positions = positions.to(torch.int64) + offset.to(torch.int64)
         return _encode_on_cpu(positions, options)
-    # real positions plus an offset: the sum needs the device algorithm's exact addition
+    # real positions plus an offset: the sum needs the portable algorithm's exact addition
     return torch.ops.posenc.exact(positions, offset, *options)
 
 
@@ -168,7 +168,7 @@ def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tens
 
 def _table_on(length: int, start: int, options: tuple, device: torch.device) -> torch.Tensor:
     """``core.table`` on ``device``: computed by the core on the CPU; on any other device there, by the
-    operator ``torch.ops.posenc.table`` (on CUDA angle addition, certified per element; elsewhere the device
+    operator ``torch.ops.posenc.table`` (on CUDA angle addition, certified per element; elsewhere the portable
     algorithm over the positions): no host round trip."""
     if device.type == "cpu" or length == 0:
         return _to_tensor(core.table(length, start=start, **_core_arguments(options))).to(device)

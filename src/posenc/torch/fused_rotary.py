@@ -1,6 +1,6 @@
 """A fused exact rotary apply: :func:`apply_rotary_exact` rotates q and k by the exact rotary angles of the
 position ids, computing A·cos(p θ_i) and A·sin(p θ_i) inside the rotation on CUDA (one Triton kernel,
-:mod:`posenc.torch.fused_kernel`), so no cos/sin table is written or read.
+:mod:`posenc.torch.kernels.fused_kernel`), so no cos/sin table is written or read.
 
 Its results are the bits of the unfused path: ``cos, sin = posenc.torch.rotary.cos_sin(position_ids,
 params, dtype=torch.float32, layout=layout)`` then ``posenc.rope.apply_rotary(q, k, cos, sin,
@@ -8,7 +8,7 @@ layout=layout)`` — which is what it runs wherever the kernel does not (CPU and
 inside ``torch.compile``, q or k that require grad (the kernel has no backward), float64 q/k, multimodal
 sections, position ids that are not integers of shape (B, L)). Two differences, both beyond any natural
 input: the kernel settles every uncertain rounding (the unfused path on a device settles up to
-:data:`~posenc.device.settle.SETTLE_CAPACITY` per call), and NaN results (invalid positions, NaN/inf in q
+:data:`~posenc.portable.settle.SETTLE_CAPACITY` per call), and NaN results (invalid positions, NaN/inf in q
 or k) carry the kernel's NaN bit pattern.
 
 The kernel is compiled once per machine and specialization (dtypes, layout, limbs, amplitude or not):
@@ -24,12 +24,12 @@ from typing import Any
 import torch
 
 from .. import rope
-from ..device import rounding
-from ..device.host import SETTLE_EXTRA
+from ..portable import rounding
+from ..portable.host import SETTLE_EXTRA
 from ..rope.arrays import apply_rotary, check_layout, check_request
 from . import rotary
+from .kernels.common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 from .tensors import _position_tensor, _tracing
-from .triton_launch import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 
 __all__ = ["apply_rotary_exact", "launch", "series_terms"]
 

@@ -14,7 +14,7 @@ from torch import nn
 
 from .. import _validate, adapters, core
 from ..core.options import takes_options
-from ..device import Backend
+from ..portable import backend_named
 from .functions import _cached_table, _encode_tensor, _table_on, table
 from .positions import make_positions
 from .tensors import (
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from ..core.options import OptionKeywords
 
-_OPS = Backend(torch, "torch")
+_OPS = backend_named("torch")
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -176,7 +176,7 @@ class SinusoidalPositionalEncoding(nn.Module):
             host=eager_cpu,
             arange=lambda: torch.arange(seq, device=x.device),
         )
-        if isinstance(offset, int):  # added exactly: in int64, or by the device algorithm for real positions
+        if isinstance(offset, int):  # added exactly: in int64, or by the portable algorithm for reals
             if offset >= _INVALID and positions.numel():  # beyond int64 arithmetic, and every position
                 raise ValueError(
                     f"positions + offset must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over "

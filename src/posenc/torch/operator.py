@@ -1,11 +1,11 @@
-"""The operator ``torch.ops.posenc.exact``: the device algorithm (:mod:`posenc.device`) as a PyTorch custom
-operator, registered once, when this module is first imported (by :mod:`posenc.torch.functions`).
+"""The operator ``torch.ops.posenc.exact``: the portable algorithm (:mod:`posenc.portable`) as a PyTorch
+custom operator, registered once, when this module is first imported (by :mod:`posenc.torch.functions`).
 
-Its kernel runs on the tensors' own device: on CUDA one Triton kernel (:mod:`posenc.torch.encode_kernel`,
-when triton is installed), elsewhere (MPS, ``meta``, the CPU) the array algorithm. No host transfer and no
-sync, so ``torch.compile`` and ``torch.export`` trace through it without breaking the graph, and CUDA graphs
-capture it; its fake kernel gives the output's shape and dtype. Invalid positions give rows of NaN (a
-device cannot raise without a sync).
+Its kernel runs on the tensors' own device: on CUDA one Triton kernel
+(:mod:`posenc.torch.kernels.encode_kernel`, when triton is installed), elsewhere (MPS, ``meta``, the CPU) the
+portable algorithm. No host transfer and no sync, so ``torch.compile`` and ``torch.export`` trace through it
+without breaking the graph, and CUDA graphs capture it; its fake kernel gives the output's shape and dtype.
+Invalid positions give rows of NaN (a device cannot raise without a sync).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from .. import core, device
-from . import encode_launch, table_launch
+from .. import core, portable
+from .kernels import encode_launch, table_launch
 
 
 @torch.library.custom_op("posenc::exact", mutates_args=())
@@ -31,7 +31,7 @@ def _exact_op(
     odd: str,
     dtype_name: str,
 ) -> torch.Tensor:
-    """The device algorithm on ``positions``' device: (positions + offset).shape + (d_model,)."""
+    """The portable algorithm on ``positions``' device: (positions + offset).shape + (d_model,)."""
     request = _request((d_model, base, shift, scale, layout, odd, dtype_name))
     if offset is not None:
         offset = offset.to(positions.device)
@@ -58,7 +58,7 @@ def _table_op(
     dtype_name: str,
 ) -> torch.Tensor:
     """The table of positions ``start .. start + length - 1`` (valid: |p| < 2**31) on ``where``: on CUDA by
-    angle addition, certified per element (:mod:`posenc.torch.table_launch`), elsewhere the device
+    angle addition, certified per element (:mod:`posenc.torch.kernels.table_launch`), elsewhere the portable
     algorithm over the positions; the same bits either way."""
     request = _request((d_model, base, shift, scale, layout, odd, dtype_name))
     return table_launch.table(length, start, request, where)
@@ -71,6 +71,6 @@ def _table_fake(length, start, where, d_model, base, shift, scale, layout, odd, 
 
 @functools.lru_cache(maxsize=64)
 def _request(options: tuple) -> Any:
-    """The device algorithm's host constants for (d_model, base, shift, scale, layout, odd, dtype name)."""
+    """The portable algorithm's host constants for (d_model, base, shift, scale, layout, odd, dtype name)."""
     *core_options, dtype_name = options
-    return device.request_for(core.Options(*core_options), dtype_name)
+    return portable.request_for(core.Options(*core_options), dtype_name)

@@ -4,7 +4,7 @@ function for every framework: :func:`posenc.rope.arrays.apply_rotary`).
 
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once to the requested dtype
 (:mod:`posenc.rope`). Eager calls on CPU tensors use the NumPy core; every other device (``meta`` too) and
-every call under ``torch.compile``/``torch.export`` runs the device algorithm (:mod:`posenc.device`) where
+every call under ``torch.compile``/``torch.export`` runs the portable algorithm (:mod:`posenc.portable`) where
 the positions are, as the operator ``torch.ops.posenc.rotary``: no host transfer, no sync. One exception,
 as in Hugging Face: "dynamic" and "longrope" scaling pick their frequencies from the sequence length, so
 without an explicit ``seq_len`` they read max(positions) + 1 on the host; pass ``seq_len`` (to
@@ -21,10 +21,10 @@ from typing import Any
 
 import torch
 
-from .. import _validate, device, rope
+from .. import _validate, portable, rope
 from ..rope.arrays import arrange, check_layout, check_request
 from ..rope.tables import _law
-from . import encode_launch
+from .kernels import encode_launch
 from .tensors import (
     _check_positions_on_host,
     _dtype_name,
@@ -173,7 +173,7 @@ class RotaryEmbedding(torch.nn.Module):
         return f"{shown}, layout={self.layout!r}"
 
 
-_TORCH = device.Backend(torch, "torch")
+_TORCH = portable.backend_named("torch")
 
 
 # --- the operator --------------------------------------------------------------------------------------
@@ -183,7 +183,7 @@ _TORCH = device.Backend(torch, "torch")
 def _rotary_op(
     positions: torch.Tensor, params: str, seq_len: int, dtype_name: str, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The device algorithm on ``positions``' device: (cos, sin) laid out as :func:`cos_sin` says."""
+    """The portable algorithm on ``positions``' device: (cos, sin) laid out as :func:`cos_sin` says."""
     request, sections, interleaved = _request(params, seq_len, dtype_name)
     rows = encode_launch.encode(positions, request)
     return arrange(_TORCH, rows, request.count, sections, interleaved, layout)
@@ -210,4 +210,4 @@ def _request(params: str, seq_len: int, dtype_name: str) -> Any:
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()}
     params = rope.RopeParameters(**fields)
     law = _law(params, None if seq_len < 0 else seq_len)
-    return device.request_for_law(law, dtype_name), params.mrope_section, params.mrope_interleaved
+    return portable.request_for_law(law, dtype_name), params.mrope_section, params.mrope_interleaved

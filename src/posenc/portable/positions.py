@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .backend import Backend, is_floating
+from .backend import Backend
 
 
 class Positions(NamedTuple):
@@ -25,7 +25,7 @@ def split_positions(ops: Backend, positions: Any, offset: Any = None) -> Positio
     xp = ops.xp
     limit = float(2**31)
     fraction = finite = clean = None
-    if is_floating(ops, positions.dtype):
+    if ops.is_floating(positions.dtype):
         if positions.dtype.itemsize < 4:  # float16, bfloat16: float32 holds them exactly
             positions = ops.cast(positions, ops.float32)
         finite = xp.isfinite(positions) & (xp.abs(positions) < limit)
@@ -33,11 +33,11 @@ def split_positions(ops: Backend, positions: Any, offset: Any = None) -> Positio
         whole = xp.trunc(clean)
         fraction = clean - whole  # exact
         positions = whole
-    whole = _wide_int(ops, positions)
+    whole = ops.wide_int(positions)
     if offset is None:
         total, wrapped = whole, None
     else:
-        added = _wide_int(ops, offset)
+        added = ops.wide_int(offset)
         total = whole + added
         # int32 (JAX without x64) wraps around: the sum's sign then differs from both operands'
         wrapped = ((whole < 0) == (added < 0)) & ((total < 0) != (whole < 0))
@@ -58,12 +58,3 @@ def split_positions(ops: Backend, positions: Any, offset: Any = None) -> Positio
     negative = ops.where(total == 0, (fraction < 0) | negative_zero, negative_whole)
     fraction_negative = (fraction < 0) != negative
     return Positions(negative, magnitude, xp.abs(fraction), fraction_negative, valid)
-
-
-def _wide_int(ops: Backend, values: Any) -> Any:
-    """Integers as the widest integer dtype at hand (int64; int32 under JAX without x64)."""
-    if ops.name == "jax":
-        import jax
-
-        return values.astype(ops.xp.int64 if jax.config.jax_enable_x64 else ops.xp.int32)
-    return ops.cast(values, ops.xp.int64)

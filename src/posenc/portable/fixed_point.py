@@ -5,7 +5,7 @@ digit of 2**-12t, so ``v = L[0] + L[1] 2**-12 + ... + L[m] 2**-12m``; a product 
 and a column of products fits an int32. Arithmetic keeps digits *nearly* normalised (|digit| <= 4096 + 32,
 two carry rounds per operation, enough for the next product to fit an int32); :func:`_normalize` carries
 exactly, for the decisions (signs, the table index, the rounding). The loops over limbs go through
-:meth:`Backend.loop <posenc.device.backend.Backend.loop>`.
+:meth:`Backend.loop <posenc.portable.backend.Backend.loop>`.
 """
 
 from __future__ import annotations

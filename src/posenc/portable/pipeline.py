@@ -70,7 +70,7 @@ def encode(ops: Backend, positions: Any, request: Request, offset: Any = None) -
     nan = float("nan")
     out = ops.where(column(valid), out, nan)
     out = out.reshape((*shape, request.d_model))
-    return ops.cast(out, _dtype(ops, request.fmt))
+    return ops.cast(out, ops.dtype(request.fmt))
 
 
 def _layout(ops: Backend, sin: Any, cos: Any, request: Request) -> Any:
@@ -93,11 +93,3 @@ def _layout(ops: Backend, sin: Any, cos: Any, request: Request) -> Any:
         out = out[:, ops.asarray(source, out)]
     zeros = [ops.xp.abs(sin[:, :1]) * 0.0] * (request.d_model - width)  # odd="zero": +0 columns
     return ops.concat([out, *zeros], 1) if zeros else out
-
-
-def _dtype(ops: Backend, fmt: str) -> Any:
-    if ops.name == "numpy":
-        from .. import _validate
-
-        return _validate.dtype(fmt)
-    return getattr(ops.xp, fmt)

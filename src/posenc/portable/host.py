@@ -1,6 +1,6 @@
 """What the host computes once per set of options, before any position is seen: the digits of every constant
 the devices multiply by (frequencies, 2π, 1/k!, the sine/cosine table), the domain check, and the
-:class:`Request` that :func:`posenc.device.encode` runs with. NumPy and Python integers only: exact."""
+:class:`Request` that :func:`posenc.portable.encode` runs with. NumPy and Python integers only: exact."""
 
 from __future__ import annotations
 
@@ -47,13 +47,13 @@ class Constants(NamedTuple):
 
 
 def check_options(omegas: np.ndarray) -> None:
-    """Refuse (ValueError) options outside the device algorithm's domain, naming the fix. (A frequency of
+    """Refuse (ValueError) options outside the portable algorithm's domain, naming the fix. (A frequency of
     exactly 0, as the rotary "proportional" type has, is in the domain: its sines are 0, its cosines 1.)"""
     omegas = omegas[omegas > 0]
     if len(omegas) and omegas.max() / (2 * math.pi) > MAX_TURN_RATE:
         raise ValueError(
             f"the highest frequency scale = {omegas.max():g} is above {2 * math.pi * MAX_TURN_RATE:.0f}, "
-            "the limit of posenc's device algorithm; compute on the host with posenc.encode"
+            "the limit of posenc's portable algorithm; compute on the host with posenc.encode"
         )
     if len(omegas) and omegas.min() < MIN_FREQUENCY:
         raise ValueError(
@@ -151,7 +151,7 @@ class Request(NamedTuple):
 
 def request_for(options: Any, fmt: str) -> Request:
     """The :class:`Request` of validated core options (:class:`posenc.core.Options`) and a format name;
-    ValueError for options outside the device algorithm's domain."""
+    ValueError for options outside the portable algorithm's domain."""
     from .. import _validate, core
 
     count, twice_half = _validate.plan(options.d_model, options.odd)
@@ -199,7 +199,7 @@ def request_for_law(law: Any, fmt: str) -> Request:
             if not 0 < value < MAX_AMPLITUDE:
                 raise ValueError(
                     f"the amplitude (attention scaling) {float(value):g} is outside (0, {MAX_AMPLITUDE:g}), "
-                    "the range of posenc's device algorithm; compute on the host"
+                    "the range of posenc's portable algorithm; compute on the host"
                 )
             fixed = int((value * (1 << bits)).to_integral_value(decimal.ROUND_FLOOR))
         amplitude = np.array(_digits(fixed, bits, _DIGITS), dtype=np.int32)

@@ -1,5 +1,5 @@
-"""The launcher of :mod:`posenc.torch.table_kernel`: a table of positions ``start ..`` on CUDA by angle
-addition, certified per element — the core's bits at a few float64 operations per value, where the exact
+"""The launcher of :mod:`posenc.torch.kernels.table_kernel`: a table of positions ``start ..`` on CUDA by
+angle addition, certified per element — the core's bits at a few float64 operations per value, where the exact
 per-element kernel costs thousands. No host read: the length, start and options (Python values) decide the
 launches, and every launch is on the device, so CUDA graphs capture it.
 
@@ -16,11 +16,11 @@ import math
 
 import torch
 
-from .. import device, layouts
-from ..device import rounding
-from ..device.host import FORMATS, SETTLE_EXTRA
+from ... import layouts, portable
+from ...portable import rounding
+from ...portable.host import FORMATS, SETTLE_EXTRA
 from . import encode_launch
-from .triton_launch import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
+from .common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 
 #: The formats the table kernels build (their codes: encode_launch.OUT_KINDS, shared with the encode kernel).
 TABLE_FORMATS = ("float32", "float16", "bfloat16")
@@ -30,7 +30,7 @@ _BLOCK = 1024
 _EXACT_BLOCK = 128
 
 
-def runs_here(where: torch.device, request: device.Request) -> bool:
+def runs_here(where: torch.device, request: portable.Request) -> bool:
     """Whether the kernels build this request's tables on ``where`` (CUDA with triton; a 32- or 16-bit
     format with no amplitude)."""
     return (
@@ -41,13 +41,13 @@ def runs_here(where: torch.device, request: device.Request) -> bool:
     )
 
 
-_ANCHOR_REQUESTS: dict[int, tuple[device.Request, device.Request]] = {}
+_ANCHOR_REQUESTS: dict[int, tuple[portable.Request, portable.Request]] = {}
 
 
-def anchor_request(request: device.Request) -> device.Request:
+def anchor_request(request: portable.Request) -> portable.Request:
     """The request of the exact float64 rows the table combines: [sin | cos], every frequency. The same
     object for the same request (bounded cache), so its constants go to the device once
-    (:func:`~posenc.torch.triton_launch.constants_on` keeps them per request)."""
+    (:func:`~posenc.torch.kernels.common.constants_on` keeps them per request)."""
     cached = _ANCHOR_REQUESTS.get(id(request))
     if cached is not None and cached[0] is request:
         return cached[1]
@@ -64,7 +64,7 @@ def anchor_request(request: device.Request) -> device.Request:
 def launch(
     length: int,
     start: int,
-    request: device.Request,
+    request: portable.Request,
     where: torch.device,
     *,
     block_rows: int | None = None,
@@ -153,10 +153,10 @@ def launch(
     return out, uncertain
 
 
-def table(length: int, start: int, request: device.Request, where: torch.device) -> torch.Tensor:
+def table(length: int, start: int, request: portable.Request, where: torch.device) -> torch.Tensor:
     """The table of positions ``start ..`` on ``where``: by angle addition where :func:`runs_here` and every
-    position is valid (|p| < 2**31), else the encode kernel (or the array algorithm) over the positions (the
-    same bits; invalid positions give rows of NaN)."""
+    position is valid (|p| < 2**31), else the encode kernel (or the portable algorithm) over the positions
+    (the same bits; invalid positions give rows of NaN)."""
     if runs_here(where, request) and start > -(2**31) and start + length <= 2**31:
         return launch(length, start, request, where)[0]
     positions = torch.arange(start, start + length, device=where, dtype=torch.int64)

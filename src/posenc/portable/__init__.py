@@ -1,9 +1,12 @@
-"""The exact per-element algorithm that runs where the positions are, for NumPy, torch and JAX alike.
+"""The portable algorithm: the exact per-element algorithm that runs where the positions are, for NumPy,
+torch and JAX alike.
 
-It is written once over an array namespace (:class:`Backend`): NumPy, torch (any device, eager, compiled or
-exported) and jax.numpy (under ``jit``, with x64 on or off). The adapters :mod:`posenc.torch` and
-:mod:`posenc.jax` run it wherever the host core (:mod:`posenc.core`) cannot: on a device, inside a compiled
-program, for traced positions.
+It is written once over an array namespace (a :class:`Backend`, one small class per framework:
+:class:`NumpyBackend`, :class:`TorchBackend`, :class:`JaxBackend`; :func:`backend_of` gives an array's,
+:func:`backend_named` a framework's): NumPy on the host, torch (any device, eager, compiled or exported) and
+jax.numpy (under ``jit``, with x64 on or off). The adapters :mod:`posenc.torch` and :mod:`posenc.jax` run it
+wherever the host core (:mod:`posenc.core`) cannot: on a device, inside a compiled program, for traced
+positions; on CUDA, :mod:`posenc.torch.kernels` runs the same steps as Triton kernels, bit for bit.
 
 It needs no float64 and no host: every step is elementwise integer arithmetic on int32 arrays, plus a few
 float operations that are exact (scaling by powers of two, ``floor``, summing at most 24 significant bits),
@@ -28,7 +31,7 @@ For a position ``p`` and a frequency ``ω_i``, with ``c = ω_i / 2π`` (turns pe
    it is rounded to the output format (exact integer bit operations, ties to even) and the rounding is
    *certain* when no rounding midpoint lies within ``Δ``. With ``m = 5`` (60 bits; more for very low
    frequencies, :func:`limbs_for`) about one value in 2**30 is not; those (up to
-   :data:`~posenc.device.settle.SETTLE_CAPACITY` per call) are recomputed with 60 more bits on a
+   :data:`~posenc.portable.settle.SETTLE_CAPACITY` per call) are recomputed with 60 more bits on a
    fixed-capacity compaction of their indices (``nonzero`` with a static size): on the device, no host.
    Beyond the capacity they keep the first rounding.
 
@@ -41,20 +44,21 @@ limits.
 
 Where each part lives:
 
-- :mod:`~posenc.device.backend`: :class:`Backend`, the few operations spelled differently per namespace;
-- :mod:`~posenc.device.host`: what the host computes once per set of options (constant digits, the domain
+- :mod:`~posenc.portable.backend`: :class:`Backend` and its subclasses, the few operations spelled
+  differently per framework;
+- :mod:`~posenc.portable.host`: what the host computes once per set of options (constant digits, the domain
   check, the :class:`Request`);
-- :mod:`~posenc.device.fixed_point`: the limb format and its arithmetic;
-- :mod:`~posenc.device.positions`: step 1's split of the positions (the offset added exactly);
-- :mod:`~posenc.device.evaluate`: steps 1 and 2, the turn and its sine and cosine in fixed point;
-- :mod:`~posenc.device.rounding`: step 3's certified rounding;
-- :mod:`~posenc.device.settle`: the recomputation of the uncertain values;
-- :mod:`~posenc.device.pipeline`: :func:`encode`, the steps in order and the columns laid out.
+- :mod:`~posenc.portable.fixed_point`: the limb format and its arithmetic;
+- :mod:`~posenc.portable.positions`: step 1's split of the positions (the offset added exactly);
+- :mod:`~posenc.portable.evaluate`: steps 1 and 2, the turn and its sine and cosine in fixed point;
+- :mod:`~posenc.portable.rounding`: step 3's certified rounding;
+- :mod:`~posenc.portable.settle`: the recomputation of the uncertain values;
+- :mod:`~posenc.portable.pipeline`: :func:`encode`, the steps in order and the columns laid out.
 """
 
 from __future__ import annotations
 
-from .backend import Backend, backend_of, is_floating
+from .backend import Backend, JaxBackend, NumpyBackend, TorchBackend, backend_named, backend_of
 from .host import Constants, Request, check_options, constants, limbs_for, request_for, request_for_law
 from .pipeline import encode
 from .positions import Positions, split_positions
@@ -63,13 +67,16 @@ from .rounding import round_fixed
 __all__ = [
     "Backend",
     "Constants",
+    "JaxBackend",
+    "NumpyBackend",
     "Positions",
     "Request",
+    "TorchBackend",
+    "backend_named",
     "backend_of",
     "check_options",
     "constants",
     "encode",
-    "is_floating",
     "limbs_for",
     "request_for",
     "request_for_law",

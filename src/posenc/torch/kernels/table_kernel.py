@@ -14,9 +14,9 @@ rounding of a float64 to float32 is the hardware's; to float16 and bfloat16 it g
 rounded to odd (:func:`_odd32`), which gives the direct rounding (no double-rounding error). The certain
 values are stored; a program whose block holds an uncertain one (a few in a million, and the zero sines of
 position 0) counts them, and :func:`settle_kernel` recomputes just those blocks with the exact algorithm
-(:func:`posenc.torch.encode_kernel.encode_block`), in a second launch: no host read, and the exact code
-stays out of the fast kernel (its registers would cost the fast one its occupancy). The launcher is
-:mod:`posenc.torch.table_launch`.
+(:func:`posenc.torch.kernels.encode_kernel.encode_block`), in a second launch: no host read, and the exact
+code stays out of the fast kernel (its registers would cost the fast one its occupancy). The launcher is
+:mod:`posenc.torch.kernels.table_launch`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .algorithm import _load, _store
 from .encode_kernel import encode_block
-from .triton_algorithm import _load, _store
 
 
 @triton.jit

@@ -1,9 +1,9 @@
 """Fixed-point arithmetic and memory access for posenc's Triton kernels: the twins of
-:mod:`posenc.device.fixed_point` (which holds the error analysis) over Triton blocks.
+:mod:`posenc.portable.fixed_point` (which holds the error analysis) over Triton blocks.
 
 A fixed-point value is a tuple of ``m + 1`` int32 blocks (the limbs ``L[0] + L[1] 2**-12 + ... + L[m]
 2**-12m``), so every limb loop is unrolled (``tl.static_range``); each helper is the function of the same
-name in :mod:`posenc.device.fixed_point`. Host constants are rows of ``_ROW`` digits.
+name in :mod:`posenc.portable.fixed_point`. Host constants are rows of ``_ROW`` digits.
 """
 
 # Triton's compiler builds tuples by concatenation (no starred items) and decides constexpr conditions in

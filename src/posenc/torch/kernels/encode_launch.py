@@ -1,9 +1,9 @@
-"""The launcher of :mod:`posenc.torch.encode_kernel`: ``torch.ops.posenc.exact`` on CUDA in one kernel, no
-host read (the positions' values stay on the device; only shapes and dtypes decide the launch).
+"""The launcher of :mod:`posenc.torch.kernels.encode_kernel`: ``torch.ops.posenc.exact`` on CUDA in one
+kernel, no host read (the positions' values stay on the device; only shapes and dtypes decide the launch).
 
-Its results are :func:`posenc.device.encode`'s bits (the array algorithm the other devices run), with one
-difference beyond any natural input: the kernel settles every uncertain rounding, where the array algorithm
-settles up to :data:`~posenc.device.settle.SETTLE_CAPACITY` per call. The kernel is compiled once per
+Its results are :func:`posenc.portable.encode`'s bits (the portable algorithm the other devices run), with one
+difference beyond any natural input: the kernel settles every uncertain rounding, where the portable algorithm
+settles up to :data:`~posenc.portable.settle.SETTLE_CAPACITY` per call. The kernel is compiled once per
 machine and specialization (output dtype, positions' kind, offset or not, limbs): Triton caches it on disk.
 """
 
@@ -14,10 +14,10 @@ import math
 
 import torch
 
-from .. import device, layouts
-from ..device import rounding
-from ..device.host import FORMATS, SETTLE_EXTRA
-from .triton_launch import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
+from ... import layouts, portable
+from ...portable import rounding
+from ...portable.host import FORMATS, SETTLE_EXTRA
+from .common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 
 #: Output dtypes by the code the kernels store them with (encode_kernel._store_values, and the table kernels,
 #: whose settling kernel stores through it).
@@ -34,7 +34,7 @@ def runs_here(positions: torch.Tensor) -> bool:
 def launch(
     positions: torch.Tensor,
     offset: torch.Tensor | None,
-    request: device.Request,
+    request: portable.Request,
     *,
     block_rows: int | None = None,
     block_freqs: int | None = None,
@@ -119,10 +119,10 @@ def launch(
 
 
 def encode(
-    positions: torch.Tensor, request: device.Request, offset: torch.Tensor | None = None
+    positions: torch.Tensor, request: portable.Request, offset: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """:func:`posenc.device.encode` of torch tensors where they are: on CUDA (with triton) one launch of the
-    kernel, elsewhere (CPU, ``meta``, MPS, ...) the array algorithm; the same bits either way."""
+    """:func:`posenc.portable.encode` of torch tensors where they are: on CUDA (with triton) one launch of the
+    kernel, elsewhere (CPU, ``meta``, MPS, ...) the portable algorithm; the same bits either way."""
     if runs_here(positions):
         return launch(positions, offset, request)[0]
-    return device.encode(device.backend_of(positions), positions, request, offset)
+    return portable.encode(portable.backend_of(positions), positions, request, offset)

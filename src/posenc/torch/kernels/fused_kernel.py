@@ -1,10 +1,10 @@
 """The Triton kernel of :func:`posenc.torch.apply_rotary_exact`: exact rotary cos/sin computed inside the
 rotation of q and k, so no cos/sin table is written or read (imported on first use; it needs triton).
 
-The cos/sin are :mod:`posenc.torch.triton_algorithm`'s (the device algorithm in Triton, bit for bit) for
+The cos/sin are :mod:`posenc.torch.kernels.algorithm`'s (the portable algorithm in Triton, bit for bit) for
 integer positions. One program takes ``BLOCK_L`` positions of one batch row and every frequency: it
 evaluates A·sin, A·cos of each (position, frequency), settles the block's uncertain roundings in the kernel
-(:func:`~posenc.torch.triton_algorithm.exact_values`), then rotates the pairs of every head of q and of k,
+(:func:`~posenc.torch.kernels.algorithm.exact_values`), then rotates the pairs of every head of q and of k,
 a tile of heads at a time, writes them, and copies the features past ``rotary_dim``. Where the batch rows
 share their positions (ids of shape (1, L), or expanded), one program rotates several batch rows with the
 same cos/sin, so the exact evaluation is not repeated per row. The rotation is
@@ -21,7 +21,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_algorithm import _load, _nan, _store, exact_values, split_positions
+from .algorithm import _load, _nan, _store, exact_values, split_positions
 
 #: float32's significand bits (with the implicit one) and smallest normal exponent (host.FORMATS).
 _PRECISION = tl.constexpr(24)

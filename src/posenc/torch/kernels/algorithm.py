@@ -1,16 +1,16 @@
-"""The device algorithm (:mod:`posenc.device`) in Triton: the exact per-element computation that the CUDA
+"""The portable algorithm (:mod:`posenc.portable`) in Triton: the exact per-element computation that the CUDA
 kernels run, step for step and bit for bit (imported on first use; it needs triton).
 
-Every helper below is the function of the same name in :mod:`posenc.device.positions`,
-:mod:`posenc.device.evaluate` or :mod:`posenc.device.rounding`, which hold the error analysis, over Triton
-blocks; fixed-point values are tuples of limb blocks (:mod:`posenc.torch.triton_fixed_point`). The kernels
-built on it: :mod:`posenc.torch.encode_kernel` (the encodings themselves) and
-:mod:`posenc.torch.fused_kernel` (the exact rotary apply). Both take the host constants of
-:func:`posenc.device.host.constants` as int32 tensors (:func:`posenc.torch.triton_launch.constants_on`),
+Every helper below is the function of the same name in :mod:`posenc.portable.positions`,
+:mod:`posenc.portable.evaluate` or :mod:`posenc.portable.rounding`, which hold the error analysis, over Triton
+blocks; fixed-point values are tuples of limb blocks (:mod:`posenc.torch.kernels.fixed_point`). The kernels
+built on it: :mod:`posenc.torch.kernels.encode_kernel` (the encodings themselves) and
+:mod:`posenc.torch.kernels.fused_kernel` (the exact rotary apply). Both take the host constants of
+:func:`posenc.portable.host.constants` as int32 tensors (:func:`posenc.torch.kernels.common.constants_on`),
 rows of ``_ROW`` digits.
 
 Positions come as blocks ``(negative, whole, fraction, fraction_negative)`` (:func:`split_positions`, the
-twin of :func:`posenc.device.split_positions`): integer positions have no fraction (``HAS_FRACTION``
+twin of :func:`posenc.portable.split_positions`): integer positions have no fraction (``HAS_FRACTION``
 false); real ones carry their fraction in float32, or in float64 for float64 positions (``WIDE``).
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_fixed_point import (
+from .fixed_point import (
     _LIMB_BITS,
     _PIECE_BITS,
     _PIECE_MASK,

@@ -3,11 +3,11 @@ one launch (imported on first use; it needs triton).
 
 Each program takes ``BLOCK_R`` positions and ``BLOCK_F`` frequencies: it splits the positions (plus their
 offsets, added exactly in int64), computes the correctly rounded sin and cos of every (position, frequency)
-with :mod:`posenc.torch.triton_algorithm` (the device algorithm, bit for bit, the uncertain roundings
+with :mod:`posenc.torch.kernels.algorithm` (the portable algorithm, bit for bit, the uncertain roundings
 settled in the kernel) and stores them where the layout puts them: the sine of frequency i in column
 ``sin_offset + stride · i`` (i < sin_columns), its cosine in ``cos_offset + stride · i`` (i < cos_columns),
 then +0 in the columns past them (odd="zero"). Invalid positions (NaN, ±inf, |p + offset| >= 2**31) give
-rows of NaN. The launcher is :mod:`posenc.torch.encode_launch`.
+rows of NaN. The launcher is :mod:`posenc.torch.kernels.encode_launch`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_algorithm import _load, _nan, _store, exact_values, split_positions
+from .algorithm import _load, _nan, _store, exact_values, split_positions
 
 
 @triton.jit
@@ -42,8 +42,8 @@ def encode_block(
 ):  # fmt: skip
     """The exact encodings of a (positions x frequencies) block, stored in ``out`` rows ``row`` (those with
     ``row_ok``): positions ``p`` (+ ``offset``) split, evaluated and rounded by
-    :func:`~posenc.torch.triton_algorithm.exact_values`, invalid ones as NaN. (count of values settled,
-    valid positions). Also the body of :func:`posenc.torch.table_kernel.settle_kernel`."""
+    :func:`~posenc.torch.kernels.algorithm.exact_values`, invalid ones as NaN. (count of values settled,
+    valid positions). Also the body of :func:`posenc.torch.kernels.table_kernel.settle_kernel`."""
     freq_ok = freqs < n_freq
     negative, whole, fraction, fraction_negative, valid = split_positions(
         p, offset, row_ok, HAS_FRACTION, HAS_OFFSET

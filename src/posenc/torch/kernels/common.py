@@ -1,5 +1,5 @@
 """What the launchers of posenc's Triton kernels share: the kernels' modules (None without triton), the
-device algorithm's host constants as tensors on the kernel's device, and the compile-time counts."""
+portable algorithm's host constants as tensors on the kernel's device, and the compile-time counts."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import Any
 
 import torch
 
-from .. import device
+from ... import portable
 
 #: Devices the kernels run on (tests add "cpu" in a process that runs Triton's interpreter).
 KERNEL_DEVICES = ["cuda"]
 
 
 #: The oldest triton the kernels are built with in CI (tests/test_kernel_compile.py: torch 2.10 and 2.11 ship
-#: 3.6). With an older one the launchers leave the kernels alone and CUDA tensors take the array algorithm
+#: 3.6). With an older one the launchers leave the kernels alone and CUDA tensors take the portable algorithm
 #: (the same bits, thousands of small kernels instead of one).
 MIN_TRITON = (3, 6)
 
@@ -30,8 +30,8 @@ def triton_supported(version: str) -> bool:
 
 @functools.cache
 def kernel_module(name: str) -> Any:
-    """``posenc.torch.<name>`` (a module of Triton kernels), or None where triton is not installed or older
-    than :data:`MIN_TRITON`."""
+    """``posenc.torch.kernels.<name>`` (a module of Triton kernels), imported now, or None where triton is
+    not installed or older than :data:`MIN_TRITON`."""
     try:
         import triton
     except ImportError:
@@ -57,9 +57,9 @@ def series_terms(m: int) -> int:
 _CONSTANTS: dict[tuple[int, str], tuple[Any, tuple[torch.Tensor, ...]]] = {}
 
 
-def constants_on(request: device.Request, where: torch.device) -> tuple[torch.Tensor, ...]:
+def constants_on(request: portable.Request, where: torch.device) -> tuple[torch.Tensor, ...]:
     """The request's host constants as tensors on ``where``, in the order the kernels take them
-    (:func:`posenc.torch.triton_algorithm._evaluate`): reduce, rate, scaled rate, steps, rate as float32,
+    (:func:`posenc.torch.kernels.algorithm._evaluate`): reduce, rate, scaled rate, steps, rate as float32,
     2π, 1/k!, the sine/cosine table (signs, digits), A. Cached per request and device (bounded)."""
     key = (id(request), str(where))
     cached = _CONSTANTS.get(key)

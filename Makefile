@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo test bench lint docs clean
+.PHONY: demo test check bench lint docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +42,13 @@ lint: $(VENV)/.installed-test
 docs: $(VENV)/.installed-docs
 	$(BIN)/python -m sphinx -b html -E -W --keep-going -q -j 2 docs docs/_build/html
 
+# The whole suite (the CI command), on every core (pytest-xdist; worksteal balances the long compiles).
 test: lint docs $(VENV)/.installed-triton-3.6
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal
+
+# The contributors' loop: lint and every test not marked slow (tests/conftest.py names the slow tier).
+check: lint
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal -m "not slow" -q
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/cost_model.py

@@ -35,6 +35,7 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 # The API reference, generated from the docstrings: docs/_build/html/index.html (config: docs/conf.py).
 # -E reads every docstring again (no warning hidden in a cached page); -W --keep-going: any warning fails

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
-from posenc import _validate
+from posenc import validation
 
 # --- the tutorials' worked numbers --------------------------------------------------------------------
 
@@ -144,7 +144,7 @@ def test_bfloat16_and_float16_round_once_not_twice():
     from posenc import core
 
     value = np.array([1 + 2**-8 + 2**-40, 1 + 2**-11 + 2**-40])
-    assert float(core.rounding.rounder(_validate.dtype("bfloat16"))(value[:1])[0]) == 1 + 2**-7
+    assert float(core.rounding.rounder(validation.dtype("bfloat16"))(value[:1])[0]) == 1 + 2**-7
     assert float(core.rounding.rounder(np.dtype(np.float16))(value[1:])[0]) == 1 + 2**-10
 
 
@@ -233,7 +233,7 @@ def test_out_allocates_no_full_size_temporary(dtype):
     import tracemalloc
 
     length, d_model = 4096, 4096
-    out = np.empty((length, d_model), dtype=_validate.dtype(dtype))
+    out = np.empty((length, d_model), dtype=validation.dtype(dtype))
     posenc.table(64, d_model, dtype=dtype)  # warm: the compiled kernels load outside the measurement
     tracemalloc.start()
     try:
@@ -288,11 +288,11 @@ def test_a_container_memory_limit_counts(tmp_path, cgroup, files, headroom):
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    assert _validate._cgroup_headroom(str(tmp_path)) == headroom
+    assert validation._cgroup_headroom(str(tmp_path)) == headroom
 
 
 def test_output_beyond_a_container_limit_fails_before_allocating(monkeypatch):
-    monkeypatch.setattr(_validate, "_cgroup_headroom", lambda: 2**20)  # 1 MiB left in this container
+    monkeypatch.setattr(validation, "_cgroup_headroom", lambda: 2**20)  # 1 MiB left in this container
     with pytest.raises(ValueError, match=r"needs 0\.1 GiB but only 0\.00098 GiB .* with start= and out=$"):
         posenc.table(32768, 1024)  # 128 MiB (the library names its parameters, never the command's options)
     assert posenc.table(8, 64).shape == (8, 64)

@@ -1,7 +1,7 @@
 """The default options of every entry point (the paper's encoding, Vaswani et al. 2017 §3.5): one owner.
 
 Functions, modules and the command line take these as their defaults; validation lives in
-:mod:`posenc._validate` and the validated options object in :mod:`posenc.core`.
+:mod:`posenc.validation` and the validated options object in :mod:`posenc.core`.
 """
 
 from __future__ import annotations

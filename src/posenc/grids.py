@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _validate, core
+from . import core, validation
 from .defaults import BASE, ODD, SCALE, SHIFT
 
 #: The most cells (tokens) of a grid: as many as the positions of one table (2**31); images and videos in
 #: use have at most millions. Checked before any allocation, with the axes at most :data:`MAX_AXES`.
-MAX_CELLS = _validate.MAX_POSITION
+MAX_CELLS = validation.MAX_POSITION
 MAX_AXES = 32
 
 __all__ = [
@@ -70,16 +70,16 @@ def grid(
     if isinstance(shape, int | np.integer) or not hasattr(shape, "__iter__") or isinstance(shape, str):
         raise TypeError(f"shape must be a sequence of axis sizes, e.g. (H, W); got {shape!r}")
     if hasattr(shape, "__len__"):
-        _validate.at_most("the number of axes of shape", len(shape), MAX_AXES, "an image has 2, a video 3")
-    shape = tuple(_validate.integer("shape", s, minimum=1) for s in shape)
+        validation.at_most("the number of axes of shape", len(shape), MAX_AXES, "an image has 2, a video 3")
+    shape = tuple(validation.integer("shape", s, minimum=1) for s in shape)
     if not shape:
         raise ValueError("shape must have at least one axis, e.g. (H, W); got ()")
-    d_model = _validate.d_model(d_model)
+    d_model = validation.d_model(d_model)
     ndim = len(shape)
     if order is None:
         order = tuple(range(ndim))
     else:
-        order = tuple(_validate.integer("order", o, minimum=0) for o in _sequence("order", order, "(1, 0)"))
+        order = tuple(validation.integer("order", o, minimum=0) for o in _sequence("order", order, "(1, 0)"))
     if sorted(order) != list(range(ndim)):
         raise ValueError(f"order must be a permutation of the axes 0..{ndim - 1}; got {order}")
     if widths is None:
@@ -89,22 +89,22 @@ def grid(
                 f"use a multiple of {2 * ndim} or pass widths="
             )
         widths = (d_model // ndim,) * ndim
-    widths = tuple(_validate.integer("widths", w, minimum=2) for w in _sequence("widths", widths, "(4, 4)"))
+    widths = tuple(validation.integer("widths", w, minimum=2) for w in _sequence("widths", widths, "(4, 4)"))
     if len(widths) != ndim or sum(widths) != d_model or any(w % 2 for w in widths):
         raise ValueError(f"widths must be {ndim} even numbers adding up to d_model={d_model}; got {widths}")
     if group not in ("axis", "function"):
         raise ValueError(f"group must be 'axis' or 'function'; got {group!r}")
-    block_layout = "sin_cos" if group == "function" else _validate.layout(layout)
+    block_layout = "sin_cos" if group == "function" else validation.layout(layout)
     for width in set(widths):  # every block's options (base, shift, scale), before any allocation
         core.frequencies(width, base=base, shift=shift, scale=scale, odd=odd)
-    out_dtype = np.dtype(np.float32) if dtype is None else _validate.dtype(dtype)
+    out_dtype = np.dtype(np.float32) if dtype is None else validation.dtype(dtype)
     _cells("shape", shape)
-    if positions is None and max(shape) > _validate.MAX_POSITION:
+    if positions is None and max(shape) > validation.MAX_POSITION:
         raise ValueError(
-            f"shape must have axes of at most 2**31 = {_validate.MAX_POSITION} cells (the positions "
+            f"shape must have axes of at most 2**31 = {validation.MAX_POSITION} cells (the positions "
             f"0 .. size - 1 must be < 2**31); got shape {shape}"
         )
-    _validate.fits_in_memory((*shape, d_model), out_dtype)
+    validation.fits_in_memory((*shape, d_model), out_dtype)
     axis_positions = _axis_positions(shape, positions)
     result = np.empty((*shape, d_model), dtype=out_dtype)
     starts = np.cumsum((0, *widths))
@@ -148,7 +148,7 @@ def _axis_positions(shape: tuple[int, ...], positions: Sequence[npt.ArrayLike] |
         if array.shape != (size,):
             raise ValueError(f"positions[{axis}] must have shape ({size},); got {array.shape}")
         try:
-            _validate.positions(array)  # kind, finiteness and range: before the output is allocated
+            validation.positions(array)  # kind, finiteness and range: before the output is allocated
         except (TypeError, ValueError) as error:
             raise type(error)(f"positions[{axis}]: {error}") from None
         result.append(array)
@@ -180,7 +180,7 @@ def _sequence(name: str, value: Any, example: str) -> Sequence[Any]:
 def _size_pair(name: str, value: Any) -> tuple[int, int]:
     """A side (an int: a square) or two sides, each an integer >= 1."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_):
-        side = _validate.integer(name, value, minimum=1)
+        side = validation.integer(name, value, minimum=1)
         return side, side
     if not isinstance(value, list | tuple):
         raise TypeError(
@@ -188,7 +188,7 @@ def _size_pair(name: str, value: Any) -> tuple[int, int]:
         )
     if len(value) != 2:
         raise ValueError(f"{name} must be an integer or a pair of integers, e.g. (16, 24); got {value!r}")
-    first, second = (_validate.integer(name, v, minimum=1) for v in value)
+    first, second = (validation.integer(name, v, minimum=1) for v in value)
     return first, second
 
 
@@ -198,16 +198,16 @@ def _shape_pair(name: str, value: Any) -> tuple[int, int]:
         raise TypeError(f"{name} must be a pair of axis sizes, e.g. (14, 14); got {value!r}")
     if len(value) != 2:
         raise ValueError(f"{name} must be a pair of axis sizes (H, W), e.g. (14, 14); got {value!r}")
-    first, second = (_validate.integer(name, v, minimum=1) for v in value)
+    first, second = (validation.integer(name, v, minimum=1) for v in value)
     return first, second
 
 
 def _width(name: str, value: Any, multiple: int) -> int:
     """A model width: an integer, a positive multiple of ``multiple``, at most ``MAX_D_MODEL``."""
-    width = _validate.integer(name, value, minimum=multiple)
-    if width % multiple or width > _validate.MAX_D_MODEL:
+    width = validation.integer(name, value, minimum=multiple)
+    if width % multiple or width > validation.MAX_D_MODEL:
         raise ValueError(
-            f"{name} must be a multiple of {multiple} from {multiple} to 2**20 = {_validate.MAX_D_MODEL}; "
+            f"{name} must be a multiple of {multiple} from {multiple} to 2**20 = {validation.MAX_D_MODEL}; "
             f"got {width}"
         )
     return width
@@ -215,7 +215,7 @@ def _width(name: str, value: Any, multiple: int) -> int:
 
 def _positive(name: str, value: Any, usual: str) -> np.float32:
     """A scale the libraries apply in float32: a real number > 0 that stays finite and non-zero there."""
-    result = _validate.real(name, value, usual=usual)
+    result = validation.real(name, value, usual=usual)
     with np.errstate(over="ignore"):
         single = np.float32(result)
     if not (result > 0 and 0 < single < np.inf):
@@ -249,10 +249,10 @@ def mae_2d(
                     0.        , 1.        , 1.        ], dtype=float32))
     """
     embed_dim = _width("embed_dim", embed_dim, 4)
-    size = _validate.integer("grid_size", grid_size, minimum=1)
-    out_dtype = _validate.dtype(dtype)
+    size = validation.integer("grid_size", grid_size, minimum=1)
+    out_dtype = validation.dtype(dtype)
     _cells("grid_size", (size, size))
-    _validate.fits_in_memory((size * size + (1 if cls_token else 0), embed_dim), out_dtype)
+    validation.fits_in_memory((size * size + (1 if cls_token else 0), embed_dim), out_dtype)
     values = grid((size, size), embed_dim, order=(1, 0), dtype=dtype).reshape(size * size, -1)
     return _with_extra_rows(values, 1 if cls_token else 0)
 
@@ -280,17 +280,17 @@ def diffusers_2d(
     """
     embed_dim = _width("embed_dim", embed_dim, 4)
     h, w = _size_pair("grid_size", grid_size)
-    extra = _validate.integer("extra_tokens", extra_tokens, minimum=0)
-    base = _validate.real("base_size", base_size, usual="pass the side the model was trained at, e.g. 16")
+    extra = validation.integer("extra_tokens", extra_tokens, minimum=0)
+    base = validation.real("base_size", base_size, usual="pass the side the model was trained at, e.g. 16")
     if not base > 0:
         raise ValueError(
             f"base_size must be > 0 (the side the model was trained at, e.g. 16); got {base_size!r}"
         )
     scale = _positive("interpolation_scale", interpolation_scale, "pass e.g. 1.0 (no interpolation)")
-    out_dtype = _validate.dtype(dtype)
+    out_dtype = validation.dtype(dtype)
     _cells("grid_size", (h, w))
-    _validate.at_most("extra_tokens", extra, MAX_CELLS, "rows of zeros before the grid's")
-    _validate.fits_in_memory((h * w + extra, embed_dim), out_dtype)
+    validation.at_most("extra_tokens", extra, MAX_CELLS, "rows of zeros before the grid's")
+    validation.fits_in_memory((h * w + extra, embed_dim), out_dtype)
     names = "grid_size, base_size and interpolation_scale"
     pos_h = _scaled_arange(h, [h / base, scale], names)
     pos_w = _scaled_arange(w, [w / base, scale], names)
@@ -319,12 +319,12 @@ def diffusers_3d(
     """
     embed_dim = _width("embed_dim", embed_dim, 16)
     w, h = _size_pair("spatial_size", spatial_size)
-    t = _validate.integer("temporal_size", temporal_size, minimum=1)
+    t = validation.integer("temporal_size", temporal_size, minimum=1)
     spatial = _positive("spatial_interpolation_scale", spatial_interpolation_scale, "pass e.g. 1.0")
     temporal = _positive("temporal_interpolation_scale", temporal_interpolation_scale, "pass e.g. 1.0")
-    out_dtype = _validate.dtype(dtype)
+    out_dtype = validation.dtype(dtype)
     _cells("temporal_size and spatial_size", (t, h, w))
-    _validate.fits_in_memory((t, h * w, embed_dim), out_dtype)
+    validation.fits_in_memory((t, h * w, embed_dim), out_dtype)
     positions = (
         _scaled_arange(t, [temporal], "temporal_size and temporal_interpolation_scale"),
         _scaled_arange(h, [spatial], "spatial_size and spatial_interpolation_scale"),
@@ -379,9 +379,9 @@ def positional_encodings_nd(
     ndim = len(shape)
     if ndim not in (1, 2, 3):
         raise ValueError(f"shape must have 1, 2 or 3 axes; got {shape}")
-    channels = _validate.integer("channels", channels, minimum=1)
-    if channels > _validate.MAX_D_MODEL:
-        raise ValueError(f"channels must be <= 2**20 = {_validate.MAX_D_MODEL}; got {channels}")
+    channels = validation.integer("channels", channels, minimum=1)
+    if channels > validation.MAX_D_MODEL:
+        raise ValueError(f"channels must be <= 2**20 = {validation.MAX_D_MODEL}; got {channels}")
     per_axis = math.ceil(channels / (2 * ndim)) * 2
     values = grid(shape, per_axis * ndim, layout="interleaved", dtype=dtype)
     return np.ascontiguousarray(values[..., :channels])
@@ -402,7 +402,7 @@ def _scaled_arange(size: int, divisors: list[Any], names: str) -> np.ndarray:
         for divisor in singles:
             positions = positions / divisor
     last = positions[-1] if size else np.float32(0)
-    if not np.isfinite(last) or abs(float(last)) >= _validate.MAX_POSITION:
+    if not np.isfinite(last) or abs(float(last)) >= validation.MAX_POSITION:
         raise ValueError(
             f"{names} give positions up to {float(last)!r}, beyond the encodable |p| < 2**31; "
             "use a larger scale or a smaller size"

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._validate import MAX_POSITION, position_int
+from .validation import MAX_POSITION, position_int
 
 __all__ = ["from_attention_mask", "from_cu_seqlens", "make_positions"]
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _validate, core, preset_deviations
+from . import core, preset_deviations, validation
 from .defaults import BASE, LAYOUT, ODD, OPTIONS, SCALE
 
 __all__ = ["Preset", "get", "names", "variants"]
@@ -235,7 +235,8 @@ def _tensor2tensor(min_timescale: float = 1.0, max_timescale: float = 1.0e4) -> 
     """
     return Preset(
         "tensor2tensor",
-        base=_validate.real("max_timescale", max_timescale) / _validate.real("min_timescale", min_timescale),
+        base=validation.real("max_timescale", max_timescale)
+        / validation.real("min_timescale", min_timescale),
         shift=1.0,
         scale=min_timescale,
         layout="sin_cos",
@@ -272,7 +273,7 @@ def _fairseq(padding_idx: int | None = None) -> Preset:
     [[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.9093, 0.0002, -0.4161, 1.0], [0.1411, 0.0003, -0.99, 1.0]]
     """
     if padding_idx is not None:
-        padding_idx = _validate.integer("padding_idx", padding_idx, minimum=0)
+        padding_idx = validation.integer("padding_idx", padding_idx, minimum=0)
     return Preset(
         "fairseq",
         shift=1.0,
@@ -465,8 +466,8 @@ def get(name: str, **parameters: Any) -> Preset:
         preset = factory(**parameters)
     except TypeError as error:
         raise TypeError(f"preset {name!r}: {error}") from None
-    _validate.base(preset.base)
-    _validate.scale(preset.scale)
+    validation.base(preset.base)
+    validation.scale(preset.scale)
     return preset_deviations.attach(dataclasses.replace(preset, doc=inspect.cleandoc(factory.__doc__ or "")))
 
 

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from . import _validate
+from . import validation
 
 __all__ = ["SCHEMES", "permutation", "shard", "shard_indices", "shard_positions", "unshard"]
 
@@ -60,7 +60,7 @@ def shard_indices(length: int, *, world_size: int, rank: int, scheme: str = "con
     """
     length, world_size, scheme = _check(length, world_size, scheme)
     rank = _rank(rank, world_size)
-    _validate.fits_in_memory((length // world_size,), np.dtype(np.int64))
+    validation.fits_in_memory((length // world_size,), np.dtype(np.int64))
     return _indices(length, world_size, rank, scheme)
 
 
@@ -78,11 +78,11 @@ def shard_positions(
     """
     length, world_size, scheme = _check(length, world_size, scheme)
     rank = _rank(rank, world_size)
-    start = _validate.position_int("start", start)
-    if length and start + length - 1 >= _validate.MAX_POSITION:
+    start = validation.position_int("start", start)
+    if length and start + length - 1 >= validation.MAX_POSITION:
         raise ValueError(
             f"the last position start + length - 1 = {start + length - 1} must be < 2**31 = "
-            f"{_validate.MAX_POSITION}; lower start or length"
+            f"{validation.MAX_POSITION}; lower start or length"
         )
     positions = shard_indices(length, world_size=world_size, rank=rank, scheme=scheme)
     positions += np.int64(start)  # in place: no second array of the shard's size
@@ -100,7 +100,7 @@ def permutation(length: int, *, world_size: int, scheme: str = "contiguous") -> 
     array([0, 1, 6, 7, 2, 3, 4, 5])
     """
     length, world_size, scheme = _check(length, world_size, scheme)
-    _validate.fits_in_memory((length,), np.dtype(np.int64))
+    validation.fits_in_memory((length,), np.dtype(np.int64))
     if scheme == "contiguous":
         return np.arange(length, dtype=np.int64)
     if not length:  # no loop over the ranks: world_size may be up to 2**31
@@ -174,16 +174,16 @@ def _indices(length: int, world_size: int, rank: int, scheme: str) -> np.ndarray
 def _check(length: int, world_size: int, scheme: str) -> tuple[int, int, str]:
     """Checked before anything is allocated: ``0 <= length <= 2**31`` (the positions 0 .. length - 1 are
     encodable) and ``1 <= world_size <= 2**31``."""
-    length = _validate.integer("length", length, minimum=0)
-    if length > _validate.MAX_POSITION:
+    length = validation.integer("length", length, minimum=0)
+    if length > validation.MAX_POSITION:
         raise ValueError(
-            f"length must be <= 2**31 = {_validate.MAX_POSITION} (positions 0 .. length - 1 must be < 2**31 "
+            f"length must be <= 2**31 = {validation.MAX_POSITION} (positions 0 .. length - 1 must be < 2**31 "
             f"to be encoded); got {length}; shard a shorter sequence"
         )
-    world_size = _validate.integer("world_size", world_size, minimum=1)
-    if world_size > _validate.MAX_POSITION:
+    world_size = validation.integer("world_size", world_size, minimum=1)
+    if world_size > validation.MAX_POSITION:
         raise ValueError(
-            f"world_size must be <= 2**31 = {_validate.MAX_POSITION} (at most one rank per position of the "
+            f"world_size must be <= 2**31 = {validation.MAX_POSITION} (at most one rank per position of the "
             f"longest sequence); got {world_size}; pass the number of ranks in the context-parallel group"
         )
     if not isinstance(scheme, str) or scheme not in SCHEMES:
@@ -201,14 +201,14 @@ def _check(length: int, world_size: int, scheme: str) -> tuple[int, int, str]:
 
 
 def _rank(rank: int, world_size: int) -> int:
-    rank = _validate.integer("rank", rank, minimum=0)
+    rank = validation.integer("rank", rank, minimum=0)
     if rank >= world_size:
         raise ValueError(f"rank must be in 0 .. world_size - 1 = {world_size - 1}; got rank={rank}")
     return rank
 
 
 def _axis(axis: int, ndim: int) -> int:
-    axis = _validate.integer("axis", axis, minimum=-ndim if ndim else 0)
+    axis = validation.integer("axis", axis, minimum=-ndim if ndim else 0)
     if ndim == 0 or axis >= ndim:
         raise ValueError(
             f"axis={axis} is out of range for an array with {ndim} dimensions; "

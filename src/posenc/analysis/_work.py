@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 from ..core import table
 
 #: Values per working chunk: chunks stay at tens of MB whatever the table size.
@@ -38,13 +38,13 @@ def span(
     (called ``name``) an integer >= 0, every option of :func:`posenc.table` valid, the last position < 2**31,
     at most :data:`MAX_WORK` values and ``rows_bytes`` per position of working memory.
     Returns ``(length, start)``."""
-    length = _validate.integer(name, length, minimum=0)
-    start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
-    width = _validate.d_model(d_model)
-    if length and start + length - 1 >= _validate.MAX_POSITION:
+    length = validation.integer(name, length, minimum=0)
+    start = validation.integer("start", start, minimum=-(validation.MAX_POSITION - 1))
+    width = validation.d_model(d_model)
+    if length and start + length - 1 >= validation.MAX_POSITION:
         raise ValueError(
             f"{name} must keep the last position start + {name} - 1 = {start + length - 1} below 2**31 = "
-            f"{_validate.MAX_POSITION}; got {name}={length}, start={start}; lower {name} or start"
+            f"{validation.MAX_POSITION}; got {name}={length}, start={start}; lower {name} or start"
         )
     work = length * width
     if work > MAX_WORK:
@@ -63,7 +63,7 @@ def check_memory(what: str, needed: int, fix: str) -> None:
     than is available, and ``fix``."""
     if needed < 64 << 20:
         return
-    available = _validate.available_memory()
+    available = validation.available_memory()
     if available is not None and needed > available:
         raise ValueError(
             f"{what} needs {needed / 2**30:.1f} GiB of working memory but only "
@@ -108,7 +108,7 @@ def fresh(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     populate = getattr(mmap, "MAP_POPULATE", None)
     if count * dt.itemsize < FRESH_BYTES or populate is None:
         return np.empty(shape, dt)
-    _validate.fits_in_memory(tuple(shape), dt)
+    validation.fits_in_memory(tuple(shape), dt)
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate
     try:
         buffer = mmap.mmap(-1, count * dt.itemsize, flags=flags)
@@ -285,8 +285,8 @@ class Rows:
         """``ufunc(other, bits of these rows)`` (or the reverse), block by block on all cores, never holding
         these rows whole: for ``np.not_equal`` / ``np.equal`` of the bits of a table with these rows."""
         from ..core.parallel import run_blocks
-        from .hashes import bits
 
+        unsigned = np.dtype(f"u{self.dtype.itemsize}")  # the bits, as hashes.bits views an array
         out = fresh(self.shape, bool)
         spans = chunks(len(self), self.d_model)
         local = threading.local()
@@ -296,7 +296,7 @@ class Rows:
                 buffer = getattr(local, "buffer", None)
                 if buffer is None:
                     buffer = local.buffer = np.empty((spans[0][1], self.d_model), self.dtype)
-                mine = bits(self.block(lo, hi, buffer[: hi - lo]))
+                mine = np.ascontiguousarray(self.block(lo, hi, buffer[: hi - lo])).view(unsigned)
                 theirs = other[lo:hi]
                 ufunc(mine, theirs, out=out[lo:hi]) if reverse else ufunc(theirs, mine, out=out[lo:hi])
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
-from .. import _validate
+from .. import validation
 from ..core import encode, frequencies, table
 from ..core.options import frequency_options, takes_options
 from ..core.parallel import run_blocks
@@ -95,17 +95,17 @@ def check(
     >>> report.passed, [c.name for c in report.criteria]
     (True, ['unique', 'consistent', 'generalises', 'bounded', 'deterministic', 'shift_invariant'])
     """
-    length = _validate.integer("length", length, minimum=1)
-    if 2 * length - 1 >= _validate.MAX_POSITION:
+    length = validation.integer("length", length, minimum=1)
+    if 2 * length - 1 >= validation.MAX_POSITION:
         raise ValueError(
             f"length must be <= 2**30 (the check also encodes positions up to 2 * length); got {length}"
         )
-    _check_size(length, _validate.d_model(d_model))  # before d_model's constants (~0.5 s at 2**20)
+    _check_size(length, validation.d_model(d_model))  # before d_model's constants (~0.5 s at 2**20)
     compute = check_compute(compute)
-    dt = _validate.dtype(dtype)
+    dt = validation.dtype(dtype)
     # validates d_model, base, shift, scale and odd before any work
     frequencies(d_model, **frequency_options(options))
-    setting = {**options, "layout": _validate.layout(options["layout"]), "dtype": dt}
+    setting = {**options, "layout": validation.layout(options["layout"]), "dtype": dt}
     d_model = int(d_model)
     say = progress or (lambda fraction, what: None)
     say(0.0, f"encoding and hashing positions 0..{2 * length - 1}, block by block")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 from ..core import frequencies
 from ..core.options import frequency_options, takes_options
 from ..layouts import pair_columns
@@ -83,7 +83,7 @@ def collisions(
     width = key_columns(d_model, np.dtype(options["dtype"]).itemsize) if keys is not build else d_model
     for lo, hi in chunks(length, width):
         hashes[lo:hi] = key_hashes(keys(lo, hi))
-    refine_hashes(hashes, Rows(build, length, d_model, _validate.dtype(options["dtype"])).gather)
+    refine_hashes(hashes, Rows(build, length, d_model, validation.dtype(options["dtype"])).gather)
     return first_repeat(hashes, build, start, limit=length)
 
 
@@ -102,12 +102,12 @@ def _key_builder(
     (and any setting where that check fails) are built whole."""
     if compute != "dtype" or not length:
         return build
-    dt = _validate.dtype(options["dtype"])
+    dt = validation.dtype(options["dtype"])
     width = key_columns(d_model, dt.itemsize)
     if width >= d_model:
         return build
     omegas = _rounded(frequencies(d_model, **frequency_options(options)), dt)
-    sin_columns, cos_columns = pair_columns(_validate.layout(options["layout"]), len(omegas))
+    sin_columns, cos_columns = pair_columns(validation.layout(options["layout"]), len(omegas))
     plan = []
     for column in range(width):
         if column in sin_columns:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 from ..core import table
 from ..core.options import frequency_options
 from ._work import chunks, max_abs, row_norms
@@ -82,7 +82,7 @@ class Evidence:
     @property
     def lone_sine(self) -> bool:
         """Whether the last column is a sine without its cosine (an odd width under odd="literal"/"drop")."""
-        return _validate.plan(self.d_model, self.options["odd"])[0] > self.pairs
+        return validation.plan(self.d_model, self.options["odd"])[0] > self.pairs
 
     @property
     def frequency_options(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 from ..core import frequencies, table
 from ..core.options import frequency_options, takes_options
 from ..layouts import pair_columns
@@ -44,15 +44,15 @@ def naive_table(length: int, d_model: int, *, start: int = 0, **options: Unpack[
     >>> naive_table(2, 2, start=256, dtype="bfloat16")[:, 0].tolist()  # sin 256 and sin 257 (exact: -0.574)
     [-1.0, -1.0]
     """
-    length = _validate.integer("length", length, minimum=0)
-    start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
-    dt = _validate.dtype(options["dtype"])
-    layout = _validate.layout(options["layout"])
+    length = validation.integer("length", length, minimum=0)
+    start = validation.integer("start", start, minimum=-(validation.MAX_POSITION - 1))
+    dt = validation.dtype(options["dtype"])
+    layout = validation.layout(options["layout"])
     omegas = _rounded(frequencies(d_model, **frequency_options(options)), dt)
     d_model = int(d_model)
     count = len(omegas)
     width = max(d_model, 2 * count)  # one column wider under odd="literal"/"drop": the last one is dropped
-    _validate.fits_in_memory((length, width), dt)
+    validation.fits_in_memory((length, width), dt)
     result = np.zeros((length, width), dt)
     s, c = pair_columns(layout, count)
     step = max(1, ELEMENTS // max(1, d_model))

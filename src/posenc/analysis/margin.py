@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 from ..core import encode, frequencies, table
 from ..core.options import frequency_options, takes_options
 from ._work import Rows, check_memory, chunks, span
@@ -81,7 +81,7 @@ def closest_pair(rows: np.ndarray, start: int, eps: float, **options: Unpack[Opt
     # Every offset with an exact distance above that of offset 1 plus 4 eps comes after offset 1 and is
     # never measured (best <= its distance + 2 eps by then): its bound need only show that.
     upper = float(closed_form_distance(1, d_model, **options))
-    if _validate.plan(d_model, options["odd"])[0] > d_model // 2:  # a lone sine adds at most 2 to it
+    if validation.plan(d_model, options["odd"])[0] > d_model // 2:  # a lone sine adds at most 2 to it
         upper = math.sqrt(upper**2 + 4.0)
     within = upper * (1 + 1e-9) + 4 * eps + 1e-9
     lower = distance_lower_bounds(length - 1, d_model, within=within, **options)
@@ -112,9 +112,9 @@ def distance_lower_bounds(
     fastest pairs alone (float64 cosines, less their rounding), and only the offsets whose bound is then
     at most ``within`` get the bound over all n pairs; the others keep a looser bound, above ``within``.
     """
-    count = _validate.integer("count", count, minimum=0)
-    _validate.at_most("count", count, _validate.MAX_POSITION, "offsets between positions below 2**31")
-    d_model = _validate.d_model(d_model)
+    count = validation.integer("count", count, minimum=0)
+    validation.at_most("count", count, validation.MAX_POSITION, "offsets between positions below 2**31")
+    d_model = validation.d_model(d_model)
     check_memory(f"count={count}", 8 * count, "lower count")
     n = d_model // 2
     out = np.empty(count)

@@ -33,7 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 from ..atomic import atomic_save
 from ..core import encode, frequencies, table
 from ..core.options import frequency_options, takes_options
@@ -169,7 +169,7 @@ def dot_product_heatmap(
     >>> figure.axes[0].texts[1].get_text()  # PE(0)·PE(1), d_model = 512
     '249.1'
     """
-    _validate.at_most(
+    validation.at_most(
         "length", _figure_size(length, d_model), MAX_DOT_POSITIONS, "the heatmap has length² cells"
     )
     values = table(length, d_model, start=start, **options)
@@ -227,7 +227,7 @@ def sinusoids(
     ['k = 0', 'k = 4', 'k = 8', 'k = 12']
     """
     count = len(frequencies(d_model, **options))
-    dims = _validate.integer("dims", dims, minimum=1)
+    dims = validation.integer("dims", dims, minimum=1)
     if dims > count:
         raise ValueError(f"dims must be <= d_model // 2 = {count} (one per frequency); got {dims}")
     positions = _panels("positions", positions)
@@ -283,7 +283,7 @@ def waves(
     n = int(d_model) // 2  # the (sin, cos) pairs: an odd width's last column is not one
     if pairs is None:
         pairs = sorted({0, n // 8, n // 4, n // 2, 3 * n // 4})
-    pairs = [_validate.integer("pairs", i, minimum=0) for i in _panels("pairs", pairs)]
+    pairs = [validation.integer("pairs", i, minimum=0) for i in _panels("pairs", pairs)]
     if not pairs or max(pairs) >= n:
         raise ValueError(f"pairs must be pair indices in 0 .. {n - 1} (d_model // 2 - 1); got {pairs}")
     _figure_size(length, d_model)
@@ -528,7 +528,7 @@ def check_dpi(dpi: Any) -> float:
     >>> check_dpi(300)
     300.0
     """
-    value = _validate.real("dpi", dpi)
+    value = validation.real("dpi", dpi)
     if not 10 <= value <= 1200:
         raise ValueError(f"dpi must be between 10 and 1200 (120 suits a screen, 300 print); got {dpi!r}")
     return value
@@ -538,7 +538,7 @@ def check_dpi(dpi: Any) -> float:
 
 
 def _dtype_name(dtype: Any) -> str:
-    return _validate.dtype(dtype).name
+    return validation.dtype(dtype).name
 
 
 def _title(ax: Any, headline: str, options: dict[str, Any]) -> None:
@@ -561,9 +561,9 @@ def _times(scale: float) -> str:
 def _figure_size(length: Any, d_model: Any, *, minimum: int = 0, extra: int = 0) -> int:
     """``length`` (an integer >= ``minimum``), checked before any work: its table of (length + ``extra``)
     × d_model values must be at most :data:`MAX_FIGURE_VALUES`."""
-    length = _validate.integer("length", length, minimum=minimum)
-    _validate.at_most("length", length, _validate.MAX_POSITION, "positions are below 2**31")
-    width = _validate.d_model(d_model)
+    length = validation.integer("length", length, minimum=minimum)
+    validation.at_most("length", length, validation.MAX_POSITION, "positions are below 2**31")
+    width = validation.d_model(d_model)
     values = (length + extra) * width
     if values > MAX_FIGURE_VALUES:
         raise ValueError(

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .. import _validate
+from .. import validation
 from ..core import encode, frequencies, table
 from ..core.options import takes_options
 from ..layouts import pair_columns
@@ -149,14 +149,14 @@ def split_pairs(sin_cos: np.ndarray, d_model: int, odd: str) -> tuple[np.ndarray
     ``count``.
     """
     pairs = d_model // 2
-    count, _ = _validate.plan(d_model, odd)
+    count, _ = validation.plan(d_model, odd)
     return sin_cos[..., :pairs], sin_cos[..., count : count + pairs]
 
 
 def _pairs(offsets: npt.ArrayLike, d_model: int, options: Any) -> tuple[np.ndarray, np.ndarray]:
     """sin(k ω_i) and cos(k ω_i) of the d_model // 2 full pairs for each offset k (float64, exact within
     1 ulp), each of shape ``offsets.shape + (d_model // 2,)``; ``options`` without ``layout``."""
-    d_model = _validate.d_model(d_model)
+    d_model = validation.d_model(d_model)
     pe = encode(offsets, d_model, **options, layout="sin_cos", dtype="float64")
     return split_pairs(pe, d_model, options["odd"])
 
@@ -184,15 +184,15 @@ def shift_matrix(k: float, d_model: int, **options: Unpack[OptionKeywords]) -> n
     >>> bool(abs(m @ pe[2] - pe[5]).max() < 1e-15)
     True
     """
-    k = _validate.real("k", k, usual="pass one offset, e.g. 1")
-    if not abs(k) < _validate.MAX_POSITION:
-        raise ValueError(f"k must satisfy |k| < 2**31 = {_validate.MAX_POSITION}; got {k!r}")
-    d_model = _validate.d_model(d_model)
-    layout = _validate.layout(options.pop("layout"))
+    k = validation.real("k", k, usual="pass one offset, e.g. 1")
+    if not abs(k) < validation.MAX_POSITION:
+        raise ValueError(f"k must satisfy |k| < 2**31 = {validation.MAX_POSITION}; got {k!r}")
+    d_model = validation.d_model(d_model)
+    layout = validation.layout(options.pop("layout"))
     odd = options["odd"]
-    _validate.fits_in_memory((d_model, d_model), np.dtype(np.float64))
+    validation.fits_in_memory((d_model, d_model), np.dtype(np.float64))
     sin, cos = _pairs(k, d_model, options)
-    if _validate.plan(d_model, odd)[0] > d_model // 2:
+    if validation.plan(d_model, odd)[0] > d_model // 2:
         raise ValueError(
             f"d_model={d_model} is odd and odd={odd!r} makes its last column a sine without its cosine: no "
             "matrix maps PE(p) to PE(p + k) for every p; use odd='zero' or an even d_model"
@@ -219,7 +219,7 @@ def shift_error(
     >>> shift_error(5, 64, 512) < 1e-15
     True
     """
-    k = _validate.integer("k", k, minimum=-(_validate.MAX_POSITION - 1))
+    k = validation.integer("k", k, minimum=-(validation.MAX_POSITION - 1))
     length, start = span("length", length, start, d_model, options)  # before M_k is built
     m = shift_matrix(k, d_model, **options)
     here = table(length, d_model, start=start, **options, dtype="float64")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 from ..rope import RopeParameters, config, cos_sin, inv_freq
 from .figures import new_figure
 
@@ -95,7 +95,7 @@ def rope_scalings(
     >>> params.rope_type, params.max_position_embeddings, seq_len
     ('dynamic', 8192, 65536)
     """
-    original = _validate.integer(
+    original = validation.integer(
         "original_max_position_embeddings", original_max_position_embeddings, minimum=1
     )
     common = {"factor": factor, "original_max_position_embeddings": original}
@@ -235,8 +235,8 @@ def rope_error_positions(length: int = 131072, *, bands: int = 200, per_band: in
     [1, 3, 6, 19, 32, 105, 178, 588, 999]
     """
     edges = _band_edges(length, bands)
-    per_band = _validate.integer("per_band", per_band, minimum=1)
-    _validate.at_most("bands × per_band", (len(edges) - 1) * per_band, MAX_SAMPLES, "positions sampled")
+    per_band = validation.integer("per_band", per_band, minimum=1)
+    validation.at_most("bands × per_band", (len(edges) - 1) * per_band, MAX_SAMPLES, "positions sampled")
     chosen = [
         np.linspace(lo, hi, per_band + 1)[1:] if hi > lo else [lo] for lo, hi in itertools.pairwise(edges)
     ]
@@ -272,9 +272,9 @@ def rope_error_values(
     positions = np.asarray(positions, dtype=np.int64)
     if positions.ndim != 1 or positions.size == 0:
         raise ValueError(f"positions must be a non-empty 1-d array of positions; got shape {positions.shape}")
-    _validate.at_most("the number of positions", positions.size, MAX_SAMPLES, "one exact cos/sin row each")
+    validation.at_most("the number of positions", positions.size, MAX_SAMPLES, "one exact cos/sin row each")
     n, d = params.n_frequencies, params.rotary_dim
-    bfloat16 = _validate.dtype("bfloat16")
+    bfloat16 = validation.dtype("bfloat16")
 
     def first_half(pair: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         cos, sin = pair
@@ -391,8 +391,8 @@ def _float32_cos_sin(positions: np.ndarray, inv_freq32: np.ndarray) -> tuple[np.
 
 def _band_edges(length: int, bands: int) -> np.ndarray:
     """``bands + 1`` log-spaced edges from 1 to length - 1 (float64)."""
-    length = _validate.integer("length", length, minimum=2)
-    _validate.at_most("length", length, _validate.MAX_POSITION, "positions 1 .. length - 1 are below 2**31")
-    bands = _validate.integer("bands", bands, minimum=1)
-    _validate.at_most("bands", bands, MAX_SAMPLES, "positions sampled")
+    length = validation.integer("length", length, minimum=2)
+    validation.at_most("length", length, validation.MAX_POSITION, "positions 1 .. length - 1 are below 2**31")
+    bands = validation.integer("bands", bands, minimum=1)
+    validation.at_most("bands", bands, MAX_SAMPLES, "positions sampled")
     return np.geomspace(1, length - 1, bands + 1) if length > 2 else np.ones(bands + 1)

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 
 #: Relative error bound u of one value of each dtype (float64 outputs are within 1 ulp, the others correctly
 #: rounded).
@@ -29,7 +29,7 @@ def row_error_bound(dtype: np.dtype, d_model: int, odd: str) -> float:
     >>> print(f"{row_error_bound(np.dtype('float32'), 512, 'zero'):.3g}")  # 2**-24 · √256, and a margin
     9.55e-07
     """
-    count, _ = _validate.plan(d_model, odd)
+    count, _ = validation.plan(d_model, odd)
     name = dtype.name
     return (RELATIVE[name] * math.sqrt(count) + UNDERFLOW[name] * math.sqrt(d_model)) * 1.001
 

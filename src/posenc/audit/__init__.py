@@ -21,7 +21,7 @@ import sys
 import types
 from typing import Any
 
-from .. import _validate
+from .. import validation
 from .findings import Finding, find_all
 from .guard import TargetError, check_timeout, label_of, run
 from .measure import measure
@@ -84,8 +84,8 @@ def audit(
     (True, 0.0, [])
     """
     if d_model is not None:
-        d_model = _validate.d_model(d_model)
-    samples = _validate.integer("samples", samples, minimum=16)
+        d_model = validation.d_model(d_model)
+    samples = validation.integer("samples", samples, minimum=16)
     tolerance = check_tolerance(tol)
     limit = check_timeout(timeout)
     hints = (d_model, positions, dtype, options, key, samples, tolerance)
@@ -157,8 +157,8 @@ def _span(positions: Any, limit: int) -> tuple[int, int]:
         positions = (0, positions)
     if not (isinstance(positions, (tuple, list)) and len(positions) == 2):
         raise ValueError(f"positions must be b, (a, b) or 'a:b' (positions a .. b - 1); got {given!r}")
-    a = _validate.integer("positions start", positions[0], minimum=0)
-    b = _validate.integer("positions end", positions[1], minimum=a + 1)
+    a = validation.integer("positions start", positions[0], minimum=0)
+    b = validation.integer("positions end", positions[1], minimum=a + 1)
     top = min(limit, MAX_POSITION)
     if b > top:
         raise ValueError(

@@ -46,12 +46,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 from .guard import TargetError, target_code
 
 __all__ = ["MAX_POSITION", "Target", "WrongOutput", "as_target", "load_object", "values_of"]
 
-MAX_POSITION = _validate.MAX_POSITION
+MAX_POSITION = validation.MAX_POSITION
 #: Elements of the zeros fed to a module at most (128 MiB of float32): the rows a module can be asked for.
 _PREFIX_ELEMENTS = 1 << 25
 _TABLE_NAMES = ("pe", "pos", "sinus", "timing", "weights")

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
-from .. import _validate, defaults
+from .. import defaults, validation
 from ..layouts import LAYOUTS
 from .errors import fail
 
@@ -155,13 +155,13 @@ def add_variant_options(sub: argparse.ArgumentParser, *, default: bool) -> None:
     sub.add_argument(
         "--odd",
         default=value(PAPER["odd"]),
-        metavar=one_of(_validate.ODD_RULES),
+        metavar=one_of(validation.ODD_RULES),
         help="the rule for an odd D_MODEL" + shown(PAPER["odd"]),
     )
     sub.add_argument(
         "--dtype",
         default=value(DEFAULT_DTYPE),
-        metavar=one_of(_validate.DTYPES),
+        metavar=one_of(validation.DTYPES),
         help="the dtype studied; values are correctly rounded to it" + shown(DEFAULT_DTYPE),
     )
 
@@ -174,7 +174,7 @@ def add_output_options(sub: argparse.ArgumentParser, *, digits_help: str) -> Non
     sub.add_argument(
         "--dtype",
         default=DEFAULT_DTYPE,
-        metavar=one_of(_validate.DTYPES),
+        metavar=one_of(validation.DTYPES),
         help=f"output dtype; values are correctly rounded to it (default: {DEFAULT_DTYPE})",
     )
     sub.add_argument("--digits", type=integer, help=digits_help)

@@ -7,7 +7,7 @@ import argparse
 
 import numpy as np
 
-from .. import _validate, rope
+from .. import rope, validation
 from ..rope.arrays import LAYOUTS
 from .arguments import MAX_DIGITS, add_output_options, integer, one_of
 from .errors import CliError
@@ -69,7 +69,7 @@ def positions_range(text: str) -> range:
     if not colon or stop <= start:
         raise CliError(f"--positions must be A:B with integers A < B (positions A .. B-1); got {text!r}")
     for value in (start, stop - 1):
-        _validate.position_int("--positions", value)
+        validation.position_int("--positions", value)
     return range(start, stop)
 
 
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> None:
             raise
         raise CliError(_as_option(message)) from None
     positions = positions_range(args.positions)
-    _validate.fits_in_memory((2, len(positions), params.rotary_dim), _validate.dtype(args.dtype))
+    validation.fits_in_memory((2, len(positions), params.rotary_dim), validation.dtype(args.dtype))
     cos, sin = rope.cos_sin(
         np.arange(positions.start, positions.stop),
         params,

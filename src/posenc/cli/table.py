@@ -18,7 +18,7 @@ import numpy as np
 
 import posenc
 
-from .. import _validate, presets
+from .. import presets, validation
 from ..atomic import atomic_output
 from ..layouts import LAYOUTS, column_names
 from .arguments import MAX_DIGITS, PAPER, add_output_options, integer, number, one_of
@@ -88,7 +88,7 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
     )
     sub.add_argument(
         "--odd",
-        metavar=one_of(_validate.ODD_RULES),
+        metavar=one_of(validation.ODD_RULES),
         help=f"the rule for an odd D_MODEL (default: {PAPER['odd']}, a zero last column)",
     )
     sub.add_argument(
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> None:
     # Streamed, a text table needs no more memory at any length; but one larger than memory is far larger
     # still as text (10 to 25 bytes a value): it is refused as before, and the message points to npy.
     try:
-        _validate.fits_in_memory((args.length, args.d_model), dtype)
+        validation.fits_in_memory((args.length, args.d_model), dtype)
     except ValueError as error:
         raise CliError(f"{error}; --format npy --output FILE streams any length") from None
     start = options["start"]

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # numpy.typing costs ~15 ms at import: annotations only
 
     from .options import OptionKeywords
 
-from .. import _validate
+from .. import validation
 from . import compiled, parallel, tables
 from .isolated import isolated
 from .options import Options, takes_options
@@ -73,12 +73,12 @@ def encode(
            [ 0.9092974 , -0.41614684,  0.01999867,  0.9998    ]], dtype=float32)
     """
     checked = Options.check(d_model, **options)
-    raw = _validate.position_array(positions)
+    raw = validation.position_array(positions)
     dt = output_dtype(dtype, out)
     # the output's size (or out's shape) is checked before the positions are converted: a zero-stride
     # array of 2**40 positions costs nothing until it is copied
     result = output((*raw.shape, checked.d_model), dt, out)
-    p = _validate.positions(raw)
+    p = validation.positions(raw)
     encode_rows(Spec(checked, dt), p.reshape(-1), result.reshape(-1, checked.d_model))
     return result
 
@@ -129,9 +129,9 @@ def table(
     >>> table(3, 4, base=100.0, start=1, dtype="float64")[:, 2]  # sin(p / 100**(2/4)) for p = 1, 2, 3
     array([0.09983342, 0.19866933, 0.29552021])
     """
-    length = _validate.integer("length", length, minimum=0)
+    length = validation.integer("length", length, minimum=0)
     checked = Options.check(d_model, **options)
-    start = _validate.table_start(start, length)
+    start = validation.table_start(start, length)
     dt = output_dtype(dtype, out)
     result = output((length, checked.d_model), dt, out)
     spec = Spec(checked, dt)  # refuses options outside the domain even for an empty table, as encode does

@@ -25,7 +25,7 @@ from collections.abc import Callable, Hashable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .. import _validate, defaults
+from .. import defaults, validation
 from . import highprec
 from .api import encode_rows
 from .isolated import isolated
@@ -127,12 +127,12 @@ def sin_cos(
 ) -> tuple[np.ndarray, np.ndarray]:
     """A · sin(p ω_i) and A · cos(p ω_i), each of shape ``positions.shape + (n,)``, correctly rounded to
     ``dtype`` (float32, float16, bfloat16; float64 within 2 ulp) for integer and real |p| < 2**31."""
-    dt = _validate.dtype(dtype)
-    raw = _validate.position_array(positions)
+    dt = validation.dtype(dtype)
+    raw = validation.position_array(positions)
     spec = ExplicitSpec(law, dt)
     n = spec.n
-    _validate.fits_in_memory((*raw.shape, 2 * n), dt)
-    p = _validate.positions(raw)
+    validation.fits_in_memory((*raw.shape, 2 * n), dt)
+    p = validation.positions(raw)
     rows = np.empty((p.size, 2 * n), dt)
     encode_rows(spec, p.reshape(-1), rows)
     rows = rows.reshape((*raw.shape, 2 * n))

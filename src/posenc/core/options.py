@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, TypedDict, TypeVar
 
 import numpy as np
 
-from .. import _validate, defaults, layouts
+from .. import defaults, layouts, validation
 from . import highprec
 
 # Per-options constants kept (frequencies, limbs, column plans): a bounded LRU cache.
@@ -158,15 +158,15 @@ class Options(NamedTuple):
 
     @classmethod
     def _check(cls, d_model: Any, base: Any, shift: Any, scale: Any, layout: Any, odd: Any) -> Options:
-        d_model = _validate.d_model(d_model)
-        odd = _validate.odd(odd)
-        _validate.plan(d_model, odd)  # refuses an odd width under odd="error"
+        d_model = validation.d_model(d_model)
+        odd = validation.odd(odd)
+        validation.plan(d_model, odd)  # refuses an odd width under odd="error"
         return cls(
             d_model,
-            _validate.base(base),
-            _validate.shift(shift, d_model, odd),
-            _validate.scale(scale),
-            _validate.layout(layout),
+            validation.base(base),
+            validation.shift(shift, d_model, odd),
+            validation.scale(scale),
+            validation.layout(layout),
             odd,
         )
 
@@ -190,7 +190,7 @@ def constants(options: Options) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`Options.constants`: the ~200-bit computation (~0.3 ms at d_model 512) runs once per options.
     A bounded LRU cache keyed on every option (the whole validated tuple; lru_cache is thread-safe), of
     immutable values: the arrays are read-only."""
-    count, twice_half = _validate.plan(options.d_model, options.odd)
+    count, twice_half = validation.plan(options.d_model, options.odd)
     omegas, limbs = highprec.frequency_constants(
         count, options.base, twice_half, options.shift, options.scale
     )

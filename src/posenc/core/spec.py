@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 from . import arithmetic, compiled, highprec, rounding
 from .options import CACHED_OPTIONS, Options
 from .options import column_plan as _column_plan
@@ -143,7 +143,7 @@ class Spec:
     def exact(self, p: float, i: int) -> tuple[float, float]:
         """sin and cos of p ω_i correctly rounded to the output dtype, in arbitrary precision (slow)."""
         o = self.options
-        twice_half = _validate.plan(o.d_model, o.odd)[1]
+        twice_half = validation.plan(o.d_model, o.odd)[1]
         return highprec.sincos_exact(p, i, o.base, twice_half, o.shift, o.scale, self.format)
 
     def column_plan(self) -> tuple[int, int, int, int, int]:
@@ -181,19 +181,19 @@ def _spec_constants(options: Options, dtype: np.dtype) -> tuple[Any, ...]:
 def output_dtype(dtype: Any, out: np.ndarray | None) -> np.dtype:
     """The output dtype of a request: ``dtype``, else ``out``'s, else float32."""
     if dtype is None and isinstance(out, np.ndarray):
-        if out.dtype.name not in _validate.DTYPES:
+        if out.dtype.name not in validation.DTYPES:
             raise TypeError(
                 f"out must be a float64, float32, float16 or bfloat16 array; got dtype {out.dtype.name}; "
                 "allocate it with np.empty(shape, 'float32')"
             )
         return out.dtype
-    return np.dtype(np.float32) if dtype is None else _validate.dtype(dtype)
+    return np.dtype(np.float32) if dtype is None else validation.dtype(dtype)
 
 
 def output(shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
     """A fresh output array, or ``out`` once checked (shape, dtype, C-contiguous and writeable)."""
     if out is None:
-        _validate.fits_in_memory(shape, dtype)
+        validation.fits_in_memory(shape, dtype)
         return np.empty(shape, dtype)
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a NumPy array; got {type(out).__name__}")

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _validate, adapters, core, portable
+from .. import adapters, core, portable, validation
 from ..core.options import takes_options
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def table(
     >>> table(2, 4, start=1)[:, 0]
     Array([0.84147096, 0.9092974 ], dtype=float32)
     """
-    length = _validate.integer("length", length, minimum=0)
+    length = validation.integer("length", length, minimum=0)
     checked = _Options.check(d_model, **options)
     dt = _dtype(dtype)
     if _traced(start):
@@ -67,7 +67,7 @@ def table(
                 f"start must be an integer scalar; got a traced {start.dtype} of shape {start.shape}"
             )
         return _encode_traced(jnp.arange(length, dtype=start.dtype), checked, dt, offset=start)
-    start = _validate.integer("start", start, minimum=-(_validate.MAX_POSITION - 1))
+    start = validation.integer("start", start, minimum=-(validation.MAX_POSITION - 1))
     values = core.table(length, checked.d_model, start=start, dtype=dt, **_core_options(checked))
     return jnp.asarray(values)
 
@@ -78,11 +78,11 @@ def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = N
         return _encode_traced(jnp.asarray(positions), options, dt, offset=offset)
     positions = _host_positions(positions)
     if offset is not None and positions.dtype.kind == "f":  # the sum may be no float64: add it exactly
-        _validate.positions(positions)
+        validation.positions(positions)
         values = portable.encode(_NUMPY, positions, _request(options, dt.name), np.asarray(offset))
         if np.isnan(values).any():
             raise ValueError(
-                f"positions + offset must satisfy |p| < 2**31 = {_validate.MAX_POSITION}; lower the offset"
+                f"positions + offset must satisfy |p| < 2**31 = {validation.MAX_POSITION}; lower the offset"
             )
         return jnp.asarray(values)
     if offset is not None:
@@ -135,7 +135,7 @@ def _dtype(dtype: Any) -> np.dtype:
         name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     except TypeError:
         name = dtype
-    dt = _validate.dtype(name if name in _validate.DTYPES else dtype)
+    dt = validation.dtype(name if name in validation.DTYPES else dtype)
     if dt == np.float64 and not jax.config.jax_enable_x64:
         raise ValueError(
             "dtype=float64 needs 64-bit JAX, which is off (JAX's default); call "
@@ -150,4 +150,4 @@ def _host_positions(positions: Any) -> np.ndarray:
     bfloat16 and float8 become float32, exactly)."""
     if isinstance(positions, jax.Array | np.ndarray):
         return adapters.exact_float32(np.asarray(positions))
-    return _validate.positions(positions)
+    return validation.positions(positions)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _validate, adapters
+from .. import adapters, validation
 from ..core.options import takes_options
 from ..portable import backend_named
 from .flax_import import flax_nnx
@@ -92,7 +92,7 @@ def _module_class() -> type:
         ) -> None:
             checked = _Options.check(d_model, **options)
             self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = checked
-            self.max_len, self.batch_first, rate = _validate.module_options(max_len, batch_first, dropout)
+            self.max_len, self.batch_first, rate = validation.module_options(max_len, batch_first, dropout)
             self.dropout = nnx.Dropout(rate, rngs=rngs)
 
         def __call__(
@@ -143,7 +143,7 @@ def _module_class() -> type:
         def _check_x(self, x: Any) -> tuple[tuple[int, ...], int]:
             if not isinstance(x, jax.Array | np.ndarray):
                 raise TypeError(f"x must be a jax.Array; got {type(x).__name__}")
-            if np.dtype(x.dtype).name not in _validate.DTYPES:
+            if np.dtype(x.dtype).name not in validation.DTYPES:
                 raise TypeError(f"x must be float64, float32, float16 or bfloat16; got {x.dtype}")
             return adapters.batch_and_seq(tuple(x.shape), self.d_model, self.batch_first)
 
@@ -170,19 +170,19 @@ def _traced_int_offset(offset: Any) -> None:
     """An int offset added to traced positions: it must fit the portable algorithm's integers (int32 with
     x64 off, JAX's default); checked here, on the host, since a Python int is concrete even under jit."""
     value = adapters.int_offset(offset)
-    if not jax.config.jax_enable_x64 and value is not None and value >= _validate.MAX_POSITION:
+    if not jax.config.jax_enable_x64 and value is not None and value >= validation.MAX_POSITION:
         raise ValueError(
-            f"offset must be < 2**31 = {_validate.MAX_POSITION} with traced positions (positions + offset "
+            f"offset must be < 2**31 = {validation.MAX_POSITION} with traced positions (positions + offset "
             f"must be < 2**31, and JAX's integers are int32 with x64 off); got offset={value}; "
             "lower the offset"
         )
 
 
 def _offset_int(offset: Any, seq: int) -> int:
-    offset = _validate.integer("offset", offset, minimum=0)
-    if seq and offset + seq - 1 >= _validate.MAX_POSITION:
+    offset = validation.integer("offset", offset, minimum=0)
+    if seq and offset + seq - 1 >= validation.MAX_POSITION:
         raise ValueError(
             f"the last position offset + seq - 1 = {offset + seq - 1} must be < 2**31 = "
-            f"{_validate.MAX_POSITION}; lower offset"
+            f"{validation.MAX_POSITION}; lower offset"
         )
     return offset

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import portable, rope
 from ..rope.arrays import arrange, check_layout, check_request
-from ..rope.tables import _law
+from ..rope.tables import exact_law
 from .flax_import import flax_nnx
 from .functions import _dtype, _host_positions, _traced
 
@@ -63,7 +63,7 @@ _JNP = portable.backend_named("jax")
 
 @functools.lru_cache(maxsize=64)
 def _request(params: rope.RopeParameters, seq_len: int | None, fmt: str) -> Any:
-    return portable.request_for_law(_law(params, seq_len), fmt)
+    return portable.request_for_law(exact_law(params, seq_len), fmt)
 
 
 # The class docstring, kept out of the class so that pytest finds its example (through __test__)

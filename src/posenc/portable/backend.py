@@ -132,9 +132,9 @@ class NumpyBackend(Backend):
         return np.dtype(dtype).kind == "f" or np.dtype(dtype).name == "bfloat16"
 
     def dtype(self, fmt: str) -> Any:
-        from .. import _validate
+        from .. import validation
 
-        return _validate.dtype(fmt)  # bfloat16 is ml_dtypes', not a NumPy attribute
+        return validation.dtype(fmt)  # bfloat16 is ml_dtypes', not a NumPy attribute
 
     def nonzero_static(self, flags: Any, size: int, fill: int) -> Any:
         found = np.flatnonzero(flags)[:size]

@@ -152,9 +152,9 @@ class Request(NamedTuple):
 def request_for(options: Any, fmt: str) -> Request:
     """The :class:`Request` of validated core options (:class:`posenc.core.Options`) and a format name;
     ValueError for options outside the portable algorithm's domain."""
-    from .. import _validate, core
+    from .. import core, validation
 
-    count, twice_half = _validate.plan(options.d_model, options.odd)
+    count, twice_half = validation.plan(options.d_model, options.odd)
     spec = core.Spec(options, np.dtype(np.float32))
     check_options(spec.omegas)
     plan = spec.column_plan()

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from .layout import convert_layout
 from .load import load_named_table, load_table
-from .matching import Match, identify
-from .rope_matching import RopeMatch, identify_rope
+from .match import Match, RopeMatch
+from .matching import identify
+from .rope_matching import identify_rope
 from .verdict import Verdict, verdict
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import _validate, core, defaults, layouts, presets
+from .. import core, defaults, layouts, presets, validation
 from .fitting import fit_frequencies, nice
 
 __all__ = ["CHUNK", "Candidate", "one_dimensional_candidates"]
@@ -62,7 +62,7 @@ def one_dimensional_candidates(stored: np.ndarray) -> Iterator[Candidate]:
                 continue
             log_base_per_step, log_scale, start = fit
             fitted_starts.add(start)
-            count, twice_half = _validate.plan(d_model, odd)
+            count, twice_half = validation.plan(d_model, odd)
             for shift in _SHIFTS:
                 if twice_half / 2 - shift <= 0 or count < 2:
                     continue

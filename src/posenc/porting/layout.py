@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from .. import _validate, layouts
+from .. import layouts, validation
 
 __all__ = ["convert_layout"]
 
@@ -24,7 +24,7 @@ def convert_layout(table: npt.ArrayLike, source: str, target: str) -> np.ndarray
     array([[0.1, 0.9, 0.2, 0.8]])
     """
     array = np.asarray(table)
-    source, target = _validate.layout(source), _validate.layout(target)
+    source, target = validation.layout(source), validation.layout(target)
     if array.ndim == 0 or array.shape[-1] < 2:
         raise ValueError(f"table must have shape (..., d_model) with d_model >= 2; got shape {array.shape}")
     pairs = array.shape[-1] // 2

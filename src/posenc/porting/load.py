@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 from .readers import EXPECTED, READERS, Stored, reason
 
 __all__ = ["load_named_table", "load_table"]
@@ -231,7 +231,7 @@ def _check_stored(stored: Stored, where: str) -> None:
             "d_model >= 2"
         )
     needed = math.prod(shape) * (stored.itemsize + 8)
-    available = _validate.available_memory() if needed >= _CHECKED_BYTES else None
+    available = validation.available_memory() if needed >= _CHECKED_BYTES else None
     if available is not None and needed > available:
         raise ValueError(
             f"{where} holds {stored.dtype} values of shape {shape}: reading and comparing them needs "

@@ -7,17 +7,17 @@ more rows and ranks what is left into :class:`Match` es.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .. import _validate, defaults
+from .. import defaults, validation
 from .candidates import Candidate, one_dimensional_candidates
 from .grid_candidates import grid_candidates
+from .match import Match
+from .rope_matching import looks_like_rope, rope_matches
 
 __all__ = ["Match", "identify"]
 
@@ -25,51 +25,12 @@ __all__ = ["Match", "identify"]
 _FIRST_ROWS, _GROWTH = 64, 8
 
 
-@dataclasses.dataclass(frozen=True)
-class Match:
-    """What :func:`identify` found.
-
-    Attributes:
-        name: the preset (or grid function) that reproduces the table, or None when only the generic options
-            do.
-        options: the core options (base, shift, scale, layout, odd), or the arguments of the grid function
-            in :mod:`posenc.grids` (``diffusers-2d``: ``grids.diffusers_2d(d_model, **options)``; likewise
-            ``diffusers-3d``, ``timm-2d`` with ``dim=d_model``, ``positional-encodings-2d``/``3d`` with
-            ``channels=d_model``).
-        start: the position of row 0 (for 1-D tables).
-        padding_idx: the position whose row is zero (fairseq), or None.
-        max_error: the largest difference between the stored table and this candidate.
-        matches: whether ``max_error`` is within the tolerance for the table's length and dtype.
-
-    >>> import posenc
-    >>> best = identify(posenc.table(64, 16, start=3, dtype="float64"))[0]  # rows 3 .. 66
-    >>> best.name.split(" = ")[0], best.options["layout"], best.start, best.padding_idx, best.matches
-    ('paper', 'interleaved', 3, None, True)
-    """
-
-    name: str | None
-    options: dict[str, Any]
-    start: int
-    padding_idx: int | None
-    max_error: float
-    matches: bool
-
-    def describe(self) -> str:
-        """One line: the verdict, the variant with its options, and the largest difference."""
-        what = self.name or "generic"
-        options = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
-        extra = f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
-        start = f", rows from position {self.start}" if self.start else ""
-        verdict = "matches" if self.matches else "does NOT match; nearest candidate"
-        return f"{verdict}: {what} ({options}{extra}{start}); max error {self.max_error:.3g}"
-
-
 def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates: int = 3) -> list[Match]:
     """The variants that best reproduce a stored table, best first (``candidates`` of them).
 
     A rotary-embedding buffer (a RoPE ``inv_freq`` vector, or a cos/sin cache: equal halves or equal column
     pairs, row 0 all one value or all zero) is handed to :func:`.rope_matching.rope_matches`, and the
-    matches are :class:`.rope_matching.RopeMatch` es (the type and the ``posenc.rope.config`` keywords).
+    matches are :class:`.match.RopeMatch` es (the type and the ``posenc.rope.config`` keywords).
 
     ``table`` is ``(rows, d_model)``; leading axes of size 1 are dropped, and an unflattened grid (diffusers'
     3-D ``(T, H·W, D)``, positional-encodings' ``(X, Y[, Z], C)``) is read row-major, its axes kept as a hint.
@@ -93,17 +54,15 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
     >>> best.name, best.options["grid_size"], best.options["base_size"], best.options["interpolation_scale"]
     ('diffusers-2d', (6, 10), 7, 1.5)
     """
-    candidates = _validate.integer("candidates", candidates, minimum=1)
+    candidates = validation.integer("candidates", candidates, minimum=1)
     if tolerance is not None:
-        tolerance = _validate.real(
+        tolerance = validation.real(
             "tolerance", tolerance, usual="leave it out for what float32 code of the length can be off by"
         )
         if tolerance < 0:
             raise ValueError(
                 f"tolerance must be >= 0 (the largest difference that still matches); got {tolerance}"
             )
-    from .rope_matching import looks_like_rope, rope_matches  # imports this module's Match
-
     if looks_like_rope(table):  # an inv_freq vector or a cos/sin cache: the RoPE search answers
         return rope_matches(table, tolerance=tolerance, candidates=candidates)
     stored, shape = _as_rows(table)

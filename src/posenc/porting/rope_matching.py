@@ -19,7 +19,6 @@ can be off by. The best match comes first; its evidence says what in the buffer 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -28,91 +27,17 @@ import numpy as np
 from .. import rope
 from . import rope_fitting as fitted
 from .fitting import round_number
-from .matching import Match
+from .match import RopeMatch, rope_match
 from .rope_fitting import F32, PRECISIONS, candidate_configs, checked, precision_of
 from .rope_longrope import longrope_candidates
+from .rope_sections import identify_sections, plain_note
 
-__all__ = ["RopeMatch", "identify_rope", "looks_like_rope", "rope_matches"]
+__all__ = ["identify_rope", "looks_like_rope", "rope_matches"]
 
 #: Rows compared at a time (bounds memory on long caches).
 _CHUNK = 4096
 #: How much simpler each type counts when two parameter sets both match.
 _TYPE_ORDER = {"default": 0, "linear": 1, "proportional": 1, "llama3": 2, "yarn": 3, "longrope": 4}
-
-
-@dataclasses.dataclass(frozen=True)
-class RopeMatch(Match):
-    """What :func:`identify_rope` found: a :class:`~posenc.porting.Match` (so :func:`identify` returns it
-    too) whose ``name`` is ``"rope-<type>"`` and ``options`` the keywords of :func:`posenc.rope.config`.
-
-    Attributes (besides Match's): ``rope_type``; ``source`` ("inv_freq", "cos cache" or "sin cache");
-    ``layout`` of a cache ("half" or "interleaved"); ``precision``: the storage type the values fit
-    (bfloat16, float16, float32, float64); ``parameters``: the :class:`posenc.rope.RopeParameters`;
-    ``attention_scaling``: A; ``relative``: whether ``max_error`` is relative (inv_freq) or absolute
-    (cache); ``tolerance``: the limit ``max_error`` was held to; ``rounding``: what storing exact values in
-    ``precision`` alone would cost; ``evidence``: one line of why; ``code``: the line that builds the
-    parameters; ``positions``: a merged M-RoPE cache's (t, h, w) position of each row, else None.
-
-    >>> import numpy as np
-    >>> from posenc import rope
-    >>> cos, sin = rope.cos_sin(np.arange(32), rope.config(head_dim=64, base=500000.0), dtype="float32")
-    >>> found = identify_rope(cos)
-    >>> found.rope_type, found.source, found.layout, found.precision, found.matches
-    ('default', 'cos cache', 'half', 'float32', True)
-    >>> found.code
-    'posenc.rope.config(head_dim=64, base=500000.0)'
-    """
-
-    rope_type: str = "default"
-    source: str = "inv_freq"
-    layout: str | None = None
-    precision: str = "float32"
-    parameters: rope.RopeParameters | None = None
-    attention_scaling: float = 1.0
-    relative: bool = True
-    tolerance: float = 0.0
-    rounding: float = 0.0
-    evidence: str = ""
-    code: str = ""
-    positions: tuple[tuple[int, ...], ...] | None = None
-
-    def describe(self) -> str:
-        """The verdict with the type and its parameters and the largest difference; then the evidence and
-        the ``posenc.rope.config`` line, each on a line of its own."""
-        verdict = "matches" if self.matches else "does NOT match; nearest candidate"
-        p = self.parameters
-        shown = [f"rotary_dim={p.rotary_dim}", f"base={p.base:g}"] if p else []
-        scaling = self.options.get("scaling", {})
-        shown += [f"{k}={_brief(v)}" for k, v in scaling.items() if k != "rope_type"]
-        if self.attention_scaling != 1.0:
-            shown.append(f"attention_scaling={self.attention_scaling:.6g}")
-        where = f" ({self.layout} layout)" if self.layout else ""
-        error = "relative error" if self.relative else "error"
-        return (
-            f"{verdict}: RoPE {self.rope_type} {self.source}{where} ({', '.join(shown)}); {self.precision} "
-            f"values, max {error} {self.max_error:.3g} vs exact ({self.precision} rounding alone: "
-            f"{self.rounding:.2g}; limit {self.tolerance:.2g})"
-            f"\n     evidence: {self.evidence}\n     {self.code}"
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        """The result as plain JSON-ready values."""
-        return {
-            "rope_type": self.rope_type,
-            "source": self.source,
-            "layout": self.layout,
-            "precision": self.precision,
-            "config": self.options,
-            "attention_scaling": self.attention_scaling,
-            "max_error": self.max_error,
-            "relative": self.relative,
-            "tolerance": self.tolerance,
-            "rounding": self.rounding,
-            "matches": self.matches,
-            "evidence": self.evidence,
-            "code": self.code,
-            "positions": self.positions,
-        }
 
 
 def identify_rope(array: Any, *, head_dim: int | None = None, tolerance: float | None = None) -> RopeMatch:
@@ -180,8 +105,6 @@ def rope_matches(
         found += checked(extra, check)
     sections = []
     if cache is not None and not any(item[0] for item in found):  # a merged M-RoPE cache?
-        from .rope_sections import identify_sections  # imports this module's RopeMatch
-
         mrope = identify_sections(cache, which, layout, precision, head_dim=head_dim, tolerance=tolerance)
         sections = [mrope] if mrope else []
     if not found and not sections:
@@ -428,8 +351,6 @@ def _result(
             "; the cache's amplitude is not yarn's formula, so attention_factor is given (DeepSeek's mscale)"
         )
     if matches and params.rope_type == "default":
-        from .rope_sections import plain_note
-
         note += plain_note(source)
     if params.rotary_dim == params.head_dim and params.rope_type != "proportional":
         note += (
@@ -443,50 +364,3 @@ def _result(
         evidence + note + also,
         matches,
     )
-
-
-def rope_match(
-    params: rope.RopeParameters,
-    keywords: dict[str, Any],
-    where: tuple[str, str | None, str],
-    numbers: tuple[float, float, float],
-    evidence: str,
-    matches: bool = True,
-    positions: tuple[tuple[int, ...], ...] | None = None,
-) -> RopeMatch:
-    """The :class:`RopeMatch` of ``params`` (built by ``keywords``): ``where`` is (source, layout,
-    precision), ``numbers`` (max error, limit, rounding); an inv_freq's error is relative."""
-    (source, layout, precision), (error, limit, rounding) = where, numbers
-    return RopeMatch(
-        name=f"rope-{params.rope_type}",
-        options=keywords,
-        start=0,
-        padding_idx=None,
-        max_error=float(error),
-        matches=bool(matches),
-        rope_type=params.rope_type,
-        source=source,
-        layout=layout,
-        precision=precision,
-        parameters=params,
-        attention_scaling=rope.attention_scaling(params),
-        relative=source == "inv_freq",
-        tolerance=float(limit),
-        rounding=float(rounding),
-        evidence=evidence,
-        code=_code(keywords),
-        positions=positions,
-    )
-
-
-def _brief(value: Any) -> str:
-    """``repr(value)``; a list of more than 6 as its first three, its last and its length."""
-    if isinstance(value, list | tuple) and len(value) > 6:
-        return f"[{', '.join(map(repr, value[:3]))}, ..., {value[-1]!r}] ({len(value)} values)"
-    return repr(value)
-
-
-def _code(keywords: dict[str, Any]) -> str:
-    """The ``posenc.rope.config(...)`` call for ``keywords``."""
-    parts = [f"{name}={value!r}" for name, value in keywords.items()]
-    return f"posenc.rope.config({', '.join(parts)})"

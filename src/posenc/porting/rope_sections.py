@@ -42,6 +42,7 @@ import numpy as np
 
 from .. import rope
 from ..rope.arrays import mrope_axes
+from .match import RopeMatch, rope_match
 from .rope_fitting import (
     F32,
     PRECISIONS,
@@ -50,7 +51,6 @@ from .rope_fitting import (
     fitted_frequencies,
     frequency_columns,
 )
-from .rope_matching import RopeMatch, rope_match
 
 __all__ = ["identify_sections", "plain_note"]
 

@@ -27,7 +27,8 @@ import numpy.typing as npt
 
 from .. import presets
 from ..preset_deviations import D_MODEL, LENGTHS
-from .matching import Match, identify  # noqa: F401 - identify: for the example
+from .match import Match
+from .matching import identify  # noqa: F401 - identify: for the example
 
 __all__ = ["Verdict", "expected_deviation", "verdict"]
 

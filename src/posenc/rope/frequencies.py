@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _validate
+from .. import validation
 from ..core.highprec import context, pi
 from .parameters import MAX_ATTENTION_SCALING, MAX_CONTEXT, RopeParameters
 
@@ -147,7 +147,7 @@ def _check_seq_len(seq_len: Any) -> int | None:
         )
     if seq_len < 1:
         raise ValueError(f"seq_len must be >= 1 (a sequence length) or None; got {seq_len}")
-    _validate.at_most("seq_len", seq_len, MAX_CONTEXT, "positions are below 2**31")
+    validation.at_most("seq_len", seq_len, MAX_CONTEXT, "positions are below 2**31")
     return int(seq_len)
 
 

@@ -17,7 +17,7 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _validate
+from .. import validation
 
 #: The rope types :mod:`posenc.rope` computes: transformers' ``ROPE_INIT_FUNCTIONS`` plus "default".
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
@@ -33,7 +33,7 @@ DEFAULT_BASE = 10000.0
 #: (2**20 · 2**31)**2, so θ_i >= 2**-186 for a base <= 2**64 (in use: up to ~1e9); attention scalings in
 #: use are ~1 to 2, and one <= 2**10 keeps A·cos finite even in float16.
 MAX_HEAD_DIM = 2**16
-MAX_CONTEXT = _validate.MAX_POSITION
+MAX_CONTEXT = validation.MAX_POSITION
 MAX_FACTOR = 2**20
 MIN_FACTOR = 2.0**-20
 MAX_BASE = 2**64
@@ -170,7 +170,7 @@ def _check(p: RopeParameters) -> None:
     base = _real("rope_theta (base)", p.base)
     if not base > 1.0:
         raise ValueError(f"rope_theta (base) must be > 1; got {base} (usual values: 10000, 500000, 1000000)")
-    _validate.at_most("rope_theta (base)", base, MAX_BASE, "models use up to ~1e9")
+    validation.at_most("rope_theta (base)", base, MAX_BASE, "models use up to ~1e9")
     put("base", base)
     if p.max_position_embeddings is not None:
         put("max_position_embeddings", _context("max_position_embeddings", p.max_position_embeddings))
@@ -189,7 +189,7 @@ def _check(p: RopeParameters) -> None:
                 f"factor must be >= 2**-20 for rope_type='proportional' (it divides every frequency); "
                 f"got {factor}"
             )
-        _validate.at_most("factor", factor, MAX_FACTOR, "scaling factors in use are at most ~100")
+        validation.at_most("factor", factor, MAX_FACTOR, "scaling factors in use are at most ~100")
         if kind != "proportional" and factor < 1.0:
             raise ValueError(
                 f"factor must be >= 1 for rope_type={kind!r} (it stretches the context by that much); got "
@@ -225,7 +225,7 @@ def _check(p: RopeParameters) -> None:
             f"attention_factor must be > 0 (it multiplies cos and sin); got {p.attention_factor}"
         )
     if p.attention_factor is not None:
-        _validate.at_most(
+        validation.at_most(
             "attention_factor",
             p.attention_factor,
             MAX_ATTENTION_SCALING,
@@ -237,10 +237,10 @@ def _check(p: RopeParameters) -> None:
             raise ValueError(f"{name} must lie in [-2**20, 2**20] (models use ~0.7 to 1); got {value}")
     for name in ("low_freq_factor", "high_freq_factor"):
         if getattr(p, name) is not None:
-            _validate.at_most(name, getattr(p, name), MAX_FACTOR, "Llama 3.1 uses 1 and 4")
+            validation.at_most(name, getattr(p, name), MAX_FACTOR, "Llama 3.1 uses 1 and 4")
     for name in ("beta_fast", "beta_slow"):
         value = _real(name, getattr(p, name))
-        _validate.at_most(name, value, MAX_FACTOR, "rotations over the original context; usual: 32 and 1")
+        validation.at_most(name, value, MAX_FACTOR, "rotations over the original context; usual: 32 and 1")
         put(name, value)
     if not isinstance(p.truncate, bool):
         raise TypeError(f"truncate must be true or false; got {p.truncate!r}")
@@ -325,7 +325,7 @@ def _check(p: RopeParameters) -> None:
 def check_head_dim(value: Any) -> int:
     """The head width: an integer from 1 to :data:`MAX_HEAD_DIM`."""
     result = _integer("head_dim", value, minimum=1)
-    _validate.at_most("head_dim", result, MAX_HEAD_DIM, "the widest heads in use have 512 features")
+    validation.at_most("head_dim", result, MAX_HEAD_DIM, "the widest heads in use have 512 features")
     return result
 
 
@@ -342,7 +342,7 @@ def check_partial_rotary_factor(value: Any) -> float:
 def _context(name: str, value: Any) -> int:
     """A context length: an integer from 1 to :data:`MAX_CONTEXT` (positions are below 2**31)."""
     result = _integer(name, value, minimum=1)
-    _validate.at_most(name, result, MAX_CONTEXT, "positions are below 2**31")
+    validation.at_most(name, result, MAX_CONTEXT, "positions are below 2**31")
     return result
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .. import _validate, portable
+from .. import portable, validation
 from ..core import explicit
 from .arrays import arrange, check_request
 from .frequencies import exact_attention_scaling, exact_inv_freq
@@ -44,12 +44,12 @@ def cos_sin(
     array([[1.       , 1.       , 1.       , 1.       ],
            [0.5403023, 0.9950042, 0.5403023, 0.9950042]], dtype=float32)
     """
-    dt = _validate.dtype(dtype)
-    raw = _validate.position_array(positions)
+    dt = validation.dtype(dtype)
+    raw = validation.position_array(positions)
     check_request(params, layout, raw.shape)
     sections = params.mrope_section
-    law = _law(params, _effective_seq_len(params, raw, seq_len))
-    _validate.fits_in_memory((3, *raw.shape, params.rotary_dim), dt)  # rows, then cos and sin
+    law = exact_law(params, _effective_seq_len(params, raw, seq_len))
+    validation.fits_in_memory((3, *raw.shape, params.rotary_dim), dt)  # rows, then cos and sin
     sin, cos = explicit.sin_cos(raw, law, dt)
     rows = np.concatenate([sin, cos], -1)
     if not np.isfinite(rows).all():
@@ -69,14 +69,14 @@ def _effective_seq_len(params: RopeParameters, raw: np.ndarray, seq_len: int | N
     if params.rope_type not in ("dynamic", "longrope"):
         return None
     if seq_len is not None:
-        return _validate.integer("seq_len", seq_len, minimum=1)
+        return validation.integer("seq_len", seq_len, minimum=1)
     if raw.size == 0:
         return params.max_position_embeddings
-    return int(np.floor(np.max(_validate.positions(raw)))) + 1
+    return int(np.floor(np.max(validation.positions(raw)))) + 1
 
 
 @functools.lru_cache(maxsize=256)
-def _law(params: RopeParameters, seq_len: int | None) -> explicit.ExactFrequencies:
+def exact_law(params: RopeParameters, seq_len: int | None) -> explicit.ExactFrequencies:
     """The exact frequencies θ_i and amplitude A of ``params`` at ``seq_len``."""
 
     def frequencies(digits: int) -> Any:

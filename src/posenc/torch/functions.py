@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import _validate, core
+from .. import core, validation
 from ..core.options import takes_options
 from . import operator as _operator  # noqa: F401  (registers torch.ops.posenc.exact, once)
 from .tensors import (
@@ -76,8 +76,8 @@ def table(
     tensor([0.8415, 0.9093], dtype=torch.float64)
     """
     checked = core.Options.check(d_model, **options)
-    length = _validate.integer("length", length, minimum=0)
-    start = _validate.table_start(start, length)
+    length = validation.integer("length", length, minimum=0)
+    start = validation.table_start(start, length)
     return _table_on(length, start, (*checked, _dtype_name(dtype)), torch.device(device or "cpu"))
 
 
@@ -110,7 +110,7 @@ def _encode_tensor(
     """
     eager_cpu = positions.device.type == "cpu" and not _tracing()
     if eager_cpu:  # before reading the positions: an expanded (zero-stride) tensor costs nothing until then
-        _validate.fits_in_memory((*positions.shape, options[0]), _numpy_dtype(options[-1]))
+        validation.fits_in_memory((*positions.shape, options[0]), _numpy_dtype(options[-1]))
     if eager_cpu and offset is not None:
         _check_positions_on_host(positions)
         _check_sum_on_host(positions, offset)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import _validate, adapters, core
+from .. import adapters, core, validation
 from ..core.options import takes_options
 from ..portable import backend_named
 from .functions import _cached_table, _encode_tensor, _table_on, table
@@ -88,7 +88,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         super().__init__()
         self._options = core.Options.check(d_model, **options)
         self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = self._options
-        self.max_len, self.batch_first, rate = _validate.module_options(max_len, batch_first, dropout)
+        self.max_len, self.batch_first, rate = validation.module_options(max_len, batch_first, dropout)
         self.dropout = nn.Dropout(rate)
         self._register_load_state_dict_pre_hook(_accept_tutorial_pe, with_module=True)
 
@@ -145,9 +145,9 @@ class SinusoidalPositionalEncoding(nn.Module):
         if borrow and positions is None and start is not None and eager_cpu:
             cached = _cached_table(options, max(start + seq, self.max_len or 0), x.device)
             if cached is None:  # beyond the cache: build this sequence's rows, nothing else
-                if start + seq > _validate.MAX_POSITION:
+                if start + seq > validation.MAX_POSITION:
                     raise ValueError(
-                        f"offset + seq - 1 = {start + seq - 1} must be < 2**31 = {_validate.MAX_POSITION}, "
+                        f"offset + seq - 1 = {start + seq - 1} must be < 2**31 = {validation.MAX_POSITION}, "
                         "the range over which posenc is proven exact; lower the offset"
                     )
                 return self._orient(_table_on(seq, start, options, x.device))
@@ -179,8 +179,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         if isinstance(offset, int):  # added exactly: in int64, or by the portable algorithm for reals
             if offset >= _INVALID and positions.numel():  # beyond int64 arithmetic, and every position
                 raise ValueError(
-                    f"positions + offset must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over "
-                    f"which posenc is proven exact; got offset={offset}; lower the offset"
+                    f"positions + offset must satisfy |p| < 2**31 = {validation.MAX_POSITION}, the range "
+                    f"over which posenc is proven exact; got offset={offset}; lower the offset"
                 )
             if positions.is_floating_point():
                 offset = positions.new_full((), offset, dtype=torch.int64)
@@ -257,9 +257,9 @@ class TokenAndPositionEmbedding(nn.Module):
             raise ValueError("positions_from_padding=True needs padding_idx; pass the padding token id")
         if "batch_first" in encoding_options:
             raise TypeError("TokenAndPositionEmbedding takes ids of shape (batch, seq): drop batch_first")
-        num_embeddings = _validate.integer("num_embeddings", num_embeddings, minimum=1)
+        num_embeddings = validation.integer("num_embeddings", num_embeddings, minimum=1)
         if padding_idx is not None:
-            padding_idx = _validate.integer("padding_idx", padding_idx, minimum=-num_embeddings)
+            padding_idx = validation.integer("padding_idx", padding_idx, minimum=-num_embeddings)
             if padding_idx >= num_embeddings:
                 raise ValueError(
                     f"padding_idx must be a token id in [-{num_embeddings}, {num_embeddings}) "
@@ -267,7 +267,7 @@ class TokenAndPositionEmbedding(nn.Module):
                 )
         self.embedding = nn.Embedding(num_embeddings, d_model, padding_idx=padding_idx)
         if embed_scale is not None:
-            embed_scale = _validate.real("embed_scale", embed_scale)
+            embed_scale = validation.real("embed_scale", embed_scale)
         self.embed_scale = math.sqrt(d_model) if embed_scale is None else embed_scale
         if not self.embed_scale > 0:
             raise ValueError(f"embed_scale must be > 0 (the paper uses sqrt(d_model)); got {embed_scale!r}")
@@ -326,7 +326,7 @@ class Timesteps(nn.Module):
             scale=scale,
             max_period=max_period,
         )
-        self.num_channels = _validate.d_model(num_channels)
+        self.num_channels = validation.d_model(num_channels)
         self.flip_sin_to_cos, self.downscale_freq_shift, self.scale = (
             flip_sin_to_cos,
             downscale_freq_shift,

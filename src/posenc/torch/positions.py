@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .._validate import MAX_POSITION, position_int
+from ..validation import MAX_POSITION, position_int
 
 __all__ = ["from_attention_mask", "from_cu_seqlens", "make_positions"]
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from .. import _validate, portable, rope
+from .. import portable, rope, validation
 from ..rope.arrays import arrange, check_layout, check_request
-from ..rope.tables import _law
+from ..rope.tables import exact_law
 from .kernels import encode_launch
 from .tensors import (
     _check_positions_on_host,
@@ -66,7 +66,7 @@ def cos_sin(
                 "positions do not hold; pass seq_len= (the length the model runs at, e.g. max(positions) + 1)"
             )
         seq_len = int(positions.max()) + 1  # a host read, as Hugging Face's dynamic_rope_update does
-    length = -1 if seq_len is None else _validate.integer("seq_len", seq_len, minimum=1)
+    length = -1 if seq_len is None else validation.integer("seq_len", seq_len, minimum=1)
     if params.rope_type not in ("dynamic", "longrope"):
         length = -1
     cos, sin = torch.ops.posenc.rotary(positions, _params_json(params), length, name, layout)
@@ -209,5 +209,5 @@ def _params_json(params: rope.RopeParameters) -> str:
 def _request(params: str, seq_len: int, dtype_name: str) -> Any:
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()}
     params = rope.RopeParameters(**fields)
-    law = _law(params, None if seq_len < 0 else seq_len)
+    law = exact_law(params, None if seq_len < 0 else seq_len)
     return portable.request_for_law(law, dtype_name), params.mrope_section, params.mrope_interleaved

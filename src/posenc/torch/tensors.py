@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _validate, adapters
+from .. import adapters, validation
 
 _DTYPE_NAMES = {
     torch.float64: "float64",
@@ -31,7 +31,7 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def _numpy_dtype(name: str) -> np.dtype:
-    return _validate.dtype(name)
+    return validation.dtype(name)
 
 
 def _to_tensor(values: np.ndarray) -> torch.Tensor:
@@ -59,9 +59,9 @@ def _position_tensor(positions: Any) -> torch.Tensor:
         if tensor.is_floating_point():
             tensor = torch.as_tensor(positions, dtype=torch.float64)
     else:
-        array = adapters.exact_float32(_validate.position_array(positions))  # names ragged lists
+        array = adapters.exact_float32(validation.position_array(positions))  # names ragged lists
         if array.dtype.kind not in "biuf" or array.dtype.itemsize > 8:
-            array = _validate.positions(array)  # float64, or a TypeError/ValueError naming positions
+            array = validation.positions(array)  # float64, or a TypeError/ValueError naming positions
         tensor = torch.as_tensor(array)
     if tensor.dtype == torch.bool:
         raise TypeError(
@@ -89,7 +89,7 @@ _FLOAT8 = frozenset(
 )
 
 #: Beyond every valid position and every useful offset (|p| < 2**31): marks a uint64 value >= 2**63.
-_INVALID = 4 * _validate.MAX_POSITION
+_INVALID = 4 * validation.MAX_POSITION
 
 
 def _exact_dtype(name: str, tensor: torch.Tensor) -> torch.Tensor:
@@ -109,7 +109,7 @@ def _exact_dtype(name: str, tensor: torch.Tensor) -> torch.Tensor:
             if bool(wrapped.any()):
                 where = tuple(wrapped.nonzero()[0].tolist())
                 raise ValueError(
-                    f"{name} must keep positions within |p| < 2**31 = {_validate.MAX_POSITION}, the range "
+                    f"{name} must keep positions within |p| < 2**31 = {validation.MAX_POSITION}, the range "
                     f"over which posenc is proven exact; got {int(wide[where]) + 2**64} (uint64) at index "
                     f"{where}; pass smaller {name}"
                 )
@@ -134,9 +134,9 @@ def _check_positions_on_host(tensor: torch.Tensor) -> None:
         if tensor.dtype != torch.int64
         else max(abs(int(tensor.min())), abs(int(tensor.max())))
     )
-    if largest >= _validate.MAX_POSITION:
+    if largest >= validation.MAX_POSITION:
         raise ValueError(
-            f"positions must satisfy |p| < 2**31 = {_validate.MAX_POSITION}, the range over which "
+            f"positions must satisfy |p| < 2**31 = {validation.MAX_POSITION}, the range over which "
             f"posenc is proven exact; got {largest}"
         )
 
@@ -147,7 +147,7 @@ def _check_sum_on_host(positions: torch.Tensor, offset: torch.Tensor) -> None:
     offset o, p + o >= 2**31 exactly when floor(p) + o >= 2**31, and p + o <= -2**31 when ceil(p) + o does."""
     if not positions.numel() or not offset.numel():
         return
-    limit = _validate.MAX_POSITION
+    limit = validation.MAX_POSITION
     added = offset.to(torch.int64).clamp(-_INVALID, _INVALID)  # no int64 overflow; beyond, all are out
     if positions.is_floating_point():
         wide = positions.to(torch.float64)

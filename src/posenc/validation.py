@@ -1,5 +1,8 @@
 """Argument checking shared by the core, the command line and the adapters.
 
+The bottom layer (docs/architecture.md): every package of posenc imports it, so its name is public inside
+the package; users call the functions that use it, not it.
+
 Every check raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, bad value) with a
 message that names the parameter, shows the value received and says how to fix it.
 """

@@ -9,19 +9,22 @@ Three rules, each returning int64 position ids to feed to :func:`posenc.encode`:
 * :func:`make_positions`: fairseq's ``utils.make_positions`` (and Hugging Face's
   ``create_position_ids_from_input_ids``): non-padding tokens are numbered from ``padding_idx + 1``.
 
-The PyTorch adapter has the same functions for tensors, with the same rules and the same errors.
+The PyTorch adapter has the same functions for tensors, with the same rules and the same errors: both call
+:mod:`posenc.portable.position_ids`, where each rule (the valid inputs, the errors, the computation) is
+written once over the array backend.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
-from .validation import MAX_POSITION, position_int
+from .portable import position_ids
+from .portable.backend import backend_named
 
 __all__ = ["from_attention_mask", "from_cu_seqlens", "make_positions"]
+
+_NUMPY = backend_named("numpy")
 
 
 def from_attention_mask(
@@ -42,11 +45,7 @@ def from_attention_mask(
     >>> from_attention_mask([True, False, True, True], start=1, pad_position=-1)
     array([ 1, -1,  2,  3])
     """
-    mask = _mask(attention_mask)
-    start = position_int("start", start)
-    pad_position = position_int("pad_position", pad_position)
-    counts = np.cumsum(mask, axis=-1, dtype=np.int64)
-    return np.where(mask, counts + (start - 1), np.int64(pad_position))
+    return position_ids.from_attention_mask(_NUMPY, attention_mask, start, pad_position)
 
 
 def from_cu_seqlens(cu_seqlens: npt.ArrayLike, *, start: int = 0, total: int | None = None) -> np.ndarray:
@@ -65,18 +64,7 @@ def from_cu_seqlens(cu_seqlens: npt.ArrayLike, *, start: int = 0, total: int | N
     >>> from_cu_seqlens([0, 2, 2, 3], start=1)  # the second document is empty
     array([1, 2, 1])
     """
-    cu = _cu_seqlens(cu_seqlens)
-    start = position_int("start", start)
-    length = int(cu[-1])
-    if total is not None:
-        total = position_int("total", total, minimum=0)
-        if total != length:
-            raise ValueError(
-                f"total={total} does not match cu_seqlens[-1] = {length}, the number of packed tokens; "
-                "pass total=cu_seqlens[-1] or leave it out"
-            )
-    document_starts = np.repeat(cu[:-1], np.diff(cu))
-    return np.arange(length, dtype=np.int64) - document_starts + np.int64(start)
+    return position_ids.from_cu_seqlens(_NUMPY, cu_seqlens, start, total)
 
 
 def make_positions(ids: npt.ArrayLike, padding_idx: int, *, past_key_values_length: int = 0) -> np.ndarray:
@@ -98,97 +86,4 @@ def make_positions(ids: npt.ArrayLike, padding_idx: int, *, past_key_values_leng
     >>> make_positions([[7, 1]], padding_idx=1, past_key_values_length=3)
     array([[5, 1]])
     """
-    array = _integer_array("ids", ids)
-    if array.ndim == 0:
-        raise ValueError(
-            f"ids must have at least one axis, shape (..., seq); got a scalar of shape (); "
-            f"pass [{array.item()}] for a single token"
-        )
-    padding_idx = position_int("padding_idx", padding_idx)
-    past = position_int("past_key_values_length", past_key_values_length, minimum=0)
-    mask = array != padding_idx
-    counts = np.cumsum(mask, axis=-1, dtype=np.int64)
-    return (counts + np.int64(past)) * mask + np.int64(padding_idx)
-
-
-# --- argument checks (also used by the PyTorch adapter) -------------------------------------------
-
-
-def _mask(value: Any) -> np.ndarray:
-    array = _asarray("attention_mask", value)
-    kind = array.dtype.kind
-    if kind not in "biu":
-        raise TypeError(
-            f"attention_mask must be bool or 0/1 integers (1/True = real token, 0/False = padding); "
-            f"got dtype {array.dtype}; pass attention_mask != 0 or attention_mask.astype(bool)"
-        )
-    if array.ndim == 0:
-        raise ValueError(
-            "attention_mask must have at least one axis, shape (..., seq); got shape (); "
-            "pass a 1-D mask such as [1, 1, 0]"
-        )
-    if kind == "b":
-        return array
-    bad = (array != 0) & (array != 1)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(
-            f"attention_mask must hold only 0 and 1 (1 = real token, 0 = padding); got {array[where]} at "
-            f"index {where}; pass attention_mask != 0 if every non-zero entry is a real token"
-        )
-    return array != 0
-
-
-def _cu_seqlens(value: Any) -> np.ndarray:
-    array = _integer_array("cu_seqlens", value)
-    if array.ndim != 1:
-        raise ValueError(
-            f"cu_seqlens must be 1-D, [0, l0, l0 + l1, ..., total]; got shape {array.shape}; "
-            "for a batch of padded sequences use from_attention_mask"
-        )
-    if array.size == 0 or array[0] != 0:
-        got = "an empty array" if array.size == 0 else f"cu_seqlens[0] = {array[0]}"
-        raise ValueError(
-            f"cu_seqlens must start at 0, [0, l0, l0 + l1, ..., total]; got {got}; "
-            "prepend 0 to the cumulative lengths"
-        )
-    steps = np.diff(array.astype(np.int64))
-    if (steps < 0).any():
-        j = int(np.argmax(steps < 0))
-        raise ValueError(
-            f"cu_seqlens must be non-decreasing (each step is a document length >= 0); got "
-            f"cu_seqlens[{j}] = {array[j]} > cu_seqlens[{j + 1}] = {array[j + 1]}; "
-            "pass the cumulative sum of the lengths"
-        )
-    if array[-1] >= MAX_POSITION:
-        raise ValueError(
-            f"cu_seqlens[-1], the number of packed tokens, must be < 2**31 = {MAX_POSITION} (FlashAttention "
-            f"keeps cu_seqlens in int32); got {array[-1]}; pack fewer tokens per batch"
-        )
-    return array.astype(np.int64)
-
-
-def _integer_array(name: str, value: Any) -> np.ndarray:
-    array = _asarray(name, value)
-    if array.dtype.kind not in "iu":
-        raise TypeError(
-            f"{name} must be an integer array; got dtype {array.dtype}; convert it with .astype(int)"
-        )
-    return array
-
-
-def _asarray(name: str, value: Any) -> np.ndarray:
-    """``np.asarray(value)``, except that an empty list is read as integers (NumPy says float64), and a
-    ragged list (rows of different lengths) is a TypeError that names ``name``."""
-    try:
-        array = np.asarray(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-        shown = text if len(text) <= 60 else text[:57] + "..."
-        raise TypeError(
-            f"{name} must be a rectangular array (every row the same length); got {shown}; pad the rows "
-            "to one length (use an attention mask for the padding)"
-        ) from None
-    if array.size == 0 and not isinstance(value, np.ndarray):
-        array = array.astype(np.int64)
-    return array
+    return position_ids.make_positions(_NUMPY, ids, padding_idx, past_key_values_length)

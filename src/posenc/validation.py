@@ -27,16 +27,39 @@ ODD_RULES = ("zero", "literal", "drop", "error")
 MAX_POSITION = 2**31
 
 
-def integer(name: str, value: Any, *, minimum: int) -> int:
-    """Return ``value`` as an ``int`` if it is an integer (not bool, not float) ``>= minimum``."""
+def integer(
+    name: str,
+    value: Any,
+    *,
+    minimum: int,
+    maximum: int | None = None,
+    why: str = "",
+    integral_floats: bool = False,
+) -> int:
+    """Return ``value`` as an ``int`` if it is an integer (not bool, not float) with ``minimum <= value``
+    (and ``value <= maximum`` when given: :func:`at_most`, whose message gives ``why``).
+
+    The one rule for integral floats: a Python argument must be an integer, so ``4096.0``, ``True``,
+    ``"4096"`` and ``4096.5`` are a TypeError (the message suggests ``4096`` for ``4096.0``). Only a number
+    read from a model's config file passes ``integral_floats=True``: JSON configs write some integer fields
+    as whole floats (``"original_max_position_embeddings": 4096.0``), and such a finite whole float is
+    taken as the integer it is; ``4096.5``, ``True`` and ``"4096"`` are refused there too.
+
+    >>> integer("head_dim", 64, minimum=1), integer("head_dim", 64.0, minimum=1, integral_floats=True)
+    (64, 64)
+    """
+    if integral_floats and _is_whole_float(value):
+        value = int(value)
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
         raise TypeError(
-            f"{name} must be an integer >= {minimum}; got {value!r} of type {type(value).__name__}"
+            f"{name} must be an integer >= {minimum}; got {shorten(value)} of type {type(value).__name__}"
             + (f" (pass {int(value)} instead)" if _is_whole_float(value) else "")
         )
     value = int(value)
     if value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
+    if maximum is not None:
+        at_most(name, value, maximum, why)
     return value
 
 
@@ -76,7 +99,7 @@ def real(name: str, value: Any, *, usual: str = "") -> float:
     """Return ``value`` as a finite ``float``; integers must convert without rounding. ``usual`` names the
     values people pass (the fix a message suggests)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
+        raise TypeError(f"{name} must be a real number; got {shorten(value)} of type {type(value).__name__}")
     try:
         result = float(value)
     except OverflowError:  # an int beyond float64 (10**400)
@@ -234,7 +257,7 @@ def position_array(value: Any) -> np.ndarray:
     except ValueError as error:  # NumPy: "... inhomogeneous shape ..."
         raise ValueError(
             f"positions must be a number or a rectangular (not ragged) nested list or array; got "
-            f"{_shorten(value)} ({error})"
+            f"{shorten(value)} ({error})"
         ) from None
 
 
@@ -246,7 +269,7 @@ def positions(value: Any) -> np.ndarray:
         items = array.ravel().tolist()
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
             raise TypeError(
-                f"positions must be integers or real numbers; got an object array ({_shorten(value)})"
+                f"positions must be integers or real numbers; got an object array ({shorten(value)})"
             )
         worst = max((abs(v) for v in items), default=0)
         _out_of_range(worst)
@@ -259,7 +282,7 @@ def positions(value: Any) -> np.ndarray:
         )
     if kind not in "iuf":
         raise TypeError(
-            f"positions must be integers or real numbers; got dtype {array.dtype} ({_shorten(value)})"
+            f"positions must be integers or real numbers; got dtype {array.dtype} ({shorten(value)})"
         )
     if kind == "f":
         converted = array.astype(np.float64)
@@ -290,7 +313,8 @@ def _out_of_range(worst: Any) -> None:
         )
 
 
-def _shorten(value: Any) -> str:
+def shorten(value: Any) -> str:
+    """``repr(value)`` as every message shows a value: cut to 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

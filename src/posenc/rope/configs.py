@@ -17,7 +17,12 @@ Where the fields are read (the conventions of transformers' configs; first match
 * a multimodal config that nests its language model in ``text_config`` is read from ``text_config``, with
   the top-level fields as fallback;
 * a RoPE dict nested per layer type (``{"full_attention": {...}, "sliding_attention": {...}}``, Gemma 3
-  as transformers 5 saves it) needs ``layer_type=`` to pick one; :func:`layer_types` lists them.
+  as transformers 5 saves it) needs ``layer_type=`` to pick one; :func:`layer_types` lists them;
+* the integer fields (``head_dim``, ``hidden_size``, ``num_attention_heads``, ``max_position_embeddings``,
+  ``original_max_position_embeddings``, ``mrope_section``) may be whole floats, as some saved configs
+  write them (``"original_max_position_embeddings": 4096.0``): posenc's one rule for them,
+  :func:`posenc.validation.integer` with ``integral_floats=True``, read from a config only; keywords
+  (``config(head_dim=...)``) and :class:`RopeParameters` take integers, like every other argument.
 """
 
 from __future__ import annotations
@@ -28,15 +33,16 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .. import validation
 from .parameters import (
     _USED,
     DEFAULT_BASE,
     PLAIN_SCALING_FIELDS,
     ROPE_TYPES,
     RopeParameters,
-    _integer,
-    _short,
+    check_context,
     check_head_dim,
+    check_mrope_entries,
     check_partial_rotary_factor,
 )
 
@@ -94,13 +100,18 @@ def config(
                 "config() needs a model config (a dict, a path to config.json or a transformers config) or "
                 "the keyword head_dim=...; got neither"
             )
+        # Python arguments are integers (4096.0 refused, as everywhere); only a config file's numbers may
+        # be whole floats (validation.integer's integral_floats)
+        head_dim = check_head_dim(head_dim)
+        if max_position_embeddings is not None:
+            max_position_embeddings = check_context("max_position_embeddings", max_position_embeddings)
         return _from_mapping(
             _keyword_mapping(head_dim, base, scaling, partial_rotary_factor, max_position_embeddings),
             layer_type,
         )
     if given:
         raise TypeError(
-            f"config() takes a model config or keywords, not both; got cfg={_short(cfg)} and "
+            f"config() takes a model config or keywords, not both; got cfg={validation.shorten(cfg)} and "
             f"{', '.join(given)}: "
             "edit the config instead (or pass the keywords alone)"
         )
@@ -136,7 +147,7 @@ def _keyword_mapping(
     if scaling is not None and not isinstance(scaling, Mapping):
         raise TypeError(
             f"scaling must be a dict like rope_scaling, e.g. {{'rope_type': 'linear', 'factor': 2.0}}; got "
-            f"{_short(scaling)} of type {type(scaling).__name__}"
+            f"{validation.shorten(scaling)} of type {type(scaling).__name__}"
         )
     scaling = dict(scaling or {})
     if base is not None and scaling.get("rope_theta") is not None and scaling["rope_theta"] != base:
@@ -185,7 +196,7 @@ def _load(cfg: Any) -> Mapping[str, Any]:
         return loaded
     raise TypeError(
         "cfg must be a Hugging Face model config: a dict, a path to config.json, or an object with to_dict() "
-        f"(a transformers PretrainedConfig); got {_short(cfg)} of type {type(cfg).__name__}"
+        f"(a transformers PretrainedConfig); got {validation.shorten(cfg)} of type {type(cfg).__name__}"
     )
 
 
@@ -225,11 +236,13 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
                 "the config gives no head_dim and not both hidden_size and num_attention_heads "
                 f"(got hidden_size={hidden!r}, num_attention_heads={heads!r}); add head_dim to the config"
             )
-        hidden = _integer("hidden_size", hidden, minimum=1)
-        heads = _integer("num_attention_heads", heads, minimum=1)
+        hidden = validation.integer("hidden_size", hidden, minimum=1, integral_floats=True)
+        heads = validation.integer("num_attention_heads", heads, minimum=1, integral_floats=True)
         head_dim = hidden // heads
-    head_dim = check_head_dim(head_dim)
+    head_dim = check_head_dim(head_dim, integral_floats=True)
     max_pos = cfg.get("max_position_embeddings")
+    if max_pos is not None:
+        max_pos = check_context("max_position_embeddings", max_pos, integral_floats=True)
 
     fields: dict[str, Any] = {name: rope.get(name) for name in PLAIN_SCALING_FIELDS}
     # transformers reads `rope_parameters.get("beta_fast") or 32`: a missing, None or 0 value means 32.
@@ -242,8 +255,11 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
         original = rope.get("original_max_position_embeddings")
     if original is None and rope_type in ("llama3", "yarn", "longrope"):
         original = max_pos
+    if original is not None and "original_max_position_embeddings" in _USED[rope_type]:
+        original = check_context("original_max_position_embeddings", original, integral_floats=True)
     fields["original_max_position_embeddings"] = original
-    fields["mrope_section"] = rope.get("mrope_section")
+    section = rope.get("mrope_section")
+    fields["mrope_section"] = None if section is None else check_mrope_entries(section, integral_floats=True)
     interleaved = _first(rope, "mrope_interleaved", "interleaved")
     fields["mrope_interleaved"] = False if interleaved is None else interleaved
 
@@ -285,7 +301,8 @@ def _rope_dict(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
     if not isinstance(rope, Mapping):
         raise TypeError(
-            f"rope_scaling / rope_parameters must be a dict; got {_short(rope)} of type {type(rope).__name__}"
+            f"rope_scaling / rope_parameters must be a dict; got {validation.shorten(rope)} of type "
+            f"{type(rope).__name__}"
         )
     return rope
 

@@ -12,8 +12,6 @@ whole head, and the pairs past the rotated fraction get frequency 0, so its ``ro
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +36,9 @@ MAX_FACTOR = 2**20
 MIN_FACTOR = 2.0**-20
 MAX_BASE = 2**64
 MAX_ATTENTION_SCALING = 2**10
+
+#: The fix the messages on rope_theta suggest.
+_BASES = "usual values: 10000, 500000, 1000000"
 
 #: The scaling fields a config's RoPE dict holds as they are (``beta_fast``, ``beta_slow``, ``truncate`` and
 #: ``original_max_position_embeddings`` have rules of their own: :mod:`posenc.rope.configs`).
@@ -154,7 +155,7 @@ def _check(p: RopeParameters) -> None:
     put("head_dim", check_head_dim(p.head_dim))
     prf = check_partial_rotary_factor(p.partial_rotary_factor)
     put("partial_rotary_factor", prf)
-    put("rotary_dim", _integer("rotary_dim", p.rotary_dim, minimum=0))
+    put("rotary_dim", validation.integer("rotary_dim", p.rotary_dim, minimum=0))
     expected = p.head_dim if kind == "proportional" else int(p.head_dim * prf)
     if p.rotary_dim != expected:
         raise ValueError(
@@ -167,13 +168,13 @@ def _check(p: RopeParameters) -> None:
             f"{p.rotary_dim} must be even and >= 2 (RoPE rotates pairs); "
             "fix head_dim or partial_rotary_factor"
         )
-    base = _real("rope_theta (base)", p.base)
+    base = validation.real("rope_theta (base)", p.base, usual=_BASES)
     if not base > 1.0:
-        raise ValueError(f"rope_theta (base) must be > 1; got {base} (usual values: 10000, 500000, 1000000)")
+        raise ValueError(f"rope_theta (base) must be > 1; got {base} ({_BASES})")
     validation.at_most("rope_theta (base)", base, MAX_BASE, "models use up to ~1e9")
     put("base", base)
     if p.max_position_embeddings is not None:
-        put("max_position_embeddings", _context("max_position_embeddings", p.max_position_embeddings))
+        put("max_position_embeddings", check_context("max_position_embeddings", p.max_position_embeddings))
 
     used = _USED[kind]
     factor = p.factor
@@ -183,7 +184,7 @@ def _check(p: RopeParameters) -> None:
             "rope_scaling / rope_parameters"
         )
     if factor is not None:
-        factor = _real("factor", factor)
+        factor = validation.real("factor", factor)
         if kind == "proportional" and not factor >= MIN_FACTOR:
             raise ValueError(
                 f"factor must be >= 2**-20 for rope_type='proportional' (it divides every frequency); "
@@ -198,7 +199,7 @@ def _check(p: RopeParameters) -> None:
         put("factor", factor)
     original = p.original_max_position_embeddings
     if original is not None:
-        original = _context("original_max_position_embeddings", original)
+        original = check_context("original_max_position_embeddings", original)
         put("original_max_position_embeddings", original)
     elif "original_max_position_embeddings" in used:
         raise ValueError(
@@ -219,7 +220,7 @@ def _check(p: RopeParameters) -> None:
     for name in ("attention_factor", "mscale", "mscale_all_dim", "low_freq_factor", "high_freq_factor"):
         value = getattr(p, name)
         if value is not None:
-            put(name, _real(name, value))
+            put(name, validation.real(name, value))
     if p.attention_factor is not None and not p.attention_factor > 0.0:
         raise ValueError(
             f"attention_factor must be > 0 (it multiplies cos and sin); got {p.attention_factor}"
@@ -239,7 +240,7 @@ def _check(p: RopeParameters) -> None:
         if getattr(p, name) is not None:
             validation.at_most(name, getattr(p, name), MAX_FACTOR, "Llama 3.1 uses 1 and 4")
     for name in ("beta_fast", "beta_slow"):
-        value = _real(name, getattr(p, name))
+        value = validation.real(name, getattr(p, name))
         validation.at_most(name, value, MAX_FACTOR, "rotations over the original context; usual: 32 and 1")
         put(name, value)
     if not isinstance(p.truncate, bool):
@@ -270,13 +271,13 @@ def _check(p: RopeParameters) -> None:
                     f"rope_type='longrope' needs {name}, a list of rotary_dim // 2 = {n} numbers"
                 )
             if isinstance(value, str | bytes | Mapping) or not hasattr(value, "__len__"):
-                raise TypeError(f"{name} must be a list of {n} numbers; got {_short(value)}")
+                raise TypeError(f"{name} must be a list of {n} numbers; got {validation.shorten(value)}")
             if len(value) != n:
                 raise ValueError(
                     f"{name} must have rotary_dim // 2 = {n} entries (one per frequency); got {len(value)}: "
                     "check head_dim and partial_rotary_factor against the factor lists"
                 )
-            numbers_ = tuple(_real(f"{name}[{i}]", x) for i, x in enumerate(value))
+            numbers_ = tuple(validation.real(f"{name}[{i}]", x) for i, x in enumerate(value))
             bad = [i for i, x in enumerate(numbers_) if not x > 0.0]
             if bad:
                 raise ValueError(f"{name} must hold positive numbers; {name}[{bad[0]}] = {numbers_[bad[0]]}")
@@ -300,15 +301,7 @@ def _check(p: RopeParameters) -> None:
             )
 
     if p.mrope_section is not None:
-        section = p.mrope_section
-        if isinstance(section, str | bytes | Mapping) or not hasattr(section, "__len__"):
-            raise TypeError(f"mrope_section must be a list of ints like [16, 24, 24]; got {_short(section)}")
-        if len(section) > 3:
-            raise ValueError(
-                f"mrope_section must have at most 3 entries (time, height, width), like [16, 24, 24]; got "
-                f"{len(section)}: {_short(section)}"
-            )
-        section = tuple(_integer(f"mrope_section[{i}]", x, minimum=0) for i, x in enumerate(section))
+        section = check_mrope_entries(p.mrope_section)
         if not section or sum(section) != p.rotary_dim // 2:
             raise ValueError(
                 f"mrope_section={list(section)} must sum to rotary_dim // 2 = {p.rotary_dim // 2} (one "
@@ -322,16 +315,22 @@ def _check(p: RopeParameters) -> None:
         raise ValueError("mrope_interleaved=True needs mrope_section (how many frequencies each axis takes)")
 
 
-def check_head_dim(value: Any) -> int:
-    """The head width: an integer from 1 to :data:`MAX_HEAD_DIM`."""
-    result = _integer("head_dim", value, minimum=1)
-    validation.at_most("head_dim", result, MAX_HEAD_DIM, "the widest heads in use have 512 features")
-    return result
+def check_head_dim(value: Any, *, integral_floats: bool = False) -> int:
+    """The head width: an integer from 1 to :data:`MAX_HEAD_DIM`; ``integral_floats``: read from a config
+    file (:func:`posenc.validation.integer`)."""
+    return validation.integer(
+        "head_dim",
+        value,
+        minimum=1,
+        maximum=MAX_HEAD_DIM,
+        why="the widest heads in use have 512 features",
+        integral_floats=integral_floats,
+    )
 
 
 def check_partial_rotary_factor(value: Any) -> float:
     """``partial_rotary_factor``: a real number in (0, 1], the rotated fraction of a head."""
-    prf = _real("partial_rotary_factor", value)
+    prf = validation.real("partial_rotary_factor", value)
     if not 0.0 < prf <= 1.0:
         raise ValueError(
             f"partial_rotary_factor must lie in (0, 1] (the rotated fraction of a head); got {prf}"
@@ -339,42 +338,32 @@ def check_partial_rotary_factor(value: Any) -> float:
     return prf
 
 
-def _context(name: str, value: Any) -> int:
-    """A context length: an integer from 1 to :data:`MAX_CONTEXT` (positions are below 2**31)."""
-    result = _integer(name, value, minimum=1)
-    validation.at_most(name, result, MAX_CONTEXT, "positions are below 2**31")
-    return result
+def check_context(name: str, value: Any, *, integral_floats: bool = False) -> int:
+    """A context length: an integer from 1 to :data:`MAX_CONTEXT` (positions are below 2**31);
+    ``integral_floats``: read from a config file (:func:`posenc.validation.integer`)."""
+    return validation.integer(
+        name,
+        value,
+        minimum=1,
+        maximum=MAX_CONTEXT,
+        why="positions are below 2**31",
+        integral_floats=integral_floats,
+    )
 
 
-def _integer(name: str, value: Any, *, minimum: int) -> int:
-    """``value`` as an int >= ``minimum``; a whole float such as 4096.0 (JSON writes some so) is accepted."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+def check_mrope_entries(section: Any, *, integral_floats: bool = False) -> tuple[int, ...]:
+    """``mrope_section`` as a tuple of at most 3 integers >= 0 (its sum is checked against the rotary width
+    by :class:`RopeParameters`); ``integral_floats``: read from a config file."""
+    if isinstance(section, str | bytes | Mapping) or not hasattr(section, "__len__"):
         raise TypeError(
-            f"{name} must be an integer >= {minimum}; got {_short(value)} of type {type(value).__name__}"
+            f"mrope_section must be a list of ints like [16, 24, 24]; got {validation.shorten(section)}"
         )
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
-    return int(value)
-
-
-def _real(name: str, value: Any) -> float:
-    """``value`` as a finite float (an int must convert exactly)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number; got {_short(value)} of type {type(value).__name__}")
-    try:
-        result = float(value)
-    except OverflowError:
-        raise ValueError(f"{name} must be a finite float64; got an integer too large for one") from None
-    if not math.isfinite(result):
-        raise ValueError(f"{name} must be finite; got {value!r}")
-    if isinstance(value, numbers.Integral) and int(result) != int(value):
-        raise ValueError(f"{name}={value} is not exactly a float64; round it to one yourself")
-    return result
-
-
-def _short(value: Any) -> str:
-    """``repr(value)``, cut to 60 characters for messages."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    if len(section) > 3:
+        raise ValueError(
+            f"mrope_section must have at most 3 entries (time, height, width), like [16, 24, 24]; got "
+            f"{len(section)}: {validation.shorten(section)}"
+        )
+    return tuple(
+        validation.integer(f"mrope_section[{i}]", x, minimum=0, integral_floats=integral_floats)
+        for i, x in enumerate(section)
+    )

@@ -225,7 +225,7 @@ def _collisions(target, count: int) -> tuple[int, tuple[int, int] | None]:
             values = torch.cat([cos, sin], dim=-1)[0]
         else:
             values = target(positions)
-        hashes.append(row_hashes(posenc.audit.targets.values_of(values)[0]))
+        hashes.append(row_hashes(posenc.auditor.targets.values_of(values)[0]))
     earliest, distinct = earliest_equal(np.concatenate(hashes))
     repeats = np.flatnonzero(earliest != np.arange(len(earliest)))
     return int(distinct), (None if not len(repeats) else (int(repeats[0]), int(earliest[repeats[0]])))

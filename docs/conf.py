@@ -75,7 +75,7 @@ PUBLIC_MODULES = [
     "posenc.sharding",
     "posenc.torch.sharding",
     "posenc.porting",
-    "posenc.audit",
+    "posenc.auditor",
     "posenc.testing",
     "posenc.analysis",
     "posenc.analysis.plot",

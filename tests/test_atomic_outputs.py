@@ -297,7 +297,7 @@ def test_save_reports_the_write_error_that_matplotlib_hides(
 
 
 def test_to_html_failing_midway_keeps_the_old_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from posenc.audit import audit
+    from posenc.auditor import audit
 
     report = audit(posenc.table(300, 16), samples=16)
     path = tmp_path / "r.html"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc.audit import audit
+from posenc.auditor import audit
 
 D = 64
 SAMPLES = 128

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc.audit import TargetError, WrongOutput, audit
+from posenc.auditor import TargetError, WrongOutput, audit
 from posenc.cli import main
 
 D = 16

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.audit import audit
+from posenc.auditor import audit
 from posenc.cli import main
 from posenc.testing import assert_exact, posenc_exact  # noqa: F401  (the fixture, used below)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -400,9 +401,17 @@ def test_the_lazy_names_are_the_core_functions():
 
 
 def test_public_surface():
-    functions = "convert_layout encode frequencies grid identify table"
-    modules = "analysis audit grids positions presets rope sharding testing"
+    functions = "audit convert_layout encode frequencies grid identify table"
+    modules = "analysis auditor grids positions presets rope sharding testing"
     assert set(posenc.__all__) == {"__version__", *functions.split(), *modules.split()}
     assert posenc.rope.cos_sin is posenc.rope.tables.cos_sin
-    assert callable(posenc.audit) and posenc.audit.AuditReport is posenc.audit.report.AuditReport
+    assert callable(posenc.audit) and posenc.auditor.AuditReport is posenc.auditor.report.AuditReport
+    # posenc.audit is a plain function over a plain package: no module swaps its class
+    assert posenc.audit is posenc.auditor.audit and type(posenc.auditor) is types.ModuleType
+    code = (
+        "import posenc; f = posenc.audit; import posenc.auditor; "
+        "print(f is posenc.audit is posenc.auditor.audit, type(posenc.auditor).__name__)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["True", "module"]
     assert posenc.__version__ == "0.1.0"

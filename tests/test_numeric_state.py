@@ -80,7 +80,7 @@ def test_the_reported_cases_do_not_raise_under_seterr_raise(call):
 
 def test_the_criteria_report_and_the_audit_are_the_same_under_seterr_raise():
     from posenc.analysis.check import check
-    from posenc.audit import audit
+    from posenc.auditor import audit
 
     with np.errstate(all="ignore"):
         want = check(length=256, d_model=32, dtype="float16").as_text()

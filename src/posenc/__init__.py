@@ -3,16 +3,19 @@
 PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i), ω_i = base ** (-i / (d_model // 2 - shift)), correctly
 rounded to the output dtype at any position |p| < 2**31. ``import posenc`` itself loads nothing (about a
 millisecond): every name below loads on first use, ``posenc.table`` and ``posenc.encode`` with NumPy and
-the exact core (:mod:`posenc.core`), the submodules on their own (``posenc.presets``, ``posenc.grid``,
-``posenc.rope`` for rotary embeddings, ``posenc.audit`` to measure anyone's encoding, ...). Nothing but
-NumPy is imported by the core; frameworks load only with ``posenc.torch`` and ``posenc.jax``.
+the exact core (:mod:`posenc.core`), the submodules on their own (``posenc.presets``, ``posenc.grids``,
+``posenc.rope`` for rotary embeddings, ``posenc.auditor`` to measure anyone's encoding, ...) and the
+functions they give (``posenc.grid``, ``posenc.identify``; ``posenc.audit(target)`` is the plain function
+``posenc.auditor.audit``). Nothing but NumPy is imported by the core; frameworks load only with
+``posenc.torch`` and ``posenc.jax``.
 """
 
 import importlib
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms); type checkers read it so
 if TYPE_CHECKING:  # what __getattr__ provides, for type checkers and editors
-    from . import analysis, audit, grids, positions, presets, rope, sharding, testing
+    from . import analysis, auditor, grids, positions, presets, rope, sharding, testing
+    from .auditor import audit
     from .core import encode, frequencies, table
     from .grids import grid
     from .porting import convert_layout, identify
@@ -23,6 +26,7 @@ __all__ = [
     "__version__",
     "analysis",
     "audit",
+    "auditor",
     "convert_layout",
     "encode",
     "frequencies",
@@ -37,12 +41,12 @@ __all__ = [
     "testing",
 ]
 
-# posenc.audit is a package that can be called: posenc.audit(target) is posenc.audit.audit(target).
+# posenc.audit is a plain function, posenc.auditor.audit; the package it comes from is posenc.auditor.
 # core, defaults, layouts, porting and preset_deviations are not in __all__: they are named so that
 # `import posenc; posenc.core` works (defaults and layouts were loaded with the core before it was lazy).
 _SUBMODULES = {
     "analysis",
-    "audit",
+    "auditor",
     "core",
     "defaults",
     "grids",
@@ -60,6 +64,7 @@ _FUNCTIONS = {
     "frequencies": "core",
     "table": "core",
     "grid": "grids",
+    "audit": "auditor",
     "convert_layout": "porting",
     "identify": "porting",
 }

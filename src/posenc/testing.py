@@ -23,13 +23,13 @@ __all__ = ["assert_exact", "posenc_exact"]
 
 def assert_exact(target: Any, **hints: Any) -> Any:
     """Audit ``target`` (:func:`posenc.audit`, same hints) and raise AssertionError, with the report, unless
-    it is within ``tol`` (default: correctly rounded). Returns the :class:`~posenc.audit.AuditReport`.
+    it is within ``tol`` (default: correctly rounded). Returns the :class:`~posenc.auditor.AuditReport`.
 
     >>> import posenc
     >>> assert_exact(posenc.table(1024, 32), samples=256).passed
     True
     """
-    from .audit import audit
+    from .auditor import audit
 
     report = audit(target, **hints)
     if not report.passed:

@@ -1,4 +1,5 @@
-"""Audit anyone's positional encoding against the exact one: :func:`audit` returns an :class:`AuditReport`.
+"""The auditor: anyone's positional encoding against the exact one. :func:`audit` returns an
+:class:`AuditReport`.
 
 The steps, one module each: :mod:`.targets` turns the target (a function, a torch module, a table, a
 checkpoint, a rotary module or Hugging Face config) into a sampler; :mod:`.variant` finds the exact
@@ -7,7 +8,8 @@ band of positions; :mod:`.findings` says what went wrong; :mod:`.report` (and :m
 :mod:`.guard` runs it all so that the auditor survives its target (its exceptions, its NumPy error state,
 its slowness: ``timeout=``).
 
-``posenc.audit`` is this package, and calling it calls :func:`audit`: ``posenc.audit(target)``.
+``posenc.audit`` is the function :func:`audit` of this package (``posenc.auditor``), a plain function:
+``posenc.audit(target)``.
 
 >>> import posenc
 >>> report = posenc.audit(posenc.table(4096, 64), samples=512)
@@ -17,8 +19,6 @@ its slowness: ``timeout=``).
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
 from .. import validation
@@ -62,7 +62,7 @@ def audit(
     rounded; a float: absolute; ``"2ulp"``), ``samples`` (positions per band, ≥ 16), ``timeout`` (seconds
     the whole audit may take; default None: no limit).
 
-    The target is someone else's code, and the audit survives it (:mod:`posenc.audit.guard`): any exception
+    The target is someone else's code, and the audit survives it (:mod:`posenc.auditor.guard`): any exception
     it raises while it is imported, built or called (``SystemExit`` included; ``KeyboardInterrupt`` is taken
     for Ctrl-C, except in the worker thread of a timed audit) raises :class:`TargetError`, a ValueError that
     names the target, the exception and what it was doing, with the target's exception as its
@@ -167,13 +167,3 @@ def _span(positions: Any, limit: int) -> tuple[int, int]:
             f"'{a}:{top}'"
         )
     return a, b
-
-
-class _CallableModule(types.ModuleType):
-    """This package, callable: ``posenc.audit(target, **hints)`` is :func:`audit`."""
-
-    def __call__(self, target: Any, **hints: Any) -> AuditReport:
-        return audit(target, **hints)
-
-
-sys.modules[__name__].__class__ = _CallableModule

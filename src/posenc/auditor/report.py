@@ -53,7 +53,7 @@ class AuditReport:
     ``target``/``kind``/``note``: what was audited and how it was read; ``dtype``: the type its values
     were judged in; ``width``: its columns; ``span``: the positions asked for (a, b); ``samples``: the
     positions measured per band at most; ``variant``: the exact encoding it was measured against
-    (:class:`~posenc.audit.variant.Variant`); ``measurement``: the bands and per-position errors;
+    (:class:`~posenc.auditor.variant.Variant`); ``measurement``: the bands and per-position errors;
     ``findings``; ``tolerance``: None (correctly rounded), ("abs", x) or ("ulp", n).
 
     >>> import numpy as np

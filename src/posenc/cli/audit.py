@@ -83,7 +83,7 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``posenc audit``: print the report; 0 when within the tolerance, else 1."""
-    from ..audit import audit
+    from ..auditor import audit
 
     names = ("d_model", "positions", "dtype", "options", "key", "tol", "samples", "timeout")
     try:
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 def _end_with(code: int) -> None:
     """After an audit given up on (--timeout, Ctrl-C) whose thread still runs the target: exit with
     ``code`` at once when the interpreter ends, not through a finalization that could abort the process."""
-    from ..audit import guard
+    from ..auditor import guard
 
     if guard.still_running():
         guard.exit_at_end_if_still_running(code)

@@ -43,9 +43,10 @@ lint: $(VENV)/.installed-test
 docs: $(VENV)/.installed-docs
 	$(BIN)/python -m sphinx -b html -E -W --keep-going -q -j 2 docs docs/_build/html
 
-# The whole suite (the CI command), on every core (pytest-xdist; worksteal balances the long compiles).
+# The whole suite (the CI command), on every core (pytest-xdist): whole files to each worker, the longest
+# first (tests/conftest.py LONGEST_FILES), so a module's fixtures are built once and no long file starts last.
 test: lint docs $(VENV)/.installed-triton-3.6
-	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
 # The contributors' loop: lint and every test not marked slow (tests/conftest.py names the slow tier).
 check: lint

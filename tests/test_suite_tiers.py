@@ -33,6 +33,11 @@ def test_every_slow_test_exists(node):
     assert name not in conftest.SLOW_FILES, f"{node}: its whole file is slow already"
 
 
+@pytest.mark.parametrize("name", conftest.LONGEST_FILES)
+def test_every_longest_file_exists(name):
+    assert (HERE / name).is_file(), f"tests/conftest.py LONGEST_FILES names {name}, which is not in tests/"
+
+
 def test_the_slow_marker_is_registered(pytestconfig):
     markers = pytestconfig.getini("markers")
     assert any(m.startswith("slow:") for m in markers)

@@ -25,9 +25,9 @@ MAX_THREADS = 1024
 def run_blocks(work: Callable[[int, int], None], total: int, step: int, *, elements: int) -> None:
     """Call ``work(lo, hi)`` over ``range(0, total, step)``, on all cores when the work (``elements``, in
     angle-addition elements) is large enough to pay for a thread pool."""
-    available = threads()  # every call, small or large: a bad POSENC_NUM_THREADS is refused by all alike
+    setting = _setting()  # every call, small or large: a bad POSENC_NUM_THREADS is refused by all alike
     bounds = [(lo, min(lo + step, total)) for lo in range(0, total, step)]
-    count = min(len(bounds), available) if elements >= PARALLEL_ELEMENTS else 1
+    count = min(len(bounds), setting or _cores()) if elements >= PARALLEL_ELEMENTS else 1
     if count <= 1:
         for lo, hi in bounds:
             work(lo, hi)
@@ -76,9 +76,16 @@ def threads() -> int:
     """The threads a large call runs on: ``POSENC_NUM_THREADS`` when set, else the cores this process may
     run on. The setting is validated once per value (cached): an invalid one raises the same ValueError on
     every call; it is read at each call (a dictionary look-up), so that a test may change it."""
-    setting = _threads_setting(os.environ.get("POSENC_NUM_THREADS"))
-    if setting is not None:
-        return setting
+    return _setting() or _cores()
+
+
+def _setting() -> int | None:
+    """``POSENC_NUM_THREADS``, validated (once per value), or None when unset: a dictionary look-up."""
+    return _threads_setting(os.environ.get("POSENC_NUM_THREADS"))
+
+
+def _cores() -> int:
+    """The cores this process may run on (a system call: asked only when a call is large enough to share)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 

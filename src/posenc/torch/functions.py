@@ -142,8 +142,11 @@ def _encode_on_cpu(positions: torch.Tensor, options: tuple) -> torch.Tensor:
 
 def _rows_of(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Rows ``index`` of ``table`` as a new tensor of shape ``index.shape + (d_model,)``: always a copy,
-    never a view (``table[index]`` with a 0-d index is a view, which would hand out the shared cache)."""
-    return table.index_select(0, index.reshape(-1)).reshape(*index.shape, table.shape[-1])
+    never a view. ``table[index]`` copies for an index of one or more axes (advanced indexing), but a 0-d
+    index is basic indexing, a view, which would hand out the shared cache: that one is selected."""
+    if index.dim():
+        return table[index]
+    return table.index_select(0, index.reshape(1))[0]  # a view of that new row, not of the cache
 
 
 def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tensor | None:

@@ -61,6 +61,10 @@ SLOW_TESTS = {
     "test_bad_input.py::test_position_minus_zero_gives_minus_zero_sines_on_every_path": "compiles every path",
     "test_compiled.py::test_16_bit_tables_round_tiny_values_straight_from_float64": "large 16-bit tables",
     "test_positions_input.py::test_torch_compile_fullgraph_matches_eager": "torch.compile",
+    "test_kernel_guard.py::test_the_real_kernels_pass_their_probes": "Triton's interpreter",
+    "test_kernel_guard.py::test_a_planted_fault_is_caught_named_once_and_the_results_stay_exact": (
+        "Triton's interpreter"
+    ),
 }
 
 
@@ -80,6 +84,7 @@ LONGEST_FILES = (
     "test_benchmarks.py",  # ~70 s
     "test_rope_fused.py",  # ~65 s
     "test_jax_mesh.py",  # ~50 s
+    "test_kernel_guard.py",  # ~50 s
     "test_device_native.py",  # ~45 s
 )
 

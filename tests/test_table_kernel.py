@@ -120,11 +120,16 @@ def _run_cases(out: Path) -> None:
         )
     # the operator sends tables on its kernel devices to the launcher: here the CPU stands in for CUDA
     common.KERNEL_DEVICES.append("cpu")
+    import posenc.torch  # noqa: F401  (registers the operator)
+
     calls = []
     launch = table_launch.launch
     table_launch.launch = lambda *a, **kw: calls.append(1) or launch(*a, **{**EXACT, **kw})
-    import posenc.torch  # noqa: F401  (registers the operator)
-
+    # a small table (at most SMALL_TABLE values) takes the encode kernel over its positions: no launch here
+    got = torch.ops.posenc.table(3, 7, cpu, 48, 10000.0, 0.0, 1.0, "interleaved", "zero", "bfloat16")
+    results["operator/small"], results["operator/small calls"] = _bits(got, "bfloat16"), np.array(len(calls))
+    table_launch.SMALL_TABLE = 0  # the tables below are small too: angle addition for them
+    calls.clear()
     got = torch.ops.posenc.table(100, 7, cpu, 48, 10000.0, 0.0, 1.0, "interleaved", "zero", "bfloat16")
     results["operator/bits"], results["operator/calls"] = _bits(got, "bfloat16"), np.array(len(calls))
     got = torch.ops.posenc.table(10, 7, cpu, 48, 10000.0, 0.0, 1.0, "interleaved", "zero", "float64")
@@ -207,7 +212,7 @@ def test_the_near_midpoint_cases_catch_double_rounding():
 
 
 def test_rows_past_the_valid_positions_are_nan_not_combined(kernel_results):
-    assert kernel_results["operator/beyond calls"] == 1  # the call before it; none for this one
+    assert kernel_results["operator/beyond calls"] == 2  # the probe and call before it; none for this one
     got = kernel_results["operator/beyond"]
     np.testing.assert_array_equal(got[:2], posenc.table(2, 8, start=2**31 - 2))
     assert np.isnan(got[2:]).all()
@@ -229,12 +234,18 @@ def test_a_request_has_one_anchor_request_so_its_constants_go_to_the_device_once
     assert table_launch.anchor_request(portable_request(64, "bfloat16")) is not wide
 
 
+def test_a_small_table_takes_the_encode_kernel_over_its_positions(kernel_results):
+    assert kernel_results["operator/small calls"] == 0
+    want = posenc.table(3, 48, start=7, dtype="bfloat16")
+    np.testing.assert_array_equal(kernel_results["operator/small"], _bits(want, "bfloat16"))
+
+
 def test_the_operator_builds_kernel_device_tables_by_angle_addition(kernel_results):
-    assert kernel_results["operator/calls"] == 1
+    assert kernel_results["operator/calls"] == 2  # the first-launch probe (guard.py), then the call
     want = posenc.table(100, 48, start=7, dtype="bfloat16")
     np.testing.assert_array_equal(kernel_results["operator/bits"], _bits(want, "bfloat16"))
     # float64 tables take the exact kernel over the positions (the core states float64 within 1 ulp)
-    assert kernel_results["operator/float64 calls"] == 1
+    assert kernel_results["operator/float64 calls"] == 2
     np.testing.assert_allclose(
         kernel_results["operator/float64"],
         posenc.table(10, 48, start=7, dtype="float64"),

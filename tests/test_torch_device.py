@@ -33,15 +33,26 @@ def _same_bits(got: torch.Tensor, want: torch.Tensor) -> None:
     assert torch.equal(got.cpu().view(torch.uint8), want.cpu().view(torch.uint8))
 
 
+def _as_promised(got: torch.Tensor, want: torch.Tensor) -> None:
+    """The core's bits in float32, float16 and bfloat16; in float64 within 1 ulp of the core, whose float64 is
+    within 1 ulp of the exact value (the CUDA kernel's float64 is the exact value correctly rounded, so it
+    may differ from the core's in the last place: seen on an H200 on 21 of 524288 values)."""
+    if want.dtype != torch.float64 or torch.device(got.device).type == "cpu":
+        return _same_bits(got, want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    g, w = got.cpu().numpy(), want.cpu().numpy()
+    assert (np.abs(g - w) <= np.spacing(np.abs(w))).all()
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_encode_and_table_on_the_device_equal_the_core(device, dtype):
     positions = torch.tensor([[0, 7, 2**30], [5, 6, 1_000_000]], device=device)
     got = pt.encode(positions, 66, shift=1, layout="sin_cos", dtype=dtype)
     assert got.device.type == torch.device(device).type
-    _same_bits(got, _core(positions.cpu().numpy(), 66, dtype, shift=1, layout="sin_cos"))
+    _as_promised(got, _core(positions.cpu().numpy(), 66, dtype, shift=1, layout="sin_cos"))
     rows = pt.table(9, 66, start=4, dtype=dtype, device=device)
     assert rows.device.type == torch.device(device).type
-    _same_bits(rows, _core(np.arange(4, 13), 66, dtype))
+    _as_promised(rows, _core(np.arange(4, 13), 66, dtype))
 
 
 def test_real_positions_on_the_device(device):
@@ -58,7 +69,7 @@ def test_module_in_any_dtype_adds_the_exact_encoding(device, dtype):
         device=device, dtype=dtype
     )  # .to() cannot degrade it
     x = torch.zeros(2, 300, 64, device=device, dtype=dtype)
-    _same_bits(module(x, offset=100_000)[0], _core(np.arange(100_000, 100_300), 64, dtype))
+    _as_promised(module(x, offset=100_000)[0], _core(np.arange(100_000, 100_300), 64, dtype))
 
 
 def test_positions_offsets_and_decoding_on_the_device(device):
@@ -142,18 +153,25 @@ def test_portable_algorithm_settles_values_near_a_midpoint(device, monkeypatch):
 
 
 def test_non_cpu_tables_and_modules_use_the_portable_algorithm(device, monkeypatch):
-    """Off the CPU (and under compile), tables, modules and encode run the portable algorithm; eager CPU calls
+    """Off the CPU (and under compile), tables, modules and encode run the portable algorithm (on CUDA with
+    triton: its Triton kernels, whose first-launch probes call it once per specialization); eager CPU calls
     the core. Either way the core's bits."""
     import posenc.portable
+    from posenc.torch.kernels import encode_launch, guard
 
     calls = []
     encode = posenc.portable.encode
     monkeypatch.setattr(posenc.portable, "encode", lambda *a, **k: calls.append(1) or encode(*a, **k))
     pt.clear_cache()
+    kernels = encode_launch.runs_here(torch.empty(0, device=device))
+    probes = len(guard.kernel_status())
     _same_bits(pt.table(100, 16, start=9, device=device), _core(np.arange(9, 109), 16, torch.float32))
     module = pt.SinusoidalPositionalEncoding(16, batch_first=True).to(device)
     x = torch.zeros(1, 20, 16, device=device, dtype=torch.bfloat16)
     _same_bits(module(x)[0], _core(np.arange(20), 16, torch.bfloat16))
     far = torch.tensor([2**30, 2**30 + 2, 2**30 + 1], device=device)
     _same_bits(pt.encode(far, 16), _core(far.cpu().numpy(), 16, torch.float32))
-    assert len(calls) == (0 if torch.device(device).type == "cpu" else 3)
+    if kernels:  # the portable algorithm ran only as the reference of the probes made here
+        assert len(calls) == len(guard.kernel_status()) - probes
+    else:
+        assert len(calls) == (0 if torch.device(device).type == "cpu" else 3)

@@ -41,11 +41,13 @@ from ..rope.arrays import apply_rotary  # one function for every framework
 from .functions import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
 from .functions import clear_cache, encode, table
 from .fused_rotary import apply_rotary_exact
+from .kernels.guard import KernelMismatchWarning, kernel_status
 from .modules import SinusoidalPositionalEncoding, Timesteps, TokenAndPositionEmbedding
 from .positions import from_attention_mask, from_cu_seqlens, make_positions
 from .rotary import RotaryEmbedding
 
 __all__ = [
+    "KernelMismatchWarning",
     "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
     "Timesteps",
@@ -56,6 +58,7 @@ __all__ = [
     "encode",
     "from_attention_mask",
     "from_cu_seqlens",
+    "kernel_status",
     "make_positions",
     "table",
 ]

@@ -15,7 +15,7 @@ import torch
 
 from .. import core, validation
 from ..core.options import takes_options
-from . import operator as _operator  # noqa: F401  (registers torch.ops.posenc.exact, once)
+from . import operator  # registers torch.ops.posenc.exact and .table, once
 from .tensors import (
     _check_positions_on_host,
     _check_sum_on_host,
@@ -119,7 +119,7 @@ def _encode_tensor(
             positions = positions.to(torch.int64) + offset.to(torch.int64)
         return _encode_on_cpu(positions, options)
     # real positions plus an offset: the sum needs the portable algorithm's exact addition
-    return torch.ops.posenc.exact(positions, offset, *options)
+    return operator.exact(positions, offset, options)
 
 
 def _encode_on_cpu(positions: torch.Tensor, options: tuple) -> torch.Tensor:
@@ -175,7 +175,7 @@ def _table_on(length: int, start: int, options: tuple, device: torch.device) -> 
     algorithm over the positions): no host round trip."""
     if device.type == "cpu" or length == 0:
         return _to_tensor(core.table(length, start=start, **_core_arguments(options))).to(device)
-    return torch.ops.posenc.table(length, start, device, *options)
+    return operator.table(length, start, device, options)
 
 
 def _core_arguments(options: tuple) -> dict[str, Any]:

@@ -23,11 +23,12 @@ from typing import Any
 
 import torch
 
-from .. import rope
+from .. import portable, rope
 from ..portable import rounding
 from ..portable.host import SETTLE_EXTRA
-from ..rope.arrays import apply_rotary, check_layout, check_request
+from ..rope.arrays import apply_rotary, arrange, check_layout, check_request
 from . import rotary
+from .kernels import guard
 from .kernels.common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 from .tensors import _position_tensor, _tracing
 
@@ -67,7 +68,8 @@ def apply_rotary_exact(
     positions = _position_tensor(position_ids)
     check_request(params, layout, tuple(positions.shape))
     axis = _fusable(q, k, positions, params, unsqueeze_dim)
-    if axis is not None and q.device.type in KERNEL_DEVICES and kernel_module("fused_kernel") is not None:
+    fused = axis is not None and q.device.type in KERNEL_DEVICES and kernel_module("fused_kernel") is not None
+    if fused and _trusted(q, k, params, layout, axis, seq_len):
         q_rot, k_rot, _ = launch(q, k, positions, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
         return q_rot, k_rot
     cos, sin = rotary.cos_sin(positions, params, dtype=torch.float32, layout=layout, seq_len=seq_len)
@@ -99,6 +101,71 @@ def _fusable(q: Any, k: Any, positions: torch.Tensor, params: rope.RopeParameter
     if q.shape[0] != k.shape[0] or q.numel() == 0 or k.numel() == 0:
         return None
     return axis
+
+
+def _request(positions: torch.Tensor, params: rope.RopeParameters, seq_len: int | None) -> Any:
+    """The cos/sin request of a call (float32, as the unfused path's cos_sin)."""
+    if seq_len is None and params.rope_type in ("dynamic", "longrope"):
+        seq_len = int(positions.max()) + 1  # a host read, as cos_sin (and Hugging Face) take it
+    length = -1 if seq_len is None or params.rope_type not in ("dynamic", "longrope") else int(seq_len)
+    return rotary._request(rotary._params_json(params), length, "float32")[0]
+
+
+#: The probe's position ids (one row): valid for every rope type.
+PROBE_IDS = (0, 1, 2, 3, 7, 31, 100, 1000, 4095, 65537, 1000003, 2**20 + 1, 131071, 5, 17, 8191)
+
+
+def specialization(
+    q: torch.Tensor, k: torch.Tensor, params: rope.RopeParameters, layout: str, axis: int, seq_len: int | None
+) -> dict:
+    """What the kernel is compiled for on this call (its compile-time constants, in words); the heads and
+    head sizes decide its tiles."""
+    return {
+        "q": str(q.dtype).removeprefix("torch."),
+        "k": str(k.dtype).removeprefix("torch."),
+        "layout": layout,
+        "heads_axis": axis,
+        "heads": (q.shape[axis], k.shape[axis]),
+        "head_dim": (q.shape[-1], k.shape[-1]),
+        "rotary_dim": params.rotary_dim,
+        "rope_type": params.rope_type,
+        "seq_len": seq_len is not None,
+    }
+
+
+def _trusted(
+    q: torch.Tensor, k: torch.Tensor, params: rope.RopeParameters, layout: str, axis: int, seq_len: int | None
+) -> bool:
+    """Whether the kernel passed (or passes now) its first-launch probe for this call's specialization."""
+    where = q.device
+    length = len(PROBE_IDS)
+
+    def probe_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        def block(x: torch.Tensor) -> torch.Tensor:
+            shape = [1, x.shape[1], x.shape[2], x.shape[3]]
+            shape[3 - axis] = length  # the sequence axis
+            count = math.prod(shape)
+            values = torch.arange(count, dtype=torch.float64).mul(0.7311).sin() * 3
+            return values.reshape(shape).to(x.dtype).to(where)
+
+        return block(q), block(k), torch.tensor([PROBE_IDS], device=where)
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        q_p, k_p, ids = probe_inputs()
+        q_rot, k_rot, _ = launch(q_p, k_p, ids, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
+        return q_rot, k_rot
+
+    def reference() -> tuple[torch.Tensor, torch.Tensor]:
+        q_p, k_p, ids = probe_inputs()
+        request = _request(ids, params, seq_len)
+        backend = rotary._TORCH
+        sections, interleaved = params.mrope_section, params.mrope_interleaved
+        rows = portable.encode(backend, ids, request)
+        cos, sin = arrange(backend, rows, request.count, sections, interleaved, layout)
+        return apply_rotary(q_p, k_p, cos, sin, layout=layout, unsqueeze_dim=axis)
+
+    spec = specialization(q, k, params, layout, axis, seq_len)
+    return guard.trusted("fused rotary", where, spec, run, reference)
 
 
 #: Elements of the tile of heads x positions x pairs a program loads at once (each of a pair's halves).
@@ -143,10 +210,7 @@ def launch(
     settling evaluation decides them).
     """
     kernels = kernel_module("fused_kernel")
-    if seq_len is None and params.rope_type in ("dynamic", "longrope"):
-        seq_len = int(positions.max()) + 1  # a host read, as cos_sin (and Hugging Face) take it
-    length = -1 if seq_len is None or params.rope_type not in ("dynamic", "longrope") else int(seq_len)
-    request, _, _ = rotary._request(rotary._params_json(params), length, "float32")
+    request = _request(positions, params, seq_len)
     consts = constants_on(request, q.device)
     count = request.count
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)

@@ -15,6 +15,7 @@ from torch import nn
 from .. import adapters, core, validation
 from ..core.options import takes_options
 from ..portable import backend_named
+from . import operator
 from .functions import _cached_table, _encode_tensor, _table_on, table
 from .positions import make_positions
 from .tensors import (
@@ -155,7 +156,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         device_rows = not eager_cpu and not torch.onnx.is_in_onnx_export()
         if device_rows and positions is None and start is not None and abs(start) < _INVALID:
             # the rows start .. start + seq - 1 where x is (on CUDA by angle addition: no exact value per row)
-            return self._orient(torch.ops.posenc.table(seq, start, x.device, *options))
+            return self._orient(operator.table(seq, start, x.device, options))
         if positions is not None:
             if not isinstance(positions, torch.Tensor):  # a list or an array: put it where x is
                 positions = _position_tensor(positions).to(x.device)

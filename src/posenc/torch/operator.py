@@ -17,10 +17,11 @@ import torch
 
 from .. import core, portable
 from .kernels import encode_launch, table_launch
+from .kernels.common import KERNEL_DEVICES
+from .tensors import _tracing
 
 
-@torch.library.custom_op("posenc::exact", mutates_args=())
-def _exact_op(
+def _exact(
     positions: torch.Tensor,
     offset: torch.Tensor | None,
     d_model: int,
@@ -38,14 +39,16 @@ def _exact_op(
     return encode_launch.encode(positions, request, offset)
 
 
+_exact_op = torch.library.custom_op("posenc::exact", _exact, mutates_args=())
+
+
 @_exact_op.register_fake
 def _exact_fake(positions, offset, d_model, base, shift, scale, layout, odd, dtype_name):
     shape = positions.shape if offset is None else torch.broadcast_shapes(positions.shape, offset.shape)
     return positions.new_empty((*shape, d_model), dtype=getattr(torch, dtype_name))
 
 
-@torch.library.custom_op("posenc::table", mutates_args=())
-def _table_op(
+def _table(
     length: int,
     start: int,
     where: torch.device,
@@ -64,9 +67,40 @@ def _table_op(
     return table_launch.table(length, start, request, where)
 
 
+_table_op = torch.library.custom_op("posenc::table", _table, mutates_args=())
+
+
 @_table_op.register_fake
 def _table_fake(length, start, where, d_model, base, shift, scale, layout, odd, dtype_name):
     return torch.empty((length, d_model), dtype=getattr(torch, dtype_name), device=where)
+
+
+def direct(tensor: torch.Tensor) -> bool:
+    """Whether an eager call on ``tensor`` may launch posenc's CUDA kernel itself rather than through the
+    operator: a plain tensor on a kernel device, not traced (compile, export, ONNX, jit), no functorch
+    transform (vmap, grad) active. The operators have no autograd formula and their fake kernels serve
+    only tracing, so the dispatcher adds nothing there but its cost (~30 us a call: a decode step's
+    budget)."""
+    return (
+        type(tensor) is torch.Tensor
+        and tensor.device.type in KERNEL_DEVICES
+        and not _tracing()
+        and not torch._C._are_functorch_transforms_active()
+    )
+
+
+def exact(positions: torch.Tensor, offset: torch.Tensor | None, options: tuple) -> torch.Tensor:
+    """``torch.ops.posenc.exact(positions, offset, *options)``; eager CUDA calls skip the dispatcher."""
+    if direct(positions):
+        return _exact(positions, offset, *options)
+    return torch.ops.posenc.exact(positions, offset, *options)
+
+
+def table(length: int, start: int, where: torch.device, options: tuple) -> torch.Tensor:
+    """``torch.ops.posenc.table(length, start, where, *options)``; eager CUDA calls skip the dispatcher."""
+    if where.type in KERNEL_DEVICES and not _tracing() and not torch._C._are_functorch_transforms_active():
+        return _table(length, start, where, *options)
+    return torch.ops.posenc.table(length, start, where, *options)
 
 
 @functools.lru_cache(maxsize=64)

@@ -24,6 +24,7 @@ import torch
 from .. import portable, rope, validation
 from ..rope.arrays import arrange, check_layout, check_request
 from ..rope.tables import exact_law
+from . import operator
 from .kernels import encode_launch
 from .tensors import (
     _check_positions_on_host,
@@ -51,6 +52,20 @@ def cos_sin(
     tensor([[[0.0000, 0.0000, 0.0000, 0.0000],
              [0.8415, 0.0998, 0.8415, 0.0998]]])
     """
+    return _cos_sin(positions, params, None, dtype, layout, seq_len)
+
+
+def _cos_sin(
+    positions: Any,
+    params: rope.RopeParameters,
+    key: str | None,
+    dtype: torch.dtype | str,
+    layout: str,
+    seq_len: int | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`cos_sin`; ``key`` is ``_params_json(params)`` where the caller holds it (a module: under
+    ``torch.compile`` a plain string attribute, where torch 2.11's dynamo cannot pass the frozen dataclass
+    to ``_params_json``)."""
     positions = _position_tensor(positions)
     check_request(params, layout, tuple(positions.shape))
     name = _dtype_name(dtype)
@@ -69,7 +84,10 @@ def cos_sin(
     length = -1 if seq_len is None else validation.integer("seq_len", seq_len, minimum=1)
     if params.rope_type not in ("dynamic", "longrope"):
         length = -1
-    cos, sin = torch.ops.posenc.rotary(positions, _params_json(params), length, name, layout)
+    key = _params_json(params) if key is None else key
+    if operator.direct(positions):  # eager CUDA: the kernel without the dispatcher's cost
+        return _rotary(positions, key, length, name, layout)
+    cos, sin = torch.ops.posenc.rotary(positions, key, length, name, layout)
     return cos, sin
 
 
@@ -115,6 +133,8 @@ class RotaryEmbedding(torch.nn.Module):
             inverse = torch.from_numpy(rope.inv_freq(params)).to(torch.float32)
             self.register_buffer(f"{name}_inv_freq", inverse, persistent=False)
             setattr(self, f"{name}_attention_scaling", rope.attention_scaling(params))
+        #: the operator's string of each layer type's parameters (None: the module's own)
+        self._keys = {name: _params_json(params) for name, params in self.layer_params.items()}
         if types:
             self.params = None
             return
@@ -124,6 +144,7 @@ class RotaryEmbedding(torch.nn.Module):
             self.params = config
         else:
             self.params = rope.config(config, layer_type=layer_type)
+        self._keys[None] = _params_json(self.params)
         self.attention_scaling = rope.attention_scaling(self.params)
         inverse = torch.from_numpy(rope.inv_freq(self.params)).to(torch.float32)
         self.register_buffer("inv_freq", inverse, persistent=False)
@@ -141,11 +162,11 @@ class RotaryEmbedding(torch.nn.Module):
         ``layer_type`` picks the layer type of a module built for every layer type (else None, or the
         module's own ``layer_type``); ``seq_len`` as the class docstring says."""
         params = self._params_for(layer_type)
+        key = self._keys[layer_type if self.params is None else None]
         position_ids = position_ids.to(x.device)
         if params.mrope_section and position_ids.dim() == 2:
             position_ids = position_ids.expand(3, -1, -1)
-        cos, sin = cos_sin(position_ids, params, dtype=x.dtype, layout=self.layout, seq_len=seq_len)
-        return cos, sin
+        return _cos_sin(position_ids, params, key, x.dtype, self.layout, seq_len)
 
     def _params_for(self, layer_type: str | None) -> rope.RopeParameters:
         if self.params is None:
@@ -179,14 +200,16 @@ _TORCH = portable.backend_named("torch")
 # --- the operator --------------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("posenc::rotary", mutates_args=())
-def _rotary_op(
+def _rotary(
     positions: torch.Tensor, params: str, seq_len: int, dtype_name: str, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The portable algorithm on ``positions``' device: (cos, sin) laid out as :func:`cos_sin` says."""
     request, sections, interleaved = _request(params, seq_len, dtype_name)
     rows = encode_launch.encode(positions, request)
     return arrange(_TORCH, rows, request.count, sections, interleaved, layout)
+
+
+_rotary_op = torch.library.custom_op("posenc::rotary", _rotary, mutates_args=())
 
 
 @_rotary_op.register_fake

@@ -67,7 +67,7 @@ def encode_block(
     return count, valid
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["rows"])  # one compile for every row count (see encode_launch)
 def encode_kernel(
     pos_ptr, off_ptr, out_ptr,
     reduce_ptr, rate_ptr, scaled_rate_ptr, steps_ptr, rate_float_ptr, two_pi_ptr, fact_ptr, sin_neg_ptr,

@@ -17,6 +17,7 @@ import torch
 from ... import layouts, portable
 from ...portable import rounding
 from ...portable.host import FORMATS, SETTLE_EXTRA
+from . import guard
 from .common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 
 #: Output dtypes by the code the kernels store them with (encode_kernel._store_values, and the table kernels,
@@ -122,7 +123,61 @@ def encode(
     positions: torch.Tensor, request: portable.Request, offset: torch.Tensor | None = None
 ) -> torch.Tensor:
     """:func:`posenc.portable.encode` of torch tensors where they are: on CUDA (with triton) one launch of the
-    kernel, elsewhere (CPU, ``meta``, MPS, ...) the portable algorithm; the same bits either way."""
-    if runs_here(positions):
+    kernel once its first-launch probe passed (:mod:`~posenc.torch.kernels.guard`), elsewhere (CPU, ``meta``,
+    MPS, ...) the portable algorithm; the same bits either way."""
+    if runs_here(positions) and _trusted(positions, offset, request):
         return launch(positions, offset, request)[0]
     return portable.encode(portable.backend_of(positions), positions, request, offset)
+
+
+def specialization(positions: torch.Tensor, offset: torch.Tensor | None, request: portable.Request) -> dict:
+    """What the kernel is compiled for on this call (its compile-time constants, in words)."""
+    kind = "int"
+    if positions.is_floating_point():
+        kind = "float64" if positions.dtype == torch.float64 else "float32"
+    return {
+        "dtype": request.fmt,
+        "positions": kind,
+        "offset": offset is not None,
+        "limbs": request.limbs,
+        "amplitude": request.amplitude is not None,
+        "block_freqs": min(next_power_of_2(request.count), 64),
+    }
+
+
+#: The probe's positions: small and large, negative, near the int32 ends (integers); fractions, tiny and
+#: large values (floats); all valid (|p| < 2**31), so that no row is NaN.
+PROBE_INTS = (0, 1, 2, 3, 7, 31, 100, 1000, 4095, 65537, 1000003, 2**24 + 1, 2**30 + 5, 2**31 - 1, -1, -77777)
+PROBE_FLOATS = (0.0, 0.5, 1.0, 2.5, 999.75, 1e-30, -3.25, 12345.678, 2.0**24, 0.1, 500.125, 1e6 + 0.5)
+#: The probe's offsets (with positions 0 .. 15): the sums stay valid.
+PROBE_OFFSETS = (0, 3000, 2**30, -5, 1, 123456, -(2**30), 7, 65535, 2**29 + 3, 0, 11, 4096, -1, 999999, 2)
+
+
+def probe_positions(
+    kind: str, with_offset: bool, where: torch.device
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The probe block of a specialization: (positions, offset) of its kind on ``where``."""
+    if with_offset:
+        small = torch.arange(len(PROBE_OFFSETS))
+        positions = small if kind == "int" else small * 0.75
+        offset = torch.tensor(PROBE_OFFSETS, device=where)
+    else:
+        positions, offset = torch.tensor(PROBE_INTS if kind == "int" else PROBE_FLOATS), None
+    dtype = {"int": torch.int64, "float32": torch.float32, "float64": torch.float64}[kind]
+    return positions.to(dtype).to(where), offset
+
+
+def _trusted(positions: torch.Tensor, offset: torch.Tensor | None, request: portable.Request) -> bool:
+    spec = specialization(positions, offset, request)
+    where = positions.device
+
+    def inputs() -> tuple[torch.Tensor, torch.Tensor | None]:
+        return probe_positions(spec["positions"], spec["offset"], where)
+
+    return guard.trusted(
+        "encode",
+        where,
+        spec,
+        lambda: launch(*inputs(), request)[0],
+        lambda: portable.encode(portable.backend_of(positions), inputs()[0], request, inputs()[1]),
+    )

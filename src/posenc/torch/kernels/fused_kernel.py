@@ -102,7 +102,7 @@ def _rotate_heads(x_ptr, out_ptr, heads, stride_h, out_h, zero, rows, row_ok, fr
             _store(out_ptr_h + rows[None, :, None] * out_l + features[None, None, :] * out_d, bits, keep)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["B", "batch_group", "L", "q_rest", "k_rest"])  # one compile for all sizes
 def rotary_kernel(
     q_ptr, k_ptr, q_out_ptr, k_out_ptr, pos_ptr,
     reduce_ptr, rate_ptr, scaled_rate_ptr, steps_ptr, rate_float_ptr, two_pi_ptr, fact_ptr, sin_neg_ptr,

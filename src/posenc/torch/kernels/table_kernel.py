@@ -86,7 +86,7 @@ def _store_bits(ptrs, bits, mask, OUT_KIND: tl.constexpr):
         _store(ptrs, bits, mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["rows", "block", "largest"])  # one compile for all lengths
 def table_kernel(
     anchor_ptr, first_ptr, rate_ptr, out_ptr, uncertain_ptr,
     rows, block, largest, n_freq, sin_columns, cos_columns, sin_offset, cos_offset, stride, width, d_model,
@@ -130,7 +130,7 @@ def table_kernel(
             _store_bits(out_ptr + row * d_model + column, zero, row_ok, OUT_KIND)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["start", "rows"])  # one compile for all lengths and starts
 def settle_kernel(
     out_ptr, uncertain_ptr,
     reduce_ptr, rate_ptr, scaled_rate_ptr, steps_ptr, rate_float_ptr, two_pi_ptr, fact_ptr, sin_neg_ptr,

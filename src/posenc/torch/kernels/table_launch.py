@@ -19,9 +19,14 @@ import torch
 from ... import layouts, portable
 from ...portable import rounding
 from ...portable.host import FORMATS, SETTLE_EXTRA
-from . import encode_launch
+from . import encode_launch, guard
 from .common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 
+#: Tables of at most this many values take the encode kernel over their positions (one launch, and the
+#: exact kernel's cost is small there), not the four launches of angle addition: a decode step's one row
+#: (int offset) took 518 us eager against 16 us for a slice of a table, and its CUDA graph replayed in 48 us
+#: against 15 us for the encode kernel's (H200, benchmarks/device_native.py).
+SMALL_TABLE = 1 << 16
 #: The formats the table kernels build (their codes: encode_launch.OUT_KINDS, shared with the encode kernel).
 TABLE_FORMATS = ("float32", "float16", "bfloat16")
 #: Elements of one combining program's block, and of one block of the exact algorithm (the anchor rows, a
@@ -154,10 +159,41 @@ def launch(
 
 
 def table(length: int, start: int, request: portable.Request, where: torch.device) -> torch.Tensor:
-    """The table of positions ``start ..`` on ``where``: by angle addition where :func:`runs_here` and every
-    position is valid (|p| < 2**31), else the encode kernel (or the portable algorithm) over the positions
-    (the same bits; invalid positions give rows of NaN)."""
-    if runs_here(where, request) and start > -(2**31) and start + length <= 2**31:
+    """The table of positions ``start ..`` on ``where``: by angle addition where :func:`runs_here`, the
+    table holds more than :data:`SMALL_TABLE` values and every position is valid (|p| < 2**31), else the
+    encode kernel (or the portable algorithm) over the positions (the same bits; invalid positions give rows
+    of NaN)."""
+    valid = start > -(2**31) and start + length <= 2**31
+    large = length * request.d_model > SMALL_TABLE
+    if large and runs_here(where, request) and valid and _trusted(where, request):
         return launch(length, start, request, where)[0]
     positions = torch.arange(start, start + length, device=where, dtype=torch.int64)
     return encode_launch.encode(positions, request)
+
+
+#: The probe's table: positions PROBE_START .. PROBE_START + PROBE_LENGTH - 1 (several anchors and blocks).
+PROBE_START, PROBE_LENGTH = 99990, 64
+
+
+def specialization(request: portable.Request) -> dict:
+    """What the table kernels are compiled for on this call (their compile-time constants, in words)."""
+    return {
+        "dtype": request.fmt,
+        "limbs": request.limbs,
+        "block_freqs": min(next_power_of_2(request.count), 128),
+        "exact_block_freqs": min(next_power_of_2(request.count), 64),
+    }
+
+
+def _trusted(where: torch.device, request: portable.Request) -> bool:
+    def reference() -> torch.Tensor:
+        positions = torch.arange(PROBE_START, PROBE_START + PROBE_LENGTH, device=where)
+        return portable.encode(portable.backend_of(positions), positions, request)
+
+    return guard.trusted(
+        "table",
+        where,
+        specialization(request),
+        lambda: launch(PROBE_LENGTH, PROBE_START, request, where)[0],
+        reference,
+    )

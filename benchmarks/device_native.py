@@ -79,6 +79,7 @@ def attempt(name: str, fn: Callable[[Context], dict[str, Any]], ctx: Context) ->
         traceback.print_exc(file=sys.stderr)
         result = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
     print(f"{time.perf_counter() - began:.1f} s{'  (FAILED)' if 'error' in result else ''}", flush=True)
+    print(f"    {json.dumps(result, default=str)[:1500]}", flush=True)  # kept if a later case is cut short
     return result
 
 

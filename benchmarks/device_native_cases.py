@@ -17,6 +17,7 @@ from _common import target
 from device_table import tutorial_table_on
 from torch import nn
 
+import posenc.rope as rope
 import posenc.torch as pt
 
 #: (case, posenc us, reference us, ratio, bar, verdict) as printed.
@@ -199,7 +200,30 @@ def case_timesteps(ctx: Context) -> dict[str, Any]:
             ctx.sizes.calls,
         )
     result = compared(times, "posenc", "diffusers-style", "<= 2", "Timesteps float")
-    return {**result, "max_abs_difference_from_reference": difference}
+    result = {**result, "max_abs_difference_from_reference": difference}
+    real = _diffusers_get_timestep_embedding()
+    if real is not None:  # the bar against diffusers itself, where it is installed
+
+        def theirs():
+            return real(ts, ctx.sizes.channels, flip_sin_to_cos=True, downscale_freq_shift=0)
+
+        with torch.no_grad():
+            versus = race({"posenc": lambda: tsm(ts), "diffusers": theirs}, ctx, ctx.sizes.calls)
+            gap = float((tsm(ts).double() - theirs().double()).abs().max())
+        result["against_diffusers"] = {
+            **compared(versus, "posenc", "diffusers", "<= 2", "Timesteps float vs diffusers"),
+            "max_abs_difference_from_diffusers": gap,
+        }
+    return result
+
+
+def _diffusers_get_timestep_embedding() -> Callable[..., torch.Tensor] | None:
+    """diffusers' own ``get_timestep_embedding``, or None where diffusers is not installed."""
+    try:
+        from diffusers.models.embeddings import get_timestep_embedding
+    except ImportError:
+        return None
+    return get_timestep_embedding
 
 
 def case_table(ctx: Context) -> dict[str, Any]:
@@ -340,11 +364,24 @@ def check_host_syncs(ctx: Context) -> dict[str, str]:
     s = ctx.sizes
     xL = torch.randn(s.batch, s.seq, s.d_model, device=ctx.device, dtype=ctx.dtype)
     pos = torch.arange(s.seq, device=ctx.device).repeat(s.batch, 1)
+    lengths = torch.tensor([s.seq // 2, s.seq - s.seq // 2] * s.batch, device=ctx.device)
+    cu_seqlens = torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32)
+    packed = pt.from_cu_seqlens(cu_seqlens, total=s.batch * s.seq)
+    xp = torch.randn(1, s.batch * s.seq, s.d_model, device=ctx.device, dtype=ctx.dtype)
+    rotary = pt.RotaryEmbedding(rope.config(head_dim=128, base=500000.0)).to(ctx.device)
+    q = torch.randn(s.batch, 8, s.seq, 128, device=ctx.device, dtype=ctx.dtype)
+    decode_ids = offs[:, None]
     cases = {
         "decode per-batch offsets": lambda: m(x1, offset=offs),
         "decode int offset": lambda: m(x1, offset=o),
         "Timesteps float": lambda: t["tsm"](t["ts"]),
         "positions (batch, seq) int": lambda: m(xL, positions=pos),
+        "packed ids from cu_seqlens (eager checks total: a sync)": lambda: m(
+            xp, positions=pt.from_cu_seqlens(cu_seqlens, total=s.batch * s.seq)
+        ),
+        "packed ids given": lambda: m(xp, positions=packed),
+        "rotary cos/sin, decode ids": lambda: rotary(q, decode_ids),
+        "rotary apply_rotary_exact": lambda: pt.apply_rotary_exact(q, q, pos, rotary.params),
     }
     results = {}
     for name, fn in cases.items():

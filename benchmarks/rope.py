@@ -84,6 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     fused = device.type == "cuda" and importlib.util.find_spec("triton") is not None
     if fused:
         rows["posenc fused apply (CUDA)"] = measure(fused_step, args.repeat, sync)
+    liger = _liger_apply() if fused else None
+    if liger is not None:
+
+        def liger_step():
+            cos, sin = theirs(q, ids)
+            return liger(q, k, cos, sin)
+
+        rows["hf tables + liger apply"] = measure(liger_step, args.repeat, sync)
     reference = rows["hf tables + apply"]["median_s"]
     floor_s = rows["floor: read and write q, k"]["median_s"]
     errors = _errors(theirs, ours, config, args.seq, dtype, device)
@@ -99,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print("  posenc fused apply (CUDA)            —      (CUDA and triton only)")
     for name, error in errors.items():
         print(f"  max |cos, sin - exact| {name}: {error:.3g}")
-    bars = _bars(rows.get("posenc fused apply (CUDA)"))
+    bars = _bars(rows.get("posenc fused apply (CUDA)"), rows.get("hf tables + liger apply"))
     for name, bar in bars.items():
         verdict = {True: "met", False: "NOT met", None: "not measured"}[bar["met"]]
         shown = "—" if bar["ratio"] is None else f"{bar['ratio']:.2f}x"
@@ -129,12 +137,26 @@ BARS = (
 )
 
 
-def _bars(fused_row: dict | None) -> dict[str, dict]:
-    """Each bar: the fused row's ratio, the bar, and whether it is met (None: the fused row was not run)."""
+def _liger_apply():
+    """Liger-Kernel's Triton rotary apply (``liger_rotary_pos_emb``), or None where it is not installed."""
+    try:
+        from liger_kernel.transformers.rope import liger_rotary_pos_emb
+    except ImportError:
+        return None
+    return liger_rotary_pos_emb
+
+
+def _bars(fused_row: dict | None, liger_row: dict | None = None) -> dict[str, dict]:
+    """Each bar: the fused row's ratio, the bar, and whether it is met (None: the fused row was not run).
+    With Liger's row, also the fused apply against Hugging Face's tables + Liger's apply (<= 1.0x)."""
     out = {}
     for name, key, limit in BARS:
         ratio = None if fused_row is None else fused_row[key]
         out[name] = {"ratio": ratio, "bar": limit, "met": None if ratio is None else bool(ratio <= limit)}
+    if fused_row is not None and liger_row is not None:
+        ratio = fused_row["median_s"] / liger_row["median_s"]
+        name = "posenc fused <= 1.0x hf tables + liger apply"
+        out[name] = {"ratio": ratio, "bar": 1.0, "met": bool(ratio <= 1.0)}
     return out
 
 

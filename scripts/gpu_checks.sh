@@ -1,21 +1,78 @@
 #!/usr/bin/env bash
-# Every GPU check and measurement of posenc in one run, for a GPU machine that has torch and triton and no
-# network (nothing is installed). Run from the repository root; logs and JSON go to $OUT (default
-# benchmarks/results). What each step proves:
-#   gpu_kernel_bits.py     the encode kernel = the portable algorithm = the core, bit for bit; first-call compile
-#   test_torch_device.py   the torch adapter on CUDA (encode, tables, modules, compile) against the core
-#   device_native.py       the issue's speed bars side by side, host syncs, CUDA-graph capture, reduce-overhead
-#   rope.py                the fused rotary apply against Hugging Face's rotary + apply and the memory floor
+# Every GPU check and measurement of posenc in one run, for a GPU machine that has torch, triton and
+# transformers and no network. Run from the repository root; logs and JSON go to $OUT (default
+# benchmarks/results). Optional wheels (diffusers, liger-kernel, importlib_metadata: the references the
+# issue names) are installed from .whl/ when that folder was carried; fetch them on a machine with a network:
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
+#       -d .whl diffusers==0.42.1 liger-kernel==0.8.5 importlib_metadata
+# and carry .whl (gitignored). On an H200 the whole run took 206 s (2026-11-27). What each step proves:
+#   gpu_kernel_bits.py     the encode and table kernels = the portable algorithm = the core, bit for bit, on
+#                          millions of values (every output dtype, position kind, offsets, settling)
+#   test_torch_device.py   the torch adapter on CUDA (encode, tables, modules, rotary, compile) against the core
+#   gpu_hf_model.py        a Hugging Face Llama with posenc's rotary: forward, generate, sync-debug, compile
+#   device_native.py       the issue's speed bars side by side, host syncs (sync-debug "error"), CUDA-graph
+#                          capture and replay, torch.compile(mode="reduce-overhead"), a training step, JAX
+#   rope.py                the fused rotary apply against Hugging Face's (and Liger-Kernel's) and the floor
+#   gpu_warm.py            each timed case once, ahead: its kernels compiled in parallel
+#   kernel_guard.py        the first-launch probes of posenc.torch.kernel_status(): what each one costs
+# Phase A runs the correctness steps and gpu_warm.py (each timed case once: its compiles) side by side on the
+# 16 cores; phase B times the cases one at a time, their kernels in Triton's disk cache.
+# Dry run on the CPU:  GPU_CHECKS_DEVICE=cpu TRITON_INTERPRET=1 scripts/gpu_checks.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+# Every log and JSON goes to $RESULTS, packed into $OUT/results.tgz after each step (the device tool brings
+# back at most 8 files), so a run cut short still returns what it finished.
 OUT="${OUT:-benchmarks/results}"
-mkdir -p "$OUT"
+RESULTS="${RESULTS:-/tmp/gpu_results}"
+mkdir -p "$OUT" "$RESULTS"
 PY="${PYTHON:-python3}"
-nvidia-smi -L
-"$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-OUT="$OUT" "$PY" scripts/gpu_kernel_bits.py 2>&1 | tail -20
-"$PY" -m pytest -q -p no:cacheprovider -x tests/test_torch_device.py --device cuda >"$OUT/test_torch_device_cuda.log" 2>&1
-tail -3 "$OUT/test_torch_device_cuda.log"
-"$PY" benchmarks/device_native.py --device cuda --json "$OUT/device_native_cuda.json" 2>&1 | tail -40
-"$PY" benchmarks/rope.py --device cuda --json "$OUT/rope_cuda.json" 2>&1 | tail -20
+DEV="${GPU_CHECKS_DEVICE:-cuda}"
+QUICK=()
+[ "$DEV" = cpu ] && QUICK=(--quick)
+if [ -d .whl ]; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH="/tmp/site"
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# A Triton/inductor cache from an earlier run on the same kind of machine, when carried (saves the compiles).
+for cache in .gpu_cache/*.tgz; do [ -f "$cache" ] && tar -xzf "$cache" -C / 2>/dev/null; done
+"$PY" setup.py -q build_ext --inplace >/dev/null 2>&1 || echo "C extension not built: the NumPy path runs"
+if [ "$DEV" = cuda ]; then nvidia-smi -L; fi
+"$PY" -c "import torch, triton, transformers, posenc.core as c; print('torch', torch.__version__, 'triton',
+triton.__version__, 'transformers', transformers.__version__, 'core path', c.compiled.path())"
+"$PY" -c "import diffusers, liger_kernel; print('diffusers', diffusers.__version__, 'liger-kernel ok')" 2>&1 | tail -1
+began=$SECONDS
+step() {  # step NAME SECONDS COMMAND...: run with a limit, its output to $OUT/NAME.log, its end printed
+    local name=$1 limit=$2
+    shift 2
+    OUT="$RESULTS" timeout -k 5 "$limit" "$@" >"$RESULTS/$name.log" 2>&1
+    echo "== $name: exit $? at $((SECONDS - began)) s"
+    tail -n 25 "$RESULTS/$name.log"
+    tar -czf "$OUT/results.tgz" -C "$RESULTS" . 2>/dev/null
+}
+caches() {  # the compile caches, for a rerun on a fresh machine (carry .gpu_cache/ with these files in it)
+    tar -czf "$OUT/triton_cache.tgz" -C / "$(cd ~ && pwd | cut -c2-)/.triton/cache" 2>/dev/null
+    tar -czf "$OUT/inductor_cache.tgz" -C / tmp/torchinductor_root 2>/dev/null
+}
+SMALL=()
+[ "$DEV" = cpu ] && SMALL=(--small)
+LIMIT_A="${LIMIT_A:-240}"  # 110 s was too short on 2026-11-27 for the bits and the suite
+# A: correctness, and the compiles of every timed case, side by side (Triton compiles on one core a process)
+step kernel_bits "$LIMIT_A" "$PY" scripts/gpu_kernel_bits.py --device "$DEV" "${SMALL[@]}" &
+step test_torch_device "$LIMIT_A" "$PY" -m pytest -q -p no:cacheprovider -n 6 tests/test_torch_device.py --device "$DEV" &
+step hf_model "$LIMIT_A" "$PY" scripts/gpu_hf_model.py --device "$DEV" &
+for case in decode decode_int timesteps table positions lm syncs compile rope guard; do
+    OUT="$RESULTS" timeout -k 5 "$LIMIT_A" "$PY" scripts/gpu_warm.py "$case" "$DEV" >"$RESULTS/warm_$case.log" 2>&1 &
+done
+wait
+tail -qn 1 "$RESULTS"/warm_*.log
+caches
+# B: timed, one at a time, the kernels compiled
+step device_native 110 "$PY" benchmarks/device_native.py --device "$DEV" "${QUICK[@]}" --json "$RESULTS/device_native.json"
+ROPE=()
+[ "$DEV" = cpu ] && ROPE=(--batch 1 --heads 2 --seq 64 --repeat 2)
+step rope 35 "$PY" benchmarks/rope.py --device "$DEV" "${ROPE[@]}" --json "$RESULTS/rope.json"
+step kernel_guard 20 "$PY" scripts/kernel_guard.py --device "$DEV"
+caches
+ls -la "$OUT"
+echo "== all done at $((SECONDS - began)) s"

@@ -33,6 +33,7 @@ CASES = [
     (33, {"odd": "literal", "base": 100.0}, "float64", 16384, "bfloat16"),
     (256, {}, "tiny", 8192, "float32"),
     (128, {}, "int", 4096, "float64"),
+    (512, {}, "int+offset", 8192, "bfloat16"),  # decode: per-row offsets added exactly in the kernel
 ]
 #: tables by angle addition: (length, d_model, start, options, output dtype)
 TABLES = [
@@ -99,13 +100,19 @@ def main(where: str, small: bool) -> dict:
         rows = 8 if small else rows
         checked = core.Options.check(d_model, **{**defaults.OPTIONS, **options})
         request = operator._request((*checked, fmt))
-        host = positions(kind, rows, rng)
+        host = positions(kind.removesuffix("+offset"), rows, rng)
+        offset = None
+        if kind.endswith("+offset"):  # positions + offset stays inside int32
+            host = host // 2
+            offset = torch.tensor(rng.integers(-(2**30) + 1, 2**30, rows)).to(where)
         on_gpu = host.to(where)
         start = time.perf_counter()
-        got, uncertain = encode_launch.launch(on_gpu, None, request)
+        got, uncertain = encode_launch.launch(on_gpu, offset, request)
         sync()
         first = time.perf_counter() - start
-        array = portable.encode(portable.backend_of(on_gpu), on_gpu, request)
+        array = portable.encode(portable.backend_of(on_gpu), on_gpu, request, offset)
+        if offset is not None:
+            host = host + offset.cpu()
         bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[got.element_size()]
         same_as_portable = bool(torch.equal(got.view(bits), array.view(bits)))
         host_values = host.double().numpy() if host.is_floating_point() else host.numpy()
@@ -116,7 +123,7 @@ def main(where: str, small: bool) -> dict:
         start = time.perf_counter()
         calls = 1 if small else 10
         for _ in range(calls):
-            encode_launch.launch(on_gpu, None, request)
+            encode_launch.launch(on_gpu, offset, request)
         sync()
         per_call = (time.perf_counter() - start) / calls
         case = {

@@ -19,7 +19,7 @@ $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
 	$(BIN)/python -m pip install --quiet --no-deps keras-hub==0.32.0
 	touch $@
 
-# triton 3.6 (torch 2.10/2.11's), apart: tests/test_kernel_compile.py builds the CUDA kernels with it too
+# triton 3.6 (torch 2.10/2.11's), apart: tests/torch/test_kernel_compile.py builds the CUDA kernels with it too
 $(VENV)/.installed-triton-3.6: $(VENV)/.installed-test
 	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(VENV)/triton-3.6 triton==3.6.0
 	touch $@

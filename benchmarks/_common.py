@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: tests.support
 
-from tutorial import TutorialPositionalEncoding, tutorial_table
+from tests.support.tutorial import TutorialPositionalEncoding, tutorial_table
 
 __all__ = [
     "Target",

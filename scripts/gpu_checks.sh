@@ -59,7 +59,7 @@ SMALL=()
 LIMIT_A="${LIMIT_A:-240}"  # 110 s was too short on 2026-11-27 for the bits and the suite
 # A: correctness, and the compiles of every timed case, side by side (Triton compiles on one core a process)
 step kernel_bits "$LIMIT_A" "$PY" scripts/gpu_kernel_bits.py --device "$DEV" "${SMALL[@]}" &
-step test_torch_device "$LIMIT_A" "$PY" -m pytest -q -p no:cacheprovider -n 6 tests/test_torch_device.py --device "$DEV" &
+step test_torch_device "$LIMIT_A" "$PY" -m pytest -q -p no:cacheprovider -n 6 tests/torch/test_torch_device.py --device "$DEV" &
 step hf_model "$LIMIT_A" "$PY" scripts/gpu_hf_model.py --device "$DEV" &
 for case in decode decode_int timesteps table positions lm syncs compile rope guard; do
     OUT="$RESULTS" timeout -k 5 "$LIMIT_A" "$PY" scripts/gpu_warm.py "$case" "$DEV" >"$RESULTS/warm_$case.log" 2>&1 &

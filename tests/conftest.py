@@ -3,14 +3,15 @@ from pathlib import Path
 
 import pytest
 
-# tests/reference.py is imported as a plain module by the test files.
-sys.path.insert(0, str(Path(__file__).parent))
+# The test files import their helpers as tests.support.NAME: the repository root on the path (pytest puts it
+# there for the package tests/; subprocesses and the benchmarks add it themselves).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # --- the two tiers: `make check` runs every test not marked slow, `make test` runs them all ----------------
 # A test is slow when it compiles (Triton for sm_90, Triton's interpreter, torch.compile or jax.jit over many
 # cases), explores (hypothesis fuzz, exhaustive sweeps), starts processes (signals, multi-process, the
 # benchmarks' smoke runs) or runs the README's blocks. Whole files by name, single tests by file::function;
-# tests/test_suite_tiers.py checks that every name below still names a test.
+# tests/contracts/test_suite_tiers.py checks that every name below still names a test.
 
 SLOW_FILES = {
     "test_kernel_compile.py": "compiles every Triton kernel for sm_90 with two Tritons",
@@ -104,7 +105,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--device",
         default="cpu",
-        help="the torch device of tests/test_torch_device.py (default cpu; cuda on a GPU machine)",
+        help="the torch device of tests/torch/test_torch_device.py (default cpu; cuda on a GPU machine)",
     )
 
 

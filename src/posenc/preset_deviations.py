@@ -7,7 +7,7 @@ a tolerance at least this large. The figures are the largest absolute difference
 published float32 formula, re-implemented in NumPy float32 as the library computes it, and posenc's exact
 float64 values, over positions 0 .. L - 1 at d_model 512, for L = 1k, 8k and 131k positions
 (:data:`LENGTHS`). DistilBERT/XLM and Marian compute in float64 and round once to float32: half a float32
-ulp at 1 (2**-25 ≈ 2.98e-8) at any length. ``tests/test_presets.py`` recomputes the 1k and 8k figures.
+ulp at 1 (2**-25 ≈ 2.98e-8) at any length. ``tests/presets/test_presets.py`` recomputes the 1k and 8k figures.
 
 The figures hold for a preset's default parameters (diffusers: scale 1 and base 10000, either
 ``downscale_freq_shift``; keras-hub, whisper, tensor2tensor: base 10000); other parameters have none

@@ -16,9 +16,9 @@ from ... import portable
 KERNEL_DEVICES = ["cuda"]
 
 
-#: The oldest triton the kernels are built with in CI (tests/test_kernel_compile.py: torch 2.10 and 2.11 ship
-#: 3.6). With an older one the launchers leave the kernels alone and CUDA tensors take the portable algorithm
-#: (the same bits, thousands of small kernels instead of one).
+#: The oldest triton the kernels are built with in CI (tests/torch/test_kernel_compile.py: torch 2.10 and
+#: 2.11 ship 3.6). With an older one the launchers leave the kernels alone and CUDA tensors take the portable
+#: algorithm (the same bits, thousands of small kernels instead of one).
 MIN_TRITON = (3, 6)
 
 

@@ -1,0 +1,1 @@
+"""posenc's tests: one folder per package of src/posenc, shared helpers in support/."""

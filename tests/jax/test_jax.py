@@ -1,0 +1,413 @@
+"""posenc.jax: encode/table under eager, jit and vmap, the Flax (NNX) module, with x64 off and on.
+
+The pytest process runs JAX as configured by default (``jax_enable_x64`` off: int32 positions, no float64).
+``test_the_suite_passes_with_x64_enabled`` runs this whole file again in a subprocess with
+``JAX_ENABLE_X64=1``; tests whose behaviour depends on the mode branch on ``X64``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posenc
+import posenc.jax as pj
+from tests.support import reference as ref
+from tests.support.module_cases import BAD_MODULE_OPTIONS
+
+X64 = bool(jax.config.jax_enable_x64)
+F32 = jnp.float32  # explicit: with x64 on, JAX's default float is float64
+NAMES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
+
+
+def _bits(array) -> np.ndarray:
+    array = np.asarray(array)
+    return array.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[array.dtype.itemsize])
+
+
+def _same_bits(got, want) -> bool:
+    got = np.asarray(got)
+    return got.dtype == want.dtype and got.shape == want.shape and np.array_equal(_bits(got), _bits(want))
+
+
+# --- encode and table -------------------------------------------------------------------------------
+
+
+#: The (layout, dtype) pairs also checked traced: one per layout and per dtype.
+TRACED = {("interleaved", "float32"), ("sin_cos", "float16"), ("cos_sin", "bfloat16")}
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "sin_cos", "cos_sin"])
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+def test_encode_is_bit_identical_to_the_core_eager_jit_and_vmap(layout, name):
+    positions = np.array([[0, 7, 2**30, 2**31 - 1], [5, 6, 1_000_000, 123_456_789]])
+    want = posenc.encode(positions, 66, shift=1, layout=layout, dtype=name)
+
+    def run(p):
+        return pj.encode(p, 66, shift=1, layout=layout, dtype=NAMES[name])
+
+    p = jnp.asarray(positions)
+    assert p.dtype == (jnp.int64 if X64 else jnp.int32)
+    assert _same_bits(run(p), want)  # eager, from a device array
+    assert _same_bits(run(positions), want)  # eager, from NumPy int64
+    if (layout, name) in TRACED:  # each traced program compiles the portable algorithm (~10 s on 2 cores)
+        assert _same_bits(jax.jit(run)(p), want)  # traced: the portable algorithm inside the program
+        assert _same_bits(jax.jit(lambda q: jax.vmap(jax.vmap(run))(q))(p[:, :, None]), want[:, :, None])
+
+
+@settings(max_examples=4, deadline=None)  # each example compiles a program
+@given(
+    positions=st.lists(st.integers(-(2**31) + 1, 2**31 - 1), min_size=1, max_size=6),
+    d_model=st.integers(2, 40),
+    shift=st.sampled_from([0, 1, 0.5, -2]),
+    base=st.sampled_from([10000.0, 100.0, 1e9, 1.5]),
+    layout=st.sampled_from(["interleaved", "sin_cos", "cos_sin"]),
+    name=st.sampled_from(["float32", "bfloat16"]),
+)
+def test_jitted_encode_matches_the_core_for_any_options(positions, d_model, shift, base, layout, name):
+    if d_model // 2 - shift <= 0:
+        shift = 0
+    options = {"base": base, "shift": shift, "layout": layout}
+    got = jax.jit(lambda p: pj.encode(p, d_model, dtype=NAMES[name], **options))(jnp.asarray(positions))
+    assert _same_bits(got, posenc.encode(np.array(positions), d_model, dtype=name, **options))
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16"])
+def test_half_precision_is_correctly_rounded_against_mpmath(name):
+    rng = np.random.default_rng(3)
+    positions = np.concatenate([rng.integers(0, 2**31, 20), rng.integers(0, 100_000, 20), [99_999]])
+    got = np.asarray(jax.jit(lambda p: pj.encode(p, 64, dtype=NAMES[name]))(jnp.asarray(positions)))
+    for row, i in zip(rng.integers(0, len(positions), 120), rng.integers(0, 32, 120), strict=True):
+        sin, cos = ref.sincos(int(positions[row]), int(i), 64)
+        assert float(got[row, 2 * i]) == ref.round_to(sin, name)
+        assert float(got[row, 2 * i + 1]) == ref.round_to(cos, name)
+
+
+def test_real_positions():
+    # float32 positions (what a traced real position is with x64 off) are exact values: encoded exactly.
+    t = np.array([0.5, 999.25, 12345.678], dtype=np.float32)
+    want = posenc.encode(t.astype(np.float64), 32, shift=1, layout="cos_sin")
+    assert _same_bits(jax.jit(lambda q: pj.encode(q, 32, shift=1, layout="cos_sin"))(jnp.asarray(t)), want)
+    # NumPy float64 positions are used as they are, in either mode.
+    t64 = np.array([0.1, 1e6 + 0.3])
+    assert _same_bits(pj.encode(t64, 32), posenc.encode(t64, 32))
+
+
+def test_dynamic_positions_compile_once_for_every_step():
+    traces = []
+
+    @jax.jit
+    def step(t):
+        traces.append(1)
+        return pj.encode(t + jnp.arange(3), 48)
+
+    for t in (0, 5, 70_000, 2**31 - 3):
+        assert _same_bits(step(jnp.asarray(t)), posenc.table(3, 48, start=t))
+    assert len(traces) == 1
+
+
+def test_table_static_and_traced_start():
+    assert _same_bits(pj.table(9, 66, start=4, shift=1), posenc.table(9, 66, start=4, shift=1))
+    assert _same_bits(
+        pj.table(5, 8, start=-2, dtype=jnp.bfloat16), posenc.table(5, 8, start=-2, dtype="bfloat16")
+    )
+    traced = jax.jit(lambda s: pj.table(6, 20, start=s, layout="sin_cos"))
+    for s in (0, 1000, 2**31 - 6):
+        assert _same_bits(traced(jnp.asarray(s)), posenc.table(6, 20, start=s, layout="sin_cos"))
+    assert pj.table(0, 8).shape == (0, 8)
+
+
+def test_float64_needs_x64():
+    if X64:
+        got = jax.jit(lambda p: pj.encode(p, 16, dtype=jnp.float64))(jnp.arange(5) * 1000)
+        want = posenc.encode(np.arange(5) * 1000, 16, dtype="float64")
+        # float64 is within 1 ulp of the exact value in both (the portable algorithm rounds it correctly)
+        assert np.abs(np.asarray(got).view(np.int64) - want.view(np.int64)).max() <= 1
+        assert _same_bits(pj.table(4, 16, dtype="float64"), posenc.table(4, 16, dtype="float64"))
+    else:
+        with pytest.raises(ValueError, match=r"float64 needs 64-bit JAX.*jax_enable_x64"):
+            pj.encode([1, 2], 16, dtype=jnp.float64)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        pj.encode([1], 8, dtype=jnp.int32)
+    with pytest.raises(TypeError, match="not booleans"):
+        jax.jit(lambda p: pj.encode(p, 8))(jnp.array([True]))
+    with pytest.raises(TypeError, match="not booleans"):
+        pj.encode(np.array([True]), 8)
+    with pytest.raises(ValueError, match=r"\|p\| < 2\*\*31"):
+        pj.encode([2**31], 8)
+    with pytest.raises(ValueError, match="n - shift"):
+        pj.encode([1], 2, shift=1)
+    with pytest.raises(TypeError, match="start must be an integer scalar"):
+        jax.jit(lambda s: pj.table(3, 8, start=s))(jnp.float32(1.0))
+    # Traced positions cannot raise inside a program: invalid ones give rows of NaN.
+    rows = np.asarray(jax.jit(lambda p: pj.encode(p, 8))(jnp.array([0.0, jnp.nan, jnp.inf])))
+    assert not np.isnan(rows[0]).any() and np.isnan(rows[1:]).all()
+
+
+# --- the Flax module --------------------------------------------------------------------------------
+
+
+def test_module_adds_the_exact_table_and_holds_no_table_in_its_state():
+    module = pj.SinusoidalPositionalEncoding(16, dropout=0.1, rngs=nnx.Rngs(0))
+    x = jax.random.normal(jax.random.key(0), (3, 10, 16), F32)
+    y = module(x, deterministic=True)
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(x) + posenc.table(10, 16))
+    leaves = jax.tree.leaves(nnx.state(module))
+    assert leaves and all(np.size(leaf) == 1 for leaf in leaves)  # the dropout key and counter only
+    assert jax.tree.leaves(nnx.state(pj.SinusoidalPositionalEncoding(16))) == []
+    assert nnx.state(module, nnx.Param) == nnx.State({})
+
+
+def test_module_no_length_cliff_seq_first_and_options():
+    module = pj.SinusoidalPositionalEncoding(8, max_len=4, shift=1, layout="sin_cos")
+    np.testing.assert_array_equal(
+        np.asarray(module(jnp.zeros((1, 5000, 8), F32))[0]), posenc.table(5000, 8, shift=1, layout="sin_cos")
+    )
+    x = jax.random.normal(jax.random.key(1), (2, 7, 12), F32)
+    batch_first = pj.SinusoidalPositionalEncoding(12)(x)
+    seq_first = pj.SinusoidalPositionalEncoding(12, batch_first=False)(jnp.swapaxes(x, 0, 1))
+    assert _same_bits(jnp.swapaxes(seq_first, 0, 1), np.asarray(batch_first))
+    assert _same_bits(pj.SinusoidalPositionalEncoding(12)(x[0]), np.asarray(batch_first[0]))  # (seq, d)
+
+
+def test_module_offset_decoding_equals_the_full_pass_eager_and_jitted():
+    module = pj.SinusoidalPositionalEncoding(32)
+    x = jax.random.normal(jax.random.key(2), (2, 9, 32), F32)
+    full = np.asarray(module(x))
+    eager = [module(x[:, t : t + 1], offset=t) for t in range(9)]
+    assert _same_bits(jnp.concatenate(eager, axis=1), full)
+    traces = []
+
+    @nnx.jit
+    def step(module, x_t, t):
+        traces.append(1)
+        return module(x_t, offset=t)
+
+    for t in range(9):
+        assert _same_bits(step(module, x[:, t : t + 1], jnp.asarray(t)), full[:, t : t + 1])
+    assert len(traces) == 1  # one program for every step
+    per_row = module(x[:, 4:5], offset=jnp.array([4, 2]))
+    assert _same_bits(per_row[0], full[0, 4:5])
+    assert _same_bits(per_row[1], np.asarray(x[1, 4:5]) + posenc.encode([2], 32))
+    jitted = nnx.jit(lambda m, x, o: m(x, offset=o))(module, x[:, 4:5], jnp.array([4, 2]))
+    assert _same_bits(jitted, np.asarray(per_row))
+
+
+def test_module_positions_for_padding_packing_and_shards():
+    module = pj.SinusoidalPositionalEncoding(16)
+    mask = np.array([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    positions = posenc.positions.from_attention_mask(mask)
+    x = jnp.zeros((2, 5, 16), F32)
+    for p in (positions, jnp.asarray(positions)):
+        out = np.asarray(module(x, p))
+        np.testing.assert_array_equal(out[0, 2:], out[1, :3])
+        np.testing.assert_array_equal(
+            np.asarray(nnx.jit(lambda m, x, p: m(x, p))(module, x, jnp.asarray(p))), out
+        )
+    floats = module(jnp.zeros((1, 2, 16), F32), jnp.array([0.5, 1.5]))
+    np.testing.assert_array_equal(np.asarray(floats[0]), posenc.encode([0.5, 1.5], 16))
+    shard = np.array([2, 3, 12, 13])  # a zigzag shard's global positions
+    assert _same_bits(module(jnp.zeros((1, 4, 16), F32), shard)[0], posenc.table(16, 16)[shard])
+    assert _same_bits(
+        module(jnp.zeros((1, 4, 16), F32), shard, offset=100)[0], posenc.table(16, 16, start=100)[shard]
+    )
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16", *(["float64"] if X64 else [])])  # float64 needs x64
+def test_module_in_low_precision_stays_exact_at_100k(name):
+    dtype = NAMES.get(name, jnp.float64)
+    module = pj.SinusoidalPositionalEncoding(64)
+    x = jnp.zeros((1, 3, 64), dtype=dtype)
+    want = posenc.table(3, 64, start=100_000, dtype=name)
+    assert _same_bits(module(x, offset=100_000)[0], want)
+    traced = nnx.jit(lambda m, x, o: m(x, offset=o))(module, x, jnp.asarray(100_000))[0]
+    if name == "float64":  # within 1 ulp of the exact value, like the core's float64
+        assert np.abs(np.asarray(traced).view(np.int64) - want.view(np.int64)).max() <= 1
+    else:
+        assert _same_bits(traced, want)
+    assert _same_bits(nnx.jit(lambda m, x: m(x, offset=100_000))(module, x)[0], want)  # a constant
+
+
+def test_module_under_jit_large_tables_use_the_portable_algorithm(monkeypatch):
+    module = pj.SinusoidalPositionalEncoding(64)
+    x = jnp.zeros((2, 100, 64), F32)
+    constant = nnx.jit(lambda m, x: m(x, offset=7))(module, x)
+    monkeypatch.setattr(pj.tables, "CONSTANT_LIMIT_BYTES", 1024)
+    called = nnx.jit(lambda m, x: m(x, offset=7))(module, x)
+    assert _same_bits(called, np.asarray(constant))
+    assert _same_bits(called[1], posenc.table(100, 64, start=7))
+
+
+def test_module_dropout_trains_and_evaluates():
+    module = pj.SinusoidalPositionalEncoding(64, dropout=0.25, rngs=nnx.Rngs(dropout=7))
+    x = jax.random.normal(jax.random.key(3), (4, 256, 64), F32)
+    clean = module(x, deterministic=True)
+    out = module(x)
+    kept = np.asarray(out != 0)
+    assert abs(kept.mean() - 0.75) < 0.01
+    np.testing.assert_allclose(np.asarray(out)[kept], np.asarray(clean)[kept] / 0.75, rtol=1e-6)
+    assert not np.array_equal(np.asarray(module(x)), np.asarray(out))  # a fresh mask per call
+    assert _same_bits(nnx.view(module, deterministic=True)(x), np.asarray(clean))
+    module.eval()
+    assert _same_bits(module(x), np.asarray(clean))
+    grad = jax.grad(lambda x: pj.SinusoidalPositionalEncoding(64)(x).sum())(x)
+    assert _same_bits(grad, np.ones(x.shape, np.float32))  # gradients reach x
+    rngs = nnx.Rngs(dropout=1)
+    keyless = pj.SinusoidalPositionalEncoding(8, dropout=0.5)
+    with pytest.raises(ValueError, match=r"needs random keys.*rngs=nnx.Rngs"):
+        keyless(jnp.zeros((1, 4, 8), F32))
+    assert keyless(jnp.ones((1, 64, 8), F32), rngs=rngs).shape == (1, 64, 8)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda m: m(jnp.zeros((2, 5, 15), F32)), ValueError, r"d_model=16; got shape \(2, 5, 15\)"),
+        (lambda m: m(jnp.zeros(16, F32)), ValueError, r"got shape \(16,\)"),
+        (
+            lambda m: m(jnp.zeros((2, 5, 16), F32), jnp.arange(4)),
+            ValueError,
+            r"positions must have shape \(5,\)",
+        ),
+        (lambda m: m(jnp.zeros((2, 5, 16), F32), jnp.ones(5, dtype=bool)), TypeError, "not booleans"),
+        (
+            lambda m: m(jnp.zeros((2, 5, 16), F32), offset=-1),
+            ValueError,
+            r"offset must be an integer >= 0; got -1",
+        ),
+        (
+            lambda m: m(jnp.zeros((2, 5, 16), F32), offset=jnp.array([0, -3])),
+            ValueError,
+            r"offset must be >= 0",
+        ),
+        (
+            lambda m: m(jnp.zeros((2, 5, 16), F32), offset=jnp.array([1])),
+            ValueError,
+            r"shape \(batch,\) = \(2,\) or \(\)",
+        ),
+        (lambda m: m(jnp.zeros((2, 5, 16), F32), offset=1.5), TypeError, "offset must be an int"),
+        (lambda m: m(jnp.zeros((2, 5, 16), dtype=jnp.int32)), TypeError, "float64, float32"),
+        (lambda m: m([[0.0] * 16]), TypeError, "x must be a jax.Array"),
+        (lambda m: m(jnp.zeros((2, 5, 16), F32), offset=2**31 - 2), ValueError, r"offset \+ seq - 1"),
+    ],
+)
+def test_bad_module_inputs(call, error, message):
+    with pytest.raises(error, match=message):
+        call(pj.SinusoidalPositionalEncoding(16))
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), BAD_MODULE_OPTIONS)
+def test_bad_module_options(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        pj.SinusoidalPositionalEncoding(**kwargs)
+
+
+# --- imports and the x64 mode ----------------------------------------------------------------------
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}, timeout=120
+    )
+
+
+def test_imports_stay_lazy_and_missing_frameworks_name_the_install():
+    loaded = "print(sorted(m for m in ('jax', 'flax', 'torch') if m in sys.modules))"
+    assert _run(f"import sys, posenc; {loaded}").stdout.strip() == "[]"
+    assert _run(f"import sys, posenc.jax; {loaded}").stdout.strip() == "['jax']"
+    no_jax = _run("import sys; sys.modules['jax'] = None; import posenc.jax")
+    assert "pip install 'posenc[jax]'" in no_jax.stderr
+    no_flax = _run(
+        "import sys; sys.modules['flax'] = None; import posenc.jax as pj; print(pj.encode([1], 4).shape); "
+        "pj.SinusoidalPositionalEncoding(4)"
+    )
+    assert no_flax.stdout.strip() == "(1, 4)"  # the functions work with jax alone
+    assert "ImportError" in no_flax.stderr and "pip install 'posenc[flax]'" in no_flax.stderr
+
+
+@pytest.mark.skipif(X64, reason="this is the x64 run")
+def test_the_suite_passes_with_x64_enabled():
+    root = Path(__file__).resolve().parents[2]
+    # the tests that compile programs with int64/float64 positions (each compile takes ~10 s)
+    chosen = "bit_identical or real_positions or table_static or offset_decoding or bad_arguments or float64"
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        chosen,
+        str(Path(__file__)),
+    ]
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "JAX_ENABLE_X64": "1"},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout
+
+
+def test_presets_drive_the_jax_functions_and_module():
+    from posenc import presets
+
+    preset = presets.get("diffusers-timestep", flip_sin_to_cos=True, scale=2.0)
+    assert _same_bits(pj.table(7, 9, **preset.options), posenc.table(7, 9, **preset.options))
+    module = pj.SinusoidalPositionalEncoding(16, **presets.get("marian").options)
+    out = module(jnp.zeros((1, 5, 16), F32))[0]
+    assert _same_bits(out, presets.get("marian").table(5, 16))
+
+
+# --- found by the fuzz suite --------------------------------------------------------------------------
+
+
+def test_eager_bfloat16_positions_are_taken_exactly():
+    positions = jnp.array([1.5, 300.0, -2.0], jnp.bfloat16)
+    want = posenc.encode([1.5, 300.0, -2.0], 8)
+    assert _same_bits(pj.encode(positions, 8), want)
+    assert _same_bits(pj.encode(np.asarray(positions), 8), want)  # an ml_dtypes array
+    assert _same_bits(jax.jit(lambda p: pj.encode(p, 8))(positions), want)
+    module = pj.SinusoidalPositionalEncoding(8)
+    assert _same_bits(module.encoding_for(jnp.zeros((3, 8), F32), positions), want)
+
+
+@pytest.mark.parametrize(
+    ("offset", "error"), [(True, TypeError), (1.5, TypeError), ([[1], [2, 3]], TypeError)]
+)
+def test_module_offset_errors_name_the_offset(offset, error):
+    module = pj.SinusoidalPositionalEncoding(4)
+    with pytest.raises(TypeError, match="offset"):
+        module(jnp.zeros((1, 2, 4), F32), offset=offset)
+    with pytest.raises(TypeError, match="offset"):
+        module(jnp.zeros((1, 2, 4), F32), jnp.array([0, 1]), offset=offset)
+
+
+def test_a_python_int_offset_beyond_int32_under_jit_is_a_clear_error():
+    module = pj.SinusoidalPositionalEncoding(4)
+    x = jnp.zeros((1, 2, 4), F32)
+    step = jax.jit(lambda x, p: module(x, p, offset=2**33))
+    if X64:  # int64 on the device: positions + offset out of range give rows of NaN
+        assert np.isnan(np.asarray(step(x, jnp.array([0, 1])))).all()
+    else:
+        with pytest.raises(ValueError, match=r"offset must be < 2\*\*31 = 2147483648.*offset=8589934592"):
+            step(x, jnp.array([0, 1]))
+    with pytest.raises(ValueError, match="offset"):
+        module(x, offset=2**33)

@@ -1,0 +1,84 @@
+"""posenc.jax's rotary embeddings: the core's bits for concrete and traced positions, jitted programs with
+no callback and no float64 (x64 off and on), the Flax module, and apply_rotary as in posenc.torch."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import posenc.jax as pjax
+import posenc.rope as rope
+from posenc.jax import rotary
+from tests.rope.test_rope_parameters import CONFIGS
+
+NAMES = ["llama31_8b", "qwen2_yarn", "deepseek_v3", "gpt_neox", "qwen2_vl", "phi3_mini_128k"]
+
+
+@pytest.mark.parametrize(("name", "x64"), [(name, False) for name in NAMES] + [("qwen2_yarn", True)])
+def test_traced_positions_give_the_cores_bits_without_callback_or_float64(name, x64):
+    params = rope.config(CONFIGS[name])
+    rng = np.random.default_rng(2)
+    ids = rng.integers(0, 2**31, (2, 200)).astype(np.int32)
+    if params.mrope_section:
+        ids = np.stack([ids, ids // 2, ids // 3])
+    seq_len = 5000
+    want = rope.cos_sin(ids, params, dtype="bfloat16", seq_len=seq_len)
+
+    def run(positions):
+        return rotary.cos_sin(positions, params, dtype="bfloat16", seq_len=seq_len)
+
+    with jax.enable_x64(x64):
+        text = jax.jit(run).lower(jnp.asarray(ids)).as_text()
+        got = jax.jit(run)(jnp.asarray(ids))
+    assert "callback" not in text
+    if not x64:
+        assert "f64" not in text
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(a).view(np.uint16), b.view(np.uint16))
+
+
+def test_length_scaled_types_need_seq_len_under_jit():
+    params = rope.config(CONFIGS["phi3_mini_128k"])
+    with pytest.raises(ValueError, match="seq_len"):
+        jax.jit(lambda p: rotary.cos_sin(p, params))(jnp.arange(4))
+
+
+def test_the_flax_module_and_apply_rotary():
+    params = rope.config(CONFIGS["qwen2_vl"])
+    module = pjax.RotaryEmbedding(params)
+    x = jnp.zeros((1, 5, 8), jnp.float32)
+    ids = jnp.arange(5)[None]
+    cos, sin = module(x, ids)  # text: one id on every axis
+    want_cos, want_sin = rope.cos_sin(np.stack([np.arange(5)[None]] * 3), params)
+    np.testing.assert_array_equal(np.asarray(cos), want_cos)
+    np.testing.assert_array_equal(np.asarray(sin), want_sin)
+    assert module.attention_scaling == 1.0 and module.inv_freq.shape == (params.rotary_dim // 2,)
+    jitted = jax.jit(lambda x, p: module(x, p))(x, ids)
+    np.testing.assert_array_equal(np.asarray(jitted[0]), want_cos)
+    q = jax.random.normal(jax.random.key(0), (1, 2, 5, params.rotary_dim))
+    rotated, _ = pjax.apply_rotary(q, q, cos, sin)
+    torch = pytest.importorskip("torch")
+    import posenc.torch as ptorch
+
+    expected, _ = ptorch.apply_rotary(*(torch.from_numpy(np.asarray(a)) for a in (q, q, cos, sin)))
+    np.testing.assert_allclose(np.asarray(rotated), expected.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_the_flax_module_takes_a_layer_type_and_seq_len():
+    from tests.rope.test_rope_torch import GEMMA3
+
+    ids, x = jnp.arange(6)[None] + 5000, jnp.zeros((1, 6, 8), jnp.float32)
+    for layer in rope.layer_types(GEMMA3):
+        module = pjax.RotaryEmbedding(GEMMA3, layer_type=layer)
+        assert module.params == rope.config(GEMMA3, layer_type=layer)
+        np.testing.assert_array_equal(
+            np.asarray(module(x, ids)[0]), rope.cos_sin(np.asarray(ids), module.params)[0]
+        )
+    with pytest.raises(ValueError, match="layer_type="):
+        pjax.RotaryEmbedding(GEMMA3)
+    phi = pjax.RotaryEmbedding(CONFIGS["phi3_mini_128k"])
+    jitted = jax.jit(lambda x, p: phi(x, p, seq_len=4096))(x, ids)  # short factors, chosen in the program
+    want = rope.cos_sin(np.asarray(ids), phi.params, seq_len=4096)[0]
+    np.testing.assert_array_equal(np.asarray(jitted[0]), want)

@@ -1,0 +1,120 @@
+"""posenc.torch.RotaryEmbedding beyond the plain drop-in: ``seq_len`` for the length-dependent types (no host
+read: compiled with fullgraph, on meta tensors) and RoPE parameters per layer type (Gemma 3, as transformers
+5 saves them), against Hugging Face's own modules and the NumPy core."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import posenc.rope as rope
+import posenc.torch as ptorch
+from tests.rope.test_rope_parameters import CONFIGS
+from tests.support.module_cases import logits_before_and_after
+
+#: A Gemma 3 style config: RoPE parameters per layer type, as transformers 5 saves them.
+GEMMA3 = {
+    "model_type": "gemma3_text",
+    "hidden_size": 64,
+    "num_attention_heads": 2,
+    "head_dim": 32,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 8192,
+    "layer_types": ["sliding_attention", "full_attention"],
+    "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+    },
+}
+
+
+# --- seq_len: no host read ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["phi3_mini_128k", "dynamic"])
+def test_forward_with_seq_len_compiles_with_fullgraph_and_runs_on_meta(name):
+    module = ptorch.RotaryEmbedding(CONFIGS[name])
+    ids = torch.arange(6000)[None] + 100  # past original_max_position_embeddings (4096): long factors
+    x = torch.zeros(1, 1, 4)
+    for seq_len in (6100, 4096):  # long, then short factors (dynamic: scaled, then not)
+        want_cos, want_sin = rope.cos_sin(ids.numpy(), module.params, seq_len=seq_len)
+        compiled = torch.compile(lambda x, ids, n=seq_len: module(x, ids, seq_len=n), fullgraph=True)
+        cos, sin = compiled(x, ids)
+        np.testing.assert_array_equal(cos.numpy(), want_cos)
+        np.testing.assert_array_equal(sin.numpy(), want_sin)
+        eager_cos, _ = module(x, ids, seq_len=seq_len)
+        np.testing.assert_array_equal(eager_cos.numpy(), want_cos)
+    default_cos, _ = module(x, ids)  # default seq_len: max(position_ids) + 1 = 6100, read on the host
+    np.testing.assert_array_equal(default_cos.numpy(), rope.cos_sin(ids.numpy(), module.params)[0])
+    meta_cos, meta_sin = module(x.to("meta"), ids.to("meta"), seq_len=6100)
+    assert meta_cos.device.type == meta_sin.device.type == "meta"
+    assert tuple(meta_cos.shape) == (1, 6000, module.params.rotary_dim) and meta_cos.dtype == torch.float32
+    with pytest.raises(ValueError, match=r"pass seq_len="):
+        module(x.to("meta"), ids.to("meta"))
+
+
+def test_seq_len_is_ignored_by_the_types_that_do_not_depend_on_it():
+    module = ptorch.RotaryEmbedding(CONFIGS["llama31_8b"])
+    ids = torch.arange(50)[None] + 9000
+    x = torch.zeros(1, 1, 4)
+    np.testing.assert_array_equal(module(x, ids, seq_len=3)[0].numpy(), module(x, ids)[0].numpy())
+
+
+# --- RoPE parameters per layer type (Gemma 3) -------------------------------------------------------------
+
+
+def test_per_layer_type_parameters_are_read_with_layer_type():
+    assert rope.layer_types(GEMMA3) == ("full_attention", "sliding_attention")
+    assert rope.layer_types(CONFIGS["llama2"]) == ()
+    full = ptorch.RotaryEmbedding(GEMMA3, layer_type="full_attention")
+    sliding = ptorch.RotaryEmbedding(GEMMA3, layer_type="sliding_attention")
+    assert (full.params.rope_type, full.params.factor, full.params.base) == ("linear", 8.0, 1000000.0)
+    assert (sliding.params.rope_type, sliding.params.base) == ("default", 10000.0)
+    both = ptorch.RotaryEmbedding(GEMMA3)
+    assert both.params is None and set(both.layer_params) == {"full_attention", "sliding_attention"}
+    ids, x = torch.arange(40)[None], torch.zeros(1, 1, 4)
+    for module, layer in ((full, "full_attention"), (sliding, "sliding_attention")):
+        want = rope.cos_sin(ids.numpy(), rope.config(GEMMA3, layer_type=layer))
+        for got in (module(x, ids), module(x, ids, layer), both(x, ids, layer)):
+            np.testing.assert_array_equal(got[0].numpy(), want[0])
+            np.testing.assert_array_equal(got[1].numpy(), want[1])
+        torch.testing.assert_close(getattr(both, f"{layer}_inv_freq"), module.inv_freq, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"every layer type .*'full_attention'.*layer_type=None"):
+        both(x, ids)
+    with pytest.raises(
+        ValueError, match=r"layer_type='sliding_attention' was passed .*layer_type='full_attention'"
+    ):
+        full(x, ids, "sliding_attention")
+    with pytest.raises(ValueError, match=r"RotaryEmbedding\(cfg, layer_type=...\).*--layer-type"):
+        rope.config(GEMMA3)
+    with pytest.raises(ValueError, match=r"layer_type='full_attention' was given but .* not nested"):
+        ptorch.RotaryEmbedding(CONFIGS["llama2"], layer_type="full_attention")
+
+
+def test_per_layer_type_module_is_a_drop_in_for_gemma3():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.gemma3 import modeling_gemma3
+
+    fields = {k: v for k, v in GEMMA3.items() if k != "model_type"}
+    config = transformers.Gemma3TextConfig(
+        vocab_size=97, intermediate_size=64, num_key_value_heads=1, **fields
+    )
+    theirs = modeling_gemma3.Gemma3RotaryEmbedding(config)
+    ours = ptorch.RotaryEmbedding(config)
+    ids, x = torch.arange(3000)[None].repeat(2, 1), torch.zeros(2, 8, 4)
+    for layer in ("full_attention", "sliding_attention"):
+        their_cos, their_sin = theirs(x, ids, layer)
+        our_cos, our_sin = ours(x, ids, layer)
+        assert our_cos.shape == their_cos.shape and our_cos.dtype == their_cos.dtype
+        torch.testing.assert_close(our_cos, their_cos, atol=3e-4, rtol=0)  # their float32 angles
+        torch.testing.assert_close(our_sin, their_sin, atol=3e-4, rtol=0)
+        torch.testing.assert_close(
+            getattr(ours, f"{layer}_inv_freq"), getattr(theirs, f"{layer}_inv_freq"), rtol=1e-6, atol=0
+        )
+        assert getattr(ours, f"{layer}_attention_scaling") == getattr(theirs, f"{layer}_attention_scaling")
+    torch.manual_seed(0)
+    model = transformers.Gemma3ForCausalLM(config).eval()
+    tokens = torch.randint(0, 97, (1, 300))
+    before, after = logits_before_and_after(model, tokens, ptorch.RotaryEmbedding)
+    torch.testing.assert_close(after, before, atol=2e-4, rtol=0)

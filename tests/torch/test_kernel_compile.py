@@ -1,0 +1,132 @@
+"""posenc's Triton kernels compile for an H100 (sm_90) on this machine, which has no GPU: every
+specialization of scripts/compile_kernels.py goes through its real launcher and Triton's CUDA backend to a
+cubin, and through the check Triton makes at every launch (the globals a kernel read are unchanged) — with
+the pinned triton (what torch 2.13's CUDA builds ship) and with triton 3.6 (torch 2.10 and 2.11's, the
+oldest the launchers take; ``make test`` installs it apart, in .venv/triton-3.6).
+
+The bit-for-bit tests run the kernels in Triton's CPU interpreter, which accepts code the compiler refuses
+and makes no launch check: a NaN global (NaN != NaN reads as "changed") stopped every launch of both
+kernels, and triton 3.6 could not build them (None in a returned tuple, nested tuple unpacking), with every
+interpreted test green. The negative control shows this harness catches the first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from posenc.torch.kernels import common
+
+triton = pytest.importorskip("triton")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "compile_kernels.py"
+#: triton 3.6, installed apart by ``make test`` (pip install --target); first on the path, it is imported
+OLDEST = Path(sys.prefix) / "triton-3.6"
+TRITONS = {"pinned": None, "3.6": OLDEST}
+
+
+def _start(out: Path, extra_path: Path | None, *args: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    paths = [str(extra_path)] if extra_path else []
+    env["PYTHONPATH"] = os.pathsep.join([*paths, str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    env["TRITON_CACHE_DIR"] = str(out.parent / "cache")  # a fresh cache: every specialization compiles
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # the launchers pass enable_fp_fusion=False themselves
+    command = [sys.executable, *args, "--arch", "90", "--json", str(out)]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> dict[str, dict]:
+    """Each triton's records (the two compile at once, one per core)."""
+    if not (OLDEST / "triton").is_dir():
+        pytest.fail(f"triton 3.6 is not installed in {OLDEST}: run `make test` (it installs it there)")
+    started = {}
+    for name, extra in TRITONS.items():
+        out = tmp_path_factory.mktemp(f"triton-{name}") / "compiled.json"
+        started[name] = (out, _start(out, extra, str(SCRIPT)))
+    results = {}
+    for name, (out, process) in started.items():
+        log, _ = process.communicate(timeout=900)
+        assert out.exists(), log[-4000:]
+        results[name] = {**json.loads(out.read_text()), "returncode": process.returncode, "log": log}
+    return results
+
+
+@pytest.mark.parametrize("name", list(TRITONS))
+def test_every_specialization_compiles_to_an_sm_90_cubin(compiled, name):
+    result = compiled[name]
+    want = "3.6.0" if name == "3.6" else triton.__version__
+    assert result["triton"] == want
+    errors = {r["spec"]: r["error"][-1500:] for r in result["records"] if "error" in r}
+    assert not errors, errors
+    assert result["returncode"] == 0, result["log"][-3000:]
+    records = result["records"]
+    assert {r["spec"] for r in records} >= {"encode int -> bfloat16", "rotary bf16 half", "table -> bfloat16"}
+    assert len(records) == 11
+    for record in records:
+        assert record["ptx_target"] == "sm_90a"
+        assert record["cubin_bytes"] > 10_000
+        assert record["kernel"] in ("encode_kernel", "rotary_kernel", "table_kernel", "settle_kernel")
+    # the combining kernel keeps the exact algorithm out: few registers, several programs per SM
+    for record in records:
+        if record["kernel"] == "table_kernel" and "reg" in record:
+            assert record["reg"] <= 128 and record["local"] == 0, record
+
+
+TOY = """
+import sys
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, {scripts!r})
+import compile_kernels
+
+_NAN = tl.constexpr(float("nan"))
+
+
+@triton.jit
+def toy(x_ptr):
+    tl.store(x_ptr, _NAN)
+
+
+compile_kernels.SPECS["toy"] = lambda: toy[(1,)](torch.zeros(1))
+sys.exit(compile_kernels.main(["--spec", "toy", "--json", {out!r}]))
+"""
+
+
+def test_the_harness_makes_triton_s_launch_check_negative_control(tmp_path):
+    """A kernel that reads a NaN global compiles, then fails Triton's launch check: the harness reports it
+    (the interpreter runs it without a word)."""
+    script = tmp_path / "toy.py"
+    out = tmp_path / "toy.json"
+    script.write_text(TOY.format(scripts=str(SCRIPT.parent), out=str(out)))
+    process = _start(out, None, str(script))
+    log, _ = process.communicate(timeout=300)
+    assert process.returncode == 1, log[-3000:]
+    (record,) = json.loads(out.read_text())["records"]
+    assert "has changed since we compiled this kernel" in record["error"], record
+
+
+def test_the_oldest_triton_the_launchers_take():
+    assert common.MIN_TRITON == (3, 6)
+    assert common.triton_supported("3.6.0") and common.triton_supported("3.9.0+git1234")
+    assert not common.triton_supported("3.5.1")
+    assert not common.triton_supported("2.3.0")
+
+
+def test_an_older_triton_leaves_the_kernels_alone(monkeypatch):
+    common.kernel_module.cache_clear()
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(triton, "__version__", "3.5.0")
+            assert common.kernel_module("fused_kernel") is None
+    finally:
+        common.kernel_module.cache_clear()
+    assert common.kernel_module("fused_kernel") is not None

@@ -1,0 +1,272 @@
+"""posenc.torch.apply_rotary_exact and its Triton kernel (posenc.torch.kernels.fused_kernel): the kernel's q
+and k equal the unfused path's bit for bit — ``cos_sin(position_ids, params, dtype=float32)`` then
+``apply_rotary`` — for Llama 3.1 and YaRN parameters, partial rotary, both layouts, float32, bfloat16 and
+float16, positions from 0 to 2**31 - 1, and when the in-kernel settling evaluation decides the roundings.
+
+Without a GPU the kernel runs in Triton's interpreter on CPU tensors. The interpreter must be chosen before
+triton is imported, so one subprocess (this file run as a script, with TRITON_INTERPRET=1) runs every case
+and saves the outputs; the tests compare them with the unfused path computed here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import posenc.rope as rope
+import posenc.torch as pt
+from posenc.torch import fused_rotary, rotary
+from posenc.torch.kernels import common
+from tests.support.interpreted import results_fixture
+
+pytest.importorskip("triton")
+
+LLAMA31 = rope.config(
+    head_dim=64,
+    base=500000.0,
+    scaling={
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+    max_position_embeddings=131072,
+)
+YARN = rope.config(
+    head_dim=64,
+    base=10000.0,
+    scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048},
+    max_position_embeddings=8192,
+)
+PARTIAL = rope.config(head_dim=64, base=10000.0, partial_rotary_factor=0.5)  # rotary_dim 32 of 64
+PARAMS = {"llama31": LLAMA31, "yarn": YARN, "partial": PARTIAL}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+L = 16
+
+
+def _positions(seed: int) -> torch.Tensor:
+    """(1, 16) ids: 0, small ones, the Llama 3.1 context edges, the largest valid 2**31 - 1, random ones."""
+    rng = np.random.default_rng(seed)
+    fixed = [0, 1, 2, 4095, 8192, 131071, 2**31 - 1, 2**31 - 2, 2**30 + 1, 123456789]
+    return torch.tensor([fixed + rng.integers(0, 2**31, L - len(fixed)).tolist()])
+
+
+#: name -> (params, layout, q dtype, k dtype, unsqueeze_dim, kernel options). q is (1, 2, 16, 64) and k
+#: (1, 1, 16, 64) (heads on axis 2 with unsqueeze_dim=2), from a fixed seed.
+CASES = {
+    "llama31-half-float32": ("llama31", "half", "float32", "float32", 1, {}),
+    "llama31-interleaved-bfloat16": ("llama31", "interleaved", "bfloat16", "bfloat16", 1, {}),
+    "yarn-half-bfloat16-heads-axis-2": ("yarn", "half", "bfloat16", "bfloat16", 2, {}),
+    "yarn-interleaved-float32": ("yarn", "interleaved", "float32", "float32", 1, {}),
+    "partial-half-float16-bfloat16": ("partial", "half", "float16", "bfloat16", 1, {}),
+    "partial-interleaved-bfloat16": ("partial", "interleaved", "bfloat16", "float32", 2, {}),
+    # 2 or 3 limbs (24, 36 bits) make most first roundings uncertain: the settling evaluation decides them
+    # (not 2 with A != 1: the zero angle counts as certain, but A·1 needs more than 24 bits)
+    "settled-llama31-half-bfloat16": ("llama31", "half", "bfloat16", "bfloat16", 1, {"first_limbs": 2}),
+    "settled-yarn-interleaved-float32": ("yarn", "interleaved", "float32", "float32", 1, {"first_limbs": 3}),
+    # the negative control: the settling evaluation with 2 limbs as well cannot give the exact bits
+    "unsettled-llama31": ("llama31", "half", "float32", "float32", 1, {"first_limbs": 2, "settle_limbs": 2}),
+    # q (3, 3, 16, 64) and k (3, 2, 16, 64): tiles of 2 heads (the last one half empty); positions shared by
+    # the batch rows ((1, 16) ids), two rows per program (the last program's second row is past B); and
+    # (3, 16) ids, a row each
+    "batched-shared-llama31-half-bfloat16": (
+        "llama31",
+        "half",
+        "bfloat16",
+        "bfloat16",
+        1,
+        {"block_heads": 2, "batch_group": 2},
+    ),
+    "batched-shared-yarn-interleaved-float32-heads-axis-2": (
+        "yarn",
+        "interleaved",
+        "float32",
+        "float16",
+        2,
+        {"block_heads": 2, "batch_group": 2},
+    ),
+    "batched-distinct-partial-half-float16": ("partial", "half", "float16", "float16", 1, {"block_heads": 2}),
+}
+
+
+def _inputs(name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    _, _, q_dtype, k_dtype, axis, _ = CASES[name]
+    generator = torch.Generator().manual_seed(sorted(CASES).index(name))
+    batch, heads_q, heads_k = (3, 3, 2) if name.startswith("batched") else (1, 2, 1)
+    q = torch.randn(batch, heads_q, L, 64, generator=generator) * 3
+    k = torch.randn(batch, heads_k, L, 64, generator=generator) * 3
+    if axis == 2:  # (B, L, H, D)
+        q, k = q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous()
+    ids = _positions(len(name))
+    if name.startswith("batched-distinct"):
+        ids = torch.cat([ids, _positions(len(name) + 1), _positions(len(name) + 2)])
+    return q.to(DTYPES[q_dtype]), k.to(DTYPES[k_dtype]), ids
+
+
+def _unfused(name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    key, layout, _, _, axis, _ = CASES[name]
+    q, k, ids = _inputs(name)
+    cos, sin = rotary.cos_sin(ids, PARAMS[key], dtype=torch.float32, layout=layout)
+    return pt.apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=axis)
+
+
+def _bits(x: torch.Tensor) -> np.ndarray:
+    return x.contiguous().view(torch.int16 if x.element_size() == 2 else torch.int32).numpy()
+
+
+# --- the subprocess: every case through the interpreted kernel ---------------------------------------------
+
+
+def _run_cases(out: Path) -> None:
+    results = {}
+    for name, (key, layout, _, _, axis, options) in CASES.items():
+        q, k, ids = _inputs(name)
+        q_rot, k_rot, uncertain = fused_rotary.launch(
+            q, k, ids, PARAMS[key], layout, axis, None, block_rows=8, **options
+        )
+        results[f"{name}/q"], results[f"{name}/k"] = _bits(q_rot), _bits(k_rot)
+        results[f"{name}/uncertain"] = uncertain.numpy()
+    # the public entry point, sent to the kernel on the CPU
+    common.KERNEL_DEVICES.append("cpu")
+    calls = []
+    launch = fused_rotary.launch
+    fused_rotary.launch = lambda *a, **kw: calls.append(1) or launch(*a, **kw)
+    q, k, ids = _inputs("yarn-half-bfloat16-heads-axis-2")
+    q_rot, k_rot = pt.apply_rotary_exact(q, k, ids, YARN, unsqueeze_dim=2)
+    results["public/q"], results["public/k"] = _bits(q_rot), _bits(k_rot)
+    results["public/calls"] = np.array(len(calls))
+    # invalid positions (|p| >= 2**31) give NaN on the rotated features, as the portable algorithm does
+    q, k, _ = _inputs("partial-half-float16-bfloat16")
+    ids = torch.tensor([[2**31, -(2**31), 2**31 - 1, -(2**31) + 1] * 4])
+    q_rot, k_rot, _ = fused_rotary.launch(q, k, ids, PARTIAL, "half", 1, None, block_rows=8)
+    results["invalid/q"], results["invalid/k"] = q_rot.float().numpy(), k_rot.float().numpy()
+    np.savez(out, **results)
+
+
+kernel_results = results_fixture(__file__, "fused")
+
+
+# --- the tests ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if not n.startswith(("settled", "unsettled"))])
+def test_kernel_equals_the_unfused_path_bit_for_bit(kernel_results, name):
+    q_want, k_want = _unfused(name)
+    np.testing.assert_array_equal(kernel_results[f"{name}/q"], _bits(q_want))
+    np.testing.assert_array_equal(kernel_results[f"{name}/k"], _bits(k_want))
+    # natural inputs: every first rounding is certain, the settling branch never runs
+    assert kernel_results[f"{name}/uncertain"].sum() == 0
+
+
+@pytest.mark.parametrize("name", ["settled-llama31-half-bfloat16", "settled-yarn-interleaved-float32"])
+def test_the_in_kernel_settling_decides_uncertain_roundings(kernel_results, name):
+    uncertain = kernel_results[f"{name}/uncertain"]
+    assert (uncertain > 0).all() and uncertain.sum() >= 64  # in every block
+    q_want, k_want = _unfused(name)
+    np.testing.assert_array_equal(kernel_results[f"{name}/q"], _bits(q_want))
+    np.testing.assert_array_equal(kernel_results[f"{name}/k"], _bits(k_want))
+
+
+def test_without_enough_settling_limbs_the_bits_differ(kernel_results):
+    """The negative control of the settling test: its cases would fail without the settling evaluation."""
+    q_want, _ = _unfused("unsettled-llama31")
+    assert kernel_results["unsettled-llama31/uncertain"].sum() > 0
+    assert (kernel_results["unsettled-llama31/q"] != _bits(q_want)).any()
+
+
+def test_rows_sharing_positions_share_a_program(kernel_results):
+    """batch_group=2 over 3 rows: 2 blocks of 8 positions x 2 programs (the second one's last row is past the
+    batch); distinct rows get a program each."""
+    assert kernel_results["batched-shared-llama31-half-bfloat16/uncertain"].shape == (4,)
+    assert kernel_results["batched-distinct-partial-half-float16/uncertain"].shape == (6,)
+
+
+def test_the_launch_shape_for_the_benchmark_and_for_decoding():
+    """(8, 32, 4096, 128) with shared ids: 16 heads a tile, the 8 rows in one program (2048 programs); a
+    decode step (L = 1) keeps a program per row; rows with their own ids are never grouped."""
+    assert fused_rotary._heads_tile(32, 2 * 64) == 16 and fused_rotary._heads_tile(8, 2 * 64) == 8
+    assert fused_rotary._batch_group(8, 2048) == 8
+    assert fused_rotary._batch_group(8, 1) == 1
+    q = torch.zeros(2, 1, 4, 64)
+    with pytest.raises(ValueError, match="batch_group=2 needs positions the batch rows share"):
+        fused_rotary.launch(q, q, torch.arange(8).reshape(2, 4), LLAMA31, "half", 1, None, batch_group=2)
+
+
+def test_apply_rotary_exact_runs_the_kernel_where_it_may(kernel_results):
+    name = "yarn-half-bfloat16-heads-axis-2"
+    assert kernel_results["public/calls"] == 2  # the first-launch probe (guard.py), then the call
+    q_want, k_want = _unfused(name)
+    np.testing.assert_array_equal(kernel_results["public/q"], _bits(q_want))
+    np.testing.assert_array_equal(kernel_results["public/k"], _bits(k_want))
+
+
+def test_invalid_positions_give_nan_on_the_rotated_features_only(kernel_results):
+    q, _, _ = _inputs("partial-half-float16-bfloat16")
+    got = kernel_results["invalid/q"]  # (1, 2, 16, 64); rows 0, 1 of every 4 are invalid
+    invalid = np.array([True, True, False, False] * 4)
+    assert np.isnan(got[:, :, invalid, :32]).all()
+    assert not np.isnan(got[:, :, ~invalid]).any()
+    np.testing.assert_array_equal(got[..., 32:], q[..., 32:].float().numpy())  # copied as they are
+    assert np.isnan(kernel_results["invalid/k"][:, :, invalid, :32]).all()
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("axis", [1, 2, -2])
+def test_off_cuda_apply_rotary_exact_is_the_unfused_path(layout, axis):
+    q = torch.randn(2, 3, 5, 64, dtype=torch.bfloat16)  # (B, H, L, D)
+    k = torch.randn(2, 1, 5, 64, dtype=torch.bfloat16)
+    if axis != 1:  # (B, L, H, D)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    ids = torch.arange(5)[None].expand(2, -1) * 1000
+    got = pt.apply_rotary_exact(q, k, ids, LLAMA31, layout=layout, unsqueeze_dim=axis)
+    cos, sin = rotary.cos_sin(ids, LLAMA31, dtype=torch.float32, layout=layout)
+    want = pt.apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=axis)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == torch.bfloat16 and torch.equal(g.view(torch.int16), w.view(torch.int16))
+
+
+def test_the_kernel_takes_only_what_it_computes():
+    """_fusable routes the other calls (multimodal sections, float positions, float64, other ranks or
+    unsqueeze dims, mismatched lengths, a rotary width past head_dim) to the unfused path."""
+    q = torch.zeros(1, 2, 4, 64)
+    ids = torch.arange(4)[None]
+    assert fused_rotary._fusable(q, q, ids, LLAMA31, 1) == 1
+    assert fused_rotary._fusable(q.transpose(1, 2), q.transpose(1, 2), ids, LLAMA31, -2) == 2
+    qwen = rope.config(head_dim=64, scaling={"rope_type": "default", "mrope_section": [8, 12, 12]})
+    refused = [
+        (q, q, ids.expand(3, 1, 4), qwen, 1),
+        (q, q, ids.float(), LLAMA31, 1),
+        (q.double(), q, ids, LLAMA31, 1),
+        (q[0], q[0], ids, LLAMA31, 1),
+        (q, q, ids, LLAMA31, 0),
+        (q, q, torch.arange(5)[None], LLAMA31, 1),
+        (q[..., :16], q[..., :16], ids, LLAMA31, 1),
+    ]
+    for args in refused:
+        assert fused_rotary._fusable(*args) is None
+
+
+def test_series_terms_match_the_portable_algorithm():
+    """The kernel's Taylor-term counts are evaluate._series' (the host counts them for the kernel)."""
+    from posenc.portable import NumpyBackend, evaluate
+
+    class Counting(NumpyBackend):
+        def loop(self, count, body, state):
+            self.counts.append(count)
+            return super().loop(count, body, state)
+
+    for m in range(2, 16):
+        ops = Counting()
+        ops.counts = []
+        z = np.zeros((1, m + 1), np.int32)
+        evaluate._series(ops, z, z, m, np.zeros((24, 17), np.int32))
+        assert fused_rotary.series_terms(m) == ops.counts[0], m  # the first loop is the series' own
+
+
+if __name__ == "__main__":  # the subprocess of kernel_results (TRITON_INTERPRET=1)
+    _run_cases(Path(sys.argv[1]))

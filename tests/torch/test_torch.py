@@ -1,0 +1,459 @@
+"""posenc.torch: the functional API, the module, and the ways users run it."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+import torch
+import torch._dynamo.testing
+from torch import nn
+
+import posenc
+import posenc.torch as pt
+from tests.support import reference as ref
+from tests.support.module_cases import BAD_MODULE_OPTIONS
+from tests.support.tutorial import SeqFirstTutorialPositionalEncoding, TutorialPositionalEncoding
+
+
+def _bits(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.detach().cpu().contiguous().view(torch.int16 if tensor.element_size() == 2 else torch.int32)
+
+
+# --- functional API ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "sin_cos", "cos_sin"])
+def test_float32_is_bit_identical_to_the_core(layout):
+    positions = torch.tensor([[0, 7, 2**30], [5, 6, 1_000_000]])
+    got = pt.encode(positions, 66, layout=layout, shift=1)
+    want = posenc.encode(positions.numpy(), 66, layout=layout, shift=1)
+    assert got.dtype == torch.float32 and got.shape == (2, 3, 66)
+    np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(
+        pt.table(9, 66, start=4, layout=layout, shift=1).numpy(),
+        posenc.table(9, 66, start=4, layout=layout, shift=1),
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_is_correctly_rounded_up_to_a_million(dtype):
+    name = str(dtype).removeprefix("torch.")
+    rng = np.random.default_rng(1)
+    positions = torch.as_tensor(np.concatenate([rng.integers(0, 1_000_000, 40), [999_999]]))
+    got = pt.encode(positions, 64, dtype=dtype)
+    assert got.dtype == dtype
+    for row, i in zip(rng.integers(0, len(positions), 150), rng.integers(0, 32, 150), strict=True):
+        sin, cos = ref.sincos(int(positions[row]), int(i), 64)
+        assert float(got[row, 2 * i]) == ref.round_to(sin, name)
+        assert float(got[row, 2 * i + 1]) == ref.round_to(cos, name)
+    core = posenc.encode(positions.numpy(), 64, dtype=name)
+    assert np.array_equal(_bits(got).numpy(), core.view(np.int16))
+
+
+def test_float_positions_and_device_argument():
+    t = torch.tensor([0.5, 999.25], dtype=torch.float64)
+    np.testing.assert_array_equal(pt.encode(t, 8, device="cpu").numpy(), posenc.encode(t.numpy(), 8))
+    assert pt.encode([1, 2], 8).shape == (2, 8)  # array-likes welcome
+
+
+# --- the module -------------------------------------------------------------------------------------
+
+
+def test_module_adds_the_exact_table():
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
+    x = torch.randn(3, 10, 16)
+    np.testing.assert_array_equal(
+        (module(x) - x).numpy(), (x + torch.from_numpy(posenc.table(10, 16)) - x).numpy()
+    )
+
+
+def test_inplace_adds_into_x():
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=False)
+    x = torch.randn(10, 3, 16)
+    expected = module(x)
+    result = module(x, inplace=True)
+    assert result is x
+    assert torch.equal(x, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_large_outputs_outside_autograd_are_the_same_sum(dtype):
+    """Large CPU results go into a NumPy-allocated buffer (huge pages): the same values, dtype and shape
+    as ``x + pe``, an ordinary tensor that outlives the call; with autograd the usual ``x + pe``."""
+    module = pt.SinusoidalPositionalEncoding(256, batch_first=True).eval()
+    x = torch.randn(4, 2048, 256).to(dtype)  # 8 or 4 MiB: above the threshold
+    assert x.numel() * x.element_size() >= pt.modules._LARGE_OUTPUT_BYTES
+    pe = pt.table(2048, 256, dtype=dtype)
+    with torch.no_grad():
+        y = module(x)
+        assert y.dtype == dtype and y.shape == x.shape and y.is_contiguous()
+        assert torch.equal(y, x + pe)
+        z = module(x)
+    assert y.data_ptr() != z.data_ptr() and torch.equal(y, z)  # each call has its own output
+    leaf = x.clone().requires_grad_()
+    out = module(leaf)
+    out.sum().backward()
+    assert torch.equal(leaf.grad, torch.ones_like(leaf)) and torch.equal(out.detach(), x + pe)
+    seq_first = pt.SinusoidalPositionalEncoding(256, batch_first=False).eval()
+    with torch.no_grad():  # a non-contiguous x keeps the usual path and its strides
+        xt = x.transpose(0, 1)
+        assert torch.equal(seq_first(xt), xt + pe[:, None])
+
+
+def test_no_length_cliff_and_max_len_is_a_hint():
+    module = pt.SinusoidalPositionalEncoding(8, max_len=4, batch_first=True)
+    x = torch.zeros(1, 5000, 8)
+    np.testing.assert_array_equal(module(x)[0].numpy(), posenc.table(5000, 8))
+
+
+def test_beyond_the_cache_limit_only_the_sequence_is_computed(monkeypatch):
+    monkeypatch.setattr(pt.functions, "CACHE_LIMIT_BYTES", 1024)  # every table is "too large" for the cache
+    pt.clear_cache()
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
+    out = module(torch.zeros(1, 300, 16), offset=2**30)
+    np.testing.assert_array_equal(out[0].numpy(), posenc.table(300, 16, start=2**30))
+    assert not pt.functions._CACHE  # nothing was cached, no table from position 0 was built
+
+
+def test_seq_first_equals_batch_first():
+    x = torch.randn(2, 7, 12)
+    batch_first = pt.SinusoidalPositionalEncoding(12, batch_first=True)(x)
+    seq_first = pt.SinusoidalPositionalEncoding(12)(x.transpose(0, 1))  # the default: (seq, batch, d)
+    torch.testing.assert_close(seq_first.transpose(0, 1), batch_first, rtol=0, atol=0)
+
+
+def test_the_readme_migration_line_gives_the_tutorials_values_on_the_tutorials_input():
+    """The README's `SinusoidalPositionalEncoding(d_model, dropout=0.1)` in place of the tutorial's
+    `PositionalEncoding(d_model, dropout=0.1)`, on the tutorial's (seq, batch, d) input (35, 20, 64): the same
+    values up to the tutorial's float32 error (which grows with the position), along the right axis."""
+    torch.manual_seed(0)
+    x = torch.randn(35, 20, 64)
+    tutorial = SeqFirstTutorialPositionalEncoding(64, dropout=0.1).eval()
+    ours = pt.SinusoidalPositionalEncoding(64, dropout=0.1).eval()
+    assert torch.allclose(ours(x), tutorial(x), rtol=0, atol=1e-5)
+    assert torch.equal(ours.encoding_for(x), pt.table(35, 64)[:, None])  # the exact rows, along dim 0
+    assert ours.pe.shape == tutorial.pe.shape == (5000, 1, 64)
+    assert torch.allclose(ours.pe, tutorial.pe, rtol=0, atol=1e-3)
+    ours.load_state_dict(tutorial.state_dict(), strict=True)  # a tutorial checkpoint loads
+
+
+def test_offset_decoding_equals_the_full_pass():
+    module = pt.SinusoidalPositionalEncoding(32, batch_first=True)
+    x = torch.randn(2, 9, 32)
+    full = module(x)
+    steps = [module(x[:, t : t + 1], offset=t) for t in range(9)]
+    assert torch.equal(torch.cat(steps, dim=1), full)
+    assert torch.equal(module(x[:, 4:5], offset=np.int64(4)), full[:, 4:5])  # any integer type
+    per_row = module(x[:, 4:5], offset=torch.tensor([4, 2]))
+    assert torch.equal(per_row[0], full[0, 4:5])
+    assert torch.equal(per_row[1], x[1, 4:5] + torch.from_numpy(posenc.encode([2], 32)))
+
+
+def test_position_ids_for_left_padding_and_packing():
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    positions = pt.from_attention_mask(mask)
+    x = torch.zeros(2, 5, 16)
+    out = module(x, positions)
+    assert torch.equal(out[0, 2:], out[1, :3])  # the left-padded sequence starts at position 0
+    packed = pt.from_cu_seqlens(torch.tensor([0, 3, 5]))
+    out = module(torch.zeros(1, 5, 16), packed[None])
+    assert torch.equal(out[0, 3:5], out[0, 0:2])
+    floats = module(torch.zeros(1, 2, 16), torch.tensor([0.5, 1.5]))
+    np.testing.assert_array_equal(floats[0].numpy(), posenc.encode([0.5, 1.5], 16))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_module_to_low_precision_stays_exact_at_100k(dtype):
+    module = pt.SinusoidalPositionalEncoding(64, batch_first=True).to(dtype)
+    x = torch.zeros(1, 3, 64, dtype=dtype)
+    out = module(x, offset=100_000)
+    name = str(dtype).removeprefix("torch.")
+    want = posenc.table(3, 64, start=100_000, dtype=name)
+    assert out.dtype == dtype
+    if name == "float64":
+        np.testing.assert_array_equal(out[0].numpy(), want)
+    else:
+        assert np.array_equal(_bits(out[0]).numpy(), want.view(np.int16))
+    exact = posenc.table(3, 64, start=100_000, dtype="float64")
+    tolerance = {"bfloat16": 2**-9, "float16": 2**-12, "float64": 1e-15}[name]
+    assert np.max(np.abs(out[0].double().numpy() - exact)) <= tolerance
+
+
+def test_training_dropout_keeps_1_minus_p_scaled_and_is_seeded():
+    module = pt.SinusoidalPositionalEncoding(64, dropout=0.25, batch_first=True)
+    x = torch.randn(4, 256, 64, requires_grad=True)
+    torch.manual_seed(7)
+    out = module(x)
+    clean = module.eval()(x).detach()
+    module.train()
+    kept = out != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.01
+    torch.testing.assert_close(out[kept], clean[kept] / 0.75)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, kept.float() / 0.75)
+    torch.manual_seed(7)
+    assert torch.equal(module(x), out)
+    assert torch.equal(module.eval()(x), clean)  # eval: no dropout
+
+
+def test_gradients_reach_x_and_the_embedding_not_a_table():
+    module = pt.TokenAndPositionEmbedding(50, 16, padding_idx=1)
+    ids = torch.tensor([[5, 6, 7, 1], [8, 9, 1, 1]])
+    module(ids).sum().backward()
+    assert module.embedding.weight.grad is not None and module.embedding.weight.grad.abs().sum() > 0
+    assert [name for name, _ in module.named_parameters()] == ["embedding.weight"]
+    x = torch.randn(2, 4, 16, requires_grad=True)
+    pt.SinusoidalPositionalEncoding(16, batch_first=True)(x).sum().backward()
+    assert torch.equal(x.grad, torch.ones_like(x))
+
+
+def test_token_embedding_scales_and_numbers_positions_like_fairseq():
+    module = pt.TokenAndPositionEmbedding(20, 8, padding_idx=1, positions_from_padding=True)
+    ids = torch.tensor([[1, 1, 4, 5], [4, 5, 1, 1]])  # left and right padding
+    out = module(ids)
+    emb = module.embedding(ids) * math.sqrt(8)
+    pe = out - emb
+    # fairseq: pads keep position padding_idx, whose table row is zero: no encoding at a padding token
+    want_left = posenc.encode([1, 1, 2, 3], 8) * np.array([[0], [0], [1], [1]], np.float32)
+    np.testing.assert_allclose(pe[0].detach().numpy(), want_left, atol=1e-6)
+    want_right = posenc.encode([2, 3, 1, 1], 8) * np.array([[1], [1], [0], [0]], np.float32)
+    np.testing.assert_allclose(pe[1].detach().numpy(), want_right, atol=1e-6)
+    assert not out[ids == 1].any()  # the padding embedding row is zero too: M2M100's input there is 0
+    assert module.embed_scale == math.sqrt(8)
+    assert pt.TokenAndPositionEmbedding(20, 8, embed_scale=1.0).embed_scale == 1.0
+    shifted = pt.TokenAndPositionEmbedding(20, 8, scale=0.5)  # scale: the encoding's frequency multiplier
+    assert shifted.encoding.scale == 0.5 and shifted.embed_scale == math.sqrt(8)
+    with pytest.raises(ValueError, match=r"embed_scale must be > 0 .* got -1"):
+        pt.TokenAndPositionEmbedding(20, 8, embed_scale=-1)
+
+
+def test_state_dict_holds_no_table_and_tutorial_checkpoints_load():
+    module = pt.SinusoidalPositionalEncoding(32, dropout=0.1, batch_first=True)
+    assert module.state_dict() == {}
+    tutorial = TutorialPositionalEncoding(32, max_len=300)
+    module.load_state_dict(tutorial.state_dict(), strict=True)
+    wrapper = nn.Sequential(nn.Linear(32, 32), module)
+    wrapper.load_state_dict(nn.Sequential(nn.Linear(32, 32), tutorial).state_dict(), strict=True)
+    other = pt.SinusoidalPositionalEncoding(32, shift=1, batch_first=True)
+    with pytest.raises(ValueError, match="other options"):
+        other.load_state_dict(tutorial.state_dict())
+    # the official tutorial (seq-first) stores pe as (max_len, 1, d_model)
+    seq_first = {"pe": tutorial.pe.transpose(0, 1).clone()}
+    assert seq_first["pe"].shape == (300, 1, 32)
+    module.load_state_dict(seq_first, strict=True)
+
+
+def test_tutorial_style_pe_attribute():
+    module = pt.SinusoidalPositionalEncoding(512, max_len=8, batch_first=True)
+    pe = module.pe.squeeze(0)[:8]
+    assert module.pe.shape == (1, 8, 512)
+    dots = pe @ pe.T
+    assert float(dots[1, 2]) == pytest.approx(249.1021, abs=1e-3)
+    assert pt.SinusoidalPositionalEncoding(4, batch_first=True).pe.shape == (1, 5000, 4)
+    assert pt.SinusoidalPositionalEncoding(4).pe.shape == (5000, 1, 4)  # the tutorial's own buffer
+
+
+def test_meta_device_construction_then_materialisation():
+    with torch.device("meta"):
+        module = pt.SinusoidalPositionalEncoding(24, dropout=0.0, batch_first=True)
+    module = module.to_empty(device="cpu")
+    x = torch.randn(2, 6, 24)
+    assert torch.equal(module(x), pt.SinusoidalPositionalEncoding(24, batch_first=True)(x))
+
+
+def test_two_threads_with_different_lengths():
+    pt.clear_cache()
+    module = pt.SinusoidalPositionalEncoding(64, batch_first=True)
+    results, errors = {}, []
+
+    def run(length):
+        try:
+            for _ in range(5):
+                results[length] = module(torch.zeros(1, length, 64))[0]
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in (3000, 9000)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for length, value in results.items():
+        np.testing.assert_array_equal(value.numpy(), posenc.table(length, 64))
+
+
+def test_extra_repr_shows_the_options():
+    text = repr(pt.SinusoidalPositionalEncoding(16, shift=1, layout="sin_cos", dropout=0.1, max_len=64))
+    assert "d_model=16" in text and "shift=1" in text and "layout='sin_cos'" in text and "max_len=64" in text
+    assert "p=0.1" in text
+    default = repr(pt.SinusoidalPositionalEncoding(16))
+    assert "batch_first=False, max_len=None (.pe: 5000 rows)" in default  # what .pe holds, said
+
+
+# --- compile and export -----------------------------------------------------------------------------
+
+
+def test_compiled_fullgraph_dynamic_equals_eager_without_recompiling():
+    torch._dynamo.reset()
+    module = pt.SinusoidalPositionalEncoding(32, batch_first=True)
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(module, fullgraph=True, dynamic=True, backend=counter)
+    for length in (5, 17, 40):
+        x = torch.randn(2, length, 32)
+        assert torch.equal(compiled(x), module(x))
+    assert counter.frame_count == 1
+
+
+def test_compiled_with_inductor_equals_eager():
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    module = pt.SinusoidalPositionalEncoding(32, batch_first=True)
+    compiled = torch.compile(module, fullgraph=True, dynamic=True)
+    for length in (6, 11, 29):
+        x = torch.randn(2, length, 32)
+        assert torch.equal(compiled(x), module(x))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1  # one graph, no recompilation
+
+
+def test_torch_export_runs():
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
+    x = torch.randn(2, 7, 16)
+    seq = torch.export.Dim("seq", min=2, max=4096)
+    program = torch.export.export(module, (x,), dynamic_shapes=({1: seq},))
+    longer = torch.randn(2, 30, 16)
+    assert torch.equal(program.module()(longer), module(longer))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_onnx_export_runs_in_onnxruntime_and_matches_eager(tmp_path, dtype):
+    import onnxruntime  # installed by make test
+
+    module = pt.SinusoidalPositionalEncoding(16, max_len=128, layout="sin_cos", batch_first=True)
+    module = module.eval().to(dtype)
+    x = torch.randn(2, 7, 16, dtype=dtype)
+    program = torch.onnx.export(
+        module, (x,), dynamo=True, dynamic_shapes=({1: torch.export.Dim("seq", max=128)},)
+    )
+    program.save(tmp_path / "posenc.onnx")
+    session = onnxruntime.InferenceSession(tmp_path / "posenc.onnx")
+    for length in (7, 50, 128):
+        x = torch.randn(2, length, 16, dtype=dtype)
+        (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+        np.testing.assert_array_equal(got, module(x).numpy())
+
+
+def test_onnx_export_needs_max_len():
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
+    with pytest.raises(ValueError, match="ONNX export needs max_len"):
+        module._onnx_table(torch.float32, torch.device("cpu"), torch.arange(3))
+    with pytest.raises(Exception, match="posenc"):  # the exporter reports the operator it could not place
+        torch.onnx.export(module, (torch.randn(1, 3, 16),), dynamo=True)
+
+
+# --- bad input --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda m: m(torch.zeros(2, 5, 15)), ValueError, r"d_model=16; got shape \(2, 5, 15\)"),
+        (lambda m: m(torch.zeros(16)), ValueError, r"got shape \(16,\)"),
+        (
+            lambda m: m(torch.zeros(2, 5, 16), torch.arange(4)),
+            ValueError,
+            r"positions must have shape \(5,\)",
+        ),
+        (lambda m: m(torch.zeros(2, 5, 16), torch.ones(5, dtype=torch.bool)), TypeError, "not booleans"),
+        (lambda m: m(torch.zeros(2, 5, 16), torch.ones(5, dtype=torch.complex64)), TypeError, "complex64"),
+        (lambda m: m(torch.zeros(2, 5, 16), offset=-1), ValueError, r"offset must be >= 0; got -1"),
+        (
+            lambda m: m(torch.zeros(2, 5, 16), offset=torch.tensor([0, -3])),
+            ValueError,
+            r"offset must be >= 0",
+        ),
+        (lambda m: m(torch.zeros(2, 5, 16), offset=torch.tensor([1])), ValueError, r"shape \(batch,\)"),
+        (lambda m: m(torch.zeros(2, 5, 16), offset=1.5), TypeError, "offset must be an int"),
+        (lambda m: m(torch.zeros(2, 5, 16), offset=2**31 - 3), ValueError, r"offset \+ seq - 1 = 2147483649"),
+        (
+            lambda m: m(torch.zeros(2, 5, 16), torch.arange(5, device="meta")),
+            ValueError,
+            r"positions are on meta but x is on cpu; pass positions.to\('cpu'\)",
+        ),
+        (lambda m: m(torch.zeros(2, 5, 16, dtype=torch.int32)), TypeError, "float64, float32"),
+        (lambda m: m(torch.zeros(2, 5, 16), torch.tensor([0, 1, 2, 3, 2.0**31])), ValueError, r"2\*\*31"),
+    ],
+)
+def test_bad_forward_inputs(call, error, message):
+    with pytest.raises(error, match=message):
+        call(pt.SinusoidalPositionalEncoding(16, batch_first=True))
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), BAD_MODULE_OPTIONS)
+def test_bad_module_options(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        pt.SinusoidalPositionalEncoding(**kwargs)
+
+
+def test_bad_functional_dtype():
+    with pytest.raises(ValueError, match=r"dtype must be one of torch\.float64"):
+        pt.encode(torch.arange(3), 8, dtype=torch.int32)
+
+
+# --- positions and offsets of every dtype, taken exactly (found by the fuzz suite) ----------------------
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2]
+)
+def test_narrow_and_unsigned_positions_convert_exactly(dtype):
+    values = [0, 1, 2, 4, 96]
+    got = pt.encode(torch.tensor(values).to(dtype), 8)
+    np.testing.assert_array_equal(got.numpy(), posenc.encode(values, 8))
+    module = pt.SinusoidalPositionalEncoding(8, batch_first=True)
+    if not dtype.is_floating_point:  # an unsigned offset tensor is an offset
+        got = module.encoding_for(torch.zeros(1, 3, 8), offset=torch.tensor([5]).to(dtype))
+        np.testing.assert_array_equal(got[0].numpy(), posenc.encode([5, 6, 7], 8))
+
+
+def test_uint64_positions_beyond_int64_are_refused_with_their_value():
+    with pytest.raises(ValueError, match=r"positions.*18446744073709551615 \(uint64\)"):
+        pt.encode(torch.tensor([2**64 - 1], dtype=torch.uint64), 8)
+    with pytest.raises(ValueError, match=r"positions must satisfy \|p\| < 2\*\*31.*2147483648"):
+        pt.encode(torch.tensor([2**31], dtype=torch.uint32), 8)
+
+
+def test_python_floats_are_float64_not_float32():
+    for position in (16777217.0, 0.1, [2.0**30 + 0.5]):
+        got = pt.encode(position, 8, dtype=torch.float64)
+        np.testing.assert_array_equal(got.numpy(), posenc.encode(position, 8, dtype="float64"))
+    module = pt.SinusoidalPositionalEncoding(8, batch_first=True)
+    got = module.encoding_for(torch.zeros(2, 8, dtype=torch.float64), [0.1, 16777217.0])
+    np.testing.assert_array_equal(got.numpy(), posenc.encode([0.1, 16777217.0], 8, dtype="float64"))
+
+
+def test_ragged_position_lists_name_the_positions():
+    with pytest.raises(ValueError, match="positions must be a number or a rectangular"):
+        pt.encode([[1, 2], [3]], 4)
+
+
+def test_eager_cpu_offset_beyond_2_31_raises_for_real_and_integer_positions():
+    module = pt.SinusoidalPositionalEncoding(2, batch_first=True)
+    x = torch.zeros(1, 1, 2)
+    for positions in (torch.tensor([0.0], dtype=torch.float16), torch.tensor([0])):
+        with pytest.raises(ValueError, match=r"position 0(\.0)? \+ offset 2147483648 at index \(0,\)"):
+            module(x, positions, offset=torch.tensor(2**31))
+    # decided exactly, not in float64: 2**31 - 2**-30 is a valid position, 2**31 is not
+    near = torch.tensor([1 - 2.0**-30], dtype=torch.float64)
+    assert not torch.isnan(module(x.double(), near, offset=torch.tensor(2**31 - 1))).any()
+    with pytest.raises(ValueError, match="offset"):
+        module(x.double(), near, offset=torch.tensor(2**31))
+    with pytest.raises(ValueError, match=r"offset=1180591620717411303424"):  # beyond int64: still clear
+        module(x, torch.tensor([0]), offset=2**70)
+    # negative positions plus an offset past 2**31 are fine when the sum is in range
+    got = module(x.double(), torch.tensor([-5.5], dtype=torch.float64), offset=torch.tensor(7))
+    np.testing.assert_array_equal(got[0].numpy(), posenc.encode([1.5], 2, dtype="float64"))

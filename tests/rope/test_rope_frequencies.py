@@ -340,13 +340,16 @@ def test_bad_arguments() -> None:
     p = ALL["llama2"]
     with pytest.raises(TypeError, match=r"params must be a RopeParameters .*got dict"):
         rope.inv_freq(CONFIGS["llama2"])
-    with pytest.raises(ValueError, match=r"seq_len must be >= 1 .*got 0"):
+    with pytest.raises(ValueError, match=r"seq_len must be an integer >= 1; got 0"):
         rope.inv_freq(p, seq_len=0)
-    with pytest.raises(TypeError, match=r"seq_len must be an integer >= 1 or None; got 4096.0"):
+    # the rules and wording of posenc.validation.integer, as every other integer argument
+    with pytest.raises(
+        TypeError, match=r"seq_len must be an integer >= 1; got 4096.0 .*\(pass 4096 instead\)"
+    ):
         rope.attention_scaling(p, seq_len=4096.0)
-    with pytest.raises(TypeError, match=r"seq_len must be an integer >= 1 or None; got True"):
+    with pytest.raises(TypeError, match=r"seq_len must be an integer >= 1; got True"):
         exact_inv_freq(p, True, 30)
-    with pytest.raises(ValueError, match=r"digits must be an integer in 1 .. 10000; got 0"):
+    with pytest.raises(ValueError, match=r"digits must be an integer >= 1; got 0"):
         exact_inv_freq(p, None, 0)
-    with pytest.raises(TypeError, match=r"digits must be an integer in 1 .. 10000; got 30.0"):
+    with pytest.raises(TypeError, match=r"digits must be an integer >= 1; got 30.0"):
         exact_attention_scaling(p, None, 30.0)

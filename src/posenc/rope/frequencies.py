@@ -48,7 +48,6 @@ from __future__ import annotations
 import decimal
 import functools
 import math
-import numbers
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -141,22 +140,13 @@ def _check_params(params: Any) -> None:
 def _check_seq_len(seq_len: Any) -> int | None:
     if seq_len is None:
         return None
-    if isinstance(seq_len, bool) or not isinstance(seq_len, numbers.Integral):
-        raise TypeError(
-            f"seq_len must be an integer >= 1 or None; got {seq_len!r} of type {type(seq_len).__name__}"
-        )
-    if seq_len < 1:
-        raise ValueError(f"seq_len must be >= 1 (a sequence length) or None; got {seq_len}")
-    validation.at_most("seq_len", seq_len, MAX_CONTEXT, "positions are below 2**31")
-    return int(seq_len)
+    return validation.integer(
+        "seq_len", seq_len, minimum=1, maximum=MAX_CONTEXT, why="positions are below 2**31"
+    )
 
 
 def _check_digits(digits: Any) -> int:
-    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral):
-        raise TypeError(f"digits must be an integer in 1 .. {MAX_DIGITS}; got {digits!r}")
-    if not 1 <= digits <= MAX_DIGITS:
-        raise ValueError(f"digits must be an integer in 1 .. {MAX_DIGITS}; got {digits}")
-    return int(digits)
+    return validation.integer("digits", digits, minimum=1, maximum=MAX_DIGITS)
 
 
 def _seq_key(params: RopeParameters, seq_len: int | None) -> int | None:

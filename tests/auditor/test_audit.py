@@ -235,3 +235,78 @@ def test_every_long_band_gets_exactly_samples_positions() -> None:
     assert len(np.unique(report.measurement.positions)) == 3 * SAMPLES
     short = audit(posenc.table(1100, D), samples=SAMPLES)
     assert [b.sampled for b in short.bands] == [SAMPLES, 76]  # a band of at most `samples`: whole
+
+
+# --- every finding says how to fix it; the summary keeps its numbers; several causes at once ------------
+
+
+def _reports_of_every_kind() -> dict[str, object]:
+    """One report with each finding kind (the planted defects of the tests above)."""
+    table = posenc.table(5000, D)
+
+    def nan_and_collisions(positions: np.ndarray) -> np.ndarray:
+        p = np.asarray(positions).astype(ml_dtypes.bfloat16).astype(np.float64)
+        out = _paper_float32(p.astype(np.int64))
+        out[np.asarray(positions) == 3000] = np.inf
+        return out.astype(ml_dtypes.bfloat16)
+
+    def bf16_frequencies(positions: np.ndarray) -> np.ndarray:
+        omega = posenc.frequencies(D).astype(ml_dtypes.bfloat16).astype(np.float64)
+        angles = np.asarray(positions, np.float64)[:, None] * omega
+        out = np.zeros((len(angles), D))
+        out[:, 0::2], out[:, 1::2] = np.sin(angles), np.cos(angles)
+        return out.astype(np.float32)
+
+    return {
+        "angles": audit(_paper_float32, samples=SAMPLES),
+        "storage": audit(
+            posenc.table(4096, D).astype(ml_dtypes.bfloat16).astype(np.float32), samples=SAMPLES
+        ),
+        "frequencies": audit(bf16_frequencies, samples=SAMPLES),
+        "layout": audit(posenc.table(2000, D)[:, ::-1].copy(), samples=SAMPLES),
+        "variant": audit(posenc.table(1000, D, shift=1), options="paper", samples=SAMPLES),
+        "offset": audit(posenc.table(1000, D, start=1), options="paper", samples=SAMPLES),
+        "cliff": audit(lambda p: table[np.asarray(p)], samples=SAMPLES),
+        "nan": audit(nan_and_collisions, positions=8192, samples=4096),
+        "collisions": audit(nan_and_collisions, positions=8192, samples=4096),
+    }
+
+
+def test_every_finding_says_how_to_fix_it() -> None:
+    for kind, report in _reports_of_every_kind().items():
+        found = next((f for f in report.findings if f.kind == kind), None)
+        assert found is not None, (kind, report.as_text())
+        assert len(found.fix) > 40 and "posenc" in found.fix, (kind, found.fix)
+        assert {"kind": kind, "text": found.text, "evidence": found.evidence, "fix": found.fix} in (
+            report.as_dict()["findings"]
+        )
+        assert f"fix: {found.fix[:30]}" in " ".join(report.as_text().split()), kind
+    angles = _reports_of_every_kind()["angles"].findings
+    assert "position.double() * div_term.double()" in next(f for f in angles if f.kind == "angles").fix
+
+
+def test_a_nan_row_does_not_hide_the_finite_errors() -> None:
+    def broken(positions: np.ndarray) -> np.ndarray:
+        out = _paper_float32(positions)
+        out[np.asarray(positions) == 1000] = np.nan
+        return out
+
+    report = audit(broken, positions=4096, samples=4096)
+    assert math.isinf(report.max_abs) and report.nan_rows == 1
+    assert 0 < report.finite_max_abs < 1e-3 and report.finite_max_ulp > 0
+    text = " ".join(report.as_text().split())
+    assert "FAIL: 1 sampled rows NaN/inf; max error over the finite rows" in text
+    assert "max error inf" not in text
+    d = report.as_dict()
+    assert d["nan_rows"] == 1 and d["finite_max_abs"] == report.finite_max_abs and d["raising_bands"] == 0
+
+
+def test_the_tutorial_module_gets_its_cliff_and_its_float32_angles() -> None:
+    from tests.support.tutorial import TutorialPositionalEncoding
+
+    report = audit(TutorialPositionalEncoding(D, dropout=0.0), samples=SAMPLES)
+    kinds = _kinds(report)
+    assert {"cliff", "angles"} <= kinds, report.as_text()
+    assert next(f for f in report.findings if f.kind == "cliff").data["position"] == 5000
+    assert report.raising_bands >= 1 and 0 < report.finite_max_abs < 1e-3
+    assert "bands raise; max error over the finite rows" in " ".join(report.as_text().split())

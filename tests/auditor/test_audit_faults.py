@@ -274,16 +274,57 @@ def _busy_in_torch(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
 def test_a_target_busy_in_native_code_does_not_abort_the_exit(tmp_path: Path) -> None:
     # finalization would stop its thread inside torch ("terminate called without an active exception")
     process = _busy_in_torch(tmp_path, "--timeout", "1")
-    _, err = process.communicate(timeout=60)
+    try:
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
     assert process.returncode == 2, (process.returncode, err)
     assert err.count("\n") == 1 and "was still running after the timeout of 1 s" in err, err
 
 
 def test_ctrl_c_during_a_timed_audit_exits_130(tmp_path: Path) -> None:
     process = _busy_in_torch(tmp_path)
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    try:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()  # never left running (it would slow the rest of the suite)
     assert process.returncode == 130 and "terminate" not in err and "Traceback" not in err, err
+
+
+OTHER_THREAD_FILE = """
+import signal
+import threading
+import time
+
+def busy(positions):
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # Ctrl-C lands on the audit's own thread
+    while True:
+        time.sleep(0.01)
+"""
+
+
+def test_ctrl_c_delivered_to_another_thread_is_answered_at_once(tmp_path: Path) -> None:
+    # A process-wide signal may land on any thread (torch's, BLAS's, the audit's): the main thread must not
+    # sleep through it until the timeout (it once waited on one Event.wait(timeout); seen under load in CI).
+    (tmp_path / "other.py").write_text(OTHER_THREAD_FILE)
+    command = [
+        sys.executable,
+        "-c",
+        _WITH_CTRL_C,
+        "audit",
+        f"{tmp_path / 'other.py'}:busy",
+        "--timeout",
+        "120",
+    ]
+    began = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = process.communicate(timeout=100)
+    finally:
+        process.kill()
+    assert process.returncode == 130 and "Traceback" not in err, err
+    assert time.monotonic() - began < 60
 
 
 def test_timeout_option_is_checked(user: Path, capsys: pytest.CaptureFixture[str]) -> None:

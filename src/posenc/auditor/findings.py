@@ -37,7 +37,8 @@ _PROBES = 1024
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """One finding: ``kind`` (a short key), ``text`` (the claim), ``evidence`` (why), ``data`` (numbers).
+    """One finding: ``kind`` (a short key), ``text`` (the claim), ``evidence`` (why), ``data`` (numbers),
+    ``fix`` (the change that removes the cause: code to write, or the posenc call that replaces it).
 
     >>> import numpy as np
     >>> import posenc
@@ -45,12 +46,35 @@ class Finding:
     >>> finding = posenc.audit(stored, samples=256).findings[0]
     >>> finding.kind, finding.text, finding.data
     ('storage', 'table stored in float16 then used as float32', {'grid': 'float16'})
+    >>> finding.fix.startswith("keep the values in float32")
+    True
     """
 
     kind: str
     text: str
     evidence: str
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
+    fix: str = ""
+
+
+#: What replaces hand-written sinusoids, in every fix: exact at every position, in any dtype.
+_POSENC = (
+    "or use posenc, exact in any dtype at every position < 2**31: `posenc.torch.SinusoidalPositionalEncoding"
+    "(d_model{options})` (a table: `posenc.table(length, d_model{options}, dtype=...)`)"
+)
+
+
+def _posenc_line(variant: Variant) -> str:
+    """The posenc call for the variant's options (those that differ from posenc's defaults)."""
+    if variant.params is not None:
+        return (
+            "or use posenc's exact rotary embedding: `posenc.torch.RotaryEmbedding(config)` (a drop-in for "
+            "Hugging Face's), or `posenc.rope.cos_sin(positions, params)`"
+        )
+    from ..defaults import OPTIONS
+
+    shown = "".join(f", {k}={v!r}" for k, v in variant.options.items() if OPTIONS.get(k) != v)
+    return _POSENC.format(options=shown)
 
 
 def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> list[Finding]:
@@ -80,6 +104,8 @@ def wrong_variant(variant: Variant) -> Finding | None:
         f"posenc.identify matches the first rows with {other['name'] or 'generic'} {other['options']}; the "
         f"declared variant is off by {variant.prefix_error:.3g} there",
         {"declared": variant.options, "found": other["options"]},
+        fix=f"declare the variant the rows hold ({got or other['name']}), or compute the declared one: "
+        + _posenc_line(variant),
     )
 
 
@@ -98,6 +124,9 @@ def permuted(variant: Variant) -> Finding | None:
         f"{len(moved)} of {len(order)} columns hold another column of the variant (target←variant: {shown}); "
         "in the variant's order the first rows match",
         {"permutation": order.tolist()},
+        fix=f"put column order[j] of the variant in column j (order: {order.tolist()[:8]}"
+        f"{', …' if len(order) > 8 else ''}), i.e. write the layout the model was trained with; "
+        + _posenc_line(variant),
     )
 
 
@@ -115,6 +144,9 @@ def offset(variant: Variant) -> Finding | None:
         if not variant.declared
         else f"the declared variant matches the first rows with row 0 at position {variant.start}",
         {"start": variant.start},
+        fix=f"index the rows by the position itself: the row of position p is row p of the table (counted "
+        f"from 0), not p {'+' if variant.start > 0 else '−'} {by}; with posenc pass the true positions or "
+        "offset (`module(x, offset=past_length)`)",
     )
 
 
@@ -134,6 +166,9 @@ def storage(m: Measurement, dtype: str) -> Finding | None:
         f"{_BITS[dtype] - _BITS[grid]} bits of each {dtype} significand are zero; {grid} rounding alone is "
         f"up to {2.0 ** -_BITS[grid]:.2g}",
         {"grid": grid},
+        fix=f"keep the values in {dtype} from the high-precision result (do not store the table, cache or "
+        f"buffer in {grid}, and keep it out of `model.to({grid})`: register it with persistent=False and "
+        f"cast after); {_POSENC.format(options='')}",
     )
 
 
@@ -201,6 +236,9 @@ def frequencies_cast(target: Target, variant: Variant, m: Measurement, dtype: st
                 "sin/cos(p·ω̃_i) "
                 f"with ω̃_i = ω_i rounded to {grid}, and {off:.3g} from the exact values",
                 {"grid": grid, "residual": residual, "error": off},
+                fix=f"compute the frequencies in float64 and do not cast them to {grid} (e.g. "
+                "`div_term = torch.exp(torch.arange(0, d, 2, dtype=torch.float64) * (-math.log(base) / d))`"
+                ", an inv_freq buffer kept in float32 or wider); " + _posenc_line(variant),
             )
     return None
 
@@ -208,11 +246,7 @@ def frequencies_cast(target: Target, variant: Variant, m: Measurement, dtype: st
 def growth(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
     """Band maxima ∝ position: the angle p · ω was rounded to a dtype of precision ≈ error / (ω_0 · p)."""
     floor = 4 * 2.0 ** -_BITS.get(dtype, 53)
-    points = [
-        (b.worst_position, b.max_abs)
-        for b in m.bands
-        if b.raised is None and b.worst_position and floor < b.max_abs < 0.3
-    ]
+    points = _growth_points(m, floor)
     if len(points) < 3:
         return None
     x, y = np.log([p for p, _ in points]), np.log([e for _, e in points])
@@ -232,10 +266,27 @@ def growth(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
     return Finding(
         "angles",
         f"angles formed in {grid}: error grows ∝ position (slope {slope:.2f})",
-        f"the largest error of {len(points)} bands grows as position^{slope:.2f}; error ≈ {rate:.2g}·p ≈ "
+        f"the largest error of {len(points)} octaves of positions grows as position^{slope:.2f}; error ≈ "
+        f"{rate:.2g}·p ≈ "
         f"2^-{bits:.1f}·ω_0·p, the rounding of the angle p·ω_0 to {grid} (2^-{_BITS[grid]})",
         {"slope": slope, "rate": rate, "bits": bits, "grid": grid},
+        fix=f"form the angle in float64, not {grid}: `position.double() * div_term.double()`, take sin/cos "
+        "there and round once to the output dtype (for TF32 matmuls: "
+        "`torch.backends.cuda.matmul.allow_tf32 = False` around the angle); " + _posenc_line(variant),
     )
+
+
+def _growth_points(m: Measurement, floor: float) -> list[tuple[int, float]]:
+    """(position, largest error) per octave of the sampled positions (finite rows above ``floor`` and below
+    0.3): more points than bands, and those before a length cliff count as well as any."""
+    ok = np.isfinite(m.row_errors) & (m.positions > 0) & (m.row_errors > floor) & (m.row_errors < 0.3)
+    positions, errors = m.positions[ok], m.row_errors[ok]
+    points = []
+    for octave in np.unique(np.floor(np.log2(positions)).astype(int)) if len(positions) else ():
+        inside = np.flatnonzero(np.floor(np.log2(positions)).astype(int) == octave)
+        worst = inside[int(np.argmax(errors[inside]))]
+        points.append((int(positions[worst]), float(errors[worst])))
+    return points
 
 
 def _dead(rows: np.ndarray, last: np.ndarray | None) -> np.ndarray:
@@ -297,6 +348,8 @@ def cliff(target: Target, variant: Variant, m: Measurement, dtype: str) -> Findi
         f"length cliff at {hi}: from position {hi} on, {what}",
         f"position {lo} is the last with its own row (found by bisection between the sampled positions)",
         {"position": hi},
+        fix=f"size the table for the longest position the model will see (max_len > {hi - 1}), or compute "
+        f"the rows on the fly; {_posenc_line(variant)} — no table to outgrow",
     )
 
 
@@ -312,6 +365,8 @@ def non_finite(m: Measurement, edge: Finding | None) -> Finding | None:
         f"{len(bad):,} sampled rows hold NaN or inf, the first at position {int(m.positions[bad[0]])}",
         "posenc's rows are finite at every position < 2³¹",
         {"rows": len(bad), "first": int(m.positions[bad[0]])},
+        fix="find where NaN/inf enters (a position or angle past its dtype's range, a division by zero, an "
+        "uninitialized row) and compute that step in float64; " + _POSENC.format(options=""),
     )
 
 
@@ -331,4 +386,6 @@ def collisions(m: Measurement, dtype: str, edge: Finding | None) -> Finding | No
         f"encodings collide in {dtype}: position {repeat[0]} has the same row as position {repeat[1]}",
         f"posenc's exact {dtype} rows: {posenc}",
         {"first": repeat[0], "earlier": repeat[1]},
+        fix=f"keep positions and angles out of low precision (integer or float64 positions, the angle formed "
+        f"in float64) so that {dtype} rounds each row once; " + _POSENC.format(options=""),
     )

@@ -28,6 +28,7 @@ import math
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -152,7 +153,7 @@ def run(label: str, work: Callable[[], T], timeout: float | None = None) -> T:
     thread = threading.Thread(target=worker, name=f"posenc audit of {label}", daemon=True)
     thread.start()
     try:
-        done = finished.wait(timeout)
+        done = _wait(finished, timeout)
     except BaseException:  # Ctrl-C while waiting: the worker stops at its next step
         state.cancelled = True
         _ABANDONED.append(finished)
@@ -172,6 +173,21 @@ def run(label: str, work: Callable[[], T], timeout: float | None = None) -> T:
             raise error
         raise failure from error
     return box["value"]
+
+
+#: The longest the main thread sleeps at once while an audit runs: a signal delivered to another thread (a
+#: target's native threads, torch's or BLAS's) wakes no sleeper, and Python runs its handler (Ctrl-C) only
+#: when the main thread next runs bytecode; one long wait would leave Ctrl-C unanswered until the timeout.
+_WAKE_S = 0.1
+
+
+def _wait(finished: threading.Event, timeout: float) -> bool:
+    """``finished.wait(timeout)`` in slices of :data:`_WAKE_S`, so that Ctrl-C is answered within one."""
+    deadline = time.monotonic() + timeout
+    while not finished.wait(min(_WAKE_S, max(0.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            return False
+    return True
 
 
 def still_running() -> bool:

@@ -16,6 +16,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .findings import Finding
 from .measure import REFINE_ROWS, Measurement
 from .variant import Variant
@@ -94,6 +96,29 @@ class AuditReport:
             return math.inf
         return max((b.max_ulp for b in self.bands), default=0.0)
 
+    @property
+    def finite_max_abs(self) -> float:
+        """The largest absolute error over the sampled rows that are finite (NaN/inf rows and raising calls
+        left out): what a single NaN row must not hide."""
+        m = self.measurement
+        finite = np.isfinite(m.row_errors)
+        return float(m.row_errors[finite].max(initial=0.0))
+
+    @property
+    def finite_max_ulp(self) -> float:
+        """The largest error in ulps over the finite sampled rows."""
+        return max((b.max_ulp for b in self.bands if not b.raised), default=0.0)
+
+    @property
+    def nan_rows(self) -> int:
+        """How many sampled rows hold NaN or inf."""
+        return sum(b.nan_rows for b in self.bands)
+
+    @property
+    def raising_bands(self) -> int:
+        """How many bands of positions the target raised on."""
+        return sum(1 for b in self.bands if b.raised)
+
     def max_error(self, upto: int | None = None) -> float:
         """The largest absolute error at the sampled positions below ``upto`` (all: None); inf where a row
         is NaN/inf or the call raised there."""
@@ -142,7 +167,13 @@ class AuditReport:
             "exact_first_repeat": m.exact_repeat,
             "max_abs": _plain(self.max_abs),
             "max_ulp": _plain(self.max_ulp),
-            "findings": [{"kind": f.kind, "text": f.text, "evidence": f.evidence} for f in self.findings],
+            "finite_max_abs": self.finite_max_abs,
+            "finite_max_ulp": self.finite_max_ulp,
+            "nan_rows": self.nan_rows,
+            "raising_bands": self.raising_bands,
+            "findings": [
+                {"kind": f.kind, "text": f.text, "evidence": f.evidence, "fix": f.fix} for f in self.findings
+            ],
             "tolerance": self.tolerance_text(),
             "passed": self.passed,
         }
@@ -210,15 +241,17 @@ class AuditReport:
         lines += ["", "  findings:" if self.findings else "  findings: none"]
         for f in self.findings:
             lines += wrapped(f"- {f.text}", 4) + wrapped(f"evidence: {f.evidence}", 6)
+            lines += wrapped(f"fix: {f.fix}", 6) if f.fix else []
         verdict = "PASS" if self.passed else "FAIL"
-        lines += [
-            "",
-            *wrapped(
-                f"{verdict}: max error {self.max_abs:.3g} ({self.max_ulp:.3g} ulp of {self.dtype}); "
-                f"tolerance: {self.tolerance_text()}",
-                0,
-            ),
-        ]
+        summary = f"max error {self.max_abs:.3g} ({self.max_ulp:.3g} ulp of {self.dtype})"
+        if math.isinf(self.max_abs):  # NaN rows or a raising call: keep the finite rows' numbers in sight
+            broken = [f"{self.nan_rows:,} sampled rows NaN/inf"] if self.nan_rows else []
+            broken += [f"{self.raising_bands} bands raise"] if self.raising_bands else []
+            summary = (
+                f"{'; '.join(broken)}; max error over the finite rows {self.finite_max_abs:.3g} "
+                f"({self.finite_max_ulp:.3g} ulp of {self.dtype})"
+            )
+        lines += ["", *wrapped(f"{verdict}: {summary}; tolerance: {self.tolerance_text()}", 0)]
         return "\n".join(lines)
 
     def to_html(self, path: str | Path) -> Path:

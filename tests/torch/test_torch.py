@@ -457,3 +457,27 @@ def test_eager_cpu_offset_beyond_2_31_raises_for_real_and_integer_positions():
     # negative positions plus an offset past 2**31 are fine when the sum is in range
     got = module(x.double(), torch.tensor([-5.5], dtype=torch.float64), offset=torch.tensor(7))
     np.testing.assert_array_equal(got[0].numpy(), posenc.encode([1.5], 2, dtype="float64"))
+
+
+def test_eager_kernel_calls_skip_the_dispatcher_only_in_plain_eager_mode():
+    """operator.direct: plain eager calls on a kernel device launch the kernel themselves (no dispatcher);
+    under a dispatch mode (FakeTensorMode: a non-strict export) or a functorch transform they go through
+    the operator, whose fake kernel answers."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from posenc.torch import operator
+    from posenc.torch.kernels import common
+
+    common.KERNEL_DEVICES.append("cpu")  # the CPU stands in for CUDA (no kernel runs: fake tensors)
+    try:
+        assert operator._plain_eager() and operator.direct(torch.zeros(2))
+        options = (8, 10000.0, 0.0, 1.0, "interleaved", "zero", "float32")
+        with FakeTensorMode():
+            assert not operator._plain_eager() and not operator.direct(torch.zeros(2))
+            table = operator.table(10, 0, torch.device("cpu"), options)
+            rows = operator.exact(torch.arange(3), None, options)
+        assert type(table).__name__ == type(rows).__name__ == "FakeTensor"
+        assert table.shape == (10, 8) and rows.shape == (3, 8)
+        assert not operator.direct(torch.nn.Parameter(torch.zeros(2)))  # a subclass: the operator
+    finally:
+        common.KERNEL_DEVICES.remove("cpu")

@@ -14,6 +14,7 @@ import functools
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .. import core, portable
 from .kernels import encode_launch, table_launch
@@ -77,16 +78,20 @@ def _table_fake(length, start, where, d_model, base, shift, scale, layout, odd, 
 
 def direct(tensor: torch.Tensor) -> bool:
     """Whether an eager call on ``tensor`` may launch posenc's CUDA kernel itself rather than through the
-    operator: a plain tensor on a kernel device, not traced (compile, export, ONNX, jit), no functorch
-    transform (vmap, grad) active. The operators have no autograd formula and their fake kernels serve
-    only tracing, so the dispatcher adds nothing there but its cost (~30 us a call: a decode step's
-    budget)."""
-    return (
-        type(tensor) is torch.Tensor
-        and tensor.device.type in KERNEL_DEVICES
-        and not _tracing()
-        and not torch._C._are_functorch_transforms_active()
-    )
+    operator: a plain tensor on a kernel device, in :func:`_plain_eager` mode. The operators have no
+    autograd formula and their fake kernels serve only tracing, so there the dispatcher adds nothing but
+    its cost (~30 us a call: a decode step's budget)."""
+    return type(tensor) is torch.Tensor and tensor.device.type in KERNEL_DEVICES and _plain_eager()
+
+
+#: torch's functorch check (vmap, grad), where this torch has it.
+_FUNCTORCH_ACTIVE = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+
+
+def _plain_eager() -> bool:
+    """Not traced (compile, export, ONNX, jit), no functorch transform, and no dispatch mode (FakeTensorMode
+    of a non-strict export, FlopCounterMode, ...) that the operator must see."""
+    return not _tracing() and not _FUNCTORCH_ACTIVE() and _get_current_dispatch_mode() is None
 
 
 def exact(positions: torch.Tensor, offset: torch.Tensor | None, options: tuple) -> torch.Tensor:
@@ -98,7 +103,7 @@ def exact(positions: torch.Tensor, offset: torch.Tensor | None, options: tuple) 
 
 def table(length: int, start: int, where: torch.device, options: tuple) -> torch.Tensor:
     """``torch.ops.posenc.table(length, start, where, *options)``; eager CUDA calls skip the dispatcher."""
-    if where.type in KERNEL_DEVICES and not _tracing() and not torch._C._are_functorch_transforms_active():
+    if where.type in KERNEL_DEVICES and _plain_eager():
         return _table(length, start, where, *options)
     return torch.ops.posenc.table(length, start, where, *options)
 

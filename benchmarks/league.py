@@ -303,7 +303,7 @@ def markdown(records: list[dict], bf16: int = BF16) -> str:
         repeat = r["bf16_first_repeat"]
         low = f"{r['bf16_distinct']:,} ({'none' if repeat is None else f'{repeat[0]} = {repeat[1]}'})"
         low += f" | {r['bf16_max_error']:.2g}"
-        finding = r["findings"][0] if r["findings"] else "none"
+        finding = "; ".join(f.split(":")[0] for f in r["findings"]) or "none"
         lines.append(f"| {r['name']} | {r['how']} | {errors} | {low} | {finding} |")
     return "\n".join(lines)
 

@@ -63,3 +63,19 @@ def column_names(d_model: int, layout: str, odd: str = "zero") -> list[str]:
         for i, column in enumerate(columns.tolist()):
             names[column] = f"{fn} ω{i}"
     return [f"{dim} {name}" for dim, name in enumerate(names)]
+
+
+def swaps_pairs(order: np.ndarray, layout: str) -> bool:
+    """Whether the column order ``order`` (column j holds the layout's column ``order[j]``) exchanges the sine
+    and the cosine of every frequency, and moves nothing else: sin and cos swapped.
+
+    >>> swaps_pairs(np.array([1, 0, 3, 2]), "interleaved"), swaps_pairs(np.array([2, 3, 0, 1]), "sin_cos")
+    (True, True)
+    >>> swaps_pairs(np.array([0, 2, 1, 3]), "interleaved")
+    False
+    """
+    order = np.asarray(order)
+    if layout not in LAYOUTS or len(order) < 2:
+        return False
+    s, c = pair_columns(layout, len(order) // 2)
+    return bool((order[s] == c).all() and (order[c] == s).all())

@@ -84,7 +84,7 @@ def test_permuted_layout() -> None:
     order = np.random.default_rng(3).permutation(D)
     report = audit(posenc.table(2048, D)[:, order], samples=SAMPLES)
     found = next(f for f in report.findings if f.kind == "layout")
-    assert found.text.endswith("columns permuted")
+    assert found.text.startswith("columns permuted: ") and found.data["swapped"] is False
     exact = report.variant.exact(np.arange(8), "float64", D)
     assert np.allclose(
         exact[:, found.data["permutation"]], posenc.table(2048, D, dtype="float64")[:8][:, order]
@@ -97,7 +97,9 @@ def test_sin_cos_halves_swapped_within_pairs() -> None:
     swapped = table.copy()
     swapped[:, 0::2], swapped[:, 1::2] = table[:, 1::2], table[:, 0::2]  # cos first in each pair
     report = audit(swapped, samples=SAMPLES)
-    assert "layout" in _kinds(report) and not report.passed
+    found = next(f for f in report.findings if f.kind == "layout")
+    assert found.text.startswith("sin and cos swapped") and found.data["swapped"] and not report.passed
+    assert "`pe[:, 0::2] = torch.sin(angle)`" in found.fix
 
 
 def test_wrong_shift_against_a_declared_variant() -> None:
@@ -156,7 +158,7 @@ def test_off_by_one_against_a_declared_variant() -> None:
     assert next(f for f in report.findings if f.kind == "offset").data["start"] == 1
 
 
-def test_nan_rows_and_collisions_in_bfloat16() -> None:
+def test_nan_rows_and_positions_rounded_to_bfloat16() -> None:
     def naive(positions: np.ndarray) -> np.ndarray:  # positions and angles rounded to bfloat16
         p = np.asarray(positions).astype(ml_dtypes.bfloat16).astype(np.float64)
         out = _paper_float32(p.astype(np.int64))
@@ -165,8 +167,10 @@ def test_nan_rows_and_collisions_in_bfloat16() -> None:
 
     report = audit(naive, positions=8192, samples=4096)
     assert report.dtype == "bfloat16"
-    collide = next(f for f in report.findings if f.kind == "collisions")
-    assert collide.data["first"] == 257 and collide.data["earlier"] == 256
+    rounded = next(f for f in report.findings if f.kind == "positions")  # the collisions, explained
+    assert rounded.data["first"] == 257 and rounded.data["grid"] == "bfloat16"
+    assert rounded.text.startswith("positions rounded to bfloat16: from position 257 on")
+    assert "257 lands on 256" in rounded.text and "collisions" not in _kinds(report)
     nan = next(f for f in report.findings if f.kind == "nan")
     assert nan.data == {"rows": 1, "first": 3000}
     assert sum(b.nan_rows for b in report.bands) == 1 and math.isinf(report.max_abs)
@@ -268,7 +272,12 @@ def _reports_of_every_kind() -> dict[str, object]:
         "offset": audit(posenc.table(1000, D, start=1), options="paper", samples=SAMPLES),
         "cliff": audit(lambda p: table[np.asarray(p)], samples=SAMPLES),
         "nan": audit(nan_and_collisions, positions=8192, samples=4096),
-        "collisions": audit(nan_and_collisions, positions=8192, samples=4096),
+        "positions": audit(nan_and_collisions, positions=8192, samples=4096),
+        "collisions": audit(lambda p: table[np.asarray(p) % 1000], positions=8192, samples=SAMPLES),
+        "unexplained": audit(
+            lambda p: posenc.encode(p, D) + np.float32(1e-4) * np.sin(np.asarray(p) * 7.0)[:, None],
+            samples=SAMPLES,
+        ),
     }
 
 

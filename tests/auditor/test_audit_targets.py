@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -167,6 +168,36 @@ def test_html_is_one_self_contained_file(tmp_path: Path) -> None:
     assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 2 and "<circle" in text
     assert not re.search(r"(src|href)\s*=|https?://|<script|<link|@import", text)
     assert "FAIL" in text and "distinct rows" in text and list(tmp_path.iterdir()) == [path]
+
+
+def test_html_lists_the_findings_with_their_fixes_and_no_text_covers_data(tmp_path: Path) -> None:
+    from posenc.auditor.html import PLOT
+    from tests.support.tutorial import TutorialPositionalEncoding
+
+    report = audit(TutorialPositionalEncoding(D), samples=SAMPLES)  # a cliff (raising bands) and angles
+    text = report.to_html(tmp_path / "r.html").read_text()
+    findings = text[text.index("<h2>Findings</h2>") : text.index("<h2>Error against position</h2>")]
+    assert len(report.findings) == 2 and findings.count("<li>") == 2
+    for f in report.findings:
+        assert html.escape(f.text) in findings and f"fix: {html.escape(f.fix)}" in findings
+    x0, y0, x1, y1 = PLOT
+    for svg in re.findall(r"<svg.*?</svg>", text, re.S):
+        texts = re.findall(r'<text x="([\d.]+)" y="([\d.]+)" text-anchor="(\w+)">', svg)
+        assert len(texts) > 5
+        for x, y, anchor in texts:  # above, below, or (anchored at its end) left of the plot area
+            x, y = float(x), float(y)
+            assert y <= y0 - 8 or y >= y1 + 10 or (anchor == "end" and x <= x0), (x, y, anchor, svg[:80])
+        for cx, cy in re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)"', svg):
+            assert x0 - 2 <= float(cx) <= x1 + 2 and y0 - 2 <= float(cy) <= y1 + 2
+        for x, y, w, h in re.findall(
+            r'<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"', svg
+        ):
+            assert (
+                x0 <= float(x)
+                and float(x) + float(w) <= x1
+                and y0 <= float(y)
+                and float(y) + float(h) <= y1 + 0.1
+            )
 
 
 def test_assert_exact_and_the_fixture(posenc_exact) -> None:  # noqa: F811

@@ -1,17 +1,26 @@
 """What went wrong, in plain words: each finding is a small function of the measurement (and, for a
-hypothesis it tests, of a few more samples of the target) that returns a :class:`Finding` or None.
+hypothesis it tests, of a few more samples of the target) that returns a :class:`Finding` or None. A cause
+is named only when an independent check confirms it; :func:`find_all` runs them in order.
 
+* :func:`permuted`, :func:`wrong_variant`, :func:`offset`: what identification found (sin and cos swapped,
+  columns permuted, a declared variant that is not the one the rows match, row 0 matching position ±1);
+* :func:`cliff`: from some position on, rows are zero, NaN, one repeated row (the row of the position
+  before, checked), or the call raises; the position is found by bisection;
 * :func:`storage`: every value on a coarser grid than the dtype → "table stored in bfloat16 then used as
   float32";
+* :func:`positions_rounded`: the target's row at p is, bit for bit, its row at a neighbouring b-bit value,
+  whose rows differ → "positions rounded to bfloat16" (b = 8; 11: float16 or TF32; 24: float32);
 * :func:`frequencies_cast`: the target equals sin/cos(p · ω̃_i), ω̃_i = ω_i rounded to bfloat16 / float16 /
-  float32, far better than it equals the exact values → "frequencies cast to bfloat16";
-* :func:`growth`: the band maxima grow ∝ position (slope ≈ 1 on log-log) → "angles formed in float32",
-  the precision read off error / (ω_0 · p) ≈ 2^-p;
-* :func:`permuted`, :func:`wrong_variant`, :func:`offset`: what identification found (columns permuted, a
-  declared variant that is not the one the rows match, row 0 matching position ±1);
-* :func:`cliff`: from some position on, rows are zero, NaN, one repeated row, or the call raises; the
-  position is found by bisection;
-* :func:`non_finite`, :func:`collisions`: NaN/inf rows, and rows that repeat where posenc's do not.
+  float32 (or a rotary module's own cast inv_freq), far better than it equals the exact values →
+  "frequencies cast to bfloat16";
+* :func:`growth`: the largest error per octave of positions grows ∝ position (slope ≈ 1 on log-log) →
+  "angles formed in float32", the precision read off error / (ω_0 · p) ≈ 2^-p;
+* :func:`non_finite`, :func:`collisions`: NaN/inf rows, and rows that repeat where posenc's do not and no
+  rounding of the positions explains;
+* :func:`unexplained`: when nothing above fits errors past 1 ulp, their numbers, not a guess.
+
+The precision causes are read against the variant the rows hold (:func:`_held`), before any cliff, and
+several are reported together: the PyTorch tutorial's module gets its float32 angles and its cliff at 5000.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import numpy as np
 from .. import layouts
 from ..porting.rope_fitting import precision_of
 from .measure import Measurement
-from .targets import Target
+from .targets import MAX_POSITION, Target
 from .variant import Variant
 
 __all__ = ["Finding", "find_all"]
@@ -78,14 +87,41 @@ def _posenc_line(variant: Variant) -> str:
 
 
 def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> list[Finding]:
-    """Every finding that applies, the layout and variant ones first."""
+    """Every finding that applies, the layout and variant ones first. The precision causes (rounded
+    positions, cast frequencies, low-precision angles) are read against the variant the rows hold: the
+    declared one, or the one identification found instead of it; and only from the rows before a cliff."""
     found = [f(variant) for f in (wrong_variant, permuted, offset)]
+    found.append(rotary_layout(variant, m, dtype))
     edge = cliff(target, variant, m, dtype)
-    found += [edge, storage(m, dtype)]
-    cast = frequencies_cast(target, variant, m, dtype)
-    found += [cast, None if cast else growth(variant, m, dtype)]
-    found += [non_finite(m, edge), collisions(m, dtype, edge)]
-    return [f for f in found if f is not None]
+    held, basis = _held(variant, m, dtype, found[-1])
+    rounded = positions_rounded(target, held, basis, dtype, edge)
+    cast = frequencies_cast(target, held, basis, dtype, rounded)
+    stored = storage(m, dtype, "table" if variant.params is None else "cos/sin cache")
+    found += [edge, stored, rounded, cast, None if cast else growth(held, basis, dtype, rounded)]
+    found += [non_finite(m, edge), collisions(m, dtype, edge, rounded)]
+    found = [f for f in found if f is not None]
+    return found or [f for f in [unexplained(m, dtype)] if f is not None]
+
+
+def _held(
+    variant: Variant, m: Measurement, dtype: str, layout: Finding | None = None
+) -> tuple[Variant, Measurement]:
+    """The variant the rows hold and the errors against it: ``variant`` and ``m`` themselves, unless a
+    declared variant is not what the rows match and identification found the one they do, or a rotary
+    target's rows are in the other ``layout``."""
+    other = variant.found_instead
+    if other is None and layout is None:
+        return variant, m
+    if layout is not None:
+        held = dataclasses.replace(variant, layout=layout.data["layout"])
+    else:
+        held = Variant(other["name"], dict(other["options"]), "identified instead", True, 0.0)
+    finite = np.isfinite(m.row_errors)
+    errors = m.row_errors.copy()
+    if finite.any():
+        exact = held.exact(m.positions[finite], dtype, m.values.shape[1])
+        errors[finite] = np.abs(m.values[finite] - exact).max(axis=1, initial=0.0)
+    return held, dataclasses.replace(m, row_errors=errors)
 
 
 def wrong_variant(variant: Variant) -> Finding | None:
@@ -110,23 +146,69 @@ def wrong_variant(variant: Variant) -> Finding | None:
 
 
 def permuted(variant: Variant) -> Finding | None:
-    """Columns in another order than the identified variant's."""
+    """Columns in another order than the identified variant's: sin and cos swapped in every pair, or any
+    other permutation."""
     order = variant.permutation
     if order is None:
         return None
     moved = np.flatnonzero(order != np.arange(len(order)))
+    layout = variant.options.get("layout")
+    if layouts.swaps_pairs(order, layout):
+        s, c = layouts.pair_columns(layout, len(order) // 2)
+        return Finding(
+            "layout",
+            f"sin and cos swapped: each sine column of the variant ({variant.name}, layout {layout}) holds "
+            "the cosine of its frequency, and each cosine column the sine",
+            f"with the columns of every sin/cos pair exchanged, the first rows match {variant.name}",
+            {"permutation": order.tolist(), "swapped": True},
+            fix="exchange sin and cos: the sine of frequency i in column "
+            + (
+                "2i, its cosine in 2i + 1 (`pe[:, 0::2] = torch.sin(angle)`, "
+                "`pe[:, 1::2] = torch.cos(angle)`)"
+                if layout == "interleaved"
+                else f"{s[0]} + i, its cosine in {c[0]} + i"
+            )
+            + "; "
+            + _posenc_line(variant),
+        )
     shown = ", ".join(f"{j}←{order[j]}" for j in moved[:6]) + (", …" if len(moved) > 6 else "")
     return Finding(
         "layout",
-        f"layout differs from the identified variant ({variant.name}, layout "
-        f"{variant.options.get('layout')}): "
-        "columns permuted",
-        f"{len(moved)} of {len(order)} columns hold another column of the variant (target←variant: {shown}); "
-        "in the variant's order the first rows match",
-        {"permutation": order.tolist()},
+        f"columns permuted: {len(moved)} of {len(order)} columns hold another column of the identified "
+        f"variant ({variant.name}, layout {layout})",
+        f"target←variant: {shown}; in the variant's order the first rows match",
+        {"permutation": order.tolist(), "swapped": False},
         fix=f"put column order[j] of the variant in column j (order: {order.tolist()[:8]}"
         f"{', …' if len(order) > 8 else ''}), i.e. write the layout the model was trained with; "
         + _posenc_line(variant),
+    )
+
+
+def rotary_layout(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
+    """A rotary target whose cos/sin are in the other layout than the one it was read as: interleaved
+    ([c0, c0, c1, c1, ...], GPT-J, ``rotate_every_two``) where halves ([c0, c1, ..., c0, c1, ...], Llama's
+    ``rotate_half``) were expected, or the reverse."""
+    finite = np.flatnonzero(np.isfinite(m.row_errors))[:_PROBES]
+    if variant.params is None or not len(finite) or m.row_errors[finite].max() < 1e-3:
+        return None
+    other = "interleaved" if variant.layout == "half" else "half"
+    positions, values = m.positions[finite], m.values[finite]
+    error = float(
+        np.abs(values - dataclasses.replace(variant, layout=other).exact(positions, dtype, 0)).max()
+    )
+    if error > max(1e-4, 0.01 * float(m.row_errors[finite].max())):
+        return None
+    names = {"half": "halves (`rotate_half`)", "interleaved": "interleaved pairs (`rotate_every_two`)"}
+    return Finding(
+        "layout",
+        f"cos/sin in {names[other]}, not {names[variant.layout]}",
+        f"at the first {len(finite):,} sampled positions the rows are within {error:.3g} of the {other} "
+        f"layout's exact values, and {float(m.row_errors[finite].max()):.3g} from the {variant.layout} one's",
+        {"layout": other, "error": error},
+        fix=f"apply the rotation the model was trained with: {names[other]} cos/sin need the matching "
+        "rotation of q and k (`posenc.torch.apply_rotary(..., layout=...)`); or, if the weights expect "
+        f"{names[variant.layout]}, build the cos/sin in that layout: "
+        f"`posenc.rope.cos_sin(positions, params, layout={variant.layout!r})`",
     )
 
 
@@ -150,8 +232,9 @@ def offset(variant: Variant) -> Finding | None:
     )
 
 
-def storage(m: Measurement, dtype: str) -> Finding | None:
-    """Every sampled value on a coarser grid than ``dtype``: stored in that type, then converted."""
+def storage(m: Measurement, dtype: str, what: str = "table") -> Finding | None:
+    """Every sampled value on a coarser grid than ``dtype``: ``what`` (a table, a cos/sin cache) stored in
+    that type, then converted."""
     values = m.values[np.isfinite(m.values)]
     values = values[(values != 0) & (np.abs(values) != 1)]
     if len(values) < 64 or dtype not in _BITS:
@@ -161,7 +244,7 @@ def storage(m: Measurement, dtype: str) -> Finding | None:
         return None
     return Finding(
         "storage",
-        f"table stored in {grid} then used as {dtype}",
+        f"{what} stored in {grid} then used as {dtype}",
         f"all {len(values):,} sampled values (0 and ±1 aside) lie on the {grid} grid: the low "
         f"{_BITS[dtype] - _BITS[grid]} bits of each {dtype} significand are zero; {grid} rounding alone is "
         f"up to {2.0 ** -_BITS[grid]:.2g}",
@@ -172,12 +255,20 @@ def storage(m: Measurement, dtype: str) -> Finding | None:
     )
 
 
-def _model(target: Target, variant: Variant, positions: np.ndarray, grid: str, d_model: int) -> np.ndarray:
-    """sin/cos(p · ω̃_i) in float64, ω̃_i the variant's frequencies rounded to ``grid``, in its columns."""
+def _model(
+    target: Target,
+    variant: Variant,
+    positions: np.ndarray,
+    grid: str,
+    d_model: int,
+    stored: np.ndarray | None = None,
+) -> np.ndarray:
+    """sin/cos(p · ω̃_i) in float64, ω̃_i the variant's frequencies rounded to ``grid`` (or a rotary
+    module's ``stored`` inv_freq), in its columns."""
     if variant.params is not None:
         from .. import rope
 
-        theta = _rounded(rope.inv_freq(variant.params), grid)
+        theta = _rounded(rope.inv_freq(variant.params), grid) if stored is None else stored
         scaling = rope.attention_scaling(variant.params)
         angles = positions[:, None].astype(np.float64) * theta
         cos, sin = scaling * np.cos(angles), scaling * np.sin(angles)
@@ -209,44 +300,194 @@ def _rounded(values: np.ndarray, grid: str) -> np.ndarray:
     return values.astype(grid).astype(np.float64)
 
 
-def frequencies_cast(target: Target, variant: Variant, m: Measurement, dtype: str) -> Finding | None:
-    """The target explained by frequencies rounded to a coarser type, angles and sin/cos exact."""
+#: Significant bits a position may have been rounded to, coarsest first: bfloat16; float16 or TF32 (the
+#: operands of a TF32 matmul); float32.
+_POSITION_BITS = (8, 11, 24)
+#: The largest float16 (positions from 65520 on round to inf).
+_FLOAT16_MAX = 65504
+
+
+def round_bits(positions: np.ndarray, bits: int, toward_zero: bool = False) -> np.ndarray:
+    """``positions`` rounded to ``bits`` significant bits, as int64: to nearest, ties to even (a cast to
+    bfloat16: 8, float16 or TF32: 11, float32: 24; float16's overflow aside), or ``toward_zero``.
+
+    >>> round_bits(np.array([255, 257, 259, 4114, 16777217]), 8).tolist()
+    [255, 256, 260, 4128, 16777216]
+    >>> round_bits(np.array([255, 257, 259, 4114]), 8, toward_zero=True).tolist()
+    [255, 256, 258, 4096]
+    """
+    mantissa, exponent = np.frexp(np.asarray(positions, dtype=np.float64))
+    rounding = np.trunc if toward_zero else np.rint
+    return np.ldexp(rounding(np.ldexp(mantissa, bits)), exponent - bits).astype(np.int64)
+
+
+def positions_rounded(
+    target: Target, variant: Variant, m: Measurement, dtype: str, edge: Finding | None
+) -> Finding | None:
+    """Positions rounded to a float type before the angle: at every probed position p between two b-bit
+    values (and where posenc's rows of the three differ), the target's row at p is, bit for bit, its row at
+    one of those two, while its rows at the two differ. The coarsest such b is the precision; 11 bits is
+    float16 when the rows from 65520 on are inf/NaN, TF32 when they go on past it. Which of the two each p
+    lands on gives the rounding: to nearest (a cast), toward zero, or mixed (``torch.arange`` in bfloat16)."""
+    stop = edge.data["position"] if edge is not None else int(m.positions[-1]) + 1 if len(m.positions) else 0
+    finite = np.isfinite(m.values).all(axis=1) & (m.positions < stop)
+    for bits in _POSITION_BITS:
+        landed = _landings(target, variant, m, dtype, bits, finite, stop)
+        if landed is not None:
+            return _rounded_finding(variant, m, bits, *landed, stop, edge)
+    return None
+
+
+def _landings(
+    target: Target, variant: Variant, m: Measurement, dtype: str, bits: int, finite: np.ndarray, stop: int
+) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """For up to :data:`_PROBES` sampled positions p off the ``bits``-bit grid: (their indices in ``m``, the
+    grid value each one's row is, the rounding: "nearest", "toward zero" or "mixed"), when every probe lands
+    on one of its two grid neighbours and those neighbours' rows differ; else None."""
+    limit = min(stop, _FLOAT16_MAX if bits == 11 else stop)
+    width = m.values.shape[1]
+    ok = np.flatnonzero(finite & (m.positions > (1 << bits)) & (m.positions < limit))
+    lo = round_bits(m.positions[ok], bits, toward_zero=True)
+    hi = lo + np.ldexp(1.0, np.frexp(lo.astype(np.float64))[1] - bits).astype(np.int64)
+    keep = (lo != m.positions[ok]) & (hi < limit)
+    ok, lo, hi = ok[keep], lo[keep], hi[keep]
+    every = max(1, len(ok) // _PROBES)
+    ok, lo, hi = ok[::every], lo[::every], hi[::every]
+    exact = variant.exact(m.positions[ok], dtype, width)
+    apart = (exact != variant.exact(lo, dtype, width)).any(axis=1) & (
+        exact != variant.exact(hi, dtype, width)
+    ).any(axis=1)
+    ok, lo, hi = ok[apart], lo[apart], hi[apart]
+    if len(ok) < 8:
+        return None
+    try:
+        rows = target.sample(np.concatenate([lo, hi]))
+    except Exception:  # the target refuses those positions: no evidence either way
+        return None
+    own = m.values[ok]
+    if rows.shape != (2 * len(ok), width):
+        return None
+    at_lo, at_hi = rows[: len(ok)], rows[len(ok) :]
+    on_lo, on_hi = (own == at_lo).all(axis=1), (own == at_hi).all(axis=1)
+    if not (on_lo | on_hi).all() or (at_lo != at_hi).any(axis=1).mean() < 0.9:
+        return None
+    landed = np.where(on_lo, lo, hi)
+    nearest = round_bits(m.positions[ok], bits)
+    told = on_lo != on_hi  # where the rows of the two neighbours differ, the row says which one it is
+    rounding = (
+        "nearest"
+        if (landed == nearest)[told].all()
+        else "toward zero"
+        if (landed == lo)[told].all()
+        else "mixed"
+    )
+    return ok, landed, rounding
+
+
+def _rounded_finding(
+    variant: Variant,
+    m: Measurement,
+    bits: int,
+    index: np.ndarray,
+    landed: np.ndarray,
+    rounding: str,
+    stop: int,
+    edge: Finding | None,
+) -> Finding:
+    grid = {8: "bfloat16", 11: "float16", 24: "float32"}[bits]
+    named = grid
+    if bits == 11:  # float16 overflows from 65520 on, TF32 does not
+        past = (m.positions >= 65520) & (m.positions < stop)
+        if edge is not None and edge.data["position"] == 65520:
+            named = "float16"
+        elif past.any() and np.isfinite(m.values[past]).all():
+            grid = named = "tf32"
+        else:
+            named = "float16 or TF32 (11 significant bits)"
+    first = (1 << bits) + 1
+    p, q = int(m.positions[index][0]), int(landed[0])
+    how = {"nearest": "", "toward zero": " toward zero", "mixed": " (some up, some down)"}[rounding]
+    kept = (
+        "`torch.arange(n)` (int64), not `dtype=torch.float`"
+        if bits == 24
+        else (f"int64 or float64 positions, kept out of `model.to({grid})` and `.half()`")
+    )
+    tf32 = (
+        "; for a TF32 matmul: `torch.backends.cuda.matmul.allow_tf32 = False` around the angle, or form it "
+        "in float64"
+        if bits == 11
+        else ""
+    )
+    return Finding(
+        "positions",
+        f"positions rounded{how} to {named}: from position {first:,} on, distinct positions share rows in "
+        f"groups ({first:,} lands on {first - 1:,}; groups of 2^(k-{bits - 1}) positions in [2^k, 2^(k+1)))",
+        f"at {len(index):,} sampled positions p the target's row equals, bit for bit, its row at a "
+        f"neighbouring {bits}-bit value (e.g. {p:,} → {q:,}) where posenc's rows differ, and its rows at "
+        f"neighbouring {bits}-bit values differ",
+        {"grid": grid, "bits": bits, "first": first, "probes": len(index), "rounding": rounding},
+        fix=f"keep positions exact up to the angle: {kept}, and form the angle in float64 "
+        f"(`position.double() * div_term.double()`){tf32}; " + _posenc_line(variant),
+    )
+
+
+def frequencies_cast(
+    target: Target, variant: Variant, m: Measurement, dtype: str, rounded: Finding | None = None
+) -> Finding | None:
+    """The target explained by frequencies rounded to a coarser type, angles and sin/cos exact (of the
+    rounded positions, when ``rounded`` found them rounded)."""
     if variant.permutation is not None or variant.start or not len(m.positions):
         return None
     finite = np.isfinite(m.row_errors)
     pick = np.flatnonzero(finite)[:: max(1, int(finite.sum()) // _PROBES)]
     positions, values = m.positions[pick], m.values[pick].astype(np.float64)
-    exact = variant.exact(positions, dtype, values.shape[1])
-    off = float(np.abs(values - exact).max(initial=0.0))
-    if off < 64 * 2.0 ** -_BITS.get(dtype, 53):
+    at = positions
+    if rounded is not None:  # measured from the exact rows of the rounded positions
+        at = round_bits(positions, rounded.data["bits"], rounded.data["rounding"] == "toward zero")
+        inside = at < MAX_POSITION  # 2**31 - 1 rounds to 2**31, past posenc's range
+        positions, values, at = positions[inside], values[inside], at[inside]
+    rows = np.abs(values - variant.exact(at, dtype, values.shape[1])).max(axis=1, initial=0.0)
+    use = rows < 0.3  # past that the error saturates (another rounding of the angle may dominate there)
+    positions, values, at = positions[use], values[use], at[use]
+    off = float(rows[use].max(initial=0.0))
+    if off < 16 * 2.0 ** -_BITS.get(dtype, 53):
         return None
-    for grid in ("bfloat16", "float16", "float32"):
-        if _BITS[grid] >= _BITS.get(dtype, 53) + (grid == "float32"):
+    tried: list[tuple[str, np.ndarray | None]] = [(g, None) for g in ("bfloat16", "float16", "float32")]
+    stored = (target.rotary or {}).get("inv_freq")
+    if variant.params is not None and stored is not None and _BITS.get(precision_of(stored), 99) < 24:
+        tried.insert(0, (precision_of(stored), np.asarray(stored, np.float64)))  # its own inv_freq, cast
+    for grid, theta in tried:
+        if _BITS[grid] > _BITS.get(dtype, 53):
             continue
         try:
-            model = _rounded(_model(target, variant, positions, grid, values.shape[1]), dtype)
+            model = _rounded(_model(target, variant, at, grid, values.shape[1], theta), dtype)
         except (ImportError, ValueError, TypeError, KeyError):
             continue
         residual = float(np.abs(values - model).max(initial=0.0))
         if residual <= 0.25 * off:
+            name = "tf32" if grid == "float16" and rounded and rounded.data["grid"] == "tf32" else grid
             return Finding(
                 "frequencies",
-                f"frequencies cast to {grid}",
+                f"frequencies cast to {name}",
                 f"at {len(positions):,} sampled positions the target is within {residual:.3g} of "
-                "sin/cos(p·ω̃_i) "
-                f"with ω̃_i = ω_i rounded to {grid}, and {off:.3g} from the exact values",
-                {"grid": grid, "residual": residual, "error": off},
-                fix=f"compute the frequencies in float64 and do not cast them to {grid} (e.g. "
+                f"sin/cos({'p' if rounded is None else 'p̃'}·ω̃_i) "
+                f"with ω̃_i = ω_i rounded to {name}, and {off:.3g} from the exact values"
+                + ("" if rounded is None else " (p̃: the positions rounded as found)"),
+                {"grid": name, "residual": residual, "error": off},
+                fix=f"compute the frequencies in float64 and do not cast them to {name} (e.g. "
                 "`div_term = torch.exp(torch.arange(0, d, 2, dtype=torch.float64) * (-math.log(base) / d))`"
-                ", an inv_freq buffer kept in float32 or wider); " + _posenc_line(variant),
+                ", an inv_freq buffer kept in float32 or wider and out of `model.to(...)`: register it with "
+                "persistent=False and recompute it after a cast); " + _posenc_line(variant),
             )
     return None
 
 
-def growth(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
-    """Band maxima ∝ position: the angle p · ω was rounded to a dtype of precision ≈ error / (ω_0 · p)."""
+def growth(variant: Variant, m: Measurement, dtype: str, rounded: Finding | None = None) -> Finding | None:
+    """Band maxima ∝ position: the angle p · ω was rounded to a dtype of precision ≈ error / (ω_0 · p).
+    With ``rounded`` (positions rounded), only the positions that rounding leaves as they are count."""
     floor = 4 * 2.0 ** -_BITS.get(dtype, 53)
-    points = _growth_points(m, floor)
+    below = None if rounded is None else 1 << rounded.data["bits"]
+    points = _growth_points(m, floor, below)
     if len(points) < 3:
         return None
     x, y = np.log([p for p, _ in points]), np.log([e for _, e in points])
@@ -276,10 +517,12 @@ def growth(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
     )
 
 
-def _growth_points(m: Measurement, floor: float) -> list[tuple[int, float]]:
+def _growth_points(m: Measurement, floor: float, below: int | None = None) -> list[tuple[int, float]]:
     """(position, largest error) per octave of the sampled positions (finite rows above ``floor`` and below
-    0.3): more points than bands, and those before a length cliff count as well as any."""
+    0.3, positions below ``below``): more points than bands, and those before a length cliff count."""
     ok = np.isfinite(m.row_errors) & (m.positions > 0) & (m.row_errors > floor) & (m.row_errors < 0.3)
+    if below is not None:
+        ok &= m.positions < below
     positions, errors = m.positions[ok], m.row_errors[ok]
     points = []
     for octave in np.unique(np.floor(np.log2(positions)).astype(int)) if len(positions) else ():
@@ -342,6 +585,12 @@ def cliff(target: Target, variant: Variant, m: Measurement, dtype: str) -> Findi
         else:
             if np.abs(row - variant.exact(np.array([hi]), dtype, row.shape[1])).max() <= 1e-3:
                 lo, hi = hi, hi + 1  # the repeated row is position hi's own: the first wrong one is next
+            try:
+                clamped = np.array_equal(target.sample(np.array([lo], np.int64))[0], last)
+            except Exception:
+                clamped = False
+            if not clamped:
+                return None  # the last rows share one row, but not that of the position before: not a clamp
             what = f"every row repeats the row of position {lo}"
     return Finding(
         "cliff",
@@ -370,10 +619,13 @@ def non_finite(m: Measurement, edge: Finding | None) -> Finding | None:
     )
 
 
-def collisions(m: Measurement, dtype: str, edge: Finding | None) -> Finding | None:
-    """Rows that repeat an earlier one where posenc's rows in the same dtype do not (yet)."""
+def collisions(
+    m: Measurement, dtype: str, edge: Finding | None, rounded: Finding | None = None
+) -> Finding | None:
+    """Rows that repeat an earlier one where posenc's rows in the same dtype do not (yet), and that neither
+    rounded positions nor a length cliff explain."""
     repeat = m.first_repeat
-    if repeat is None or (edge is not None and repeat[0] >= edge.data["position"]):
+    if repeat is None or rounded is not None or (edge is not None and repeat[0] >= edge.data["position"]):
         return None
     exact = m.exact_repeat
     if exact is not None and exact[0] <= repeat[0]:
@@ -388,4 +640,30 @@ def collisions(m: Measurement, dtype: str, edge: Finding | None) -> Finding | No
         {"first": repeat[0], "earlier": repeat[1]},
         fix=f"keep positions and angles out of low precision (integer or float64 positions, the angle formed "
         f"in float64) so that {dtype} rounds each row once; " + _POSENC.format(options=""),
+    )
+
+
+def unexplained(m: Measurement, dtype: str) -> Finding | None:
+    """Errors past 1 ulp that no finding explains: said with their numbers rather than guessed at."""
+    finite = np.isfinite(m.row_errors)
+    ulp = max((b.max_ulp for b in m.bands if not b.raised), default=0.0)
+    # float64 math rounded once is within 1 ulp, and within 2^-p absolute where a value is near 0
+    if not finite.any() or ulp <= 1.0 or m.row_errors[finite].max() <= 2 * 2.0 ** -_BITS.get(dtype, 53):
+        return None
+    worst = int(np.argmax(np.where(finite, m.row_errors, -1.0)))
+    points = _growth_points(m, 4 * 2.0 ** -_BITS.get(dtype, 53))
+    slope = ""
+    if len(points) >= 3:
+        power = np.polyfit(*np.log(np.array(points, dtype=np.float64).T), 1)[0]
+        slope = f"; the largest error per octave grows as position^{power:.2f}"
+    return Finding(
+        "unexplained",
+        f"unexplained error: up to {m.row_errors[worst]:.3g} ({ulp:.3g} ulp of {dtype}), the worst at "
+        f"position {int(m.positions[worst]):,}",
+        "no known cause fits the rows: not rounded positions (8, 11 or 24 bits), cast frequencies, angles "
+        "formed in low precision, storage in a coarser type, a layout, variant or offset, nor a length cliff"
+        + slope,
+        {"max_abs": float(m.row_errors[worst]), "max_ulp": ulp, "position": int(m.positions[worst])},
+        fix="compare the code step by step with the exact formula (posenc.table(..., dtype='float64') rows "
+        "are the reference) to find where the error enters; " + _POSENC.format(options=""),
     )

@@ -1,7 +1,10 @@
-"""The audit as one HTML file, readable offline: the report's text and two figures drawn here as inline
-SVG (no matplotlib, no script, no external link) — the error of every sampled position against its
-position (log-log, with posenc's rounding level and the 1e-3 / 1e-2 / 0.1 thresholds), and the distinct
-rows per band, the target's against posenc's.
+"""The audit as one HTML file, readable offline: the verdict, the findings with their evidence and fixes,
+two figures drawn here as inline SVG (no matplotlib, no script, no external link) — the error of every
+sampled position against its position (log-log, with posenc's rounding level and the 1e-3 / 1e-2 / 0.1
+thresholds), and the distinct rows per band, the target's against posenc's — and the report's text.
+
+Each figure's data lies inside its plot area (:data:`PLOT`: x from ``_L`` to ``_W - _R``, y from ``_T`` to
+``_H - _B``); its caption is above that area, its tick labels left of and below it, so no text covers data.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import numpy as np
 if TYPE_CHECKING:
     from .report import AuditReport
 
-__all__ = ["collisions_svg", "error_svg", "render"]
+__all__ = ["PLOT", "collisions_svg", "error_svg", "findings_html", "render"]
 
-_W, _H, _L, _R, _T, _B = 720, 320, 64, 16, 16, 40  # size and margins of a figure, in px
+_W, _H, _L, _R, _T, _B = 720, 340, 64, 16, 36, 40  # size and margins of a figure, in px
+#: The plot area of a figure (x0, y0, x1, y1): every mark inside it, every text outside it.
+PLOT = (_L, _T, _W - _R, _H - _B)
 
 
 def _axis_x(lo: float, hi: float):
@@ -67,14 +72,13 @@ def error_svg(report: AuditReport) -> str:
         colour = "#2a5db0" if ok else "#c33"
         body.append(f'<circle cx="{fx(xi):.1f}" cy="{fy(yi):.1f}" r="1.6" fill="{colour}"/>')
     body.append(_text((_L + _W) / 2, _H - 6, "position + 1", "middle"))
-    body.append(
-        _text(
-            _L + 6,
-            _T + 10,
-            f"max |error| per row ({report.dtype}; green: one rounding, red: 1e-3, 1e-2, 0.1)",
-        )
-    )
+    body.append(_caption(f"max |error| per row ({report.dtype}; green: one rounding, red: 1e-3, 1e-2, 0.1)"))
     return _frame("error against position", body)
+
+
+def _caption(text: str) -> str:
+    """A figure's caption, above its plot area."""
+    return _text(_L, _T - 14, text)
 
 
 def _text(x: float, y: float, text: str, anchor: str = "start") -> str:
@@ -99,8 +103,21 @@ def collisions_svg(report: AuditReport) -> str:
         body.append(_text(x0 + slot / 2, _H - _B + 14, f"≥{b.lo:.3g}", "middle"))
     for v in (0, 0.5, 1):
         body.append(_text(_L - 4, fy(v) + 4, f"{v:g}", "end"))
-    body.append(_text(_L + 6, _T + 10, "distinct rows / sampled, per band (blue: target, green: posenc)"))
+    body.append(_caption("distinct rows / sampled, per band (blue: target, green: posenc)"))
     return _frame("distinct rows per band", body)
+
+
+def findings_html(report: AuditReport) -> str:
+    """The findings as a list: each one's claim, evidence and fix."""
+    if not report.findings:
+        return "<p>No findings.</p>"
+    items = "".join(
+        f"<li><strong>{html.escape(f.text)}</strong><br>evidence: {html.escape(f.evidence)}"
+        + (f"<br>fix: {html.escape(f.fix)}" if f.fix else "")
+        + "</li>"
+        for f in report.findings
+    )
+    return f"<ul>{items}</ul>"
 
 
 def render(report: AuditReport) -> str:
@@ -110,8 +127,9 @@ def render(report: AuditReport) -> str:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>posenc audit: {html.escape(report.target)}</title>"
         "<style>body{font-family:sans-serif;max-width:64rem;margin:2rem auto;padding:0 1rem}"
-        "pre{background:#f6f6f6;padding:1rem;overflow-x:auto}</style></head><body>"
+        "pre{background:#f6f6f6;padding:1rem;overflow-x:auto}li{margin-bottom:.6rem}</style></head><body>"
         f"<h1>posenc audit: {verdict}</h1><p>{html.escape(report.target)}</p>"
+        f"<h2>Findings</h2>{findings_html(report)}"
         f"<h2>Error against position</h2>{error_svg(report)}"
         f"<h2>Collisions</h2>{collisions_svg(report)}"
         f"<h2>Report</h2><pre>{html.escape(report.as_text())}</pre></body></html>\n"

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import presets
+from .. import layouts, presets
 from ..porting.rope_fitting import PRECISIONS, precision_of
 from .guard import TargetError
 from .targets import Target
@@ -187,7 +187,10 @@ def _identified(target: Target, rows: np.ndarray) -> Variant:
     orders = [(label, o, padding, _permutation(rows, o, padding, limit)) for label, o, padding in pool]
     orders = [item for item in orders if item[3] is not None]
     if orders:  # the variant whose own order is nearest: the fewest columns moved
-        label, options, padding, order = min(orders, key=lambda item: _moved(item[3]))
+        label, options, padding, order = min(  # sin and cos swapped first, else the fewest columns moved
+            orders,
+            key=lambda item: (not layouts.swaps_pairs(item[3], item[1].get("layout")), _moved(item[3])),
+        )
         how = f"identified by matching the columns of {where} one by one"
         error = _error(rows, options, padding)
         return Variant(label, dict(options), how, False, error, padding, permutation=order)

@@ -16,8 +16,9 @@ DESCRIPTION = """\
 Measure a positional encoding against posenc's exact values: the variant (identified when not
 given), the largest error per band of positions in absolute terms and in ulps of its dtype, the
 distinct rows, the first position past 1e-3 / 1e-2 / 0.1, NaN rows, and findings in plain words
-(angles formed in float32, a table stored in bfloat16, frequencies cast, columns permuted, a
-length cliff, an offset of one position, a wrong shift)."""
+(positions rounded to bfloat16, angles formed in float32, frequencies cast, a table stored in
+bfloat16, sin and cos swapped, a length cliff, an offset of one position, a wrong shift), each
+with its evidence and a fix."""
 EPILOG = """\
 TARGET is a checkpoint (.npy, .pt/.pth, .safetensors; --key names the tensor of a state dict) or
 path/to/file.py:Name, a function of positions (NumPy, torch or JAX) or a class (a torch module that

@@ -1,0 +1,473 @@
+"""The auditor's planted corpus: encodings written the way published code writes them, each with the causes
+it truly has (its ground truth). ``tests/auditor/test_audit_corpus.py`` holds the auditor to every true cause
+named and no false one; ``python -m tests.support.audit_corpus`` prints the table the README shows.
+
+Each :class:`Case` builds its target (a torch module, a function or a table), gives the audit's hints, and
+names its causes as ``{kind: {key: value}}``: the finding of that kind must be there and its ``data`` must
+hold those values; a kind not named must not be found. A cause hidden beneath another of the same or a
+coarser precision is not planted (float16 frequencies under angles formed in float16, float32 angles under
+bfloat16 frequencies, a float32 table's angle error under its bfloat16 storage): no check can see it, and
+the fix of the cause that hides it removes it too. TF32 cannot run on a CPU, so its case rounds the matmul's
+operands to TF32's 10-bit significand (round to nearest even), as the tensor cores read them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+import posenc
+import posenc.rope
+import posenc.torch
+
+from .tutorial import TutorialPositionalEncoding, tutorial_table
+
+D = 64
+#: Positions per band that the corpus audits at (enough for every cause it plants).
+SAMPLES = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    written: str
+    build: Callable[[], Any]
+    truth: dict[str, dict[str, Any]]
+    hints: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _div_term(d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.exp(torch.arange(0, d_model, 2, dtype=dtype) * (-math.log(10000.0) / d_model))
+
+
+def _interleave(angles: torch.Tensor) -> torch.Tensor:
+    pe = torch.zeros(angles.shape[0], 2 * angles.shape[1], dtype=angles.dtype)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)
+    return pe
+
+
+class AnnotatedPositionalEncoding(nn.Module):
+    """The Annotated Transformer's module: int positions times a float32 ``div_term``, a 5000-row buffer."""
+
+    def __init__(self, d_model: int, dropout: float = 0.0, max_len: int = 5000):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        pe = torch.zeros(max_len, d_model)
+        position = torch.arange(0, max_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe.unsqueeze(0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(x + self.pe[:, : x.size(1)].requires_grad_(False))
+
+
+class LlamaStyleRotary(nn.Module):
+    """Hugging Face Llama's rotary embedding as transformers ≥ 4.38 writes it: float32 ``inv_freq``, the
+    angles as a float32 matmul, ``(cos, sin)`` cast to the input's dtype."""
+
+    def __init__(self, dim: int, base: float = 10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        inv_freq = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        freqs = (inv_freq @ position_ids[:, None, :].float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def _neox_cache(dim: int, max_len: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """GPT-NeoX / Llama < 4.38: ``t = arange(max_len)``, ``einsum("i,j->ij", t, inv_freq)``, cached."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+    t = torch.arange(max_len, dtype=inv_freq.dtype)
+    freqs = torch.einsum("i,j->ij", t, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def _indexed(cos: torch.Tensor, sin: torch.Tensor) -> Callable[[Any], tuple[torch.Tensor, torch.Tensor]]:
+    def rotary(position_ids: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = torch.as_tensor(position_ids)
+        return cos[ids].float(), sin[ids].float()
+
+    return rotary
+
+
+def _exact_rotary_cache(dim: int, max_len: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin computed in float64 (exact to float32), then kept in ``dtype``."""
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    freqs = torch.outer(torch.arange(max_len, dtype=torch.float64), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def _tf32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` (float32) rounded to TF32's 10-bit significand, nearest even: what a TF32 matmul reads."""
+    bits = x.view(torch.int32)
+    rounding = 0xFFF + ((bits >> 13) & 1)
+    return ((bits + rounding) & ~0x1FFF).view(torch.float32)
+
+
+def tf32_angles(positions: Any) -> torch.Tensor:
+    """``position @ div_term`` as a TF32 matmul (allow_tf32 on an Ampere+ GPU), sin/cos in float32."""
+    p = torch.as_tensor(positions, dtype=torch.float32)[:, None]
+    angles = _tf32(p) @ _tf32(_div_term(D))[None, :]  # products of 11-bit operands: exact in float32
+    return _interleave(angles)
+
+
+def float16_positions(positions: Any) -> torch.Tensor:
+    """Positions kept in a float16 buffer (a model run under ``.half()``), the angles formed in float64."""
+    p = torch.as_tensor(positions).to(torch.float16).double()[:, None]
+    return _interleave(p * _div_term(D, torch.float64)).float()
+
+
+def half_model(positions: Any) -> torch.Tensor:
+    """Everything in float16: positions, ``div_term``, the angles and sin/cos (``model.half()``)."""
+    p = torch.as_tensor(positions).to(torch.float16)[:, None]
+    return _interleave(p * _div_term(D).half())
+
+
+def bfloat16_positions(positions: Any) -> torch.Tensor:
+    """Positions cast with ``model.to(torch.bfloat16)``, angles then formed in float32."""
+    p = torch.as_tensor(positions).to(torch.bfloat16).float()[:, None]
+    return _interleave(p * _div_term(D))
+
+
+def float32_positions(positions: Any) -> torch.Tensor:
+    """Positions as float32 (``torch.arange(n, dtype=torch.float)``), the angles then in float64."""
+    p = torch.as_tensor(positions).float().double()[:, None]
+    return _interleave(p * _div_term(D, torch.float64)).float()
+
+
+def bfloat16_frequencies(positions: Any) -> torch.Tensor:
+    """``div_term`` a persistent buffer cast by ``model.to(torch.bfloat16)``, used back in float32."""
+    p = torch.as_tensor(positions, dtype=torch.float64)[:, None]
+    return _interleave(p * _div_term(D, torch.float64).to(torch.bfloat16).double()).float()
+
+
+def float64_then_cast(positions: Any) -> np.ndarray:
+    """The formula in float64, rounded once to float32 (NumPy)."""
+    p = np.asarray(positions, dtype=np.float64)[:, None]
+    angles = p * np.exp(np.arange(0, D, 2) * (-math.log(10000.0) / D))
+    pe = np.empty((len(p), D))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angles), np.cos(angles)
+    return pe.astype(np.float32)
+
+
+def _exact(shift: float = 0.0, base: float = 10000.0, by: int = 0, scale: float = 1.0) -> Callable:
+    def encoding(positions: Any) -> np.ndarray:
+        return posenc.encode(np.asarray(positions) + by, D, shift=shift, base=base, scale=scale)
+
+    return encoding
+
+
+def _cut(how: str, at: int = 5000) -> Callable:
+    table = posenc.table(at, D)
+
+    def capped(positions: Any) -> np.ndarray:
+        p = np.asarray(positions)
+        if how == "raise":
+            return table[p]
+        if how == "clamp":
+            return table[np.minimum(p, at - 1)]
+        out = posenc.encode(p, D)
+        out[p >= at] = 0 if how == "zero" else np.nan
+        return out
+
+    return capped
+
+
+def _columns(order: str) -> np.ndarray:
+    table = posenc.table(4096, D)
+    if order == "swapped":  # cos in the sine's column of each pair
+        return table[:, np.arange(D) ^ 1]
+    return table[:, np.random.default_rng(3).permutation(D)]
+
+
+def _noisy(positions: Any) -> np.ndarray:
+    rows = posenc.encode(positions, D, dtype="float64")
+    noise = np.random.default_rng(np.asarray(positions) % 1000).standard_normal(rows.shape)
+    return (rows + 3e-5 * noise).astype(np.float32)
+
+
+CASES: tuple[Case, ...] = (
+    Case("posenc table", "`posenc.table(4096, 64)`", lambda: posenc.table(4096, D), {}),
+    Case(
+        "posenc module",
+        "`posenc.torch.SinusoidalPositionalEncoding(64)` (adds to zeros)",
+        lambda: posenc.torch.SinusoidalPositionalEncoding(D),
+        {},
+    ),
+    Case(
+        "posenc rotary",
+        "`posenc.rope.cos_sin(ids, posenc.rope.config(head_dim=64))`",
+        lambda: lambda ids: posenc.rope.cos_sin(np.asarray(ids), posenc.rope.config(head_dim=D)),
+        {},
+    ),
+    Case(
+        "float64, cast once",
+        "NumPy float64 formula `.astype(np.float32)`",
+        lambda: float64_then_cast,
+        {},
+        {"positions": (0, 1 << 24)},
+    ),
+    Case(
+        "PyTorch tutorial module",
+        "`PositionalEncoding(d_model)`: float32 `position * div_term`, `max_len=5000`",
+        lambda: TutorialPositionalEncoding(D),
+        {"angles": {"grid": "float32"}, "cliff": {"position": 5000}},
+    ),
+    Case(
+        "PyTorch tutorial formula",
+        "the tutorial's table at any length (float32 angles)",
+        lambda: lambda p: _interleave(torch.as_tensor(p, dtype=torch.float32)[:, None] * _div_term(D)),
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
+    Case(
+        "Annotated Transformer",
+        "int `arange` × float32 `div_term`, a 5000-row buffer",
+        lambda: AnnotatedPositionalEncoding(D),
+        {"angles": {"grid": "float32"}, "cliff": {"position": 5000}},
+    ),
+    Case(
+        "HF Llama rotary, float32",
+        "`inv_freq @ position_ids.float()` in float32",
+        lambda: LlamaStyleRotary(D),
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
+    Case(
+        "HF Llama rotary, bfloat16",
+        "the same, cos/sin cast to bfloat16 (`x.dtype`)",
+        lambda: LlamaStyleRotary(D),
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+        {"dtype": "bfloat16"},
+    ),
+    Case(
+        "HF Llama rotary after `model.to(bfloat16)`",
+        "the same module cast: its `inv_freq` buffer now bfloat16",
+        lambda: LlamaStyleRotary(D).to(torch.bfloat16),
+        {"frequencies": {"grid": "bfloat16"}, "positions": {"grid": "float32"}},
+    ),
+    Case(
+        "GPT-NeoX `cos_cached`",
+        "`einsum('i,j->ij', t, inv_freq)` cached for 2048 positions, indexed by ids",
+        lambda: _indexed(*_neox_cache(D, 2048)),
+        {"angles": {"grid": "float32"}, "cliff": {"position": 2048}},
+    ),
+    Case(
+        "rotary cache in bfloat16",
+        "cos/sin computed in float64, kept in bfloat16 buffers, used as float32",
+        lambda: _indexed(*_exact_rotary_cache(D, 8192, torch.bfloat16)),
+        {"storage": {"grid": "bfloat16"}},
+        {"positions": (0, 8192)},
+    ),
+    Case(
+        "float16 positions",
+        "positions in a float16 buffer (`model.half()`), angles in float64",
+        lambda: float16_positions,
+        {"positions": {"bits": 11}},
+        {"positions": (0, 65505)},
+    ),
+    Case(
+        "float16 model",
+        "positions, `div_term`, angles and sin/cos all in float16",
+        lambda: half_model,
+        {"positions": {"bits": 11}, "angles": {"grid": "float16"}},
+        {"positions": (0, 65505)},
+    ),
+    Case(
+        "float16 positions past 65504",
+        "the same positions at any length: inf from 65520",
+        lambda: float16_positions,
+        {"positions": {"grid": "float16"}, "cliff": {"position": 65520}},
+        {"positions": (0, 1 << 20)},
+    ),
+    Case(
+        "bfloat16 positions",
+        "positions cast by `model.to(torch.bfloat16)`, angles in float32",
+        lambda: bfloat16_positions,
+        {"positions": {"grid": "bfloat16", "rounding": "nearest"}, "angles": {"grid": "float32"}},
+    ),
+    Case(
+        "bfloat16 table",
+        "the tutorial's table computed in bfloat16 (`arange(5000, dtype=torch.bfloat16)`)",
+        lambda: _interleave(torch.arange(5000, dtype=torch.bfloat16)[:, None] * _div_term(D).bfloat16()),
+        {"positions": {"grid": "bfloat16", "rounding": "mixed"}, "angles": {"grid": "bfloat16"}},
+    ),
+    Case(
+        "TF32 angle matmul",
+        "`position @ div_term` with `allow_tf32=True` (simulated: operands rounded to TF32)",
+        lambda: tf32_angles,
+        {"positions": {"grid": "tf32"}, "frequencies": {"grid": "tf32"}},
+    ),
+    Case(
+        "float32 positions, float64 angles",
+        "`torch.arange(n, dtype=torch.float)` then `.double() * div_term`",
+        lambda: float32_positions,
+        {"positions": {"grid": "float32"}},
+    ),
+    Case(
+        "bfloat16 frequencies",
+        "`div_term` a buffer cast by `model.to(torch.bfloat16)`, used in float32",
+        lambda: bfloat16_frequencies,
+        {"frequencies": {"grid": "bfloat16"}},
+    ),
+    Case(
+        "table stored in bfloat16",
+        "a float32 table `.to(torch.bfloat16)`, used as float32",
+        lambda: tutorial_table(5000, D).to(torch.bfloat16).float(),
+        {"storage": {"grid": "bfloat16"}},
+        {"positions": (0, 5000)},
+    ),
+    Case(
+        "table stored in float16",
+        "an exact table kept in float16, used as float32",
+        lambda: posenc.table(4096, D).astype(np.float16).astype(np.float32),
+        {"storage": {"grid": "float16"}},
+    ),
+    Case(
+        "sin and cos swapped",
+        "`pe[:, 0::2] = cos`, `pe[:, 1::2] = sin`",
+        lambda: _columns("swapped"),
+        {"layout": {"swapped": True}},
+    ),
+    Case(
+        "halves for interleaved",
+        "declared the paper's (interleaved), rows `[sin | cos]` (tensor2tensor's halves)",
+        lambda: posenc.table(4096, D, layout="sin_cos"),
+        {"variant": {}},
+        {"options": "paper"},
+    ),
+    Case(
+        "rotary interleaved for halves",
+        "cos/sin in interleaved pairs where the config's model uses `rotate_half`",
+        lambda: (
+            lambda ids: posenc.rope.cos_sin(
+                np.asarray(ids), posenc.rope.config(head_dim=D), layout="interleaved"
+            )
+        ),
+        {"layout": {"layout": "interleaved"}},
+        {"options": {"head_dim": D}},
+    ),
+    Case(
+        "columns permuted", "columns shuffled", lambda: _columns("permuted"), {"layout": {"swapped": False}}
+    ),
+    Case(
+        "wrong shift",
+        "declared the paper's, rows of shift=1",
+        lambda: _exact(shift=1.0),
+        {"variant": {}},
+        {"options": "paper"},
+    ),
+    Case(
+        "wrong base",
+        "declared base 10000, rows of base 500",
+        lambda: _exact(base=500.0),
+        {"variant": {}},
+        {"options": {"base": 10000.0}},
+    ),
+    Case(
+        "wrong scale",
+        "declared scale 1, rows of scale 2",
+        lambda: _exact(scale=2.0),
+        {"variant": {}},
+        {"options": "paper"},
+    ),
+    Case(
+        "off by one",
+        "rows of p + 1 given for p",
+        lambda: _exact(by=1),
+        {"offset": {"start": 1}},
+        {"positions": (1, 1 << 20)},
+    ),
+    Case(
+        "cliff: raises",
+        "a 5000-row table indexed past its end",
+        lambda: _cut("raise"),
+        {"cliff": {"position": 5000}},
+    ),
+    Case("cliff: zeros", "zero rows from 5000", lambda: _cut("zero"), {"cliff": {"position": 5000}}),
+    Case("cliff: NaN", "NaN rows from 5000", lambda: _cut("nan"), {"cliff": {"position": 5000}}),
+    Case("cliff: clamped", "indices clamped to 4999", lambda: _cut("clamp"), {"cliff": {"position": 5000}}),
+    Case("noise", "exact values plus noise of 3e-5", lambda: _noisy, {"unexplained": {}}),
+)
+
+
+_RUNS: dict[tuple[str, int], tuple[Any, set[str], list[str]]] = {}
+
+
+def run(case: Case, samples: int = SAMPLES) -> tuple[Any, set[str], list[str]]:
+    """Audit ``case`` (once per process): (report, the kinds found, what disagrees with its truth: a
+    missing cause, a false one, or wrong data)."""
+    if (case.name, samples) in _RUNS:
+        return _RUNS[case.name, samples]
+    report = posenc.audit(case.build(), samples=samples, **case.hints)
+    found = {f.kind: f for f in report.findings}
+    wrong = [f"missing {kind}" for kind in case.truth if kind not in found]
+    wrong += [f"false {kind}: {f.text}" for kind, f in found.items() if kind not in case.truth]
+    for kind, data in case.truth.items():
+        if kind in found:
+            wrong += [
+                f"{kind}: {key} is {found[kind].data.get(key)!r}, not {value!r}"
+                for key, value in data.items()
+                if found[kind].data.get(key) != value
+            ]
+    _RUNS[case.name, samples] = report, set(found), wrong
+    return _RUNS[case.name, samples]
+
+
+def _cause(kind: str, data: dict[str, Any]) -> str:
+    shown = ", ".join(
+        f"{v} bits" if k == "bits" else str(v)
+        for k, v in data.items()
+        if k in ("grid", "bits", "position", "rounding", "start", "layout")
+    )
+    return f"{kind} ({shown})" if shown else kind
+
+
+def table() -> str:
+    """The corpus as a Markdown table: each encoding, how it is written, its planted causes, the findings
+    the audit gives (their first clause), and whether they are exactly the planted ones."""
+    lines = [
+        "| encoding | written as | planted causes | the audit's findings | |",
+        "|---|---|---|---|---|",
+    ]
+    for case in CASES:
+        report, _, wrong = run(case)
+        planted = "; ".join(_cause(k, d) for k, d in case.truth.items()) or "none"
+        named = "; ".join(f.text.split(":")[0] for f in report.findings) or "none"
+        lines.append(f"| {case.name} | {case.written} | {planted} | {named} | {'✗' if wrong else '✓'} |")
+    return "\n".join(lines)
+
+
+START, END = "<!-- audit-corpus:start -->", "<!-- audit-corpus:end -->"
+
+
+def write_readme(path: str = "README.md") -> None:
+    """Replace the table between the README's audit-corpus markers."""
+    from pathlib import Path
+
+    text = Path(path).read_text()
+    head, rest = text.split(START)
+    tail = rest.split(END)[1]
+    Path(path).write_text(f"{head}{START}\n{table()}\n{END}{tail}")
+
+
+if __name__ == "__main__":
+    for case in CASES:
+        report, kinds, wrong = run(case)
+        print(f"{case.name:44} {'ok ' if not wrong else 'BAD'} {sorted(kinds)} {wrong}", file=sys.stderr)
+    if "--readme" in sys.argv:
+        write_readme()
+    else:
+        print(table())

@@ -91,7 +91,12 @@ def positions_and_offset(
         if not (ops.is_floating(positions.dtype) or ops.is_integer(positions.dtype)):
             raise TypeError(f"positions must be integers or real numbers; got dtype {positions.dtype}")
         shapes = [(seq,), (*batch_shape, seq)]
-        if tuple(positions.shape) not in shapes:
+        # told apart by rank, then compared with the sizes of x they must equal: comparing (batch, seq) with
+        # (seq,) would ask batch == seq, a guard that ties the two under torch.export with a dynamic length
+        expected = (
+            shapes[0] if positions.ndim == 1 else shapes[1] if positions.ndim == len(shapes[1]) else None
+        )
+        if expected is None or tuple(positions.shape) != expected:
             raise ValueError(
                 f"positions must have shape {shapes[0]} or {shapes[1]} to match x; "
                 f"got shape {tuple(positions.shape)}"

@@ -329,6 +329,68 @@ def test_torch_export_runs():
     assert torch.equal(program.module()(longer), module(longer))
 
 
+def _export_with_dynamic_seq(module, args, kwargs, dynamic_shapes, make_inputs):
+    """Export with a dynamic sequence length (2..4096) beside a fixed batch of 4; the program keeps the
+    whole range (no guard such as seq != 4 ties the length to the batch) and equals eager, bit for bit, at
+    a length equal to the batch and at others."""
+    program = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes)
+    ranges = [(int(r.lower), int(r.upper)) for r in program.range_constraints.values()]
+    assert (2, 4096) in ranges, ranges  # the sequence length's range, whole
+    for length in (4, 5, 3):  # 4: the batch size
+        inputs, keywords = make_inputs(length)
+        got, want = program.module()(*inputs, **keywords), module(*inputs, **keywords)
+        for g, w in zip(*((got, want) if isinstance(got, tuple) else ((got,), (want,))), strict=True):
+            assert torch.equal(g, w), length
+
+
+#: (batch_first, positions of shape (batch, seq), an offset of shape (batch,)): the module's forward
+#: variants, x of shape (4, seq, 16) (or (seq, 4, 16) when not batch_first)
+_EXPORT_CASES = [(True, False, False), (True, True, False), (True, True, True), (False, True, True)]
+
+
+@pytest.mark.parametrize(("batch_first", "batch_positions", "with_offset"), _EXPORT_CASES)
+def test_torch_export_dynamic_seq_beside_a_fixed_batch_equal_to_it(batch_first, batch_positions, with_offset):
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=batch_first).eval()
+    seq = torch.export.Dim("seq", min=2, max=4096)
+
+    def make_inputs(length):
+        x = torch.randn((4, length, 16) if batch_first else (length, 4, 16))
+        args = (x, torch.arange(length).repeat(4, 1)) if batch_positions else (x,)
+        return args, ({"offset": torch.tensor([0, 3, 1, 7])} if with_offset else {})
+
+    args, kwargs = make_inputs(7)
+    shapes = {"x": {1: seq} if batch_first else {0: seq}}
+    if batch_positions:
+        shapes["positions"] = {1: seq}
+    if with_offset:
+        shapes["offset"] = None
+    _export_with_dynamic_seq(module, args, kwargs, shapes, make_inputs)
+
+
+def test_torch_export_token_embedding_dynamic_seq_beside_a_fixed_batch_equal_to_it():
+    module = pt.TokenAndPositionEmbedding(20, 16, padding_idx=1, positions_from_padding=True).eval()
+    seq = torch.export.Dim("seq", min=2, max=4096)
+
+    def make_inputs(length):
+        return (torch.randint(0, 20, (4, length)),), {}
+
+    _export_with_dynamic_seq(module, *make_inputs(7), ({1: seq},), make_inputs)
+
+
+@pytest.mark.parametrize("dynamic_batch", [False, True])
+def test_torch_export_rotary_dynamic_seq_beside_a_batch_of_4(dynamic_batch):
+    config = {"hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 4096}
+    module = pt.RotaryEmbedding(config)
+    seq = torch.export.Dim("seq", min=2, max=4096)
+    batch = {0: torch.export.Dim("batch", min=1, max=64)} if dynamic_batch else {}
+
+    def make_inputs(length):
+        return (torch.randn(4, length, 64), torch.arange(length).repeat(4, 1)), {}
+
+    shapes = ({**batch, 1: seq}, {**batch, 1: seq})
+    _export_with_dynamic_seq(module, *make_inputs(7), shapes, make_inputs)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_onnx_export_runs_in_onnxruntime_and_matches_eager(tmp_path, dtype):
     import onnxruntime  # installed by make test

@@ -5,6 +5,8 @@ core's."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import mpmath
 import numpy as np
 import pytest
@@ -44,6 +46,58 @@ def test_every_type_is_correctly_rounded_against_mpmath(name):
                 )
                 got = float(cos[row, i]), float(sin[row, i])
                 assert got == want, (name, p, i, got, want)
+
+
+def within_one_ulp(got: float, exact: mpmath.mpf) -> bool:
+    """Whether the float64 ``got`` is one of the two float64s around the real ``exact`` (|got - exact| < 1
+    ulp: the nearest, or its neighbour on exact's side)."""
+    closest = nearest(exact, np.float64)
+    if got == closest:
+        return True
+    return exact != closest and got == float(np.nextafter(closest, np.inf if exact > closest else -np.inf))
+
+
+# attention scaling A != 1: YaRN's 0.1 ln(factor) + 1 (Qwen2), DeepSeek-V3's mscale ratio, a given
+# attention_factor (small and large), LongRoPE's sqrt(1 + ln F / ln M₀) (Phi-3, and with factor given)
+SCALED = {
+    **{name: ALL[name] for name in ("qwen2_yarn", "deepseek_v3", "phi3_mini_128k", "longrope_factor")},
+    "yarn_attention_factor": ALL["yarn_attention_factor"],
+    "yarn_attention_factor_1000": dataclasses.replace(ALL["yarn_attention_factor"], attention_factor=1000.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCALED))
+def test_float64_is_within_one_ulp_under_an_attention_scaling(name):
+    """A · cos(p θ_i) rounded once from double-doubles: a float64 cos times A's float64 rounds twice and is
+    off by up to 1.6 ulp (issue 32)."""
+    params = SCALED[name]
+    rng = np.random.default_rng(len(name))
+    positions = np.concatenate(
+        [
+            [0, -0.0, 1, 5e-324, -3e-20, 2.5e-10, 4095, 4096, 2**31 - 1],
+            rng.integers(-(2**31) + 1, 2**31, 200),
+            rng.integers(0, 2**14, 50),
+            rng.random(40) * 2.0**31,
+        ]
+    )
+    seq_len = 2**31 - 1
+    cos, sin = rope.cos_sin(positions, params, dtype="float64", seq_len=seq_len)
+    n = params.rotary_dim // 2
+    assert cos.dtype == np.float64 and rope.attention_scaling(params) != 1
+    with mpmath.workdps(40):
+        thetas, scale = mp_frequencies(params, seq_len), mp_scaling(params)
+        columns = range(0, n, max(1, n // 12))
+        bad = []
+        for row, p in enumerate(positions):
+            for i in columns:
+                angle = mpmath.mpf(float(p)) * thetas[i]
+                for got, exact in (
+                    (cos[row, i], scale * mpmath.cos(angle)),
+                    (sin[row, i], scale * mpmath.sin(angle)),
+                ):
+                    if not within_one_ulp(float(got), exact):
+                        bad.append((float(p), i, float(got), mpmath.nstr(exact, 20)))
+    assert not bad, (len(bad), bad[:3])
 
 
 def test_layouts_and_the_default_seq_len():

@@ -250,7 +250,7 @@ def rope_error_values(
     """The unscaled rotary (cos, sin) at ``positions`` (P,) for head_dim and base, each as float64 arrays of
     shape (P, rotary_dim // 2) (one column per frequency θ_i; the layouts only repeat them):
 
-    * ``"exact"``: :func:`posenc.rope.cos_sin` in float64 (within 2 ulp of the exact reals);
+    * ``"exact"``: :func:`posenc.rope.cos_sin` in float64 (within 1 ulp of the exact reals);
     * ``"float32 angles"``: the usual code, as Hugging Face's rotary embedding computes it: inv_freq =
       1 / base ** (arange(0, d, 2) / d) in float32, angle = float32(position) × inv_freq in float32, then
       cos and sin in float32;

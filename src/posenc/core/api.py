@@ -85,7 +85,8 @@ def encode(
 
 def encode_rows(spec: Spec, flat_p: np.ndarray, rows: np.ndarray) -> None:
     """Write the encodings of the 1-D positions ``flat_p`` into ``rows`` (``(len(flat_p), d_model)``), exact
-    per element: the compiled kernel for float32 (amplitude 1), else NumPy; in blocks on the thread pool."""
+    per element: the compiled kernel for float32 (amplitude 1), else NumPy (float64 with an amplitude A != 1:
+    :meth:`Spec.emit_scaled`); in blocks on the thread pool."""
     step = max(1, parallel.BLOCK // max(1, spec.n))
     unit = spec.dtype == np.float32 and spec.amplitude == 1.0
     kernel = compiled.kernel("encode_float32") if unit else None
@@ -103,11 +104,17 @@ def encode_rows(spec: Spec, flat_p: np.ndarray, rows: np.ndarray) -> None:
         )
         return
 
+    scaled = spec.dtype == np.float64 and spec.amplitude != 1.0
+
     def work(lo: int, hi: int) -> None:
+        if scaled:  # A · sin in float64: from double-doubles, rounded once (NumPy)
+            spec.emit_scaled(rows[lo:hi], flat_p[lo:hi])
+            return
         sin, cos = compiled.direct_rows(flat_p[lo:hi], spec.limbs, threads=False)
         spec.emit(rows[lo:hi], flat_p[lo:hi], sin, cos, spec.direct_band(sin), spec.direct_band(cos))
 
-    parallel.run_blocks(work, len(flat_p), step, elements=compiled.exact_cost(flat_p.size * spec.n))
+    cost = flat_p.size * spec.n * compiled.EXACT_COST if scaled else compiled.exact_cost(flat_p.size * spec.n)
+    parallel.run_blocks(work, len(flat_p), step, elements=cost)
 
 
 @takes_options

@@ -98,7 +98,7 @@ class ExplicitSpec(Spec):
         self.absolute_error = 2.0**-92 * max(1.0, float(omegas.max()) if n else 1.0)
         self.float64_tiny = 2.0**56 * self.absolute_error
         if law.amplitude is not None:
-            self.amplitude, self.amplitude_error = _amplitude(law)
+            self.amplitude, self.amplitude_error, self.amplitude_lo = _amplitude(law)
 
     def exact(self, p: float, i: int) -> tuple[float, float]:
         """A · sin and A · cos of p ω_i correctly rounded to the output dtype, in arbitrary precision."""
@@ -114,11 +114,13 @@ class ExplicitSpec(Spec):
 
 
 @functools.lru_cache(maxsize=CACHED_OPTIONS)
-def _amplitude(law: ExactFrequencies) -> tuple[float, float]:
-    """A's float64 (nearest) and a bound of its error."""
+def _amplitude(law: ExactFrequencies) -> tuple[float, float, float]:
+    """A's float64 (nearest), a bound of its error, and the float64 nearest A - nearest (so that A is the
+    double-double nearest + low to ~2**-106 relative)."""
     value = law.amplitude(40)
     nearest = float(value)
-    return nearest, abs(float(value - decimal.Decimal(nearest))) + 2.0**-60 * abs(nearest)
+    low = float(highprec.context(80).subtract(value, decimal.Decimal(nearest)))  # exact: no global context
+    return nearest, abs(low) + 2.0**-60 * abs(nearest), low
 
 
 @isolated
@@ -126,7 +128,7 @@ def sin_cos(
     positions: npt.ArrayLike, law: ExactFrequencies, dtype: npt.DTypeLike = "float32"
 ) -> tuple[np.ndarray, np.ndarray]:
     """A · sin(p ω_i) and A · cos(p ω_i), each of shape ``positions.shape + (n,)``, correctly rounded to
-    ``dtype`` (float32, float16, bfloat16; float64 within 2 ulp) for integer and real |p| < 2**31."""
+    ``dtype`` (float32, float16, bfloat16; float64 within 1 ulp) for integer and real |p| < 2**31."""
     dt = validation.dtype(dtype)
     raw = validation.position_array(positions)
     spec = ExplicitSpec(law, dt)

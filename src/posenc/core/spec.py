@@ -24,9 +24,10 @@ class Spec:
 
     #: Every value is A · sin or A · cos; A other than 1 comes with explicit frequencies
     #: (:class:`posenc.core.explicit.ExplicitSpec`): ``amplitude`` is A's float64, ``amplitude_error`` a bound
-    #: of its error.
+    #: of its error, and ``amplitude_lo`` the float64 nearest A - amplitude (A as a double-double).
     amplitude = 1.0
     amplitude_error = 0.0
+    amplitude_lo = 0.0
 
     def __init__(self, options: Options, dtype: np.dtype):
         self.options, self.dtype = options, dtype
@@ -56,21 +57,27 @@ class Spec:
         cos: np.ndarray,
         sin_band: np.ndarray | None,
         cos_band: np.ndarray | None,
+        *,
+        scaled: bool = False,
     ) -> None:
-        """Round sin/cos (float64, shape ``(len(p), n)``) into ``rows``, certifying each rounding."""
+        """Round sin/cos (float64, shape ``(len(p), n)``) into ``rows``, certifying each rounding.
+
+        ``scaled``: the values are A · sin and A · cos already (float64 output: :meth:`emit_scaled`, the
+        only way to A · sin within 1 ulp; multiplying a float64 sin by A here would round twice)."""
         sin_out, cos_out = self.columns(rows)
         # a result can round to ±0 only in float16 (near a zero of sin or cos) or at tiny angles
         magnitude = np.abs(p)
         zeros = self.format == "float16" or bool(
             ((magnitude > 0) & (magnitude * self.omegas.min() < 2.0**-100)).any()
         )
+        tiny_below = self.float64_tiny * (self.amplitude if scaled else 1.0)  # of the unscaled |sin|, |cos|
         for values, band, dst, which in ((sin, sin_band, sin_out, 0), (cos, cos_band, cos_out, 1)):
             values = values[:, : dst.shape[1]]
-            if self.amplitude != 1.0:
+            if self.amplitude != 1.0 and not scaled:
                 values, band = self.amplify(values, None if band is None else band[..., : dst.shape[1]])
             if self.dtype == np.float64:  # within 1 ulp, except the tiny values settle_tiny redoes
                 dst[...] = values
-                tiny = np.abs(values) < self.float64_tiny
+                tiny = np.abs(values) < tiny_below
                 if tiny.any():
                     r, i = np.nonzero(tiny)
                     dst[r, i] = self.settle_tiny(p[r], i, which)
@@ -104,6 +111,18 @@ class Spec:
             rounded[k] = self.exact(float(p[k]), int(i[k]))[which]
         return rounded
 
+    def emit_scaled(self, rows: np.ndarray, p: np.ndarray) -> None:
+        """float64 ``rows`` of the 1-D positions ``p`` with an amplitude A != 1, each value within 1 ulp of
+        the exact A · sin (A · cos): sin and cos as double-doubles within 0.3 · 2**-53 relative
+        (:func:`~posenc.core.arithmetic.direct_double_double`), times A as a double-double, rounded once
+        (:func:`~posenc.core.arithmetic.scaled`): < 0.5 ulp + 0.3 ulp. A float64 sin (< 1 ulp) times A's
+        float64 would round twice and reach 1.6 ulp. Values near a zero of sin or cos go to
+        :meth:`settle_tiny`, as in :meth:`emit`."""
+        sin_hi, sin_lo, cos_hi, cos_lo = arithmetic.direct_double_double(p[:, None], self.limbs)
+        sin = arithmetic.scaled(sin_hi, sin_lo, self.amplitude, self.amplitude_lo)
+        cos = arithmetic.scaled(cos_hi, cos_lo, self.amplitude, self.amplitude_lo)
+        self.emit(rows, p, sin, cos, None, None, scaled=True)
+
     def amplify(self, values: np.ndarray, band: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
         """A · values and its error band: A's float64 times the band, plus A's own error and the product's
         rounding (< 2**-52 relative)."""
@@ -126,8 +145,9 @@ class Spec:
             x, x_lo = arithmetic.two_prod(mantissa, omega_hi[i[small]])
             x_lo += mantissa * omega_lo[i[small]]
             angle = np.ldexp(x, exponent)
-            sine = x + (x_lo - x * (angle * angle / 6.0))
-            result[small] = np.copysign(np.ldexp(sine, exponent), p[small]) * self.amplitude  # sin(±0) = ±0
+            # A · sine rounded once (A = 1: x + (x_lo - x³/6)), then scaled by 2**exponent
+            sine = arithmetic.scaled(x, x_lo - x * (angle * angle / 6.0), self.amplitude, self.amplitude_lo)
+            result[small] = np.copysign(np.ldexp(sine, exponent), p[small])  # sin(±0) = ±0
         for k in np.flatnonzero(~small):
             result[k] = self.exact(float(p[k]), int(i[k]))[which]
         return result

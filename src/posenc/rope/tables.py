@@ -32,7 +32,7 @@ def cos_sin(
 
     cos[..., j] = A · cos(p θ_i) and sin[..., j] = A · sin(p θ_i), with i = j mod rotary_dim/2 for
     ``layout="half"`` and i = j // 2 for ``"interleaved"``; each value the exact real correctly rounded to
-    ``dtype`` (float32, float16, bfloat16; float64 within 2 ulp) for integer and real |p| < 2**31.
+    ``dtype`` (float32, float16, bfloat16; float64 within 1 ulp) for integer and real |p| < 2**31.
 
     ``seq_len`` selects the frequencies of "dynamic" (NTK) and "longrope" scaling; it defaults to
     max(positions) + 1, as Hugging Face's rotary embeddings take it. With ``params.mrope_section``,

@@ -82,6 +82,7 @@ REQUIRES = {
     "Variants: which model uses which": [],
     "JAX and context parallelism": ["jax", "flax", "torch"],
     "Rotary embeddings (RoPE)": ["torch", "transformers"],
+    "Make a model exact in one call": ["torch", "transformers"],
     "Audit": ["torch", "transformers", "safetensors"],
 }
 

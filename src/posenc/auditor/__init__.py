@@ -25,11 +25,22 @@ from .. import validation
 from .findings import Finding, find_all
 from .guard import TargetError, check_timeout, label_of, run
 from .measure import measure
+from .models import ComponentAudit, ModelAudit, audit_model, from_directory, is_model, is_model_directory
 from .report import AuditReport, check_tolerance
 from .targets import MAX_POSITION, Target, WrongOutput, as_target
 from .variant import Variant, find_variant
 
-__all__ = ["AuditReport", "Finding", "Target", "TargetError", "Variant", "WrongOutput", "audit"]
+__all__ = [
+    "AuditReport",
+    "ComponentAudit",
+    "Finding",
+    "ModelAudit",
+    "Target",
+    "TargetError",
+    "Variant",
+    "WrongOutput",
+    "audit",
+]
 
 #: Positions measured per band at most (a band of this many or fewer is measured whole).
 SAMPLES = 4096
@@ -47,9 +58,14 @@ def audit(
     tol: Any = None,
     samples: int = SAMPLES,
     timeout: float | None = None,
-) -> AuditReport:
+) -> AuditReport | ModelAudit:
     """Measure ``target`` against posenc's exact encoding: max absolute and ulp error per band of
     positions, collisions, thresholds, NaN rows and findings (:class:`AuditReport`).
+
+    A whole torch model (its positional components in its submodules: a Hugging Face ``LlamaForCausalLM``,
+    an M2M100, a diffusers UNet) gives a :class:`ModelAudit` instead: each component found
+    (:func:`posenc.torch.patching.find`) audited on its own (:mod:`posenc.auditor.models`); the hints that
+    apply to one component (``d_model``, ``positions``, ``dtype``, ``options``, ``key``) are refused there.
 
     ``target``: a callable ``positions (k,) -> (k, d_model)`` (NumPy, torch or JAX), a torch module that adds
     encodings or holds a table / ``inv_freq``, an array or tensor ``(rows, d_model)``, a checkpoint path
@@ -88,6 +104,20 @@ def audit(
     samples = validation.integer("samples", samples, minimum=16)
     tolerance = check_tolerance(tol)
     limit = check_timeout(timeout)
+    if is_model_directory(target):  # a folder with a config.json: its model, built without its weights
+        label = str(target)
+        target = from_directory(target)
+    else:
+        label = label_of(target)
+    if is_model(target):  # a whole model: each positional component audited on its own
+        given = {"d_model": d_model, "positions": positions, "dtype": dtype, "options": options, "key": key}
+        named = [name for name, value in given.items() if value is not None]
+        if named:
+            raise ValueError(
+                f"{', '.join(named)} apply to one positional component, not a whole model; leave them out, "
+                "or audit one component: posenc.audit(model.get_submodule(path), ...)"
+            )
+        return run(label, lambda: audit_model(target, samples=samples, tol=tol, label=label), limit)
     hints = (d_model, positions, dtype, options, key, samples, tolerance)
     return run(label_of(target), lambda: _audit(target, *hints), limit)
 

@@ -22,6 +22,8 @@ One concept per module:
 - :mod:`~posenc.torch.fused_rotary`: :func:`apply_rotary_exact`, the rotation with the exact cos/sin
   computed inside it (on CUDA one Triton kernel, :mod:`~posenc.torch.kernels.fused_kernel`: no cos/sin
   table);
+- :mod:`~posenc.torch.patching`: :func:`patch` and :func:`unpatch`, a whole model's positions made exact in
+  one call (rotary modules, sinusoidal tables, diffusers' ``Timesteps``), with a :class:`PatchReport`;
 - :mod:`~posenc.torch.positions`: position ids from attention masks, packed sequences and padding;
 - :mod:`~posenc.torch.operator`: the operator ``torch.ops.posenc.exact`` (registered once, on import);
 - :mod:`~posenc.torch.tensors`: dtypes, positions and offsets as tensors the encoders take, exactly;
@@ -43,11 +45,13 @@ from .functions import clear_cache, encode, table
 from .fused_rotary import apply_rotary_exact
 from .kernels.guard import KernelMismatchWarning, kernel_status
 from .modules import SinusoidalPositionalEncoding, Timesteps, TokenAndPositionEmbedding
+from .patching import PatchReport, patch, unpatch
 from .positions import from_attention_mask, from_cu_seqlens, make_positions
 from .rotary import RotaryEmbedding
 
 __all__ = [
     "KernelMismatchWarning",
+    "PatchReport",
     "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
     "Timesteps",
@@ -60,5 +64,7 @@ __all__ = [
     "from_cu_seqlens",
     "kernel_status",
     "make_positions",
+    "patch",
     "table",
+    "unpatch",
 ]

@@ -1,0 +1,404 @@
+"""Make a model's positions exact in one call: :func:`patch` finds every positional component of a torch
+model, proves what it computes, and replaces it with posenc's exact equivalent; :func:`unpatch` restores it.
+
+What is found, and how each is made exact:
+
+* **rotary embeddings** — a module holding an ``inv_freq`` buffer (or ``{layer_type}_inv_freq`` buffers,
+  Gemma 3's per-layer RoPE) and the ``config`` it was built from (Hugging Face's ``*RotaryEmbedding``: every
+  rope type, partial rotary, M-RoPE): replaced by :class:`posenc.torch.RotaryEmbedding` built from that
+  config, on the same device. Its persistent buffers, if it had any, are kept, so the model's
+  ``state_dict`` keeps its keys and values;
+* **sinusoidal tables** — a floating buffer or ``nn.Embedding`` weight of two axes (size-1 axes aside)
+  whose dotted name has a positional word (``pe``, ``pos``, ``position(s)``, ``positional``, ``sinusoidal``,
+  ``timing``, ``sincos``: the PyTorch tutorial's ``pe``, fairseq/M2M100's ``embed_positions.weights``,
+  Whisper's encoder ``embed_positions``, DistilBERT's ``position_embeddings``, a DiT's 2-D ``pos_embed``):
+  its rows identified (:func:`posenc.porting.identify`: every named 1-D variant, fitted options, the 2-D/3-D
+  grids), then overwritten in place with posenc's exact rows of that variant, in the tensor's own dtype (the
+  module, its forward and its ``state_dict`` keys stay as they are);
+* **diffusers ``Timesteps``** — replaced by :class:`posenc.torch.Timesteps` with the same options.
+
+Before anything is replaced, the original and the replacement are compared on probe positions (rotary:
+every position below 256 and a spread up to the config's ``max_position_embeddings``; timesteps 0..1000):
+the largest difference must be within the original's own rounding error (its float32 angles, or the
+precision its frequencies or table are stored in); anything it cannot prove — a learned table, an unknown
+variant, a module built without a config, values on the meta device — is left alone, with the reason, in
+the :class:`PatchReport`. Modules whose values cannot be read (meta) are proven from their config alone
+(rotary) or skipped (tables).
+
+``patch`` changes nothing outside the model it is given (no monkey-patching of a library's functions or
+classes); it is idempotent (a second call finds posenc's modules and exact tables, and keeps the first
+call's originals); it works before or after ``model.to(dtype)``. The originals are kept on the model
+(``model._posenc_originals``) for :func:`unpatch`.
+
+>>> import torch
+>>> import posenc.torch
+>>> from posenc.torch import patch, unpatch
+>>> from torch import nn
+>>> class Tutorial(nn.Module):  # the PyTorch tutorial's table: float32 angles
+...     def __init__(self):
+...         super().__init__()
+...         position = torch.arange(512, dtype=torch.float).unsqueeze(1)
+...         div_term = torch.exp(torch.arange(0, 64, 2).float() * (-9.210340371976184 / 64))
+...         pe = torch.zeros(512, 1, 64)
+...         pe[:, 0, 0::2], pe[:, 0, 1::2] = torch.sin(position * div_term), torch.cos(position * div_term)
+...         self.register_buffer("pe", pe)
+>>> class Model(nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.pos_encoder, self.linear = Tutorial(), nn.Linear(64, 64)
+>>> model = Model()
+>>> report = patch(model)
+>>> [(c.path, c.kind, c.replaced) for c in report.components]
+[('pos_encoder.pe', 'table', True)]
+>>> bool((model.pos_encoder.pe[:, 0] == posenc.torch.table(512, 64)).all())
+True
+>>> unpatch(model)
+1
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import re
+import textwrap
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import validation
+from .tensors import _dtype_name, _to_tensor
+
+__all__ = ["Component", "PatchReport", "find", "patch", "unpatch"]
+
+#: Words of a dotted name that mark a positional table.
+_WORDS = frozenset(
+    {"pe", "pos", "position", "positions", "positional", "sinusoidal", "timing", "sincos", "wpe"}
+)
+#: Positions below this are all probed (rotary); a spread of positions above, up to the config's maximum.
+_PROBE = 256
+#: The attribute of a patched model that keeps the originals: {path: ("module", module) | ("table", tensor)}.
+_ORIGINALS = "_posenc_originals"
+
+
+@dataclasses.dataclass
+class Component:
+    """One positional component of a model: ``path`` in the module tree, ``kind`` ("rotary", "table" or
+    "timesteps"), ``variant`` (what it was identified as), ``difference`` (the largest |original − posenc|
+    at the probed positions; NaN when not compared), ``tolerance`` (what the original's own rounding allows),
+    ``replaced``, and ``reason`` (how it was proven, or why it was left alone)."""
+
+    path: str
+    kind: str
+    variant: str
+    difference: float
+    tolerance: float
+    replaced: bool
+    reason: str
+
+    def as_text(self) -> str:
+        verdict = "replaced" if self.replaced else "left alone"
+        numbers = (
+            ""
+            if math.isnan(self.difference)
+            else f"; max |original − posenc| {self.difference:.3g} (allowed {self.tolerance:.3g})"
+        )
+        return f"{self.path} [{self.kind}] {self.variant}: {verdict} — {self.reason}{numbers}"
+
+
+@dataclasses.dataclass
+class PatchReport:
+    """What :func:`patch` found: every :class:`Component`, ``replaced`` and ``skipped`` apart."""
+
+    components: list[Component]
+
+    @property
+    def replaced(self) -> list[Component]:
+        return [c for c in self.components if c.replaced]
+
+    @property
+    def skipped(self) -> list[Component]:
+        return [c for c in self.components if not c.replaced]
+
+    def as_text(self, width: int = 100) -> str:
+        lines = [
+            f"posenc patch: {len(self.replaced)} positional component(s) made exact, "
+            f"{len(self.skipped)} left alone"
+        ]
+        for c in self.components:
+            lines += textwrap.wrap(c.as_text(), width, initial_indent="  ", subsequent_indent="      ")
+        return "\n".join(lines)
+
+
+def patch(model: nn.Module) -> PatchReport:
+    """Replace every positional component of ``model`` that can be proven by posenc's exact equivalent
+    (module docstring); returns the :class:`PatchReport`.
+
+    >>> report = patch(torch.nn.Linear(4, 4))
+    >>> report.components, report.as_text()
+    ([], 'posenc patch: 0 positional component(s) made exact, 0 left alone')
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    originals = model.__dict__.setdefault(_ORIGINALS, {})
+    components = [_component(model, path, kind, what, originals) for path, kind, what in find(model)]
+    return PatchReport(components)
+
+
+def unpatch(model: nn.Module) -> int:
+    """Restore every original that :func:`patch` replaced in ``model`` (modules put back, tables' values
+    copied back); returns how many. A model never patched: 0."""
+    originals = model.__dict__.pop(_ORIGINALS, {})
+    for path, (kind, original) in originals.items():
+        if kind == "module":
+            for where in _paths_of(model, path):
+                _set(model, where, original)
+        else:
+            owner, name = _owner(model, path)
+            with torch.no_grad():
+                getattr(owner, name).data.copy_(original)
+    return len(originals)
+
+
+# --- finding and proving ------------------------------------------------------------------------------
+
+
+def find(model: nn.Module) -> list[tuple[str, str, Any]]:
+    """The positional components of ``model``, each once, in module order: ``(path, kind, what)`` with kind
+    "rotary" or "timesteps" (``what``: the module) or "table" (``what``: the tensor, ``path`` its dotted
+    name). posenc's own modules are found too.
+
+    >>> from posenc.torch import Timesteps
+    >>> [(path, kind) for path, kind, _ in find(torch.nn.Sequential(Timesteps(8, True, 0)))]
+    [('0', 'timesteps')]
+    """
+    found, seen = [], set()
+    for path, module in model.named_modules():
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        kind = _kind(module)
+        if kind is not None:
+            found.append((path, kind, module))
+            continue
+        tensors = [*module.named_buffers(recurse=False), *module.named_parameters(recurse=False)]
+        for name, tensor in tensors:
+            full = f"{path}.{name}" if path else name
+            if tensor.is_floating_point() and sum(s > 1 for s in tensor.shape) == 2 and _positional(full):
+                found.append((full, "table", tensor))
+                break
+    return found
+
+
+def _kind(module: nn.Module) -> str | None:
+    """ "rotary" or "timesteps" for such a module (posenc's or another library's), else None."""
+    from .modules import Timesteps as ExactTimesteps
+    from .rotary import RotaryEmbedding
+
+    if isinstance(module, RotaryEmbedding):
+        return "rotary"
+    if isinstance(module, ExactTimesteps):
+        return "timesteps"
+    buffers = dict(module.named_buffers(recurse=False))
+    if "inv_freq" in buffers or any(k.endswith("_inv_freq") for k in buffers):
+        return "rotary"
+    if type(module).__name__ == "Timesteps" and hasattr(module, "num_channels"):
+        return "timesteps"
+    return None
+
+
+def _component(model: nn.Module, path: str, kind: str, what: Any, originals: dict) -> Component:
+    from .modules import Timesteps as ExactTimesteps
+    from .rotary import RotaryEmbedding
+
+    if isinstance(what, (RotaryEmbedding, ExactTimesteps)):
+        return Component(path, kind, "posenc", 0.0, 0.0, True, "already posenc's (patched)")
+    if kind == "rotary":
+        return _rotary(model, path, what, originals)
+    if kind == "timesteps":
+        return _timesteps(model, path, what, originals)
+    return _table(path, what, originals)
+
+
+def _positional(name: str) -> bool:
+    words = re.split(r"[._]", name.lower())
+    return any(w in _WORDS for w in words)
+
+
+def _rotary(model: nn.Module, path: str, module: nn.Module, originals: dict) -> Component:
+    from .. import rope
+    from .rotary import RotaryEmbedding
+
+    config = getattr(module, "config", None)
+    label = type(module).__name__
+    if config is None:
+        return Component(path, "rotary", label, math.nan, math.nan, False, "no config to build it from")
+    try:
+        exact = RotaryEmbedding(config)
+    except (ValueError, TypeError, KeyError) as error:
+        return Component(path, "rotary", label, math.nan, math.nan, False, f"its config: {error}")
+    inv = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq"))
+    exact = exact.to(inv.device)
+    params = exact.params or next(iter(exact.layer_params.values()))
+    variant = f"rope-{params.rope_type}"
+    if inv.device.type == "meta":
+        difference, tolerance, how = (
+            math.nan,
+            math.nan,
+            "on meta: built from its config (no values to compare)",
+        )
+    else:
+        try:
+            difference, tolerance = _compare_rotary(module, exact, config, inv)
+        except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
+            reason = f"could not be compared: {type(error).__name__}: {str(error)[:120]}"
+            return Component(path, "rotary", variant, math.nan, math.nan, False, reason)
+        if not difference <= tolerance:
+            reason = "its values are not this config's RoPE within its own rounding error"
+            return Component(path, "rotary", variant, difference, tolerance, False, reason)
+        layers = rope.layer_types(config)
+        how = "equal to its own cos/sin within their rounding error" + (
+            f" (layer types {', '.join(layers)})" if layers else ""
+        )
+    exact.config = config  # as the original held it (read by code that asks the module for its config)
+    for key, value in module.state_dict().items():  # keep the checkpoint's keys (a persistent inv_freq)
+        exact.register_buffer(key, value, persistent=True)
+    originals.setdefault(path, ("module", module))
+    for where in _paths_of(model, path):
+        _set(model, where, exact)
+    return Component(path, "rotary", variant, difference, tolerance, True, how)
+
+
+def _compare_rotary(
+    module: nn.Module, exact: nn.Module, config: Any, inv: torch.Tensor
+) -> tuple[float, float]:
+    """The largest |original − posenc| over the probe positions (every layer type), and what the
+    original's rounding allows: float32 angles (≈ 2⁻²⁴ · p · θ_max), its frequencies' storage precision."""
+    limit = int(getattr(config, "max_position_embeddings", 0) or 4096)
+    spread = np.unique(np.geomspace(_PROBE, max(limit - 1, _PROBE), 64).astype(np.int64))
+    short = torch.arange(min(_PROBE, limit), device=inv.device)[None]  # dynamic/longrope: their short rule
+    ids = torch.from_numpy(np.concatenate([np.arange(min(_PROBE, limit)), spread[spread < limit]]))[None]
+    ids = ids.to(inv.device)
+    x = torch.zeros(1, 1, dtype=torch.float32, device=inv.device)
+    held = {k for k, _ in module.named_buffers(recurse=False)}  # Gemma 3 builds only the types it uses
+    types = [t for t in exact.layer_params if f"{t}_inv_freq" in held] or [None]
+    worst, allowed = 0.0, 0.0
+    for layer_type, probe in itertools.product(types, (short, ids)):
+        with torch.no_grad():
+            mine = module(x, probe) if layer_type is None else module(x, probe, layer_type)
+            ours = exact(x, probe) if layer_type is None else exact(x, probe, layer_type)
+        for a, b in zip(mine, ours, strict=True):
+            worst = max(worst, float((a.double() - b.double()).abs().max()))
+        params = exact.params if layer_type is None else exact.layer_params[layer_type]
+        from .. import rope
+
+        theta = float(rope.inv_freq(params).max())
+        scaling = abs(rope.attention_scaling(params))
+        stored = 2.0 ** -{torch.bfloat16: 8, torch.float16: 11}.get(inv.dtype, 24)
+        angle = float(ids.max()) * theta
+        allowed = max(allowed, scaling * (4 * angle * max(stored, 2.0**-24) + 4 * 2.0**-24))
+    return worst, allowed
+
+
+def _timesteps(model: nn.Module, path: str, module: nn.Module, originals: dict) -> Component:
+    from .modules import Timesteps as ExactTimesteps
+
+    try:
+        exact = ExactTimesteps(
+            int(module.num_channels),
+            bool(module.flip_sin_to_cos),
+            float(module.downscale_freq_shift),
+            scale=float(getattr(module, "scale", 1)),
+        )
+        t = torch.arange(0, 1001, dtype=torch.float32)
+        with torch.no_grad():
+            difference = float((module(t).double() - exact(t).double()).abs().max())
+    except Exception as error:
+        reason = f"could not be compared: {type(error).__name__}: {str(error)[:120]}"
+        return Component(path, "timesteps", "diffusers", math.nan, math.nan, False, reason)
+    tolerance = 4 * 1000 * float(getattr(module, "scale", 1)) * 2.0**-24 + 4 * 2.0**-24
+    if not difference <= tolerance:
+        reason = "its values are not diffusers' timestep embedding within float32 rounding"
+        return Component(path, "timesteps", "diffusers", difference, tolerance, False, reason)
+    originals.setdefault(path, ("module", module))
+    for where in _paths_of(model, path):
+        _set(model, where, exact)
+    how = "equal to its own embedding of t = 0..1000 within float32 rounding"
+    return Component(path, "timesteps", "diffusers-timestep", difference, tolerance, True, how)
+
+
+def _table(full: str, tensor: torch.Tensor, originals: dict) -> Component:
+    from ..porting import identify
+
+    if tensor.device.type == "meta":
+        return Component(full, "table", "?", math.nan, math.nan, False, "on meta: no values to identify")
+    rows = tensor.detach().reshape(-1, tensor.shape[-1]).double().cpu().numpy()
+    stored = {torch.bfloat16: 8, torch.float16: 11}.get(tensor.dtype)  # float32 code's error, and storage's
+    tolerance = 1e-5 + 16 * len(rows) * 2.0**-24 + (2.0**-stored if stored else 0.0)
+    try:
+        best = identify(rows, tolerance=tolerance, candidates=1)[0]
+    except ValueError as error:
+        return Component(full, "table", "?", math.nan, math.nan, False, f"not an encoding table: {error}")
+    variant = (best.name or "generic").split(" = ")[0]
+    if not best.matches:
+        reason = "no sinusoidal variant matches (a learned table?)"
+        return Component(full, "table", variant, best.max_error, math.nan, False, reason)
+    try:
+        exact = _exact_rows(best, rows.shape, _dtype_name(tensor.dtype))
+    except (ValueError, TypeError) as error:
+        return Component(full, "table", variant, math.nan, math.nan, False, f"cannot be rebuilt: {error}")
+    difference = float(np.abs(exact.astype(np.float64) - rows).max(initial=0.0))
+    values = _to_tensor(exact).reshape(tensor.shape).to(tensor.device)
+    if torch.equal(values, tensor.detach()):
+        return Component(full, "table", variant, difference, difference, full in originals, "already exact")
+    originals.setdefault(full, ("table", tensor.detach().clone()))
+    with torch.no_grad():
+        tensor.data.copy_(values)
+    how = f"rows identified ({best.describe()}); overwritten with posenc's, in {str(tensor.dtype)[6:]}"
+    return Component(full, "table", variant, difference, tolerance, True, how)
+
+
+def _exact_rows(best: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """posenc's exact rows of an identified variant in ``dtype`` (each value rounded once), as many as the
+    table has."""
+    from .. import grids, presets
+
+    count, width = shape
+    grids_by_name = {
+        "mae-2d": (grids.diffusers_2d, "embed_dim"),
+        "diffusers-2d": (grids.diffusers_2d, "embed_dim"),
+        "diffusers-3d": (grids.diffusers_3d, "embed_dim"),
+        "timm-2d": (grids.timm_2d, "dim"),
+        "positional-encodings-2d": (grids.positional_encodings_nd, "channels"),
+        "positional-encodings-3d": (grids.positional_encodings_nd, "channels"),
+    }
+    grid = next((grids_by_name[n] for n in (best.name or "").split(" = ") if n in grids_by_name), None)
+    if grid is not None:
+        function, argument = grid
+        return function(**{argument: width}, **best.options, dtype=validation.dtype(dtype)).reshape(
+            count, width
+        )
+    preset = presets.Preset("patch", **best.options, padding_idx=best.padding_idx)
+    return preset.table(count, width, start=best.start, dtype=validation.dtype(dtype))
+
+
+# --- the module tree ----------------------------------------------------------------------------------
+
+
+def _paths_of(model: nn.Module, path: str) -> list[str]:
+    """Every path at which the module at ``path`` (or, after a patch, its replacement) is held."""
+    target = model.get_submodule(path) if path else model
+    return [p for p, m in model.named_modules(remove_duplicate=False) if m is target and p] or [path]
+
+
+def _set(model: nn.Module, path: str, module: nn.Module) -> None:
+    parent, _, leaf = path.rpartition(".")
+    setattr(model.get_submodule(parent) if parent else model, leaf, module)
+
+
+def _owner(model: nn.Module, path: str) -> tuple[nn.Module, str]:
+    parent, _, leaf = path.rpartition(".")
+    return (model.get_submodule(parent) if parent else model), leaf

@@ -1,0 +1,98 @@
+"""``posenc.audit(model)`` on a whole model: each positional component found and audited, a verdict per
+component, the fix (``posenc.torch.patch(model)``) while one fails, and every one passing once patched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import posenc
+import posenc.torch as pt
+from posenc.auditor import ModelAudit
+from tests.support.tutorial import TutorialPositionalEncoding
+from tests.torch.test_patching import DECODERS, SINUSOIDAL
+
+S = 256
+
+
+@pytest.mark.parametrize(("name", "paths"), [("llama3.1", 1), ("gemma 3 (per layer)", 2), ("m2m100", 2)])
+def test_a_model_is_audited_component_by_component_then_passes_once_patched(name: str, paths: int) -> None:
+    make = DECODERS[name][0] if name in DECODERS else SINUSOIDAL[name][0]
+    torch.manual_seed(0)
+    model = make().eval()
+    before = posenc.audit(model, samples=S)
+    assert isinstance(before, ModelAudit) and len(before.components) == paths
+    assert not before.passed and before.fix == "posenc.torch.patch(model)"
+    for c in before.components:
+        assert c.report is not None and not c.report.passed
+        assert "angles formed in float32" in [f.text.split(":")[0] for f in c.report.findings]
+        assert c.verdict().startswith(f"{c.path}") and ": FAIL max error" in c.verdict()
+    if name.startswith("gemma"):
+        assert {c.layer_type for c in before.components} == {"sliding_attention", "full_attention"}
+    text = before.as_text()
+    assert text.startswith(f"posenc audit: {type(model).__name__} — {paths} positional component(s)")
+    assert text.rstrip().endswith("fix: posenc.torch.patch(model)")
+    pt.patch(model)
+    after = posenc.audit(model, samples=S)
+    assert after.passed and not after.fix and all(c.report.max_abs == 0 for c in after.components)
+    assert json.loads(json.dumps(after.as_dict()))["passed"] is True
+
+
+def test_a_module_that_is_one_component_keeps_its_own_report(tmp_path: Path) -> None:
+    report = posenc.audit(TutorialPositionalEncoding(64), samples=S)  # its table is its own: not a model
+    assert not isinstance(report, ModelAudit) and report.kind == "module"
+    model = torch.nn.Sequential(TutorialPositionalEncoding(64))
+    audited = posenc.audit(model, samples=S)
+    assert isinstance(audited, ModelAudit) and [c.path for c in audited.components] == ["0.pe"]
+    page = audited.to_html(tmp_path / "m.html").read_text()
+    assert page.count("<svg") == 2 and "posenc.torch.patch(model)" in page
+    with pytest.raises(ValueError, match="positions apply to one positional component, not a whole model"):
+        posenc.audit(model, positions=100)
+
+
+def test_a_model_directory_is_audited_from_its_config_without_its_weights(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import transformers
+
+    from posenc.auditor.models import from_directory
+    from posenc.cli import main
+
+    big = transformers.LlamaConfig(  # Llama 3.1 70B's shape: 70 billion parameters, none allocated
+        vocab_size=128256,
+        hidden_size=8192,
+        intermediate_size=28672,
+        num_hidden_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        max_position_embeddings=131072,
+        rope_theta=500000.0,
+        rope_scaling={
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
+    )
+    big.save_pretrained(tmp_path / "llama70b")
+    model = from_directory(tmp_path / "llama70b")
+    assert sum(p.numel() for p in model.parameters()) > 6.5e10 and all(p.is_meta for p in model.parameters())
+    assert not model.rotary_emb.inv_freq.is_meta
+    assert main(["audit", str(tmp_path / "llama70b"), "--samples", "256"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"posenc audit: {tmp_path / 'llama70b'} — 1 positional component(s)")
+    assert "rotary_emb [rotary]: FAIL" in out and "fix: posenc.torch.patch(model)" in out
+    # a table that is a weight (Whisper's encoder) is read from the folder's safetensors
+    torch.manual_seed(0)
+    whisper = SINUSOIDAL["whisper"][0]()
+    whisper.save_pretrained(tmp_path / "whisper")
+    audited = posenc.audit(str(tmp_path / "whisper"), samples=S)
+    encoder = next(c for c in audited.components if c.path == "encoder.embed_positions.weight")
+    assert encoder.report is not None and encoder.report.variant.name.startswith("tensor2tensor")
+    (tmp_path / "whisper" / "model.safetensors").unlink()
+    without = posenc.audit(str(tmp_path / "whisper"), samples=S)
+    assert all(c.report is None and "meta" in c.note for c in without.components), without.as_text()

@@ -1,0 +1,416 @@
+"""``posenc.torch.patch`` / ``unpatch`` on whole models built from configs with random weights (no downloads):
+every positional component found and made exact, the model's outputs within its own float32 error, greedy
+decoding with a KV cache unchanged, the state dict unchanged, unpatch restoring the originals."""
+
+from __future__ import annotations
+
+import copy
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import posenc
+import posenc.rope as rope
+import posenc.torch as pt
+from tests.support.tutorial import TutorialPositionalEncoding
+
+transformers = pytest.importorskip("transformers")
+
+SMALL = dict(
+    vocab_size=101,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
+SEQ2SEQ = dict(
+    vocab_size=101,
+    d_model=64,
+    encoder_layers=1,
+    decoder_layers=1,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    pad_token_id=1,
+    bos_token_id=0,
+    eos_token_id=2,
+    decoder_start_token_id=2,
+)
+T = transformers
+#: name: (build the model, the rope type of its rotary module or None, the paths of its sinusoidal tables)
+DECODERS = {
+    "llama3.1": (
+        lambda: T.LlamaForCausalLM(
+            T.LlamaConfig(
+                **SMALL,
+                max_position_embeddings=4096,
+                rope_theta=500000.0,
+                rope_scaling={
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 512,
+                    "rope_type": "llama3",
+                },
+            )
+        ),
+        "llama3",
+    ),
+    "mistral": (
+        lambda: T.MistralForCausalLM(T.MistralConfig(**SMALL, max_position_embeddings=4096)),
+        "default",
+    ),
+    "qwen2 (yarn)": (
+        lambda: T.Qwen2ForCausalLM(
+            T.Qwen2Config(
+                **SMALL,
+                max_position_embeddings=4096,
+                rope_scaling={"factor": 4.0, "original_max_position_embeddings": 1024, "type": "yarn"},
+            )
+        ),
+        "yarn",
+    ),
+    "phi-3 (longrope)": (
+        lambda: T.Phi3ForCausalLM(
+            T.Phi3Config(
+                **SMALL,
+                pad_token_id=0,
+                bos_token_id=1,
+                eos_token_id=1,
+                max_position_embeddings=4096,
+                original_max_position_embeddings=1024,
+                rope_scaling={
+                    "type": "longrope",
+                    "short_factor": [1.0 + 0.1 * i for i in range(8)],
+                    "long_factor": [1.0 + 0.5 * i for i in range(8)],
+                },
+            )
+        ),
+        "longrope",
+    ),
+    "gemma 3 (per layer)": (
+        lambda: T.Gemma3ForCausalLM(
+            T.Gemma3TextConfig(
+                **SMALL,
+                head_dim=16,
+                max_position_embeddings=4096,
+                sliding_window=64,
+                layer_types=["sliding_attention", "full_attention"],
+            )
+        ),
+        "default",
+    ),
+    "gpt-neox (partial rotary)": (
+        lambda: T.GPTNeoXForCausalLM(
+            T.GPTNeoXConfig(
+                vocab_size=101,
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                rotary_pct=0.25,
+                max_position_embeddings=2048,
+            )
+        ),
+        "default",
+    ),
+    "deepseek-v3 (yarn, interleaved)": (
+        lambda: T.DeepseekV3ForCausalLM(
+            T.DeepseekV3Config(
+                vocab_size=101,
+                hidden_size=64,
+                intermediate_size=128,
+                moe_intermediate_size=32,
+                num_hidden_layers=1,
+                num_attention_heads=4,
+                num_key_value_heads=4,
+                q_lora_rank=None,
+                kv_lora_rank=16,
+                qk_rope_head_dim=16,
+                qk_nope_head_dim=16,
+                v_head_dim=16,
+                n_routed_experts=4,
+                num_experts_per_tok=2,
+                n_group=1,
+                topk_group=1,
+                first_k_dense_replace=1,
+                max_position_embeddings=4096,
+                rope_interleave=True,
+                rope_scaling={
+                    "type": "yarn",
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 1024,
+                    "mscale": 1.0,
+                    "mscale_all_dim": 0.707,
+                    "beta_fast": 32,
+                    "beta_slow": 1,
+                },
+            )
+        ),
+        "yarn",
+    ),
+    "qwen2-vl (m-rope)": (
+        lambda: T.Qwen2VLForConditionalGeneration(
+            T.Qwen2VLConfig(
+                text_config=dict(
+                    **SMALL,
+                    max_position_embeddings=4096,
+                    rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+                ),
+                vision_config=dict(depth=1, embed_dim=32, num_heads=2, hidden_size=64),
+            )
+        ),
+        "default",
+    ),
+}
+#: name: (build, the sinusoidal tables' paths and the preset each holds, the model's input)
+SINUSOIDAL = {
+    "m2m100": (
+        lambda: T.M2M100ForConditionalGeneration(T.M2M100Config(**SEQ2SEQ, max_position_embeddings=1024)),
+        {
+            "model.encoder.embed_positions.weights": "fairseq",
+            "model.decoder.embed_positions.weights": "fairseq",
+        },
+    ),
+    "speech2text": (
+        lambda: T.Speech2TextForConditionalGeneration(
+            T.Speech2TextConfig(
+                **SEQ2SEQ,
+                max_source_positions=256,
+                max_target_positions=256,
+                input_feat_per_channel=16,
+                conv_channels=32,
+            )
+        ),
+        {
+            "model.encoder.embed_positions.weights": "fairseq",
+            "model.decoder.embed_positions.weights": "fairseq",
+        },
+    ),
+    "whisper": (
+        lambda: T.WhisperForConditionalGeneration(
+            T.WhisperConfig(**SEQ2SEQ, num_mel_bins=16, max_source_positions=64, max_target_positions=64)
+        ),
+        {"model.encoder.embed_positions.weight": "whisper"},
+    ),
+}
+
+
+def _ids(n: int = 40, seed: int = 0) -> torch.Tensor:
+    return torch.randint(3, 101, (2, n), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_a_decoder_is_made_exact_and_keeps_its_outputs(name: str) -> None:
+    make, rope_type = DECODERS[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    reference = copy.deepcopy(model)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    report = pt.patch(model)
+    assert [c.kind for c in report.replaced] == ["rotary"], report.as_text()
+    if name.startswith("qwen2-vl"):  # its vision tower's rotary ("axial") is not a text RoPE: said so
+        assert [c.path for c in report.skipped] == ["model.visual.rotary_pos_emb"]
+        assert "rope_type='axial'" in report.skipped[0].reason
+    else:
+        assert not report.skipped, report.as_text()
+    found = report.replaced[0]
+    assert found.variant == f"rope-{rope_type}" and found.difference <= found.tolerance
+    exact = model.get_submodule(found.path)
+    assert isinstance(exact, pt.RotaryEmbedding)
+    # every positional value is posenc's: the module's cos/sin are the exact ones of its config
+    ids = torch.arange(3000)[None]
+    params = exact.params or exact.layer_params[next(iter(exact.layer_params))]
+    grid = ids.expand(3, -1, -1) if params.mrope_section else ids  # M-RoPE: one id per axis, text: all equal
+    want = rope.cos_sin(grid.numpy(), params, dtype="float32")
+    got = (
+        exact(torch.zeros(1), ids)
+        if exact.params
+        else exact(torch.zeros(1), ids, next(iter(exact.layer_params)))
+    )
+    assert np.array_equal(got[0].numpy(), want[0]) and np.array_equal(got[1].numpy(), want[1])
+    # the model's outputs: within its own float32 error of the unpatched model's
+    tokens = _ids()
+    with torch.no_grad():
+        before, after = reference(tokens).logits, model(tokens).logits
+    torch.testing.assert_close(after, before, atol=1e-4, rtol=0)
+    # greedy decoding with a KV cache: the same 16 tokens
+    settings = dict(max_new_tokens=16, do_sample=False, use_cache=True, pad_token_id=0)
+    assert torch.equal(
+        model.generate(tokens[:1, :8], **settings), reference.generate(tokens[:1, :8], **settings)
+    )
+    # the state dict keeps its keys and values; unpatch restores the module itself
+    assert set(model.state_dict()) == set(state)
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
+    original = report.replaced[0].path
+    assert pt.unpatch(model) == 1 and not isinstance(model.get_submodule(original), pt.RotaryEmbedding)
+    with torch.no_grad():
+        assert torch.equal(model(tokens).logits, before)
+
+
+@pytest.mark.parametrize("name", SINUSOIDAL)
+def test_sinusoidal_tables_are_overwritten_with_the_exact_rows(name: str) -> None:
+    make, tables = SINUSOIDAL[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    originals = {
+        path: model.get_parameter(path) if path.endswith("weight") else model.get_buffer(path)
+        for path in tables
+    }
+    saved = {path: t.detach().clone() for path, t in originals.items()}
+    report = pt.patch(model)
+    assert {c.path for c in report.replaced} == set(tables), report.as_text()
+    for path, preset in tables.items():
+        tensor = originals[path]
+        rows, width = tensor.shape
+        padding = 1 if preset == "fairseq" else None
+        want = posenc.presets.get(preset, **({"padding_idx": padding} if padding is not None else {}))
+        assert np.array_equal(tensor.detach().numpy(), want.table(rows, width, dtype="float32")), path
+        assert tensor is (model.get_parameter(path) if path.endswith("weight") else model.get_buffer(path))
+        assert 0 < float((saved[path] - tensor).abs().max()) < 1e-4  # the float32 formula's own error
+    again = pt.patch(model)  # idempotent: the tables are exact now
+    assert all(c.reason == "already exact" and c.replaced for c in again.components if c.path in tables)
+    assert pt.unpatch(model) == len(tables)
+    assert all(torch.equal(originals[p].detach(), saved[p]) for p in tables)
+
+
+def test_learned_tables_and_unknown_modules_are_left_alone_with_the_reason() -> None:
+    model = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=101, n_embd=64, n_layer=1, n_head=4, n_positions=128))
+    report = pt.patch(model)
+    assert not report.replaced and [c.path for c in report.skipped] == ["transformer.wpe.weight"]
+    assert "no sinusoidal variant matches" in report.skipped[0].reason
+    assert "left alone" in report.as_text()
+
+    class Custom(nn.Module):  # an inv_freq but no config to prove it from
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("inv_freq", torch.ones(4))
+
+    report = pt.patch(nn.Sequential(Custom()))
+    assert report.skipped[0].reason == "no config to build it from" and report.skipped[0].path == "0"
+
+
+def test_the_tutorial_model_and_a_cast_model() -> None:
+    class TransformerModel(nn.Module):  # the PyTorch tutorial's model: embedding, pos_encoder, encoder
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = nn.Embedding(101, 64)
+            self.pos_encoder = TutorialPositionalEncoding(64, max_len=5000)
+            layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+            self.transformer_encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+            self.linear = nn.Linear(64, 101)
+
+        def forward(self, src: torch.Tensor) -> torch.Tensor:
+            return self.linear(self.transformer_encoder(self.pos_encoder(self.embedding(src) * 8.0)))
+
+    torch.manual_seed(0)
+    model = TransformerModel().eval()
+    reference = copy.deepcopy(model)
+    report = pt.patch(model)
+    assert [c.path for c in report.replaced] == ["pos_encoder.pe"]
+    assert torch.equal(model.pos_encoder.pe[0], pt.table(5000, 64))
+    tokens = _ids(100)
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens), reference(tokens), atol=1e-4, rtol=0)
+    buffer = io.BytesIO()  # saves and loads into an unpatched model: the same keys
+    torch.save(model.state_dict(), buffer)
+    reference.load_state_dict(torch.load(io.BytesIO(buffer.getvalue())))
+    # after model.to(bfloat16): the table is proven within bfloat16's rounding and made exact in bfloat16
+    cast = TransformerModel().to(torch.bfloat16)
+    report = pt.patch(cast)
+    assert report.replaced and cast.pos_encoder.pe.dtype == torch.bfloat16
+    assert torch.equal(cast.pos_encoder.pe[0], pt.table(5000, 64, dtype=torch.bfloat16))
+
+
+def test_patching_before_and_after_a_cast_and_on_meta() -> None:
+    make, _ = DECODERS["mistral"]
+    model = make().to(torch.bfloat16)  # the rotary's inv_freq is now bfloat16: proven at that precision
+    report = pt.patch(model)
+    assert report.replaced and report.replaced[0].difference > 1e-3
+    assert report.replaced[0].difference <= report.replaced[0].tolerance
+    with torch.device("meta"):
+        meta = make()
+    report = pt.patch(meta)
+    assert (
+        report.replaced and "meta" in report.replaced[0].reason and math.isnan(report.replaced[0].difference)
+    )
+    assert isinstance(meta.model.rotary_emb, pt.RotaryEmbedding)
+    assert meta.model.rotary_emb.inv_freq.device.type == "meta"
+    patched = make()
+    pt.patch(patched)
+    patched.to(torch.bfloat16)  # a cast after the patch keeps posenc's module
+    with torch.no_grad():
+        cos, _ = patched.model.rotary_emb(torch.zeros(1, dtype=torch.bfloat16), torch.arange(70000)[None])
+    assert cos.dtype == torch.bfloat16
+    assert np.array_equal(
+        cos.float().numpy(),
+        rope.cos_sin(np.arange(70000)[None], patched.model.rotary_emb.params, dtype="bfloat16")[0].astype(
+            np.float32
+        ),
+    )
+
+
+def test_patch_is_idempotent_and_touches_no_other_model() -> None:
+    make, _ = DECODERS["llama3.1"]
+    model, other = make(), make()
+    first = pt.patch(model)
+    second = pt.patch(model)
+    assert second.replaced[0].reason == "already posenc's (patched)"
+    assert model.model.rotary_emb is model.get_submodule(first.replaced[0].path)
+    assert not isinstance(other.model.rotary_emb, pt.RotaryEmbedding)  # nothing leaked
+    assert pt.unpatch(model) == 1 and type(model.model.rotary_emb) is type(other.model.rotary_emb)
+    assert pt.unpatch(model) == 0
+    with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module"):
+        pt.patch("llama")
+
+
+def test_tables_already_exact_are_left_as_they_are() -> None:
+    marian = T.MarianMTModel(T.MarianConfig(**SEQ2SEQ, max_position_embeddings=512))
+    distilbert = T.DistilBertModel(
+        T.DistilBertConfig(
+            vocab_size=101, dim=64, n_layers=1, n_heads=4, hidden_dim=128, sinusoidal_pos_embds=True
+        )
+    )
+    for model, count in ((marian, 2), (distilbert, 1)):
+        report = pt.patch(model)  # their float64 NumPy tables, rounded once, are posenc's already
+        assert len(report.components) == count and not report.replaced
+        assert all(c.reason == "already exact" and c.difference == 0 for c in report.components)
+        assert pt.unpatch(model) == 0
+
+
+def test_diffusers_timesteps_and_a_dit_grid() -> None:
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    unet = diffusers.UNet2DModel(
+        sample_size=8,
+        in_channels=3,
+        out_channels=3,
+        layers_per_block=1,
+        block_out_channels=(32, 64),
+        down_block_types=("DownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "UpBlock2D"),
+        norm_num_groups=8,
+    ).eval()
+    reference = copy.deepcopy(unet)
+    report = pt.patch(unet)
+    assert [(c.path, c.kind) for c in report.replaced] == [("time_proj", "timesteps")]
+    assert isinstance(unet.time_proj, pt.Timesteps)
+    t = torch.tensor([0.0, 17.0, 999.0])
+    assert torch.equal(unet.time_proj(t), pt.Timesteps(32, True, 0.0)(t))
+    sample = torch.randn(3, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(unet(sample, t).sample, reference(sample, t).sample, atol=1e-4, rtol=0)
+    dit = diffusers.DiTTransformer2DModel(
+        num_attention_heads=2, attention_head_dim=16, in_channels=4, num_layers=1, sample_size=8, patch_size=2
+    )
+    report = pt.patch(dit)
+    grid = next(c for c in report.components if c.kind == "table")
+    assert grid.path == "pos_embed.pos_embed" and grid.variant == "mae-2d" and grid.reason == "already exact"
+    assert [c.kind for c in report.replaced] == ["timesteps"]
+    assert pt.unpatch(unet) == 1 and type(unet.time_proj).__module__.startswith("diffusers")

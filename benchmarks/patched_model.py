@@ -6,13 +6,16 @@
 
 A Llama-shaped stack built from a config with random weights (Llama 3.1's rotary: llama3 scaling, base
 500000; head_dim 128, hidden ``--hidden``, ``--layers`` layers, a vocabulary of 1024), in ``--dtype``, on
-the CPU: a prefill of ``--prefill`` tokens (batch 1), and single-token decode steps with a KV cache (the
-median over ``--decode`` steps after that prefill). The same model object is timed unpatched and patched,
-alternately, each median over ``--repeat`` runs. Reported as ratios patched / unpatched (bar: ≤ 1.05).
+the CPU: a prefill of ``--prefill`` tokens (batch 1), and ``--decode`` single-token decode steps with a KV
+cache after it. Two copies of the model with the same weights, one patched, are timed alternately (prefill
+against prefill, step against step, which goes first alternating per repeat), ``--repeat`` times; the
+medians are reported as ratios patched / unpatched (bar: ≤ 1.05). Run to run, single medians on a shared
+2-core machine move by a few percent.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import platform
@@ -58,39 +61,31 @@ def main(argv: list[str] | None = None) -> int:
         },
     )
     dtype = getattr(torch, args.dtype)
-    model = transformers.LlamaForCausalLM(config).to(dtype).eval()
+    unpatched = transformers.LlamaForCausalLM(config).to(dtype).eval()
+    patched = copy.deepcopy(unpatched)  # the same weights
+    pt.patch(patched)
+    models = {"unpatched": unpatched, "patched": patched}
     tokens = torch.randint(0, 1024, (1, args.prefill), generator=torch.Generator().manual_seed(1))
-
-    def prefill() -> object:
-        with torch.no_grad():
-            return model(tokens, use_cache=True)
-
-    def decode_steps() -> list[float]:
-        with torch.no_grad():
-            out = model(tokens, use_cache=True)
-            cache, step, times = out.past_key_values, tokens[:, -1:], []
-            for _ in range(args.decode):
-                began = time.perf_counter()
-                out = model(step, past_key_values=cache, use_cache=True)
-                times.append(time.perf_counter() - began)
-                cache, step = out.past_key_values, out.logits[:, -1:].argmax(-1)
-        return times
-
     rows: dict[str, dict[str, list[float]]] = {"prefill": {}, "decode step": {}}
-    prefill()  # warm-up, both states
-    pt.patch(model)
-    prefill()
-    pt.unpatch(model)
-    for _ in range(args.repeat):
-        for state in ("unpatched", "patched"):
-            (pt.patch if state == "patched" else pt.unpatch)(model)
-            began = time.perf_counter()
-            prefill()
-            rows["prefill"].setdefault(state, []).append(time.perf_counter() - began)
-            rows["decode step"].setdefault(state, []).append(statistics.median(decode_steps()))
-    pt.unpatch(model)
+    with torch.no_grad():
+        for model in models.values():  # warm-up
+            model(tokens, use_cache=True)
+        for repeat in range(args.repeat):
+            order = list(models) if repeat % 2 == 0 else list(models)[::-1]  # neither always goes first
+            caches = {}
+            for state in order:
+                began = time.perf_counter()
+                out = models[state](tokens, use_cache=True)
+                rows["prefill"].setdefault(state, []).append(time.perf_counter() - began)
+                caches[state] = out.past_key_values
+            step = tokens[:, -1:]
+            for _ in range(args.decode):  # single-token steps, the two models alternating
+                for state in order:
+                    began = time.perf_counter()
+                    models[state](step, past_key_values=caches[state], use_cache=True)
+                    rows["decode step"].setdefault(state, []).append(time.perf_counter() - began)
     results, targets = {}, []
-    print(f"{type(model).__name__}, {args.layers} layers, hidden {args.hidden}, {args.dtype}, cpu")
+    print(f"{type(unpatched).__name__}, {args.layers} layers, hidden {args.hidden}, {args.dtype}, cpu")
     for name, states in rows.items():
         base, ours = statistics.median(states["unpatched"]), statistics.median(states["patched"])
         results[name] = {"unpatched_s": base, "patched_s": ours, "ratio": ours / base}

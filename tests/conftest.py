@@ -66,6 +66,9 @@ SLOW_TESTS = {
     "test_kernel_guard.py::test_a_planted_fault_is_caught_named_once_and_the_results_stay_exact": (
         "Triton's interpreter"
     ),
+    "test_patching.py::test_a_patched_model_compiles_and_exports_with_a_dynamic_length": (
+        "torch.compile (inductor) and torch.export of a model"
+    ),
 }
 
 

@@ -118,3 +118,35 @@ def test_per_layer_type_module_is_a_drop_in_for_gemma3():
     tokens = torch.randint(0, 97, (1, 300))
     before, after = logits_before_and_after(model, tokens, ptorch.RotaryEmbedding)
     torch.testing.assert_close(after, before, atol=2e-4, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
+def test_the_eager_apply_gives_the_general_functions_bits(dtype, monkeypatch):
+    """posenc.torch.apply_rotary's faster eager road (half layout, whole head, no autograd) returns exactly
+    what the function of every framework returns; the other cases take that function itself."""
+    from posenc.rope.arrays import apply_rotary as general
+    from posenc.torch import rotary
+
+    fast, taken = rotary._rotate_half, []
+    monkeypatch.setattr(rotary, "_rotate_half", lambda *a: taken.append(1) or fast(*a))
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 33, 64, generator=g).to(dtype)
+    k = torch.randn(2, 2, 33, 64, generator=g).to(dtype)  # fewer key heads: broadcast from cos (2, 1, 33, 64)
+    cos, sin = (torch.randn(2, 33, 64, generator=g).to(dtype) for _ in range(2))
+    cases = [
+        ((q, k, cos, sin), {}),
+        ((q.transpose(1, 2), k.transpose(1, 2), cos, sin), {"unsqueeze_dim": 2}),  # (B, L, H, D)
+        ((q, k, cos[:1], sin[:1]), {}),  # one row of cos for every batch row
+        ((q, k, cos[..., :32], sin[..., :32]), {}),  # partial rotary: the general function
+        ((q, k, cos, sin), {"layout": "interleaved"}),
+    ]
+    for args, keywords in cases:
+        got, want = ptorch.apply_rotary(*args, **keywords), general(*args, **keywords)
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == b.dtype == dtype and torch.equal(a, b), keywords
+    assert len(taken) == 6  # the first three cases, q and k each, took the faster road
+    leaf = q.clone().requires_grad_()
+    rotated, _ = ptorch.apply_rotary(leaf, k, cos, sin)  # with autograd: the general function, differentiable
+    rotated.sum().backward()
+    assert leaf.grad is not None and leaf.grad.shape == q.shape

@@ -39,7 +39,6 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without torch
     raise ImportError("posenc.torch needs PyTorch: pip install 'posenc[torch]'") from error
 
-from ..rope.arrays import apply_rotary  # one function for every framework
 from .functions import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
 from .functions import clear_cache, encode, table
 from .fused_rotary import apply_rotary_exact
@@ -47,7 +46,7 @@ from .kernels.guard import KernelMismatchWarning, kernel_status
 from .modules import SinusoidalPositionalEncoding, Timesteps, TokenAndPositionEmbedding
 from .patching import PatchReport, patch, unpatch
 from .positions import from_attention_mask, from_cu_seqlens, make_positions
-from .rotary import RotaryEmbedding
+from .rotary import RotaryEmbedding, apply_rotary
 
 __all__ = [
     "KernelMismatchWarning",

@@ -1,6 +1,7 @@
 """Rotary position embeddings for PyTorch, exact: :func:`cos_sin`, :class:`RotaryEmbedding` (a drop-in for
-Hugging Face's ``*RotaryEmbedding`` modules) and :func:`apply_rotary` (for ``apply_rotary_pos_emb``, one
-function for every framework: :func:`posenc.rope.arrays.apply_rotary`).
+Hugging Face's ``*RotaryEmbedding`` modules) and :func:`apply_rotary` (for ``apply_rotary_pos_emb``:
+:func:`posenc.rope.arrays.apply_rotary`, the function of every framework, with a faster eager road for
+tensors to the same bits).
 
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once to the requested dtype
 (:mod:`posenc.rope`). Eager calls on CPU tensors use the NumPy core; every other device (``meta`` too) and
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 
 from .. import portable, rope, validation
+from ..rope.arrays import apply_rotary as arrays_apply_rotary
 from ..rope.arrays import arrange, check_layout, check_request
 from ..rope.tables import exact_law
 from . import operator
@@ -192,6 +194,62 @@ class RotaryEmbedding(torch.nn.Module):
         p = self.params
         shown = f"rope_type={p.rope_type!r}, rotary_dim={p.rotary_dim}, base={p.base:g}"
         return f"{shown}, layout={self.layout!r}"
+
+
+def apply_rotary(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    layout: str = "half",
+    unsqueeze_dim: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`posenc.rope.arrays.apply_rotary` (Hugging Face's ``apply_rotary_pos_emb``) for tensors, the
+    same values bit for bit: ``x · cos + turn(x) · sin`` in float32 at least, rounded once to x's dtype.
+
+    Eager calls in the half layout over the whole head, without autograd, take a faster road to the same
+    bits: x cast once, each half's two products and their sum written into preallocated float32 buffers
+    (x1·c1 − x2·s1 and x2·c2 + x1·s2: the same roundings as x·cos + turn(x)·sin), no turned copy of x.
+    Everything else (interleaved, partial rotary, gradients, tracing) takes the general function.
+
+    >>> q = torch.tensor([[[[1.0, 0.0]]]], dtype=torch.bfloat16)
+    >>> apply_rotary(q, q, torch.tensor([[[0.0, 0.0]]]), torch.tensor([[[1.0, 1.0]]]))[0]
+    tensor([[[[0., 1.]]]], dtype=torch.bfloat16)
+    """
+    tensors = (q, k, cos, sin)
+    fast = (
+        layout == "half"
+        and all(isinstance(t, torch.Tensor) for t in tensors)
+        and not _tracing()
+        and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+        and cos.shape[-1] % 2 == 0
+        and cos.shape[-1] == q.shape[-1] == k.shape[-1]
+        and -cos.dim() - 1 <= unsqueeze_dim <= cos.dim()
+    )
+    if fast:
+        c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        if all(torch.broadcast_shapes(x.shape, c.shape, s.shape) == x.shape for x in (q, k)):
+            return _rotate_half(q, c, s), _rotate_half(k, c, s)
+    return arrays_apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
+
+
+def _rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x · cos + [-x2, x1] · sin in float32 (or wider) buffers, rounded once to x's dtype."""
+    compute = torch.promote_types(x.dtype, torch.float32)
+    wide, cos, sin = x.to(compute), cos.to(compute), sin.to(compute)
+    half = x.shape[-1] // 2
+    x1, x2 = wide[..., :half], wide[..., half:]
+    out = torch.empty_like(wide)
+    o1, o2 = out[..., :half], out[..., half:]
+    product = torch.empty_like(x1)
+    torch.mul(x1, cos[..., :half], out=o1)
+    torch.mul(x2, sin[..., :half], out=product)
+    o1.sub_(product)  # x1·c1 + (−x2)·s1: negation is exact, so the same two roundings and the same sum
+    torch.mul(x2, cos[..., half:], out=o2)
+    torch.mul(x1, sin[..., half:], out=product)
+    o2.add_(product)
+    return out.to(x.dtype)
 
 
 _TORCH = portable.backend_named("torch")

@@ -150,3 +150,30 @@ def test_the_eager_apply_gives_the_general_functions_bits(dtype, monkeypatch):
     rotated, _ = ptorch.apply_rotary(leaf, k, cos, sin)  # with autograd: the general function, differentiable
     rotated.sum().backward()
     assert leaf.grad is not None and leaf.grad.shape == q.shape
+
+
+@pytest.mark.parametrize("name", ["llama2", "llama31_8b", "qwen2_yarn", "gpt_neox", "dynamic"])
+def test_eager_cpu_rows_come_from_a_cached_table_with_the_cores_bits(name):
+    """Integer ids >= 0 on the CPU are gathered from tables cached per parameters, dtype and layout (not
+    where the rows depend on the length: dynamic, longrope); the rows are the core's, the caller's own."""
+    from posenc.torch import functions
+
+    config = CONFIGS[name]
+    params = rope.config(config)
+    module = ptorch.RotaryEmbedding(config)
+    ptorch.clear_cache()
+    for dtype in (torch.float32, torch.bfloat16):
+        for ids in (torch.full((8, 1), 2050), torch.arange(300)[None], torch.tensor([[5, 2**30 + 7]])):
+            cos, sin = module(torch.zeros(1, dtype=dtype), ids)
+            name_ = str(dtype).removeprefix("torch.")
+            want = rope.cos_sin(ids.numpy(), params, dtype="float32" if name_ == "float32" else "bfloat16")
+            assert np.array_equal(cos.float().numpy(), want[0].astype(np.float32))
+            assert np.array_equal(sin.float().numpy(), want[1].astype(np.float32))
+            cos.fill_(7.0)  # the caller's own: the next call does not see it
+            again, _ = module(torch.zeros(1, dtype=dtype), ids)
+            assert np.array_equal(again.float().numpy(), want[0].astype(np.float32))
+    cached = [key for key in functions._CACHE if key[0] == "rotary"]
+    assert len(cached) == (0 if params.rope_type == "dynamic" else 2)  # one table pair per dtype
+    assert all(functions._CACHE[key][0].shape[0] < 2**20 for key in cached)  # 2**30 + 7 was not cached
+    ptorch.clear_cache()
+    assert not [key for key in functions._CACHE if key[0] == "rotary"]

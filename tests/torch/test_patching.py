@@ -447,3 +447,22 @@ def test_a_patched_model_compiles_and_exports_with_a_dynamic_length() -> None:
         with torch.no_grad():
             got, want = program.module()(ids, use_cache=False), model(ids).logits
         assert torch.equal(got.logits if hasattr(got, "logits") else got[0], want), length
+
+
+@pytest.mark.parametrize("name", ["m2m100", "xglm"])
+def test_a_patched_text_model_keeps_its_outputs_and_its_greedy_tokens(name: str) -> None:
+    make, _ = SINUSOIDAL[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    reference = copy.deepcopy(model)
+    pt.patch(model)
+    tokens = _ids(24)
+    inputs = {"input_ids": tokens}
+    if name == "m2m100":  # an encoder-decoder: the decoder reads the first tokens
+        inputs["decoder_input_ids"] = tokens[:, :6]
+    with torch.no_grad():
+        torch.testing.assert_close(model(**inputs).logits, reference(**inputs).logits, atol=1e-4, rtol=0)
+    settings = dict(max_new_tokens=16, do_sample=False, use_cache=True, pad_token_id=1)
+    assert torch.equal(
+        model.generate(tokens[:1, :8], **settings), reference.generate(tokens[:1, :8], **settings)
+    )

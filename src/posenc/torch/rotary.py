@@ -4,7 +4,9 @@ Hugging Face's ``*RotaryEmbedding`` modules) and :func:`apply_rotary` (for ``app
 tensors to the same bits).
 
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once to the requested dtype
-(:mod:`posenc.rope`). Eager calls on CPU tensors use the NumPy core; every other device (``meta`` too) and
+(:mod:`posenc.rope`). Eager calls on CPU tensors use the NumPy core (integer ids >= 0 as rows of tables the
+core builds, cached per parameters, dtype and layout like the sinusoidal tables: a decode step is a gather,
+:func:`posenc.torch.clear_cache` drops them); every other device (``meta`` too) and
 every call under ``torch.compile``/``torch.export`` runs the portable algorithm (:mod:`posenc.portable`) where
 the positions are, as the operator ``torch.ops.posenc.rotary``: no host transfer, no sync. One exception,
 as in Hugging Face: "dynamic" and "longrope" scaling pick their frequencies from the sequence length, so
@@ -20,6 +22,7 @@ import functools
 import json
 from typing import Any
 
+import numpy as np
 import torch
 
 from .. import portable, rope, validation
@@ -27,6 +30,7 @@ from ..rope.arrays import apply_rotary as arrays_apply_rotary
 from ..rope.arrays import arrange, check_layout, check_request
 from ..rope.tables import exact_law
 from . import operator
+from .functions import _CACHE, _CACHE_LOCK, CACHE_LIMIT_BYTES, _rows_of
 from .kernels import encode_launch
 from .tensors import (
     _check_positions_on_host,
@@ -73,6 +77,9 @@ def _cos_sin(
     name = _dtype_name(dtype)
     if positions.device.type == "cpu" and not _tracing():
         _check_positions_on_host(positions)
+        cached = _cached_rows(positions, params, key, name, layout, seq_len)
+        if cached is not None:
+            return cached
         host = positions.detach().to(torch.float64 if positions.is_floating_point() else torch.int64).numpy()
         cos, sin = rope.cos_sin(host, params, dtype=_numpy_dtype(name), layout=layout, seq_len=seq_len)
         return _to_tensor(cos), _to_tensor(sin)
@@ -91,6 +98,42 @@ def _cos_sin(
         return _rotary(positions, key, length, name, layout)
     cos, sin = torch.ops.posenc.rotary(positions, key, length, name, layout)
     return cos, sin
+
+
+def _cached_rows(
+    positions: torch.Tensor,
+    params: rope.RopeParameters,
+    key: str | None,
+    name: str,
+    layout: str,
+    seq_len: int | None,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(cos, sin) of integer CPU ``positions`` ≥ 0 as rows of tables cached per parameters, dtype and layout
+    (:data:`posenc.torch.functions.CACHE_LIMIT_BYTES`, cleared by :func:`posenc.torch.clear_cache`): new
+    tensors, never views of the tables, the same bits as :func:`posenc.rope.cos_sin` (which builds them). A
+    decode step is then a gather. None where the rows depend on more than the position (dynamic and
+    longrope scaling, multimodal sections), for real or negative positions, and past the cache's size."""
+    if positions.is_floating_point() or not positions.numel() or params.mrope_section:
+        return None
+    if params.rope_type in ("dynamic", "longrope"):
+        return None
+    ids = positions.to(torch.int64)
+    low, high = int(ids.min()), int(ids.max())
+    width = params.rotary_dim
+    itemsize = 8 if name == "float64" else 4 if name == "float32" else 2
+    if low < 0 or (high + 1) * 2 * width * itemsize > CACHE_LIMIT_BYTES:
+        return None
+    cache_key = ("rotary", _params_json(params) if key is None else key, name, layout)
+    tables = _CACHE.get(cache_key)
+    if tables is None or tables[0].shape[0] <= high:
+        size = min(1 << max(10, high.bit_length()), CACHE_LIMIT_BYTES // (2 * width * itemsize))
+        with _CACHE_LOCK:
+            tables = _CACHE.get(cache_key)
+            if tables is None or tables[0].shape[0] <= high:
+                cos, sin = rope.cos_sin(np.arange(size), params, dtype=_numpy_dtype(name), layout=layout)
+                tables = _to_tensor(cos), _to_tensor(sin)
+                _CACHE[cache_key] = tables
+    return _rows_of(tables[0], ids), _rows_of(tables[1], ids)
 
 
 class RotaryEmbedding(torch.nn.Module):

@@ -566,12 +566,12 @@ def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
             note=target.note + "; its forward could not be called (" + "; ".join(failures) + "): pass a "
             "function positions -> (cos, sin) to audit its arithmetic too",
         )
+    from .. import rope
+
     params = getattr(module, "params", None)  # posenc's own RotaryEmbedding holds its RopeParameters
-    params = params if type(params).__name__ == "RopeParameters" else None
+    params = params if isinstance(params, rope.RopeParameters) else None
     config = getattr(module, "config", None)
     if config is not None and params is None:
-        from .. import rope
-
         try:
             params = rope.config(config)
         except (ValueError, TypeError):

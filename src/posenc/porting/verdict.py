@@ -32,14 +32,15 @@ from .matching import identify  # noqa: F401 - identify: for the example
 
 __all__ = ["Verdict", "expected_deviation", "verdict"]
 
-#: The functions of :mod:`posenc.grids` that build each named grid, and the argument d_model goes to.
-_GRIDS = {
+#: The function of :mod:`posenc.grids` that builds each named grid, and the keyword d_model goes to ("": the
+#: first argument, by position).
+GRIDS = {
     "mae-2d": ("diffusers_2d", ""),  # named together with diffusers-2d, whose options identify gives
     "diffusers-2d": ("diffusers_2d", ""),
     "diffusers-3d": ("diffusers_3d", ""),
-    "timm-2d": ("timm_2d", "dim="),
-    "positional-encodings-2d": ("positional_encodings_nd", "channels="),
-    "positional-encodings-3d": ("positional_encodings_nd", "channels="),
+    "timm-2d": ("timm_2d", "dim"),
+    "positional-encodings-2d": ("positional_encodings_nd", "channels"),
+    "positional-encodings-3d": ("positional_encodings_nd", "channels"),
 }
 
 
@@ -207,10 +208,10 @@ def _paste(
     """Lines that rebuild the table (``start=`` when row 0 is not position 0) and the torch / JAX module."""
     length = rows if rows else "length"
     start = f", start={best.start}" if best.start else ""
-    if label in _GRIDS:
-        function, argument = _GRIDS[label]
+    if label in GRIDS:
+        function, keyword = GRIDS[label]
         options = ", ".join(f"{k}={v!r}" for k, v in best.options.items())
-        return (f"posenc.grids.{function}({argument}{d_model}, {options})",)
+        return (f"posenc.grids.{function}({keyword + '=' if keyword else ''}{d_model}, {options})",)
     if label is not None and preset is not None:
         get = _call(label)
         lines = [

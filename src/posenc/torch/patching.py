@@ -69,7 +69,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import validation
+from .. import grids, presets, rope, validation
+from ..porting.verdict import GRIDS
+from .modules import Timesteps as ExactTimesteps
+from .rotary import RotaryEmbedding
 from .tensors import _dtype_name, _to_tensor
 
 __all__ = ["Component", "PatchReport", "find", "patch", "unpatch"]
@@ -80,6 +83,8 @@ _WORDS = frozenset(
 )
 #: Positions below this are all probed (rotary); a spread of positions above, up to the config's maximum.
 _PROBE = 256
+#: Significant bits of the 16-bit floating types a frequency buffer or a table may be stored in.
+_SIGNIFICAND = {torch.bfloat16: 8, torch.float16: 11}
 #: The attribute of a patched model that keeps the originals: {path: ("module", module) | ("table", tensor)}.
 _ORIGINALS = "_posenc_originals"
 
@@ -194,10 +199,7 @@ def find(model: nn.Module) -> list[tuple[str, str, Any]]:
 
 
 def _kind(module: nn.Module) -> str | None:
-    """ "rotary" or "timesteps" for such a module (posenc's or another library's), else None."""
-    from .modules import Timesteps as ExactTimesteps
-    from .rotary import RotaryEmbedding
-
+    """The kind of a positional module, posenc's or another library's: "rotary", "timesteps", else None."""
     if isinstance(module, RotaryEmbedding):
         return "rotary"
     if isinstance(module, ExactTimesteps):
@@ -211,9 +213,6 @@ def _kind(module: nn.Module) -> str | None:
 
 
 def _component(model: nn.Module, path: str, kind: str, what: Any, originals: dict) -> Component:
-    from .modules import Timesteps as ExactTimesteps
-    from .rotary import RotaryEmbedding
-
     if isinstance(what, (RotaryEmbedding, ExactTimesteps)):
         return Component(path, kind, "posenc", 0.0, 0.0, True, "already posenc's (patched)")
     if kind == "rotary":
@@ -229,9 +228,6 @@ def _positional(name: str) -> bool:
 
 
 def _rotary(model: nn.Module, path: str, module: nn.Module, originals: dict) -> Component:
-    from .. import rope
-    from .rotary import RotaryEmbedding
-
     config = getattr(module, "config", None)
     label = type(module).__name__
     if config is None:
@@ -293,19 +289,15 @@ def _compare_rotary(
         for a, b in zip(mine, ours, strict=True):
             worst = max(worst, float((a.double() - b.double()).abs().max()))
         params = exact.params if layer_type is None else exact.layer_params[layer_type]
-        from .. import rope
-
         theta = float(rope.inv_freq(params).max())
         scaling = abs(rope.attention_scaling(params))
-        stored = 2.0 ** -{torch.bfloat16: 8, torch.float16: 11}.get(inv.dtype, 24)
+        stored = 2.0 ** -_SIGNIFICAND.get(inv.dtype, 24)
         angle = float(ids.max()) * theta
         allowed = max(allowed, scaling * (4 * angle * max(stored, 2.0**-24) + 4 * 2.0**-24))
     return worst, allowed
 
 
 def _timesteps(model: nn.Module, path: str, module: nn.Module, originals: dict) -> Component:
-    from .modules import Timesteps as ExactTimesteps
-
     try:
         exact = ExactTimesteps(
             int(module.num_channels),
@@ -336,7 +328,7 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> Component:
     if tensor.device.type == "meta":
         return Component(full, "table", "?", math.nan, math.nan, False, "on meta: no values to identify")
     rows = tensor.detach().reshape(-1, tensor.shape[-1]).double().cpu().numpy()
-    stored = {torch.bfloat16: 8, torch.float16: 11}.get(tensor.dtype)  # float32 code's error, and storage's
+    stored = _SIGNIFICAND.get(tensor.dtype)  # float32 code's error, and its storage's
     tolerance = 1e-5 + 16 * len(rows) * 2.0**-24 + (2.0**-stored if stored else 0.0)
     try:
         best = identify(rows, tolerance=tolerance, candidates=1)[0]
@@ -364,23 +356,13 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> Component:
 def _exact_rows(best: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """posenc's exact rows of an identified variant in ``dtype`` (each value rounded once), as many as the
     table has."""
-    from .. import grids, presets
-
     count, width = shape
-    grids_by_name = {
-        "mae-2d": (grids.diffusers_2d, "embed_dim"),
-        "diffusers-2d": (grids.diffusers_2d, "embed_dim"),
-        "diffusers-3d": (grids.diffusers_3d, "embed_dim"),
-        "timm-2d": (grids.timm_2d, "dim"),
-        "positional-encodings-2d": (grids.positional_encodings_nd, "channels"),
-        "positional-encodings-3d": (grids.positional_encodings_nd, "channels"),
-    }
-    grid = next((grids_by_name[n] for n in (best.name or "").split(" = ") if n in grids_by_name), None)
-    if grid is not None:
-        function, argument = grid
-        return function(**{argument: width}, **best.options, dtype=validation.dtype(dtype)).reshape(
-            count, width
-        )
+    name = next((n for n in (best.name or "").split(" = ") if n in GRIDS), None)
+    if name is not None:  # a named grid: built by its function of posenc.grids, d_model by keyword or first
+        function, keyword = GRIDS[name]
+        leading, by_name = ((), {keyword: width}) if keyword else ((width,), {})
+        values = getattr(grids, function)(*leading, **by_name, **best.options, dtype=validation.dtype(dtype))
+        return values.reshape(count, width)
     preset = presets.Preset("patch", **best.options, padding_idx=best.padding_idx)
     return preset.table(count, width, start=best.start, dtype=validation.dtype(dtype))
 

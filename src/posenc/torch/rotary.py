@@ -120,7 +120,7 @@ def _cached_rows(
     ids = positions.to(torch.int64)
     low, high = int(ids.min()), int(ids.max())
     width = params.rotary_dim
-    itemsize = 8 if name == "float64" else 4 if name == "float32" else 2
+    itemsize = getattr(torch, name).itemsize
     if low < 0 or (high + 1) * 2 * width * itemsize > CACHE_LIMIT_BYTES:
         return None
     cache_key = ("rotary", _params_json(params) if key is None else key, name, layout)

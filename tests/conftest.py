@@ -76,20 +76,20 @@ SLOW_TESTS = {
 # (`make test` hands out whole files, --dist loadfile), so that no long file starts last and keeps one
 # core busy while the other waits. The rest follow in their usual order.
 LONGEST_FILES = (
-    "test_kernel_compile.py",  # ~650 s: two Tritons compile every kernel for sm_90
-    "test_jax.py",  # ~320 s
-    "test_table_kernel.py",  # ~310 s
-    "test_encode_kernel.py",  # ~220 s
+    "test_kernel_compile.py",  # ~225 s of wall, both cores: two Tritons compile every kernel for sm_90
+    "test_jax.py",  # ~300 s
     "test_rope_torch.py",  # ~100 s
     "test_rope_jax.py",  # ~90 s
     "test_rope_tables.py",  # ~90 s
     "test_exactness.py",  # ~80 s
     "test_torch_device.py",  # ~75 s
     "test_benchmarks.py",  # ~70 s
-    "test_rope_fused.py",  # ~65 s
+    "test_table_kernel.py",  # ~70 s (Triton's interpreter, tests/support/interpreted.py)
     "test_jax_mesh.py",  # ~50 s
-    "test_kernel_guard.py",  # ~50 s
+    "test_encode_kernel.py",  # ~50 s
     "test_device_native.py",  # ~45 s
+    "test_rope_fused.py",  # ~20 s
+    "test_kernel_guard.py",  # ~10 s
 )
 
 

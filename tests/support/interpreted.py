@@ -2,11 +2,21 @@
 
 The interpreter must be chosen before triton is imported, so a kernel test runs its own file as a script in
 a subprocess with TRITON_INTERPRET=1; the script saves its outputs as one .npz that the tests compare.
+
+The script runs through this module (``python -m tests.support.interpreted SCRIPT OUT``), which first turns
+off the interpreter's integer-overflow sanitizing. Triton's interpreter sanitizes by default, but only to
+hand the check to ``device_assert``, which drops it unless the kernel is compiled with ``debug=True``: every
+integer add, subtract and multiply costs five more array operations whose result nobody reads. A CUDA
+compile without ``debug`` never emits them, so turning them off leaves every value and every check as the
+GPU has them, and the interpreted kernels run about 2.4 times faster (the four interpreted files of
+tests/torch: 4 m 50 s of CPU before, 2 m 01 s after).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -14,15 +24,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def interpreted_results(script: str, out: Path, timeout: int = 900) -> dict[str, np.ndarray]:
     """Run ``python script out`` with TRITON_INTERPRET=1 and return the arrays it saved to ``out``."""
-    root = str(Path(__file__).resolve().parents[2])  # the script imports tests.support.*
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)  # tests.support.*
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
-    done = subprocess.run(
-        [sys.executable, script, str(out)], env=env, capture_output=True, text=True, timeout=timeout
-    )
+    command = [sys.executable, "-m", "tests.support.interpreted", script, str(out)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-4000:]
     with np.load(out) as data:
         return dict(data)
@@ -36,3 +46,20 @@ def results_fixture(script: str, name: str):
         return interpreted_results(script, tmp_path_factory.mktemp(name) / "results.npz")
 
     return kernel_results
+
+
+def _without_dropped_overflow_checks() -> None:
+    """The interpreter as a CUDA compile without ``debug`` runs: no integer-overflow checks to drop."""
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    if not builder.options.debug:  # with debug the checks are real: keep them
+        builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
+
+
+if __name__ == "__main__":  # python -m tests.support.interpreted SCRIPT OUT (TRITON_INTERPRET=1)
+    assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
+    _without_dropped_overflow_checks()
+    script = sys.argv[1]
+    sys.argv = sys.argv[1:]
+    runpy.run_path(script, run_name="__main__")

@@ -327,7 +327,13 @@ def module_options(max_len: Any, batch_first: Any, dropout: Any) -> tuple[int | 
         raise TypeError(f"batch_first must be True or False; got {batch_first!r}")
     rate = real("dropout", dropout)
     if not 0.0 <= rate < 1.0:
-        raise ValueError(f"dropout must be in [0, 1); got {dropout!r}")
+        hint = ""
+        if isinstance(dropout, int) and not isinstance(dropout, bool) and dropout > 1:  # a length, misplaced
+            hint = (
+                "; the argument after d_model is dropout, as in the PyTorch tutorial's "
+                f"PositionalEncoding(d_model, dropout, max_len): for a length, pass max_len={dropout}"
+            )
+        raise ValueError(f"dropout must be in [0, 1); got {dropout!r}{hint}")
     return max_len, batch_first, rate
 
 

@@ -184,6 +184,49 @@ def test_bad_input_is_one_line_and_exit_2(
     assert mentions in err
 
 
+MISTYPED = [
+    (
+        ["table", "5", "4", "--layuot", "sin_cos"],
+        "posenc table: unrecognized option --layuot (did you mean --layout?)",
+    ),
+    (
+        ["table", "5", "4", "--layuot=sin_cos"],
+        "posenc table: unrecognized option --layuot (did you mean --layout?)",
+    ),
+    (["check", "--lenght", "8"], "posenc check: unrecognized option --lenght (did you mean --length?)"),
+    (
+        ["tabel", "5", "4"],
+        "argument COMMAND: invalid choice: 'tabel' (did you mean 'table'? choose from 'table', ",
+    ),
+    (["identfy", "pe.npy"], "invalid choice: 'identfy' (did you mean 'identify'?"),
+    (
+        ["table", "5", "4", "--format", "jsn"],
+        "argument --format: invalid choice: 'jsn' (did you mean 'json'?",
+    ),
+    (["plot", "dot-prodct"], "argument KIND: invalid choice: 'dot-prodct' (did you mean 'dot-product'?"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), MISTYPED)
+def test_a_mistyped_option_command_or_choice_gets_did_you_mean(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    """The nearest of the parser's own option strings, subcommand names or choices, in the one error line."""
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ""
+    assert err.startswith("posenc: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert message in err, err
+
+
+def test_nothing_near_is_suggested_and_stray_arguments_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "table", "5", "4", "--zzzzzz")
+    assert code == 2 and err == "posenc: error: posenc table: unrecognized option --zzzzzz\n"
+    code, _, err = run(capsys, "check", "extra")
+    assert code == 2 and err == "posenc: error: posenc check: unrecognized arguments: extra\n"
+    code, _, err = run(capsys, "frobnicate")
+    assert code == 2 and "invalid choice: 'frobnicate' (choose from 'table'," in err and "did you" not in err
+
+
 def test_bfloat16_without_ml_dtypes_is_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

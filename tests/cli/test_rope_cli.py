@@ -57,6 +57,20 @@ def test_a_missing_config_is_one_line_and_exit_2(tmp_path, capsys):
     assert "config.json" in capsys.readouterr().err
 
 
+def test_a_missing_config_is_named_missing_in_the_words_of_the_command(tmp_path, capsys, monkeypatch):
+    """``posenc rope config.json`` with no such file: "no such file or folder", never the library's cfg=; a
+    folder without a config.json keeps "is not a config.json file"."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["rope", "config.json"]) == 2
+    assert capsys.readouterr().err == (
+        "posenc: error: no such file or folder: 'config.json' (give the path of a model's config.json, or "
+        "the folder holding it)\n"
+    )
+    assert main(["rope", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"posenc: error: {str(tmp_path)!r} is not a config.json file (nor a folder holding one)\n"
+
+
 def test_layer_type_picks_one_entry_of_per_layer_rope_parameters(tmp_path, capsys):
     from tests.rope.test_rope_torch import GEMMA3
 

@@ -183,6 +183,26 @@ def test_module_no_length_cliff_seq_first_and_options():
     assert _same_bits(pj.SinusoidalPositionalEncoding(12)(x[0]), np.asarray(batch_first[0]))  # (seq, d)
 
 
+def test_module_takes_dropout_and_max_len_in_the_tutorials_order():
+    """``SinusoidalPositionalEncoding(d_model, dropout, max_len)`` as the PyTorch tutorial writes it; the rest
+    (rngs, batch_first, the options) keyword-only; a bad positional value names its parameter."""
+    module = pj.SinusoidalPositionalEncoding(16, 0.1, 100, rngs=nnx.Rngs(0))
+    assert (module.dropout.rate, module.max_len, module.batch_first) == (0.1, 100, True)
+    x = jax.random.normal(jax.random.key(0), (3, 10, 16), F32)
+    np.testing.assert_array_equal(
+        np.asarray(module(x, deterministic=True)), np.asarray(x) + posenc.table(10, 16)
+    )
+    assert pj.SinusoidalPositionalEncoding(16, 0.1).dropout.rate == 0.1
+    with pytest.raises(TypeError, match=r"dropout must be a real number; got 'x'"):
+        pj.SinusoidalPositionalEncoding(16, "x")
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\); got 5000; .* pass max_len=5000"):
+        pj.SinusoidalPositionalEncoding(16, 5000)
+    with pytest.raises(TypeError, match=r"max_len must be an integer >= 1; got 5000.0"):
+        pj.SinusoidalPositionalEncoding(16, 0.1, 5000.0)
+    with pytest.raises(TypeError, match=r"takes 3 arguments by position .* by keyword: .*batch_first, rngs"):
+        pj.SinusoidalPositionalEncoding(16, 0.1, 100, nnx.Rngs(0))
+
+
 def test_module_offset_decoding_equals_the_full_pass_eager_and_jitted():
     module = pj.SinusoidalPositionalEncoding(32)
     x = jax.random.normal(jax.random.key(2), (2, 9, 32), F32)

@@ -310,7 +310,11 @@ def test_load_table_from_npy_pt_and_safetensors(tmp_path):
     assert load_table(tmp_path / "m.safetensors").shape == (1, 20, 16)
     with pytest.raises(ValueError, match=r"has no tensor .nope.; it has: encoder\.embed_positions\.weight"):
         load_table(tmp_path / "model.pt", key="nope")
-    torch.save({"a": torch.ones(4, 4), "b": torch.ones(5, 5)}, tmp_path / "two.pt")
+    two = {
+        "a": torch.from_numpy(posenc.table(4, 4)),
+        "b": torch.from_numpy(presets.get("marian").table(5, 5)),
+    }
+    torch.save(two, tmp_path / "two.pt")
     with pytest.raises(ValueError, match=r"2 candidate tables \(a, b\); name one with key="):
         load_table(tmp_path / "two.pt")
     with pytest.raises(ValueError, match=r"unknown file type '\.txt'"):
@@ -318,6 +322,81 @@ def test_load_table_from_npy_pt_and_safetensors(tmp_path):
         load_table(tmp_path / "t.txt")
     with pytest.raises(ValueError, match="no such file"):
         load_table(tmp_path / "missing.npy")
+
+
+def _m2m100_like_state_dict(d_model: int = 16, vocab: int = 40) -> dict[str, torch.Tensor]:
+    """Weights named as M2M100 saves them, and no positional table (M2M100 recomputes its own)."""
+    generator = torch.Generator().manual_seed(0)
+
+    def weight(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator) * 0.02
+
+    state = {"model.shared.weight": weight(vocab, d_model), "lm_head.weight": weight(vocab, d_model)}
+    for part in ("encoder", "decoder"):
+        state[f"model.{part}.embed_tokens.weight"] = state["model.shared.weight"]
+        for projection in ("k_proj", "v_proj", "q_proj", "out_proj"):
+            state[f"model.{part}.layers.0.self_attn.{projection}.weight"] = weight(d_model, d_model)
+            state[f"model.{part}.layers.0.self_attn.{projection}.bias"] = torch.zeros(d_model)
+        state[f"model.{part}.layer_norm.weight"] = torch.ones(d_model)
+    return state
+
+
+def test_a_state_dict_without_a_positional_table_says_so(tmp_path, capsys):
+    """M2M100's weights hold no table (its sinusoidal table is recomputed): not "N candidate tables
+    (lm_head.weight, ...)", but no positional table, what was looked for, and what to do instead."""
+    from safetensors.torch import save_file
+
+    from posenc.cli import main
+
+    state = _m2m100_like_state_dict()
+    torch.save(state, tmp_path / "m2m100_model.pt")
+    save_file({k: v.clone() for k, v in state.items()}, tmp_path / "m2m100.safetensors")
+    for name in ("m2m100_model.pt", "m2m100.safetensors"):
+        with pytest.raises(ValueError) as caught:
+            load_table(tmp_path / name)
+        message = str(caught.value)
+        assert message.startswith(f"{tmp_path / name} holds no positional table: none of its 12 floating 2-D")
+        assert "candidate tables" not in message
+        for looked_for in (
+            "'pos', 'pe', 'sinus', 'timing'",
+            "sines and cosines",
+            "d_model / 2",
+            "RoPE",
+            "inv_freq",
+        ):
+            assert looked_for in message, looked_for
+        assert "M2M100" in message and "posenc audit MODEL_DIR" in message and message.endswith("with key=")
+    assert main(["identify", str(tmp_path / "m2m100_model.pt")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("posenc: error: ") and err.count("\n") == 1
+    assert (
+        "holds no positional table" in err and "posenc audit MODEL_DIR" in err and "name it with --key" in err
+    )
+    # with a genuine table beside the weights, it is a candidate as before, and named by its key it is read
+    table = presets.get("fairseq", padding_idx=1).table(66, 16)
+    torch.save({**state, "table": torch.from_numpy(table)}, tmp_path / "with_table.pt")
+    with pytest.raises(
+        ValueError, match=r"holds 13 candidate tables \(lm_head.weight, .*\); name one with key="
+    ):
+        load_table(tmp_path / "with_table.pt")
+    np.testing.assert_array_equal(load_table(tmp_path / "with_table.pt", key="table"), table)
+    # weights of no model: the criteria, without the hint about models
+    torch.save({"a": torch.ones(4, 4), "b": torch.ones(5, 5)}, tmp_path / "ones.pt")
+    with pytest.raises(ValueError, match=r"holds no positional table: none of its 2 .* \(a, b\)") as caught:
+        load_table(tmp_path / "ones.pt")
+    assert "M2M100" not in str(caught.value)
+
+
+def test_a_real_m2m100_state_dict_holds_no_positional_table(tmp_path):
+    """A tiny M2M100 from its config (no download): its state dict, as saved, has no table."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.M2M100Config(
+        vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32,
+    )  # fmt: skip
+    torch.save(transformers.M2M100ForConditionalGeneration(config).state_dict(), tmp_path / "m2m100_model.pt")
+    with pytest.raises(ValueError, match=r"holds no positional table: none of its 20 floating 2-D tensors"):
+        load_table(tmp_path / "m2m100_model.pt")
 
 
 # --- verdict: one answer ------------------------------------------------------------------------------
@@ -381,6 +460,50 @@ def test_verdict_paste_lines_rebuild_the_table():
     answer = verdict(identify(generic), 64, generic.dtype, 300)
     assert answer.label is None and answer.float32_deviation is None
     np.testing.assert_array_equal(eval(answer.paste[0]), generic)
+
+
+@pytest.mark.parametrize(
+    ("flip", "shift", "d_model"), [(True, 0, 320), (False, 1, 64), (True, 1, 33), (False, 0, 32)]
+)
+def test_a_diffusers_timestep_table_gets_the_timesteps_paste_line(flip, shift, d_model, tmp_path, capsys):
+    """A table of diffusers' timestep embedding (posenc's preset, or diffusers' own float32 code) gets the
+    line of ``posenc.torch.Timesteps``, the drop-in that maps timesteps to embeddings, with the identified
+    arguments; evaluated, it rebuilds the table: bit for bit from the preset, and to the error identify
+    measured from diffusers' float32 code (plus the rounding of the exact values to float32)."""
+    import posenc.torch  # the pasted lines name it
+    from posenc.cli import main
+
+    label = f"diffusers-timestep(flip_sin_to_cos={flip}, downscale_freq_shift={shift})"
+    line = (
+        f"posenc.torch.Timesteps({d_model}, flip_sin_to_cos={flip}, downscale_freq_shift={shift}, scale=1.0, "
+        "max_period=10000.0)"
+    )
+    timesteps = torch.arange(1000)
+    exact = presets.get("diffusers-timestep", flip_sin_to_cos=flip, downscale_freq_shift=shift)
+    stored = exact.table(1000, d_model)
+    answer = verdict(identify(stored), d_model, stored.dtype, 1000)
+    assert label in (answer.label, *answer.also) and line in answer.paste
+    assert answer.paste.index(line) == 2  # after the SinusoidalPositionalEncoding line, before the JAX one
+    module = eval(line)
+    assert isinstance(module, posenc.torch.Timesteps)
+    np.testing.assert_array_equal(module(timesteps).numpy(), stored)
+    embeddings = pytest.importorskip("diffusers.models.embeddings")
+    theirs = embeddings.get_timestep_embedding(
+        timesteps, d_model, flip_sin_to_cos=flip, downscale_freq_shift=shift
+    ).numpy()
+    answer = verdict(identify(theirs), d_model, theirs.dtype, 1000)
+    assert line in answer.paste
+    rounding = 2.0**-24  # the module's float32 values are the exact ones rounded once
+    assert np.abs(eval(line)(timesteps).numpy() - theirs).max() <= answer.best.max_error + rounding
+    np.save(tmp_path / "t.npy", theirs)
+    assert main(["identify", str(tmp_path / "t.npy")]) == 0
+    assert f"          {line}\n" in capsys.readouterr().out
+
+
+def test_a_table_of_no_diffusers_variant_gets_no_timesteps_line():
+    for stored in (posenc.table(100, 16), presets.get("fairseq", padding_idx=1).table(40, 16)):
+        answer = verdict(identify(stored), 16, stored.dtype, len(stored))
+        assert not any("Timesteps" in line for line in answer.paste), answer.paste
 
 
 def test_verdict_odd_width_reports_the_rule_and_equal_presets():

@@ -467,7 +467,7 @@ def test_bad_arguments_are_refused() -> None:
         rope.config(CONFIGS["llama2"], base=10000.0)
     with pytest.raises(TypeError, match=r"cfg must be a Hugging Face model config.*got 42 of type int"):
         rope.config(42)
-    with pytest.raises(ValueError, match=r"'/no/such/config.json' is not a config.json file"):
+    with pytest.raises(ValueError, match=r"^no such file or folder: '/no/such/config.json' \(give the path"):
         rope.config("/no/such/config.json")
     with pytest.raises(TypeError, match=r"scaling must be a dict like rope_scaling"):
         rope.config(head_dim=64, scaling="yarn")
@@ -475,6 +475,21 @@ def test_bad_arguments_are_refused() -> None:
         rope.config(head_dim=64, base=500000.0, scaling={"rope_theta": 10000.0})
     with pytest.raises(ValueError, match=r"layer_type='full_attention' was given but .* not nested"):
         rope.config(CONFIGS["llama2"], layer_type="full_attention")
+
+
+def test_a_missing_path_is_named_missing_and_a_folder_without_config_is_not_a_config(tmp_path: Path) -> None:
+    """A path that does not exist says so (never "cfg=... is not a config.json file"); a path that exists
+    but holds no config keeps that message."""
+    missing = tmp_path / "config.json"
+    for given in (missing, str(missing), "config.json"):
+        with pytest.raises(ValueError) as caught:
+            rope.config(given)
+        assert str(caught.value) == (
+            f"no such file or folder: {str(given)!r} (give the path of a model's config.json, or the folder "
+            "holding it)"
+        )
+    with pytest.raises(ValueError, match=r"is not a config.json file \(nor a folder holding one\)"):
+        rope.config(tmp_path)  # exists: a folder with no config.json in it
 
 
 def test_bad_json_file(tmp_path: Path) -> None:

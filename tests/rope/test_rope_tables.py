@@ -250,8 +250,8 @@ def test_apply_rotary_interleaved_and_partial():
 
 
 def test_migrating_a_hugging_face_model_keeps_its_outputs(hf):
-    """The README's migration: swap a Llama model's rotary module; the logits agree within the model's own
-    float32 error (its angles are formed in float32)."""
+    """The rotary guide's migration (docs/rotary.md): swap a Llama model's rotary module; the logits agree
+    within the model's own float32 error (its angles are formed in float32)."""
     transformers, _ = hf
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
@@ -393,3 +393,41 @@ def test_deepseek_v3_interleaved_weights_rotate_as_hugging_face_does(hf):
     for a, b in zip(got, want, strict=True):
         deinterleaved = a.unflatten(-1, (32, 2)).transpose(-1, -2).flatten(-2)
         torch.testing.assert_close(deinterleaved, b, atol=1e-6, rtol=1e-6)
+
+
+def test_a_framework_array_is_refused_with_the_call_that_returns_its_arrays():
+    """posenc.rope.cos_sin returns NumPy arrays, never silently for a tensor: a torch tensor (any device) or
+    a JAX array (concrete or traced) is a TypeError naming the adapter's call, which returns that
+    framework's arrays with the core's bits."""
+    import posenc.torch.rotary
+
+    params = rope.config(head_dim=8, base=100.0)
+    ids = np.array([[0, 3, 200, 70000]])
+    want = rope.cos_sin(ids, params, dtype="bfloat16", layout="interleaved")
+    for positions in (
+        torch.from_numpy(ids),
+        torch.zeros(2, device="meta"),
+        torch.nn.Parameter(torch.ones(2)),
+    ):
+        with pytest.raises(TypeError) as caught:
+            rope.cos_sin(positions, params)
+        assert str(caught.value).startswith(
+            f"positions is a torch tensor (on {positions.device}) and posenc.rope.cos_sin returns NumPy "
+        )
+        assert "use posenc.torch.rotary.cos_sin(positions, params)" in str(caught.value)
+    got = posenc.torch.rotary.cos_sin(torch.from_numpy(ids), params, dtype="bfloat16", layout="interleaved")
+    for tensor, array in zip(got, want, strict=True):  # the named call: tensors, the same bits
+        assert isinstance(tensor, torch.Tensor) and tensor.dtype == torch.bfloat16
+        np.testing.assert_array_equal(tensor.float().numpy(), array.astype(np.float32))
+    jax = pytest.importorskip("jax")
+    import posenc.jax.rotary
+
+    message = r"^positions is a JAX array .* use posenc\.jax\.rotary\.cos_sin\(positions, params\)"
+    with pytest.raises(TypeError, match=message):
+        rope.cos_sin(jax.numpy.asarray(ids), params)
+    with pytest.raises(TypeError, match=message):
+        jax.jit(lambda positions: rope.cos_sin(positions, params))(jax.numpy.asarray(ids))
+    got = posenc.jax.rotary.cos_sin(jax.numpy.asarray(ids), params, dtype="bfloat16", layout="interleaved")
+    for array, expected in zip(got, want, strict=True):
+        assert isinstance(array, jax.Array)
+        np.testing.assert_array_equal(np.asarray(array), expected)

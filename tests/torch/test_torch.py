@@ -126,7 +126,7 @@ def test_seq_first_equals_batch_first():
 
 
 def test_the_readme_migration_line_gives_the_tutorials_values_on_the_tutorials_input():
-    """The README's `SinusoidalPositionalEncoding(d_model, dropout=0.1)` in place of the tutorial's
+    """The PyTorch guide's `SinusoidalPositionalEncoding(d_model, dropout=0.1)` in place of the tutorial's
     `PositionalEncoding(d_model, dropout=0.1)`, on the tutorial's (seq, batch, d) input (35, 20, 64): the same
     values up to the tutorial's float32 error (which grows with the position), along the right axis."""
     torch.manual_seed(0)
@@ -138,6 +138,41 @@ def test_the_readme_migration_line_gives_the_tutorials_values_on_the_tutorials_i
     assert ours.pe.shape == tutorial.pe.shape == (5000, 1, 64)
     assert torch.allclose(ours.pe, tutorial.pe, rtol=0, atol=1e-3)
     ours.load_state_dict(tutorial.state_dict(), strict=True)  # a tutorial checkpoint loads
+
+
+def test_the_tutorials_own_positional_line_works():
+    """The tutorial's `PositionalEncoding(d_model, dropout)` and `(d_model, dropout, max_len)`, word for word:
+    dropout and max_len by position, in its order; everything else keyword-only; a bad positional value
+    gets the message that names its parameter."""
+    import inspect
+
+    torch.manual_seed(0)
+    x = torch.randn(35, 20, 64)
+    tutorial = SeqFirstTutorialPositionalEncoding(64, 0.1, 100).eval()
+    for ours in (pt.SinusoidalPositionalEncoding(64, 0.1), pt.SinusoidalPositionalEncoding(64, 0.1, 100)):
+        assert ours.dropout.p == 0.1 and not ours.batch_first
+        assert torch.allclose(ours.eval()(x), tutorial(x), rtol=0, atol=1e-5)
+    ours = pt.SinusoidalPositionalEncoding(64, 0.1, 100)
+    assert ours.max_len == 100 and ours.pe.shape == tutorial.pe.shape == (100, 1, 64)
+    ours.load_state_dict(tutorial.state_dict(), strict=True)
+    parameters = inspect.signature(pt.SinusoidalPositionalEncoding).parameters
+    by_position = [p.name for p in parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert by_position == ["d_model", "dropout", "max_len"]
+    assert all(p.kind is p.KEYWORD_ONLY for p in list(parameters.values())[3:])
+    with pytest.raises(TypeError, match=r"dropout must be a real number; got 'x'"):
+        pt.SinusoidalPositionalEncoding(64, "x")
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\); got 5000; .* pass max_len=5000"):
+        pt.SinusoidalPositionalEncoding(64, 5000)  # the length where the tutorial puts dropout
+    with pytest.raises(TypeError, match=r"max_len must be an integer >= 1; got 5000.0 .*pass 5000 instead"):
+        pt.SinusoidalPositionalEncoding(64, 0.1, 5000.0)
+    with pytest.raises(ValueError, match=r"max_len must be an integer >= 1; got 0"):
+        pt.SinusoidalPositionalEncoding(64, 0.1, 0)
+    with pytest.raises(
+        TypeError,
+        match=r"takes 3 arguments by position \(d_model, dropout, max_len\); got 4 \(the extra: True\); "
+        r"pass the others by keyword: .*batch_first",
+    ):
+        pt.SinusoidalPositionalEncoding(64, 0.1, 100, True)
 
 
 def test_offset_decoding_equals_the_full_pass():

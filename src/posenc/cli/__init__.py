@@ -225,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         command.add_arguments(sub)
         sub.set_defaults(handler=command.run)
+        parser.commands[command.NAME] = sub  # an unknown option is looked up among this command's
     return parser
 
 

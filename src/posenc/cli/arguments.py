@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import re
 from collections.abc import Iterable
 from typing import Any, NoReturn
@@ -42,16 +43,70 @@ MAX_DIGITS = 17
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line, ``posenc: error: ...``, and exit 2, and which takes
     ``-1e4``, ``-inf`` and ``nan`` as values (``--base -inf`` then gets posenc's message, not argparse's
-    "expected one argument")."""
+    "expected one argument").
+
+    A mistyped option, subcommand or choice gets the nearest names this parser (or the subcommand's) takes
+    (:func:`difflib.get_close_matches` over its own option strings and choices):
+    ``posenc table: unrecognized option --layuot (did you mean --layout?)``,
+    ``argument COMMAND: invalid choice: 'tabel' (did you mean 'table'? choose from ...)``. ``commands``
+    maps each subcommand's name to its parser (filled by whoever adds them), so that an unrecognized
+    option is looked up among the options of the subcommand it was given to.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(
             r"^-(\d+\.?\d*(e[-+]?\d+)?|\.\d+(e[-+]?\d+)?|inf(inity)?|nan)$", re.IGNORECASE
         )
+        self.commands: dict[str, argparse.ArgumentParser] = {}
 
     def error(self, message: str) -> NoReturn:
         raise SystemExit(fail(message))
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(unrecognized(self.commands.get(getattr(parsed, "command", None) or "", self), extras))
+        return parsed
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's check that ``value`` is one of ``action.choices``, with the nearest ones suggested."""
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        names = [str(choice) for choice in choices]
+        close = difflib.get_close_matches(str(value), names, n=3)
+        hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+        listed = ", ".join(map(repr, names))
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r} ({hint}choose from {listed})")
+
+
+def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """The message for arguments ``parser`` does not take: each unknown option with the nearest options of
+    ``parser`` (``posenc table: unrecognized option --layuot (did you mean --layout?)``), or the stray
+    arguments when none is an option.
+
+    >>> sub = Parser(prog="posenc table")
+    >>> _ = sub.add_argument("--layout")
+    >>> unrecognized(sub, ["--layuot", "sin_cos"])
+    'posenc table: unrecognized option --layuot (did you mean --layout?)'
+    """
+    matcher = getattr(parser, "_negative_number_matcher", None)
+    flags = [
+        text
+        for text in extras
+        if text.startswith("-") and text != "-" and not (matcher is not None and matcher.match(text))
+    ]
+    if not flags:
+        return f"{parser.prog}: unrecognized arguments: {' '.join(extras)}"
+    known = [flag for action in parser._actions for flag in action.option_strings]
+    described = []
+    for flag in flags:
+        name = flag.partition("=")[0] if flag.startswith("--") else flag
+        close = difflib.get_close_matches(name, known, n=2)
+        described.append(f"{name} (did you mean {' or '.join(close)}?)" if close else name)
+    plural = "s" if len(described) > 1 else ""
+    return f"{parser.prog}: unrecognized option{plural} {', '.join(described)}"
 
 
 def as_flags(text: str, *names: str) -> str:

@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> None:
         params = rope.config(args.config, layer_type=args.layer_type)
     except ValueError as error:
         message = str(error)
-        if "layer_type" not in message:
-            raise
+        if "layer_type" not in message:  # the library's cfg= is CONFIG here: the path alone names it
+            raise CliError(message.replace("cfg=", "")) from None
         raise CliError(_as_option(message)) from None
     positions = positions_range(args.positions)
     validation.fits_in_memory((2, len(positions), params.rotary_dim), validation.dtype(args.dtype))

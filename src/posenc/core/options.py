@@ -85,9 +85,15 @@ def takes_options(
         )
         accepted = frozenset(takes)
         label = _label(function)
+        by_position = [p.name for p in named if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if any(p.kind is p.VAR_POSITIONAL for p in named):
+            by_position = []  # *args: any number
+        keyword_only = [name for name in takes if name not in by_position]
 
         @functools.wraps(function)
         def with_options(*args: Any, **keywords: Any) -> Any:
+            if by_position and len(args) > len(by_position):
+                raise _too_many(label, args, by_position, keyword_only)
             if not keywords.keys() <= accepted:
                 raise _unknown(label, [k for k in keywords if k not in accepted], takes)
             return function(*args, **{**fill, **keywords})
@@ -122,6 +128,18 @@ def _label(function: Callable[..., Any]) -> str:
     ``SinusoidalPositionalEncoding()``."""
     name = function.__qualname__.rpartition("<locals>.")[2]
     return f"{name.removesuffix('.__init__')}()"
+
+
+def _too_many(label: str, args: tuple, by_position: list[str], keyword_only: list[str]) -> TypeError:
+    """The TypeError for more positional arguments than the function takes by position."""
+    names = [name for name in by_position if name != "self"]
+    given = len(args) - (len(by_position) - len(names))
+    extra = ", ".join(" ".join(validation.shorten(value).split()) for value in args[len(by_position) :])
+    return TypeError(
+        f"{label} takes {len(names)} argument{'s' if len(names) != 1 else ''} by position "
+        f"({', '.join(names)}); got {given} (the extra: {extra}); pass the others by keyword: "
+        f"{', '.join(keyword_only)}"
+    )
 
 
 def _unknown(label: str, unknown: list[str], takes: tuple[str, ...]) -> TypeError:

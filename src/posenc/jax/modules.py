@@ -29,10 +29,16 @@ _JNP = backend_named("jax")
 # without importing Flax: the class itself is defined on first use.
 _DOC = """``dropout(x + PE)``, exact: the Flax (NNX) twin of ``posenc.torch.SinusoidalPositionalEncoding``.
 
+    ``SinusoidalPositionalEncoding(d_model, dropout=0.0, max_len=None, *, base, shift, scale, layout, odd,
+    batch_first=True, rngs=None)``: ``dropout`` and ``max_len`` may be given by position, in the PyTorch
+    tutorial's order (``SinusoidalPositionalEncoding(512, 0.1, 5000, rngs=nnx.Rngs(0))``); every other
+    argument is keyword-only, ``rngs`` as in every Flax module.
+
     Args:
         d_model: the width of ``x``'s last axis.
-        base, shift, layout: as in :func:`posenc.encode` (the defaults are Vaswani et al. 2017's).
-        dropout: dropout probability applied to the sum (``nnx.Dropout``; needs ``rngs`` in training).
+        dropout: dropout probability applied to the sum, in [0, 1) (``nnx.Dropout``; needs ``rngs`` in
+            training).
+        base, shift, scale, layout, odd: as in :func:`posenc.encode` (the defaults are Vaswani et al. 2017's).
         batch_first: ``x`` is ``(batch, seq, d_model)`` (or any ``(..., seq, d_model)``); with False,
             ``(seq, batch, d_model)``.
         max_len: a cache hint only — longer sequences work.
@@ -79,14 +85,14 @@ def _module_class() -> type:
     class SinusoidalPositionalEncoding(nnx.Module):
         __doc__ = _DOC
 
-        @takes_options(before="dropout")
+        @takes_options(before="batch_first")
         def __init__(
             self,
             d_model: int,
-            *,
             dropout: float = 0.0,
-            batch_first: bool = True,
             max_len: int | None = None,
+            *,
+            batch_first: bool = True,
             rngs: nnx.Rngs | None = None,
             **options: Unpack[OptionKeywords],
         ) -> None:

@@ -33,8 +33,12 @@ def load_table(path: str | Path, *, key: str | None = None) -> np.ndarray:
     In a state dict, ``key`` names the tensor; without it the single 2-D (or ``(1, L, D)``) floating tensor
     whose name mentions a position is taken; failing that, a rotary embedding's ``inv_freq`` (a name ending
     in ``inv_freq``: the only one, or several equal ones, as old Llama checkpoints hold one per layer); a
-    clear error lists the candidates otherwise. A 1-D array is returned only when it reads as a RoPE
-    ``inv_freq`` (positive, falling frequencies; :func:`.identify` then names its RoPE type).
+    clear error lists the candidates otherwise. When no name mentions a position and none of several 2-D
+    tensors has the rows of a table (sines and cosines, or a RoPE cache: its first rows are read alone), the
+    error says that the file holds no positional table and what was looked for (M2M100's weights, say:
+    such models compute their table, and ``posenc audit MODEL_DIR`` audits them). A 1-D array is returned
+    only when it reads as a RoPE ``inv_freq`` (positive, falling frequencies; :func:`.identify` then names
+    its RoPE type).
 
     Only the chosen array is read, once its dtype, its shape and the memory it needs are checked. ``.pt``
     files are read with ``torch.load(weights_only=True)``: tensors and plain containers, never code. A file
@@ -134,13 +138,15 @@ def _pick(
         for name, stored in arrays.items()
         if stored.kind == "float" and sum(size != 1 for size in stored.shape) == 2
     }
-    named = {k: v for k, v in tables.items() if any(w in k.lower() for w in ("pos", "pe", "sinus", "timing"))}
+    named = {k: v for k, v in tables.items() if any(w in k.lower() for w in _POSITIONAL_WORDS)}
     rotary = {k: v for k, v in arrays.items() if k.endswith("inv_freq") and v.kind == "float" and _vector(v)}
     if not named and rotary:
         return _one_inv_freq(rotary, path)
     chosen = named or tables
     if len(chosen) == 1:
         return next(iter(chosen.items()))
+    if chosen and not named and not any(_may_be_table(stored) for stored in chosen.values()):
+        raise ValueError(_no_table(path, chosen))
     if chosen:
         raise ValueError(
             f"{path} holds {len(chosen)} candidate tables ({_names(chosen)}); name one with key="
@@ -157,6 +163,61 @@ def _pick(
     raise ValueError(
         f"{path} holds no floating-point tensor of shape (positions, d_model); it has: "
         f"{_names(arrays, listing)}; name the table with key= if it is one of these"
+    )
+
+
+#: Words whose presence in a tensor's name (lower case) makes it the table of a state dict.
+_POSITIONAL_WORDS = ("pos", "pe", "sinus", "timing")
+#: Rows of a candidate read to tell a table of sines and cosines (or a RoPE cache) from a weight.
+_PROBED_ROWS = 64
+#: Names of a state dict's token embeddings (Hugging Face's fairseq-style and encoder-decoder models).
+_TOKEN_EMBEDDINGS = ("embed_tokens.weight", "shared.weight")
+
+
+def _may_be_table(stored: Stored) -> bool:
+    """Whether the first rows of a floating 2-D tensor read as a positional table: values in [-1, 1], each
+    row of sin/cos pairs (its squares summing to d_model / 2, within half a column for odd widths and the
+    rounding of half precision) or zero (a padding row), at least two such rows; or a RoPE cos/sin cache.
+    True also when its values cannot be looked at cheaply (it stays a candidate)."""
+    from .rope_matching import looks_like_rope
+
+    rows, d_model = (size for size in stored.shape if size != 1)
+    count = min(rows, _PROBED_ROWS) * d_model
+    try:
+        if stored.head is not None:
+            values = stored.head(count)
+        elif math.prod(stored.shape) * stored.itemsize <= _CHECKED_BYTES:
+            values = stored.read().reshape(-1)[:count]
+        else:
+            return True
+        values = np.asarray(values, dtype=np.float64).reshape(-1, d_model)
+    except Exception:  # unreadable here: load_table's own read reports it, if it is chosen
+        return True
+    if not np.isfinite(values).all() or np.abs(values).max(initial=0.0) > 1 + 2**-7:
+        return False
+    squares = np.square(values).sum(axis=1)
+    pairs = np.abs(squares - d_model / 2) <= 0.5 + d_model * 2**-7
+    if (pairs | ~values.any(axis=1)).all() and pairs.sum() >= 2:
+        return True
+    return looks_like_rope(values) == "cache"
+
+
+def _no_table(path: Path, tables: dict[str, Stored]) -> str:
+    """The message for a state dict none of whose tensors is a positional table: what was looked for, and
+    for a model that computes its positions (no table stored), what to do instead."""
+    hint = ""
+    if any(name.endswith(_TOKEN_EMBEDDINGS) for name in tables):
+        hint = (
+            "; models that compute their positions store none (M2M100, NLLB, XGLM, Speech2Text, fairseq; "
+            "rotary models such as Llama): audit the model instead, posenc audit MODEL_DIR (the folder "
+            "holding its config.json)"
+        )
+    words = ", ".join(map(repr, _POSITIONAL_WORDS))
+    return (
+        f"{path} holds no positional table: none of its {len(tables)} floating 2-D tensors "
+        f"({_names(tables, most=3)}) is named for positions ({words} in its name) or has the rows of a table "
+        "(sines and cosines: values in [-1, 1], each row's squares summing to d_model / 2; or a RoPE cos/sin "
+        f"cache), and there is no 1-D inv_freq{hint}; to compare a tensor anyway, name it with key="
     )
 
 

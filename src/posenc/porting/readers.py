@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import pickle
@@ -48,6 +49,9 @@ class Stored:
     read: Callable[[], np.ndarray]
     hint: str = ""  # what to do about a dtype that is not read
     refusal: str = ""
+    #: ``head(count)``: the first ``count`` values in row-major order, flat, read alone (a few rows of a large
+    #: tensor, without reading the rest), as ``read`` would give them; None where only ``read`` reads
+    head: Callable[[int], np.ndarray] | None = None
 
 
 def reason(error: BaseException) -> str:
@@ -162,7 +166,12 @@ def _torch_stored(tensor: Any, torch: Any) -> Stored:
     def read() -> np.ndarray:
         return tensor.detach().to(target).numpy()
 
-    return Stored(tuple(tensor.shape), str(dtype).removeprefix("torch."), kind, dtype.itemsize, read)
+    def head(count: int) -> np.ndarray:  # a view of the (memory-mapped) tensor, then a copy of its start
+        return tensor.detach().reshape(-1)[:count].to(target).numpy()
+
+    return Stored(
+        tuple(tensor.shape), str(dtype).removeprefix("torch."), kind, dtype.itemsize, read, head=head
+    )
 
 
 def _torch_refusal(tensor: Any, torch: Any) -> str:
@@ -274,13 +283,44 @@ def safetensors_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[st
             f"safetensors' save_file holding {EXPECTED}"
         ) from None
     arrays = {}
+    offsets = functools.cache(lambda: _data_offsets(path))  # the header, parsed once when a head is read
     for name, (shape, dtype) in specs.items():
         kind = _SAFETENSORS_KINDS.get(dtype)
         itemsize = int("".join(filter(str.isdigit, dtype)) or 8) // 8
         read = _bfloat16_reader(path, name, shape) if dtype == "BF16" else _tensor_reader(handle, name)
         hint = "" if kind else " (save the table as float32)"
-        arrays[name] = Stored(shape, dtype, kind, max(itemsize, 1), read, hint)
+        head = _head_reader(path, name, dtype, offsets) if dtype in _FLOAT_FORMATS else None
+        arrays[name] = Stored(shape, dtype, kind, max(itemsize, 1), read, hint, head=head)
     return arrays, {}
+
+
+#: The little-endian NumPy type of each floating safetensors dtype (BF16: its raw 16 bits).
+_FLOAT_FORMATS = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2"}
+
+
+def _data_offsets(path: Path) -> dict[str, int]:
+    """Where each tensor's data begins, after the header (which safe_open has already checked)."""
+    with open(path, "rb") as stream:
+        (length,) = struct.unpack("<Q", stream.read(8))
+        header = json.loads(stream.read(length))
+    return {
+        name: 8 + length + entry["data_offsets"][0]
+        for name, entry in header.items()
+        if name != "__metadata__"
+    }
+
+
+def _head_reader(
+    path: Path, name: str, dtype: str, offsets: Callable[[], dict[str, int]]
+) -> Callable[[int], np.ndarray]:
+    """The first values of a floating tensor of a safetensors file, read alone (BF16 widened to float32)."""
+
+    def head(count: int) -> np.ndarray:
+        with open(path, "rb") as stream:
+            raw = np.fromfile(stream, dtype=_FLOAT_FORMATS[dtype], count=count, offset=offsets()[name])
+        return (raw.astype(np.uint32) << 16).view(np.float32) if dtype == "BF16" else raw
+
+    return head
 
 
 def _tensor_reader(handle: Any, name: str) -> Callable[[], np.ndarray]:

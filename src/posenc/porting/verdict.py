@@ -6,7 +6,9 @@ names joined by " = ", and other matches within one float32 ulp of the best erro
 float32 code can be off by what the table shows (:mod:`posenc.preset_deviations`: a float32 table with the
 PyTorch tutorial's float32 noise is not DistilBERT's table, which is rounded once); a fitted generic base
 only when no named variant matches; the odd-width rule the table shows (none for an even width); and the
-lines to paste: ``presets.get(...)`` and the torch and JAX module constructors.
+lines to paste: ``presets.get(...)`` and the torch and JAX module constructors, and for a table consistent
+with diffusers' timestep embedding, ``posenc.torch.Timesteps(...)`` (the drop-in for diffusers' ``Timesteps``,
+which maps timesteps to embeddings where ``SinusoidalPositionalEncoding`` adds to an input).
 
 >>> from posenc import presets
 >>> answer = verdict(identify(presets.get("fairseq", padding_idx=1).table(130, 32)), 32, "float32", 130)
@@ -57,7 +59,8 @@ class Verdict:
             what the table is off by, each with the reason.
         odd: the odd-width rule the table shows: None for an even width (every rule gives the same table).
         float32_deviation: the label's library float32 error at 1k / 8k / 131k positions, or None.
-        paste: lines that rebuild the table or the module: ``presets.get(...)``, torch, JAX.
+        paste: lines that rebuild the table or the module: ``presets.get(...)``, torch, JAX (and
+            ``posenc.torch.Timesteps(...)`` for a diffusers timestep table).
         nearest: the closest candidates when nothing matches.
 
     >>> import posenc
@@ -192,7 +195,7 @@ def verdict(matches: list[Match], d_model: int, dtype: npt.DTypeLike, rows: int 
         tuple(ruled_out),
         odd,
         None if preset is None else preset.float32_deviation,
-        _paste(best, label, preset, d_model, rows),
+        _paste(best, label, preset, d_model, rows, _timesteps(consistent, named_presets, d_model)),
     )
 
 
@@ -202,10 +205,31 @@ def _call(label: str) -> str:
     return f'posenc.presets.get("{name}"{", " + rest.rstrip(")") if rest else ""})'
 
 
+def _timesteps(labels: list[str], named_presets: dict[str, presets.Preset], d_model: int) -> str | None:
+    """``posenc.torch.Timesteps(...)``, the drop-in for diffusers' ``Timesteps``, with the arguments of the
+    first diffusers timestep variant among ``labels``; None when none is one."""
+    for label in labels:
+        preset = named_presets.get(label)
+        if label.startswith("diffusers-timestep") and preset is not None:
+            return (
+                f"posenc.torch.Timesteps({d_model}, flip_sin_to_cos={preset.layout == 'cos_sin'}, "
+                f"downscale_freq_shift={_round(preset.shift)!r}, scale={_round(preset.scale)!r}, "
+                f"max_period={_round(preset.base)!r})"
+            )
+    return None
+
+
 def _paste(
-    best: Match, label: str | None, preset: presets.Preset | None, d_model: int, rows: int | None
+    best: Match,
+    label: str | None,
+    preset: presets.Preset | None,
+    d_model: int,
+    rows: int | None,
+    timesteps: str | None = None,
 ) -> tuple[str, ...]:
-    """Lines that rebuild the table (``start=`` when row 0 is not position 0) and the torch / JAX module."""
+    """Lines that rebuild the table (``start=`` when row 0 is not position 0) and the torch / JAX module;
+    ``timesteps``: the ``posenc.torch.Timesteps`` line of a diffusers timestep table, after the torch
+    module's."""
     length = rows if rows else "length"
     start = f", start={best.start}" if best.start else ""
     if label in GRIDS:
@@ -218,6 +242,8 @@ def _paste(
             f"{get}.table({length}, {d_model}{start})",
             f"posenc.torch.SinusoidalPositionalEncoding({d_model}, **{get}.options)",
         ]
+        if timesteps is not None:  # diffusers' module maps timesteps to embeddings: this is its drop-in
+            lines.append(timesteps)
         lines.append(f"posenc.jax.SinusoidalPositionalEncoding({d_model}, **{get}.options)")
         if preset.padding_idx is not None:
             padding = preset.padding_idx

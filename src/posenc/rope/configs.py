@@ -73,12 +73,14 @@ def config(
     """The :class:`RopeParameters` of a model.
 
     ``cfg`` is a Hugging Face model config: a dict (the contents of ``config.json``), a path (str or
-    ``os.PathLike``) to a ``config.json`` or to the folder holding one, a transformers ``PretrainedConfig``
-    (anything with ``to_dict()``), or a :class:`RopeParameters` (returned as is). Without ``cfg``, the
-    keywords describe the model: ``head_dim`` (required), ``base`` (θ, default 10000), ``scaling`` (a dict
-    like ``rope_scaling``: ``{"rope_type": "yarn", "factor": 4.0, ...}``), ``partial_rotary_factor``
-    (default 1) and ``max_position_embeddings``. ``layer_type`` picks one entry of a RoPE dict nested per
-    layer type (e.g. ``"full_attention"``). The module docstring says where each field is read.
+    ``os.PathLike``) to a ``config.json`` or to the folder holding one (a path that does not exist is a
+    ValueError that says so: ``no such file or folder: 'config.json' (...)``), a transformers
+    ``PretrainedConfig`` (anything with ``to_dict()``), or a :class:`RopeParameters` (returned as is). Without
+    ``cfg``, the keywords describe the model: ``head_dim`` (required), ``base`` (θ, default 10000),
+    ``scaling`` (a dict like ``rope_scaling``: ``{"rope_type": "yarn", "factor": 4.0, ...}``),
+    ``partial_rotary_factor`` (default 1) and ``max_position_embeddings``. ``layer_type`` picks one entry of
+    a RoPE dict nested per layer type (e.g. ``"full_attention"``). The module docstring says where each
+    field is read.
 
     >>> params = config({"head_dim": 64, "rope_theta": 500000.0, "partial_rotary_factor": 0.5})
     >>> params.rope_type, params.rotary_dim, params.base
@@ -170,6 +172,11 @@ def _load(cfg: Any) -> Mapping[str, Any]:
         return cfg
     if isinstance(cfg, str | os.PathLike):
         path = os.fspath(cfg)
+        if not os.path.exists(path):
+            raise ValueError(
+                f"no such file or folder: {path!r} (give the path of a model's config.json, or the folder "
+                "holding it)"
+            )
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         if not os.path.isfile(path):

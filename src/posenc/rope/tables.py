@@ -28,11 +28,17 @@ def cos_sin(
     layout: str = "half",
     seq_len: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The rotary (cos, sin) of ``positions``: each of shape ``positions.shape + (rotary_dim,)``.
+    """The rotary (cos, sin) of ``positions``, as NumPy arrays: each of shape
+    ``positions.shape + (rotary_dim,)``.
 
     cos[..., j] = A · cos(p θ_i) and sin[..., j] = A · sin(p θ_i), with i = j mod rotary_dim/2 for
     ``layout="half"`` and i = j // 2 for ``"interleaved"``; each value the exact real correctly rounded to
     ``dtype`` (float32, float16, bfloat16; float64 within 1 ulp) for integer and real |p| < 2**31.
+
+    ``positions``: a number, a (nested) list or a NumPy array. A torch tensor or a JAX array is a TypeError
+    that gives the call returning that framework's arrays, with the same values (the adapters sit above
+    this module, which never imports a framework): ``posenc.torch.rotary.cos_sin(positions, params)``
+    (tensors on positions' device) and ``posenc.jax.rotary.cos_sin(positions, params)`` (also under jit).
 
     ``seq_len`` selects the frequencies of "dynamic" (NTK) and "longrope" scaling; it defaults to
     max(positions) + 1, as Hugging Face's rotary embeddings take it. With ``params.mrope_section``,
@@ -44,6 +50,7 @@ def cos_sin(
     array([[1.       , 1.       , 1.       , 1.       ],
            [0.5403023, 0.9950042, 0.5403023, 0.9950042]], dtype=float32)
     """
+    _refuse_framework_arrays(positions)
     dt = validation.dtype(dtype)
     raw = validation.position_array(positions)
     check_request(params, layout, raw.shape)
@@ -62,6 +69,26 @@ def cos_sin(
 
 
 _NUMPY = portable.backend_named("numpy")
+
+
+def _refuse_framework_arrays(positions: Any) -> None:
+    """A TypeError for a torch tensor or a JAX array (told by its type's module: nothing is imported), with
+    the call of the framework's adapter that returns its arrays."""
+    framework = type(positions).__module__.partition(".")[0]
+    if framework == "torch":
+        where = getattr(positions, "device", "its device")
+        raise TypeError(
+            f"positions is a torch tensor (on {where}) and posenc.rope.cos_sin returns NumPy arrays; for "
+            "tensors on positions' device, with the same values and keywords, use "
+            "posenc.torch.rotary.cos_sin(positions, params) (import posenc.torch), or pass "
+            "positions.cpu().numpy() for NumPy arrays"
+        )
+    if framework in ("jax", "jaxlib"):
+        raise TypeError(
+            "positions is a JAX array and posenc.rope.cos_sin returns NumPy arrays; for JAX arrays (also "
+            "under jit), with the same values and keywords, use posenc.jax.rotary.cos_sin(positions, params) "
+            "(import posenc.jax), or pass np.asarray(positions) for NumPy arrays"
+        )
 
 
 def _effective_seq_len(params: RopeParameters, raw: np.ndarray, seq_len: int | None) -> int | None:

@@ -39,10 +39,15 @@ _OPS = backend_named("torch")
 class SinusoidalPositionalEncoding(nn.Module):
     """``dropout(x + PE)``: a drop-in, exact replacement for the PyTorch tutorial's ``PositionalEncoding``.
 
+    ``SinusoidalPositionalEncoding(d_model, dropout=0.0, max_len=None, *, base, shift, scale, layout, odd,
+    batch_first=False)``: ``dropout`` and ``max_len`` may be given by position, in the tutorial's order
+    (``PositionalEncoding(d_model, dropout, max_len)``: ``SinusoidalPositionalEncoding(512, 0.1, 5000)``);
+    every other argument is keyword-only.
+
     Args:
         d_model: the width of ``x``'s last dimension.
+        dropout: dropout probability applied to the sum, in [0, 1).
         base, shift, scale, layout, odd: as in :func:`posenc.encode` (the defaults are Vaswani et al. 2017's).
-        dropout: dropout probability applied to the sum.
         batch_first: False (default, PyTorch's convention: ``nn.TransformerEncoderLayer`` and the tutorial):
             ``x`` is ``(seq, batch, d_model)``; True: ``(batch, seq, d_model)`` (or any
             ``(..., seq, d_model)``). A ``(seq, d_model)`` ``x`` is the same either way. A shape cannot
@@ -76,14 +81,14 @@ class SinusoidalPositionalEncoding(nn.Module):
     tensor([[[0.8398, 0.5391, 0.0100, 1.0000]]], dtype=torch.bfloat16)
     """
 
-    @takes_options(before="dropout")
+    @takes_options(before="batch_first")
     def __init__(
         self,
         d_model: int,
-        *,
         dropout: float = 0.0,
-        batch_first: bool = False,
         max_len: int | None = None,
+        *,
+        batch_first: bool = False,
         **options: Unpack[OptionKeywords],
     ) -> None:
         super().__init__()

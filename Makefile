@@ -54,7 +54,7 @@ check: lint
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/cost_model.py
-	$(BIN)/python benchmarks/cost_model.py --readme
+	$(BIN)/python benchmarks/cost_model.py --doc
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/forward.py
 	$(BIN)/python benchmarks/long_context.py

@@ -1,7 +1,7 @@
 """The CPU cost model, side by side in one process: posenc, the tutorial code and the floors.
 
     python benchmarks/cost_model.py [--repeat 7] [--runs 3] [--json FILE] [--quick]   # measure, write JSON
-    python benchmarks/cost_model.py --readme [--json FILE]                  # JSON -> README block
+    python benchmarks/cost_model.py --doc [--json FILE]       # JSON -> the block of docs/performance.md
 
 Rows (float32, exact): large tables against the tutorial code (PyTorch and its formula in NumPy) and against
 posenc's NumPy path (the compiled kernels monkeypatched away); the large table in bfloat16 and float16
@@ -9,8 +9,8 @@ against the tutorial's cast to them; table(512, 512); ``encode`` of one position
 ``table(out=buf)`` against ``buf.fill`` and a fresh table against a fresh ``np.full``; the speed-up on 1, 2
 and all cores (``POSENC_NUM_THREADS``); and the first call in fresh processes: ``import posenc`` and
 ``posenc table 8192 4096 --format npy`` against a ``python -c`` that computes the tutorial formula in NumPy
-and ``np.save``s it. ``--readme`` rewrites the block between ``<!-- cost-model:start -->`` and
-``<!-- cost-model:end -->`` in README.md from the JSON.
+and ``np.save``s it. ``--doc`` rewrites the block between ``<!-- cost-model:start -->`` and
+``<!-- cost-model:end -->`` in docs/performance.md from the JSON.
 """
 
 from __future__ import annotations
@@ -282,6 +282,7 @@ def run(args: argparse.Namespace) -> dict:
         )
     )
     return {
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
         f"NumPy {np.__version__}, torch {torch.__version__}, posenc path {core.compiled_path()}",
         "rows": rows,
@@ -306,9 +307,9 @@ def combined(documents: list[dict]) -> dict:
     return {**documents[0], "rows": rows, "runs": documents}
 
 
-def readme_block(document: dict) -> str:
+def doc_block(document: dict) -> str:
     lines = [
-        f"Measured by `make bench` ({document['machine']}):",
+        f"Measured on {document['date']} by `make bench` ({document['machine']}):",
         "",
         "| row | measured | bar | |",
         "|---|---|---|---|",
@@ -322,14 +323,14 @@ def readme_block(document: dict) -> str:
     return "\n".join(lines)
 
 
-def write_readme(document: dict, readme: Path) -> None:
-    text = readme.read_text()
+def write_doc(document: dict, doc: Path) -> None:
+    text = doc.read_text()
     start, end = "<!-- cost-model:start -->", "<!-- cost-model:end -->"
     if start not in text or end not in text:
-        raise SystemExit(f"{readme} has no {start} ... {end} block")
+        raise SystemExit(f"{doc} has no {start} ... {end} block")
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
-    readme.write_text(f"{head}{start}\n{readme_block(document)}\n{end}{tail}")
+    doc.write_text(f"{head}{start}\n{doc_block(document)}\n{end}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,15 +343,17 @@ def main(argv: list[str] | None = None) -> int:
         "--runs", type=int, default=3, help="whole runs; each row reports their median and range"
     )
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    parser.add_argument("--readme", action="store_true", help="rewrite README.md's block from the JSON")
-    parser.add_argument("--readme-file", type=Path, default=ROOT / "README.md")
+    parser.add_argument(
+        "--doc", action="store_true", help="rewrite docs/performance.md's block from the JSON"
+    )
+    parser.add_argument("--doc-file", type=Path, default=ROOT / "docs" / "performance.md")
     args = parser.parse_args(argv)
-    if args.readme:
-        write_readme(json.loads(args.json.read_text()), args.readme_file)
-        print(f"rewrote the cost-model block of {args.readme_file} from {args.json}")
+    if args.doc:
+        write_doc(json.loads(args.json.read_text()), args.doc_file)
+        print(f"rewrote the cost-model block of {args.doc_file} from {args.json}")
         return 0
     document = combined([run(args) for _ in range(args.runs)])
-    print(readme_block(document))
+    print(doc_block(document))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(document, indent=2))
     print(f"wrote {args.json}")

@@ -1,4 +1,4 @@
-"""The league table of the README's "Audit" section, produced by posenc's own auditor (``posenc.audit``).
+"""The league table of the audit guide (docs/audit.md), produced by posenc's own auditor (``posenc.audit``).
 
 Each implementation is audited as its users run it, d_model 512 (Llama: head_dim 128, θ = 500000), positions
 0 .. 2²⁰ - 1 (every position below 4096, then 4096 sampled per band): the largest absolute error up to 4k /
@@ -14,7 +14,7 @@ cannot be installed; positional-encodings and M2M100, which can) its published f
 positions, and for the installed ones checked bit for bit against the package first (in both dtypes).
 
     python benchmarks/league.py            # prints the markdown table, writes benchmarks/results/league.json
-    python benchmarks/league.py --readme   # also replaces the table in README.md's "Audit" section
+    python benchmarks/league.py --doc      # also replaces the table in docs/audit.md
     python benchmarks/league.py --only posenc,tutorial --upto 4096 --bf16 2048 --json out.json   # a smoke run
 """
 
@@ -42,7 +42,7 @@ D, HEAD, THETA = 512, 128, 500000.0
 UPTO = (4096, 32768, 131072, 1 << 20)
 BF16 = 65536  # bfloat16 rows compared: positions 0 .. BF16 - 1, every one
 RESULTS = Path(__file__).resolve().parent / "results" / "league.json"
-README = Path(__file__).resolve().parent.parent / "README.md"
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "audit.md"
 
 
 @contextlib.contextmanager
@@ -263,9 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--upto", type=int, default=UPTO[-1], help="positions audited in float32")
     parser.add_argument("--bf16", type=int, default=BF16, help="bfloat16 positions, every one")
     parser.add_argument("--json", type=Path, default=RESULTS, help="where the records go")
-    parser.add_argument(
-        "--readme", action="store_true", help="replace the table in README.md's Audit section"
-    )
+    parser.add_argument("--doc", action="store_true", help="replace the table in docs/audit.md")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     started = time.perf_counter()
@@ -275,19 +273,18 @@ def main(argv: list[str] | None = None) -> None:
     args.json.write_text(json.dumps(document, indent=1, default=str) + "\n")
     table = markdown(records, args.bf16)
     print(table)
-    if args.readme:
-        write_readme(table)
+    if args.doc:
+        write_doc(table)
     print(f"\n({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
 
-def write_readme(table: str) -> None:
+def write_doc(table: str) -> None:
     """Replace the league table (the markdown table after "The league, produced by the auditor") in
-    README.md's "Audit" section."""
-    text = README.read_text()
-    section = text.index("## Audit")
-    start = text.index("| implementation | how audited |", section)
+    docs/audit.md."""
+    text = GUIDE.read_text()
+    start = text.index("| implementation | how audited |")
     end = text.index("\n\n", start)
-    README.write_text(text[:start] + table + text[end:])
+    GUIDE.write_text(text[:start] + table + text[end:])
 
 
 def markdown(records: list[dict], bf16: int = BF16) -> str:

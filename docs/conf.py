@@ -1,9 +1,13 @@
-"""Sphinx configuration of posenc's API reference: ``make docs`` builds it into docs/_build/html.
+"""Sphinx configuration of posenc's site: the guides (docs/*.md, Markdown read by MyST) and the API reference
+generated from the docstrings. ``make docs`` builds it into docs/_build/html; Read the Docs builds the same
+(.readthedocs.yaml).
 
 Why Sphinx and not MkDocs + mkdocstrings: the docstrings are already written in reStructuredText with
 Sphinx roles (:func:`...`, :mod:`...`, :class:`...`, ``::`` literal blocks), which Sphinx's builtin autodoc
 reads as they are; napoleon (also builtin) reads the Google-style ``Attributes:`` / ``Args:`` sections. The
-whole toolchain is Sphinx and its own dependencies (requirements-docs.txt), no theme or plugin to pin.
+guides are plain Markdown, so they read the same on the forge; MyST (myst-parser) reads them into the site,
+their links to each other and to the API pages included. The toolchain is Sphinx, MyST and their own
+dependencies (requirements-docs.txt), no theme to pin.
 
 The build runs with warnings as errors (``-W --keep-going``) and nitpicky on, so every cross-reference in a
 docstring must resolve to a documented name: a renamed function breaks the build, not the page.
@@ -22,7 +26,7 @@ project = "posenc"
 author = "posenc developers"
 copyright = "posenc developers"
 
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon"]
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "myst_parser"]
 
 # Offline and reproducible: no intersphinx (it would fetch numpy/torch/jax inventories over the network),
 # so references to third-party types are listed in nitpick_ignore_regex below instead.
@@ -31,8 +35,10 @@ nitpicky = True
 html_theme = "alabaster"
 html_static_path: list[str] = []
 html_theme_options = {"description": "exact sinusoidal positional encodings", "page_width": "1100px"}
-exclude_patterns = ["_build", "architecture.md", "bad_input.md", "images"]
-source_suffix = {".rst": "restructuredtext"}
+exclude_patterns = ["_build", "images"]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+# The guides' headings get anchors (#the-command), as the forge gives them, so links to a section resolve.
+myst_heading_anchors = 3
 
 # Only the public names: autodoc takes a module's members from its __all__ (ignore-module-all is off), and
 # undoc-members makes a public name without a docstring still appear (and stand out).

@@ -33,6 +33,7 @@ SLOW_FILES = {
     "test_fuzz_modules.py": "hypothesis fuzz",
     "test_fuzz_positions.py": "hypothesis fuzz",
     "test_fuzz_regressions.py": "the fuzzers' regressions, many compiled",
+    "test_packaging.py": "builds the sdist and wheel and installs them in fresh venvs",
 }
 SLOW_TESTS = {
     "test_jax.py::test_the_suite_passes_with_x64_enabled": "the JAX suite again in a subprocess",

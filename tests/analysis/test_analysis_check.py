@@ -144,10 +144,9 @@ def test_the_criteria_table_gives_the_report_its_order_and_titles() -> None:
     assert tolerances["shift_invariant"] == tolerances["generalises"] == report.criteria[-1].data["tolerance"]
 
 
-def _readme_criteria_rows() -> list[list[str]]:
-    """The rows of the README's criteria table (section "See and check"), each as its cells."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## See and check") :]
+def _guide_criteria_rows() -> list[list[str]]:
+    """The rows of the criteria table of the guide "See and check" (docs/see.md), each as its cells."""
+    section = (Path(__file__).resolve().parents[2] / "docs" / "see.md").read_text(encoding="utf-8")
     lines = section[section.index("| criterion |") :].splitlines()
     table = list(itertools.takewhile(lambda line: line.startswith("|"), lines))
     return [
@@ -155,9 +154,9 @@ def _readme_criteria_rows() -> list[list[str]]:
     ]
 
 
-def test_the_readme_criteria_table_is_the_criteria_table() -> None:
+def test_the_guide_criteria_table_is_the_criteria_table() -> None:
     # the documentation reads CRITERIA: one row per criterion, in report order, its checks and tolerance
-    rows = _readme_criteria_rows()
+    rows = _guide_criteria_rows()
     assert rows == [[d.name, d.checks, d.tolerates] for d in analysis.CRITERIA]
 
 

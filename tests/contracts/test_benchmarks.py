@@ -104,8 +104,9 @@ def test_before_after_benchmark_compares_two_checkouts():
     assert "module decode, per-batch offsets" in out
 
 
-def test_cost_model_benchmark_writes_json_and_the_readme_block(tmp_path):
-    """The cost-model benchmark: every row, its bar, and the README block generated from the JSON."""
+def test_cost_model_benchmark_writes_json_and_the_performance_guide_block(tmp_path):
+    """The cost-model benchmark: every row, its bar, and the block of docs/performance.md generated from the
+    JSON, with the date and the machine it was measured on."""
     document_path = tmp_path / "c.json"
     out = _run("cost_model.py", "--quick", "--repeat", "1", "--runs", "2", "--json", str(document_path))
     assert "encode(5, 512)" in out
@@ -114,11 +115,12 @@ def test_cost_model_benchmark_writes_json_and_the_readme_block(tmp_path):
     assert any("speed-up over the tutorial" in n for n in names) and any("first call" in n for n in names)
     assert any("core(s)" in n for n in names) and any("buf.fill" in n for n in names)
     assert any("first encode" in n for n in names)  # posenc's own share of a first use, NumPy aside
-    readme = tmp_path / "README.md"
-    readme.write_text("before\n<!-- cost-model:start -->\nold\n<!-- cost-model:end -->\nafter\n")
-    _run("cost_model.py", "--readme", "--json", str(document_path), "--readme-file", str(readme))
-    text = readme.read_text()
+    doc = tmp_path / "performance.md"
+    doc.write_text("before\n<!-- cost-model:start -->\nold\n<!-- cost-model:end -->\nafter\n")
+    _run("cost_model.py", "--doc", "--json", str(document_path), "--doc-file", str(doc))
+    text = doc.read_text()
     assert "old" not in text and "| encode(5, 512) |" in text and text.endswith("after\n")
+    assert f"Measured on {document['date']} by `make bench` ({document['machine']})" in text
     assert "median of 2 runs" in text and len(document["runs"]) == 2  # each row: the median over whole runs
 
 

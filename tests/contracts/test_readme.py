@@ -1,19 +1,21 @@
-"""Every ```python block of README.md is executed here, so that no example in the README goes stale.
+"""Every ```python block of README.md and of the guides (docs/*.md) is executed here, so that no example
+goes stale.
 
 How the blocks run:
 
-* The README is split at its ``## `` headings. The blocks of one section run in order in one namespace (a
-  later block may use the names of an earlier one, as a reader does), one test per section, with a
+* The documents are split into parts: README.md at its ``## `` headings (``README.md: Quick start``), and
+  each guide is one part (``docs/pytorch.md``). The blocks of one part run in order in one namespace (a
+  later block may use the names of an earlier one, as a reader does), one test per part, with a
   temporary directory as the working directory (files a block writes land there).
 * The names a block leaves to the reader — the data it applies to (``x``, ``d_model``, a checkpoint, a
-  ``config.json``) — are defined before that block by :data:`PRELUDES`, keyed by (section, block number in
-  the section), with small stand-ins. Nothing else is added: a block that uses an undefined name fails.
-* A block that cannot run here (it needs a GPU, a download, ...) is marked in the README by the line
+  ``config.json``) — are defined before that block by :data:`PRELUDES`, keyed by (part, block number in
+  the part), with small stand-ins. Nothing else is added: a block that uses an undefined name fails.
+* A block that cannot run here (it needs a GPU, a download, ...) is marked in its document by the line
   ``<!-- not run: REASON -->`` right before its fence; :data:`NOT_RUN` lists those blocks with their
-  reasons, and a test checks that the README marks exactly those. Every other block must run without
+  reasons, and a test checks that the documents mark exactly those. Every other block must run without
   raising.
 * Where a block states a result (a shape, a zero row, an equality in a comment), :data:`CHECKS` asserts it
-  after the section ran, on the names the blocks left.
+  after the part ran, on the names the blocks left.
 """
 
 from __future__ import annotations
@@ -31,29 +33,33 @@ import pytest
 
 import posenc
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+#: the documents whose blocks run: the README and every guide
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _MARK = re.compile(r"^\s*<!--\s*not run:\s*(.+?)\s*-->\s*$")
 
 
 @dataclass(frozen=True)
 class Block:
-    section: str  # the ## heading it is under
-    number: int  # 0, 1, ... within its section
-    line: int  # the line of its first code line in README.md (1-based)
+    section: str  # its part: "README.md: <## heading>", or the guide's path ("docs/pytorch.md")
+    number: int  # 0, 1, ... within its part
+    line: int  # the line of its first code line in its document (1-based)
     code: str
     not_run: str | None  # the reason of its <!-- not run: ... --> mark
 
 
-def readme_blocks(text: str) -> list[Block]:
-    """The ```python blocks of ``text`` (indented ones in lists too), with their section and mark."""
+def document_blocks(path: Path) -> list[Block]:
+    """The ```python blocks of the document at ``path`` (indented ones in lists too), with their part and
+    mark: the README's parts are its ``## `` sections, a guide is one part."""
+    name = path.relative_to(ROOT).as_posix()
     blocks: list[Block] = []
-    section, counts = "", {}
-    lines = text.splitlines()
+    section, counts = name, {}
+    lines = path.read_text(encoding="utf-8").splitlines()
     index = 0
     while index < len(lines):
         line = lines[index]
-        if line.startswith("## "):
-            section = line[3:].strip()
+        if name == "README.md" and line.startswith("## "):
+            section = f"README.md: {line[3:].strip()}"
         if line.strip() == "```python":
             indent = len(line) - len(line.lstrip())
             previous = next((lines[k] for k in range(index - 1, -1, -1) if lines[k].strip()), "")
@@ -68,22 +74,23 @@ def readme_blocks(text: str) -> list[Block]:
     return blocks
 
 
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [block for path in DOCUMENTS for block in document_blocks(path)]
 SECTIONS = list(dict.fromkeys(block.section for block in BLOCKS))
 
 #: The blocks marked ``<!-- not run: ... -->``: (section, block number) -> the reason.
 NOT_RUN = {
-    ("PyTorch", 3): 'needs a CUDA GPU (device="cuda")',
+    ("docs/pytorch.md", 3): 'needs a CUDA GPU (device="cuda")',
 }
 
-#: The packages each section's blocks import (the section is skipped, naming them, where one is missing).
+#: The packages each part's blocks import (the part is skipped, naming them, where one is missing).
 REQUIRES = {
-    "PyTorch": ["torch"],
-    "Variants: which model uses which": [],
-    "JAX and context parallelism": ["jax", "flax", "torch"],
-    "Rotary embeddings (RoPE)": ["torch", "transformers"],
-    "Make a model exact in one call": ["torch", "transformers"],
-    "Audit": ["torch", "transformers", "safetensors"],
+    "README.md: Quick start": ["torch", "transformers"],
+    "docs/pytorch.md": ["torch"],
+    "docs/variants.md": [],
+    "docs/jax.md": ["jax", "flax", "torch"],
+    "docs/rotary.md": ["torch", "transformers"],
+    "docs/models.md": ["torch", "transformers"],
+    "docs/audit.md": ["torch", "transformers", "safetensors"],
 }
 
 
@@ -243,24 +250,36 @@ def _audit(ns: dict[str, Any]) -> None:
     ns["table"] = posenc.table(65536, 64)
 
 
-#: (section, block number) -> a function that defines, in the section's namespace, the names that block
-#: leaves to the reader.
+#: (part, block number) -> a function that defines, in the part's namespace, the names that block leaves
+#: to the reader.
 PRELUDES: dict[tuple[str, int], Callable[[dict[str, Any]], None]] = {
-    ("Use", 0): _use,
-    ("PyTorch", 0): _pytorch,
-    ("PyTorch", 1): _pytorch_decoding,
-    ("PyTorch", 2): _pytorch_positions,
-    ("JAX and context parallelism", 0): _jax,
-    ("JAX and context parallelism", 1): _context,
-    ("JAX and context parallelism", 2): _torch_distributed,
-    ("JAX and context parallelism", 3): _jax_mesh,
-    ("Rotary embeddings (RoPE)", 0): _rope,
-    ("Rotary embeddings (RoPE)", 1): _rope_migration,
-    ("Audit", 0): _audit,
+    ("docs/usage.md", 0): _use,
+    ("docs/pytorch.md", 0): _pytorch,
+    ("docs/pytorch.md", 1): _pytorch_decoding,
+    ("docs/pytorch.md", 2): _pytorch_positions,
+    ("docs/jax.md", 0): _jax,
+    ("docs/jax.md", 1): _context,
+    ("docs/jax.md", 2): _torch_distributed,
+    ("docs/jax.md", 3): _jax_mesh,
+    ("docs/rotary.md", 0): _rope,
+    ("docs/rotary.md", 1): _rope_migration,
+    ("docs/audit.md", 0): _audit,
 }
 
 
 # --- what the blocks state -------------------------------------------------------------------------------
+
+
+def _check_quick_start(ns: dict[str, Any]) -> None:
+    """The table in fairseq's variant, the tutorial's module called as the tutorial calls its own, and the
+    model made exact (the block asserts its audit passed) then given back its original rotary module."""
+    import torch
+
+    assert ns["pe"].shape == (4096, 768) and str(ns["pe"].dtype) == "bfloat16"
+    assert ns["pos_encoder"].training and ns["pos_encoder"].dropout.p == 0.1  # (d_model, dropout), positional
+    assert ns["y"].shape == (35, 20, 512) and ns["y_t"].shape == (1, 20, 512)
+    assert ns["report"].replaced and type(ns["model"].model.rotary_emb).__module__.startswith("transformers")
+    assert isinstance(ns["model"], torch.nn.Module)
 
 
 def _check_use(ns: dict[str, Any]) -> None:
@@ -304,34 +323,45 @@ def _check_jax(ns: dict[str, Any]) -> None:
 
 
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
-    "Use": _check_use,
-    "PyTorch": _check_pytorch,
-    "Variants: which model uses which": _check_variants,
-    "JAX and context parallelism": _check_jax,
+    "README.md: Quick start": _check_quick_start,
+    "docs/usage.md": _check_use,
+    "docs/pytorch.md": _check_pytorch,
+    "docs/variants.md": _check_variants,
+    "docs/jax.md": _check_jax,
 }
 
 
 # --- the tests -------------------------------------------------------------------------------------------
 
 
-def test_the_readme_has_its_examples() -> None:
-    assert len(BLOCKS) >= 10
-    assert {"Use", "PyTorch", "Variants: which model uses which"} <= set(SECTIONS)
+def test_the_readme_and_the_guides_have_their_examples() -> None:
+    assert len(BLOCKS) >= 14
+    assert [b.section for b in BLOCKS].count("README.md: Quick start") == 3  # NumPy, PyTorch, a whole model
+    assert {"docs/usage.md", "docs/pytorch.md", "docs/variants.md", "docs/models.md"} <= set(SECTIONS)
     assert set(PRELUDES) <= {(b.section, b.number) for b in BLOCKS}, "a prelude for a block that is gone"
+    assert set(REQUIRES) | set(CHECKS) <= set(SECTIONS), "a part named here that has no block"
+
+
+def test_the_readme_is_an_entrance() -> None:
+    """The README stays short (at most 15 kB) and links every guide."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode()) <= 15_000
+    for guide in sorted((ROOT / "docs").glob("*.md")):
+        assert f"](docs/{guide.name})" in readme, f"the README's task index does not link {guide.name}"
 
 
 def test_the_blocks_not_run_are_the_marked_ones() -> None:
-    """Each block the README marks ``<!-- not run: ... -->`` is listed in NOT_RUN with its reason, and no
+    """Each block a document marks ``<!-- not run: ... -->`` is listed in NOT_RUN with its reason, and no
     other block is: a new mark is a decision this file records."""
     marked = {(b.section, b.number): b.not_run for b in BLOCKS if b.not_run is not None}
     assert marked == NOT_RUN
 
 
 @pytest.mark.parametrize("section", SECTIONS)
-def test_readme_section_runs(section: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_blocks_of_each_part_run(section: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The ```python blocks of one section, in order, in one namespace, in a temporary directory."""
     for module in REQUIRES.get(section, []):
-        pytest.importorskip(module, reason=f"README section {section!r} needs {module}")
+        pytest.importorskip(module, reason=f"{section!r} needs {module}")
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "readme"}
     ran = 0
@@ -341,12 +371,12 @@ def test_readme_section_runs(section: str, tmp_path: Path, monkeypatch: pytest.M
                 continue
             if (section, block.number) in PRELUDES:
                 PRELUDES[section, block.number](namespace)
-            code = compile(block.code, f"README.md, line {block.line}", "exec")
+            code = compile(block.code, f"{block.section.split(':')[0]}, line {block.line}", "exec")
             exec(code, namespace)
             ran += 1
     finally:
         _close_process_group()
-    assert ran, f"every block of README section {section!r} is marked not run"
+    assert ran, f"every block of {section!r} is marked not run"
     if section in CHECKS:
         CHECKS[section](namespace)
 
@@ -359,3 +389,18 @@ def _close_process_group() -> None:
         return
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def test_the_site_holds_every_guide_and_builds_on_read_the_docs() -> None:
+    """Every guide is in the site's table of contents (docs/index.rst), and .readthedocs.yaml builds that
+    site, warnings as errors, with requirement files that exist."""
+    import yaml
+
+    index = (ROOT / "docs" / "index.rst").read_text(encoding="utf-8")
+    entries = {line.strip() for line in index.splitlines() if line.startswith("   ") and ":" not in line}
+    assert {guide.stem for guide in (ROOT / "docs").glob("*.md")} <= entries
+    config = yaml.safe_load((ROOT / ".readthedocs.yaml").read_text(encoding="utf-8"))
+    assert config["version"] == 2
+    assert config["sphinx"] == {"configuration": "docs/conf.py", "fail_on_warning": True}
+    files = [step["requirements"] for step in config["python"]["install"] if "requirements" in step]
+    assert "requirements-docs.txt" in files and all((ROOT / name).is_file() for name in files)

@@ -1,6 +1,7 @@
 """The auditor's planted corpus: encodings written the way published code writes them, each with the causes
 it truly has (its ground truth). ``tests/auditor/test_audit_corpus.py`` holds the auditor to every true cause
-named and no false one; ``python -m tests.support.audit_corpus`` prints the table the README shows.
+named and no false one; ``python -m tests.support.audit_corpus`` prints the table the audit guide
+(docs/audit.md) shows.
 
 Each :class:`Case` builds its target (a torch module, a function or a table), gives the audit's hints, and
 names its causes as ``{kind: {key: value}}``: the finding of that kind must be there and its ``data`` must
@@ -453,8 +454,8 @@ def table() -> str:
 START, END = "<!-- audit-corpus:start -->", "<!-- audit-corpus:end -->"
 
 
-def write_readme(path: str = "README.md") -> None:
-    """Replace the table between the README's audit-corpus markers."""
+def write_doc(path: str = "docs/audit.md") -> None:
+    """Replace the table between the audit guide's audit-corpus markers."""
     from pathlib import Path
 
     text = Path(path).read_text()
@@ -467,7 +468,7 @@ if __name__ == "__main__":
     for case in CASES:
         report, kinds, wrong = run(case)
         print(f"{case.name:44} {'ok ' if not wrong else 'BAD'} {sorted(kinds)} {wrong}", file=sys.stderr)
-    if "--readme" in sys.argv:
-        write_readme()
+    if "--doc" in sys.argv:
+        write_doc()
     else:
         print(table())

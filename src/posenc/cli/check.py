@@ -24,7 +24,7 @@ shift invariant. Each gets its measured figure and pass or fail."""
 
 def _criteria_help(width: int = 104) -> str:
     """The help's list of criteria, written from :data:`posenc.analysis.CRITERIA` (what each checks, its
-    figure and tolerance), so that the help, the report and the README read one table."""
+    figure and tolerance), so that the help, the report and the guide (docs/see.md) read one table."""
     name_width = max(len(d.name) for d in analysis.CRITERIA) + 4
     lines = [
         "criteria (Kazemnejad's 2019 list, plus shift invariance), each with its figure; L is --length,",

@@ -19,6 +19,16 @@ $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
 	$(BIN)/python -m pip install --quiet --no-deps keras-hub==0.32.0
 	touch $@
 
+# The browser of tests/explore/test_browser.py: Debian's chromium and chromium-driver (apt, as root), where missing.
+$(VENV)/.installed-browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "make test: chromium and chromium-driver are missing; as root: apt-get install chromium chromium-driver" >&2; exit 1; \
+		fi; \
+		apt-get update -qq && apt-get install -y -qq chromium chromium-driver; \
+	fi
+	@mkdir -p $(VENV) && touch $@
+
 # triton 3.6 (torch 2.10/2.11's), apart: tests/torch/test_kernel_compile.py builds the CUDA kernels with it too
 $(VENV)/.installed-triton-3.6: $(VENV)/.installed-test
 	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(VENV)/triton-3.6 triton==3.6.0
@@ -45,7 +55,7 @@ docs: $(VENV)/.installed-docs
 
 # The whole suite (the CI command), on every core (pytest-xdist): whole files to each worker, the longest
 # first (tests/conftest.py LONGEST_FILES), so a module's fixtures are built once and no long file starts last.
-test: lint docs $(VENV)/.installed-triton-3.6
+test: lint docs $(VENV)/.installed-triton-3.6 $(VENV)/.installed-browser
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
 
 # The contributors' loop: lint and every test not marked slow (tests/conftest.py names the slow tier).

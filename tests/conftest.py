@@ -34,6 +34,7 @@ SLOW_FILES = {
     "test_fuzz_positions.py": "hypothesis fuzz",
     "test_fuzz_regressions.py": "the fuzzers' regressions, many compiled",
     "test_packaging.py": "builds the sdist and wheel and installs them in fresh venvs",
+    "test_browser.py": "headless chromium against a real posenc explore server",
 }
 SLOW_TESTS = {
     "test_jax.py::test_the_suite_passes_with_x64_enabled": "the JAX suite again in a subprocess",

@@ -228,7 +228,7 @@ def _significant(text: str) -> int:
 def test_shortest_form_of_special_values(dtype: str) -> None:
     """Zeros (signed), ±1, powers of two (a lopsided rounding interval), values outside 1e-4 ≤ |x| < 1,
     the largest finite value, inf and NaN: each printed as repr prints floats and read back exactly."""
-    from posenc.cli.formats import shortest
+    from posenc.decimals import shortest
 
     np_dtype = posenc.table(1, 2, dtype=dtype).dtype
     specials = [0.0, -0.0, 1.0, -1.0, 0.5, 0.015625, -(2.0**-10), 3e-5, -7e-9, 123.25, 1e4, 3.0, 1e-40]

@@ -162,6 +162,7 @@ def test_the_wheel_holds_the_package_and_its_data_and_no_tests(built):
     assert not [n for n in names if Path(n).name.startswith(("test_", "conftest")) or "/tests/" in n]
     assert _modules(built.tree) - names == set()  # every module, py.typed (and the C source)
     assert "posenc/py.typed" in names
+    assert {"posenc/explore/static/index.html", "posenc/explore/static/app.js"} <= names  # the page
     assert len([n for n in names if n.startswith(KERNELS) and n.endswith((".so", ".pyd"))]) == 1
     requires = [Requirement(r) for r in metadata.get_all("Requires-Dist")]
     assert [r.name for r in requires if r.marker is None] == ["numpy"]

@@ -1,14 +1,16 @@
 """The ``posenc`` command: ``posenc table`` prints or saves a table, ``posenc rope`` a model's rotary cos/sin
 table, ``posenc check`` measures the criteria
 of a good encoding, ``posenc plot`` draws one, ``posenc identify`` names the variant of a stored table,
-``posenc audit`` measures any encoding against the exact one, ``posenc demo`` explains it all.
+``posenc audit`` measures any encoding against the exact one, ``posenc explore`` shows it in the browser,
+``posenc demo`` explains it all.
 
 Each subcommand is a module of this package that declares its ``NAME``, its help texts (``HELP``,
 ``DESCRIPTION``, ``EPILOG``) and its arguments (``add_arguments``), and whose ``run`` calls the library and
 prints what it returns: :mod:`~posenc.cli.table` (with the text, csv and json writers of
 :mod:`~posenc.cli.formats`), :mod:`~posenc.cli.rope`, :mod:`~posenc.cli.check`, :mod:`~posenc.cli.plot`,
-:mod:`~posenc.cli.identify`, :mod:`~posenc.cli.audit`, :mod:`~posenc.cli.demo`. :func:`build_parser` makes
-the parser of each, in one place; the options several commands share are in :mod:`~posenc.cli.arguments`.
+:mod:`~posenc.cli.identify`, :mod:`~posenc.cli.audit`, :mod:`~posenc.cli.explore`,
+:mod:`~posenc.cli.demo`. :func:`build_parser` makes the parser of each, in one place; the options several
+commands share are in :mod:`~posenc.cli.arguments`.
 
 Every error (a usage error, or a value that posenc's own validation refuses) is one line on
 stderr, ``posenc: error: <message>``, with exit code 2 and no traceback; ``--help`` and
@@ -43,7 +45,7 @@ from typing import Any
 import posenc
 
 from ..layouts import column_names as column_labels
-from . import audit, check, demo, identify, plot, rope, table
+from . import audit, check, demo, explore, identify, plot, rope, table
 from .arguments import FORMATS, HELP_FORMAT, MAX_DIGITS, Parser
 from .errors import PROG, CliError, describe, fail, stopped
 from .plot import PLOT_KINDS, PLOT_SUFFIXES
@@ -71,6 +73,7 @@ examples:
   posenc rope config.json --positions 0:8 a Hugging Face model's exact rotary cos/sin
   posenc check --dtype bfloat16 --length 100000   is the encoding still unique, bounded, shift invariant?
   posenc plot dot-product -o dots.png             the dot-product map: constant along each diagonal
+  posenc explore                                  the same, interactive, in the browser (127.0.0.1)
   posenc demo --out figures                       the walk-through, its figures written into figures/
 
 run 'posenc COMMAND --help' for the options of each command.
@@ -206,7 +209,7 @@ def _is_open(descriptor: int) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser: ``posenc [--version] {table,rope,check,plot,identify,audit,demo} ...``."""
+    """The argument parser: ``posenc [--version] {table,rope,check,plot,identify,audit,explore,demo} ...``."""
     parser = Parser(
         prog=PROG,
         description="Exact sinusoidal positional encodings: print, save, check, draw and explain them.",
@@ -215,7 +218,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {posenc.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (table, rope, check, plot, identify, audit, demo):  # in the order --help lists them
+    for command in (
+        table,
+        rope,
+        check,
+        plot,
+        identify,
+        audit,
+        explore,
+        demo,
+    ):  # in the order --help lists them
         sub = commands.add_parser(
             command.NAME,
             help=command.HELP,

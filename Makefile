@@ -25,7 +25,7 @@ $(VENV)/.installed-browser:
 		if [ "$$(id -u)" != 0 ]; then \
 			echo "make test: chromium and chromium-driver are missing; as root: apt-get install chromium chromium-driver" >&2; exit 1; \
 		fi; \
-		apt-get update -qq && apt-get install -y -qq chromium chromium-driver; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	fi
 	@mkdir -p $(VENV) && touch $@
 

@@ -284,6 +284,30 @@ def test_a_pasted_llama3_config_adds_its_line(page):
     assert {"default", "linear", "dynamic", "yarn", "llama3"} <= set(names), names
 
 
+def test_a_config_json_dropped_on_the_text_area_is_read_and_applied(page):
+    wait_ready(page)
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    config = {
+        "head_dim": 128,
+        "rope_theta": 1000000.0,
+        "max_position_embeddings": 131072,
+        "rope_scaling": yarn,
+    }
+    page.execute_script(
+        "const transfer = new DataTransfer();"
+        "transfer.items.add(new File([arguments[1]], 'config.json', {type: 'application/json'}));"
+        "arguments[0].dispatchEvent(new DragEvent('drop', {dataTransfer: transfer, bubbles: true}));",
+        by_id(page, "rope-config"),
+        json.dumps(config),
+    )
+    WebDriverWait(page, WAIT_S, poll_frequency=0.05).until(
+        lambda d: "config (yarn)" in text(d, "rope-types").split(", ")
+    )
+    wait_ready(page)
+    assert text(page, "error") == ""
+    assert json.loads(by_id(page, "rope-config").get_attribute("value")) == config
+
+
 def test_a_bad_input_shows_an_error_naming_it_and_the_page_recovers(page):
     set_options(page, d_model=64, base=10000, start=0, length=64, dtype="float32")
     page.get_log("browser")  # drop what came before

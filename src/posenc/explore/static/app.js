@@ -881,6 +881,19 @@
     rope.addEventListener("input", ropeChanged);
     rope.addEventListener("change", ropeChanged);
     byId("rope-apply").addEventListener("click", applyRopeConfig);
+    // a config.json dropped on the text area is read into it and applied
+    const ropeText = byId("rope-config");
+    ropeText.addEventListener("dragover", (e) => e.preventDefault());
+    ropeText.addEventListener("drop", (e) => {
+      e.preventDefault();
+      e.stopPropagation();
+      const file = e.dataTransfer && e.dataTransfer.files[0];
+      if (!file) return;
+      file.text().then((text) => {
+        ropeText.value = text;
+        applyRopeConfig();
+      });
+    });
 
     const heat = byId("heatmap");
     heat.addEventListener("mousemove", (e) => select(cellAt(e), HOVER_MS));

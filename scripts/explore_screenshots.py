@@ -20,9 +20,6 @@ import threading
 from pathlib import Path
 
 import numpy as np
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -31,43 +28,14 @@ from posenc import presets
 from posenc.explore import make_server
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+sys.path.insert(0, str(ROOT))  # tests.*: the browser the tests drive, and their Llama 3.1 config
+
+from tests.rope.test_rope_parameters import CONFIGS  # noqa: E402
+from tests.support.browser import by_id, chromium, wait_ready  # noqa: E402
+
 WIDTH, HEIGHT = 1280, 900
-FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    f"--window-size={WIDTH},{HEIGHT}",
-)
 VIEWS = ("heatmap", "sinusoids", "dot", "criteria", "rope", "identify")
-LLAMA3 = {
-    "model_type": "llama",
-    "head_dim": 128,
-    "max_position_embeddings": 131072,
-    "rope_theta": 500000.0,
-    "rope_scaling": {
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-        "rope_type": "llama3",
-    },
-}
-
-
-def by_id(driver, testid):
-    return driver.find_element(By.CSS_SELECTOR, f'[data-testid="{testid}"]')
-
-
-def wait_ready(driver):
-    WebDriverWait(driver, 30, poll_frequency=0.05).until(lambda d: by_id(d, "status").text == "ready")
+LLAMA3 = CONFIGS["llama31_8b"]  # Llama 3.1 8B's config.json, the parts RoPE reads
 
 
 def optimised(png: bytes) -> bytes:
@@ -124,12 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     thread.start()
     host, port = server.server_address[:2]
     with tempfile.TemporaryDirectory(prefix="posenc-explore-shots-") as scratch:
-        options = Options()
-        options.binary_location = CHROMIUM
-        for flag in FLAGS:
-            options.add_argument(flag)
-        options.add_argument(f"--user-data-dir={Path(scratch) / 'profile'}")
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        driver = chromium(Path(scratch) / "profile", width=WIDTH, height=HEIGHT)
         try:
             # the viewport itself 1280 x 900, whatever the window's frame takes
             driver.execute_cdp_cmd(
@@ -137,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False},
             )
             driver.get(f"http://{host}:{port}/")
-            wait_ready(driver)
+            wait_ready(driver, 30)
             for view in VIEWS:
                 prepare(driver, view, Path(scratch))
                 show(driver, view)

@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import threading
 
 import numpy as np
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -27,39 +23,13 @@ from selenium.webdriver.support.ui import WebDriverWait
 import posenc
 from posenc import presets
 from posenc.decimals import shortest
+from tests.rope.test_rope_parameters import CONFIGS
+from tests.support import browser
+from tests.support.browser import by_id, chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1280,900",
-)
 WAIT_S = 20  # the longest any view may take to settle (criteria at 4,096 positions included)
 
-# Llama 3.1 8B's config.json, the parts RoPE reads
-LLAMA3_CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "num_attention_heads": 32,
-    "head_dim": 128,
-    "max_position_embeddings": 131072,
-    "rope_theta": 500000.0,
-    "rope_scaling": {
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-        "rope_type": "llama3",
-    },
-}
+LLAMA3_CONFIG = CONFIGS["llama31_8b"]  # Llama 3.1 8B's config.json, the parts RoPE reads
 
 
 @pytest.fixture(scope="module")
@@ -80,19 +50,10 @@ def origin():
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not os.access(path, os.X_OK)]
-    if missing:
-        pytest.fail(
-            f"{' and '.join(missing)} missing: `make test` installs them "
-            "(as root: apt-get install chromium chromium-driver)"
-        )
-    options = Options()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        browser = chromium(tmp_path_factory.mktemp("chromium-profile"), console=True)
+    except RuntimeError as missing:
+        pytest.fail(str(missing))
     try:
         yield browser
     finally:
@@ -109,17 +70,12 @@ def page(origin, driver):
 # --- helpers ----------------------------------------------------------------------------------------------
 
 
-def by_id(driver, testid):
-    return driver.find_element(By.CSS_SELECTOR, f'[data-testid="{testid}"]')
-
-
 def text(driver, testid):
     return by_id(driver, testid).text
 
 
 def wait_ready(driver):
-    """Until the page says ready (nothing in flight, nothing waiting on its debounce)."""
-    WebDriverWait(driver, WAIT_S, poll_frequency=0.05).until(lambda d: text(d, "status") == "ready")
+    browser.wait_ready(driver, WAIT_S)
 
 
 def type_into(driver, testid, value):

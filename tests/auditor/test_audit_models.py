@@ -12,6 +12,7 @@ import torch
 import posenc
 import posenc.torch as pt
 from posenc.auditor import ModelAudit
+from tests.rope.test_rope_parameters import CONFIGS
 from tests.support.tutorial import TutorialPositionalEncoding
 from tests.torch.test_patching import DECODERS, SINUSOIDAL
 
@@ -70,13 +71,7 @@ def test_a_model_directory_is_audited_from_its_config_without_its_weights(
         num_key_value_heads=8,
         max_position_embeddings=131072,
         rope_theta=500000.0,
-        rope_scaling={
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-            "rope_type": "llama3",
-        },
+        rope_scaling=CONFIGS["llama31_8b"]["rope_scaling"],
     )
     big.save_pretrained(tmp_path / "llama70b")
     model = from_directory(tmp_path / "llama70b")

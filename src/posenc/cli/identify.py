@@ -76,10 +76,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.file}: {error}") from None
     shape, dtype = tuple(np.shape(table)), np.asarray(table).dtype
     where = f"{args.file}, tensor {key!r}" if key else args.file
-    if matches and isinstance(matches[0], porting.RopeMatch):  # a RoPE buffer: its own answer, as it was
-        return _rope(args, where, key, shape, matches[:3])
-    rows = math.prod(shape[:-1]) if len(shape) > 1 else None
-    answer = porting.verdict(matches, shape[-1], dtype, rows)
+    lines, answer = porting.answer_lines(where, matches, shape, dtype)
+    if answer is None:  # a RoPE buffer: its ranked candidates are the answer
+        return _rope(args, key, shape, matches[:3], lines)
     shown = [answer.best] if answer.best is not None else list(answer.nearest)
     if args.json:
         records = [dataclasses.asdict(m) for m in shown]
@@ -88,19 +87,16 @@ def run(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(f"{where}: {dtype} table of shape {shape}\n")
-        sys.stdout.writelines(f"  {line}\n" for line in answer.lines())
+        sys.stdout.writelines(f"{line}\n" for line in lines)
     return 0 if answer.best is not None else 1
 
 
-def _rope(args: argparse.Namespace, where: str, key: str, shape: tuple, matches: list) -> int:
+def _rope(args: argparse.Namespace, key: str, shape: tuple, matches: list, lines: list[str]) -> int:
     """The RoPE answer: every candidate, as identify ranks them."""
     if args.json:
         records = [dataclasses.asdict(m) for m in matches]
         json.dump({"key": key or None, "shape": list(shape), "candidates": records}, sys.stdout, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(f"{where}: table of shape {shape}\n")
-        for rank, match in enumerate(matches, 1):
-            sys.stdout.write(f"  {rank}. {match.describe()}\n")
+        sys.stdout.writelines(f"{line}\n" for line in lines)
     return 0 if matches and matches[0].matches else 1

@@ -420,28 +420,22 @@ def identify(params: Mapping[str, str], body: bytes) -> dict[str, Any]:
     matches = _posenc("file", lambda: porting.identify(stored, candidates=_CANDIDATES))
     shape, dtype = tuple(np.shape(stored)), np.asarray(stored).dtype
     where = f"{name}, tensor {key!r}" if key else name
-    answer: dict[str, Any] = {"tensor": key, "shape": list(shape), "dtype": str(dtype)}
-    if matches and isinstance(matches[0], porting.RopeMatch):  # an inv_freq or a RoPE cache
-        ranked = matches[:3]
-        text = [
-            f"{where}: table of shape {shape}",
-            *(f"  {k}. {m.describe()}" for k, m in enumerate(ranked, 1)),
-        ]
-        best = ranked[0] if ranked[0].matches else None
+    lines, found = _posenc("file", lambda: porting.answer_lines(where, matches, shape, dtype))
+    answer: dict[str, Any] = {
+        "tensor": key,
+        "shape": list(shape),
+        "dtype": str(dtype),
+        "verdict": "\n".join(lines),
+    }
+    if found is None:  # an inv_freq or a RoPE cache: the best of the ranked matches
+        best = matches[0] if matches[0].matches else None
         answer |= {
-            "verdict": "\n".join(text),
             "best": None if best is None else best.name,
-            "paste": [] if best is None or not best.code else [best.code],
+            "paste": [best.code] if best and best.code else [],
         }
     else:
-        rows = math.prod(shape[:-1]) if len(shape) > 1 else None
-        found = _posenc("file", lambda: porting.verdict(matches, shape[-1], dtype, rows))
-        text = [f"{where}: {dtype} table of shape {shape}", *(f"  {line}" for line in found.lines())]
-        answer |= {
-            "verdict": "\n".join(text),
-            "best": None if found.best is None else (found.label or "generic"),
-            "paste": list(found.paste),
-        }
+        best_label = None if found.best is None else (found.label or "generic")
+        answer |= {"best": best_label, "paste": list(found.paste)}
     answer["audit"] = _audit(stored)
     return answer
 

@@ -27,12 +27,13 @@ from .load import load_named_table, load_table
 from .match import Match, RopeMatch
 from .matching import identify
 from .rope_matching import identify_rope
-from .verdict import Verdict, verdict
+from .verdict import Verdict, answer_lines, verdict
 
 __all__ = [
     "Match",
     "RopeMatch",
     "Verdict",
+    "answer_lines",
     "convert_layout",
     "identify",
     "identify_rope",

@@ -29,10 +29,10 @@ import numpy.typing as npt
 
 from .. import presets
 from ..preset_deviations import D_MODEL, LENGTHS
-from .match import Match
+from .match import Match, RopeMatch
 from .matching import identify  # noqa: F401 - identify: for the example
 
-__all__ = ["Verdict", "expected_deviation", "verdict"]
+__all__ = ["Verdict", "answer_lines", "expected_deviation", "verdict"]
 
 #: The function of :mod:`posenc.grids` that builds each named grid, and the keyword d_model goes to ("": the
 #: first argument, by position).
@@ -197,6 +197,29 @@ def verdict(matches: list[Match], d_model: int, dtype: npt.DTypeLike, rows: int 
         None if preset is None else preset.float32_deviation,
         _paste(best, label, preset, d_model, rows, _timesteps(consistent, named_presets, d_model)),
     )
+
+
+def answer_lines(
+    where: str, matches: list[Match] | list[RopeMatch], shape: tuple[int, ...], dtype: npt.DTypeLike
+) -> tuple[list[str], Verdict | None]:
+    """What ``posenc identify`` prints for :func:`identify`'s ``matches`` of a table of ``shape`` and
+    ``dtype`` read from ``where`` (the file, and the tensor's key), one string a line, with the
+    :class:`Verdict` behind it; for a RoPE buffer (its matches are ``RopeMatch`` records) its three best
+    candidates and no Verdict (the ranked matches are the answer).
+
+    >>> from posenc import presets
+    >>> table = presets.get("paper").table(64, 16)
+    >>> lines, answer = answer_lines("pe.npy", identify(table), table.shape, table.dtype)
+    >>> lines[0], answer.label
+    ('pe.npy: float32 table of shape (64, 16)', 'paper')
+    """
+    if matches and isinstance(matches[0], RopeMatch):
+        ranked = [f"  {rank}. {match.describe()}" for rank, match in enumerate(matches[:3], 1)]
+        return [f"{where}: table of shape {shape}", *ranked], None
+    rows = math.prod(shape[:-1]) if len(shape) > 1 else None
+    answer = verdict(matches, shape[-1], dtype, rows)
+    lines = [f"{where}: {np.dtype(dtype)} table of shape {shape}", *(f"  {line}" for line in answer.lines())]
+    return lines, answer
 
 
 def _call(label: str) -> str:

@@ -55,8 +55,10 @@ docs: $(VENV)/.installed-docs
 
 # The whole suite (the CI command), on every core (pytest-xdist): whole files to each worker, the longest
 # first (tests/conftest.py LONGEST_FILES), so a module's fixtures are built once and no long file starts last.
+# --no-loadscope-reorder: xdist would otherwise hand out the files with the most tests first, whatever order
+# the collection has (the sm_90 compiles, three tests, then started last and kept both cores to themselves).
 test: lint docs $(VENV)/.installed-triton-3.6 $(VENV)/.installed-browser
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The contributors' loop: lint and every test not marked slow (tests/conftest.py names the slow tier).
 check: lint

@@ -468,6 +468,9 @@ def test_posenc_explore_serves_until_sigint():
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # SIGINT as a terminal delivers it: a test run started in the background (`make test &`) has it
+        # ignored, and its children inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         line = process.stdout.readline()

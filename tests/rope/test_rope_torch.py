@@ -177,3 +177,114 @@ def test_eager_cpu_rows_come_from_a_cached_table_with_the_cores_bits(name):
     assert all(functions._CACHE[key][0].shape[0] < 2**20 for key in cached)  # 2**30 + 7 was not cached
     ptorch.clear_cache()
     assert not [key for key in functions._CACHE if key[0] == "rotary"]
+
+
+# --- the C rotation of the eager road ---------------------------------------------------------------------
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """t's bits as integers (NaN == NaN, -0 != 0)."""
+    return t.contiguous().view({torch.float32: torch.int32}.get(t.dtype, torch.int16))
+
+
+def _special_values(dtype: torch.dtype) -> torch.Tensor:
+    """±0, ±inf, NaNs (quiet and signalling, several payloads, both signs), subnormals, the largest finite
+    value, and numbers whose products with the others are exact float32 ties of bfloat16 and float16
+    (1 + 2**-8, 1 + 3·2**-8, 1 + 2**-11, ...), in ``dtype``."""
+    info = torch.finfo(dtype)
+    fraction = {torch.float32: 23, torch.bfloat16: 7, torch.float16: 10}[dtype]
+    width = info.bits
+    sign = 1 << (width - 1)
+    inf, quiet = (sign - 1) & ~((1 << fraction) - 1), 1 << (fraction - 1)
+    bits = [inf | quiet, sign | inf | quiet | 1, inf | 3, inf | 0x15]  # NaNs
+    bits += [1, sign | 1, (1 << fraction) - 1]  # subnormals: the smallest of either sign, the largest
+    signed = torch.tensor(bits, dtype=torch.int64)
+    signed = signed - (signed >= sign).long() * (1 << width)  # the same bits as a signed integer
+    special = signed.to(torch.int32 if width == 32 else torch.int16).view(dtype)
+    numbers = [0.0, -0.0, float("inf"), float("-inf"), info.tiny, -info.tiny, info.max, -1.0, 0.5, 3.0]
+    numbers += [1.0, 1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 1 + 2**-11, 1 + 3 * 2**-11, 2**-20]
+    return torch.cat([torch.tensor(numbers, dtype=torch.float64).to(dtype), special])
+
+
+def _rotation_cases(dtype: torch.dtype) -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(name, x, cos, sin) after the fast road's unsqueeze: both layouts of the heads, a transposed view of a
+    Linear output, cos shared by the batch, values of many exponents and special values."""
+    g = torch.Generator().manual_seed(7)
+    B, H, L, D = 3, 4, 21, 16
+
+    def wide(*shape: int) -> torch.Tensor:  # numbers of many exponents, overflowing float16 too
+        scale = torch.exp2(torch.randint(-60, 60, shape, generator=g).float())
+        return torch.randn(*shape, generator=g) * scale
+
+    def special(values: torch.Tensor, *shape: int) -> torch.Tensor:
+        return values[torch.randint(0, len(values), shape, generator=g)]
+
+    x, x_special = wide(B, H, L, D).to(dtype), special(_special_values(dtype), B, H, L, D)
+    cos, sin = wide(B, L, D), wide(B, L, D)
+    values = _special_values(torch.float32)
+    cos_special, sin_special = special(values, B, L, D), special(values, B, L, D)
+    linear = wide(B, L, H * D).to(dtype)
+    return [
+        ("heads second", x, cos.unsqueeze(1), sin.unsqueeze(1)),
+        ("heads third", x.transpose(1, 2).contiguous(), cos.unsqueeze(2), sin.unsqueeze(2)),
+        ("transposed view", linear.view(B, L, H, D).transpose(1, 2), cos.unsqueeze(1), sin.unsqueeze(1)),
+        ("cos shared by the batch", x, cos[:1].unsqueeze(1), sin[:1].unsqueeze(1)),
+        ("bfloat16 cos, float64 sin", x, cos.bfloat16().unsqueeze(1), sin.double().unsqueeze(1)),
+        ("special values", x_special, cos_special.unsqueeze(1), sin_special.unsqueeze(1)),
+        ("special x, wide cos", x_special, cos.unsqueeze(1), sin.unsqueeze(1)),
+        ("special, heads third", x_special.transpose(1, 2), cos_special.unsqueeze(2), sin.unsqueeze(2)),
+    ]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_the_c_rotation_gives_the_torch_roads_bits(dtype):
+    """posenc.torch.apply_rotary's eager road in C (posenc.core._kernels.rotate_half) returns the bits of the
+    torch code it replaces for every value (NaNs, infinities, subnormals, ties) and layout, in parts too."""
+    from posenc.core import compiled
+    from posenc.torch import rotary
+
+    rotate = getattr(compiled.module(), "rotate_half", None)
+    if rotate is None:
+        pytest.skip("the C extension is not built")
+    rules = rotary._probe_rules(dtype, 8)  # None: no rule gives the torch road's bits on the probe rows
+    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):  # torch's vector loops: x86's rules
+        assert rules is not None
+    for name, x, cos, sin in _rotation_cases(dtype):
+        want = rotary._rotate_half_torch(x, cos, sin)
+        got = rotary._rotate_half_compiled(x, cos, sin)
+        if rules is None:  # torch's loops pick NaNs some other way here: the torch road runs
+            assert got is None
+            continue
+        assert got is not None, name
+        assert got.dtype == dtype and got.shape == x.shape and got.stride() == want.stride(), name
+        assert torch.equal(_bits(got), _bits(want)), name
+        kind, view = rotary._KINDS[dtype]
+        arrays = (x.view(view).numpy(), cos.float().numpy(), sin.float().numpy())
+        for parts in (2, 3, 7):  # the thread pool's parts, here one after another: each row once
+            out = torch.full_like(x, 5.0)
+            assert all(rotate(*arrays, out.view(view).numpy(), kind, rules, i, parts) for i in range(parts))
+            assert torch.equal(_bits(out), _bits(want)), (name, parts)
+    cases = _rotation_cases(dtype)
+    q, k, cos, sin = cases[0][1], *cases[5][1:]  # through the public function: wide q, special k
+    got_q, got_k = ptorch.apply_rotary(q, k, cos.squeeze(1), sin.squeeze(1))
+    assert torch.equal(_bits(got_q), _bits(rotary._rotate_half_torch(q, cos, sin)))
+    assert torch.equal(_bits(got_k), _bits(rotary._rotate_half_torch(k, cos, sin)))
+
+
+def test_the_rotation_falls_back_to_torch_without_the_extension_or_in_flush_denormal_mode(monkeypatch):
+    """Without the C extension (or with subnormals flushed on this thread, as torch.set_flush_denormal(True)
+    makes torch's own loops do), _rotate_half runs the torch code: the same bits."""
+    from posenc.core import compiled
+    from posenc.torch import rotary
+
+    cases = _rotation_cases(torch.bfloat16) + _rotation_cases(torch.float32)
+    want = [rotary._rotate_half_torch(x, cos, sin) for _, x, cos, sin in cases]
+    if torch.set_flush_denormal(True):  # where the CPU can flush subnormals
+        try:
+            assert all(rotary._rotate_half_compiled(x, cos, sin) is None for _, x, cos, sin in cases)
+        finally:
+            torch.set_flush_denormal(False)
+    monkeypatch.setattr(compiled, "module", lambda: None)
+    for (name, x, cos, sin), expected in zip(cases, want, strict=True):
+        assert rotary._rotate_half_compiled(x, cos, sin) is None
+        assert torch.equal(_bits(rotary._rotate_half(x, cos, sin)), _bits(expected)), name

@@ -14,12 +14,18 @@
                       the unsure values themselves listed (up to the room given), so that core settles just
                       those values. Its builds (`builds()`): portable C ("plain"), and where the CPU has
                       AVX2 and FMA, fused multiply-adds with float32 rows vectorised by hand ("fma").
+   - rotate_half:     posenc.torch.apply_rotary's eager road (not a table): x1 c1 - x2 s1 and x2 c2 + x1 s2 of
+                      each row of x, each product and the sum rounded to float32, then once to x's type
+                      (float32, bfloat16, float16) as torch's .to() rounds; strided buffers, cos and sin
+                      broadcast to x; NaNs as torch's own loops give them (rules posenc.torch reads from
+                      torch): the bits of the torch code it replaces.
 
    So every value written is THE correctly rounded one (certified), whatever rounding error the
    compiler's code has within the bands; and `direct` is bit-identical to NumPy because it performs the
    same IEEE operations in the same order (built with -ffp-contract=off: no fused multiply-add; no
    -ffast-math). Buffers come through the buffer protocol (no NumPy headers); each call works on a row
-   range [lo, hi) with the GIL released, so core runs row ranges on its thread pool in parallel. */
+   range [lo, hi) (rotate_half: on part k of n) with the GIL released, so core runs row ranges on its thread
+   pool in parallel. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -503,6 +509,176 @@ static Combine combine_build(int format, int build) {
 }
 
 
+/* --- rotate_half: the eager road of posenc.torch.apply_rotary ---------------------------------------- */
+
+/* The storage types of x and out: float32, bfloat16 and float16 (the 16-bit ones as their bits). */
+#define ROTATE_FLOAT32 0
+#define ROTATE_BFLOAT16 1
+#define ROTATE_FLOAT16 2
+
+/* A rotation: three outer dimensions (sizes n, element strides of x, cos, sin and out; each row holds
+   2 half contiguous elements), and how NaNs come out. Torch's loops return, where both operands of a product, difference or sum are NaN, one of them
+   (quieted): the second where mul_second (sub_second, add_second) is set, else the first; and round a NaN
+   to 16 bits as nan_base | (sign bits & nan_sign) | (fraction bits & nan_payload). posenc.torch reads
+   these from torch itself (it compares this kernel with its own loops). */
+typedef struct {
+    uint32_t base, sign, payload;
+} NanRule;
+
+typedef struct {
+    Py_ssize_t n[3], x[3], c[3], s[3], o[3];
+    Py_ssize_t half;
+    int mul_second, sub_second, add_second;
+    NanRule nan;
+} Rotation;
+
+/* The rows' pointers reach rotate_row inlined, without their restrict: the loop's stores do not alias its
+   loads (out is a tensor of its own), which GCC is told, so that it need not check at run time. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ROTATE_IVDEP _Pragma("GCC ivdep")
+#else
+#define ROTATE_IVDEP
+#endif
+
+static ALWAYS_INLINE uint32_t bits_of(float v) {
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    return b;
+}
+
+static ALWAYS_INLINE float float_of(uint32_t b) {
+    float v;
+    memcpy(&v, &b, 4);
+    return v;
+}
+
+/* Element i of x as float32, exactly: bfloat16 is float32's upper half; float16's finite values are its
+   bits moved into float32's field and scaled by 2**112 (exact, subnormals included), inf and NaN keep
+   their fraction bits. */
+static ALWAYS_INLINE float load_x(const void *restrict x, Py_ssize_t i, const int kind) {
+    if (kind == ROTATE_FLOAT32) return ((const float *)x)[i];
+    const uint32_t h = ((const uint16_t *)x)[i];
+    if (kind == ROTATE_BFLOAT16) return float_of(h << 16);
+    const uint32_t sign = (h & 0x8000u) << 16, magnitude = h & 0x7FFFu;
+    const uint32_t special = 0x7F800000u | (magnitude & 0x3FFu) << 13;
+    const uint32_t finite = bits_of(float_of(magnitude << 13) * 0x1p112f);
+    const uint32_t is_special = -(uint32_t)(magnitude >= 0x7C00u); /* selects by mask: vector code */
+    return float_of(sign | (special & is_special) | (finite & ~is_special));
+}
+
+/* v rounded to x's storage type, to nearest with ties to even, as torch's .to() rounds: bfloat16 on the
+   bits (the upper half, plus 0x7FFF and the kept half's last bit); float16 on the bits from its smallest
+   normal number 2**-14 on (a carry into the exponent is right; past the largest finite value, inf), below it
+   by adding 0.5 (whose float32 ulp is float16's smallest subnormal, 2**-24: the hardware rounds to nearest
+   even); NaNs as the rotation says, or, where not_nan, as the rest (the caller redoes them). */
+static ALWAYS_INLINE void store_out(void *restrict out, Py_ssize_t i, float v, const NanRule nan_rule,
+                                    const int kind, const int not_nan) {
+    if (kind == ROTATE_FLOAT32) {
+        ((float *)out)[i] = v;
+        return;
+    }
+    const uint32_t b = bits_of(v), magnitude = b & 0x7FFFFFFFu, shift = kind == ROTATE_BFLOAT16 ? 16 : 13;
+    const uint32_t nan = nan_rule.base | ((b >> 16) & nan_rule.sign) | ((b >> shift) & nan_rule.payload);
+    uint32_t h;
+    if (kind == ROTATE_BFLOAT16) {
+        h = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+    } else {
+        uint32_t normal = ((magnitude + 0xFFFu + ((magnitude >> 13) & 1u)) >> 13) - ((127u - 15u) << 10);
+        normal = normal > 0x7C00u ? 0x7C00u : normal;
+        const uint32_t subnormal = bits_of(float_of(magnitude) + 0.5f) - bits_of(0.5f);
+        const uint32_t tiny = -(uint32_t)(magnitude < 0x38800000u);
+        h = ((b >> 16) & 0x8000u) | (subnormal & tiny) | (normal & ~tiny);
+    }
+    if (not_nan) {
+        ((uint16_t *)out)[i] = (uint16_t)h;
+        return;
+    }
+    const uint32_t is_nan = -(uint32_t)(magnitude > 0x7F800000u);
+    ((uint16_t *)out)[i] = (uint16_t)((nan & is_nan) | (h & ~is_nan));
+}
+
+/* The NaN a product, difference or sum returns in torch's loops: where both operands are NaN, the one the
+   rotation names (quieted), where one is, that one; otherwise the operation's own result. */
+static inline int nan_pick(float a, float b, int second, float *result) {
+    const int a_nan = a != a, b_nan = b != b;
+    if (!a_nan && !b_nan) return 0;
+    const float picked = (b_nan && (second || !a_nan)) ? b : a;
+    *result = float_of(bits_of(picked) | 0x400000u);
+    return 1;
+}
+
+static float rule_mul(float a, float b, int second) {
+    float v;
+    return nan_pick(a, b, second, &v) ? v : a * b;
+}
+
+static float rule_sub(float a, float b, int second) {
+    float v;
+    return nan_pick(a, b, second, &v) ? v : a - b;
+}
+
+static float rule_add(float a, float b, int second) {
+    float v;
+    return nan_pick(a, b, second, &v) ? v : a + b;
+}
+
+/* One row: out1 = x1 c1 - x2 s1 and out2 = x2 c2 + x1 s2, each product and the sum rounded to float32 (no
+   contraction), then to x's type. The loop is vector code that leaves NaNs to the hardware's pick (and the
+   compiler's operand order); a row whose results hold a NaN is done again one element at a time with the
+   rotation's NaN rules (rare: NaNs in x, cos or sin, inf - inf, 0 · inf). */
+static ALWAYS_INLINE void rotate_row(const void *restrict x, const float *restrict c, const float *restrict s,
+                                     void *restrict out, const Rotation *r, const int kind) {
+    const Py_ssize_t half = r->half;
+    const NanRule nan_rule = r->nan;
+    int nan = 0;
+    ROTATE_IVDEP
+    for (Py_ssize_t i = 0; i < half; i++) {
+        const float x1 = load_x(x, i, kind), x2 = load_x(x, half + i, kind);
+        const float p = x1 * c[i], q = x2 * s[i], u = x2 * c[half + i], w = x1 * s[half + i];
+        const float o1 = p - q, o2 = u + w;
+        nan |= (o1 != o1) | (o2 != o2);
+        store_out(out, i, o1, nan_rule, kind, 1);
+        store_out(out, half + i, o2, nan_rule, kind, 1);
+    }
+    if (!nan) return;
+    const int mul = r->mul_second, sub = r->sub_second, add = r->add_second;
+    for (Py_ssize_t i = 0; i < half; i++) {
+        const float x1 = load_x(x, i, kind), x2 = load_x(x, half + i, kind);
+        const float p = rule_mul(x1, c[i], mul), q = rule_mul(x2, s[i], mul);
+        const float u = rule_mul(x2, c[half + i], mul), w = rule_mul(x1, s[half + i], mul);
+        store_out(out, i, rule_sub(p, q, sub), nan_rule, kind, 0);
+        store_out(out, half + i, rule_add(u, w, add), nan_rule, kind, 0);
+    }
+}
+
+/* Every row of the rotation, in the order of the dimensions (x's memory order: the hardware's prefetch
+   follows it; tiles along the positions that kept cos and sin rows in cache across the heads of a
+   (B, H, L, D) x were 1.5 to 2x slower, measured on (1, 32, 4096, 128)). */
+static ALWAYS_INLINE void rotate_rows(const char *x, const float *c, const float *s, char *out, const Rotation *r,
+                                      const int kind) {
+    const Py_ssize_t size = kind == ROTATE_FLOAT32 ? 4 : 2;
+    for (Py_ssize_t i0 = 0; i0 < r->n[0]; i0++) {
+        for (Py_ssize_t i1 = 0; i1 < r->n[1]; i1++) {
+            for (Py_ssize_t i2 = 0; i2 < r->n[2]; i2++) {
+                rotate_row(x + (i0 * r->x[0] + i1 * r->x[1] + i2 * r->x[2]) * size,
+                           c + i0 * r->c[0] + i1 * r->c[1] + i2 * r->c[2],
+                           s + i0 * r->s[0] + i1 * r->s[1] + i2 * r->s[2],
+                           out + (i0 * r->o[0] + i1 * r->o[1] + i2 * r->o[2]) * size, r, kind);
+            }
+        }
+    }
+}
+
+#define ROTATE_BUILD(name, kind)                                                                       \
+    POSENC_CLONES static void name(const char *x, const float *c, const float *s, char *out,             \
+                                   const Rotation *r) {                                                \
+        rotate_rows(x, c, s, out, r, kind);                                                            \
+    }
+
+ROTATE_BUILD(rotate_float32, ROTATE_FLOAT32)
+ROTATE_BUILD(rotate_bfloat16, ROTATE_BFLOAT16)
+ROTATE_BUILD(rotate_float16, ROTATE_FLOAT16)
+
 /* --- argument checking ------------------------------------------------------------------------------- */
 
 static int need(Py_buffer *view, Py_ssize_t items, Py_ssize_t itemsize, const char *name) {
@@ -647,6 +823,155 @@ static PyObject *py_builds(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* The rotation of strided buffers x, cos, sin and out (out and x of one shape; cos and sin broadcast to it,
+   aligned at the last dimension, size 1 broadcasting): rows of `half` pairs, contiguous in all four; the
+   other dimensions of size > 1 in x's memory order (strides descending), neighbours merged where all four
+   tensors allow. 1 where that leaves three at most (r set, with nothing to do where a size is 0); 0 for
+   layouts it does not handle. */
+static int rotation_plan(const Py_buffer *v, Py_ssize_t size, Rotation *r) {
+    const int nd = v[0].ndim;
+    if (nd < 1 || v[3].ndim != nd || v[1].ndim < 1 || v[1].ndim > nd || v[2].ndim < 1 || v[2].ndim > nd) return 0;
+    const Py_ssize_t width = v[0].shape[nd - 1];
+    const Py_ssize_t item[4] = {size, 4, 4, size};
+    for (int t = 0; t < 4; t++) {
+        const Py_buffer *b = &v[t];
+        if (b->shape[b->ndim - 1] != width || b->strides[b->ndim - 1] != item[t]) return 0;
+    }
+    if (width < 2 || width % 2) return 0;
+    r->half = width / 2;
+    Py_ssize_t dims[64][5]; /* n, then the element strides of x, cos, sin, out */
+    int count = 0;
+    for (int d = 0; d < nd - 1; d++) {
+        const Py_ssize_t n = v[0].shape[d];
+        if (v[3].shape[d] != n) return 0;
+        if (n == 0) { /* nothing to do */
+            r->n[0] = r->n[1] = r->n[2] = 0;
+            return 1;
+        }
+        Py_ssize_t dim[5] = {n, 0, 0, 0, 0};
+        for (int t = 0; t < 4; t++) {
+            const Py_buffer *b = &v[t];
+            const int e = d - (nd - b->ndim); /* the tensor's own dimension, aligned at the last */
+            const Py_ssize_t m = e >= 0 ? b->shape[e] : 1, stride = e >= 0 ? b->strides[e] : 0;
+            if ((m != n && m != 1) || stride < 0 || stride % item[t]) return 0;
+            dim[1 + t] = m == 1 ? 0 : stride / item[t];
+        }
+        if (n == 1) continue;
+        if (count == 64) return 0;
+        int at = count++; /* insertion by x's stride, descending (stable) */
+        while (at > 0 && dims[at - 1][1] < dim[1]) {
+            memcpy(dims[at], dims[at - 1], sizeof dim);
+            at--;
+        }
+        memcpy(dims[at], dim, sizeof dim);
+    }
+    int kept = 0;
+    for (int k = 0; k < count; k++) {
+        int merge = kept > 0;
+        for (int t = 1; merge && t < 5; t++) merge = dims[kept - 1][t] == dims[k][t] * dims[k][0];
+        if (merge) {
+            dims[kept - 1][0] *= dims[k][0];
+            for (int t = 1; t < 5; t++) dims[kept - 1][t] = dims[k][t];
+        } else {
+            memcpy(dims[kept++], dims[k], sizeof dims[k]);
+        }
+    }
+    if (kept > 3) return 0;
+    for (int k = 0; k < 3; k++) {
+        const Py_ssize_t *dim = k < 3 - kept ? NULL : dims[k - (3 - kept)];
+        r->n[k] = dim ? dim[0] : 1;
+        r->x[k] = dim ? dim[1] : 0;
+        r->c[k] = dim ? dim[2] : 0;
+        r->s[k] = dim ? dim[3] : 0;
+        r->o[k] = dim ? dim[4] : 0;
+    }
+    return 1;
+}
+
+/* Part `part` of `parts` of the rotation: the longest dimension (the outermost of equals) cut into `parts`
+   runs as even as can be; its size and the pointers' offsets (elements) set. */
+static void rotation_part(Rotation *r, Py_ssize_t part, Py_ssize_t parts, Py_ssize_t offsets[4]) {
+    int axis = 0;
+    for (int k = 1; k < 3; k++)
+        if (r->n[k] > r->n[axis]) axis = k;
+    const Py_ssize_t lo = r->n[axis] * part / parts, hi = r->n[axis] * (part + 1) / parts;
+    r->n[axis] = hi - lo;
+    offsets[0] = lo * r->x[axis];
+    offsets[1] = lo * r->c[axis];
+    offsets[2] = lo * r->s[axis];
+    offsets[3] = lo * r->o[axis];
+}
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <xmmintrin.h>
+#define MXCSR_STANDARD 0x1F80u /* every exception masked, round to nearest even, no flush to zero (FTZ, DAZ) */
+#endif
+
+static PyObject *py_float_mode_standard(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+#if defined(MXCSR_STANDARD)
+    return PyBool_FromLong((_mm_getcsr() & 0xE040u) == 0); /* rounding control, FTZ and DAZ: all clear */
+#else
+    Py_RETURN_TRUE;
+#endif
+}
+
+static PyObject *py_rotate_half(PyObject *self, PyObject *args) {
+    PyObject *objects[4];
+    Py_buffer v[4];
+    Rotation r;
+    Py_ssize_t part, parts, offsets[4] = {0, 0, 0, 0};
+    int kind, got = 0, planned = 0;
+    unsigned int base, sign, payload;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOi(iiiIII)nn", &objects[0], &objects[1], &objects[2], &objects[3], &kind,
+                          &r.mul_second, &r.sub_second, &r.add_second, &base, &sign, &payload, &part, &parts))
+        return NULL;
+    if (kind < ROTATE_FLOAT32 || kind > ROTATE_FLOAT16 || parts < 1 || part < 0 || part >= parts) {
+        PyErr_SetString(PyExc_ValueError, "posenc.core._kernels.rotate_half: bad kind or part");
+        return NULL;
+    }
+    const Py_ssize_t size = kind == ROTATE_FLOAT32 ? 4 : 2;
+    for (; got < 4; got++)
+        if (PyObject_GetBuffer(objects[got], &v[got], PyBUF_STRIDES | (got == 3 ? PyBUF_WRITABLE : 0)) < 0) break;
+    if (got < 4 || v[0].itemsize != size || v[3].itemsize != size || v[1].itemsize != 4 || v[2].itemsize != 4) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "posenc.core._kernels.rotate_half: x and out need items of 4 bytes "
+                                              "(kind 0) or 2 (kinds 1, 2), cos and sin of 4 (float32)");
+        release(v, got);
+        return NULL;
+    }
+    r.nan.base = base & 0xFFFFu;
+    r.nan.sign = sign & 0x8000u;
+    r.nan.payload = payload & (kind == ROTATE_BFLOAT16 ? 0x7Fu : 0x3FFu);
+    planned = rotation_plan(v, size, &r);
+    if (planned && r.n[0] && r.n[1] && r.n[2]) {
+        rotation_part(&r, part, parts, offsets);
+        const char *x = (const char *)v[0].buf + offsets[0] * size;
+        const float *c = (const float *)v[1].buf + offsets[1], *s = (const float *)v[2].buf + offsets[2];
+        char *out = (char *)v[3].buf + offsets[3] * size;
+        Py_BEGIN_ALLOW_THREADS
+#if defined(MXCSR_STANDARD)
+        /* this thread's floating-point mode may be another (a pool's thread); the rows need the standard one */
+        const unsigned int saved = _mm_getcsr();
+        _mm_setcsr(MXCSR_STANDARD);
+#endif
+        if (kind == ROTATE_FLOAT32)
+            rotate_float32(x, c, s, out, &r);
+        else if (kind == ROTATE_BFLOAT16)
+            rotate_bfloat16(x, c, s, out, &r);
+        else
+            rotate_float16(x, c, s, out, &r);
+#if defined(MXCSR_STANDARD)
+        _mm_setcsr(saved | (_mm_getcsr() & 0x3Fu)); /* the mode back, the exception flags raised kept */
+#endif
+        Py_END_ALLOW_THREADS
+    }
+    release(v, 4);
+    return PyBool_FromLong(planned);
+}
+
 static PyMethodDef methods[] = {
     {"direct", py_direct, METH_VARARGS,
      "direct(positions, limbs, sin, cos, n, lo, hi): core.arithmetic.direct of rows lo..hi-1 into sin/cos"
@@ -663,6 +988,14 @@ static PyMethodDef methods[] = {
      " index into builds() (default: the last)."},
     {"builds", py_builds, METH_NOARGS,
      "builds() -> the builds of combine this CPU runs, by index: ('plain'[, 'fma'])."},
+    {"rotate_half", py_rotate_half, METH_VARARGS,
+     "rotate_half(x, cos, sin, out, kind, rules, part, parts) -> whether the layout is one it handles (if not,"
+     " nothing is written): part of out1 = x1 c1 - x2 s1, out2 = x2 c2 + x1 s2 in float32 (each product and"
+     " sum rounded), rounded to x's type; strided buffers, cos and sin (float32) broadcast to x; kind 0:"
+     " float32, 1: bfloat16 bits, 2: float16 bits (16-bit items); rules: (mul_second, sub_second, add_second,"
+     " nan_base, nan_sign, nan_payload)."},
+    {"float_mode_standard", py_float_mode_standard, METH_NOARGS,
+     "float_mode_standard() -> whether this thread rounds to nearest even without flushing subnormals."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,12 +20,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
+import threading
 from typing import Any
 
 import numpy as np
 import torch
 
 from .. import portable, rope, validation
+from ..core import compiled
 from ..rope.arrays import apply_rotary as arrays_apply_rotary
 from ..rope.arrays import arrange, check_layout, check_request
 from ..rope.tables import exact_law
@@ -252,9 +255,10 @@ def apply_rotary(
     same values bit for bit: ``x · cos + turn(x) · sin`` in float32 at least, rounded once to x's dtype.
 
     Eager calls in the half layout over the whole head, without autograd, take a faster road to the same
-    bits: x cast once, each half's two products and their sum written into preallocated float32 buffers
-    (x1·c1 − x2·s1 and x2·c2 + x1·s2: the same roundings as x·cos + turn(x)·sin), no turned copy of x.
-    Everything else (interleaved, partial rotary, gradients, tracing) takes the general function.
+    bits: x1·c1 − x2·s1 and x2·c2 + x1·s2 (the same roundings as x·cos + turn(x)·sin), no turned copy of x;
+    on the CPU one pass in C over x (posenc.core's extension, where built), elsewhere x cast once and each
+    half's two products and their sum written into preallocated float32 buffers. Everything else
+    (interleaved, partial rotary, gradients, tracing) takes the general function.
 
     >>> q = torch.tensor([[[[1.0, 0.0]]]], dtype=torch.bfloat16)
     >>> apply_rotary(q, q, torch.tensor([[[0.0, 0.0]]]), torch.tensor([[[1.0, 1.0]]]))[0]
@@ -272,12 +276,36 @@ def apply_rotary(
     )
     if fast:
         c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-        if all(torch.broadcast_shapes(x.shape, c.shape, s.shape) == x.shape for x in (q, k)):
+        if _broadcast_into((c.shape, s.shape), (q.shape, k.shape)):
             return _rotate_half(q, c, s), _rotate_half(k, c, s)
     return arrays_apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
 
 
+def _broadcast_into(shapes: tuple[torch.Size, ...], targets: tuple[torch.Size, ...]) -> bool:
+    """Whether ``torch.broadcast_shapes(target, *shapes) == target`` for every target (False where that
+    raises), without its ~15 µs a call: each shape no longer than the target, each size 1 or the target's."""
+    for target in targets:
+        for shape in shapes:
+            if len(shape) > len(target):
+                return False
+            for n, m in zip(reversed(shape), reversed(target), strict=False):
+                if n != 1 and n != m:
+                    return False
+    return True
+
+
 def _rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x · cos + [-x2, x1] · sin in float32 (or wider), rounded once to x's dtype: ``x.shape``, a new tensor.
+
+    In C (``posenc.core._kernels.rotate_half``, one pass over x, on ``torch.get_num_threads()`` threads) where
+    the extension is built, the tensors are on the CPU, x is float32, bfloat16 or float16 and its last
+    dimension and cos's and sin's are contiguous; else :func:`_rotate_half_torch`. The same bits either
+    way, NaNs included (:func:`_nan_rules` reads how torch's loops pick them)."""
+    out = _rotate_half_compiled(x, cos, sin)
+    return _rotate_half_torch(x, cos, sin) if out is None else out
+
+
+def _rotate_half_torch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x · cos + [-x2, x1] · sin in float32 (or wider) buffers, rounded once to x's dtype."""
     compute = torch.promote_types(x.dtype, torch.float32)
     wide, cos, sin = x.to(compute), cos.to(compute), sin.to(compute)
@@ -293,6 +321,168 @@ def _rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     torch.mul(x1, sin[..., half:], out=product)
     o2.add_(product)
     return out.to(x.dtype)
+
+
+# The C rotation's storage types (its `kind`) and the dtype its buffers are viewed as.
+_KINDS = {
+    torch.float32: (0, torch.float32),
+    torch.bfloat16: (1, torch.int16),
+    torch.float16: (2, torch.int16),
+}
+# The fewest elements of x a thread takes: a part handed to the pool costs ~50 µs (on 2 cores, 2 threads
+# beat one from ~1M elements of x on).
+_PART_ELEMENTS = 1 << 19
+
+
+def _rotate_half_compiled(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor | None:
+    """:func:`_rotate_half_torch`'s bits from the C rotation, or None where it does not apply.
+
+    C reads the shapes and strides of x, cos and sin (float32, broadcast to x) and of out
+    (``torch.empty_like(x)``: the strides of the torch road's result) from NumPy views: rows contiguous, the
+    other dimensions (at most three once merged) in any order. Large tensors run in parts on up to
+    ``torch.get_num_threads()`` threads."""
+    loaded = compiled.module()
+    rotate = getattr(loaded, "rotate_half", None)
+    kind = _KINDS.get(x.dtype)
+    strided = torch.strided
+    if (
+        rotate is None
+        or kind is None
+        or x.shape[-1] < 2
+        or not (x.is_cpu and cos.is_cpu and sin.is_cpu)
+        or not (x.layout == cos.layout == sin.layout == strided)
+        or x.stride(-1) != 1  # torch's loops vectorise rows of contiguous operands: the NaN rules are theirs
+        or cos.stride(-1) != 1
+        or sin.stride(-1) != 1
+        or not (cos.is_floating_point() and sin.is_floating_point())
+        or not loaded.float_mode_standard()  # torch.set_flush_denormal(True), or another rounding mode
+    ):
+        return None
+    rules = _nan_rules(x.dtype, x.shape[-1] // 2)
+    if rules is None:
+        return None
+    code, view = kind
+    c = cos if cos.dtype == torch.float32 else cos.to(torch.float32)
+    s = sin if sin.dtype == torch.float32 else sin.to(torch.float32)
+    if x.requires_grad or c.requires_grad or s.requires_grad:  # under torch.no_grad()
+        x, c, s = x.detach(), c.detach(), s.detach()
+    out = torch.empty_like(x)
+    try:
+        if code:
+            x, out_view = x.view(view), out.view(view)
+        else:
+            out_view = out
+        arrays = (x.numpy(), c.numpy(), s.numpy(), out_view.numpy())
+    except (RuntimeError, TypeError):  # negative views, tensor subclasses NumPy cannot take: the torch road
+        return None
+    parts = max(1, min(torch.get_num_threads(), x.numel() // _PART_ELEMENTS))
+    futures = [_pool(parts - 1).submit(rotate, *arrays, code, rules, i, parts) for i in range(1, parts)]
+    try:
+        done = rotate(*arrays, code, rules, 0, parts)  # this thread does the first part
+    finally:
+        for future in futures:
+            future.result()
+    return out if done else None
+
+
+def _pool(workers: int) -> Any:
+    """This process's thread pool of ``workers`` threads for the C rotation, started on first use and kept
+    (a forked child starts its own; another size replaces it)."""
+    key = (os.getpid(), workers)
+    pool = _POOL.get(key)
+    if pool is None:
+        with _POOL_LOCK:
+            pool = _POOL.get(key)
+            if pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                pool = ThreadPoolExecutor(workers, thread_name_prefix="posenc-rotary")
+                _POOL.clear()
+                _POOL[key] = pool
+    return pool
+
+
+_POOL: dict[tuple[int, int], Any] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def _nan_rules(dtype: torch.dtype, half: int) -> tuple[int, ...] | None:
+    """How torch's loops pick NaNs, as the C rotation takes it: (mul_second, sub_second, add_second,
+    nan_base, nan_sign, nan_payload), for x of ``dtype`` with rows of 2 ``half``; None where no rule gives
+    :func:`_rotate_half_torch`'s bits (the torch road then runs).
+
+    Where both operands of a product, difference or sum are NaN, the result is one of them, quieted: which
+    one depends on how torch's loops were compiled (on x86 with AVX2 or AVX-512: the second; scalar code may
+    differ); and a NaN rounds to 16 bits as torch's conversion does (AVX2 and AVX-512: 0xFFFF for bfloat16,
+    F16C: sign, 0x7E00 and payload for float16; scalar code: 0x7FC0). So each rule is tried on rows of
+    NaNs of every pairing, infinities, zeros, subnormals and numbers of many exponents, once per dtype and
+    width, and the first that gives the torch road's bits on all of them is kept."""
+    key = (dtype, half)
+    if key not in _RULES:
+        _RULES[key] = _probe_rules(dtype, half)
+    return _RULES[key]
+
+
+_RULES: dict[tuple[torch.dtype, int], tuple[int, ...] | None] = {}
+
+# The NaN roundings to 16 bits tried, (base, sign, payload): AVX2 and AVX-512 bfloat16, scalar bfloat16,
+# AVX-512 BF16 instructions; F16C float16, scalar float16 (sign kept, payload not), neither.
+_NAN16 = {
+    torch.bfloat16: ((0xFFFF, 0, 0), (0x7FC0, 0, 0), (0x7FC0, 0x8000, 0x7F)),
+    torch.float16: ((0x7E00, 0x8000, 0x3FF), (0x7E00, 0x8000, 0), (0x7E00, 0, 0)),
+    torch.float32: ((0, 0, 0),),
+}
+
+
+def _probe_rules(dtype: torch.dtype, half: int) -> tuple[int, ...] | None:
+    """:func:`_nan_rules` found: the C rotation with each rule against the torch road on probe rows."""
+    g = torch.Generator().manual_seed(half)
+    shape = (max(16, -(-4096 // half)), 2 * half)
+    x, cos, sin = (_probe_values(t, shape, g) for t in (dtype, torch.float32, torch.float32))
+    kind, view = _KINDS[dtype]
+    bits = torch.int32 if dtype == torch.float32 else torch.int16  # compared as bits: NaN == NaN
+    want = _rotate_half_torch(x, cos, sin).view(bits)
+    got = torch.empty_like(x)
+    arrays = (x.view(view).numpy(), cos.numpy(), sin.numpy(), got.view(view).numpy())
+    rotate = compiled.module().rotate_half
+    for nan16 in _NAN16[dtype]:
+        for picks in ((1, 1, 1), (0, 0, 0), (1, 0, 0), (0, 1, 1), (0, 1, 0), (1, 1, 0), (0, 0, 1), (1, 0, 1)):
+            rules = (*picks, *nan16)
+            if rotate(*arrays, kind, rules, 0, 1) and torch.equal(got.view(bits), want):
+                return rules
+    return None
+
+
+def _probe_values(dtype: torch.dtype, shape: tuple[int, int], g: torch.Generator) -> torch.Tensor:
+    """Values of ``dtype`` for :func:`_probe_rules`, each of either sign: NaNs of random payloads (a quarter
+    of them), infinities, zeros, subnormals, any finite bits, numbers of few significant bits (exact products,
+    ties) and numbers of moderate exponent."""
+    fraction, exponent = {torch.float32: (23, 8), torch.bfloat16: (7, 8), torch.float16: (10, 5)}[dtype]
+    bias = (1 << (exponent - 1)) - 1
+    inf = ((1 << exponent) - 1) << fraction
+
+    def ints(low: int, high: int) -> torch.Tensor:
+        return torch.randint(low, high, shape, generator=g, dtype=torch.int64)
+
+    field = ints(0, 1 << fraction)
+    moderate = (bias + ints(-min(20, bias - 1), min(20, bias - 1) + 1)) << fraction
+    choices = (
+        inf | field.clamp(min=1),  # NaN
+        inf | field.clamp(min=1),
+        torch.full(shape, inf),
+        torch.zeros(shape, dtype=torch.int64),
+        field,  # subnormal
+        ints(0, inf),
+        moderate | (field & (0xF << (fraction - 4))),  # four significant bits
+        moderate | field,
+    )
+    pick = ints(0, len(choices))
+    bits = torch.zeros(shape, dtype=torch.int64)
+    for i, choice in enumerate(choices):
+        bits = torch.where(pick == i, choice, bits)
+    width = 1 + exponent + fraction
+    bits = bits - ints(0, 2) * (1 << (width - 1))  # the sign, as the signed integer of the same bits
+    return bits.to(torch.int32 if width == 32 else torch.int16).view(dtype)
 
 
 _TORCH = portable.backend_named("torch")

@@ -14,9 +14,9 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py src/posenc/core/_kerne
 	$(BIN)/python -m pip install --quiet -e '.[plot,bfloat16]'
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt
+$(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt requirements-test-nodeps.txt
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
-	$(BIN)/python -m pip install --quiet --no-deps keras-hub==0.32.0
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-test-nodeps.txt
 	touch $@
 
 # The browser of tests/explore/test_browser.py: Debian's chromium and chromium-driver (apt, as root), where missing.

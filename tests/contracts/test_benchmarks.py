@@ -149,8 +149,8 @@ def test_league_measures_float32_errors_and_the_usual_bfloat16_collapse(tmp_path
 
 def test_patched_model_benchmark_reports_its_ratios(tmp_path):
     args = ["--layers", "1", "--hidden", "256", "--prefill", "32", "--decode", "2", "--repeat", "1"]
-    out = _run("patched_model.py", *args, "--json", str(tmp_path / "p.json"))
-    assert "targets: each ratio against its bar" in out and "decode step" in out
+    out = _run("patched_model.py", *args, "--fused", "--json", str(tmp_path / "p.json"))
+    assert "targets: each ratio against its bar" in out and "decode step" in out and "cpu, fused" in out
     document = json.loads((tmp_path / "p.json").read_text())
     assert set(document["results"]) == {"prefill", "decode step"}
     assert all(r["ratio"] > 0 for r in document["results"].values()) and len(document["targets"]) == 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import io
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from torch import nn
 import posenc
 import posenc.rope as rope
 import posenc.torch as pt
+from posenc.torch import patching
+from tests.support.timm_sincos import pos_embed_sincos
 from tests.support.tutorial import TutorialPositionalEncoding
 
 transformers = pytest.importorskip("transformers")
@@ -262,6 +265,80 @@ def test_a_decoder_is_made_exact_and_keeps_its_outputs(name: str) -> None:
         assert torch.equal(model(tokens).logits, before)
 
 
+@pytest.mark.parametrize("name", DECODERS)
+def test_fused_gives_every_attention_module_the_exact_apply(name: str) -> None:
+    make, _ = DECODERS[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    unfused = copy.deepcopy(model)
+    pt.patch(unfused, fused=False)
+    report = pt.patch(model, fused=True)
+    apply = report.components[-1]
+    assert apply.kind == "rotary-apply" and apply.path.rsplit(".", 1)[-1] in ("self_attn", "attention")
+    tokens = _ids()
+    settings = dict(max_new_tokens=16, do_sample=False, use_cache=True, pad_token_id=0)
+    if name.startswith("deepseek"):  # its attention rotates by apply_rotary_pos_emb_interleave: left to it
+        assert not apply.replaced and "apply_rotary_pos_emb_interleave" in apply.reason
+        assert not any("forward" in m.__dict__ for m in model.modules())
+        return
+    assert apply.replaced and apply.difference == 0, report.as_text()
+    fused = [m for m in model.modules() if "forward" in m.__dict__]
+    assert len(fused) == 2 and all(isinstance(m.forward, patching._ExactApplyForward) for m in fused)
+    # float32: posenc's apply is their arithmetic on the same exact cos/sin, so the same logits and tokens
+    with torch.no_grad():
+        logits = model(tokens).logits
+        assert torch.equal(logits, unfused(tokens).logits)
+    assert torch.equal(
+        model.generate(tokens[:1, :8], **settings), unfused.generate(tokens[:1, :8], **settings)
+    )
+    # the library's function is untouched; the model copies and pickles whole; state dict as before
+    library = sys.modules[type(fused[0]).__module__]
+    assert library.apply_rotary_pos_emb is not patching.exact_apply_rotary_pos_emb
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    for twin in (copy.deepcopy(model), torch.load(io.BytesIO(buffer.getvalue()), weights_only=False)):
+        assert all(m.forward.module is m for m in twin.modules() if "forward" in m.__dict__)
+        with torch.no_grad():
+            assert torch.equal(twin(tokens).logits, logits)
+    assert set(model.state_dict()) == set(unfused.state_dict())
+    assert pt.unpatch(model) == 2 and not any("forward" in m.__dict__ for m in model.modules())
+
+
+def test_fused_in_bfloat16_rotates_once_from_float32_and_can_be_undone() -> None:
+    make, _ = DECODERS["llama3.1"]
+    torch.manual_seed(0)
+    model = make().eval()
+    reference = copy.deepcopy(model)
+    model.to(torch.bfloat16)
+    assert pt.patch(model).components[-1].kind == "rotary"  # fused=None: off the GPU, the model's own apply
+    report = pt.patch(model, fused=True)
+    assert report.components[-1].replaced and len(report.components) == 2
+    assert len(pt.patch(model, fused=True).components) == 2  # idempotent
+    rotary, attention = model.model.rotary_emb, model.model.layers[0].self_attn
+    ids = torch.arange(300)[None]
+    cos, sin = rotary(torch.zeros(1, dtype=torch.bfloat16), ids)
+    assert cos.dtype == sin.dtype == torch.float32  # the apply rounds once, from these
+    q = torch.randn(1, 4, 300, 16, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+    k = q[:, :2] * 3
+    apply = attention.forward.function.__globals__["apply_rotary_pos_emb"]
+    got = apply(q, k, cos, sin)
+    want = pt.apply_rotary(q, k, *pt.rotary.cos_sin(ids, rotary.params, dtype=torch.float32))
+    theirs = sys.modules[type(attention).__module__].apply_rotary_pos_emb(
+        q, k, cos.bfloat16(), sin.bfloat16()
+    )
+    for a, b, c in zip(got, want, theirs, strict=True):
+        assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+        assert not torch.equal(a, c)  # bfloat16 cos/sin and three roundings: other values
+    tokens = _ids()
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens).logits.float(), reference(tokens).logits, atol=0.05, rtol=0)
+    assert pt.patch(model, fused=False).components[-1].kind == "rotary"  # fused off again
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    assert rotary(torch.zeros(1, dtype=torch.bfloat16), ids)[0].dtype == torch.bfloat16
+    with pytest.raises(TypeError, match="fused must be True, False or None"):
+        pt.patch(model, fused="yes")
+
+
 @pytest.mark.parametrize("name", SINUSOIDAL)
 def test_sinusoidal_tables_are_overwritten_with_the_exact_rows(name: str) -> None:
     make, tables = SINUSOIDAL[name]
@@ -427,10 +504,38 @@ def test_diffusers_timesteps_and_a_dit_grid() -> None:
     assert pt.unpatch(unet) == 1 and type(unet.time_proj).__module__.startswith("diffusers")
 
 
-def test_a_patched_model_compiles_and_exports_with_a_dynamic_length() -> None:
+@pytest.mark.parametrize(
+    "shape, dim, options",
+    [
+        ((14, 14), 768, {}),  # a ViT-B/16 at 224
+        ((8, 12), 64, {"interleave_sin_cos": True}),
+        ((8, 12), 64, {"reverse_coord": True}),
+    ],
+)
+def test_a_timm_sincos_grid_is_found_and_made_exact(shape, dim, options) -> None:
+    timm = pos_embed_sincos()  # timm's own code (tests/support/timm_sincos.py)
+    theirs = timm.build_sincos2d_pos_embed(list(shape), dim=dim, **options)
+
+    class ViT(nn.Module):  # a fixed grid as a buffer, as a sin-cos ViT holds it: (1, tokens, dim)
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("pos_embed", theirs[None].clone())
+
+    model = ViT()
+    report = pt.patch(model)
+    (grid,) = report.replaced
+    assert grid.path == "pos_embed" and grid.variant == "timm-2d", report.as_text()
+    want = posenc.grids.timm_2d(shape, dim, **options)
+    assert np.array_equal(model.pos_embed[0].numpy(), want)
+    assert 0 < grid.difference == float((theirs.double() - torch.from_numpy(want).double()).abs().max())
+    assert pt.unpatch(model) == 1 and torch.equal(model.pos_embed[0], theirs)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_patched_model_compiles_and_exports_with_a_dynamic_length(fused: bool) -> None:
     torch.manual_seed(0)
     model = DECODERS["llama3.1"][0]().eval()
-    pt.patch(model)
+    pt.patch(model, fused=fused)
     tokens = _ids(40)
     with torch.no_grad():
         eager = model(tokens).logits

@@ -25,18 +25,14 @@ from tests.support.interpreted import results_fixture
 
 pytest.importorskip("triton")
 
-LLAMA31 = rope.config(
-    head_dim=64,
-    base=500000.0,
-    scaling={
-        "rope_type": "llama3",
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-    },
-    max_position_embeddings=131072,
-)
+LLAMA31_SCALING = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+LLAMA31 = rope.config(head_dim=64, base=500000.0, scaling=LLAMA31_SCALING, max_position_embeddings=131072)
 YARN = rope.config(
     head_dim=64,
     base=10000.0,
@@ -145,7 +141,37 @@ def _run_cases(out: Path) -> None:
     ids = torch.tensor([[2**31, -(2**31), 2**31 - 1, -(2**31) + 1] * 4])
     q_rot, k_rot, _ = fused_rotary.launch(q, k, ids, PARTIAL, "half", 1, None, block_rows=8)
     results["invalid/q"], results["invalid/k"] = q_rot.float().numpy(), k_rot.float().numpy()
+    # a model patched with fused=True: its attention modules' rotary apply goes to the kernel
+    calls.clear()
+    model = _tiny_llama(torch.bfloat16)
+    pt.patch(model, fused=True)
+    with torch.no_grad():
+        results["patched/logits"] = _bits(model(_tiny_tokens()).logits)
+    results["patched/calls"] = np.array(len(calls))
     np.savez(out, **results)
+
+
+def _tiny_llama(dtype: torch.dtype) -> torch.nn.Module:
+    """A two-layer Llama 3.1 of random weights (4 query heads, 2 key heads of 16), in ``dtype``."""
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=101,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=131072,
+        rope_theta=500000.0,
+        rope_scaling=dict(LLAMA31_SCALING),
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).to(dtype).eval()
+
+
+def _tiny_tokens() -> torch.Tensor:
+    return torch.randint(3, 101, (2, 12), generator=torch.Generator().manual_seed(0))
 
 
 kernel_results = results_fixture(__file__, "fused")
@@ -203,6 +229,16 @@ def test_apply_rotary_exact_runs_the_kernel_where_it_may(kernel_results):
     q_want, k_want = _unfused(name)
     np.testing.assert_array_equal(kernel_results["public/q"], _bits(q_want))
     np.testing.assert_array_equal(kernel_results["public/k"], _bits(k_want))
+
+
+def test_a_model_patched_with_fused_rotates_in_the_kernel_to_the_same_bits(kernel_results):
+    # two layers: q and k (4 and 2 heads) are one specialization, probed once, then launched per layer
+    assert kernel_results["patched/calls"] == 3
+    model = _tiny_llama(torch.bfloat16)
+    pt.patch(model, fused=True)  # here, on the CPU: the unfused exact apply
+    with torch.no_grad():
+        want = model(_tiny_tokens()).logits
+    np.testing.assert_array_equal(kernel_results["patched/logits"], _bits(want))
 
 
 def test_invalid_positions_give_nan_on_the_rotated_features_only(kernel_results):

@@ -17,7 +17,6 @@ array([0, 1, 2])
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -239,13 +238,17 @@ class JaxBackend(Backend):
 _BACKENDS: dict[str, type[Backend]] = {"numpy": NumpyBackend, "torch": TorchBackend, "jax": JaxBackend}
 
 
-@functools.cache
+#: The one instance of each backend, made on first use (a plain dict: torch.compile traces a lookup in it).
+_INSTANCES: dict[str, Backend] = {}
+
+
 def backend_named(name: str) -> Backend:
     """The :class:`Backend` of a framework: "numpy", "torch" or "jax" (one instance each)."""
-    try:
-        return _BACKENDS[name]()
-    except KeyError:
-        raise ValueError(f"no backend {name!r}; one of {sorted(_BACKENDS)}") from None
+    if name not in _INSTANCES:
+        if name not in _BACKENDS:
+            raise ValueError(f"no backend {name!r}; one of {sorted(_BACKENDS)}")
+        return _INSTANCES.setdefault(name, _BACKENDS[name]())  # two threads at once: still one instance
+    return _INSTANCES[name]
 
 
 def backend_of(array: Any) -> Backend:

@@ -48,6 +48,7 @@ def apply_rotary_exact(
     layout: str = "half",
     unsqueeze_dim: int = 1,
     seq_len: int | None = None,
+    cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """q and k rotated by the exact rotary embedding of ``position_ids``: (q_rot, k_rot) in q's and k's
     dtypes, the bits of ``apply_rotary(q, k, *cos_sin(position_ids, params, dtype=torch.float32,
@@ -57,6 +58,8 @@ def apply_rotary_exact(
     ``unsqueeze_dim=2`` (k may have fewer heads); ``position_ids`` is (B, L) or (1, L). On CUDA tensors
     (with triton) one kernel computes cos/sin on the fly and writes the rotated q and k (out of place);
     everywhere else this is the unfused path. Features past ``params.rotary_dim`` pass unchanged.
+    ``cos_sin``: the float32 ``cos_sin(position_ids, params, ...)`` where the caller holds it already; the
+    unfused path then uses it instead of computing it again.
 
     >>> q = torch.ones(1, 1, 2, 4)
     >>> q_rot, _ = apply_rotary_exact(q, q, torch.tensor([[0, 1]]), rope.config(head_dim=4, base=100.0))
@@ -72,8 +75,9 @@ def apply_rotary_exact(
     if fused and _trusted(q, k, params, layout, axis, seq_len):
         q_rot, k_rot, _ = launch(q, k, positions, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
         return q_rot, k_rot
-    cos, sin = rotary.cos_sin(positions, params, dtype=torch.float32, layout=layout, seq_len=seq_len)
-    return apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
+    if cos_sin is None:
+        cos_sin = rotary.cos_sin(positions, params, dtype=torch.float32, layout=layout, seq_len=seq_len)
+    return rotary.apply_rotary(q, k, *cos_sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
 
 
 def _fusable(q: Any, k: Any, positions: torch.Tensor, params: rope.RopeParameters, unsqueeze_dim: int) -> Any:

@@ -25,6 +25,20 @@ variant, a module built without a config, values on the meta device — is left 
 the :class:`PatchReport`. Modules whose values cannot be read (meta) are proven from their config alone
 (rotary) or skipped (tables).
 
+**The rotary apply** (``fused=True``; the default where the model's rotary embedding is on CUDA and triton
+is present): every attention module whose ``forward`` calls the global ``apply_rotary_pos_emb`` (Hugging
+Face's Llama, Mistral, Qwen2/3, Qwen2-VL's text, Phi-3, Gemma 3, GPT-NeoX, ...) gets an instance ``forward``:
+its class's own, run with posenc's exact apply in that name's place (the library's module and class are not
+touched). The exact apply computes ``x · cos + turn(x) · sin`` in float32 and rounds once to q's dtype
+(:func:`posenc.torch.apply_rotary`), from float32 cos/sin, which the patched rotary embedding then returns;
+on CUDA it is the fused kernel (:func:`posenc.torch.apply_rotary_exact`: cos/sin computed inside the
+rotation from the position ids the cos tensor carries, the same bits). Before that, each distinct apply
+function of the model is run on float32 probes and must give posenc's bits (in float32, the two are the
+same arithmetic); a model whose attention also rotates by another function (DeepSeek-V3's
+``apply_rotary_pos_emb_interleave``) keeps its own apply, with the reason. In a float32 model the logits
+do not change by a bit; in bfloat16 and float16 the rotation is rounded once instead of three times from
+rounded cos/sin.
+
 ``patch`` changes nothing outside the model it is given (no monkey-patching of a library's functions or
 classes); it is idempotent (a second call finds posenc's modules and exact tables, and keeps the first
 call's originals); it works before or after ``model.to(dtype)``. The originals are kept on the model
@@ -59,10 +73,12 @@ True
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 import re
 import textwrap
+import types
 from typing import Any
 
 import numpy as np
@@ -71,9 +87,11 @@ from torch import nn
 
 from .. import grids, presets, rope, validation
 from ..porting.verdict import GRIDS
+from .fused_rotary import apply_rotary_exact
+from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import Timesteps as ExactTimesteps
-from .rotary import RotaryEmbedding
-from .tensors import _dtype_name, _to_tensor
+from .rotary import RotaryEmbedding, apply_rotary, cos_sin
+from .tensors import _dtype_name, _to_tensor, _tracing
 
 __all__ = ["Component", "PatchReport", "find", "patch", "unpatch"]
 
@@ -87,14 +105,21 @@ _PROBE = 256
 _SIGNIFICAND = {torch.bfloat16: 8, torch.float16: 11}
 #: The attribute of a patched model that keeps the originals: {path: ("module", module) | ("table", tensor)}.
 _ORIGINALS = "_posenc_originals"
+#: The global function of a Hugging Face attention module's forward that the fused apply replaces.
+_APPLY = "apply_rotary_pos_emb"
+#: Names of global functions that rotate q and k (the apply of some attention module).
+_APPLY_NAME = re.compile(r"apply_\w*(rotary|rope)")
+#: The attribute of a fused rotary embedding's cos that carries (position ids, parameters, seq_len).
+_TAG = "_posenc_rotary"
 
 
 @dataclasses.dataclass
 class Component:
-    """One positional component of a model: ``path`` in the module tree, ``kind`` ("rotary", "table" or
-    "timesteps"), ``variant`` (what it was identified as), ``difference`` (the largest |original − posenc|
-    at the probed positions; NaN when not compared), ``tolerance`` (what the original's own rounding allows),
-    ``replaced``, and ``reason`` (how it was proven, or why it was left alone)."""
+    """One positional component of a model: ``path`` in the module tree (a pattern such as
+    ``model.layers.*.self_attn`` for the rotary apply of every layer), ``kind`` ("rotary", "table",
+    "timesteps" or "rotary-apply"), ``variant`` (what it was identified as), ``difference`` (the largest
+    |original − posenc| at the probed positions; NaN when not compared), ``tolerance`` (what the original's
+    own rounding allows), ``replaced``, and ``reason`` (how it was proven, or why it was left alone)."""
 
     path: str
     kind: str
@@ -138,9 +163,14 @@ class PatchReport:
         return "\n".join(lines)
 
 
-def patch(model: nn.Module) -> PatchReport:
+def patch(model: nn.Module, *, fused: bool | None = None) -> PatchReport:
     """Replace every positional component of ``model`` that can be proven by posenc's exact equivalent
     (module docstring); returns the :class:`PatchReport`.
+
+    ``fused`` (default: True when the model's rotary embedding is on a CUDA device and triton is present)
+    also gives the model's attention modules posenc's exact rotary apply (see "the rotary apply" in the
+    module docstring): one more component, kind "rotary-apply". ``fused=False`` leaves (or puts back)
+    the model's own apply.
 
     >>> report = patch(torch.nn.Linear(4, 4))
     >>> report.components, report.as_text()
@@ -148,8 +178,16 @@ def patch(model: nn.Module) -> PatchReport:
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    if fused is not None and not isinstance(fused, bool):
+        raise TypeError(f"fused must be True, False or None (None: True on CUDA); got {fused!r}")
     originals = model.__dict__.setdefault(_ORIGINALS, {})
     components = [_component(model, path, kind, what, originals) for path, kind, what in find(model)]
+    rotaries = [m for m in model.modules() if isinstance(m, _PatchedRotary)]
+    if fused is None:
+        fused = any(_on_kernel_device(m) for m in rotaries)
+    _unfuse(model, originals, rotaries)
+    if fused and rotaries:
+        components.append(_fuse(model, originals, rotaries))
     return PatchReport(components)
 
 
@@ -158,14 +196,17 @@ def unpatch(model: nn.Module) -> int:
     copied back); returns how many. A model never patched: 0."""
     originals = model.__dict__.pop(_ORIGINALS, {})
     for path, (kind, original) in originals.items():
-        if kind == "module":
+        if kind == "forward":
+            model.get_submodule(path).__dict__.pop("forward", None)
+        elif kind == "module":
             for where in _paths_of(model, path):
                 _set(model, where, original)
         else:
             owner, name = _owner(model, path)
             with torch.no_grad():
                 getattr(owner, name).data.copy_(original)
-    return len(originals)
+    kinds = [kind for kind, _ in originals.values()]
+    return sum(kind != "forward" for kind in kinds) + ("forward" in kinds)  # the rotary apply: one component
 
 
 # --- finding and proving ------------------------------------------------------------------------------
@@ -233,7 +274,7 @@ def _rotary(model: nn.Module, path: str, module: nn.Module, originals: dict) -> 
     if config is None:
         return Component(path, "rotary", label, math.nan, math.nan, False, "no config to build it from")
     try:
-        exact = RotaryEmbedding(config)
+        exact = _PatchedRotary(config)
     except (ValueError, TypeError, KeyError) as error:
         return Component(path, "rotary", label, math.nan, math.nan, False, f"its config: {error}")
     inv = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq"))
@@ -365,6 +406,177 @@ def _exact_rows(best: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
         return values.reshape(count, width)
     preset = presets.Preset("patch", **best.options, padding_idx=best.padding_idx)
     return preset.table(count, width, start=best.start, dtype=validation.dtype(dtype))
+
+
+# --- the rotary apply -----------------------------------------------------------------------------------
+
+
+class _PatchedRotary(RotaryEmbedding):
+    """posenc's :class:`RotaryEmbedding` as :func:`patch` puts it in a model. While its attention modules
+    have posenc's exact apply (``fused``), cos/sin come in float32 (the apply rounds once, from them) and
+    eager ones carry what the fused kernel needs: their position ids, parameters and ``seq_len``."""
+
+    fused = False
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        position_ids: torch.Tensor,
+        layer_type: str | None = None,
+        *,
+        seq_len: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.fused:
+            return super().forward(x, position_ids, layer_type, seq_len=seq_len)
+        probe = torch.empty(0, dtype=torch.float32, device=x.device)
+        cos, sin = super().forward(probe, position_ids, layer_type, seq_len=seq_len)
+        params = self._params_for(layer_type)
+        if x.device.type in KERNEL_DEVICES and not params.mrope_section and not _tracing():
+            setattr(cos, _TAG, (position_ids.to(x.device), params, seq_len))
+        return cos, sin
+
+
+def exact_apply_rotary_pos_emb(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """What a patched attention module calls for Hugging Face's ``apply_rotary_pos_emb(q, k, cos, sin,
+    unsqueeze_dim)``: :func:`posenc.torch.apply_rotary_exact` of the ids the patched rotary embedding's cos
+    carries (the fused kernel on CUDA), else :func:`posenc.torch.apply_rotary` of cos/sin (float32 from the
+    patched rotary embedding): ``x · cos + turn(x) · sin`` in float32, rounded once to x's dtype."""
+    tag = None if _tracing() else getattr(cos, _TAG, None)
+    if tag is not None:
+        ids, params, seq_len = tag
+        return apply_rotary_exact(
+            q, k, ids, params, unsqueeze_dim=unsqueeze_dim, seq_len=seq_len, cos_sin=(cos, sin)
+        )
+    return apply_rotary(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+
+
+class _ExactApplyForward:
+    """The ``forward`` :func:`patch` gives an attention module (an instance attribute; its class is not
+    touched): the class's own ``forward``, run with posenc's exact apply in the place of the global
+    ``apply_rotary_pos_emb`` it calls. Picklable and copyable with its module."""
+
+    def __init__(self, module: nn.Module):
+        self.module = module
+        self.function = _with_exact_apply(type(module).forward)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(self.module, *args, **kwargs)
+
+    def __getstate__(self) -> dict:
+        return {"module": self.module}
+
+    def __setstate__(self, state: dict) -> None:
+        self.module = state["module"]
+        self.function = _with_exact_apply(type(self.module).forward)
+
+
+@functools.cache
+def _with_exact_apply(function: Any) -> Any:
+    """``function`` with its globals' ``apply_rotary_pos_emb`` bound to posenc's exact apply (a copy of
+    its globals: the library's module is not changed)."""
+    scope = dict(function.__globals__)
+    scope[_APPLY] = exact_apply_rotary_pos_emb
+    rebuilt = types.FunctionType(
+        function.__code__, scope, function.__name__, function.__defaults__, function.__closure__
+    )
+    rebuilt.__kwdefaults__ = function.__kwdefaults__
+    rebuilt.__qualname__ = function.__qualname__
+    return rebuilt
+
+
+def _on_kernel_device(module: nn.Module) -> bool:
+    """Whether the rotary module's buffers are on a device where the fused kernel runs."""
+    buffer = next(module.buffers(), None)
+    return (
+        buffer is not None
+        and buffer.device.type in KERNEL_DEVICES
+        and kernel_module("fused_kernel") is not None
+    )
+
+
+def _applies(module: nn.Module) -> list[str]:
+    """The global functions named like a rotary apply (``apply_*rotary*``/``apply_*rope*``) that the
+    module's class ``forward`` calls."""
+    function = getattr(type(module), "forward", None)
+    code, scope = getattr(function, "__code__", None), getattr(function, "__globals__", {})
+    if code is None:
+        return []
+    return [n for n in code.co_names if _APPLY_NAME.match(n) and callable(scope.get(n))]
+
+
+def _fuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -> Component:
+    """Give every attention module that calls ``apply_rotary_pos_emb`` posenc's exact apply, once each
+    distinct apply is proven on a probe to be the half rotation posenc computes; else nothing, and why."""
+    targets, functions = [], {}
+    for path, module in model.named_modules():
+        names = _applies(module)
+        others = [n for n in names if n != _APPLY and "vision" not in n]
+        if others:
+            reason = f"{path} also rotates by {others[0]}, which posenc does not replace: its apply kept"
+            return Component(path, "rotary-apply", "?", math.nan, math.nan, False, reason)
+        if _APPLY in names:
+            targets.append(path)
+            function = type(module).forward.__globals__[_APPLY]
+            functions[function] = path
+    where = _pattern(targets)
+    if not targets:
+        reason = "no attention module calls apply_rotary_pos_emb: the model's apply kept"
+        return Component("", "rotary-apply", "?", math.nan, math.nan, False, reason)
+    rotary = rotaries[0]
+    params = rotary.params or next(iter(rotary.layer_params.values()))
+    worst = 0.0
+    for function, path in functions.items():
+        difference = _probe_apply(function, params)
+        worst = max(worst, difference)
+        if difference != 0:
+            reason = f"{path}'s apply_rotary_pos_emb is not the half rotation posenc computes: its apply kept"
+            return Component(where, "rotary-apply", "?", difference, 0.0, False, reason)
+    for path in targets:
+        module = model.get_submodule(path)
+        originals.setdefault(path, ("forward", None))
+        module.forward = _ExactApplyForward(module)
+    for module in rotaries:
+        module.fused = True
+    how = (
+        f"{len(targets)} attention module(s): apply_rotary_pos_emb is posenc's exact apply (float32, rounded "
+        "once; the fused Triton kernel on CUDA), the same bits as theirs on float32 probes"
+    )
+    return Component(where, "rotary-apply", "rope-apply-half", worst, 0.0, True, how)
+
+
+def _unfuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -> None:
+    """Take back what :func:`_fuse` did (the attention modules' own forward, cos/sin in x's dtype)."""
+    for path in [p for p, (kind, _) in originals.items() if kind == "forward"]:
+        model.get_submodule(path).__dict__.pop("forward", None)
+        del originals[path]
+    for module in rotaries:
+        module.fused = False
+
+
+def _probe_apply(function: Any, params: rope.RopeParameters) -> float:
+    """The largest |function(q, k, cos, sin) − posenc's apply| on float32 probes (0: the same bits)."""
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 3, 5, params.head_dim, generator=generator) * 4
+    k = torch.randn(2, 1, 5, params.head_dim, generator=generator) * 4
+    ids = torch.tensor([[0, 1, 7, 100, 4095], [3, 2, 1, 0, 65537]])
+    cos, sin = cos_sin(ids.expand(3, -1, -1) if params.mrope_section else ids, params, dtype=torch.float32)
+    try:
+        with torch.no_grad():
+            theirs = function(q, k, cos, sin)
+    except Exception:  # not (q, k, cos, sin) -> (q, k)
+        return math.inf
+    ours = apply_rotary(q, k, cos, sin)
+    if any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(theirs, ours, strict=True)):
+        return math.inf
+    return max(float((a.double() - b.double()).abs().max()) for a, b in zip(theirs, ours, strict=True))
+
+
+def _pattern(paths: list[str]) -> str:
+    """The attention paths as one pattern: layer numbers as ``*`` where every path has the same shape."""
+    shapes = sorted({re.sub(r"\.\d+(?=\.|$)", ".*", p) for p in paths})
+    return shapes[0] if len(shapes) == 1 else ", ".join(shapes)
 
 
 # --- the module tree ----------------------------------------------------------------------------------

@@ -1,8 +1,11 @@
-"""On a CUDA machine: a Hugging Face Llama built from a config (random weights, nothing downloaded) with its
-``rotary_emb`` replaced by posenc's exact :class:`posenc.torch.RotaryEmbedding`, on the GPU: the patched
-model's forward against the unpatched one (logits within the model's own error), greedy ``generate`` with a
-KV cache (the same tokens for 16 steps), a decode step under ``torch.cuda.set_sync_debug_mode("error")`` and
-the forward under ``torch.compile``. Writes ``$OUT/gpu_hf_model.json`` (or ./gpu_hf_model.json).
+"""On a CUDA machine: a Hugging Face Llama built from a config (random weights, nothing downloaded), patched
+by ``posenc.torch.patch`` on the GPU twice: ``fused=False`` (posenc's exact RotaryEmbedding, the model's own
+apply) and the CUDA default (``fused`` on: every attention module's rotary apply is posenc's exact apply, the
+fused Triton kernel). For each: the forward against the unpatched one (logits within the model's own
+error), greedy ``generate`` with a KV cache (the same tokens for 16 steps), a whole decode step under
+``torch.cuda.set_sync_debug_mode("error")``, the forward under ``torch.compile``, the forward's time; for
+the fused model, whether the kernel ran (``posenc.torch.kernel_status()``). Writes
+``$OUT/gpu_hf_model.json`` (or ./gpu_hf_model.json).
 
     PYTHONPATH=src python3 scripts/gpu_hf_model.py
     PYTHONPATH=src python3 scripts/gpu_hf_model.py --device cpu   # a dry run
@@ -60,75 +63,81 @@ def main(where: str) -> dict:
     torch.manual_seed(0)
     config = transformers.LlamaConfig(**CONFIG)
     theirs = transformers.LlamaForCausalLM(config).to(device).eval()
-    ours = copy.deepcopy(theirs)
-    ours.model.rotary_emb = pt.RotaryEmbedding(config).to(device)  # the one-line patch
-    ids = torch.randint(0, config.vocab_size, (2, 96), device=device, generator=None)
+    unfused, ours = copy.deepcopy(theirs), copy.deepcopy(theirs)
     report: dict = {
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+        "patch fused=False": pt.patch(unfused, fused=False).as_text(),
+        "patch (default)": pt.patch(
+            ours, fused=True if device.type == "cpu" else None
+        ).as_text(),  # CUDA: fused
     }
+    ids = torch.randint(0, config.vocab_size, (2, 96), device=device, generator=None)
+
+    patched = {"unfused": unfused, "fused": ours}
 
     def forward() -> dict:
+        out = {}
         with torch.no_grad():
             a = theirs(ids).logits.double()
-            b = ours(ids).logits.double()
-            # the model's own error: the same model's logits in float32 vs float64 (fp64 copy)
-            wide = copy.deepcopy(theirs).double()
-            wide.model.rotary_emb = pt.RotaryEmbedding(config).to(device)
+            # the model's own error: the same model's logits in float32 vs float64 (a float64 copy)
+            wide = copy.deepcopy(unfused).double()
             exact = wide(ids).logits
-        return {
-            "max_abs_patched_vs_unpatched": float((a - b).abs().max()),
-            "max_abs_unpatched_vs_float64": float((a - exact).abs().max()),
-            "max_abs_patched_vs_float64": float((b - exact).abs().max()),
-            "finite": bool(torch.isfinite(b).all()),
-        }
+            out["max_abs_unpatched_vs_float64"] = float((a - exact).abs().max())
+            for name, model in patched.items():
+                b = model(ids).logits.double()
+                out[f"max_abs_{name}_vs_unpatched"] = float((a - b).abs().max())
+                out[f"max_abs_{name}_vs_float64"] = float((b - exact).abs().max())
+                out[f"{name}_finite"] = bool(torch.isfinite(b).all())
+        out["kernel_status"] = pt.kernel_status()
+        return out
 
     def generate() -> dict:
         kwargs = {"max_new_tokens": 16, "do_sample": False, "use_cache": True, "pad_token_id": 0}
         with torch.no_grad():
             a = theirs.generate(ids[:, :32], **kwargs)
-            b = ours.generate(ids[:, :32], **kwargs)
-        return {"same_greedy_tokens": bool(torch.equal(a, b)), "tokens": int(b.shape[1] - 32)}
+            got = {name: model.generate(ids[:, :32], **kwargs) for name, model in patched.items()}
+        return {f"{name}_same_greedy_tokens": bool(torch.equal(a, b)) for name, b in got.items()}
 
     def decode_sync() -> dict:
         if device.type != "cuda":
             return {"status": "CUDA only"}
-        cache = transformers.DynamicCache()
-        with torch.no_grad():
-            out = ours(ids[:, :32], past_key_values=cache, use_cache=True)
-            nxt = out.logits[:, -1:].argmax(-1)
-            positions = torch.full((2, 1), 32, device=device)
-            ours.model.rotary_emb(out.logits, positions)  # warm
-            torch.cuda.synchronize()
-            torch.cuda.set_sync_debug_mode("error")
-            try:
-                ours.model.rotary_emb(out.logits, positions)
-                rotary = "no host sync"
-            except RuntimeError as error:
-                rotary = "HOST SYNC: " + str(error).splitlines()[0][:160]
-            finally:
-                torch.cuda.set_sync_debug_mode("default")
-            ours(nxt, past_key_values=cache, use_cache=True)
-        return {"rotary_emb decode step": rotary}
+        out = {}
+        for name, model in patched.items():
+            cache = transformers.DynamicCache()
+            with torch.no_grad():
+                first = model(ids[:, :32], past_key_values=cache, use_cache=True)
+                nxt = first.logits[:, -1:].argmax(-1)
+                model(nxt, past_key_values=copy.deepcopy(cache), use_cache=True)  # warm: probes, compiles
+                torch.cuda.synchronize()
+                torch.cuda.set_sync_debug_mode("error")
+                try:
+                    model(nxt, past_key_values=cache, use_cache=True)
+                    out[f"{name} decode step"] = "no host sync"
+                except RuntimeError as error:
+                    out[f"{name} decode step"] = "HOST SYNC: " + str(error).splitlines()[0][:200]
+                finally:
+                    torch.cuda.set_sync_debug_mode("default")
+        return out
 
     def compiled() -> dict:
-        model = torch.compile(ours)
-        with torch.no_grad():
-            began = time.perf_counter()
-            got = model(ids).logits
-            first = time.perf_counter() - began
-            want = ours(ids).logits
-        return {
-            "first_call_s": round(first, 2),
-            "max_abs_compiled_vs_eager": float((got.double() - want.double()).abs().max()),
-        }
+        out = {}
+        for name, model in patched.items():
+            fast = torch.compile(model)
+            with torch.no_grad():
+                began = time.perf_counter()
+                got = fast(ids).logits
+                out[f"{name}_first_call_s"] = round(time.perf_counter() - began, 2)
+                want = model(ids).logits
+            out[f"{name}_max_abs_compiled_vs_eager"] = float((got.double() - want.double()).abs().max())
+        return out
 
     def timed() -> dict:
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         out = {}
         with torch.no_grad():
-            for name, model in (("unpatched", theirs), ("patched", ours)):
+            for name, model in (("unpatched", theirs), *patched.items()):
                 for _ in range(3):
                     model(ids)
                 sync()
@@ -137,7 +146,8 @@ def main(where: str) -> dict:
                     model(ids)
                 sync()
                 out[f"{name}_forward_ms"] = (time.perf_counter() - began) / 10 * 1e3
-        out["ratio"] = out["patched_forward_ms"] / out["unpatched_forward_ms"]
+        for name in patched:
+            out[f"{name}_ratio"] = out[f"{name}_forward_ms"] / out["unpatched_forward_ms"]
         return out
 
     for name, fn in (

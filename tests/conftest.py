@@ -71,6 +71,7 @@ SLOW_TESTS = {
     "test_patching.py::test_a_patched_model_compiles_and_exports_with_a_dynamic_length": (
         "torch.compile (inductor) and torch.export of a model"
     ),
+    "test_patching.py::test_every_patched_decoder_compiles_without_a_graph_break": "dynamo, eight models",
 }
 
 

@@ -50,8 +50,19 @@ def test_forward_with_seq_len_compiles_with_fullgraph_and_runs_on_meta(name):
     meta_cos, meta_sin = module(x.to("meta"), ids.to("meta"), seq_len=6100)
     assert meta_cos.device.type == meta_sin.device.type == "meta"
     assert tuple(meta_cos.shape) == (1, 6000, module.params.rotary_dim) and meta_cos.dtype == torch.float32
-    with pytest.raises(ValueError, match=r"pass seq_len="):
-        module(x.to("meta"), ids.to("meta"))
+    if name == "dynamic":  # its frequencies change with the length: read on the host, or given
+        with pytest.raises(ValueError, match=r"pass seq_len="):
+            module(x.to("meta"), ids.to("meta"))
+        return
+    # longrope without seq_len: both sets computed, one picked on the device (no host read): fullgraph, meta
+    compiled = torch.compile(lambda x, ids: module(x, ids), fullgraph=True)
+    for positions in (ids, ids[:, :3000]):  # max + 1 = 6100 > 4096: long factors; 3100: short
+        want_cos, want_sin = rope.cos_sin(positions.numpy(), module.params, seq_len=int(positions.max()) + 1)
+        cos, sin = compiled(x, positions)
+        np.testing.assert_array_equal(cos.numpy(), want_cos)
+        np.testing.assert_array_equal(sin.numpy(), want_sin)
+    meta_cos, _ = module(x.to("meta"), ids.to("meta"))
+    assert meta_cos.device.type == "meta" and tuple(meta_cos.shape) == (1, 6000, module.params.rotary_dim)
 
 
 def test_seq_len_is_ignored_by_the_types_that_do_not_depend_on_it():

@@ -504,6 +504,33 @@ def test_diffusers_timesteps_and_a_dit_grid() -> None:
     assert pt.unpatch(unet) == 1 and type(unet.time_proj).__module__.startswith("diffusers")
 
 
+def test_a_cogvideox_joint_table_gets_an_exact_3d_grid_after_its_text_places() -> None:
+    embeddings = pytest.importorskip("diffusers.models.embeddings")
+    patch_embed = embeddings.CogVideoXPatchEmbed(
+        patch_size=2,
+        in_channels=4,
+        embed_dim=64,
+        text_embed_dim=32,
+        sample_width=16,
+        sample_height=16,
+        sample_frames=9,
+        temporal_compression_ratio=4,
+        max_text_seq_length=8,
+        use_positional_embeddings=True,
+    )
+    theirs = patch_embed.pos_embedding.clone()  # (1, 8 text places (zeros) + 3 frames x 8 x 8 patches, 64)
+    assert theirs.dtype == torch.float64  # diffusers' float64 formula: not always correctly rounded
+    report = pt.patch(patch_embed)
+    (table,) = report.replaced
+    assert table.variant == "diffusers-3d" and "first 8 rows" in table.reason, report.as_text()
+    got = patch_embed.pos_embedding[0]
+    assert torch.equal(got[:8], torch.zeros(8, 64))
+    want = posenc.grids.diffusers_3d(64, 8, 3, spatial_interpolation_scale=1.875, dtype="float64")
+    assert np.array_equal(got[8:].numpy(), want.reshape(-1, 64))
+    assert 0 < float((theirs[0, 8:] - got[8:]).abs().max()) < 1e-15
+    assert pt.unpatch(patch_embed) == 1 and torch.equal(patch_embed.pos_embedding, theirs)
+
+
 @pytest.mark.parametrize(
     "shape, dim, options",
     [
@@ -529,6 +556,20 @@ def test_a_timm_sincos_grid_is_found_and_made_exact(shape, dim, options) -> None
     assert np.array_equal(model.pos_embed[0].numpy(), want)
     assert 0 < grid.difference == float((theirs.double() - torch.from_numpy(want).double()).abs().max())
     assert pt.unpatch(model) == 1 and torch.equal(model.pos_embed[0], theirs)
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_every_patched_decoder_compiles_without_a_graph_break(name: str) -> None:
+    make, _ = DECODERS[name]
+    torch.manual_seed(0)
+    model = make().eval()  # unpatched, each of them compiles without a graph break too (transformers 5.23)
+    pt.patch(model, fused=True)  # the rotary and its apply (DeepSeek-V3: the rotary; its MLA keeps its apply)
+    tokens = _ids()
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    with torch.no_grad():  # dynamo's graphs run as eager ops: the eager logits, bit for bit
+        assert torch.equal(torch.compile(model, backend="eager")(tokens).logits, model(tokens).logits)
+    assert not torch._dynamo.utils.counters["graph_break"], dict(torch._dynamo.utils.counters["graph_break"])
 
 
 @pytest.mark.parametrize("fused", [False, True])

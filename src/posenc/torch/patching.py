@@ -14,7 +14,9 @@ What is found, and how each is made exact:
   Whisper's encoder ``embed_positions``, DistilBERT's ``position_embeddings``, a DiT's 2-D ``pos_embed``):
   its rows identified (:func:`posenc.porting.identify`: every named 1-D variant, fitted options, the 2-D/3-D
   grids), then overwritten in place with posenc's exact rows of that variant, in the tensor's own dtype (the
-  module, its forward and its ``state_dict`` keys stay as they are);
+  module, its forward and its ``state_dict`` keys stay as they are). A table that starts with rows of zeros
+  (CogVideoX's joint table: the text tokens' places, then the 3-D grid) keeps them, and the rows after them
+  are identified and made exact;
 * **diffusers ``Timesteps``** — replaced by :class:`posenc.torch.Timesteps` with the same options.
 
 Before anything is replaced, the original and the replacement are compared on probe positions (rotary:
@@ -72,6 +74,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -375,14 +378,21 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> Component:
         best = identify(rows, tolerance=tolerance, candidates=1)[0]
     except ValueError as error:
         return Component(full, "table", "?", math.nan, math.nan, False, f"not an encoding table: {error}")
+    zeros = 0  # leading rows of zeros: a joint table's text places (CogVideoX), kept; the grid after them
+    if not best.matches and 0 < (zeros := _zero_rows(rows)) < len(rows) - 1:
+        with contextlib.suppress(ValueError):
+            tail = identify(rows[zeros:], tolerance=tolerance, candidates=1)[0]
+            best = tail if tail.matches else best
+        zeros = zeros if best.matches else 0
     variant = (best.name or "generic").split(" = ")[0]
     if not best.matches:
         reason = "no sinusoidal variant matches (a learned table?)"
         return Component(full, "table", variant, best.max_error, math.nan, False, reason)
     try:
-        exact = _exact_rows(best, rows.shape, _dtype_name(tensor.dtype))
+        exact = _exact_rows(best, rows[zeros:].shape, _dtype_name(tensor.dtype))
     except (ValueError, TypeError) as error:
         return Component(full, "table", variant, math.nan, math.nan, False, f"cannot be rebuilt: {error}")
+    exact = np.concatenate([np.zeros((zeros, rows.shape[1]), exact.dtype), exact])
     difference = float(np.abs(exact.astype(np.float64) - rows).max(initial=0.0))
     values = _to_tensor(exact).reshape(tensor.shape).to(tensor.device)
     if torch.equal(values, tensor.detach()):
@@ -391,7 +401,15 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> Component:
     with torch.no_grad():
         tensor.data.copy_(values)
     how = f"rows identified ({best.describe()}); overwritten with posenc's, in {str(tensor.dtype)[6:]}"
+    if zeros:
+        how += f"; its first {zeros} rows, zeros (a joint table's text places), kept"
     return Component(full, "table", variant, difference, tolerance, True, how)
+
+
+def _zero_rows(rows: np.ndarray) -> int:
+    """How many rows at the start of ``rows`` are zeros (+0 and -0) only."""
+    nonzero = np.flatnonzero(np.any(rows != 0, axis=1))
+    return int(nonzero[0]) if len(nonzero) else len(rows)
 
 
 def _exact_rows(best: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:

@@ -8,11 +8,12 @@ Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once to th
 core builds, cached per parameters, dtype and layout like the sinusoidal tables: a decode step is a gather,
 :func:`posenc.torch.clear_cache` drops them); every other device (``meta`` too) and
 every call under ``torch.compile``/``torch.export`` runs the portable algorithm (:mod:`posenc.portable`) where
-the positions are, as the operator ``torch.ops.posenc.rotary``: no host transfer, no sync. One exception,
-as in Hugging Face: "dynamic" and "longrope" scaling pick their frequencies from the sequence length, so
-without an explicit ``seq_len`` they read max(positions) + 1 on the host; pass ``seq_len`` (to
-:func:`cos_sin` or ``RotaryEmbedding.forward``) for ``torch.compile(fullgraph=True)``, export and meta
-tensors.
+the positions are, as the operator ``torch.ops.posenc.rotary``: no host transfer, no sync. "longrope"
+picks its short or long frequencies from the sequence length: without ``seq_len`` both sets are computed and
+one is picked on the device (``torch.where`` on max(positions) + 1, as Hugging Face does). One exception,
+as in Hugging Face: "dynamic" scaling's frequencies change with the sequence length, so without an explicit
+``seq_len`` it reads max(positions) + 1 on the host; pass ``seq_len`` (to :func:`cos_sin` or
+``RotaryEmbedding.forward``) for ``torch.compile(fullgraph=True)``, export and meta tensors.
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ def _cos_sin(
         host = positions.detach().to(torch.float64 if positions.is_floating_point() else torch.int64).numpy()
         cos, sin = rope.cos_sin(host, params, dtype=_numpy_dtype(name), layout=layout, seq_len=seq_len)
         return _to_tensor(cos), _to_tensor(sin)
-    if seq_len is None and params.rope_type in ("dynamic", "longrope"):
+    if seq_len is None and params.rope_type == "longrope":  # no host read: both sets, one picked on device
+        return _longrope_either(positions, params, key or _params_json(params), name, layout)
+    if seq_len is None and params.rope_type == "dynamic":
         if positions.device.type == "meta":
             raise ValueError(
                 f"rope_type {params.rope_type!r} picks its frequencies from the sequence length, which meta "
@@ -101,6 +104,26 @@ def _cos_sin(
         return _rotary(positions, key, length, name, layout)
     cos, sin = torch.ops.posenc.rotary(positions, key, length, name, layout)
     return cos, sin
+
+
+def _longrope_either(
+    positions: torch.Tensor, params: rope.RopeParameters, key: str, name: str, layout: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """LongRoPE's (cos, sin) without ``seq_len``, on the device, with no host read: the short and the long
+    frequencies' values, the long ones where max(positions) + 1 > original_max_position_embeddings (the
+    attention factor is the same for both). Traceable (``torch.compile(fullgraph=True)``, export, meta), as
+    Hugging Face's own ``torch.where`` between the two; twice the work of one set."""
+    original = params.original_max_position_embeddings
+    rows = []
+    for length in (original, original + 1):  # the short set, then the long one
+        if operator.direct(positions):
+            rows.append(_rotary(positions, key, length, name, layout))
+        else:
+            rows.append(torch.ops.posenc.rotary(positions, key, length, name, layout))
+    if not positions.numel():
+        return rows[0]
+    long = positions.max() + 1 > original
+    return torch.where(long, rows[1][0], rows[0][0]), torch.where(long, rows[1][1], rows[0][1])
 
 
 def _cached_rows(
@@ -149,9 +172,9 @@ class RotaryEmbedding(torch.nn.Module):
     ``inv_freq`` (float32, the exact frequencies rounded) and ``attention_scaling`` are kept for code that
     reads them.
 
-    ``seq_len`` picks the frequencies of "dynamic" and "longrope" scaling (default max(position_ids) + 1, a
-    host read, as Hugging Face does); give it under ``torch.compile(fullgraph=True)``, export or on meta
-    tensors. Other types ignore it.
+    ``seq_len`` picks the frequencies of "dynamic" and "longrope" scaling (default max(position_ids) + 1:
+    for "dynamic" a host read, as Hugging Face does, so give it under ``torch.compile(fullgraph=True)``,
+    export or on meta tensors; "longrope" picks on the device). Other types ignore it.
 
     Per-layer RoPE (Gemma 3 style: ``rope_parameters`` nested per layer type, as transformers 5 saves it):
     ``layer_type="full_attention"`` builds the module of that layer type alone; without ``layer_type`` the

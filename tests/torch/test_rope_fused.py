@@ -25,14 +25,18 @@ from tests.support.interpreted import results_fixture
 
 pytest.importorskip("triton")
 
-LLAMA31_SCALING = {
-    "rope_type": "llama3",
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
-LLAMA31 = rope.config(head_dim=64, base=500000.0, scaling=LLAMA31_SCALING, max_position_embeddings=131072)
+LLAMA31 = rope.config(
+    head_dim=64,
+    base=500000.0,
+    scaling={
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+    max_position_embeddings=131072,
+)
 YARN = rope.config(
     head_dim=64,
     base=10000.0,
@@ -152,22 +156,11 @@ def _run_cases(out: Path) -> None:
 
 
 def _tiny_llama(dtype: torch.dtype) -> torch.nn.Module:
-    """A two-layer Llama 3.1 of random weights (4 query heads, 2 key heads of 16), in ``dtype``."""
-    import transformers
+    """The two-layer Llama 3.1 of the patching tests (4 query heads, 2 key heads of 16), in ``dtype``."""
+    from tests.torch.test_patching import DECODERS
 
-    config = transformers.LlamaConfig(
-        vocab_size=101,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=131072,
-        rope_theta=500000.0,
-        rope_scaling=dict(LLAMA31_SCALING),
-    )
     torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config).to(dtype).eval()
+    return DECODERS["llama3.1"][0]().to(dtype).eval()
 
 
 def _tiny_tokens() -> torch.Tensor:

@@ -21,15 +21,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
-import threading
 from typing import Any
 
 import numpy as np
 import torch
 
 from .. import portable, rope, validation
-from ..core import compiled
+from ..core import compiled, parallel
 from ..rope.arrays import apply_rotary as arrays_apply_rotary
 from ..rope.arrays import arrange, check_layout, check_request
 from ..rope.tables import exact_law
@@ -320,7 +318,7 @@ def _broadcast_into(shapes: tuple[torch.Size, ...], targets: tuple[torch.Size, .
 def _rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x · cos + [-x2, x1] · sin in float32 (or wider), rounded once to x's dtype: ``x.shape``, a new tensor.
 
-    In C (``posenc.core._kernels.rotate_half``, one pass over x, on ``torch.get_num_threads()`` threads) where
+    In C (``posenc.core._kernels.rotate_half``, one pass over x, on posenc's threads) where
     the extension is built, the tensors are on the CPU, x is float32, bfloat16 or float16 and its last
     dimension and cos's and sin's are contiguous; else :func:`_rotate_half_torch`. The same bits either
     way, NaNs included (:func:`_nan_rules` reads how torch's loops pick them)."""
@@ -352,9 +350,6 @@ _KINDS = {
     torch.bfloat16: (1, torch.int16),
     torch.float16: (2, torch.int16),
 }
-# The fewest elements of x a thread takes: a part handed to the pool costs ~50 µs (on 2 cores, 2 threads
-# beat one from ~1M elements of x on).
-_PART_ELEMENTS = 1 << 19
 
 
 def _rotate_half_compiled(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor | None:
@@ -362,8 +357,8 @@ def _rotate_half_compiled(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
 
     C reads the shapes and strides of x, cos and sin (float32, broadcast to x) and of out
     (``torch.empty_like(x)``: the strides of the torch road's result) from NumPy views: rows contiguous, the
-    other dimensions (at most three once merged) in any order. Large tensors run in parts on up to
-    ``torch.get_num_threads()`` threads."""
+    other dimensions (at most three once merged) in any order. Large tensors run in parts on
+    :func:`posenc.core.parallel.run_blocks`'s threads (``POSENC_NUM_THREADS``, else the cores)."""
     loaded = compiled.module()
     rotate = getattr(loaded, "rotate_half", None)
     kind = _KINDS.get(x.dtype)
@@ -398,35 +393,12 @@ def _rotate_half_compiled(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         arrays = (x.numpy(), c.numpy(), s.numpy(), out_view.numpy())
     except (RuntimeError, TypeError):  # negative views, tensor subclasses NumPy cannot take: the torch road
         return None
-    parts = max(1, min(torch.get_num_threads(), x.numel() // _PART_ELEMENTS))
-    futures = [_pool(parts - 1).submit(rotate, *arrays, code, rules, i, parts) for i in range(1, parts)]
-    try:
-        done = rotate(*arrays, code, rules, 0, parts)  # this thread does the first part
-    finally:
-        for future in futures:
-            future.result()
-    return out if done else None
-
-
-def _pool(workers: int) -> Any:
-    """This process's thread pool of ``workers`` threads for the C rotation, started on first use and kept
-    (a forked child starts its own; another size replaces it)."""
-    key = (os.getpid(), workers)
-    pool = _POOL.get(key)
-    if pool is None:
-        with _POOL_LOCK:
-            pool = _POOL.get(key)
-            if pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-
-                pool = ThreadPoolExecutor(workers, thread_name_prefix="posenc-rotary")
-                _POOL.clear()
-                _POOL[key] = pool
-    return pool
-
-
-_POOL: dict[tuple[int, int], Any] = {}
-_POOL_LOCK = threading.Lock()
+    parts = max(1, min(parallel.threads(), x.numel() // parallel.PARALLEL_ELEMENTS))
+    done = []  # whether C takes the layout: the same answer for every part
+    parallel.run_blocks(
+        lambda part, _: done.append(rotate(*arrays, code, rules, part, parts)), parts, 1, elements=x.numel()
+    )
+    return out if all(done) else None
 
 
 def _nan_rules(dtype: torch.dtype, half: int) -> tuple[int, ...] | None:

@@ -394,6 +394,8 @@ def _rotate_half_compiled(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     except (RuntimeError, TypeError):  # negative views, tensor subclasses NumPy cannot take: the torch road
         return None
     parts = max(1, min(parallel.threads(), x.numel() // parallel.PARALLEL_ELEMENTS))
+    if parts == 1:  # a decode step: no pool
+        return out if rotate(*arrays, code, rules, 0, 1) else None
     done = []  # whether C takes the layout: the same answer for every part
     parallel.run_blocks(
         lambda part, _: done.append(rotate(*arrays, code, rules, part, parts)), parts, 1, elements=x.numel()

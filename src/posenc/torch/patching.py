@@ -378,12 +378,12 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> Component:
         best = identify(rows, tolerance=tolerance, candidates=1)[0]
     except ValueError as error:
         return Component(full, "table", "?", math.nan, math.nan, False, f"not an encoding table: {error}")
-    zeros = 0  # leading rows of zeros: a joint table's text places (CogVideoX), kept; the grid after them
-    if not best.matches and 0 < (zeros := _zero_rows(rows)) < len(rows) - 1:
+    zeros, leading = 0, _zero_rows(rows)  # zero rows first: a joint table's text places (CogVideoX), kept
+    if not best.matches and 0 < leading < len(rows) - 1:
         with contextlib.suppress(ValueError):
-            tail = identify(rows[zeros:], tolerance=tolerance, candidates=1)[0]
-            best = tail if tail.matches else best
-        zeros = zeros if best.matches else 0
+            tail = identify(rows[leading:], tolerance=tolerance, candidates=1)[0]
+            if tail.matches:
+                best, zeros = tail, leading
     variant = (best.name or "generic").split(" = ")[0]
     if not best.matches:
         reason = "no sinusoidal variant matches (a learned table?)"

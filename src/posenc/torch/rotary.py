@@ -98,7 +98,15 @@ def _cos_sin(
     if params.rope_type not in ("dynamic", "longrope"):
         length = -1
     key = _params_json(params) if key is None else key
-    if operator.direct(positions):  # eager CUDA: the kernel without the dispatcher's cost
+    return _device_rows(positions, key, length, name, layout)
+
+
+def _device_rows(
+    positions: torch.Tensor, key: str, length: int, name: str, layout: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) by the portable algorithm where the positions are: the operator, or on eager CUDA its
+    kernel directly (without the dispatcher's cost)."""
+    if operator.direct(positions):
         return _rotary(positions, key, length, name, layout)
     cos, sin = torch.ops.posenc.rotary(positions, key, length, name, layout)
     return cos, sin
@@ -112,12 +120,7 @@ def _longrope_either(
     attention factor is the same for both). Traceable (``torch.compile(fullgraph=True)``, export, meta), as
     Hugging Face's own ``torch.where`` between the two; twice the work of one set."""
     original = params.original_max_position_embeddings
-    rows = []
-    for length in (original, original + 1):  # the short set, then the long one
-        if operator.direct(positions):
-            rows.append(_rotary(positions, key, length, name, layout))
-        else:
-            rows.append(torch.ops.posenc.rotary(positions, key, length, name, layout))
+    rows = [_device_rows(positions, key, n, name, layout) for n in (original, original + 1)]  # short, long
     if not positions.numel():
         return rows[0]
     long = positions.max() + 1 > original

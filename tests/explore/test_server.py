@@ -44,9 +44,13 @@ def base_url():
 
 
 def ask(base_url: str, path: str, body: bytes | None = None, headers: dict | None = None):
-    """(status, the JSON answer or the bytes of a file, the response's headers)."""
+    """(status, the JSON answer or the bytes of a file, the response's headers). A POST carries the
+    Content-Type its route takes (server.BODY_TYPES), as the page sends it, unless ``headers`` say."""
     method = "POST" if body is not None else "GET"
-    request = urllib.request.Request(base_url + path, data=body, method=method, headers=headers or {})
+    headers = dict(headers or {})
+    if body is not None and "Content-Type" not in headers:
+        headers["Content-Type"] = server.BODY_TYPES.get(path.partition("?")[0], "application/json")
+    request = urllib.request.Request(base_url + path, data=body, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             status, data, got = response.status, response.read(), response.headers
@@ -351,6 +355,7 @@ def test_a_pickle_that_runs_code_is_never_run(base_url, tmp_path):
 def test_a_bad_config_is_a_400_naming_the_field(base_url):
     refused(base_url, "/api/rope", "config", b"{not json")
     refused(base_url, "/api/rope", "config", b"[1, 2]")
+    refused(base_url, "/api/rope", "config", b"[" * 10000 + b"]" * 10000)
     bad_factor = {"head_dim": 64, "rope_scaling": {"rope_type": "yarn", "factor": "a"}}
     assert "factor must be a real number" in refused(
         base_url, "/api/rope", "factor", json.dumps(bad_factor).encode()
@@ -363,7 +368,10 @@ def test_a_bad_config_is_a_400_naming_the_field(base_url):
 def test_a_post_without_content_length_or_with_the_wrong_method(base_url):
     connection = socket.create_connection(("127.0.0.1", int(base_url.rsplit(":", 1)[1])), timeout=10)
     with connection:
-        connection.sendall(b"POST /api/identify?filename=a.npy HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        connection.sendall(
+            b"POST /api/identify?filename=a.npy HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/octet-stream\r\n\r\n"
+        )
         answer = connection.makefile("rb").read()
     assert answer.startswith(b"HTTP/1.0 400") and b'"parameter": "file"' in answer
     assert "takes POST" in refused(base_url, "/api/identify", "method")
@@ -444,9 +452,32 @@ def test_an_unknown_path_is_a_404(base_url, path):
 
 
 def test_a_request_for_another_host_is_refused(base_url):
-    status, data, _ = ask(base_url, "/api", headers={"Host": "attacker.example:80"})
-    assert status == 400 and data["parameter"] == "host"
+    # every hostile form: tests/explore/test_server_security.py
+    port = base_url.rsplit(":", 1)[1]
+    for host in (
+        "attacker.example:80",
+        f"127.attacker.example:{port}",
+        "127.0.0.1.nip.io",
+        "127.0.0.1@evil.com",
+    ):
+        status, data, _ = ask(base_url, "/api", headers={"Host": host})
+        assert status == 400 and data["parameter"] == "host"
     assert ask(base_url, "/api", headers={"Host": "localhost"})[0] == 200
+    assert ask(base_url, "/api", headers={"Host": f"localhost:{port}"})[0] == 200
+
+
+def test_a_post_from_another_origin_is_refused(base_url):
+    # every form: tests/explore/test_server_security.py
+    config = json.dumps({"head_dim": 64}).encode()
+    for headers in (
+        {"Origin": "http://attacker.example", "Content-Type": "text/plain"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ):
+        status, data, _ = ask(base_url, "/api/rope", config, headers=headers)
+        assert status == 403 and data["parameter"] == "origin"
+    assert ask(base_url, "/api/rope", config, headers={"Origin": base_url})[0] == 200
+    assert refused(base_url, "/api/rope", "config", b'"/etc"').startswith("the body must be a JSON object")
 
 
 def test_the_server_answers_after_every_bad_request(base_url):

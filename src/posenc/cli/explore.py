@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--host must name an address, such as 127.0.0.1 (this machine only)")
 
     def ready(url: str) -> None:
-        if host not in ("127.0.0.1", "localhost", "::1", "[::1]") and not host.startswith("127."):
+        if not explore.server.is_loopback(host):  # an IP literal of 127.0.0.0/8 or ::1, or localhost
             sys.stderr.write(
                 f"{PROG} explore: warning: listening on {host}, the server is reachable from the network; "
                 f"--host {HOST} keeps it on this machine\n"

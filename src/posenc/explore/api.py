@@ -8,6 +8,12 @@ ValueError or TypeError of posenc becomes a :class:`BadRequest` carrying its mes
 names. What is refused here alone: a parameter an endpoint does not take, a string that is no number, and
 requests over the caps (:data:`CAPS`), which keep every answer small and quick.
 
+Nothing of a request is ever read as a path: ``POST /api/rope`` takes a JSON *object* (a config.json's
+contents; a string, list, number or null is refused, as is nesting deeper than :data:`MAX_JSON_DEPTH`), so
+:func:`posenc.rope.config` never meets a string it would open; ``POST /api/identify`` takes the file's
+bytes, written to a temporary file of its own, and the ``filename`` parameter only picks the reader by its
+suffix (compared as text, never made a path).
+
 The table options, taken by table, value, sinusoids, dot and criteria (defaults in parentheses):
 ``d_model`` (64), ``base`` (10000), ``shift`` (0), ``scale`` (1), ``layout`` (interleaved | sin_cos |
 cos_sin), ``odd`` (zero | literal | drop | error), ``dtype`` (float32 | float16 | bfloat16 | float64),
@@ -50,6 +56,7 @@ __all__ = [
     "MAX_CRITERIA_VALUES",
     "MAX_DIMS",
     "MAX_DOT",
+    "MAX_JSON_DEPTH",
     "MAX_UPLOAD",
     "MAX_VALUES",
     "BadRequest",
@@ -75,9 +82,19 @@ MAX_UPLOAD = 32 << 20
 MAX_CRITERIA_LENGTH = 65536
 #: The most values (length * d_model) the criteria are measured over: about a second on two cores.
 MAX_CRITERIA_VALUES = 1 << 23
+#: The deepest nesting of a posted JSON body (the object itself is 1; a config.json nests 3 or 4 deep).
+MAX_JSON_DEPTH = 32
 
 #: The caps, by name (``GET /api`` lists them): module constants, read when a request is checked.
-CAP_NAMES = ("MAX_VALUES", "MAX_DOT", "MAX_DIMS", "MAX_UPLOAD", "MAX_CRITERIA_LENGTH", "MAX_CRITERIA_VALUES")
+CAP_NAMES = (
+    "MAX_VALUES",
+    "MAX_DOT",
+    "MAX_DIMS",
+    "MAX_UPLOAD",
+    "MAX_CRITERIA_LENGTH",
+    "MAX_CRITERIA_VALUES",
+    "MAX_JSON_DEPTH",
+)
 #: What :func:`index` answers for the caps; the checks read the module constants themselves.
 CAPS = {name: globals()[name] for name in CAP_NAMES}
 
@@ -90,10 +107,10 @@ ENDPOINTS = {
     "/api/dot": "GET ?options (length <= MAX_DOT): "
     "{positions, matrix, by_offset: {offsets, dot, closed_form}}",
     "/api/criteria": "GET ?options (length default 2048): posenc.analysis.check(...).as_dict()",
-    "/api/rope": "GET ?head_dim&base&factor&original_max_position_embeddings&..., or POST a config.json: "
-    "{head_dim, base, lines, config (POST)}",
-    "/api/identify": "POST ?filename=NAME, body: a .npy, .safetensors or .pt/.pth file: "
-    "{tensor, shape, dtype, verdict, best, paste, audit}",
+    "/api/rope": "GET ?head_dim&base&factor&original_max_position_embeddings&..., or POST a config.json "
+    "(application/json, a JSON object): {head_dim, base, lines, config (POST)}",
+    "/api/identify": "POST ?filename=NAME, body (application/octet-stream): a .npy, .safetensors or .pt/.pth "
+    "file: {tensor, shape, dtype, verdict, best, paste, audit}",
     "/": "the page (static/index.html)",
     "/static/<name>": "the page's files (html, js, css, png, svg)",
 }
@@ -105,7 +122,10 @@ _SUFFIXES = tuple(READERS)  # the file kinds identify reads: .npy, .pt, .pth, .s
 
 
 class BadRequest(ValueError):
-    """A request refused: ``parameter`` names what to change, the message (``str``) says how."""
+    """A request refused: ``parameter`` names what to change, the message (``str``) says how; ``status``
+    is the HTTP status the server answers (400; 403 for a request from another origin)."""
+
+    status = 400
 
     def __init__(self, parameter: str, message: str) -> None:
         super().__init__(" ".join(str(message).split()))  # one line
@@ -342,7 +362,9 @@ def rope_lines(params: Mapping[str, str], body: bytes | None = None) -> dict[str
     positions of frequency i, i = 0 .. head_dim/2 - 1]}}``
     (:func:`posenc.analysis.rope_figures.rope_wavelength_lines`), float64. GET takes its keywords
     (``head_dim`` 128, ``base`` 500000, ``factor`` 8, ``original_max_position_embeddings`` 8192,
-    ``low_freq_factor``, ``high_freq_factor``, ``beta_fast``, ``beta_slow``). A POST reads the config with
+    ``low_freq_factor``, ``high_freq_factor``, ``beta_fast``, ``beta_slow``). A POST's body must be a JSON
+    object (a string, which :func:`posenc.rope.config` would read as a path, a list, a number or null is
+    refused, as is nesting deeper than MAX_JSON_DEPTH: 400 naming ``config``); it is read with
     :func:`posenc.rope.config` (a bad field: 400 naming it) and adds ``"config": {"rope_type",
     "head_dim", "rotary_dim", "wavelengths": 2π / posenc.rope.inv_freq(params)}``; its lines are drawn for
     the config's rotary width and base (and its scaling numbers, where it has them; query parameters
@@ -353,7 +375,7 @@ def rope_lines(params: Mapping[str, str], body: bytes | None = None) -> dict[str
     keywords = dict(_ROPE_DEFAULTS)
     answer: dict[str, Any] = {}
     if body is not None:
-        cfg = _json_body(body)
+        cfg = _json_object(body)  # a dict: never a path for rope.config to open
         found = _posenc("config", lambda: rope.config(cfg), aliases=_CONFIG_NAMES, any_name=True)
         keywords |= {"head_dim": found.rotary_dim, "base": found.base}
         keywords |= {k: getattr(found, k) for k in _ROPE_FIELDS if getattr(found, k, None) is not None}
@@ -371,14 +393,55 @@ def rope_lines(params: Mapping[str, str], body: bytes | None = None) -> dict[str
     return {"head_dim": keywords["head_dim"], "base": keywords["base"], "lines": lines, **answer}
 
 
-def _json_body(body: bytes) -> Any:
-    """The JSON document of a request's body (a config.json)."""
+def _json_object(body: bytes) -> dict[str, Any]:
+    """The JSON object of a request's body (a config.json's contents): anything else (a string, a list, a
+    number, null), invalid JSON or nesting deeper than MAX_JSON_DEPTH is a BadRequest naming ``config``."""
     try:
-        return json.loads(body.decode("utf-8"))
+        document = json.loads(body.decode("utf-8"))
+    except RecursionError:  # nesting deeper than the interpreter's stack allows: far over the cap
+        raise BadRequest("config", _too_deep()) from None
     except (UnicodeDecodeError, ValueError) as error:
         raise BadRequest(
             "config", f"config is not valid JSON: {error}; send the contents of config.json"
         ) from None
+    if _json_depth(document) > MAX_JSON_DEPTH:
+        raise BadRequest("config", _too_deep())
+    if not isinstance(document, dict):
+        kind = {str: "a string", list: "an array", bool: "a boolean", type(None): "null"}.get(
+            type(document), "a number"
+        )
+        raise BadRequest(
+            "config",
+            f"the body must be a JSON object (the contents of a config.json); got {kind}: a path or "
+            "folder name is never read",
+        )
+    return document
+
+
+def _too_deep() -> str:
+    return (
+        f"config nests deeper than MAX_JSON_DEPTH = {MAX_JSON_DEPTH} levels; send the contents of config.json"
+    )
+
+
+def _json_depth(document: Any) -> int:
+    """How deep JSON objects and arrays nest in ``document`` (a scalar 0, ``{}`` 1), walked without
+    recursion and stopping once over MAX_JSON_DEPTH."""
+    deepest = 0
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 # --- a stored table --------------------------------------------------------------------------------
@@ -389,7 +452,9 @@ _CANDIDATES = 8
 
 def identify(params: Mapping[str, str], body: bytes) -> dict[str, Any]:
     """``POST /api/identify?filename=NAME``, ``body`` the file's bytes (NAME's suffix picks the reader:
-    .npy, .safetensors, .pt/.pth): which variant the table is, and its audit.
+    .npy, .safetensors, .pt/.pth): which variant the table is, and its audit. NAME is never a path: only
+    its suffix (the text after the last dot of its last part) picks the reader, and it names the file in
+    the answer.
 
     ``{"tensor": the key read ("" for a lone array), "shape", "dtype", "verdict": the text ``posenc
     identify`` prints, "best": the variant's label (None when nothing matches), "paste": [lines],
@@ -402,7 +467,7 @@ def identify(params: Mapping[str, str], body: bytes) -> dict[str, Any]:
     name = params.get("filename", "")
     if not name:
         raise BadRequest("filename", f"filename is required: pass filename=NAME ({', '.join(_SUFFIXES)})")
-    suffix = Path(name).suffix.lower()
+    suffix = _suffix(name)
     known = suffix in _SUFFIXES
     with tempfile.TemporaryDirectory(prefix="posenc-explore-") as folder:
         # only a known suffix is kept: the name never reaches the file system (an unknown one: posenc's
@@ -464,6 +529,14 @@ def _audit(stored: np.ndarray) -> dict[str, Any]:
         "tolerance": data["tolerance"],
         "max_abs": data["max_abs"],
     }
+
+
+def _suffix(name: str) -> str:
+    """The suffix of a sent file name, as text (``"../x/pe.NPY"``: ``".npy"``; ``"pe"``, ``".npy"``: ``""``,
+    as ``PurePath.suffix``): the name is never made a path."""
+    last = name.replace("\\", "/").rsplit("/", 1)[-1]
+    dot = last.rfind(".")
+    return last[dot:].lower() if 0 < dot < len(last) - 1 else ""
 
 
 def _renamed(error: BaseException, path: Path, name: str) -> str:

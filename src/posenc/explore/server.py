@@ -2,27 +2,54 @@
 :mod:`posenc.explore.api` as JSON, and the page's files from the package's ``static/`` folder.
 
 Every answer to ``/api...`` is JSON (``application/json``); a refused request is HTTP 400 with
-``{"error": one line, "parameter": the name to change}``, an unknown path 404 with
-``{"error": "no such endpoint or file: /x", "parameter": "path"}``, and an error of posenc's own (a bug)
-500 with its message: the server answers the next request whatever a request held. A request body (POST)
-needs its Content-Length, at most :data:`~posenc.explore.api.MAX_UPLOAD` bytes: a larger one is refused
-before a byte of it is read.
+``{"error": one line, "parameter": the name to change}`` (403 for a request from another origin), an
+unknown path 404 with ``{"error": "no such endpoint or file: /x", "parameter": "path"}``, and an error of
+posenc's own (a bug) 500 with its message: the server answers the next request whatever a request held,
+and a client that resets its connection or goes away is let go silently (no traceback on the terminal).
+
+The trust boundaries, checked in this order on every request before anything else is done:
+
+* **Host** (against DNS rebinding: a page of another site that points its own name at 127.0.0.1). A
+  request needs exactly one Host header (HTTP/1.1 requires it; a request without one is refused). While
+  the server listens on a loopback address, the Host must be a loopback IP literal (``127.0.0.0/8`` as
+  four decimal numbers, ``[::1]`` in brackets, parsed by :mod:`ipaddress`) or exactly ``localhost`` (any
+  case), with no port or this server's own port: ``127.attacker.example``, ``127.0.0.1.nip.io``,
+  ``127.0.0.1@evil.com``, ``localhost.``, ``2130706433``, ``0x7f.1``, ``[::ffff:127.0.0.1]`` and another
+  port are 400 naming ``host``. On another address (``--host 0.0.0.0``, the user's choice, which the
+  command warns about) the Host is only checked to be one well-formed name with an optional port.
+* **Origin**, on every POST (GETs change nothing and send no CORS header, so another site cannot read
+  them): an Origin header, when present, must be the origin the request is addressed to, exactly
+  ``http://`` + the Host's name + this server's port (``http://127.0.0.1:PORT``, ``http://localhost:PORT``,
+  ``http://[::1]:PORT`` as the page was opened); any other (another site, another port, https, ``null``,
+  two Origin headers) is 403 naming ``origin``, as is a ``Sec-Fetch-Site`` other than ``same-origin`` (or
+  ``none``). A request without Origin (curl, urllib) is served. The server answers no CORS preflight
+  (OPTIONS is 501).
+* **Body type**: a POST carries the type its route documents, ``Content-Type: application/json`` for
+  ``/api/rope`` (a JSON object: a config.json's contents) and ``application/octet-stream`` for
+  ``/api/identify`` (the file's bytes); neither can be sent from another origin without a preflight, and
+  any other type (``text/plain``, a form) is 400 naming ``content-type``. The body needs its
+  Content-Length, at most :data:`~posenc.explore.api.MAX_UPLOAD` bytes (a larger one is refused before a
+  byte of it is used). What :mod:`~posenc.explore.api` then refuses: a body that is not a JSON object (a
+  string, which ``posenc.rope.config`` would read as a path, a list, a number, null), nesting deeper than
+  :data:`~posenc.explore.api.MAX_JSON_DEPTH`; nothing a request sends is ever used as a path (the
+  ``filename`` of an upload picks the reader by its suffix only).
 
 Files are served from ``static/`` only: the path's parts are checked (no ``..``, no empty or hidden part,
 no backslash, no NUL), the file must be a regular file (no symlink on the way) of a known kind (html, js,
-css, png, svg), and its resolved path must lie inside the folder; anything else is 404. When bound to a
-loopback address, requests must name a loopback host (``Host: 127.0.0.1:PORT``, ``localhost``): a page of
-another site that points its own name at 127.0.0.1 (DNS rebinding) is refused.
+css, png, svg), and its resolved path must lie inside the folder; anything else is 404.
 """
 
 from __future__ import annotations
 
 import http.server
+import ipaddress
 import json
 import math
 import os
+import re
 import socket
 import stat
+import sys
 import threading
 import webbrowser
 from collections.abc import Callable
@@ -34,7 +61,7 @@ import numpy as np
 
 from . import api
 
-__all__ = ["ROUTES", "STATIC", "make_server", "serve", "url_of"]
+__all__ = ["ROUTES", "STATIC", "is_loopback", "make_server", "serve", "url_of"]
 
 #: The folder of the page's files.
 STATIC = Path(__file__).resolve().parent / "static"
@@ -68,7 +95,26 @@ ROUTES: dict[tuple[str, str], Get | Post] = {
     ("POST", "/api/rope"): api.rope_lines,
     ("POST", "/api/identify"): api.identify,
 }
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+#: The Content-Type each POST route takes (neither is a CORS-simple type: no page of another origin can send
+#: it without a preflight, which the server never answers).
+BODY_TYPES = {"/api/rope": "application/json", "/api/identify": "application/octet-stream"}
+#: A Host header (or an origin's host): a name without ``[]:@/``, space or control, or an IPv6 literal in
+#: brackets (no zone), with an optional port of decimal digits.
+_AUTHORITY = re.compile(
+    r"(?:\[(?P<ip6>[0-9A-Fa-f:.]+)\]|(?P<name>[^\[\]:@/\\\s\x00-\x1f\x7f]+))(?::(?P<port>[0-9]{1,5}))?"
+)
+#: An origin as browsers send it: ``scheme://host[:port]``, nothing after.
+_ORIGIN = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<authority>[^/?#]*)")
+_LOOPBACK_V4 = ipaddress.IPv4Network("127.0.0.0/8")
+_LOOPBACK_V6 = ipaddress.IPv6Address("::1")
+#: Sec-Fetch-Site values of a request the page itself sends (``none``: the user's own action).
+_OWN_SITES = ("same-origin", "none")
+
+
+class Forbidden(api.BadRequest):
+    """A request from another origin: 403."""
+
+    status = 403
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -89,12 +135,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _answer(self, method: str) -> None:
         path, _, query = self.path.partition("?")
+        self._unread = method == "POST"  # a body not read yet: dropped before any answer
         try:
-            if not self._host_allowed():
-                raise api.BadRequest(
-                    "host",
-                    f"Host {self.headers.get('Host')!r} is not this server's; open {url_of(self.server)}",
-                )
+            host = self._host()
+            if method == "POST":
+                self._check_origin(host)
             if method == "GET" and not path.startswith("/api"):
                 self._static(path)
                 return
@@ -110,47 +155,122 @@ class Handler(http.server.BaseHTTPRequestHandler):
             result = endpoint(params) if body is None else endpoint(params, body)  # type: ignore[call-arg]
             self._send_json(200, result)
         except api.BadRequest as refused:
-            self._send_json(400, {"error": str(refused), "parameter": refused.parameter})
+            self._send_json(refused.status, {"error": str(refused), "parameter": refused.parameter})
         except (ConnectionError, TimeoutError):  # the client went away: nothing to answer
             self.close_connection = True
         except Exception as error:  # a bug of posenc's: said, and the server goes on
             message = " ".join(f"{type(error).__name__}: {error}".split())
             self._send_json(500, {"error": f"internal error: {message}", "parameter": None})
 
-    def _host_allowed(self) -> bool:
-        """Whether the Host header names this server, when it listens on a loopback address only."""
-        if not _is_loopback(str(self.server.server_address[0])):
-            return True
-        host = self.headers.get("Host")
-        if host is None:
-            return True  # HTTP/1.0 without Host: no browser sends that
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        return name.lower() in _LOOPBACK_NAMES or name.startswith("127.")
+    def _host(self) -> tuple[str, int | None]:
+        """The request's Host as (name, port or None), checked: one Host header, well formed and, while the
+        server listens on a loopback address, a loopback IP literal or ``localhost`` on no port or this
+        server's (see the module docstring); else a BadRequest naming ``host``."""
+        values = self.headers.get_all("Host") or []
+        own_port = self.server.server_address[1]
+        loopback = is_loopback(str(self.server.server_address[0]))
+        found = _authority(values[0].strip(" \t")) if len(values) == 1 else None
+        if (
+            found is not None
+            and loopback
+            and (not _is_loopback_name(found[0]) or found[1] not in (None, own_port))
+        ):
+            found = None
+        if found is None:
+            shown = f"Host {values[0]!r}" if len(values) == 1 else f"{len(values)} Host headers"
+            allowed = (
+                f"a loopback IP (127.0.0.1, [::1]) or localhost, on port {own_port},"
+                if loopback
+                else "one host"
+            )
+            raise api.BadRequest(
+                "host",
+                f"{shown}: this server answers to {allowed} only (a page elsewhere cannot reach it through "
+                f"a name of its own); open {url_of(self.server)}",
+            )
+        return found
+
+    def _check_origin(self, host: tuple[str, int | None]) -> None:
+        """A POST's Origin, when sent, must be exactly ``http://`` + the Host's name + this server's port
+        (another port behind a proxy: the Host's), and its Sec-Fetch-Site, when sent, same-origin (or
+        none); else a 403 naming ``origin``."""
+        name, port = host
+        own_port = self.server.server_address[1]
+        if not is_loopback(str(self.server.server_address[0])):
+            own_port = 80 if port is None else port
+        shown_port = "" if own_port == 80 else f":{own_port}"
+        own = f"http://{name}{shown_port}"
+        origins = self.headers.get_all("Origin") or []
+        if len(origins) > 1:
+            raise Forbidden(
+                "origin", f"{len(origins)} Origin headers; a request comes from one origin: {own}"
+            )
+        if origins:
+            found = _ORIGIN.fullmatch(origins[0].strip(" \t"))
+            authority = _authority(found["authority"]) if found is not None else None
+            if (
+                found is None
+                or found["scheme"].lower() != "http"
+                or authority is None
+                or authority[0] != name
+                or (80 if authority[1] is None else authority[1]) != own_port
+            ):
+                raise Forbidden(
+                    "origin",
+                    f"Origin {origins[0]!r} is not this server's: a POST is taken from the page of {own} "
+                    "only (or from a script that sends no Origin)",
+                )
+        for site in self.headers.get_all("Sec-Fetch-Site") or []:
+            if site.strip(" \t").lower() not in _OWN_SITES:
+                raise Forbidden(
+                    "origin",
+                    f"Sec-Fetch-Site {site!r}: a POST is taken from the page of {own} only (same-origin)",
+                )
 
     def _body(self, path: str) -> bytes:
-        """The request's body: its Content-Length bytes, at most MAX_UPLOAD (a larger body is refused
-        unread, and the connection closed)."""
+        """The request's body, of the type its route documents (BODY_TYPES): its Content-Length bytes, at
+        most MAX_UPLOAD (a larger body is refused unused, and the connection closed)."""
         parameter = "config" if path == "/api/rope" else "file"
+        expected = BODY_TYPES[path]
+        types = self.headers.get_all("Content-Type") or []
+        given = types[0].split(";", 1)[0].strip(" \t").lower() if len(types) == 1 else None
+        if given != expected:
+            shown = f"Content-Type {types[0]!r}" if len(types) == 1 else f"{len(types)} Content-Type headers"
+            raise api.BadRequest(
+                "content-type", f"{shown}: {path} takes the {parameter} as Content-Type: {expected}"
+            )
         limit = api.MAX_UPLOAD
-        length = self.headers.get("Content-Length")
-        try:
-            size = int(length) if length is not None else -1
-        except ValueError:
-            size = -1
+        size = self._content_length()
         if size < 0:
-            self.close_connection = True
             raise api.BadRequest(
                 parameter, f"{path} needs the {parameter} as the request body, with its Content-Length"
             )
-        if size > limit:  # read no more than limit + 1 bytes of it, a block at a time, and drop them
-            self.close_connection = True
-            left = limit + 1
-            while left > 0 and (block := self.rfile.read(min(left, 1 << 16))):
-                left -= len(block)
+        if size > limit:
             raise api.BadRequest(
                 parameter, f"the {parameter} is {size} bytes; at most MAX_UPLOAD = {limit} bytes are taken"
             )
+        self._unread = False
         return self.rfile.read(size)
+
+    def _content_length(self) -> int:
+        """The Content-Length, or -1 when there is none, or more than one, or it is no decimal number."""
+        lengths = self.headers.get_all("Content-Length") or []
+        text = lengths[0].strip(" \t") if len(lengths) == 1 else ""
+        if not (text.isascii() and text.isdigit() and len(text) <= 18):
+            return -1
+        return int(text)
+
+    def _drop_body(self) -> None:
+        """Read and drop a refused request's body, at most MAX_UPLOAD + 1 bytes a block at a time (so the
+        answer reaches the client before the connection closes), and close the connection."""
+        self._unread = False
+        self.close_connection = True
+        left = min(self._content_length(), api.MAX_UPLOAD + 1)
+        try:
+            while left > 0 and (block := self.rfile.read(min(left, 1 << 16))):
+                left -= len(block)
+        except (OSError, ValueError):  # the client went away or was silent: it gets no answer
+            pass
 
     def _static(self, path: str) -> None:
         """The file ``path`` names under STATIC (``/`` is index.html), or a 404."""
@@ -180,6 +300,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_json(self, status: int, document: dict[str, Any]) -> None:
+        if getattr(self, "_unread", False):
+            self._drop_body()
         data = json.dumps(_plain(document), allow_nan=False, ensure_ascii=False).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -243,8 +365,44 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _is_loopback(host: str) -> bool:
-    return host in _LOOPBACK_NAMES or host.startswith("127.")
+def _authority(text: str) -> tuple[str, int | None] | None:
+    """(the name, lowercase, an IPv6 literal in its compressed form in brackets; the port or None) of a Host
+    value or an origin's ``host[:port]``, or None when it is not one."""
+    found = _AUTHORITY.fullmatch(text)
+    if found is None:
+        return None
+    port = None if found["port"] is None else int(found["port"])
+    if port is not None and port > 65535:
+        return None
+    if found["ip6"] is None:
+        return found["name"].lower(), port
+    try:
+        address = ipaddress.IPv6Address(found["ip6"])
+    except ValueError:
+        return None
+    return f"[{address.compressed}]", port
+
+
+def _is_loopback_name(name: str) -> bool:
+    """Whether a Host's name (as :func:`_authority` gives it) is ``localhost``, ``[::1]`` or an IPv4
+    literal of 127.0.0.0/8 written as four decimal numbers (``127.1``, ``0x7f.1``, ``2130706433``,
+    ``0177.0.0.1`` and ``[::ffff:127.0.0.1]`` are not)."""
+    if name in ("localhost", f"[{_LOOPBACK_V6.compressed}]"):
+        return True
+    if not re.fullmatch(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}", name):
+        return False
+    try:
+        return ipaddress.IPv4Address(name) in _LOOPBACK_V4
+    except ValueError:  # a number over 255, or a leading zero
+        return False
+
+
+def is_loopback(address: str) -> bool:
+    """Whether the server's bound address is a loopback one (127.0.0.0/8, ::1)."""
+    try:
+        return ipaddress.ip_address(address.strip("[]").split("%", 1)[0]).is_loopback
+    except ValueError:
+        return address.lower() == "localhost"
 
 
 class Server(http.server.ThreadingHTTPServer):
@@ -252,6 +410,13 @@ class Server(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that reset its connection, closed it early or went silent is let go without a word;
+        anything else is printed as the standard library does (a bug of posenc's)."""
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Server6(Server):

@@ -91,3 +91,45 @@ def test_a_model_directory_is_audited_from_its_config_without_its_weights(
     (tmp_path / "whisper" / "model.safetensors").unlink()
     without = posenc.audit(str(tmp_path / "whisper"), samples=S)
     assert all(c.report is None and "meta" in c.note for c in without.components), without.as_text()
+
+
+def test_a_folders_positional_buffers_are_those_transformers_computes(tmp_path: Path) -> None:
+    # built on meta, then computed by the model's own _init_weights: the same bits as an eager build
+    import transformers
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+    from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
+
+    from posenc.auditor.models import from_directory
+
+    llama = transformers.LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=256,
+        max_position_embeddings=512,
+        rope_theta=500000.0,
+        rope_scaling=CONFIGS["llama31_8b"]["rope_scaling"],
+    )
+    llama.save_pretrained(tmp_path / "llama")
+    built = from_directory(tmp_path / "llama")
+    assert all(p.is_meta for p in built.parameters())
+    assert torch.equal(built.rotary_emb.inv_freq, LlamaRotaryEmbedding(llama).inv_freq)
+    m2m = transformers.M2M100Config(
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        vocab_size=128,
+        max_position_embeddings=64,
+        dtype="bfloat16",  # transformers builds it under that default dtype: its table is held in bfloat16
+    )
+    m2m.save_pretrained(tmp_path / "m2m")
+    table = from_directory(tmp_path / "m2m").encoder.embed_positions.weights
+    expected = M2M100SinusoidalPositionalEmbedding.get_embedding(64 + 2, 32, m2m.pad_token_id)
+    assert table.dtype == torch.bfloat16 and torch.equal(table, expected.to(torch.bfloat16))
+    assert torch.get_default_dtype() == torch.float32

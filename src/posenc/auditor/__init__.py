@@ -25,7 +25,15 @@ from .. import validation
 from .findings import Finding, find_all
 from .guard import TargetError, check_timeout, label_of, run
 from .measure import measure
-from .models import ComponentAudit, ModelAudit, audit_model, from_directory, is_model, is_model_directory
+from .models import (
+    ComponentAudit,
+    ModelAudit,
+    ModelDirectoryError,
+    audit_model,
+    from_directory,
+    is_model,
+    is_model_directory,
+)
 from .report import AuditReport, check_tolerance
 from .targets import MAX_POSITION, Target, WrongOutput, as_target
 from .variant import Variant, find_variant
@@ -35,6 +43,7 @@ __all__ = [
     "ComponentAudit",
     "Finding",
     "ModelAudit",
+    "ModelDirectoryError",
     "Target",
     "TargetError",
     "Variant",
@@ -69,14 +78,17 @@ def audit(
 
     ``target``: a callable ``positions (k,) -> (k, d_model)`` (NumPy, torch or JAX), a torch module that adds
     encodings or holds a table / ``inv_freq``, an array or tensor ``(rows, d_model)``, a checkpoint path
-    (``key=`` the tensor), ``"file.py:Name"``, a rotary module or a Hugging Face config.
+    (``key=`` the tensor), ``"file.py:Name"``, a rotary module or a Hugging Face config, or a model folder
+    holding a ``config.json`` (a ModelAudit of its model, built on the meta device by
+    ``posenc.auditor.models.from_directory``: no code of the folder runs, nothing global changes, and a
+    config it refuses is a :class:`ModelDirectoryError` naming the field or file).
     Hints, all optional: ``d_model`` (for a module or a function that needs it), ``positions`` (``b``,
     ``(a, b)`` or ``"a:b"``: positions a .. b - 1; default: the target's range, else 0 .. 2³¹ - 1),
     ``dtype`` (the type to judge in; default the target's own), ``options`` (the variant it claims to be:
     a preset name, a Preset, a dict of core options with ``padding_idx``, or rotary keywords of
     :func:`posenc.rope.config`; default: identified, and the report says how), ``tol`` (None: correctly
     rounded; a float: absolute; ``"2ulp"``), ``samples`` (positions per band, ≥ 16), ``timeout`` (seconds
-    the whole audit may take; default None: no limit).
+    the whole audit may take, building a folder's model included; default None: no limit).
 
     The target is someone else's code, and the audit survives it (:mod:`posenc.auditor.guard`): any exception
     it raises while it is imported, built or called (``SystemExit`` included; ``KeyboardInterrupt`` is taken
@@ -104,22 +116,40 @@ def audit(
     samples = validation.integer("samples", samples, minimum=16)
     tolerance = check_tolerance(tol)
     limit = check_timeout(timeout)
+    given = {"d_model": d_model, "positions": positions, "dtype": dtype, "options": options, "key": key}
     if is_model_directory(target):  # a folder with a config.json: its model, built without its weights
+        _whole_model_only(given)
         label = str(target)
-        target = from_directory(target)
-    else:
-        label = label_of(target)
+        # built inside the guarded run: timeout= covers building the model too
+        return run(label, lambda: _audit_directory(target, label, samples, tol), limit)
     if is_model(target):  # a whole model: each positional component audited on its own
-        given = {"d_model": d_model, "positions": positions, "dtype": dtype, "options": options, "key": key}
-        named = [name for name, value in given.items() if value is not None]
-        if named:
-            raise ValueError(
-                f"{', '.join(named)} apply to one positional component, not a whole model; leave them out, "
-                "or audit one component: posenc.audit(model.get_submodule(path), ...)"
-            )
+        _whole_model_only(given)
+        label = label_of(target)
         return run(label, lambda: audit_model(target, samples=samples, tol=tol, label=label), limit)
     hints = (d_model, positions, dtype, options, key, samples, tolerance)
     return run(label_of(target), lambda: _audit(target, *hints), limit)
+
+
+def _whole_model_only(given: dict[str, Any]) -> None:
+    """Refuse the hints that apply to one positional component, given for a whole model."""
+    named = [name for name, value in given.items() if value is not None]
+    if named:
+        raise ValueError(
+            f"{', '.join(named)} apply to one positional component, not a whole model; leave them out, "
+            "or audit one component: posenc.audit(model.get_submodule(path), ...)"
+        )
+
+
+def _audit_directory(folder: Any, label: str, samples: int, tol: Any) -> ModelAudit:
+    """The model of a folder's config.json (:func:`~posenc.auditor.models.from_directory`), audited."""
+    model = from_directory(folder)
+    if not is_model(model):
+        raise ModelDirectoryError(
+            f"{label}: its {type(model).__name__} holds no positional component posenc knows (a rotary "
+            "module, a sinusoidal table, a Timesteps); audit one of its tensors instead: "
+            "posenc.audit(tensor)"
+        )
+    return audit_model(model, samples=samples, tol=tol, label=label)
 
 
 def _audit(

@@ -9,10 +9,13 @@ Each component is measured over the positions the model uses: a rotary module ov
 its rows, a ``Timesteps`` over the timesteps 0 .. 999.
 
 A folder holding a Hugging Face ``config.json`` (``posenc audit MODEL_DIR``) is built by
-:func:`from_directory` without allocating the model's weights: its parameters go to the meta device while it
-is built, its buffers (inv_freq, sinusoidal tables) are computed as the model computes them, and the
-positional tensors that are weights (Whisper's encoder table) are read from the folder's ``*.safetensors``
-when present (else that component is not audited, and says so). A 70B model's config audits in seconds.
+:func:`from_directory` without allocating the model's weights and without running anything the folder
+ships (a config with ``auto_map`` is refused): its config is checked and bounded first, the model is built
+on the meta device under a torch function mode of the calling thread only (nothing global is patched), the
+buffers of its positional components (inv_freq, sinusoidal tables) are then computed by the model's own
+``_init_weights``, and the positional tensors that are weights (Whisper's encoder table) are read from the
+folder's ``*.safetensors`` when present (else that component is not audited, and says so). A 70B model's
+config audits in seconds; ``timeout=`` covers building it.
 
 ``posenc.audit(model)`` gives a ModelAudit when the positional components lie in the model's submodules
 (a Hugging Face ``LlamaForCausalLM``, an M2M100, a UNet); a module that is one component itself (a rotary
@@ -23,13 +26,25 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
+from .. import validation
 from .report import AuditReport
+from .targets import MAX_POSITION
 
-__all__ = ["ComponentAudit", "ModelAudit", "audit_model", "from_directory", "is_model", "is_model_directory"]
+__all__ = [
+    "ComponentAudit",
+    "ModelAudit",
+    "ModelDirectoryError",
+    "audit_model",
+    "from_directory",
+    "is_model",
+    "is_model_directory",
+]
 
 #: The call that makes every failing component exact.
 FIX = "posenc.torch.patch(model)"
@@ -204,61 +219,578 @@ def _rotary(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAud
     return found
 
 
+class ModelDirectoryError(ValueError):
+    """A model folder that posenc refuses to build (``from_directory``): ``parameter`` names the field of
+    its ``config.json`` (``hidden_size``, ``text_config.rope_theta``) or its file (``model.safetensors``) at
+    fault, when one is."""
+
+    def __init__(self, message: str, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+#: The bounds a folder's config.json is held to before anything is built (each far beyond any real model).
+#: Bytes of config.json read at most: the largest real ones (with label maps) are a few hundred KiB.
+MAX_CONFIG_BYTES = 16 << 20
+#: Levels config.json may nest: a model's nests three or four (``text_config.rope_parameters.factor``).
+MAX_CONFIG_DEPTH = 32
+#: Parameters a config may describe, estimated from its sizes before building: 10**14, some 50 times the
+#: largest published model. The model is built on the meta device, so this bounds no allocation: it refuses
+#: a config no model has (``hidden_size: 2**20`` with many layers) before minutes are spent building it.
+MAX_PARAMETERS = 10**14
+#: Values a positional buffer computed from the config (a sinusoidal table) or read from the folder's
+#: safetensors may hold: 2**28 (1 GiB of float32).
+MAX_TABLE_VALUES = 2**28
+#: Bytes of a safetensors header read at most (the safetensors library refuses more than 100 MB).
+MAX_HEADER_BYTES = 100_000_000
+
+_WIDTH = (1, 2**18, "the widest models are about 2**14 wide")
+_LAYERS = (0, 2**12, "the deepest models have about 2**7 layers")
+_HEADS = (1, 2**16, "the models with the most heads have about 2**7")
+_EXPERTS = (0, 2**12, "the largest mixtures have about 2**9 experts")
+_POSITIONS = (1, MAX_POSITION, "the positions posenc audits")
+#: The size fields of a config (at any level: ``text_config.hidden_size`` too): (minimum, maximum, why).
+_SIZES: dict[str, tuple[int, int, str]] = {
+    **dict.fromkeys(
+        (
+            "hidden_size",
+            "d_model",
+            "n_embd",
+            "intermediate_size",
+            "ffn_dim",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "n_inner",
+            "head_dim",
+            "kv_channels",
+            "moe_intermediate_size",
+            "d_ff",
+            "d_kv",
+        ),
+        _WIDTH,
+    ),
+    **dict.fromkeys(
+        (
+            "num_hidden_layers",
+            "n_layer",
+            "num_layers",
+            "encoder_layers",
+            "decoder_layers",
+            "num_decoder_layers",
+        ),
+        _LAYERS,
+    ),
+    **dict.fromkeys(
+        (
+            "num_attention_heads",
+            "num_key_value_heads",
+            "n_head",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+        ),
+        _HEADS,
+    ),
+    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts"), _EXPERTS),
+    **dict.fromkeys(
+        (
+            "max_position_embeddings",
+            "original_max_position_embeddings",
+            "n_positions",
+            "n_ctx",
+            "max_source_positions",
+            "max_target_positions",
+        ),
+        _POSITIONS,
+    ),
+    "vocab_size": (1, 2**24, "the largest vocabularies hold about 2**18 tokens"),
+}
+#: The numbers of a rotary block (``rope_scaling``, ``rope_parameters``, or one layer type's block in it).
+_ROPE_BLOCKS = ("rope_scaling", "rope_parameters")
+_ROPE_NUMBERS = (
+    "factor",
+    "attention_factor",
+    "beta_fast",
+    "beta_slow",
+    "low_freq_factor",
+    "high_freq_factor",
+    "mscale",
+    "mscale_all_dim",
+)
+#: Rotary bases: a number > 0 wherever they are written (null is refused: transformers raises on it).
+_BASES = ("rope_theta", "rope_local_base_freq")
+#: The floating types a config may build its model in (its ``dtype``/``torch_dtype``); others: float32.
+_BUILD_DTYPES = ("float32", "float16", "bfloat16", "float64")
+#: torch's functions that create a tensor on a device: sent to the meta device while a model is built.
+_CONSTRUCTORS = (
+    "empty",
+    "empty_permuted",
+    "empty_strided",
+    "zeros",
+    "ones",
+    "full",
+    "arange",
+    "range",
+    "linspace",
+    "logspace",
+    "eye",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "tensor",
+    "as_tensor",
+    "asarray",
+    "scalar_tensor",
+    "tril_indices",
+    "triu_indices",
+    "bartlett_window",
+    "blackman_window",
+    "hamming_window",
+    "hann_window",
+    "kaiser_window",
+)
+
+
 def is_model_directory(target: Any) -> bool:
-    """Whether ``target`` names a folder holding a ``config.json``."""
+    """Whether ``target`` names a folder holding a ``config.json`` (whatever that entry is: a folder, a FIFO
+    or a broken link is refused by :func:`from_directory` with a message that says so)."""
     if not isinstance(target, (str, Path)):
         return False
     folder = Path(target)
-    return folder.is_dir() and (folder / "config.json").is_file()
+    return folder.is_dir() and os.path.lexists(folder / "config.json")
 
 
 def from_directory(folder: str | Path) -> Any:
-    """The model of ``folder/config.json`` (``transformers.AutoModel``), its parameters on the meta device,
-    its buffers real; positional weights read from ``folder/*.safetensors`` when present."""
+    """The model of ``folder/config.json`` (the class ``transformers.AutoModel`` maps its ``model_type`` to),
+    its parameters on the meta device, its positional buffers real; positional weights read from
+    ``folder/*.safetensors`` when present.
+
+    Nothing of the folder runs and nothing global changes:
+
+    * a config with ``auto_map`` (a model that ships its own code) or a ``model_type`` transformers does not
+      know is refused (:class:`ModelDirectoryError`): posenc never executes a checkpoint's code
+      (``trust_remote_code=False`` wherever transformers resolves a config or a class);
+    * config.json is read and checked before transformers sees it: at most :data:`MAX_CONFIG_BYTES`,
+      :data:`MAX_CONFIG_DEPTH` levels, every number finite, each size field (``hidden_size``, the layer,
+      head and expert counts, ``vocab_size``, the position counts) a whole number within its bound,
+      ``pad_token_id`` below ``vocab_size``, the rotary numbers real (``rope_theta`` > 0), and the parameters
+      it describes at most :data:`MAX_PARAMETERS`; every ``*.safetensors`` entry is a regular file with a
+      sound header;
+    * the model is built under a torch function mode of this thread only (no class or module attribute is
+      patched, no default dtype or device set: another thread building a model meanwhile is untouched, and
+      transformers' own weight initialisation, which patches ``torch.nn.init``, is skipped on meta): every
+      tensor torch creates goes to the meta device, in the config's dtype where the code gives none;
+    * the buffers of the positional components (``inv_freq``, sinusoidal tables) are then computed on the
+      cpu by the model's own ``_init_weights`` (transformers' way to recompute what ``__init__`` computes:
+      it loads every checkpoint this way), at most :data:`MAX_TABLE_VALUES` each; a buffer it does not
+      recompute stays on meta, and its component is reported not audited.
+
+    Any failure is a :class:`ModelDirectoryError` (a ValueError) naming the folder, the field or file, and
+    the fix.
+    """
+    folder = Path(folder)
+    data = _read_config(folder)
+    files = _weight_files(folder)
     import torch
     import transformers
 
-    folder = Path(folder)
+    config, model_class = _config_and_class(folder, data, transformers)
+    dtype = getattr(config, "dtype", None)
+    name = str(dtype).removeprefix("torch.")
+    dtype = getattr(torch, name) if name in _BUILD_DTYPES else None
     try:
-        config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True)
-    except (OSError, ValueError, KeyError) as error:
-        raise ValueError(f"{folder / 'config.json'} is not a config transformers can read: {error}") from None
-    register = torch.nn.Module.register_parameter
-
-    def on_meta(module: Any, name: str, param: Any) -> None:
-        register(module, name, param)
-        if param is not None and param.device.type != "meta":
-            module._parameters[name] = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
-
-    torch.nn.Module.register_parameter = on_meta  # only while this model is built
-    try:
-        model = transformers.AutoModel.from_config(config).eval()
-    finally:
-        torch.nn.Module.register_parameter = register
-    _read_positional_weights(model, folder)
+        with _OnMeta.of(torch)(dtype):
+            model = model_class(config)
+        model.eval()
+    except Exception as error:  # transformers' code on a config it accepted: any error is said
+        raise ModelDirectoryError(
+            f"{folder}: transformers could not build its {model_class.__name__} from config.json "
+            f"({_said(error)}); correct the field it names in {folder / 'config.json'}"
+        ) from None
+    _compute_positional_buffers(model, folder, dtype, torch, transformers)
+    _read_positional_weights(model, folder, files)
     return model
 
 
-def _read_positional_weights(model: Any, folder: Path) -> None:
+def _said(error: BaseException) -> str:
+    """An exception on one line, cut to 300 characters: ``TypeError: unsupported operand ...``."""
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _read_config(folder: Path) -> dict[str, Any]:
+    """``folder/config.json`` as a dict, checked (:func:`from_directory`); no code of the folder runs."""
+    from .targets import _not_a_file as not_a_file
+
+    path = folder / "config.json"
+    problem = not_a_file(path)
+    if problem:
+        raise ModelDirectoryError(
+            f"{path} {problem}; a model folder holds its config as a JSON file", "config.json"
+        )
+    try:
+        with open(path, "rb") as stream:
+            raw = stream.read(MAX_CONFIG_BYTES + 1)
+    except OSError as error:
+        raise ModelDirectoryError(
+            f"{path} cannot be read ({error.strerror or error})", "config.json"
+        ) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ModelDirectoryError(
+            f"{path} is larger than {MAX_CONFIG_BYTES >> 20} MiB; a model's config.json is a few KiB: give "
+            "the folder of the model's own config.json",
+            "config.json",
+        )
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise ModelDirectoryError(
+            f"{path} nests deeper than a JSON reader follows; a model's config nests a few levels: give the "
+            "model's own config.json",
+            "config.json",
+        ) from None
+    except ValueError as error:  # not UTF-8, not JSON
+        raise ModelDirectoryError(
+            f"{path} is not JSON ({' '.join(str(error).split())[:200]}); give the model's own config.json",
+            "config.json",
+        ) from None
+    if not isinstance(data, dict):
+        raise ModelDirectoryError(
+            f"{path} holds a JSON {type(data).__name__}, not an object of fields; give the model's own "
+            "config.json",
+            "config.json",
+        )
+    _refuse_own_code(folder, data.get("auto_map"), "auto_map")
+    model_type = data.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ModelDirectoryError(
+            f"{path} names no model_type (got {validation.shorten(model_type)}); a Hugging Face config names "
+            'its architecture, e.g. "model_type": "llama"',
+            "model_type",
+        )
+    _check_config(path, data)
+    return data
+
+
+def _refuse_own_code(folder: Path, auto_map: Any, where: str) -> None:
+    """Refuse a config that asks transformers to run the folder's own code (an ``auto_map``)."""
+    if auto_map is None:
+        return
+    named = ", ".join(sorted(map(str, auto_map.values())))[:200] if isinstance(auto_map, dict) else "code"
+    raise ModelDirectoryError(
+        f"{folder} asks for its own code (config.json's {where}: {named}), and posenc never runs a "
+        "checkpoint's code; build the model yourself in Python, if you trust that code, and audit it there: "
+        "posenc.audit(model)",
+        where,
+    )
+
+
+def _check_config(path: Path, data: dict[str, Any]) -> None:
+    """Every level of config.json: its depth, its numbers finite, its size fields, pad token and rotary
+    numbers within their bounds, and the parameters it describes (:func:`from_directory`)."""
+    stack: list[tuple[str, Any, int, bool]] = [("", data, 1, False)]
+    parameters = 0
+    while stack:
+        where, node, depth, rope = stack.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            raise ModelDirectoryError(
+                f"{path}: {where} nests {depth} levels deep (at most {MAX_CONFIG_DEPTH}); a model's config "
+                "nests a few levels: give the model's own config.json",
+                where,
+            )
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in items:
+            name = f"{where}.{key}" if isinstance(node, dict) and where else str(key)
+            name = f"{where}[{key}]" if isinstance(node, list) else name
+            if isinstance(value, (dict, list)):
+                stack.append((name, value, depth + 1, rope or key in _ROPE_BLOCKS))
+            elif isinstance(value, float) and not math.isfinite(value):
+                written = "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+                raise ModelDirectoryError(
+                    f"{path}: {name} is {written}, which is no number (nor JSON); write a finite number", name
+                )
+        if isinstance(node, dict):
+            if where and "auto_map" in node:
+                _refuse_own_code(path.parent, node["auto_map"], f"{where}.auto_map")
+            _check_fields(path, where, node, rope)
+            parameters += _parameters(node)
+    if parameters > MAX_PARAMETERS:
+        raise ModelDirectoryError(
+            f"{path} describes a model of about {parameters:.2g} parameters (from its hidden size, layers, "
+            f"experts and vocabulary); posenc builds models of at most {MAX_PARAMETERS:.0e} (50 times the "
+            "largest published): correct hidden_size, intermediate_size or the layer counts",
+            "hidden_size",
+        )
+
+
+def _check_fields(path: Path, where: str, node: dict[str, Any], rope: bool) -> None:
+    """The size fields, the pad token and the rotary numbers of one level of a config."""
+    prefix = f"{where}." if where else ""
+
+    def refuse(error: Exception, name: str) -> ModelDirectoryError:
+        return ModelDirectoryError(f"{path}: {error}; correct it in config.json", name)
+
+    for key, (low, high, why) in _SIZES.items():
+        if node.get(key) is not None:
+            try:
+                node[key] = validation.integer(  # a whole float (4096.0) counted as the integer it is
+                    prefix + key, node[key], minimum=low, maximum=high, why=why, integral_floats=True
+                )
+            except (TypeError, ValueError) as error:
+                raise refuse(error, prefix + key) from None
+    pad, vocab = node.get("pad_token_id"), node.get("vocab_size")
+    if pad is not None:
+        name = prefix + "pad_token_id"
+        if isinstance(pad, bool) or not isinstance(pad, int):
+            raise ModelDirectoryError(
+                f"{path}: {name} must be a token id (an integer) or null; got {validation.shorten(pad)}", name
+            )
+        if isinstance(vocab, int) and not -vocab <= pad < vocab:
+            raise ModelDirectoryError(
+                f"{path}: {name} is {pad} but vocab_size is {vocab}: token ids run 0 .. {vocab - 1}; set "
+                "pad_token_id below vocab_size (or null) in config.json",
+                name,
+            )
+    for block in _ROPE_BLOCKS:
+        if node.get(block) is not None and not isinstance(node[block], dict):
+            raise ModelDirectoryError(
+                f"{path}: {prefix + block} must be an object of rotary fields (or null); got "
+                f"{validation.shorten(node[block])}",
+                prefix + block,
+            )
+    numbers = [(k, True) for k in _BASES if k in node]
+    numbers += [(k, False) for k in _ROPE_NUMBERS if rope and node.get(k) is not None]
+    numbers += [("partial_rotary_factor", False)] if node.get("partial_rotary_factor") is not None else []
+    for key, base in numbers:
+        if node[key] is None:
+            raise refuse(ValueError(f"{prefix + key} must be a number > 0; got null"), prefix + key)
+        try:
+            value = validation.real(prefix + key, node[key])
+        except (TypeError, ValueError) as error:
+            raise refuse(error, prefix + key) from None
+        if (base or key in ("factor", "partial_rotary_factor")) and not value > 0:
+            raise refuse(ValueError(f"{prefix + key} must be > 0; got {node[key]!r}"), prefix + key)
+
+
+def _parameters(node: dict[str, Any]) -> int:
+    """The parameters one level of a config describes, roughly: embeddings plus, per layer, attention (4 h²)
+    and MLP (3 h i per expert). Fields already checked."""
+
+    def first(*keys: str) -> int:
+        return next((node[k] for k in keys if isinstance(node.get(k), int)), 0)
+
+    width = first("hidden_size", "d_model", "n_embd")
+    if not width:
+        return 0
+    inner = first("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner", "d_ff")
+    layers = sum(
+        node[k]
+        for k in ("num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers")
+        if isinstance(node.get(k), int)
+    )
+    experts = max(1, first("num_experts", "num_local_experts", "n_routed_experts"))
+    vocab = first("vocab_size")
+    return vocab * width + layers * (4 * width * width + 3 * width * (inner or 4 * width) * experts)
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    """The folder's ``*.safetensors`` files, each checked to be a regular file with a sound header (a folder,
+    a FIFO or garbage named so is refused, naming it)."""
+    from .targets import _not_a_file as not_a_file
+
+    files = sorted(folder.glob("*.safetensors"))
+    for file in files:
+        problem = not_a_file(file)
+        if problem:
+            raise ModelDirectoryError(
+                f"{file} {problem}, not a safetensors file; remove or rename it", file.name
+            )
+        why = _header_problem(file)
+        if why:
+            raise ModelDirectoryError(
+                f"{file} is not a safetensors file ({why}); replace it with the checkpoint's own file, or "
+                "remove it to audit without the weights",
+                file.name,
+            )
+    return files
+
+
+def _header_problem(file: Path) -> str | None:
+    """Why ``file`` has no sound safetensors header (8 bytes of length, then a JSON object), or None."""
+    try:
+        with open(file, "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            head = stream.read(8)
+            if len(head) < 8:
+                return f"{size} bytes, shorter than a header"
+            length = int.from_bytes(head, "little")
+            if length > min(MAX_HEADER_BYTES, size - 8):
+                return f"its header claims {length:,} bytes of a file of {size:,}"
+            header = json.loads(stream.read(length))
+    except RecursionError:
+        return "its header nests too deep"
+    except (OSError, ValueError) as error:
+        return " ".join(str(error).split())[:200]
+    return None if isinstance(header, dict) else "its header is not a JSON object"
+
+
+def _config_and_class(folder: Path, data: dict[str, Any], transformers: Any) -> tuple[Any, Any]:
+    """The folder's config (``AutoConfig``, ``trust_remote_code=False``) and the model class transformers
+    maps it to, refusing a ``model_type`` it does not know (that folder needs its own code)."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    path = folder / "config.json"
+    model_type = data["model_type"]
+    if model_type not in transformers.CONFIG_MAPPING:
+        raise ModelDirectoryError(
+            f"{path}: model_type {model_type!r} is not one transformers {transformers.__version__} knows: "
+            "the folder asks for its own code, and posenc never runs a checkpoint's code; build the model "
+            "yourself in Python, if you trust that code, and audit it there: posenc.audit(model)",
+            "model_type",
+        )
+    try:
+        config = transformers.AutoConfig.from_pretrained(
+            str(folder), local_files_only=True, trust_remote_code=False
+        )
+    except Exception as error:  # transformers' reading of a config it does not accept
+        raise ModelDirectoryError(
+            f"{path} is not a config transformers can read ({_said(error)}); correct the field it names",
+            "config.json",
+        ) from None
+    if type(config) not in MODEL_MAPPING:
+        raise ModelDirectoryError(
+            f"{path}: transformers has no model class for model_type {model_type!r} (AutoModel maps none); "
+            "build the model in Python and audit it there: posenc.audit(model)",
+            "model_type",
+        )
+    model_class = MODEL_MAPPING[type(config)]
+    if isinstance(
+        model_class, (list, tuple)
+    ):  # several: the one the config's architectures name, else the first
+        named = {c.__name__: c for c in model_class}
+        model_class = next((named[a] for a in config.architectures or [] if a in named), model_class[0])
+    text = getattr(config, "sub_configs", {}).get("text_config")
+    if text is not None and getattr(model_class, "config_class", None) == text:  # as AutoModel.from_config
+        config = config.get_text_config()
+    return config, model_class
+
+
+class _OnMeta:
+    """``_OnMeta.of(torch)(dtype)``: a torch function mode (torch keeps its modes per thread) under which
+    every tensor torch creates goes to the meta device — none is allocated, whatever its size — and a
+    floating one created without a dtype is of ``dtype`` (the config's; None: as it comes)."""
+
+    _class: Any = None
+
+    @classmethod
+    def of(cls, torch: Any) -> Any:
+        if cls._class is None:
+            from torch.overrides import TorchFunctionMode
+
+            constructors = {getattr(torch, n) for n in _CONSTRUCTORS if hasattr(torch, n)}
+            from_data = {getattr(torch, n) for n in ("tensor", "as_tensor", "asarray") if hasattr(torch, n)}
+            meta = torch.device("meta")
+
+            class OnMeta(TorchFunctionMode):
+                def __init__(self, dtype: Any) -> None:
+                    super().__init__()
+                    self.dtype = dtype
+
+                def __torch_function__(
+                    self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                ) -> Any:
+                    kwargs = dict(kwargs or {})
+                    if func not in constructors:
+                        return func(*args, **kwargs)
+                    kwargs["device"] = meta
+                    result = func(*args, **kwargs)
+                    typed = kwargs.get("dtype") is not None or (
+                        func in from_data and args and not isinstance(args[0], (int, float, list, tuple))
+                    )
+                    if self.dtype is not None and not typed and result.dtype == torch.float32:
+                        result = result.to(self.dtype)
+                    return result
+
+            cls._class = OnMeta
+        return cls._class
+
+
+def _compute_positional_buffers(model: Any, folder: Path, dtype: Any, torch: Any, transformers: Any) -> None:
+    """Compute the meta buffers of each positional component (``inv_freq``, a sinusoidal table) on the cpu,
+    with the ``_init_weights`` of the transformers model that holds it; what it leaves uncomputed goes back
+    to meta (that component is then not audited, and says so). A float32 table is held in the config's
+    ``dtype``, as transformers holds it when it builds under that default dtype (M2M100 and its family cast
+    their table to ``torch.get_default_dtype()``, which posenc leaves alone)."""
+    from ..torch.patching import find
+
+    for path, kind, what in find(model):
+        owner, module = path, what
+        if kind == "table":
+            owner, _, name = path.rpartition(".")
+            module = model.get_submodule(owner)
+            if name not in dict(module.named_buffers(recurse=False)):
+                continue  # a parameter: read from the folder's safetensors, if it holds it
+        pending = {
+            k: b for k, b in module.named_buffers(recurse=False) if b.is_meta and b.is_floating_point()
+        }
+        if not pending:
+            continue
+        values = sum(b.numel() for b in pending.values())
+        if values > MAX_TABLE_VALUES:
+            raise ModelDirectoryError(
+                f"{folder}: {owner or type(model).__name__} would compute {values:,} values (at most "
+                f"{validation.power_text(MAX_TABLE_VALUES)}); lower max_position_embeddings or the width in "
+                "config.json",
+                path,
+            )
+        parts = owner.split(".") if owner else []
+        holders = (model.get_submodule(".".join(parts[:n])) for n in range(len(parts), -1, -1))
+        holder = next((m for m in holders if isinstance(m, transformers.PreTrainedModel)), None)
+        if holder is None:
+            continue
+        for key, buffer in pending.items():
+            held = dtype if kind == "table" and dtype is not None and buffer.dtype == torch.float32 else None
+            setattr(module, key, torch.full(buffer.shape, math.nan, dtype=held or buffer.dtype))
+        try:
+            with torch.no_grad():
+                holder._init_weights(module)
+            failed = False
+        except Exception:  # its own init of this module: then not audited, as on meta
+            failed = True
+        for key, buffer in pending.items():
+            if failed or bool(torch.isnan(getattr(module, key)).all()):
+                setattr(module, key, buffer)
+
+
+def _read_positional_weights(model: Any, folder: Path, files: list[Path]) -> None:
     """Fill the model's positional parameters (left on meta) from the folder's safetensors files, matching
-    names by their ending (a checkpoint may prefix them with ``model.``)."""
+    names by their ending (a checkpoint may prefix them with ``model.``) and shapes (read from the header
+    before the tensor)."""
     from ..torch.patching import find
 
     wanted = {path: tensor for path, kind, tensor in find(model) if kind == "table" and tensor.is_meta}
-    files = sorted(folder.glob("*.safetensors"))
     if not wanted or not files:
         return
     import torch
     from safetensors import safe_open
 
     for file in files:
-        with safe_open(str(file), framework="pt") as stored:
-            for key in stored.keys():  # noqa: SIM118  (safe_open has keys(), no iteration)
-                path = next((p for p in wanted if key == p or key.endswith("." + p)), None)
-                if path is None:
-                    continue
-                value = stored.get_tensor(key)
-                owner, _, name = path.rpartition(".")
-                module = model.get_submodule(owner) if owner else model
-                if tuple(value.shape) == tuple(wanted[path].shape):
+        try:
+            with safe_open(str(file), framework="pt") as stored:
+                for key in stored.keys():  # noqa: SIM118  (safe_open has keys(), no iteration)
+                    path = next((p for p in wanted if key == p or key.endswith("." + p)), None)
+                    if path is None:
+                        continue
+                    shape = tuple(stored.get_slice(key).get_shape())
+                    if shape != tuple(wanted[path].shape) or math.prod(shape) > MAX_TABLE_VALUES:
+                        continue
+                    value = stored.get_tensor(key)
+                    owner, _, name = path.rpartition(".")
+                    module = model.get_submodule(owner) if owner else model
                     setattr(module, name, torch.nn.Parameter(value, requires_grad=False))
+        except Exception as error:  # a file that is no safetensors one: said, naming it
+            raise ModelDirectoryError(
+                f"{file} cannot be read as safetensors ({_said(error)}); replace it with the checkpoint's "
+                "own file, or remove it to audit without the weights",
+                file.name,
+            ) from None

@@ -49,7 +49,16 @@ import numpy as np
 from .. import validation
 from .guard import TargetError, target_code
 
-__all__ = ["MAX_POSITION", "Target", "WrongOutput", "as_target", "load_object", "values_of"]
+__all__ = [
+    "MAX_POSITION",
+    "Target",
+    "WrongOutput",
+    "as_target",
+    "check_code_file",
+    "is_code",
+    "load_object",
+    "values_of",
+]
 
 MAX_POSITION = validation.MAX_POSITION
 #: Elements of the zeros fed to a module at most (128 MiB of float32): the rows a module can be asked for.
@@ -99,7 +108,7 @@ def as_target(
         return target
     if isinstance(target, (str, Path)):
         text = str(target)
-        if ":" in Path(text).name and Path(text.rsplit(":", 1)[0]).suffix == ".py":
+        if is_code(text):
             return as_target(load_object(text, d_model=d_model), d_model=d_model, dtype=dtype, label=text)
         return _file(Path(text), key)
     torch = sys.modules.get("torch")
@@ -118,13 +127,28 @@ def as_target(
     )
 
 
-def load_object(spec: str, *, d_model: int | None = None) -> Any:
-    """The object of ``"path/to/file.py:Name"``; a class is instantiated (with ``d_model`` if it takes it)."""
-    path, _, name = spec.rpartition(":")
-    file = Path(path)
-    problem = _not_a_file(file)
+def is_code(target: Any) -> bool:
+    """Whether ``target`` names code to run: ``"path/to/file.py:Name"``."""
+    if not isinstance(target, (str, Path)):
+        return False
+    text = str(target)
+    return ":" in Path(text).name and Path(text.rsplit(":", 1)[0]).suffix == ".py"
+
+
+def check_code_file(spec: str) -> Path:
+    """The file of ``"path/to/file.py:Name"``, checked to be a regular file before anything opens it (a
+    FIFO or a device could block): else a ValueError that says what it is."""
+    path = spec.rpartition(":")[0]
+    problem = _not_a_file(Path(path))
     if problem:
         raise ValueError(f"target {spec!r}: {path} {problem}; write it as path/to/file.py:Name")
+    return Path(path)
+
+
+def load_object(spec: str, *, d_model: int | None = None) -> Any:
+    """The object of ``"path/to/file.py:Name"``; a class is instantiated (with ``d_model`` if it takes it)."""
+    file = check_code_file(spec)
+    path, _, name = spec.rpartition(":")
     module_spec = importlib.util.spec_from_file_location(f"_posenc_audit_{file.stem}", file)
     if module_spec is None or module_spec.loader is None:
         raise ValueError(f"target {spec!r}: {path} cannot be imported as a Python file")

@@ -19,13 +19,32 @@ What is found, and how each is made exact:
   are identified and made exact;
 * **diffusers ``Timesteps``** — replaced by :class:`posenc.torch.Timesteps` with the same options.
 
-Before anything is replaced, the original and the replacement are compared on probe positions (rotary:
-every position below 256 and a spread up to the config's ``max_position_embeddings``; timesteps 0..1000):
-the largest difference must be within the original's own rounding error (its float32 angles, or the
-precision its frequencies or table are stored in); anything it cannot prove — a learned table, an unknown
-variant, a module built without a config, values on the meta device — is left alone, with the reason, in
-the :class:`PatchReport`. Modules whose values cannot be read (meta) are proven from their config alone
-(rotary) or skipped (tables).
+**The proofs.** A component is replaced only where the original is shown to compute posenc's values up to
+its own rounding error, and every allowance is derived from that error at the compared values; none reaches
+:data:`CAP` = 2⁻⁴ of the values' amplitude (a sixteenth of a radian of rotation: a component whose own error
+is larger there cannot be told from a wrong one, so such values prove nothing and are not compared).
+Anything that cannot be proven — a learned table, an unknown variant, a module built without a config —
+is left alone, with the reason, in the :class:`PatchReport`.
+
+* rotary: (1) its ``attention_scaling`` equals the config's; (2) each frequency buffer it holds
+  (``inv_freq``, ``original_inv_freq``, per layer type), read in float64, equals posenc's frequencies for
+  the config within its storage type's rounding of each (half an ulp) plus what float32 code forming them
+  errs (:data:`_FREQUENCY_ULPS` ulps of float32); (3) its cos/sin, on every position below 256 and a spread
+  up to ``max_position_embeddings``, equal posenc's within A·(p·|Δθ_i| + 4·p·θ_i·2⁻²⁴ + 8·2⁻²⁴) at position
+  p and frequency θ_i: the gap of its frequencies Δθ_i (as measured in (2); for "dynamic"/"longrope", whose
+  frequencies change with the length, the bound of (2)), float32's angle p·θ, and the rounding of cos/sin
+  and of A. A module on meta is proven from (1) and its config alone;
+* tables: each value must be within 2⁻²⁴·(4 + 4·p·ω·(1 + |ln(ω/s)|)) of the exact value at its position p
+  and frequency ω (scale s), plus the storage type's rounding: float32 code rounds ω = s·base^(−x), which
+  costs |x| = |ln(ω/s)| float32 ulps of ω, and the angle p·ω (the libraries' own tables measure at most
+  1.4 times the part that grows with p·ω; 2⁻⁵³ instead of 2⁻²⁴ for float64 tables). 2-D/3-D grids, whose
+  frequencies are at most 1, use their largest position for p at every value;
+* timesteps: diffusers' embedding of t = 0..1000 within float32's rounding of angles up to 1000·scale.
+
+**All or nothing.** Every proof runs before anything changes (a proof runs the original's forward on
+probes: what that forward changes in its module — "dynamic"/"longrope" frequency updates — is put back);
+then every swap is applied, and if one fails, those done are undone and the error raised: the model is as
+it was. An error in a proof (a tensor that cannot be read) is raised before anything changed.
 
 **The rotary apply** (``fused=True``; the default where the model's rotary embedding is on CUDA and triton
 is present): every attention module whose ``forward`` calls the global ``apply_rotary_pos_emb`` (Hugging
@@ -37,14 +56,20 @@ on CUDA it is the fused kernel (:func:`posenc.torch.apply_rotary_exact`: cos/sin
 rotation from the position ids the cos tensor carries, the same bits). Before that, each distinct apply
 function of the model is run on float32 probes and must give posenc's bits (in float32, the two are the
 same arithmetic); a model whose attention also rotates by another function (DeepSeek-V3's
-``apply_rotary_pos_emb_interleave``) keeps its own apply, with the reason. In a float32 model the logits
-do not change by a bit; in bfloat16 and float16 the rotation is rounded once instead of three times from
-rounded cos/sin.
+``apply_rotary_pos_emb_interleave``), or whose attention ``forward`` is set on the instance (a hook, a
+user's wrapper) or wrapped by a decorator (``__wrapped__``), keeps its own apply, with the reason: posenc
+does not replace what it cannot see. In a float32 model the logits do not change by a bit; in bfloat16 and
+float16 the rotation is rounded once instead of three times from rounded cos/sin.
 
 ``patch`` changes nothing outside the model it is given (no monkey-patching of a library's functions or
 classes); it is idempotent (a second call finds posenc's modules and exact tables, and keeps the first
 call's originals); it works before or after ``model.to(dtype)``. The originals are kept on the model
-(``model._posenc_originals``) for :func:`unpatch`.
+(``model._posenc_originals``) and on each replacement, which applies ``.to()``, ``.to_empty()`` and the
+like to its original too (that original is in neither ``state_dict`` nor ``modules()``). :func:`unpatch`
+gives back what the model would hold had it never been patched: each original module where its replacement
+still is (its persistent buffers: the replacement's current ones), each table's values where the table
+still holds posenc's (cast as the model was), the attention modules' own ``forward`` where posenc's is
+still set; what the user changed since is left as it is.
 
 >>> import torch
 >>> import posenc.torch
@@ -77,18 +102,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import inspect
 import itertools
 import math
 import re
 import textwrap
 import types
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from .. import grids, presets, rope, validation
+from .. import grids, layouts, presets, rope, validation
+from ..core import frequencies
 from ..porting.verdict import GRIDS
 from .fused_rotary import apply_rotary_exact
 from .kernels.common import KERNEL_DEVICES, kernel_module
@@ -96,7 +124,7 @@ from .modules import Timesteps as ExactTimesteps
 from .rotary import RotaryEmbedding, apply_rotary, cos_sin
 from .tensors import _dtype_name, _to_tensor, _tracing
 
-__all__ = ["Component", "PatchReport", "find", "patch", "unpatch"]
+__all__ = ["CAP", "Component", "PatchReport", "find", "patch", "unpatch"]
 
 #: Words of a dotted name that mark a positional table.
 _WORDS = frozenset(
@@ -106,14 +134,29 @@ _WORDS = frozenset(
 _PROBE = 256
 #: Significant bits of the 16-bit floating types a frequency buffer or a table may be stored in.
 _SIGNIFICAND = {torch.bfloat16: 8, torch.float16: 11}
-#: The attribute of a patched model that keeps the originals: {path: ("module", module) | ("table", tensor)}.
+#: The attribute of a patched model that keeps the originals: {path: _Original}.
 _ORIGINALS = "_posenc_originals"
+#: The attribute of a replacement module (in its ``__dict__``: no child, no state) that holds the original.
+_ORIGINAL = "_posenc_original"
 #: The global function of a Hugging Face attention module's forward that the fused apply replaces.
 _APPLY = "apply_rotary_pos_emb"
 #: Names of global functions that rotate q and k (the apply of some attention module).
 _APPLY_NAME = re.compile(r"apply_\w*(rotary|rope)")
 #: The attribute of a fused rotary embedding's cos that carries (position ids, parameters, seq_len).
 _TAG = "_posenc_rotary"
+#: Rows of a table compared at a time (what the proof holds beyond the table: a few such blocks).
+_BLOCK = 1024
+#: float32's unit roundoff, the relative error of one rounding to float32.
+_F32 = 2.0**-24
+#: The largest allowance of any proof, as a fraction of the values' amplitude: a sixteenth of a radian of
+#: rotation. Float32 code stays within it up to angles of ~10⁵-10⁶ rad; a value whose own error may be
+#: larger cannot tell a right formula from a wrong one, so it is not compared (module docstring).
+CAP = 2.0**-4
+#: What float32 code forming RoPE frequencies errs, in float32 ulps (relative 2⁻²⁴): the exponent rounded
+#: to float32 costs ln(base)/2 ≤ 10.4 ulps for base ≤ 1e9, pow/exp and the reciprocal ~2, Llama 3's and
+#: YaRN's blends a few more (transformers' own: 1.1 to 5.4 ulps, measured); 32 leaves a margin. A frequency
+#: zeroed, halved or off by more than 2·10⁻⁶ (relative) is not the config's.
+_FREQUENCY_ULPS = 32
 
 
 @dataclasses.dataclass
@@ -121,8 +164,9 @@ class Component:
     """One positional component of a model: ``path`` in the module tree (a pattern such as
     ``model.layers.*.self_attn`` for the rotary apply of every layer), ``kind`` ("rotary", "table",
     "timesteps" or "rotary-apply"), ``variant`` (what it was identified as), ``difference`` (the largest
-    |original − posenc| at the probed positions; NaN when not compared), ``tolerance`` (what the original's
-    own rounding allows), ``replaced``, and ``reason`` (how it was proven, or why it was left alone)."""
+    |original − posenc| at the compared values; NaN when not compared), ``tolerance`` (what the original's
+    own rounding allows there, never above :data:`CAP` of the amplitude), ``replaced``, and ``reason`` (how
+    it was proven, or why it was left alone)."""
 
     path: str
     kind: str
@@ -166,9 +210,25 @@ class PatchReport:
         return "\n".join(lines)
 
 
+@dataclasses.dataclass
+class _Original:
+    """What :func:`patch` replaced at one path: ``kind`` "module" (``value``: the original module, also held
+    by its replacement), "table" (``value``: a copy of the original values; ``written``: how to rebuild what
+    posenc wrote, to tell whether the table still holds it) or "forward" (an attention module's own)."""
+
+    kind: str
+    value: Any = None
+    written: Any = None
+
+
+#: One change of a patch: (do it, undo it).
+_Step = tuple[Callable[[], None], Callable[[], None]]
+
+
 def patch(model: nn.Module, *, fused: bool | None = None) -> PatchReport:
     """Replace every positional component of ``model`` that can be proven by posenc's exact equivalent
-    (module docstring); returns the :class:`PatchReport`.
+    (module docstring); returns the :class:`PatchReport`. All or nothing: every proof runs first, then
+    every swap; a swap that fails undoes those done before the error is raised.
 
     ``fused`` (default: True when the model's rotary embedding is on a CUDA device and triton is present)
     also gives the model's attention modules posenc's exact rotary apply (see "the rotary apply" in the
@@ -183,33 +243,111 @@ def patch(model: nn.Module, *, fused: bool | None = None) -> PatchReport:
         raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
     if fused is not None and not isinstance(fused, bool):
         raise TypeError(f"fused must be True, False or None (None: True on CUDA); got {fused!r}")
-    originals = model.__dict__.setdefault(_ORIGINALS, {})
-    components = [_component(model, path, kind, what, originals) for path, kind, what in find(model)]
-    rotaries = [m for m in model.modules() if isinstance(m, _PatchedRotary)]
+    held = model.__dict__.get(_ORIGINALS)
+    originals = {} if held is None else held
+    steps: list[_Step] = []
+    if held is None:
+        steps.append((lambda: model.__dict__.__setitem__(_ORIGINALS, originals), lambda: _forget(model)))
+    components, planned = [], []
+    for path, kind, what in find(model):  # every proof first: nothing changes until all are done
+        component, changes, replacement = _component(model, path, kind, what, originals)
+        components.append(component)
+        steps += changes
+        if isinstance(replacement, _PatchedRotary):
+            planned.append(replacement)
+    rotaries = [m for m in model.modules() if isinstance(m, _PatchedRotary)] + planned
     if fused is None:
         fused = any(_on_kernel_device(m) for m in rotaries)
-    _unfuse(model, originals, rotaries)
+    steps += _unfuse(model, originals, rotaries)
     if fused and rotaries:
-        components.append(_fuse(model, originals, rotaries))
+        component, changes = _fuse(model, originals, rotaries)
+        components.append(component)
+        steps += changes
+    _apply_all(steps)
     return PatchReport(components)
 
 
 def unpatch(model: nn.Module) -> int:
-    """Restore every original that :func:`patch` replaced in ``model`` (modules put back, tables' values
-    copied back); returns how many. A model never patched: 0."""
+    """Give back what :func:`patch` replaced in ``model``: what the model would hold had it never been
+    patched, after ``.to()``, ``.to_empty()`` and the user's changes alike (module docstring). Returns how
+    many components were restored (the rotary apply of every attention module: one). A model never
+    patched: 0."""
     originals = model.__dict__.pop(_ORIGINALS, {})
-    for path, (kind, original) in originals.items():
-        if kind == "forward":
-            model.get_submodule(path).__dict__.pop("forward", None)
-        elif kind == "module":
-            for where in _paths_of(model, path):
-                _set(model, where, original)
-        else:
-            owner, name = _owner(model, path)
-            with torch.no_grad():
-                getattr(owner, name).data.copy_(original)
-    kinds = [kind for kind, _ in originals.values()]
-    return sum(kind != "forward" for kind in kinds) + ("forward" in kinds)  # the rotary apply: one component
+    modules = {id(o.value) for o in originals.values() if o.kind == "module"}
+    swaps = [
+        (path, module)
+        for path, module in model.named_modules(remove_duplicate=False)
+        if path and id(module.__dict__.get(_ORIGINAL)) in modules
+    ]
+    restored = set()
+    for path, replacement in swaps:  # where the replacement still is, and only there
+        original = replacement.__dict__[_ORIGINAL]
+        _give_back_state(replacement, original)
+        _set(model, path, original)
+        restored.add(id(original))
+    count, forward = len(restored), False
+    for path, entry in originals.items():
+        if entry.kind == "forward":
+            module = _module_at(model, path)
+            mine = None if module is None else module.__dict__.get("forward")
+            if isinstance(mine, _ExactApplyForward) and mine.module is module:
+                del module.__dict__["forward"]
+                forward = True
+        elif entry.kind == "table":
+            count += _restore_table(model, path, entry)
+    return count + forward
+
+
+def _forget(model: nn.Module) -> None:
+    model.__dict__.pop(_ORIGINALS, None)
+
+
+def _apply_all(steps: list[_Step]) -> None:
+    """Do every step; if one raises, undo those done (last first) and raise that error."""
+    done: list[Callable[[], None]] = []
+    try:
+        for do, undo in steps:
+            do()
+            done.append(undo)
+    except BaseException as error:
+        failed = 0
+        for undo in reversed(done):
+            try:
+                undo()
+            except Exception:  # keep undoing the others; the first error is the one raised
+                failed += 1
+        if failed:
+            error.add_note(f"posenc.torch.patch: {failed} change(s) could not be undone")
+        raise
+
+
+def _record(originals: dict, path: str, entry: _Original) -> _Step:
+    """The step that keeps ``entry`` as the original at ``path`` (the first call's stays)."""
+    added: list[bool] = []
+
+    def do() -> None:
+        added.append(path not in originals)
+        originals.setdefault(path, entry)
+
+    def undo() -> None:
+        if added and added[-1]:
+            originals.pop(path, None)
+
+    return do, undo
+
+
+def _swap(model: nn.Module, path: str, replacement: nn.Module) -> list[_Step]:
+    """The steps that put ``replacement`` at every path holding the module at ``path``."""
+    steps = []
+    for where in _paths_of(model, path):
+        previous = model.get_submodule(where)
+        steps.append(
+            (
+                functools.partial(_set, model, where, replacement),
+                functools.partial(_set, model, where, previous),
+            )
+        )
+    return steps
 
 
 # --- finding and proving ------------------------------------------------------------------------------
@@ -256,14 +394,19 @@ def _kind(module: nn.Module) -> str | None:
     return None
 
 
-def _component(model: nn.Module, path: str, kind: str, what: Any, originals: dict) -> Component:
+def _component(
+    model: nn.Module, path: str, kind: str, what: Any, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """The proof of one component: its :class:`Component`, the steps that replace it (none where it is
+    left alone) and its replacement module (tables: None). Changes nothing."""
     if isinstance(what, (RotaryEmbedding, ExactTimesteps)):
-        return Component(path, kind, "posenc", 0.0, 0.0, True, "already posenc's (patched)")
+        return Component(path, kind, "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
     if kind == "rotary":
         return _rotary(model, path, what, originals)
     if kind == "timesteps":
         return _timesteps(model, path, what, originals)
-    return _table(path, what, originals)
+    component, steps = _table(path, what, originals)
+    return component, steps, None
 
 
 def _positional(name: str) -> bool:
@@ -271,79 +414,279 @@ def _positional(name: str) -> bool:
     return any(w in _WORDS for w in words)
 
 
-def _rotary(model: nn.Module, path: str, module: nn.Module, originals: dict) -> Component:
+def _declined(
+    path: str, kind: str, variant: str, reason: str, difference: float = math.nan, tolerance: float = math.nan
+) -> tuple[Component, list[_Step], None]:
+    """A component left alone, with the reason: nothing to change."""
+    return Component(path, kind, variant, difference, tolerance, False, reason), [], None
+
+
+def _rotary(
+    model: nn.Module, path: str, module: nn.Module, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
     config = getattr(module, "config", None)
     label = type(module).__name__
     if config is None:
-        return Component(path, "rotary", label, math.nan, math.nan, False, "no config to build it from")
+        return _declined(path, "rotary", label, "no config to build it from")
     try:
         exact = _PatchedRotary(config)
     except (ValueError, TypeError, KeyError) as error:
-        return Component(path, "rotary", label, math.nan, math.nan, False, f"its config: {error}")
+        return _declined(path, "rotary", label, f"its config: {error}")
     inv = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq"))
     exact = exact.to(inv.device)
     params = exact.params or next(iter(exact.layer_params.values()))
     variant = f"rope-{params.rope_type}"
+    held = {k for k, _ in module.named_buffers(recurse=False)}  # Gemma 3 builds only the types it uses
+    held_types = [t for t in exact.layer_params if f"{t}_inv_freq" in held] or [None]
+    scaling = _scaling_mismatch(module, exact, held_types)
+    if scaling is not None:
+        return _declined(path, "rotary", variant, scaling)
     if inv.device.type == "meta":
-        difference, tolerance, how = (
-            math.nan,
-            math.nan,
-            "on meta: built from its config (no values to compare)",
-        )
+        difference, tolerance = math.nan, math.nan
+        how = "on meta: built from its config (no values to compare; its attention_scaling is the config's)"
     else:
+        mismatch, gaps = _frequency_mismatch(module, exact)
+        if mismatch is not None:
+            return _declined(path, "rotary", variant, mismatch)
         try:
-            difference, tolerance = _compare_rotary(module, exact, config, inv)
+            difference, tolerance, worst, counted = _compare_rotary(module, exact, config, held_types, gaps)
         except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
             reason = f"could not be compared: {type(error).__name__}: {str(error)[:120]}"
-            return Component(path, "rotary", variant, math.nan, math.nan, False, reason)
-        if not difference <= tolerance:
-            reason = "its values are not this config's RoPE within its own rounding error"
-            return Component(path, "rotary", variant, difference, tolerance, False, reason)
+            return _declined(path, "rotary", variant, reason)
+        if worst is not None:
+            where, got, allowed = worst
+            reason = (
+                f"its values are not this config's RoPE within its own rounding error: {got:.3g} at {where}, "
+                f"where its own error is at most {allowed:.3g}"
+            )
+            return _declined(path, "rotary", variant, reason, got, allowed)
+        if counted is None:
+            reason = f"cannot be proven: its own error exceeds {CAP:g} of its amplitude at every probe"
+            return _declined(path, "rotary", variant, reason)
+        compared, total = counted
         layers = rope.layer_types(config)
-        how = "equal to its own cos/sin within their rounding error" + (
-            f" (layer types {', '.join(layers)})" if layers else ""
-        )
+        how = "frequencies and attention_scaling its config's; equal to its own cos/sin within their "
+        how += "rounding error" + (f" (layer types {', '.join(layers)})" if layers else "")
+        if compared < total:
+            how += f", at the {compared} of {total} values where that error is below {CAP:g} of the amplitude"
     exact.config = config  # as the original held it (read by code that asks the module for its config)
+    shared = []
     for key, value in module.state_dict().items():  # keep the checkpoint's keys (a persistent inv_freq)
         exact.register_buffer(key, value, persistent=True)
-    originals.setdefault(path, ("module", module))
-    for where in _paths_of(model, path):
-        _set(model, where, exact)
-    return Component(path, "rotary", variant, difference, tolerance, True, how)
+        shared.append(key)
+    exact.__dict__[_ORIGINAL] = module  # follows the replacement's .to() / .to_empty(); no child, no state
+    exact.__dict__["_posenc_shared"] = tuple(shared)
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
+    return Component(path, "rotary", variant, difference, tolerance, True, how), steps, exact
+
+
+def _scaling_mismatch(module: nn.Module, exact: RotaryEmbedding, held_types: list[str | None]) -> str | None:
+    """Why the module's ``attention_scaling`` (or ``{layer_type}_attention_scaling``) is not its config's,
+    or None. Equal means within float32's rounding of the config's (2⁻²⁴ relative: below what float32
+    cos/sin can hold); a module without the attribute is judged by its values alone."""
+    for layer_type in held_types:
+        name = "attention_scaling" if layer_type is None else f"{layer_type}_attention_scaling"
+        value = getattr(module, name, None)
+        if value is None or isinstance(value, bool):
+            continue
+        try:
+            value = float(value)
+        except (TypeError, ValueError, RuntimeError):
+            continue
+        want = rope.attention_scaling(exact.params if layer_type is None else exact.layer_params[layer_type])
+        if not abs(value - want) <= _F32 * abs(want):
+            return f"its {name} {value:.9g} differs from its config's {want:.9g}"
+    return None
+
+
+def _frequency_mismatch(
+    module: nn.Module, exact: RotaryEmbedding
+) -> tuple[str | None, dict[str | None, np.ndarray]]:
+    """Why a frequency buffer of the module (``inv_freq``, ``original_inv_freq``, per layer type) is not
+    its config's, or None; and per layer type the largest |stored − exact| of each frequency.
+
+    Each stored θ_i, read in float64, must be within half an ulp of its storage type at the exact θ_i plus
+    :data:`_FREQUENCY_ULPS` float32 ulps of it (the float32 code that formed it). "dynamic" and "longrope"
+    may hold the set of another length: the one of the lengths it may have seen (its short and long
+    factors; the dynamic base of its ``max_seq_len_cached``) that is nearest counts."""
+    gaps: dict[str | None, np.ndarray] = {}
+    for name, buffer in module.named_buffers(recurse=False):
+        if not name.endswith("inv_freq"):
+            continue
+        prefix = name[: -len("inv_freq")].rstrip("_")
+        layer_type = prefix.removesuffix("original").rstrip("_") or None
+        if (layer_type is None) != (exact.params is not None) or (
+            layer_type is not None and layer_type not in exact.layer_params
+        ):
+            continue  # a buffer of no layer type of the config: not one its forward reads
+        params = exact.params if layer_type is None else exact.layer_params[layer_type]
+        if not buffer.is_floating_point():
+            return f"its {name} holds {buffer.dtype} values, not frequencies", gaps
+        stored = buffer.detach().to("cpu", torch.float64).numpy().reshape(-1)
+        nearest = None
+        for want in _frequency_sets(module, params, layer_type):
+            if want.shape != stored.shape:
+                continue
+            gap = np.abs(stored - want)
+            allowed = _half_ulp(want, buffer.dtype) + _FREQUENCY_ULPS * _F32 * want
+            relative = float(np.max(gap / want, initial=0.0)) if np.isfinite(stored).all() else math.inf
+            if nearest is None or relative < nearest[0]:
+                nearest = (relative, gap, bool((gap <= allowed).all()), float(np.max(allowed / want)))
+        if nearest is None:
+            count = len(rope.inv_freq(params))
+            return (
+                f"its frequencies differ from its config's: {name} holds {stored.size}, it has {count}",
+                gaps,
+            )
+        relative, gap, within, allowed = nearest
+        if not within:
+            reason = (
+                f"its frequencies differ from its config's: max relative difference {relative:.3g} ({name}, "
+                f"{str(buffer.dtype)[6:]}; its storage and float32 code allow {allowed:.2g})"
+            )
+            return reason, gaps
+        gaps[layer_type] = np.maximum(gaps[layer_type], gap) if layer_type in gaps else gap
+    if not gaps:
+        names = ", ".join(k for k, _ in module.named_buffers(recurse=False) if k.endswith("inv_freq"))
+        return f"its frequency buffers ({names}) are none of its config's layer types", gaps
+    return None, gaps
+
+
+def _frequency_sets(
+    module: nn.Module, params: rope.RopeParameters, layer_type: str | None
+) -> list[np.ndarray]:
+    """The frequencies a module of ``params`` may hold: its config's at the start, and for the types that
+    change with the length those of the lengths it may have run at."""
+    sets = [rope.inv_freq(params)]
+    if params.rope_type == "longrope" and params.original_max_position_embeddings:
+        sets.append(rope.inv_freq(params, seq_len=params.original_max_position_embeddings + 1))
+    if params.rope_type == "dynamic":
+        name = "max_seq_len_cached" if layer_type is None else f"{layer_type}_max_seq_len_cached"
+        length = getattr(module, name, None)
+        if isinstance(length, int) and not isinstance(length, bool) and length > 0:
+            sets.append(rope.inv_freq(params, seq_len=length))
+    return sets
+
+
+def _half_ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """Half an ulp of ``dtype`` at each of ``values`` (subnormals: half the smallest step)."""
+    info = torch.finfo(dtype)
+    return np.maximum(np.abs(values), info.tiny) * info.eps / 2
+
+
+@contextlib.contextmanager
+def _kept(module: nn.Module) -> Iterator[None]:
+    """Run a probe of ``module``'s forward and put back what it changed in the module (Hugging Face's
+    "dynamic"/"longrope" update their frequency buffers, ``max_seq_len_cached`` and ``attention_scaling``):
+    its buffers' values and objects, and its attributes."""
+    saved = []
+    for m in module.modules():
+        buffers = {k: (b, None if b is None else b.detach().clone()) for k, b in m._buffers.items()}
+        saved.append((m, dict(m.__dict__), buffers))
+    try:
+        yield
+    finally:
+        for m, attributes, buffers in saved:
+            for key in [k for k in m.__dict__ if k not in attributes]:
+                del m.__dict__[key]
+            m.__dict__.update(attributes)
+            m._buffers.clear()
+            for key, (buffer, values) in buffers.items():
+                if buffer is not None and values is not None and not torch.equal(buffer, values):
+                    with torch.no_grad():
+                        buffer.copy_(values)
+                m._buffers[key] = buffer
 
 
 def _compare_rotary(
-    module: nn.Module, exact: nn.Module, config: Any, inv: torch.Tensor
-) -> tuple[float, float]:
-    """The largest |original − posenc| over the probe positions (every layer type), and what the
-    original's rounding allows: float32 angles (≈ 2⁻²⁴ · p · θ_max), its frequencies' storage precision."""
+    module: nn.Module,
+    exact: RotaryEmbedding,
+    config: Any,
+    held_types: list[str | None],
+    gaps: dict[str | None, np.ndarray],
+) -> tuple[float, float, tuple[str, float, float] | None, tuple[int, int] | None]:
+    """Compare the module's cos/sin with posenc's on the probe positions, for every layer type it holds.
+    Returns the largest |original − posenc| over the compared values, the largest allowance there, the
+    first value beyond its allowance (where, difference, allowance) or None, and (compared, total) values
+    (None where some frequency is compared at no position but 0: nothing proven).
+
+    The allowance at position p and frequency θ_i is A·(p·Δθ_i + 4·p·θ_i·2⁻²⁴ + 8·2⁻²⁴) (module
+    docstring); values whose allowance exceeds :data:`CAP`·A are not compared."""
     limit = int(getattr(config, "max_position_embeddings", 0) or 4096)
     spread = np.unique(np.geomspace(_PROBE, max(limit - 1, _PROBE), 64).astype(np.int64))
-    short = torch.arange(min(_PROBE, limit), device=inv.device)[None]  # dynamic/longrope: their short rule
-    ids = torch.from_numpy(np.concatenate([np.arange(min(_PROBE, limit)), spread[spread < limit]]))[None]
-    ids = ids.to(inv.device)
-    x = torch.zeros(1, 1, dtype=torch.float32, device=inv.device)
-    held = {k for k, _ in module.named_buffers(recurse=False)}  # Gemma 3 builds only the types it uses
-    types = [t for t in exact.layer_params if f"{t}_inv_freq" in held] or [None]
-    worst, allowed = 0.0, 0.0
-    for layer_type, probe in itertools.product(types, (short, ids)):
+    inv = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq"))
+    device, storage = inv.device, inv.dtype
+    short = np.arange(min(_PROBE, limit))  # dynamic/longrope: their short rule
+    wide = np.concatenate([short, spread[spread < limit]])
+    x = torch.zeros(1, 1, dtype=torch.float32, device=device)
+    worst, allowed, compared, total = 0.0, 0.0, 0, 0
+    for layer_type, positions in itertools.product(held_types, (short, wide)):
+        probe = torch.from_numpy(positions)[None].to(device)
+        args = (x, probe) if layer_type is None else (x, probe, layer_type)
+        with torch.no_grad(), _kept(module):
+            mine = module(*args)
         with torch.no_grad():
-            mine = module(x, probe) if layer_type is None else module(x, probe, layer_type)
-            ours = exact(x, probe) if layer_type is None else exact(x, probe, layer_type)
-        for a, b in zip(mine, ours, strict=True):
-            worst = max(worst, float((a.double() - b.double()).abs().max()))
+            ours = exact(*args)
         params = exact.params if layer_type is None else exact.layer_params[layer_type]
-        theta = float(rope.inv_freq(params).max())
-        scaling = abs(rope.attention_scaling(params))
-        stored = 2.0 ** -_SIGNIFICAND.get(inv.dtype, 24)
-        angle = float(ids.max()) * theta
-        allowed = max(allowed, scaling * (4 * angle * max(stored, 2.0**-24) + 4 * 2.0**-24))
-    return worst, allowed
+        theta = np.max(np.stack(_frequency_sets(module, params, layer_type)), axis=0)
+        gap = gaps.get(layer_type)
+        if gap is None or params.rope_type in ("dynamic", "longrope"):  # the set of another length: bound
+            bound = _half_ulp(theta, storage) + _FREQUENCY_ULPS * _F32 * theta
+            gap = bound if gap is None or gap.shape != theta.shape else np.maximum(gap, bound)
+        amplitude = abs(rope.attention_scaling(params))
+        for name, a, b in zip(("cos", "sin"), mine, ours, strict=True):
+            a, b = torch.broadcast_tensors(
+                a.detach().to("cpu", torch.float64), b.detach().to("cpu", torch.float64)
+            )
+            difference = (a - b).abs().numpy()
+            width = difference.shape[-1]
+            column_theta, column_gap = _columns(theta, width), _columns(gap, width)
+            p = np.abs(positions.astype(np.float64))[:, None]
+            allowance = amplitude * (p * (column_gap + 4 * _F32 * column_theta) + 8 * _F32)
+            within_cap = allowance <= CAP * amplitude
+            if not within_cap[p[:, 0] > 0].any(axis=0).all():
+                return math.nan, math.nan, None, None
+            mask = np.broadcast_to(within_cap, difference.shape)
+            over = (difference > allowance) & mask
+            if over.any():
+                index = np.unravel_index(
+                    int(np.argmax(np.where(over, difference - allowance, -np.inf))), over.shape
+                )
+                position, column = int(positions[index[-2]]), int(index[-1])
+                label = f"position {position}, {name} column {column}" + (
+                    f" ({layer_type})" if layer_type else ""
+                )
+                return (
+                    math.nan,
+                    math.nan,
+                    (label, float(difference[index]), float(allowance[index[-2], column])),
+                    None,
+                )
+            worst = max(worst, float(np.max(difference, where=mask, initial=0.0)))
+            allowed = max(
+                allowed, float(np.max(np.broadcast_to(allowance, difference.shape), where=mask, initial=0.0))
+            )
+            compared += int(mask.sum())
+            total += mask.size
+    return worst, allowed, None, (compared, total)
 
 
-def _timesteps(model: nn.Module, path: str, module: nn.Module, originals: dict) -> Component:
+def _columns(per_frequency: np.ndarray, width: int) -> np.ndarray:
+    """A per-frequency quantity at each of ``width`` cos/sin columns: [θ | θ] (Hugging Face's rotate-half
+    cos/sin, posenc's "half" layout), θ alone, else the largest at every column."""
+    n = per_frequency.shape[0]
+    if width == 2 * n:
+        return np.concatenate([per_frequency, per_frequency])
+    if width == n:
+        return per_frequency
+    return np.full(width, float(np.max(per_frequency, initial=0.0)))
+
+
+def _timesteps(
+    model: nn.Module, path: str, module: nn.Module, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
     try:
-        exact = ExactTimesteps(
+        exact = _PatchedTimesteps(
             int(module.num_channels),
             bool(module.flip_sin_to_cos),
             float(module.downscale_freq_shift),
@@ -354,56 +697,188 @@ def _timesteps(model: nn.Module, path: str, module: nn.Module, originals: dict) 
             difference = float((module(t).double() - exact(t).double()).abs().max())
     except Exception as error:
         reason = f"could not be compared: {type(error).__name__}: {str(error)[:120]}"
-        return Component(path, "timesteps", "diffusers", math.nan, math.nan, False, reason)
-    tolerance = 4 * 1000 * float(getattr(module, "scale", 1)) * 2.0**-24 + 4 * 2.0**-24
+        return _declined(path, "timesteps", "diffusers", reason)
+    # float32 angles t·ω up to 1000·scale (the rounding of t·ω and of ω), and of sin/cos; at most CAP
+    tolerance = min(4 * 1000 * abs(float(getattr(module, "scale", 1))) * _F32 + 4 * _F32, CAP)
     if not difference <= tolerance:
         reason = "its values are not diffusers' timestep embedding within float32 rounding"
-        return Component(path, "timesteps", "diffusers", difference, tolerance, False, reason)
-    originals.setdefault(path, ("module", module))
-    for where in _paths_of(model, path):
-        _set(model, where, exact)
+        return _declined(path, "timesteps", "diffusers", reason, difference, tolerance)
+    exact.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
     how = "equal to its own embedding of t = 0..1000 within float32 rounding"
-    return Component(path, "timesteps", "diffusers-timestep", difference, tolerance, True, how)
+    return Component(path, "timesteps", "diffusers-timestep", difference, tolerance, True, how), steps, exact
 
 
-def _table(full: str, tensor: torch.Tensor, originals: dict) -> Component:
+def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component, list[_Step]]:
     from ..porting import identify
 
+    def left(variant: str, reason: str, difference: float = math.nan, tolerance: float = math.nan):
+        return Component(full, "table", variant, difference, tolerance, False, reason), []
+
     if tensor.device.type == "meta":
-        return Component(full, "table", "?", math.nan, math.nan, False, "on meta: no values to identify")
+        return left("?", "on meta: no values to identify")
     rows = tensor.detach().reshape(-1, tensor.shape[-1]).double().cpu().numpy()
-    stored = _SIGNIFICAND.get(tensor.dtype)  # float32 code's error, and its storage's
-    tolerance = 1e-5 + 16 * len(rows) * 2.0**-24 + (2.0**-stored if stored else 0.0)
+    bits = _SIGNIFICAND.get(tensor.dtype)
+    storage = 2.0**-bits if bits else 0.0  # a value rounded once more to a 16-bit type (u: ≥ half an ulp)
+    unit = 2.0**-53 if tensor.dtype == torch.float64 else _F32  # the code's own precision
+    # identify's search only (which variants to try); whether the table is one is decided below, value by
+    # value, by what the code that built it can err at each position and frequency
+    search = min(1e-5 + 16 * len(rows) * _F32 + storage, CAP)
     try:
-        best = identify(rows, tolerance=tolerance, candidates=1)[0]
+        found = identify(rows, tolerance=search, candidates=3)
     except ValueError as error:
-        return Component(full, "table", "?", math.nan, math.nan, False, f"not an encoding table: {error}")
+        return left("?", f"not an encoding table: {error}")
     zeros, leading = 0, _zero_rows(rows)  # zero rows first: a joint table's text places (CogVideoX), kept
-    if not best.matches and 0 < leading < len(rows) - 1:
+    if not any(m.matches for m in found) and 0 < leading < len(rows) - 1:
         with contextlib.suppress(ValueError):
-            tail = identify(rows[leading:], tolerance=tolerance, candidates=1)[0]
-            if tail.matches:
-                best, zeros = tail, leading
-    variant = (best.name or "generic").split(" = ")[0]
-    if not best.matches:
-        reason = "no sinusoidal variant matches (a learned table?)"
-        return Component(full, "table", variant, best.max_error, math.nan, False, reason)
+            tail = identify(rows[leading:], tolerance=search, candidates=3)
+            if any(m.matches for m in tail):
+                found, zeros = tail, leading
+    if not found:
+        return left("?", "no sinusoidal variant matches (a learned table?)")
+    stored = rows[zeros:]
+    best, closest, error = None, None, None
+    for match in (m for m in found if m.matches):
+        try:
+            beyond = _beyond(match, stored, unit, storage)
+        except (ValueError, TypeError) as failure:
+            error = error or failure
+            continue
+        if beyond is None:
+            best = match
+            break
+        closest = closest or (match, *beyond)
+    variant = ((best or found[0]).name or "generic").split(" = ")[0]
+    if best is None and closest is not None:
+        match, (row, column), got, allowed = closest
+        variant = (match.name or "generic").split(" = ")[0]
+        reason = (
+            f"its rows are nearest {variant}, but differ from it by {got:.3g} at row {row + zeros}, column "
+            f"{column}, where the code that builds it errs by at most {allowed:.3g} (a learned or perturbed "
+            "table?)"
+        )
+        return left(variant, reason, got, allowed)
+    if best is None:
+        if error is not None:
+            return left(variant, f"cannot be rebuilt: {error}")
+        return left(variant, "no sinusoidal variant matches (a learned table?)", found[0].max_error)
     try:
-        exact = _exact_rows(best, rows[zeros:].shape, _dtype_name(tensor.dtype))
-    except (ValueError, TypeError) as error:
-        return Component(full, "table", variant, math.nan, math.nan, False, f"cannot be rebuilt: {error}")
+        exact = _exact_rows(best, stored.shape, _dtype_name(tensor.dtype))
+    except (ValueError, TypeError) as failure:
+        return left(variant, f"cannot be rebuilt: {failure}")
     exact = np.concatenate([np.zeros((zeros, rows.shape[1]), exact.dtype), exact])
     difference = float(np.abs(exact.astype(np.float64) - rows).max(initial=0.0))
+    per_row, per_column = _table_bound(best, stored.shape)
+    reach = float(np.max(per_row, initial=0.0)) * float(np.max(per_column, initial=0.0))
+    tolerance = min(unit * (4 + 4 * reach) + storage, CAP)
     values = _to_tensor(exact).reshape(tensor.shape).to(tensor.device)
     if torch.equal(values, tensor.detach()):
-        return Component(full, "table", variant, difference, difference, full in originals, "already exact")
-    originals.setdefault(full, ("table", tensor.detach().clone()))
-    with torch.no_grad():
-        tensor.data.copy_(values)
-    how = f"rows identified ({best.describe()}); overwritten with posenc's, in {str(tensor.dtype)[6:]}"
+        return Component(
+            full, "table", variant, difference, difference, full in originals, "already exact"
+        ), []
+    original = tensor.detach().clone()
+    written = (best, zeros, _dtype_name(tensor.dtype))
+
+    def write() -> None:
+        with torch.no_grad():
+            tensor.data.copy_(values)
+
+    def put_back() -> None:
+        with torch.no_grad():
+            tensor.data.copy_(original)
+
+    steps = [_record(originals, full, _Original("table", original, written)), (write, put_back)]
+    code = "float64" if unit < _F32 else "float32"
+    how = f"rows identified ({best.describe()}), each value within what {code} code errs at its row and "
+    how += f"column; overwritten with posenc's, in {str(tensor.dtype)[6:]}"
     if zeros:
         how += f"; its first {zeros} rows, zeros (a joint table's text places), kept"
-    return Component(full, "table", variant, difference, tolerance, True, how)
+    return Component(full, "table", variant, difference, tolerance, True, how), steps
+
+
+def _beyond(
+    best: Any, stored: np.ndarray, unit: float, storage: float
+) -> tuple[tuple[int, int], float, float] | None:
+    """The value of ``stored`` furthest beyond what the code that builds ``best`` errs there, as (row,
+    column), its difference from posenc's exact value and its allowance: ``unit`` · (4 + 4·|p|·ω·(1 +
+    |ln(ω/s)|)) + ``storage`` (module docstring); None where every value is within. Values whose allowance
+    passes :data:`CAP` are not compared. Block by block: a few rows' worth of memory beyond the tables."""
+    want = _exact_rows(best, stored.shape, "float64")
+    per_row, per_column = _table_bound(best, stored.shape)
+    worst, excess = None, 0.0
+    for start in range(0, len(stored), _BLOCK):
+        block = slice(start, start + _BLOCK)
+        allowance = unit * (4 + 4 * per_row[block, None] * per_column) + storage
+        difference = np.abs(want[block] - stored[block])
+        over = np.where((difference > allowance) & (allowance <= CAP), difference - allowance, 0.0)
+        row, column = np.unravel_index(int(np.argmax(over)), over.shape)
+        if over[row, column] > excess:
+            excess = float(over[row, column])
+            worst = (
+                (start + int(row), int(column)),
+                float(difference[row, column]),
+                float(allowance[row, column]),
+            )
+    return worst
+
+
+def _table_bound(best: Any, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(per row, per column) such that the angle term of the allowance at (r, c) is their product: |p_r| and
+    ω_c·(1 + |ln(ω_c/s)|) for a 1-D variant (float32 code rounds ω = s·base^(−x) to |x| = |ln(ω/s)| ulps of
+    ω, then the angle p·ω: module docstring); a 2-D/3-D grid (frequencies ≤ 1, ω·(1 + |ln ω|) ≤ 1) its
+    largest position at every row, and 1 at every column."""
+    count, width = shape
+    name = next((n for n in (best.name or "").split(" = ") if n in GRIDS), None)
+    if name is not None:
+        return np.full(count, _grid_reach(best.options, count)), np.ones(width)
+    options = best.options
+    layout, odd = options.get("layout", "interleaved"), options.get("odd", "zero")
+    scale = abs(float(options.get("scale", 1.0)))
+    wide = width + 1 if width % 2 and odd in ("literal", "drop") else width
+    kept = {k: options[k] for k in ("base", "shift", "scale", "odd") if k in options}
+    omega = np.abs(frequencies(wide - wide % 2, **kept))
+    column = np.zeros(wide)
+    for columns in layouts.pair_columns(layout, len(omega)):
+        column[columns] = omega
+    column = column[:width]
+    exponent = np.abs(np.log(np.where(column > 0, column, scale) / scale))
+    return np.abs(best.start + np.arange(count, dtype=np.float64)), column * (1 + exponent)
+
+
+def _grid_reach(options: dict[str, Any], rows: int) -> float:
+    """The largest position of an identified grid (its options: sizes, ``base_size``, interpolation scales),
+    at most ``rows``·(base_size / the smallest side)/(the smallest scale) and at least 1."""
+    sizes = []
+    for key in ("grid_size", "feat_shape", "shape", "spatial_size", "temporal_size"):
+        value = options.get(key)
+        if value is not None:
+            sizes += list(value) if isinstance(value, (tuple, list)) else [value]
+    sizes = [float(s) for s in sizes if isinstance(s, (int, float)) and s > 0] or [float(rows)]
+    stretch = float(options.get("base_size", 0) or 0) / min(sizes)
+    scales = [float(v) for k, v in options.items() if k.endswith("interpolation_scale") and v and v > 0]
+    return max(sizes) * max(1.0, stretch) / min([1.0, *scales])
+
+
+def _restore_table(model: nn.Module, path: str, entry: _Original) -> int:
+    """Copy the original values back into the table at ``path`` if it still holds posenc's (as the model
+    cast them since): 1, else 0 (the user's values, or a checkpoint's, stay)."""
+    owner, name = _owner_of(model, path)
+    tensor = None if owner is None else getattr(owner, name, None)
+    if not isinstance(tensor, torch.Tensor) or tensor.is_meta:
+        return 0
+    best, zeros, dtype = entry.written
+    rows = tensor.detach().reshape(-1, tensor.shape[-1])
+    try:
+        exact = _exact_rows(best, (rows.shape[0] - zeros, rows.shape[1]), dtype)
+    except (ValueError, TypeError):
+        return 0
+    exact = np.concatenate([np.zeros((zeros, rows.shape[1]), exact.dtype), exact])
+    mine = _to_tensor(exact).to(tensor.dtype)
+    if tensor.shape != entry.value.shape or not torch.equal(rows.cpu(), mine):
+        return 0
+    with torch.no_grad():
+        tensor.data.copy_(entry.value)
+    return 1
 
 
 def _zero_rows(rows: np.ndarray) -> int:
@@ -426,13 +901,47 @@ def _exact_rows(best: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     return preset.table(count, width, start=best.start, dtype=validation.dtype(dtype))
 
 
+# --- the replacements ---------------------------------------------------------------------------------
+
+
+class _KeepsOriginal(nn.Module):
+    """A replacement that holds the module it replaced (``__dict__[_ORIGINAL]``: neither a child nor in
+    the ``state_dict``) and applies to it what ``.to()``, ``.to_empty()``, ``.half()``, ... apply to itself,
+    so that :func:`unpatch` gives back the module the model would hold had it never been patched."""
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> nn.Module:
+        result = super()._apply(fn, recurse)
+        original = self.__dict__.get(_ORIGINAL)
+        if recurse and isinstance(original, nn.Module):
+            original._apply(fn, recurse)
+        return result
+
+
+class _PatchedTimesteps(_KeepsOriginal, ExactTimesteps):
+    """posenc's :class:`Timesteps` as :func:`patch` puts it in a model (holding the original)."""
+
+
+def _give_back_state(replacement: nn.Module, original: nn.Module) -> None:
+    """Before the original goes back: its persistent buffers are the replacement's current ones (loaded,
+    cast or moved since the patch), as they would be had it stayed in the model."""
+    for key in replacement.__dict__.get("_posenc_shared", ()):
+        value = replacement._buffers.get(key)
+        if value is None:
+            continue
+        if key in original._buffers:
+            original._buffers[key] = value
+        elif key in original._parameters and original._parameters[key] is not None:
+            original._parameters[key].data = value
+
+
 # --- the rotary apply -----------------------------------------------------------------------------------
 
 
-class _PatchedRotary(RotaryEmbedding):
-    """posenc's :class:`RotaryEmbedding` as :func:`patch` puts it in a model. While its attention modules
-    have posenc's exact apply (``fused``), cos/sin come in float32 (the apply rounds once, from them) and
-    eager ones carry what the fused kernel needs: their position ids, parameters and ``seq_len``."""
+class _PatchedRotary(_KeepsOriginal, RotaryEmbedding):
+    """posenc's :class:`RotaryEmbedding` as :func:`patch` puts it in a model (holding the original). While
+    its attention modules have posenc's exact apply (``fused``), cos/sin come in float32 (the apply rounds
+    once, from them) and eager ones carry what the fused kernel needs: their position ids, parameters and
+    ``seq_len``."""
 
     fused = False
 
@@ -516,32 +1025,65 @@ def _on_kernel_device(module: nn.Module) -> bool:
 
 def _applies(module: nn.Module) -> list[str]:
     """The global functions named like a rotary apply (``apply_*rotary*``/``apply_*rope*``) that the
-    module's class ``forward`` calls."""
-    function = getattr(type(module), "forward", None)
+    module's class ``forward`` calls (a wrapped forward: the function it wraps, ``__wrapped__``)."""
+    function = _unwrapped(getattr(type(module), "forward", None))
     code, scope = getattr(function, "__code__", None), getattr(function, "__globals__", {})
     if code is None:
         return []
     return [n for n in code.co_names if _APPLY_NAME.match(n) and callable(scope.get(n))]
 
 
-def _fuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -> Component:
+def _unwrapped(function: Any) -> Any:
+    """``function`` without its decorators (``functools.wraps``' ``__wrapped__`` chain); itself if none."""
+    try:
+        return inspect.unwrap(function) if function is not None else None
+    except ValueError:  # a cycle of __wrapped__
+        return function
+
+
+def _unseen(module: nn.Module) -> str | None:
+    """Why posenc cannot give ``module`` its exact apply without losing what it runs, or None: a
+    ``forward`` set on the instance (a hook, a user's wrapper) that is not posenc's own, or a class
+    ``forward`` wrapped by a decorator (posenc would rebuild the wrapper, not the function that rotates)."""
+    mine = module.__dict__.get("forward")
+    if mine is not None and not (isinstance(mine, _ExactApplyForward) and mine.module is module):
+        return f"its forward is set on the instance ({_named(mine)})"
+    function = getattr(type(module), "forward", None)
+    if function is not None and hasattr(function, "__wrapped__"):
+        return f"its class's forward is wrapped by a decorator ({_named(function)})"
+    return None
+
+
+def _named(function: Any) -> str:
+    inner = getattr(function, "func", function)  # functools.partial: the function it calls
+    return getattr(inner, "__qualname__", None) or type(function).__name__
+
+
+def _fuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -> tuple[Component, list[_Step]]:
     """Give every attention module that calls ``apply_rotary_pos_emb`` posenc's exact apply, once each
-    distinct apply is proven on a probe to be the half rotation posenc computes; else nothing, and why."""
+    distinct apply is proven on a probe to be the half rotation posenc computes, and no such module
+    runs a forward posenc cannot see; else nothing, and why. Returns the component and its steps."""
     targets, functions = [], {}
     for path, module in model.named_modules():
         names = _applies(module)
         others = [n for n in names if n != _APPLY and "vision" not in n]
         if others:
             reason = f"{path} also rotates by {others[0]}, which posenc does not replace: its apply kept"
-            return Component(path, "rotary-apply", "?", math.nan, math.nan, False, reason)
+            return Component(path, "rotary-apply", "?", math.nan, math.nan, False, reason), []
         if _APPLY in names:
+            unseen = _unseen(module)
+            if unseen is not None:
+                reason = (
+                    f"{path}: {unseen}, which posenc does not replace: left as it is, the model's apply kept"
+                )
+                return Component(path, "rotary-apply", "?", math.nan, math.nan, False, reason), []
             targets.append(path)
-            function = type(module).forward.__globals__[_APPLY]
+            function = _unwrapped(type(module).forward).__globals__[_APPLY]
             functions[function] = path
     where = _pattern(targets)
     if not targets:
         reason = "no attention module calls apply_rotary_pos_emb: the model's apply kept"
-        return Component("", "rotary-apply", "?", math.nan, math.nan, False, reason)
+        return Component("", "rotary-apply", "?", math.nan, math.nan, False, reason), []
     rotary = rotaries[0]
     params = rotary.params or next(iter(rotary.layer_params.values()))
     worst = 0.0
@@ -550,27 +1092,80 @@ def _fuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -> 
         worst = max(worst, difference)
         if difference != 0:
             reason = f"{path}'s apply_rotary_pos_emb is not the half rotation posenc computes: its apply kept"
-            return Component(where, "rotary-apply", "?", difference, 0.0, False, reason)
+            return Component(where, "rotary-apply", "?", difference, 0.0, False, reason), []
+    steps = []
     for path in targets:
         module = model.get_submodule(path)
-        originals.setdefault(path, ("forward", None))
-        module.forward = _ExactApplyForward(module)
-    for module in rotaries:
-        module.fused = True
+        steps.append(_record(originals, path, _Original("forward")))
+        steps.append(_instance_forward(module, _ExactApplyForward(module)))
+    steps += [_fused_flag(module, True) for module in rotaries]
     how = (
         f"{len(targets)} attention module(s): apply_rotary_pos_emb is posenc's exact apply (float32, rounded "
         "once; the fused Triton kernel on CUDA), the same bits as theirs on float32 probes"
     )
-    return Component(where, "rotary-apply", "rope-apply-half", worst, 0.0, True, how)
+    return Component(where, "rotary-apply", "rope-apply-half", worst, 0.0, True, how), steps
 
 
-def _unfuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -> None:
-    """Take back what :func:`_fuse` did (the attention modules' own forward, cos/sin in x's dtype)."""
-    for path in [p for p, (kind, _) in originals.items() if kind == "forward"]:
-        model.get_submodule(path).__dict__.pop("forward", None)
-        del originals[path]
-    for module in rotaries:
-        module.fused = False
+def _unfuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -> list[_Step]:
+    """The steps that take back what :func:`_fuse` did (the attention modules' own forward, cos/sin in x's
+    dtype): posenc's forward only, where it still is."""
+    steps = []
+    for path in [p for p, entry in originals.items() if entry.kind == "forward"]:
+        module = _module_at(model, path)
+        mine = None if module is None else module.__dict__.get("forward")
+        if isinstance(mine, _ExactApplyForward) and mine.module is module:
+            steps.append(_instance_forward(module, None))
+        entry = originals[path]
+        steps.append(
+            (
+                functools.partial(originals.pop, path, None),
+                functools.partial(originals.__setitem__, path, entry),
+            )
+        )
+    return steps + [_fused_flag(module, False) for module in rotaries]
+
+
+def _instance_forward(module: nn.Module, forward: Any) -> _Step:
+    """The step that sets (None: removes) the instance ``forward`` of ``module``."""
+    before: list[Any] = []
+
+    def do() -> None:
+        before.append(module.__dict__.get("forward", _ABSENT))
+        if forward is None:
+            module.__dict__.pop("forward", None)
+        else:
+            module.forward = forward
+
+    def undo() -> None:
+        previous = before[-1]
+        if previous is _ABSENT:
+            module.__dict__.pop("forward", None)
+        else:
+            module.__dict__["forward"] = previous
+
+    return do, undo
+
+
+def _fused_flag(module: _PatchedRotary, fused: bool) -> _Step:
+    """The step that sets whether the rotary embedding returns float32 cos/sin for the exact apply."""
+    before: list[bool] = []
+
+    def do() -> None:
+        before.append(module.__dict__.get("fused", _ABSENT))
+        module.fused = fused
+
+    def undo() -> None:
+        previous = before[-1]
+        if previous is _ABSENT:
+            module.__dict__.pop("fused", None)
+        else:
+            module.fused = previous
+
+    return do, undo
+
+
+#: An attribute that was not there.
+_ABSENT = object()
 
 
 def _probe_apply(function: Any, params: rope.RopeParameters) -> float:
@@ -611,6 +1206,15 @@ def _set(model: nn.Module, path: str, module: nn.Module) -> None:
     setattr(model.get_submodule(parent) if parent else model, leaf, module)
 
 
-def _owner(model: nn.Module, path: str) -> tuple[nn.Module, str]:
+def _module_at(model: nn.Module, path: str) -> nn.Module | None:
+    """The module at ``path``, or None where there is none any more."""
+    try:
+        return model.get_submodule(path) if path else model
+    except AttributeError:
+        return None
+
+
+def _owner_of(model: nn.Module, path: str) -> tuple[nn.Module | None, str]:
+    """The module holding the tensor at ``path`` (None where there is none any more), and its name."""
     parent, _, leaf = path.rpartition(".")
-    return (model.get_submodule(parent) if parent else model), leaf
+    return _module_at(model, parent), leaf

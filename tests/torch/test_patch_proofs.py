@@ -1,0 +1,407 @@
+"""The proofs of ``posenc.torch.patch`` are honest and ``patch``/``unpatch`` are all or nothing, on models
+built from configs with random weights (no downloads):
+
+* a rotary module whose frequencies or attention scaling are not its config's is never replaced, in any
+  dtype and at any context length; every allowance stays below ``patching.CAP`` of the amplitude;
+* a learned table near a sinusoid is never overwritten, while the libraries' own float32 tables are;
+* an attention module whose ``forward`` posenc cannot see (set on the instance, or wrapped by a decorator)
+  keeps it, and ``unpatch`` leaves it;
+* ``unpatch`` after ``.to(bfloat16)``, or after ``to_empty`` and loading weights, gives back the model a
+  never-patched one is, bit for bit; what the user changed since the patch stays;
+* a patch that fails halfway leaves the model as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import posenc.torch as pt
+from posenc import rope
+from posenc.torch import patching
+from tests.support.tutorial import TutorialPositionalEncoding, tutorial_table
+
+transformers = pytest.importorskip("transformers")
+T = transformers
+
+from tests.torch.test_patching import DECODERS, SINUSOIDAL  # noqa: E402  (needs transformers)
+
+SMALL = dict(
+    vocab_size=101,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
+
+
+def _llama(max_positions: int = 4096, seed: int = 0, **options) -> nn.Module:
+    torch.manual_seed(seed)
+    return T.LlamaForCausalLM(T.LlamaConfig(**SMALL, max_position_embeddings=max_positions, **options)).eval()
+
+
+def _ids(n: int = 40, seed: int = 0) -> torch.Tensor:
+    return torch.randint(3, 101, (2, n), generator=torch.Generator().manual_seed(seed))
+
+
+def _state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _same_state(model: nn.Module, state: dict[str, torch.Tensor]) -> bool:
+    now = model.state_dict()
+    return set(now) == set(state) and all(
+        now[k].dtype == v.dtype and torch.equal(now[k], v) for k, v in state.items()
+    )
+
+
+def _modules(model: nn.Module) -> list[tuple[str, int]]:
+    return [(path, id(module)) for path, module in model.named_modules(remove_duplicate=False)]
+
+
+# --- 1. rotary: frequencies and scaling must be the config's; allowances below the cap ----------------------
+
+FAULTS = {
+    "inv_freq zeroed": lambda r: r.inv_freq.zero_(),
+    "inv_freq / 8": lambda r: r.inv_freq.div_(8),
+    "attention_scaling 2": lambda r: setattr(r, "attention_scaling", 2.0),
+}
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize(
+    "dtype, positions",
+    [
+        (torch.bfloat16, 4096),
+        (torch.bfloat16, 32768),
+        (torch.float16, 4096),
+        (torch.float16, 32768),
+        (torch.float32, 4096),
+        (torch.float32, 1 << 23),  # float32 angles at 8M positions: their own error is O(1)
+    ],
+)
+def test_a_rotary_module_that_is_not_its_configs_is_left_alone(fault, dtype, positions) -> None:
+    model = _llama(positions).to(dtype)
+    rotary = model.model.rotary_emb
+    FAULTS[fault](rotary)
+    state = _state(model)
+    report = pt.patch(model)
+    (component,) = report.components
+    assert not component.replaced and model.model.rotary_emb is rotary, report.as_text()
+    if fault == "attention_scaling 2":
+        assert component.reason == "its attention_scaling 2 differs from its config's 1"
+    else:
+        relative = 1 if fault == "inv_freq zeroed" else 0.875
+        assert component.reason.startswith(
+            f"its frequencies differ from its config's: max relative difference {relative:g} (inv_freq"
+        ), component.reason
+    assert math.isnan(component.tolerance) or component.tolerance <= patching.CAP
+    assert _same_state(model, state) and pt.unpatch(model) == 0
+
+
+@pytest.mark.parametrize(
+    "dtype, positions",
+    [(torch.bfloat16, 4096), (torch.bfloat16, 32768), (torch.float16, 32768), (torch.float32, 1 << 20)],
+)
+def test_a_rotary_module_of_its_config_is_proven_within_a_capped_allowance(dtype, positions) -> None:
+    model = _llama(positions).to(dtype)
+    reference = copy.deepcopy(model)
+    (component,) = pt.patch(model).components
+    assert component.replaced and component.difference <= component.tolerance <= patching.CAP
+    # its frequencies are rounded to `dtype`: values where that rounding (p·Δθ) could pass the cap are not
+    # compared, and the report says how many were
+    assert "where that error is below 0.0625 of the amplitude" in component.reason, component.reason
+    tokens = _ids()
+    with torch.no_grad():  # posenc's cos/sin are nearer the truth than the bfloat16 frequencies' own
+        assert model(tokens).logits.shape == reference(tokens).logits.shape
+
+
+def test_float32_allowances_at_4096_and_32768_positions_are_float32s_angle_error() -> None:
+    for positions, most in ((4096, 4096 * 6 * 2.0**-24 + 8 * 2.0**-24), (32768, 32768 * 6 * 2.0**-24)):
+        (component,) = pt.patch(_llama(positions)).components
+        assert component.replaced and "where that error is below" not in component.reason  # all compared
+        assert component.difference <= component.tolerance <= most + 1e-9, (positions, component)
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_every_decoders_allowance_is_below_the_cap_of_its_amplitude(name: str) -> None:
+    make, _ = DECODERS[name]
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.bfloat16):
+        model = make().to(dtype)
+        rotary = next(c for c in pt.patch(model).components if c.kind == "rotary" and c.replaced)
+        exact = model.get_submodule(rotary.path)
+        params = exact.params or next(iter(exact.layer_params.values()))
+        amplitude = abs(rope.attention_scaling(params))
+        assert rotary.difference <= rotary.tolerance <= patching.CAP * amplitude, (dtype, rotary)
+
+
+def test_a_rotary_forward_that_is_not_its_frequencies_is_left_alone() -> None:
+    model = _llama()
+    rotary = model.model.rotary_emb
+    own = rotary.forward
+    rotary.forward = lambda x, position_ids: own(x, position_ids + 1)  # right θ and scaling, one place off
+    (component,) = pt.patch(model).components
+    assert not component.replaced and model.model.rotary_emb is rotary
+    assert component.reason.startswith("its values are not this config's RoPE within its own rounding error")
+    assert " at position " in component.reason and component.difference > 0.1 > component.tolerance
+
+
+def test_probing_a_longrope_module_changes_nothing_in_it() -> None:
+    make, _ = DECODERS["phi-3 (longrope)"]
+    torch.manual_seed(0)
+    model = make()
+    rotary = model.model.rotary_emb
+    before = {k: (b, b.clone()) for k, b in rotary.named_buffers()}
+    attributes = dict(vars(rotary))
+    assert pt.patch(model).components[0].replaced  # probed past original_max_position_embeddings: long set
+    assert pt.unpatch(model) == 1 and model.model.rotary_emb is rotary
+    assert {k: b for k, b in rotary.named_buffers()} == {k: b for k, (b, _) in before.items()}
+    assert all(torch.equal(b, saved) for b, saved in before.values())  # HF's update wrote into inv_freq
+    assert set(vars(rotary)) == set(attributes) and "long_inv_freq" not in vars(rotary)
+
+
+# --- 2. tables: each value within what its own code errs --------------------------------------------------
+
+
+class _Holder(nn.Module):
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("pe", table)
+
+
+@pytest.mark.parametrize("sigma", [1e-3, 1e-5])
+def test_a_learned_table_near_a_sinusoid_is_not_overwritten(sigma: float) -> None:
+    exact_ish = tutorial_table(8192, 64)
+    noise = torch.randn(exact_ish.shape, generator=torch.Generator().manual_seed(0)) * sigma
+    model = _Holder(exact_ish + noise)
+    before = model.pe.clone()
+    (component,) = pt.patch(model).components
+    assert not component.replaced and torch.equal(model.pe, before)
+    assert "a learned or perturbed table?" in component.reason, component.reason
+    assert component.difference > component.tolerance and pt.unpatch(model) == 0
+
+
+@pytest.mark.parametrize("rows, width", [(8192, 64), (65536, 64), (8192, 512)])
+def test_the_tutorials_float32_tables_are_still_made_exact(rows: int, width: int) -> None:
+    model = _Holder(tutorial_table(rows, width))
+    (component,) = pt.patch(model).components
+    assert component.replaced and torch.equal(model.pe, pt.table(rows, width))
+    assert 0 < component.difference <= component.tolerance <= patching.CAP
+    # the part of the allowance that grows with p·ω is what float32 code errs there: 4·p·ω·(1 + |ln ω|)·2⁻²⁴
+    assert component.tolerance <= 2.0**-24 * (4 + 4 * (rows - 1))
+
+
+def test_a_bfloat16_table_is_proven_within_its_storage_rounding() -> None:
+    model = _Holder(tutorial_table(8192, 64).bfloat16())
+    (component,) = pt.patch(model).components
+    assert component.replaced and component.difference <= 2.0**-8 <= component.tolerance <= patching.CAP
+    assert torch.equal(model.pe, pt.table(8192, 64, dtype=torch.bfloat16))
+
+
+# --- 3. a forward posenc cannot see is left as it is -------------------------------------------------------
+
+
+def test_an_attention_forward_set_on_the_instance_is_kept_by_patch_and_unpatch() -> None:
+    model, reference = _llama(), _llama()
+    calls = []
+    for m in (model, reference):
+        attention = m.model.layers[0].self_attn
+        own = attention.forward
+
+        def theirs(*args, own=own, **kwargs):
+            calls.append(1)
+            return own(*args, **kwargs)
+
+        attention.forward = theirs
+    mine = model.model.layers[0].self_attn.forward
+    report = pt.patch(model, fused=True)
+    apply = report.components[-1]
+    assert apply.kind == "rotary-apply" and not apply.replaced
+    assert apply.reason.startswith("model.layers.0.self_attn: its forward is set on the instance (")
+    assert model.model.layers[0].self_attn.forward is mine
+    assert not any(
+        isinstance(m.__dict__.get("forward"), patching._ExactApplyForward) for m in model.modules()
+    )
+    assert model.model.rotary_emb.fused is False  # cos/sin in x's dtype, for the model's own apply
+    assert pt.unpatch(model) == 1 and model.model.layers[0].self_attn.forward is mine
+    tokens = _ids()
+    with torch.no_grad():
+        assert torch.equal(model(tokens).logits, reference(tokens).logits)
+    assert calls
+
+
+def test_a_wrapped_class_forward_is_refused() -> None:
+    model = _llama()
+    attention = model.model.layers[1].self_attn
+    cls = type(attention)
+
+    @functools.wraps(cls.forward)
+    def forward(self, *args, **kwargs):
+        return cls.forward(self, *args, **kwargs)
+
+    attention.__class__ = type(f"Decorated{cls.__name__}", (cls,), {"forward": forward})
+    apply = pt.patch(model, fused=True).components[-1]
+    assert not apply.replaced and apply.path == "model.layers.1.self_attn"
+    assert "its class's forward is wrapped by a decorator (" in apply.reason, apply.reason
+    assert not any("forward" in m.__dict__ for m in model.modules())
+
+
+def test_unpatch_leaves_a_forward_the_user_set_after_the_patch() -> None:
+    model = _llama()
+    assert pt.patch(model, fused=True).components[-1].replaced
+    attention = model.model.layers[1].self_attn
+
+    def theirs(*args, **kwargs):
+        return type(attention).forward(attention, *args, **kwargs)
+
+    attention.forward = theirs
+    assert pt.unpatch(model) == 2
+    assert attention.forward is theirs and "forward" not in model.model.layers[0].self_attn.__dict__
+
+
+# --- 4. unpatch gives back what a never-patched model holds ------------------------------------------------
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_unpatch_after_a_cast_to_bfloat16_is_the_never_patched_model(fused: bool) -> None:
+    model = _llama()
+    never = copy.deepcopy(model)
+    pt.patch(model, fused=fused)
+    model.to(torch.bfloat16)
+    never.to(torch.bfloat16)
+    assert pt.unpatch(model) == (2 if fused else 1)
+    rotary, theirs = model.model.rotary_emb, never.model.rotary_emb
+    assert type(rotary) is type(theirs)
+    for name in ("inv_freq", "original_inv_freq"):
+        mine, want = getattr(rotary, name), getattr(theirs, name)
+        assert mine.dtype == want.dtype == torch.bfloat16 and torch.equal(mine, want)
+    tokens = _ids()
+    with torch.no_grad():
+        assert torch.equal(model(tokens).logits, never(tokens).logits)
+    assert _same_state(model, _state(never))
+
+
+def test_unpatch_after_building_on_meta_to_empty_and_loading_is_the_never_patched_model() -> None:
+    weights = _state(_llama())
+    with torch.device("meta"):
+        model, never = _llama(), _llama()
+    report = pt.patch(model)
+    assert report.replaced and "on meta" in report.replaced[0].reason
+    for m in (model, never):
+        m.to_empty(device="cpu")
+        m.load_state_dict(weights, strict=True)
+    assert set(model.state_dict()) == set(never.state_dict())
+    assert pt.unpatch(model) == 1
+    rotary = model.model.rotary_emb
+    assert type(rotary) is type(never.model.rotary_emb)
+    assert all(b.device.type == "cpu" for b in rotary.buffers())  # not meta: the forward runs
+    for m in (model, never):  # the non-persistent inv_freq, as transformers initialises it after loading
+        m._init_weights(m.model.rotary_emb)
+    tokens = _ids()
+    with torch.no_grad():
+        assert torch.equal(model(tokens).logits, never(tokens).logits)
+    assert _same_state(model, _state(never))
+
+
+def test_unpatch_after_a_cast_gives_a_table_the_never_patched_values() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pos = TutorialPositionalEncoding(64, max_len=2048)
+
+    model = Model()
+    never = copy.deepcopy(model)
+    assert pt.patch(model).replaced
+    model.to(torch.bfloat16)
+    never.to(torch.bfloat16)
+    assert pt.unpatch(model) == 1 and torch.equal(model.pos.pe, never.pos.pe)
+
+
+def test_unpatch_leaves_what_the_user_changed_since_the_patch() -> None:
+    make, _ = SINUSOIDAL["xglm"]
+    torch.manual_seed(0)
+    model = make()
+    pt.patch(model)
+    table = model.model.embed_positions.weights
+    with torch.no_grad():
+        table.add_(1.0)  # the user's own values (trained, or a checkpoint's)
+    changed = table.clone()
+    assert pt.unpatch(model) == 0 and torch.equal(model.model.embed_positions.weights, changed)
+    llama = _llama()
+    pt.patch(llama)
+    mine = nn.Identity()
+    llama.model.rotary_emb = mine  # the user's own module in its place
+    assert pt.unpatch(llama) == 0 and llama.model.rotary_emb is mine
+
+
+def test_the_original_follows_the_replacement_but_stays_out_of_its_state() -> None:
+    model = _llama()
+    keys = set(model.state_dict())
+    pt.patch(model)
+    original = model.model.rotary_emb.__dict__[patching._ORIGINAL]
+    assert set(model.state_dict()) == keys
+    assert all(m is not original for m in model.modules())
+    model.to(torch.float16)
+    assert original.inv_freq.dtype == torch.float16
+    twin = copy.deepcopy(model)
+    assert pt.unpatch(twin) == 1 and twin.model.rotary_emb.inv_freq.dtype == torch.float16
+
+
+# --- 5. all or nothing ------------------------------------------------------------------------------------
+
+
+def test_a_proof_that_raises_leaves_the_model_as_it_was() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lm = _llama()  # its rotary: proven first
+            self.extra = _Holder(  # then a table that cannot be read: a sparse tensor
+                torch.sparse_coo_tensor(
+                    torch.tensor([[0, 1], [2, 3]]), torch.tensor([1.0, 2.0]), (64, 16), check_invariants=True
+                )
+            )
+
+    model = Model()
+    modules, state = _modules(model), _state(model.lm)
+    with pytest.raises(RuntimeError, match="sparse"):
+        pt.patch(model)
+    assert _modules(model) == modules and _same_state(model.lm, state)
+    assert patching._ORIGINALS not in model.__dict__ and pt.unpatch(model) == 0
+
+
+def test_a_swap_that_raises_undoes_those_done_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pos = TutorialPositionalEncoding(64, max_len=512)  # overwritten first
+            self.lm = _llama()  # then its rotary swapped: fails
+            self.other = _llama(seed=1)
+
+    model = Model()
+    modules, state = _modules(model), _state(model)
+    calls = []
+    set_module = patching._set
+
+    def failing(model, path, module):
+        calls.append(path)
+        if len(calls) == 2:  # the second rotary's swap
+            raise RuntimeError("injected")
+        set_module(model, path, module)
+
+    monkeypatch.setattr(patching, "_set", failing)
+    with pytest.raises(RuntimeError, match="injected"):
+        pt.patch(model, fused=True)
+    assert calls[:2] == ["lm.model.rotary_emb", "other.model.rotary_emb"]
+    assert _modules(model) == modules and _same_state(model, state)
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    assert patching._ORIGINALS not in model.__dict__
+    monkeypatch.undo()
+    report = pt.patch(model, fused=True)  # and it patches whole afterwards
+    assert [c.kind for c in report.replaced] == ["table", "rotary", "rotary", "rotary-apply"]

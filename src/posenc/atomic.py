@@ -1,12 +1,14 @@
 """Atomic file output: every file posenc writes appears whole or not at all.
 
-:func:`atomic_output` yields a temporary file in the target's folder, named ``.NAME.posenc-XXXXXXXX.tmp``;
-when the block ends normally the file is flushed, ``os.fsync``'d and renamed over the target
-(``os.replace``, atomic on POSIX and Windows). On any exception (a full disk, ``ulimit -f``, Ctrl-C, a
-signal that raises) the temporary file is removed and the old target is left byte for byte as it was. A
-process killed outright (SIGKILL, a power cut) leaves the old target too, and at most a stale temporary
-file, recognisable by its name. :func:`atomic_save` does the same for a writer that takes a file object
-(``figure.savefig(stream, format=...)``, ``np.save``).
+:func:`atomic_output` yields a temporary file in the target's folder, named ``.NAME.posenc-PID-XXXXXXXX.tmp``
+(PID: the writing process); when the block ends normally the file is flushed, ``os.fsync``'d and renamed
+over the target (``os.replace``, atomic on POSIX and Windows). On any exception (a full disk, ``ulimit -f``,
+Ctrl-C, a signal that raises) the temporary file is removed and the old target is left byte for byte as it
+was. A process killed outright (SIGKILL, a power cut) leaves the old target too, and at most a stale
+temporary file, recognisable by its name: the next write into the same folder removes it
+(:func:`remove_stale`: only files of exactly this pattern whose writer process is gone, and that no live
+process holds locked; never another live writer's). :func:`atomic_save` does the same for a writer that
+takes a file object (``figure.savefig(stream, format=...)``, ``np.save``).
 
 A new file gets the mode ``open()`` would give it (0o666 less the umask); a file replaced keeps its mode.
 A symbolic link is followed: the file it points to is replaced, the link stays. A target that exists and is
@@ -38,27 +40,111 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
-__all__ = ["TEMP_SUFFIX", "atomic_output", "atomic_save", "temp_name"]
+__all__ = ["TEMP_PATTERN", "TEMP_SUFFIX", "atomic_output", "atomic_save", "remove_stale", "temp_name"]
 
-TEMP_SUFFIX = ".tmp"  # temporary files are named .NAME.posenc-XXXXXXXX.tmp, beside NAME
+TEMP_SUFFIX = ".tmp"  # temporary files are named .NAME.posenc-PID-XXXXXXXX.tmp, beside NAME
 _TEMP_MARK = ".posenc-"
+#: The names of posenc's temporary files, and nothing else: the target's name, the writer's process id
+#: and 8 random hex digits (group "pid": the writer).
+TEMP_PATTERN = re.compile(r"\.(?P<name>.+)\.posenc-(?P<pid>[1-9][0-9]{0,9})-[0-9a-f]{8}\.tmp")
 _T = TypeVar("_T")
 
 
 def temp_name(target: str | os.PathLike[str]) -> str:
-    """A fresh temporary file name beside ``target``: ``.NAME.posenc-XXXXXXXX.tmp`` in its folder.
+    """A fresh temporary file name beside ``target``: ``.NAME.posenc-PID-XXXXXXXX.tmp`` in its folder, PID
+    this process's id.
 
-    >>> import re
-    >>> bool(re.fullmatch(r"out/\\.pe\\.csv\\.posenc-[0-9a-f]{8}\\.tmp", temp_name("out/pe.csv")))
-    True
+    >>> import os
+    >>> name = temp_name("out/pe.csv")
+    >>> match = TEMP_PATTERN.fullmatch(os.path.basename(name))
+    >>> match["name"], int(match["pid"]) == os.getpid(), os.path.dirname(name)
+    ('pe.csv', True, 'out')
     """
     folder, name = os.path.split(os.fspath(target))
-    return os.path.join(folder, f".{name}{_TEMP_MARK}{secrets.token_hex(4)}{TEMP_SUFFIX}")
+    return os.path.join(folder, f".{name}{_TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
+
+
+def remove_stale(folder: str | os.PathLike[str]) -> list[str]:
+    """Remove the temporary files that writers killed outright left in ``folder``; return their names.
+
+    A file is removed only when its name is exactly posenc's (:data:`TEMP_PATTERN`), the process named in
+    it is gone (``os.kill(pid, 0)`` raises ProcessLookupError: a live process, or one of another user, is
+    left alone, and so is this process), and no process holds the file locked (each writer holds a
+    ``flock`` on its temporary file while it writes: a writer in another PID namespace sharing the folder
+    is still seen). Best effort and silent: a folder that cannot be listed, a file already gone or not
+    removable, is left as it is. POSIX only (elsewhere nothing is removed: Windows has no signal 0).
+
+    >>> import os, subprocess, sys, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    >>> dead = int(child.stdout)  # a process that has ended (and was waited for)
+    >>> for pid in (dead, os.getpid()):
+    ...     open(os.path.join(folder, f".pe.csv.posenc-{pid}-0123abcd.tmp"), "w").close()
+    >>> remove_stale(folder) == [f".pe.csv.posenc-{dead}-0123abcd.tmp"]  # this process's file stays
+    True
+    >>> import shutil; shutil.rmtree(folder)
+    """
+    if os.name != "posix":
+        return []
+    removed = []
+    try:
+        entries = list(os.scandir(folder or "."))
+    except OSError:
+        return []
+    for entry in entries:
+        match = TEMP_PATTERN.fullmatch(entry.name)
+        if match is None or not _gone(int(match["pid"])):
+            continue
+        with contextlib.suppress(OSError):
+            if not entry.is_file(follow_symlinks=False) or not _unlocked_unlink(entry.path):
+                continue
+            removed.append(entry.name)
+    return removed
+
+
+def _gone(pid: int) -> bool:
+    """Whether no process ``pid`` exists (a zombie, ended but not yet waited for, still exists)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, OSError):  # another user's process; a pid out of range
+        return False
+    return False
+
+
+def _unlocked_unlink(path: str) -> bool:
+    """Remove ``path`` if no process holds it locked (taking the lock first, so no writer can be between);
+    True when removed."""
+    import fcntl
+
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a live writer
+            return False
+        os.unlink(path)
+        return True
+    finally:
+        os.close(descriptor)
+
+
+def _hold(descriptor: int) -> None:
+    """Lock a new temporary file for as long as its writer has it open (see :func:`remove_stale`)."""
+    if os.name == "posix":
+        import fcntl
+
+        with contextlib.suppress(OSError):  # a file system without locks: the pid in the name still holds
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 @contextlib.contextmanager
@@ -86,6 +172,7 @@ def atomic_output(
             raise
         return
     real = os.path.realpath(target) if os.path.islink(target) else target  # replace the file, not the link
+    remove_stale(os.path.dirname(real))  # what writers killed outright left here
     stream, temp = _create_temp(real, target, binary=binary, encoding=encoding)
     try:
         yield stream
@@ -134,6 +221,7 @@ def _create_temp(real: str, target: str, *, binary: bool, encoding: str) -> tupl
         except OSError as error:
             raise _naming(error, target) from error
         try:
+            _hold(descriptor)
             stream = os.fdopen(descriptor, "wb") if binary else os.fdopen(descriptor, "w", encoding=encoding)
         except BaseException:
             os.close(descriptor)

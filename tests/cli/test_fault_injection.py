@@ -22,7 +22,7 @@ import pytest
 POSENC = [sys.executable, "-m", "posenc"]
 ENV = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # a size limit must not meet a .pyc being written
 OLD = b"the old table\n\x00\xff byte for byte\n"
-TEMP = re.compile(r"\.(.+)\.posenc-[0-9a-f]{8}\.tmp")
+TEMP = re.compile(r"\.(.+)\.posenc-[0-9]+-[0-9a-f]{8}\.tmp")  # .NAME.posenc-PID-XXXXXXXX.tmp
 LIMIT = 64 << 10  # bytes: RLIMIT_FSIZE for the `ulimit -f` tests
 
 
@@ -84,7 +84,7 @@ def _start_long_write(target: Path) -> subprocess.Popen:
     while time.monotonic() < deadline:
         temps = [p for p in target.parent.iterdir() if TEMP.fullmatch(p.name)]
         if temps and temps[0].stat().st_size > 0:
-            assert TEMP.fullmatch(temps[0].name).group(1) == target.name  # .NAME.posenc-XXXXXXXX.tmp
+            assert TEMP.fullmatch(temps[0].name).group(1) == target.name  # .NAME.posenc-PID-XXXXXXXX.tmp
             return process
         assert process.poll() is None, process.communicate()
         time.sleep(0.01)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 
 import numpy as np
@@ -11,6 +12,8 @@ import pytest
 import torch
 
 import posenc
+from posenc import analysis
+from posenc.analysis import rope_figures
 from tests.support.public_calls import CALLS, arrays_of, snapshot
 
 
@@ -108,3 +111,76 @@ def test_jax_results_are_the_same_with_x64_on_and_off():
         assert a.dtype == b.dtype == np.float32
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(on[0], posenc.table(70, 16))
+
+
+# --- the analysis: every public entry point under np.seterr(all="raise") --------------------------------
+
+
+def _fingerprint(value):
+    """What a result holds, comparable with ==: arrays by dtype, shape and bytes; reports by their text."""
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if hasattr(value, "as_text"):
+        return value.as_text()
+    if isinstance(value, dict):
+        return {k: _fingerprint(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_fingerprint(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(f.name, _fingerprint(getattr(value, f.name))) for f in dataclasses.fields(value)]
+    if isinstance(value, float) and value != value:
+        return "nan"
+    return repr(value)
+
+
+ANALYSIS = {
+    # the report's case: float16 rounds tiny values to subnormals and zero (an underflow in a cast)
+    "check float16": lambda: analysis.check(1024, 8, dtype="float16"),
+    "check float16 usual code": lambda: analysis.check(1024, 8, dtype="float16", compute="dtype"),
+    "check bfloat16": lambda: analysis.check(512, 16, dtype="bfloat16"),
+    "collisions float16 usual code": lambda: analysis.collisions(70000, 8, dtype="float16", compute="dtype"),
+    "collisions bfloat16": lambda: analysis.collisions(2048, 64, dtype="bfloat16"),
+    "collision_horizon float16": lambda: analysis.collision_horizon(64, dtype="float16", compute="dtype"),
+    "uniqueness_margin float16": lambda: analysis.uniqueness_margin(512, 16, dtype="float16"),
+    "naive_table float16 (overflow to inf)": lambda: analysis.naive_table(70000, 8, dtype="float16"),
+    "naive_table bfloat16": lambda: analysis.naive_table(700, 8, dtype="bfloat16"),
+    "dot_products float16": lambda: analysis.dot_products(posenc.table(50, 8, dtype="float16")),
+    "cosine_similarity float16": lambda: analysis.cosine_similarity(posenc.table(50, 8, dtype="float16")),
+    "toeplitz_deviation of inf": lambda: analysis.toeplitz_deviation(np.array([[np.inf, 1], [1, np.inf]])),
+    "closed_form_dot_product": lambda: analysis.closed_form_dot_product(np.arange(5), 8),
+    "closed_form_distance": lambda: analysis.closed_form_distance(np.arange(5), 8),
+    "length_consistent float16": lambda: analysis.length_consistent(100, 8, dtype="float16"),
+    "max_magnitude float16": lambda: analysis.max_magnitude(100, 8, dtype="float16"),
+    "recomputes_identically float16": lambda: analysis.recomputes_identically(100, 8, dtype="float16"),
+    "shift_error": lambda: analysis.shift_error(3, 100, 8),
+    "shift_matrix": lambda: analysis.shift_matrix(3, 8),
+    "wavelengths of tiny frequencies": lambda: analysis.wavelengths(512, shift=252),
+    "wrap_length": lambda: analysis.wrap_length(8),
+    "rope_error_curves": lambda: rope_figures.rope_error_curves(length=4096, bands=20),
+    "rope_wavelength_lines": lambda: rope_figures.rope_wavelength_lines(),
+}
+
+
+def test_every_analysis_entry_point_is_the_same_under_seterr_raise():
+    """``np.seterr(all="raise")`` (the process-wide setting, not a context) changes nothing: not the
+    results, and nothing raises (``check(1024, 8, dtype="float16")`` raised FloatingPointError)."""
+    want = {name: _fingerprint(call()) for name, call in ANALYSIS.items()}
+    old = np.seterr(all="raise")
+    try:
+        got = {name: _fingerprint(call()) for name, call in ANALYSIS.items()}
+        assert np.geterr() == {"divide": "raise", "over": "raise", "under": "raise", "invalid": "raise"}
+    finally:
+        np.seterr(**old)
+    for name in ANALYSIS:
+        assert got[name] == want[name], name
+
+
+def test_the_figures_draw_under_seterr_raise():
+    from posenc.analysis import plot
+
+    old = np.seterr(all="raise")
+    try:
+        figure = plot.heatmap(length=64, d_model=16, dtype="float16")
+    finally:
+        np.seterr(**old)
+    assert figure.axes

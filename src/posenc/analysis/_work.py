@@ -284,6 +284,7 @@ class Rows:
     def compare(self, ufunc: Any, other: np.ndarray, *, reverse: bool = False) -> np.ndarray:
         """``ufunc(other, bits of these rows)`` (or the reverse), block by block on all cores, never holding
         these rows whole: for ``np.not_equal`` / ``np.equal`` of the bits of a table with these rows."""
+        from ..core.isolated import isolated
         from ..core.parallel import run_blocks
 
         unsigned = np.dtype(f"u{self.dtype.itemsize}")  # the bits, as hashes.bits views an array
@@ -300,7 +301,7 @@ class Rows:
                 theirs = other[lo:hi]
                 ufunc(mine, theirs, out=out[lo:hi]) if reverse else ufunc(theirs, mine, out=out[lo:hi])
 
-        run_blocks(work, len(spans), 1, elements=self.size)
+        run_blocks(isolated(work), len(spans), 1, elements=self.size)  # a pool's thread: its own error state
         return out
 
 

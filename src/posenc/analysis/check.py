@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from .. import validation
 from ..core import encode, frequencies, table
+from ..core.isolated import isolated
 from ..core.options import frequency_options, takes_options
 from ..core.parallel import run_blocks
 from ..defaults import ODD, SCALE
@@ -51,6 +52,7 @@ class Progress(Protocol):
 
 
 @takes_options
+@isolated
 def check(
     length: int = 2048,
     d_model: int = 512,
@@ -217,7 +219,7 @@ def _encode_and_hash(
                     top[a : a + len(part)] = np.maximum(high, -low).astype(np.float64)
             hashes[lo:hi] = key_hashes(block)
 
-    run_blocks(work, len(blocks), 1, elements=total * d_model)
+    run_blocks(isolated(work), len(blocks), 1, elements=total * d_model)  # a pool's thread: its own state
     fetch = None
     if compute == "exact":
         options = {k: v for k, v in setting.items() if k != "dtype"}

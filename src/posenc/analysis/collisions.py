@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import validation
 from ..core import frequencies
+from ..core.isolated import isolated
 from ..core.options import frequency_options, takes_options
 from ..layouts import pair_columns
 from ._work import Rows, chunks, span
@@ -59,6 +60,7 @@ class Collisions:
 
 
 @takes_options(dtype="float32", before="compute")
+@isolated
 def collisions(
     length: int, d_model: int, *, start: int = 0, compute: str = "exact", **options: Unpack[TableOptions]
 ) -> Collisions:
@@ -136,6 +138,7 @@ def _key_builder(
 
 
 @takes_options(dtype="bfloat16", before="compute")
+@isolated
 def collision_horizon(
     d_model: int, *, limit: int = 1 << 20, compute: str = "exact", **options: Unpack[TableOptions]
 ) -> int | None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import validation
 from ..core import frequencies, table
+from ..core.isolated import isolated
 from ..core.options import frequency_options, takes_options
 from ..layouts import pair_columns
 from ._work import ELEMENTS
@@ -31,6 +32,7 @@ COMPUTE = ("exact", "dtype")
 
 
 @takes_options(dtype="float32")
+@isolated
 def naive_table(length: int, d_model: int, *, start: int = 0, **options: Unpack[TableOptions]) -> np.ndarray:
     """The table as the usual code computes it *in* ``dtype``: shape ``(length, d_model)`` of ``dtype``.
 

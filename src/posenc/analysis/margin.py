@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import validation
 from ..core import encode, frequencies, table
+from ..core.isolated import isolated
 from ..core.options import frequency_options, takes_options
 from ._work import Rows, check_memory, chunks, span
 from .properties import closed_form_distance, split_pairs
@@ -51,6 +52,7 @@ class Margin:
 
 
 @takes_options(dtype="float64")
+@isolated
 def uniqueness_margin(
     length: int, d_model: int, *, start: int = 0, **options: Unpack[TableOptions]
 ) -> Margin:

@@ -36,6 +36,7 @@ import numpy as np
 from .. import validation
 from ..atomic import atomic_save
 from ..core import encode, frequencies, table
+from ..core.isolated import isolated
 from ..core.options import frequency_options, takes_options
 from ..defaults import ODD, SCALE
 from ..layouts import pair_columns
@@ -86,6 +87,7 @@ HEATMAP_VIEWS = ("grouped", "stored")
 
 
 @takes_options(dtype="float32", before="view")
+@isolated
 def heatmap(
     *,
     length: int = 100,
@@ -152,6 +154,7 @@ def heatmap(
 
 
 @takes_options(dtype="float64", before="annotate")
+@isolated
 def dot_product_heatmap(
     *,
     length: int = 8,
@@ -211,6 +214,7 @@ def dot_product_heatmap(
 
 
 @takes_options(layout=False)
+@isolated
 def sinusoids(
     *,
     positions: Sequence[int] = (0, 4, 8, 12),
@@ -259,6 +263,7 @@ _MARKED = 256  # integer positions are marked (the table's values) when there ar
 
 
 @takes_options
+@isolated
 def waves(
     *,
     length: int = 256,
@@ -331,6 +336,7 @@ def waves(
 
 
 @takes_options(dtype="float32")
+@isolated
 def similarity(
     *,
     length: int = 256,
@@ -380,6 +386,7 @@ def similarity(
 
 
 @takes_options
+@isolated
 def collisions(
     *,
     length: int = 16384,

@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from .. import validation
 from ..core import encode, frequencies, table
+from ..core.isolated import isolated
 from ..core.options import takes_options
 from ..layouts import pair_columns
 from ._work import as_matrix, chunks, span
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 # --- dot products and the Toeplitz structure -----------------------------------------------------------
 
 
+@isolated
 def dot_products(encodings: npt.ArrayLike) -> np.ndarray:
     """The matrix of dot products D[i, j] = PE_i · PE_j of the rows of ``encodings``, in float64.
 
@@ -60,6 +62,7 @@ def dot_products(encodings: npt.ArrayLike) -> np.ndarray:
     return rows @ rows.T
 
 
+@isolated
 def cosine_similarity(encodings: npt.ArrayLike) -> np.ndarray:
     """The cosine similarities S[i, j] = PE_i · PE_j / (|PE_i| |PE_j|) of the rows, shape ``(L, L)``.
 
@@ -80,6 +83,7 @@ def cosine_similarity(encodings: npt.ArrayLike) -> np.ndarray:
     return (rows @ rows.T) / np.outer(norms, norms)
 
 
+@isolated
 def toeplitz_deviation(matrix: npt.ArrayLike) -> float:
     """The largest spread (max - min) along any diagonal of a square matrix: 0 for a Toeplitz matrix.
 
@@ -107,6 +111,7 @@ def toeplitz_deviation(matrix: npt.ArrayLike) -> float:
 
 
 @takes_options(layout=False)
+@isolated
 def closed_form_dot_product(
     offsets: npt.ArrayLike, d_model: int, **options: Unpack[OptionKeywords]
 ) -> np.ndarray:
@@ -122,6 +127,7 @@ def closed_form_dot_product(
 
 
 @takes_options(layout=False)
+@isolated
 def closed_form_distance(
     offsets: npt.ArrayLike, d_model: int, **options: Unpack[OptionKeywords]
 ) -> np.ndarray:
@@ -165,6 +171,7 @@ def _pairs(offsets: npt.ArrayLike, d_model: int, options: Any) -> tuple[np.ndarr
 
 
 @takes_options
+@isolated
 def shift_matrix(k: float, d_model: int, **options: Unpack[OptionKeywords]) -> np.ndarray:
     """The linear map M_k with PE(p + k) = M_k · PE(p) for every p: shape ``(d_model, d_model)``, float64.
 
@@ -209,6 +216,7 @@ def shift_matrix(k: float, d_model: int, **options: Unpack[OptionKeywords]) -> n
 
 
 @takes_options
+@isolated
 def shift_error(
     k: int, length: int, d_model: int, *, start: int = 0, **options: Unpack[OptionKeywords]
 ) -> float:
@@ -231,6 +239,7 @@ def shift_error(
 
 
 @takes_options(layout=False)
+@isolated
 def wavelengths(d_model: int, **options: Unpack[OptionKeywords]) -> np.ndarray:
     """The wavelength 2π / ω_i of each frequency, in positions: shape ``(d_model // 2,)`` (one more for an odd
     d_model under odd="literal"/"drop"), float64.
@@ -242,6 +251,7 @@ def wavelengths(d_model: int, **options: Unpack[OptionKeywords]) -> np.ndarray:
 
 
 @takes_options(layout=False)
+@isolated
 def wrap_length(d_model: int, **options: Unpack[OptionKeywords]) -> float:
     """How many positions the slowest pair takes to turn once, 2π / ω_(n-1): past it, every pair has wrapped.
 
@@ -257,6 +267,7 @@ def wrap_length(d_model: int, **options: Unpack[OptionKeywords]) -> float:
 
 
 @takes_options(dtype="float32")
+@isolated
 def max_magnitude(length: int, d_model: int, *, start: int = 0, **options: Unpack[TableOptions]) -> float:
     """max |PE(p, j)| over positions start .. start + length - 1 in ``dtype``: ≤ 1, the encoding is bounded.
 
@@ -272,6 +283,7 @@ def max_magnitude(length: int, d_model: int, *, start: int = 0, **options: Unpac
 
 
 @takes_options(dtype="float32")
+@isolated
 def length_consistent(length: int, d_model: int, *, start: int = 0, **options: Unpack[TableOptions]) -> bool:
     """Whether ``table(length)`` equals the first ``length`` rows of ``table(2 * length)``, bit for bit.
 
@@ -287,6 +299,7 @@ def length_consistent(length: int, d_model: int, *, start: int = 0, **options: U
 
 
 @takes_options(dtype="float32")
+@isolated
 def recomputes_identically(
     length: int, d_model: int, *, start: int = 0, **options: Unpack[TableOptions]
 ) -> bool:

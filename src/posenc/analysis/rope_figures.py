@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import validation
+from ..core.isolated import isolated
 from ..rope import RopeParameters, config, cos_sin, inv_freq
 from .figures import new_figure
 
@@ -76,6 +77,7 @@ def _with_defaults(name: str, given: dict[str, Any]) -> dict[str, Any]:
 # --- wavelength per frequency, for each scaling type ------------------------------------------------------
 
 
+@isolated
 def rope_scalings(
     *,
     head_dim: int = 128,
@@ -119,6 +121,7 @@ def rope_scalings(
 
 
 @_keywords_of("rope_scalings")
+@isolated
 def rope_wavelength_lines(**scaling: Any) -> dict[str, np.ndarray]:
     """The wavelength 2π/θ_i, in positions, of each rotary frequency θ_i (exact :func:`posenc.rope.inv_freq`)
     for each of :data:`SCALINGS` (:func:`rope_scalings` says how each is built): name -> float64 array of
@@ -137,6 +140,7 @@ def rope_wavelength_lines(**scaling: Any) -> dict[str, np.ndarray]:
 
 
 @_keywords_of("rope_scalings")
+@isolated
 def rope_wavelengths(**scaling: Any) -> Figure:
     """The wavelength 2π/θ_i of each rotary frequency against its index i, one line per scaling type
     (:func:`rope_wavelength_lines`). 8 × 7 in, two panels sharing the x axis (i = 0 .. rotary_dim/2 - 1).
@@ -226,6 +230,7 @@ def _ntk_base(scalings: dict[str, tuple[RopeParameters, int | None]]) -> float:
 # --- error of the cos/sin values against the position ----------------------------------------------------
 
 
+@isolated
 def rope_error_positions(length: int = 131072, *, bands: int = 200, per_band: int = 4) -> np.ndarray:
     """The positions sampled for :func:`rope_error`: ``bands`` log-spaced bands over 1 .. length - 1, up to
     ``per_band`` evenly spaced positions in each (fewer where a band is narrower): a sorted int64 array of
@@ -244,6 +249,7 @@ def rope_error_positions(length: int = 131072, *, bands: int = 200, per_band: in
     return np.unique(np.clip(positions, 1, int(length) - 1))
 
 
+@isolated
 def rope_error_values(
     positions: np.ndarray, *, head_dim: int = 128, base: float = 500000.0
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -295,6 +301,7 @@ def rope_error_values(
     }
 
 
+@isolated
 def rope_error_curves(
     *, base: float = 500000.0, length: int = 131072, bands: int = 200
 ) -> dict[str, np.ndarray]:
@@ -323,6 +330,7 @@ def rope_error_curves(
 
 
 @_keywords_of("rope_error_curves")
+@isolated
 def rope_error(**options: Any) -> Figure:
     """The largest |error| of a rotary cos/sin value against the exact one, against the position
     1 .. length - 1 (log-log; each point the largest over a band of positions, :func:`rope_error_curves`),

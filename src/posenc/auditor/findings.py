@@ -114,8 +114,8 @@ def _held(
         return variant, m
     if layout is not None:
         held = dataclasses.replace(variant, layout=layout.data["layout"])
-    else:
-        held = Variant(other["name"], dict(other["options"]), "identified instead", True, 0.0)
+    else:  # built by its kind (a RoPE cache's rows are a rotary variant)
+        held = other["variant"]
     finite = np.isfinite(m.row_errors)
     errors = m.row_errors.copy()
     if finite.any():
@@ -125,10 +125,23 @@ def _held(
 
 
 def wrong_variant(variant: Variant) -> Finding | None:
-    """A declared variant that the rows do not match, while another one does."""
+    """A declared variant that the rows do not match, while another one does (a rotary cache's rows: a
+    variant of another kind)."""
     other = variant.found_instead
     if not variant.declared or other is None:
         return None
+    held = other.get("variant")
+    if held is not None and held.params is not None and variant.params is None:
+        what = {"cos": "cos cache", "sin": "sin cache"}.get(held.parts, "cos/sin cache")
+        return Finding(
+            "variant",
+            f"not a sinusoidal table: the target's rows are a RoPE {what} ({held.name}), not {variant.name}",
+            f"posenc.identify matches the first rows with the {held.name} {what} {other['options']}; the "
+            f"declared variant is off by {variant.prefix_error:.3g} there",
+            {"declared": variant.options, "found": other["options"]},
+            fix="audit the rows without a declared variant (they are then measured as that cache); "
+            + _posenc_line(variant),
+        )
     names = ("shift", "base", "scale", "layout", "odd")[: 5 if other["width"] % 2 else 4]
     differ = [k for k in names if other["options"].get(k) != variant.options.get(k)] or ["variant"]
     said = ", ".join(f"{k} {variant.options.get(k)!r}" for k in differ if k != "variant")
@@ -276,7 +289,7 @@ def _model(
             cos, sin = np.concatenate([cos, cos], -1), np.concatenate([sin, sin], -1)
         else:
             cos, sin = np.repeat(cos, 2, -1), np.repeat(sin, 2, -1)
-        return np.concatenate([cos, sin] if variant.parts == "cos+sin" else [cos], -1)
+        return variant.columns(cos, sin)
     from .. import core
 
     o = variant.options

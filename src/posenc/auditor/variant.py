@@ -9,7 +9,13 @@ zero), for rotary ones ``[A·cos(pθ_i) | A·sin(pθ_i)]`` from :func:`posenc.ro
 When the first rows match no variant, the columns are matched one by one against the nearest candidates
 and the named presets: a table whose columns are a permutation of a variant's is measured against that
 variant, and the permutation kept as evidence. A declared variant is checked against what the rows
-match (another shift, base or layout) and against the positions next to 0 (an offset of ±1).
+match (another shift, base or layout) and against the positions next to 0 (an offset of ±1). An offset
+is only ever read from a variant the rows match: the nearest of candidates that do not match (a table
+of zeros is as far from every position) says nothing about where row 0 is.
+
+What identify finds is built into a Variant by its kind (:func:`_from_match`): a rotary buffer (a
+:class:`~posenc.porting.RopeMatch`: a table whose rows are a RoPE cos or sin cache) is measured as one,
+never handed to a sinusoidal ``Preset``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import layouts, presets
+from ..porting.match import Match, RopeMatch
 from ..porting.rope_fitting import PRECISIONS, precision_of
 from .guard import TargetError
 from .targets import Target
@@ -36,10 +43,12 @@ class Variant:
     """The exact encoding a target is measured against, and the evidence of how it was found.
 
     ``name``/``options``: the preset label and core options (sinusoidal), or "rope-<type>" and the
-    :class:`~posenc.rope.RopeParameters` fields (rotary, ``params`` set); ``how``: one line; ``matches``:
-    whether the first rows reproduce it; ``start``: the position row 0 matches best (0, or an offset);
-    ``found_instead``: for a declared variant that the rows do not match, the one they do;
-    ``permutation``: target column j holds the variant's column ``permutation[j]`` (None: in place).
+    :class:`~posenc.rope.RopeParameters` fields (rotary, ``params`` set; ``parts``: the columns,
+    "cos+sin", "cos" or "sin"); ``how``: one line; ``matches``: whether the first rows reproduce it;
+    ``start``: the position row 0 matches best (0, or an offset of a variant the rows match);
+    ``found_instead``: for a declared variant that the rows do not match, the one they do (its "name",
+    "options", "width" and the "variant" itself); ``permutation``: target column j holds the variant's
+    column ``permutation[j]`` (None: in place).
 
     >>> import posenc
     >>> variant = posenc.audit(posenc.presets.get("whisper").table(512, 16), options="whisper").variant
@@ -69,10 +78,14 @@ class Variant:
             from .. import rope
 
             cos, sin = rope.cos_sin(positions, self.params, dtype=dtype, layout=self.layout)
-            parts = [cos, sin] if self.parts == "cos+sin" else [cos]
-            return np.concatenate(parts, axis=-1).astype(np.float64)
+            return self.columns(cos, sin).astype(np.float64)
         preset = presets.Preset("audit", **self.options, padding_idx=self.padding_idx)
         return preset.encode(positions, d_model, dtype=dtype).astype(np.float64)
+
+    def columns(self, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        """A rotary variant's columns from its ``cos`` and ``sin`` ``(k, d_rot)``: ``[cos | sin]``, or the one
+        of them a cache holds (``parts``)."""
+        return np.concatenate({"cos": [cos], "sin": [sin]}.get(self.parts, [cos, sin]), axis=-1)
 
 
 def find_variant(target: Target, options: Any, dtype: str) -> Variant:
@@ -130,12 +143,29 @@ def _as_options(options: Any) -> tuple[str, dict[str, Any], int | None]:
 
 
 def _error(rows: np.ndarray, options: dict[str, Any], padding: int | None, start: int = 0) -> float:
-    preset = presets.Preset("audit", **options, padding_idx=padding)
     try:
+        preset = presets.Preset("audit", **options, padding_idx=padding)
         exact = preset.encode(np.arange(start, start + len(rows)), rows.shape[1], dtype="float64")
     except (ValueError, TypeError):
         return float("inf")
     return float(np.max(np.abs(exact - rows)))
+
+
+def _from_match(match: Match, how: str, rows: np.ndarray) -> Variant:
+    """The Variant of what identify found, built by its kind: a RoPE cache's (:class:`RopeMatch`: its
+    parameters, layout and the part the columns hold) or a sinusoidal variant's (its options, padding row
+    and the position of row 0, kept only when the rows match it)."""
+    if isinstance(match, RopeMatch) and match.parameters is not None:
+        parts = {"cos cache": "cos", "sin cache": "sin"}.get(match.source, "cos+sin")
+        layout = match.layout or "half"
+        return _rope_variant(match.parameters, how, match.matches, parts, layout, match.max_error)
+    start = match.start if match.matches else 0  # the nearest non-match's row 0 is no evidence of an offset
+    variant = Variant(
+        match.name, dict(match.options), how, match.matches, match.max_error, match.padding_idx, start=start
+    )
+    if not match.matches and match.start:  # measured at the rows' own positions, as it will be
+        variant.prefix_error = _error(rows, match.options, match.padding_idx)
+    return variant
 
 
 def _declared(rows: np.ndarray, declared: tuple) -> Variant:
@@ -155,7 +185,14 @@ def _declared(rows: np.ndarray, declared: tuple) -> Variant:
     except ValueError:
         return variant
     if best.matches:
-        variant.found_instead = {"name": best.name, "options": best.options, "width": rows.shape[1]}
+        held = _from_match(best, "identified instead", rows)
+        held.start = 0  # measured at the rows' own positions, as the declared variant is
+        variant.found_instead = {
+            "name": best.name,
+            "options": best.options,
+            "width": rows.shape[1],
+            "variant": held,
+        }
     return variant
 
 
@@ -169,20 +206,12 @@ def _identified(target: Target, rows: np.ndarray) -> Variant:
     except ValueError as error:
         raise ValueError(f"the target's rows at {where} are not an encoding table: {error}") from None
     best = matches[0]
-    variant = Variant(
-        best.name,
-        dict(best.options),
-        f"identified by posenc.identify from {where}",
-        best.matches,
-        best.max_error,
-        best.padding_idx,
-        start=best.start,
-    )
-    if best.matches and best.start:  # rows shifted: off at their own positions
+    variant = _from_match(best, f"identified by posenc.identify from {where}", rows)
+    if best.matches and variant.start:  # rows shifted: off at their own positions
         variant.matches, variant.prefix_error = False, _error(rows, best.options, best.padding_idx)
     if best.matches:
         return variant
-    pool = [(m.name, m.options, m.padding_idx) for m in matches]
+    pool = [(m.name, m.options, m.padding_idx) for m in matches if not isinstance(m, RopeMatch)]
     pool += [(label, p.options, p.padding_idx) for label, p in presets.variants()]
     orders = [(label, o, padding, _permutation(rows, o, padding, limit)) for label, o, padding in pool]
     orders = [item for item in orders if item[3] is not None]
@@ -205,8 +234,8 @@ def _moved(order: np.ndarray) -> int:
 def _permutation(rows: np.ndarray, options: dict, padding: int | None, limit: float) -> np.ndarray | None:
     """The column order that makes ``rows`` the variant's (each target column -> the first unused exact
     column it equals within ``limit``), or None when there is none or the order is the variant's own."""
-    preset = presets.Preset("audit", **options, padding_idx=padding)
     try:
+        preset = presets.Preset("audit", **options, padding_idx=padding)
         exact = preset.encode(np.arange(len(rows)), rows.shape[1], dtype="float64")
     except (ValueError, TypeError):
         return None

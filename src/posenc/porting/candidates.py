@@ -34,7 +34,9 @@ class Candidate(NamedTuple):
 
     ``error(rows, rough)`` is the largest difference between the candidate's first ``rows`` rows and the
     stored ones, or None when the candidate does not apply to this table; ``rough``: float32 will do (the
-    candidate is a known mismatch, kept only to fill the list).
+    candidate is a known mismatch, kept only to fill the list). ``reach``: the largest |angle| p·ω_i over
+    the table's positions, which sets what float32 code of the variant can be off by
+    (:func:`.limits.table_limit`).
     """
 
     name: str | None
@@ -42,6 +44,7 @@ class Candidate(NamedTuple):
     start: int
     padding_idx: int | None
     error: Callable[[int, bool], float | None]
+    reach: float
 
 
 def one_dimensional_candidates(stored: np.ndarray) -> Iterator[Candidate]:
@@ -101,7 +104,18 @@ def _one_dimensional(
             worst = max(worst, float(np.max(np.abs(values - stored[first : first + count]))))
         return worst
 
-    return Candidate(_variant_name(options, named, d_model), options, start, padding, error)
+    name = _variant_name(options, named, d_model)
+    return Candidate(name, options, start, padding, error, _reach(options, d_model, start, len(stored)))
+
+
+def _reach(options: dict[str, Any], d_model: int, start: int, rows: int) -> float:
+    """The largest |p·ω_i| over positions start .. start + rows - 1 (0 for options that build nothing)."""
+    try:
+        omegas = core.frequencies(d_model, **{k: v for k, v in options.items() if k != "layout"})
+    except (ValueError, TypeError):
+        return 0.0
+    far = max(abs(start), abs(start + rows - 1))
+    return float(far * np.max(np.abs(omegas), initial=0.0))
 
 
 def _variant_name(

@@ -47,12 +47,14 @@ def _grid(
     options: dict[str, Any],
     make: Callable[[], np.ndarray],
     origin: tuple[int, np.ndarray],
+    reach: float,
 ) -> Candidate:
     """A grid candidate: ``make()`` builds the whole grid in float64, once, and each row's error is kept.
 
     ``origin`` is (row, values): the family's cell at position 0 and the row of the table that holds it.
     A table whose row differs from it by more than 0.5 somewhere (a 0 where a 1 belongs) is of another
-    family, and nothing is built.
+    family, and nothing is built. ``reach``: the grid's largest position along any axis (every family's
+    fastest frequency is 1, 10000^0), the largest angle of its table.
     """
     row_errors: list[np.ndarray | None] = []
 
@@ -64,7 +66,7 @@ def _grid(
             row_errors.append(_row_errors(stored, make) if same else None)
         return None if row_errors[0] is None else float(np.max(row_errors[0][:rows]))
 
-    return Candidate(name, options, 0, None, error)
+    return Candidate(name, options, 0, None, error, reach)
 
 
 def _row_errors(stored: np.ndarray, make: Callable[[], np.ndarray]) -> np.ndarray | None:
@@ -151,6 +153,7 @@ def _diffusers_2d_candidates(stored: np.ndarray) -> Iterator[Candidate]:
             options,
             lambda: grids.diffusers_2d(d_model, dtype="float64", **options),
             (zeros, origin),
+            base_size / scale,  # positions arange(n) / (n / base_size) / interpolation_scale
         )
 
     body = stored[extra:]
@@ -202,6 +205,9 @@ def _diffusers_3d_candidates(stored: np.ndarray, shape: tuple[int, ...]) -> Iter
         options,
         lambda: grids.diffusers_3d(d_model, dtype="float64", **options),
         (0, origin),
+        max(  # positions arange(n) / interpolation_scale
+            t / options["temporal_interpolation_scale"], max(w, h) / options["spatial_interpolation_scale"]
+        ),
     )
 
 
@@ -234,6 +240,7 @@ def _timm_candidates(stored: np.ndarray) -> Iterator[Candidate]:
                 options,
                 lambda o=options: grids.timm_2d(dim=d_model, dtype="float64", **o),
                 (0, origin),
+                max(feat_shape),
             )
 
 
@@ -270,4 +277,5 @@ def _positional_encodings_candidates(stored: np.ndarray, shape: tuple[int, ...])
                 options,
                 lambda s=found: grids.positional_encodings_nd(s, channels, dtype="float64"),
                 (0, origin),
+                max(found),
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -16,7 +17,9 @@ import numpy.typing as npt
 from .. import defaults, validation
 from .candidates import Candidate, one_dimensional_candidates
 from .grid_candidates import grid_candidates
+from .limits import table_limit
 from .match import Match
+from .rope_fitting import PRECISIONS, precision_of
 from .rope_matching import looks_like_rope, rope_matches
 
 __all__ = ["Match", "identify"]
@@ -42,8 +45,12 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
     axis sizes are read from where each axis' block of columns first changes, and a position scale s from
     the angles of its block (lowest frequency first, refined by the higher ones: s = angle / (row · ω)).
     Every candidate is recomputed exactly and compared element by element: on the first 64 rows, then on
-    8 times as many, ..., then on all of them. ``tolerance`` defaults to what float32 code of that length
-    can be off by.
+    8 times as many, ..., then on all of them. ``tolerance`` defaults to what the candidate's own float32
+    code can be off by at the table's positions, plus the rounding of the type the values are stored in
+    (:func:`.limits.table_limit`: from the largest angle |p·ω| the candidate reaches there, and never above
+    2⁻⁴, so that no table far from every variant, all zeros or noise, of any length, matches). Candidates
+    that do not match are ranked by their error, those within that limit of each other by the position of
+    row 0 nearest 0: a table with no signal is no evidence of an offset.
 
     Names that build the same table are joined by ``" = "`` (``"mae-2d = diffusers-2d"``: the options are
     then diffusers'). A diffusers 2-D table fixes only base_size / interpolation_scale, so one table can be
@@ -57,7 +64,9 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
     candidates = validation.integer("candidates", candidates, minimum=1)
     if tolerance is not None:
         tolerance = validation.real(
-            "tolerance", tolerance, usual="leave it out for what float32 code of the length can be off by"
+            "tolerance",
+            tolerance,
+            usual="leave it out for what float32 code can be off by at the table's positions",
         )
         if tolerance < 0:
             raise ValueError(
@@ -67,35 +76,54 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
         return rope_matches(table, tolerance=tolerance, candidates=candidates)
     stored, shape = _as_rows(table)
     rows = stored.shape[0]
-    limit = tolerance if tolerance is not None else 1e-5 + 16 * rows * 2.0**-24
+    unit = PRECISIONS[precision_of(stored)]  # a bfloat16 tensor read as float32 has bfloat16's values
+
+    def limit(candidate: Candidate) -> float:
+        """What ``candidate`` may be off by over the whole table (its own float32 error there)."""
+        return tolerance if tolerance is not None else table_limit(candidate.reach, unit)
+
     every = itertools.chain(one_dimensional_candidates(stored), grid_candidates(stored, shape))
     pool = list({_key(c): c for c in every}.values())  # equal variants: the last one, in the first's place
     # Compare on the first 64 rows, then on 8 times as many, ..., then in full. An error only grows with
-    # the rows, so a candidate over the limit never matches: each step keeps those within it, and enough
-    # of the best others to fill ``candidates`` (the nearest, when nothing matches; more after the first).
+    # the rows, so a candidate over its limit for the whole table never matches: each step keeps those
+    # within it, and enough of the nearest others to fill ``candidates`` (the nearest, when nothing
+    # matches; more after the first).
     size, widest, mismatches = min(rows, _FIRST_ROWS), max(12, 4 * candidates), set()
     while True:
         errors = ((c.error(size, id(c) in mismatches), c) for c in pool)
-        scored = sorted(((e, c) for e, c in errors if e is not None), key=lambda item: item[0])
+        scored = [(e, c) for e, c in errors if e is not None]
+        within = sorted(((e, c) for e, c in scored if e <= limit(c)), key=lambda item: item[0])
+        others = _nearest_first([(e, c) for e, c in scored if e > limit(c)], limit)
         if size == rows:
             break
-        within = [c for e, c in scored if e <= limit][:widest]
-        others = [c for e, c in scored if e > limit]
-        others = others[: widest if size == _FIRST_ROWS else max(0, candidates - len(within))]
-        pool, mismatches = within + others, {id(c) for c in others}
+        kept = others[: widest if size == _FIRST_ROWS else max(0, candidates - len(within[:widest]))]
+        pool, mismatches = [c for _, c in within[:widest] + kept], {id(c) for _, c in kept}
         size = min(rows, size * _GROWTH)
-    found = [Match(c.name, c.options, c.start, c.padding_idx, error, error <= limit) for error, c in scored]
-    ranked = sorted(
-        found,
-        key=lambda m: (
-            not m.matches,
-            0.0 if m.matches else m.max_error,
-            m.name is None,
-            _plainness(m),
-            m.max_error,
-        ),
+    matched = sorted(
+        (Match(c.name, c.options, c.start, c.padding_idx, error, True) for error, c in within),
+        key=lambda m: (m.name is None, _plainness(m), m.max_error),
     )
-    return ranked[:candidates]
+    nearest = [Match(c.name, c.options, c.start, c.padding_idx, error, False) for error, c in others]
+    return (matched + nearest)[:candidates]
+
+
+def _nearest_first(scored: list[tuple[float, Candidate]], limit: Callable[[Candidate], float]) -> list:
+    """``scored`` (error, candidate) pairs that do not match, nearest first: by error, but errors within
+    the limit of the nearest of a run are equal, and among equals the position of row 0 nearest 0 comes
+    first, then a named variant, then the plainest options (a difference the limit calls noise is no
+    evidence of an offset: an all-zeros table is as far from every start)."""
+    ordered = sorted(scored, key=lambda item: item[0])
+    result: list[tuple[float, Candidate]] = []
+    first = 0
+    while first < len(ordered):
+        lead, candidate = ordered[first]
+        last = first + 1
+        while last < len(ordered) and ordered[last][0] <= lead + limit(candidate):
+            last += 1
+        run = ordered[first:last]
+        result += sorted(run, key=lambda i: (abs(i[1].start), i[1].name is None, _plainness(i[1]), i[0]))
+        first = last
+    return result
 
 
 def _as_rows(table: npt.ArrayLike) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -126,7 +154,7 @@ def _key(candidate: Candidate) -> tuple:
     return candidate.name, tuple(sorted(candidate.options.items())), candidate.start, candidate.padding_idx
 
 
-def _plainness(match: Match) -> float:
+def _plainness(match: Match | Candidate) -> float:
     """Prefer round numbers between equal fits (base 10000, shift 1 over base 10000.92, shift 0)."""
     base = match.options.get("base", defaults.BASE)
     mantissa = base / 10 ** math.floor(math.log10(base)) if base > 0 else 0

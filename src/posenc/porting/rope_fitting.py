@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import rope
 from .fitting import round_number
+from .limits import capped
 
 __all__ = [
     "PRECISIONS",
@@ -167,10 +168,10 @@ def cache_limits(
 ) -> tuple[float, float]:
     """What a stored cos/sin cache may be off by, absolutely (``tolerance`` when given, else the storage's
     rounding plus float32's angle error at the last position ``last``, θ_0 = ``theta0`` the fastest
-    frequency), and what the rounding alone costs."""
+    frequency, never above :data:`.limits.CAP` times the amplitude), and what the rounding alone costs."""
     scale = abs(rope.attention_scaling(params))
     angle = F32 * (6 + math.log(params.base)) * last * theta0
-    return (tolerance if tolerance is not None else scale * (unit + angle)), scale * unit / 2
+    return (tolerance if tolerance is not None else scale * capped(unit + angle)), scale * unit / 2
 
 
 def checked(candidates: list[tuple[dict[str, Any], str]], check: Any) -> list[tuple]:

@@ -42,6 +42,7 @@ import numpy as np
 
 from .. import rope
 from ..rope.arrays import mrope_axes
+from .limits import CAP
 from .match import RopeMatch, rope_match
 from .rope_fitting import (
     F32,
@@ -161,9 +162,9 @@ def _plain_prefixes(
 
 def _limit(scale: float, theta: Any, position: Any, stored: Any, unit: float) -> Any:
     """What a stored value A·cos(pθ) may be off by: float32's angle error (p·θ·2^-24·(4 + |ln θ|): the
-    rounding of θ, which grows with the exponent, and of the product) plus the storage's and float32's
-    rounding of the value (relative)."""
-    angle = F32 * (4 + np.abs(np.log(theta))) * np.maximum(position, 1) * theta
+    rounding of θ, which grows with the exponent, and of the product; never above :data:`.limits.CAP`)
+    plus the storage's and float32's rounding of the value (relative)."""
+    angle = np.minimum(F32 * (4 + np.abs(np.log(theta))) * np.maximum(position, 1) * theta, CAP)
     return abs(scale) * (angle + 2.0**-40) + (unit + 2 * F32) * np.abs(stored)
 
 

@@ -370,18 +370,28 @@ def _add(x: torch.Tensor, pe: torch.Tensor) -> torch.Tensor:
     NumPy asks the kernel for huge pages for large arrays (``madvise``), which halves that cost: for x of
     (8, 2048, 1024) float32 on 2 cores, 19 ms for ``x + pe`` against 10 ms into a NumPy-allocated buffer (the
     in-place add takes 4.8). The result is an ordinary contiguous tensor that owns its buffer.
+
+    Under tracing (``torch.compile``, ``torch.export``, ONNX, a symbolic size) nothing else is tested: the
+    graph gets the plain ``x + pe``, and no test of a symbolic size becomes a guard (``torch.export`` with a
+    dynamic length would otherwise refuse lengths whose result reaches the size above).
     """
+    if _tracing() or _symbolic(x) or _symbolic(pe):
+        return x + pe
     if (
         x.device.type != "cpu"
         or x.numel() * x.element_size() < _LARGE_OUTPUT_BYTES
         or not x.is_contiguous()
         or pe.dtype != x.dtype
         or (torch.is_grad_enabled() and (x.requires_grad or pe.requires_grad))
-        or _tracing()
         or torch.broadcast_shapes(x.shape, pe.shape) != x.shape
     ):
         return x + pe
     return torch.add(x, pe, out=_cpu_empty(x.numel(), x.dtype).view(x.shape))
+
+
+def _symbolic(tensor: torch.Tensor) -> bool:
+    """Whether a size of ``tensor`` is symbolic (a ``torch.SymInt`` of a traced graph), not a number."""
+    return not all(isinstance(size, int) for size in tensor.shape)
 
 
 def _cpu_empty(count: int, dtype: torch.dtype) -> torch.Tensor:

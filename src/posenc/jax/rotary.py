@@ -5,8 +5,9 @@ framework: :func:`posenc.rope.arrays.apply_rotary`) and the Flax (NNX)
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once (:mod:`posenc.rope`). Concrete
 positions are computed on the host by the NumPy core; traced positions (arguments of a jitted function) by
 the portable algorithm (:mod:`posenc.portable`) inside the program: no callback, no float64 with x64 off.
-"dynamic" and "longrope" scaling pick their frequencies from the sequence length: traced positions need an
-explicit ``seq_len`` (a jitted program cannot read max(positions)).
+A type whose frequencies grow with the sequence length ("dynamic") needs an explicit ``seq_len`` for traced
+positions (a jitted program cannot read max(positions)); one that switches between two sets ("longrope")
+computes both and picks in the program, as the NumPy and torch paths do.
 """
 
 from __future__ import annotations
@@ -47,13 +48,28 @@ def cos_sin(
         return jnp.asarray(cos), jnp.asarray(sin)
     positions = jnp.asarray(positions)
     check_request(params, layout, positions.shape)
-    scaled_by_length = params.rope_type in ("dynamic", "longrope")
-    if scaled_by_length and seq_len is None:
+    kind = params.kind
+    if seq_len is None and kind.switch is not None:  # both sets, one picked in the program (as torch does)
+        switch = kind.switch(params)
+        first, second = (_traced_rows(positions, params, n, dt.name, layout) for n in (switch, switch + 1))
+        if not positions.size:
+            return first
+        top = jnp.max(positions)
+        pick = (jnp.floor(top) if jnp.issubdtype(top.dtype, jnp.floating) else top) + 1 > switch
+        return jnp.where(pick, second[0], first[0]), jnp.where(pick, second[1], first[1])
+    if seq_len is None and kind.grows_with_length:
         raise ValueError(
             f"rope_type {params.rope_type!r} picks its frequencies from the sequence length, which a jitted "
             "program cannot read from traced positions; pass seq_len= (e.g. the padded length + 1)"
         )
-    request = _request(params, seq_len if scaled_by_length else None, dt.name)
+    return _traced_rows(positions, params, seq_len if kind.depends_on_length else None, dt.name, layout)
+
+
+def _traced_rows(
+    positions: jax.Array, params: rope.RopeParameters, seq_len: int | None, fmt: str, layout: str
+) -> tuple[jax.Array, jax.Array]:
+    """(cos, sin) of traced ``positions`` by the portable algorithm, at the frequencies of ``seq_len``."""
+    request = _request(params, seq_len, fmt)
     rows = portable.encode(_JNP, positions, request)
     return arrange(_JNP, rows, request.count, params.mrope_section, params.mrope_interleaved, layout)
 

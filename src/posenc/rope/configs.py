@@ -34,20 +34,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import validation
+from .kinds import SCALING_FIELDS, named
 from .parameters import (
-    _USED,
     DEFAULT_BASE,
     PLAIN_SCALING_FIELDS,
-    ROPE_TYPES,
     RopeParameters,
     check_context,
     check_head_dim,
     check_mrope_entries,
     check_partial_rotary_factor,
 )
-
-#: Legacy rope type names and the type they mean (Qwen2-VL's "mrope", early Phi-3's "su").
-_TYPE_ALIASES = {"mrope": "default", "su": "longrope"}
 
 #: Keys a (flat) RoPE dict may hold: a dict without any of them whose values are dicts is nested per layer.
 _ROPE_KEYS = frozenset(
@@ -213,15 +209,7 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     rope = _pick_layer(_rope_dict(cfg), layer_type)
 
     rope_type = _first(rope, "rope_type", "type")
-    rope_type = "default" if rope_type is None else rope_type
-    if not isinstance(rope_type, str):
-        raise TypeError(f"rope_type must be a string such as 'yarn'; got {rope_type!r}")
-    rope_type = _TYPE_ALIASES.get(rope_type, rope_type)
-    if rope_type not in ROPE_TYPES:
-        raise ValueError(
-            f"rope_type={rope_type!r} is not a rope type posenc.rope knows; "
-            f"use one of {', '.join(ROPE_TYPES)}"
-        )
+    kind = named("default" if rope_type is None else rope_type)
 
     base = _first(rope, "rope_theta")
     if base is None:
@@ -260,9 +248,9 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     original = cfg.get("original_max_position_embeddings")
     if original is None:
         original = rope.get("original_max_position_embeddings")
-    if original is None and rope_type in ("llama3", "yarn", "longrope"):
+    if original is None and kind.uses("original_max_position_embeddings"):
         original = max_pos
-    if original is not None and "original_max_position_embeddings" in _USED[rope_type]:
+    if original is not None and kind.uses("original_max_position_embeddings"):
         original = check_context("original_max_position_embeddings", original, integral_floats=True)
     fields["original_max_position_embeddings"] = original
     section = rope.get("mrope_section")
@@ -270,18 +258,15 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     interleaved = _first(rope, "mrope_interleaved", "interleaved")
     fields["mrope_interleaved"] = False if interleaved is None else interleaved
 
-    if rope_type == "proportional":
-        fields["factor"] = 1.0 if fields["factor"] is None else fields["factor"]
-        rotary_dim = head_dim
-    else:
-        rotary_dim = int(head_dim * prf)
-    used = _USED[rope_type]
+    for name, value in kind.defaults.items():
+        fields[name] = value if fields[name] is None else fields[name]
+    rotary_dim = head_dim if kind.full_head else int(head_dim * prf)
     defaults = {field.name: field.default for field in dataclasses.fields(RopeParameters)}
-    for name in _USED["yarn"] + _USED["longrope"] + _USED["llama3"]:
-        if name not in used:
+    for name in SCALING_FIELDS:
+        if not kind.uses(name):
             fields[name] = defaults[name]
     return RopeParameters(
-        rope_type=rope_type,
+        rope_type=kind.name,
         head_dim=head_dim,
         rotary_dim=rotary_dim,
         base=base,

@@ -16,26 +16,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import validation
-
-#: The rope types :mod:`posenc.rope` computes: transformers' ``ROPE_INIT_FUNCTIONS`` plus "default".
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
+from .kinds import (
+    MAX_ATTENTION_SCALING,
+    MAX_BASE,
+    MAX_CONTEXT,
+    MAX_FACTOR,
+    MAX_HEAD_DIM,
+    TYPES,
+    RopeType,
+)
 
 #: The base transformers uses when a config gives no ``rope_theta`` (``default_theta``).
 DEFAULT_BASE = 10000.0
-
-#: Bounds, checked when the parameters are built (before any frequency is computed), far beyond any model but
-#: keeping every frequency θ_i and the attention scaling finite and normal in float64 (and cos/sin finite in
-#: every dtype): heads in use are at most 512 wide and the frequencies of a head of 2**16 take ~1 s;
-#: context lengths, like positions, are below 2**31; scaling factors in use are at most ~100, and factors
-#: within [2**-20, 2**20] keep θ_i <= 2**20 (so p·θ_i < 2**51); the base grows (dynamic NTK) at most by
-#: (2**20 · 2**31)**2, so θ_i >= 2**-186 for a base <= 2**64 (in use: up to ~1e9); attention scalings in
-#: use are ~1 to 2, and one <= 2**10 keeps A·cos finite even in float16.
-MAX_HEAD_DIM = 2**16
-MAX_CONTEXT = validation.MAX_POSITION
-MAX_FACTOR = 2**20
-MIN_FACTOR = 2.0**-20
-MAX_BASE = 2**64
-MAX_ATTENTION_SCALING = 2**10
 
 #: The fix the messages on rope_theta suggest.
 _BASES = "usual values: 10000, 500000, 1000000"
@@ -53,33 +45,6 @@ PLAIN_SCALING_FIELDS = (
     "high_freq_factor",
 )
 
-#: The scaling fields each type uses; the others are stored as their defaults, so that two parameter
-#: records that give the same frequencies compare (and hash) equal.
-_USED = {
-    "default": (),
-    "linear": ("factor",),
-    "dynamic": ("factor",),
-    "yarn": (
-        "factor",
-        "original_max_position_embeddings",
-        "attention_factor",
-        "beta_fast",
-        "beta_slow",
-        "mscale",
-        "mscale_all_dim",
-        "truncate",
-    ),
-    "longrope": (
-        "factor",
-        "original_max_position_embeddings",
-        "attention_factor",
-        "short_factor",
-        "long_factor",
-    ),
-    "llama3": ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
-    "proportional": ("factor",),
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class RopeParameters:
@@ -87,7 +52,8 @@ class RopeParameters:
 
     Build it with :func:`config`; constructing it directly runs the same checks. Fields:
 
-    * ``rope_type``: one of :data:`ROPE_TYPES`.
+    * ``rope_type``: one of :data:`posenc.rope.kinds.ROPE_TYPES`; ``kind`` is its
+      :class:`~posenc.rope.kinds.RopeType`.
     * ``head_dim``: the attention head width; ``rotary_dim``: the rotated width (even), so there are
       ``rotary_dim // 2`` frequencies θ_0 .. θ_{rotary_dim/2 - 1}.
     * ``base``: θ of the RoPE paper (``rope_theta``); ``partial_rotary_factor``: the rotated fraction.
@@ -135,6 +101,11 @@ class RopeParameters:
         _check(self)
 
     @property
+    def kind(self) -> RopeType:
+        """The rope type: its fields, checks, formulas and dependence on the sequence length."""
+        return TYPES[self.rope_type]
+
+    @property
     def n_frequencies(self) -> int:
         """The number of frequencies θ_i: ``rotary_dim // 2``."""
         return self.rotary_dim // 2
@@ -146,17 +117,16 @@ def _check(p: RopeParameters) -> None:
     def put(name: str, value: Any) -> None:
         object.__setattr__(p, name, value)
 
-    if p.rope_type not in ROPE_TYPES:
+    kind = TYPES.get(p.rope_type) if isinstance(p.rope_type, str) else None
+    if kind is None:
         raise ValueError(
-            f"rope_type={p.rope_type!r} is not a rope type posenc.rope knows; "
-            f"use one of {', '.join(ROPE_TYPES)}"
+            f"rope_type={p.rope_type!r} is not a rope type posenc.rope knows; use one of {', '.join(TYPES)}"
         )
-    kind = p.rope_type
     put("head_dim", check_head_dim(p.head_dim))
     prf = check_partial_rotary_factor(p.partial_rotary_factor)
     put("partial_rotary_factor", prf)
     put("rotary_dim", validation.integer("rotary_dim", p.rotary_dim, minimum=0))
-    expected = p.head_dim if kind == "proportional" else int(p.head_dim * prf)
+    expected = p.head_dim if kind.full_head else int(p.head_dim * prf)
     if p.rotary_dim != expected:
         raise ValueError(
             f"rotary_dim={p.rotary_dim} does not match head_dim={p.head_dim} and partial_rotary_factor={prf} "
@@ -176,47 +146,36 @@ def _check(p: RopeParameters) -> None:
     if p.max_position_embeddings is not None:
         put("max_position_embeddings", check_context("max_position_embeddings", p.max_position_embeddings))
 
-    used = _USED[kind]
     factor = p.factor
-    if "factor" in used and factor is None and kind != "longrope":
+    if kind.factor_required and factor is None:
         raise ValueError(
-            f"rope_type={kind!r} needs a scaling factor; got factor=None: add 'factor' (e.g. 4.0) to "
+            f"rope_type={kind.name!r} needs a scaling factor; got factor=None: add 'factor' (e.g. 4.0) to "
             "rope_scaling / rope_parameters"
         )
     if factor is not None:
         factor = validation.real("factor", factor)
-        if kind == "proportional" and not factor >= MIN_FACTOR:
+        if kind.min_factor < 1.0 and not factor >= kind.min_factor:
             raise ValueError(
-                f"factor must be >= 2**-20 for rope_type='proportional' (it divides every frequency); "
+                f"factor must be >= 2**-20 for rope_type={kind.name!r} (it divides every frequency); "
                 f"got {factor}"
             )
         validation.at_most("factor", factor, MAX_FACTOR, "scaling factors in use are at most ~100")
-        if kind != "proportional" and factor < 1.0:
+        if kind.min_factor >= 1.0 and factor < kind.min_factor:
             raise ValueError(
-                f"factor must be >= 1 for rope_type={kind!r} (it stretches the context by that much); got "
-                f"{factor}: use a factor >= 1"
+                f"factor must be >= 1 for rope_type={kind.name!r} (it stretches the context by that much); "
+                f"got {factor}: use a factor >= 1"
             )
         put("factor", factor)
     original = p.original_max_position_embeddings
     if original is not None:
         original = check_context("original_max_position_embeddings", original)
         put("original_max_position_embeddings", original)
-    elif "original_max_position_embeddings" in used:
+    elif kind.uses("original_max_position_embeddings"):
         raise ValueError(
-            f"rope_type={kind!r} needs original_max_position_embeddings (the pretraining context length); "
-            "got neither it nor max_position_embeddings: add original_max_position_embeddings to rope_scaling"
+            f"rope_type={kind.name!r} needs original_max_position_embeddings (the pretraining context "
+            "length); got neither it nor max_position_embeddings: add original_max_position_embeddings to "
+            "rope_scaling"
         )
-    if kind == "dynamic":
-        if p.max_position_embeddings is None:
-            raise ValueError(
-                "rope_type='dynamic' needs max_position_embeddings (the length beyond which the base grows); "
-                "got None: add max_position_embeddings to the config"
-            )
-        if p.rotary_dim == 2:
-            raise ValueError(
-                "rope_type='dynamic' needs rotary_dim > 2 (its base grows as s**(d/(d-2))); got 2"
-            )
-
     for name in ("attention_factor", "mscale", "mscale_all_dim", "low_freq_factor", "high_freq_factor"):
         value = getattr(p, name)
         if value is not None:
@@ -245,60 +204,7 @@ def _check(p: RopeParameters) -> None:
         put(name, value)
     if not isinstance(p.truncate, bool):
         raise TypeError(f"truncate must be true or false; got {p.truncate!r}")
-    if kind == "yarn" and not 0.0 < p.beta_slow <= p.beta_fast:
-        raise ValueError(
-            f"yarn needs 0 < beta_slow <= beta_fast (rotations at the ramp's two ends); got "
-            f"beta_fast={p.beta_fast}, beta_slow={p.beta_slow}: the usual values are 32 and 1"
-        )
-    if kind == "llama3":
-        low, high = p.low_freq_factor, p.high_freq_factor
-        if low is None or high is None:
-            raise ValueError(
-                f"rope_type='llama3' needs low_freq_factor and high_freq_factor; got {low!r} and {high!r}: "
-                "Llama 3.1 uses 1.0 and 4.0"
-            )
-        if not 0.0 < low < high:
-            raise ValueError(
-                f"llama3 needs 0 < low_freq_factor < high_freq_factor; got low_freq_factor={low}, "
-                f"high_freq_factor={high}: Llama 3.1 uses 1.0 and 4.0"
-            )
-    if kind == "longrope":
-        n = p.rotary_dim // 2
-        for name in ("short_factor", "long_factor"):
-            value = getattr(p, name)
-            if value is None:
-                raise ValueError(
-                    f"rope_type='longrope' needs {name}, a list of rotary_dim // 2 = {n} numbers"
-                )
-            if isinstance(value, str | bytes | Mapping) or not hasattr(value, "__len__"):
-                raise TypeError(f"{name} must be a list of {n} numbers; got {validation.shorten(value)}")
-            if len(value) != n:
-                raise ValueError(
-                    f"{name} must have rotary_dim // 2 = {n} entries (one per frequency); got {len(value)}: "
-                    "check head_dim and partial_rotary_factor against the factor lists"
-                )
-            numbers_ = tuple(validation.real(f"{name}[{i}]", x) for i, x in enumerate(value))
-            bad = [i for i, x in enumerate(numbers_) if not x > 0.0]
-            if bad:
-                raise ValueError(f"{name} must hold positive numbers; {name}[{bad[0]}] = {numbers_[bad[0]]}")
-            bad = [i for i, x in enumerate(numbers_) if not MIN_FACTOR <= x <= MAX_FACTOR]
-            if bad:
-                raise ValueError(
-                    f"{name} must hold numbers from 2**-20 to 2**20 (each divides a frequency; Phi-3's "
-                    f"lie in 1 .. ~100); {name}[{bad[0]}] = {numbers_[bad[0]]}"
-                )
-            put(name, numbers_)
-        if p.factor is None and p.attention_factor is None and p.max_position_embeddings is None:
-            raise ValueError(
-                "longrope without factor takes factor = max_position_embeddings / "
-                "original_max_position_embeddings, but max_position_embeddings is None: add 'factor' to "
-                "rope_scaling or max_position_embeddings to the config"
-            )
-        if p.original_max_position_embeddings < 2:
-            raise ValueError(
-                "longrope needs original_max_position_embeddings >= 2 (its attention factor divides by its "
-                f"log); got {p.original_max_position_embeddings}"
-            )
+    kind.check(p)
 
     if p.mrope_section is not None:
         section = check_mrope_entries(p.mrope_section)

@@ -93,7 +93,7 @@ def _refuse_framework_arrays(positions: Any) -> None:
 
 def _effective_seq_len(params: RopeParameters, raw: np.ndarray, seq_len: int | None) -> int | None:
     """The sequence length that selects the frequencies: None for the types that do not depend on it."""
-    if params.rope_type not in ("dynamic", "longrope"):
+    if not params.kind.depends_on_length:
         return None
     if seq_len is not None:
         return validation.integer("seq_len", seq_len, minimum=1)

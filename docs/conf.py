@@ -75,7 +75,6 @@ PUBLIC_MODULES = [
     "posenc.jax",
     "posenc.rope",
     "posenc.presets",
-    "posenc.preset_deviations",
     "posenc.grids",
     "posenc.positions",
     "posenc.sharding",

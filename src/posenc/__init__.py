@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 # posenc.audit is a plain function, posenc.auditor.audit; the package it comes from is posenc.auditor.
-# core, defaults, layouts, porting and preset_deviations are not in __all__: they are named so that
+# core, defaults, layouts and porting are not in __all__: they are named so that
 # `import posenc; posenc.core` works (defaults and layouts were loaded with the core before it was lazy).
 _SUBMODULES = {
     "analysis",
@@ -53,7 +53,6 @@ _SUBMODULES = {
     "layouts",
     "porting",
     "positions",
-    "preset_deviations",
     "presets",
     "rope",
     "sharding",

@@ -395,9 +395,9 @@ def test_the_lazy_names_are_the_core_functions():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "True True"
     assert {"encode", "table", "frequencies"} <= set(dir(posenc))
-    code = "import posenc as p; print(p.defaults.BASE, p.layouts.__name__, p.preset_deviations.__name__)"
+    code = "import posenc as p; print(p.defaults.BASE, p.layouts.__name__, p.porting.__name__)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.split() == ["10000.0", "posenc.layouts", "posenc.preset_deviations"]
+    assert result.stdout.split() == ["10000.0", "posenc.layouts", "posenc.porting"]
 
 
 def test_public_surface():

@@ -5,9 +5,9 @@ evidence; "also consistent with" only the variants that give the same table at t
 names joined by " = ", and other matches within one float32 ulp of the best error) and whose library's own
 float32 code can be off by what the table shows (:func:`posenc.presets.float32_deviation`: a float32
 table with the PyTorch tutorial's float32 noise is not DistilBERT's table, which is rounded once); a fitted
-generic base only when no named variant matches; the odd-width rule the table shows (none for an even width); and the
-lines to paste: ``presets.get(...)`` and the torch and JAX module constructors, and for a table consistent
-with diffusers' timestep embedding, ``posenc.torch.Timesteps(...)`` (the drop-in for diffusers' ``Timesteps``,
+generic base only when no named variant matches; the odd-width rule the table shows (none for an even
+width); and the lines to paste: ``presets.get(...)`` and the torch and JAX module constructors, and for a
+table consistent with diffusers' timestep embedding, ``posenc.torch.Timesteps(...)`` (the drop-in for diffusers' ``Timesteps``,
 which maps timesteps to embeddings where ``SinusoidalPositionalEncoding`` adds to an input).
 
 >>> from posenc import presets

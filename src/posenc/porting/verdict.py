@@ -7,8 +7,9 @@ float32 code can be off by what the table shows (:func:`posenc.presets.float32_d
 table with the PyTorch tutorial's float32 noise is not DistilBERT's table, which is rounded once); a fitted
 generic base only when no named variant matches; the odd-width rule the table shows (none for an even
 width); and the lines to paste: ``presets.get(...)`` and the torch and JAX module constructors, and for a
-table consistent with diffusers' timestep embedding, ``posenc.torch.Timesteps(...)`` (the drop-in for diffusers' ``Timesteps``,
-which maps timesteps to embeddings where ``SinusoidalPositionalEncoding`` adds to an input).
+table consistent with diffusers' timestep embedding, ``posenc.torch.Timesteps(...)`` (the drop-in for
+diffusers' ``Timesteps``, which maps timesteps to embeddings where ``SinusoidalPositionalEncoding`` adds to an
+input).
 
 >>> from posenc import presets
 >>> answer = verdict(identify(presets.get("fairseq", padding_idx=1).table(130, 32)), 32, "float32", 130)

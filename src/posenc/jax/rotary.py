@@ -1,6 +1,6 @@
-"""Rotary position embeddings for JAX, exact: :func:`cos_sin`, :func:`apply_rotary` (one function for every
-framework: :func:`posenc.rope.arrays.apply_rotary`) and the Flax (NNX)
-``RotaryEmbedding`` (defined on first use, like ``SinusoidalPositionalEncoding``).
+"""Rotary position embeddings for JAX, exact: :func:`cos_sin` and :func:`apply_rotary` (one function for every
+framework: :func:`posenc.rope.arrays.apply_rotary`); the Flax (NNX) ``RotaryEmbedding`` is in
+:mod:`posenc.jax.modules`.
 
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once (:mod:`posenc.rope`). Concrete
 positions are computed on the host by the NumPy core; traced positions (arguments of a jitted function) by
@@ -17,12 +17,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .. import portable, rope
-from ..rope.arrays import arrange, check_layout, check_request
+from ..rope.arrays import arrange, check_request
 from ..rope.tables import exact_law
-from .flax_import import flax_nnx
 from .functions import _dtype, _host_positions, _traced
 
 
@@ -80,59 +78,3 @@ _JNP = portable.backend_named("jax")
 @functools.lru_cache(maxsize=64)
 def _request(params: rope.RopeParameters, seq_len: int | None, fmt: str) -> Any:
     return portable.request_for_law(exact_law(params, seq_len), fmt)
-
-
-# The class docstring, kept out of the class so that pytest finds its example (through __test__)
-# without importing Flax: the class itself is defined on first use.
-_DOC = """Exact rotary cos/sin, the Flax (NNX) twin of :class:`posenc.torch.RotaryEmbedding`.
-
-    ``config``: a :class:`posenc.rope.RopeParameters` or anything :func:`posenc.rope.config` reads;
-    ``layer_type`` picks one layer type of a config with RoPE parameters per layer type (Gemma 3).
-    ``__call__(x, position_ids, *, seq_len=None)`` returns (cos, sin) of shape
-    ``position_ids.shape + (rotary_dim,)`` in x's dtype (with multimodal sections, position_ids is
-    (3, B, L), or (B, L) for text). ``inv_freq`` (float32) and ``attention_scaling`` are attributes.
-
-    >>> import jax.numpy as jnp
-    >>> from posenc import rope
-    >>> from posenc.jax import RotaryEmbedding
-    >>> rotary = RotaryEmbedding(rope.config(head_dim=4, base=100.0))
-    >>> cos, sin = rotary(jnp.zeros((1, 2, 4), jnp.float16), jnp.array([[0, 1]]))  # x: only its dtype
-    >>> cos.shape, cos.dtype
-    ((1, 2, 4), dtype('float16'))
-    >>> sin[0, 1]  # position 1: sin θ_i, θ = (1, 0.1), in the "half" layout
-    Array([0.8413 , 0.09985, 0.8413 , 0.09985], dtype=float16)
-    >>> rotary.inv_freq, rotary.attention_scaling
-    (array([1. , 0.1], dtype=float32), 1.0)
-    """
-
-__test__ = {"RotaryEmbedding": _DOC}
-
-
-@functools.cache
-def _module_class() -> type:
-    nnx = flax_nnx("RotaryEmbedding")
-
-    class RotaryEmbedding(nnx.Module):
-        __doc__ = _DOC
-
-        def __init__(self, config: Any, *, layout: str = "half", layer_type: str | None = None):
-            check_layout(layout)
-            self.layer_type = layer_type
-            if isinstance(config, rope.RopeParameters) and layer_type is None:
-                self.params = config
-            else:
-                self.params = rope.config(config, layer_type=layer_type)
-            self.layout = layout
-            self.attention_scaling = rope.attention_scaling(self.params)
-            self.inv_freq = np.asarray(rope.inv_freq(self.params), dtype=np.float32)
-
-        def __call__(
-            self, x: jax.Array, position_ids: Any, *, seq_len: int | None = None
-        ) -> tuple[jax.Array, jax.Array]:
-            ids = position_ids
-            if self.params.mrope_section and jnp.ndim(ids) == 2:
-                ids = jnp.broadcast_to(jnp.asarray(ids), (3, *jnp.shape(ids)))
-            return cos_sin(ids, self.params, dtype=x.dtype, layout=self.layout, seq_len=seq_len)
-
-    RotaryEmbedding.__module__ = __name__
-    return RotaryEmbedding

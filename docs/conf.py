@@ -82,6 +82,7 @@ PUBLIC_MODULES = [
     "posenc.porting",
     "posenc.auditor",
     "posenc.testing",
+    "posenc.errors",
     "posenc.analysis",
     "posenc.analysis.plot",
 ]

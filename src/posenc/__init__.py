@@ -17,12 +17,14 @@ if TYPE_CHECKING:  # what __getattr__ provides, for type checkers and editors
     from . import analysis, auditor, grids, positions, presets, rope, sharding, testing
     from .auditor import audit
     from .core import encode, frequencies, table
+    from .errors import PosencError
     from .grids import grid
     from .porting import convert_layout, identify
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "PosencError",
     "__version__",
     "analysis",
     "audit",
@@ -49,6 +51,7 @@ _SUBMODULES = {
     "auditor",
     "core",
     "defaults",
+    "errors",
     "grids",
     "layouts",
     "porting",
@@ -65,6 +68,7 @@ _FUNCTIONS = {
     "grid": "grids",
     "audit": "auditor",
     "convert_layout": "porting",
+    "PosencError": "errors",
     "identify": "porting",
 }
 

@@ -403,7 +403,8 @@ def test_the_lazy_names_are_the_core_functions():
 def test_public_surface():
     functions = "audit convert_layout encode frequencies grid identify table"
     modules = "analysis auditor grids positions presets rope sharding testing"
-    assert set(posenc.__all__) == {"__version__", *functions.split(), *modules.split()}
+    assert set(posenc.__all__) == {"PosencError", "__version__", *functions.split(), *modules.split()}
+    assert posenc.PosencError is posenc.errors.PosencError
     assert posenc.rope.cos_sin is posenc.rope.tables.cos_sin
     assert callable(posenc.audit) and posenc.auditor.AuditReport is posenc.auditor.report.AuditReport
     # posenc.audit is a plain function over a plain package: no module swaps its class

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import validation
+from ..errors import PosencTypeError, PosencValueError
 from .kinds import SCALING_FIELDS, named
 from .parameters import (
     DEFAULT_BASE,
@@ -115,7 +116,10 @@ def config(
         )
     if isinstance(cfg, RopeParameters):
         if layer_type is not None:
-            raise TypeError(f"layer_type={layer_type!r} cannot apply to a RopeParameters; leave it out")
+            raise PosencTypeError(
+                f"layer_type={layer_type!r} cannot apply to a RopeParameters; leave it out",
+                parameter="layer_type",
+            )
         return cfg
     return _from_mapping(_load(cfg), layer_type)
 
@@ -143,14 +147,16 @@ def _keyword_mapping(
 ) -> dict[str, Any]:
     """The keyword form as the dict of a config.json."""
     if scaling is not None and not isinstance(scaling, Mapping):
-        raise TypeError(
+        raise PosencTypeError(
             f"scaling must be a dict like rope_scaling, e.g. {{'rope_type': 'linear', 'factor': 2.0}}; got "
-            f"{validation.shorten(scaling)} of type {type(scaling).__name__}"
+            f"{validation.shorten(scaling)} of type {type(scaling).__name__}",
+            parameter="scaling",
         )
     scaling = dict(scaling or {})
     if base is not None and scaling.get("rope_theta") is not None and scaling["rope_theta"] != base:
-        raise ValueError(
-            f"base={base!r} and scaling['rope_theta']={scaling['rope_theta']!r} disagree; give θ once"
+        raise PosencValueError(
+            f"base={base!r} and scaling['rope_theta']={scaling['rope_theta']!r} disagree; give θ once",
+            parameter="base",
         )
     mapping: dict[str, Any] = {"head_dim": head_dim, "rope_scaling": scaling}
     if base is not None:
@@ -176,17 +182,21 @@ def _load(cfg: Any) -> Mapping[str, Any]:
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         if not os.path.isfile(path):
-            raise ValueError(f"cfg={os.fspath(cfg)!r} is not a config.json file (nor a folder holding one)")
+            raise PosencValueError(
+                f"cfg={os.fspath(cfg)!r} is not a config.json file (nor a folder holding one)",
+                parameter="cfg",
+            )
         with open(path, encoding="utf-8") as handle:
             try:
                 loaded = json.load(handle)
             except json.JSONDecodeError as error:
-                raise ValueError(
-                    f"cfg={path!r} is not valid JSON ({error}); pass a model's config.json"
+                raise PosencValueError(
+                    f"cfg={path!r} is not valid JSON ({error}); pass a model's config.json", parameter="cfg"
                 ) from None
         if not isinstance(loaded, Mapping):
-            raise ValueError(
-                f"cfg={path!r} holds a JSON {type(loaded).__name__}, not an object; pass a config.json"
+            raise PosencValueError(
+                f"cfg={path!r} holds a JSON {type(loaded).__name__}, not an object; pass a config.json",
+                parameter="cfg",
             )
         return loaded
     to_dict = getattr(cfg, "to_dict", None)
@@ -197,9 +207,10 @@ def _load(cfg: Any) -> Mapping[str, Any]:
                 f"cfg.to_dict() returned {type(loaded).__name__}, not a dict; pass the config as a dict"
             )
         return loaded
-    raise TypeError(
+    raise PosencTypeError(
         "cfg must be a Hugging Face model config: a dict, a path to config.json, or an object with to_dict() "
-        f"(a transformers PretrainedConfig); got {validation.shorten(cfg)} of type {type(cfg).__name__}"
+        f"(a transformers PretrainedConfig); got {validation.shorten(cfg)} of type {type(cfg).__name__}",
+        parameter="cfg",
     )
 
 
@@ -312,9 +323,10 @@ def _pick_layer(rope: Mapping[str, Any], layer_type: str | None) -> Mapping[str,
     """The RoPE dict itself, or its entry for ``layer_type`` when it is nested per layer type."""
     if not _nested(rope):
         if layer_type is not None:
-            raise ValueError(
+            raise PosencValueError(
                 f"layer_type={layer_type!r} was given but the config's RoPE dict is not nested per layer "
-                "type; leave layer_type out"
+                "type; leave layer_type out",
+                parameter="layer_type",
             )
         return rope
     if layer_type is None or layer_type not in rope:
@@ -326,8 +338,9 @@ def _pick_layer(rope: Mapping[str, Any], layer_type: str | None) -> Mapping[str,
         )
     entry = rope[layer_type]
     if entry is None:
-        raise ValueError(
-            f"layer_type={layer_type!r} has no RoPE (its entry is null); pick another layer type"
+        raise PosencValueError(
+            f"layer_type={layer_type!r} has no RoPE (its entry is null); pick another layer type",
+            parameter="layer_type",
         )
     return entry
 

@@ -56,6 +56,7 @@ import numpy as np
 
 from .. import validation
 from ..core.highprec import context
+from ..errors import PosencTypeError
 from .kinds import MAX_CONTEXT, Ambiguous
 from .parameters import RopeParameters
 
@@ -129,8 +130,9 @@ def exact_attention_scaling(params: RopeParameters, seq_len: int | None, digits:
 
 def _check_params(params: Any) -> None:
     if not isinstance(params, RopeParameters):
-        raise TypeError(
-            f"params must be a RopeParameters (from posenc.rope.config(...)); got {type(params).__name__}"
+        raise PosencTypeError(
+            f"params must be a RopeParameters (from posenc.rope.config(...)); got {type(params).__name__}",
+            parameter="params",
         )
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from .. import validation
 from ..core.highprec import pi
+from ..errors import PosencTypeError, PosencValueError
 
 #: Bounds, checked when the parameters are built (before any frequency is computed), far beyond any model but
 #: keeping every frequency θ_i and the attention scaling finite and normal in float64 (and cos/sin finite in
@@ -171,12 +172,16 @@ def _dynamic(p: Params, key: int | None) -> list[Decimal]:
 
 def _check_dynamic(p: Params) -> None:
     if p.max_position_embeddings is None:
-        raise ValueError(
+        raise PosencValueError(
             "rope_type='dynamic' needs max_position_embeddings (the length beyond which the base grows); "
-            "got None: add max_position_embeddings to the config"
+            "got None: add max_position_embeddings to the config",
+            parameter="max_position_embeddings",
         )
     if p.rotary_dim == 2:
-        raise ValueError("rope_type='dynamic' needs rotary_dim > 2 (its base grows as s**(d/(d-2))); got 2")
+        raise PosencValueError(
+            "rope_type='dynamic' needs rotary_dim > 2 (its base grows as s**(d/(d-2))); got 2",
+            parameter="rotary_dim",
+        )
 
 
 def _proportional(p: Params, key: int | None) -> list[Decimal]:
@@ -208,23 +213,31 @@ def _check_longrope(p: Params) -> None:
     for name in ("short_factor", "long_factor"):
         value = getattr(p, name)
         if value is None:
-            raise ValueError(f"rope_type='longrope' needs {name}, a list of rotary_dim // 2 = {n} numbers")
+            raise PosencValueError(
+                f"rope_type='longrope' needs {name}, a list of rotary_dim // 2 = {n} numbers", parameter=name
+            )
         if isinstance(value, str | bytes | Mapping) or not hasattr(value, "__len__"):
-            raise TypeError(f"{name} must be a list of {n} numbers; got {validation.shorten(value)}")
+            raise PosencTypeError(
+                f"{name} must be a list of {n} numbers; got {validation.shorten(value)}", parameter=name
+            )
         if len(value) != n:
-            raise ValueError(
+            raise PosencValueError(
                 f"{name} must have rotary_dim // 2 = {n} entries (one per frequency); got {len(value)}: "
-                "check head_dim and partial_rotary_factor against the factor lists"
+                "check head_dim and partial_rotary_factor against the factor lists",
+                parameter=name,
             )
         numbers = tuple(validation.real(f"{name}[{i}]", x) for i, x in enumerate(value))
         bad = [i for i, x in enumerate(numbers) if not x > 0.0]
         if bad:
-            raise ValueError(f"{name} must hold positive numbers; {name}[{bad[0]}] = {numbers[bad[0]]}")
+            raise PosencValueError(
+                f"{name} must hold positive numbers; {name}[{bad[0]}] = {numbers[bad[0]]}", parameter=name
+            )
         bad = [i for i, x in enumerate(numbers) if not MIN_FACTOR <= x <= MAX_FACTOR]
         if bad:
-            raise ValueError(
+            raise PosencValueError(
                 f"{name} must hold numbers from 2**-20 to 2**20 (each divides a frequency; Phi-3's "
-                f"lie in 1 .. ~100); {name}[{bad[0]}] = {numbers[bad[0]]}"
+                f"lie in 1 .. ~100); {name}[{bad[0]}] = {numbers[bad[0]]}",
+                parameter=name,
             )
         object.__setattr__(p, name, numbers)
     if p.factor is None and p.attention_factor is None and p.max_position_embeddings is None:
@@ -234,9 +247,10 @@ def _check_longrope(p: Params) -> None:
             "rope_scaling or max_position_embeddings to the config"
         )
     if p.original_max_position_embeddings < 2:
-        raise ValueError(
+        raise PosencValueError(
             "longrope needs original_max_position_embeddings >= 2 (its attention factor divides by its "
-            f"log); got {p.original_max_position_embeddings}"
+            f"log); got {p.original_max_position_embeddings}",
+            parameter="original_max_position_embeddings",
         )
 
 
@@ -267,14 +281,16 @@ def _llama3(p: Params, key: int | None) -> list[Decimal]:
 def _check_llama3(p: Params) -> None:
     low, high = p.low_freq_factor, p.high_freq_factor
     if low is None or high is None:
-        raise ValueError(
+        raise PosencValueError(
             f"rope_type='llama3' needs low_freq_factor and high_freq_factor; got {low!r} and {high!r}: "
-            "Llama 3.1 uses 1.0 and 4.0"
+            "Llama 3.1 uses 1.0 and 4.0",
+            parameter="low_freq_factor",
         )
     if not 0.0 < low < high:
-        raise ValueError(
+        raise PosencValueError(
             f"llama3 needs 0 < low_freq_factor < high_freq_factor; got low_freq_factor={low}, "
-            f"high_freq_factor={high}: Llama 3.1 uses 1.0 and 4.0"
+            f"high_freq_factor={high}: Llama 3.1 uses 1.0 and 4.0",
+            parameter="low_freq_factor",
         )
 
 
@@ -328,9 +344,10 @@ def _yarn_scaling(p: Params) -> Decimal:
 
 def _check_yarn(p: Params) -> None:
     if not 0.0 < p.beta_slow <= p.beta_fast:
-        raise ValueError(
+        raise PosencValueError(
             f"yarn needs 0 < beta_slow <= beta_fast (rotations at the ramp's two ends); got "
-            f"beta_fast={p.beta_fast}, beta_slow={p.beta_slow}: the usual values are 32 and 1"
+            f"beta_fast={p.beta_fast}, beta_slow={p.beta_slow}: the usual values are 32 and 1",
+            parameter="beta_slow",
         )
 
 
@@ -417,10 +434,13 @@ SCALING_FIELDS = tuple(dict.fromkeys(field for kind in TYPES.values() for field 
 def named(name: Any) -> RopeType:
     """The type called ``name`` (a legacy alias too); a TypeError or ValueError listing the types."""
     if not isinstance(name, str):
-        raise TypeError(f"rope_type must be a string such as 'yarn'; got {name!r}")
+        raise PosencTypeError(
+            f"rope_type must be a string such as 'yarn'; got {name!r}", parameter="rope_type"
+        )
     kind = TYPES.get(ALIASES.get(name, name))
     if kind is None:
-        raise ValueError(
-            f"rope_type={name!r} is not a rope type posenc.rope knows; use one of {', '.join(ROPE_TYPES)}"
+        raise PosencValueError(
+            f"rope_type={name!r} is not a rope type posenc.rope knows; use one of {', '.join(ROPE_TYPES)}",
+            parameter="rope_type",
         )
     return kind

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import validation
+from ..errors import PosencTypeError, PosencValueError
 from .kinds import (
     MAX_ATTENTION_SCALING,
     MAX_BASE,
@@ -119,8 +120,9 @@ def _check(p: RopeParameters) -> None:
 
     kind = TYPES.get(p.rope_type) if isinstance(p.rope_type, str) else None
     if kind is None:
-        raise ValueError(
-            f"rope_type={p.rope_type!r} is not a rope type posenc.rope knows; use one of {', '.join(TYPES)}"
+        raise PosencValueError(
+            f"rope_type={p.rope_type!r} is not a rope type posenc.rope knows; use one of {', '.join(TYPES)}",
+            parameter="rope_type",
         )
     put("head_dim", check_head_dim(p.head_dim))
     prf = check_partial_rotary_factor(p.partial_rotary_factor)
@@ -128,9 +130,10 @@ def _check(p: RopeParameters) -> None:
     put("rotary_dim", validation.integer("rotary_dim", p.rotary_dim, minimum=0))
     expected = p.head_dim if kind.full_head else int(p.head_dim * prf)
     if p.rotary_dim != expected:
-        raise ValueError(
+        raise PosencValueError(
             f"rotary_dim={p.rotary_dim} does not match head_dim={p.head_dim} and partial_rotary_factor={prf} "
-            f"(expected {expected}); build the parameters with posenc.rope.config"
+            f"(expected {expected}); build the parameters with posenc.rope.config",
+            parameter="rotary_dim",
         )
     if p.rotary_dim % 2 or p.rotary_dim < 2:
         raise ValueError(
@@ -140,7 +143,9 @@ def _check(p: RopeParameters) -> None:
         )
     base = validation.real("rope_theta (base)", p.base, usual=_BASES)
     if not base > 1.0:
-        raise ValueError(f"rope_theta (base) must be > 1; got {base} ({_BASES})")
+        raise PosencValueError(
+            f"rope_theta (base) must be > 1; got {base} ({_BASES})", parameter="rope_theta (base)"
+        )
     validation.at_most("rope_theta (base)", base, MAX_BASE, "models use up to ~1e9")
     put("base", base)
     if p.max_position_embeddings is not None:
@@ -148,22 +153,25 @@ def _check(p: RopeParameters) -> None:
 
     factor = p.factor
     if kind.factor_required and factor is None:
-        raise ValueError(
+        raise PosencValueError(
             f"rope_type={kind.name!r} needs a scaling factor; got factor=None: add 'factor' (e.g. 4.0) to "
-            "rope_scaling / rope_parameters"
+            "rope_scaling / rope_parameters",
+            parameter="factor",
         )
     if factor is not None:
         factor = validation.real("factor", factor)
         if kind.min_factor < 1.0 and not factor >= kind.min_factor:
-            raise ValueError(
+            raise PosencValueError(
                 f"factor must be >= 2**-20 for rope_type={kind.name!r} (it divides every frequency); "
-                f"got {factor}"
+                f"got {factor}",
+                parameter="factor",
             )
         validation.at_most("factor", factor, MAX_FACTOR, "scaling factors in use are at most ~100")
         if kind.min_factor >= 1.0 and factor < kind.min_factor:
-            raise ValueError(
+            raise PosencValueError(
                 f"factor must be >= 1 for rope_type={kind.name!r} (it stretches the context by that much); "
-                f"got {factor}: use a factor >= 1"
+                f"got {factor}: use a factor >= 1",
+                parameter="factor",
             )
         put("factor", factor)
     original = p.original_max_position_embeddings
@@ -171,18 +179,20 @@ def _check(p: RopeParameters) -> None:
         original = check_context("original_max_position_embeddings", original)
         put("original_max_position_embeddings", original)
     elif kind.uses("original_max_position_embeddings"):
-        raise ValueError(
+        raise PosencValueError(
             f"rope_type={kind.name!r} needs original_max_position_embeddings (the pretraining context "
             "length); got neither it nor max_position_embeddings: add original_max_position_embeddings to "
-            "rope_scaling"
+            "rope_scaling",
+            parameter="original_max_position_embeddings",
         )
     for name in ("attention_factor", "mscale", "mscale_all_dim", "low_freq_factor", "high_freq_factor"):
         value = getattr(p, name)
         if value is not None:
             put(name, validation.real(name, value))
     if p.attention_factor is not None and not p.attention_factor > 0.0:
-        raise ValueError(
-            f"attention_factor must be > 0 (it multiplies cos and sin); got {p.attention_factor}"
+        raise PosencValueError(
+            f"attention_factor must be > 0 (it multiplies cos and sin); got {p.attention_factor}",
+            parameter="attention_factor",
         )
     if p.attention_factor is not None:
         validation.at_most(
@@ -194,7 +204,9 @@ def _check(p: RopeParameters) -> None:
     for name in ("mscale", "mscale_all_dim"):
         value = getattr(p, name)
         if value is not None and abs(value) > MAX_FACTOR:
-            raise ValueError(f"{name} must lie in [-2**20, 2**20] (models use ~0.7 to 1); got {value}")
+            raise PosencValueError(
+                f"{name} must lie in [-2**20, 2**20] (models use ~0.7 to 1); got {value}", parameter=name
+            )
     for name in ("low_freq_factor", "high_freq_factor"):
         if getattr(p, name) is not None:
             validation.at_most(name, getattr(p, name), MAX_FACTOR, "Llama 3.1 uses 1 and 4")
@@ -203,22 +215,29 @@ def _check(p: RopeParameters) -> None:
         validation.at_most(name, value, MAX_FACTOR, "rotations over the original context; usual: 32 and 1")
         put(name, value)
     if not isinstance(p.truncate, bool):
-        raise TypeError(f"truncate must be true or false; got {p.truncate!r}")
+        raise PosencTypeError(f"truncate must be true or false; got {p.truncate!r}", parameter="truncate")
     kind.check(p)
 
     if p.mrope_section is not None:
         section = check_mrope_entries(p.mrope_section)
         if not section or sum(section) != p.rotary_dim // 2:
-            raise ValueError(
+            raise PosencValueError(
                 f"mrope_section={list(section)} must sum to rotary_dim // 2 = {p.rotary_dim // 2} (one "
                 "frequency per entry; Qwen2-VL with rotary_dim 128 uses [16, 24, 24]); "
-                f"its sum is {sum(section)}"
+                f"its sum is {sum(section)}",
+                parameter="mrope_section",
             )
         put("mrope_section", section)
     if not isinstance(p.mrope_interleaved, bool):
-        raise TypeError(f"mrope_interleaved must be true or false; got {p.mrope_interleaved!r}")
+        raise PosencTypeError(
+            f"mrope_interleaved must be true or false; got {p.mrope_interleaved!r}",
+            parameter="mrope_interleaved",
+        )
     if p.mrope_interleaved and p.mrope_section is None:
-        raise ValueError("mrope_interleaved=True needs mrope_section (how many frequencies each axis takes)")
+        raise PosencValueError(
+            "mrope_interleaved=True needs mrope_section (how many frequencies each axis takes)",
+            parameter="mrope_interleaved",
+        )
 
 
 def check_head_dim(value: Any, *, integral_floats: bool = False) -> int:
@@ -238,8 +257,9 @@ def check_partial_rotary_factor(value: Any) -> float:
     """``partial_rotary_factor``: a real number in (0, 1], the rotated fraction of a head."""
     prf = validation.real("partial_rotary_factor", value)
     if not 0.0 < prf <= 1.0:
-        raise ValueError(
-            f"partial_rotary_factor must lie in (0, 1] (the rotated fraction of a head); got {prf}"
+        raise PosencValueError(
+            f"partial_rotary_factor must lie in (0, 1] (the rotated fraction of a head); got {prf}",
+            parameter="partial_rotary_factor",
         )
     return prf
 
@@ -261,13 +281,15 @@ def check_mrope_entries(section: Any, *, integral_floats: bool = False) -> tuple
     """``mrope_section`` as a tuple of at most 3 integers >= 0 (its sum is checked against the rotary width
     by :class:`RopeParameters`); ``integral_floats``: read from a config file."""
     if isinstance(section, str | bytes | Mapping) or not hasattr(section, "__len__"):
-        raise TypeError(
-            f"mrope_section must be a list of ints like [16, 24, 24]; got {validation.shorten(section)}"
+        raise PosencTypeError(
+            f"mrope_section must be a list of ints like [16, 24, 24]; got {validation.shorten(section)}",
+            parameter="mrope_section",
         )
     if len(section) > 3:
-        raise ValueError(
+        raise PosencValueError(
             f"mrope_section must have at most 3 entries (time, height, width), like [16, 24, 24]; got "
-            f"{len(section)}: {validation.shorten(section)}"
+            f"{len(section)}: {validation.shorten(section)}",
+            parameter="mrope_section",
         )
     return tuple(
         validation.integer(f"mrope_section[{i}]", x, minimum=0, integral_floats=integral_floats)

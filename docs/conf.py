@@ -75,7 +75,6 @@ PUBLIC_MODULES = [
     "posenc.jax",
     "posenc.rope",
     "posenc.presets",
-    "posenc.preset_deviations",
     "posenc.grids",
     "posenc.positions",
     "posenc.sharding",
@@ -83,6 +82,7 @@ PUBLIC_MODULES = [
     "posenc.porting",
     "posenc.auditor",
     "posenc.testing",
+    "posenc.errors",
     "posenc.analysis",
     "posenc.analysis.plot",
 ]

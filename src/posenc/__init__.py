@@ -17,12 +17,14 @@ if TYPE_CHECKING:  # what __getattr__ provides, for type checkers and editors
     from . import analysis, auditor, grids, positions, presets, rope, sharding, testing
     from .auditor import audit
     from .core import encode, frequencies, table
+    from .errors import PosencError
     from .grids import grid
     from .porting import convert_layout, identify
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "PosencError",
     "__version__",
     "analysis",
     "audit",
@@ -42,18 +44,18 @@ __all__ = [
 ]
 
 # posenc.audit is a plain function, posenc.auditor.audit; the package it comes from is posenc.auditor.
-# core, defaults, layouts, porting and preset_deviations are not in __all__: they are named so that
+# core, defaults, layouts and porting are not in __all__: they are named so that
 # `import posenc; posenc.core` works (defaults and layouts were loaded with the core before it was lazy).
 _SUBMODULES = {
     "analysis",
     "auditor",
     "core",
     "defaults",
+    "errors",
     "grids",
     "layouts",
     "porting",
     "positions",
-    "preset_deviations",
     "presets",
     "rope",
     "sharding",
@@ -66,6 +68,7 @@ _FUNCTIONS = {
     "grid": "grids",
     "audit": "auditor",
     "convert_layout": "porting",
+    "PosencError": "errors",
     "identify": "porting",
 }
 

@@ -32,10 +32,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import core, preset_deviations, validation
+from . import core, validation
 from .defaults import BASE, LAYOUT, ODD, OPTIONS, SCALE
 
-__all__ = ["Preset", "get", "names", "variants"]
+__all__ = [
+    "DEVIATIONS",
+    "DEVIATION_D_MODEL",
+    "DEVIATION_LENGTHS",
+    "Preset",
+    "describe_deviation",
+    "float32_deviation",
+    "get",
+    "names",
+    "variants",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +61,7 @@ class Preset:
         doc: the preset's full documentation (formula and provenance); it is also the instance's ``__doc__``,
             so ``help(preset)`` shows it. :func:`get` fills it in; empty for a hand-made Preset.
         float32_deviation: the largest error of the library's own float32 table at 1k / 8k / 131k positions
-            (:mod:`posenc.preset_deviations`): the tolerance a port's test needs. None where not measured.
+            (:func:`float32_deviation`): the tolerance a port's test needs. None where not measured.
 
     >>> Preset("mine", base=100.0).encode([1], 4, dtype="float64").round(4).tolist()  # ω = 1, 0.1
     [[0.8415, 0.5403, 0.0998, 0.995]]
@@ -468,7 +478,7 @@ def get(name: str, **parameters: Any) -> Preset:
         raise TypeError(f"preset {name!r}: {error}") from None
     validation.base(preset.base)
     validation.scale(preset.scale)
-    return preset_deviations.attach(dataclasses.replace(preset, doc=inspect.cleandoc(factory.__doc__ or "")))
+    return _with_deviation(dataclasses.replace(preset, doc=inspect.cleandoc(factory.__doc__ or "")))
 
 
 #: Library parameters that select another table, with the values models use, the default first: DDPM's
@@ -499,3 +509,112 @@ def variants(padding_idx: int | None = None) -> list[tuple[str, Preset]]:
             label = ", ".join(f"{key}={value}" for key, value in parameters.items())
             found.append((f"{name}({label})", get(name, **parameters)))
     return found
+
+
+# --- float32 deviations ---------------------------------------------------------------------------------
+# How far each named variant's own float32 code is from the exact values: the tolerance a port's test needs.
+#
+# A library that computes its table in float32 (float32 frequencies and angles, float32 sin/cos) is off by
+# about |angle| · 2**-24, so its error grows with the position. A port that reproduces the exact values (as
+# posenc does) differs from the library's own table by that much, and a test comparing the two needs a
+# tolerance at least this large. The figures are the largest absolute difference between the library's
+# float32 formula (each float32 operation correctly rounded, as torch's CPU kernels give them) and posenc's
+# exact float64 values, over positions 0 .. L - 1 at d_model 512, for L = 1k, 8k and 131k positions
+# (DEVIATION_LENGTHS). DistilBERT/XLM and Marian compute in float64 and round once to float32: half a float32
+# ulp at 1 (2**-25 ≈ 2.98e-8) at any length. ``tests/presets/test_presets.py`` recomputes the 1k and 8k
+# figures. They hold for a preset's default parameters (diffusers: scale 1 and base 10000, either
+# ``downscale_freq_shift``; keras-hub, whisper, tensor2tensor: base 10000); other parameters have none
+# (:func:`float32_deviation` gives None): the error scales with the largest angle, scale · position.
+
+#: The table lengths (positions 0 .. L - 1) and the width the figures are measured at.
+DEVIATION_LENGTHS = (1024, 8192, 131072)
+DEVIATION_D_MODEL = 512
+
+_HALVES = (0.000116, 0.00095, 0.015)  # float64 log increment / (n - 1), float32 exp, float32 angles
+_PAPER = (9.40e-05, 0.000783, 0.0129)  # exp(float32) frequencies of the exponent 2i / d, float32 angles
+_ROUNDED_ONCE = (2.98e-08, 2.98e-08, 2.98e-08)  # float64 NumPy, rounded once to float32
+
+#: The largest |library's float32 table - exact| at 1k / 8k / 131k positions (d_model 512), per variant,
+#: with the library code it was measured on.
+DEVIATIONS: dict[str, tuple[tuple[float, float, float], str]] = {
+    "paper": (_PAPER, "the PyTorch tutorial's / Annotated Transformer's float32 code"),
+    "pytorch-tutorial": (_PAPER, "PositionalEncoding: float32 exp frequencies, float32 angles"),
+    "keras-hub": ((5.96e-05, 0.000468, 0.00777), "SinePositionEncoding in float32 (float32 power)"),
+    "distilbert": (_ROUNDED_ONCE, "create_sinusoidal_embeddings: float64, rounded once to float32"),
+    "tensor2tensor": (_HALVES, "get_timing_signal_1d in float32"),
+    "fairseq": (_HALVES, "get_embedding in float32 (also transformers' M2M100 and its copies)"),
+    "marian": (_ROUNDED_ONCE, "create_weight: float64, rounded once to float32"),
+    "whisper": (_HALVES, "sinusoids in float32"),
+    "diffusers-timestep": (_HALVES, "get_timestep_embedding (float32), downscale_freq_shift=1"),
+    "diffusers-timestep(downscale_freq_shift=0)": (
+        _PAPER,
+        "get_timestep_embedding (float32), downscale_freq_shift=0",
+    ),
+    "positional-encodings": ((6.69e-05, 0.000563, 0.00944), "PositionalEncoding1D: float32 inv_freq, einsum"),
+}
+
+
+def _key(preset: Preset) -> str | None:
+    """The :data:`DEVIATIONS` entry of ``preset``, or None when its parameters are not the measured ones."""
+    if preset.name not in DEVIATIONS or preset.base != BASE or preset.scale != SCALE:
+        return None
+    if preset.name == "diffusers-timestep" and preset.shift in (0, 1):
+        return preset.name if preset.shift == 1 else "diffusers-timestep(downscale_freq_shift=0)"
+    return None if preset.name == "diffusers-timestep" else preset.name
+
+
+def float32_deviation(preset: Preset) -> tuple[float, float, float] | None:
+    """The largest error of ``preset``'s library's own float32 table at 1k / 8k / 131k positions.
+
+    None for parameters other than the measured ones.
+
+    >>> from posenc import presets
+    >>> presets.float32_deviation(presets.get("whisper")), presets.float32_deviation(
+    ...     presets.get("whisper", max_timescale=8)
+    ... )
+    ((0.000116, 0.00095, 0.015), None)
+    """
+    key = _key(preset)
+    return None if key is None else DEVIATIONS[key][0]
+
+
+def describe_deviation(preset: Preset) -> str:
+    """One sentence: the float32 deviation of ``preset``'s library, and which code it was measured on.
+
+    >>> from posenc import presets
+    >>> print(presets.describe_deviation(presets.get("distilbert")))
+    Float32 deviation (the library's own float32 table vs the exact values, d_model 512): max abs error
+    2.98e-08 / 2.98e-08 / 2.98e-08 at 1k / 8k / 131k positions (create_sinusoidal_embeddings: float64,
+    rounded once to float32); a port's test against that library's table needs at least this tolerance.
+    """
+    key = _key(preset)
+    if key is None:
+        return (
+            f"Float32 deviation: not measured for these parameters (figures are for base {BASE:g}, scale "
+            f"{SCALE:g}); float32 code is off by about |largest angle| · 2**-24."
+        )
+    (k1, k8, k131), how = DEVIATIONS[key]
+    return (
+        "Float32 deviation (the library's own float32 table vs the exact values, d_model "
+        f"{DEVIATION_D_MODEL}): "
+        f"max abs error {k1:.3g} / {k8:.3g} / {k131:.3g} at 1k / 8k / 131k positions ({how}); a port's "
+        "test against that library's table needs at least this tolerance."
+    )
+
+
+def _with_deviation(preset: Preset) -> Preset:
+    """``preset`` with its :attr:`~posenc.presets.Preset.float32_deviation` and a paragraph in its doc.
+
+    :func:`get` attaches them to every preset; a hand-made Preset has neither.
+
+    >>> from posenc import presets
+    >>> bare = presets.Preset("whisper", shift=1.0, layout="sin_cos", doc="Whisper's sinusoids.")
+    >>> bare.float32_deviation, presets._with_deviation(bare).float32_deviation
+    (None, (0.000116, 0.00095, 0.015))
+    >>> print(presets._with_deviation(bare).doc[:66])
+    Whisper's sinusoids.
+    <BLANKLINE>
+    Float32 deviation (the library's own float32
+    """
+    doc = f"{preset.doc}\n\n{describe_deviation(preset)}" if preset.doc else preset.doc
+    return dataclasses.replace(preset, doc=doc, float32_deviation=float32_deviation(preset))

@@ -3,8 +3,10 @@
 The bottom layer (docs/architecture.md): every package of posenc imports it, so its name is public inside
 the package; users call the functions that use it, not it.
 
-Every check raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, bad value) with a
-message that names the parameter, shows the value received and says how to fix it.
+Every check raises :class:`~posenc.errors.PosencTypeError` (wrong kind of value) or
+:class:`~posenc.errors.PosencValueError` (right kind, bad value), a ``TypeError`` / ``ValueError`` with a
+message that names the parameter, shows the value received and says how to fix it, and the parameter's
+name as ``error.parameter``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import PosencTypeError, PosencValueError
 from .layouts import LAYOUTS  # the layout mapping has one owner
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -51,13 +54,14 @@ def integer(
     if integral_floats and _is_whole_float(value):
         value = int(value)
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-        raise TypeError(
+        raise PosencTypeError(
             f"{name} must be an integer >= {minimum}; got {shorten(value)} of type {type(value).__name__}"
-            + (f" (pass {int(value)} instead)" if _is_whole_float(value) else "")
+            + (f" (pass {int(value)} instead)" if _is_whole_float(value) else ""),
+            parameter=name,
         )
     value = int(value)
     if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
+        raise PosencValueError(f"{name} must be an integer >= {minimum}; got {value}", parameter=name)
     if maximum is not None:
         at_most(name, value, maximum, why)
     return value
@@ -69,12 +73,15 @@ def position_int(name: str, value: Any, *, minimum: int = -(MAX_POSITION - 1)) -
         hint = ""
         if isinstance(value, float | np.floating) and math.isfinite(value) and float(value).is_integer():
             hint = f" (pass {int(value)} instead)"
-        raise TypeError(f"{name} must be an integer; got {value!r} of type {type(value).__name__}{hint}")
+        raise PosencTypeError(
+            f"{name} must be an integer; got {value!r} of type {type(value).__name__}{hint}", parameter=name
+        )
     value = int(value)
     if not minimum <= value < MAX_POSITION:
-        raise ValueError(
+        raise PosencValueError(
             f"{name} must satisfy {minimum} <= {name} < 2**31 = {MAX_POSITION} (the range posenc encodes "
-            f"exactly); got {value}"
+            f"exactly); got {value}",
+            parameter=name,
         )
     return value
 
@@ -84,9 +91,10 @@ def table_start(start: Any, length: int) -> int:
     must be < 2**31."""
     start = integer("start", start, minimum=-(MAX_POSITION - 1))
     if length and start + length - 1 >= MAX_POSITION:
-        raise ValueError(
+        raise PosencValueError(
             f"the last position start + length - 1 = {start + length - 1} must be < 2**31 = "
-            f"{MAX_POSITION}; lower start or length"
+            f"{MAX_POSITION}; lower start or length",
+            parameter="start",
         )
     return start
 
@@ -99,18 +107,26 @@ def real(name: str, value: Any, *, usual: str = "") -> float:
     """Return ``value`` as a finite ``float``; integers must convert without rounding. ``usual`` names the
     values people pass (the fix a message suggests)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number; got {shorten(value)} of type {type(value).__name__}")
+        raise PosencTypeError(
+            f"{name} must be a real number; got {shorten(value)} of type {type(value).__name__}",
+            parameter=name,
+        )
     try:
         result = float(value)
     except OverflowError:  # an int beyond float64 (10**400)
-        raise ValueError(
+        raise PosencValueError(
             f"{name} must be a finite float64; got an integer of {int(value).bit_length()} bits"
-            + (f"; {usual}" if usual else "")
+            + (f"; {usual}" if usual else ""),
+            parameter=name,
         ) from None
     if result != result or result in (math.inf, -math.inf):  # not math.isfinite: torch.compile traces this
-        raise ValueError(f"{name} must be finite; got {value!r}" + (f"; {usual}" if usual else ""))
+        raise PosencValueError(
+            f"{name} must be finite; got {value!r}" + (f"; {usual}" if usual else ""), parameter=name
+        )
     if isinstance(value, numbers.Integral) and int(result) != int(value):
-        raise ValueError(f"{name}={value} is not exactly representable as a float64; round it yourself")
+        raise PosencValueError(
+            f"{name}={value} is not exactly representable as a float64; round it yourself", parameter=name
+        )
     return result
 
 
@@ -129,7 +145,7 @@ def at_most(name: str, value: int | float, limit: int | float, why: str = "") ->
     if value > limit:
         reason = f" ({why})" if why else ""
         given = repr(value) if len(repr(value)) <= 40 else f"an integer of {len(str(value))} digits"
-        raise ValueError(f"{name} must be <= {power_text(limit)}{reason}; got {given}")
+        raise PosencValueError(f"{name} must be <= {power_text(limit)}{reason}; got {given}", parameter=name)
 
 
 #: The widest encoding posenc computes: far beyond any model (the widest in use are ~16k), and small enough
@@ -142,9 +158,10 @@ def d_model(value: Any) -> int:
     loop)."""
     result = integer("d_model", value, minimum=2)
     if result > MAX_D_MODEL:
-        raise ValueError(
+        raise PosencValueError(
             f"d_model must be <= 2**20 = {MAX_D_MODEL} (the widest models use ~16k); got {result}; "
-            "pass the model's width"
+            "pass the model's width",
+            parameter="d_model",
         )
     return result
 
@@ -153,7 +170,7 @@ def base(value: Any) -> float:
     """The frequency base: a finite real number > 1."""
     result = real("base", value, usual="pass a number > 1, e.g. 10000 (the paper)")
     if not result > 1.0:
-        raise ValueError(f"base must be > 1 (the paper uses 10000); got {value!r}")
+        raise PosencValueError(f"base must be > 1 (the paper uses 10000); got {value!r}", parameter="base")
     return result
 
 
@@ -163,10 +180,11 @@ def shift(value: Any, d_model: int, odd: str = "zero") -> float:
     twice = _twice_half_width(d_model, odd)
     if not Fraction(twice, 2) - Fraction(result) > 0:
         half = str(twice // 2) if twice % 2 == 0 else f"{twice}/2"
-        raise ValueError(
+        raise PosencValueError(
             f"shift={value!r} with d_model={d_model} gives n - shift = {half} - {value!r} <= 0, "
             f"a division by zero or a negative exponent; use shift < {half} "
-            f"(0 for the paper, 1 for tensor2tensor with d_model >= 4)"
+            f"(0 for the paper, 1 for tensor2tensor with d_model >= 4)",
+            parameter="shift",
         )
     return result
 
@@ -192,10 +210,11 @@ def plan(d_model: int, odd: str) -> tuple[int, int]:
     * ``"error"``: refused (Whisper defines even widths only).
     """
     if d_model % 2 and odd == "error":
-        raise ValueError(
+        raise PosencValueError(
             f"d_model={d_model} is odd and this variant (odd='error', like Whisper) defines even widths "
             "only; "
-            "use an even d_model"
+            "use an even d_model",
+            parameter="d_model",
         )
     count = d_model // 2 + (1 if d_model % 2 and odd in ("literal", "drop") else 0)
     return count, _twice_half_width(d_model, odd)
@@ -204,7 +223,9 @@ def plan(d_model: int, odd: str) -> tuple[int, int]:
 def odd(value: Any) -> str:
     """One of :data:`ODD_RULES`."""
     if not isinstance(value, str) or value not in ODD_RULES:
-        raise ValueError(f"odd must be one of {', '.join(map(repr, ODD_RULES))}; got {value!r}")
+        raise PosencValueError(
+            f"odd must be one of {', '.join(map(repr, ODD_RULES))}; got {value!r}", parameter="odd"
+        )
     return value
 
 
@@ -212,14 +233,18 @@ def scale(value: Any) -> float:
     """The angle multiplier: a finite real in (0, 2**20]."""
     result = real("scale", value, usual="pass a number in (0, 2**20], 1 for no scaling")
     if not 0 < result <= 2**20:
-        raise ValueError(f"scale must be > 0 and <= 2**20 (it multiplies every angle); got {value!r}")
+        raise PosencValueError(
+            f"scale must be > 0 and <= 2**20 (it multiplies every angle); got {value!r}", parameter="scale"
+        )
     return result
 
 
 def layout(value: Any) -> str:
     """One of :data:`LAYOUTS`."""
     if not isinstance(value, str) or value not in LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {value!r}")
+        raise PosencValueError(
+            f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {value!r}", parameter="layout"
+        )
     return value
 
 
@@ -236,7 +261,9 @@ def dtype(value: Any) -> np.dtype:
         except TypeError:
             name = repr(value)
     if name not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(map(repr, DTYPES))}; got {value!r}")
+        raise PosencValueError(
+            f"dtype must be one of {', '.join(map(repr, DTYPES))}; got {value!r}", parameter="dtype"
+        )
     if name == "bfloat16":
         try:
             import ml_dtypes
@@ -255,9 +282,10 @@ def position_array(value: Any) -> np.ndarray:
     try:
         return np.asarray(value)
     except ValueError as error:  # NumPy: "... inhomogeneous shape ..."
-        raise ValueError(
+        raise PosencValueError(
             f"positions must be a number or a rectangular (not ragged) nested list or array; got "
-            f"{shorten(value)} ({error})"
+            f"{shorten(value)} ({error})",
+            parameter="positions",
         ) from None
 
 
@@ -268,34 +296,39 @@ def positions(value: Any) -> np.ndarray:
     if kind == "O":
         items = array.ravel().tolist()
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
-            raise TypeError(
-                f"positions must be integers or real numbers; got an object array ({shorten(value)})"
+            raise PosencTypeError(
+                f"positions must be integers or real numbers; got an object array ({shorten(value)})",
+                parameter="positions",
             )
         worst = max((abs(v) for v in items), default=0)
         _out_of_range(worst)
         array = np.array(items, dtype=np.int64).reshape(array.shape)
         kind = "i"
     if kind == "b":
-        raise TypeError(
+        raise PosencTypeError(
             "positions must be integers or real numbers, not booleans; "
-            "to turn a mask into positions use posenc.positions"
+            "to turn a mask into positions use posenc.positions",
+            parameter="positions",
         )
     if kind not in "iuf":
-        raise TypeError(
-            f"positions must be integers or real numbers; got dtype {array.dtype} ({shorten(value)})"
+        raise PosencTypeError(
+            f"positions must be integers or real numbers; got dtype {array.dtype} ({shorten(value)})",
+            parameter="positions",
         )
     if kind == "f":
         converted = array.astype(np.float64)
         if array.dtype.itemsize > 8 and not np.array_equal(converted, array):
-            raise ValueError(
-                f"positions of dtype {array.dtype} do not convert to float64 exactly; convert them yourself"
+            raise PosencValueError(
+                f"positions of dtype {array.dtype} do not convert to float64 exactly; convert them yourself",
+                parameter="positions",
             )
         bad = ~np.isfinite(converted)
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(
+            raise PosencValueError(
                 f"positions must be finite; got {converted[where]} at index {where}; "
-                "replace NaN/inf before encoding"
+                "replace NaN/inf before encoding",
+                parameter="positions",
             )
         array = converted
     if array.size:
@@ -307,9 +340,10 @@ def positions(value: Any) -> np.ndarray:
 
 def _out_of_range(worst: Any) -> None:
     if abs(int(worst) if isinstance(worst, numbers.Integral) else float(worst)) >= MAX_POSITION:
-        raise ValueError(
+        raise PosencValueError(
             f"positions must satisfy |p| < 2**31 = {MAX_POSITION}, the range over which posenc is "
-            f"proven exact; got {worst}"
+            f"proven exact; got {worst}",
+            parameter="positions",
         )
 
 
@@ -324,7 +358,9 @@ def module_options(max_len: Any, batch_first: Any, dropout: Any) -> tuple[int | 
     if max_len is not None:
         max_len = integer("max_len", max_len, minimum=1)
     if not isinstance(batch_first, bool):
-        raise TypeError(f"batch_first must be True or False; got {batch_first!r}")
+        raise PosencTypeError(
+            f"batch_first must be True or False; got {batch_first!r}", parameter="batch_first"
+        )
     rate = real("dropout", dropout)
     if not 0.0 <= rate < 1.0:
         hint = ""
@@ -333,7 +369,7 @@ def module_options(max_len: Any, batch_first: Any, dropout: Any) -> tuple[int | 
                 "; the argument after d_model is dropout, as in the PyTorch tutorial's "
                 f"PositionalEncoding(d_model, dropout, max_len): for a length, pass max_len={dropout}"
             )
-        raise ValueError(f"dropout must be in [0, 1); got {dropout!r}{hint}")
+        raise PosencValueError(f"dropout must be in [0, 1); got {dropout!r}{hint}", parameter="dropout")
     return max_len, batch_first, rate
 
 
@@ -401,8 +437,9 @@ def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> None:
         def gib(size: int) -> str:
             return f"{size / 2**30:.1f}" if size >= 2**30 / 10 else f"{size / 2**30:.2g}"
 
-        raise ValueError(
+        raise PosencValueError(
             f"an output of shape {shape} and dtype {dtype.name} needs {gib(needed)} GiB but only "
             f"{gib(available)} GiB of memory is available; ask for fewer positions, or write chunks "
-            "with start= and out="
+            "with start= and out=",
+            parameter=None,
         )

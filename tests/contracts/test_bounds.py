@@ -4,6 +4,7 @@ overflow a frequency, a scaling or a length are refused naming the field, and no
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -13,7 +14,7 @@ import pytest
 from posenc import analysis, grids, rope
 from posenc.analysis import margin, plot, rope_figures
 from posenc.cli import main
-from posenc.rope import parameters
+from posenc.rope import kinds
 
 #: The one timing bound of these tests: a refusal comes at once (generous: the work refused takes minutes).
 AT_ONCE = 1.0
@@ -220,7 +221,8 @@ def test_a_yarn_attention_scaling_out_of_range_is_refused_naming_its_fields(msca
 
 def test_the_last_guard_refuses_a_frequency_out_of_range(monkeypatch):
     """Were a bound of the parameters missing, the frequencies themselves are checked: never inf or 0."""
-    monkeypatch.setattr(parameters, "MIN_FACTOR", 1e-300)
+    kind = kinds.TYPES["proportional"]
+    monkeypatch.setitem(kinds.TYPES, "proportional", dataclasses.replace(kind, min_factor=1e-300))
     params = rope.config(head_dim=8, scaling={"rope_type": "proportional", "factor": 1e-30})
     refused(lambda: rope.cos_sin([0, 1], params), "θ_0 = 1e+30", "2**24", "rope_theta")
 

@@ -18,6 +18,7 @@ import posenc.positions
 import posenc.rope as rope
 from posenc import validation
 from posenc.cli import main
+from posenc.errors import PosencTypeError
 
 BAD_INTEGERS = [True, "4096", 4096.5]
 
@@ -43,16 +44,15 @@ def test_a_bad_head_dim_gets_one_answer_from_every_python_entry_point(value) -> 
     answers = {where: _message(call) for where, call in _python_entry_points("head_dim", value).items()}
     assert len(set(answers.values())) == 1, answers
     error, message = next(iter(answers.values()))
-    assert error is TypeError and message.startswith(
-        f"head_dim must be an integer >= 1; got {value!r} of type"
-    )
+    assert error is PosencTypeError and issubclass(error, TypeError)
+    assert message.startswith(f"head_dim must be an integer >= 1; got {value!r} of type")
 
 
 @pytest.mark.parametrize("value", [*BAD_INTEGERS, 4096.0], ids=repr)
 def test_d_model_and_head_dim_share_the_wording(value) -> None:
     error, message = _message(lambda: posenc.encode([0, 1], value))
     rope_error, rope_message = _message(lambda: rope.RopeParameters("default", value, 8, 1e4))
-    assert error is rope_error is TypeError
+    assert error is rope_error is PosencTypeError
     assert message.replace("d_model", "NAME").replace(">= 2", ">= N") == rope_message.replace(
         "head_dim", "NAME"
     ).replace(">= 1", ">= N")
@@ -77,7 +77,7 @@ def test_a_config_file_refuses_what_python_refuses(tmp_path, capsys, field, path
     cfg = _yarn_config()
     _put(cfg, path, value)
     error, message = _message(lambda: rope.config(cfg))
-    assert error is TypeError and message.startswith(f"{field} must be an integer >= ")
+    assert error is PosencTypeError and message.startswith(f"{field} must be an integer >= ")
     assert f"got {value!r} of type {type(value).__name__}" in message
     file = tmp_path / "config.json"
     file.write_text(json.dumps(cfg))
@@ -112,7 +112,7 @@ def test_rope_reals_use_the_real_check() -> None:
         assert _message(
             lambda value=value: rope.config(head_dim=8, scaling={"rope_type": "linear", "factor": value})
         ) == (
-            TypeError,
+            PosencTypeError,
             f"factor must be a real number; got {value!r} of type {type(value).__name__}",
         )
     assert _message(lambda: rope.config(head_dim=8, base=10**400)) == _message(

@@ -395,15 +395,16 @@ def test_the_lazy_names_are_the_core_functions():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "True True"
     assert {"encode", "table", "frequencies"} <= set(dir(posenc))
-    code = "import posenc as p; print(p.defaults.BASE, p.layouts.__name__, p.preset_deviations.__name__)"
+    code = "import posenc as p; print(p.defaults.BASE, p.layouts.__name__, p.porting.__name__)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.split() == ["10000.0", "posenc.layouts", "posenc.preset_deviations"]
+    assert result.stdout.split() == ["10000.0", "posenc.layouts", "posenc.porting"]
 
 
 def test_public_surface():
     functions = "audit convert_layout encode frequencies grid identify table"
     modules = "analysis auditor grids positions presets rope sharding testing"
-    assert set(posenc.__all__) == {"__version__", *functions.split(), *modules.split()}
+    assert set(posenc.__all__) == {"PosencError", "__version__", *functions.split(), *modules.split()}
+    assert posenc.PosencError is posenc.errors.PosencError
     assert posenc.rope.cos_sin is posenc.rope.tables.cos_sin
     assert callable(posenc.audit) and posenc.auditor.AuditReport is posenc.auditor.report.AuditReport
     # posenc.audit is a plain function over a plain package: no module swaps its class

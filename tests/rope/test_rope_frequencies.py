@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 import posenc.rope as rope
-from posenc.rope.frequencies import _Ambiguous, _certain, _floor, exact_attention_scaling, exact_inv_freq
+from posenc.rope.frequencies import _certain, exact_attention_scaling, exact_inv_freq
+from posenc.rope.kinds import Ambiguous, _floor
 from tests.rope.test_rope_parameters import CONFIGS
 
 ULP32 = 2.0**-24
@@ -332,7 +333,7 @@ def test_certainty_test_near_a_midpoint() -> None:
 def test_floor_refuses_to_guess_near_an_integer() -> None:
     with decimal.localcontext(decimal.Context(prec=30)):
         assert _floor(Decimal("2.99")) == 2 and _floor(Decimal("-0.5")) == -1
-        with pytest.raises(_Ambiguous):  # 3 - 1e-25: within the error of a 30-digit computation
+        with pytest.raises(Ambiguous):  # 3 - 1e-25: within the error of a 30-digit computation
             _floor(Decimal(3) - Decimal(10) ** -25)
 
 

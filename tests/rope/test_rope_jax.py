@@ -39,10 +39,21 @@ def test_traced_positions_give_the_cores_bits_without_callback_or_float64(name, 
         np.testing.assert_array_equal(np.asarray(a).view(np.uint16), b.view(np.uint16))
 
 
-def test_length_scaled_types_need_seq_len_under_jit():
-    params = rope.config(CONFIGS["phi3_mini_128k"])
+def test_under_jit_dynamic_needs_seq_len_and_longrope_picks_in_the_program():
+    """dynamic's base grows with the length, which traced positions cannot tell: seq_len is required;
+    longrope switches between two sets at a fixed length: both computed, one picked in the program, the
+    bits of the NumPy core at the length max(positions) + 1 (short below the switch, long past it)."""
+    dynamic = rope.config(CONFIGS["dynamic"])
     with pytest.raises(ValueError, match="seq_len"):
-        jax.jit(lambda p: rotary.cos_sin(p, params))(jnp.arange(4))
+        jax.jit(lambda p: rotary.cos_sin(p, dynamic))(jnp.arange(4))
+    params = rope.config(CONFIGS["phi3_mini_128k"])
+    run = jax.jit(lambda p: rotary.cos_sin(p, params))
+    for top in (100, 4095, 4096, 9000):  # max + 1 <= 4096: short factors; > 4096: long
+        ids = np.array([[0, 3, top]], dtype=np.int32)
+        want = rope.cos_sin(ids, params, seq_len=top + 1)
+        assert params.kind.seq_key(params, top + 1) == (None if top < 4096 else 1)
+        for a, b in zip(run(jnp.asarray(ids)), want, strict=True):
+            np.testing.assert_array_equal(np.asarray(a), b)
 
 
 def test_the_flax_module_and_apply_rotary():

@@ -116,7 +116,7 @@ def rope_scalings(
     out: dict[str, tuple[RopeParameters, int | None]] = {}
     for name, scaling in scalings.items():
         params = config(head_dim=head_dim, base=base, scaling=scaling, max_position_embeddings=original)
-        out[name] = (params, _extended(params) if name == "dynamic" else None)
+        out[name] = (params, _extended(params) if params.kind.grows_with_length else None)
     return out
 
 

@@ -280,7 +280,7 @@ def _rope_variant(
     params: Any, how: str, matches: bool, parts: str, layout: str, error: float = 0.0
 ) -> Variant:
     options = {"head_dim": params.head_dim, "base": params.base}
-    if params.rope_type != "default":
+    if params.kind.fields:  # a scaled type
         options["rope_type"] = params.rope_type
     return Variant(
         f"rope-{params.rope_type}", options, how, matches, error, params=params, layout=layout, parts=parts

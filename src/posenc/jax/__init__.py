@@ -25,9 +25,9 @@ respect to ``x`` flow through the module as usual.
 One concept per module:
 
 - :mod:`~posenc.jax.functions`: :func:`encode` and :func:`table` for JAX arrays, concrete or traced;
-- :mod:`~posenc.jax.modules`: the Flax (NNX) ``SinusoidalPositionalEncoding``, defined on first use;
-- :mod:`~posenc.jax.rotary`: exact rotary embeddings: ``cos_sin``, :func:`apply_rotary` and the Flax
-  ``RotaryEmbedding``;
+- :mod:`~posenc.jax.modules`: the Flax (NNX) ``SinusoidalPositionalEncoding`` and ``RotaryEmbedding``, an
+  ordinary module loaded when one of them is first asked for (it imports Flax);
+- :mod:`~posenc.jax.rotary`: exact rotary embeddings: ``cos_sin`` and :func:`apply_rotary`;
 - :mod:`~posenc.jax.tables`: the tables cached for the module, on the host and on the devices.
 
 >>> import jax.numpy as jnp
@@ -48,13 +48,11 @@ except ImportError as error:  # pragma: no cover - exercised only without jax
 
 from ..rope.arrays import apply_rotary  # one function for every framework
 from .functions import encode, table
-from .modules import _module_class
-from .rotary import _module_class as _rotary_class
 from .tables import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
 from .tables import CONSTANT_LIMIT_BYTES as CONSTANT_LIMIT_BYTES
 from .tables import clear_cache
 
-# The Flax modules are defined on first use (they import flax): see __getattr__ below.
+# The Flax modules are loaded on first use (posenc.jax.modules imports flax): see __getattr__ below.
 __all__ = [
     "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
@@ -63,12 +61,20 @@ __all__ = [
     "encode",
     "table",
 ]
-_MODULES = {"SinusoidalPositionalEncoding": _module_class, "RotaryEmbedding": _rotary_class}
+_MODULES = ("SinusoidalPositionalEncoding", "RotaryEmbedding")
 
 
 def __getattr__(name: str) -> Any:
     if name in _MODULES:
-        return _MODULES[name]()
+        try:
+            import flax.nnx  # noqa: F401
+        except ImportError as error:
+            raise ImportError(
+                f"posenc.jax.{name} is a Flax (NNX) module and needs Flax: pip install 'posenc[flax]'"
+            ) from error
+        from . import modules
+
+        return getattr(modules, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

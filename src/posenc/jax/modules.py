@@ -1,19 +1,28 @@
-"""The Flax (NNX) module ``SinusoidalPositionalEncoding``, defined when first used (Flax is imported then,
-so that :func:`posenc.jax.encode` needs JAX alone), and the checks of its offset."""
+"""posenc's Flax (NNX) modules: :class:`SinusoidalPositionalEncoding` and :class:`RotaryEmbedding`.
+
+An ordinary module that imports Flax: ``posenc.jax`` loads it when one of the two names is first asked for
+(``from posenc.jax import SinusoidalPositionalEncoding``), so that :func:`posenc.jax.encode` and
+:func:`posenc.jax.rotary.cos_sin` need JAX alone.
+
+A module holds its options (and dropout's keys): pass it to a jitted function as an argument
+(``nnx.jit``, or ``jax.jit`` over ``nnx.split``'s state) or close over it; as a plain ``jax.jit`` argument
+its dropout keys are constants of the program, the same mask on every call.
+"""
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
-from .. import adapters, validation
+from .. import adapters, rope, validation
 from ..core.options import takes_options
 from ..portable import backend_named
-from .flax_import import flax_nnx
+from ..rope.arrays import check_layout
+from . import rotary
 from .functions import _NUMPY, _encode_any, _host_positions, _is_int, _Options, _traced
 from .tables import _contiguous
 
@@ -22,12 +31,13 @@ if TYPE_CHECKING:
 
     from ..core.options import OptionKeywords
 
+__all__ = ["RotaryEmbedding", "SinusoidalPositionalEncoding"]
+
 _JNP = backend_named("jax")
 
 
-# The class docstring, kept out of the class so that pytest finds its example (through __test__)
-# without importing Flax: the class itself is defined on first use.
-_DOC = """``dropout(x + PE)``, exact: the Flax (NNX) twin of ``posenc.torch.SinusoidalPositionalEncoding``.
+class SinusoidalPositionalEncoding(nnx.Module):
+    """``dropout(x + PE)``, exact: the Flax (NNX) twin of ``posenc.torch.SinusoidalPositionalEncoding``.
 
     ``SinusoidalPositionalEncoding(d_model, dropout=0.0, max_len=None, *, base, shift, scale, layout, odd,
     batch_first=True, rngs=None)``: ``dropout`` and ``max_len`` may be given by position, in the PyTorch
@@ -75,86 +85,115 @@ _DOC = """``dropout(x + PE)``, exact: the Flax (NNX) twin of ``posenc.torch.Sinu
     Array([[[0.839844, 0.539062, 0.0100098, 1]]], dtype=bfloat16)
     """
 
-__test__ = {"SinusoidalPositionalEncoding": _DOC}
+    @takes_options(before="batch_first")
+    def __init__(
+        self,
+        d_model: int,
+        dropout: float = 0.0,
+        max_len: int | None = None,
+        *,
+        batch_first: bool = True,
+        rngs: nnx.Rngs | None = None,
+        **options: Unpack[OptionKeywords],
+    ) -> None:
+        checked = _Options.check(d_model, **options)
+        self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = checked
+        self.max_len, self.batch_first, rate = validation.module_options(max_len, batch_first, dropout)
+        self.dropout = nnx.Dropout(rate, rngs=rngs)
+
+    def __call__(
+        self,
+        x: jax.Array,
+        positions: Any = None,
+        *,
+        offset: Any = 0,
+        deterministic: bool | None = None,
+        rngs: Any = None,
+    ) -> jax.Array:
+        y = x + self.encoding_for(x, positions, offset=offset)
+        off = self.dropout.deterministic if deterministic is None else deterministic
+        if self.dropout.rate > 0 and not off and rngs is None and self.dropout.rngs is None:
+            raise ValueError(
+                f"dropout={self.dropout.rate} in training mode needs random keys: construct the module "
+                "with rngs=nnx.Rngs(0), pass rngs= to the call, or pass deterministic=True (inference)"
+            )
+        return self.dropout(y, deterministic=deterministic, rngs=rngs)
+
+    def encoding_for(self, x: jax.Array, positions: Any = None, *, offset: Any = 0) -> jax.Array:
+        """The PE that ``__call__`` adds to ``x`` (before dropout), shaped to broadcast against it."""
+        batch_shape, seq = self._check_x(x)
+        options = _Options(self.d_model, self.base, self.shift, self.scale, self.layout, self.odd)
+        dt = np.dtype(x.dtype)
+        if positions is None and _is_int(offset):
+            pe = _contiguous(options, dt, seq, _offset_int(offset, seq), self.max_len or 0, _traced(x))
+        else:
+            traced = _traced(positions) or _traced(offset)
+            if positions is not None:
+                positions = jnp.asarray(positions) if _traced(positions) else _host_positions(positions)
+            if _is_int(offset) and traced:
+                _traced_int_offset(offset)
+            elif not _is_int(offset) and not _traced(offset):
+                offset = _host_offset(offset)
+            ids, extra = adapters.positions_and_offset(
+                _JNP if traced else _NUMPY,
+                seq,
+                batch_shape,
+                positions,
+                offset,
+                host=not traced,
+                arange=lambda: (jnp if traced else np).arange(seq),
+            )
+            pe = _encode_any(ids, options, dt, offset=extra)
+        return adapters.orient(_JNP, jnp.asarray(pe), self.batch_first)
+
+    def _check_x(self, x: Any) -> tuple[tuple[int, ...], int]:
+        if not isinstance(x, jax.Array | np.ndarray):
+            raise TypeError(f"x must be a jax.Array; got {type(x).__name__}")
+        if np.dtype(x.dtype).name not in validation.DTYPES:
+            raise TypeError(f"x must be float64, float32, float16 or bfloat16; got {x.dtype}")
+        return adapters.batch_and_seq(tuple(x.shape), self.d_model, self.batch_first)
 
 
-@functools.cache
-def _module_class() -> type:
-    nnx = flax_nnx("SinusoidalPositionalEncoding")
+class RotaryEmbedding(nnx.Module):
+    """Exact rotary cos/sin, the Flax (NNX) twin of :class:`posenc.torch.RotaryEmbedding`.
 
-    class SinusoidalPositionalEncoding(nnx.Module):
-        __doc__ = _DOC
+    ``config``: a :class:`posenc.rope.RopeParameters` or anything :func:`posenc.rope.config` reads;
+    ``layer_type`` picks one layer type of a config with RoPE parameters per layer type (Gemma 3).
+    ``__call__(x, position_ids, *, seq_len=None)`` returns (cos, sin) of shape
+    ``position_ids.shape + (rotary_dim,)`` in x's dtype (with multimodal sections, position_ids is
+    (3, B, L), or (B, L) for text). ``inv_freq`` (float32) and ``attention_scaling`` are attributes.
 
-        @takes_options(before="batch_first")
-        def __init__(
-            self,
-            d_model: int,
-            dropout: float = 0.0,
-            max_len: int | None = None,
-            *,
-            batch_first: bool = True,
-            rngs: nnx.Rngs | None = None,
-            **options: Unpack[OptionKeywords],
-        ) -> None:
-            checked = _Options.check(d_model, **options)
-            self.d_model, self.base, self.shift, self.scale, self.layout, self.odd = checked
-            self.max_len, self.batch_first, rate = validation.module_options(max_len, batch_first, dropout)
-            self.dropout = nnx.Dropout(rate, rngs=rngs)
+    >>> import jax.numpy as jnp
+    >>> from posenc import rope
+    >>> from posenc.jax import RotaryEmbedding
+    >>> rotary = RotaryEmbedding(rope.config(head_dim=4, base=100.0))
+    >>> cos, sin = rotary(jnp.zeros((1, 2, 4), jnp.float16), jnp.array([[0, 1]]))  # x: only its dtype
+    >>> cos.shape, cos.dtype
+    ((1, 2, 4), dtype('float16'))
+    >>> sin[0, 1]  # position 1: sin θ_i, θ = (1, 0.1), in the "half" layout
+    Array([0.8413 , 0.09985, 0.8413 , 0.09985], dtype=float16)
+    >>> rotary.inv_freq, rotary.attention_scaling
+    (array([1. , 0.1], dtype=float32), 1.0)
+    """
 
-        def __call__(
-            self,
-            x: jax.Array,
-            positions: Any = None,
-            *,
-            offset: Any = 0,
-            deterministic: bool | None = None,
-            rngs: Any = None,
-        ) -> jax.Array:
-            y = x + self.encoding_for(x, positions, offset=offset)
-            off = self.dropout.deterministic if deterministic is None else deterministic
-            if self.dropout.rate > 0 and not off and rngs is None and self.dropout.rngs is None:
-                raise ValueError(
-                    f"dropout={self.dropout.rate} in training mode needs random keys: construct the module "
-                    "with rngs=nnx.Rngs(0), pass rngs= to the call, or pass deterministic=True (inference)"
-                )
-            return self.dropout(y, deterministic=deterministic, rngs=rngs)
+    def __init__(self, config: Any, *, layout: str = "half", layer_type: str | None = None):
+        check_layout(layout)
+        self.layer_type = layer_type
+        if isinstance(config, rope.RopeParameters) and layer_type is None:
+            self.params = config
+        else:
+            self.params = rope.config(config, layer_type=layer_type)
+        self.layout = layout
+        self.attention_scaling = rope.attention_scaling(self.params)
+        self.inv_freq = np.asarray(rope.inv_freq(self.params), dtype=np.float32)
 
-        def encoding_for(self, x: jax.Array, positions: Any = None, *, offset: Any = 0) -> jax.Array:
-            """The PE that ``__call__`` adds to ``x`` (before dropout), shaped to broadcast against it."""
-            batch_shape, seq = self._check_x(x)
-            options = _Options(self.d_model, self.base, self.shift, self.scale, self.layout, self.odd)
-            dt = np.dtype(x.dtype)
-            if positions is None and _is_int(offset):
-                pe = _contiguous(options, dt, seq, _offset_int(offset, seq), self.max_len or 0, _traced(x))
-            else:
-                traced = _traced(positions) or _traced(offset)
-                if positions is not None:
-                    positions = jnp.asarray(positions) if _traced(positions) else _host_positions(positions)
-                if _is_int(offset) and traced:
-                    _traced_int_offset(offset)
-                elif not _is_int(offset) and not _traced(offset):
-                    offset = _host_offset(offset)
-                ids, extra = adapters.positions_and_offset(
-                    _JNP if traced else _NUMPY,
-                    seq,
-                    batch_shape,
-                    positions,
-                    offset,
-                    host=not traced,
-                    arange=lambda: (jnp if traced else np).arange(seq),
-                )
-                pe = _encode_any(ids, options, dt, offset=extra)
-            return adapters.orient(_JNP, jnp.asarray(pe), self.batch_first)
-
-        def _check_x(self, x: Any) -> tuple[tuple[int, ...], int]:
-            if not isinstance(x, jax.Array | np.ndarray):
-                raise TypeError(f"x must be a jax.Array; got {type(x).__name__}")
-            if np.dtype(x.dtype).name not in validation.DTYPES:
-                raise TypeError(f"x must be float64, float32, float16 or bfloat16; got {x.dtype}")
-            return adapters.batch_and_seq(tuple(x.shape), self.d_model, self.batch_first)
-
-    SinusoidalPositionalEncoding.__module__ = __name__
-    return SinusoidalPositionalEncoding
+    def __call__(
+        self, x: jax.Array, position_ids: Any, *, seq_len: int | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        ids = position_ids
+        if self.params.mrope_section and jnp.ndim(ids) == 2:
+            ids = jnp.broadcast_to(jnp.asarray(ids), (3, *jnp.shape(ids)))
+        return rotary.cos_sin(ids, self.params, dtype=x.dtype, layout=self.layout, seq_len=seq_len)
 
 
 def _host_offset(offset: Any) -> Any:

@@ -1,12 +1,13 @@
-"""Rotary position embeddings for JAX, exact: :func:`cos_sin`, :func:`apply_rotary` (one function for every
-framework: :func:`posenc.rope.arrays.apply_rotary`) and the Flax (NNX)
-``RotaryEmbedding`` (defined on first use, like ``SinusoidalPositionalEncoding``).
+"""Rotary position embeddings for JAX, exact: :func:`cos_sin` and :func:`apply_rotary` (one function for every
+framework: :func:`posenc.rope.arrays.apply_rotary`); the Flax (NNX) ``RotaryEmbedding`` is in
+:mod:`posenc.jax.modules`.
 
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once (:mod:`posenc.rope`). Concrete
 positions are computed on the host by the NumPy core; traced positions (arguments of a jitted function) by
 the portable algorithm (:mod:`posenc.portable`) inside the program: no callback, no float64 with x64 off.
-"dynamic" and "longrope" scaling pick their frequencies from the sequence length: traced positions need an
-explicit ``seq_len`` (a jitted program cannot read max(positions)).
+A type whose frequencies grow with the sequence length ("dynamic") needs an explicit ``seq_len`` for traced
+positions (a jitted program cannot read max(positions)); one that switches between two sets ("longrope")
+computes both and picks in the program, as the NumPy and torch paths do.
 """
 
 from __future__ import annotations
@@ -16,12 +17,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .. import portable, rope
-from ..rope.arrays import arrange, check_layout, check_request
+from ..rope.arrays import arrange, check_request
 from ..rope.tables import exact_law
-from .flax_import import flax_nnx
 from .functions import _dtype, _host_positions, _traced
 
 
@@ -47,13 +46,28 @@ def cos_sin(
         return jnp.asarray(cos), jnp.asarray(sin)
     positions = jnp.asarray(positions)
     check_request(params, layout, positions.shape)
-    scaled_by_length = params.rope_type in ("dynamic", "longrope")
-    if scaled_by_length and seq_len is None:
+    kind = params.kind
+    if seq_len is None and kind.switch is not None:  # both sets, one picked in the program (as torch does)
+        switch = kind.switch(params)
+        first, second = (_traced_rows(positions, params, n, dt.name, layout) for n in (switch, switch + 1))
+        if not positions.size:
+            return first
+        top = jnp.max(positions)
+        pick = (jnp.floor(top) if jnp.issubdtype(top.dtype, jnp.floating) else top) + 1 > switch
+        return jnp.where(pick, second[0], first[0]), jnp.where(pick, second[1], first[1])
+    if seq_len is None and kind.grows_with_length:
         raise ValueError(
             f"rope_type {params.rope_type!r} picks its frequencies from the sequence length, which a jitted "
             "program cannot read from traced positions; pass seq_len= (e.g. the padded length + 1)"
         )
-    request = _request(params, seq_len if scaled_by_length else None, dt.name)
+    return _traced_rows(positions, params, seq_len if kind.depends_on_length else None, dt.name, layout)
+
+
+def _traced_rows(
+    positions: jax.Array, params: rope.RopeParameters, seq_len: int | None, fmt: str, layout: str
+) -> tuple[jax.Array, jax.Array]:
+    """(cos, sin) of traced ``positions`` by the portable algorithm, at the frequencies of ``seq_len``."""
+    request = _request(params, seq_len, fmt)
     rows = portable.encode(_JNP, positions, request)
     return arrange(_JNP, rows, request.count, params.mrope_section, params.mrope_interleaved, layout)
 
@@ -64,59 +78,3 @@ _JNP = portable.backend_named("jax")
 @functools.lru_cache(maxsize=64)
 def _request(params: rope.RopeParameters, seq_len: int | None, fmt: str) -> Any:
     return portable.request_for_law(exact_law(params, seq_len), fmt)
-
-
-# The class docstring, kept out of the class so that pytest finds its example (through __test__)
-# without importing Flax: the class itself is defined on first use.
-_DOC = """Exact rotary cos/sin, the Flax (NNX) twin of :class:`posenc.torch.RotaryEmbedding`.
-
-    ``config``: a :class:`posenc.rope.RopeParameters` or anything :func:`posenc.rope.config` reads;
-    ``layer_type`` picks one layer type of a config with RoPE parameters per layer type (Gemma 3).
-    ``__call__(x, position_ids, *, seq_len=None)`` returns (cos, sin) of shape
-    ``position_ids.shape + (rotary_dim,)`` in x's dtype (with multimodal sections, position_ids is
-    (3, B, L), or (B, L) for text). ``inv_freq`` (float32) and ``attention_scaling`` are attributes.
-
-    >>> import jax.numpy as jnp
-    >>> from posenc import rope
-    >>> from posenc.jax import RotaryEmbedding
-    >>> rotary = RotaryEmbedding(rope.config(head_dim=4, base=100.0))
-    >>> cos, sin = rotary(jnp.zeros((1, 2, 4), jnp.float16), jnp.array([[0, 1]]))  # x: only its dtype
-    >>> cos.shape, cos.dtype
-    ((1, 2, 4), dtype('float16'))
-    >>> sin[0, 1]  # position 1: sin θ_i, θ = (1, 0.1), in the "half" layout
-    Array([0.8413 , 0.09985, 0.8413 , 0.09985], dtype=float16)
-    >>> rotary.inv_freq, rotary.attention_scaling
-    (array([1. , 0.1], dtype=float32), 1.0)
-    """
-
-__test__ = {"RotaryEmbedding": _DOC}
-
-
-@functools.cache
-def _module_class() -> type:
-    nnx = flax_nnx("RotaryEmbedding")
-
-    class RotaryEmbedding(nnx.Module):
-        __doc__ = _DOC
-
-        def __init__(self, config: Any, *, layout: str = "half", layer_type: str | None = None):
-            check_layout(layout)
-            self.layer_type = layer_type
-            if isinstance(config, rope.RopeParameters) and layer_type is None:
-                self.params = config
-            else:
-                self.params = rope.config(config, layer_type=layer_type)
-            self.layout = layout
-            self.attention_scaling = rope.attention_scaling(self.params)
-            self.inv_freq = np.asarray(rope.inv_freq(self.params), dtype=np.float32)
-
-        def __call__(
-            self, x: jax.Array, position_ids: Any, *, seq_len: int | None = None
-        ) -> tuple[jax.Array, jax.Array]:
-            ids = position_ids
-            if self.params.mrope_section and jnp.ndim(ids) == 2:
-                ids = jnp.broadcast_to(jnp.asarray(ids), (3, *jnp.shape(ids)))
-            return cos_sin(ids, self.params, dtype=x.dtype, layout=self.layout, seq_len=seq_len)
-
-    RotaryEmbedding.__module__ = __name__
-    return RotaryEmbedding

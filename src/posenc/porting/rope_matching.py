@@ -37,7 +37,6 @@ __all__ = ["identify_rope", "looks_like_rope", "rope_matches"]
 #: Rows compared at a time (bounds memory on long caches).
 _CHUNK = 4096
 #: How much simpler each type counts when two parameter sets both match.
-_TYPE_ORDER = {"default": 0, "linear": 1, "proportional": 1, "llama3": 2, "yarn": 3, "longrope": 4}
 
 
 def identify_rope(array: Any, *, head_dim: int | None = None, tolerance: float | None = None) -> RopeMatch:
@@ -269,9 +268,13 @@ def _cache_checker(
 def _with_amplitude(keywords: dict[str, Any], amplitude: float | None, error: float) -> dict[str, Any]:
     """yarn's keywords with ``attention_factor`` when the cache's A is not yarn's formula for its factor."""
     scaling = keywords.get("scaling")
-    if amplitude is None or not scaling or scaling.get("rope_type") != "yarn":
+    kind = rope.kinds.TYPES.get(scaling.get("rope_type", "default")) if scaling else None
+    if amplitude is None or kind is None or kind.scaling is None or not kind.uses("attention_factor"):
         return keywords
-    formula = 0.1 * math.log(scaling["factor"]) + 1
+    try:
+        formula = rope.attention_scaling(rope.config(**keywords))
+    except (ValueError, TypeError):
+        return keywords
     if abs(amplitude - formula) <= error * amplitude + 1e-12:
         return keywords
     value = round_number(amplitude, error) or amplitude
@@ -281,15 +284,16 @@ def _with_amplitude(keywords: dict[str, Any], amplitude: float | None, error: fl
 def _plainness(keywords: dict[str, Any]) -> float:
     """How far from round numbers a parameter set is (0: all round), plus the type's complexity."""
     scaling = keywords.get("scaling", {})
-    score = 0.1 * _TYPE_ORDER.get(scaling.get("rope_type", "default"), 4)
+    kind = rope.kinds.TYPES.get(scaling.get("rope_type", "default"))
+    score = 0.1 * (kind.rarity if kind is not None else max(k.rarity for k in rope.kinds.TYPES.values()))
     score += 0.0 if round_number(keywords["base"], 1e-12) else 1.0
     if "factor" in scaling:
         score += 0.0 if round_number(scaling["factor"], 1e-12) else 1.0
     length = scaling.get("original_max_position_embeddings")
     if length is not None:
         score += 0.0 if length & (length - 1) == 0 else 0.5
-    if scaling.get("rope_type") == "llama3":
-        score += 0.0 if (scaling["low_freq_factor"], scaling["high_freq_factor"]) == (1.0, 4.0) else 0.5
+    if kind is not None and any(scaling.get(name, value) != value for name, value in kind.usual.items()):
+        score += 0.5  # not the published values of the type's fields
     if scaling.get("truncate") is False:
         score += 0.3
     return score
@@ -302,7 +306,7 @@ def _also(item: tuple, found: list[tuple]) -> str:
     shown_as = {_short_keywords(item[2])}
     others = []
     for other in found:
-        if other[0] and other[1].rope_type == item[1].rope_type:
+        if other[0] and other[1].kind is item[1].kind:
             text = _short_keywords(other[2])
             if text not in shown_as:
                 shown_as.add(text)
@@ -332,16 +336,12 @@ def _result(
         exact = rope.cos_sin(np.arange(cache.shape[0]), params, dtype="float64", layout=layout)[index]
         error = float(np.max(np.abs(exact - cache)))
     note = ""
-    if params.rope_type == "llama3":
-        s = keywords["scaling"]
-        note = (
-            f"; the buffer fixes only original_max_position_embeddings / low_freq_factor = "
-            f"{s['original_max_position_embeddings'] / s['low_freq_factor']:g} and / high_freq_factor = "
-            f"{s['original_max_position_embeddings'] / s['high_freq_factor']:g}"
-        )
-    elif params.rope_type == "yarn" and source == "inv_freq":
-        note = "; inv_freq does not hold the attention scaling: yarn's formula 0.1·ln(factor) + 1 assumed"
-    if matches and params.rope_type == "default" and not round_number(params.base, 1e-9):
+    if params.kind.unfixed is not None:
+        note = f"; the buffer fixes only {params.kind.unfixed(params)}"
+    elif params.kind.scaling is not None and source == "inv_freq":
+        note = f"; inv_freq does not hold the attention scaling: {params.rope_type}'s formula assumed"
+    plain = not params.kind.fields  # no scaling: the default type
+    if matches and plain and not round_number(params.base, 1e-9):
         note += (
             "; a base this far from round numbers is what dynamic NTK scaling stores once a sequence "
             "outgrows max_position_embeddings (base·s^(d/(d-2)))"
@@ -350,9 +350,9 @@ def _result(
         note += (
             "; the cache's amplitude is not yarn's formula, so attention_factor is given (DeepSeek's mscale)"
         )
-    if matches and params.rope_type == "default":
+    if matches and plain:
         note += plain_note(source)
-    if params.rotary_dim == params.head_dim and params.rope_type != "proportional":
+    if params.rotary_dim == params.head_dim and not params.kind.full_head:
         note += (
             f"; head_dim={params.head_dim} assumed (a wider head with partial rotary gives the same buffer)"
         )

@@ -150,7 +150,7 @@ def _plain_prefixes(
                 params = rope.config(**keywords)
             except (ValueError, TypeError):
                 continue
-            if params.rope_type not in ("default", "linear", "yarn", "llama3"):
+            if params.kind.depends_on_length or params.kind.full_head:  # not a fit of one θ set
                 continue
             scale = rope.attention_scaling(params)
             if _Stored(head, rope.inv_freq(params), which, scale, unit).explained(np.arange(prefix)).all():

@@ -3,12 +3,13 @@
 :func:`identify` ranks candidates; a porting user wants one verdict (:func:`verdict`): the best match with its
 evidence; "also consistent with" only the variants that give the same table at the table's precision (the
 names joined by " = ", and other matches within one float32 ulp of the best error) and whose library's own
-float32 code can be off by what the table shows (:mod:`posenc.preset_deviations`: a float32 table with the
-PyTorch tutorial's float32 noise is not DistilBERT's table, which is rounded once); a fitted generic base
-only when no named variant matches; the odd-width rule the table shows (none for an even width); and the
-lines to paste: ``presets.get(...)`` and the torch and JAX module constructors, and for a table consistent
-with diffusers' timestep embedding, ``posenc.torch.Timesteps(...)`` (the drop-in for diffusers' ``Timesteps``,
-which maps timesteps to embeddings where ``SinusoidalPositionalEncoding`` adds to an input).
+float32 code can be off by what the table shows (:func:`posenc.presets.float32_deviation`: a float32
+table with the PyTorch tutorial's float32 noise is not DistilBERT's table, which is rounded once); a fitted
+generic base only when no named variant matches; the odd-width rule the table shows (none for an even
+width); and the lines to paste: ``presets.get(...)`` and the torch and JAX module constructors, and for a
+table consistent with diffusers' timestep embedding, ``posenc.torch.Timesteps(...)`` (the drop-in for
+diffusers' ``Timesteps``, which maps timesteps to embeddings where ``SinusoidalPositionalEncoding`` adds to an
+input).
 
 >>> from posenc import presets
 >>> answer = verdict(identify(presets.get("fairseq", padding_idx=1).table(130, 32)), 32, "float32", 130)
@@ -28,7 +29,6 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import presets
-from ..preset_deviations import D_MODEL, LENGTHS
 from .match import Match, RopeMatch
 from .matching import identify  # noqa: F401 - identify: for the example
 
@@ -104,7 +104,7 @@ class Verdict:
             figures = " / ".join(f"{e:.3g}" for e in self.float32_deviation)
             out.append(
                 f"   the library's own float32 code is off by {figures} at 1k / 8k / 131k positions "
-                f"(d_model {D_MODEL}): a port's test against it needs that tolerance"
+                f"(d_model {presets.DEVIATION_D_MODEL}): a port's test against it needs that tolerance"
             )
         if self.paste:
             out.append(f"   paste: {self.paste[0]}")
@@ -124,7 +124,7 @@ class Verdict:
             "odd": self.odd,
             "float32_deviation": None
             if deviation is None
-            else dict(zip(map(str, LENGTHS), deviation, strict=True)),
+            else dict(zip(map(str, presets.DEVIATION_LENGTHS), deviation, strict=True)),
             "paste": list(self.paste),
         }
 
@@ -132,12 +132,12 @@ class Verdict:
 def expected_deviation(figures: tuple[float, float, float], rows: int) -> float:
     """The float32 error expected of a table of ``rows`` positions: the figures at 1k / 8k / 131k,
     interpolated in log-log, in proportion to the length outside that range (never under 2**-25)."""
-    if rows <= LENGTHS[0]:
-        value = figures[0] * rows / LENGTHS[0]
-    elif rows >= LENGTHS[-1]:
-        value = figures[-1] * rows / LENGTHS[-1]
+    if rows <= presets.DEVIATION_LENGTHS[0]:
+        value = figures[0] * rows / presets.DEVIATION_LENGTHS[0]
+    elif rows >= presets.DEVIATION_LENGTHS[-1]:
+        value = figures[-1] * rows / presets.DEVIATION_LENGTHS[-1]
     else:
-        value = float(np.exp(np.interp(np.log(rows), np.log(LENGTHS), np.log(figures))))
+        value = float(np.exp(np.interp(np.log(rows), np.log(presets.DEVIATION_LENGTHS), np.log(figures))))
     return max(value, 2.0**-25)
 
 

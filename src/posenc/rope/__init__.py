@@ -10,13 +10,15 @@ once.
 * :func:`cos_sin` gives the tables: A · cos(p θ_i) and A · sin(p θ_i), each correctly rounded once;
 * :func:`apply_rotary` rotates queries and keys by them (NumPy, torch and JAX arrays alike).
 
-One concept per module: :mod:`~posenc.rope.parameters` (the record and its checks),
+One concept per module: :mod:`~posenc.rope.kinds` (what each rope type is: its fields, checks, formulas
+and dependence on the sequence length), :mod:`~posenc.rope.parameters` (the record and its checks),
 :mod:`~posenc.rope.configs` (reading configs), :mod:`~posenc.rope.frequencies` (the formula of each type),
 :mod:`~posenc.rope.arrays` (layouts, sections and the rotation, for every array namespace),
 :mod:`~posenc.rope.tables` (cos/sin). The frameworks' modules are :class:`posenc.torch.RotaryEmbedding` and
 :class:`posenc.jax.RotaryEmbedding`.
 """
 
+from . import kinds
 from .arrays import apply_rotary
 from .configs import config, layer_types
 from .frequencies import attention_scaling, inv_freq
@@ -30,5 +32,6 @@ __all__ = [
     "config",
     "cos_sin",
     "inv_freq",
+    "kinds",
     "layer_types",
 ]

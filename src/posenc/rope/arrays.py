@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import PosencTypeError, PosencValueError
 from ..portable import Backend, backend_of
 from .parameters import RopeParameters
 
@@ -29,7 +30,9 @@ LAYOUTS = ("half", "interleaved")
 def check_layout(layout: Any) -> str:
     """``layout`` if it is one of :data:`LAYOUTS`; else a ValueError naming them."""
     if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}")
+        raise PosencValueError(
+            f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}", parameter="layout"
+        )
     return layout
 
 
@@ -38,15 +41,17 @@ def check_request(params: Any, layout: Any, shape: tuple[int, ...]) -> None:
     :class:`~posenc.rope.parameters.RopeParameters`, an unknown ``layout``, or positions of ``shape`` without
     the leading axis of 3 that multimodal sections need."""
     if not isinstance(params, RopeParameters):
-        raise TypeError(
+        raise PosencTypeError(
             f"params must be posenc.rope.RopeParameters; got {type(params).__name__}; "
-            "build it with posenc.rope.config(...)"
+            "build it with posenc.rope.config(...)",
+            parameter="params",
         )
     check_layout(layout)
     if params.mrope_section and (len(shape) == 0 or shape[0] != 3):
-        raise ValueError(
+        raise PosencValueError(
             f"positions must have a leading axis of 3 (time, height, width ids) for multimodal rotary "
-            f"embeddings (mrope_section={list(params.mrope_section)}); got shape {tuple(shape)}"
+            f"embeddings (mrope_section={list(params.mrope_section)}); got shape {tuple(shape)}",
+            parameter="positions",
         )
 
 
@@ -99,7 +104,10 @@ def apply_rotary(
     ops = backend_of(q)
     axis = unsqueeze_dim if unsqueeze_dim >= 0 else cos.ndim + 1 + unsqueeze_dim
     if not 0 <= axis <= cos.ndim:
-        raise ValueError(f"unsqueeze_dim must be in [{-cos.ndim - 1}, {cos.ndim}]; got {unsqueeze_dim}")
+        raise PosencValueError(
+            f"unsqueeze_dim must be in [{-cos.ndim - 1}, {cos.ndim}]; got {unsqueeze_dim}",
+            parameter="unsqueeze_dim",
+        )
     where = (slice(None),) * axis + (None,)
     cos, sin = cos[where], sin[where]
     return rotate(ops, q, cos, sin, layout), rotate(ops, k, cos, sin, layout)

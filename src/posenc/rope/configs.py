@@ -34,20 +34,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import validation
+from ..errors import PosencTypeError, PosencValueError
+from .kinds import SCALING_FIELDS, named
 from .parameters import (
-    _USED,
     DEFAULT_BASE,
     PLAIN_SCALING_FIELDS,
-    ROPE_TYPES,
     RopeParameters,
     check_context,
     check_head_dim,
     check_mrope_entries,
     check_partial_rotary_factor,
 )
-
-#: Legacy rope type names and the type they mean (Qwen2-VL's "mrope", early Phi-3's "su").
-_TYPE_ALIASES = {"mrope": "default", "su": "longrope"}
 
 #: Keys a (flat) RoPE dict may hold: a dict without any of them whose values are dicts is nested per layer.
 _ROPE_KEYS = frozenset(
@@ -119,7 +116,10 @@ def config(
         )
     if isinstance(cfg, RopeParameters):
         if layer_type is not None:
-            raise TypeError(f"layer_type={layer_type!r} cannot apply to a RopeParameters; leave it out")
+            raise PosencTypeError(
+                f"layer_type={layer_type!r} cannot apply to a RopeParameters; leave it out",
+                parameter="layer_type",
+            )
         return cfg
     return _from_mapping(_load(cfg), layer_type)
 
@@ -147,14 +147,16 @@ def _keyword_mapping(
 ) -> dict[str, Any]:
     """The keyword form as the dict of a config.json."""
     if scaling is not None and not isinstance(scaling, Mapping):
-        raise TypeError(
+        raise PosencTypeError(
             f"scaling must be a dict like rope_scaling, e.g. {{'rope_type': 'linear', 'factor': 2.0}}; got "
-            f"{validation.shorten(scaling)} of type {type(scaling).__name__}"
+            f"{validation.shorten(scaling)} of type {type(scaling).__name__}",
+            parameter="scaling",
         )
     scaling = dict(scaling or {})
     if base is not None and scaling.get("rope_theta") is not None and scaling["rope_theta"] != base:
-        raise ValueError(
-            f"base={base!r} and scaling['rope_theta']={scaling['rope_theta']!r} disagree; give θ once"
+        raise PosencValueError(
+            f"base={base!r} and scaling['rope_theta']={scaling['rope_theta']!r} disagree; give θ once",
+            parameter="base",
         )
     mapping: dict[str, Any] = {"head_dim": head_dim, "rope_scaling": scaling}
     if base is not None:
@@ -180,17 +182,21 @@ def _load(cfg: Any) -> Mapping[str, Any]:
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         if not os.path.isfile(path):
-            raise ValueError(f"cfg={os.fspath(cfg)!r} is not a config.json file (nor a folder holding one)")
+            raise PosencValueError(
+                f"cfg={os.fspath(cfg)!r} is not a config.json file (nor a folder holding one)",
+                parameter="cfg",
+            )
         with open(path, encoding="utf-8") as handle:
             try:
                 loaded = json.load(handle)
             except json.JSONDecodeError as error:
-                raise ValueError(
-                    f"cfg={path!r} is not valid JSON ({error}); pass a model's config.json"
+                raise PosencValueError(
+                    f"cfg={path!r} is not valid JSON ({error}); pass a model's config.json", parameter="cfg"
                 ) from None
         if not isinstance(loaded, Mapping):
-            raise ValueError(
-                f"cfg={path!r} holds a JSON {type(loaded).__name__}, not an object; pass a config.json"
+            raise PosencValueError(
+                f"cfg={path!r} holds a JSON {type(loaded).__name__}, not an object; pass a config.json",
+                parameter="cfg",
             )
         return loaded
     to_dict = getattr(cfg, "to_dict", None)
@@ -201,9 +207,10 @@ def _load(cfg: Any) -> Mapping[str, Any]:
                 f"cfg.to_dict() returned {type(loaded).__name__}, not a dict; pass the config as a dict"
             )
         return loaded
-    raise TypeError(
+    raise PosencTypeError(
         "cfg must be a Hugging Face model config: a dict, a path to config.json, or an object with to_dict() "
-        f"(a transformers PretrainedConfig); got {validation.shorten(cfg)} of type {type(cfg).__name__}"
+        f"(a transformers PretrainedConfig); got {validation.shorten(cfg)} of type {type(cfg).__name__}",
+        parameter="cfg",
     )
 
 
@@ -213,15 +220,7 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     rope = _pick_layer(_rope_dict(cfg), layer_type)
 
     rope_type = _first(rope, "rope_type", "type")
-    rope_type = "default" if rope_type is None else rope_type
-    if not isinstance(rope_type, str):
-        raise TypeError(f"rope_type must be a string such as 'yarn'; got {rope_type!r}")
-    rope_type = _TYPE_ALIASES.get(rope_type, rope_type)
-    if rope_type not in ROPE_TYPES:
-        raise ValueError(
-            f"rope_type={rope_type!r} is not a rope type posenc.rope knows; "
-            f"use one of {', '.join(ROPE_TYPES)}"
-        )
+    kind = named("default" if rope_type is None else rope_type)
 
     base = _first(rope, "rope_theta")
     if base is None:
@@ -260,9 +259,9 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     original = cfg.get("original_max_position_embeddings")
     if original is None:
         original = rope.get("original_max_position_embeddings")
-    if original is None and rope_type in ("llama3", "yarn", "longrope"):
+    if original is None and kind.uses("original_max_position_embeddings"):
         original = max_pos
-    if original is not None and "original_max_position_embeddings" in _USED[rope_type]:
+    if original is not None and kind.uses("original_max_position_embeddings"):
         original = check_context("original_max_position_embeddings", original, integral_floats=True)
     fields["original_max_position_embeddings"] = original
     section = rope.get("mrope_section")
@@ -270,18 +269,15 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     interleaved = _first(rope, "mrope_interleaved", "interleaved")
     fields["mrope_interleaved"] = False if interleaved is None else interleaved
 
-    if rope_type == "proportional":
-        fields["factor"] = 1.0 if fields["factor"] is None else fields["factor"]
-        rotary_dim = head_dim
-    else:
-        rotary_dim = int(head_dim * prf)
-    used = _USED[rope_type]
+    for name, value in kind.defaults.items():
+        fields[name] = value if fields[name] is None else fields[name]
+    rotary_dim = head_dim if kind.full_head else int(head_dim * prf)
     defaults = {field.name: field.default for field in dataclasses.fields(RopeParameters)}
-    for name in _USED["yarn"] + _USED["longrope"] + _USED["llama3"]:
-        if name not in used:
+    for name in SCALING_FIELDS:
+        if not kind.uses(name):
             fields[name] = defaults[name]
     return RopeParameters(
-        rope_type=rope_type,
+        rope_type=kind.name,
         head_dim=head_dim,
         rotary_dim=rotary_dim,
         base=base,
@@ -327,9 +323,10 @@ def _pick_layer(rope: Mapping[str, Any], layer_type: str | None) -> Mapping[str,
     """The RoPE dict itself, or its entry for ``layer_type`` when it is nested per layer type."""
     if not _nested(rope):
         if layer_type is not None:
-            raise ValueError(
+            raise PosencValueError(
                 f"layer_type={layer_type!r} was given but the config's RoPE dict is not nested per layer "
-                "type; leave layer_type out"
+                "type; leave layer_type out",
+                parameter="layer_type",
             )
         return rope
     if layer_type is None or layer_type not in rope:
@@ -341,8 +338,9 @@ def _pick_layer(rope: Mapping[str, Any], layer_type: str | None) -> Mapping[str,
         )
     entry = rope[layer_type]
     if entry is None:
-        raise ValueError(
-            f"layer_type={layer_type!r} has no RoPE (its entry is null); pick another layer type"
+        raise PosencValueError(
+            f"layer_type={layer_type!r} has no RoPE (its entry is null); pick another layer type",
+            parameter="layer_type",
         )
     return entry
 

@@ -55,8 +55,10 @@ from typing import Any
 import numpy as np
 
 from .. import validation
-from ..core.highprec import context, pi
-from .parameters import MAX_ATTENTION_SCALING, MAX_CONTEXT, RopeParameters
+from ..core.highprec import context
+from ..errors import PosencTypeError
+from .kinds import MAX_CONTEXT, Ambiguous
+from .parameters import RopeParameters
 
 #: Digits of the first try when rounding to float64 (a retry doubles them).
 _FLOAT_DIGITS = 40
@@ -67,10 +69,6 @@ MAX_DIGITS = 10000
 #: The range of a nonzero frequency θ_i: the bounds of :mod:`.parameters` keep every type within it
 #: (θ_i <= 2**20, θ_i >= 2**-186); a value outside it is refused, never rounded to inf or 0.
 MIN_FREQUENCY, MAX_FREQUENCY = Decimal(2) ** -1000, Decimal(2) ** 24
-
-
-class _Ambiguous(ArithmeticError):
-    """A floor or ceil whose argument is too close to an integer at the working precision."""
 
 
 def inv_freq(params: RopeParameters, *, seq_len: int | None = None) -> np.ndarray:
@@ -132,8 +130,9 @@ def exact_attention_scaling(params: RopeParameters, seq_len: int | None, digits:
 
 def _check_params(params: Any) -> None:
     if not isinstance(params, RopeParameters):
-        raise TypeError(
-            f"params must be a RopeParameters (from posenc.rope.config(...)); got {type(params).__name__}"
+        raise PosencTypeError(
+            f"params must be a RopeParameters (from posenc.rope.config(...)); got {type(params).__name__}",
+            parameter="params",
         )
 
 
@@ -150,15 +149,8 @@ def _check_digits(digits: Any) -> int:
 
 
 def _seq_key(params: RopeParameters, seq_len: int | None) -> int | None:
-    """What of ``seq_len`` changes the frequencies: the grown length L > M for "dynamic", the long factors
-    (key 1) for "longrope", nothing (None) otherwise; so that the cache holds each set of values once."""
-    if params.rope_type == "dynamic":
-        limit = params.max_position_embeddings
-        return seq_len if seq_len is not None and seq_len > limit else None
-    if params.rope_type == "longrope":
-        # transformers: `if seq_len and seq_len > original_max_position_embeddings`: long factors
-        return 1 if seq_len is not None and seq_len > params.original_max_position_embeddings else None
-    return None
+    """What of ``seq_len`` changes the frequencies (:meth:`~posenc.rope.kinds.RopeType.seq_key`)."""
+    return params.kind.seq_key(params, seq_len)
 
 
 # --- correctly rounded float64 --------------------------------------------------------------------------
@@ -224,146 +216,28 @@ def _with_retries(compute: Any, params: RopeParameters, key: int | None, digits:
         try:
             with decimal.localcontext(context(digits + guard)):
                 return compute(params, key)
-        except _Ambiguous:
+        except Ambiguous:
             if guard > 4 * digits + 400:
                 raise
             guard *= 2
 
 
 def _frequencies(p: RopeParameters, key: int | None) -> list[Decimal]:
-    """The θ_i of ``p`` at the current decimal context's precision (plus a few ulps)."""
-    kind = p.rope_type
-    base, d, n = Decimal(p.base), p.rotary_dim, p.rotary_dim // 2
-    ln_base = base.ln()
-    if kind == "dynamic" and key is not None:
-        # bloc97's NTK-aware scaling, dynamic form: b' = b·s^(d/(d-2)), s = factor·L/M − (factor − 1)
-        factor = Decimal(p.factor)
-        s = factor * key / p.max_position_embeddings - (factor - 1)
-        ln_base += Decimal(d) / (d - 2) * s.ln()
-    if kind == "proportional":
-        rotated = int(p.partial_rotary_factor * p.head_dim // 2)  # transformers' rope_angles, in float64
-        rotated = min(rotated, n)
-    else:
-        rotated = n
-    # θ_i = b^(-2i/d) = exp(−2i·ln b / d)
-    theta = [(-2 * i * ln_base / d).exp() for i in range(rotated)]
-
-    if kind in ("linear", "proportional"):
-        factor = Decimal(p.factor)
-        theta = [t / factor for t in theta] + [Decimal(0)] * (n - rotated)
-    elif kind == "longrope":
-        ext = p.long_factor if key is not None else p.short_factor
-        theta = [t / Decimal(e) for t, e in zip(theta, ext, strict=True)]
-    elif kind == "llama3":
-        theta = _llama3(p, theta)
-    elif kind == "yarn":
-        theta = _yarn(p, theta, ln_base)
+    """The θ_i of ``p`` (its type's formula) at the current decimal context's precision, each nonzero one
+    checked to lie within what posenc computes."""
+    theta = p.kind.frequencies(p, key)
     for i, t in enumerate(theta):  # the last guard: no frequency rounds to inf or 0 in float64
         if t and not MIN_FREQUENCY <= t <= MAX_FREQUENCY:
             raise ValueError(
-                f"the rotary parameters give the frequency θ_{i} = {float(t):.6g} (rope_type={kind!r}, "
-                f"rope_theta={p.base:g}, factor={p.factor}{'' if key is None else f', seq_len={key}'}), "
+                f"the rotary parameters give the frequency θ_{i} = {float(t):.6g} "
+                f"(rope_type={p.rope_type!r}, rope_theta={p.base:g}, factor={p.factor}"
+                f"{'' if key is None else f', seq_len={key}'}), "
                 "outside the range 2**-1000 .. 2**24 posenc computes; check rope_theta and the scaling fields"
             )
     return theta
 
 
-def _llama3(p: RopeParameters, theta: list[Decimal]) -> list[Decimal]:
-    """Meta's Llama 3.1 scaling: keep the short wavelengths, divide the long ones by factor, blend between.
-
-    The branch tests compare exact wavelengths; at λ_i = λ_lo the blend gives θ_i/factor and at λ_i = λ_hi
-    it gives θ_i, so the result is continuous and a boundary case (none occurs in a realistic config) only
-    moves the value by a rounding error whichever side a float computation picks.
-    """
-    factor, low, high = Decimal(p.factor), Decimal(p.low_freq_factor), Decimal(p.high_freq_factor)
-    original = Decimal(p.original_max_position_embeddings)
-    two_pi = 2 * pi(decimal.getcontext().prec)
-    low_wavelength, high_wavelength = original / low, original / high
-    out = []
-    for t in theta:
-        wavelength = two_pi / t
-        if wavelength > low_wavelength:
-            out.append(t / factor)
-        elif wavelength < high_wavelength:
-            out.append(t)
-        else:
-            smooth = (original / wavelength - low) / (high - low)
-            out.append(t * ((1 - smooth) / factor + smooth))
-    return out
-
-
-def _yarn(p: RopeParameters, theta: list[Decimal], ln_base: Decimal) -> list[Decimal]:
-    """YaRN (Peng et al. 2023): blend interpolation (θ_i/factor) and extrapolation (θ_i) by a linear ramp
-    over the dimensions whose frequency turns between beta_fast and beta_slow times in the original
-    context."""
-    d, factor = p.rotary_dim, Decimal(p.factor)
-    original = Decimal(p.original_max_position_embeddings)
-    two_pi = 2 * pi(decimal.getcontext().prec)
-
-    def correction_dim(rotations: float) -> Decimal:
-        # the (fractional) dimension 2i whose frequency turns `rotations` times over `original` positions
-        return d * (original / (two_pi * Decimal(rotations))).ln() / (2 * ln_base)
-
-    low, high = correction_dim(p.beta_fast), correction_dim(p.beta_slow)
-    if p.truncate:
-        # The only discontinuous choice: decided exactly here, refused (more digits) when too close to call.
-        low, high = _floor(low), -_floor(-high)
-    low, high = max(low, Decimal(0)), min(high, Decimal(d - 1))
-    if low == high:
-        high += Decimal("0.001")  # transformers' guard against a zero-width ramp
-    out = []
-    for i, t in enumerate(theta):
-        ramp = min(max((i - low) / (high - low), Decimal(0)), Decimal(1))
-        out.append(t * (1 - ramp + ramp / factor))
-    return out
-
-
-def _floor(x: Decimal) -> Decimal:
-    """⌊x⌋, refusing (:class:`_Ambiguous`) an x within the working precision's error of an integer."""
-    nearest = x.to_integral_value(rounding=decimal.ROUND_HALF_EVEN)
-    precision = decimal.getcontext().prec
-    if abs(x - nearest) <= max(abs(x), Decimal(1)).scaleb(10 - precision):
-        raise _Ambiguous(x)
-    return x.to_integral_value(rounding=decimal.ROUND_FLOOR)
-
-
 def _scaling(p: RopeParameters, key: int | None) -> Decimal:
-    """The attention scaling m of ``p`` at the current decimal context's precision."""
-    if p.rope_type not in ("yarn", "longrope"):
-        return Decimal(1)
-    if p.attention_factor is not None:
-        return Decimal(p.attention_factor)
-    if p.rope_type == "yarn":
-        factor = Decimal(p.factor)
-
-        def mscale(weight: Any) -> Decimal:  # YaRN's 0.1·μ·ln s + 1 (1 when s <= 1)
-            return Decimal(1) if factor <= 1 else Decimal("0.1") * Decimal(weight) * factor.ln() + 1
-
-        if p.mscale and p.mscale_all_dim:  # DeepSeek-V2/V3; transformers tests both for truth (0 is off)
-            top, bottom = mscale(p.mscale), mscale(p.mscale_all_dim)
-            if not top > 0 < bottom:
-                raise ValueError(
-                    "yarn's attention scaling (0.1·mscale·ln factor + 1) / (0.1·mscale_all_dim·ln factor "
-                    f"+ 1) has a term <= 0 with mscale={p.mscale}, mscale_all_dim={p.mscale_all_dim}, "
-                    f"factor={p.factor}; DeepSeek-V3 uses mscale = mscale_all_dim = 1"
-                )
-            return _in_range(top / bottom, "mscale, mscale_all_dim and factor", p)
-        return _in_range(mscale(1), "factor", p)
-    # longrope: F = factor, or max_position_embeddings / original_max_position_embeddings (Phi-3)
-    original = Decimal(p.original_max_position_embeddings)
-    factor = Decimal(p.factor) if p.factor is not None else Decimal(p.max_position_embeddings) / original
-    if factor <= 1:
-        return Decimal(1)
-    scaling = (1 + factor.ln() / original.ln()).sqrt()
-    return _in_range(scaling, "factor and original_max_position_embeddings", p)
-
-
-def _in_range(scaling: Decimal, fields: str, p: RopeParameters) -> Decimal:
-    """``scaling`` if it lies in (0, :data:`MAX_ATTENTION_SCALING`]; else a ValueError naming ``fields``,
-    the fields of ``p`` that make it (the last guard: A·cos must stay finite in every dtype)."""
-    if not 0 < scaling <= MAX_ATTENTION_SCALING:
-        raise ValueError(
-            f"{fields} give {p.rope_type}'s attention scaling {float(scaling):.6g}, outside (0, 2**10] (it "
-            "multiplies cos and sin; models use ~1 to 2): check them"
-        )
-    return scaling
+    """The attention scaling m of ``p`` (its type's; 1 for most) at the current decimal context's
+    precision."""
+    return Decimal(1) if p.kind.scaling is None else p.kind.scaling(p)

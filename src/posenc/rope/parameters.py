@@ -16,26 +16,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import validation
-
-#: The rope types :mod:`posenc.rope` computes: transformers' ``ROPE_INIT_FUNCTIONS`` plus "default".
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
+from ..errors import PosencTypeError, PosencValueError
+from .kinds import (
+    MAX_ATTENTION_SCALING,
+    MAX_BASE,
+    MAX_CONTEXT,
+    MAX_FACTOR,
+    MAX_HEAD_DIM,
+    TYPES,
+    RopeType,
+)
 
 #: The base transformers uses when a config gives no ``rope_theta`` (``default_theta``).
 DEFAULT_BASE = 10000.0
-
-#: Bounds, checked when the parameters are built (before any frequency is computed), far beyond any model but
-#: keeping every frequency θ_i and the attention scaling finite and normal in float64 (and cos/sin finite in
-#: every dtype): heads in use are at most 512 wide and the frequencies of a head of 2**16 take ~1 s;
-#: context lengths, like positions, are below 2**31; scaling factors in use are at most ~100, and factors
-#: within [2**-20, 2**20] keep θ_i <= 2**20 (so p·θ_i < 2**51); the base grows (dynamic NTK) at most by
-#: (2**20 · 2**31)**2, so θ_i >= 2**-186 for a base <= 2**64 (in use: up to ~1e9); attention scalings in
-#: use are ~1 to 2, and one <= 2**10 keeps A·cos finite even in float16.
-MAX_HEAD_DIM = 2**16
-MAX_CONTEXT = validation.MAX_POSITION
-MAX_FACTOR = 2**20
-MIN_FACTOR = 2.0**-20
-MAX_BASE = 2**64
-MAX_ATTENTION_SCALING = 2**10
 
 #: The fix the messages on rope_theta suggest.
 _BASES = "usual values: 10000, 500000, 1000000"
@@ -53,33 +46,6 @@ PLAIN_SCALING_FIELDS = (
     "high_freq_factor",
 )
 
-#: The scaling fields each type uses; the others are stored as their defaults, so that two parameter
-#: records that give the same frequencies compare (and hash) equal.
-_USED = {
-    "default": (),
-    "linear": ("factor",),
-    "dynamic": ("factor",),
-    "yarn": (
-        "factor",
-        "original_max_position_embeddings",
-        "attention_factor",
-        "beta_fast",
-        "beta_slow",
-        "mscale",
-        "mscale_all_dim",
-        "truncate",
-    ),
-    "longrope": (
-        "factor",
-        "original_max_position_embeddings",
-        "attention_factor",
-        "short_factor",
-        "long_factor",
-    ),
-    "llama3": ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
-    "proportional": ("factor",),
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class RopeParameters:
@@ -87,7 +53,8 @@ class RopeParameters:
 
     Build it with :func:`config`; constructing it directly runs the same checks. Fields:
 
-    * ``rope_type``: one of :data:`ROPE_TYPES`.
+    * ``rope_type``: one of :data:`posenc.rope.kinds.ROPE_TYPES`; ``kind`` is its
+      :class:`~posenc.rope.kinds.RopeType`.
     * ``head_dim``: the attention head width; ``rotary_dim``: the rotated width (even), so there are
       ``rotary_dim // 2`` frequencies θ_0 .. θ_{rotary_dim/2 - 1}.
     * ``base``: θ of the RoPE paper (``rope_theta``); ``partial_rotary_factor``: the rotated fraction.
@@ -135,6 +102,11 @@ class RopeParameters:
         _check(self)
 
     @property
+    def kind(self) -> RopeType:
+        """The rope type: its fields, checks, formulas and dependence on the sequence length."""
+        return TYPES[self.rope_type]
+
+    @property
     def n_frequencies(self) -> int:
         """The number of frequencies θ_i: ``rotary_dim // 2``."""
         return self.rotary_dim // 2
@@ -146,21 +118,22 @@ def _check(p: RopeParameters) -> None:
     def put(name: str, value: Any) -> None:
         object.__setattr__(p, name, value)
 
-    if p.rope_type not in ROPE_TYPES:
-        raise ValueError(
-            f"rope_type={p.rope_type!r} is not a rope type posenc.rope knows; "
-            f"use one of {', '.join(ROPE_TYPES)}"
+    kind = TYPES.get(p.rope_type) if isinstance(p.rope_type, str) else None
+    if kind is None:
+        raise PosencValueError(
+            f"rope_type={p.rope_type!r} is not a rope type posenc.rope knows; use one of {', '.join(TYPES)}",
+            parameter="rope_type",
         )
-    kind = p.rope_type
     put("head_dim", check_head_dim(p.head_dim))
     prf = check_partial_rotary_factor(p.partial_rotary_factor)
     put("partial_rotary_factor", prf)
     put("rotary_dim", validation.integer("rotary_dim", p.rotary_dim, minimum=0))
-    expected = p.head_dim if kind == "proportional" else int(p.head_dim * prf)
+    expected = p.head_dim if kind.full_head else int(p.head_dim * prf)
     if p.rotary_dim != expected:
-        raise ValueError(
+        raise PosencValueError(
             f"rotary_dim={p.rotary_dim} does not match head_dim={p.head_dim} and partial_rotary_factor={prf} "
-            f"(expected {expected}); build the parameters with posenc.rope.config"
+            f"(expected {expected}); build the parameters with posenc.rope.config",
+            parameter="rotary_dim",
         )
     if p.rotary_dim % 2 or p.rotary_dim < 2:
         raise ValueError(
@@ -170,60 +143,56 @@ def _check(p: RopeParameters) -> None:
         )
     base = validation.real("rope_theta (base)", p.base, usual=_BASES)
     if not base > 1.0:
-        raise ValueError(f"rope_theta (base) must be > 1; got {base} ({_BASES})")
+        raise PosencValueError(
+            f"rope_theta (base) must be > 1; got {base} ({_BASES})", parameter="rope_theta (base)"
+        )
     validation.at_most("rope_theta (base)", base, MAX_BASE, "models use up to ~1e9")
     put("base", base)
     if p.max_position_embeddings is not None:
         put("max_position_embeddings", check_context("max_position_embeddings", p.max_position_embeddings))
 
-    used = _USED[kind]
     factor = p.factor
-    if "factor" in used and factor is None and kind != "longrope":
-        raise ValueError(
-            f"rope_type={kind!r} needs a scaling factor; got factor=None: add 'factor' (e.g. 4.0) to "
-            "rope_scaling / rope_parameters"
+    if kind.factor_required and factor is None:
+        raise PosencValueError(
+            f"rope_type={kind.name!r} needs a scaling factor; got factor=None: add 'factor' (e.g. 4.0) to "
+            "rope_scaling / rope_parameters",
+            parameter="factor",
         )
     if factor is not None:
         factor = validation.real("factor", factor)
-        if kind == "proportional" and not factor >= MIN_FACTOR:
-            raise ValueError(
-                f"factor must be >= 2**-20 for rope_type='proportional' (it divides every frequency); "
-                f"got {factor}"
+        if kind.min_factor < 1.0 and not factor >= kind.min_factor:
+            raise PosencValueError(
+                f"factor must be >= 2**-20 for rope_type={kind.name!r} (it divides every frequency); "
+                f"got {factor}",
+                parameter="factor",
             )
         validation.at_most("factor", factor, MAX_FACTOR, "scaling factors in use are at most ~100")
-        if kind != "proportional" and factor < 1.0:
-            raise ValueError(
-                f"factor must be >= 1 for rope_type={kind!r} (it stretches the context by that much); got "
-                f"{factor}: use a factor >= 1"
+        if kind.min_factor >= 1.0 and factor < kind.min_factor:
+            raise PosencValueError(
+                f"factor must be >= 1 for rope_type={kind.name!r} (it stretches the context by that much); "
+                f"got {factor}: use a factor >= 1",
+                parameter="factor",
             )
         put("factor", factor)
     original = p.original_max_position_embeddings
     if original is not None:
         original = check_context("original_max_position_embeddings", original)
         put("original_max_position_embeddings", original)
-    elif "original_max_position_embeddings" in used:
-        raise ValueError(
-            f"rope_type={kind!r} needs original_max_position_embeddings (the pretraining context length); "
-            "got neither it nor max_position_embeddings: add original_max_position_embeddings to rope_scaling"
+    elif kind.uses("original_max_position_embeddings"):
+        raise PosencValueError(
+            f"rope_type={kind.name!r} needs original_max_position_embeddings (the pretraining context "
+            "length); got neither it nor max_position_embeddings: add original_max_position_embeddings to "
+            "rope_scaling",
+            parameter="original_max_position_embeddings",
         )
-    if kind == "dynamic":
-        if p.max_position_embeddings is None:
-            raise ValueError(
-                "rope_type='dynamic' needs max_position_embeddings (the length beyond which the base grows); "
-                "got None: add max_position_embeddings to the config"
-            )
-        if p.rotary_dim == 2:
-            raise ValueError(
-                "rope_type='dynamic' needs rotary_dim > 2 (its base grows as s**(d/(d-2))); got 2"
-            )
-
     for name in ("attention_factor", "mscale", "mscale_all_dim", "low_freq_factor", "high_freq_factor"):
         value = getattr(p, name)
         if value is not None:
             put(name, validation.real(name, value))
     if p.attention_factor is not None and not p.attention_factor > 0.0:
-        raise ValueError(
-            f"attention_factor must be > 0 (it multiplies cos and sin); got {p.attention_factor}"
+        raise PosencValueError(
+            f"attention_factor must be > 0 (it multiplies cos and sin); got {p.attention_factor}",
+            parameter="attention_factor",
         )
     if p.attention_factor is not None:
         validation.at_most(
@@ -235,7 +204,9 @@ def _check(p: RopeParameters) -> None:
     for name in ("mscale", "mscale_all_dim"):
         value = getattr(p, name)
         if value is not None and abs(value) > MAX_FACTOR:
-            raise ValueError(f"{name} must lie in [-2**20, 2**20] (models use ~0.7 to 1); got {value}")
+            raise PosencValueError(
+                f"{name} must lie in [-2**20, 2**20] (models use ~0.7 to 1); got {value}", parameter=name
+            )
     for name in ("low_freq_factor", "high_freq_factor"):
         if getattr(p, name) is not None:
             validation.at_most(name, getattr(p, name), MAX_FACTOR, "Llama 3.1 uses 1 and 4")
@@ -244,75 +215,29 @@ def _check(p: RopeParameters) -> None:
         validation.at_most(name, value, MAX_FACTOR, "rotations over the original context; usual: 32 and 1")
         put(name, value)
     if not isinstance(p.truncate, bool):
-        raise TypeError(f"truncate must be true or false; got {p.truncate!r}")
-    if kind == "yarn" and not 0.0 < p.beta_slow <= p.beta_fast:
-        raise ValueError(
-            f"yarn needs 0 < beta_slow <= beta_fast (rotations at the ramp's two ends); got "
-            f"beta_fast={p.beta_fast}, beta_slow={p.beta_slow}: the usual values are 32 and 1"
-        )
-    if kind == "llama3":
-        low, high = p.low_freq_factor, p.high_freq_factor
-        if low is None or high is None:
-            raise ValueError(
-                f"rope_type='llama3' needs low_freq_factor and high_freq_factor; got {low!r} and {high!r}: "
-                "Llama 3.1 uses 1.0 and 4.0"
-            )
-        if not 0.0 < low < high:
-            raise ValueError(
-                f"llama3 needs 0 < low_freq_factor < high_freq_factor; got low_freq_factor={low}, "
-                f"high_freq_factor={high}: Llama 3.1 uses 1.0 and 4.0"
-            )
-    if kind == "longrope":
-        n = p.rotary_dim // 2
-        for name in ("short_factor", "long_factor"):
-            value = getattr(p, name)
-            if value is None:
-                raise ValueError(
-                    f"rope_type='longrope' needs {name}, a list of rotary_dim // 2 = {n} numbers"
-                )
-            if isinstance(value, str | bytes | Mapping) or not hasattr(value, "__len__"):
-                raise TypeError(f"{name} must be a list of {n} numbers; got {validation.shorten(value)}")
-            if len(value) != n:
-                raise ValueError(
-                    f"{name} must have rotary_dim // 2 = {n} entries (one per frequency); got {len(value)}: "
-                    "check head_dim and partial_rotary_factor against the factor lists"
-                )
-            numbers_ = tuple(validation.real(f"{name}[{i}]", x) for i, x in enumerate(value))
-            bad = [i for i, x in enumerate(numbers_) if not x > 0.0]
-            if bad:
-                raise ValueError(f"{name} must hold positive numbers; {name}[{bad[0]}] = {numbers_[bad[0]]}")
-            bad = [i for i, x in enumerate(numbers_) if not MIN_FACTOR <= x <= MAX_FACTOR]
-            if bad:
-                raise ValueError(
-                    f"{name} must hold numbers from 2**-20 to 2**20 (each divides a frequency; Phi-3's "
-                    f"lie in 1 .. ~100); {name}[{bad[0]}] = {numbers_[bad[0]]}"
-                )
-            put(name, numbers_)
-        if p.factor is None and p.attention_factor is None and p.max_position_embeddings is None:
-            raise ValueError(
-                "longrope without factor takes factor = max_position_embeddings / "
-                "original_max_position_embeddings, but max_position_embeddings is None: add 'factor' to "
-                "rope_scaling or max_position_embeddings to the config"
-            )
-        if p.original_max_position_embeddings < 2:
-            raise ValueError(
-                "longrope needs original_max_position_embeddings >= 2 (its attention factor divides by its "
-                f"log); got {p.original_max_position_embeddings}"
-            )
+        raise PosencTypeError(f"truncate must be true or false; got {p.truncate!r}", parameter="truncate")
+    kind.check(p)
 
     if p.mrope_section is not None:
         section = check_mrope_entries(p.mrope_section)
         if not section or sum(section) != p.rotary_dim // 2:
-            raise ValueError(
+            raise PosencValueError(
                 f"mrope_section={list(section)} must sum to rotary_dim // 2 = {p.rotary_dim // 2} (one "
                 "frequency per entry; Qwen2-VL with rotary_dim 128 uses [16, 24, 24]); "
-                f"its sum is {sum(section)}"
+                f"its sum is {sum(section)}",
+                parameter="mrope_section",
             )
         put("mrope_section", section)
     if not isinstance(p.mrope_interleaved, bool):
-        raise TypeError(f"mrope_interleaved must be true or false; got {p.mrope_interleaved!r}")
+        raise PosencTypeError(
+            f"mrope_interleaved must be true or false; got {p.mrope_interleaved!r}",
+            parameter="mrope_interleaved",
+        )
     if p.mrope_interleaved and p.mrope_section is None:
-        raise ValueError("mrope_interleaved=True needs mrope_section (how many frequencies each axis takes)")
+        raise PosencValueError(
+            "mrope_interleaved=True needs mrope_section (how many frequencies each axis takes)",
+            parameter="mrope_interleaved",
+        )
 
 
 def check_head_dim(value: Any, *, integral_floats: bool = False) -> int:
@@ -332,8 +257,9 @@ def check_partial_rotary_factor(value: Any) -> float:
     """``partial_rotary_factor``: a real number in (0, 1], the rotated fraction of a head."""
     prf = validation.real("partial_rotary_factor", value)
     if not 0.0 < prf <= 1.0:
-        raise ValueError(
-            f"partial_rotary_factor must lie in (0, 1] (the rotated fraction of a head); got {prf}"
+        raise PosencValueError(
+            f"partial_rotary_factor must lie in (0, 1] (the rotated fraction of a head); got {prf}",
+            parameter="partial_rotary_factor",
         )
     return prf
 
@@ -355,13 +281,15 @@ def check_mrope_entries(section: Any, *, integral_floats: bool = False) -> tuple
     """``mrope_section`` as a tuple of at most 3 integers >= 0 (its sum is checked against the rotary width
     by :class:`RopeParameters`); ``integral_floats``: read from a config file."""
     if isinstance(section, str | bytes | Mapping) or not hasattr(section, "__len__"):
-        raise TypeError(
-            f"mrope_section must be a list of ints like [16, 24, 24]; got {validation.shorten(section)}"
+        raise PosencTypeError(
+            f"mrope_section must be a list of ints like [16, 24, 24]; got {validation.shorten(section)}",
+            parameter="mrope_section",
         )
     if len(section) > 3:
-        raise ValueError(
+        raise PosencValueError(
             f"mrope_section must have at most 3 entries (time, height, width), like [16, 24, 24]; got "
-            f"{len(section)}: {validation.shorten(section)}"
+            f"{len(section)}: {validation.shorten(section)}",
+            parameter="mrope_section",
         )
     return tuple(
         validation.integer(f"mrope_section[{i}]", x, minimum=0, integral_floats=integral_floats)

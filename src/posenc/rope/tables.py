@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from .. import portable, validation
 from ..core import explicit
+from ..errors import PosencTypeError
 from .arrays import arrange, check_request
 from .frequencies import exact_attention_scaling, exact_inv_freq
 from .parameters import RopeParameters
@@ -77,23 +78,25 @@ def _refuse_framework_arrays(positions: Any) -> None:
     framework = type(positions).__module__.partition(".")[0]
     if framework == "torch":
         where = getattr(positions, "device", "its device")
-        raise TypeError(
+        raise PosencTypeError(
             f"positions is a torch tensor (on {where}) and posenc.rope.cos_sin returns NumPy arrays; for "
             "tensors on positions' device, with the same values and keywords, use "
             "posenc.torch.rotary.cos_sin(positions, params) (import posenc.torch), or pass "
-            "positions.cpu().numpy() for NumPy arrays"
+            "positions.cpu().numpy() for NumPy arrays",
+            parameter="positions",
         )
     if framework in ("jax", "jaxlib"):
-        raise TypeError(
+        raise PosencTypeError(
             "positions is a JAX array and posenc.rope.cos_sin returns NumPy arrays; for JAX arrays (also "
             "under jit), with the same values and keywords, use posenc.jax.rotary.cos_sin(positions, params) "
-            "(import posenc.jax), or pass np.asarray(positions) for NumPy arrays"
+            "(import posenc.jax), or pass np.asarray(positions) for NumPy arrays",
+            parameter="positions",
         )
 
 
 def _effective_seq_len(params: RopeParameters, raw: np.ndarray, seq_len: int | None) -> int | None:
     """The sequence length that selects the frequencies: None for the types that do not depend on it."""
-    if params.rope_type not in ("dynamic", "longrope"):
+    if not params.kind.depends_on_length:
         return None
     if seq_len is not None:
         return validation.integer("seq_len", seq_len, minimum=1)

@@ -70,7 +70,7 @@ def apply_rotary_exact(
     check_layout(layout)
     positions = _position_tensor(position_ids)
     check_request(params, layout, tuple(positions.shape))
-    axis = _fusable(q, k, positions, params, unsqueeze_dim)
+    axis = _fusable(q, k, positions, params, unsqueeze_dim, seq_len)
     fused = axis is not None and q.device.type in KERNEL_DEVICES and kernel_module("fused_kernel") is not None
     if fused and _trusted(q, k, params, layout, axis, seq_len):
         q_rot, k_rot, _ = launch(q, k, positions, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
@@ -80,7 +80,14 @@ def apply_rotary_exact(
     return rotary.apply_rotary(q, k, *cos_sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
 
 
-def _fusable(q: Any, k: Any, positions: torch.Tensor, params: rope.RopeParameters, unsqueeze_dim: int) -> Any:
+def _fusable(
+    q: Any,
+    k: Any,
+    positions: torch.Tensor,
+    params: rope.RopeParameters,
+    unsqueeze_dim: int,
+    seq_len: int | None = None,
+) -> Any:
     """The heads axis (1 or 2) when the kernel computes this call, else None (the unfused path then
     computes it, or raises its error)."""
     if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)) or _tracing():
@@ -89,6 +96,8 @@ def _fusable(q: Any, k: Any, positions: torch.Tensor, params: rope.RopeParameter
         return None  # the kernel has no backward: autograd takes the unfused path
     if params.mrope_section or positions.is_floating_point() or positions.dim() != 2:
         return None
+    if seq_len is None and params.kind.switch is not None:
+        return None  # the unfused path picks its frequencies on the device, with no host read
     if q.dim() != 4 or k.dim() != 4 or q.dtype not in _KINDS or k.dtype not in _KINDS:
         return None
     if not q.device == k.device == positions.device:
@@ -109,9 +118,9 @@ def _fusable(q: Any, k: Any, positions: torch.Tensor, params: rope.RopeParameter
 
 def _request(positions: torch.Tensor, params: rope.RopeParameters, seq_len: int | None) -> Any:
     """The cos/sin request of a call (float32, as the unfused path's cos_sin)."""
-    if seq_len is None and params.rope_type in ("dynamic", "longrope"):
+    if seq_len is None and params.kind.grows_with_length:
         seq_len = int(positions.max()) + 1  # a host read, as cos_sin (and Hugging Face) take it
-    length = -1 if seq_len is None or params.rope_type not in ("dynamic", "longrope") else int(seq_len)
+    length = -1 if seq_len is None or not params.kind.depends_on_length else int(seq_len)
     return rotary._request(rotary._params_json(params), length, "float32")[0]
 
 

@@ -85,9 +85,10 @@ def _cos_sin(
         host = positions.detach().to(torch.float64 if positions.is_floating_point() else torch.int64).numpy()
         cos, sin = rope.cos_sin(host, params, dtype=_numpy_dtype(name), layout=layout, seq_len=seq_len)
         return _to_tensor(cos), _to_tensor(sin)
-    if seq_len is None and params.rope_type == "longrope":  # no host read: both sets, one picked on device
-        return _longrope_either(positions, params, key or _params_json(params), name, layout)
-    if seq_len is None and params.rope_type == "dynamic":
+    kind = params.kind
+    if seq_len is None and kind.switch is not None:  # no host read: both sets, one picked on the device
+        return _either(positions, params, key or _params_json(params), name, layout)
+    if seq_len is None and kind.grows_with_length:
         if positions.device.type == "meta":
             raise ValueError(
                 f"rope_type {params.rope_type!r} picks its frequencies from the sequence length, which meta "
@@ -95,7 +96,7 @@ def _cos_sin(
             )
         seq_len = int(positions.max()) + 1  # a host read, as Hugging Face's dynamic_rope_update does
     length = -1 if seq_len is None else validation.integer("seq_len", seq_len, minimum=1)
-    if params.rope_type not in ("dynamic", "longrope"):
+    if not kind.depends_on_length:
         length = -1
     key = _params_json(params) if key is None else key
     return _device_rows(positions, key, length, name, layout)
@@ -112,19 +113,20 @@ def _device_rows(
     return cos, sin
 
 
-def _longrope_either(
+def _either(
     positions: torch.Tensor, params: rope.RopeParameters, key: str, name: str, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """LongRoPE's (cos, sin) without ``seq_len``, on the device, with no host read: the short and the long
-    frequencies' values, the long ones where max(positions) + 1 > original_max_position_embeddings (the
-    attention factor is the same for both). Traceable (``torch.compile(fullgraph=True)``, export, meta), as
-    Hugging Face's own ``torch.where`` between the two; twice the work of one set."""
-    original = params.original_max_position_embeddings
-    rows = [_device_rows(positions, key, n, name, layout) for n in (original, original + 1)]  # short, long
+    """(cos, sin) of a type with two sets of frequencies (LongRoPE) without ``seq_len``, on the device,
+    with no host read: both sets' values, the second where max(positions) + 1 passes the type's switch
+    (the attention factor is the same for both). Traceable (``torch.compile(fullgraph=True)``, export,
+    meta), as Hugging Face's own ``torch.where`` between the two; twice the work of one set."""
+    switch = params.kind.switch(params)
+    rows = [_device_rows(positions, key, n, name, layout) for n in (switch, switch + 1)]  # first, second
     if not positions.numel():
         return rows[0]
-    long = positions.max() + 1 > original
-    return torch.where(long, rows[1][0], rows[0][0]), torch.where(long, rows[1][1], rows[0][1])
+    top = positions.max()
+    second = (top.floor() if top.is_floating_point() else top) + 1 > switch
+    return torch.where(second, rows[1][0], rows[0][0]), torch.where(second, rows[1][1], rows[0][1])
 
 
 def _cached_rows(
@@ -142,7 +144,7 @@ def _cached_rows(
     longrope scaling, multimodal sections), for real or negative positions, and past the cache's size."""
     if positions.is_floating_point() or not positions.numel() or params.mrope_section:
         return None
-    if params.rope_type in ("dynamic", "longrope"):
+    if params.kind.depends_on_length:
         return None
     ids = positions.to(torch.int64)
     low, high = int(ids.min()), int(ids.max())

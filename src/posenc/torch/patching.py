@@ -558,9 +558,10 @@ def _frequency_sets(
     """The frequencies a module of ``params`` may hold: its config's at the start, and for the types that
     change with the length those of the lengths it may have run at."""
     sets = [rope.inv_freq(params)]
-    if params.rope_type == "longrope" and params.original_max_position_embeddings:
-        sets.append(rope.inv_freq(params, seq_len=params.original_max_position_embeddings + 1))
-    if params.rope_type == "dynamic":
+    kind = params.kind
+    if kind.switch is not None:  # the second set, past the switch (LongRoPE's long factors)
+        sets.append(rope.inv_freq(params, seq_len=kind.switch(params) + 1))
+    if kind.grows_with_length:  # the set of the length it last ran at
         name = "max_seq_len_cached" if layer_type is None else f"{layer_type}_max_seq_len_cached"
         length = getattr(module, name, None)
         if isinstance(length, int) and not isinstance(length, bool) and length > 0:
@@ -630,7 +631,7 @@ def _compare_rotary(
         params = exact.params if layer_type is None else exact.layer_params[layer_type]
         theta = np.max(np.stack(_frequency_sets(module, params, layer_type)), axis=0)
         gap = gaps.get(layer_type)
-        if gap is None or params.rope_type in ("dynamic", "longrope"):  # the set of another length: bound
+        if gap is None or params.kind.depends_on_length:  # the set of another length: bound
             bound = _half_ulp(theta, storage) + _FREQUENCY_ULPS * _F32 * theta
             gap = bound if gap is None or gap.shape != theta.shape else np.maximum(gap, bound)
         amplitude = abs(rope.attention_scaling(params))

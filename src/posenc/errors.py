@@ -22,35 +22,67 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-__all__ = ["PosencError", "PosencTypeError", "PosencValueError"]
+__all__ = ["PosencError", "PosencTypeError", "PosencValueError", "reworded"]
 
 
 class PosencError(Exception):
     """An error about posenc's input: ``parameter`` names what to change (or None), ``hint`` the fix (or
-    None when the message holds it only)."""
+    None when the message holds it only), ``choices`` the values it may take where they are few (or None)."""
 
-    def __init__(self, message: str, *, parameter: str | None = None, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        parameter: str | None = None,
+        hint: str | None = None,
+        choices: tuple[str, ...] | None = None,
+    ) -> None:
         super().__init__(message)
         self.parameter = parameter
         self.hint = hint
+        self.choices = choices
 
     def worded(self, names: Mapping[str, str]) -> str:
-        """The message with its parameter written as ``names[parameter]`` (a command's ``--d-model``): where
-        the message names it as ``parameter=value`` (``--d-model value``), and as the message's first word
-        (``--d-model must be ...``); a formula's variable of the same name stays. The message itself when
-        the parameter has no other name."""
-        message = str(self)
-        name = self.parameter
-        if name is None or name not in names:
-            return message
-        other = names[name]
-        flag = other.startswith("--")
-        message = re.sub(
+        """The message in another interface's words: each library parameter of ``names`` that the message
+        writes as ``name=value`` becomes ``names[name]`` (a command's ``--d-model value``; an empty name
+        drops ``name=``, for a positional argument named by its value), and the error's own parameter as
+        the message's first word too (``--d-model must be ...``). A formula's variable of the same name
+        stays; a message naming none of them is returned as it is.
+
+        >>> PosencValueError("d_model must be >= 2; got d_model=1", parameter="d_model").worded(
+        ...     {"d_model": "--d-model"}
+        ... )
+        '--d-model must be >= 2; got --d-model 1'
+        """
+        return reworded(str(self), names, self.parameter)
+
+
+def reworded(text: str, names: Mapping[str, str], parameter: str | None = None) -> str:
+    """``text`` (a message or a report of the library's) with the library's parameters ``name=value``
+    written as ``names[name]`` writes them, and ``parameter`` also as its first word
+    (:meth:`PosencError.worded`)."""
+    for name, other in names.items():
+        text = re.sub(
             rf"(?<![\w.-]){re.escape(name)}=(?:\"([^\"]*)\"|'([^']*)')?",
-            lambda m: (f"{other} " if flag else f"{other}=") + "".join(filter(None, m.groups())),
-            message,
+            lambda found, name=name, other=other: _written(found, name, other),
+            text,
         )
-        return re.sub(rf"^{re.escape(name)}(?![\w=])", other, message)
+    if parameter is not None and parameter in names:
+        text = re.sub(rf"^{re.escape(parameter)}(?![\w=])", names[parameter], text)
+    return text
+
+
+def _written(found: re.Match, name: str, other: str) -> str:
+    """``name=value`` (``found``) as ``other`` writes it: ``--flag value``, ``value``, or ``other=value``."""
+    value = found.group(0).removeprefix(f"{name}=")
+    if not other:
+        return value
+    if not other.startswith("--"):
+        return f"{other}={value}"
+    quoted = [text for text in found.groups() if text]
+    rest = found.string[found.end() :]
+    follows = not quoted and rest[:1] not in ("", " ", ";", ",", ":", ")", "\n")
+    return " ".join([other, *quoted]) + (" " if follows else "")
 
 
 class PosencValueError(PosencError, ValueError):

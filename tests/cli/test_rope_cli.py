@@ -98,4 +98,4 @@ def test_layer_type_picks_one_entry_of_per_layer_rope_parameters(tmp_path, capsy
     flat = tmp_path / "flat.json"
     flat.write_text(json.dumps(CONFIGS["llama2"]))
     assert main(["rope", str(flat), "--layer-type", "full_attention"]) == 2
-    assert "--layer-type 'full_attention' was given but" in capsys.readouterr().err
+    assert "--layer-type full_attention was given but" in capsys.readouterr().err

@@ -63,7 +63,10 @@ def test_worded_writes_the_parameter_as_a_flag_and_leaves_the_rest():
     assert error.worded({"shift": "--shift"}) == (
         "--shift 40 with d_model=8 gives n - shift = 4 - 40 <= 0; use shift < 4"
     )
-    assert error.worded({"base": "--base"}) == str(error)  # another parameter: unchanged
+    assert error.worded({"base": "--base"}) == str(error)  # not named in the message: unchanged
+    assert error.worded({"shift": "--shift", "d_model": "--d-model"}) == (
+        "--shift 40 with --d-model 8 gives n - shift = 4 - 40 <= 0; use shift < 4"
+    )
     assert PosencValueError("key='pe' is not in the file", parameter="key").worded({"key": "--key"}) == (
         "--key pe is not in the file"
     )
@@ -71,3 +74,16 @@ def test_worded_writes_the_parameter_as_a_flag_and_leaves_the_rest():
     assert PosencValueError("d_model must be >= 2", parameter="d_model").worded({"d_model": "--d-model"}) == (
         "--d-model must be >= 2"
     )
+
+
+def test_worded_takes_each_form_of_the_parameter():
+    def worded(message, names):
+        return PosencValueError(message, parameter="key").worded(names)
+
+    assert worded("name one with key=", {"key": "--key"}) == "name one with --key"
+    assert worded("name one with key=; or", {"key": "--key"}) == "name one with --key; or"
+    assert worded("key='pe' is absent", {"key": "--key"}) == "--key pe is absent"
+    assert worded("key='pe' is absent", {"key": ""}) == "'pe' is absent"
+    assert worded("key='pe' is absent", {"key": "table"}) == "table='pe' is absent"
+    assert worded("monkey=3 and key=3", {"key": "--key"}) == "monkey=3 and --key 3"
+    assert worded("key=-1 is below 0", {"key": "--key"}) == "--key -1 is below 0"

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import validation
+from ..errors import PosencValueError
 from .findings import Finding, find_all
 from .guard import TargetError, check_timeout, label_of, run
 from .measure import measure
@@ -193,9 +194,10 @@ def _audit(
 def _check_dtype(dtype: Any) -> str:
     name = str(dtype).removeprefix("torch.")
     if name not in _DTYPES:
-        raise ValueError(
+        raise PosencValueError(
             f"dtype must be one of {', '.join(_DTYPES)} (the type the target is judged in); got {dtype!r}: "
-            "give dtype= for a target whose values are integers or another type"
+            "give dtype= for a target whose values are integers or another type",
+            parameter="dtype",
         )
     return name
 

@@ -34,6 +34,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..errors import PosencValueError
+
 __all__ = [
     "TargetError",
     "check_timeout",
@@ -79,7 +81,9 @@ def check_timeout(timeout: Any) -> float | None:
     number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
     if number and math.isfinite(timeout) and timeout > 0:
         return float(timeout)
-    raise ValueError(f"timeout={timeout!r} is not a number of seconds > 0; give None for no limit")
+    raise PosencValueError(
+        f"timeout={timeout!r} is not a number of seconds > 0; give None for no limit", parameter="timeout"
+    )
 
 
 def label_of(target: Any) -> str:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import validation
+from ..errors import PosencValueError
 from .report import AuditReport
 from .targets import MAX_POSITION
 
@@ -219,14 +220,13 @@ def _rotary(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAud
     return found
 
 
-class ModelDirectoryError(ValueError):
+class ModelDirectoryError(PosencValueError):
     """A model folder that posenc refuses to build (``from_directory``): ``parameter`` names the field of
     its ``config.json`` (``hidden_size``, ``text_config.rope_theta``) or its file (``model.safetensors``) at
     fault, when one is."""
 
     def __init__(self, message: str, parameter: str | None = None) -> None:
-        super().__init__(message)
-        self.parameter = parameter
+        super().__init__(message, parameter=parameter)
 
 
 #: The bounds a folder's config.json is held to before anything is built (each far beyond any real model).

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import PosencValueError
 from .findings import Finding
 from .measure import REFINE_ROWS, Measurement
 from .variant import Variant
@@ -42,9 +43,10 @@ def check_tolerance(tol: Any) -> tuple[str, float] | None:
             return ("ulp", value) if number != text else ("abs", value)
     elif isinstance(tol, (int, float)) and not isinstance(tol, bool) and math.isfinite(tol) and tol >= 0:
         return ("abs", float(tol))
-    raise ValueError(
+    raise PosencValueError(
         f"tol={tol!r} is not a tolerance: give an absolute error >= 0 (1e-6), an error in ulps of the "
-        "target's dtype (2ulp) or None for correctly rounded"
+        "target's dtype (2ulp) or None for correctly rounded",
+        parameter="tol",
     )
 
 

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from .. import validation
+from ..errors import PosencValueError
 from .guard import TargetError, target_code
 
 __all__ = [
@@ -174,7 +175,10 @@ def load_object(spec: str, *, d_model: int | None = None) -> Any:
             with target_code(f"building {name}()"):
                 return obj()
         if d_model is None:
-            raise ValueError(f"target {spec!r}: class {name} needs arguments; give its width: d_model=")
+            raise PosencValueError(
+                f"target {spec!r}: class {name} needs arguments; give its width: d_model=",
+                parameter="d_model",
+            )
         try:
             with target_code(f"building {name}({d_model})"):
                 return obj(d_model)
@@ -365,7 +369,9 @@ def _callable(function: Callable[..., Any], d_model: int | None, label: str | No
         required = 1
     if required >= 2:
         if d_model is None:
-            raise ValueError(f"target {name}(positions, d_model) needs its width; give d_model=")
+            raise PosencValueError(
+                f"target {name}(positions, d_model) needs its width; give d_model=", parameter="d_model"
+            )
         width = d_model
 
         def call(positions: Any) -> Any:

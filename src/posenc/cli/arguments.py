@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from .. import defaults, validation
+from ..errors import reworded
 from ..layouts import LAYOUTS
 from .errors import fail
 
@@ -109,14 +110,23 @@ def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     return f"{parser.prog}: unrecognized option{plural} {', '.join(described)}"
 
 
+def flags(*names: str, **renamed: str) -> dict[str, str]:
+    """The library's parameters ``names`` as the command's options (``d_model``: ``--d-model``), and those
+    the command names otherwise (``options="--preset"``; ``cfg=""``: a positional argument)."""
+    return {name: "--" + name.replace("_", "-") for name in names} | renamed
+
+
+def worded(error: BaseException, names: dict[str, str]) -> str:
+    """The message of ``error`` in the command's words: its parameters written as ``names`` writes them
+    (:meth:`posenc.errors.PosencError.worded`; the error's own parameter is read from it, not from the
+    text)."""
+    return reworded(str(error), names, getattr(error, "parameter", None))
+
+
 def as_flags(text: str, *names: str) -> str:
-    """``text`` of the library, which names its parameters (``key=``, ``compute="dtype"``), with the
-    parameters ``names`` written as the command's options (``--key``, ``--compute dtype``)."""
-    for name in names:
-        flag = "--" + name.replace("_", "-")
-        pattern = rf"\b{name}=(?:\"([^\"]*)\"|'([^']*)')?"
-        text = re.sub(pattern, lambda m, flag=flag: " ".join([flag, *filter(None, m.groups())]), text)
-    return text
+    """``text`` of the library (a report: ``compute="dtype"``) with the parameters ``names`` written as the
+    command's options (``--compute dtype``)."""
+    return reworded(text, flags(*names))
 
 
 def one_of(names: Iterable[str]) -> str:

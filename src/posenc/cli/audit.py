@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .arguments import as_flags, integer
+from .arguments import flags, integer, worded
 from .errors import CliError, describe
 
 NAME = "audit"
@@ -77,6 +77,7 @@ DEFAULT_TIMEOUT = 600.0
 GRACE_S = 30.0
 #: The library's parameters, as the command's options name them.
 _HINTS = ("d_model", "positions", "dtype", "options", "key", "tol", "samples", "timeout")
+_FLAGS = flags(*_HINTS, options="--preset")
 #: The longest report a child may hand back (bytes).
 _MAX_RECORD = 1 << 30
 
@@ -190,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _flagged(error: BaseException) -> str:
     """The library's message with its parameters written as the command's options."""
-    return as_flags(str(error), *_HINTS).replace("--options", "--preset")
+    return worded(error, _FLAGS)
 
 
 def _audited(args: argparse.Namespace) -> tuple[int, str]:

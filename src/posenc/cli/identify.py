@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from .arguments import as_flags
+from .arguments import flags, worded
 from .errors import CliError
 
 NAME = "identify"
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         key, table = porting.load_named_table(args.file, key=args.key)  # its errors name the file
     except ValueError as error:  # they name the parameter key=: here, the option --key
-        raise CliError(as_flags(str(error), "key")) from None
+        raise CliError(worded(error, flags("key"))) from None
     try:
         matches = porting.identify(table, tolerance=tolerance, candidates=_CANDIDATES)
     except (ValueError, TypeError) as error:  # a table of NaN, ...: say which file

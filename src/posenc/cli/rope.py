@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import rope, validation
 from ..rope.arrays import LAYOUTS
-from .arguments import MAX_DIGITS, add_output_options, integer, one_of
+from .arguments import MAX_DIGITS, add_output_options, flags, integer, one_of, worded
 from .errors import CliError
 from .formats import TEXT_DIGITS, Grid, write_csv, write_json, write_text
 from .table import _open_output
@@ -73,14 +73,21 @@ def positions_range(text: str) -> range:
     return range(start, stop)
 
 
-def _as_option(message: str) -> str:
-    """A :func:`posenc.rope.config` message about ``layer_type`` in the words of the command line."""
-    if "nested per layer type (" in message and "got layer_type=" in message:
-        head, _, rest = message.partition("; got layer_type=")
-        given, _, _ = rest.partition(":")
-        got = "" if given == "None" else f"; got --layer-type {given}"
-        return f"{head}{got}: pick one with --layer-type NAME"
-    return message.replace("layer_type=", "--layer-type ").replace("leave layer_type out", "leave it out")
+#: :func:`posenc.rope.config`'s parameters as the command names them: CONFIG is the positional argument.
+_FLAGS = flags("layer_type", cfg="")
+
+
+def _in_our_words(error: BaseException, layer_type: str | None) -> str:
+    """A :func:`posenc.rope.config` error in the words of the command line: a choice of layer types
+    (``error.choices``) as ``--layer-type NAME``, its fix (``error.hint``) for this command."""
+    if getattr(error, "parameter", None) == "layer_type" and getattr(error, "choices", None):
+        got = "" if layer_type is None else f"; got --layer-type {layer_type!r}"
+        listed = ", ".join(map(repr, error.choices))
+        nested = f"the config's RoPE dict is nested per layer type ({listed})"
+        return f"{nested}{got}: pick one with --layer-type NAME"
+    text = worded(error, _FLAGS)
+    hint = getattr(error, "hint", None)
+    return text.removesuffix(hint) + "leave it out" if hint and text.endswith(hint) else text
 
 
 def run(args: argparse.Namespace) -> None:
@@ -91,11 +98,8 @@ def run(args: argparse.Namespace) -> None:
         raise CliError(f"--digits must be an integer from 0 to {MAX_DIGITS}; got {args.digits}")
     try:
         params = rope.config(args.config, layer_type=args.layer_type)
-    except ValueError as error:
-        message = str(error)
-        if "layer_type" not in message:  # the library's cfg= is CONFIG here: the path alone names it
-            raise CliError(message.replace("cfg=", "")) from None
-        raise CliError(_as_option(message)) from None
+    except ValueError as error:  # the library's cfg= is CONFIG here: the path alone names it
+        raise CliError(_in_our_words(error, args.layer_type)) from None
     positions = positions_range(args.positions)
     validation.fits_in_memory((2, len(positions), params.rotary_dim), validation.dtype(args.dtype))
     cos, sin = rope.cos_sin(

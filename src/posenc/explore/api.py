@@ -31,7 +31,6 @@ from __future__ import annotations
 import inspect
 import json
 import math
-import re
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from ..analysis import check, closed_form_dot_product, collisions, dot_products
 from ..analysis.rope_figures import rope_scalings, rope_wavelength_lines
 from ..core import Options
 from ..decimals import shortest
+from ..errors import PosencError
 from ..porting.readers import READERS
 
 __all__ = [
@@ -352,7 +352,7 @@ _ROPE_DEFAULTS = {
 _ROPE_FIELDS = ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor")
 _ROPE_FIELDS += ("beta_fast", "beta_slow")
 #: Names posenc.rope's messages give to what a request calls otherwise.
-_CONFIG_NAMES = {"rope_theta": "base", "cfg": "config"}
+_CONFIG_NAMES = {"rope_theta (base)": "base", "cfg": "config"}
 
 
 def rope_lines(params: Mapping[str, str], body: bytes | None = None) -> dict[str, Any]:
@@ -572,9 +572,6 @@ def _number(params: Mapping[str, str], name: str) -> int | float:
         raise BadRequest(name, f"{name} must be a number; got {text!r}") from None
 
 
-_LEADING_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)(?=\s+must|=|\s+\(|\s+is\b)")
-
-
 def _posenc(
     default: str,
     call: Callable[[], Any],
@@ -583,18 +580,15 @@ def _posenc(
     any_name: bool = False,
 ) -> Any:
     """``call()``; a ValueError or TypeError of posenc becomes a BadRequest with its message, naming the
-    parameter its message starts with (``"shift=2 with d_model=4 ..."``: shift) when that is one of the
-    table options (or any name, ``any_name``: a config's fields), else ``default``."""
+    parameter the error names (:class:`posenc.errors.PosencError`'s ``parameter``, through ``aliases``)
+    when that is one of the table options (or any name, ``any_name``: a config's fields), else
+    ``default``."""
     try:
         return call()
     except BadRequest:
         raise
     except (ValueError, TypeError) as error:
-        message = str(error)
-        found = _LEADING_NAME.match(message)
-        parameter = default
-        if found:
-            name = (aliases or {}).get(found.group(1), found.group(1))
-            if any_name or name in _OPTION_NAMES:
-                parameter = name
-        raise BadRequest(parameter, message) from None
+        name = error.parameter if isinstance(error, PosencError) else None
+        name = (aliases or {}).get(name, name) if name is not None else None
+        parameter = name if name is not None and (any_name or name in _OPTION_NAMES) else default
+        raise BadRequest(parameter, str(error)) from None

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import validation
+from ..errors import PosencValueError
 from .readers import EXPECTED, READERS, Stored, reason
 
 __all__ = ["load_named_table", "load_table"]
@@ -127,10 +128,16 @@ def _pick(
         if key in arrays:
             return key, arrays[key]
         if key in others:
-            raise ValueError(f"{path}: {key!r} is {_a(others[key])}, not a tensor; expected {EXPECTED}")
+            raise PosencValueError(
+                f"{path}: {key!r} is {_a(others[key])}, not a tensor; expected {EXPECTED}", parameter="key"
+            )
         if list(arrays) == [""]:
-            raise ValueError(f"{path} holds one array, not a state dict: leave out the key ({key!r})")
-        raise ValueError(f"{path} has no tensor {key!r}; it has: {_names(arrays) or 'none'}")
+            raise PosencValueError(
+                f"{path} holds one array, not a state dict: leave out the key ({key!r})", parameter="key"
+            )
+        raise PosencValueError(
+            f"{path} has no tensor {key!r}; it has: {_names(arrays) or 'none'}", parameter="key"
+        )
     if list(arrays) == [""]:
         return "", arrays[""]
     tables = {
@@ -146,10 +153,11 @@ def _pick(
     if len(chosen) == 1:
         return next(iter(chosen.items()))
     if chosen and not named and not any(_may_be_table(stored) for stored in chosen.values()):
-        raise ValueError(_no_table(path, chosen))
+        raise PosencValueError(_no_table(path, chosen), parameter="key")
     if chosen:
-        raise ValueError(
-            f"{path} holds {len(chosen)} candidate tables ({_names(chosen)}); name one with key="
+        raise PosencValueError(
+            f"{path} holds {len(chosen)} candidate tables ({_names(chosen)}); name one with key=",
+            parameter="key",
         )
     if not arrays:
         if not others:
@@ -158,11 +166,14 @@ def _pick(
             held = f"it holds {_a(others[''])}"
         else:
             held = f"its entries: {_names(others, others)}"
-        raise ValueError(f"{path} holds no tensor ({held}); expected {EXPECTED}, alone or in a state dict")
+        raise PosencValueError(
+            f"{path} holds no tensor ({held}); expected {EXPECTED}, alone or in a state dict", parameter="key"
+        )
     listing = {name: f"{stored.dtype} {stored.shape}" for name, stored in arrays.items()}
-    raise ValueError(
+    raise PosencValueError(
         f"{path} holds no floating-point tensor of shape (positions, d_model); it has: "
-        f"{_names(arrays, listing)}; name the table with key= if it is one of these"
+        f"{_names(arrays, listing)}; name the table with key= if it is one of these",
+        parameter="key",
     )
 
 

@@ -327,14 +327,22 @@ def _pick_layer(rope: Mapping[str, Any], layer_type: str | None) -> Mapping[str,
                 f"layer_type={layer_type!r} was given but the config's RoPE dict is not nested per layer "
                 "type; leave layer_type out",
                 parameter="layer_type",
+                hint="leave layer_type out",
+                choices=(),
             )
         return rope
     if layer_type is None or layer_type not in rope:
-        raise ValueError(
-            f"the config's RoPE dict is nested per layer type ({', '.join(map(repr, rope))}); got "
-            f"layer_type={layer_type!r}: pass one of these as posenc.rope.config(cfg, layer_type=...), "
+        hint = (
+            "pass one of these as posenc.rope.config(cfg, layer_type=...), "
             "posenc.torch.RotaryEmbedding(cfg, layer_type=...) or `posenc rope CONFIG --layer-type ...` "
             "(posenc.torch.RotaryEmbedding(cfg) alone holds every layer type, like Gemma3RotaryEmbedding)"
+        )
+        raise PosencValueError(
+            f"the config's RoPE dict is nested per layer type ({', '.join(map(repr, rope))}); got "
+            f"layer_type={layer_type!r}: {hint}",
+            parameter="layer_type",
+            hint=hint,
+            choices=tuple(rope),
         )
     entry = rope[layer_type]
     if entry is None:

@@ -65,7 +65,7 @@ def _cos_sin(cfg: dict, positions: torch.Tensor) -> Callable:
 
     def launch() -> None:
         params = rope.config(cfg)
-        request, _, _ = rotary._request(rotary._params_json(params), -1, "float32")
+        request, _, _ = rotary.request(rotary.params_json(params), -1, "float32")
         encode_launch.launch(positions, None, request)
 
     return launch

@@ -1,7 +1,8 @@
-"""What the first-launch guard (posenc.torch.kernels.guard) costs: for each kernel, a call once the kernel is
-compiled and probed, and the same call after the probes are forgotten (so it probes again: one launch on the
-probe block, the portable algorithm on it, one host sync); the difference is the probe. Also every probe's
-outcome (``posenc.torch.kernel_status()``). Writes ``$OUT/kernel_guard.json`` (or ./kernel_guard.json).
+"""What the first-launch guard (posenc.torch.kernels.first_launch) costs: for each kernel, a call once the
+kernel is compiled and probed, and the same call after the probes are forgotten (so it probes again: one
+launch on the probe block, the portable algorithm on it, one host sync); the difference is the probe. Also
+every probe's outcome (``posenc.torch.kernel_status()``). Writes ``$OUT/kernel_guard.json`` (or
+./kernel_guard.json).
 
     PYTHONPATH=src python3 scripts/kernel_guard.py
     TRITON_INTERPRET=1 PYTHONPATH=src python3 scripts/kernel_guard.py --device cpu   # a dry run
@@ -19,7 +20,7 @@ import torch
 
 import posenc.rope as rope
 import posenc.torch as pt
-from posenc.torch.kernels import common, guard, table_launch
+from posenc.torch.kernels import common, first_launch, table_launch
 
 
 def main(where: str) -> dict:
@@ -68,7 +69,7 @@ def main(where: str) -> dict:
         timed = []
         for forget in (False, True, False, True, False, True):
             if forget:
-                guard.forget()
+                first_launch.forget()
             began = time.perf_counter()
             call()
             sync()

@@ -64,8 +64,8 @@ SLOW_TESTS = {
     "test_bad_input.py::test_position_minus_zero_gives_minus_zero_sines_on_every_path": "compiles every path",
     "test_compiled.py::test_16_bit_tables_round_tiny_values_straight_from_float64": "large 16-bit tables",
     "test_positions_input.py::test_torch_compile_fullgraph_matches_eager": "torch.compile",
-    "test_kernel_guard.py::test_the_real_kernels_pass_their_probes": "Triton's interpreter",
-    "test_kernel_guard.py::test_a_planted_fault_is_caught_named_once_and_the_results_stay_exact": (
+    "test_first_launch.py::test_the_real_kernels_pass_their_probes": "Triton's interpreter",
+    "test_first_launch.py::test_a_planted_fault_is_caught_named_once_and_the_results_stay_exact": (
         "Triton's interpreter"
     ),
     "test_patching.py::test_a_patched_model_compiles_and_exports_with_a_dynamic_length": (
@@ -92,7 +92,7 @@ LONGEST_FILES = (
     "test_encode_kernel.py",  # ~50 s
     "test_device_native.py",  # ~45 s
     "test_rope_fused.py",  # ~20 s
-    "test_kernel_guard.py",  # ~10 s
+    "test_first_launch.py",  # ~10 s
 )
 
 

@@ -10,7 +10,7 @@ Three rules, each returning int64 position ids to feed to :func:`posenc.encode`:
   ``create_position_ids_from_input_ids``): non-padding tokens are numbered from ``padding_idx + 1``.
 
 The PyTorch adapter has the same functions for tensors, with the same rules and the same errors: both call
-:mod:`posenc.portable.position_ids`, where each rule (the valid inputs, the errors, the computation) is
+:mod:`posenc.portable.positions`, where each rule (the valid inputs, the errors, the computation) is
 written once over the array backend.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from .portable import position_ids
+from .portable import positions as rules
 from .portable.backend import backend_named
 
 __all__ = ["from_attention_mask", "from_cu_seqlens", "make_positions"]
@@ -45,7 +45,7 @@ def from_attention_mask(
     >>> from_attention_mask([True, False, True, True], start=1, pad_position=-1)
     array([ 1, -1,  2,  3])
     """
-    return position_ids.from_attention_mask(_NUMPY, attention_mask, start, pad_position)
+    return rules.from_attention_mask(_NUMPY, attention_mask, start, pad_position)
 
 
 def from_cu_seqlens(cu_seqlens: npt.ArrayLike, *, start: int = 0, total: int | None = None) -> np.ndarray:
@@ -64,7 +64,7 @@ def from_cu_seqlens(cu_seqlens: npt.ArrayLike, *, start: int = 0, total: int | N
     >>> from_cu_seqlens([0, 2, 2, 3], start=1)  # the second document is empty
     array([1, 2, 1])
     """
-    return position_ids.from_cu_seqlens(_NUMPY, cu_seqlens, start, total)
+    return rules.from_cu_seqlens(_NUMPY, cu_seqlens, start, total)
 
 
 def make_positions(ids: npt.ArrayLike, padding_idx: int, *, past_key_values_length: int = 0) -> np.ndarray:
@@ -86,4 +86,4 @@ def make_positions(ids: npt.ArrayLike, padding_idx: int, *, past_key_values_leng
     >>> make_positions([[7, 1]], padding_idx=1, past_key_values_length=3)
     array([[5, 1]])
     """
-    return position_ids.make_positions(_NUMPY, ids, padding_idx, past_key_values_length)
+    return rules.make_positions(_NUMPY, ids, padding_idx, past_key_values_length)

@@ -143,7 +143,7 @@ def _put(cfg: dict, path: tuple, value) -> None:
     cfg[path[-1]] = value
 
 
-# --- position ids: one rule over the array backend (posenc.portable.position_ids) ------------------------
+# --- position ids: one rule over the array backend (posenc.portable.positions) ------------------------
 
 POSITION_CALLS = [
     ("from_attention_mask", ([[1, 2, 0]],), {}),

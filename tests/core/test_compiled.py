@@ -94,7 +94,7 @@ def test_a_plans_arrays_start_in_page_slots_of_their_own():
     """The six arrays angle addition reads side by side start in distinct cache-line slots of a page
     (compiled.staggered_empty): arrays that all start at one offset overflow an L1 cache set."""
     spec = core.Spec(core.Options.check(4096, 10000.0, 0, 1.0, "interleaved", "zero"), np.dtype(np.float32))
-    plan = core.tables.addition_plan(5, 8192, spec)
+    plan = core.addition.addition_plan(5, 8192, spec)
     offsets = [array.ctypes.data % 4096 for array in plan[1:]]
     assert offsets == [core.compiled.SLOT_BYTES * slot for slot in (3, 4, 1, 2, 5, 6)]
     for slot in range(8):
@@ -182,7 +182,7 @@ def test_values_near_a_midpoint_are_settled_exactly(monkeypatch, options, room, 
     _use_build(monkeypatch, build)
     if room is not None:
         monkeypatch.setattr(
-            core.tables, "UNSURE_ROOM", room - d_model // 2
+            core.addition, "UNSURE_ROOM", room - d_model // 2
         )  # less room than one row's values
     init, exact, calls = core.Spec.__init__, core.Spec.exact, []
 

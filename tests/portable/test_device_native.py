@@ -100,7 +100,7 @@ def test_values_nearest_a_rounding_midpoint_equal_the_core(case):
 def test_the_settling_step_runs_on_a_static_size_compaction(monkeypatch):
     """With a huge error bound every first rounding is uncertain: the settling evaluation (more limbs) gives
     the core's bits for up to SETTLE_CAPACITY values; the rest keep the first rounding."""
-    monkeypatch.setattr(portable.rounding, "_DELTA_UNITS", 2**40)
+    monkeypatch.setattr(portable.rounding, "DELTA_UNITS", 2**40)
     positions = np.arange(-5, 15)
     want = posenc.encode(positions, 32, dtype="bfloat16")
     got = portable.encode(NUMPY, positions, portable_request(32, "bfloat16"))

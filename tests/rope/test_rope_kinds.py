@@ -79,8 +79,8 @@ def _portable(params, ids, length):
 
     positions = torch.from_numpy(ids)
     if params.kind.switch is not None:  # picked with torch.where, no host read
-        return rotary._either(positions, params, rotary._params_json(params), "float32", "half")
-    return rotary._device_rows(positions, rotary._params_json(params), length, "float32", "half")
+        return rotary._either(positions, params, rotary.params_json(params), "float32", "half")
+    return rotary._device_rows(positions, rotary.params_json(params), length, "float32", "half")
 
 
 def test_the_fused_kernel_leaves_a_switching_type_without_seq_len_to_the_device_pick():

@@ -140,7 +140,7 @@ def _rotary_params():
 def _rotary_request(fmt: str) -> portable.Request:
     from posenc.torch import rotary
 
-    return rotary._request(rotary._params_json(_rotary_params()), -1, fmt)[0]
+    return rotary.request(rotary.params_json(_rotary_params()), -1, fmt)[0]
 
 
 #: float64 positions and (3, 1) offsets: NaN, inf, and sums inside and just outside |p| < 2**31
@@ -335,7 +335,7 @@ def test_rotary_cos_sin_with_an_attention_scaling_equal_the_core(kernel_results,
 
 
 def test_the_operator_runs_the_kernel_on_its_devices(kernel_results):
-    assert kernel_results["operator/calls"] == 2  # the first-launch probe (guard.py), then the call
+    assert kernel_results["operator/calls"] == 2  # the first-launch probe (first_launch.py), then the call
     name = "timesteps-320-float32-shift1-sin_cos"
     np.testing.assert_array_equal(kernel_results["operator/bits"], _core(name)[0][:16])
 

@@ -218,7 +218,7 @@ def test_the_launch_shape_for_the_benchmark_and_for_decoding():
 
 def test_apply_rotary_exact_runs_the_kernel_where_it_may(kernel_results):
     name = "yarn-half-bfloat16-heads-axis-2"
-    assert kernel_results["public/calls"] == 2  # the first-launch probe (guard.py), then the call
+    assert kernel_results["public/calls"] == 2  # the first-launch probe (first_launch.py), then the call
     q_want, k_want = _unfused(name)
     np.testing.assert_array_equal(kernel_results["public/q"], _bits(q_want))
     np.testing.assert_array_equal(kernel_results["public/k"], _bits(k_want))

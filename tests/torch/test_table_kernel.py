@@ -241,7 +241,7 @@ def test_a_small_table_takes_the_encode_kernel_over_its_positions(kernel_results
 
 
 def test_the_operator_builds_kernel_device_tables_by_angle_addition(kernel_results):
-    assert kernel_results["operator/calls"] == 2  # the first-launch probe (guard.py), then the call
+    assert kernel_results["operator/calls"] == 2  # the first-launch probe (first_launch.py), then the call
     want = posenc.table(100, 48, start=7, dtype="bfloat16")
     np.testing.assert_array_equal(kernel_results["operator/bits"], _bits(want, "bfloat16"))
     # float64 tables take the exact kernel over the positions (the core states float64 within 1 ulp)

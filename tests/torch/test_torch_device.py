@@ -145,7 +145,7 @@ def test_portable_algorithm_settles_values_near_a_midpoint(device, monkeypatch):
     static-size compaction) must give each value, and the table stay exact."""
     import posenc.portable
 
-    monkeypatch.setattr(posenc.portable.rounding, "_DELTA_UNITS", 2**40)
+    monkeypatch.setattr(posenc.portable.rounding, "DELTA_UNITS", 2**40)
     monkeypatch.setattr(posenc.portable.settle, "SETTLE_CAPACITY", 64 * 30 * 2)
     positions = torch.arange(-7, 23, device=device)
     got = pt.encode(positions.float(), 64, layout="sin_cos", dtype=torch.bfloat16)
@@ -157,14 +157,14 @@ def test_non_cpu_tables_and_modules_use_the_portable_algorithm(device, monkeypat
     triton: its Triton kernels, whose first-launch probes call it once per specialization); eager CPU calls
     the core. Either way the core's bits."""
     import posenc.portable
-    from posenc.torch.kernels import encode_launch, guard
+    from posenc.torch.kernels import encode_launch, first_launch
 
     calls = []
     encode = posenc.portable.encode
     monkeypatch.setattr(posenc.portable, "encode", lambda *a, **k: calls.append(1) or encode(*a, **k))
     pt.clear_cache()
     kernels = encode_launch.runs_here(torch.empty(0, device=device))
-    probes = len(guard.kernel_status())
+    probes = len(first_launch.kernel_status())
     _same_bits(pt.table(100, 16, start=9, device=device), _core(np.arange(9, 109), 16, torch.float32))
     module = pt.SinusoidalPositionalEncoding(16, batch_first=True).to(device)
     x = torch.zeros(1, 20, 16, device=device, dtype=torch.bfloat16)
@@ -172,6 +172,6 @@ def test_non_cpu_tables_and_modules_use_the_portable_algorithm(device, monkeypat
     far = torch.tensor([2**30, 2**30 + 2, 2**30 + 1], device=device)
     _same_bits(pt.encode(far, 16), _core(far.cpu().numpy(), 16, torch.float32))
     if kernels:  # the portable algorithm ran only as the reference of the probes made here
-        assert len(calls) == len(guard.kernel_status()) - probes
+        assert len(calls) == len(first_launch.kernel_status()) - probes
     else:
         assert len(calls) == (0 if torch.device(device).type == "cpu" else 3)

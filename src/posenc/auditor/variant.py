@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import layouts, presets
-from ..porting.match import Match, RopeMatch
+from ..porting.records import Match, RopeMatch
 from ..porting.rope_fitting import PRECISIONS, precision_of
 from .guard import TargetError
 from .targets import Target

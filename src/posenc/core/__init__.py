@@ -35,7 +35,7 @@ The path of a request, one module per step:
   and rounds, certifies and settles its values;
 * the values come from the exact evaluation of :mod:`~posenc.core.arithmetic` (error-free float64
   arithmetic: steps 1 and 2), or for tables in float32, float16 and bfloat16 from the angle addition of
-  :mod:`~posenc.core.tables` (step 3); on the compiled path (:mod:`~posenc.core.compiled`, the C
+  :mod:`~posenc.core.addition` (step 3); on the compiled path (:mod:`~posenc.core.compiled`, the C
   extension ``posenc.core._kernels``) the same operations run in C, bit for bit;
 * :mod:`~posenc.core.rounding` rounds each value once and flags those whose error band holds a rounding
   midpoint; :meth:`Spec.certain` settles them on the exact path, and the rare rest in arbitrary precision

@@ -8,7 +8,7 @@
    - encode_float32:  direct, then each value rounded once to float32 and certified with core's band
                       |v| 2**-50 + absolute_error; a row holding a value whose band straddles a rounding
                       midpoint is counted in unsure[row], and core settles that row on the NumPy path.
-   - combine:         angle addition z(start + aB + b) = z(start + aB) z(b) of core.tables.angle_addition,
+   - combine:         angle addition z(start + aB + b) = z(start + aB) z(b) of core.addition.angle_addition,
                       each value rounded once to float32, bfloat16 or float16 (from the float64 value: no
                       double rounding) and certified with the per-column bands; unsure rows as above, and
                       the unsure values themselves listed (up to the room given), so that core settles just

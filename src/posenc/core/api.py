@@ -2,7 +2,7 @@
 
 Each checks its arguments (:class:`~posenc.core.Options`, the positions, the output array), builds the
 request's :class:`~posenc.core.Spec` and runs it: ``encode`` on the exact path (compiled or NumPy),
-``table`` on the exact path in float64 and by angle addition (:mod:`posenc.core.tables`) otherwise.
+``table`` on the exact path in float64 and by angle addition (:mod:`posenc.core.addition`) otherwise.
 The formula, the layouts and how exactness is reached are described in the docstring of :mod:`posenc.core`.
 """
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # numpy.typing costs ~15 ms at import: annotations only
     from .options import OptionKeywords
 
 from .. import validation
-from . import compiled, parallel, tables
+from . import addition, compiled, parallel
 from .isolated import isolated
 from .options import Options, takes_options
 from .spec import Spec, output, output_dtype
@@ -146,7 +146,7 @@ def table(
         return result
     fresh = out is None
     if dt == np.float64:
-        tables.pre_touch(result, fresh)
+        addition.pre_touch(result, fresh)
         p = np.arange(start, start + length, dtype=np.float64)
         step = max(1, parallel.BLOCK // spec.n)
 
@@ -156,5 +156,5 @@ def table(
 
         parallel.run_blocks(work, length, step, elements=compiled.exact_cost(length * spec.n))
     else:
-        tables.angle_addition(result, start, length, spec, fresh)
+        addition.angle_addition(result, start, length, spec, fresh)
     return result

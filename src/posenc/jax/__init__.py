@@ -28,7 +28,7 @@ One concept per module:
 - :mod:`~posenc.jax.modules`: the Flax (NNX) ``SinusoidalPositionalEncoding`` and ``RotaryEmbedding``, an
   ordinary module loaded when one of them is first asked for (it imports Flax);
 - :mod:`~posenc.jax.rotary`: exact rotary embeddings: ``cos_sin`` and :func:`apply_rotary`;
-- :mod:`~posenc.jax.tables`: the tables cached for the module, on the host and on the devices.
+- :mod:`~posenc.jax.cache`: the tables cached for the module, on the host and on the devices.
 
 >>> import jax.numpy as jnp
 >>> encode(jnp.array([0, 1]), 4)
@@ -47,10 +47,10 @@ except ImportError as error:  # pragma: no cover - exercised only without jax
     raise ImportError("posenc.jax needs JAX: pip install 'posenc[jax]'") from error
 
 from ..rope.arrays import apply_rotary  # one function for every framework
+from .cache import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
+from .cache import CONSTANT_LIMIT_BYTES as CONSTANT_LIMIT_BYTES
+from .cache import clear_cache
 from .functions import encode, table
-from .tables import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
-from .tables import CONSTANT_LIMIT_BYTES as CONSTANT_LIMIT_BYTES
-from .tables import clear_cache
 
 # The Flax modules are loaded on first use (posenc.jax.modules imports flax): see __getattr__ below.
 __all__ = [

@@ -23,8 +23,8 @@ from ..core.options import takes_options
 from ..portable import backend_named
 from ..rope.arrays import check_layout
 from . import rotary
+from .cache import _contiguous
 from .functions import _NUMPY, _encode_any, _host_positions, _is_int, _Options, _traced
-from .tables import _contiguous
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

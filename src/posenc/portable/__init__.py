@@ -49,8 +49,8 @@ Where each part lives:
 - :mod:`~posenc.portable.host`: what the host computes once per set of options (constant digits, the domain
   check, the :class:`Request`);
 - :mod:`~posenc.portable.fixed_point`: the limb format and its arithmetic;
-- :mod:`~posenc.portable.positions`: step 1's split of the positions (the offset added exactly);
-- :mod:`~posenc.portable.position_ids`: position ids from masks, packed sequences and token ids, the rules
+- :mod:`~posenc.portable.split`: step 1's split of the positions (the offset added exactly);
+- :mod:`~posenc.portable.positions`: position ids from masks, packed sequences and token ids, the rules
   :mod:`posenc.positions` and :mod:`posenc.torch.positions` share (called with a backend);
 - :mod:`~posenc.portable.evaluate`: steps 1 and 2, the turn and its sine and cosine in fixed point;
 - :mod:`~posenc.portable.rounding`: step 3's certified rounding;
@@ -60,12 +60,12 @@ Where each part lives:
 
 from __future__ import annotations
 
-from . import position_ids
+from . import positions
 from .backend import Backend, JaxBackend, NumpyBackend, TorchBackend, backend_named, backend_of
 from .host import Constants, Request, check_options, constants, limbs_for, request_for, request_for_law
 from .pipeline import encode
-from .positions import Positions, split_positions
 from .rounding import round_fixed
+from .split import Positions, split_positions
 
 __all__ = [
     "Backend",
@@ -81,7 +81,7 @@ __all__ = [
     "constants",
     "encode",
     "limbs_for",
-    "position_ids",
+    "positions",
     "request_for",
     "request_for_law",
     "round_fixed",

@@ -1,4 +1,4 @@
-"""One request, from positions to rows, the steps in order: split the positions (:mod:`.positions`), evaluate
+"""One request, from positions to rows, the steps in order: split the positions (:mod:`.split`), evaluate
 and round (:mod:`.rounding`), settle the uncertain values (:mod:`.settle`), lay the columns out as the core
 does, and NaN rows for invalid positions."""
 
@@ -11,9 +11,9 @@ import numpy as np
 from .. import layouts
 from .backend import Backend
 from .host import SETTLE_EXTRA, Request
-from .positions import split_positions
 from .rounding import _values
 from .settle import _settle
+from .split import split_positions
 
 
 def encode(ops: Backend, positions: Any, request: Request, offset: Any = None) -> Any:

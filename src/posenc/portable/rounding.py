@@ -14,12 +14,12 @@ from .host import FORMATS
 
 #: Error bound of the fixed-point evaluation, in units of its last digit (the analysis in :func:`_evaluate`
 #: gives < 24; the margin is for safety).
-_DELTA_UNITS = 64
+DELTA_UNITS = 64
 
 
 def round_fixed(ops: Backend, magnitude: Any, e: Any, m: int, fmt: str, float_dtype: Any) -> tuple[Any, Any]:
     """Round the normalised fixed-point ``magnitude · 2**-e`` to ``fmt`` (to nearest, ties to even):
-    (value as ``float_dtype``, certain). Certain: no rounding midpoint lies within _DELTA_UNITS of it."""
+    (value as ``float_dtype``, certain). Certain: no rounding midpoint lies within DELTA_UNITS of it."""
     precision, emin = FORMATS[fmt]
     limbs = ops.asarray(np.arange(m + 1, dtype=np.int32), magnitude)
     nonzero = magnitude != 0
@@ -41,7 +41,7 @@ def round_fixed(ops: Backend, magnitude: Any, e: Any, m: int, fmt: str, float_dt
     inside = (at >= 0) & (at < widths)
     half = ops.where(inside, 1 << ops.clip(ops.clip(at, 0), None, widths - 1), 0)
     distance_negative, distance = _magnitude(ops, magnitude - kept - half)
-    beyond = ops.any_last(distance[..., :m] != 0) | (distance[..., m] > _DELTA_UNITS)
+    beyond = ops.any_last(distance[..., :m] != 0) | (distance[..., m] > DELTA_UNITS)
     up = ~distance_negative & ops.any_last(distance != 0)
     certain = beyond & (quantum >= 1) & found
     # far below the smallest subnormal: rounds to 0, certainly

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from .layout import convert_layout
 from .load import load_named_table, load_table
-from .match import Match, RopeMatch
 from .matching import identify
+from .records import Match, RopeMatch
 from .rope_matching import identify_rope
 from .verdict import Verdict, answer_lines, verdict
 

@@ -18,7 +18,7 @@ from .. import defaults, validation
 from .candidates import Candidate, one_dimensional_candidates
 from .grid_candidates import grid_candidates
 from .limits import table_limit
-from .match import Match
+from .records import Match
 from .rope_fitting import PRECISIONS, precision_of
 from .rope_matching import looks_like_rope, rope_matches
 

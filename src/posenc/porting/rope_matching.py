@@ -27,7 +27,7 @@ import numpy as np
 from .. import rope
 from . import rope_fitting as fitted
 from .fitting import round_number
-from .match import RopeMatch, rope_match
+from .records import RopeMatch, rope_match
 from .rope_fitting import F32, PRECISIONS, candidate_configs, checked, precision_of
 from .rope_longrope import longrope_candidates
 from .rope_sections import identify_sections, plain_note

@@ -43,7 +43,7 @@ import numpy as np
 from .. import rope
 from ..rope.arrays import mrope_axes
 from .limits import CAP
-from .match import RopeMatch, rope_match
+from .records import RopeMatch, rope_match
 from .rope_fitting import (
     F32,
     PRECISIONS,

@@ -29,8 +29,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import presets
-from .match import Match, RopeMatch
 from .matching import identify  # noqa: F401 - identify: for the example
+from .records import Match, RopeMatch
 
 __all__ = ["Verdict", "answer_lines", "expected_deviation", "verdict"]
 

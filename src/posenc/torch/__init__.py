@@ -42,7 +42,7 @@ except ImportError as error:  # pragma: no cover - exercised only without torch
 from .functions import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
 from .functions import clear_cache, encode, table
 from .fused_rotary import apply_rotary_exact
-from .kernels.guard import KernelMismatchWarning, kernel_status
+from .kernels.first_launch import KernelMismatchWarning, kernel_status
 from .modules import SinusoidalPositionalEncoding, Timesteps, TokenAndPositionEmbedding
 from .patching import PatchReport, patch, unpatch
 from .positions import from_attention_mask, from_cu_seqlens, make_positions

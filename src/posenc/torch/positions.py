@@ -1,5 +1,5 @@
 """Position ids for torch tensors: the rules of :mod:`posenc.positions`, on the input's device (both call
-:mod:`posenc.portable.position_ids`, where each rule is written once over the array backend).
+:mod:`posenc.portable.positions`, where each rule is written once over the array backend).
 
 Only the PyTorch adapter imports this module. Every function is pure tensor code: no copy to the host, no
 Python loop over the data and no branch on its values, so it traces under ``torch.compile(fullgraph=True)``
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..portable import position_ids
+from ..portable import positions as rules
 from ..portable.backend import backend_named
 
 __all__ = ["from_attention_mask", "from_cu_seqlens", "make_positions"]
@@ -36,7 +36,7 @@ def from_attention_mask(
     tensor([[0, 0, 0, 1, 2],
             [0, 1, 2, 0, 0]])
     """
-    return position_ids.from_attention_mask(_TORCH, attention_mask, start, pad_position)
+    return rules.from_attention_mask(_TORCH, attention_mask, start, pad_position)
 
 
 def from_cu_seqlens(
@@ -57,7 +57,7 @@ def from_cu_seqlens(
     >>> from_cu_seqlens(torch.tensor([0, 3, 5, 9], dtype=torch.int32))
     tensor([0, 1, 2, 0, 1, 0, 1, 2, 3])
     """
-    return position_ids.from_cu_seqlens(_TORCH, cu_seqlens, start, total)
+    return rules.from_cu_seqlens(_TORCH, cu_seqlens, start, total)
 
 
 def make_positions(ids: torch.Tensor, padding_idx: int, *, past_key_values_length: int = 0) -> torch.Tensor:
@@ -74,4 +74,4 @@ def make_positions(ids: torch.Tensor, padding_idx: int, *, past_key_values_lengt
     tensor([[2, 3, 4, 1, 1],
             [1, 1, 2, 3, 4]])
     """
-    return position_ids.make_positions(_TORCH, ids, padding_idx, past_key_values_length)
+    return rules.make_positions(_TORCH, ids, padding_idx, past_key_values_length)

@@ -71,9 +71,9 @@ def _cos_sin(
     layout: str,
     seq_len: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`cos_sin`; ``key`` is ``_params_json(params)`` where the caller holds it (a module: under
+    """:func:`cos_sin`; ``key`` is ``params_json(params)`` where the caller holds it (a module: under
     ``torch.compile`` a plain string attribute, where torch 2.11's dynamo cannot pass the frozen dataclass
-    to ``_params_json``)."""
+    to ``params_json``)."""
     positions = _position_tensor(positions)
     check_request(params, layout, tuple(positions.shape))
     name = _dtype_name(dtype)
@@ -87,7 +87,7 @@ def _cos_sin(
         return _to_tensor(cos), _to_tensor(sin)
     kind = params.kind
     if seq_len is None and kind.switch is not None:  # no host read: both sets, one picked on the device
-        return _either(positions, params, key or _params_json(params), name, layout)
+        return _either(positions, params, key or params_json(params), name, layout)
     if seq_len is None and kind.grows_with_length:
         if positions.device.type == "meta":
             raise ValueError(
@@ -98,7 +98,7 @@ def _cos_sin(
     length = -1 if seq_len is None else validation.integer("seq_len", seq_len, minimum=1)
     if not kind.depends_on_length:
         length = -1
-    key = _params_json(params) if key is None else key
+    key = params_json(params) if key is None else key
     return _device_rows(positions, key, length, name, layout)
 
 
@@ -152,7 +152,7 @@ def _cached_rows(
     itemsize = getattr(torch, name).itemsize
     if low < 0 or (high + 1) * 2 * width * itemsize > CACHE_LIMIT_BYTES:
         return None
-    cache_key = ("rotary", _params_json(params) if key is None else key, name, layout)
+    cache_key = ("rotary", params_json(params) if key is None else key, name, layout)
     tables = _CACHE.get(cache_key)
     if tables is None or tables[0].shape[0] <= high:
         size = min(1 << max(10, high.bit_length()), CACHE_LIMIT_BYTES // (2 * width * itemsize))
@@ -208,7 +208,7 @@ class RotaryEmbedding(torch.nn.Module):
             self.register_buffer(f"{name}_inv_freq", inverse, persistent=False)
             setattr(self, f"{name}_attention_scaling", rope.attention_scaling(params))
         #: the operator's string of each layer type's parameters (None: the module's own)
-        self._keys = {name: _params_json(params) for name, params in self.layer_params.items()}
+        self._keys = {name: params_json(params) for name, params in self.layer_params.items()}
         if types:
             self.params = None
             return
@@ -218,7 +218,7 @@ class RotaryEmbedding(torch.nn.Module):
             self.params = config
         else:
             self.params = rope.config(config, layer_type=layer_type)
-        self._keys[None] = _params_json(self.params)
+        self._keys[None] = params_json(self.params)
         self.attention_scaling = rope.attention_scaling(self.params)
         inverse = torch.from_numpy(rope.inv_freq(self.params)).to(torch.float32)
         self.register_buffer("inv_freq", inverse, persistent=False)
@@ -487,7 +487,7 @@ def _probe_values(dtype: torch.dtype, shape: tuple[int, int], g: torch.Generator
     return bits.to(torch.int32 if width == 32 else torch.int16).view(dtype)
 
 
-_TORCH = portable.backend_named("torch")
+TORCH = portable.backend_named("torch")
 
 
 # --- the operator --------------------------------------------------------------------------------------
@@ -497,9 +497,9 @@ def _rotary(
     positions: torch.Tensor, params: str, seq_len: int, dtype_name: str, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The portable algorithm on ``positions``' device: (cos, sin) laid out as :func:`cos_sin` says."""
-    request, sections, interleaved = _request(params, seq_len, dtype_name)
-    rows = encode_launch.encode(positions, request)
-    return arrange(_TORCH, rows, request.count, sections, interleaved, layout)
+    wanted, sections, interleaved = request(params, seq_len, dtype_name)
+    rows = encode_launch.encode(positions, wanted)
+    return arrange(TORCH, rows, wanted.count, sections, interleaved, layout)
 
 
 _rotary_op = torch.library.custom_op("posenc::rotary", _rotary, mutates_args=())
@@ -515,14 +515,16 @@ def _rotary_fake(positions, params, seq_len, dtype_name, layout):
 
 
 @torch.compiler.assume_constant_result
-def _params_json(params: rope.RopeParameters) -> str:
+def params_json(params: rope.RopeParameters) -> str:
     """The parameters as the operator takes them (a JSON string: operators take plain types); a constant of
     the compiled program."""
     return json.dumps(dataclasses.asdict(params), sort_keys=True)
 
 
 @functools.lru_cache(maxsize=64)
-def _request(params: str, seq_len: int, dtype_name: str) -> Any:
+def request(params: str, seq_len: int, dtype_name: str) -> Any:
+    """The portable request of ``params`` (:func:`params_json`'s string, read back once per distinct string:
+    the cache holds it), its sections and their interleaving."""
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()}
     params = rope.RopeParameters(**fields)
     law = exact_law(params, None if seq_len < 0 else seq_len)

@@ -1,7 +1,7 @@
 """The portable algorithm (:mod:`posenc.portable`) in Triton: the exact per-element computation that the CUDA
 kernels run, step for step and bit for bit (imported on first use; it needs triton).
 
-Every helper below is the function of the same name in :mod:`posenc.portable.positions`,
+Every helper below is the function of the same name in :mod:`posenc.portable.split`,
 :mod:`posenc.portable.evaluate` or :mod:`posenc.portable.rounding`, which hold the error analysis, over Triton
 blocks; fixed-point values are tuples of limb blocks (:mod:`posenc.torch.kernels.fixed_point`). The kernels
 built on it: :mod:`posenc.torch.kernels.encode_kernel` (the encodings themselves) and

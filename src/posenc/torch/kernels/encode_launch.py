@@ -17,7 +17,7 @@ import torch
 from ... import layouts, portable
 from ...portable import rounding
 from ...portable.host import FORMATS, SETTLE_EXTRA
-from . import guard
+from . import first_launch
 from .common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 
 #: Output dtypes by the code the kernels store them with (encode_kernel._store_values, and the table kernels,
@@ -102,7 +102,7 @@ def launch(
             M_SETTLE=settle,
             TERMS_SETTLE=series_terms(settle),
             SETTLE=not wide_out,
-            DELTA=rounding._DELTA_UNITS,
+            DELTA=rounding.DELTA_UNITS,
             PRECISION=precision,
             EMIN=emin,
             OUT_KIND=OUT_KINDS[fmt],
@@ -123,8 +123,8 @@ def encode(
     positions: torch.Tensor, request: portable.Request, offset: torch.Tensor | None = None
 ) -> torch.Tensor:
     """:func:`posenc.portable.encode` of torch tensors where they are: on CUDA (with triton) one launch of the
-    kernel once its first-launch probe passed (:mod:`~posenc.torch.kernels.guard`), elsewhere (CPU, ``meta``,
-    MPS, ...) the portable algorithm; the same bits either way."""
+    kernel once its first-launch probe passed (:mod:`~posenc.torch.kernels.first_launch`), elsewhere (CPU,
+    ``meta``, MPS, ...) the portable algorithm; the same bits either way."""
     if runs_here(positions) and _trusted(positions, offset, request):
         return launch(positions, offset, request)[0]
     return portable.encode(portable.backend_of(positions), positions, request, offset)
@@ -174,7 +174,7 @@ def _trusted(positions: torch.Tensor, offset: torch.Tensor | None, request: port
     def inputs() -> tuple[torch.Tensor, torch.Tensor | None]:
         return probe_positions(spec["positions"], spec["offset"], where)
 
-    return guard.trusted(
+    return first_launch.trusted(
         "encode",
         where,
         spec,

@@ -1,5 +1,5 @@
 """The Triton kernels of a table on CUDA by angle addition, certified per element (imported on first use; it
-needs triton): the device twin of the core's :mod:`posenc.core.tables`.
+needs triton): the device twin of the core's :mod:`posenc.core.addition`.
 
 Row r of a table of positions ``start ..`` is z(start + aB + b) = z(start + aB) · z(b), with a = r // B and
 b = r mod B: ``anchors`` holds the exact rows of positions start + a·B, ``first`` those of 0 .. B - 1, both in
@@ -63,7 +63,7 @@ def _certified(v, band, OUT_KIND: tl.constexpr):
 
 @triton.jit
 def _bands(rate_ptr, freqs, freq_ok, largest, block):
-    """The error bands of the combined sine and cosine of each frequency (core.tables.addition_plan's): with
+    """The error bands of the combined sine and cosine of each frequency (core.addition.addition_plan's): with
     |sA| <= min(1, |p| ω), |sB| <= min(1, (B - 1) ω) and every exact row within 1 ulp of float64 (relative)
     plus 2**-100, S and C are within 2**-50.4 (|sA cB| + |cA sB|) and 2**-50.4 (|cA cB| + |sA sB|); the
     bands are 2**-48 times bounds of those sums (ω from the turn rate's float32, 0.1% over), plus 2**-80."""

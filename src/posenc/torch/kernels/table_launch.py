@@ -19,7 +19,7 @@ import torch
 from ... import layouts, portable
 from ...portable import rounding
 from ...portable.host import FORMATS, SETTLE_EXTRA
-from . import encode_launch, guard
+from . import encode_launch, first_launch
 from .common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 
 #: Tables of at most this many values take the encode kernel over their positions (one launch, and the
@@ -144,7 +144,7 @@ def launch(
                 TERMS=series_terms(request.limbs),
                 M_SETTLE=limbs,
                 TERMS_SETTLE=series_terms(limbs),
-                DELTA=rounding._DELTA_UNITS,
+                DELTA=rounding.DELTA_UNITS,
                 PRECISION=precision,
                 EMIN=emin,
                 OUT_KIND=encode_launch.OUT_KINDS[fmt],
@@ -190,7 +190,7 @@ def _trusted(where: torch.device, request: portable.Request) -> bool:
         positions = torch.arange(PROBE_START, PROBE_START + PROBE_LENGTH, device=where)
         return portable.encode(portable.backend_of(positions), positions, request)
 
-    return guard.trusted(
+    return first_launch.trusted(
         "table",
         where,
         specialization(request),

@@ -1,10 +1,10 @@
-"""The first-launch guard of the Triton kernels (posenc.torch.kernels.guard): a specialization is probed
-once against the portable algorithm; a kernel that gives other bits (a planted fault here; a miscompile on a
-GPU) warns once, names the first differing value, and hands that specialization to the portable algorithm,
-so results stay exact. The unit tests drive ``guard.trusted`` with plain callables; the end-to-end ones run
-the real kernels in Triton's interpreter (this file as a script, TRITON_INTERPRET=1), the CPU standing in for
-CUDA, with the launchers' output corrupted by one unit in the last place.
-"""
+"""The first-launch guard of the Triton kernels (posenc.torch.kernels.first_launch): a specialization is
+probed once against the portable algorithm; a kernel that gives other bits (a planted fault here; a
+miscompile on a GPU) warns once, names the first differing value, and hands that specialization to the
+portable algorithm, so results stay exact. The unit tests drive ``first_launch.trusted`` with plain
+callables; the end-to-end ones run the real kernels in Triton's interpreter (this file as a script,
+TRITON_INTERPRET=1), the CPU standing in for CUDA, with the launchers' output corrupted by one unit in the
+last place."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from posenc.torch.kernels import guard
+from posenc.torch.kernels import first_launch
 
 CUDA = torch.device("cuda")
 CPU = torch.device("cpu")
@@ -24,9 +24,9 @@ CPU = torch.device("cpu")
 
 @pytest.fixture(autouse=True)
 def _fresh_probes():
-    guard.forget()
+    first_launch.forget()
     yield
-    guard.forget()
+    first_launch.forget()
 
 
 def _counted(value):
@@ -44,10 +44,10 @@ def test_a_kernel_that_agrees_is_probed_once_and_trusted():
     reference, references = _counted(torch.arange(6.0))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert guard.trusted("encode", CPU, {"dtype": "float32"}, run, reference)
-        assert guard.trusted("encode", CPU, {"dtype": "float32"}, run, reference)
+        assert first_launch.trusted("encode", CPU, {"dtype": "float32"}, run, reference)
+        assert first_launch.trusted("encode", CPU, {"dtype": "float32"}, run, reference)
     assert (len(runs), len(references)) == (1, 1)
-    [probe] = guard.kernel_status()
+    [probe] = first_launch.kernel_status()
     assert probe["status"] == "verified" and probe["specialization"] == {"dtype": "float32"}
     assert probe["kernel"] == "encode" and probe["device"] == "cpu" and probe["seconds"] >= 0
 
@@ -56,55 +56,57 @@ def test_a_kernel_that_differs_warns_once_and_is_not_trusted_again():
     wrong = torch.tensor([[0.0, 1.0], [2.0, 3.5]])
     run, runs = _counted(wrong)
     reference = lambda: torch.tensor([[0.0, 1.0], [2.0, 3.0]])  # noqa: E731
-    with pytest.warns(guard.KernelMismatchWarning) as caught:
-        assert not guard.trusted("table", CPU, {"dtype": "float32", "limbs": 5}, run, reference)
+    with pytest.warns(first_launch.KernelMismatchWarning) as caught:
+        assert not first_launch.trusted("table", CPU, {"dtype": "float32", "limbs": 5}, run, reference)
     message = str(caught[0].message)
     assert "table kernel on cpu (dtype=float32, limbs=5)" in message
     assert "1 of 4 values differ; the first, output 0 at [1, 1], is 3.5" in message
     assert "the portable algorithm gives 3.0" in message and "from now on" in message
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no second warning
-        assert not guard.trusted("table", CPU, {"dtype": "float32", "limbs": 5}, run, reference)
+        assert not first_launch.trusted("table", CPU, {"dtype": "float32", "limbs": 5}, run, reference)
     assert len(runs) == 1
-    [probe] = guard.kernel_status()
+    [probe] = first_launch.kernel_status()
     assert probe["status"] == "mismatch" and "at [1, 1]" in probe["detail"]
 
 
 def test_bits_decide_not_values():
     zeros = lambda: torch.zeros(3)  # noqa: E731
     negative_zeros = lambda: -torch.zeros(3)  # noqa: E731  (equal values, other bits)
-    with pytest.warns(guard.KernelMismatchWarning, match="3 of 3 values differ"):
-        assert not guard.trusted("encode", CPU, {"case": "signed zero"}, negative_zeros, zeros)
+    with pytest.warns(first_launch.KernelMismatchWarning, match="3 of 3 values differ"):
+        assert not first_launch.trusted("encode", CPU, {"case": "signed zero"}, negative_zeros, zeros)
     bf16 = lambda: torch.ones(2, dtype=torch.bfloat16)  # noqa: E731
     shown = r"output 0 is float32 \(2,\), the portable algorithm's bfloat16 \(2,\)"
-    with pytest.warns(guard.KernelMismatchWarning, match=shown):
-        assert not guard.trusted("encode", CPU, {"case": "dtype"}, lambda: torch.ones(2), bf16)
+    with pytest.warns(first_launch.KernelMismatchWarning, match=shown):
+        assert not first_launch.trusted("encode", CPU, {"case": "dtype"}, lambda: torch.ones(2), bf16)
 
 
 def test_a_launch_that_raises_hands_the_specialization_to_the_portable_algorithm():
     def run():
         raise RuntimeError("PassManager::run failed\nmore lines")
 
-    with pytest.warns(guard.KernelMismatchWarning, match="the launch raised RuntimeError: PassManager::run"):
-        assert not guard.trusted("fused rotary", CPU, {"q": "bfloat16"}, run, lambda: torch.zeros(1))
+    with pytest.warns(
+        first_launch.KernelMismatchWarning, match="the launch raised RuntimeError: PassManager::run"
+    ):
+        assert not first_launch.trusted("fused rotary", CPU, {"q": "bfloat16"}, run, lambda: torch.zeros(1))
 
 
 def test_tuples_of_outputs_are_compared_each():
     good = (torch.ones(2), torch.zeros(2))
     bad = (torch.ones(2), torch.tensor([0.0, 1.0]))
-    with pytest.warns(guard.KernelMismatchWarning, match="output 1 at \\[1\\]"):
-        assert not guard.trusted("fused rotary", CPU, {}, lambda: bad, lambda: good)
+    with pytest.warns(first_launch.KernelMismatchWarning, match="output 1 at \\[1\\]"):
+        assert not first_launch.trusted("fused rotary", CPU, {}, lambda: bad, lambda: good)
 
 
 def test_no_probe_inside_a_cuda_graph_capture(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     run, runs = _counted(torch.ones(1))
-    assert not guard.trusted("encode", CUDA, {}, run, run)  # the portable algorithm for this call
-    assert runs == [] and guard.kernel_status() == []
+    assert not first_launch.trusted("encode", CUDA, {}, run, run)  # the portable algorithm for this call
+    assert runs == [] and first_launch.kernel_status() == []
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: 0)
-    assert guard.trusted("encode", CUDA, {}, run, run)  # probed at the next call outside a capture
+    assert first_launch.trusted("encode", CUDA, {}, run, run)  # probed at the next call outside a capture
     assert len(runs) == 2
 
 
@@ -114,24 +116,24 @@ def test_the_probe_turns_sync_debug_mode_off_and_back(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: modes.append("sync"))
     monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: 2)
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
-    assert guard.trusted("encode", CUDA, {}, lambda: torch.ones(1), lambda: torch.ones(1))
+    assert first_launch.trusted("encode", CUDA, {}, lambda: torch.ones(1), lambda: torch.ones(1))
     assert modes == [0, "sync", 2]
 
 
 def test_kernel_status_is_the_callers_own():
-    guard.trusted("encode", CPU, {"a": 1}, lambda: torch.ones(1), lambda: torch.ones(1))
-    status = guard.kernel_status()
+    first_launch.trusted("encode", CPU, {"a": 1}, lambda: torch.ones(1), lambda: torch.ones(1))
+    status = first_launch.kernel_status()
     status[0]["status"] = "changed"
     status[0]["specialization"]["a"] = 2
-    assert guard.kernel_status()[0]["status"] == "verified"
-    assert guard.kernel_status()[0]["specialization"] == {"a": 1}
+    assert first_launch.kernel_status()[0]["status"] == "verified"
+    assert first_launch.kernel_status()[0]["specialization"] == {"a": 1}
 
 
 def test_kernel_status_is_public():
     import posenc.torch as pt
 
-    assert pt.kernel_status is guard.kernel_status
-    assert pt.KernelMismatchWarning is guard.KernelMismatchWarning
+    assert pt.kernel_status is first_launch.kernel_status
+    assert pt.KernelMismatchWarning is first_launch.KernelMismatchWarning
 
 
 # --- the real kernels, in Triton's interpreter -------------------------------------------------------------
@@ -189,17 +191,17 @@ def _run_cases(out: Path) -> None:
         warnings.simplefilter("always")
         for name, got in calls().items():
             results[f"good/{name}"] = got.float().numpy()
-        results["good/status"] = np.array([p["status"] for p in guard.kernel_status()])
+        results["good/status"] = np.array([p["status"] for p in first_launch.kernel_status()])
         results["good/warnings"] = np.array(len(caught))
-        guard.forget()
+        first_launch.forget()
         _corrupt_one_value(encode_launch, "launch")
         _corrupt_one_value(table_launch, "launch")
         _corrupt_one_value(fused_rotary, "launch")
         for round_ in ("first", "again"):
             for name, got in calls().items():
                 results[f"bad/{round_}/{name}"] = got.float().numpy()
-        results["bad/status"] = np.array([p["status"] for p in guard.kernel_status()])
-        results["bad/kernels"] = np.array([p["kernel"] for p in guard.kernel_status()])
+        results["bad/status"] = np.array([p["status"] for p in first_launch.kernel_status()])
+        results["bad/kernels"] = np.array([p["kernel"] for p in first_launch.kernel_status()])
         results["bad/warnings"] = np.array([str(w.message) for w in caught])
     np.savez(out, **results)
 

@@ -103,7 +103,7 @@ def test_sin_cos_halves_swapped_within_pairs() -> None:
 
 
 def test_wrong_shift_against_a_declared_variant() -> None:
-    report = audit(lambda p: posenc.encode(p, D, shift=1), options="paper", samples=SAMPLES)
+    report = audit(lambda p: posenc.encode(p, D, shift=1), preset="paper", samples=SAMPLES)
     found = next(f for f in report.findings if f.kind == "variant")
     assert found.text.startswith("wrong shift: declared shift 0.0")
     assert found.data["found"]["shift"] == 1.0 and not report.passed
@@ -111,7 +111,7 @@ def test_wrong_shift_against_a_declared_variant() -> None:
 
 
 def test_wrong_base_against_declared_options() -> None:
-    report = audit(posenc.table(1024, D, base=500.0), options={"base": 10000.0}, samples=SAMPLES)
+    report = audit(posenc.table(1024, D, base=500.0), preset={"base": 10000.0}, samples=SAMPLES)
     assert next(f for f in report.findings if f.kind == "variant").text.startswith("wrong base")
 
 
@@ -154,7 +154,7 @@ def test_off_by_one(by: int) -> None:
 
 
 def test_off_by_one_against_a_declared_variant() -> None:
-    report = audit(posenc.table(1000, D, start=1), options="paper", samples=SAMPLES)
+    report = audit(posenc.table(1000, D, start=1), preset="paper", samples=SAMPLES)
     assert next(f for f in report.findings if f.kind == "offset").data["start"] == 1
 
 
@@ -204,7 +204,7 @@ def test_first_position_past_each_threshold_is_refined_between_samples() -> None
             out[positions >= start, 0] += 2 * threshold
         return out.astype(np.float32)
 
-    report = audit(stepped, positions=300_000, samples=SAMPLES, options="paper")
+    report = audit(stepped, positions=300_000, samples=SAMPLES, preset="paper")
     m = report.measurement
     assert not set(steps.values()) & set(m.positions.tolist())  # none of the steps was itself sampled
     assert m.first_over == steps and all(m.first_over_refined.values())
@@ -220,7 +220,7 @@ def test_first_position_past_a_threshold_beyond_the_refine_budget_is_marked_unre
         out[positions >= start, 0] += 0.5
         return out.astype(np.float32)
 
-    report = audit(stepped, positions=(1 << 28, 1 << 31), samples=16, options="paper")
+    report = audit(stepped, positions=(1 << 28, 1 << 31), samples=16, preset="paper")
     m = report.measurement
     assert m.first_over[0.1] > start and m.first_over_refined == {1e-3: False, 1e-2: False, 0.1: False}
     assert m.first_over[0.1] == m.positions[np.searchsorted(m.positions, start)]  # the next sample
@@ -268,8 +268,8 @@ def _reports_of_every_kind() -> dict[str, object]:
         ),
         "frequencies": audit(bf16_frequencies, samples=SAMPLES),
         "layout": audit(posenc.table(2000, D)[:, ::-1].copy(), samples=SAMPLES),
-        "variant": audit(posenc.table(1000, D, shift=1), options="paper", samples=SAMPLES),
-        "offset": audit(posenc.table(1000, D, start=1), options="paper", samples=SAMPLES),
+        "variant": audit(posenc.table(1000, D, shift=1), preset="paper", samples=SAMPLES),
+        "offset": audit(posenc.table(1000, D, start=1), preset="paper", samples=SAMPLES),
         "cliff": audit(lambda p: table[np.asarray(p)], samples=SAMPLES),
         "nan": audit(nan_and_collisions, positions=8192, samples=4096),
         "positions": audit(nan_and_collisions, positions=8192, samples=4096),

@@ -60,7 +60,7 @@ def test_a_rope_cache_stored_as_a_table_is_audited_as_that_cache(name):
 
 
 def test_a_declared_sinusoidal_variant_on_a_rope_cache_says_what_the_rows_are():
-    report = posenc.audit(_sine_columns(), options="paper")
+    report = posenc.audit(_sine_columns(), preset="paper")
     assert not report.passed
     kinds = {f.kind: f for f in report.findings}
     assert "not a sinusoidal table" in kinds["variant"].text and "RoPE sin cache" in kinds["variant"].text

@@ -130,7 +130,7 @@ def test_hugging_face_config_and_posenc_rotary() -> None:
     report = audit(_llama_config(), samples=SAMPLES)
     assert report.kind == "rotary" and "LlamaRotaryEmbedding" in report.target and not report.passed
     params = posenc.rope.config(head_dim=64, base=10000.0)
-    exact = audit(lambda p: posenc.rope.cos_sin(p, params), options={"head_dim": 64}, samples=SAMPLES)
+    exact = audit(lambda p: posenc.rope.cos_sin(p, params), preset={"head_dim": 64}, samples=SAMPLES)
     assert exact.kind == "rotary" and exact.passed, exact.as_text()
     found = audit(lambda p: posenc.rope.cos_sin(p, params), samples=SAMPLES)
     assert found.variant.name == "rope-default" and "identify_rope" in found.variant.how and found.passed
@@ -152,7 +152,7 @@ def test_bad_input_names_the_parameter() -> None:
         (dict(tol="2x"), "tol='2x' is not a tolerance"),
         (dict(dtype="int8"), "dtype must be one of"),
         (dict(d_model=16), "d_model is 16 but the target has 32 columns"),
-        (dict(options={"bass": 1}), "unknown keys"),
+        (dict(preset={"bass": 1}), "unknown keys"),
         (dict(samples=3), "samples"),
     ]
     for hints, message in cases:

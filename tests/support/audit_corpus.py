@@ -347,7 +347,7 @@ CASES: tuple[Case, ...] = (
         "declared the paper's (interleaved), rows `[sin | cos]` (tensor2tensor's halves)",
         lambda: posenc.table(4096, D, layout="sin_cos"),
         {"variant": {}},
-        {"options": "paper"},
+        {"preset": "paper"},
     ),
     Case(
         "rotary interleaved for halves",
@@ -358,7 +358,7 @@ CASES: tuple[Case, ...] = (
             )
         ),
         {"layout": {"layout": "interleaved"}},
-        {"options": {"head_dim": D}},
+        {"preset": {"head_dim": D}},
     ),
     Case(
         "columns permuted", "columns shuffled", lambda: _columns("permuted"), {"layout": {"swapped": False}}
@@ -368,21 +368,21 @@ CASES: tuple[Case, ...] = (
         "declared the paper's, rows of shift=1",
         lambda: _exact(shift=1.0),
         {"variant": {}},
-        {"options": "paper"},
+        {"preset": "paper"},
     ),
     Case(
         "wrong base",
         "declared base 10000, rows of base 500",
         lambda: _exact(base=500.0),
         {"variant": {}},
-        {"options": {"base": 10000.0}},
+        {"preset": {"base": 10000.0}},
     ),
     Case(
         "wrong scale",
         "declared scale 1, rows of scale 2",
         lambda: _exact(scale=2.0),
         {"variant": {}},
-        {"options": "paper"},
+        {"preset": "paper"},
     ),
     Case(
         "off by one",

@@ -63,7 +63,7 @@ def audit(
     d_model: int | None = None,
     positions: Any = None,
     dtype: str | None = None,
-    options: Any = None,
+    preset: Any = None,
     key: str | None = None,
     tol: Any = None,
     samples: int = SAMPLES,
@@ -75,7 +75,7 @@ def audit(
     A whole torch model (its positional components in its submodules: a Hugging Face ``LlamaForCausalLM``,
     an M2M100, a diffusers UNet) gives a :class:`ModelAudit` instead: each component found
     (:func:`posenc.torch.patching.find`) audited on its own (:mod:`posenc.auditor.models`); the hints that
-    apply to one component (``d_model``, ``positions``, ``dtype``, ``options``, ``key``) are refused there.
+    apply to one component (``d_model``, ``positions``, ``dtype``, ``preset``, ``key``) are refused there.
 
     ``target``: a callable ``positions (k,) -> (k, d_model)`` (NumPy, torch or JAX), a torch module that adds
     encodings or holds a table / ``inv_freq``, an array or tensor ``(rows, d_model)``, a checkpoint path
@@ -85,7 +85,7 @@ def audit(
     config it refuses is a :class:`ModelDirectoryError` naming the field or file).
     Hints, all optional: ``d_model`` (for a module or a function that needs it), ``positions`` (``b``,
     ``(a, b)`` or ``"a:b"``: positions a .. b - 1; default: the target's range, else 0 .. 2³¹ - 1),
-    ``dtype`` (the type to judge in; default the target's own), ``options`` (the variant it claims to be:
+    ``dtype`` (the type to judge in; default the target's own), ``preset`` (the variant it claims to be:
     a preset name, a Preset, a dict of core options with ``padding_idx``, or rotary keywords of
     :func:`posenc.rope.config`; default: identified, and the report says how), ``tol`` (None: correctly
     rounded; a float: absolute; ``"2ulp"``), ``samples`` (positions per band, ≥ 16), ``timeout`` (seconds
@@ -117,7 +117,7 @@ def audit(
     samples = validation.integer("samples", samples, minimum=16)
     tolerance = check_tolerance(tol)
     limit = check_timeout(timeout)
-    given = {"d_model": d_model, "positions": positions, "dtype": dtype, "options": options, "key": key}
+    given = {"d_model": d_model, "positions": positions, "dtype": dtype, "preset": preset, "key": key}
     if is_model_directory(target):  # a folder with a config.json: its model, built without its weights
         _whole_model_only(given)
         label = str(target)
@@ -127,7 +127,7 @@ def audit(
         _whole_model_only(given)
         label = label_of(target)
         return run(label, lambda: audit_model(target, samples=samples, tol=tol, label=label), limit)
-    hints = (d_model, positions, dtype, options, key, samples, tolerance)
+    hints = (d_model, positions, dtype, preset, key, samples, tolerance)
     return run(label_of(target), lambda: _audit(target, *hints), limit)
 
 
@@ -158,7 +158,7 @@ def _audit(
     d_model: int | None,
     positions: Any,
     dtype: str | None,
-    options: Any,
+    preset: Any,
     key: str | None,
     samples: int,
     tolerance: Any,
@@ -172,7 +172,7 @@ def _audit(
             "its width"
         )
     span = _span(positions, read.limit)
-    variant = find_variant(read, options, judged)
+    variant = find_variant(read, preset, judged)
     measurement = measure(read, variant, judged, span, samples)
     findings = find_all(read, variant, measurement, judged)
     width = read.width or measurement.values.shape[1]

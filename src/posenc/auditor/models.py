@@ -215,7 +215,7 @@ def _rotary(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAud
             with torch.no_grad():
                 return module(torch.zeros(1), torch.as_tensor(ids)[None], layer_type)
 
-        report = audit(cos_sin, options=params, positions=limit, samples=samples, tol=tol)
+        report = audit(cos_sin, preset=params, positions=limit, samples=samples, tol=tol)
         found.append(ComponentAudit(path, "rotary", report, layer_type=layer_type))
     return found
 

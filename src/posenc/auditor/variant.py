@@ -51,7 +51,7 @@ class Variant:
     column ``permutation[j]`` (None: in place).
 
     >>> import posenc
-    >>> variant = posenc.audit(posenc.presets.get("whisper").table(512, 16), options="whisper").variant
+    >>> variant = posenc.audit(posenc.presets.get("whisper").table(512, 16), preset="whisper").variant
     >>> variant.name, variant.options["layout"], variant.how, variant.matches, variant.start
     ('whisper', 'sin_cos', 'given: whisper', True, 0)
     >>> variant.exact(np.array([1]), "float64", 4).round(4).tolist()  # position 1 at d_model 4
@@ -88,14 +88,14 @@ class Variant:
         return np.concatenate({"cos": [cos], "sin": [sin]}.get(self.parts, [cos, sin]), axis=-1)
 
 
-def find_variant(target: Target, options: Any, dtype: str) -> Variant:
-    """The variant ``target`` is measured against: ``options`` (a preset name, a Preset, a dict of core
+def find_variant(target: Target, preset: Any, dtype: str) -> Variant:
+    """The variant ``target`` is measured against: ``preset`` (a preset name, a Preset, a dict of core
     options with an optional ``padding_idx``, or rotary keywords / RopeParameters), else identified."""
     if target.rotary is not None:
-        return _rotary(target, options)
+        return _rotary(target, preset)
     rows = _prefix(target)
-    if options is not None:
-        return _declared(rows, _as_options(options))
+    if preset is not None:
+        return _declared(rows, _as_options(preset))
     return _identified(target, rows)
 
 
@@ -130,14 +130,14 @@ def _as_options(options: Any) -> tuple[str, dict[str, Any], int | None]:
         unknown = set(options) - {*_CORE, "padding_idx"}
         if unknown:
             raise ValueError(
-                f"options has unknown keys {sorted(unknown)}; give core options ({', '.join(_CORE)}, "
+                f"preset has unknown keys {sorted(unknown)}; give core options ({', '.join(_CORE)}, "
                 "padding_idx) or a preset name such as 'paper'"
             )
         core = {k: v for k, v in options.items() if k in _CORE}
         merged = {**presets.get("paper").options, "odd": "zero", **core}
         return "given options", merged, options.get("padding_idx")
     raise TypeError(
-        f"options must be a preset name, a posenc.presets.Preset or a dict of core options; got "
+        f"preset must be a preset name, a posenc.presets.Preset or a dict of core options; got "
         f"{type(options).__name__}"
     )
 

@@ -112,7 +112,7 @@ def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
 
 def flags(*names: str, **renamed: str) -> dict[str, str]:
     """The library's parameters ``names`` as the command's options (``d_model``: ``--d-model``), and those
-    the command names otherwise (``options="--preset"``; ``cfg=""``: a positional argument)."""
+    the command names otherwise (``cfg=""``: a positional argument)."""
     return {name: "--" + name.replace("_", "-") for name in names} | renamed
 
 

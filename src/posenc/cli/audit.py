@@ -76,8 +76,8 @@ DEFAULT_TIMEOUT = 600.0
 #: it is killed: its target then held the interpreter, so that its own timer could not act.
 GRACE_S = 30.0
 #: The library's parameters, as the command's options name them.
-_HINTS = ("d_model", "positions", "dtype", "options", "key", "tol", "samples", "timeout")
-_FLAGS = flags(*_HINTS, options="--preset")
+_HINTS = ("d_model", "positions", "dtype", "preset", "key", "tol", "samples", "timeout")
+_FLAGS = flags(*_HINTS)
 #: The longest report a child may hand back (bytes).
 _MAX_RECORD = 1 << 30
 
@@ -199,7 +199,7 @@ def _audited(args: argparse.Namespace) -> tuple[int, str]:
     first, so that a failure to write it prints no report."""
     from ..auditor import audit
 
-    hints = {name: getattr(args, "preset" if name == "options" else name) for name in _HINTS}
+    hints = {name: getattr(args, name) for name in _HINTS}
     hints["timeout"] = hints["timeout"] or None  # 0: no limit
     report = audit(args.target, **hints)
     if args.html:
@@ -279,7 +279,7 @@ _CHILD = (
 def _in_a_child(args: argparse.Namespace) -> tuple[dict[str, Any] | None, int]:
     """Audit ``args.target`` in a child process: (its record, or None when it handed none; its exit
     status)."""
-    names = ("target", "json", "html", "preset", *(h for h in _HINTS if h != "options"))
+    names = ("target", "json", "html", *_HINTS)
     settings = {name: getattr(args, name) for name in names}
     with _report_file() as channel:
         fd = channel.fileno()

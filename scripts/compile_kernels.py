@@ -35,7 +35,7 @@ from triton.runtime import driver
 from triton.runtime.jit import JITFunction
 
 from posenc import core, defaults, rope
-from posenc.torch import fused_rotary, operator, rotary
+from posenc.torch import fused_rotary, operator
 from posenc.torch.kernels import common, encode_launch, table_launch
 
 
@@ -65,7 +65,7 @@ def _cos_sin(cfg: dict, positions: torch.Tensor) -> Callable:
 
     def launch() -> None:
         params = rope.config(cfg)
-        request, _, _ = rotary.request(rotary.params_json(params), -1, "float32")
+        request, _, _ = operator.request(operator.params_json(params), -1, "float32")
         encode_launch.launch(positions, None, request)
 
     return launch

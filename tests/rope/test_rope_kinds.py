@@ -75,12 +75,12 @@ def test_length_dependent_types_agree_on_numpy_torch_and_the_portable_algorithm(
 
 def _portable(params, ids, length):
     """The portable algorithm's rows, as the operator computes them on a device (the CPU here)."""
-    from posenc.torch import rotary
+    from posenc.torch import operator, rotary
 
     positions = torch.from_numpy(ids)
     if params.kind.switch is not None:  # picked with torch.where, no host read
-        return rotary._either(positions, params, rotary.params_json(params), "float32", "half")
-    return rotary._device_rows(positions, rotary.params_json(params), length, "float32", "half")
+        return rotary._either(positions, params, operator.params_json(params), "float32", "half")
+    return rotary._device_rows(positions, operator.params_json(params), length, "float32", "half")
 
 
 def test_the_fused_kernel_leaves_a_switching_type_without_seq_len_to_the_device_pick():

@@ -138,9 +138,9 @@ def _rotary_params():
 
 
 def _rotary_request(fmt: str) -> portable.Request:
-    from posenc.torch import rotary
+    from posenc.torch import operator
 
-    return rotary.request(rotary.params_json(_rotary_params()), -1, fmt)[0]
+    return operator.request(operator.params_json(_rotary_params()), -1, fmt)[0]
 
 
 #: float64 positions and (3, 1) offsets: NaN, inf, and sums inside and just outside |p| < 2**31

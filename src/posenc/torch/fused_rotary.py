@@ -27,7 +27,7 @@ from .. import portable, rope
 from ..portable import rounding
 from ..portable.host import SETTLE_EXTRA
 from ..rope.arrays import apply_rotary, arrange, check_layout, check_request
-from . import rotary
+from . import operator, rotary
 from .kernels import first_launch
 from .kernels.common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 from .tensors import _position_tensor, _tracing
@@ -121,7 +121,7 @@ def _request(positions: torch.Tensor, params: rope.RopeParameters, seq_len: int 
     if seq_len is None and params.kind.grows_with_length:
         seq_len = int(positions.max()) + 1  # a host read, as cos_sin (and Hugging Face) take it
     length = -1 if seq_len is None or not params.kind.depends_on_length else int(seq_len)
-    return rotary.request(rotary.params_json(params), length, "float32")[0]
+    return operator.request(operator.params_json(params), length, "float32")[0]
 
 
 #: The probe's position ids (one row): valid for every rope type.
@@ -171,7 +171,7 @@ def _trusted(
     def reference() -> tuple[torch.Tensor, torch.Tensor]:
         q_p, k_p, ids = probe_inputs()
         request = _request(ids, params, seq_len)
-        backend = rotary.TORCH
+        backend = operator.TORCH
         sections, interleaved = params.mrope_section, params.mrope_interleaved
         rows = portable.encode(backend, ids, request)
         cos, sin = arrange(backend, rows, request.count, sections, interleaved, layout)

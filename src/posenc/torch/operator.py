@@ -1,5 +1,7 @@
-"""The operator ``torch.ops.posenc.exact``: the portable algorithm (:mod:`posenc.portable`) as a PyTorch
-custom operator, registered once, when this module is first imported (by :mod:`posenc.torch.functions`).
+"""posenc's PyTorch operators, one home: ``torch.ops.posenc.exact`` (the encoding of positions),
+``torch.ops.posenc.table`` (a table on a device) and ``torch.ops.posenc.rotary`` (rotary cos/sin): the
+portable algorithm (:mod:`posenc.portable`) as PyTorch custom operators, registered once, when this module is
+first imported (by :mod:`posenc.torch.functions`).
 
 Its kernel runs on the tensors' own device: on CUDA one Triton kernel
 (:mod:`posenc.torch.kernels.encode_kernel`, when triton is installed), elsewhere (MPS, ``meta``, the CPU) the
@@ -10,13 +12,17 @@ Invalid positions give rows of NaN (a device cannot raise without a sync).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from .. import core, portable
+from .. import core, portable, rope
+from ..rope.arrays import arrange
+from ..rope.tables import exact_law
 from .kernels import encode_launch, table_launch
 from .kernels.common import KERNEL_DEVICES
 from .tensors import _tracing
@@ -113,3 +119,48 @@ def _request(options: tuple) -> Any:
     """The portable algorithm's host constants for (d_model, base, shift, scale, layout, odd, dtype name)."""
     *core_options, dtype_name = options
     return portable.request_for(core.Options(*core_options), dtype_name)
+
+
+TORCH = portable.backend_named("torch")
+
+
+# --- the rotary operator ------------------------------------------------------------------------------
+
+
+def rotary_rows(
+    positions: torch.Tensor, params: str, seq_len: int, dtype_name: str, layout: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.ops.posenc.rotary``: the portable algorithm on ``positions``' device, (cos, sin) laid out as
+    :func:`posenc.torch.rotary.cos_sin` says (the operator's body: eager CUDA calls run it directly)."""
+    wanted, sections, interleaved = request(params, seq_len, dtype_name)
+    rows = encode_launch.encode(positions, wanted)
+    return arrange(TORCH, rows, wanted.count, sections, interleaved, layout)
+
+
+_rotary_op = torch.library.custom_op("posenc::rotary", rotary_rows, mutates_args=())
+
+
+@_rotary_op.register_fake
+def _rotary_fake(positions, params, seq_len, dtype_name, layout):
+    fields = json.loads(params)
+    shape = positions.shape[1:] if fields["mrope_section"] else positions.shape
+    width = 2 * (fields["rotary_dim"] // 2)
+    dtype = getattr(torch, dtype_name)
+    return tuple(positions.new_empty((*shape, width), dtype=dtype) for _ in range(2))
+
+
+@torch.compiler.assume_constant_result
+def params_json(params: rope.RopeParameters) -> str:
+    """The parameters as the operator takes them (a JSON string: operators take plain types); a constant of
+    the compiled program."""
+    return json.dumps(dataclasses.asdict(params), sort_keys=True)
+
+
+@functools.lru_cache(maxsize=64)
+def request(params: str, seq_len: int, dtype_name: str) -> Any:
+    """The portable request of ``params`` (:func:`params_json`'s string, read back once per distinct string:
+    the cache holds it), its sections and their interleaving."""
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()}
+    params = rope.RopeParameters(**fields)
+    law = exact_law(params, None if seq_len < 0 else seq_len)
+    return portable.request_for_law(law, dtype_name), params.mrope_section, params.mrope_interleaved

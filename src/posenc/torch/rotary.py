@@ -18,22 +18,17 @@ as in Hugging Face: "dynamic" scaling's frequencies change with the sequence len
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import json
 from typing import Any
 
 import numpy as np
 import torch
 
-from .. import portable, rope, validation
+from .. import rope, validation
 from ..core import compiled, parallel
 from ..rope.arrays import apply_rotary as arrays_apply_rotary
-from ..rope.arrays import arrange, check_layout, check_request
-from ..rope.tables import exact_law
+from ..rope.arrays import check_layout, check_request
 from . import operator
 from .functions import _CACHE, _CACHE_LOCK, CACHE_LIMIT_BYTES, _rows_of
-from .kernels import encode_launch
 from .tensors import (
     _check_positions_on_host,
     _dtype_name,
@@ -71,7 +66,7 @@ def _cos_sin(
     layout: str,
     seq_len: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`cos_sin`; ``key`` is ``params_json(params)`` where the caller holds it (a module: under
+    """:func:`cos_sin`; ``key`` is ``operator.params_json(params)`` where the caller holds it (a module: under
     ``torch.compile`` a plain string attribute, where torch 2.11's dynamo cannot pass the frozen dataclass
     to ``params_json``)."""
     positions = _position_tensor(positions)
@@ -87,7 +82,7 @@ def _cos_sin(
         return _to_tensor(cos), _to_tensor(sin)
     kind = params.kind
     if seq_len is None and kind.switch is not None:  # no host read: both sets, one picked on the device
-        return _either(positions, params, key or params_json(params), name, layout)
+        return _either(positions, params, key or operator.params_json(params), name, layout)
     if seq_len is None and kind.grows_with_length:
         if positions.device.type == "meta":
             raise ValueError(
@@ -98,7 +93,7 @@ def _cos_sin(
     length = -1 if seq_len is None else validation.integer("seq_len", seq_len, minimum=1)
     if not kind.depends_on_length:
         length = -1
-    key = params_json(params) if key is None else key
+    key = operator.params_json(params) if key is None else key
     return _device_rows(positions, key, length, name, layout)
 
 
@@ -108,7 +103,7 @@ def _device_rows(
     """(cos, sin) by the portable algorithm where the positions are: the operator, or on eager CUDA its
     kernel directly (without the dispatcher's cost)."""
     if operator.direct(positions):
-        return _rotary(positions, key, length, name, layout)
+        return operator.rotary_rows(positions, key, length, name, layout)
     cos, sin = torch.ops.posenc.rotary(positions, key, length, name, layout)
     return cos, sin
 
@@ -152,7 +147,7 @@ def _cached_rows(
     itemsize = getattr(torch, name).itemsize
     if low < 0 or (high + 1) * 2 * width * itemsize > CACHE_LIMIT_BYTES:
         return None
-    cache_key = ("rotary", params_json(params) if key is None else key, name, layout)
+    cache_key = ("rotary", operator.params_json(params) if key is None else key, name, layout)
     tables = _CACHE.get(cache_key)
     if tables is None or tables[0].shape[0] <= high:
         size = min(1 << max(10, high.bit_length()), CACHE_LIMIT_BYTES // (2 * width * itemsize))
@@ -208,7 +203,7 @@ class RotaryEmbedding(torch.nn.Module):
             self.register_buffer(f"{name}_inv_freq", inverse, persistent=False)
             setattr(self, f"{name}_attention_scaling", rope.attention_scaling(params))
         #: the operator's string of each layer type's parameters (None: the module's own)
-        self._keys = {name: params_json(params) for name, params in self.layer_params.items()}
+        self._keys = {name: operator.params_json(params) for name, params in self.layer_params.items()}
         if types:
             self.params = None
             return
@@ -218,7 +213,7 @@ class RotaryEmbedding(torch.nn.Module):
             self.params = config
         else:
             self.params = rope.config(config, layer_type=layer_type)
-        self._keys[None] = params_json(self.params)
+        self._keys[None] = operator.params_json(self.params)
         self.attention_scaling = rope.attention_scaling(self.params)
         inverse = torch.from_numpy(rope.inv_freq(self.params)).to(torch.float32)
         self.register_buffer("inv_freq", inverse, persistent=False)
@@ -485,47 +480,3 @@ def _probe_values(dtype: torch.dtype, shape: tuple[int, int], g: torch.Generator
     width = 1 + exponent + fraction
     bits = bits - ints(0, 2) * (1 << (width - 1))  # the sign, as the signed integer of the same bits
     return bits.to(torch.int32 if width == 32 else torch.int16).view(dtype)
-
-
-TORCH = portable.backend_named("torch")
-
-
-# --- the operator --------------------------------------------------------------------------------------
-
-
-def _rotary(
-    positions: torch.Tensor, params: str, seq_len: int, dtype_name: str, layout: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The portable algorithm on ``positions``' device: (cos, sin) laid out as :func:`cos_sin` says."""
-    wanted, sections, interleaved = request(params, seq_len, dtype_name)
-    rows = encode_launch.encode(positions, wanted)
-    return arrange(TORCH, rows, wanted.count, sections, interleaved, layout)
-
-
-_rotary_op = torch.library.custom_op("posenc::rotary", _rotary, mutates_args=())
-
-
-@_rotary_op.register_fake
-def _rotary_fake(positions, params, seq_len, dtype_name, layout):
-    fields = json.loads(params)
-    shape = positions.shape[1:] if fields["mrope_section"] else positions.shape
-    width = 2 * (fields["rotary_dim"] // 2)
-    dtype = getattr(torch, dtype_name)
-    return tuple(positions.new_empty((*shape, width), dtype=dtype) for _ in range(2))
-
-
-@torch.compiler.assume_constant_result
-def params_json(params: rope.RopeParameters) -> str:
-    """The parameters as the operator takes them (a JSON string: operators take plain types); a constant of
-    the compiled program."""
-    return json.dumps(dataclasses.asdict(params), sort_keys=True)
-
-
-@functools.lru_cache(maxsize=64)
-def request(params: str, seq_len: int, dtype_name: str) -> Any:
-    """The portable request of ``params`` (:func:`params_json`'s string, read back once per distinct string:
-    the cache holds it), its sections and their interleaving."""
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()}
-    params = rope.RopeParameters(**fields)
-    law = exact_law(params, None if seq_len < 0 else seq_len)
-    return portable.request_for_law(law, dtype_name), params.mrope_section, params.mrope_interleaved

@@ -288,3 +288,17 @@ def test_auditing_a_folder_changes_nothing_another_thread_sees(tmp_path: Path) -
     assert len(seen) > 10 and set(seen) == {("cpu", torch.float32, torch.float32, True, True)}
     assert torch.nn.Module.register_parameter is register and torch.nn.init.normal_ is normal
     assert torch.empty(1).device.type == "cpu" and torch.get_default_dtype() == torch.float32
+
+
+@pytest.mark.parametrize(
+    ("args", "said", "parameter"),
+    [
+        (["--json"], "the following arguments are required: TARGET", None),
+        (["x.npy", "--json", "--bogus"], "unrecognized option --bogus", None),
+        (["x.npy", "--json", "--samples", "many"], "--samples", "--samples"),
+    ],
+)
+def test_a_usage_error_with_json_is_one_json_document(args: list[str], said: str, parameter) -> None:
+    """argparse's own refusals too: one error line, exit 2, and with --json one JSON error object."""
+    document = _refused(_audit(*args), said)
+    assert document["parameter"] == parameter

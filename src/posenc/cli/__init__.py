@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import json
 import os
 import signal
 import sys
@@ -47,7 +48,7 @@ import posenc
 from ..layouts import column_names as column_labels
 from . import audit, check, demo, explore, identify, plot, rope, table
 from .arguments import FORMATS, HELP_FORMAT, MAX_DIGITS, Parser
-from .errors import PROG, CliError, describe, fail, stopped
+from .errors import PROG, CliError, UsageError, describe, fail, stopped
 from .plot import PLOT_KINDS, PLOT_SUFFIXES
 
 __all__ = [
@@ -101,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             code = args.handler(args) or 0
             sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
         except SystemExit as stop:  # from argparse: --help, --version, usage errors
+            if isinstance(stop, UsageError) and _json_wanted(sys.argv[1:] if argv is None else argv):
+                sys.stdout.write(
+                    json.dumps({"error": " ".join(stop.message.split()), "parameter": None}) + "\n"
+                )
             return stop.code if isinstance(stop.code, int) else int(stop.code is not None)
         except BrokenPipeError:
             _silence_stdout()
@@ -123,6 +128,13 @@ def main(argv: list[str] | None = None) -> int:
                 "smaller width"
             )
     return code
+
+
+def _json_wanted(argv: list[str]) -> bool:
+    """Whether the command line asks ``posenc audit`` for JSON: its output is then one JSON document, an
+    error object for a usage error too."""
+    words = [str(word) for word in argv]
+    return bool(words) and words[0] == "audit" and "--json" in words
 
 
 class Terminated(BaseException):

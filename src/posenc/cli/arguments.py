@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from .. import defaults, validation
 from ..errors import reworded
 from ..layouts import LAYOUTS
-from .errors import fail
+from .errors import UsageError, fail
 
 #: Every help text keeps its own line breaks (the epilogs are laid out by hand).
 HELP_FORMAT = argparse.RawDescriptionHelpFormatter
@@ -62,7 +62,8 @@ class Parser(argparse.ArgumentParser):
         self.commands: dict[str, argparse.ArgumentParser] = {}
 
     def error(self, message: str) -> NoReturn:
-        raise SystemExit(fail(message))
+        fail(message)
+        raise UsageError(message)
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
         parsed, extras = self.parse_known_args(args, namespace)

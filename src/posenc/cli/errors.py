@@ -19,6 +19,15 @@ class CliError(Exception):
     """A request the command line itself refuses (posenc's own errors are ValueError/TypeError)."""
 
 
+class UsageError(SystemExit):
+    """A usage error of the command line (argparse's): exit 2 once its line is printed; ``message`` is that
+    line's text, for a command whose output must stay one document (``posenc audit --json``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+
 def fail(message: str) -> int:
     """Print the one-line error message on stderr; return the exit code 2."""
     _say(f"{PROG}: error: {' '.join(message.split())}")

@@ -2,10 +2,12 @@
 built from configs with random weights (no downloads):
 
 * a rotary module whose frequencies or attention scaling are not its config's is never replaced, in any
-  dtype and at any context length; every allowance stays below ``patching.CAP`` of the amplitude;
+  dtype and at any context length; every allowance stays below ``proofs.CAP`` of the amplitude;
 * a learned table near a sinusoid is never overwritten, while the libraries' own float32 tables are;
 * an attention module whose ``forward`` posenc cannot see (set on the instance, or wrapped by a decorator)
-  keeps it, and ``unpatch`` leaves it;
+  keeps it, and ``unpatch`` leaves it; an apply rebound in its modeling module (a mock, a wrapper) is seen
+  by the next patch, which declines it; each patch rebuilds the forward from the module's globals as they
+  are then;
 * ``unpatch`` after ``.to(bfloat16)``, or after ``to_empty`` and loading weights, gives back the model a
   never-patched one is, bit for bit; what the user changed since the patch stays;
 * a patch that fails halfway leaves the model as it was.
@@ -16,6 +18,8 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import sys
+from unittest import mock
 
 import pytest
 import torch
@@ -23,7 +27,7 @@ from torch import nn
 
 import posenc.torch as pt
 from posenc import rope
-from posenc.torch import patching
+from posenc.torch import patching, proofs
 from tests.support.tutorial import TutorialPositionalEncoding, tutorial_table
 
 transformers = pytest.importorskip("transformers")
@@ -101,7 +105,7 @@ def test_a_rotary_module_that_is_not_its_configs_is_left_alone(fault, dtype, pos
         assert component.reason.startswith(
             f"its frequencies differ from its config's: max relative difference {relative:g} (inv_freq"
         ), component.reason
-    assert math.isnan(component.tolerance) or component.tolerance <= patching.CAP
+    assert math.isnan(component.tolerance) or component.tolerance <= proofs.CAP
     assert _same_state(model, state) and pt.unpatch(model) == 0
 
 
@@ -113,7 +117,7 @@ def test_a_rotary_module_of_its_config_is_proven_within_a_capped_allowance(dtype
     model = _llama(positions).to(dtype)
     reference = copy.deepcopy(model)
     (component,) = pt.patch(model).components
-    assert component.replaced and component.difference <= component.tolerance <= patching.CAP
+    assert component.replaced and component.difference <= component.tolerance <= proofs.CAP
     # its frequencies are rounded to `dtype`: values where that rounding (p·Δθ) could pass the cap are not
     # compared, and the report says how many were
     assert "where that error is below 0.0625 of the amplitude" in component.reason, component.reason
@@ -139,7 +143,7 @@ def test_every_decoders_allowance_is_below_the_cap_of_its_amplitude(name: str) -
         exact = model.get_submodule(rotary.path)
         params = exact.params or next(iter(exact.layer_params.values()))
         amplitude = abs(rope.attention_scaling(params))
-        assert rotary.difference <= rotary.tolerance <= patching.CAP * amplitude, (dtype, rotary)
+        assert rotary.difference <= rotary.tolerance <= proofs.CAP * amplitude, (dtype, rotary)
 
 
 def test_a_rotary_forward_that_is_not_its_frequencies_is_left_alone() -> None:
@@ -193,7 +197,7 @@ def test_the_tutorials_float32_tables_are_still_made_exact(rows: int, width: int
     model = _Holder(tutorial_table(rows, width))
     (component,) = pt.patch(model).components
     assert component.replaced and torch.equal(model.pe, pt.table(rows, width))
-    assert 0 < component.difference <= component.tolerance <= patching.CAP
+    assert 0 < component.difference <= component.tolerance <= proofs.CAP
     # the part of the allowance that grows with p·ω is what float32 code errs there: 4·p·ω·(1 + |ln ω|)·2⁻²⁴
     assert component.tolerance <= 2.0**-24 * (4 + 4 * (rows - 1))
 
@@ -201,7 +205,7 @@ def test_the_tutorials_float32_tables_are_still_made_exact(rows: int, width: int
 def test_a_bfloat16_table_is_proven_within_its_storage_rounding() -> None:
     model = _Holder(tutorial_table(8192, 64).bfloat16())
     (component,) = pt.patch(model).components
-    assert component.replaced and component.difference <= 2.0**-8 <= component.tolerance <= patching.CAP
+    assert component.replaced and component.difference <= 2.0**-8 <= component.tolerance <= proofs.CAP
     assert torch.equal(model.pe, pt.table(8192, 64, dtype=torch.bfloat16))
 
 
@@ -264,6 +268,85 @@ def test_unpatch_leaves_a_forward_the_user_set_after_the_patch() -> None:
     attention.forward = theirs
     assert pt.unpatch(model) == 2
     assert attention.forward is theirs and "forward" not in model.model.layers[0].self_attn.__dict__
+
+
+def test_a_new_patch_sees_the_modeling_modules_apply_as_it_is_now_and_declines_a_rebinding() -> None:
+    model = _llama()
+    library = sys.modules[type(model.model.layers[0].self_attn).__module__]
+    own = library.apply_rotary_pos_emb
+    assert pt.patch(model, fused=True).components[-1].replaced  # before any rebinding: proven, replaced
+    calls = []
+
+    def traced(q, k, cos, sin, unsqueeze_dim=1):  # the user's rebinding: it counts, then rotates as before
+        calls.append(1)
+        return own(q, k, cos, sin, unsqueeze_dim)
+
+    tokens = _ids()
+    with mock.patch.object(library, "apply_rotary_pos_emb", traced):
+        apply = pt.patch(model, fused=True).components[-1]  # a new patch: sees `traced`, and declines
+        assert not apply.replaced and apply.path == "model.layers.*.self_attn"
+        assert apply.reason.startswith(
+            "model.layers.0.self_attn's apply_rotary_pos_emb is tests.torch.test_patch_proofs."
+            "test_a_new_patch_sees_the_modeling_modules_apply_as_it_is_now_and_declines_a_rebinding.<locals>."
+            "traced, not its library's own (rebound since import"
+        ), apply.reason
+        assert (
+            not any("forward" in m.__dict__ for m in model.modules())
+            and model.model.rotary_emb.fused is False
+        )
+        with torch.no_grad():
+            model(tokens)
+        assert len(calls) == 2  # the model runs the user's apply, in both layers
+        wrapped = functools.wraps(own)(lambda *args, **kwargs: own(*args, **kwargs))
+        with mock.patch.object(library, "apply_rotary_pos_emb", wrapped):  # a wrapper with the same name
+            apply = pt.patch(model, fused=True).components[-1]
+        assert not apply.replaced and ", a wrapper (__wrapped__), not its library's own" in apply.reason
+    calls.clear()
+    apply = pt.patch(model, fused=True).components[-1]  # the library's own again: proven, replaced
+    assert apply.replaced and "the family table's row 'llama'" in apply.reason
+    with torch.no_grad():
+        model(tokens)
+    assert not calls
+    with mock.patch.object(library, "apply_rotary_pos_emb", traced):  # a copy made while it is rebound
+        with pytest.warns(UserWarning, match="this copy of a patched model runs posenc's exact apply"):
+            twin = copy.deepcopy(model)
+        with torch.no_grad():
+            assert torch.equal(twin(tokens).logits, model(tokens).logits)
+    assert not calls  # as the patch proved, not silently: the warning names the rebinding
+    assert pt.unpatch(model) == 2
+
+
+def test_each_patch_rebuilds_the_forward_from_the_modules_globals_as_they_are() -> None:
+    first, second = _llama(), _llama()
+    library = sys.modules[type(first.model.layers[0].self_attn).__module__]
+    pt.patch(first, fused=True)  # built before the rebinding below
+    for model in (first, second):
+        model.config._attn_implementation = "eager"  # the forward calls its module's eager_attention_forward
+    seen = []
+    eager = library.eager_attention_forward
+
+    def counting(*args, **kwargs):
+        seen.append(1)
+        return eager(*args, **kwargs)
+
+    tokens = _ids()
+    with mock.patch.object(library, "eager_attention_forward", counting):
+        pt.patch(second, fused=True)  # built now: it sees `counting`
+        with torch.no_grad():
+            assert torch.equal(first(tokens).logits, second(tokens).logits)
+    assert len(seen) == 2  # the second model's two layers; the first model's forward was built before
+    forwards = [m.model.layers[0].self_attn.__dict__["forward"] for m in (first, second)]
+    assert forwards[0].function is not forwards[1].function
+    assert all(f.function.__globals__ is not library.__dict__ for f in forwards)  # the library's untouched
+    assert library.eager_attention_forward is eager
+    own = [v for v in vars(patching).values() if getattr(v, "__module__", None) == patching.__name__]
+    assert not any(hasattr(v, "cache_info") for v in own)  # no process-wide cache of patching's own
+    pt.unpatch(second)  # the instance's forward goes, and with it what it was built from
+    assert "forward" not in second.model.layers[0].self_attn.__dict__
+    seen.clear()
+    with torch.no_grad():
+        second(tokens)
+    assert not seen
 
 
 # --- 4. unpatch gives back what a never-patched model holds ------------------------------------------------

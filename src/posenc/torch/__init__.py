@@ -24,6 +24,8 @@ One concept per module:
   table);
 - :mod:`~posenc.torch.patching`: :func:`patch` and :func:`unpatch`, a whole model's positions made exact in
   one call (rotary modules, sinusoidal tables, diffusers' ``Timesteps``), with a :class:`PatchReport`;
+  what it proves is :mod:`~posenc.torch.proofs` (pure functions over the values it reads), and where a
+  model family's attention calls its rotary apply is one row of :mod:`~posenc.torch.families`;
 - :mod:`~posenc.torch.positions`: position ids from attention masks, packed sequences and padding;
 - :mod:`~posenc.torch.operator`: the operator ``torch.ops.posenc.exact`` (registered once, on import);
 - :mod:`~posenc.torch.tensors`: dtypes, positions and offsets as tensors the encoders take, exactly;

@@ -19,47 +19,60 @@ What is found, and how each is made exact:
   are identified and made exact;
 * **diffusers ``Timesteps``** — replaced by :class:`posenc.torch.Timesteps` with the same options.
 
-**The proofs.** A component is replaced only where the original is shown to compute posenc's values up to
-its own rounding error, and every allowance is derived from that error at the compared values; none reaches
-:data:`CAP` = 2⁻⁴ of the values' amplitude (a sixteenth of a radian of rotation: a component whose own error
-is larger there cannot be told from a wrong one, so such values prove nothing and are not compared).
-Anything that cannot be proven — a learned table, an unknown variant, a module built without a config —
-is left alone, with the reason, in the :class:`PatchReport`.
-
-* rotary: (1) its ``attention_scaling`` equals the config's; (2) each frequency buffer it holds
-  (``inv_freq``, ``original_inv_freq``, per layer type), read in float64, equals posenc's frequencies for
-  the config within its storage type's rounding of each (half an ulp) plus what float32 code forming them
-  errs (:data:`_FREQUENCY_ULPS` ulps of float32); (3) its cos/sin, on every position below 256 and a spread
-  up to ``max_position_embeddings``, equal posenc's within A·(p·|Δθ_i| + 4·p·θ_i·2⁻²⁴ + 8·2⁻²⁴) at position
-  p and frequency θ_i: the gap of its frequencies Δθ_i (as measured in (2); for "dynamic"/"longrope", whose
-  frequencies change with the length, the bound of (2)), float32's angle p·θ, and the rounding of cos/sin
-  and of A. A module on meta is proven from (1) and its config alone;
-* tables: each value must be within 2⁻²⁴·(4 + 4·p·ω·(1 + |ln(ω/s)|)) of the exact value at its position p
-  and frequency ω (scale s), plus the storage type's rounding: float32 code rounds ω = s·base^(−x), which
-  costs |x| = |ln(ω/s)| float32 ulps of ω, and the angle p·ω (the libraries' own tables measure at most
-  1.4 times the part that grows with p·ω; 2⁻⁵³ instead of 2⁻²⁴ for float64 tables). 2-D/3-D grids, whose
-  frequencies are at most 1, use their largest position for p at every value;
-* timesteps: diffusers' embedding of t = 0..1000 within float32's rounding of angles up to 1000·scale.
+**The proofs** (:mod:`posenc.torch.proofs`, pure functions over the values this module reads from the
+model). A component is replaced only where the original is shown to compute posenc's values up to its own
+rounding error, and every allowance is derived from that error at the compared values; none reaches
+:data:`~posenc.torch.proofs.CAP` = 2⁻⁴ of the values' amplitude. Anything that cannot be proven — a learned
+table, an unknown variant, a module built without a config — is left alone, with the reason, in the
+:class:`PatchReport`. Rotary: its ``attention_scaling`` and each frequency buffer it holds are its config's
+(within their storage's rounding and what float32 code forming them errs), and its cos/sin equal posenc's
+on every position below 256 and a spread up to ``max_position_embeddings`` within what float32 angles and
+those frequencies err there (a module on meta: its attention_scaling and config alone); tables: each value
+within what the code that built it errs at its position and frequency; timesteps: diffusers' embedding of
+t = 0..1000 within float32's rounding.
 
 **All or nothing.** Every proof runs before anything changes (a proof runs the original's forward on
 probes: what that forward changes in its module — "dynamic"/"longrope" frequency updates — is put back);
 then every swap is applied, and if one fails, those done are undone and the error raised: the model is as
 it was. An error in a proof (a tensor that cannot be read) is raised before anything changed.
 
-**The rotary apply** (``fused=True``; the default where the model's rotary embedding is on CUDA and triton
-is present): every attention module whose ``forward`` calls the global ``apply_rotary_pos_emb`` (Hugging
-Face's Llama, Mistral, Qwen2/3, Qwen2-VL's text, Phi-3, Gemma 3, GPT-NeoX, ...) gets an instance ``forward``:
-its class's own, run with posenc's exact apply in that name's place (the library's module and class are not
-touched). The exact apply computes ``x · cos + turn(x) · sin`` in float32 and rounds once to q's dtype
-(:func:`posenc.torch.apply_rotary`), from float32 cos/sin, which the patched rotary embedding then returns;
-on CUDA it is the fused kernel (:func:`posenc.torch.apply_rotary_exact`: cos/sin computed inside the
-rotation from the position ids the cos tensor carries, the same bits). Before that, each distinct apply
-function of the model is run on float32 probes and must give posenc's bits (in float32, the two are the
-same arithmetic); a model whose attention also rotates by another function (DeepSeek-V3's
-``apply_rotary_pos_emb_interleave``), or whose attention ``forward`` is set on the instance (a hook, a
-user's wrapper) or wrapped by a decorator (``__wrapped__``), keeps its own apply, with the reason: posenc
-does not replace what it cannot see. In a float32 model the logits do not change by a bit; in bfloat16 and
-float16 the rotation is rounded once instead of three times from rounded cos/sin.
+**The rotary apply** (``fused=True``; the default where the model's rotary embedding is on a CUDA device
+and triton is present: there the fused kernel makes the rotation exact at no extra memory traffic, since it
+reads no cos/sin table; elsewhere ``patch`` keeps the model's own apply unless asked, so that only the
+positional values change). Where the attention calls its apply is read from a table, one row per model
+family (:mod:`posenc.torch.families`: the module-global name the attention's ``forward`` calls, its
+signature, its layout, the applies left alone — a vision tower's); a family with no row gets the generic
+row: an attention ``forward`` that calls ``apply_rotary_pos_emb`` and no other rotary apply. Every
+attention module so placed gets an instance ``forward``: its class's own, rebuilt at this ``patch`` from
+its module's globals *as they are now*, with posenc's exact apply in that name's place (the library's
+module and class are not touched; the rebuilt forward is held by the instance alone, and ``unpatch``
+removes it: a later ``patch`` sees the module's bindings as they are then). The exact apply computes
+``x · cos + turn(x) · sin`` in float32 and rounds once to q's dtype (:func:`posenc.torch.apply_rotary`), from
+float32 cos/sin, which the patched rotary embedding then returns; on CUDA it is the fused kernel
+(:func:`posenc.torch.apply_rotary_exact`: cos/sin computed inside the rotation from the position ids, the
+same bits). The position ids reach it through one named channel: the patched rotary embedding records, in a
+context variable of the running thread (or task), each cos it returns with its ids, parameters and
+``seq_len``; the exact apply uses them only for that very cos tensor (identity), and otherwise rotates by
+cos/sin. Nothing rides on a tensor, and nothing is recorded or read under ``torch.compile`` (where the
+kernel does not run). Before that, each distinct apply function of the model, as its module's globals hold
+it now, is run on float32 probes and must give posenc's bits (in float32, the two are the same arithmetic);
+an apply that is not the library's own (rebound since import: another library's patch, a ``mock.patch``, a
+wrapper) is not replaced — posenc would silently drop what the user put there — nor is one of a model
+whose attention also rotates by an apply posenc has no exact equivalent for (DeepSeek-V3's
+``apply_rotary_pos_emb_interleave``), or whose attention ``forward`` is set on the instance (a hook, a user's
+wrapper) or wrapped by a decorator (``__wrapped__``): each keeps its own apply, with the reason. In a float32
+model the logits do not change by a bit; in bfloat16 and float16 the rotation is rounded once instead of
+three times from rounded cos/sin.
+
+Transformers' own seam was considered first. transformers 5.23 decorates ``apply_rotary_pos_emb`` with
+``use_kernel_forward_from_hub("rotary_pos_emb")`` (``use_kernel_func_from_hub`` is its deprecated alias) and
+the attention classes that call it with ``use_kernelized_func(apply_rotary_pos_emb)``, and its default
+kernel mapping names Hub kernels for "rotary_pos_emb" (CUDA, ROCm and XPU, inference only). These hooks are
+identity decorators unless the separate ``kernels`` package is installed; with it, ``kernelize(model)``
+loads a kernel *repository* (from the Hub, or a local kernel package) chosen by a registered or
+context-scoped mapping of layer names, by device and mode — it runs a package's code, not a Python function
+an adapter hands in, and the attention ``forward`` still calls the module-global name. So there is no
+instance- or model-level hook that takes posenc's apply, and the family table is the seam.
 
 ``patch`` changes nothing outside the model it is given (no monkey-patching of a library's functions or
 classes); it is idempotent (a second call finds posenc's modules and exact tables, and keeps the first
@@ -100,6 +113,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -108,6 +122,8 @@ import math
 import re
 import textwrap
 import types
+import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -115,48 +131,24 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import grids, layouts, presets, rope, validation
-from ..core import frequencies
-from ..porting.verdict import GRIDS
+from .. import rope
+from . import families, proofs
 from .fused_rotary import apply_rotary_exact
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import Timesteps as ExactTimesteps
-from .rotary import RotaryEmbedding, apply_rotary, cos_sin
+from .rotary import RotaryEmbedding, apply_rotary
 from .tensors import _dtype_name, _to_tensor, _tracing
 
-__all__ = ["CAP", "Component", "PatchReport", "find", "patch", "unpatch"]
+__all__ = ["Component", "PatchReport", "find", "patch", "unpatch"]
 
 #: Words of a dotted name that mark a positional table.
 _WORDS = frozenset(
     {"pe", "pos", "position", "positions", "positional", "sinusoidal", "timing", "sincos", "wpe"}
 )
-#: Positions below this are all probed (rotary); a spread of positions above, up to the config's maximum.
-_PROBE = 256
-#: Significant bits of the 16-bit floating types a frequency buffer or a table may be stored in.
-_SIGNIFICAND = {torch.bfloat16: 8, torch.float16: 11}
 #: The attribute of a patched model that keeps the originals: {path: _Original}.
 _ORIGINALS = "_posenc_originals"
 #: The attribute of a replacement module (in its ``__dict__``: no child, no state) that holds the original.
 _ORIGINAL = "_posenc_original"
-#: The global function of a Hugging Face attention module's forward that the fused apply replaces.
-_APPLY = "apply_rotary_pos_emb"
-#: Names of global functions that rotate q and k (the apply of some attention module).
-_APPLY_NAME = re.compile(r"apply_\w*(rotary|rope)")
-#: The attribute of a fused rotary embedding's cos that carries (position ids, parameters, seq_len).
-_TAG = "_posenc_rotary"
-#: Rows of a table compared at a time (what the proof holds beyond the table: a few such blocks).
-_BLOCK = 1024
-#: float32's unit roundoff, the relative error of one rounding to float32.
-_F32 = 2.0**-24
-#: The largest allowance of any proof, as a fraction of the values' amplitude: a sixteenth of a radian of
-#: rotation. Float32 code stays within it up to angles of ~10⁵-10⁶ rad; a value whose own error may be
-#: larger cannot tell a right formula from a wrong one, so it is not compared (module docstring).
-CAP = 2.0**-4
-#: What float32 code forming RoPE frequencies errs, in float32 ulps (relative 2⁻²⁴): the exponent rounded
-#: to float32 costs ln(base)/2 ≤ 10.4 ulps for base ≤ 1e9, pow/exp and the reciprocal ~2, Llama 3's and
-#: YaRN's blends a few more (transformers' own: 1.1 to 5.4 ulps, measured); 32 leaves a margin. A frequency
-#: zeroed, halved or off by more than 2·10⁻⁶ (relative) is not the config's.
-_FREQUENCY_ULPS = 32
 
 
 @dataclasses.dataclass
@@ -165,8 +157,8 @@ class Component:
     ``model.layers.*.self_attn`` for the rotary apply of every layer), ``kind`` ("rotary", "table",
     "timesteps" or "rotary-apply"), ``variant`` (what it was identified as), ``difference`` (the largest
     |original − posenc| at the compared values; NaN when not compared), ``tolerance`` (what the original's
-    own rounding allows there, never above :data:`CAP` of the amplitude), ``replaced``, and ``reason`` (how
-    it was proven, or why it was left alone)."""
+    own rounding allows there, never above :data:`posenc.torch.proofs.CAP` of the amplitude),
+    ``replaced``, and ``reason`` (how it was proven, or why it was left alone)."""
 
     path: str
     kind: str
@@ -441,6 +433,7 @@ def _rotary(
     scaling = _scaling_mismatch(module, exact, held_types)
     if scaling is not None:
         return _declined(path, "rotary", variant, scaling)
+    cap = proofs.CAP
     if inv.device.type == "meta":
         difference, tolerance = math.nan, math.nan
         how = "on meta: built from its config (no values to compare; its attention_scaling is the config's)"
@@ -461,14 +454,14 @@ def _rotary(
             )
             return _declined(path, "rotary", variant, reason, got, allowed)
         if counted is None:
-            reason = f"cannot be proven: its own error exceeds {CAP:g} of its amplitude at every probe"
+            reason = f"cannot be proven: its own error exceeds {cap:g} of its amplitude at every probe"
             return _declined(path, "rotary", variant, reason)
         compared, total = counted
         layers = rope.layer_types(config)
         how = "frequencies and attention_scaling its config's; equal to its own cos/sin within their "
         how += "rounding error" + (f" (layer types {', '.join(layers)})" if layers else "")
         if compared < total:
-            how += f", at the {compared} of {total} values where that error is below {CAP:g} of the amplitude"
+            how += f", at the {compared} of {total} values where that error is below {cap:g} of the amplitude"
     exact.config = config  # as the original held it (read by code that asks the module for its config)
     shared = []
     for key, value in module.state_dict().items():  # keep the checkpoint's keys (a persistent inv_freq)
@@ -482,8 +475,8 @@ def _rotary(
 
 def _scaling_mismatch(module: nn.Module, exact: RotaryEmbedding, held_types: list[str | None]) -> str | None:
     """Why the module's ``attention_scaling`` (or ``{layer_type}_attention_scaling``) is not its config's,
-    or None. Equal means within float32's rounding of the config's (2⁻²⁴ relative: below what float32
-    cos/sin can hold); a module without the attribute is judged by its values alone."""
+    or None (:func:`posenc.torch.proofs.scaling_matches`); a module without the attribute is judged by its
+    values alone."""
     for layer_type in held_types:
         name = "attention_scaling" if layer_type is None else f"{layer_type}_attention_scaling"
         value = getattr(module, name, None)
@@ -494,7 +487,7 @@ def _scaling_mismatch(module: nn.Module, exact: RotaryEmbedding, held_types: lis
         except (TypeError, ValueError, RuntimeError):
             continue
         want = rope.attention_scaling(exact.params if layer_type is None else exact.layer_params[layer_type])
-        if not abs(value - want) <= _F32 * abs(want):
+        if not proofs.scaling_matches(value, want):
             return f"its {name} {value:.9g} differs from its config's {want:.9g}"
     return None
 
@@ -503,12 +496,11 @@ def _frequency_mismatch(
     module: nn.Module, exact: RotaryEmbedding
 ) -> tuple[str | None, dict[str | None, np.ndarray]]:
     """Why a frequency buffer of the module (``inv_freq``, ``original_inv_freq``, per layer type) is not
-    its config's, or None; and per layer type the largest |stored − exact| of each frequency.
-
-    Each stored θ_i, read in float64, must be within half an ulp of its storage type at the exact θ_i plus
-    :data:`_FREQUENCY_ULPS` float32 ulps of it (the float32 code that formed it). "dynamic" and "longrope"
-    may hold the set of another length: the one of the lengths it may have seen (its short and long
-    factors; the dynamic base of its ``max_seq_len_cached``) that is nearest counts."""
+    its config's, or None; and per layer type the largest |stored − exact| of each frequency
+    (:func:`posenc.torch.proofs.check_frequencies`: each stored θ_i within its storage's half ulp plus what
+    float32 code forming it errs). "dynamic" and "longrope" may hold the set of another length: the one of
+    the lengths it may have seen (its short and long factors; the dynamic base of its
+    ``max_seq_len_cached``) that is nearest counts."""
     gaps: dict[str | None, np.ndarray] = {}
     for name, buffer in module.named_buffers(recurse=False):
         if not name.endswith("inv_freq"):
@@ -523,29 +515,20 @@ def _frequency_mismatch(
         if not buffer.is_floating_point():
             return f"its {name} holds {buffer.dtype} values, not frequencies", gaps
         stored = buffer.detach().to("cpu", torch.float64).numpy().reshape(-1)
-        nearest = None
-        for want in _frequency_sets(module, params, layer_type):
-            if want.shape != stored.shape:
-                continue
-            gap = np.abs(stored - want)
-            allowed = _half_ulp(want, buffer.dtype) + _FREQUENCY_ULPS * _F32 * want
-            relative = float(np.max(gap / want, initial=0.0)) if np.isfinite(stored).all() else math.inf
-            if nearest is None or relative < nearest[0]:
-                nearest = (relative, gap, bool((gap <= allowed).all()), float(np.max(allowed / want)))
-        if nearest is None:
+        check = proofs.check_frequencies(stored, buffer.dtype, _frequency_sets(module, params, layer_type))
+        if check is None:
             count = len(rope.inv_freq(params))
             return (
                 f"its frequencies differ from its config's: {name} holds {stored.size}, it has {count}",
                 gaps,
             )
-        relative, gap, within, allowed = nearest
-        if not within:
+        if not check.within:
             reason = (
-                f"its frequencies differ from its config's: max relative difference {relative:.3g} ({name}, "
-                f"{str(buffer.dtype)[6:]}; its storage and float32 code allow {allowed:.2g})"
+                f"its frequencies differ from its config's: max relative difference {check.relative:.3g} "
+                f"({name}, {str(buffer.dtype)[6:]}; its storage and float32 code allow {check.allowed:.2g})"
             )
             return reason, gaps
-        gaps[layer_type] = np.maximum(gaps[layer_type], gap) if layer_type in gaps else gap
+        gaps[layer_type] = np.maximum(gaps[layer_type], check.gap) if layer_type in gaps else check.gap
     if not gaps:
         names = ", ".join(k for k, _ in module.named_buffers(recurse=False) if k.endswith("inv_freq"))
         return f"its frequency buffers ({names}) are none of its config's layer types", gaps
@@ -555,24 +538,10 @@ def _frequency_mismatch(
 def _frequency_sets(
     module: nn.Module, params: rope.RopeParameters, layer_type: str | None
 ) -> list[np.ndarray]:
-    """The frequencies a module of ``params`` may hold: its config's at the start, and for the types that
-    change with the length those of the lengths it may have run at."""
-    sets = [rope.inv_freq(params)]
-    kind = params.kind
-    if kind.switch is not None:  # the second set, past the switch (LongRoPE's long factors)
-        sets.append(rope.inv_freq(params, seq_len=kind.switch(params) + 1))
-    if kind.grows_with_length:  # the set of the length it last ran at
-        name = "max_seq_len_cached" if layer_type is None else f"{layer_type}_max_seq_len_cached"
-        length = getattr(module, name, None)
-        if isinstance(length, int) and not isinstance(length, bool) and length > 0:
-            sets.append(rope.inv_freq(params, seq_len=length))
-    return sets
-
-
-def _half_ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
-    """Half an ulp of ``dtype`` at each of ``values`` (subnormals: half the smallest step)."""
-    info = torch.finfo(dtype)
-    return np.maximum(np.abs(values), info.tiny) * info.eps / 2
+    """:func:`posenc.torch.proofs.frequency_sets` of a module: with the length it last ran at
+    (``max_seq_len_cached``, Hugging Face's dynamic update) where it holds one."""
+    name = "max_seq_len_cached" if layer_type is None else f"{layer_type}_max_seq_len_cached"
+    return proofs.frequency_sets(params, length=getattr(module, name, None))
 
 
 @contextlib.contextmanager
@@ -606,22 +575,17 @@ def _compare_rotary(
     held_types: list[str | None],
     gaps: dict[str | None, np.ndarray],
 ) -> tuple[float, float, tuple[str, float, float] | None, tuple[int, int] | None]:
-    """Compare the module's cos/sin with posenc's on the probe positions, for every layer type it holds.
-    Returns the largest |original − posenc| over the compared values, the largest allowance there, the
-    first value beyond its allowance (where, difference, allowance) or None, and (compared, total) values
-    (None where some frequency is compared at no position but 0: nothing proven).
-
-    The allowance at position p and frequency θ_i is A·(p·Δθ_i + 4·p·θ_i·2⁻²⁴ + 8·2⁻²⁴) (module
-    docstring); values whose allowance exceeds :data:`CAP`·A are not compared."""
+    """Compare the module's cos/sin with posenc's on the probe positions, for every layer type it holds
+    (:func:`posenc.torch.proofs.check_cos_sin`). Returns the largest |original − posenc| over the compared
+    values, the largest allowance there, the first value beyond its allowance (where, difference,
+    allowance) or None, and (compared, total) values (None where some frequency is compared at no position
+    but 0: nothing proven)."""
     limit = int(getattr(config, "max_position_embeddings", 0) or 4096)
-    spread = np.unique(np.geomspace(_PROBE, max(limit - 1, _PROBE), 64).astype(np.int64))
     inv = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq"))
     device, storage = inv.device, inv.dtype
-    short = np.arange(min(_PROBE, limit))  # dynamic/longrope: their short rule
-    wide = np.concatenate([short, spread[spread < limit]])
     x = torch.zeros(1, 1, dtype=torch.float32, device=device)
     worst, allowed, compared, total = 0.0, 0.0, 0, 0
-    for layer_type, positions in itertools.product(held_types, (short, wide)):
+    for layer_type, positions in itertools.product(held_types, proofs.probe_positions(limit)):
         probe = torch.from_numpy(positions)[None].to(device)
         args = (x, probe) if layer_type is None else (x, probe, layer_type)
         with torch.no_grad(), _kept(module):
@@ -629,69 +593,35 @@ def _compare_rotary(
         with torch.no_grad():
             ours = exact(*args)
         params = exact.params if layer_type is None else exact.layer_params[layer_type]
-        theta = np.max(np.stack(_frequency_sets(module, params, layer_type)), axis=0)
-        gap = gaps.get(layer_type)
-        if gap is None or params.kind.depends_on_length:  # the set of another length: bound
-            bound = _half_ulp(theta, storage) + _FREQUENCY_ULPS * _F32 * theta
-            gap = bound if gap is None or gap.shape != theta.shape else np.maximum(gap, bound)
+        sets = _frequency_sets(module, params, layer_type)
+        theta, gap = proofs.rotary_reach(params, sets, gaps.get(layer_type), storage)
         amplitude = abs(rope.attention_scaling(params))
         for name, a, b in zip(("cos", "sin"), mine, ours, strict=True):
-            a, b = torch.broadcast_tensors(
-                a.detach().to("cpu", torch.float64), b.detach().to("cpu", torch.float64)
-            )
-            difference = (a - b).abs().numpy()
-            width = difference.shape[-1]
-            column_theta, column_gap = _columns(theta, width), _columns(gap, width)
-            p = np.abs(positions.astype(np.float64))[:, None]
-            allowance = amplitude * (p * (column_gap + 4 * _F32 * column_theta) + 8 * _F32)
-            within_cap = allowance <= CAP * amplitude
-            if not within_cap[p[:, 0] > 0].any(axis=0).all():
+            check = proofs.check_cos_sin(a, b, positions, theta, gap, amplitude)
+            if not check.provable:
                 return math.nan, math.nan, None, None
-            mask = np.broadcast_to(within_cap, difference.shape)
-            over = (difference > allowance) & mask
-            if over.any():
-                index = np.unravel_index(
-                    int(np.argmax(np.where(over, difference - allowance, -np.inf))), over.shape
-                )
-                position, column = int(positions[index[-2]]), int(index[-1])
-                label = f"position {position}, {name} column {column}" + (
+            if check.over is not None:
+                row, column, difference, allowance = check.over
+                label = f"position {int(positions[row])}, {name} column {column}" + (
                     f" ({layer_type})" if layer_type else ""
                 )
-                return (
-                    math.nan,
-                    math.nan,
-                    (label, float(difference[index]), float(allowance[index[-2], column])),
-                    None,
-                )
-            worst = max(worst, float(np.max(difference, where=mask, initial=0.0)))
-            allowed = max(
-                allowed, float(np.max(np.broadcast_to(allowance, difference.shape), where=mask, initial=0.0))
-            )
-            compared += int(mask.sum())
-            total += mask.size
+                return math.nan, math.nan, (label, difference, allowance), None
+            worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
+            compared += check.compared
+            total += check.total
     return worst, allowed, None, (compared, total)
-
-
-def _columns(per_frequency: np.ndarray, width: int) -> np.ndarray:
-    """A per-frequency quantity at each of ``width`` cos/sin columns: [θ | θ] (Hugging Face's rotate-half
-    cos/sin, posenc's "half" layout), θ alone, else the largest at every column."""
-    n = per_frequency.shape[0]
-    if width == 2 * n:
-        return np.concatenate([per_frequency, per_frequency])
-    if width == n:
-        return per_frequency
-    return np.full(width, float(np.max(per_frequency, initial=0.0)))
 
 
 def _timesteps(
     model: nn.Module, path: str, module: nn.Module, originals: dict
 ) -> tuple[Component, list[_Step], nn.Module | None]:
     try:
+        scale = float(getattr(module, "scale", 1))
         exact = _PatchedTimesteps(
             int(module.num_channels),
             bool(module.flip_sin_to_cos),
             float(module.downscale_freq_shift),
-            scale=float(getattr(module, "scale", 1)),
+            scale=scale,
         )
         t = torch.arange(0, 1001, dtype=torch.float32)
         with torch.no_grad():
@@ -699,8 +629,7 @@ def _timesteps(
     except Exception as error:
         reason = f"could not be compared: {type(error).__name__}: {str(error)[:120]}"
         return _declined(path, "timesteps", "diffusers", reason)
-    # float32 angles t·ω up to 1000·scale (the rounding of t·ω and of ω), and of sin/cos; at most CAP
-    tolerance = min(4 * 1000 * abs(float(getattr(module, "scale", 1))) * _F32 + 4 * _F32, CAP)
+    tolerance = proofs.timesteps_tolerance(scale)
     if not difference <= tolerance:
         reason = "its values are not diffusers' timestep embedding within float32 rounding"
         return _declined(path, "timesteps", "diffusers", reason, difference, tolerance)
@@ -719,17 +648,16 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component,
     if tensor.device.type == "meta":
         return left("?", "on meta: no values to identify")
     rows = tensor.detach().reshape(-1, tensor.shape[-1]).double().cpu().numpy()
-    bits = _SIGNIFICAND.get(tensor.dtype)
-    storage = 2.0**-bits if bits else 0.0  # a value rounded once more to a 16-bit type (u: ≥ half an ulp)
-    unit = 2.0**-53 if tensor.dtype == torch.float64 else _F32  # the code's own precision
+    unit, storage = proofs.table_precision(tensor.dtype)
     # identify's search only (which variants to try); whether the table is one is decided below, value by
     # value, by what the code that built it can err at each position and frequency
-    search = min(1e-5 + 16 * len(rows) * _F32 + storage, CAP)
+    search = proofs.table_search_tolerance(len(rows), storage)
     try:
         found = identify(rows, tolerance=search, candidates=3)
     except ValueError as error:
         return left("?", f"not an encoding table: {error}")
-    zeros, leading = 0, _zero_rows(rows)  # zero rows first: a joint table's text places (CogVideoX), kept
+    # zero rows first: a joint table's text places (CogVideoX), kept
+    zeros, leading = 0, proofs.zero_rows(rows)
     if not any(m.matches for m in found) and 0 < leading < len(rows) - 1:
         with contextlib.suppress(ValueError):
             tail = identify(rows[leading:], tolerance=search, candidates=3)
@@ -741,7 +669,7 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component,
     best, closest, error = None, None, None
     for match in (m for m in found if m.matches):
         try:
-            beyond = _beyond(match, stored, unit, storage)
+            beyond = proofs.beyond(match, stored, unit, storage)
         except (ValueError, TypeError) as failure:
             error = error or failure
             continue
@@ -764,14 +692,12 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component,
             return left(variant, f"cannot be rebuilt: {error}")
         return left(variant, "no sinusoidal variant matches (a learned table?)", found[0].max_error)
     try:
-        exact = _exact_rows(best, stored.shape, _dtype_name(tensor.dtype))
+        exact = proofs.exact_rows(best, stored.shape, _dtype_name(tensor.dtype))
     except (ValueError, TypeError) as failure:
         return left(variant, f"cannot be rebuilt: {failure}")
     exact = np.concatenate([np.zeros((zeros, rows.shape[1]), exact.dtype), exact])
     difference = float(np.abs(exact.astype(np.float64) - rows).max(initial=0.0))
-    per_row, per_column = _table_bound(best, stored.shape)
-    reach = float(np.max(per_row, initial=0.0)) * float(np.max(per_column, initial=0.0))
-    tolerance = min(unit * (4 + 4 * reach) + storage, CAP)
+    tolerance = proofs.table_tolerance(best, stored.shape, unit, storage)
     values = _to_tensor(exact).reshape(tensor.shape).to(tensor.device)
     if torch.equal(values, tensor.detach()):
         return Component(
@@ -789,75 +715,12 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component,
             tensor.data.copy_(original)
 
     steps = [_record(originals, full, _Original("table", original, written)), (write, put_back)]
-    code = "float64" if unit < _F32 else "float32"
+    code = "float64" if unit < proofs.UNIT else "float32"
     how = f"rows identified ({best.describe()}), each value within what {code} code errs at its row and "
     how += f"column; overwritten with posenc's, in {str(tensor.dtype)[6:]}"
     if zeros:
         how += f"; its first {zeros} rows, zeros (a joint table's text places), kept"
     return Component(full, "table", variant, difference, tolerance, True, how), steps
-
-
-def _beyond(
-    best: Any, stored: np.ndarray, unit: float, storage: float
-) -> tuple[tuple[int, int], float, float] | None:
-    """The value of ``stored`` furthest beyond what the code that builds ``best`` errs there, as (row,
-    column), its difference from posenc's exact value and its allowance: ``unit`` · (4 + 4·|p|·ω·(1 +
-    |ln(ω/s)|)) + ``storage`` (module docstring); None where every value is within. Values whose allowance
-    passes :data:`CAP` are not compared. Block by block: a few rows' worth of memory beyond the tables."""
-    want = _exact_rows(best, stored.shape, "float64")
-    per_row, per_column = _table_bound(best, stored.shape)
-    worst, excess = None, 0.0
-    for start in range(0, len(stored), _BLOCK):
-        block = slice(start, start + _BLOCK)
-        allowance = unit * (4 + 4 * per_row[block, None] * per_column) + storage
-        difference = np.abs(want[block] - stored[block])
-        over = np.where((difference > allowance) & (allowance <= CAP), difference - allowance, 0.0)
-        row, column = np.unravel_index(int(np.argmax(over)), over.shape)
-        if over[row, column] > excess:
-            excess = float(over[row, column])
-            worst = (
-                (start + int(row), int(column)),
-                float(difference[row, column]),
-                float(allowance[row, column]),
-            )
-    return worst
-
-
-def _table_bound(best: Any, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """(per row, per column) such that the angle term of the allowance at (r, c) is their product: |p_r| and
-    ω_c·(1 + |ln(ω_c/s)|) for a 1-D variant (float32 code rounds ω = s·base^(−x) to |x| = |ln(ω/s)| ulps of
-    ω, then the angle p·ω: module docstring); a 2-D/3-D grid (frequencies ≤ 1, ω·(1 + |ln ω|) ≤ 1) its
-    largest position at every row, and 1 at every column."""
-    count, width = shape
-    name = next((n for n in (best.name or "").split(" = ") if n in GRIDS), None)
-    if name is not None:
-        return np.full(count, _grid_reach(best.options, count)), np.ones(width)
-    options = best.options
-    layout, odd = options.get("layout", "interleaved"), options.get("odd", "zero")
-    scale = abs(float(options.get("scale", 1.0)))
-    wide = width + 1 if width % 2 and odd in ("literal", "drop") else width
-    kept = {k: options[k] for k in ("base", "shift", "scale", "odd") if k in options}
-    omega = np.abs(frequencies(wide - wide % 2, **kept))
-    column = np.zeros(wide)
-    for columns in layouts.pair_columns(layout, len(omega)):
-        column[columns] = omega
-    column = column[:width]
-    exponent = np.abs(np.log(np.where(column > 0, column, scale) / scale))
-    return np.abs(best.start + np.arange(count, dtype=np.float64)), column * (1 + exponent)
-
-
-def _grid_reach(options: dict[str, Any], rows: int) -> float:
-    """The largest position of an identified grid (its options: sizes, ``base_size``, interpolation scales),
-    at most ``rows``·(base_size / the smallest side)/(the smallest scale) and at least 1."""
-    sizes = []
-    for key in ("grid_size", "feat_shape", "shape", "spatial_size", "temporal_size"):
-        value = options.get(key)
-        if value is not None:
-            sizes += list(value) if isinstance(value, (tuple, list)) else [value]
-    sizes = [float(s) for s in sizes if isinstance(s, (int, float)) and s > 0] or [float(rows)]
-    stretch = float(options.get("base_size", 0) or 0) / min(sizes)
-    scales = [float(v) for k, v in options.items() if k.endswith("interpolation_scale") and v and v > 0]
-    return max(sizes) * max(1.0, stretch) / min([1.0, *scales])
 
 
 def _restore_table(model: nn.Module, path: str, entry: _Original) -> int:
@@ -870,7 +733,7 @@ def _restore_table(model: nn.Module, path: str, entry: _Original) -> int:
     best, zeros, dtype = entry.written
     rows = tensor.detach().reshape(-1, tensor.shape[-1])
     try:
-        exact = _exact_rows(best, (rows.shape[0] - zeros, rows.shape[1]), dtype)
+        exact = proofs.exact_rows(best, (rows.shape[0] - zeros, rows.shape[1]), dtype)
     except (ValueError, TypeError):
         return 0
     exact = np.concatenate([np.zeros((zeros, rows.shape[1]), exact.dtype), exact])
@@ -880,26 +743,6 @@ def _restore_table(model: nn.Module, path: str, entry: _Original) -> int:
     with torch.no_grad():
         tensor.data.copy_(entry.value)
     return 1
-
-
-def _zero_rows(rows: np.ndarray) -> int:
-    """How many rows at the start of ``rows`` are zeros (+0 and -0) only."""
-    nonzero = np.flatnonzero(np.any(rows != 0, axis=1))
-    return int(nonzero[0]) if len(nonzero) else len(rows)
-
-
-def _exact_rows(best: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    """posenc's exact rows of an identified variant in ``dtype`` (each value rounded once), as many as the
-    table has."""
-    count, width = shape
-    name = next((n for n in (best.name or "").split(" = ") if n in GRIDS), None)
-    if name is not None:  # a named grid: built by its function of posenc.grids, d_model by keyword or first
-        function, keyword = GRIDS[name]
-        leading, by_name = ((), {keyword: width}) if keyword else ((width,), {})
-        values = getattr(grids, function)(*leading, **by_name, **best.options, dtype=validation.dtype(dtype))
-        return values.reshape(count, width)
-    preset = presets.Preset("patch", **best.options, padding_idx=best.padding_idx)
-    return preset.table(count, width, start=best.start, dtype=validation.dtype(dtype))
 
 
 # --- the replacements ---------------------------------------------------------------------------------
@@ -937,12 +780,38 @@ def _give_back_state(replacement: nn.Module, original: nn.Module) -> None:
 
 # --- the rotary apply -----------------------------------------------------------------------------------
 
+#: What the patched rotary embeddings issued in this thread (or task), newest first: (cos, held weakly; its
+#: position ids, parameters and seq_len). The exact apply takes the ids of the very cos it is given. A
+#: context variable: each thread (and asyncio task) has its own, so concurrent forwards never see each
+#: other's; the small id tensors stay until the thread's later calls push them out.
+_ISSUED: contextvars.ContextVar[tuple[tuple[Any, ...], ...]] = contextvars.ContextVar(
+    "posenc_rotary_issued", default=()
+)
+#: How many issues a thread keeps: models that build cos/sin once per layer type (Gemma 3: two) before
+#: their layers run, with room.
+_ISSUES = 4
+
+
+def _issue(cos: torch.Tensor, ids: torch.Tensor, params: rope.RopeParameters, seq_len: int | None) -> None:
+    """Record, for this thread, that ``cos`` is the rotary cos of ``ids`` (``params``, ``seq_len``)."""
+    live = tuple(entry for entry in _ISSUED.get() if entry[0]() is not None)
+    _ISSUED.set(((weakref.ref(cos), ids, params, seq_len), *live[: _ISSUES - 1]))
+
+
+def _issued(cos: torch.Tensor) -> tuple[torch.Tensor, rope.RopeParameters, int | None] | None:
+    """(position ids, parameters, seq_len) of ``cos`` where this thread's patched rotary embedding returned
+    that very tensor, else None."""
+    for ref, ids, params, seq_len in _ISSUED.get():
+        if ref() is cos:
+            return ids, params, seq_len
+    return None
+
 
 class _PatchedRotary(_KeepsOriginal, RotaryEmbedding):
     """posenc's :class:`RotaryEmbedding` as :func:`patch` puts it in a model (holding the original). While
     its attention modules have posenc's exact apply (``fused``), cos/sin come in float32 (the apply rounds
-    once, from them) and eager ones carry what the fused kernel needs: their position ids, parameters and
-    ``seq_len``."""
+    once, from them), and on a kernel device each eager cos is recorded with what the fused kernel needs
+    (its position ids, parameters and ``seq_len``: :func:`_issue`, this thread's)."""
 
     fused = False
 
@@ -960,7 +829,7 @@ class _PatchedRotary(_KeepsOriginal, RotaryEmbedding):
         cos, sin = super().forward(probe, position_ids, layer_type, seq_len=seq_len)
         params = self._params_for(layer_type)
         if x.device.type in KERNEL_DEVICES and not params.mrope_section and not _tracing():
-            setattr(cos, _TAG, (position_ids.to(x.device), params, seq_len))
+            _issue(cos, position_ids.to(x.device), params, seq_len)
         return cos, sin
 
 
@@ -968,44 +837,64 @@ def exact_apply_rotary_pos_emb(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """What a patched attention module calls for Hugging Face's ``apply_rotary_pos_emb(q, k, cos, sin,
-    unsqueeze_dim)``: :func:`posenc.torch.apply_rotary_exact` of the ids the patched rotary embedding's cos
-    carries (the fused kernel on CUDA), else :func:`posenc.torch.apply_rotary` of cos/sin (float32 from the
-    patched rotary embedding): ``x · cos + turn(x) · sin`` in float32, rounded once to x's dtype."""
-    tag = None if _tracing() else getattr(cos, _TAG, None)
-    if tag is not None:
-        ids, params, seq_len = tag
+    unsqueeze_dim)``: :func:`posenc.torch.apply_rotary_exact` of the position ids this thread's patched
+    rotary embedding recorded with this very ``cos`` (the fused kernel on CUDA), else
+    :func:`posenc.torch.apply_rotary` of cos/sin (float32 from the patched rotary embedding): ``x · cos +
+    turn(x) · sin`` in float32, rounded once to x's dtype."""
+    issued = None if _tracing() else _issued(cos)
+    if issued is not None:
+        ids, params, seq_len = issued
         return apply_rotary_exact(
             q, k, ids, params, unsqueeze_dim=unsqueeze_dim, seq_len=seq_len, cos_sin=(cos, sin)
         )
     return apply_rotary(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
 
 
+#: posenc's exact apply for each apply of the family table it can replace (the others keep the model's).
+_EXACT: dict[families.Apply, Callable[..., Any]] = {families.ROTATE_HALF: exact_apply_rotary_pos_emb}
+
+
 class _ExactApplyForward:
     """The ``forward`` :func:`patch` gives an attention module (an instance attribute; its class is not
-    touched): the class's own ``forward``, run with posenc's exact apply in the place of the global
-    ``apply_rotary_pos_emb`` it calls. Picklable and copyable with its module."""
+    touched): the class's own ``forward``, rebuilt when the patch is made from its module's globals as they
+    are then, with posenc's exact apply in the place of each name of ``replaced``. Only the instance holds
+    it (no process-wide cache): :func:`unpatch` removes it. Picklable and copyable with its module: a copy
+    or a loaded model rebuilds it from the class's module as it is then (:meth:`__setstate__`)."""
 
-    def __init__(self, module: nn.Module):
+    def __init__(self, module: nn.Module, function: Any, replaced: dict[str, Callable[..., Any]]):
         self.module = module
-        self.function = _with_exact_apply(type(module).forward)
+        self.function = function
+        self.replaced = replaced
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(self.module, *args, **kwargs)
 
     def __getstate__(self) -> dict:
-        return {"module": self.module}
+        return {"module": self.module, "replaced": self.replaced}
 
     def __setstate__(self, state: dict) -> None:
-        self.module = state["module"]
-        self.function = _with_exact_apply(type(self.module).forward)
+        """Rebuild from the class's ``forward`` and its module's globals as they are now, warning where one
+        of the replaced names holds a function that is not the library's own any more (posenc's apply takes
+        its place, as it did when the patch was proven)."""
+        self.module, self.replaced = state["module"], state["replaced"]
+        function = type(self.module).forward
+        for name in self.replaced:
+            foreign = _foreign(function.__globals__.get(name), name, function.__module__)
+            if foreign is not None:
+                warnings.warn(
+                    f"posenc.torch.patch: {function.__module__}.{name} is now {foreign}; this copy of a "
+                    "patched model runs posenc's exact apply in its place, as the patch proved. Call "
+                    "posenc.torch.patch(model) again to have it judged",
+                    stacklevel=2,
+                )
+        self.function = _rebuilt(function, self.replaced)
 
 
-@functools.cache
-def _with_exact_apply(function: Any) -> Any:
-    """``function`` with its globals' ``apply_rotary_pos_emb`` bound to posenc's exact apply (a copy of
-    its globals: the library's module is not changed)."""
+def _rebuilt(function: Any, replaced: dict[str, Callable[..., Any]]) -> Any:
+    """``function`` run with each name of ``replaced`` bound to its value: a new function over a copy of its
+    globals as they are now (the library's module is not changed)."""
     scope = dict(function.__globals__)
-    scope[_APPLY] = exact_apply_rotary_pos_emb
+    scope.update(replaced)
     rebuilt = types.FunctionType(
         function.__code__, scope, function.__name__, function.__defaults__, function.__closure__
     )
@@ -1024,22 +913,56 @@ def _on_kernel_device(module: nn.Module) -> bool:
     )
 
 
-def _applies(module: nn.Module) -> list[str]:
-    """The global functions named like a rotary apply (``apply_*rotary*``/``apply_*rope*``) that the
-    module's class ``forward`` calls (a wrapped forward: the function it wraps, ``__wrapped__``)."""
-    function = _unwrapped(getattr(type(module), "forward", None))
-    code, scope = getattr(function, "__code__", None), getattr(function, "__globals__", {})
-    if code is None:
-        return []
-    return [n for n in code.co_names if _APPLY_NAME.match(n) and callable(scope.get(n))]
-
-
 def _unwrapped(function: Any) -> Any:
     """``function`` without its decorators (``functools.wraps``' ``__wrapped__`` chain); itself if none."""
     try:
         return inspect.unwrap(function) if function is not None else None
     except ValueError:  # a cycle of __wrapped__
         return function
+
+
+def _seat(path: str, module: nn.Module) -> tuple[families.Family, Any] | str | None:
+    """Where the family table places ``module``: (its row, its class's ``forward`` without decorators) where
+    it is an attention module whose applies posenc replaces; why it cannot be (the model keeps its apply);
+    or None (its ``forward`` calls no rotary apply, or only ones its row leaves alone).
+
+    A class its row names must call every apply of the row; any other module is judged by the generic row
+    (:data:`posenc.torch.families.GENERIC`), with the applies its own module's row leaves alone."""
+    function = _unwrapped(getattr(type(module), "forward", None))
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None
+    scope = function.__globals__
+    reads = {n for n in code.co_names if callable(scope.get(n))}
+    row = families.family_of(getattr(function, "__module__", None))
+    left = {a.name for a in row.leave}
+    applies = sorted(n for n in reads if families.APPLY_NAME.match(n) and n not in left)
+    owner = function.__qualname__.partition(".")[0]
+    if owner in row.attention:
+        named = [a.name for a in row.calls]
+        missing = [n for n in named if n not in reads]
+        if missing:
+            return (
+                f"{path}: the family table's row {row.model_type!r} says {owner}.forward calls {missing[0]}, "
+                "which it does not (another transformers version?): the model's apply kept"
+            )
+        others = [n for n in applies if n not in named]
+    else:
+        if not applies:
+            return None
+        row = families.GENERIC
+        others = [n for n in applies if n != families.ROTATE_HALF.name]
+    if others:
+        also = " also" if len(others) < len(applies) else ""
+        return f"{path}{also} rotates by {others[0]}, which the family table does not know: its apply kept"
+    unknown = [a for a in row.calls if a not in _EXACT]
+    if unknown:
+        apply = unknown[0]
+        return (
+            f"{path} also rotates by {apply.name} ({apply.layout} pairs, {apply.signature}), which posenc "
+            "has no exact apply for: its apply kept"
+        )
+    return row, function
 
 
 def _unseen(module: nn.Module) -> str | None:
@@ -1055,54 +978,83 @@ def _unseen(module: nn.Module) -> str | None:
     return None
 
 
+def _foreign(binding: Any, name: str, home: str) -> str | None:
+    """What ``binding`` (the global ``name`` of an attention's module ``home``) is where it is not the
+    library's own apply, else None. The library's own: a plain function of that name, defined in ``home``
+    or another modeling module of transformers, that wraps nothing (no ``__wrapped__``)."""
+    if not isinstance(binding, types.FunctionType):
+        return f"a {type(binding).__module__}.{type(binding).__qualname__} object"
+    where = f"{binding.__module__}.{binding.__qualname__}"
+    if hasattr(binding, "__wrapped__"):
+        return f"{where}, a wrapper (__wrapped__)"
+    module = str(binding.__module__)
+    if binding.__name__ != name or not (module == home or module.startswith("transformers.models.")):
+        return where
+    return None
+
+
 def _named(function: Any) -> str:
     inner = getattr(function, "func", function)  # functools.partial: the function it calls
     return getattr(inner, "__qualname__", None) or type(function).__name__
 
 
 def _fuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -> tuple[Component, list[_Step]]:
-    """Give every attention module that calls ``apply_rotary_pos_emb`` posenc's exact apply, once each
-    distinct apply is proven on a probe to be the half rotation posenc computes, and no such module
-    runs a forward posenc cannot see; else nothing, and why. Returns the component and its steps."""
-    targets, functions = [], {}
+    """Give every attention module the family table places (:func:`_seat`) posenc's exact apply, once each
+    distinct apply, as its module's globals hold it now, is the library's own and proven on a probe to be
+    the half rotation posenc computes, and no such module runs a forward posenc cannot see; else nothing,
+    and why. Each forward is rebuilt now, from its module's globals as they are. Returns the component and
+    its steps."""
+    targets = []
     for path, module in model.named_modules():
-        names = _applies(module)
-        others = [n for n in names if n != _APPLY and "vision" not in n]
-        if others:
-            reason = f"{path} also rotates by {others[0]}, which posenc does not replace: its apply kept"
+        seat = _seat(path, module)
+        if seat is None:
+            continue
+        if isinstance(seat, str):
+            return Component(path, "rotary-apply", "?", math.nan, math.nan, False, seat), []
+        unseen = _unseen(module)
+        if unseen is not None:
+            reason = f"{path}: {unseen}, which posenc does not replace: left as it is, the model's apply kept"
             return Component(path, "rotary-apply", "?", math.nan, math.nan, False, reason), []
-        if _APPLY in names:
-            unseen = _unseen(module)
-            if unseen is not None:
-                reason = (
-                    f"{path}: {unseen}, which posenc does not replace: left as it is, the model's apply kept"
-                )
-                return Component(path, "rotary-apply", "?", math.nan, math.nan, False, reason), []
-            targets.append(path)
-            function = _unwrapped(type(module).forward).__globals__[_APPLY]
-            functions[function] = path
-    where = _pattern(targets)
+        targets.append((path, module, *seat))
     if not targets:
         reason = "no attention module calls apply_rotary_pos_emb: the model's apply kept"
         return Component("", "rotary-apply", "?", math.nan, math.nan, False, reason), []
+    where = _pattern([path for path, *_ in targets])
+    bindings: dict[Any, tuple[str, str]] = {}
+    for path, _, row, function in targets:
+        for apply in row.calls:
+            binding = function.__globals__.get(apply.name)
+            foreign = _foreign(binding, apply.name, function.__module__)
+            if foreign is not None:
+                reason = (
+                    f"{path}'s {apply.name} is {foreign}, not its library's own (rebound since import: "
+                    "another library's patch, a mock, a wrapper): posenc does not replace what the model "
+                    "runs in its place; the model's apply kept"
+                )
+                return Component(where, "rotary-apply", "?", math.nan, math.nan, False, reason), []
+            bindings.setdefault(binding, (path, apply.name))
     rotary = rotaries[0]
     params = rotary.params or next(iter(rotary.layer_params.values()))
     worst = 0.0
-    for function, path in functions.items():
-        difference = _probe_apply(function, params)
+    for binding, (path, name) in bindings.items():
+        difference = proofs.probe_apply(binding, params)
         worst = max(worst, difference)
         if difference != 0:
-            reason = f"{path}'s apply_rotary_pos_emb is not the half rotation posenc computes: its apply kept"
+            reason = f"{path}'s {name} is not the half rotation posenc computes: its apply kept"
             return Component(where, "rotary-apply", "?", difference, 0.0, False, reason), []
-    steps = []
-    for path in targets:
-        module = model.get_submodule(path)
+    steps, rebuilt = [], {}
+    for path, module, row, function in targets:
+        replaced = {apply.name: _EXACT[apply] for apply in row.calls}
+        if function not in rebuilt:  # this patch's, from the module's globals as they are now
+            rebuilt[function] = _rebuilt(function, replaced)
         steps.append(_record(originals, path, _Original("forward")))
-        steps.append(_instance_forward(module, _ExactApplyForward(module)))
+        steps.append(_instance_forward(module, _ExactApplyForward(module, rebuilt[function], replaced)))
     steps += [_fused_flag(module, True) for module in rotaries]
+    rows = sorted({"generic" if r is families.GENERIC else repr(r.model_type) for _, _, r, _ in targets})
     how = (
-        f"{len(targets)} attention module(s): apply_rotary_pos_emb is posenc's exact apply (float32, rounded "
-        "once; the fused Triton kernel on CUDA), the same bits as theirs on float32 probes"
+        f"{len(targets)} attention module(s) (the family table's row {', '.join(rows)}): "
+        "apply_rotary_pos_emb is posenc's exact apply (float32, rounded once; the fused Triton kernel on "
+        "CUDA), the same bits as theirs on float32 probes"
     )
     return Component(where, "rotary-apply", "rope-apply-half", worst, 0.0, True, how), steps
 
@@ -1167,24 +1119,6 @@ def _fused_flag(module: _PatchedRotary, fused: bool) -> _Step:
 
 #: An attribute that was not there.
 _ABSENT = object()
-
-
-def _probe_apply(function: Any, params: rope.RopeParameters) -> float:
-    """The largest |function(q, k, cos, sin) − posenc's apply| on float32 probes (0: the same bits)."""
-    generator = torch.Generator().manual_seed(0)
-    q = torch.randn(2, 3, 5, params.head_dim, generator=generator) * 4
-    k = torch.randn(2, 1, 5, params.head_dim, generator=generator) * 4
-    ids = torch.tensor([[0, 1, 7, 100, 4095], [3, 2, 1, 0, 65537]])
-    cos, sin = cos_sin(ids.expand(3, -1, -1) if params.mrope_section else ids, params, dtype=torch.float32)
-    try:
-        with torch.no_grad():
-            theirs = function(q, k, cos, sin)
-    except Exception:  # not (q, k, cos, sin) -> (q, k)
-        return math.inf
-    ours = apply_rotary(q, k, cos, sin)
-    if any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(theirs, ours, strict=True)):
-        return math.inf
-    return max(float((a.double() - b.double()).abs().max()) for a, b in zip(theirs, ours, strict=True))
 
 
 def _pattern(paths: list[str]) -> str:

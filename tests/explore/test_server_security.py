@@ -9,7 +9,6 @@ sends the headers exactly as given); the reset test runs a real ``posenc explore
 from __future__ import annotations
 
 import http.client
-import io
 import json
 import os
 import signal
@@ -20,11 +19,11 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pytest
 
 import posenc
 from posenc.explore import api, make_server, server
+from tests.explore.test_server import npy
 
 LLAMA3 = {
     "hidden_size": 4096,
@@ -92,12 +91,6 @@ def refusal(answer, status: int, parameter: str) -> str:
     assert set(data) == {"error", "parameter"} and data["parameter"] == parameter, data
     assert "\n" not in data["error"]
     return data["error"]
-
-
-def npy(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array)
-    return buffer.getvalue()
 
 
 # --- Host: DNS rebinding ------------------------------------------------------------------------------

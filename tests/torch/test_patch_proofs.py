@@ -33,16 +33,7 @@ from tests.support.tutorial import TutorialPositionalEncoding, tutorial_table
 transformers = pytest.importorskip("transformers")
 T = transformers
 
-from tests.torch.test_patching import DECODERS, SINUSOIDAL  # noqa: E402  (needs transformers)
-
-SMALL = dict(
-    vocab_size=101,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-)
+from tests.torch.test_patching import DECODERS, SINUSOIDAL, SMALL  # noqa: E402  (needs transformers)
 
 
 def _llama(max_positions: int = 4096, seed: int = 0, **options) -> nn.Module:

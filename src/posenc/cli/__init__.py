@@ -48,7 +48,7 @@ import posenc
 from ..layouts import column_names as column_labels
 from . import audit, check, demo, explore, identify, plot, rope, table
 from .arguments import FORMATS, HELP_FORMAT, MAX_DIGITS, Parser
-from .errors import PROG, CliError, UsageError, describe, fail, stopped
+from .errors import PROG, CliError, UsageError, describe, fail, is_open, stopped
 from .plot import PLOT_KINDS, PLOT_SUFFIXES
 
 __all__ = [
@@ -200,7 +200,7 @@ def _closed_stdout_refused() -> Iterator[None]:
     if sys.stdout is not None:
         yield
         return
-    if not _is_open(1):
+    if not is_open(1):
         with contextlib.suppress(OSError):
             descriptor = os.open(os.devnull, os.O_WRONLY)
             if descriptor != 1:
@@ -210,14 +210,6 @@ def _closed_stdout_refused() -> Iterator[None]:
         yield
     finally:
         sys.stdout = None  # type: ignore[assignment]
-
-
-def _is_open(descriptor: int) -> bool:
-    try:
-        os.fstat(descriptor)
-    except OSError:
-        return False
-    return True
 
 
 def build_parser() -> argparse.ArgumentParser:

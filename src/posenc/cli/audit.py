@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .arguments import flags, integer, worded
-from .errors import CliError, describe
+from .errors import CliError, describe, is_open
 
 NAME = "audit"
 HELP = "measure a positional encoding (a checkpoint, or file.py:Name) against the exact one"
@@ -284,7 +284,7 @@ def _in_a_child(args: argparse.Namespace) -> tuple[dict[str, Any] | None, int]:
     with _report_file() as channel:
         fd = channel.fileno()
         command = [sys.executable, "-c", _CHILD, json.dumps(sys.path), str(fd), json.dumps(settings)]
-        output = 2 if _is_open(2) else subprocess.DEVNULL
+        output = 2 if is_open(2) else subprocess.DEVNULL
         try:
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=output, pass_fds=(fd,), start_new_session=True
@@ -386,14 +386,6 @@ def child_main(argv: list[str]) -> None:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(record["code"])
-
-
-def _is_open(descriptor: int) -> bool:
-    try:
-        os.fstat(descriptor)
-    except OSError:
-        return False
-    return True
 
 
 def _end_with(code: int) -> None:

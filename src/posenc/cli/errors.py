@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import sys
 
 PROG = "posenc"  # the command's name: it starts every error line, progress line and report heading
@@ -63,3 +64,12 @@ def describe(error: Exception) -> str:
         closed = " (it is closed)" if error.errno == errno.EBADF else ""
         return f"cannot write standard output: {error.strerror}{closed}"
     return str(error)
+
+
+def is_open(descriptor: int) -> bool:
+    """Whether the file descriptor ``descriptor`` (1: stdout) is open."""
+    try:
+        os.fstat(descriptor)
+    except OSError:
+        return False
+    return True

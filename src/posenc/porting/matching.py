@@ -33,7 +33,7 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
 
     A rotary-embedding buffer (a RoPE ``inv_freq`` vector, or a cos/sin cache: equal halves or equal column
     pairs, row 0 all one value or all zero) is handed to :func:`.rope_matching.rope_matches`, and the
-    matches are :class:`.match.RopeMatch` es (the type and the ``posenc.rope.config`` keywords).
+    matches are :class:`.records.RopeMatch` es (the type and the ``posenc.rope.config`` keywords).
 
     ``table`` is ``(rows, d_model)``; leading axes of size 1 are dropped, and an unflattened grid (diffusers'
     3-D ``(T, H·W, D)``, positional-encodings' ``(X, Y[, Z], C)``) is read row-major, its axes kept as a hint.

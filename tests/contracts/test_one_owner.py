@@ -175,20 +175,21 @@ def test_the_shared_rules_run_on_jax_arrays_too() -> None:
     jnp = pytest.importorskip("jax.numpy")
     import numpy as np
 
-    from posenc.portable import backend_named, position_ids
+    from posenc.portable import backend_named
+    from posenc.portable import positions as rules
 
     ops = backend_named("jax")
     mask = [[0, 1, 1, 0], [1, 1, 1, 1]]
     np.testing.assert_array_equal(
-        position_ids.from_attention_mask(ops, jnp.array(mask), 2, -1),
+        rules.from_attention_mask(ops, jnp.array(mask), 2, -1),
         posenc.positions.from_attention_mask(mask, start=2, pad_position=-1),
     )
     np.testing.assert_array_equal(
-        position_ids.make_positions(ops, jnp.array(mask), 0), posenc.positions.make_positions(mask, 0)
+        rules.make_positions(ops, jnp.array(mask), 0), posenc.positions.make_positions(mask, 0)
     )
     np.testing.assert_array_equal(
-        position_ids.from_cu_seqlens(ops, jnp.array([0, 2, 2, 5])),
+        rules.from_cu_seqlens(ops, jnp.array([0, 2, 2, 5])),
         posenc.positions.from_cu_seqlens([0, 2, 2, 5]),
     )
     with pytest.raises(ValueError, match=r"attention_mask must hold only 0 and 1 .* got 2 at index \(0, 1\)"):
-        position_ids.from_attention_mask(ops, jnp.array([[1, 2]]))
+        rules.from_attention_mask(ops, jnp.array([[1, 2]]))

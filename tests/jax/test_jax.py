@@ -265,7 +265,7 @@ def test_module_under_jit_large_tables_use_the_portable_algorithm(monkeypatch):
     module = pj.SinusoidalPositionalEncoding(64)
     x = jnp.zeros((2, 100, 64), F32)
     constant = nnx.jit(lambda m, x: m(x, offset=7))(module, x)
-    monkeypatch.setattr(pj.tables, "CONSTANT_LIMIT_BYTES", 1024)
+    monkeypatch.setattr(pj.cache, "CONSTANT_LIMIT_BYTES", 1024)
     called = nnx.jit(lambda m, x: m(x, offset=7))(module, x)
     assert _same_bits(called, np.asarray(constant))
     assert _same_bits(called[1], posenc.table(100, 64, start=7))

@@ -381,7 +381,9 @@ def check_host_syncs(ctx: Context) -> dict[str, str]:
         ),
         "packed ids given": lambda: m(xp, positions=packed),
         "rotary cos/sin, decode ids": lambda: rotary(q, decode_ids),
-        "rotary apply_rotary_exact": lambda: pt.apply_rotary_exact(q, q, pos, rotary.params),
+        "rotary apply_rotary(position_ids=)": lambda: pt.apply_rotary(
+            q, q, position_ids=pos, params=rotary.params
+        ),
     }
     results = {}
     for name, fn in cases.items():

@@ -8,7 +8,7 @@ q and k are (batch, heads, seq, head_dim) in --dtype on --device (Llama 3.1's ro
 scaling, base 500000). Rows: the cos/sin tables alone and the whole rotation (tables + apply) for each
 contender, and the memory-bound floor of the rotation: read q and k and write them once (``q.mul_(1)`` on
 both, the same bytes moved). The error row is the max |cos - exact| over the tables at this length and at a
-long context (131072 - seq .. 131072). posenc's fused apply (``posenc.torch.apply_rotary_exact``: cos/sin
+long context (131072 - seq .. 131072). posenc's fused apply (``posenc.torch.apply_rotary``: cos/sin
 computed inside the rotation by one Triton kernel, no table) is measured on CUDA with triton installed (its
 first call compiles the kernel, outside the timed runs); elsewhere its row reads "—".
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         k.mul_(1)
 
     def fused_step():
-        return pt.apply_rotary_exact(q, k, ids, ours.params)
+        return pt.apply_rotary(q, k, position_ids=ids, params=ours.params)
 
     rows = {
         "hf tables": measure(lambda: theirs(q, ids), args.repeat, sync),
@@ -161,9 +161,9 @@ def _bars(fused_row: dict | None, liger_row: dict | None = None) -> dict[str, di
 
 
 def _fused_bitwise(q, k, ids, params, fused: bool) -> dict:
-    """Whether ``apply_rotary_exact`` (the Triton kernel where ``fused``) gives the bits of the unfused
-    rotation: ``apply_rotary`` with the float32 exact cos/sin, as its docstring promises."""
-    got = pt.apply_rotary_exact(q, k, ids, params)
+    """Whether ``apply_rotary`` by position ids (the Triton kernel where ``fused``) gives the bits of the
+    unfused rotation: ``apply_rotary`` with the float32 exact cos/sin, as its docstring promises."""
+    got = pt.apply_rotary(q, k, position_ids=ids, params=params)
     cos, sin = pt.rotary.cos_sin(ids, params, dtype=torch.float32)
     want = pt.apply_rotary(q, k, cos, sin)
     bits = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}[q.dtype]

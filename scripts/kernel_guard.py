@@ -53,7 +53,7 @@ def main(where: str) -> dict:
         "table": lambda: torch.ops.posenc.table(
             64 if small else 131072, 0, device, d, 10000.0, 0.0, 1.0, "interleaved", "zero", "float32"
         ),
-        "fused rotary": lambda: pt.apply_rotary_exact(q, q, ids, params),
+        "fused rotary": lambda: pt.apply_rotary(q, q, position_ids=ids, params=params),
     }
     report: dict = {
         "torch": torch.__version__,

@@ -183,7 +183,7 @@ def _run_cases(out: Path) -> None:
                 "bfloat16",
             ),
             "table": table(20, 7, CPU, 8, 10000.0, 0.0, 1.0, "interleaved", "zero", "float16"),
-            "fused": torch.stack(pt.apply_rotary_exact(q, q, ids, params)),
+            "fused": torch.stack(pt.apply_rotary(q, q, position_ids=ids, params=params)),
         }
 
     results = {}

@@ -293,7 +293,7 @@ def test_fused_gives_every_attention_module_the_exact_apply(name: str) -> None:
     )
     # the library's function is untouched; the model copies and pickles whole; state dict as before
     library = sys.modules[type(fused[0]).__module__]
-    assert library.apply_rotary_pos_emb is not patching.exact_apply_rotary_pos_emb
+    assert library.apply_rotary_pos_emb is not patching._exact_apply_rotary_pos_emb
     buffer = io.BytesIO()
     torch.save(model, buffer)
     for twin in (copy.deepcopy(model), torch.load(io.BytesIO(buffer.getvalue()), weights_only=False)):

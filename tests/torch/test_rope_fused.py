@@ -1,4 +1,4 @@
-"""posenc.torch.apply_rotary_exact and its Triton kernel (posenc.torch.kernels.fused_kernel): the kernel's q
+"""posenc.torch.apply_rotary and its Triton kernel (posenc.torch.kernels.fused_kernel): the kernel's q
 and k equal the unfused path's bit for bit — ``cos_sin(position_ids, params, dtype=float32)`` then
 ``apply_rotary`` — for Llama 3.1 and YaRN parameters, partial rotary, both layouts, float32, bfloat16 and
 float16, positions from 0 to 2**31 - 1, and when the in-kernel settling evaluation decides the roundings.
@@ -44,6 +44,18 @@ YARN = rope.config(
     max_position_embeddings=8192,
 )
 PARTIAL = rope.config(head_dim=64, base=10000.0, partial_rotary_factor=0.5)  # rotary_dim 32 of 64
+#: LongRoPE (Phi-3 style): short factors up to a length of 4096, long ones past it
+LONGROPE = rope.config(
+    head_dim=64,
+    base=10000.0,
+    scaling={
+        "rope_type": "longrope",
+        "short_factor": [1.0 + i / 64 for i in range(32)],
+        "long_factor": [1.0 + i / 4 for i in range(32)],
+        "original_max_position_embeddings": 4096,
+    },
+    max_position_embeddings=131072,
+)
 PARAMS = {"llama31": LLAMA31, "yarn": YARN, "partial": PARTIAL}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 L = 16
@@ -115,6 +127,14 @@ def _unfused(name: str) -> tuple[torch.Tensor, torch.Tensor]:
     return pt.apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=axis)
 
 
+def _longrope_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q (1, 2, 16, 64) and k (1, 1, 16, 64) bfloat16, and ids reaching past LONGROPE's switch (4096)."""
+    generator = torch.Generator().manual_seed(7)
+    q = (torch.randn(1, 2, L, 64, generator=generator) * 3).to(torch.bfloat16)
+    k = (torch.randn(1, 1, L, 64, generator=generator) * 3).to(torch.bfloat16)
+    return q, k, torch.arange(L)[None] * 500  # max + 1 = 7501 > 4096: the long factors
+
+
 def _bits(x: torch.Tensor) -> np.ndarray:
     return x.contiguous().view(torch.int16 if x.element_size() == 2 else torch.int32).numpy()
 
@@ -137,9 +157,17 @@ def _run_cases(out: Path) -> None:
     launch = fused_rotary.launch
     fused_rotary.launch = lambda *a, **kw: calls.append(1) or launch(*a, **kw)
     q, k, ids = _inputs("yarn-half-bfloat16-heads-axis-2")
-    q_rot, k_rot = pt.apply_rotary_exact(q, k, ids, YARN, unsqueeze_dim=2)
+    q_rot, k_rot = pt.apply_rotary(q, k, position_ids=ids, params=YARN, unsqueeze_dim=2)
     results["public/q"], results["public/k"] = _bits(q_rot), _bits(k_rot)
     results["public/calls"] = np.array(len(calls))
+    # LongRoPE: without seq_len the kernel is left out (the unfused path picks the set on the device, no host
+    # read); with seq_len the kernel computes that set
+    for name, seq_len in (("longrope-picked", None), ("longrope-given", 9000)):
+        before = len(calls)
+        q, k, ids = _longrope_inputs()
+        q_rot, k_rot = pt.apply_rotary(q, k, position_ids=ids, params=LONGROPE, seq_len=seq_len)
+        results[f"{name}/q"], results[f"{name}/k"] = _bits(q_rot), _bits(k_rot)
+        results[f"{name}/calls"] = np.array(len(calls) - before)
     # invalid positions (|p| >= 2**31) give NaN on the rotated features, as the portable algorithm does
     q, k, _ = _inputs("partial-half-float16-bfloat16")
     ids = torch.tensor([[2**31, -(2**31), 2**31 - 1, -(2**31) + 1] * 4])
@@ -216,12 +244,28 @@ def test_the_launch_shape_for_the_benchmark_and_for_decoding():
         fused_rotary.launch(q, q, torch.arange(8).reshape(2, 4), LLAMA31, "half", 1, None, batch_group=2)
 
 
-def test_apply_rotary_exact_runs_the_kernel_where_it_may(kernel_results):
+def test_apply_rotary_by_position_ids_runs_the_kernel_where_it_may(kernel_results):
     name = "yarn-half-bfloat16-heads-axis-2"
     assert kernel_results["public/calls"] == 2  # the first-launch probe (first_launch.py), then the call
     q_want, k_want = _unfused(name)
     np.testing.assert_array_equal(kernel_results["public/q"], _bits(q_want))
     np.testing.assert_array_equal(kernel_results["public/k"], _bits(k_want))
+
+
+def test_longrope_fused_or_not_gives_the_set_of_its_length(kernel_results):
+    """LongRoPE through the fused entry point: without seq_len the kernel is not launched (it would read
+    max(positions) on the host), and the unfused path's device pick gives the long factors' bits, as NumPy
+    at max + 1; with seq_len the kernel computes that length's set, the unfused path's bits."""
+    q, k, ids = _longrope_inputs()
+    assert kernel_results["longrope-picked/calls"] == 0
+    for name, seq_len in (("longrope-picked", int(ids.max()) + 1), ("longrope-given", 9000)):
+        cos, sin = rotary.cos_sin(ids, LONGROPE, dtype=torch.float32, seq_len=seq_len)
+        q_want, k_want = pt.apply_rotary(q, k, cos, sin)
+        np.testing.assert_array_equal(kernel_results[f"{name}/q"], _bits(q_want))
+        np.testing.assert_array_equal(kernel_results[f"{name}/k"], _bits(k_want))
+    assert kernel_results["longrope-given/calls"] >= 1  # the kernel (after its first-launch probe)
+    numpy_cos = rope.cos_sin(ids.numpy(), LONGROPE)[0]  # seq_len from the positions: the long set
+    np.testing.assert_array_equal(rotary.cos_sin(ids, LONGROPE, dtype=torch.float32)[0].numpy(), numpy_cos)
 
 
 def test_a_model_patched_with_fused_rotates_in_the_kernel_to_the_same_bits(kernel_results):
@@ -246,13 +290,13 @@ def test_invalid_positions_give_nan_on_the_rotated_features_only(kernel_results)
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("axis", [1, 2, -2])
-def test_off_cuda_apply_rotary_exact_is_the_unfused_path(layout, axis):
+def test_off_cuda_apply_rotary_by_position_ids_is_the_unfused_path(layout, axis):
     q = torch.randn(2, 3, 5, 64, dtype=torch.bfloat16)  # (B, H, L, D)
     k = torch.randn(2, 1, 5, 64, dtype=torch.bfloat16)
     if axis != 1:  # (B, L, H, D)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
     ids = torch.arange(5)[None].expand(2, -1) * 1000
-    got = pt.apply_rotary_exact(q, k, ids, LLAMA31, layout=layout, unsqueeze_dim=axis)
+    got = pt.apply_rotary(q, k, position_ids=ids, params=LLAMA31, layout=layout, unsqueeze_dim=axis)
     cos, sin = rotary.cos_sin(ids, LLAMA31, dtype=torch.float32, layout=layout)
     want = pt.apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=axis)
     for g, w in zip(got, want, strict=True):

@@ -18,10 +18,10 @@ One concept per module:
 - :mod:`~posenc.torch.modules`: :class:`SinusoidalPositionalEncoding`, :class:`TokenAndPositionEmbedding`
   and :class:`Timesteps`;
 - :mod:`~posenc.torch.rotary`: exact rotary embeddings, :class:`RotaryEmbedding` (a drop-in for Hugging
-  Face's rotary modules) and :func:`apply_rotary`, with the operator ``torch.ops.posenc.rotary``;
-- :mod:`~posenc.torch.fused_rotary`: :func:`apply_rotary_exact`, the rotation with the exact cos/sin
-  computed inside it (on CUDA one Triton kernel, :mod:`~posenc.torch.kernels.fused_kernel`: no cos/sin
-  table);
+  Face's rotary modules), with the operator ``torch.ops.posenc.rotary``;
+- :mod:`~posenc.torch.fused_rotary`: :func:`apply_rotary`, the rotation by cos/sin, or by the exact
+  angles of position ids computed inside it (on CUDA one Triton kernel,
+  :mod:`~posenc.torch.kernels.fused_kernel`: no cos/sin table);
 - :mod:`~posenc.torch.patching`: :func:`patch` and :func:`unpatch`, a whole model's positions made exact in
   one call (rotary modules, sinusoidal tables, diffusers' ``Timesteps``), with a :class:`PatchReport`;
   what it proves is :mod:`~posenc.torch.proofs` (pure functions over the values it reads), and where a
@@ -43,12 +43,12 @@ except ImportError as error:  # pragma: no cover - exercised only without torch
 
 from .functions import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
 from .functions import clear_cache, encode, table
-from .fused_rotary import apply_rotary_exact
+from .fused_rotary import apply_rotary
 from .kernels.first_launch import KernelMismatchWarning, kernel_status
 from .modules import SinusoidalPositionalEncoding, Timesteps, TokenAndPositionEmbedding
 from .patching import PatchReport, patch, unpatch
 from .positions import from_attention_mask, from_cu_seqlens, make_positions
-from .rotary import RotaryEmbedding, apply_rotary
+from .rotary import RotaryEmbedding
 
 __all__ = [
     "KernelMismatchWarning",
@@ -58,7 +58,6 @@ __all__ = [
     "Timesteps",
     "TokenAndPositionEmbedding",
     "apply_rotary",
-    "apply_rotary_exact",
     "clear_cache",
     "encode",
     "from_attention_mask",

@@ -1,6 +1,6 @@
-"""A fused exact rotary apply: :func:`apply_rotary_exact` rotates q and k by the exact rotary angles of the
-position ids, computing A·cos(p θ_i) and A·sin(p θ_i) inside the rotation on CUDA (one Triton kernel,
-:mod:`posenc.torch.kernels.fused_kernel`), so no cos/sin table is written or read.
+"""The rotary apply, :func:`apply_rotary` (``posenc.torch.apply_rotary``): by given cos/sin, or by the exact
+rotary angles of position ids, computing A·cos(p θ_i) and A·sin(p θ_i) inside the rotation on CUDA (one
+Triton kernel, :mod:`posenc.torch.kernels.fused_kernel`), so no cos/sin table is written or read.
 
 Its results are the bits of the unfused path: ``cos, sin = posenc.torch.rotary.cos_sin(position_ids,
 params, dtype=torch.float32, layout=layout)`` then ``posenc.rope.apply_rotary(q, k, cos, sin,
@@ -24,49 +24,80 @@ from typing import Any
 import torch
 
 from .. import portable, rope
+from ..errors import PosencTypeError
 from ..portable import rounding
 from ..portable.host import SETTLE_EXTRA
-from ..rope.arrays import apply_rotary, arrange, check_layout, check_request
+from ..rope.arrays import apply_rotary as rotate_arrays
+from ..rope.arrays import arrange, check_layout, check_request
 from . import operator, rotary
 from .kernels import first_launch
 from .kernels.common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
 from .tensors import _position_tensor, _tracing
 
-__all__ = ["apply_rotary_exact", "launch", "series_terms"]
+__all__ = ["apply_rotary", "launch", "series_terms"]
 
 #: q/k dtypes the kernel takes, by the code of their bit patterns (fused_kernel._load_float).
 _KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 
 
-def apply_rotary_exact(
+def apply_rotary(
     q: torch.Tensor,
     k: torch.Tensor,
-    position_ids: torch.Tensor,
-    params: rope.RopeParameters,
+    cos: torch.Tensor | None = None,
+    sin: torch.Tensor | None = None,
     *,
+    position_ids: torch.Tensor | None = None,
+    params: rope.RopeParameters | None = None,
     layout: str = "half",
     unsqueeze_dim: int = 1,
     seq_len: int | None = None,
-    cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """q and k rotated by the exact rotary embedding of ``position_ids``: (q_rot, k_rot) in q's and k's
-    dtypes, the bits of ``apply_rotary(q, k, *cos_sin(position_ids, params, dtype=torch.float32,
-    layout=layout), layout=layout, unsqueeze_dim=unsqueeze_dim)``.
+    """q and k rotated by a rotary embedding: ``x · cos + turn(x) · sin`` in float32 at least, rounded once
+    to x's dtype (Hugging Face's ``apply_rotary_pos_emb``; :func:`posenc.rope.apply_rotary` for every
+    framework), (q_rot, k_rot) in q's and k's dtypes.
 
-    q and k are (B, heads, L, head_dim) with ``unsqueeze_dim=1`` or (B, L, heads, head_dim) with
-    ``unsqueeze_dim=2`` (k may have fewer heads); ``position_ids`` is (B, L) or (1, L). On CUDA tensors
-    (with triton) one kernel computes cos/sin on the fly and writes the rotated q and k (out of place);
-    everywhere else this is the unfused path. Features past ``params.rotary_dim`` pass unchanged.
-    ``cos_sin``: the float32 ``cos_sin(position_ids, params, ...)`` where the caller holds it already; the
-    unfused path then uses it instead of computing it again.
+    Give the angles one of two ways:
+
+    * ``cos, sin`` (``(..., L, rotary_dim)``, broadcast against q and k by ``unsqueeze_dim``, as Hugging
+      Face's): rotated by them. Eager calls in the half layout over the whole head, without autograd, take a
+      faster road to the same bits (:func:`posenc.torch.rotary.rotate`).
+    * ``position_ids=`` and ``params=`` (a :class:`posenc.rope.RopeParameters`): rotated by the exact rotary
+      angles of those positions, the bits of ``cos, sin = posenc.torch.rotary.cos_sin(position_ids, params,
+      dtype=torch.float32, layout=layout, seq_len=seq_len)`` then the rotation above. On CUDA tensors (with
+      triton) one kernel computes cos/sin inside the rotation (no table written or read); everywhere else,
+      and for what the kernel does not take, the unfused path. ``cos, sin`` given as well are the float32
+      values of those positions the caller holds already: the unfused path uses them instead of computing
+      them again. q and k are then (B, heads, L, head_dim) with ``unsqueeze_dim=1`` or (B, L, heads,
+      head_dim) with ``unsqueeze_dim=2`` (k may have fewer heads); ``position_ids`` is (B, L) or (1, L).
+
+    Features past the rotary width pass unchanged.
 
     >>> q = torch.ones(1, 1, 2, 4)
-    >>> q_rot, _ = apply_rotary_exact(q, q, torch.tensor([[0, 1]]), rope.config(head_dim=4, base=100.0))
+    >>> params = rope.config(head_dim=4, base=100.0)
+    >>> q_rot, _ = apply_rotary(q, q, position_ids=torch.tensor([[0, 1]]), params=params)
     >>> q_rot[0, 0]
     tensor([[ 1.0000,  1.0000,  1.0000,  1.0000],
             [-0.3012,  0.8952,  1.3818,  1.0948]])
+    >>> b = torch.tensor([[[[1.0, 0.0]]]], dtype=torch.bfloat16)
+    >>> apply_rotary(b, b, torch.tensor([[[0.0, 0.0]]]), torch.tensor([[[1.0, 1.0]]]))[0]  # by cos, sin
+    tensor([[[[0., 1.]]]], dtype=torch.bfloat16)
     """
+    if (position_ids is None) != (params is None):
+        missing = "params" if params is None else "position_ids"
+        raise PosencTypeError(
+            f"apply_rotary takes position_ids and params together (the exact angles of those positions); "
+            f"{missing} is missing",
+            parameter=missing,
+        )
+    if position_ids is None:
+        if cos is None or sin is None:
+            raise PosencTypeError(
+                "apply_rotary needs the angles: cos and sin, or position_ids= and params=", parameter="cos"
+            )
+        return rotary.rotate(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
+    if (cos is None) != (sin is None):
+        raise PosencTypeError("cos and sin go together; give both or neither", parameter="cos")
     check_layout(layout)
     positions = _position_tensor(position_ids)
     check_request(params, layout, tuple(positions.shape))
@@ -75,9 +106,9 @@ def apply_rotary_exact(
     if fused and _trusted(q, k, params, layout, axis, seq_len):
         q_rot, k_rot, _ = launch(q, k, positions, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
         return q_rot, k_rot
-    if cos_sin is None:
-        cos_sin = rotary.cos_sin(positions, params, dtype=torch.float32, layout=layout, seq_len=seq_len)
-    return rotary.apply_rotary(q, k, *cos_sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
+    if cos is None:
+        cos, sin = rotary.cos_sin(positions, params, dtype=torch.float32, layout=layout, seq_len=seq_len)
+    return rotary.rotate(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
 
 
 def _fusable(
@@ -175,7 +206,7 @@ def _trusted(
         sections, interleaved = params.mrope_section, params.mrope_interleaved
         rows = portable.encode(backend, ids, request)
         cos, sin = arrange(backend, rows, request.count, sections, interleaved, layout)
-        return apply_rotary(q_p, k_p, cos, sin, layout=layout, unsqueeze_dim=axis)
+        return rotate_arrays(q_p, k_p, cos, sin, layout=layout, unsqueeze_dim=axis)
 
     spec = specialization(q, k, params, layout, axis, seq_len)
     return first_launch.trusted("fused rotary", where, spec, run, reference)

@@ -49,7 +49,7 @@ module and class are not touched; the rebuilt forward is held by the instance al
 removes it: a later ``patch`` sees the module's bindings as they are then). The exact apply computes
 ``x · cos + turn(x) · sin`` in float32 and rounds once to q's dtype (:func:`posenc.torch.apply_rotary`), from
 float32 cos/sin, which the patched rotary embedding then returns; on CUDA it is the fused kernel
-(:func:`posenc.torch.apply_rotary_exact`: cos/sin computed inside the rotation from the position ids, the
+(:func:`posenc.torch.apply_rotary` given position ids: cos/sin computed inside the rotation from them, the
 same bits). The position ids reach it through one named channel: the patched rotary embedding records, in a
 context variable of the running thread (or task), each cos it returns with its ids, parameters and
 ``seq_len``; the exact apply uses them only for that very cos tensor (identity), and otherwise rotates by
@@ -133,10 +133,10 @@ from torch import nn
 
 from .. import rope
 from . import families, proofs
-from .fused_rotary import apply_rotary_exact
+from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import Timesteps as ExactTimesteps
-from .rotary import RotaryEmbedding, apply_rotary
+from .rotary import RotaryEmbedding, rotate
 from .tensors import _dtype_name, _to_tensor, _tracing
 
 __all__ = ["Component", "PatchReport", "find", "patch", "unpatch"]
@@ -833,25 +833,25 @@ class _PatchedRotary(_KeepsOriginal, RotaryEmbedding):
         return cos, sin
 
 
-def exact_apply_rotary_pos_emb(
+def _exact_apply_rotary_pos_emb(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """What a patched attention module calls for Hugging Face's ``apply_rotary_pos_emb(q, k, cos, sin,
-    unsqueeze_dim)``: :func:`posenc.torch.apply_rotary_exact` of the position ids this thread's patched
-    rotary embedding recorded with this very ``cos`` (the fused kernel on CUDA), else
+    unsqueeze_dim)``: :func:`posenc.torch.apply_rotary` of the position ids this thread's patched rotary
+    embedding recorded with this very ``cos`` (the fused kernel on CUDA), else
     :func:`posenc.torch.apply_rotary` of cos/sin (float32 from the patched rotary embedding): ``x · cos +
     turn(x) · sin`` in float32, rounded once to x's dtype."""
     issued = None if _tracing() else _issued(cos)
     if issued is not None:
         ids, params, seq_len = issued
-        return apply_rotary_exact(
-            q, k, ids, params, unsqueeze_dim=unsqueeze_dim, seq_len=seq_len, cos_sin=(cos, sin)
+        return apply_rotary(
+            q, k, cos, sin, position_ids=ids, params=params, unsqueeze_dim=unsqueeze_dim, seq_len=seq_len
         )
-    return apply_rotary(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+    return rotate(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
 
 
 #: posenc's exact apply for each apply of the family table it can replace (the others keep the model's).
-_EXACT: dict[families.Apply, Callable[..., Any]] = {families.ROTATE_HALF: exact_apply_rotary_pos_emb}
+_EXACT: dict[families.Apply, Callable[..., Any]] = {families.ROTATE_HALF: _exact_apply_rotary_pos_emb}
 
 
 class _ExactApplyForward:

@@ -47,7 +47,7 @@ import torch
 from .. import grids, layouts, presets, rope, validation
 from ..core import frequencies
 from ..porting.verdict import GRIDS
-from .rotary import apply_rotary, cos_sin
+from .rotary import cos_sin, rotate
 
 __all__ = [
     "BLOCK",
@@ -270,7 +270,7 @@ def probe_apply(function: Callable[..., Any], params: rope.RopeParameters) -> fl
             theirs = function(q, k, cos, sin)
     except Exception:  # not (q, k, cos, sin) -> (q, k)
         return math.inf
-    ours = apply_rotary(q, k, cos, sin)
+    ours = rotate(q, k, cos, sin)
     try:
         pairs = list(zip(theirs, ours, strict=True))
     except (TypeError, ValueError):

@@ -1,7 +1,7 @@
 """Rotary position embeddings for PyTorch, exact: :func:`cos_sin`, :class:`RotaryEmbedding` (a drop-in for
-Hugging Face's ``*RotaryEmbedding`` modules) and :func:`apply_rotary` (for ``apply_rotary_pos_emb``:
-:func:`posenc.rope.arrays.apply_rotary`, the function of every framework, with a faster eager road for
-tensors to the same bits).
+Hugging Face's ``*RotaryEmbedding`` modules) and :func:`rotate` (the rotation by cos/sin of
+``posenc.torch.apply_rotary``: :func:`posenc.rope.arrays.apply_rotary`, the function of every framework,
+with a faster eager road for tensors to the same bits).
 
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once to the requested dtype
 (:mod:`posenc.rope`). Eager calls on CPU tensors use the NumPy core (integer ids >= 0 as rows of tables the
@@ -263,7 +263,7 @@ class RotaryEmbedding(torch.nn.Module):
         return f"{shown}, layout={self.layout!r}"
 
 
-def apply_rotary(
+def rotate(
     q: torch.Tensor,
     k: torch.Tensor,
     cos: torch.Tensor,
@@ -282,7 +282,7 @@ def apply_rotary(
     (interleaved, partial rotary, gradients, tracing) takes the general function.
 
     >>> q = torch.tensor([[[[1.0, 0.0]]]], dtype=torch.bfloat16)
-    >>> apply_rotary(q, q, torch.tensor([[[0.0, 0.0]]]), torch.tensor([[[1.0, 1.0]]]))[0]
+    >>> rotate(q, q, torch.tensor([[[0.0, 0.0]]]), torch.tensor([[[1.0, 1.0]]]))[0]
     tensor([[[[0., 1.]]]], dtype=torch.bfloat16)
     """
     tensors = (q, k, cos, sin)

@@ -1,4 +1,4 @@
-"""The Triton kernel of :func:`posenc.torch.apply_rotary_exact`: exact rotary cos/sin computed inside the
+"""The Triton kernel of :func:`posenc.torch.apply_rotary`: exact rotary cos/sin computed inside the
 rotation of q and k, so no cos/sin table is written or read (imported on first use; it needs triton).
 
 The cos/sin are :mod:`posenc.torch.kernels.algorithm`'s (the portable algorithm in Triton, bit for bit) for

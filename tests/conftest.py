@@ -35,8 +35,16 @@ SLOW_FILES = {
     "test_fuzz_regressions.py": "the fuzzers' regressions, many compiled",
     "test_packaging.py": "builds the sdist and wheel and installs them in fresh venvs",
     "test_browser.py": "headless chromium against a real posenc explore server",
+    "test_audit_hostile.py": "real posenc processes against hostile folders and targets",
+    "test_stale_temporaries.py": "a writer process killed with SIGKILL, then a real posenc process",
 }
 SLOW_TESTS = {
+    "test_server_security.py::test_a_reset_connection_prints_no_traceback": "a posenc explore process",
+    "test_identify_limits.py::test_posenc_identify_says_a_million_zero_rows_match_nothing": "posenc process",
+    "test_audit_odd_tables.py::test_posenc_audit_of_a_sine_table_is_a_report_not_a_traceback": (
+        "a posenc process"
+    ),
+    "test_audit_targets.py::test_cli_exit_codes": "posenc processes (and their audit children)",
     "test_jax.py::test_the_suite_passes_with_x64_enabled": "the JAX suite again in a subprocess",
     "test_jax.py::test_encode_is_bit_identical_to_the_core_eager_jit_and_vmap": "jax.jit per case",
     "test_jax.py::test_jitted_encode_matches_the_core_for_any_options": "jax.jit per example",
@@ -91,6 +99,7 @@ LONGEST_FILES = (
     "test_jax_mesh.py",  # ~50 s
     "test_encode_kernel.py",  # ~50 s
     "test_device_native.py",  # ~45 s
+    "test_audit_hostile.py",  # ~35 s: a posenc process per case
     "test_rope_fused.py",  # ~20 s
     "test_first_launch.py",  # ~10 s
 )

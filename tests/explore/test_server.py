@@ -492,8 +492,9 @@ def test_the_server_answers_after_every_bad_request(base_url):
 # --- the command ------------------------------------------------------------------------------------
 
 
-def test_posenc_explore_serves_until_sigint():
-    process = subprocess.Popen(
+def start_explore() -> subprocess.Popen:
+    """A real ``posenc explore`` on a free port, without a browser; its first stdout line names the URL."""
+    return subprocess.Popen(
         [sys.executable, "-m", "posenc", "explore", "--port", "0", "--no-browser"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -503,6 +504,10 @@ def test_posenc_explore_serves_until_sigint():
         # ignored, and its children inherit that
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+
+
+def test_posenc_explore_serves_until_sigint():
+    process = start_explore()
     try:
         line = process.stdout.readline()
         assert line.startswith("posenc explore: serving on http://127.0.0.1:") and line.endswith(

@@ -14,8 +14,6 @@ import os
 import signal
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import time
 
@@ -23,7 +21,7 @@ import pytest
 
 import posenc
 from posenc.explore import api, make_server, server
-from tests.explore.test_server import npy
+from tests.explore.test_server import npy, start_explore
 
 LLAMA3 = {
     "hidden_size": 4096,
@@ -498,14 +496,7 @@ def _reset(connection: socket.socket) -> None:
 def test_a_reset_connection_prints_no_traceback():
     """The reproduction: a client that sends (part of) a request and resets made the server print a
     50-line traceback on its terminal. Against a real ``posenc explore`` process."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "posenc", "explore", "--port", "0", "--no-browser"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    process = start_explore()
     try:
         line = process.stdout.readline()
         assert line.startswith("posenc explore: serving on http://127.0.0.1:"), line

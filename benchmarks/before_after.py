@@ -6,8 +6,9 @@
 Each side runs in its own subprocess (``PYTHONPATH`` = that checkout's ``src``), alternately, ``--repeat``
 times; the table shows the median time per call of each side and the ratio after / before. The calls are the
 paths the device work touched on the CPU: the torch module (contiguous, int offset, per-batch offsets,
-position ids), ``Timesteps`` and ``encode`` with real timesteps, ``posenc.torch.table``, and the core's
-tables and ``encode`` in float32, bfloat16 and float16.
+position ids), ``Timesteps`` and ``encode`` with real timesteps, ``posenc.torch.table``, the core's
+tables and ``encode`` in float32, bfloat16 and float16, and the smallest calls (``encode`` of one position,
+``table(512, 512)``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ calls = {
     "module, position ids (8, 512)": (lambda: m(xl, positions=ids), 30),
     "Timesteps(320), float (8,)": (lambda: steps(ts), 30),
     "posenc.torch.table(4096, 1024)": (lambda: pt.table(4096, 1024), 10),
+    "posenc.encode of one position (512)": (lambda: posenc.encode(np.array([7]), 512), 2000),
+    "posenc.table(512, 512)": (lambda: posenc.table(512, 512), 300),
 }
 for dtype in ("float32", "bfloat16", "float16"):
     calls[f"posenc.table(8192, 1024, {dtype})"] = (lambda d=dtype: posenc.table(8192, 1024, dtype=d), 7)

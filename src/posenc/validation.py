@@ -331,11 +331,13 @@ def positions(value: Any) -> np.ndarray:
                 parameter="positions",
             )
         array = converted
-    if array.size:
-        worst = array.flat[int(np.argmax(np.abs(array.astype(np.float64))))]
+    # a fresh float64 array, exact (-0.0 stays: sin(-0.0 ω) = -0.0, IEEE): converted above for reals
+    exact = array if kind == "f" else array.astype(np.float64)
+    if exact.size:
+        worst = array.flat[int(np.abs(exact).argmax())]
         if abs(int(worst) if kind in "iu" else float(worst)) >= MAX_POSITION:
             _out_of_range(worst)
-    return array.astype(np.float64)  # -0.0 stays: sin(-0.0 ω) = -0.0 (IEEE)
+    return exact
 
 
 def _out_of_range(worst: Any) -> None:

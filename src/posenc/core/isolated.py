@@ -35,9 +35,20 @@ def isolated(function: F) -> F:
     'ignore'
     """
 
+    if _ERRSTATE_DECORATES:
+        # NumPy >= 2: errstate's own decorator sets the state in a context variable at each call and resets
+        # it after (per thread and per context): the same state as ``with np.errstate(...)`` for less than
+        # half its cost, which counts on the smallest calls (encode of one position: ~8 µs)
+        return np.errstate(all="ignore")(function)
+
     @functools.wraps(function)
     def run(*args: Any, **keywords: Any) -> Any:
         with np.errstate(all="ignore"):
             return function(*args, **keywords)
 
     return run  # type: ignore[return-value]
+
+
+# NumPy 1.x's errstate decorates through contextlib.ContextDecorator, which enters one shared instance that
+# keeps the caller's old state on itself: not safe across threads there, so a fresh errstate per call.
+_ERRSTATE_DECORATES = "__call__" in vars(np.errstate)

@@ -26,6 +26,10 @@ def run_blocks(work: Callable[[int, int], None], total: int, step: int, *, eleme
     """Call ``work(lo, hi)`` over ``range(0, total, step)``, on all cores when the work (``elements``, in
     angle-addition elements) is large enough to pay for a thread pool."""
     setting = _setting()  # every call, small or large: a bad POSENC_NUM_THREADS is refused by all alike
+    if total <= step:  # one block (or none): no block list, no thread count
+        if total > 0:
+            work(0, total)
+        return
     bounds = [(lo, min(lo + step, total)) for lo in range(0, total, step)]
     count = min(len(bounds), setting or _cores()) if elements >= PARALLEL_ELEMENTS else 1
     if count <= 1:
@@ -79,9 +83,24 @@ def threads() -> int:
     return _setting() or _cores()
 
 
+_NAME = "POSENC_NUM_THREADS"
+#: The name as ``os.environ`` keys its dictionary (bytes on POSIX, upper case on Windows).
+_KEY = os.environ.encodekey(_NAME) if hasattr(os.environ, "encodekey") else _NAME
+
+
 def _setting() -> int | None:
-    """``POSENC_NUM_THREADS``, validated (once per value), or None when unset: a dictionary look-up."""
-    return _threads_setting(os.environ.get("POSENC_NUM_THREADS"))
+    """``POSENC_NUM_THREADS``, validated (once per value), or None when unset: a dictionary look-up.
+
+    ``os.environ.get`` of an unset variable raises and catches a KeyError (~0.5 µs, a noticeable part of
+    the smallest calls): the look-up goes to the dictionary behind ``os.environ`` (``os._Environ``: its keys
+    and values encoded), the same dictionary that ``os.environ[...] = ...`` and ``del`` update; where
+    ``os.environ`` is something else (replaced by a test), through ``get``."""
+    environ = os.environ
+    try:
+        raw = environ._data.get(_KEY)  # type: ignore[attr-defined]
+    except AttributeError:
+        return _threads_setting(environ.get(_NAME))
+    return None if raw is None else _threads_setting(environ.decodevalue(raw))  # type: ignore[attr-defined]
 
 
 def _cores() -> int:

@@ -59,6 +59,19 @@ def _table(d_model: int, fmt: str, settle: bool, **options: Any) -> Callable:
     return launch
 
 
+def _ids(d_model: int, fmt: str, offset: bool, **options: Any) -> Callable:
+    """Position ids by angle addition: the levels' exact rows (the encode kernel), the combining kernel and
+    the settling kernel (the last compiled: the one recorded)."""
+
+    def launch() -> None:
+        checked = core.Options.check(d_model, **{**defaults.OPTIONS, **options})
+        request = operator._request((*checked, fmt))
+        positions = torch.arange(8)[None]
+        table_launch.ids_launch(positions, torch.arange(3)[:, None] if offset else None, request)
+
+    return launch
+
+
 def _cos_sin(cfg: dict, positions: torch.Tensor) -> Callable:
     """The encode kernel as rotary.cos_sin runs it: A cos, A sin of a rotary request (A: attention
     scaling)."""
@@ -77,7 +90,12 @@ def _rotary(cfg: dict, q_dtype: torch.dtype, k_dtype: torch.dtype, layout: str, 
         shape = (2, 4, 8, params.head_dim) if heads_axis == 1 else (2, 8, 4, params.head_dim)
         q, k = torch.zeros(shape, dtype=q_dtype), torch.zeros(shape, dtype=k_dtype)
         positions = torch.arange(16).reshape(2, 8)
-        fused_rotary.launch(q, k, positions, params, layout, heads_axis, None)
+        rows = table_launch.encode  # the rotation kernel alone: its cos/sin rows are the specs above
+        table_launch.encode = lambda ids, request, offset=None: torch.zeros(ids.numel(), 2 * request.count)
+        try:
+            fused_rotary.launch(q, k, positions, params, layout, heads_axis, None)
+        finally:
+            table_launch.encode = rows
 
     return launch
 
@@ -107,6 +125,8 @@ SPECS: dict[str, Callable] = {
     "table -> float16": _table(32, "float16", False, layout="sin_cos"),  # the float32 table's anchors
     "table -> bfloat16": _table(1024, "bfloat16", False),
     "table settling -> bfloat16": _table(1024, "bfloat16", True),
+    "ids -> bfloat16": _ids(1024, "bfloat16", False),
+    "ids + offsets -> float16 (odd)": _ids(33, "float16", True, layout="sin_cos"),
     "rotary bf16 half": _rotary(_LLAMA, torch.bfloat16, torch.bfloat16, "half", 1),
     "rotary fp16/fp32 interleaved (yarn, partial)": _rotary(
         _YARN_PARTIAL, torch.float16, torch.float32, "interleaved", 2

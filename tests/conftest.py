@@ -18,6 +18,7 @@ SLOW_FILES = {
     "test_table_kernel.py": "Triton's interpreter over millions of values",
     "test_encode_kernel.py": "Triton's interpreter",
     "test_rope_fused.py": "Triton's interpreter",
+    "test_ids_kernel.py": "Triton's interpreter",
     "test_benchmarks.py": "the benchmarks' smoke runs",
     "test_readme.py": "the README's code blocks",
     "test_distributed.py": "several processes (torch.distributed)",
@@ -100,6 +101,7 @@ LONGEST_FILES = (
     "test_encode_kernel.py",  # ~50 s
     "test_device_native.py",  # ~45 s
     "test_audit_hostile.py",  # ~35 s: a posenc process per case
+    "test_ids_kernel.py",  # ~27 s
     "test_rope_fused.py",  # ~20 s
     "test_first_launch.py",  # ~10 s
 )

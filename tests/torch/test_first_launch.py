@@ -196,6 +196,7 @@ def _run_cases(out: Path) -> None:
         first_launch.forget()
         _corrupt_one_value(encode_launch, "launch")
         _corrupt_one_value(table_launch, "launch")
+        _corrupt_one_value(table_launch, "ids_launch")
         _corrupt_one_value(fused_rotary, "launch")
         for round_ in ("first", "again"):
             for name, got in calls().items():
@@ -237,11 +238,14 @@ def test_the_real_kernels_pass_their_probes(kernel_results):
 
 
 def test_a_planted_fault_is_caught_named_once_and_the_results_stay_exact(kernel_results):
-    # the table, refused, takes the encode kernel over its positions: a fifth specialization, refused too
-    assert list(kernel_results["bad/status"]) == ["mismatch"] * 5
-    assert sorted(kernel_results["bad/kernels"]) == ["encode", "encode", "encode", "fused rotary", "table"]
+    # integer ids, refused by angle addition, take the encode kernel, refused too; the table, refused, takes
+    # its positions the same two ways (in float16: two more specializations); the fused apply's rows are the
+    # first call's specializations (refused already), its rotation kernel is refused
+    assert list(kernel_results["bad/status"]) == ["mismatch"] * 7
+    kernels = ["encode", "encode", "encode", "fused rotary", "ids", "ids", "table"]
+    assert sorted(kernel_results["bad/kernels"]) == kernels
     messages = kernel_results["bad/warnings"]
-    assert len(messages) == 5  # one per specialization, not one per call
+    assert len(messages) == 7  # one per specialization, not one per call
     assert all("failed its first-launch check" in m and "the portable algorithm gives" in m for m in messages)
     for name, want in _want().items():
         for round_ in ("first", "again"):

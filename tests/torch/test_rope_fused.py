@@ -1,7 +1,9 @@
 """posenc.torch.apply_rotary and its Triton kernel (posenc.torch.kernels.fused_kernel): the kernel's q
 and k equal the unfused path's bit for bit — ``cos_sin(position_ids, params, dtype=float32)`` then
 ``apply_rotary`` — for Llama 3.1 and YaRN parameters, partial rotary, both layouts, float32, bfloat16 and
-float16, positions from 0 to 2**31 - 1, and when the in-kernel settling evaluation decides the roundings.
+float16, positions from 0 to 2**31 - 1, tiles of heads and positions that overrun q and k, batch rows that
+share their positions or not. (The cos/sin rows it reads are the encode kernels', settled there: their own
+tests, test_ids_kernel and test_encode_kernel, cover the settling.)
 
 Without a GPU the kernel runs in Triton's interpreter on CPU tensors. The interpreter must be chosen before
 triton is imported, so one subprocess (this file run as a script, with TRITON_INTERPRET=1) runs every case
@@ -11,6 +13,7 @@ and saves the outputs; the tests compare them with the unfused path computed her
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -77,22 +80,15 @@ CASES = {
     "yarn-interleaved-float32": ("yarn", "interleaved", "float32", "float32", 1, {}),
     "partial-half-float16-bfloat16": ("partial", "half", "float16", "bfloat16", 1, {}),
     "partial-interleaved-bfloat16": ("partial", "interleaved", "bfloat16", "float32", 2, {}),
-    # 2 or 3 limbs (24, 36 bits) make most first roundings uncertain: the settling evaluation decides them
-    # (not 2 with A != 1: the zero angle counts as certain, but A·1 needs more than 24 bits)
-    "settled-llama31-half-bfloat16": ("llama31", "half", "bfloat16", "bfloat16", 1, {"first_limbs": 2}),
-    "settled-yarn-interleaved-float32": ("yarn", "interleaved", "float32", "float32", 1, {"first_limbs": 3}),
-    # the negative control: the settling evaluation with 2 limbs as well cannot give the exact bits
-    "unsettled-llama31": ("llama31", "half", "float32", "float32", 1, {"first_limbs": 2, "settle_limbs": 2}),
-    # q (3, 3, 16, 64) and k (3, 2, 16, 64): tiles of 2 heads (the last one half empty); positions shared by
-    # the batch rows ((1, 16) ids), two rows per program (the last program's second row is past B); and
-    # (3, 16) ids, a row each
+    # q (3, 3, 16, 64) and k (3, 2, 16, 64): tiles of 2 heads (q's last one half empty) and of 8 positions;
+    # positions shared by the batch rows ((1, 16) ids: one set of cos/sin rows), and (3, 16) ids
     "batched-shared-llama31-half-bfloat16": (
         "llama31",
         "half",
         "bfloat16",
         "bfloat16",
         1,
-        {"block_heads": 2, "batch_group": 2},
+        {"block_heads": 2},
     ),
     "batched-shared-yarn-interleaved-float32-heads-axis-2": (
         "yarn",
@@ -100,7 +96,7 @@ CASES = {
         "float32",
         "float16",
         2,
-        {"block_heads": 2, "batch_group": 2},
+        {"block_heads": 2},
     ),
     "batched-distinct-partial-half-float16": ("partial", "half", "float16", "float16", 1, {"block_heads": 2}),
 }
@@ -143,14 +139,25 @@ def _bits(x: torch.Tensor) -> np.ndarray:
 
 
 def _run_cases(out: Path) -> None:
+    from posenc.torch.kernels import table_launch
+
     results = {}
+    rows = []
+    encode = table_launch.encode
+
+    def counted(positions, *args, **kwargs):
+        rows.append(positions.numel())
+        return encode(positions, *args, **kwargs)
+
+    table_launch.encode = counted
     for name, (key, layout, _, _, axis, options) in CASES.items():
         q, k, ids = _inputs(name)
-        q_rot, k_rot, uncertain = fused_rotary.launch(
+        rows.clear()
+        q_rot, k_rot = fused_rotary.launch(
             q, k, ids, PARAMS[key], layout, axis, None, block_rows=8, **options
         )
         results[f"{name}/q"], results[f"{name}/k"] = _bits(q_rot), _bits(k_rot)
-        results[f"{name}/uncertain"] = uncertain.numpy()
+        results[f"{name}/rows"] = np.array(rows)
     # the public entry point, sent to the kernel on the CPU
     common.KERNEL_DEVICES.append("cpu")
     calls = []
@@ -171,7 +178,7 @@ def _run_cases(out: Path) -> None:
     # invalid positions (|p| >= 2**31) give NaN on the rotated features, as the portable algorithm does
     q, k, _ = _inputs("partial-half-float16-bfloat16")
     ids = torch.tensor([[2**31, -(2**31), 2**31 - 1, -(2**31) + 1] * 4])
-    q_rot, k_rot, _ = fused_rotary.launch(q, k, ids, PARTIAL, "half", 1, None, block_rows=8)
+    q_rot, k_rot = fused_rotary.launch(q, k, ids, PARTIAL, "half", 1, None, block_rows=8)
     results["invalid/q"], results["invalid/k"] = q_rot.float().numpy(), k_rot.float().numpy()
     # a model patched with fused=True: its attention modules' rotary apply goes to the kernel
     calls.clear()
@@ -206,42 +213,26 @@ def test_kernel_equals_the_unfused_path_bit_for_bit(kernel_results, name):
     q_want, k_want = _unfused(name)
     np.testing.assert_array_equal(kernel_results[f"{name}/q"], _bits(q_want))
     np.testing.assert_array_equal(kernel_results[f"{name}/k"], _bits(k_want))
-    # natural inputs: every first rounding is certain, the settling branch never runs
-    assert kernel_results[f"{name}/uncertain"].sum() == 0
 
 
-@pytest.mark.parametrize("name", ["settled-llama31-half-bfloat16", "settled-yarn-interleaved-float32"])
-def test_the_in_kernel_settling_decides_uncertain_roundings(kernel_results, name):
-    uncertain = kernel_results[f"{name}/uncertain"]
-    assert (uncertain > 0).all() and uncertain.sum() >= 64  # in every block
-    q_want, k_want = _unfused(name)
-    np.testing.assert_array_equal(kernel_results[f"{name}/q"], _bits(q_want))
-    np.testing.assert_array_equal(kernel_results[f"{name}/k"], _bits(k_want))
+def test_rows_sharing_positions_get_one_set_of_cos_sin(kernel_results):
+    """(1, 16) ids for 3 batch rows: the cos/sin of 16 positions, read by every row; (3, 16): 48."""
+    assert kernel_results["batched-shared-llama31-half-bfloat16/rows"].tolist() == [16]
+    assert kernel_results["batched-distinct-partial-half-float16/rows"].tolist() == [48]
 
 
-def test_without_enough_settling_limbs_the_bits_differ(kernel_results):
-    """The negative control of the settling test: its cases would fail without the settling evaluation."""
-    q_want, _ = _unfused("unsettled-llama31")
-    assert kernel_results["unsettled-llama31/uncertain"].sum() > 0
-    assert (kernel_results["unsettled-llama31/q"] != _bits(q_want)).any()
-
-
-def test_rows_sharing_positions_share_a_program(kernel_results):
-    """batch_group=2 over 3 rows: 2 blocks of 8 positions x 2 programs (the second one's last row is past the
-    batch); distinct rows get a program each."""
-    assert kernel_results["batched-shared-llama31-half-bfloat16/uncertain"].shape == (4,)
-    assert kernel_results["batched-distinct-partial-half-float16/uncertain"].shape == (6,)
-
-
-def test_the_launch_shape_for_the_benchmark_and_for_decoding():
-    """(8, 32, 4096, 128) with shared ids: 16 heads a tile, the 8 rows in one program (2048 programs); a
-    decode step (L = 1) keeps a program per row; rows with their own ids are never grouped."""
-    assert fused_rotary._heads_tile(32, 2 * 64) == 16 and fused_rotary._heads_tile(8, 2 * 64) == 8
-    assert fused_rotary._batch_group(8, 2048) == 8
-    assert fused_rotary._batch_group(8, 1) == 1
-    q = torch.zeros(2, 1, 4, 64)
-    with pytest.raises(ValueError, match="batch_group=2 needs positions the batch rows share"):
-        fused_rotary.launch(q, q, torch.arange(8).reshape(2, 4), LLAMA31, "half", 1, None, batch_group=2)
+def test_the_launch_shape_for_the_benchmark_and_tiles_past_32_bit_offsets():
+    """16 positions and 4 heads a program (fused_sweep.py); a tensor whose tile would pass 32-bit offsets
+    takes the unfused path."""
+    assert (fused_rotary.BLOCK_L, fused_rotary.BLOCK_H) == (16, 4)
+    q = torch.zeros(1, 2, 4, 64)
+    ids = torch.arange(4)[None]
+    assert fused_rotary._fusable(q, q, ids, LLAMA31, 1) == 1
+    wide = torch.zeros(1).expand(1, 2, 4, 64)  # stride 0: fits
+    assert fused_rotary._tiles_fit([wide], 1, 16, 4)
+    # heads 2**30 elements apart (what _tiles_fit reads of a tensor: its shape and strides)
+    huge = types.SimpleNamespace(shape=(1, 2, 4, 64), stride=lambda: (2**33, 2**30, 64, 1))
+    assert not fused_rotary._tiles_fit([huge], 1, 16, 4)
 
 
 def test_apply_rotary_by_position_ids_runs_the_kernel_where_it_may(kernel_results):
@@ -338,7 +329,7 @@ def test_series_terms_match_the_portable_algorithm():
         ops.counts = []
         z = np.zeros((1, m + 1), np.int32)
         evaluate._series(ops, z, z, m, np.zeros((24, 17), np.int32))
-        assert fused_rotary.series_terms(m) == ops.counts[0], m  # the first loop is the series' own
+        assert common.series_terms(m) == ops.counts[0], m  # the first loop is the series' own
 
 
 if __name__ == "__main__":  # the subprocess of kernel_results (TRITON_INTERPRET=1)

@@ -20,8 +20,8 @@ One concept per module:
 - :mod:`~posenc.torch.rotary`: exact rotary embeddings, :class:`RotaryEmbedding` (a drop-in for Hugging
   Face's rotary modules), with the operator ``torch.ops.posenc.rotary``;
 - :mod:`~posenc.torch.fused_rotary`: :func:`apply_rotary`, the rotation by cos/sin, or by the exact
-  angles of position ids computed inside it (on CUDA one Triton kernel,
-  :mod:`~posenc.torch.kernels.fused_kernel`: no cos/sin table);
+  angles of position ids (on CUDA their cos/sin by angle addition, then one Triton rotation kernel,
+  :mod:`~posenc.torch.kernels.fused_kernel`);
 - :mod:`~posenc.torch.patching`: :func:`patch` and :func:`unpatch`, a whole model's positions made exact in
   one call (rotary modules, sinusoidal tables, diffusers' ``Timesteps``), with a :class:`PatchReport`;
   what it proves is :mod:`~posenc.torch.proofs` (pure functions over the values it reads), and where a

@@ -1,18 +1,19 @@
 """The rotary apply, :func:`apply_rotary` (``posenc.torch.apply_rotary``): by given cos/sin, or by the exact
-rotary angles of position ids, computing A·cos(p θ_i) and A·sin(p θ_i) inside the rotation on CUDA (one
-Triton kernel, :mod:`posenc.torch.kernels.fused_kernel`), so no cos/sin table is written or read.
+rotary angles of position ids: on CUDA, A·sin(p θ_i) and A·cos(p θ_i) of the distinct positions as float32
+rows (angle addition, :func:`posenc.torch.kernels.table_launch.encode`), then one Triton kernel rotates q and
+k by them (:mod:`posenc.torch.kernels.fused_kernel`), a pass over q and k at close to a copy's cost.
 
 Its results are the bits of the unfused path: ``cos, sin = posenc.torch.rotary.cos_sin(position_ids,
 params, dtype=torch.float32, layout=layout)`` then ``posenc.rope.apply_rotary(q, k, cos, sin,
 layout=layout)`` — which is what it runs wherever the kernel does not (CPU and ``meta`` tensors, no triton,
 inside ``torch.compile``, q or k that require grad (the kernel has no backward), float64 q/k, multimodal
 sections, position ids that are not integers of shape (B, L)). Two differences, both beyond any natural
-input: the kernel settles every uncertain rounding (the unfused path on a device settles up to
+input: the kernels settle every uncertain rounding (the unfused path on a device settles up to
 :data:`~posenc.portable.settle.SETTLE_CAPACITY` per call), and NaN results (invalid positions, NaN/inf in q
 or k) carry the kernel's NaN bit pattern.
 
-The kernel is compiled once per machine and specialization (dtypes, layout, limbs, amplitude or not):
-7–18 s for sm_90 (triton 3.6–3.9, ``scripts/compile_kernels.py``; Triton caches it on disk).
+The rotation kernel is compiled once per machine and specialization (dtypes, layout, tile; Triton caches it
+on disk).
 """
 
 from __future__ import annotations
@@ -25,16 +26,14 @@ import torch
 
 from .. import portable, rope
 from ..errors import PosencTypeError
-from ..portable import rounding
-from ..portable.host import SETTLE_EXTRA
 from ..rope.arrays import apply_rotary as rotate_arrays
 from ..rope.arrays import arrange, check_layout, check_request
 from . import operator, rotary
-from .kernels import first_launch
-from .kernels.common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
+from .kernels import first_launch, table_launch
+from .kernels.common import KERNEL_DEVICES, kernel_module, launcher, next_power_of_2
 from .tensors import _position_tensor, _tracing
 
-__all__ = ["apply_rotary", "launch", "series_terms"]
+__all__ = ["apply_rotary", "launch"]
 
 #: q/k dtypes the kernel takes, by the code of their bit patterns (fused_kernel._load_float).
 _KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
@@ -65,11 +64,12 @@ def apply_rotary(
     * ``position_ids=`` and ``params=`` (a :class:`posenc.rope.RopeParameters`): rotated by the exact rotary
       angles of those positions, the bits of ``cos, sin = posenc.torch.rotary.cos_sin(position_ids, params,
       dtype=torch.float32, layout=layout, seq_len=seq_len)`` then the rotation above. On CUDA tensors (with
-      triton) one kernel computes cos/sin inside the rotation (no table written or read); everywhere else,
-      and for what the kernel does not take, the unfused path. ``cos, sin`` given as well are the float32
-      values of those positions the caller holds already: the unfused path uses them instead of computing
-      them again. q and k are then (B, heads, L, head_dim) with ``unsqueeze_dim=1`` or (B, L, heads,
-      head_dim) with ``unsqueeze_dim=2`` (k may have fewer heads); ``position_ids`` is (B, L) or (1, L).
+      triton) the cos/sin of the distinct positions by angle addition, then one kernel rotates q and k
+      (one pass over them); everywhere else, and for what the kernel does not take, the unfused path.
+      ``cos, sin`` given as well are the float32 values of those positions the caller holds already: the
+      unfused path uses them instead of computing them again. q and k are then (B, heads, L, head_dim) with
+      ``unsqueeze_dim=1`` or (B, L, heads, head_dim) with ``unsqueeze_dim=2`` (k may have fewer heads);
+      ``position_ids`` is (B, L) or (1, L).
 
     Features past the rotary width pass unchanged.
 
@@ -104,8 +104,7 @@ def apply_rotary(
     axis = _fusable(q, k, positions, params, unsqueeze_dim, seq_len)
     fused = axis is not None and q.device.type in KERNEL_DEVICES and kernel_module("fused_kernel") is not None
     if fused and _trusted(q, k, params, layout, axis, seq_len):
-        q_rot, k_rot, _ = launch(q, k, positions, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
-        return q_rot, k_rot
+        return launch(q, k, positions, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
     if cos is None:
         cos, sin = rotary.cos_sin(positions, params, dtype=torch.float32, layout=layout, seq_len=seq_len)
     return rotary.rotate(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
@@ -143,6 +142,11 @@ def _fusable(
         if x.shape[seq] != length or batch not in (1, x.shape[0]) or width > x.shape[-1]:
             return None
     if q.shape[0] != k.shape[0] or q.numel() == 0 or k.numel() == 0:
+        return None
+    heads = math.ceil(q.shape[axis] / BLOCK_H) + math.ceil(k.shape[axis] / BLOCK_H)
+    if q.shape[0] > _GRID_YZ or heads > _GRID_YZ:
+        return None
+    if not _tiles_fit([x.transpose(1, 2) if axis == 2 else x for x in (q, k)], axis, BLOCK_L, BLOCK_H):
         return None
     return axis
 
@@ -196,8 +200,7 @@ def _trusted(
 
     def run() -> tuple[torch.Tensor, torch.Tensor]:
         q_p, k_p, ids = probe_inputs()
-        q_rot, k_rot, _ = launch(q_p, k_p, ids, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
-        return q_rot, k_rot
+        return launch(q_p, k_p, ids, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
 
     def reference() -> tuple[torch.Tensor, torch.Tensor]:
         q_p, k_p, ids = probe_inputs()
@@ -212,21 +215,41 @@ def _trusted(
     return first_launch.trusted("fused rotary", where, spec, run, reference)
 
 
-#: Elements of the tile of heads x positions x pairs a program loads at once (each of a pair's halves).
-_TILE = 2048
-#: The programs a launch keeps where it can (an H100 runs 132 SMs x 2 of them at once): batch rows that
-#: share their positions are grouped only while the grid stays this large.
-_MIN_PROGRAMS = 1024
+#: Positions and heads a program of the rotation kernel takes, and its warps (benchmarks/fused_sweep.py).
+BLOCK_L, BLOCK_H, WARPS = 16, 4, 4
+#: Tile offsets are 32-bit (fused_kernel): the largest a launch may need.
+_LARGEST_OFFSET = 2**31 - 1
+#: CUDA's largest grid along its second and third axes.
+_GRID_YZ = 65535
+
+_ROWS_REQUESTS: dict[int, tuple[Any, Any]] = {}
 
 
-def _heads_tile(heads: int, block: int) -> int:
-    """Heads per iteration: a tile of about :data:`_TILE` elements (a power of 2)."""
-    return min(next_power_of_2(heads), max(1, _TILE // block))
+def rows_request(request: Any) -> Any:
+    """The request of the float32 [sin | cos] rows the rotation kernel reads (every frequency; its
+    amplitude, if any, applied): the same object for the same request (bounded cache), so that its levels
+    and constants go to the device once."""
+    cached = _ROWS_REQUESTS.get(id(request))
+    if cached is not None and cached[0] is request:
+        return cached[1]
+    count = request.count
+    rows = request._replace(layout="sin_cos", d_model=2 * count, sin_columns=count, cos_columns=count)
+    if len(_ROWS_REQUESTS) > 64:
+        _ROWS_REQUESTS.clear()
+    _ROWS_REQUESTS[id(request)] = (request, rows)
+    return rows
 
 
-def _batch_group(batch: int, l_blocks: int) -> int:
-    """Batch rows per program (rows that share their positions): as many as keep :data:`_MIN_PROGRAMS`."""
-    return max(1, min(batch, l_blocks * batch // _MIN_PROGRAMS))
+def _tiles_fit(views: list[torch.Tensor], axis: int, block_l: int, block_h: int) -> bool:
+    """Whether every tile of these (B, H, L, D) views, and of their outputs (dense: q's own strides, else
+    contiguous in q's layout, heads on ``axis``), lies within 32-bit offsets of its base."""
+    for x in views:
+        _, heads, length, dim = x.shape
+        dense = (length * dim, dim, 1) if axis == 1 else (dim, heads * dim, 1)
+        sh, sl, sd = (max(a, b) for a, b in zip(x.stride()[1:], dense, strict=True))
+        if (block_h - 1) * sh + (block_l - 1) * sl + (dim - 1) * sd > _LARGEST_OFFSET:
+            return False
+    return True
 
 
 def launch(
@@ -240,22 +263,18 @@ def launch(
     *,
     block_rows: int | None = None,
     block_heads: int | None = None,
-    batch_group: int | None = None,
-    first_limbs: int | None = None,
-    settle_limbs: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Run the kernel: (q_rot, k_rot, uncertain), ``uncertain`` the count of values each program settled;
-    ``unsqueeze_dim`` is the heads axis (1 or 2).
+    num_warps: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the kernels: (q_rot, k_rot); ``unsqueeze_dim`` is the heads axis (1 or 2).
 
-    The caller has checked the call (:func:`_fusable`). ``block_rows`` is the positions per program,
-    ``block_heads`` the heads it rotates at once, ``batch_group`` the batch rows it rotates with one
-    evaluation (positions shared by the batch rows only); ``first_limbs`` and ``settle_limbs`` override
-    the limbs of the two evaluations (tests: few first limbs make most roundings uncertain, so that the
-    settling evaluation decides them).
+    Two steps: the float32 [sin | cos] rows of the distinct positions (one row per position of a batch row,
+    or of the one row the batch shares: ``table_launch.encode``, by angle addition from exact rows, certified
+    and settled, or the exact kernel where the rows carry an amplitude), then the rotation kernel over q and
+    k. The caller has checked the call (:func:`_fusable`). ``block_rows``, ``block_heads`` and
+    ``num_warps`` override :data:`BLOCK_L`, :data:`BLOCK_H` and :data:`WARPS` (tests, benchmarks).
     """
     kernels = kernel_module("fused_kernel")
     request = _request(positions, params, seq_len)
-    consts = constants_on(request, q.device)
     count = request.count
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     # (B, H, L, D) views of (B, L, H, D) tensors
@@ -263,37 +282,25 @@ def launch(
         (x.transpose(1, 2) if unsqueeze_dim == 2 else x) for x in (q, k, q_out, k_out)
     )
     batch, heads_q, seq, _ = q_view.shape
-    if positions.dtype not in (torch.int32, torch.int64):
-        positions = positions.to(torch.int64)
-    positions = positions.expand(batch, seq)
-    block_f = next_power_of_2(count)
-    block_l = block_rows or max(1, 128 // block_f)
-    l_blocks = math.ceil(seq / block_l)
-    shared = batch > 1 and positions.stride(0) == 0  # every batch row reads the same positions
-    if batch_group is not None and batch_group > 1 and not shared:
-        raise ValueError(f"batch_group={batch_group} needs positions the batch rows share (batch stride 0)")
-    group = batch_group or (_batch_group(batch, l_blocks) if shared else 1)
-    grid = (l_blocks, math.ceil(batch / group))
-    uncertain = torch.empty(grid[1] * grid[0], dtype=torch.int32, device=q.device)
-    first = request.limbs if first_limbs is None else first_limbs
-    settle = request.limbs + SETTLE_EXTRA if settle_limbs is None else settle_limbs
+    heads_k = k_view.shape[1]
+    shared = positions.shape[0] == 1 or positions.stride(0) == 0  # every batch row has the same positions
+    ids = positions[:1] if shared else positions.expand(batch, seq)
+    cs = table_launch.encode(ids.reshape(-1), rows_request(request))  # ((1 or B)·L, 2·count) float32
+    block_l, block_h = block_rows or BLOCK_L, block_heads or BLOCK_H
+    grid = (math.ceil(seq / block_l), math.ceil(heads_q / block_h) + math.ceil(heads_k / block_h), batch)
     width = 2 * count
     rest_q, rest_k = q_view.shape[-1] - width, k_view.shape[-1] - width
     guard = torch.cuda.device(q.device) if q.device.type == "cuda" else contextlib.nullcontext()
     with guard:  # triton launches on the current device
-        kernels.rotary_kernel[grid](
+        launcher(kernels.rotate_kernel)[grid](
             q_view.view(_BITS[q.dtype]),
             k_view.view(_BITS[k.dtype]),
             q_out_view.view(_BITS[q.dtype]),
             k_out_view.view(_BITS[k.dtype]),
-            positions,
-            *consts,
-            uncertain,
-            batch,
-            group,
+            cs,
             seq,
             heads_q,
-            k_view.shape[1],
+            heads_k,
             rest_q,
             rest_k,
             count,
@@ -301,23 +308,17 @@ def launch(
             *k_view.stride(),
             *q_out_view.stride(),
             *k_out_view.stride(),
-            *positions.stride(),
-            M=first,
-            TERMS=series_terms(first),
-            M_SETTLE=settle,
-            TERMS_SETTLE=series_terms(settle),
-            DELTA=rounding.DELTA_UNITS,
-            HAS_AMPLITUDE=request.amplitude is not None,
+            0 if shared else seq * width,
+            width,
             INTERLEAVED=layout == "interleaved",
             Q_KIND=_KINDS[q.dtype],
             K_KIND=_KINDS[k.dtype],
             BLOCK_L=block_l,
-            BLOCK_F=block_f,
-            BLOCK_HQ=block_heads or _heads_tile(heads_q, block_l * block_f),
-            BLOCK_HK=block_heads or _heads_tile(k_view.shape[1], block_l * block_f),
+            BLOCK_F=next_power_of_2(count),
+            BLOCK_H=block_h,
             BLOCK_P=next_power_of_2(max(rest_q, rest_k, 1)),
-            num_warps=4,
-            num_stages=1,  # no software pipelining: the loops are the kernel's one-iteration memory loops
+            num_warps=num_warps or WARPS,
+            num_stages=1,
             enable_fp_fusion=False,  # x·cos - y·sin rounds each product, as the unfused path does
         )
-    return q_out, k_out, uncertain
+    return q_out, k_out

@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 from .. import core, portable, rope
 from ..rope.arrays import arrange
 from ..rope.tables import exact_law
-from .kernels import encode_launch, table_launch
+from .kernels import table_launch
 from .kernels.common import KERNEL_DEVICES
 from .tensors import _tracing
 
@@ -43,7 +43,7 @@ def _exact(
     request = _request((d_model, base, shift, scale, layout, odd, dtype_name))
     if offset is not None:
         offset = offset.to(positions.device)
-    return encode_launch.encode(positions, request, offset)
+    return table_launch.encode(positions, request, offset)
 
 
 _exact_op = torch.library.custom_op("posenc::exact", _exact, mutates_args=())
@@ -133,7 +133,7 @@ def rotary_rows(
     """``torch.ops.posenc.rotary``: the portable algorithm on ``positions``' device, (cos, sin) laid out as
     :func:`posenc.torch.rotary.cos_sin` says (the operator's body: eager CUDA calls run it directly)."""
     wanted, sections, interleaved = request(params, seq_len, dtype_name)
-    rows = encode_launch.encode(positions, wanted)
+    rows = table_launch.encode(positions, wanted)
     return arrange(TORCH, rows, wanted.count, sections, interleaved, layout)
 
 

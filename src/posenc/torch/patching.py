@@ -37,28 +37,28 @@ then every swap is applied, and if one fails, those done are undone and the erro
 it was. An error in a proof (a tensor that cannot be read) is raised before anything changed.
 
 **The rotary apply** (``fused=True``; the default where the model's rotary embedding is on a CUDA device
-and triton is present: there the fused kernel makes the rotation exact at no extra memory traffic, since it
-reads no cos/sin table; elsewhere ``patch`` keeps the model's own apply unless asked, so that only the
-positional values change). Where the attention calls its apply is read from a table, one row per model
-family (:mod:`posenc.torch.families`: the module-global name the attention's ``forward`` calls, its
-signature, its layout, the applies left alone — a vision tower's); a family with no row gets the generic
-row: an attention ``forward`` that calls ``apply_rotary_pos_emb`` and no other rotary apply. Every
-attention module so placed gets an instance ``forward``: its class's own, rebuilt at this ``patch`` from
-its module's globals *as they are now*, with posenc's exact apply in that name's place (the library's
-module and class are not touched; the rebuilt forward is held by the instance alone, and ``unpatch``
-removes it: a later ``patch`` sees the module's bindings as they are then). The exact apply computes
-``x · cos + turn(x) · sin`` in float32 and rounds once to q's dtype (:func:`posenc.torch.apply_rotary`), from
-float32 cos/sin, which the patched rotary embedding then returns; on CUDA it is the fused kernel
-(:func:`posenc.torch.apply_rotary` given position ids: cos/sin computed inside the rotation from them, the
-same bits). The position ids reach it through one named channel: the patched rotary embedding records, in a
-context variable of the running thread (or task), each cos it returns with its ids, parameters and
-``seq_len``; the exact apply uses them only for that very cos tensor (identity), and otherwise rotates by
-cos/sin. Nothing rides on a tensor, and nothing is recorded or read under ``torch.compile`` (where the
-kernel does not run). Before that, each distinct apply function of the model, as its module's globals hold
-it now, is run on float32 probes and must give posenc's bits (in float32, the two are the same arithmetic);
-an apply that is not the library's own (rebound since import: another library's patch, a ``mock.patch``, a
-wrapper) is not replaced — posenc would silently drop what the user put there — nor is one of a model
-whose attention also rotates by an apply posenc has no exact equivalent for (DeepSeek-V3's
+and triton is present: there the fused apply makes the rotation exact at less memory traffic than a
+table's (it reads q and k once and a small cos/sin buffer of the distinct positions); elsewhere
+``patch`` keeps the model's own apply unless asked, so that only the positional values change). Where the
+attention calls its apply is read from a table, one row per model family (:mod:`posenc.torch.families`: the
+module-global name the attention's ``forward`` calls, its signature, its layout, the applies left alone — a
+vision tower's); a family with no row gets the generic row: an attention ``forward`` that calls
+``apply_rotary_pos_emb`` and no other rotary apply. Every attention module so placed gets an instance
+``forward``: its class's own, rebuilt at this ``patch`` from its module's globals *as they are now*, with
+posenc's exact apply in that name's place (the library's module and class are not touched; the rebuilt forward
+is held by the instance alone, and ``unpatch`` removes it: a later ``patch`` sees the module's bindings as
+they are then). The exact apply computes ``x · cos + turn(x) · sin`` in float32 and rounds once to q's dtype
+(:func:`posenc.torch.apply_rotary`), from float32 cos/sin, which the patched rotary embedding then returns; on
+CUDA it is the fused kernel (:func:`posenc.torch.apply_rotary` given position ids: their cos/sin computed on
+the device, then one rotation kernel; the same bits). The position ids reach it through one named channel: the
+patched rotary embedding records, in a context variable of the running thread (or task), each cos it returns
+with its ids, parameters and ``seq_len``; the exact apply uses them only for that very cos tensor (identity),
+and otherwise rotates by cos/sin. Nothing rides on a tensor, and nothing is recorded or read under
+``torch.compile`` (where the kernel does not run). Before that, each distinct apply function of the model, as
+its module's globals hold it now, is run on float32 probes and must give posenc's bits (in float32, the two
+are the same arithmetic); an apply that is not the library's own (rebound since import: another library's
+patch, a ``mock.patch``, a wrapper) is not replaced — posenc would silently drop what the user put there — nor
+is one of a model whose attention also rotates by an apply posenc has no exact equivalent for (DeepSeek-V3's
 ``apply_rotary_pos_emb_interleave``), or whose attention ``forward`` is set on the instance (a hook, a user's
 wrapper) or wrapped by a decorator (``__wrapped__``): each keeps its own apply, with the reason. In a float32
 model the logits do not change by a bit; in bfloat16 and float16 the rotation is rounded once instead of

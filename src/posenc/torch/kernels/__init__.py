@@ -7,11 +7,12 @@ written again in Triton, bit for bit, and run as one kernel where the tensors ar
 - :mod:`~posenc.torch.kernels.encode_kernel` (launched by :mod:`~posenc.torch.kernels.encode_launch`):
   ``torch.ops.posenc.exact``, the exact encodings of a block of positions;
 - :mod:`~posenc.torch.kernels.table_kernel` (launched by :mod:`~posenc.torch.kernels.table_launch`):
-  ``torch.ops.posenc.table``, a table by angle addition, certified per element;
+  ``torch.ops.posenc.table``, a table by angle addition, certified per element, and integer position ids
+  the same way (``ids_kernel``);
 - :mod:`~posenc.torch.kernels.fused_kernel` (launched by :mod:`posenc.torch.fused_rotary`): the exact
-  rotary apply, cos/sin computed inside the rotation;
+  rotary apply's rotation, by the cos/sin rows of its positions;
 - :mod:`~posenc.torch.kernels.common`: what the launchers share (the kernels' modules, the host
-  constants as tensors, the compile-time counts).
+  constants as tensors, the compile-time counts, the :class:`~posenc.torch.kernels.common.Launcher`).
 
 The launchers import no triton: a module of kernels (``*_kernel``, ``algorithm``, ``fixed_point``) is
 imported by :func:`~posenc.torch.kernels.common.kernel_module` when a kernel is first launched, and only

@@ -6,11 +6,12 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+import os
 from typing import Any
 
 import torch
 
-from ... import portable
+from ... import layouts, portable
 
 #: Devices the kernels run on (tests add "cpu" in a process that runs Triton's interpreter).
 KERNEL_DEVICES = ["cuda"]
@@ -54,6 +55,15 @@ def series_terms(m: int) -> int:
     return terms
 
 
+def columns(request: portable.Request) -> tuple[int, ...]:
+    """Where the kernels store a request's values, in the order they take it: the sine and cosine columns
+    kept, their first column and stride (:func:`posenc.layouts.placement`), the width they fill and
+    d_model (past the width: +0)."""
+    sin_offset, cos_offset, stride = layouts.placement(request.layout, request.count)
+    width = request.sin_columns + request.cos_columns
+    return request.sin_columns, request.cos_columns, sin_offset, cos_offset, stride, width, request.d_model
+
+
 _CONSTANTS: dict[tuple[int, str], tuple[Any, tuple[torch.Tensor, ...]]] = {}
 
 
@@ -89,3 +99,88 @@ def constants_on(request: portable.Request, where: torch.device) -> tuple[torch.
         _CONSTANTS.clear()
     _CONSTANTS[key] = (request, tensors)
     return tensors
+
+
+# --- the launch -------------------------------------------------------------------------------------------
+
+
+def _argument_key(value: Any) -> Any:
+    """What Triton may specialize a kernel on for one argument, and more: a tensor's dtype and 16-byte
+    alignment; an integer's width (32 or 64 bits, unsigned), divisibility by 16 and being 1; a float's
+    and a bool's type. Two calls with equal keys run the same compiled kernel."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype, value.data_ptr() % 16 == 0
+    if isinstance(value, bool):
+        return bool, value
+    if isinstance(value, int):
+        width = 32 if -(2**31) <= value < 2**31 else 64 if -(2**63) <= value < 2**63 else 65
+        return width, value % 16 == 0, value == 1
+    return type(value)
+
+
+class Launcher:
+    """``kernel[grid](*args, **constants)`` of a Triton kernel, with Triton's per-call host work done once per
+    specialization: the first call of each (its arguments' :func:`_argument_key`, the constants, the device)
+    goes through Triton (which compiles, or finds, the kernel it returns); later ones call that compiled
+    kernel's own launcher directly, with the same arguments Triton passes it. Triton's binding of ~40
+    arguments, its cache key and its launch bookkeeping cost ~20 us a call on an H200 host
+    (benchmarks/host_path.py): a decode step's budget. Where a launch hook is set (a profiler), in Triton's
+    interpreter, or for a kernel whose compiled form has no launcher, every call goes through Triton."""
+
+    #: Specializations kept per kernel (each holds a compiled kernel Triton holds too).
+    LIMIT = 256
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.names = tuple(getattr(kernel, "arg_names", ()))
+        self.compiled: dict[tuple, tuple[Any, tuple]] = {}
+
+    def __getitem__(self, grid: tuple[int, ...]) -> Any:
+        return lambda *args, **options: self.launch(grid, args, options)
+
+    def launch(self, grid: tuple[int, ...], args: tuple, options: dict[str, Any]) -> Any:
+        if not _DIRECT or not self.names or _hooked():
+            return self.kernel[grid](*args, **options)
+        key = (tuple(map(_argument_key, args)), tuple(options.items()), torch.cuda.current_device())
+        found = self.compiled.get(key)
+        if found is None:
+            compiled = self.kernel[grid](*args, **options)
+            if hasattr(compiled, "packed_metadata") and hasattr(compiled, "function"):
+                if len(self.compiled) >= self.LIMIT:
+                    self.compiled.clear()
+                constants = tuple(options[name] for name in self.names[len(args) :])
+                self.compiled[key] = (compiled, constants)
+            return compiled
+        compiled, constants = found
+        x, y, z = (*grid, 1, 1)[:3]
+        stream = torch.cuda.current_stream().cuda_stream
+        compiled.run(
+            x, y, z, stream, compiled.function, compiled.packed_metadata, None, None, None, *args, *constants
+        )
+        return compiled
+
+
+#: Direct launches on a GPU; Triton's interpreter launches through Triton.
+_DIRECT = os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+
+
+def _hooked() -> bool:
+    """Whether Triton has a launch hook set (a profiler's): it must see every launch. True where triton has
+    no ``knobs`` (the direct launch is then left alone)."""
+    runtime = _knobs_runtime()
+    return runtime is None or runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None
+
+
+@functools.cache
+def _knobs_runtime() -> Any:
+    try:
+        from triton import knobs
+    except ImportError:
+        return None
+    return knobs.runtime
+
+
+@functools.cache
+def launcher(kernel: Any) -> Launcher:
+    """The :class:`Launcher` of a Triton kernel (one per kernel)."""
+    return Launcher(kernel)

@@ -14,11 +14,19 @@ import math
 
 import torch
 
-from ... import layouts, portable
+from ... import portable
 from ...portable import rounding
 from ...portable.host import FORMATS, SETTLE_EXTRA
 from . import first_launch
-from .common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
+from .common import (
+    KERNEL_DEVICES,
+    columns,
+    constants_on,
+    kernel_module,
+    launcher,
+    next_power_of_2,
+    series_terms,
+)
 
 #: Output dtypes by the code the kernels store them with (encode_kernel._store_values, and the table kernels,
 #: whose settling kernel stores through it).
@@ -78,11 +86,10 @@ def launch(
     first = request.limbs + (SETTLE_EXTRA if wide_out else 0) if first_limbs is None else first_limbs
     settle = request.limbs + SETTLE_EXTRA if settle_limbs is None else settle_limbs
     precision, emin = FORMATS[fmt]
-    sin_offset, cos_offset, stride = layouts.placement(request.layout, count)
     where = positions.device
     guard = torch.cuda.device(where) if where.type == "cuda" else contextlib.nullcontext()
     with guard:  # triton launches on the current device
-        kernels.encode_kernel[grid](
+        launcher(kernels.encode_kernel)[grid](
             positions,
             positions if offset is None else offset,
             out.view(torch.int16) if fmt == "bfloat16" else out,
@@ -90,13 +97,7 @@ def launch(
             uncertain,
             positions.shape[0],
             count,
-            request.sin_columns,
-            request.cos_columns,
-            sin_offset,
-            cos_offset,
-            stride,
-            request.sin_columns + request.cos_columns,
-            request.d_model,
+            *columns(request),
             M=first,
             TERMS=series_terms(first),
             M_SETTLE=settle,
@@ -123,8 +124,9 @@ def encode(
     positions: torch.Tensor, request: portable.Request, offset: torch.Tensor | None = None
 ) -> torch.Tensor:
     """:func:`posenc.portable.encode` of torch tensors where they are: on CUDA (with triton) one launch of the
-    kernel once its first-launch probe passed (:mod:`~posenc.torch.kernels.first_launch`), elsewhere (CPU,
-    ``meta``, MPS, ...) the portable algorithm; the same bits either way."""
+    exact kernel once its first-launch probe passed (:mod:`~posenc.torch.kernels.first_launch`), elsewhere
+    (CPU, ``meta``, MPS, ...) the portable algorithm; the same bits either way. (Integer ids take angle
+    addition first: :func:`posenc.torch.kernels.table_launch.encode`.)"""
     if runs_here(positions) and _trusted(positions, offset, request):
         return launch(positions, offset, request)[0]
     return portable.encode(portable.backend_of(positions), positions, request, offset)

@@ -54,7 +54,9 @@ class Probe:
 
 
 _PROBES: dict[tuple[str, str, tuple], Probe] = {}
-_LOCK = threading.Lock()
+#: Reentrant: a probe may launch kernels with probes of their own (the fused rotary apply reads the rows of
+#: the angle-addition and encode kernels).
+_LOCK = threading.RLock()
 
 #: The outcome that lets the kernel run.
 VERIFIED = "verified"

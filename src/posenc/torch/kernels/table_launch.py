@@ -20,12 +20,20 @@ from ... import layouts, portable
 from ...portable import rounding
 from ...portable.host import FORMATS, SETTLE_EXTRA
 from . import encode_launch, first_launch
-from .common import KERNEL_DEVICES, constants_on, kernel_module, next_power_of_2, series_terms
+from .common import (
+    KERNEL_DEVICES,
+    columns,
+    constants_on,
+    kernel_module,
+    launcher,
+    next_power_of_2,
+    series_terms,
+)
 
-#: Tables of at most this many values take the encode kernel over their positions (one launch, and the
-#: exact kernel's cost is small there), not the four launches of angle addition: a decode step's one row
-#: (int offset) took 518 us eager against 16 us for a slice of a table, and its CUDA graph replayed in 48 us
-#: against 15 us for the encode kernel's (H200, benchmarks/device_native.py).
+#: Tables of at most this many values are the encodings of their positions (:func:`encode`: angle addition
+#: from the kept levels, two launches), not the four launches of a table's own angle addition: a decode
+#: step's one row (int offset) took 518 us eager that way against 16 us for a slice of a table (H200,
+#: 2026-11-27, benchmarks/device_native.py).
 SMALL_TABLE = 1 << 16
 #: The formats the table kernels build (their codes: encode_launch.OUT_KINDS, shared with the encode kernel).
 TABLE_FORMATS = ("float32", "float16", "bfloat16")
@@ -108,7 +116,7 @@ def launch(
     constants = constants_on(request, where)
     guard = torch.cuda.device(where) if where.type == "cuda" else contextlib.nullcontext()
     with guard:  # triton launches on the current device
-        kernels.table_kernel[grid](
+        launcher(kernels.table_kernel)[grid](
             anchors,
             first,
             constants[4],  # the turn rates as float32: the error bands
@@ -129,33 +137,62 @@ def launch(
             enable_fp_fusion=False,  # the band bounds separately rounded products and sums
         )
         if settle:
-            precision, emin = FORMATS[fmt]
-            limbs = request.limbs + SETTLE_EXTRA
-            kernels.settle_kernel[grid](
+            _settle(
+                kernels,
+                grid,
                 written,
                 uncertain,
-                *constants,
+                None,
                 start,
                 length,
-                count,
-                *columns,
-                request.d_model,
-                M=request.limbs,
-                TERMS=series_terms(request.limbs),
-                M_SETTLE=limbs,
-                TERMS_SETTLE=series_terms(limbs),
-                DELTA=rounding.DELTA_UNITS,
-                PRECISION=precision,
-                EMIN=emin,
-                OUT_KIND=encode_launch.OUT_KINDS[fmt],
-                BLOCK_R=block_r,
-                BLOCK_F=block_f,
-                SUB_R=min(block_r, max(1, exact_r * exact_f // block_f)),
-                num_warps=4,
-                num_stages=1,
-                enable_fp_fusion=False,
+                request,
+                (block_r, block_f),
+                exact,
             )
     return out, uncertain
+
+
+def _settle(
+    kernels, grid, written, uncertain, ids, start, rows, request, block, exact
+) -> None:  # fmt: skip
+    """The settling launch after a combining one: the blocks that counted an uncertain value, recomputed
+    exactly (positions ``start + row``, or the ids where given: :func:`_ids_arguments`'s)."""
+    fmt = request.fmt
+    precision, emin = FORMATS[fmt]
+    limbs = request.limbs + SETTLE_EXTRA
+    block_r, block_f = block
+    sin_offset, cos_offset, stride = layouts.placement(request.layout, request.count)
+    launcher(kernels.settle_kernel)[grid](
+        written,
+        uncertain,
+        *(ids or (written, written, 1, 0, 0, 0, 0)),
+        *constants_on(request, written.device),
+        start,
+        rows,
+        request.count,
+        request.sin_columns,
+        request.cos_columns,
+        sin_offset,
+        cos_offset,
+        stride,
+        request.d_model,
+        M=request.limbs,
+        TERMS=series_terms(request.limbs),
+        M_SETTLE=limbs,
+        TERMS_SETTLE=series_terms(limbs),
+        DELTA=rounding.DELTA_UNITS,
+        PRECISION=precision,
+        EMIN=emin,
+        OUT_KIND=encode_launch.OUT_KINDS[fmt],
+        BLOCK_R=block_r,
+        BLOCK_F=block_f,
+        SUB_R=min(block_r, max(1, exact["block_rows"] * exact["block_freqs"] // block_f)),
+        HAS_IDS=ids is not None,
+        HAS_OFFSET=ids is not None and ids[1] is not ids[0],
+        num_warps=4,
+        num_stages=1,
+        enable_fp_fusion=False,
+    )
 
 
 def table(length: int, start: int, request: portable.Request, where: torch.device) -> torch.Tensor:
@@ -168,7 +205,7 @@ def table(length: int, start: int, request: portable.Request, where: torch.devic
     if large and runs_here(where, request) and valid and _trusted(where, request):
         return launch(length, start, request, where)[0]
     positions = torch.arange(start, start + length, device=where, dtype=torch.int64)
-    return encode_launch.encode(positions, request)
+    return encode(positions, request)
 
 
 #: The probe's table: positions PROBE_START .. PROBE_START + PROBE_LENGTH - 1 (several anchors and blocks).
@@ -197,3 +234,198 @@ def _trusted(where: torch.device, request: portable.Request) -> bool:
         lambda: launch(PROBE_LENGTH, PROBE_START, request, where)[0],
         reference,
     )
+
+
+# --- position ids by angle addition ---------------------------------------------------------------------
+
+#: The rows of the levels of position ids: 256 per level (table_kernel.LEVELS of table_kernel.LEVEL_BITS).
+LEVEL_ROWS = 4 * 256
+#: Bytes of levels kept on the devices at once (the least recently built go first); a request whose levels
+#: alone would take over a quarter of it takes the encode kernel.
+LEVELS_BYTES = 256 << 20
+_LEVELS: dict[tuple[int, str], tuple[portable.Request, torch.Tensor]] = {}
+
+
+def levels(
+    request: portable.Request, where: torch.device, exact_block: tuple[int, int] | None = None
+) -> torch.Tensor | None:
+    """The exact float64 [sin | cos] rows of positions k·256**j (k < 256, j < 4) for ``request`` on
+    ``where``: (LEVEL_ROWS, 2·count), built by the encode kernel the first time (one host sync, so that
+    every stream sees them; none inside a CUDA graph capture: None there) and kept (bounded, per request
+    and device). None where they would be too large."""
+    key = (id(request), str(where))
+    cached = _LEVELS.get(key)
+    if cached is not None and cached[0] is request:
+        return cached[1]
+    size = LEVEL_ROWS * 2 * request.count * 8
+    capturing = where.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    if size > LEVELS_BYTES // 4 or capturing:
+        return None
+    parts = torch.arange(256, dtype=torch.int64)
+    positions = (parts[None, :] * (256 ** torch.arange(4, dtype=torch.int64))[:, None]).reshape(-1)
+    exact_f = min(next_power_of_2(request.count), 64)
+    exact_r, exact_f = exact_block or (max(1, _EXACT_BLOCK // exact_f), exact_f)
+    rows = encode_launch.launch(
+        positions.to(where), None, anchor_request(request), block_rows=exact_r, block_freqs=exact_f
+    )[0]
+    if where.type == "cuda":
+        mode = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode(0)
+        try:
+            torch.cuda.synchronize(where)
+        finally:
+            torch.cuda.set_sync_debug_mode(mode)
+    while _LEVELS and sum(t.numel() * 8 for _, t in _LEVELS.values()) + size > LEVELS_BYTES:
+        del _LEVELS[next(iter(_LEVELS))]
+    _LEVELS[key] = (request, rows)
+    return rows
+
+
+def ids_launch(
+    positions: torch.Tensor,
+    offset: torch.Tensor | None,
+    request: portable.Request,
+    *,
+    block_rows: int | None = None,
+    block_freqs: int | None = None,
+    exact_block: tuple[int, int] | None = None,
+    band_floor: float = 0.0,
+    settle: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(encodings, uncertain) of integer ``positions`` (+ integer ``offset``, broadcast against them) by
+    angle addition from the levels (:func:`levels`; None where they are not available), certified per
+    element and settled on the device; the arguments as :func:`launch`'s."""
+    where = positions.device
+    rows_of = levels(request, where, exact_block)
+    if rows_of is None:
+        return None
+    kernels = kernel_module("table_kernel")
+    shape, ids = _ids_arguments(positions, offset)
+    count, fmt = request.count, request.fmt
+    rows = math.prod(shape)
+    out = torch.empty((rows, request.d_model), dtype=getattr(torch, fmt), device=where)
+    block_f = block_freqs or min(next_power_of_2(count), 128)
+    block_r = block_rows or max(1, _BLOCK // block_f)
+    grid = (math.ceil(rows / block_r), math.ceil(count / block_f))
+    uncertain = torch.empty(grid[0] * grid[1], dtype=torch.int32, device=where)
+    if not out.numel():
+        return out.reshape(*shape, request.d_model), uncertain
+    exact_f = min(next_power_of_2(count), 64)
+    exact_r, exact_f = exact_block or (max(1, _EXACT_BLOCK // exact_f), exact_f)
+    written = out.view(torch.int16) if fmt == "bfloat16" else out
+    guard = torch.cuda.device(where) if where.type == "cuda" else contextlib.nullcontext()
+    with guard:  # triton launches on the current device
+        launcher(kernels.ids_kernel)[grid](
+            ids[0],
+            ids[1],
+            rows_of,
+            constants_on(request, where)[4],  # the turn rates as float32: the error bands
+            written,
+            uncertain,
+            rows,
+            *ids[2:],
+            count,
+            *columns(request),
+            band_floor,
+            OUT_KIND=encode_launch.OUT_KINDS[fmt],
+            HAS_OFFSET=offset is not None,
+            BLOCK_R=block_r,
+            BLOCK_F=block_f,
+            num_warps=8,
+            enable_fp_fusion=False,  # the band bounds separately rounded products and sums
+        )
+        if settle:
+            exact = {"block_rows": exact_r, "block_freqs": exact_f}
+            _settle(
+                kernels,
+                grid,
+                written,
+                uncertain,
+                ids,
+                0,
+                rows,
+                request,
+                (block_r, block_f),
+                exact,
+            )
+    return out.reshape(*shape, request.d_model), uncertain
+
+
+def _ids_arguments(positions: torch.Tensor, offset: torch.Tensor | None) -> tuple[tuple[int, ...], tuple]:
+    """(shape, (positions, offsets, inner, positions' strides (2), offsets' strides (2))): the ids broadcast
+    against the offsets as (outer, inner) views (stride 0 where broadcast), read so by the kernels; copied
+    only where a shape of three or more axes does not flatten to two. The offsets are the positions
+    themselves where there are none."""
+    shape = (
+        tuple(positions.shape) if offset is None else torch.broadcast_shapes(positions.shape, offset.shape)
+    )
+    views = []
+    for x in (positions, offset if offset is not None else positions):
+        x = x.expand(shape)
+        if len(shape) == 0:
+            x = x.reshape(1, 1)
+        elif len(shape) == 1:
+            x = x[None]
+        elif len(shape) > 2:
+            flat = x.view(-1, shape[-1]) if x.is_contiguous() else x.reshape(-1, shape[-1]).contiguous()
+            x = flat
+        views.append(x)
+    (p, o), inner = views, (shape[-1] if shape else 1)
+    o = p if offset is None else o
+    return shape, (p, o, max(inner, 1), *p.stride(), *o.stride())
+
+
+def ids_run_here(positions: torch.Tensor, offset: torch.Tensor | None, request: portable.Request) -> bool:
+    """Whether integer position ids (+ offset) take angle addition here: :func:`runs_here`, integer
+    positions and offset, and levels of a size :func:`levels` keeps."""
+    return (
+        not positions.is_floating_point()
+        and (offset is None or not offset.is_floating_point())
+        and runs_here(positions.device, request)
+        and LEVEL_ROWS * 2 * request.count * 8 <= LEVELS_BYTES // 4
+    )
+
+
+def encode(
+    positions: torch.Tensor, request: portable.Request, offset: torch.Tensor | None = None
+) -> torch.Tensor:
+    """:func:`posenc.portable.encode` of torch tensors where they are, the fastest way the device has: on
+    CUDA (with triton) integer ids by angle addition (:func:`ids`), other positions by the exact kernel;
+    elsewhere the portable algorithm (:func:`~posenc.torch.kernels.encode_launch.encode`); the same bits
+    every way."""
+    if ids_run_here(positions, offset, request):
+        found = ids(positions, request, offset)
+        if found is not None:
+            return found
+    return encode_launch.encode(positions, request, offset)
+
+
+def ids(
+    positions: torch.Tensor, request: portable.Request, offset: torch.Tensor | None = None
+) -> torch.Tensor | None:
+    """The encodings of integer ``positions`` (+ ``offset``) by angle addition once its first-launch probe
+    passed, or None (the caller takes the encode kernel): levels not available (a CUDA graph capture before
+    the first call), or the probe failed."""
+    if not _ids_trusted(positions.device, request, offset is not None):
+        return None
+    found = ids_launch(positions, offset, request)
+    return None if found is None else found[0]
+
+
+def _ids_trusted(where: torch.device, request: portable.Request, with_offset: bool) -> bool:
+    spec = {**specialization(request), "ids": True, "offset": with_offset}
+
+    def inputs() -> tuple[torch.Tensor, torch.Tensor | None]:
+        return encode_launch.probe_positions("int", with_offset, where)
+
+    def run() -> torch.Tensor:
+        found = ids_launch(*inputs(), request)
+        if found is None:
+            raise RuntimeError("no levels")
+        return found[0]
+
+    def reference() -> torch.Tensor:
+        positions, offset = inputs()
+        return portable.encode(portable.backend_of(positions), positions, request, offset)
+
+    return first_launch.trusted("ids", where, spec, run, reference)

@@ -6,13 +6,16 @@
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
 #       -d .whl diffusers==0.42.1 liger-kernel==0.8.5 importlib_metadata
 # and carry .whl (gitignored). On an H200 the whole run took 206 s (2026-11-27). What each step proves:
-#   gpu_kernel_bits.py     the encode and table kernels = the portable algorithm = the core, bit for bit, on
-#                          millions of values (every output dtype, position kind, offsets, settling)
+#   gpu_kernel_bits.py     position ids and tables by angle addition = the core, and the encode kernel = the
+#                          portable algorithm = the core, bit for bit, on millions of values (every output
+#                          dtype, position kind, offsets, settling)
 #   test_torch_device.py   the torch adapter on CUDA (encode, tables, modules, rotary, compile) against the core
 #   gpu_hf_model.py        a Hugging Face Llama with posenc's rotary: forward, generate, sync-debug, compile
 #   device_native.py       the speed bars side by side, host syncs (sync-debug "error"), CUDA-graph
 #                          capture and replay, torch.compile(mode="reduce-overhead"), a training step, JAX
 #   rope.py                the fused rotary apply against Hugging Face's (and Liger-Kernel's) and the floor
+#   fused_sweep.py         the rotation kernel's tilings against the memory floor, registers and spills
+#   host_path.py           the host's share of an eager decode step, layer by layer, against the gather
 #   gpu_warm.py            each timed case once, ahead: its kernels compiled in parallel
 #   kernel_guard.py        the first-launch probes of posenc.torch.kernel_status(): what each one costs
 # Phase A runs the correctness steps and gpu_warm.py (each timed case once: its compiles) side by side on the
@@ -56,7 +59,7 @@ caches() {  # the compile caches, for a rerun on a fresh machine (carry .gpu_cac
 }
 SMALL=()
 [ "$DEV" = cpu ] && SMALL=(--small)
-LIMIT_A="${LIMIT_A:-240}"  # 110 s was too short on 2026-11-27 for the bits and the suite
+LIMIT_A="${LIMIT_A:-200}"  # 110 s was too short on 2026-11-27 for the bits and the suite
 # A: correctness, and the compiles of every timed case, side by side (Triton compiles on one core a process)
 step kernel_bits "$LIMIT_A" "$PY" scripts/gpu_kernel_bits.py --device "$DEV" "${SMALL[@]}" &
 step test_torch_device "$LIMIT_A" "$PY" -m pytest -q -p no:cacheprovider -n 6 tests/torch/test_torch_device.py --device "$DEV" &
@@ -64,14 +67,21 @@ step hf_model "$LIMIT_A" "$PY" scripts/gpu_hf_model.py --device "$DEV" &
 for case in decode decode_int timesteps table positions lm syncs compile rope guard; do
     OUT="$RESULTS" timeout -k 5 "$LIMIT_A" "$PY" scripts/gpu_warm.py "$case" "$DEV" >"$RESULTS/warm_$case.log" 2>&1 &
 done
+for i in 0 1 2 3 4 5 6 7 8; do
+    timeout -k 5 "$LIMIT_A" "$PY" benchmarks/fused_sweep.py --device "$DEV" --warm $i >"$RESULTS/warm_sweep_$i.log" 2>&1 &
+done
 wait
 tail -qn 1 "$RESULTS"/warm_*.log
 caches
 # B: timed, one at a time, the kernels compiled
-step device_native 110 "$PY" benchmarks/device_native.py --device "$DEV" "${QUICK[@]}" --json "$RESULTS/device_native.json"
+step device_native 100 "$PY" benchmarks/device_native.py --device "$DEV" "${QUICK[@]}" --json "$RESULTS/device_native.json"
 ROPE=()
 [ "$DEV" = cpu ] && ROPE=(--batch 1 --heads 2 --seq 64 --repeat 2)
 step rope 35 "$PY" benchmarks/rope.py --device "$DEV" "${ROPE[@]}" --json "$RESULTS/rope.json"
+step fused_sweep 40 "$PY" benchmarks/fused_sweep.py --device "$DEV" --json "$RESULTS/fused_sweep.json"
+HOST=(--device meta)
+[ "$DEV" = cuda ] && HOST=(--device cuda)
+step host_path 40 "$PY" benchmarks/host_path.py "${HOST[@]}" --calls 1000 --json "$RESULTS/host_path.json"
 step kernel_guard 20 "$PY" scripts/kernel_guard.py --device "$DEV"
 caches
 ls -la "$OUT"

@@ -1,7 +1,7 @@
-"""On a CUDA machine: the encode kernel (posenc.torch.kernels.encode_kernel) against the portable algorithm on
-the same device and against the NumPy core, bit for bit, on millions of random elements; the tables by angle
-addition (posenc.torch.kernels.table_kernel) against the core; and each specialization's first call (Triton's
-compile) timed. Writes ``$OUT/gpu_kernel_bits.json`` (or ./gpu_kernel_bits.json).
+"""On a CUDA machine: position ids and tables by angle addition (posenc.torch.kernels.table_kernel) against
+the NumPy core, bit for bit, on millions of elements; the encode kernel (posenc.torch.kernels.encode_kernel)
+against the portable algorithm on the same device and against the core; and each specialization's first call
+(Triton's compile) timed. Writes ``$OUT/gpu_kernel_bits.json`` (or ./gpu_kernel_bits.json).
 
     PYTHONPATH=src python3 scripts/gpu_kernel_bits.py
     TRITON_INTERPRET=1 PYTHONPATH=src python3 scripts/gpu_kernel_bits.py --device cpu --small  # a dry run
@@ -42,6 +42,72 @@ TABLES = [
     (65536, 512, 2**31 - 65536, {"layout": "sin_cos"}, "float16"),
     (9000, 33, -4500, {"base": 500000.0}, "bfloat16"),
 ]
+
+
+#: position ids by angle addition: (d_model, options, kind of ids, shape, output dtype)
+IDS = [
+    (1024, {}, "random", (4096,), "bfloat16"),
+    (
+        1024,
+        {},
+        "prefill+offset",
+        (8, 2048),
+        "float32",
+    ),  # arange(L) + a per-row offset, broadcast in the kernel
+    (128, {"base": 500000.0, "layout": "sin_cos"}, "random", (65536,), "float32"),  # a rotary request
+    (512, {"layout": "cos_sin"}, "random+offset", (8192,), "float16"),
+    (33, {"odd": "literal"}, "random", (16384,), "bfloat16"),
+]
+
+
+def ids(where: str, small: bool) -> list[dict]:
+    """Each ids case of IDS on ``where`` by angle addition (table_launch.ids_launch) against the core, bit
+    for bit, with the blocks it settled."""
+    sync = torch.cuda.synchronize if where == "cuda" else (lambda: None)
+    rng = np.random.default_rng(48)
+    cases = []
+    for d_model, options, kind, shape, fmt in IDS:
+        if small:
+            shape = (2, 8) if len(shape) == 2 else (16,)
+        checked = core.Options.check(d_model, **{**defaults.OPTIONS, **options})
+        request = operator._request((*checked, fmt))
+        offset = None
+        if kind.startswith("prefill"):
+            host = torch.arange(shape[1])
+            offset = torch.tensor(rng.integers(0, 2**31 - shape[1], (shape[0], 1)))
+        else:
+            host = torch.tensor(rng.integers(-(2**31) + 1, 2**31, shape))
+            if kind.endswith("+offset"):
+                host = host // 2
+                offset = torch.tensor(rng.integers(-(2**30) + 1, 2**30, shape))
+        begin = time.perf_counter()
+        got, uncertain = table_launch.ids_launch(
+            host.to(where), None if offset is None else offset.to(where), request
+        )
+        sync()
+        first = time.perf_counter() - begin
+        total = host if offset is None else host + offset
+        want = posenc.encode(total.numpy(), d_model, dtype=fmt, **options)
+        signed = {2: np.int16, 4: np.int32}[got.element_size()]
+        bits = {2: torch.int16, 4: torch.int32}[got.element_size()]
+        differ = (
+            (got.view(bits).cpu() != torch.from_numpy(np.ascontiguousarray(want).view(signed))).sum().item()
+        )
+        case = {
+            "ids": kind,
+            "shape": list(total.shape),
+            "d_model": d_model,
+            "options": options,
+            "dtype": fmt,
+            "elements": total.numel() * d_model,
+            "first_call_s": round(first, 2),
+            "values_differing_from_core": differ,
+            "blocks_settled": int((uncertain > 0).sum()),
+            "uncertain_values": int(uncertain.sum()),
+        }
+        print(case, flush=True)
+        cases.append(case)
+    return cases
 
 
 def tables(where: str, small: bool) -> list[dict]:
@@ -149,8 +215,13 @@ if __name__ == "__main__":
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--small", action="store_true", help="8 rows a case (a dry run)")
     args = parser.parse_args()
-    document = main(args.device, args.small)
-    document["tables"] = tables(args.device, args.small)
+    if args.small:  # the interpreter takes about as long for an exact block of any size: big ones are quick
+        table_launch._EXACT_BLOCK = 64 * 1024
     path = Path(os.environ.get("OUT", ".")) / "gpu_kernel_bits.json"
+    document: dict = {"ids": ids(args.device, args.small)}  # the newest paths first: a cut run has them
+    path.write_text(json.dumps(document, indent=2))
+    document["tables"] = tables(args.device, args.small)
+    path.write_text(json.dumps(document, indent=2))
+    document.update(main(args.device, args.small))
     path.write_text(json.dumps(document, indent=2))
     print(f"wrote {path}")

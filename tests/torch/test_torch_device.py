@@ -1,8 +1,9 @@
 """posenc.torch on a device: the same bits as the NumPy core wherever the tensors live.
 
 CI runs this file on the CPU; on a GPU machine run ``pytest tests/torch/test_torch_device.py --device cuda``
-(the GPU figures of docs/accelerators.md were taken after that run passed). Every result is compared with
-the NumPy core bit for bit, so a device that computed anything in its own low precision would fail here.
+(``scripts/gpu_checks.sh`` runs it beside the benchmarks; docs/accelerators.md says how far it got on each
+GPU run). Every result is compared with the NumPy core bit for bit, so a device that computed anything in
+its own low precision would fail here.
 """
 
 from __future__ import annotations

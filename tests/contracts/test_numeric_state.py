@@ -3,35 +3,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
-import torch
 
 import posenc
 from posenc import analysis
 from posenc.analysis import rope_figures
-from tests.support.public_calls import CALLS, arrays_of, snapshot
+from tests.support.public_calls import CALLS, NUMERIC_STATES, arrays_of, snapshot
 
-
-@contextlib.contextmanager
-def _torch_default(dtype: torch.dtype) -> Iterator[None]:
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(old)
-
-
-STATES = {
-    "seterr raise": lambda: np.errstate(all="raise"),
-    "seterr warn": lambda: np.errstate(all="warn"),
-    "torch default float64": lambda: _torch_default(torch.float64),
-}
+STATES = NUMERIC_STATES
 
 # computed once, in the default state, for every call (the baseline the states are compared with)
 _BASELINE: dict[str, list[np.ndarray]] = {}

@@ -4,19 +4,18 @@ from the dictionary behind ``os.environ``, one block run inline, the row of posi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import warnings
 
 import numpy as np
 import pytest
-import torch
 
 import posenc
 from posenc import validation
 from posenc.core import parallel
 from posenc.core.isolated import isolated
+from tests.support.public_calls import NUMERIC_STATES
 
 CALLS = {
     "encode one position": lambda: posenc.encode(np.array([7]), 512),
@@ -27,21 +26,7 @@ CALLS = {
 }
 
 
-@contextlib.contextmanager
-def _torch_default_float64():
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(old)
-
-
-STATES = {
-    "raise": lambda: np.errstate(all="raise"),
-    "warn": lambda: np.errstate(all="warn"),
-    "torch float64": _torch_default_float64,
-}
+STATES = NUMERIC_STATES
 
 
 @pytest.mark.parametrize("state", sorted(STATES))

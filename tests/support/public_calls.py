@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -137,3 +138,22 @@ def _token_embedding() -> torch.nn.Module:
             torch.arange(80, dtype=torch.float32).reshape(10, 8) / 80
         )
     return module
+
+
+@contextlib.contextmanager
+def _torch_default(dtype: torch.dtype) -> Iterator[None]:
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+#: The global numeric states a caller may have set, none of which a result may depend on: name -> a
+#: context manager that sets it for its block.
+NUMERIC_STATES = {
+    "seterr raise": lambda: np.errstate(all="raise"),
+    "seterr warn": lambda: np.errstate(all="warn"),
+    "torch default float64": lambda: _torch_default(torch.float64),
+}

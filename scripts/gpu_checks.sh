@@ -18,6 +18,7 @@
 #   host_path.py           the host's share of an eager decode step, layer by layer, against the gather
 #   gpu_warm.py            each timed case once, ahead: its kernels compiled in parallel
 #   kernel_guard.py        the first-launch probes of posenc.torch.kernel_status(): what each one costs
+#   launch_costs.py        the host's cost of each small operation of a launch, each kernel's GPU time
 # Phase A runs the correctness steps and gpu_warm.py (each timed case once: its compiles) side by side on the
 # 16 cores; phase B times the cases one at a time, their kernels in Triton's disk cache.
 # Dry run on the CPU:  GPU_CHECKS_DEVICE=cpu TRITON_INTERPRET=1 scripts/gpu_checks.sh
@@ -61,16 +62,23 @@ SMALL=()
 [ "$DEV" = cpu ] && SMALL=(--small)
 LIMIT_A="${LIMIT_A:-200}"  # 110 s was too short on 2026-11-27 for the bits and the suite
 # A: correctness, and the compiles of every timed case, side by side (Triton compiles on one core a process)
+# The device suite runs on (its own limit, LIMIT_SUITE): phase B waits for the rest of phase A, not for it.
+step test_torch_device "${LIMIT_SUITE:-300}" "$PY" -m pytest -q -rA -p no:cacheprovider -n 6 \
+    tests/torch/test_torch_device.py --device "$DEV" &
+PHASE_A=()
 step kernel_bits "$LIMIT_A" "$PY" scripts/gpu_kernel_bits.py --device "$DEV" "${SMALL[@]}" &
-step test_torch_device "$LIMIT_A" "$PY" -m pytest -q -p no:cacheprovider -n 6 tests/torch/test_torch_device.py --device "$DEV" &
+PHASE_A+=($!)
 step hf_model "$LIMIT_A" "$PY" scripts/gpu_hf_model.py --device "$DEV" &
+PHASE_A+=($!)
 for case in decode decode_int timesteps table positions lm syncs compile rope guard; do
     OUT="$RESULTS" timeout -k 5 "$LIMIT_A" "$PY" scripts/gpu_warm.py "$case" "$DEV" >"$RESULTS/warm_$case.log" 2>&1 &
+    PHASE_A+=($!)
 done
-for i in 0 1 2 3 4 5 6 7 8; do  # benchmarks/fused_sweep.py: its 9 cases
+for i in 0 1 2 3 4 5 6 7 8 9; do  # benchmarks/fused_sweep.py: its 10 cases
     timeout -k 5 "$LIMIT_A" "$PY" benchmarks/fused_sweep.py --device "$DEV" --warm $i >"$RESULTS/warm_sweep_$i.log" 2>&1 &
+    PHASE_A+=($!)
 done
-wait
+wait "${PHASE_A[@]}"
 tail -qn 1 "$RESULTS"/warm_*.log
 caches
 # B: timed, one at a time, the kernels compiled
@@ -83,6 +91,8 @@ HOST=(--device meta)
 [ "$DEV" = cuda ] && HOST=(--device cuda)
 step host_path 40 "$PY" benchmarks/host_path.py "${HOST[@]}" --calls 1000 --json "$RESULTS/host_path.json"
 step kernel_guard 20 "$PY" scripts/kernel_guard.py --device "$DEV"
+[ "$DEV" = cuda ] && step launch_costs 60 "$PY" benchmarks/launch_costs.py --calls 2000 --json "$RESULTS/launch_costs.json"
+wait  # the device suite, where it outlasts phase B
 caches
 ls -la "$OUT"
 echo "== all done at $((SECONDS - began)) s"

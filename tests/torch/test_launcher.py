@@ -44,7 +44,7 @@ def direct(monkeypatch):
     monkeypatch.setattr(common, "_hooked", lambda: False)
     device = types.SimpleNamespace(index=0)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: device.index)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda: types.SimpleNamespace(cuda_stream=77))
+    monkeypatch.setattr(common, "_raw_stream", lambda index: 77 + index)
     return device
 
 
@@ -82,6 +82,22 @@ def test_anything_triton_could_specialize_on_goes_through_triton_again(direct, c
     direct.index = change.get("device", 0)
     launch[(1,)](x2, change.get("n", 100), 0.5, BLOCK=change.get("BLOCK", 128), KIND=2)
     assert len(kernel.calls) == 2 and not kernel.compiled.runs
+
+
+def test_the_key_tells_apart_what_triton_specializes_on():
+    import enum
+
+    class Size(enum.IntEnum):
+        ONE = 1
+
+    key = common.arguments_key
+    assert key((True,)) != key((1,)) and key((True,)) != key((False,))
+    assert key((Size.ONE,)) == key((1,)) != key((3,))  # an int subclass is an int
+    assert key((2**31 - 1,)) != key((2**31,)) != key((2**63,))  # 32-bit, 64-bit, unsigned 64-bit
+    assert key((-(2**31) + 1,)) == key((5,)) and key((32,)) != key((48 + 1,))
+    x = torch.zeros(8)
+    assert key((x,)) == key((torch.zeros(3),)) != key((x[1:],)) != key((x.double(),))
+    assert key((0.5, None)) == key((2.0, None)) != key((2, None))
 
 
 def test_a_launch_hook_or_the_interpreter_sees_every_launch(direct, monkeypatch):

@@ -18,7 +18,6 @@ on disk).
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any
 
@@ -30,7 +29,7 @@ from ..rope.arrays import apply_rotary as rotate_arrays
 from ..rope.arrays import arrange, check_layout, check_request
 from . import operator, rotary
 from .kernels import first_launch, table_launch
-from .kernels.common import KERNEL_DEVICES, kernel_module, launcher, next_power_of_2
+from .kernels.common import KERNEL_DEVICES, kernel_module, launcher, next_power_of_2, on_device
 from .tensors import _position_tensor, _tracing
 
 __all__ = ["apply_rotary", "launch"]
@@ -217,6 +216,8 @@ def _trusted(
 
 #: Positions and heads a program of the rotation kernel takes, and its warps (benchmarks/fused_sweep.py).
 BLOCK_L, BLOCK_H, WARPS = 16, 4, 4
+#: Every head of a tile loaded at once (a (BLOCK_H, BLOCK_L, pairs) block), rather than head after head.
+WIDE = False
 #: Tile offsets are 32-bit (fused_kernel): the largest a launch may need.
 _LARGEST_OFFSET = 2**31 - 1
 #: CUDA's largest grid along its second and third axes.
@@ -264,6 +265,7 @@ def launch(
     block_rows: int | None = None,
     block_heads: int | None = None,
     num_warps: int | None = None,
+    wide: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernels: (q_rot, k_rot); ``unsqueeze_dim`` is the heads axis (1 or 2).
 
@@ -290,7 +292,7 @@ def launch(
     grid = (math.ceil(seq / block_l), math.ceil(heads_q / block_h) + math.ceil(heads_k / block_h), batch)
     width = 2 * count
     rest_q, rest_k = q_view.shape[-1] - width, k_view.shape[-1] - width
-    guard = torch.cuda.device(q.device) if q.device.type == "cuda" else contextlib.nullcontext()
+    guard = on_device(q.device)
     with guard:  # triton launches on the current device
         launcher(kernels.rotate_kernel)[grid](
             q_view.view(_BITS[q.dtype]),
@@ -317,6 +319,7 @@ def launch(
             BLOCK_F=next_power_of_2(count),
             BLOCK_H=block_h,
             BLOCK_P=next_power_of_2(max(rest_q, rest_k, 1)),
+            WIDE=WIDE if wide is None else wide,
             num_warps=num_warps or WARPS,
             num_stages=1,
             enable_fp_fusion=False,  # x·cos - y·sin rounds each product, as the unfused path does

@@ -3,6 +3,7 @@ portable algorithm's host constants as tensors on the kernel's device, and the c
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import math
@@ -104,23 +105,45 @@ def constants_on(request: portable.Request, where: torch.device) -> tuple[torch.
 # --- the launch -------------------------------------------------------------------------------------------
 
 
-def _argument_key(value: Any) -> Any:
-    """What Triton may specialize a kernel on for one argument, and more: a tensor's dtype and 16-byte
+_INT32 = range(-(2**31), 2**31)
+_INT64 = range(-(2**63), 2**63)
+
+
+def arguments_key(args: tuple) -> tuple:
+    """What Triton may specialize a kernel on for each argument, and more: a tensor's dtype and 16-byte
     alignment; an integer's width (32 or 64 bits, unsigned), divisibility by 16 and being 1; a float's
-    and a bool's type. Two calls with equal keys run the same compiled kernel."""
-    if isinstance(value, torch.Tensor):
-        return value.dtype, value.data_ptr() % 16 == 0
-    if isinstance(value, bool):
-        return bool, value
-    if isinstance(value, int):
-        width = 32 if -(2**31) <= value < 2**31 else 64 if -(2**63) <= value < 2**63 else 65
-        return width, value % 16 == 0, value == 1
-    return type(value)
+    and a bool's type. Two calls with equal keys run the same compiled kernel. (One loop, no call per
+    argument: it runs at every launch.)"""
+    key = []
+    append = key.append
+    for value in args:
+        kind = value.__class__
+        if kind is bool:
+            append((bool, value))
+        elif kind is torch.Tensor or isinstance(value, torch.Tensor):
+            append((value.dtype, not value.data_ptr() & 15))
+        elif kind is int or isinstance(value, int):
+            append((32 if value in _INT32 else 64 if value in _INT64 else 65, not value & 15, value == 1))
+        else:
+            append(kind)
+    return tuple(key)
+
+
+def on_device(where: torch.device) -> Any:
+    """A context in which Triton launches on ``where`` (it launches on the current CUDA device): the device
+    guard where ``where`` is another CUDA device than the current one, else nothing to do (the guard costs
+    a few microseconds, a decode step's budget)."""
+    if where.type != "cuda" or where.index is None or where.index == torch.cuda.current_device():
+        return _NOTHING
+    return torch.cuda.device(where)
+
+
+_NOTHING = contextlib.nullcontext()
 
 
 class Launcher:
     """``kernel[grid](*args, **constants)`` of a Triton kernel, with Triton's per-call host work done once per
-    specialization: the first call of each (its arguments' :func:`_argument_key`, the constants, the device)
+    specialization: the first call of each (its arguments' :func:`arguments_key`, the constants, the device)
     goes through Triton (which compiles, or finds, the kernel it returns); later ones call that compiled
     kernel's own launcher directly, with the same arguments Triton passes it. Triton's binding of ~40
     arguments, its cache key and its launch bookkeeping cost ~20 us a call on an H200 host
@@ -141,7 +164,8 @@ class Launcher:
     def launch(self, grid: tuple[int, ...], args: tuple, options: dict[str, Any]) -> Any:
         if not _DIRECT or not self.names or _hooked():
             return self.kernel[grid](*args, **options)
-        key = (tuple(map(_argument_key, args)), tuple(options.items()), torch.cuda.current_device())
+        device = torch.cuda.current_device()
+        key = (arguments_key(args), tuple(options.items()), device)
         found = self.compiled.get(key)
         if found is None:
             compiled = self.kernel[grid](*args, **options)
@@ -153,11 +177,18 @@ class Launcher:
             return compiled
         compiled, constants = found
         x, y, z = (*grid, 1, 1)[:3]
-        stream = torch.cuda.current_stream().cuda_stream
+        stream = _raw_stream(device)
         compiled.run(
             x, y, z, stream, compiled.function, compiled.packed_metadata, None, None, None, *args, *constants
         )
         return compiled
+
+
+def _raw_stream(device: int) -> int:
+    """The current CUDA stream of ``device`` as the driver's handle (``current_stream().cuda_stream``,
+    without building a Stream object)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
 #: Direct launches on a GPU; Triton's interpreter launches through Triton.

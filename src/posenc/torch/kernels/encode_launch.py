@@ -9,7 +9,6 @@ machine and specialization (output dtype, positions' kind, offset or not, limbs)
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
@@ -25,6 +24,7 @@ from .common import (
     kernel_module,
     launcher,
     next_power_of_2,
+    on_device,
     series_terms,
 )
 
@@ -87,7 +87,7 @@ def launch(
     settle = request.limbs + SETTLE_EXTRA if settle_limbs is None else settle_limbs
     precision, emin = FORMATS[fmt]
     where = positions.device
-    guard = torch.cuda.device(where) if where.type == "cuda" else contextlib.nullcontext()
+    guard = on_device(where)
     with guard:  # triton launches on the current device
         launcher(kernels.encode_kernel)[grid](
             positions,

@@ -221,8 +221,10 @@ def ids_kernel(
     for level in tl.static_range(1, LEVELS):
         part = (magnitude >> (LEVEL_BITS * level)) & 255
         at = levels_ptr + ((level * 256 + part).to(tl.int64) * width2)[:, None] + freqs[None, :]
-        s_k = tl.load(at, mask=live, other=0.0)
-        c_k = tl.load(at + n_freq, mask=live, other=0.0)
+        # a part 0 is the row of position 0, (+0, 1): not read (a prefill's ids have two such levels)
+        needed = live & (part != 0)[:, None]
+        s_k = tl.load(at, mask=needed, other=0.0)
+        c_k = tl.load(at + n_freq, mask=needed, other=1.0)
         s, c = s * c_k + c * s_k, c * c_k - s * s_k
     s = tl.where(negative[:, None], -s, s)
     omega = tl.load(rate_ptr + freqs, mask=freq_ok, other=0.0) * 6.2895  # 2π, 0.1% over

@@ -11,7 +11,6 @@ exactly the few blocks holding an uncertain value. For float32, float16 and bflo
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
@@ -27,6 +26,7 @@ from .common import (
     kernel_module,
     launcher,
     next_power_of_2,
+    on_device,
     series_terms,
 )
 
@@ -114,7 +114,7 @@ def launch(
     sin_offset, cos_offset, stride = layouts.placement(request.layout, count)
     columns = (request.sin_columns, request.cos_columns, sin_offset, cos_offset, stride)
     constants = constants_on(request, where)
-    guard = torch.cuda.device(where) if where.type == "cuda" else contextlib.nullcontext()
+    guard = on_device(where)
     with guard:  # triton launches on the current device
         launcher(kernels.table_kernel)[grid](
             anchors,
@@ -313,7 +313,7 @@ def ids_launch(
     exact_f = min(next_power_of_2(count), 64)
     exact_r, exact_f = exact_block or (max(1, _EXACT_BLOCK // exact_f), exact_f)
     written = out.view(torch.int16) if fmt == "bfloat16" else out
-    guard = torch.cuda.device(where) if where.type == "cuda" else contextlib.nullcontext()
+    guard = on_device(where)
     with guard:  # triton launches on the current device
         launcher(kernels.ids_kernel)[grid](
             ids[0],
@@ -356,12 +356,10 @@ def _ids_arguments(positions: torch.Tensor, offset: torch.Tensor | None) -> tupl
     against the offsets as (outer, inner) views (stride 0 where broadcast), read so by the kernels; copied
     only where a shape of three or more axes does not flatten to two. The offsets are the positions
     themselves where there are none."""
-    shape = (
-        tuple(positions.shape) if offset is None else torch.broadcast_shapes(positions.shape, offset.shape)
-    )
+    shape = tuple(positions.shape) if offset is None else _broadcast(positions.shape, offset.shape)
     views = []
     for x in (positions, offset if offset is not None else positions):
-        x = x.expand(shape)
+        x = x if x.shape == shape else x.expand(shape)
         if len(shape) == 0:
             x = x.reshape(1, 1)
         elif len(shape) == 1:
@@ -373,6 +371,18 @@ def _ids_arguments(positions: torch.Tensor, offset: torch.Tensor | None) -> tupl
     (p, o), inner = views, (shape[-1] if shape else 1)
     o = p if offset is None else o
     return shape, (p, o, max(inner, 1), *p.stride(), *o.stride())
+
+
+def _broadcast(a: torch.Size, b: torch.Size) -> tuple[int, ...]:
+    """``torch.broadcast_shapes(a, b)`` of two shapes of plain ints (the callers checked that they
+    broadcast): a few comparisons where torch's general one costs ~10 us, a decode step's budget."""
+    if a == b:
+        return tuple(a)
+    a, b = (1,) * (len(b) - len(a)) + tuple(a), (1,) * (len(a) - len(b)) + tuple(b)
+    shape = tuple(y if x == 1 else x for x, y in zip(a, b, strict=True))
+    if any(x not in (1, n) for x, n in zip(a + b, shape + shape, strict=True)):
+        raise ValueError(f"positions of shape {tuple(a)} and offset of shape {tuple(b)} do not broadcast")
+    return shape
 
 
 def ids_run_here(positions: torch.Tensor, offset: torch.Tensor | None, request: portable.Request) -> bool:

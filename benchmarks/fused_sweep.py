@@ -35,13 +35,12 @@ LLAMA31 = Path(__file__).parent / "data" / "llama31_config.json"
 #: (name, launch keyword arguments) of the rotation kernel's configurations (positions, heads a program).
 FUSED = [
     ("fused default", {}),
-    ("fused L16 H4 w4 wide", {"block_rows": 16, "block_heads": 4, "wide": True}),
-    ("fused L16 H8 w4 wide", {"block_rows": 16, "block_heads": 8, "wide": True}),
-    ("fused L16 H8 w8 wide", {"block_rows": 16, "block_heads": 8, "num_warps": 8, "wide": True}),
-    ("fused L32 H4 w8 wide", {"block_rows": 32, "block_heads": 4, "num_warps": 8, "wide": True}),
-    ("fused L8 H8 w4 wide", {"block_rows": 8, "block_heads": 8, "wide": True}),
     ("fused L16 H2 w4", {"block_rows": 16, "block_heads": 2}),
+    ("fused L16 H8 w4", {"block_rows": 16, "block_heads": 8}),
+    ("fused L32 H4 w4", {"block_rows": 32, "block_heads": 4}),
     ("fused L32 H4 w8", {"block_rows": 32, "block_heads": 4, "num_warps": 8}),
+    ("fused L8 H4 w4", {"block_rows": 8, "block_heads": 4}),
+    ("fused L64 H2 w8", {"block_rows": 64, "block_heads": 2, "num_warps": 8}),
     ("fused L16 H4 w2", {"block_rows": 16, "block_heads": 4, "num_warps": 2}),
 ]
 

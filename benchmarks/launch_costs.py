@@ -108,6 +108,55 @@ def _host_rows(where: torch.device, calls: int) -> dict:
     return {name: _per_call(fn, calls) for name, fn in cases.items()}
 
 
+def _decode_parts(where: torch.device, calls: int) -> dict:
+    """The host's time of each piece of an eager decode step's angle addition (ids + offsets -> (8, 1024)
+    bfloat16): its set-up helpers, and for each of its two launches the specialization key, the launch
+    through posenc's Launcher, the compiled kernel's own launcher alone, and Triton's kernel[grid]."""
+    from posenc import core, defaults
+    from posenc.torch import operator
+    from posenc.torch.kernels import common, table_launch
+
+    request = operator._request((*core.Options.check(1024, **defaults.OPTIONS), "bfloat16"))
+    ids = torch.zeros(8, 1, dtype=torch.int64, device=where)
+    offsets = (torch.arange(8, device=where) + 4000)[:, None]
+    seen = {}
+    real = common.Launcher.launch
+
+    def recording(self, grid, args, options):
+        seen[getattr(self.kernel, "__name__", "kernel")] = (self, grid, args, options)
+        return real(self, grid, args, options)
+
+    common.Launcher.launch = recording
+    try:
+        table_launch.encode(ids, request, offsets)
+        table_launch.encode(ids, request, offsets)
+    finally:
+        common.Launcher.launch = real
+    cases = {
+        "table_launch.encode (all of it)": lambda: table_launch.encode(ids, request, offsets),
+        "table_launch.ids_launch": lambda: table_launch.ids_launch(ids, offsets, request),
+        "table_launch._ids_arguments": lambda: table_launch._ids_arguments(ids, offsets),
+        "table_launch.levels": lambda: table_launch.levels(request, where),
+        "table_launch._ids_trusted": lambda: table_launch._ids_trusted(where, request, True),
+        "common.constants_on": lambda: common.constants_on(request, where),
+    }
+    for name, (launcher, grid, args, options) in seen.items():
+        compiled, constants = next(iter(launcher.compiled.values()))
+        x, y, z = (*grid, 1, 1)[:3]
+
+        def run(c=compiled, a=args, k=constants, x=x, y=y, z=z):
+            stream = torch._C._cuda_getCurrentRawStream(0)
+            c.run(x, y, z, stream, c.function, c.packed_metadata, None, None, None, *a, *k)
+
+        cases[f"{name}: arguments_key ({len(args)} args)"] = lambda a=args: common.arguments_key(a)
+        cases[f"{name}: Launcher.launch"] = lambda f=launcher, g=grid, a=args, o=options: f.launch(g, a, o)
+        cases[f"{name}: compiled.run alone"] = run
+        cases[f"{name}: triton kernel[grid]"] = lambda f=launcher, g=grid, a=args, o=options: f.kernel[g](
+            *a, **o
+        )
+    return {name: _per_call(fn, calls) for name, fn in cases.items()}
+
+
 def _profile(name: str, fn, calls: int = 200) -> list[dict]:
     try:
         return _profiled(name, fn, calls)
@@ -168,6 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, (issued, done) in host.items():
         print(f"  {name:44s} issued {issued * 1e6:7.2f} us  done {done * 1e6:7.2f} us")
     report["host"] = {name: {"issued_s": i, "done_s": d} for name, (i, d) in host.items()}
+    try:
+        parts = _decode_parts(where, args.calls)
+    except Exception as error:  # a measurement: the other rows still count
+        print(f"decode parts not measured: {type(error).__name__}: {error}")
+        parts = {}
+    print("decode step's angle addition, piece by piece (per call: issued, done)")
+    for name, (issued, done) in parts.items():
+        print(f"  {name:52s} issued {issued * 1e6:7.2f} us  done {done * 1e6:7.2f} us")
+    report["decode_parts"] = {name: {"issued_s": i, "done_s": d} for name, (i, d) in parts.items()}
     module = pt.SinusoidalPositionalEncoding(1024, batch_first=True).eval()
     x1 = torch.randn(8, 1, 1024, device=where, dtype=torch.bfloat16)
     offsets = torch.arange(8, device=where) + 4000

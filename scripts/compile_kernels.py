@@ -84,9 +84,7 @@ def _cos_sin(cfg: dict, positions: torch.Tensor) -> Callable:
     return launch
 
 
-def _rotary(
-    cfg: dict, q_dtype: torch.dtype, k_dtype: torch.dtype, layout: str, heads_axis: int, **tiling: Any
-) -> Callable:
+def _rotary(cfg: dict, q_dtype: torch.dtype, k_dtype: torch.dtype, layout: str, heads_axis: int) -> Callable:
     def launch() -> None:
         params = rope.config(cfg)
         shape = (2, 4, 8, params.head_dim) if heads_axis == 1 else (2, 8, 4, params.head_dim)
@@ -95,7 +93,7 @@ def _rotary(
         rows = table_launch.encode  # the rotation kernel alone: its cos/sin rows are the specs above
         table_launch.encode = lambda ids, request, offset=None: torch.zeros(ids.numel(), 2 * request.count)
         try:
-            fused_rotary.launch(q, k, positions, params, layout, heads_axis, None, **tiling)
+            fused_rotary.launch(q, k, positions, params, layout, heads_axis, None)
         finally:
             table_launch.encode = rows
 
@@ -132,10 +130,6 @@ SPECS: dict[str, Callable] = {
     "rotary bf16 half": _rotary(_LLAMA, torch.bfloat16, torch.bfloat16, "half", 1),
     "rotary fp16/fp32 interleaved (yarn, partial)": _rotary(
         _YARN_PARTIAL, torch.float16, torch.float32, "interleaved", 2
-    ),
-    "rotary bf16 half, heads at once": _rotary(_LLAMA, torch.bfloat16, torch.bfloat16, "half", 1, wide=True),
-    "rotary fp16/fp32 interleaved, 8 heads at once (yarn, partial)": _rotary(
-        _YARN_PARTIAL, torch.float16, torch.float32, "interleaved", 2, wide=True, block_heads=8
     ),
 }
 

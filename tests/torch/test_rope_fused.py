@@ -99,23 +99,6 @@ CASES = {
         {"block_heads": 2},
     ),
     "batched-distinct-partial-half-float16": ("partial", "half", "float16", "float16", 1, {"block_heads": 2}),
-    # every head of a tile loaded at once (q's second tile holds one head of four)
-    "batched-shared-llama31-half-bfloat16-wide": (
-        "llama31",
-        "half",
-        "bfloat16",
-        "bfloat16",
-        1,
-        {"wide": True},
-    ),
-    "batched-distinct-partial-interleaved-float16-wide": (
-        "partial",
-        "interleaved",
-        "float16",
-        "bfloat16",
-        2,
-        {"block_heads": 2, "wide": True},
-    ),
 }
 
 

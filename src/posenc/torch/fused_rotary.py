@@ -216,8 +216,6 @@ def _trusted(
 
 #: Positions and heads a program of the rotation kernel takes, and its warps (benchmarks/fused_sweep.py).
 BLOCK_L, BLOCK_H, WARPS = 16, 4, 4
-#: Every head of a tile loaded at once (a (BLOCK_H, BLOCK_L, pairs) block), rather than head after head.
-WIDE = False
 #: Tile offsets are 32-bit (fused_kernel): the largest a launch may need.
 _LARGEST_OFFSET = 2**31 - 1
 #: CUDA's largest grid along its second and third axes.
@@ -265,7 +263,6 @@ def launch(
     block_rows: int | None = None,
     block_heads: int | None = None,
     num_warps: int | None = None,
-    wide: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernels: (q_rot, k_rot); ``unsqueeze_dim`` is the heads axis (1 or 2).
 
@@ -319,7 +316,6 @@ def launch(
             BLOCK_F=next_power_of_2(count),
             BLOCK_H=block_h,
             BLOCK_P=next_power_of_2(max(rest_q, rest_k, 1)),
-            WIDE=WIDE if wide is None else wide,
             num_warps=num_warps or WARPS,
             num_stages=1,
             enable_fp_fusion=False,  # x·cos - y·sin rounds each product, as the unfused path does

@@ -57,8 +57,7 @@ def _store_float(ptr, value, mask, KIND: tl.constexpr):
 @triton.jit
 def _rotate_tile(x_ptr, out_ptr, heads, stride_h, stride_l, stride_d, out_h, out_l, out_d, local, first,
                  second, n_freq, pairs_ok, row_ok, cos, sin, rest, INTERLEAVED: tl.constexpr,
-                 KIND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr,
-                 WIDE: tl.constexpr):  # fmt: skip
+                 KIND: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr):  # fmt: skip
     """``heads`` (<= BLOCK_H) heads from the 64-bit bases ``x_ptr``/``out_ptr`` (the tile's first head and
     position): the pairs (features ``first``, ``second``) of rows ``local`` rotated, the ``rest`` features
     past them copied; offsets within the tile are 32-bit. The heads are unrolled, one after another."""
@@ -66,25 +65,15 @@ def _rotate_tile(x_ptr, out_ptr, heads, stride_h, stride_l, stride_d, out_h, out
     at2 = local[:, None] * stride_l + second[None, :] * stride_d
     out1 = local[:, None] * out_l + first[None, :] * out_d
     out2 = local[:, None] * out_l + second[None, :] * out_d
-    if WIDE:  # every head's pairs loaded at once: (BLOCK_H, rows, pairs), all loads in flight together
-        hh = tl.arange(0, BLOCK_H)
-        ok = (hh < heads)[:, None, None] & pairs_ok[None, :, :]
-        y1 = _load_float(x_ptr + (hh[:, None, None] * stride_h + at1[None, :, :]), ok, KIND)
-        y2 = _load_float(x_ptr + (hh[:, None, None] * stride_h + at2[None, :, :]), ok, KIND)
-        c = cos[None, :, :]
-        s = sin[None, :, :]
-        _store_float(out_ptr + (hh[:, None, None] * out_h + out1[None, :, :]), y1 * c - y2 * s, ok, KIND)
-        _store_float(out_ptr + (hh[:, None, None] * out_h + out2[None, :, :]), y2 * c + y1 * s, ok, KIND)
     for h in tl.static_range(BLOCK_H):
         if h < heads:
             x_h = x_ptr + h * stride_h
             o_h = out_ptr + h * out_h
-            if not WIDE:
-                x1 = _load_float(x_h + at1, pairs_ok, KIND)
-                x2 = _load_float(x_h + at2, pairs_ok, KIND)
-                # turn(x) = (-x2, x1): x1·cos + (-x2)·sin is x1·cos - x2·sin, bit for bit
-                _store_float(o_h + out1, x1 * cos - x2 * sin, pairs_ok, KIND)
-                _store_float(o_h + out2, x2 * cos + x1 * sin, pairs_ok, KIND)
+            x1 = _load_float(x_h + at1, pairs_ok, KIND)
+            x2 = _load_float(x_h + at2, pairs_ok, KIND)
+            # turn(x) = (-x2, x1): x1·cos + (-x2)·sin is x1·cos - x2·sin, bit for bit
+            _store_float(o_h + out1, x1 * cos - x2 * sin, pairs_ok, KIND)
+            _store_float(o_h + out2, x2 * cos + x1 * sin, pairs_ok, KIND)
             for start in range(0, rest, BLOCK_P):
                 features = 2 * n_freq + start + tl.arange(0, BLOCK_P)
                 keep = row_ok[:, None] & (features < 2 * n_freq + rest)[None, :]
@@ -101,7 +90,7 @@ def rotate_kernel(
     qo_sb, qo_sh, qo_sl, qo_sd, ko_sb, ko_sh, ko_sl, ko_sd,
     cs_sb, cs_sl,
     INTERLEAVED: tl.constexpr, Q_KIND: tl.constexpr, K_KIND: tl.constexpr, BLOCK_L: tl.constexpr,
-    BLOCK_F: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr, WIDE: tl.constexpr,
+    BLOCK_F: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr,
 ):  # fmt: skip
     """q, k (B, H, L, D) views rotated by the float32 [sin | cos] rows ``cs`` ((B or 1) x L rows of
     2·n_freq, batch stride ``cs_sb``, 0 where the rows share their positions): program (l-block, head
@@ -131,7 +120,7 @@ def rotate_kernel(
             q_ptr + b * q_sb + h0 * q_sh + first_row * q_sl,
             q_out_ptr + b * qo_sb + h0 * qo_sh + first_row * qo_sl,
             HQ - h0, q_sh, q_sl, q_sd, qo_sh, qo_sl, qo_sd, local, first, second, n_freq, pairs_ok, row_ok,
-            cos, sin, q_rest, INTERLEAVED, Q_KIND, BLOCK_H, BLOCK_P, WIDE,
+            cos, sin, q_rest, INTERLEAVED, Q_KIND, BLOCK_H, BLOCK_P,
         )  # fmt: skip
     else:
         h0 = ((pid_h - q_blocks) * BLOCK_H).to(tl.int64)
@@ -139,5 +128,5 @@ def rotate_kernel(
             k_ptr + b * k_sb + h0 * k_sh + first_row * k_sl,
             k_out_ptr + b * ko_sb + h0 * ko_sh + first_row * ko_sl,
             HK - h0, k_sh, k_sl, k_sd, ko_sh, ko_sl, ko_sd, local, first, second, n_freq, pairs_ok, row_ok,
-            cos, sin, k_rest, INTERLEAVED, K_KIND, BLOCK_H, BLOCK_P, WIDE,
+            cos, sin, k_rest, INTERLEAVED, K_KIND, BLOCK_H, BLOCK_P,
         )  # fmt: skip

@@ -161,8 +161,10 @@ def _settle(
     precision, emin = FORMATS[fmt]
     limbs = request.limbs + SETTLE_EXTRA
     block_r, block_f = block
+    sub_r = min(block_r, max(1, exact["block_rows"] * exact["block_freqs"] // block_f))
+    subs = -(-block_r // sub_r)  # the settling programs of a block
     sin_offset, cos_offset, stride = layouts.placement(request.layout, request.count)
-    launcher(kernels.settle_kernel)[grid](
+    launcher(kernels.settle_kernel)[(grid[0] * subs, grid[1])](
         written,
         uncertain,
         *(ids or (written, written, 1, 0, 0, 0, 0)),
@@ -186,7 +188,7 @@ def _settle(
         OUT_KIND=encode_launch.OUT_KINDS[fmt],
         BLOCK_R=block_r,
         BLOCK_F=block_f,
-        SUB_R=min(block_r, max(1, exact["block_rows"] * exact["block_freqs"] // block_f)),
+        SUB_R=sub_r,
         HAS_IDS=ids is not None,
         HAS_OFFSET=ids is not None and ids[1] is not ids[0],
         num_warps=4,

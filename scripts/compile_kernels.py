@@ -208,19 +208,95 @@ def compile_for(arch: int, names: list[str]) -> list[dict]:
     return records
 
 
+def _alike(a: Any, b: Any) -> bool:
+    """The same argument in two launches of one specialization: tensors of one dtype, shape and strides (each
+    launch makes its own), other values equal and of one type."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        alike = isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+        return alike and (a.dtype, a.shape, a.stride()) == (b.dtype, b.shape, b.stride())
+    return type(a) is type(b) and a == b
+
+
+def launch_arguments(arch: int, names: list[str]) -> list[dict]:
+    """Launch each named specialization twice through posenc's launchers with the kernels' launches recorded,
+    not made (no GPU): the first through Triton (its binder orders the arguments, constants and defaults
+    included), the second through posenc's Launcher directly (common.Launcher). One record per kernel: whether
+    the direct launch passed the compiled kernel's launcher what Triton passed it (the grid, stream, function,
+    metadata and every argument; Triton's launch metadata and empty hook chains aside)."""
+    from triton.compiler.compiler import CompiledKernel
+
+    driver.set_active(_CompileOnly(arch))
+    calls: list[tuple[str, tuple]] = []
+
+    def init_handles(self) -> None:  # no device: the launcher records its arguments
+        if self.module is None:
+            self.module, self.function = "module", f"function of {self.name}"
+            self._run = lambda *args, name=self.name: calls.append((name, args))
+
+    saved = (
+        CompiledKernel._init_handles,
+        torch.cuda.current_device,
+        torch.cuda.is_initialized,
+        common._raw_stream,
+        common._hooked,
+    )
+    CompiledKernel._init_handles = init_handles
+    torch.cuda.current_device = lambda: arch
+    torch.cuda.is_initialized = lambda: True
+    common._raw_stream = lambda device: 0
+    common._hooked = lambda: False
+    records = []
+    try:
+        for name in names:
+            calls.clear()
+            record: dict[str, Any] = {"arch": f"sm_{arch}", "spec": name}
+            try:
+                SPECS[name]()
+                first = dict(reversed(calls))  # each kernel's first launch: through Triton
+                calls.clear()
+                SPECS[name]()  # each kernel's launch again: direct (a kernel launched once is left out)
+                for kernel, direct_args in dict(reversed(calls)).items():
+                    triton_args = first[kernel]
+                    same = (
+                        triton_args[:6] == direct_args[:6]
+                        and direct_args[6:9] == (None, None, None)
+                        and len(triton_args) == len(direct_args)
+                        and all(map(_alike, triton_args[9:], direct_args[9:]))
+                    )
+                    record.setdefault("kernels", {})[kernel] = same
+            except Exception as error:  # reported per specialization
+                record["error"] = "".join(traceback.format_exception(error)).strip()[-6000:]
+            records.append(record)
+            print(json.dumps(record), flush=True)
+    finally:
+        (
+            CompiledKernel._init_handles,
+            torch.cuda.current_device,
+            torch.cuda.is_initialized,
+            common._raw_stream,
+            common._hooked,
+        ) = saved
+    return records
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", type=int, nargs="+", default=[90], help="compute capabilities (90: H100)")
     parser.add_argument("--spec", nargs="+", choices=list(SPECS), default=list(SPECS), metavar="NAME")
     parser.add_argument("--json", help="write the records here")
+    parser.add_argument(
+        "--launch-args", action="store_true", help="check the direct launches' arguments (launch_arguments)"
+    )
     args = parser.parse_args(argv)
     common.KERNEL_DEVICES.append("cpu")  # the launchers take the CPU tensors that stand in for CUDA
     print(f"torch {torch.__version__}, triton {triton.__version__}", flush=True)
-    records = [record for arch in args.arch for record in compile_for(arch, args.spec)]
+    check = launch_arguments if args.launch_args else compile_for
+    records = [record for arch in args.arch for record in check(arch, args.spec)]
     if args.json:
         with open(args.json, "w") as file:
             json.dump({"triton": triton.__version__, "records": records}, file, indent=1)
-    return 1 if any("error" in record for record in records) else 0
+    wrong = any(not all(record.get("kernels", {}).values()) for record in records)
+    return 1 if any("error" in record for record in records) or wrong else 0
 
 
 if __name__ == "__main__":

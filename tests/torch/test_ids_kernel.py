@@ -45,6 +45,14 @@ CASES = {
     # bands of 2**-12 (bfloat16: 2**-7) make most values uncertain: the settling kernel decides them
     "settled-64-float32": (64, "float32", {}, {"band_floor": 2.0**-12}),
     "settled-48-bfloat16": (48, "bfloat16", {"base": 500000.0, "layout": "sin_cos"}, {"band_floor": 2.0**-7}),
+    # blocks of 32 rows settled 8 rows at a time by 2 programs a block (the grid capped at 12 programs): each
+    # program takes every other sub-block
+    "settled-shared-64-float32": (
+        64,
+        "float32",
+        {},
+        {"band_floor": 2.0**-12, "exact_block": (8, 32), "settle_programs": 12},
+    ),
     # the negative control: the same band, no settling, cannot give the core's bits
     "unsettled-64-float32": (64, "float32", {}, {"band_floor": 2.0**-12, "settle": False}),
 }
@@ -67,7 +75,13 @@ def _run_cases(out: Path) -> None:
     requests = {}
     for name, (d_model, fmt, options, launch_options) in CASES.items():
         request = requests[name] = portable_request(d_model, fmt, **options)
-        got, uncertain = table_launch.ids_launch(ids, None, request, **EXACT, **launch_options)
+        launch_options = {**EXACT, **launch_options}
+        cap = table_launch.SETTLE_PROGRAMS
+        table_launch.SETTLE_PROGRAMS = launch_options.pop("settle_programs", cap)
+        try:
+            got, uncertain = table_launch.ids_launch(ids, None, request, **launch_options)
+        finally:
+            table_launch.SETTLE_PROGRAMS = cap
         results[f"{name}/bits"], results[f"{name}/uncertain"] = _bits(got, fmt), uncertain.numpy()
     request = portable_request(16, "bfloat16")
     got, _ = table_launch.ids_launch(torch.tensor(OFFSET_IDS), torch.tensor(OFFSETS), request, **EXACT)
@@ -112,7 +126,7 @@ def test_position_0_and_natural_ids_need_no_settling(kernel_results):
     assert kernel_results["48-bfloat16-base5e5-sin_cos/uncertain"].sum() == 0
 
 
-@pytest.mark.parametrize("name", ["settled-64-float32", "settled-48-bfloat16"])
+@pytest.mark.parametrize("name", ["settled-64-float32", "settled-48-bfloat16", "settled-shared-64-float32"])
 def test_the_settling_kernel_decides_uncertain_values(kernel_results, name):
     d_model, fmt, options, _ = CASES[name]
     uncertain = kernel_results[f"{name}/uncertain"]

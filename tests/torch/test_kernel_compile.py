@@ -64,7 +64,30 @@ def compiled(tmp_path_factory) -> dict[str, dict]:
         log, _ = process.communicate(timeout=900)
         assert out.exists(), log[-4000:]
         results[name] = {**json.loads(out.read_text()), "returncode": process.returncode, "log": log}
+    # then the direct launches' arguments, from the kernels just compiled (the same caches)
+    checks = {}
+    for name, extra in TRITONS.items():
+        out = tmp_path_factory.mktemp(f"launch-{name}") / "launch.json"
+        args = (str(SCRIPT), "--launch-args", "--spec", *LAUNCHED)
+        checks[name] = (out, _start(out, extra, *args, cache=CACHE / name))
+    for name, (out, process) in checks.items():
+        log, _ = process.communicate(timeout=900)
+        assert out.exists(), log[-4000:]
+        results[name]["launch"] = {
+            **json.loads(out.read_text()),
+            "returncode": process.returncode,
+            "log": log,
+        }
     return results
+
+
+#: The specializations whose every kernel is launched twice by the direct-launch check: each kernel.
+LAUNCHED = (
+    "rotary bf16 half",
+    "table settling -> bfloat16",
+    "ids + offsets -> float16 (odd)",
+    "encode float32 timesteps -> float32",
+)
 
 
 @pytest.mark.parametrize("name", list(TRITONS))
@@ -87,6 +110,22 @@ def test_every_specialization_compiles_to_an_sm_90_cubin(compiled, name):
         if record["kernel"] in ("table_kernel", "rotate_kernel") and "reg" in record:
             assert record["reg"] <= 128 and record["local"] == 0, record
     assert {r["kernel"] for r in records if "reg" in r} >= {"table_kernel", "rotate_kernel"}
+
+
+@pytest.mark.parametrize("name", list(TRITONS))
+def test_a_direct_launch_passes_the_compiled_kernel_what_triton_passes_it(compiled, name):
+    """posenc's Launcher calls the compiled kernel's own launcher from the second launch of a specialization
+    on: with Triton's real binder (constants, defaults, argument order), every kernel's direct launch passes
+    what Triton's launch passed (a reversed pair of constants fails this: checked by hand)."""
+    result = compiled[name]["launch"]
+    assert result["returncode"] == 0, result["log"][-3000:]
+    kernels = {}
+    for record in result["records"]:
+        assert "error" not in record, record["error"][-1500:]
+        kernels.update(record["kernels"])
+    assert kernels == dict.fromkeys(
+        ("rotate_kernel", "settle_kernel", "table_kernel", "encode_kernel", "ids_kernel"), True
+    )
 
 
 TOY = """

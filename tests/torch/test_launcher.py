@@ -45,6 +45,7 @@ def direct(monkeypatch):
     device = types.SimpleNamespace(index=0)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: device.index)
     monkeypatch.setattr(common, "_raw_stream", lambda index: 77 + index)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     return device
 
 
@@ -111,6 +112,31 @@ def test_a_launch_hook_or_the_interpreter_sees_every_launch(direct, monkeypatch)
     monkeypatch.setattr(common, "_DIRECT", False)
     launch[(1,)](x, 100, 0.5, BLOCK=128, KIND=2)
     assert len(kernel.calls) == 4 and not kernel.compiled.runs
+
+
+def test_no_launch_hook_by_default_and_one_set_is_seen():
+    """Triton's own knobs: its empty hook chains are no hook (read as one, no launch was ever direct)."""
+    knobs = pytest.importorskip("triton.knobs")
+    runtime = knobs.runtime
+    assert not common._hooked()
+
+    def hook(*args):
+        return None
+
+    chain = runtime.launch_enter_hook
+    if hasattr(chain, "add"):
+        chain.add(hook)
+        try:
+            assert common._hooked()
+        finally:
+            chain.remove(hook)
+    else:  # a triton whose hooks are plain attributes
+        runtime.launch_enter_hook = hook
+        try:
+            assert common._hooked()
+        finally:
+            runtime.launch_enter_hook = None
+    assert not common._hooked()
 
 
 def test_a_kernel_without_a_compiled_launcher_always_goes_through_triton(direct):

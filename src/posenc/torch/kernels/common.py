@@ -145,10 +145,12 @@ class Launcher:
     """``kernel[grid](*args, **constants)`` of a Triton kernel, with Triton's per-call host work done once per
     specialization: the first call of each (its arguments' :func:`arguments_key`, the constants, the device)
     goes through Triton (which compiles, or finds, the kernel it returns); later ones call that compiled
-    kernel's own launcher directly, with the same arguments Triton passes it. Triton's binding of ~40
-    arguments, its cache key and its launch bookkeeping cost ~20 us a call on an H200 host
-    (benchmarks/host_path.py): a decode step's budget. Where a launch hook is set (a profiler), in Triton's
-    interpreter, or for a kernel whose compiled form has no launcher, every call goes through Triton."""
+    kernel's own launcher directly, with the same arguments Triton passes it (scripts/compile_kernels.py
+    --launch-args checks this with Triton's own binder). Triton's binding of a kernel's arguments, its cache
+    key and its launch bookkeeping cost half a launch: 31.6 us by ``kernel[grid]`` against 15.8 us directly
+    for a 36-argument kernel on an H200's host (benchmarks/launch_costs.py, 2026-11-28). Where a launch hook
+    is set (a profiler), in Triton's interpreter, where CUDA is not initialized (compiles for a GPU not
+    there), or for a kernel whose compiled form has no launcher, every call goes through Triton."""
 
     #: Specializations kept per kernel (each holds a compiled kernel Triton holds too).
     LIMIT = 256
@@ -162,7 +164,7 @@ class Launcher:
         return lambda *args, **options: self.launch(grid, args, options)
 
     def launch(self, grid: tuple[int, ...], args: tuple, options: dict[str, Any]) -> Any:
-        if not _DIRECT or not self.names or _hooked():
+        if not _DIRECT or not self.names or not torch.cuda.is_initialized() or _hooked():
             return self.kernel[grid](*args, **options)
         device = torch.cuda.current_device()
         key = (arguments_key(args), tuple(options.items()), device)
@@ -199,7 +201,13 @@ def _hooked() -> bool:
     """Whether Triton has a launch hook set (a profiler's): it must see every launch. True where triton has
     no ``knobs`` (the direct launch is then left alone)."""
     runtime = _knobs_runtime()
-    return runtime is None or runtime.launch_enter_hook is not None or runtime.launch_exit_hook is not None
+    return runtime is None or _set(runtime.launch_enter_hook) or _set(runtime.launch_exit_hook)
+
+
+def _set(hook: Any) -> bool:
+    """Whether a launch hook is set: a function, or a chain of them (Triton >= 3.5's ``HookChain``, always
+    present: set when it holds a call)."""
+    return hook is not None and bool(getattr(hook, "calls", True))
 
 
 @functools.cache

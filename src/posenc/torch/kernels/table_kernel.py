@@ -253,37 +253,38 @@ def settle_kernel(
     start, rows, n_freq, sin_columns, cos_columns, sin_offset, cos_offset, stride, d_model,
     M: tl.constexpr, TERMS: tl.constexpr, M_SETTLE: tl.constexpr, TERMS_SETTLE: tl.constexpr,
     DELTA: tl.constexpr, PRECISION: tl.constexpr, EMIN: tl.constexpr, OUT_KIND: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_F: tl.constexpr, SUB_R: tl.constexpr, HAS_IDS: tl.constexpr,
-    HAS_OFFSET: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_F: tl.constexpr, SUB_R: tl.constexpr, SPLIT: tl.constexpr,
+    HAS_IDS: tl.constexpr, HAS_OFFSET: tl.constexpr,
 ):  # fmt: skip
     """The blocks of :func:`table_kernel`'s (or :func:`ids_kernel`'s) programs that counted an uncertain
     value, recomputed exactly (positions start + row, or with ``HAS_IDS`` the ids of :func:`_ids_at`) over
-    what it stored: BLOCK_R / SUB_R programs a block (axis 0), each SUB_R of its rows, side by side (one
-    after another, a single uncertain value cost a whole block's serial evaluation, 0.3 ms on an H200:
-    the tail of every call); every other program reads its block's count and stops."""
+    what it stored, SUB_R rows at a time: SPLIT programs a block (axis 0) share its sub-blocks, side by
+    side (one program a block, a single uncertain value cost the block's serial evaluation, 0.3 ms on an
+    H200: the tail of the call); every other program reads its block's count and stops."""
     consts = (
         reduce_ptr, rate_ptr, scaled_rate_ptr, steps_ptr, rate_float_ptr, two_pi_ptr, fact_ptr, sin_neg_ptr,
         sin_ptr, cos_neg_ptr, cos_ptr, amplitude_ptr,
     )  # fmt: skip
     subs = (BLOCK_R + SUB_R - 1) // SUB_R
-    pid_r = tl.program_id(0) // subs
-    sub = tl.program_id(0) % subs
+    pid_r = tl.program_id(0) // SPLIT
+    share = tl.program_id(0) % SPLIT
     pid_f = tl.program_id(1)
     count = tl.load(uncertain_ptr + pid_r * tl.num_programs(1) + pid_f)
     if count > 0:
         freqs = pid_f * BLOCK_F + tl.arange(0, BLOCK_F)
-        local = sub * SUB_R + tl.arange(0, SUB_R)
-        row = pid_r.to(tl.int64) * BLOCK_R + local
-        row_ok = (row < rows) & (local < BLOCK_R)
-        if HAS_IDS:
-            p, offset = _ids_at(
-                row, row_ok, pos_ptr, off_ptr, inner, p_sb, p_sl, o_sb, o_sl, HAS_OFFSET, False
-            )
-        else:
-            p = start + row
-            offset = p
-        encode_block(
-            p, offset, row, row_ok, freqs, out_ptr, consts, n_freq, sin_columns, cos_columns, sin_offset,
-            cos_offset, stride, d_model, M, TERMS, M_SETTLE, TERMS_SETTLE, True, DELTA, PRECISION, EMIN,
-            OUT_KIND, False, False, False, HAS_OFFSET,
-        )  # fmt: skip
+        for sub in range(share, subs, SPLIT):
+            local = sub * SUB_R + tl.arange(0, SUB_R)
+            row = pid_r.to(tl.int64) * BLOCK_R + local
+            row_ok = (row < rows) & (local < BLOCK_R)
+            if HAS_IDS:
+                p, offset = _ids_at(
+                    row, row_ok, pos_ptr, off_ptr, inner, p_sb, p_sl, o_sb, o_sl, HAS_OFFSET, False
+                )
+            else:
+                p = start + row
+                offset = p
+            encode_block(
+                p, offset, row, row_ok, freqs, out_ptr, consts, n_freq, sin_columns, cos_columns, sin_offset,
+                cos_offset, stride, d_model, M, TERMS, M_SETTLE, TERMS_SETTLE, True, DELTA, PRECISION, EMIN,
+                OUT_KIND, False, False, False, HAS_OFFSET,
+            )  # fmt: skip

@@ -14,27 +14,19 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import host_path
 
 
 def _per_call(fn, calls: int) -> tuple[float, float]:
-    fn()
-    torch.cuda.synchronize()
-    issued = done = float("inf")
-    for _ in range(3):
-        began = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        middle = time.perf_counter()
-        torch.cuda.synchronize()
-        issued = min(issued, (middle - began) / calls)
-        done = min(done, (time.perf_counter() - began) / calls)
-    return issued, done
+    """(issued, done) seconds a call on CUDA: host_path's timing."""
+    return host_path._per_call(fn, calls, torch.cuda.synchronize)
 
 
 def _triton_cases(where: torch.device) -> dict:

@@ -41,9 +41,12 @@ TABLE_FORMATS = ("float32", "float16", "bfloat16")
 #: step of the settling program).
 _BLOCK = 1024
 _EXACT_BLOCK = 128
-#: The most settling programs a launch takes (table 131072 x 1024: 65536 blocks, one program each; with a
-#: program per sub-block it took 1.42 ms against 0.82, H200 2026-11-28).
-SETTLE_PROGRAMS = 1 << 16
+#: The most settling programs a launch takes: past it, a block's sub-blocks are shared by fewer programs
+#: (one a block at most). Most programs read a count of 0 and stop, but each still takes its turn: on an H200
+#: (2026-11-28) a program per sub-block made table(131072, 1024) 1.42 ms against 0.82 (524288 programs) and
+#: (8, 2048) ids 201 us against 160 (65536), while the fused rotary's rows (2048) lost their 0.3 ms tail.
+#: 16384 lies between, not yet measured.
+SETTLE_PROGRAMS = 1 << 14
 
 
 def runs_here(where: torch.device, request: portable.Request) -> bool:

@@ -163,15 +163,11 @@ def _settle(
 ) -> None:  # fmt: skip
     """The settling launch after a combining one: the blocks that counted an uncertain value, recomputed
     exactly (positions ``start + row``, or the ids where given: :func:`_ids_arguments`'s)."""
-    fmt = request.fmt
-    precision, emin = FORMATS[fmt]
-    limbs = request.limbs + SETTLE_EXTRA
-    block_r, block_f = block
-    sub_r = min(block_r, max(1, exact["block_rows"] * exact["block_freqs"] // block_f))
+    has_offset = ids is not None and ids[1] is not ids[0]
+    subs, numbers, options = _settle_plan(request, block, exact, ids is not None, has_offset)
     # programs sharing a block's sub-blocks: all of them, unless the grid would pass SETTLE_PROGRAMS (most
     # programs read a count of 0 and stop, but a 255-register program still takes its turn on an SM)
-    split = max(1, min(-(-block_r // sub_r), SETTLE_PROGRAMS // (grid[0] * grid[1])))
-    sin_offset, cos_offset, stride = layouts.placement(request.layout, request.count)
+    split = max(1, min(subs, SETTLE_PROGRAMS // (grid[0] * grid[1])))
     launcher(kernels.settle_kernel)[(grid[0] * split, grid[1])](
         written,
         uncertain,
@@ -179,6 +175,34 @@ def _settle(
         *constants_on(request, written.device),
         start,
         rows,
+        *numbers,
+        **options,
+        SPLIT=split,
+        num_warps=4,
+        num_stages=1,
+        enable_fp_fusion=False,
+    )
+
+
+_SETTLE_PLANS: dict[tuple, tuple] = {}
+
+
+def _settle_plan(
+    request: portable.Request, block: tuple[int, int], exact: dict, has_ids: bool, has_offset: bool
+) -> tuple[int, tuple[int, ...], dict]:
+    """(sub-blocks a block, the request's numbers, the compile-time constants) of a settling launch: what
+    depends on the request and the blocks only, worked out once (bounded cache; a decode step's budget)."""
+    key = (id(request), block, exact["block_rows"], exact["block_freqs"], has_ids, has_offset)
+    cached = _SETTLE_PLANS.get(key)
+    if cached is not None and cached[0] is request:
+        return cached[1]
+    fmt = request.fmt
+    precision, emin = FORMATS[fmt]
+    limbs = request.limbs + SETTLE_EXTRA
+    block_r, block_f = block
+    sub_r = min(block_r, max(1, exact["block_rows"] * exact["block_freqs"] // block_f))
+    sin_offset, cos_offset, stride = layouts.placement(request.layout, request.count)
+    numbers = (
         request.count,
         request.sin_columns,
         request.cos_columns,
@@ -186,24 +210,26 @@ def _settle(
         cos_offset,
         stride,
         request.d_model,
-        M=request.limbs,
-        TERMS=series_terms(request.limbs),
-        M_SETTLE=limbs,
-        TERMS_SETTLE=series_terms(limbs),
-        DELTA=rounding.DELTA_UNITS,
-        PRECISION=precision,
-        EMIN=emin,
-        OUT_KIND=encode_launch.OUT_KINDS[fmt],
-        BLOCK_R=block_r,
-        BLOCK_F=block_f,
-        SUB_R=sub_r,
-        SPLIT=split,
-        HAS_IDS=ids is not None,
-        HAS_OFFSET=ids is not None and ids[1] is not ids[0],
-        num_warps=4,
-        num_stages=1,
-        enable_fp_fusion=False,
     )
+    options = {
+        "M": request.limbs,
+        "TERMS": series_terms(request.limbs),
+        "M_SETTLE": limbs,
+        "TERMS_SETTLE": series_terms(limbs),
+        "DELTA": rounding.DELTA_UNITS,
+        "PRECISION": precision,
+        "EMIN": emin,
+        "OUT_KIND": encode_launch.OUT_KINDS[fmt],
+        "BLOCK_R": block_r,
+        "BLOCK_F": block_f,
+        "SUB_R": sub_r,
+    }
+    options.update(HAS_IDS=has_ids, HAS_OFFSET=has_offset)
+    plan = (-(-block_r // sub_r), numbers, options)
+    if len(_SETTLE_PLANS) > 256:
+        _SETTLE_PLANS.clear()
+    _SETTLE_PLANS[key] = (request, plan)
+    return plan
 
 
 def table(length: int, start: int, request: portable.Request, where: torch.device) -> torch.Tensor:
@@ -312,20 +338,15 @@ def ids_launch(
         return None
     kernels = kernel_module("table_kernel")
     shape, ids = _ids_arguments(positions, offset)
-    count, fmt = request.count, request.fmt
+    (block_r, block_f), exact, numbers, options = _ids_plan(request, block_rows, block_freqs, exact_block)
     rows = math.prod(shape)
-    out = torch.empty((rows, request.d_model), dtype=getattr(torch, fmt), device=where)
-    block_f = block_freqs or min(next_power_of_2(count), 128)
-    block_r = block_rows or max(1, _BLOCK // block_f)
-    grid = (math.ceil(rows / block_r), math.ceil(count / block_f))
+    out = torch.empty((rows, request.d_model), dtype=getattr(torch, request.fmt), device=where)
+    grid = (math.ceil(rows / block_r), math.ceil(request.count / block_f))
     uncertain = torch.empty(grid[0] * grid[1], dtype=torch.int32, device=where)
     if not out.numel():
         return out.reshape(*shape, request.d_model), uncertain
-    exact_f = min(next_power_of_2(count), 64)
-    exact_r, exact_f = exact_block or (max(1, _EXACT_BLOCK // exact_f), exact_f)
-    written = out.view(torch.int16) if fmt == "bfloat16" else out
-    guard = on_device(where)
-    with guard:  # triton launches on the current device
+    written = out.view(torch.int16) if request.fmt == "bfloat16" else out
+    with on_device(where):  # triton launches on the current device
         launcher(kernels.ids_kernel)[grid](
             ids[0],
             ids[1],
@@ -335,31 +356,46 @@ def ids_launch(
             uncertain,
             rows,
             *ids[2:],
-            count,
-            *columns(request),
+            *numbers,
             band_floor,
-            OUT_KIND=encode_launch.OUT_KINDS[fmt],
+            **options,
             HAS_OFFSET=offset is not None,
-            BLOCK_R=block_r,
-            BLOCK_F=block_f,
             num_warps=8,
             enable_fp_fusion=False,  # the band bounds separately rounded products and sums
         )
         if settle:
-            exact = {"block_rows": exact_r, "block_freqs": exact_f}
-            _settle(
-                kernels,
-                grid,
-                written,
-                uncertain,
-                ids,
-                0,
-                rows,
-                request,
-                (block_r, block_f),
-                exact,
-            )
+            _settle(kernels, grid, written, uncertain, ids, 0, rows, request, (block_r, block_f), exact)
     return out.reshape(*shape, request.d_model), uncertain
+
+
+_IDS_PLANS: dict[tuple, tuple] = {}
+
+
+def _ids_plan(
+    request: portable.Request,
+    block_rows: int | None,
+    block_freqs: int | None,
+    exact_block: tuple[int, int] | None,
+) -> tuple[tuple[int, int], dict, tuple[int, ...], dict]:
+    """((rows, frequencies) of a combining program, the exact block, the request's numbers, the compile-time
+    constants) of an ids launch: what depends on the request and the blocks only, worked out once (bounded
+    cache; a decode step's budget)."""
+    key = (id(request), block_rows, block_freqs, exact_block)
+    cached = _IDS_PLANS.get(key)
+    if cached is not None and cached[0] is request:
+        return cached[1]
+    count = request.count
+    block_f = block_freqs or min(next_power_of_2(count), 128)
+    block_r = block_rows or max(1, _BLOCK // block_f)
+    exact_f = min(next_power_of_2(count), 64)
+    exact_r, exact_f = exact_block or (max(1, _EXACT_BLOCK // exact_f), exact_f)
+    options = {"OUT_KIND": encode_launch.OUT_KINDS[request.fmt], "BLOCK_R": block_r, "BLOCK_F": block_f}
+    exact = {"block_rows": exact_r, "block_freqs": exact_f}
+    plan = ((block_r, block_f), exact, (count, *columns(request)), options)
+    if len(_IDS_PLANS) > 256:
+        _IDS_PLANS.clear()
+    _IDS_PLANS[key] = (request, plan)
+    return plan
 
 
 def _ids_arguments(positions: torch.Tensor, offset: torch.Tensor | None) -> tuple[tuple[int, ...], tuple]:

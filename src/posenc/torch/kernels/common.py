@@ -8,6 +8,7 @@ import functools
 import importlib
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -65,41 +66,52 @@ def columns(request: portable.Request) -> tuple[int, ...]:
     return request.sin_columns, request.cos_columns, sin_offset, cos_offset, stride, width, request.d_model
 
 
-_CONSTANTS: dict[tuple[int, str], tuple[Any, tuple[torch.Tensor, ...]]] = {}
+def per_request(cache: dict, key: tuple, request: Any, build: Callable[[], Any], limit: int = 64) -> Any:
+    """``build()``, once per ``key`` (which holds ``id(request)``) while ``request`` lives: the cache keeps
+    the request beside the value, so an id reused by a later object misses; past ``limit`` entries it starts
+    over. How the launchers keep what a request needs on a device (a decode step cannot pay for it each
+    call)."""
+    found = cache.get(key)
+    if found is not None and found[0] is request:
+        return found[1]
+    value = build()
+    if len(cache) >= limit:
+        cache.clear()
+    cache[key] = (request, value)
+    return value
+
+
+_CONSTANTS: dict[tuple, tuple[Any, tuple[torch.Tensor, ...]]] = {}
 
 
 def constants_on(request: portable.Request, where: torch.device) -> tuple[torch.Tensor, ...]:
     """The request's host constants as tensors on ``where``, in the order the kernels take them
     (:func:`posenc.torch.kernels.algorithm._evaluate`): reduce, rate, scaled rate, steps, rate as float32,
     2π, 1/k!, the sine/cosine table (signs, digits), A. Cached per request and device (bounded)."""
-    key = (id(request), str(where))
-    cached = _CONSTANTS.get(key)
-    if cached is not None and cached[0] is request:
-        return cached[1]
-    host, shared = request.constants, request.shared
 
-    def tensor(array: Any, dtype: torch.dtype = torch.int32) -> torch.Tensor:
-        return torch.as_tensor(array).to(dtype).contiguous().to(where)
+    def build() -> tuple[torch.Tensor, ...]:
+        host, shared = request.constants, request.shared
 
-    amplitude = request.amplitude if request.amplitude is not None else shared["two_pi"] * 0
-    tensors = (
-        tensor(host.reduce),
-        tensor(host.rate),
-        tensor(host.scaled_rate),
-        tensor(host.steps),
-        tensor(host.rate_float, torch.float32),
-        tensor(shared["two_pi"]),
-        tensor(shared["factorials"]),
-        tensor(shared["sin_neg"]),
-        tensor(shared["sin_digits"]),
-        tensor(shared["cos_neg"]),
-        tensor(shared["cos_digits"]),
-        tensor(amplitude),
-    )
-    if len(_CONSTANTS) > 64:
-        _CONSTANTS.clear()
-    _CONSTANTS[key] = (request, tensors)
-    return tensors
+        def tensor(array: Any, dtype: torch.dtype = torch.int32) -> torch.Tensor:
+            return torch.as_tensor(array).to(dtype).contiguous().to(where)
+
+        amplitude = request.amplitude if request.amplitude is not None else shared["two_pi"] * 0
+        return (
+            tensor(host.reduce),
+            tensor(host.rate),
+            tensor(host.scaled_rate),
+            tensor(host.steps),
+            tensor(host.rate_float, torch.float32),
+            tensor(shared["two_pi"]),
+            tensor(shared["factorials"]),
+            tensor(shared["sin_neg"]),
+            tensor(shared["sin_digits"]),
+            tensor(shared["cos_neg"]),
+            tensor(shared["cos_digits"]),
+            tensor(amplitude),
+        )
+
+    return per_request(_CONSTANTS, (id(request), where), request, build)
 
 
 # --- the launch -------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from .common import (
     launcher,
     next_power_of_2,
     on_device,
+    per_request,
     series_terms,
 )
 
@@ -75,20 +76,14 @@ def launch(
     out = torch.empty(
         (positions.shape[0], request.d_model), dtype=getattr(torch, fmt), device=positions.device
     )
-    count = request.count
-    block_f = block_freqs or min(next_power_of_2(count), 64)
-    block_r = block_rows or max(1, _BLOCK // block_f)
-    grid = (math.ceil(positions.shape[0] / block_r), math.ceil(count / block_f))
+    limbs = (first_limbs, settle_limbs)
+    (block_r, block_f), numbers, options = _plan(request, block_rows, block_freqs, limbs)
+    grid = (math.ceil(positions.shape[0] / block_r), math.ceil(request.count / block_f))
     uncertain = torch.empty(grid[0] * grid[1], dtype=torch.int32, device=positions.device)  # one per program
     if not out.numel():
         return out.reshape(*shape, request.d_model), uncertain
-    wide_out = fmt == "float64"
-    first = request.limbs + (SETTLE_EXTRA if wide_out else 0) if first_limbs is None else first_limbs
-    settle = request.limbs + SETTLE_EXTRA if settle_limbs is None else settle_limbs
-    precision, emin = FORMATS[fmt]
     where = positions.device
-    guard = on_device(where)
-    with guard:  # triton launches on the current device
+    with on_device(where):  # triton launches on the current device
         launcher(kernels.encode_kernel)[grid](
             positions,
             positions if offset is None else offset,
@@ -96,28 +91,53 @@ def launch(
             *constants_on(request, where),
             uncertain,
             positions.shape[0],
-            count,
-            *columns(request),
-            M=first,
-            TERMS=series_terms(first),
-            M_SETTLE=settle,
-            TERMS_SETTLE=series_terms(settle),
-            SETTLE=not wide_out,
-            DELTA=rounding.DELTA_UNITS,
-            PRECISION=precision,
-            EMIN=emin,
-            OUT_KIND=OUT_KINDS[fmt],
-            HAS_AMPLITUDE=request.amplitude is not None,
+            *numbers,
+            **options,
             HAS_FRACTION=positions.is_floating_point(),
             WIDE=wide,
             HAS_OFFSET=offset is not None,
-            BLOCK_R=block_r,
-            BLOCK_F=block_f,
             num_warps=4,
             num_stages=1,  # no software pipelining: the loops are the kernel's one-iteration memory loops
             enable_fp_fusion=False,  # every float operation is exact or alone; keep it so on every compiler
         )
     return out.reshape(*shape, request.d_model), uncertain
+
+
+_PLANS: dict[tuple, tuple] = {}
+
+
+def _plan(
+    request: portable.Request, block_rows: int | None, block_freqs: int | None, limbs: tuple
+) -> tuple[tuple[int, int], tuple[int, ...], dict]:
+    """((rows, frequencies) of a program, the request's numbers, the compile-time constants that depend on
+    the request alone) of a launch, worked out once per request (bounded: a decode step's budget)."""
+
+    def build() -> tuple[tuple[int, int], tuple[int, ...], dict]:
+        count, fmt = request.count, request.fmt
+        block_f = block_freqs or min(next_power_of_2(count), 64)
+        block_r = block_rows or max(1, _BLOCK // block_f)
+        wide_out = fmt == "float64"
+        first_limbs, settle_limbs = limbs
+        first = request.limbs + (SETTLE_EXTRA if wide_out else 0) if first_limbs is None else first_limbs
+        settle = request.limbs + SETTLE_EXTRA if settle_limbs is None else settle_limbs
+        precision, emin = FORMATS[fmt]
+        options = {
+            "M": first,
+            "TERMS": series_terms(first),
+            "M_SETTLE": settle,
+            "TERMS_SETTLE": series_terms(settle),
+            "SETTLE": not wide_out,
+            "DELTA": rounding.DELTA_UNITS,
+            "PRECISION": precision,
+            "EMIN": emin,
+            "OUT_KIND": OUT_KINDS[fmt],
+            "HAS_AMPLITUDE": request.amplitude is not None,
+            "BLOCK_R": block_r,
+            "BLOCK_F": block_f,
+        }
+        return (block_r, block_f), (count, *columns(request)), options
+
+    return per_request(_PLANS, (id(request), block_rows, block_freqs, limbs), request, build)
 
 
 def encode(

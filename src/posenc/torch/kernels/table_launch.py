@@ -27,6 +27,7 @@ from .common import (
     launcher,
     next_power_of_2,
     on_device,
+    per_request,
     series_terms,
 )
 
@@ -67,17 +68,14 @@ def anchor_request(request: portable.Request) -> portable.Request:
     """The request of the exact float64 rows the table combines: [sin | cos], every frequency. The same
     object for the same request (bounded cache), so its constants go to the device once
     (:func:`~posenc.torch.kernels.common.constants_on` keeps them per request)."""
-    cached = _ANCHOR_REQUESTS.get(id(request))
-    if cached is not None and cached[0] is request:
-        return cached[1]
     count = request.count
-    wide = request._replace(
-        fmt="float64", layout="sin_cos", d_model=2 * count, sin_columns=count, cos_columns=count
-    )
-    if len(_ANCHOR_REQUESTS) > 64:
-        _ANCHOR_REQUESTS.clear()
-    _ANCHOR_REQUESTS[id(request)] = (request, wide)
-    return wide
+
+    def build() -> portable.Request:
+        return request._replace(
+            fmt="float64", layout="sin_cos", d_model=2 * count, sin_columns=count, cos_columns=count
+        )
+
+    return per_request(_ANCHOR_REQUESTS, (id(request),), request, build)
 
 
 def launch(
@@ -193,9 +191,14 @@ def _settle_plan(
     """(sub-blocks a block, the request's numbers, the compile-time constants) of a settling launch: what
     depends on the request and the blocks only, worked out once (bounded cache; a decode step's budget)."""
     key = (id(request), block, exact["block_rows"], exact["block_freqs"], has_ids, has_offset)
-    cached = _SETTLE_PLANS.get(key)
-    if cached is not None and cached[0] is request:
-        return cached[1]
+    return per_request(
+        _SETTLE_PLANS, key, request, lambda: _plan_settling(request, block, exact, has_ids, has_offset)
+    )
+
+
+def _plan_settling(
+    request: portable.Request, block: tuple[int, int], exact: dict, has_ids: bool, has_offset: bool
+) -> tuple[int, tuple[int, ...], dict]:
     fmt = request.fmt
     precision, emin = FORMATS[fmt]
     limbs = request.limbs + SETTLE_EXTRA
@@ -225,11 +228,7 @@ def _settle_plan(
         "SUB_R": sub_r,
     }
     options.update(HAS_IDS=has_ids, HAS_OFFSET=has_offset)
-    plan = (-(-block_r // sub_r), numbers, options)
-    if len(_SETTLE_PLANS) > 256:
-        _SETTLE_PLANS.clear()
-    _SETTLE_PLANS[key] = (request, plan)
-    return plan
+    return -(-block_r // sub_r), numbers, options
 
 
 def table(length: int, start: int, request: portable.Request, where: torch.device) -> torch.Tensor:
@@ -381,9 +380,17 @@ def _ids_plan(
     constants) of an ids launch: what depends on the request and the blocks only, worked out once (bounded
     cache; a decode step's budget)."""
     key = (id(request), block_rows, block_freqs, exact_block)
-    cached = _IDS_PLANS.get(key)
-    if cached is not None and cached[0] is request:
-        return cached[1]
+    return per_request(
+        _IDS_PLANS, key, request, lambda: _plan_ids(request, block_rows, block_freqs, exact_block)
+    )
+
+
+def _plan_ids(
+    request: portable.Request,
+    block_rows: int | None,
+    block_freqs: int | None,
+    exact_block: tuple[int, int] | None,
+) -> tuple[tuple[int, int], dict, tuple[int, ...], dict]:
     count = request.count
     block_f = block_freqs or min(next_power_of_2(count), 128)
     block_r = block_rows or max(1, _BLOCK // block_f)
@@ -391,11 +398,7 @@ def _ids_plan(
     exact_r, exact_f = exact_block or (max(1, _EXACT_BLOCK // exact_f), exact_f)
     options = {"OUT_KIND": encode_launch.OUT_KINDS[request.fmt], "BLOCK_R": block_r, "BLOCK_F": block_f}
     exact = {"block_rows": exact_r, "block_freqs": exact_f}
-    plan = ((block_r, block_f), exact, (count, *columns(request)), options)
-    if len(_IDS_PLANS) > 256:
-        _IDS_PLANS.clear()
-    _IDS_PLANS[key] = (request, plan)
-    return plan
+    return (block_r, block_f), exact, (count, *columns(request)), options
 
 
 def _ids_arguments(positions: torch.Tensor, offset: torch.Tensor | None) -> tuple[tuple[int, ...], tuple]:

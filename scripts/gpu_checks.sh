@@ -46,14 +46,7 @@ if [ "$DEV" = cuda ]; then nvidia-smi -L; fi
 triton.__version__, 'transformers', transformers.__version__, 'core path', c.compiled.path())"
 "$PY" -c "import diffusers, liger_kernel; print('diffusers', diffusers.__version__, 'liger-kernel ok')" 2>&1 | tail -1
 began=$SECONDS
-step() {  # step NAME SECONDS COMMAND...: run with a limit, its output to $OUT/NAME.log, its end printed
-    local name=$1 limit=$2
-    shift 2
-    OUT="$RESULTS" timeout -k 5 "$limit" "$@" >"$RESULTS/$name.log" 2>&1
-    echo "== $name: exit $? at $((SECONDS - began)) s"
-    tail -n 25 "$RESULTS/$name.log"
-    tar -czf "$OUT/results.tgz" -C "$RESULTS" . 2>/dev/null
-}
+source scripts/gpu_step.sh  # the working directory is the repository root
 caches() {  # the compile caches, for a rerun on a fresh machine (carry .gpu_cache/ with these files in it)
     tar -czf "$OUT/triton_cache.tgz" -C / "$(cd ~ && pwd | cut -c2-)/.triton/cache" 2>/dev/null
     tar -czf "$OUT/inductor_cache.tgz" -C / tmp/torchinductor_root 2>/dev/null

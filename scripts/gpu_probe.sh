@@ -11,14 +11,7 @@ export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 for cache in .gpu_cache/*.tgz; do [ -f "$cache" ] && tar -xzf "$cache" -C / 2>/dev/null; done
 python3 setup.py -q build_ext --inplace >/dev/null 2>&1 || echo "C extension not built"
 began=$SECONDS
-step() {  # step NAME SECONDS COMMAND...
-    local name=$1 limit=$2
-    shift 2
-    OUT="$RESULTS" timeout -k 5 "$limit" "$@" >"$RESULTS/$name.log" 2>&1
-    echo "== $name: exit $? at $((SECONDS - began)) s"
-    tail -n 30 "$RESULTS/$name.log"
-    tar -czf "$OUT/results.tgz" -C "$RESULTS" . 2>/dev/null
-}
+source scripts/gpu_step.sh  # the working directory is the repository root
 step test_torch_device "${LIMIT_SUITE:-260}" python3 -m pytest -q -rA -p no:cacheprovider -n 10 \
     tests/torch/test_torch_device.py --device cuda &
 A=()

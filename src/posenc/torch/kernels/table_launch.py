@@ -190,45 +190,42 @@ def _settle_plan(
 ) -> tuple[int, tuple[int, ...], dict]:
     """(sub-blocks a block, the request's numbers, the compile-time constants) of a settling launch: what
     depends on the request and the blocks only, worked out once (bounded cache; a decode step's budget)."""
+
+    def build() -> tuple[int, tuple[int, ...], dict]:
+        fmt = request.fmt
+        precision, emin = FORMATS[fmt]
+        limbs = request.limbs + SETTLE_EXTRA
+        block_r, block_f = block
+        sub_r = min(block_r, max(1, exact["block_rows"] * exact["block_freqs"] // block_f))
+        sin_offset, cos_offset, stride = layouts.placement(request.layout, request.count)
+        numbers = (
+            request.count,
+            request.sin_columns,
+            request.cos_columns,
+            sin_offset,
+            cos_offset,
+            stride,
+            request.d_model,
+        )
+        options = {
+            "M": request.limbs,
+            "TERMS": series_terms(request.limbs),
+            "M_SETTLE": limbs,
+            "TERMS_SETTLE": series_terms(limbs),
+            "DELTA": rounding.DELTA_UNITS,
+            "PRECISION": precision,
+            "EMIN": emin,
+            "OUT_KIND": encode_launch.OUT_KINDS[fmt],
+            "BLOCK_R": block_r,
+            "BLOCK_F": block_f,
+            "SUB_R": sub_r,
+            "HAS_IDS": has_ids,
+            "HAS_OFFSET": has_offset,
+        }
+        return -(-block_r // sub_r), numbers, options
+
     key = (id(request), block, exact["block_rows"], exact["block_freqs"], has_ids, has_offset)
-    return per_request(
-        _SETTLE_PLANS, key, request, lambda: _plan_settling(request, block, exact, has_ids, has_offset)
-    )
-
-
-def _plan_settling(
-    request: portable.Request, block: tuple[int, int], exact: dict, has_ids: bool, has_offset: bool
-) -> tuple[int, tuple[int, ...], dict]:
-    fmt = request.fmt
-    precision, emin = FORMATS[fmt]
-    limbs = request.limbs + SETTLE_EXTRA
-    block_r, block_f = block
-    sub_r = min(block_r, max(1, exact["block_rows"] * exact["block_freqs"] // block_f))
-    sin_offset, cos_offset, stride = layouts.placement(request.layout, request.count)
-    numbers = (
-        request.count,
-        request.sin_columns,
-        request.cos_columns,
-        sin_offset,
-        cos_offset,
-        stride,
-        request.d_model,
-    )
-    options = {
-        "M": request.limbs,
-        "TERMS": series_terms(request.limbs),
-        "M_SETTLE": limbs,
-        "TERMS_SETTLE": series_terms(limbs),
-        "DELTA": rounding.DELTA_UNITS,
-        "PRECISION": precision,
-        "EMIN": emin,
-        "OUT_KIND": encode_launch.OUT_KINDS[fmt],
-        "BLOCK_R": block_r,
-        "BLOCK_F": block_f,
-        "SUB_R": sub_r,
-    }
-    options.update(HAS_IDS=has_ids, HAS_OFFSET=has_offset)
-    return -(-block_r // sub_r), numbers, options
+    return per_request(_SETTLE_PLANS, key, request, build)
 
 
 def table(length: int, start: int, request: portable.Request, where: torch.device) -> torch.Tensor:
@@ -379,26 +376,18 @@ def _ids_plan(
     """((rows, frequencies) of a combining program, the exact block, the request's numbers, the compile-time
     constants) of an ids launch: what depends on the request and the blocks only, worked out once (bounded
     cache; a decode step's budget)."""
-    key = (id(request), block_rows, block_freqs, exact_block)
-    return per_request(
-        _IDS_PLANS, key, request, lambda: _plan_ids(request, block_rows, block_freqs, exact_block)
-    )
 
+    def build() -> tuple[tuple[int, int], dict, tuple[int, ...], dict]:
+        count = request.count
+        block_f = block_freqs or min(next_power_of_2(count), 128)
+        block_r = block_rows or max(1, _BLOCK // block_f)
+        exact_f = min(next_power_of_2(count), 64)
+        exact_r, exact_f = exact_block or (max(1, _EXACT_BLOCK // exact_f), exact_f)
+        options = {"OUT_KIND": encode_launch.OUT_KINDS[request.fmt], "BLOCK_R": block_r, "BLOCK_F": block_f}
+        exact = {"block_rows": exact_r, "block_freqs": exact_f}
+        return (block_r, block_f), exact, (count, *columns(request)), options
 
-def _plan_ids(
-    request: portable.Request,
-    block_rows: int | None,
-    block_freqs: int | None,
-    exact_block: tuple[int, int] | None,
-) -> tuple[tuple[int, int], dict, tuple[int, ...], dict]:
-    count = request.count
-    block_f = block_freqs or min(next_power_of_2(count), 128)
-    block_r = block_rows or max(1, _BLOCK // block_f)
-    exact_f = min(next_power_of_2(count), 64)
-    exact_r, exact_f = exact_block or (max(1, _EXACT_BLOCK // exact_f), exact_f)
-    options = {"OUT_KIND": encode_launch.OUT_KINDS[request.fmt], "BLOCK_R": block_r, "BLOCK_F": block_f}
-    exact = {"block_rows": exact_r, "block_freqs": exact_f}
-    return (block_r, block_f), exact, (count, *columns(request)), options
+    return per_request(_IDS_PLANS, (id(request), block_rows, block_freqs, exact_block), request, build)
 
 
 def _ids_arguments(positions: torch.Tensor, offset: torch.Tensor | None) -> tuple[tuple[int, ...], tuple]:

@@ -38,6 +38,7 @@ SLOW_FILES = {
     "test_browser.py": "headless chromium against a real posenc explore server",
     "test_audit_hostile.py": "real posenc processes against hostile folders and targets",
     "test_stale_temporaries.py": "a writer process killed with SIGKILL, then a real posenc process",
+    "test_zoo.py": "a dozen architectures of transformers built, audited, patched and run",
 }
 SLOW_TESTS = {
     "test_server_security.py::test_a_reset_connection_prints_no_traceback": "a posenc explore process",

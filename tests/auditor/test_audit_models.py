@@ -133,3 +133,87 @@ def test_a_folders_positional_buffers_are_those_transformers_computes(tmp_path: 
     expected = M2M100SinusoidalPositionalEmbedding.get_embedding(64 + 2, 32, m2m.pad_token_id)
     assert table.dtype == torch.bfloat16 and torch.equal(table, expected.to(torch.bfloat16))
     assert torch.get_default_dtype() == torch.float32
+
+
+# --- honest judgments: learned tables are not judged; passed speaks of the judged components -------------
+
+T = pytest.importorskip("transformers")
+
+
+def test_a_learned_table_is_not_judged_and_never_called_a_broken_sinusoid() -> None:
+    torch.manual_seed(0)
+    model = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=101, n_embd=64, n_layer=1, n_head=4, n_positions=128))
+    audit = posenc.audit(model, samples=S)
+    (component,) = audit.components
+    assert component.path == "transformer.wpe.weight" and not component.judged and component.report is None
+    assert component.note.startswith("learned weights: ") and "not judged" in component.verdict()
+    assert not audit.passed and audit.fix == "" and audit.summary().startswith("NOT JUDGED: none of its 1")
+    assert audit.as_dict()["judged"] == 0 and audit.as_dict()["not_judged"] == 1
+    assert "off by" not in audit.as_text() and "FAIL" not in audit.as_text()
+
+
+def test_passed_speaks_of_the_judged_components_and_says_how_many_were_not() -> None:
+    torch.manual_seed(0)
+    model = T.WhisperModel(  # the encoder's table is a sinusoid; the decoder's is learned
+        T.WhisperConfig(
+            vocab_size=101,
+            d_model=64,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            num_mel_bins=8,
+            max_source_positions=64,
+            max_target_positions=32,
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+            decoder_start_token_id=2,
+        )
+    ).eval()
+    paths = {c.path: c for c in posenc.audit(model, samples=S).components}
+    assert not paths["decoder.embed_positions.weight"].judged
+    assert paths["encoder.embed_positions.weight"].judged
+    pt.patch(model)
+    after = posenc.audit(model, samples=S)
+    assert after.passed and after.fix == ""
+    assert after.summary() == "PASS: 1 of 1 judged component(s) exact; 1 not judged"
+
+
+def test_a_model_without_a_positional_component_says_so() -> None:
+    model = T.MambaModel(T.MambaConfig(vocab_size=101, hidden_size=32, num_hidden_layers=1, state_size=4))
+    audit = posenc.audit(model, samples=S)
+    assert isinstance(audit, ModelAudit) and audit.components == [] and not audit.passed
+    assert audit.summary().startswith("NOT JUDGED: no positional component found")
+
+
+def test_a_rotary_that_emits_interleaved_pairs_by_design_is_judged_in_that_layout() -> None:
+    torch.manual_seed(0)
+    config = T.CohereConfig(  # Cohere's rotary: cos/sin repeat-interleaved, rotated in pairs
+        vocab_size=101,
+        hidden_size=64,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    model = T.CohereForCausalLM(config).eval()
+    (component,) = posenc.audit(model, samples=S).components
+    report = component.report
+    assert report.variant.layout == "interleaved" and "interleaved pairs" in report.variant.how
+    assert [f.text.split(":")[0] for f in report.findings] == ["angles formed in float32"]  # no layout defect
+    assert report.max_abs < 1e-3 and not component.declined
+    tokens = torch.randint(3, 101, (1, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before = model(tokens).logits
+    (patched,) = pt.patch(model).components
+    assert patched.replaced and patched.variant == "rope-default (interleaved)"
+    assert model.model.rotary_emb.layout == "interleaved" and posenc.audit(model, samples=S).passed
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens).logits, before, atol=1e-4, rtol=0)

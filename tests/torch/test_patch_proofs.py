@@ -10,7 +10,9 @@ built from configs with random weights (no downloads):
   are then;
 * ``unpatch`` after ``.to(bfloat16)``, or after ``to_empty`` and loading weights, gives back the model a
   never-patched one is, bit for bit; what the user changed since the patch stays;
-* a patch that fails halfway leaves the model as it was.
+* a patch that fails halfway leaves the model as it was;
+* the model's own forward is the last proof: a swap after which it raises or gives other outputs is undone,
+  and every component declined with what the forward said.
 """
 
 from __future__ import annotations
@@ -323,6 +325,7 @@ def test_each_patch_rebuilds_the_forward_from_the_modules_globals_as_they_are() 
     tokens = _ids()
     with mock.patch.object(library, "eager_attention_forward", counting):
         pt.patch(second, fused=True)  # built now: it sees `counting`
+        seen.clear()  # the patch's own proof ran the model's forward
         with torch.no_grad():
             assert torch.equal(first(tokens).logits, second(tokens).logits)
     assert len(seen) == 2  # the second model's two layers; the first model's forward was built before
@@ -479,3 +482,65 @@ def test_a_swap_that_raises_undoes_those_done_before(monkeypatch: pytest.MonkeyP
     monkeypatch.undo()
     report = pt.patch(model, fused=True)  # and it patches whole afterwards
     assert [c.kind for c in report.replaced] == ["table", "rotary", "rotary", "rotary-apply"]
+
+
+# --- 6. the model's own forward is the last proof ----------------------------------------------------------
+
+
+def test_a_swap_the_models_forward_cannot_run_is_undone_and_declined() -> None:
+    model = _llama()
+    rotary = model.model.rotary_emb
+    rotary._window = 8  # a private attribute the model's own code reads (public plain ones are borrowed)
+    model.model.register_forward_pre_hook(lambda module, args: module.rotary_emb._window and None)
+    state, tokens = _state(model), _ids()
+    with torch.no_grad():
+        before = model(tokens).logits
+    report = pt.patch(model)
+    (component,) = report.components
+    assert not component.replaced and model.model.rotary_emb is rotary and _same_state(model, state)
+    assert component.reason.startswith(
+        "the model's own forward on probe inputs after the swaps: its forward "
+    )
+    assert "AttributeError" in component.reason and "(every swap undone)" in component.reason
+    assert "_posenc_originals" not in vars(model)
+    with torch.no_grad():
+        assert torch.equal(model(tokens).logits, before)
+
+
+def test_a_swap_that_moves_the_outputs_is_undone_and_declined(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = _llama()
+    exact_forward = patching._PatchedRotary.forward
+
+    def turned(self, x, position_ids, *rest):  # sin for cos inside the model only (given its hidden states)
+        cos, sin = exact_forward(self, x, position_ids, *rest)
+        return (sin, cos) if x.dim() == 3 else (cos, sin)
+
+    monkeypatch.setattr(patching._PatchedRotary, "forward", turned)
+    state = _state(model)
+    (component,) = pt.patch(model, fused=False).components
+    assert not component.replaced and _same_state(model, state)
+    assert "the outputs moved by" in component.reason and not isinstance(
+        model.model.rotary_emb, pt.RotaryEmbedding
+    )
+
+
+def test_a_proven_swap_says_the_models_forward_agreed() -> None:
+    (component,) = pt.patch(_llama()).components
+    assert component.replaced and component.reason.endswith("; the model's forward: outputs as before")
+
+
+def test_an_m_rope_layout_its_module_does_not_run_is_declined() -> None:
+    def qwen2_vl(**rope: object) -> nn.Module:
+        torch.manual_seed(0)
+        text = dict(**SMALL, max_position_embeddings=4096, rope_scaling={"type": "mrope", **rope})
+        vision = dict(depth=1, embed_dim=32, num_heads=2, hidden_size=64)
+        return T.Qwen2VLForConditionalGeneration(T.Qwen2VLConfig(text_config=text, vision_config=vision))
+
+    # at text positions (three equal ids) every layout is plain RoPE: three different ids tell them apart
+    claimed = pt.patch(qwen2_vl(mrope_section=[2, 3, 3], mrope_interleaved=True))
+    (text,) = [c for c in claimed.components if c.path == "model.language_model.rotary_emb"]
+    assert not text.replaced and "its values are not this config's RoPE" in text.reason, text.reason
+    assert [c.replaced for c in pt.patch(qwen2_vl(mrope_section=[2, 3, 3])).components] == [False, True]
+    # a module that splits by its family's default section while its config names none
+    (_, left) = pt.patch(qwen2_vl()).components
+    assert not left.replaced and "mrope_section=[16, 24, 24]" in left.reason, left.reason

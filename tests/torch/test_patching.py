@@ -369,8 +369,10 @@ def test_learned_tables_and_unknown_modules_are_left_alone_with_the_reason() -> 
     model = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=101, n_embd=64, n_layer=1, n_head=4, n_positions=128))
     report = pt.patch(model)
     assert not report.replaced and [c.path for c in report.skipped] == ["transformer.wpe.weight"]
-    assert "no sinusoidal variant matches" in report.skipped[0].reason
-    assert "left alone" in report.as_text()
+    learned = report.skipped[0]
+    assert learned.variant == "learned" and learned.reason.startswith("learned weights: "), learned.reason
+    assert "not judged" in learned.reason and "left alone" in report.as_text()
+    assert not posenc.audit(model).passed and posenc.audit(model).summary().startswith("NOT JUDGED")
 
     class Custom(nn.Module):  # an inv_freq but no config to prove it from
         def __init__(self) -> None:

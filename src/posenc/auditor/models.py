@@ -49,51 +49,81 @@ __all__ = [
 
 #: The call that makes every failing component exact.
 FIX = "posenc.torch.patch(model)"
+#: A component whose values differ from what posenc reads it as by more than this share of their amplitude,
+#: with no known cause, is read wrong (an unknown formula or layout): not judged, never a finding.
+UNKNOWN = 2.0**-4
 
 
 @dataclasses.dataclass
 class ComponentAudit:
     """One component: ``path``, ``kind`` ("rotary", "table", "timesteps"), ``layer_type`` (a per-layer
-    rotary's type, else None), and its ``report`` (None when it could not be audited: ``note`` says why)."""
+    rotary's type, else None), and its ``report``: None when it is **not judged** — learned weights (a
+    table no sinusoid comes near), an unknown formula, no values (meta) — and ``note`` says why. A judged
+    component is exact (``passed``) or inexact (its report's findings give the cause and the fix)."""
 
     path: str
     kind: str
     report: AuditReport | None
     note: str = ""
     layer_type: str | None = None
+    declined: str = ""  # an inexact component posenc.torch.patch would leave alone: its reason
 
     @property
     def passed(self) -> bool:
         return self.report is not None and self.report.passed
 
+    @property
+    def judged(self) -> bool:
+        return self.report is not None
+
     def verdict(self) -> str:
         """One line: where, what, PASS/FAIL with the largest error and the first finding."""
         where = f"{self.path}" + (f" ({self.layer_type})" if self.layer_type else "") + f" [{self.kind}]"
         if self.report is None:
-            return f"{where}: not audited — {self.note}"
+            return f"{where}: not judged — {self.note}"
         r = self.report
         error = r.max_abs if math.isfinite(r.max_abs) else r.finite_max_abs
         first = f"; {r.findings[0].text.split(':')[0]}" if r.findings else ""
         more = f" (+{len(r.findings) - 1} more)" if len(r.findings) > 1 else ""
         verdict = "PASS" if r.passed else "FAIL"
-        return f"{where}: {verdict} max error {error:.3g} ({r.dtype}){first}{more}"
+        note = f" — {self.note}" if self.note else ""
+        return f"{where}: {verdict} max error {error:.3g} ({r.dtype}){first}{more}{note}"
 
 
 @dataclasses.dataclass
 class ModelAudit:
-    """The audit of a whole model: its ``components`` (:class:`ComponentAudit`), ``passed`` when every one
-    passed, and ``fix``: the call that makes the failing ones exact."""
+    """The audit of a whole model: its ``components`` (:class:`ComponentAudit`); ``passed`` speaks of the
+    judged ones only — True when at least one was judged and every judged one is exact (the text says how
+    many were not judged, and why); ``fix``: the call that makes the inexact ones exact. A model with no
+    positional component found has no components, and has not passed."""
 
     target: str
     components: list[ComponentAudit]
 
     @property
+    def judged(self) -> list[ComponentAudit]:
+        return [c for c in self.components if c.judged]
+
+    @property
     def passed(self) -> bool:
-        return bool(self.components) and all(c.passed for c in self.components)
+        return bool(self.judged) and all(c.passed for c in self.judged)
 
     @property
     def fix(self) -> str:
-        return "" if self.passed else FIX
+        """The call that makes the inexact components exact — only where ``patch``'s proofs hold for at
+        least one of them (those it would decline name their reason in the text)."""
+        return FIX if any(not c.passed and not c.declined for c in self.judged) else ""
+
+    def summary(self) -> str:
+        """The last line: PASS / FAIL of the judged components, and how many were not judged."""
+        judged, total = len(self.judged), len(self.components)
+        if not total:
+            return "NOT JUDGED: no positional component found (rotary module, sinusoidal table, Timesteps)"
+        left = f"; {total - judged} not judged" if judged < total else ""
+        if not judged:
+            return f"NOT JUDGED: none of its {total} component(s) could be judged (their lines say why)"
+        verdict = "PASS" if self.passed else "FAIL"
+        return f"{verdict}: {sum(c.passed for c in self.judged)} of {judged} judged component(s) exact{left}"
 
     def as_text(self, width: int = 100) -> str:
         lines = [f"posenc audit: {self.target} — {len(self.components)} positional component(s)"]
@@ -105,20 +135,27 @@ class ModelAudit:
                     f"— {c.path}" + (f" ({c.layer_type})" if c.layer_type else ""),
                     c.report.as_text(width),
                 ]
-        verdict = "PASS" if self.passed else "FAIL"
-        lines += ["", f"{verdict}: {sum(c.passed for c in self.components)} of {len(self.components)} exact"]
+        lines += ["", self.summary()]
         lines += [f"fix: {self.fix}"] if self.fix else []
+        lines += [
+            f"no fix from posenc for {c.path}: {FIX} declines it — {c.declined}"
+            for c in self.judged
+            if c.declined
+        ]
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "passed": self.passed,
+            "judged": len(self.judged),
+            "not_judged": len(self.components) - len(self.judged),
             "fix": self.fix,
             "components": [
                 {
                     "path": c.path,
                     "kind": c.kind,
+                    "judged": c.judged,
                     "layer_type": c.layer_type,
                     "verdict": c.verdict(),
                     "note": c.note,
@@ -136,7 +173,7 @@ class ModelAudit:
         parts = [
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>posenc audit: {html.escape(self.target)}</title></head><body>"
-            f"<h1>posenc audit: {'PASS' if self.passed else 'FAIL'}</h1><ul>"
+            f"<h1>posenc audit: {html.escape(self.summary())}</h1><ul>"
             + "".join(f"<li>{html.escape(c.verdict())}</li>" for c in self.components)
             + "</ul>"
             + (f"<p>fix: <code>{html.escape(self.fix)}</code></p>" if self.fix else "")
@@ -162,8 +199,10 @@ def is_model(target: Any) -> bool:
         return False
     from ..torch.patching import find
 
-    owners = [path.rpartition(".")[0] if kind == "table" else path for path, kind, _ in find(target)]
-    return any(owners)
+    found = find(target)
+    owners = [path.rpartition(".")[0] if kind == "table" else path for path, kind, _ in found]
+    library = {"PreTrainedModel", "ModelMixin"}  # a Hugging Face or diffusers model: a ModelAudit, even empty
+    return any(owners) or any(cls.__name__ in library for cls in type(target).__mro__)
 
 
 def audit_model(model: Any, *, samples: int, tol: Any = None, label: str | None = None) -> ModelAudit:
@@ -172,8 +211,49 @@ def audit_model(model: Any, *, samples: int, tol: Any = None, label: str | None 
 
     components = []
     for path, kind, what in find(model):
-        components += _component(model, path, kind, what, samples, tol)
+        found = [_unknown(c) for c in _component(model, path, kind, what, samples, tol)]
+        if any(c.judged and not c.passed for c in found):
+            declined = _declined(model, path, kind, what)
+            found = [dataclasses.replace(c, declined=declined) if c.judged else c for c in found]
+        components += found
     return ModelAudit(label or type(model).__name__, components)
+
+
+def _unknown(component: ComponentAudit) -> ComponentAudit:
+    """``component``, not judged where its only finding is an unexplained error above :data:`UNKNOWN` of
+    the amplitude: posenc does not know what it computes (GPT-OSS's half-width cos/sin, a formula of its
+    own), and a guess would be a false finding."""
+    report = component.report
+    if report is None or report.passed or [f.kind for f in report.findings] != ["unexplained"]:
+        return component
+    error = report.max_abs if math.isfinite(report.max_abs) else report.finite_max_abs
+    params = getattr(report.variant, "params", None)
+    amplitude = 1.0 if params is None else abs(_scaling(params))
+    if error <= UNKNOWN * amplitude:
+        return component
+    note = (
+        f"not what posenc reads it as ({report.variant.name}): its values differ by up to {error:.3g}, with "
+        "no known cause — an unknown formula or layout; not judged"
+    )
+    return dataclasses.replace(component, report=None, note=note)
+
+
+def _scaling(params: Any) -> float:
+    from .. import rope
+
+    return rope.attention_scaling(params)
+
+
+def _declined(model: Any, path: str, kind: str, what: Any) -> str:
+    """Why ``posenc.torch.patch`` would leave this inexact component alone (its proofs, run without
+    changing anything), or "" where it would make it exact."""
+    from ..torch.patching import prove
+
+    try:
+        component = prove(model, path, kind, what)
+    except Exception as error:  # a proof that cannot run: patch would raise, not fix
+        return f"its proof cannot run: {type(error).__name__}: {str(error)[:120]}"
+    return "" if component.replaced else component.reason
 
 
 def _component(model: Any, path: str, kind: str, what: Any, samples: int, tol: Any) -> list[ComponentAudit]:
@@ -181,7 +261,16 @@ def _component(model: Any, path: str, kind: str, what: Any, samples: int, tol: A
 
     try:
         if kind == "table":
-            return [ComponentAudit(path, kind, audit(what, samples=samples, tol=tol))]
+            from ..torch.patching import read_table
+
+            reason, zeros = read_table(what)
+            if reason is not None:
+                return [ComponentAudit(path, kind, None, reason)]
+            if not zeros:
+                return [ComponentAudit(path, kind, audit(what, samples=samples, tol=tol))]
+            rows = what.detach().reshape(-1, what.shape[-1])[zeros:]
+            note = f"judged from row {zeros}: its first {zeros} row(s) are zeros (places that add nothing)"
+            return [ComponentAudit(path, kind, audit(rows, samples=samples, tol=tol), note)]
         if kind == "timesteps":
             import torch
 
@@ -205,6 +294,25 @@ def _rotary(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAud
     limit = int(getattr(config, "max_position_embeddings", 0) or 0) or None
     buffers = {k for k, _ in module.named_buffers(recurse=False)}
     types = [k.removesuffix("_inv_freq") for k in buffers if k.endswith("_inv_freq") and "original" not in k]
+    own = getattr(module, "params", None)
+    params = own if isinstance(own, rope.RopeParameters) else None
+    if params is None and config is not None and "inv_freq" in buffers:
+        try:
+            params = rope.config(config)
+        except (ValueError, TypeError, KeyError) as error:  # a vision tower's 2-D "axial" rotary, ...
+            return [ComponentAudit(path, "rotary", None, f"its config is no RoPE posenc knows: {error}")]
+    section = getattr(params, "mrope_section", None) or getattr(module, "mrope_section", None)
+    if params is not None and isinstance(section, (list, tuple)) and section:
+        # M-RoPE: text positions, one id on each of its three axes (time = height = width), where every
+        # layout of the sections gives plain RoPE's values: judged against those
+        plain = dataclasses.replace(params, mrope_section=None, mrope_interleaved=False)
+
+        def text(ids: Any) -> Any:
+            with torch.no_grad():
+                return module(torch.zeros(1), torch.as_tensor(ids)[None, None].expand(3, 1, -1))
+
+        report = audit(text, preset=plain, positions=limit, samples=samples, tol=tol)
+        return [ComponentAudit(path, "rotary", report, "M-RoPE at text positions (the three axes equal)")]
     if "inv_freq" in buffers or (config is None and not held) or not types:
         return [ComponentAudit(path, "rotary", audit(module, positions=limit, samples=samples, tol=tol))]
     found = []

@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import layouts, presets
+from .. import grids, layouts, presets, validation
 from ..porting.records import Match, RopeMatch
 from ..porting.rope_fitting import PRECISIONS, precision_of
+from ..porting.verdict import GRIDS
 from .guard import TargetError
 from .targets import Target
 
@@ -79,6 +80,13 @@ class Variant:
 
             cos, sin = rope.cos_sin(positions, self.params, dtype=dtype, layout=self.layout)
             return self.columns(cos, sin).astype(np.float64)
+        grid = next((n for n in (self.name or "").split(" = ") if n in GRIDS), None)
+        if grid is not None:  # a named 2-D/3-D grid: its table by posenc.grids, rows by position
+            function, keyword = GRIDS[grid]
+            leading, by_name = ((), {keyword: d_model}) if keyword else ((d_model,), {})
+            build = getattr(grids, function)
+            values = build(*leading, **by_name, **self.options, dtype=validation.dtype(dtype))
+            return values.reshape(-1, d_model)[positions].astype(np.float64)
         preset = presets.Preset("audit", **self.options, padding_idx=self.padding_idx)
         return preset.encode(positions, d_model, dtype=dtype).astype(np.float64)
 
@@ -262,8 +270,12 @@ def _rotary(target: Target, options: Any) -> Variant:
     if options is not None:
         params = options if isinstance(options, rope.RopeParameters) else rope.config(**dict(options))
         return _rope_variant(params, "given", True, parts, "half")
-    if info.get("params") is not None:
-        return _rope_variant(info["params"], "read from the module's config", True, parts, "half")
+    if info.get("params") is not None:  # the module's own config: judged in the layout it emits
+        variant = _rope_variant(info["params"], "read from the module's config", True, parts, "half")
+        if _emits_interleaved(target, variant):
+            variant.layout = "interleaved"
+            variant.how += "; its cos/sin in interleaved pairs (`rotate_every_two`, as its values show)"
+        return variant
     theta = info.get("inv_freq")
     if theta is not None:
         match = identify_rope(theta)
@@ -274,6 +286,22 @@ def _rotary(target: Target, options: Any) -> Variant:
     match = identify_rope(cos)
     how = f"identified by posenc.porting.identify_rope from the cos of positions 0..{len(rows) - 1}"
     return _rope_variant(match.parameters, how, match.matches, parts, match.layout or "half", match.max_error)
+
+
+def _emits_interleaved(target: Target, variant: Variant) -> bool:
+    """Whether a rotary module's first rows are its config's cos/sin in interleaved pairs ([c0, c0, c1, c1,
+    ...]: Cohere, GLM, GPT-J) rather than halves: nearer that layout's exact values, and within 2⁻⁴ of them.
+    A layout a model's own module emits is its design, not a defect (its attention rotates to match)."""
+    try:
+        rows = _prefix(target)
+    except ValueError:
+        return False
+    positions = np.arange(len(rows), dtype=np.int64)
+    errors = {}
+    for layout in ("half", "interleaved"):
+        exact = dataclasses.replace(variant, layout=layout).exact(positions, "float64", 0)
+        errors[layout] = float(np.abs(exact - rows).max()) if exact.shape == rows.shape else np.inf
+    return errors["interleaved"] < min(errors["half"], 2.0**-4)
 
 
 def _rope_variant(

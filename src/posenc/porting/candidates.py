@@ -86,8 +86,14 @@ def _one_dimensional(
     padding: int | None,
     named: list[tuple[str, presets.Preset]],
 ) -> Candidate:
-    """The 1-D table with ``options`` whose row 0 is position ``start`` (row ``padding`` zero)."""
+    """The 1-D table with ``options`` whose row 0 is position ``start`` (row ``padding`` zero: fairseq's
+    padding row, at position ``start + padding``; a zero row at a negative position is none of fairseq's —
+    a table that starts with a zero row and then position 0 is read by its rows after it)."""
     d_model = stored.shape[1]
+    if padding is not None:
+        if start + padding < 0:
+            return Candidate(None, options, start, None, lambda rows, rough=False: None, 0.0)
+        padding_idx = start + padding
     if d_model % 2 == 0:
         options = {**options, "odd": defaults.ODD}  # the odd-width rule means nothing for an even width
 
@@ -105,7 +111,8 @@ def _one_dimensional(
         return worst
 
     name = _variant_name(options, named, d_model)
-    return Candidate(name, options, start, padding, error, _reach(options, d_model, start, len(stored)))
+    where = None if padding is None else padding_idx
+    return Candidate(name, options, start, where, error, _reach(options, d_model, start, len(stored)))
 
 
 def _reach(options: dict[str, Any], d_model: int, start: int, rows: int) -> float:

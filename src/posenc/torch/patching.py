@@ -31,6 +31,16 @@ those frequencies err there (a module on meta: its attention_scaling and config 
 within what the code that built it errs at its position and frequency; timesteps: diffusers' embedding of
 t = 0..1000 within float32's rounding.
 
+A rotary module that emits its cos/sin in interleaved pairs (Cohere, GLM: ``[c0, c0, c1, c1, ...]``, read
+from its values at positions 0..63) is its model's design and is replaced by posenc's module in that layout;
+an M-RoPE module is also compared at three different ids per token (which tell its layout apart), and one
+whose own ``mrope_section`` (a family default) is not its config's is left alone. A plain attribute of the
+original that posenc's module lacks (LFM3's ``layer_types``) is read through it.
+
+**The model's own forward** is the last proof (:mod:`posenc.torch.probe`): after the swaps, a Hugging Face
+model runs on probe inputs and must give its outputs of before within what exact positions move them; if it
+raises or they move, every swap is undone and each component declined with what the forward said.
+
 **All or nothing.** Every proof runs before anything changes (a proof runs the original's forward on
 probes: what that forward changes in its module — "dynamic"/"longrope" frequency updates — is put back);
 then every swap is applied, and if one fails, those done are undone and the error raised: the model is as
@@ -136,10 +146,11 @@ from . import families, proofs
 from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import Timesteps as ExactTimesteps
+from .probe import agree, probe_of
 from .rotary import RotaryEmbedding, rotate
 from .tensors import _dtype_name, _to_tensor, _tracing
 
-__all__ = ["Component", "PatchReport", "find", "patch", "unpatch"]
+__all__ = ["Component", "PatchReport", "find", "patch", "prove", "read_table", "unpatch"]
 
 #: Words of a dotted name that mark a positional table.
 _WORDS = frozenset(
@@ -240,11 +251,12 @@ def patch(model: nn.Module, *, fused: bool | None = None) -> PatchReport:
     steps: list[_Step] = []
     if held is None:
         steps.append((lambda: model.__dict__.__setitem__(_ORIGINALS, originals), lambda: _forget(model)))
-    components, planned = [], []
+    components, planned, changed = [], [], []
     for path, kind, what in find(model):  # every proof first: nothing changes until all are done
         component, changes, replacement = _component(model, path, kind, what, originals)
         components.append(component)
         steps += changes
+        changed += [component] if changes else []
         if isinstance(replacement, _PatchedRotary):
             planned.append(replacement)
     rotaries = [m for m in model.modules() if isinstance(m, _PatchedRotary)] + planned
@@ -255,8 +267,35 @@ def patch(model: nn.Module, *, fused: bool | None = None) -> PatchReport:
         component, changes = _fuse(model, originals, rotaries)
         components.append(component)
         steps += changes
-    _apply_all(steps)
-    return PatchReport(components)
+        changed += [component] if changes and component.replaced else []
+    probe = probe_of(model) if changed else "nothing changes"
+    before, unrun = None, probe if isinstance(probe, str) else ""
+    if callable(probe):
+        try:
+            before = _run_kept(model, probe)
+        except Exception as error:  # the model's own forward fails on the probe, unpatched: no evidence
+            unrun = f"its forward raised {type(error).__name__} on the probe inputs before any swap"
+    undo = _apply_all(steps)
+    if before is not None:
+        try:
+            problem = agree(before, _run_kept(model, probe))
+        except Exception as error:
+            problem = f"its forward raised {type(error).__name__}: {str(error)[:160]}"
+        if problem is not None:  # all or nothing: every swap undone, each change declined with the reason
+            undo()
+            reason = f"the model's own forward on probe inputs after the swaps: {problem} (every swap undone)"
+            declined = (dataclasses.replace(c, replaced=False, reason=reason) for c in changed)
+            return PatchReport(_put(components, changed, declined))
+    suffix = "; the model's forward: outputs as before"
+    suffix = f"; forward not run: {unrun}" if before is None else suffix
+    proven = (dataclasses.replace(c, reason=c.reason + suffix) for c in changed)
+    return PatchReport(_put(components, changed, proven))
+
+
+def _put(components: list[Component], old: list[Component], new: Any) -> list[Component]:
+    """``components`` with each of ``old`` (by identity) replaced by the next of ``new``."""
+    swap = {id(c): n for c, n in zip(old, new, strict=True)}
+    return [swap.get(id(c), c) for c in components]
 
 
 def unpatch(model: nn.Module) -> int:
@@ -290,27 +329,43 @@ def unpatch(model: nn.Module) -> int:
     return count + forward
 
 
+def _run_kept(model: nn.Module, probe: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """``probe()``, with what it changes in the model's rotary modules put back (:func:`_kept`)."""
+    with contextlib.ExitStack() as stack:
+        for module in model.modules():
+            if _kind(module) == "rotary":
+                stack.enter_context(_kept(module))
+        return probe()
+
+
 def _forget(model: nn.Module) -> None:
     model.__dict__.pop(_ORIGINALS, None)
 
 
-def _apply_all(steps: list[_Step]) -> None:
-    """Do every step; if one raises, undo those done (last first) and raise that error."""
+def _apply_all(steps: list[_Step]) -> Callable[[], int]:
+    """Do every step; if one raises, undo those done (last first) and raise that error. Returns the
+    function that undoes them all (last first; how many could not be undone)."""
     done: list[Callable[[], None]] = []
+
+    def undo_all() -> int:
+        failed = 0
+        for undo in reversed(done):
+            try:
+                undo()
+            except Exception:  # keep undoing the others
+                failed += 1
+        return failed
+
     try:
         for do, undo in steps:
             do()
             done.append(undo)
     except BaseException as error:
-        failed = 0
-        for undo in reversed(done):
-            try:
-                undo()
-            except Exception:  # keep undoing the others; the first error is the one raised
-                failed += 1
+        failed = undo_all()  # the first error is the one raised
         if failed:
             error.add_note(f"posenc.torch.patch: {failed} change(s) could not be undone")
         raise
+    return undo_all
 
 
 def _record(originals: dict, path: str, entry: _Original) -> _Step:
@@ -401,6 +456,13 @@ def _component(
     return component, steps, None
 
 
+def prove(model: nn.Module, path: str, kind: str, what: Any) -> Component:
+    """The proof :func:`patch` runs for one component found by :func:`find` (``replaced``: whether patch
+    would replace it, else ``reason``), without changing anything: what an audit's fix may promise. The
+    model's own forward, run only by patch itself, may still decline it."""
+    return _component(model, path, kind, what, {})[0]
+
+
 def _positional(name: str) -> bool:
     words = re.split(r"[._]", name.lower())
     return any(w in _WORDS for w in words)
@@ -423,7 +485,7 @@ def _rotary(
     try:
         exact = _PatchedRotary(config)
     except (ValueError, TypeError, KeyError) as error:
-        return _declined(path, "rotary", label, f"its config: {error}")
+        return _declined(path, "rotary", label, f"posenc cannot build its rotary from its config: {error}")
     inv = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq"))
     exact = exact.to(inv.device)
     params = exact.params or next(iter(exact.layer_params.values()))
@@ -433,14 +495,30 @@ def _rotary(
     scaling = _scaling_mismatch(module, exact, held_types)
     if scaling is not None:
         return _declined(path, "rotary", variant, scaling)
+    section = getattr(module, "mrope_section", None)  # M-RoPE as the module runs it (a family default)
+    if isinstance(section, (list, tuple)) and tuple(section) != tuple(params.mrope_section or ()):
+        reason = (
+            f"the module splits its frequencies by mrope_section={list(section)}, its config by "
+            f"{params.mrope_section}: posenc builds M-RoPE from the config alone"
+        )
+        return _declined(path, "rotary", variant, reason)
     cap = proofs.CAP
     if inv.device.type == "meta":
         difference, tolerance = math.nan, math.nan
         how = "on meta: built from its config (no values to compare; its attention_scaling is the config's)"
     else:
+        widened, exact, read = _width_from_frequencies(module, exact, inv)
         mismatch, gaps = _frequency_mismatch(module, exact)
         if mismatch is not None:
-            return _declined(path, "rotary", variant, mismatch)
+            return _declined(path, "rotary", variant, mismatch + widened)
+        try:
+            source = config if exact.params is None else exact.params  # (its width, as read above)
+            if _emits_interleaved(module, exact, source, held_types[0]):  # Cohere, GLM: its design
+                exact = _PatchedRotary(source, layout="interleaved").to(inv.device)
+                variant += " (interleaved)"
+        except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
+            reason = f"could not be compared: {type(error).__name__}: {str(error)[:120]}"
+            return _declined(path, "rotary", variant, reason)
         try:
             difference, tolerance, worst, counted = _compare_rotary(module, exact, config, held_types, gaps)
         except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
@@ -458,7 +536,7 @@ def _rotary(
             return _declined(path, "rotary", variant, reason)
         compared, total = counted
         layers = rope.layer_types(config)
-        how = "frequencies and attention_scaling its config's; equal to its own cos/sin within their "
+        how = read + "frequencies and attention_scaling its config's; equal to its own cos/sin within their "
         how += "rounding error" + (f" (layer types {', '.join(layers)})" if layers else "")
         if compared < total:
             how += f", at the {compared} of {total} values where that error is below {cap:g} of the amplitude"
@@ -568,6 +646,54 @@ def _kept(module: nn.Module) -> Iterator[None]:
                 m._buffers[key] = buffer
 
 
+def _width_from_frequencies(
+    module: nn.Module, exact: _PatchedRotary, inv: torch.Tensor
+) -> tuple[str, _PatchedRotary, str]:
+    """Where the module holds another number of frequencies than posenc reads from its config (a head dim
+    in a field of the family's own: JetMoE's ``kv_channels``, Canary's, DINOv3's), posenc's module with the
+    rotated width the module's ``inv_freq`` gives, every other parameter the config's — its values are then
+    proven like any other — and how it was read; else ("", ``exact``, ""). The first string is for a
+    mismatch that remains."""
+    params = exact.params
+    count = inv.numel()
+    if params is None or inv.dim() != 1 or count == params.n_frequencies or params.short_factor is not None:
+        return "", exact, ""
+    rotary_dim = 2 * count
+    head_dim = rotary_dim / params.partial_rotary_factor
+    try:
+        if head_dim != int(head_dim) or params.mrope_section:
+            raise ValueError("not a whole head")
+        wider = dataclasses.replace(params, head_dim=int(head_dim), rotary_dim=rotary_dim)
+        replacement = _PatchedRotary(wider, layout=exact.layout).to(inv.device)
+    except (ValueError, TypeError) as error:
+        return f" (its {count} frequencies give no head width posenc can build: {error})", exact, ""
+    read = f"rotated width {rotary_dim} read from its {count} frequencies (its config's fields give "
+    read += f"{params.rotary_dim}); "
+    return "", replacement, read
+
+
+def _emits_interleaved(
+    module: nn.Module, exact: RotaryEmbedding, source: Any, layer_type: str | None
+) -> bool:
+    """Whether the module's cos/sin at positions 0..63 are its config's in interleaved pairs ([c0, c0, c1,
+    c1, ...]) rather than halves: nearer those exact values, and within 2⁻⁴ of the amplitude of them. The
+    model's attention rotates to match (the apply proof and the model's forward check that it does)."""
+    device = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq")).device
+    ids = torch.arange(64, device=device)[None]
+    args = (torch.zeros(1, 1, device=device), ids) + (() if layer_type is None else (layer_type,))
+    with torch.no_grad(), _kept(module):
+        mine = module(*args)[0].float()
+    pair = RotaryEmbedding(source, layout="interleaved").to(device)
+    with torch.no_grad():
+        half, interleaved = exact(*args)[0], pair(*args)[0]
+    if mine.shape != half.shape:
+        return False
+    params = exact.params if layer_type is None else exact.layer_params[layer_type]
+    amplitude = abs(rope.attention_scaling(params))
+    far = [float((mine - ours).abs().max()) for ours in (half, interleaved)]
+    return far[1] < min(far[0], proofs.CAP * amplitude)
+
+
 def _compare_rotary(
     module: nn.Module,
     exact: RotaryEmbedding,
@@ -585,8 +711,15 @@ def _compare_rotary(
     device, storage = inv.device, inv.dtype
     x = torch.zeros(1, 1, dtype=torch.float32, device=device)
     worst, allowed, compared, total = 0.0, 0.0, 0, 0
+    probes = []
     for layer_type, positions in itertools.product(held_types, proofs.probe_positions(limit)):
-        probe = torch.from_numpy(positions)[None].to(device)
+        probes.append((layer_type, positions, torch.from_numpy(positions)[None]))
+        params = exact.params if layer_type is None else exact.layer_params[layer_type]
+        if params.mrope_section:  # M-RoPE: also three different ids per token, which tell its layout
+            grid = np.stack([positions, positions[::-1], (positions * 7 + 3) % limit])
+            probes.append((layer_type, grid.max(axis=0), torch.from_numpy(grid)[:, None]))
+    for layer_type, positions, probe in probes:
+        probe = probe.to(device)
         args = (x, probe) if layer_type is None else (x, probe, layer_type)
         with torch.no_grad(), _kept(module):
             mine = module(*args)
@@ -597,7 +730,7 @@ def _compare_rotary(
         theta, gap = proofs.rotary_reach(params, sets, gaps.get(layer_type), storage)
         amplitude = abs(rope.attention_scaling(params))
         for name, a, b in zip(("cos", "sin"), mine, ours, strict=True):
-            check = proofs.check_cos_sin(a, b, positions, theta, gap, amplitude)
+            check = proofs.check_cos_sin(a, b, positions, theta, gap, amplitude, exact.layout)
             if not check.provable:
                 return math.nan, math.nan, None, None
             if check.over is not None:
@@ -640,8 +773,6 @@ def _timesteps(
 
 
 def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component, list[_Step]]:
-    from ..porting import identify
-
     def left(variant: str, reason: str, difference: float = math.nan, tolerance: float = math.nan):
         return Component(full, "table", variant, difference, tolerance, False, reason), []
 
@@ -653,18 +784,12 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component,
     # value, by what the code that built it can err at each position and frequency
     search = proofs.table_search_tolerance(len(rows), storage)
     try:
-        found = identify(rows, tolerance=search, candidates=3)
+        found, zeros = _identified(rows, search)
     except ValueError as error:
         return left("?", f"not an encoding table: {error}")
-    # zero rows first: a joint table's text places (CogVideoX), kept
-    zeros, leading = 0, proofs.zero_rows(rows)
-    if not any(m.matches for m in found) and 0 < leading < len(rows) - 1:
-        with contextlib.suppress(ValueError):
-            tail = identify(rows[leading:], tolerance=search, candidates=3)
-            if any(m.matches for m in tail):
-                found, zeros = tail, leading
-    if not found:
-        return left("?", "no sinusoidal variant matches (a learned table?)")
+    learned = _learned(rows[zeros:], found)
+    if learned is not None:
+        return left("learned", learned)
     stored = rows[zeros:]
     best, closest, error = None, None, None
     for match in (m for m in found if m.matches):
@@ -721,6 +846,66 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component,
     if zeros:
         how += f"; its first {zeros} rows, zeros (a joint table's text places), kept"
     return Component(full, "table", variant, difference, tolerance, True, how), steps
+
+
+def read_table(tensor: torch.Tensor) -> tuple[str | None, int]:
+    """How the table ``tensor`` (found by its positional name) is judged: (why it is not judged, None where
+    it is; how many leading rows of zeros are kept out of the judgment). Not judged: learned weights — no
+    sinusoidal variant comes near its values — or no values (meta). A sinusoid, exact or not, is judged;
+    a table that starts with rows of zeros and then a sinusoid (CogVideoX's text places, Kimi-K2.5's
+    frame 0) is judged by the rows after them."""
+    if tensor.device.type == "meta":
+        return "on meta: no values to judge", 0
+    rows = tensor.detach().reshape(-1, tensor.shape[-1]).double().cpu().numpy()
+    if not np.isfinite(rows).all():
+        return None, 0  # NaN rows are a finding of the audit's
+    _, storage = proofs.table_precision(tensor.dtype)
+    try:
+        found, zeros = _identified(rows, proofs.table_search_tolerance(len(rows), storage))
+    except ValueError as error:
+        return f"not an encoding table: {error}", 0
+    return _learned(rows[zeros:], found), zeros
+
+
+def _identified(rows: np.ndarray, search: float) -> tuple[list[Any], int]:
+    """identify's matches for ``rows`` (its search at ``search``) and how many leading zero rows they skip:
+    a joint table's text places (CogVideoX), kept as they are, where only the rows after them match."""
+    from ..porting import identify
+
+    found = identify(rows, tolerance=search, candidates=3)
+    leading = proofs.zero_rows(rows)
+    if not any(m.matches for m in found) and 0 < leading < len(rows) - 1:
+        with contextlib.suppress(ValueError):
+            tail = identify(rows[leading:], tolerance=search, candidates=3)
+            if any(m.matches for m in tail):
+                return tail, leading
+    return found, 0
+
+
+def _learned(rows: np.ndarray, found: list[Any]) -> str | None:
+    """Why ``rows`` are learned weights and not a sinusoid (``found``: identify's matches, best first), or
+    None. A sinusoidal table, however badly computed (angles in float32 at large positions, a 16-bit
+    storage, a cut), agrees with its nearest variant on most values; learned weights (random or trained)
+    disagree on most: the median |stored − nearest| over every value is then above
+    :data:`~posenc.torch.proofs.CAP` of the nearest's amplitude."""
+    if any(m.matches for m in found):
+        return None
+    if not found:
+        return "learned weights: no sinusoidal variant applies to its shape; not judged"
+    nearest = found[0]
+    try:
+        values = proofs.exact_rows(nearest, rows.shape, "float64")
+    except (ValueError, TypeError):
+        return None
+    amplitude = float(np.abs(values).max(initial=0.0)) or 1.0
+    typical = float(np.median(np.abs(values - rows)))
+    if typical <= proofs.CAP * amplitude:
+        return None
+    name = (nearest.name or "generic").split(" = ")[0]
+    return (
+        f"learned weights: half its values differ from the nearest sinusoid ({name}) by more than "
+        f"{typical:.2g}; not a sinusoidal table, not judged"
+    )
 
 
 def _restore_table(model: nn.Module, path: str, entry: _Original) -> int:
@@ -814,6 +999,18 @@ class _PatchedRotary(_KeepsOriginal, RotaryEmbedding):
     (its position ids, parameters and ``seq_len``: :func:`_issue`, this thread's)."""
 
     fused = False
+
+    def __getattr__(self, name: str) -> Any:
+        """A plain attribute the original held and posenc's module does not (LFM3's ``layer_types``, read
+        by its model's forward): the original's value. Tensors and modules are never borrowed."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            original = self.__dict__.get(_ORIGINAL)
+            value = vars(original).get(name, self) if isinstance(original, nn.Module) else self
+            if name.startswith("_") or value is self or isinstance(value, (torch.Tensor, nn.Module)):
+                raise
+            return value
 
     def forward(
         self,

@@ -191,15 +191,19 @@ def rotary_reach(
     return theta, gap
 
 
-def per_column(per_frequency: np.ndarray, width: int) -> np.ndarray:
+def per_column(per_frequency: np.ndarray, width: int, layout: str = "half") -> np.ndarray:
     """A per-frequency quantity at each of ``width`` cos/sin columns: [θ | θ] (Hugging Face's rotate-half
-    cos/sin, posenc's "half" layout), θ alone, else the largest at every column.
+    cos/sin, posenc's "half" layout), [θ0, θ0, θ1, θ1, ...] (``layout="interleaved"``), θ alone, else the
+    largest at every column.
 
-    >>> per_column(np.array([1.0, 0.5]), 4).tolist()
-    [1.0, 0.5, 1.0, 0.5]
+    >>> theta = np.array([1.0, 0.5])
+    >>> per_column(theta, 4).tolist(), per_column(theta, 4, "interleaved").tolist()
+    ([1.0, 0.5, 1.0, 0.5], [1.0, 1.0, 0.5, 0.5])
     """
     n = per_frequency.shape[0]
     if width == 2 * n:
+        if layout == "interleaved":
+            return np.repeat(per_frequency, 2)
         return np.concatenate([per_frequency, per_frequency])
     if width == n:
         return per_frequency
@@ -229,6 +233,7 @@ def check_cos_sin(
     theta: np.ndarray,
     gap: np.ndarray,
     amplitude: float,
+    layout: str = "half",
 ) -> CosSinCheck:
     """The original's cos (or sin) ``mine`` against posenc's ``ours`` at ``positions`` (their last two axes:
     positions × columns), each value within A·(p·(Δθ_i + 4·θ_i·2⁻²⁴) + 8·2⁻²⁴) (module docstring) of
@@ -237,7 +242,7 @@ def check_cos_sin(
     a, b = torch.broadcast_tensors(a, b)
     difference = (a - b).abs().numpy()
     width = difference.shape[-1]
-    column_theta, column_gap = per_column(theta, width), per_column(gap, width)
+    column_theta, column_gap = per_column(theta, width, layout), per_column(gap, width, layout)
     p = np.abs(positions.astype(np.float64))[:, None]
     allowance = amplitude * (p * (column_gap + 4 * UNIT * column_theta) + 8 * UNIT)
     within_cap = allowance <= CAP * amplitude

@@ -1,0 +1,157 @@
+"""The model's own forward as the last proof of a patch: :func:`posenc.torch.patch` runs the whole model on
+small probe inputs before and after its swaps, and keeps them only where the outputs have the same shape and
+agree within what exact positions can change (:func:`agree`); otherwise every swap is undone and each
+component is declined with what the forward said.
+
+A probe (:func:`probe_of`, inputs by :func:`inputs_of`) exists for a Hugging Face model whose main input
+is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too), ``pixel_values`` (its config's
+``num_channels`` and ``image_size``) or ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice
+``max_source_positions`` frames): 16 token ids below its vocabulary size, one seeded image or one seeded
+clip, on the model's device. The
+forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is
+put back after), without a KV cache and under a forked random state (the caller's generator is not
+consumed). A model posenc has no probe for (its own ``nn.Module``, another input kind) or on the meta device
+is proven by its components' own proofs alone, and the report says so.
+
+At probe positions (0 .. 15) the original's float32 angles are nearly exact, so a correct swap changes the
+outputs by a few float32 units, while a wrong one (another layout, a width the attention does not expect)
+changes them by their own size: the allowance is 10⁻³ of the outputs' largest magnitude in float32 and
+float64, 2⁻⁴ of it in the 16-bit types (whose rounding a changed rotation moves by whole units).
+
+>>> import torch
+>>> agree(torch.ones(2, 3), torch.ones(2, 3) + 1e-6), agree(torch.ones(2, 3), torch.ones(3, 2))
+(None, 'the outputs have shape (3, 2) after the swap, (2, 3) before')
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["agree", "inputs_of", "probe_of"]
+
+#: Probe tokens (and the width of a probe image's side, at most).
+_TOKENS = 16
+#: The outputs may move by this much of their largest magnitude: float32/float64, and 16-bit types.
+_WIDE, _NARROW = 1e-3, 2.0**-4
+
+
+def probe_of(model: nn.Module) -> Callable[[], torch.Tensor] | str:
+    """A function that runs ``model`` on its probe inputs and returns its main output (a copy), or why
+    there is none (module docstring)."""
+    config = getattr(model, "config", None)
+    if config is None or not any(c.__name__ == "PreTrainedModel" for c in type(model).__mro__):
+        return "not a Hugging Face model: no probe inputs"
+    inputs = inputs_of(model)
+    if isinstance(inputs, str):
+        return inputs
+    first = next(iter(model.parameters()))
+
+    def run() -> torch.Tensor:
+        with _evaluating(model), torch.no_grad(), torch.random.fork_rng(devices=_devices(first)):
+            torch.manual_seed(0)
+            return _main_output(model(**inputs))
+
+    return run
+
+
+def agree(before: torch.Tensor, after: torch.Tensor) -> str | None:
+    """None where ``after`` has ``before``'s shape and is within the allowance (module docstring) of it,
+    else what differs."""
+    if after.shape != before.shape:
+        return f"the outputs have shape {tuple(after.shape)} after the swap, {tuple(before.shape)} before"
+    a, b = after.double(), before.double()
+    if not torch.equal(torch.isfinite(a), torch.isfinite(b)):
+        return "the outputs are not finite in the same places after the swap"
+    finite = torch.isfinite(b)
+    a, b = a[finite], b[finite]
+    if b.numel() == 0:
+        return None
+    share = _WIDE if before.dtype in (torch.float32, torch.float64) else _NARROW
+    allowed = share * float(b.abs().max())
+    moved = float((a - b).abs().max())
+    if moved > allowed:
+        return f"the outputs moved by {moved:.3g} more than exact positions move them ({allowed:.2g})"
+    return None
+
+
+def inputs_of(model: nn.Module) -> dict[str, Any] | str:
+    """The probe inputs of a Hugging Face ``model`` (module docstring), on its device, or why there are
+    none."""
+    config = getattr(model, "config", None)
+    first = next(iter(model.parameters()), None)
+    if config is None or first is None or first.device.type == "meta":
+        return "no config, or no values to run (meta)"
+    name = getattr(model, "main_input_name", "input_ids")
+    generator = torch.Generator().manual_seed(0)
+    if name == "input_ids":
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        vocab = getattr(text, "vocab_size", None) or getattr(config, "vocab_size", None)
+        if not isinstance(vocab, int) or vocab < 1:
+            return "its config has no vocab_size to draw probe tokens from"
+        ids = torch.randint(0, vocab, (1, _TOKENS), generator=generator).to(first.device)
+        inputs: dict[str, Any] = {"input_ids": ids}
+        if getattr(config, "is_encoder_decoder", False):
+            inputs["decoder_input_ids"] = ids[:, : _TOKENS // 2]
+        if "use_cache" in _parameters(model):
+            inputs["use_cache"] = False
+        return inputs
+    if name == "pixel_values":
+        vision = getattr(config, "vision_config", None) or config
+        channels, size = getattr(vision, "num_channels", None), getattr(vision, "image_size", None)
+        size = size[0] if isinstance(size, (list, tuple)) and size and size[0] == size[-1] else size
+        if not isinstance(channels, int) or not isinstance(size, int):
+            return "its config gives no num_channels and square image_size for a probe image"
+        image = torch.randn(1, channels, size, size, generator=generator)
+        return {"pixel_values": image.to(first.device, first.dtype)}
+    if name == "input_features":  # Whisper and its kind: mel frames, as many as its encoder's table holds
+        bins, positions = getattr(config, "num_mel_bins", None), getattr(config, "max_source_positions", None)
+        if not isinstance(bins, int) or not isinstance(positions, int):
+            return "its config gives no num_mel_bins and max_source_positions for probe features"
+        features = torch.randn(1, bins, 2 * positions, generator=generator).to(first.device, first.dtype)
+        inputs = {"input_features": features}
+        if getattr(config, "is_encoder_decoder", False):
+            start = getattr(config, "decoder_start_token_id", None) or 0
+            inputs["decoder_input_ids"] = torch.full((1, 4), int(start), device=first.device)
+        return inputs
+    return f"its main input is {name!r}: no probe inputs for it"
+
+
+def _parameters(model: nn.Module) -> set[str]:
+    import inspect
+
+    try:
+        return set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _main_output(out: Any) -> torch.Tensor:
+    for name in ("logits", "last_hidden_state", "prediction_logits", "pred_boxes"):
+        value = getattr(out, name, None)
+        if isinstance(value, torch.Tensor):
+            return value.detach().clone()
+    value = out[0] if isinstance(out, (tuple, list)) else out
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"its forward returned {type(out).__name__}, without a tensor to compare")
+    return value.detach().clone()
+
+
+def _devices(first: torch.Tensor) -> list[int]:
+    return [first.device.index or 0] if first.device.type == "cuda" else []
+
+
+@contextlib.contextmanager
+def _evaluating(model: nn.Module) -> Iterator[None]:
+    """Every module of ``model`` in eval mode, each ``training`` flag put back after."""
+    flags = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, flag in flags:
+            module.training = flag

@@ -1,0 +1,372 @@
+"""The zoo: every architecture of the installed transformers that has a positional component, found by
+enumeration (not by a list), built tiny from its own config class with random weights, and taken through
+``posenc.audit`` → ``posenc.torch.patch`` → audit → forward → ``unpatch``.
+
+:func:`architectures` enumerates: every model type whose modeling module defines a rotary embedding (an
+``inv_freq``) or computes sinusoids (``sin(``), and that has a top-level model class in the auto mappings.
+:func:`tiny` shrinks a config (two attention heads of the family's own head dim, one layer per layer type,
+small feed-forwards, experts and vocabularies) without touching its positional fields. :func:`run` gives
+one :class:`Outcome`: its ``state`` is
+
+* ``exact`` — every component found was made exact (or already was), the audit after passes, the outputs
+  are within the original's own error, ``unpatch`` restores the outputs and the state dict bit for bit;
+* ``declined`` — ``patch`` left components alone with a reason a user can act on, the model untouched
+  (outputs and state dict as before);
+* ``failing`` — anything else: a crash in posenc, a judgment contradicted (a component the audit fails that
+  the patch then declines as not a sinusoid), "replaced" followed by a broken forward or other outputs,
+  an unpatch that does not restore;
+* ``not built`` — the harness could not build or run the model itself (not posenc's fault: said with the
+  error).
+
+``python scripts/zoo.py`` runs it over every architecture and writes ``docs/models.md``'s table.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import glob
+import os
+import re
+import warnings
+from typing import Any
+
+import torch
+
+#: The fields that count layers, heads, widths and experts, and what a tiny model sets them to.
+_LAYERS = (
+    "num_hidden_layers",
+    "num_layers",
+    "n_layer",
+    "n_layers",
+    "encoder_layers",
+    "decoder_layers",
+    "num_encoder_layers",
+    "num_decoder_layers",
+)
+_WIDTHS = {
+    "intermediate_size": 64,
+    "ffn_dim": 64,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 32,
+    "n_inner": 64,
+}
+_EXPERTS = {
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "n_routed_experts": 4,
+    "moe_num_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "n_group": 1,
+    "topk_group": 1,
+}
+#: Largest vocabulary kept as it is (a larger one becomes 512 where no token id needs more).
+_VOCAB = 512
+
+STATES = ("exact", "declined", "failing", "not built")
+#: Positions the zoo's audits sample per band (the audit's default is 4096; the judgment is the same kind).
+SAMPLES = 256
+
+
+def architectures() -> list[str]:
+    """Every model type of the installed transformers with a positional component (module docstring)."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    mappings = [
+        getattr(modeling_auto, name)
+        for name in dir(modeling_auto)
+        if name.startswith("MODEL_") and name.endswith("_MAPPING_NAMES")
+    ]
+    positional = set()
+    root = os.path.dirname(transformers.models.__file__)
+    for path in glob.glob(os.path.join(root, "*", "modeling_*.py")):
+        with open(path, encoding="utf-8") as handle:
+            source = handle.read()
+        if "inv_freq" in source or re.search(r"\bsin\(", source):
+            positional.add(os.path.basename(os.path.dirname(path)))
+    found = []
+    for model_type in transformers.models.auto.configuration_auto.CONFIG_MAPPING_NAMES:
+        try:
+            config_class = transformers.CONFIG_MAPPING[model_type]
+        except (KeyError, ImportError, AttributeError):
+            continue
+        if config_class.__module__.split(".")[2] not in positional:
+            continue
+        if any(model_type in m and isinstance(m[model_type], str) for m in mappings):
+            found.append(model_type)
+    return sorted(found)
+
+
+def model_class(model_type: str) -> tuple[Any, bool]:
+    """The class to build for ``model_type`` and whether it generates: the causal LM where there is one,
+    else the base model."""
+    import transformers
+    from transformers.models.auto import modeling_auto as m
+
+    config = transformers.CONFIG_MAPPING[model_type]
+    seq2seq = getattr(config(), "is_encoder_decoder", False)
+    causal = [] if seq2seq else [(m.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, True)]
+    for mapping, generates in (*causal, (m.MODEL_MAPPING_NAMES, False)):
+        name = mapping.get(model_type)
+        if isinstance(name, (tuple, list)):
+            name = name[0]
+        if isinstance(name, str) and hasattr(transformers, name):
+            return getattr(transformers, name), generates
+    for mapping_name in sorted(dir(m)):
+        mapping = getattr(m, mapping_name)
+        if mapping_name.endswith("_MAPPING_NAMES") and isinstance(mapping.get(model_type), str):
+            name = mapping[model_type]
+            if hasattr(transformers, name):
+                return getattr(transformers, name), False
+    raise LookupError(f"no model class for {model_type}")
+
+
+def tiny(config: Any) -> Any:
+    """A copy of ``config`` (and of its sub-configs) small enough to build in a second, its positional
+    fields (rope parameters, head dims, maximum positions, M-RoPE sections) as they were."""
+    config = copy.deepcopy(config)
+    _shrink(config, set())
+    return config
+
+
+def _shrink(config: Any, seen: set[int]) -> None:
+    from transformers import PretrainedConfig
+
+    if id(config) in seen:
+        return
+    seen.add(id(config))
+    fields = vars(config)
+    for value in list(fields.values()):
+        if isinstance(value, PretrainedConfig):
+            _shrink(value, seen)
+    heads = fields.get("num_attention_heads")
+    hidden = fields.get("hidden_size")
+    head_dim = fields.get("head_dim")
+    if isinstance(heads, int) and isinstance(hidden, int) and heads > 0:
+        head_dim = head_dim if isinstance(head_dim, int) and head_dim > 0 else hidden // heads
+        kv = fields.get("num_key_value_heads")
+        config.num_attention_heads = 2
+        if isinstance(kv, int):
+            config.num_key_value_heads = 1 if kv < heads else 2
+        config.hidden_size = 2 * head_dim  # an explicit head_dim keeps its own; else hidden / heads
+    types = fields.get("layer_types")
+    distinct = list(dict.fromkeys(types)) if isinstance(types, (list, tuple)) and types else None
+    for name in _LAYERS:
+        if isinstance(fields.get(name), int) and fields[name] > 0:
+            setattr(config, name, len(distinct) if distinct and name == "num_hidden_layers" else 1)
+    if distinct:
+        config.layer_types = distinct
+    widths = {k: 64 for k in fields if k.endswith("intermediate_size")}
+    for name, size in {**widths, **_WIDTHS, **_EXPERTS}.items():
+        if isinstance(fields.get(name), int) and fields[name] > size:
+            setattr(config, name, size)
+    vocab = fields.get("vocab_size")
+    ids = [v for k, v in fields.items() if k.endswith("token_id") and isinstance(v, int)]
+    ids += [i for k, v in fields.items() if k.endswith("token_id") and isinstance(v, list) for i in v]
+    if isinstance(vocab, int) and vocab > _VOCAB and all(i < _VOCAB for i in ids if isinstance(i, int)):
+        config.vocab_size = _VOCAB
+
+
+@dataclasses.dataclass
+class Outcome:
+    """One architecture through the zoo: ``state`` (:data:`STATES`), ``components`` (path [kind]: what
+    patch said), ``why`` (for declined and failing: the reason; for exact: how it was proven)."""
+
+    model_type: str
+    state: str
+    components: list[str]
+    why: str
+
+
+def _inputs(model: Any) -> dict[str, Any] | None:
+    """The probe inputs posenc's own forward proof uses (:func:`posenc.torch.probe.inputs_of`), or None."""
+    from posenc.torch.probe import inputs_of
+
+    inputs = inputs_of(model)
+    return None if isinstance(inputs, str) else inputs
+
+
+def _output(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+    torch.manual_seed(0)  # a forward that draws (ViT-MAE's random masking) draws the same each time
+    with torch.no_grad():
+        out = model(**inputs)
+    for name in ("logits", "last_hidden_state", "prediction_logits"):
+        value = getattr(out, name, None)
+        if isinstance(value, torch.Tensor):
+            return value.detach().clone()
+    value = out[0] if isinstance(out, (tuple, list)) else out
+    return value.detach().clone()
+
+
+def build(model_type: str) -> tuple[Any, Any, bool]:
+    """The tiny model of ``model_type`` (eval mode, seeded weights), its config and whether it generates."""
+    import transformers
+
+    config = tiny(transformers.CONFIG_MAPPING[model_type]())
+    cls, generates = model_class(model_type)
+    transformers.utils.logging.disable_progress_bar()
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = cls(config).eval()
+    return model, config, generates
+
+
+def run(model_type: str) -> Outcome:
+    """``model_type`` through audit → patch → audit → forward → unpatch (module docstring)."""
+    import posenc
+    import posenc.torch as pt
+
+    try:
+        model, _, _ = build(model_type)
+        inputs = _inputs(model)
+        before = _output(model, inputs) if inputs is not None else None
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    except Exception as error:  # the harness's own limit, not posenc's
+        return Outcome(model_type, "not built", [], f"{type(error).__name__}: {str(error)[:160]}")
+    try:
+        audit = posenc.audit(model, samples=SAMPLES)
+        folder = _from_folder(model, audit)
+        report = pt.patch(model)
+    except Exception as error:
+        return Outcome(model_type, "failing", [], f"posenc raised {type(error).__name__}: {str(error)[:200]}")
+    components = [c.as_text()[:240] for c in report.components]
+    problems = [folder] if folder.startswith(("posenc audit DIR judges", "posenc audit DIR raised")) else []
+    try:
+        after = _output(model, inputs) if inputs is not None else None
+        moved = report.replaced and before is not None
+        if moved and (after.shape != before.shape or not torch.allclose(after, before, atol=1e-4, rtol=1e-4)):
+            problems.append(f"outputs changed after the patch by {(after - before).abs().max():.3g}")
+        audit_after = posenc.audit(model, samples=SAMPLES)
+    except Exception as error:
+        problems.append(f"after the patch: {type(error).__name__}: {str(error)[:200]}")
+        audit_after = None
+    judged = {c.path: c for c in getattr(audit, "components", [])}
+    for c in report.skipped:
+        seen = judged.get(c.path)
+        if seen is not None and seen.report is not None and not seen.passed and "learned" in c.reason:
+            problems.append(f"{c.path}: audit failed it as a sinusoid, patch: {c.reason[:100]}")
+    pt.unpatch(model)
+    try:
+        restored = _output(model, inputs) if inputs is not None else None
+        if before is not None and not torch.equal(restored, before):
+            problems.append("unpatch did not restore the outputs bit for bit")
+    except Exception as error:
+        problems.append(f"after unpatch: {type(error).__name__}: {str(error)[:160]}")
+    now = model.state_dict()
+    if now.keys() != state.keys() or any(not torch.equal(now[k], v) for k, v in state.items()):
+        problems.append("unpatch did not restore the state dict")
+    learned = [c for c in report.skipped if c.variant == "learned"]
+    exact = [c for c in report.components if c.replaced or c.reason == "already exact"]
+    left = [c for c in report.skipped if c not in learned and c not in exact]
+    if audit_after is not None and exact and not left and not getattr(audit_after, "passed", True):
+        problems.append("the audit after the patch does not pass")
+    if problems:
+        return Outcome(model_type, "failing", components, "; ".join(problems))
+    if left:
+        return Outcome(model_type, "declined", components, "; ".join(c.reason[:120] for c in left))
+    if not report.components:
+        computing = _computing_sinusoids(model)
+        if not computing:  # the module's sinusoids are in classes this model does not use
+            why = "this model's classes compute no sinusoid and hold no rotary: nothing positional to judge"
+            return Outcome(model_type, "declined", components, why)
+        why = f"no positional component found, though {', '.join(computing[:3])} compute a sine (to look at)"
+        return Outcome(model_type, "failing", components, why)
+    if not exact:
+        reason = f"learned positions only ({len(learned)} table(s)): nothing sinusoidal to make exact"
+        return Outcome(model_type, "declined", components, reason)
+    how = "outputs within 1e-4" if before is not None else "forward not probed (input kind)"
+    how += f"; {folder}" if folder else ""
+    how += f"; {len(learned)} learned table(s) not judged" if learned else ""
+    return Outcome(model_type, "exact", components, how)
+
+
+def _computing_sinusoids(model: Any) -> list[str]:
+    """The classes of ``model``'s modules whose source computes a sine or holds an ``inv_freq``."""
+    import inspect
+
+    found = []
+    for cls in dict.fromkeys(type(m) for m in model.modules()):
+        try:
+            source = inspect.getsource(cls)
+        except (OSError, TypeError):
+            continue
+        if "inv_freq" in source or re.search(r"\bsin\(", source):
+            found.append(cls.__name__)
+    return found
+
+
+def _judgments(audit: Any) -> dict[str, str]:
+    """Each component's judgment: exact, inexact or not judged."""
+    components = getattr(audit, "components", [])
+    return {
+        f"{c.path}/{c.layer_type}": "not judged" if not c.judged else "exact" if c.passed else "inexact"
+        for c in components
+    }
+
+
+def _from_folder(model: Any, audit: Any) -> str:
+    """``posenc audit DIR`` on the model saved to a folder must judge each component as the in-process
+    audit does: "" where it does, "posenc audit DIR ..." (a failure) where not, or a note where the harness
+    cannot save the model or posenc refuses the folder with its reason."""
+    import tempfile
+
+    import posenc
+    from posenc.auditor import ModelDirectoryError
+
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            model.save_pretrained(folder)
+        except Exception as error:
+            return f"its folder not audited (save_pretrained: {type(error).__name__})"
+        try:
+            read = posenc.audit(folder, samples=SAMPLES)
+        except ModelDirectoryError as refusal:
+            return f"posenc audit DIR refuses its folder: {str(refusal)[:120]}"
+        except Exception as error:
+            return f"posenc audit DIR raised {type(error).__name__}: {str(error)[:160]}"
+    mine, theirs = _judgments(audit), _judgments(read)
+    # the folder's model may be built as another class of the family (its base model): paths by suffix
+    paired = {k: next((m for m in mine if m == k or m.endswith("." + k)), None) for k in theirs}
+    differ = [k for k, m in paired.items() if m is None or mine[m] != theirs[k]]
+    differ += [m for m in mine if m not in paired.values()]
+    if differ:
+        said = "; ".join(
+            f"{k}: {theirs.get(k)} where in process {mine.get(paired.get(k) or k)}" for k in differ[:2]
+        )
+        return f"posenc audit DIR judges otherwise ({said})"
+    return "posenc audit DIR agrees"
+
+
+def timed(model_type: str, seconds: int = 60) -> tuple[Outcome, float]:
+    """:func:`run` within ``seconds`` (SIGALRM, main thread): an architecture that takes longer is "not
+    built" (its tiny config is still too big for the harness), with the time it took."""
+    import signal
+    import time
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"over {seconds} s")
+
+    start = time.perf_counter()
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        outcome = run(model_type)
+    except TimeoutError as error:
+        outcome = Outcome(model_type, "not built", [], f"the harness gave up: {error}")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    return outcome, time.perf_counter() - start
+
+
+if __name__ == "__main__":  # pragma: no cover - a quick look: python -m tests.support.zoo [TYPE ...]
+    import sys
+
+    for name in sys.argv[1:] or architectures():
+        outcome, took = timed(name)
+        print(f"{outcome.model_type}: {outcome.state} — [{took:.1f} s] {outcome.why[:300]}", flush=True)

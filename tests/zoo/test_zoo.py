@@ -1,0 +1,51 @@
+"""The zoo (``tests/support/zoo.py``): every architecture of the installed transformers with a positional
+component, found by enumeration, is listed in ``docs/data/zoo.json`` (``scripts/zoo.py`` writes it and
+``docs/zoo.md``); a representative subset — every rotary kind the patch makes exact (interleaved pairs
+included), tables exact or already exact, learned tables, a patch the model's own forward refuses, M-RoPE
+whose module and config disagree — runs again here and must end in its recorded state, exact or declined
+with the reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+transformers = pytest.importorskip("transformers")
+
+from tests.support import zoo  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "docs" / "data" / "zoo.json"
+#: model type -> the state it must end in
+SUBSET = {
+    "llama": "exact",  # rotary, default rope
+    "phi3": "exact",  # LongRoPE
+    "gemma3": "exact",  # per-layer rotary; its vision tower's learned table not judged
+    "lfm3": "exact",  # its forward reads an attribute of its rotary module (layer_types)
+    "qwen2_vl": "declined",  # its default config has no mrope_section: the model's own forward refuses
+    "m2m_100": "exact",  # fairseq tables made exact
+    "whisper": "exact",  # the encoder's sinusoid; the decoder's learned table not judged
+    "granite_docling": "exact",  # a 2-D grid (mae-2d) audited and exact
+    "marian": "exact",  # already exact
+    "distilbert": "declined",  # learned positions only
+    "qwen3_5_text": "declined",  # M-RoPE without mrope_section: the model's own forward refuses the swap
+    "cohere": "exact",  # its rotary emits interleaved pairs: its design, judged and made exact in that layout
+}
+
+
+def test_the_table_lists_every_architecture_the_enumeration_finds() -> None:
+    recorded = json.loads(DATA.read_text())
+    every = zoo.architectures()
+    assert len(every) > 300 and set(recorded) == set(every)
+    assert all(o["state"] in zoo.STATES and o["why"] for o in recorded.values())
+    assert set(SUBSET) <= set(every)
+
+
+@pytest.mark.parametrize("model_type", SUBSET)
+def test_an_architecture_ends_exact_or_declined_with_its_reason(model_type: str) -> None:
+    outcome = zoo.run(model_type)
+    assert outcome.state == SUBSET[model_type], outcome
+    assert outcome.state == json.loads(DATA.read_text())[model_type]["state"]
+    if outcome.state == "declined":
+        assert outcome.why and "raised" not in outcome.why.split(":")[0]

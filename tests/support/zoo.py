@@ -23,7 +23,6 @@ one :class:`Outcome`: its ``state`` is
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import glob
 import os
@@ -118,17 +117,18 @@ def model_class(model_type: str) -> tuple[Any, bool]:
             return getattr(transformers, name), generates
     for mapping_name in sorted(dir(m)):
         mapping = getattr(m, mapping_name)
-        if mapping_name.endswith("_MAPPING_NAMES") and isinstance(mapping.get(model_type), str):
-            name = mapping[model_type]
-            if hasattr(transformers, name):
-                return getattr(transformers, name), False
+        names = mapping_name.startswith("MODEL_FOR_") and mapping_name.endswith("_MAPPING_NAMES")
+        if names and isinstance(mapping.get(model_type), str):
+            found = getattr(transformers, mapping[model_type], None)
+            if isinstance(found, type) and issubclass(found, transformers.PreTrainedModel):
+                return found, False
     raise LookupError(f"no model class for {model_type}")
 
 
 def tiny(config: Any) -> Any:
-    """A copy of ``config`` (and of its sub-configs) small enough to build in a second, its positional
-    fields (rope parameters, head dims, maximum positions, M-RoPE sections) as they were."""
-    config = copy.deepcopy(config)
+    """``config`` (and its sub-configs) shrunk in place, small enough to build in a second, its positional
+    fields (rope parameters, head dims, maximum positions, M-RoPE sections) as they were; a timm backbone
+    (DETR's family) becomes transformers' own, since timm here imports without torchvision only in part."""
     _shrink(config, set())
     return config
 
@@ -140,7 +140,15 @@ def _shrink(config: Any, seen: set[int]) -> None:
         return
     seen.add(id(config))
     fields = vars(config)
-    for value in list(fields.values()):
+    for name, value in list(fields.items()):
+        if type(value).__name__ in ("TimmBackboneConfig", "TimmWrapperConfig"):  # timm's: transformers' own
+            import transformers
+
+            stages = [f"stage{i}" for i in range(1, 5)]
+            value = transformers.ResNetConfig(
+                embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1], out_features=stages
+            )
+            setattr(config, name, value)
         if isinstance(value, PretrainedConfig):
             _shrink(value, seen)
     heads = fields.get("num_attention_heads")
@@ -153,6 +161,11 @@ def _shrink(config: Any, seen: set[int]) -> None:
         if isinstance(kv, int):
             config.num_key_value_heads = 1 if kv < heads else 2
         config.hidden_size = 2 * head_dim  # an explicit head_dim keeps its own; else hidden / heads
+    if fields.get("use_timm_backbone"):
+        config.use_timm_backbone = False
+        config.backbone = None
+    if fields.get("use_pretrained_backbone"):
+        config.use_pretrained_backbone = False
     types = fields.get("layer_types")
     distinct = list(dict.fromkeys(types)) if isinstance(types, (list, tuple)) and types else None
     for name in _LAYERS:
@@ -269,13 +282,13 @@ def run(model_type: str) -> Outcome:
         return Outcome(model_type, "failing", components, "; ".join(problems))
     if left:
         return Outcome(model_type, "declined", components, "; ".join(c.reason[:120] for c in left))
-    if not report.components:
-        computing = _computing_sinusoids(model)
-        if not computing:  # the module's sinusoids are in classes this model does not use
-            why = "this model's classes compute no sinusoid and hold no rotary: nothing positional to judge"
-            return Outcome(model_type, "declined", components, why)
-        why = f"no positional component found, though {', '.join(computing[:3])} compute a sine (to look at)"
+    unseen = _unseen_positional(model, report)
+    if unseen:
+        why = f"positional sinusoids computed in forward, not found: {', '.join(unseen[:3])}"
         return Outcome(model_type, "failing", components, why)
+    if not report.components:
+        why = "this model's classes compute no positional sinusoid and hold no rotary: nothing to judge"
+        return Outcome(model_type, "declined", components, why)
     if not exact:
         reason = f"learned positions only ({len(learned)} table(s)): nothing sinusoidal to make exact"
         return Outcome(model_type, "declined", components, reason)
@@ -285,19 +298,36 @@ def run(model_type: str) -> Outcome:
     return Outcome(model_type, "exact", components, how)
 
 
-def _computing_sinusoids(model: Any) -> list[str]:
-    """The classes of ``model``'s modules whose source computes a sine or holds an ``inv_freq``."""
+def _unseen_positional(model: Any, report: Any) -> list[str]:
+    """The classes of ``model``'s modules that look positional (their name — position, sine, rotary,
+    timestep — or a method's: ``relative_positional_encoding``, ``get_position_embeds``) and compute a sine
+    in their source, where no component the patch found is theirs: sinusoids computed in ``forward`` that
+    posenc did not find."""
     import inspect
 
-    found = []
+    found = {c.path.rpartition(".")[0] if c.kind == "table" else c.path for c in report.components}
+    seen = {type(model.get_submodule(p)) for p in found if "*" not in p and _has(model, p)}
+    unseen = []
     for cls in dict.fromkeys(type(m) for m in model.modules()):
+        if cls in seen or cls.__module__.startswith("torch."):
+            continue
         try:
             source = inspect.getsource(cls)
         except (OSError, TypeError):
             continue
-        if "inv_freq" in source or re.search(r"\bsin\(", source):
-            found.append(cls.__name__)
-    return found
+        named = re.search(r"posit|sine|sinus|rotary|rope|timestep", cls.__name__, re.I)
+        method = re.search(r"def \w*(posit|sinusoid)\w*\(", source)
+        if (named or method) and re.search(r"\bsin\(", source):
+            unseen.append(cls.__name__)
+    return unseen
+
+
+def _has(model: Any, path: str) -> bool:
+    try:
+        model.get_submodule(path)
+    except AttributeError:
+        return False
+    return True
 
 
 def _judgments(audit: Any) -> dict[str, str]:

@@ -217,3 +217,31 @@ def test_a_rotary_that_emits_interleaved_pairs_by_design_is_judged_in_that_layou
     assert model.model.rotary_emb.layout == "interleaved" and posenc.audit(model, samples=S).passed
     with torch.no_grad():
         torch.testing.assert_close(model(tokens).logits, before, atol=1e-4, rtol=0)
+
+
+def test_sinusoids_computed_in_forward_are_found_and_said_not_judged() -> None:
+    resnet = T.ResNetConfig(
+        embedding_size=16,
+        hidden_sizes=[16, 32, 64, 128],
+        depths=[1, 1, 1, 1],
+        out_features=["stage1", "stage2", "stage3", "stage4"],
+    )
+    config = T.DetrConfig(
+        backbone_config=resnet,
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_queries=4,
+    )
+    model = T.DetrModel(config).eval()
+    paths = {c.path: c for c in posenc.audit(model, samples=S).components}
+    sine = paths["position_embedding"]  # DETR's PositionEmbeddingSine: computed in its forward
+    assert sine.kind == "computed" and not sine.judged
+    assert sine.note.startswith("DetrSinePositionEmbedding computes its sinusoids in its forward")
+    assert not paths["query_position_embeddings.weight"].judged  # learned
+    (left,) = [c for c in pt.patch(model).components if c.kind == "computed"]
+    assert not left.replaced and left.path == "position_embedding" and "no reader" in left.reason

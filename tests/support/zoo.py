@@ -273,6 +273,11 @@ def run(model_type: str) -> Outcome:
     now = model.state_dict()
     if now.keys() != state.keys() or any(not torch.equal(now[k], v) for k, v in state.items()):
         problems.append("unpatch did not restore the state dict")
+    computed = [c.variant for c in report.components if c.kind == "computed"]
+    if computed:
+        problems.append(
+            f"positional sinusoids computed in forward, found but not judged: {', '.join(computed[:3])}"
+        )
     learned = [c for c in report.skipped if c.variant == "learned"]
     exact = [c for c in report.components if c.replaced or c.reason == "already exact"]
     left = [c for c in report.skipped if c not in learned and c not in exact]

@@ -259,6 +259,10 @@ def _declined(model: Any, path: str, kind: str, what: Any) -> str:
 def _component(model: Any, path: str, kind: str, what: Any, samples: int, tol: Any) -> list[ComponentAudit]:
     from . import audit
 
+    if kind == "computed":
+        from ..torch.patching import COMPUTED
+
+        return [ComponentAudit(path, kind, None, f"{type(what).__name__} {COMPUTED}")]
     try:
         if kind == "table":
             from ..torch.patching import read_table

@@ -152,6 +152,8 @@ from .tensors import _dtype_name, _to_tensor, _tracing
 
 __all__ = ["Component", "PatchReport", "find", "patch", "prove", "read_table", "unpatch"]
 
+#: Why a module that computes its sinusoids in its forward is neither judged nor replaced.
+COMPUTED = "computes its sinusoids in its forward: posenc has no reader for it yet"
 #: Words of a dotted name that mark a positional table.
 _WORDS = frozenset(
     {"pe", "pos", "position", "positions", "positional", "sinusoidal", "timing", "sincos", "wpe"}
@@ -402,14 +404,15 @@ def _swap(model: nn.Module, path: str, replacement: nn.Module) -> list[_Step]:
 
 def find(model: nn.Module) -> list[tuple[str, str, Any]]:
     """The positional components of ``model``, each once, in module order: ``(path, kind, what)`` with kind
-    "rotary" or "timesteps" (``what``: the module) or "table" (``what``: the tensor, ``path`` its dotted
+    "rotary", "timesteps" or "computed" (a module that computes positional sinusoids in its own code,
+    found by its source: ``what``: the module) or "table" (``what``: the tensor, ``path`` its dotted
     name). posenc's own modules are found too.
 
     >>> from posenc.torch import Timesteps
     >>> [(path, kind) for path, kind, _ in find(torch.nn.Sequential(Timesteps(8, True, 0)))]
     [('0', 'timesteps')]
     """
-    found, seen = [], set()
+    found, seen, computing = [], set(), {}
     for path, module in model.named_modules():
         if id(module) in seen:
             continue
@@ -424,7 +427,32 @@ def find(model: nn.Module) -> list[tuple[str, str, Any]]:
             if tensor.is_floating_point() and sum(s > 1 for s in tensor.shape) == 2 and _positional(full):
                 found.append((full, "table", tensor))
                 break
+        else:
+            cls = type(module)
+            if cls not in computing:  # each class read once a call
+                computing[cls] = _computes_sinusoids(cls)
+            if computing[cls]:
+                found.append((path, "computed", module))
     return found
+
+
+#: A class name, or the name of one of its methods, that says positional.
+_POSITIONAL_CLASS = re.compile(r"posit|sine|sinus|rotary|rope|timestep", re.IGNORECASE)
+_POSITIONAL_METHOD = re.compile(r"def \w*(posit|sinusoid)\w*\(", re.IGNORECASE)
+
+
+def _computes_sinusoids(cls: type) -> bool:
+    """Whether a module class computes positional sinusoids in its own code (kind "computed": DETR's
+    ``PositionEmbeddingSine``, Pegasus-X's, XLNet's relative encoding): its name, or a method's, says
+    positional, and its source takes a sine. Read from the class's source text; nothing runs."""
+    if cls.__module__.split(".")[0] in ("torch", "posenc"):
+        return False
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return False
+    positional = _POSITIONAL_CLASS.search(cls.__name__) or _POSITIONAL_METHOD.search(source)
+    return bool(positional and re.search(r"\bsin\(", source))
 
 
 def _kind(module: nn.Module) -> str | None:
@@ -448,6 +476,8 @@ def _component(
     left alone) and its replacement module (tables: None). Changes nothing."""
     if isinstance(what, (RotaryEmbedding, ExactTimesteps)):
         return Component(path, kind, "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
+    if kind == "computed":
+        return _declined(path, kind, type(what).__name__, COMPUTED)
     if kind == "rotary":
         return _rotary(model, path, what, originals)
     if kind == "timesteps":
@@ -517,13 +547,11 @@ def _rotary(
                 exact = _PatchedRotary(source, layout="interleaved").to(inv.device)
                 variant += " (interleaved)"
         except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
-            reason = f"could not be compared: {type(error).__name__}: {str(error)[:120]}"
-            return _declined(path, "rotary", variant, reason)
+            return _declined(path, "rotary", variant, _uncompared(error))
         try:
             difference, tolerance, worst, counted = _compare_rotary(module, exact, config, held_types, gaps)
         except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
-            reason = f"could not be compared: {type(error).__name__}: {str(error)[:120]}"
-            return _declined(path, "rotary", variant, reason)
+            return _declined(path, "rotary", variant, _uncompared(error))
         if worst is not None:
             where, got, allowed = worst
             reason = (
@@ -644,6 +672,16 @@ def _kept(module: nn.Module) -> Iterator[None]:
                     with torch.no_grad():
                         buffer.copy_(values)
                 m._buffers[key] = buffer
+
+
+def _uncompared(error: Exception) -> str:
+    """Why a rotary module's forward could not be compared with posenc's: it is not ``(x, position_ids) ->
+    (cos, sin)`` of posenc's shapes (a complex ``freqs_cis``, half-width cos/sin, another signature)."""
+    return (
+        "its forward is not (x, position_ids) -> cos/sin of posenc's shapes (a complex freqs_cis, half-width "
+        "cos/sin, another signature: forms posenc does not read yet): "
+        f"{type(error).__name__}: {str(error)[:100]}"
+    )
 
 
 def _width_from_frequencies(

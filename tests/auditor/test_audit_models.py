@@ -14,7 +14,7 @@ import posenc.torch as pt
 from posenc.auditor import ModelAudit
 from tests.rope.test_rope_parameters import CONFIGS
 from tests.support.tutorial import TutorialPositionalEncoding
-from tests.torch.test_patching import DECODERS, SINUSOIDAL
+from tests.torch.test_patching import DECODERS, SEQ2SEQ, SINUSOIDAL
 
 S = 256
 
@@ -155,23 +155,7 @@ def test_a_learned_table_is_not_judged_and_never_called_a_broken_sinusoid() -> N
 def test_passed_speaks_of_the_judged_components_and_says_how_many_were_not() -> None:
     torch.manual_seed(0)
     model = T.WhisperModel(  # the encoder's table is a sinusoid; the decoder's is learned
-        T.WhisperConfig(
-            vocab_size=101,
-            d_model=64,
-            encoder_layers=1,
-            decoder_layers=1,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=64,
-            num_mel_bins=8,
-            max_source_positions=64,
-            max_target_positions=32,
-            pad_token_id=1,
-            bos_token_id=0,
-            eos_token_id=2,
-            decoder_start_token_id=2,
-        )
+        T.WhisperConfig(**SEQ2SEQ, num_mel_bins=8, max_source_positions=64, max_target_positions=32)
     ).eval()
     paths = {c.path: c for c in posenc.audit(model, samples=S).components}
     assert not paths["decoder.embed_positions.weight"].judged

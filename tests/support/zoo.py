@@ -161,6 +161,8 @@ def _shrink(config: Any, seen: set[int]) -> None:
         if isinstance(kv, int):
             config.num_key_value_heads = 1 if kv < heads else 2
         config.hidden_size = 2 * head_dim  # an explicit head_dim keeps its own; else hidden / heads
+        if "head_dim" in fields and fields["head_dim"] is None:  # read as hidden / heads by its config
+            config.head_dim = head_dim
     if fields.get("use_timm_backbone"):
         config.use_timm_backbone = False
         config.backbone = None
@@ -365,8 +367,13 @@ def _from_folder(model: Any, audit: Any) -> str:
         except Exception as error:
             return f"posenc audit DIR raised {type(error).__name__}: {str(error)[:160]}"
     mine, theirs = _judgments(audit), _judgments(read)
+
     # the folder's model may be built as another class of the family (its base model): paths by suffix
-    paired = {k: next((m for m in mine if m == k or m.endswith("." + k)), None) for k in theirs}
+    def same(m: str, k: str) -> bool:  # "path/layer type": a suffix of the path, or the root's component
+        (mp, _, mt), (kp, _, kt) = m.rpartition("/"), k.rpartition("/")
+        return mt == kt and (mp == kp or mp.endswith("." + kp) or (not kp and "." not in mp))
+
+    paired = {k: next((m for m in mine if same(m, k)), None) for k in theirs}
     differ = [k for k, m in paired.items() if m is None or mine[m] != theirs[k]]
     differ += [m for m in mine if m not in paired.values()]
     if differ:

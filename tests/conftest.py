@@ -103,6 +103,7 @@ LONGEST_FILES = (
     "test_device_native.py",  # ~45 s
     "test_audit_hostile.py",  # ~35 s: a posenc process per case
     "test_ids_kernel.py",  # ~27 s
+    "test_zoo.py",  # ~45 s: a dozen architectures built, audited (and from a folder), patched and run
     "test_rope_fused.py",  # ~20 s
     "test_first_launch.py",  # ~10 s
 )

@@ -23,13 +23,13 @@ SUBSET = {
     "phi3": "exact",  # LongRoPE
     "gemma3": "exact",  # per-layer rotary; its vision tower's learned table not judged
     "lfm3": "exact",  # its forward reads an attribute of its rotary module (layer_types)
-    "qwen2_vl": "declined",  # its default config has no mrope_section: the model's own forward refuses
     "m2m_100": "exact",  # fairseq tables made exact
     "whisper": "exact",  # the encoder's sinusoid; the decoder's learned table not judged
     "granite_docling": "exact",  # a 2-D grid (mae-2d) audited and exact
     "marian": "exact",  # already exact
     "distilbert": "declined",  # learned positions only
-    "qwen3_5_text": "declined",  # M-RoPE without mrope_section: the model's own forward refuses the swap
+    "qwen3_5_text": "declined",  # its module's own mrope_section (a family default), its config none
+    "neomme": "declined",  # proven cos/sin, then the model's own forward refuses the swap
     "cohere": "exact",  # its rotary emits interleaved pairs: its design, judged and made exact in that layout
 }
 

@@ -226,9 +226,11 @@ def _unknown(component: ComponentAudit) -> ComponentAudit:
     report = component.report
     if report is None or report.passed or [f.kind for f in report.findings] != ["unexplained"]:
         return component
+    from .. import rope
+
     error = report.max_abs if math.isfinite(report.max_abs) else report.finite_max_abs
     params = getattr(report.variant, "params", None)
-    amplitude = 1.0 if params is None else abs(_scaling(params))
+    amplitude = 1.0 if params is None else abs(rope.attention_scaling(params))
     if error <= UNKNOWN * amplitude:
         return component
     note = (
@@ -236,12 +238,6 @@ def _unknown(component: ComponentAudit) -> ComponentAudit:
         "no known cause — an unknown formula or layout; not judged"
     )
     return dataclasses.replace(component, report=None, note=note)
-
-
-def _scaling(params: Any) -> float:
-    from .. import rope
-
-    return rope.attention_scaling(params)
 
 
 def _declined(model: Any, path: str, kind: str, what: Any) -> str:

@@ -34,7 +34,7 @@ from torch import nn
 
 __all__ = ["agree", "inputs_of", "probe_of"]
 
-#: Probe tokens (and the width of a probe image's side, at most).
+#: Probe tokens (an encoder-decoder's decoder gets half as many).
 _TOKENS = 16
 #: The outputs may move by this much of their largest magnitude: float32/float64, and 16-bit types.
 _WIDE, _NARROW = 1e-3, 2.0**-4

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,9 @@ MAX_CELLS = validation.MAX_POSITION
 MAX_AXES = 32
 
 __all__ = [
+    "detr_2d",
+    "detr_grid",
+    "detr_positions",
     "diffusers_2d",
     "diffusers_3d",
     "grid",
@@ -361,6 +364,188 @@ def timm_2d(
     group = "axis" if interleave_sin_cos else "function"
     values = grid(shape, dim, base=temperature, group=group, dtype=dtype)
     return values.reshape(math.prod(shape), dim)
+
+
+class DetrOptions(NamedTuple):
+    """The options of DETR's ``PositionEmbeddingSine``, checked (:func:`detr_options`): the constants as
+    float32, as DETR's code applies them."""
+
+    features: int
+    temperatures: tuple[float, float]  # (height, width)
+    normalize: bool
+    scale: np.float32
+    offset: np.float32
+    eps: np.float32
+
+
+def detr_options(
+    num_position_features: int | None = None,
+    *,
+    temperature: float | tuple[float, float] = 10000.0,
+    normalize: bool = False,
+    scale: float | None = None,
+    offset: float = 0.0,
+    eps: float = 1e-6,
+) -> DetrOptions:
+    """Check the options of :func:`detr_2d` (``num_position_features`` None: the positions only)."""
+    features = 0
+    if num_position_features is not None:
+        features = validation.integer("num_position_features", num_position_features, minimum=2)
+        if features % 2 or features > validation.MAX_D_MODEL:
+            raise ValueError(
+                f"num_position_features must be even, from 2 to 2**20 (DETR: d_model // 2); got {features}"
+            )
+    if isinstance(temperature, list | tuple):
+        if len(temperature) != 2:
+            raise ValueError(f"temperature must be a number or a pair (height, width); got {temperature!r}")
+        temperatures = (temperature[0], temperature[1])
+    else:
+        temperatures = (temperature, temperature)
+    for value in temperatures:
+        core.frequencies(max(features, 2), base=value)  # the base's checks: a real number > 1
+    if not isinstance(normalize, bool | np.bool_):
+        raise TypeError(f"normalize must be True or False; got {normalize!r}")
+    if scale is not None and not normalize:
+        raise ValueError(
+            f"scale={scale!r} applies only with normalize=True (DETR's rule); pass normalize=True"
+        )
+    factor = 2 * math.pi if scale is None else validation.real("scale", scale, usual="DETR's default is 2π")
+    shift = validation.real("offset", offset, usual="0 (DETR) or 0.5 (Deformable DETR)")
+    epsilon = validation.real("eps", eps, usual="DETR's is 1e-6")
+    return DetrOptions(
+        features,
+        (float(temperatures[0]), float(temperatures[1])),
+        bool(normalize),
+        np.float32(factor),
+        np.float32(shift),
+        np.float32(epsilon),
+    )
+
+
+def detr_positions(
+    mask: npt.ArrayLike,
+    *,
+    normalize: bool = False,
+    scale: float | None = None,
+    offset: float = 0.0,
+    eps: float = 1e-6,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The positions DETR's ``PositionEmbeddingSine`` gives each pixel of ``mask`` ``(B, H, W)``: (y, x), each
+    ``(B, H, W)`` float32, formed as DETR's code forms them, in float32.
+
+    y is the running count of ``mask`` down the height (x: along the width); with ``normalize``, each is
+    ``(count - offset) / (its last count + eps) * scale`` (``scale`` default 2π; Deformable DETR and its
+    descendants subtract ``offset`` = 0.5). A mask of ones gives y = 1 .. H in every column.
+
+    >>> y, x = detr_positions(np.ones((1, 2, 3)), normalize=True)
+    >>> x[0, 0], y[0, :, 0]  # 2π · (1, 2, 3) / (3 + 1e-6), and 2π · (1, 2) / (2 + 1e-6)
+    (array([2.0943944, 4.188789 , 6.2831836], dtype=float32), array([3.1415913, 6.2831826], dtype=float32))
+    """
+    options = detr_options(normalize=normalize, scale=scale, offset=offset, eps=eps)
+    return _detr_positions(_mask(mask), options)
+
+
+def _detr_positions(array: np.ndarray, options: DetrOptions) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(all="ignore"):  # an all-zero column divides by eps (or by 0): checked below
+        y = np.cumsum(array, axis=1, dtype=np.float32)
+        x = np.cumsum(array, axis=2, dtype=np.float32)
+        if options.normalize:
+            y = (y - options.offset) / (y[:, -1:, :] + options.eps) * options.scale
+            x = (x - options.offset) / (x[:, :, -1:] + options.eps) * options.scale
+    for name, positions in (("y", y), ("x", x)):
+        if positions.size and not np.all(np.abs(positions) < validation.MAX_POSITION):
+            raise ValueError(
+                f"mask gives {name} positions that are not finite or beyond |p| < 2**31 (a count of 0 over a "
+                "whole column with eps=0, or a huge mask value); pass a mask of 0s and 1s and eps > 0"
+            )
+    return y, x
+
+
+def detr_2d(
+    mask: npt.ArrayLike,
+    num_position_features: int,
+    *,
+    temperature: float | tuple[float, float] = 10000.0,
+    normalize: bool = False,
+    scale: float | None = None,
+    offset: float = 0.0,
+    eps: float = 1e-6,
+    dtype: npt.DTypeLike = "float32",
+) -> np.ndarray:
+    """DETR's ``PositionEmbeddingSine`` (DETR, Conditional/Deformable/DAB-DETR, Table Transformer,
+    Mask(2)Former, OneFormer, Grounding DINO, SAM 2/3): ``(B, H, W, 2·F)`` for ``mask`` ``(B, H, W)``,
+    F = ``num_position_features``.
+
+    Columns 0 .. F−1 encode the pixel's y position, F .. 2F−1 its x position (:func:`detr_positions`: as
+    DETR forms them, in float32), each as interleaved pairs PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i)
+    with ω_i = temperature^(−2i/F) (``temperature``: one, or (height, width) as DAB-DETR has); every value is
+    the exact one rounded once to ``dtype``. The models' tensors are channels first (B, 2F, H, W):
+    ``.transpose(0, 3, 1, 2)`` (:class:`posenc.torch.DetrSinePositionEmbedding` gives them so).
+
+    >>> pe = detr_2d(np.ones((1, 2, 3)), 4)  # y = 1, 2 down; x = 1, 2, 3 across
+    >>> pe.shape, pe[0, 1, 2].round(4)  # y = 2: sin 2, cos 2, sin .02, cos .02; then x = 3
+    ((1, 2, 3, 8), array([ 0.9093, -0.4161,  0.02  ,  0.9998,  0.1411, -0.99  ,  0.03  ,  0.9996],
+          dtype=float32))
+    """
+    options = detr_options(
+        num_position_features,
+        temperature=temperature,
+        normalize=normalize,
+        scale=scale,
+        offset=offset,
+        eps=eps,
+    )
+    out_dtype = validation.dtype(dtype)
+    array = _mask(mask)
+    features = options.features
+    validation.fits_in_memory((*array.shape, 2 * features), out_dtype)
+    positions = _detr_positions(array, options)
+    result = np.empty((*array.shape, 2 * features), dtype=out_dtype)
+    for k, (p, base) in enumerate(zip(positions, options.temperatures, strict=True)):
+        block = result[..., k * features : (k + 1) * features]
+        block[...] = core.encode(p, features, base=base, layout="interleaved", dtype=out_dtype)
+    return result
+
+
+def detr_grid(
+    shape: tuple[int, int],
+    d_model: int,
+    *,
+    temperature: float | tuple[float, float] = 10000.0,
+    normalize: bool = False,
+    scale: float | None = None,
+    offset: float = 0.0,
+    dtype: npt.DTypeLike = "float32",
+) -> np.ndarray:
+    """:func:`detr_2d` of one unpadded image of ``shape`` (H, W), as a table: ``(H·W, d_model)``, row h·W + w
+    for the pixel (h, w), d_model = 2F (what an audit of a DETR sine measures, row by row).
+
+    >>> detr_grid((2, 3), 8)[5].round(4)  # (h, w) = (1, 2): y = 2, x = 3
+    array([ 0.9093, -0.4161,  0.02  ,  0.9998,  0.1411, -0.99  ,  0.03  ,  0.9996], dtype=float32)
+    """
+    height, width = _shape_pair("shape", shape)
+    d_model = _width("d_model", d_model, 4)
+    options = {"temperature": temperature, "normalize": normalize, "scale": scale, "offset": offset}
+    values = detr_2d(np.ones((1, height, width), dtype=np.int64), d_model // 2, **options, dtype=dtype)
+    return values.reshape(height * width, d_model)
+
+
+def _mask(mask: npt.ArrayLike) -> np.ndarray:
+    """A DETR pixel mask: a finite real array of shape (B, H, W) with at most :data:`MAX_CELLS` cells."""
+    try:
+        array = np.asarray(mask)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"mask must be an array (B, H, W) of 0s and 1s; got {type(mask).__name__}") from error
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"mask must be an array (B, H, W) of 0s and 1s; got dtype {array.dtype}")
+    if array.ndim != 3:
+        raise ValueError(
+            f"mask must have shape (B, H, W), e.g. np.ones((1, 32, 32)); got shape {array.shape}"
+        )
+    _cells("mask", array.shape)
+    if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+        raise ValueError("mask must be finite: 1 where a pixel is real, 0 where it is padding")
+    return array
 
 
 def positional_encodings_nd(

@@ -135,6 +135,35 @@ def test_a_folders_positional_buffers_are_those_transformers_computes(tmp_path: 
     assert torch.get_default_dtype() == torch.float32
 
 
+def test_a_positional_parameter_is_read_from_the_folder_or_not_audited(tmp_path: Path) -> None:
+    """FastSpeech2-Conformer makes ``pos_bias_u`` with ``torch.Tensor(...)``, outside the meta device: its
+    values from the folder are the file's, and without the file it is not audited (never uninitialized
+    memory's values)."""
+    import transformers as T
+
+    from posenc.auditor.models import from_directory
+
+    config = T.FastSpeech2ConformerConfig(
+        hidden_size=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_num_attention_heads=2,
+        decoder_num_attention_heads=2,
+        encoder_linear_units=16,
+        decoder_linear_units=16,
+        vocab_size=32,
+    )
+    torch.manual_seed(0)
+    model = T.FastSpeech2ConformerModel(config)
+    model.save_pretrained(tmp_path / "tts")
+    stored = model.encoder.conformer_layers[0].self_attn.pos_bias_u
+    read = from_directory(tmp_path / "tts").encoder.conformer_layers[0].self_attn.pos_bias_u
+    assert torch.equal(read, stored)
+    for file in (tmp_path / "tts").glob("*.safetensors"):
+        file.unlink()
+    assert from_directory(tmp_path / "tts").encoder.conformer_layers[0].self_attn.pos_bias_u.is_meta
+
+
 # --- honest judgments: learned tables are not judged; passed speaks of the judged components -------------
 
 T = pytest.importorskip("transformers")
@@ -203,7 +232,7 @@ def test_a_rotary_that_emits_interleaved_pairs_by_design_is_judged_in_that_layou
         torch.testing.assert_close(model(tokens).logits, before, atol=1e-4, rtol=0)
 
 
-def test_sinusoids_computed_in_forward_are_found_and_said_not_judged() -> None:
+def test_detrs_sine_computed_in_forward_is_judged_and_made_exact() -> None:
     resnet = T.ResNetConfig(
         embedding_size=16,
         hidden_sizes=[16, 32, 64, 128],
@@ -224,8 +253,30 @@ def test_sinusoids_computed_in_forward_are_found_and_said_not_judged() -> None:
     model = T.DetrModel(config).eval()
     paths = {c.path: c for c in posenc.audit(model, samples=S).components}
     sine = paths["position_embedding"]  # DETR's PositionEmbeddingSine: computed in its forward
-    assert sine.kind == "computed" and not sine.judged
-    assert sine.note.startswith("DetrSinePositionEmbedding computes its sinusoids in its forward")
+    assert sine.kind == "computed" and sine.judged and not sine.passed and not sine.declined
+    assert [f.kind for f in sine.report.findings] == ["float32"] and sine.report.max_abs < 1e-6
     assert not paths["query_position_embeddings.weight"].judged  # learned
-    (left,) = [c for c in pt.patch(model).components if c.kind == "computed"]
-    assert not left.replaced and left.path == "position_embedding" and "no reader" in left.reason
+    (replaced,) = [c for c in pt.patch(model).components if c.kind == "computed"]
+    assert (
+        replaced.replaced and replaced.path == "position_embedding" and "outputs as before" in replaced.reason
+    )
+    assert posenc.audit(model, samples=S).passed
+
+
+class _RelativeSinusoid(torch.nn.Module):
+    """Relative positions between two lengths, as XLNet's method has them: a form posenc does not read."""
+
+    def forward(self, qlen: int, klen: int) -> torch.Tensor:
+        positions = torch.arange(klen, -qlen, -1.0)[:, None]
+        return torch.cat([torch.sin(positions / 100), torch.cos(positions / 100)], -1)
+
+
+def test_sinusoids_computed_in_forward_that_posenc_does_not_read_are_said_not_judged() -> None:
+    model = torch.nn.Sequential()
+    model.add_module("relative", _RelativeSinusoid())
+    (sine,) = posenc.audit(model, samples=S).components
+    assert (
+        sine.kind == "computed" and not sine.judged and "computes its sinusoids in its forward" in sine.note
+    )
+    (left,) = pt.patch(model).components
+    assert not left.replaced and "no reader" in left.reason

@@ -31,6 +31,8 @@ SUBSET = {
     "qwen3_5_text": "declined",  # its module's own mrope_section (a family default), its config none
     "neomme": "declined",  # proven cos/sin, then the model's own forward refuses the swap
     "cohere": "exact",  # its rotary emits interleaved pairs: its design, judged and made exact in that layout
+    "detr": "exact",  # DETR's 2-D sine, computed in forward: read, judged and replaced
+    "pegasus_x": "exact",  # a 1-D sinusoid computed in forward: identified and replaced in its calling form
 }
 
 

@@ -173,6 +173,13 @@ def _audit(
         )
     span = _span(positions, read.limit)
     variant = find_variant(read, preset, judged)
+    return report_of(read, variant, judged, span, samples, tolerance)
+
+
+def report_of(
+    read: Target, variant: Variant, judged: str, span: tuple[int, int], samples: int, tolerance: Any
+) -> AuditReport:
+    """The :class:`AuditReport` of ``read`` measured against ``variant`` in ``judged`` over ``span``."""
     measurement = measure(read, variant, judged, span, samples)
     findings = find_all(read, variant, measurement, judged)
     width = read.width or measurement.values.shape[1]

@@ -255,11 +255,9 @@ def _declined(model: Any, path: str, kind: str, what: Any) -> str:
 def _component(model: Any, path: str, kind: str, what: Any, samples: int, tol: Any) -> list[ComponentAudit]:
     from . import audit
 
-    if kind == "computed":
-        from ..torch.patching import COMPUTED
-
-        return [ComponentAudit(path, kind, None, f"{type(what).__name__} {COMPUTED}")]
     try:
+        if kind == "computed":
+            return _computed(path, what, samples, tol)
         if kind == "table":
             from ..torch.patching import read_table
 
@@ -281,6 +279,76 @@ def _component(model: Any, path: str, kind: str, what: Any, samples: int, tol: A
         return _rotary(path, what, samples, tol)
     except ValueError as error:  # the component cannot be read as an encoding: said, not raised
         return [ComponentAudit(path, kind, None, f"{type(error).__name__}: {str(error)[:200]}")]
+
+
+#: A 1-D sinusoid computed in forward is audited at positions 0 .. MAX_SINUSOID − 1 (its module names no
+#: length; Pegasus-X's configs reach 16384).
+MAX_SINUSOID = 16384
+#: The image a DETR sine is audited on: every pixel of an unpadded image of this (H, W), row by row.
+DETR_SHAPE = (48, 64)
+
+
+def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAudit]:
+    """A module that computes its sinusoids in its forward: judged where posenc reads it
+    (:mod:`posenc.torch.computed`: a DETR sine, measured on the pixels of an unpadded image against
+    :func:`posenc.grids.detr_grid`), else not judged, with the reason."""
+    import torch
+
+    from ..torch import computed
+    from ..torch.patching import COMPUTED
+    from . import check_tolerance, report_of
+    from .findings import Finding
+    from .targets import Target
+    from .variant import Variant
+
+    reading = computed.read_detr_sine(module)
+    convention = computed.sinusoid_convention(module)
+    if isinstance(reading, str) and convention is not None:  # a 1-D sinusoid: measured at its positions
+        from . import audit
+
+        if convention == "rows":  # its fixed rows, as a table
+            report = audit(computed.fixed_rows(module), samples=samples, tol=tol)
+            return [ComponentAudit(path, "computed", report, "its rows, in the order of their positions")]
+
+        def values(positions: Any) -> Any:
+            return computed.call_sinusoid(module, convention, torch.as_tensor(positions))
+
+        span = computed.TIMESTEPS if convention == "timesteps" else MAX_SINUSOID
+        note = "its values at t = 0 .. 999" if convention == "timesteps" else "its values at its positions"
+        report = audit(values, positions=span, samples=samples, tol=tol)
+        return [ComponentAudit(path, "computed", report, note)]
+    if isinstance(reading, str):
+        reason = COMPUTED if reading.startswith("computes") else reading
+        return [ComponentAudit(path, "computed", None, f"{type(module).__name__} {reason}")]
+    height, width = DETR_SHAPE
+    output = computed.call_detr_sine(
+        module, reading.convention, torch.ones(1, height, width, dtype=torch.long)
+    )
+    rows = output.detach().to("cpu", torch.float64)[0].permute(1, 2, 0).reshape(height * width, -1).numpy()
+    dtype = str(output.dtype).removeprefix("torch.")
+    what = f"{type(module).__name__}: its output for an unpadded {height}×{width} image, row h·{width} + w"
+    target = Target("table", what, lambda positions: rows[positions], dtype, len(rows), rows.shape[1])
+    options = {"shape": DETR_SHAPE, **reading.options()}
+    variant = Variant(
+        "detr-2d", options, f"read from its attributes and values: {reading.describe()}", True, 0.0
+    )
+    report = report_of(target, variant, dtype, (0, len(rows)), samples, check_tolerance(tol))
+    kinds = [f.kind for f in report.findings]
+    if not report.passed and kinds in ([], ["unexplained"]) and reading.convention != "posenc":
+        # its values are proven within float32 code's rounding of ω and of p·ω at DETR's own positions
+        # (read_detr_sine): that is the cause, and patch's drop-in the fix
+        finding = Finding(
+            "float32",
+            f"angles and frequencies formed in float32: up to {report.max_abs:.3g} from the exact values",
+            f"{type(module).__name__} computes temperature^(2i/F) and p / that in float32: its values are "
+            f"within that code's rounding of them (up to {reading.allowed:.3g}) on probe masks, at its own "
+            "positions",
+            {"max_abs": report.max_abs, "allowed": reading.allowed},
+            fix=f"{FIX}: it becomes posenc.torch.DetrSinePositionEmbedding({reading.features}, ...), "
+            "exact at DETR's positions",
+        )
+        report = dataclasses.replace(report, findings=[finding])
+    return [ComponentAudit(path, "computed", report, reading.describe())]
 
 
 def _rotary(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAudit]:
@@ -871,14 +939,37 @@ def _compute_positional_buffers(model: Any, folder: Path, dtype: Any, torch: Any
 
 
 def _read_positional_weights(model: Any, folder: Path, files: list[Path]) -> None:
-    """Fill the model's positional parameters (left on meta) from the folder's safetensors files, matching
-    names by their ending (a checkpoint may prefix them with ``model.``) and shapes (read from the header
-    before the tensor)."""
+    """Fill the model's positional parameters from the folder's safetensors files, matching names by their
+    ending (a checkpoint may prefix them with ``model.``) and shapes (read from the header before the
+    tensor). A positional parameter the files do not hold goes (back) to meta: not audited, and says so —
+    never the values of whatever memory a class's own ``torch.Tensor(...)`` took outside the meta device
+    (FastSpeech2-Conformer's ``pos_bias_u``)."""
+    import torch
+
     from ..torch.patching import find
 
-    wanted = {path: tensor for path, kind, tensor in find(model) if kind == "table" and tensor.is_meta}
-    if not wanted or not files:
+    wanted = {
+        path: tensor
+        for path, kind, tensor in find(model)
+        if kind == "table" and (tensor.is_meta or isinstance(tensor, torch.nn.Parameter))
+    }
+    if not wanted:
         return
+    read: set[str] = set()
+    try:
+        _read_weights(model, files, wanted, read)
+    finally:
+        for path in wanted.keys() - read:
+            owner, _, name = path.rpartition(".")
+            module = model.get_submodule(owner) if owner else model
+            value = wanted[path]
+            if not value.is_meta:
+                setattr(module, name, torch.nn.Parameter(torch.empty_like(value, device="meta"), False))
+
+
+def _read_weights(model: Any, files: list[Path], wanted: dict[str, Any], read: set[str]) -> None:
+    """:func:`_read_positional_weights`' reading: the ``wanted`` tensors found in ``files``, each path put
+    in ``read``."""
     import torch
     from safetensors import safe_open
 
@@ -896,6 +987,7 @@ def _read_positional_weights(model: Any, folder: Path, files: list[Path]) -> Non
                     owner, _, name = path.rpartition(".")
                     module = model.get_submodule(owner) if owner else model
                     setattr(module, name, torch.nn.Parameter(value, requires_grad=False))
+                    read.add(path)
         except Exception as error:  # a file that is no safetensors one: said, naming it
             raise ModelDirectoryError(
                 f"{file} cannot be read as safetensors ({_said(error)}); replace it with the checkpoint's "

@@ -43,6 +43,7 @@ GRIDS = {
     "timm-2d": ("timm_2d", "dim"),
     "positional-encodings-2d": ("positional_encodings_nd", "channels"),
     "positional-encodings-3d": ("positional_encodings_nd", "channels"),
+    "detr-2d": ("detr_grid", "d_model"),  # measured by the model audit (a DETR sine's rows); not identified
 }
 
 

@@ -15,8 +15,8 @@ One concept per module:
 
 - :mod:`~posenc.torch.functions`: :func:`encode` and :func:`table` on tensors, and where each is computed
   (the cached tables of eager CPU calls, :func:`clear_cache`);
-- :mod:`~posenc.torch.modules`: :class:`SinusoidalPositionalEncoding`, :class:`TokenAndPositionEmbedding`
-  and :class:`Timesteps`;
+- :mod:`~posenc.torch.modules`: :class:`SinusoidalPositionalEncoding`, :class:`TokenAndPositionEmbedding`,
+  :class:`Timesteps` and :class:`DetrSinePositionEmbedding`;
 - :mod:`~posenc.torch.rotary`: exact rotary embeddings, :class:`RotaryEmbedding` (a drop-in for Hugging
   Face's rotary modules), with the operator ``torch.ops.posenc.rotary``;
 - :mod:`~posenc.torch.fused_rotary`: :func:`apply_rotary`, the rotation by cos/sin, or by the exact
@@ -45,12 +45,18 @@ from .functions import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in 
 from .functions import clear_cache, encode, table
 from .fused_rotary import apply_rotary
 from .kernels.first_launch import KernelMismatchWarning, kernel_status
-from .modules import SinusoidalPositionalEncoding, Timesteps, TokenAndPositionEmbedding
+from .modules import (
+    DetrSinePositionEmbedding,
+    SinusoidalPositionalEncoding,
+    Timesteps,
+    TokenAndPositionEmbedding,
+)
 from .patching import PatchReport, patch, unpatch
 from .positions import from_attention_mask, from_cu_seqlens, make_positions
 from .rotary import RotaryEmbedding
 
 __all__ = [
+    "DetrSinePositionEmbedding",
     "KernelMismatchWarning",
     "PatchReport",
     "RotaryEmbedding",

@@ -1,5 +1,6 @@
 """The ``nn.Module`` classes: :class:`SinusoidalPositionalEncoding` (an exact drop-in for the PyTorch
-tutorial's ``PositionalEncoding``), :class:`TokenAndPositionEmbedding` and :class:`Timesteps` (diffusers'),
+tutorial's ``PositionalEncoding``), :class:`TokenAndPositionEmbedding`, :class:`Timesteps` (diffusers') and
+:class:`DetrSinePositionEmbedding` (DETR's 2-D sine),
 with what only they need: the CPU fast paths of their forward (the sum in NumPy-allocated memory, a cheaper
 dropout) and the reading of tutorial checkpoints."""
 
@@ -14,6 +15,7 @@ from torch import nn
 
 from .. import adapters, core, validation
 from ..core.options import takes_options
+from ..defaults import ODD, SCALE, SHIFT
 from ..portable import backend_named
 from . import operator
 from .functions import _cached_table, _encode_tensor, _table_on, table
@@ -352,6 +354,83 @@ class Timesteps(nn.Module):
         return (
             f"num_channels={self.num_channels}, flip_sin_to_cos={self.flip_sin_to_cos}, "
             f"downscale_freq_shift={self.downscale_freq_shift}, scale={self.scale}"
+        )
+
+
+class DetrSinePositionEmbedding(nn.Module):
+    """Exact drop-in for DETR's ``PositionEmbeddingSine`` (and its family's: Conditional/Deformable/DAB-DETR,
+    Table Transformer, Mask(2)Former, OneFormer, Grounding DINO, SAM 2/3): a pixel mask ``(B, H, W)`` ->
+    ``(B, 2F, H, W)``, F = ``num_position_features``.
+
+    Channels 0 .. F−1 encode each pixel's y position, F .. 2F−1 its x position, as interleaved pairs
+    (sin p ω_i, cos p ω_i) with ω_i = temperature^(−2i/F); the positions are DETR's, formed as its code forms
+    them in float32 (the running count of the mask; with ``normalize``, ``(count − offset) / (last count +
+    eps) · scale``, scale 2π by default, offset 0.5 in Deformable DETR's line). Every value is the exact one
+    rounded once to ``dtype`` (default float32): :func:`posenc.grids.detr_2d`, channels first.
+
+    >>> pe = DetrSinePositionEmbedding(4)(torch.ones(1, 2, 3))  # y = 1, 2 down; x = 1, 2, 3 across
+    >>> pe.shape  # channels first, as DETR's
+    torch.Size([1, 8, 2, 3])
+    >>> pe[0, :, 1, 2]  # y = 2: sin 2, cos 2, sin .02, cos .02; then x = 3
+    tensor([ 0.9093, -0.4161,  0.0200,  0.9998,  0.1411, -0.9900,  0.0300,  0.9996])
+    """
+
+    def __init__(
+        self,
+        num_position_features: int = 64,
+        temperature: float | tuple[float, float] = 10000,
+        normalize: bool = False,
+        scale: float | None = None,
+        *,
+        offset: float = 0.0,
+        eps: float = 1e-6,
+    ) -> None:
+        super().__init__()
+        from .. import grids
+
+        self._checked = grids.detr_options(
+            num_position_features,
+            temperature=temperature,
+            normalize=normalize,
+            scale=scale,
+            offset=offset,
+            eps=eps,
+        )
+        self.num_position_features = self._checked.features
+        self.temperature, self.normalize, self.offset, self.eps = temperature, normalize, offset, eps
+        self.scale = float(self._checked.scale) if scale is None else scale
+        self._options = [
+            core.Options.check(self.num_position_features, base, SHIFT, SCALE, "interleaved", ODD)
+            for base in self._checked.temperatures
+        ]
+
+    def forward(self, mask: torch.Tensor, dtype: torch.dtype | str = torch.float32) -> torch.Tensor:
+        if not isinstance(mask, torch.Tensor) or mask.dim() != 3:
+            shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise ValueError(
+                f"mask must be a (B, H, W) tensor of 0s and 1s, e.g. torch.ones(1, 32, 32); got {shape}"
+            )
+        if mask.is_complex():
+            raise TypeError(f"mask must be a real (B, H, W) tensor of 0s and 1s; got dtype {mask.dtype}")
+        name = _dtype_name(dtype)
+        counts = mask.to(torch.float32)
+        y, x = counts.cumsum(1), counts.cumsum(2)
+        if self._checked.normalize:  # float32, as DETR's code: each constant rounded to float32 first
+            constants = torch.tensor(
+                [self._checked.offset, self._checked.eps, self._checked.scale], dtype=torch.float32
+            ).to(mask.device)
+            offset, eps, scale = constants[0], constants[1], constants[2]
+            y = (y - offset) / (y[:, -1:, :] + eps) * scale
+            x = (x - offset) / (x[:, :, -1:] + eps) * scale
+        blocks = [
+            _encode_tensor(p, (*options, name)) for p, options in zip((y, x), self._options, strict=True)
+        ]
+        return torch.cat(blocks, dim=-1).permute(0, 3, 1, 2)
+
+    def extra_repr(self) -> str:
+        return (
+            f"num_position_features={self.num_position_features}, temperature={self.temperature}, "
+            f"normalize={self.normalize}, scale={self.scale}, offset={self.offset}, eps={self.eps}"
         )
 
 

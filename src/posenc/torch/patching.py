@@ -8,16 +8,21 @@ What is found, and how each is made exact:
   rope type, partial rotary, M-RoPE): replaced by :class:`posenc.torch.RotaryEmbedding` built from that
   config, on the same device. Its persistent buffers, if it had any, are kept, so the model's
   ``state_dict`` keeps its keys and values;
-* **sinusoidal tables** — a floating buffer or ``nn.Embedding`` weight of two axes (size-1 axes aside)
-  whose dotted name has a positional word (``pe``, ``pos``, ``position(s)``, ``positional``, ``sinusoidal``,
-  ``timing``, ``sincos``: the PyTorch tutorial's ``pe``, fairseq/M2M100's ``embed_positions.weights``,
-  Whisper's encoder ``embed_positions``, DistilBERT's ``position_embeddings``, a DiT's 2-D ``pos_embed``):
-  its rows identified (:func:`posenc.porting.identify`: every named 1-D variant, fitted options, the 2-D/3-D
-  grids), then overwritten in place with posenc's exact rows of that variant, in the tensor's own dtype (the
-  module, its forward and its ``state_dict`` keys stay as they are). A table that starts with rows of zeros
-  (CogVideoX's joint table: the text tokens' places, then the 3-D grid) keeps them, and the rows after them
-  are identified and made exact;
-* **diffusers ``Timesteps``** — replaced by :class:`posenc.torch.Timesteps` with the same options.
+* **sinusoidal tables** — a floating buffer, ``nn.Embedding`` weight or plain tensor attribute (VideoMAE's) of
+  two axes (size-1 axes aside) whose dotted name has a positional word (``pe``, ``pos``, ``position(s)``,
+  ``positional``, ``sinusoidal``, ``timing``, ``sincos``: the PyTorch tutorial's ``pe``, fairseq/M2M100's
+  ``embed_positions.weights``, Whisper's encoder ``embed_positions``, DistilBERT's ``position_embeddings``, a
+  DiT's 2-D ``pos_embed``): its rows identified (:func:`posenc.porting.identify`: every named 1-D variant,
+  fitted options, the 2-D/3-D grids), then overwritten in place with posenc's exact rows of that variant, in
+  the tensor's own dtype (the module, its forward and its ``state_dict`` keys stay as they are). A table that
+  starts with rows of zeros (CogVideoX's joint table: the text tokens' places, then the 3-D grid) keeps them,
+  and the rows after them are identified and made exact;
+* **diffusers ``Timesteps``** — replaced by :class:`posenc.torch.Timesteps` with the same options;
+* **sinusoids computed in forward** (kind "computed", found by their class's source:
+  :mod:`posenc.torch.computed`) — DETR's ``PositionEmbeddingSine`` replaced by
+  :class:`posenc.torch.DetrSinePositionEmbedding`, and a 1-D sinusoid of a form posenc reads (Pegasus-X's
+  positions, a timestep embedding, fixed rows) by posenc's encoding, each called as the original was; the
+  others are left alone, with the reason.
 
 **The proofs** (:mod:`posenc.torch.proofs`, pure functions over the values this module reads from the
 model). A component is replaced only where the original is shown to compute posenc's values up to its own
@@ -29,7 +34,9 @@ table, an unknown variant, a module built without a config — is left alone, wi
 on every position below 256 and a spread up to ``max_position_embeddings`` within what float32 angles and
 those frequencies err there (a module on meta: its attention_scaling and config alone); tables: each value
 within what the code that built it errs at its position and frequency; timesteps: diffusers' embedding of
-t = 0..1000 within float32's rounding.
+t = 0..1000 within float32's rounding; DETR's sine: its output on probe masks (a full and a padded image)
+within float32's rounding of its frequencies and angles at DETR's own positions; a 1-D sinusoid computed in
+forward: its values at positions 0, 1, ... proven as a table's rows.
 
 A rotary module that emits its cos/sin in interleaved pairs (Cohere, GLM: ``[c0, c0, c1, c1, ...]``, read
 from its values at positions 0..63) is its model's design and is replaced by posenc's module in that layout;
@@ -130,6 +137,7 @@ import inspect
 import itertools
 import math
 import re
+import sys
 import textwrap
 import types
 import warnings
@@ -142,9 +150,10 @@ import torch
 from torch import nn
 
 from .. import rope
-from . import families, proofs
+from . import computed, families, proofs
 from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
+from .modules import DetrSinePositionEmbedding
 from .modules import Timesteps as ExactTimesteps
 from .probe import agree, probe_of
 from .rotary import RotaryEmbedding, rotate
@@ -168,10 +177,10 @@ _ORIGINAL = "_posenc_original"
 class Component:
     """One positional component of a model: ``path`` in the module tree (a pattern such as
     ``model.layers.*.self_attn`` for the rotary apply of every layer), ``kind`` ("rotary", "table",
-    "timesteps" or "rotary-apply"), ``variant`` (what it was identified as), ``difference`` (the largest
-    |original − posenc| at the compared values; NaN when not compared), ``tolerance`` (what the original's
-    own rounding allows there, never above :data:`posenc.torch.proofs.CAP` of the amplitude),
-    ``replaced``, and ``reason`` (how it was proven, or why it was left alone)."""
+    "timesteps", "computed" or "rotary-apply"), ``variant`` (what it was identified as), ``difference``
+    (the largest |original − posenc| at the compared values; NaN when not compared), ``tolerance`` (what
+    the original's own rounding allows there, never above :data:`posenc.torch.proofs.CAP` of the
+    amplitude), ``replaced``, and ``reason`` (how it was proven, or why it was left alone)."""
 
     path: str
     kind: str
@@ -405,8 +414,8 @@ def _swap(model: nn.Module, path: str, replacement: nn.Module) -> list[_Step]:
 def find(model: nn.Module) -> list[tuple[str, str, Any]]:
     """The positional components of ``model``, each once, in module order: ``(path, kind, what)`` with kind
     "rotary", "timesteps" or "computed" (a module that computes positional sinusoids in its own code,
-    found by its source: ``what``: the module) or "table" (``what``: the tensor, ``path`` its dotted
-    name). posenc's own modules are found too.
+    found by its source: ``what``: the module) or "table" (``what``: the tensor — a buffer, a parameter or
+    a plain tensor attribute — ``path`` its dotted name). posenc's own modules are found too.
 
     >>> from posenc.torch import Timesteps
     >>> [(path, kind) for path, kind, _ in find(torch.nn.Sequential(Timesteps(8, True, 0)))]
@@ -422,6 +431,9 @@ def find(model: nn.Module) -> list[tuple[str, str, Any]]:
             found.append((path, kind, module))
             continue
         tensors = [*module.named_buffers(recurse=False), *module.named_parameters(recurse=False)]
+        tensors += [  # a table held as a plain tensor attribute (VideoMAE's position_embeddings)
+            (name, value) for name, value in vars(module).items() if type(value) is torch.Tensor
+        ]
         for name, tensor in tensors:
             full = f"{path}.{name}" if path else name
             if tensor.is_floating_point() and sum(s > 1 for s in tensor.shape) == 2 and _positional(full):
@@ -444,7 +456,8 @@ _POSITIONAL_METHOD = re.compile(r"def \w*(posit|sinusoid)\w*\(", re.IGNORECASE)
 def _computes_sinusoids(cls: type) -> bool:
     """Whether a module class computes positional sinusoids in its own code (kind "computed": DETR's
     ``PositionEmbeddingSine``, Pegasus-X's, XLNet's relative encoding): its name, or a method's, says
-    positional, and its source takes a sine. Read from the class's source text; nothing runs."""
+    positional, and its source takes a sine, or calls a function of its own module that does (V-JEPA 2's
+    attention and its ``rotate_queries_or_keys``). Read from the source text; nothing runs."""
     if cls.__module__.split(".")[0] in ("torch", "posenc"):
         return False
     try:
@@ -452,7 +465,20 @@ def _computes_sinusoids(cls: type) -> bool:
     except (OSError, TypeError):
         return False
     positional = _POSITIONAL_CLASS.search(cls.__name__) or _POSITIONAL_METHOD.search(source)
-    return bool(positional and re.search(r"\bsin\(", source))
+    if not positional:
+        return False
+    if re.search(r"\bsin\(", source):
+        return True
+    home = sys.modules.get(cls.__module__)
+    for name in set(re.findall(r"(?<![.\w])(\w+)\(", source)):
+        function = getattr(home, name, None)
+        if inspect.isfunction(function) and function.__module__ == cls.__module__:
+            try:
+                if re.search(r"\bsin\(", inspect.getsource(function)):
+                    return True
+            except (OSError, TypeError):
+                continue
+    return False
 
 
 def _kind(module: nn.Module) -> str | None:
@@ -461,6 +487,8 @@ def _kind(module: nn.Module) -> str | None:
         return "rotary"
     if isinstance(module, ExactTimesteps):
         return "timesteps"
+    if isinstance(module, (DetrSinePositionEmbedding, computed.ComputedSinusoid)):
+        return "computed"
     buffers = dict(module.named_buffers(recurse=False))
     if "inv_freq" in buffers or any(k.endswith("_inv_freq") for k in buffers):
         return "rotary"
@@ -474,10 +502,12 @@ def _component(
 ) -> tuple[Component, list[_Step], nn.Module | None]:
     """The proof of one component: its :class:`Component`, the steps that replace it (none where it is
     left alone) and its replacement module (tables: None). Changes nothing."""
-    if isinstance(what, (RotaryEmbedding, ExactTimesteps)):
+    if isinstance(
+        what, (RotaryEmbedding, ExactTimesteps, DetrSinePositionEmbedding, computed.ComputedSinusoid)
+    ):
         return Component(path, kind, "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
     if kind == "computed":
-        return _declined(path, kind, type(what).__name__, COMPUTED)
+        return _computed(model, path, what, originals)
     if kind == "rotary":
         return _rotary(model, path, what, originals)
     if kind == "timesteps":
@@ -810,24 +840,105 @@ def _timesteps(
     return Component(path, "timesteps", "diffusers-timestep", difference, tolerance, True, how), steps, exact
 
 
-def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component, list[_Step]]:
-    def left(variant: str, reason: str, difference: float = math.nan, tolerance: float = math.nan):
-        return Component(full, "table", variant, difference, tolerance, False, reason), []
+def _computed(
+    model: nn.Module, path: str, module: nn.Module, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """A module that computes its sinusoids in its forward: replaced where posenc reads it
+    (:mod:`posenc.torch.computed`: DETR's ``PositionEmbeddingSine``), else left alone with the reason."""
+    reading = computed.read_detr_sine(module)
+    variant = type(module).__name__
+    convention = computed.sinusoid_convention(module)
+    if isinstance(reading, str) and convention is not None:
+        return _sinusoid(model, path, module, convention, originals)
+    if isinstance(reading, str):
+        return _declined(path, "computed", variant, COMPUTED if reading.startswith("computes") else reading)
+    exact = _PatchedDetrSine(reading.features, **reading.options())
+    exact.convention = reading.convention
+    exact.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
+    how = f"{reading.describe()}: equal to its own values on probe masks within float32 rounding"
+    return (
+        Component(path, "computed", "detr-sine", reading.difference, reading.allowed, True, how),
+        steps,
+        exact,
+    )
 
-    if tensor.device.type == "meta":
-        return left("?", "on meta: no values to identify")
-    rows = tensor.detach().reshape(-1, tensor.shape[-1]).double().cpu().numpy()
-    unit, storage = proofs.table_precision(tensor.dtype)
+
+def _sinusoid(
+    model: nn.Module, path: str, module: nn.Module, convention: str, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """A 1-D sinusoid computed in forward (:func:`posenc.torch.computed.sinusoid_convention`): read at
+    positions 0, 1, ..., its rows proven as a table's are, and the module replaced by posenc's encoding of the
+    positions it is called with, in its calling form."""
+    name = type(module).__name__
+    try:
+        rows = computed.sinusoid_rows(module, convention)
+    except Exception as error:  # its forward refuses the probe positions
+        return _declined(
+            path, "computed", name, f"could not be read: {type(error).__name__}: {str(error)[:120]}"
+        )
+    if rows.ndim != 2:
+        return _declined(
+            path, "computed", name, f"its values have shape {rows.shape}, not (positions, width)"
+        )
+    proven = _proven_rows(rows, torch.float32)
+    best = proven.best
+    if best is None:
+        return _declined(path, "computed", proven.variant, proven.reason, proven.difference, proven.tolerance)
+    if (
+        proven.zeros
+        or best.start
+        or best.padding_idx is not None
+        or set(best.options) - set(computed.CORE_OPTIONS)
+    ):
+        why = f"its rows are {best.describe()}, read from position 0: posenc replaces only a plain encoding"
+        return _declined(path, "computed", proven.variant, why, proven.difference, proven.tolerance)
+    layout = {}
+    if convention == "rows":
+        _, down, leading = computed.row_layout(module)
+        layout = {"rows": len(rows), "descending": down, "leading": leading}
+    exact = _PatchedSinusoid(rows.shape[1], convention, best.options, **layout)
+    exact.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
+    count = "t = 0 .. 999" if convention == "timesteps" else f"positions 0 .. {len(rows) - 1}"
+    count += " (its rows, from the last position down)" if layout.get("descending") else ""
+    how = f"its values at {count} identified ({best.describe()}), each within what float32 code errs there"
+    return (
+        Component(path, "computed", proven.variant, proven.difference, proven.tolerance, True, how),
+        steps,
+        exact,
+    )
+
+
+@dataclasses.dataclass
+class _Rows:
+    """What rows (a table's, or a computed sinusoid's read at positions 0, 1, ...) were proven to be:
+    ``variant`` (the nearest's name), ``best`` (identify's match, None where not proven: ``reason`` says why,
+    with ``difference`` and ``tolerance`` where a value was beyond), the leading ``zeros`` kept out, and
+    posenc's ``exact`` rows (in the rows' dtype)."""
+
+    variant: str
+    best: Any = None
+    zeros: int = 0
+    difference: float = math.nan
+    tolerance: float = math.nan
+    reason: str = ""
+    exact: np.ndarray | None = None
+
+
+def _proven_rows(rows: np.ndarray, dtype: torch.dtype) -> _Rows:
+    """Identify ``rows`` (float64, of a ``dtype`` tensor) and prove them value by value (module docstring)."""
+    unit, storage = proofs.table_precision(dtype)
     # identify's search only (which variants to try); whether the table is one is decided below, value by
     # value, by what the code that built it can err at each position and frequency
     search = proofs.table_search_tolerance(len(rows), storage)
     try:
         found, zeros = _identified(rows, search)
     except ValueError as error:
-        return left("?", f"not an encoding table: {error}")
+        return _Rows("?", reason=f"not an encoding table: {error}")
     learned = _learned(rows[zeros:], found)
     if learned is not None:
-        return left("learned", learned)
+        return _Rows("learned", reason=learned)
     stored = rows[zeros:]
     best, closest, error = None, None, None
     for match in (m for m in found if m.matches):
@@ -849,19 +960,35 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component,
             f"{column}, where the code that builds it errs by at most {allowed:.3g} (a learned or perturbed "
             "table?)"
         )
-        return left(variant, reason, got, allowed)
+        return _Rows(variant, difference=got, tolerance=allowed, reason=reason)
     if best is None:
         if error is not None:
-            return left(variant, f"cannot be rebuilt: {error}")
-        return left(variant, "no sinusoidal variant matches (a learned table?)", found[0].max_error)
+            return _Rows(variant, reason=f"cannot be rebuilt: {error}")
+        return _Rows(
+            variant, difference=found[0].max_error, reason="no sinusoidal variant matches (a learned table?)"
+        )
     try:
-        exact = proofs.exact_rows(best, stored.shape, _dtype_name(tensor.dtype))
+        exact = proofs.exact_rows(best, stored.shape, _dtype_name(dtype))
     except (ValueError, TypeError) as failure:
-        return left(variant, f"cannot be rebuilt: {failure}")
+        return _Rows(variant, reason=f"cannot be rebuilt: {failure}")
     exact = np.concatenate([np.zeros((zeros, rows.shape[1]), exact.dtype), exact])
     difference = float(np.abs(exact.astype(np.float64) - rows).max(initial=0.0))
     tolerance = proofs.table_tolerance(best, stored.shape, unit, storage)
-    values = _to_tensor(exact).reshape(tensor.shape).to(tensor.device)
+    return _Rows(variant, best, zeros, difference, tolerance, exact=exact)
+
+
+def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component, list[_Step]]:
+    if tensor.device.type == "meta":
+        return Component(full, "table", "?", math.nan, math.nan, False, "on meta: no values to identify"), []
+    rows = tensor.detach().reshape(-1, tensor.shape[-1]).double().cpu().numpy()
+    proven = _proven_rows(rows, tensor.dtype)
+    best, zeros, variant = proven.best, proven.zeros, proven.variant
+    if best is None:
+        return Component(
+            full, "table", variant, proven.difference, proven.tolerance, False, proven.reason
+        ), []
+    difference, tolerance = proven.difference, proven.tolerance
+    values = _to_tensor(proven.exact).reshape(tensor.shape).to(tensor.device)
     if torch.equal(values, tensor.detach()):
         return Component(
             full, "table", variant, difference, difference, full in originals, "already exact"
@@ -878,7 +1005,7 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component,
             tensor.data.copy_(original)
 
     steps = [_record(originals, full, _Original("table", original, written)), (write, put_back)]
-    code = "float64" if unit < proofs.UNIT else "float32"
+    code = "float64" if proofs.table_precision(tensor.dtype)[0] < proofs.UNIT else "float32"
     how = f"rows identified ({best.describe()}), each value within what {code} code errs at its row and "
     how += f"column; overwritten with posenc's, in {str(tensor.dtype)[6:]}"
     if zeros:
@@ -983,9 +1110,48 @@ class _KeepsOriginal(nn.Module):
             original._apply(fn, recurse)
         return result
 
+    def __getattr__(self, name: str) -> Any:
+        """A plain attribute the original held and posenc's module does not (LFM3's ``layer_types``, read
+        by its model's forward): the original's value. Tensors and modules are never borrowed."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            original = self.__dict__.get(_ORIGINAL)
+            value = vars(original).get(name, self) if isinstance(original, nn.Module) else self
+            if name.startswith("_") or value is self or isinstance(value, (torch.Tensor, nn.Module)):
+                raise
+            return value
+
 
 class _PatchedTimesteps(_KeepsOriginal, ExactTimesteps):
     """posenc's :class:`Timesteps` as :func:`patch` puts it in a model (holding the original)."""
+
+
+class _PatchedSinusoid(_KeepsOriginal, computed.ComputedSinusoid):
+    """posenc's :class:`~posenc.torch.computed.ComputedSinusoid` as :func:`patch` puts it in a model
+    (holding the original)."""
+
+
+class _PatchedDetrSine(_KeepsOriginal, DetrSinePositionEmbedding):
+    """posenc's :class:`DetrSinePositionEmbedding` as :func:`patch` puts it in a model (holding the
+    original), called as the original is (``convention``: :mod:`posenc.torch.computed`)."""
+
+    convention = "shape"
+
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        names = computed.CONVENTIONS[self.convention]
+        given = dict(zip(names, args, strict=False)) | kwargs
+        if self.convention == "shape":  # (shape, device, dtype, mask=None): in dtype, on device
+            mask = given.get("mask")
+            if mask is None:
+                batch, _, height, width = given["shape"]
+                mask = torch.ones(batch, height, width, device=given.get("device"))
+            return super().forward(mask, given.get("dtype") or torch.float32)
+        mask = given.get("pixel_mask")  # (pixel_values, pixel_mask): float32, as the originals compute
+        if mask is None:
+            pixels = given["pixel_values"]
+            mask = torch.ones(pixels.shape[0], *pixels.shape[-2:], device=pixels.device)
+        return super().forward(mask)
 
 
 def _give_back_state(replacement: nn.Module, original: nn.Module) -> None:
@@ -1037,18 +1203,6 @@ class _PatchedRotary(_KeepsOriginal, RotaryEmbedding):
     (its position ids, parameters and ``seq_len``: :func:`_issue`, this thread's)."""
 
     fused = False
-
-    def __getattr__(self, name: str) -> Any:
-        """A plain attribute the original held and posenc's module does not (LFM3's ``layer_types``, read
-        by its model's forward): the original's value. Tensors and modules are never borrowed."""
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            original = self.__dict__.get(_ORIGINAL)
-            value = vars(original).get(name, self) if isinstance(original, nn.Module) else self
-            if name.startswith("_") or value is self or isinstance(value, (torch.Tensor, nn.Module)):
-                raise
-            return value
 
     def forward(
         self,

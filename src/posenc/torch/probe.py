@@ -5,7 +5,8 @@ component is declined with what the forward said.
 
 A probe (:func:`probe_of`, inputs by :func:`inputs_of`) exists for a Hugging Face model whose main input
 is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too), ``pixel_values`` (its config's
-``num_channels`` and ``image_size``) or ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice
+``num_channels`` and ``image_size``; 64 pixels a side where it names no size, as detectors' configs) or
+``input_features`` (Whisper's kind: ``num_mel_bins`` by twice
 ``max_source_positions`` frames): 16 token ids below its vocabulary size, one seeded image or one seeded
 clip, on the model's device. The
 forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is
@@ -32,10 +33,13 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["agree", "inputs_of", "probe_of"]
+__all__ = ["agree", "inputs_of", "main_output", "probe_of"]
 
 #: Probe tokens (an encoder-decoder's decoder gets half as many).
 _TOKENS = 16
+#: The side of a probe image for a model whose config names no image_size (DETR and the detectors, which take
+#: any size): a multiple of their backbones' largest stride, 32.
+_DETECTOR_SIDE = 64
 #: The outputs may move by this much of their largest magnitude: float32/float64, and 16-bit types.
 _WIDE, _NARROW = 1e-3, 2.0**-4
 
@@ -54,7 +58,7 @@ def probe_of(model: nn.Module) -> Callable[[], torch.Tensor] | str:
     def run() -> torch.Tensor:
         with _evaluating(model), torch.no_grad(), torch.random.fork_rng(devices=_devices(first)):
             torch.manual_seed(0)
-            return _main_output(model(**inputs))
+            return main_output(model(**inputs))
 
     return run
 
@@ -102,8 +106,11 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         return inputs
     if name == "pixel_values":
         vision = getattr(config, "vision_config", None) or config
-        channels, size = getattr(vision, "num_channels", None), getattr(vision, "image_size", None)
+        backbone = getattr(vision, "backbone_config", None)
+        channels = getattr(vision, "num_channels", None) or getattr(backbone, "num_channels", None)
+        size = getattr(vision, "image_size", None)
         size = size[0] if isinstance(size, (list, tuple)) and size and size[0] == size[-1] else size
+        size = _DETECTOR_SIDE if size is None else size  # a detector's config names no size: it takes any
         if not isinstance(channels, int) or not isinstance(size, int):
             return "its config gives no num_channels and square image_size for a probe image"
         image = torch.randn(1, channels, size, size, generator=generator)
@@ -130,12 +137,16 @@ def _parameters(model: nn.Module) -> set[str]:
         return set()
 
 
-def _main_output(out: Any) -> torch.Tensor:
+def main_output(out: Any) -> torch.Tensor:
+    """A copy of the main tensor of a model's output: its logits, last hidden state, ... (by name), else
+    the first tensor it holds."""
     for name in ("logits", "last_hidden_state", "prediction_logits", "pred_boxes"):
         value = getattr(out, name, None)
         if isinstance(value, torch.Tensor):
             return value.detach().clone()
-    value = out[0] if isinstance(out, (tuple, list)) else out
+    if hasattr(out, "to_tuple"):  # a Hugging Face ModelOutput: its first field that is a tensor
+        out = tuple(v for v in out.to_tuple() if isinstance(v, torch.Tensor))
+    value = out[0] if isinstance(out, (tuple, list)) and out else out
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"its forward returned {type(out).__name__}, without a tensor to compare")
     return value.detach().clone()

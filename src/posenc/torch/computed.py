@@ -1,0 +1,350 @@
+"""Sinusoids a module computes in its own forward (kind "computed" of :func:`posenc.torch.patching.find`):
+which of them posenc reads, and what each computes.
+
+posenc reads DETR's ``PositionEmbeddingSine`` (:class:`posenc.torch.DetrSinePositionEmbedding`) in the two
+forms transformers writes it:
+
+* ``forward(shape, device, dtype, mask=None)`` with ``num_position_features``, ``temperature``,
+  ``normalize`` and ``scale`` (DETR, Conditional and Deformable DETR, Mask(2)Former, OneFormer, SAM 2/3,
+  EdgeTAM);
+* ``forward(pixel_values, pixel_mask)`` with ``embedding_dim``, ``temperature`` (or DAB-DETR's
+  ``temperature_height`` and ``temperature_width``), ``scale`` and, where it has one, ``normalize`` (DAB-DETR,
+  Table Transformer, Grounding DINO).
+
+What the attributes do not say — whether positions are normalized where no attribute says so, and Deformable
+DETR's offset of 0.5 — is told by the module's own values: each candidate's exact values are compared with
+the module's output on probe masks (a full image and a padded one; and no mask, where its forward takes
+none) and the first within the module's own float32 error (:func:`posenc.torch.proofs.check_cos_sin`: its
+positions are formed as posenc forms them, its frequencies and angles are float32's) is the reading.
+Anything else is not read, with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import core, grids
+from . import proofs
+from .functions import _encode_tensor
+from .modules import DetrSinePositionEmbedding
+from .tensors import _dtype_name
+
+__all__ = [
+    "ComputedSinusoid",
+    "DetrSine",
+    "call_detr_sine",
+    "call_sinusoid",
+    "read_detr_sine",
+    "sinusoid_convention",
+    "sinusoid_rows",
+]
+
+#: The probe masks' shape: two images (the second padded), of sizes neither a power of two nor square.
+PROBE_SHAPE = (2, 9, 13)
+#: The forward signatures read: their parameter names, in order.
+CONVENTIONS = {"shape": ("shape", "device", "dtype", "mask"), "pixels": ("pixel_values", "pixel_mask")}
+
+
+@dataclasses.dataclass(frozen=True)
+class DetrSine:
+    """What a DETR ``PositionEmbeddingSine`` computes: its forward's ``convention`` ("shape" or "pixels":
+    module docstring; "posenc": posenc's own module), the options of posenc's
+    :class:`~posenc.torch.DetrSinePositionEmbedding` (``features``, ``temperature``, ``normalize``, ``scale``,
+    ``offset``) and the proof: the largest ``difference`` from posenc's values and the largest ``allowed``
+    there."""
+
+    convention: str
+    features: int
+    temperature: float | tuple[float, float]
+    normalize: bool
+    scale: float | None
+    offset: float
+    difference: float = math.nan
+    allowed: float = math.nan
+
+    def options(self) -> dict[str, Any]:
+        """The keywords of :func:`posenc.grids.detr_2d` (and of posenc's module) beyond the width."""
+        return {
+            "temperature": self.temperature,
+            "normalize": self.normalize,
+            "scale": self.scale if self.normalize else None,
+            "offset": self.offset,
+        }
+
+    def describe(self) -> str:
+        words = [f"F = {self.features}", f"temperature {self.temperature}"]
+        if self.normalize:
+            words.append(
+                f"normalized to scale {self.scale:.7g}" + (f", offset {self.offset}" if self.offset else "")
+            )
+        return "DETR's 2-D sine (" + ", ".join(words) + ")"
+
+
+def call_detr_sine(module: nn.Module, convention: str, mask: torch.Tensor | None) -> torch.Tensor:
+    """``module``'s output ``(B, 2F, H, W)`` for ``mask`` ``(B, H, W)`` (None: its forward's own default, for
+    the "shape" convention, of shape :data:`PROBE_SHAPE`), computed in float32."""
+    with torch.no_grad():
+        if convention == "posenc":
+            return DetrSinePositionEmbedding.forward(module, _ones() if mask is None else mask)
+        if convention == "shape":
+            batch, height, width = PROBE_SHAPE if mask is None else mask.shape
+            device = "cpu" if mask is None else mask.device
+            return module(shape=(batch, 1, height, width), device=device, dtype=torch.float32, mask=mask)
+        pixels = torch.zeros(mask.shape[0], 1, *mask.shape[1:], device=mask.device)
+        return module(pixel_values=pixels, pixel_mask=mask)
+
+
+def read_detr_sine(module: nn.Module) -> DetrSine | str:
+    """What ``module`` computes, if it is a DETR ``PositionEmbeddingSine`` posenc reads (module docstring);
+    else why not, as a sentence."""
+    if isinstance(module, DetrSinePositionEmbedding):  # posenc's own (patched): what it was built with
+        return DetrSine(
+            "posenc",
+            module.num_position_features,
+            module.temperature,
+            module.normalize,
+            module.scale if module.normalize else None,
+            module.offset,
+            0.0,
+            0.0,
+        )
+    convention = _convention(module)
+    if convention is None:
+        return "computes its sinusoids in its forward, in a form posenc does not read: not judged"
+    features = _attribute(module, "num_position_features", "embedding_dim")
+    if not (isinstance(features, int | float) and float(features).is_integer() and features >= 2):
+        return f"a DETR-like sine whose width ({features!r}) posenc does not read: not judged"
+    features = int(features)
+    if hasattr(module, "temperature_height") and hasattr(module, "temperature_width"):
+        temperature: Any = (module.temperature_height, module.temperature_width)
+    else:
+        temperature = getattr(module, "temperature", None)
+    scale = getattr(module, "scale", None)
+    normalize = getattr(module, "normalize", None)
+    candidates = [
+        (norm, offset)
+        for norm in ((normalize,) if isinstance(normalize, bool) else (True, False))
+        for offset in ((0.0, 0.5) if norm else (0.0,))
+    ]
+    nearest, failures = None, []
+    for norm, offset in candidates:
+        try:
+            reading = DetrSine(
+                convention, features, temperature, norm, float(scale) if norm else None, offset
+            )
+            grids.detr_options(features, **reading.options())
+            found = _prove(module, reading)
+        except Exception as error:  # options posenc refuses, or a forward that refuses the probe
+            failures.append(f"{type(error).__name__}: {str(error)[:120]}")
+            continue
+        if isinstance(found, DetrSine):
+            return found
+        if nearest is None or found < nearest:
+            nearest = found
+    if nearest is None:
+        return f"a DETR-like sine posenc could not compare: {failures[0] if failures else 'no candidate'}"
+    return (
+        f"its values are not DETR's 2-D sine of its attributes within float32 rounding (nearest: off by "
+        f"{nearest:.3g}): not judged"
+    )
+
+
+def _convention(module: nn.Module) -> str | None:
+    try:
+        names = tuple(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    return next((key for key, want in CONVENTIONS.items() if names == want), None)
+
+
+def _attribute(module: nn.Module, *names: str) -> Any:
+    return next((getattr(module, n) for n in names if hasattr(module, n)), None)
+
+
+def _ones() -> torch.Tensor:
+    return torch.ones(PROBE_SHAPE, dtype=torch.long)
+
+
+def probe_masks() -> list[torch.Tensor]:
+    """The probe masks: a full image, and one padded below and to the right (the second of the batch)."""
+    mask = torch.ones(PROBE_SHAPE, dtype=torch.long)
+    mask[1, 6:, :] = 0
+    mask[1, :, 10:] = 0
+    return [mask]
+
+
+def _prove(module: nn.Module, reading: DetrSine) -> DetrSine | float:
+    """``reading`` with its proof, where ``module``'s values are its exact values within the module's own
+    float32 error at every probe; else the largest difference found (inf: no value could be compared)."""
+    worst, allowed = 0.0, 0.0
+    calls: list[torch.Tensor | None] = [*probe_masks()]
+    if reading.convention == "shape":
+        calls.append(None)  # its own default: no mask
+    for mask in calls:
+        full = torch.ones(PROBE_SHAPE, dtype=torch.long) if mask is None else mask
+        mine = call_detr_sine(module, reading.convention, mask)
+        batch, height, width = full.shape
+        if not isinstance(mine, torch.Tensor) or tuple(mine.shape) != (
+            batch,
+            2 * reading.features,
+            height,
+            width,
+        ):
+            shape = tuple(mine.shape) if isinstance(mine, torch.Tensor) else type(mine).__name__
+            raise ValueError(f"its output has shape {shape}, not (B, 2F, H, W)")
+        values = mine.detach().to("cpu", torch.float64).permute(0, 2, 3, 1)
+        array = full.numpy()
+        ours = grids.detr_2d(array, reading.features, **reading.options(), dtype="float64")
+        positions = grids.detr_positions(
+            array, **{k: v for k, v in reading.options().items() if k != "temperature"}
+        )
+        temperatures = grids.detr_options(reading.features, **reading.options()).temperatures
+        f = reading.features
+        for k, (p, base) in enumerate(zip(positions, temperatures, strict=True)):
+            theta = core.frequencies(f, base=base)
+            check = proofs.check_cos_sin(
+                values[..., k * f : (k + 1) * f].reshape(-1, f),
+                torch.from_numpy(ours[..., k * f : (k + 1) * f].reshape(-1, f)),
+                p.reshape(-1),
+                theta,
+                proofs.frequency_bound(theta, torch.float32),
+                1.0,
+                "interleaved",
+            )
+            if check.over is not None or not check.provable:
+                found = check.over[2] if check.over is not None else math.inf
+                return found
+            worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
+    return dataclasses.replace(reading, difference=worst, allowed=allowed)
+
+
+# --- 1-D sinusoids computed in forward -------------------------------------------------------------------
+
+#: The 1-D forward signatures read, by their parameter names: a text model's table of its input's positions
+#: (Pegasus-X: ``(inputs_embeds, past_key_values_length, position_ids)``, ``position_ids`` a column), a
+#: timestep embedding (VibeVoice's diffusion head: ``(timesteps)``, a 1-D tensor of reals) and fixed rows
+#: in the dtype of its input (Gemma 4's audio relative positions: ``(hidden_states)`` -> the rows of
+#: positions n − 1 .. 0; ascending ones are read too).
+SINUSOID_CONVENTIONS = {
+    "embeds": ("inputs_embeds", "past_key_values_length", "position_ids"),
+    "timesteps": ("timesteps",),
+    "rows": ("hidden_states",),
+}
+#: The positions a 1-D sinusoid is read at: 0 .. ROWS − 1 (timesteps: 0 .. TIMESTEPS − 1, diffusers' range).
+ROWS, TIMESTEPS = 1024, 1000
+#: The core options, in :meth:`posenc.core.Options.check`'s order after the width.
+CORE_OPTIONS = ("base", "shift", "scale", "layout", "odd")
+#: The attributes a module of the "embeds" form may name its width by.
+_WIDTHS = ("embed_dim", "embedding_dim", "d_model", "dim")
+
+
+def sinusoid_convention(module: nn.Module) -> str | None:
+    """The 1-D form of ``module``'s forward (:data:`SINUSOID_CONVENTIONS`), where it has one and (for
+    "embeds") names its width by an attribute; else None."""
+    if isinstance(module, ComputedSinusoid):  # posenc's own, patched in
+        return module.convention
+    try:
+        names = tuple(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    convention = next((key for key, want in SINUSOID_CONVENTIONS.items() if names == want), None)
+    if convention == "embeds" and not isinstance(_attribute(module, *_WIDTHS), int):
+        return None
+    return convention
+
+
+def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -> torch.Tensor:
+    """``module``'s values ``(k, width)`` at the 1-D ``positions`` (float32 for timesteps; for fixed rows,
+    those of its rows at ``positions``, which must be some of them)."""
+    with torch.no_grad():
+        if convention == "rows":
+            return fixed_rows(module)[positions.to(torch.long)]
+        if convention == "timesteps":
+            return module(positions.to(torch.float32))
+        width = _attribute(module, *_WIDTHS)
+        embeds = torch.zeros(1, positions.shape[0], width)
+        return module(embeds, 0, positions.to(torch.long)[:, None])[0]
+
+
+def row_layout(module: nn.Module) -> tuple[torch.Tensor, bool, bool]:
+    """A module of the "rows" form: its rows in the order of their positions 0, 1, ... (its output for a
+    float32 input, a leading axis of one dropped), whether it gives them from the last position down to 0
+    (its first row is not position 0's: sin 0 = 0, cos 0 = 1) and whether it had that leading axis."""
+    with torch.no_grad():
+        rows = module(torch.zeros(1, 1, 1))
+    leading = rows.dim() == 3 and rows.shape[0] == 1
+    rows = rows[0] if leading else rows
+    first = rows[0].abs()
+    down = not bool(((first == 0) | (first == 1)).all())
+    return (rows.flip(0) if down else rows), down, leading
+
+
+def fixed_rows(module: nn.Module) -> torch.Tensor:
+    """A "rows" module's rows, in the order of their positions 0, 1, ... (:func:`row_layout`)."""
+    return row_layout(module)[0]
+
+
+def sinusoid_rows(module: nn.Module, convention: str) -> np.ndarray:
+    """``module``'s values at the positions it is read at (:data:`ROWS`, :data:`TIMESTEPS`; its fixed rows),
+    as float64."""
+    if convention == "rows":
+        return fixed_rows(module).detach().to("cpu", torch.float64).numpy()
+    count = TIMESTEPS if convention == "timesteps" else ROWS
+    values = call_sinusoid(module, convention, torch.arange(count))
+    return values.detach().to("cpu", torch.float64).numpy()
+
+
+class ComputedSinusoid(nn.Module):
+    """posenc's exact encoding in place of a 1-D sinusoid computed in forward, called as the original is
+    (``convention``, :data:`SINUSOID_CONVENTIONS`): ``(inputs_embeds, past_key_values_length=0,
+    position_ids=None)`` -> ``(B, seq, width)`` in the embeddings' dtype (at the position ids, else past ..
+    past + seq − 1), ``(timesteps)`` -> ``(N, width)`` float32, or ``(hidden_states)`` -> the ``rows`` rows of
+    positions 0 .. rows − 1 (``descending``: rows − 1 .. 0; ``leading``: with a leading axis of one) in
+    its dtype. ``options``: the core options (an identified variant's).
+
+    >>> options = {"base": 10000.0, "shift": 0.0, "scale": 1.0, "layout": "cos_sin", "odd": "zero"}
+    >>> ComputedSinusoid(4, "timesteps", options)(torch.tensor([0.0, 1.0]))
+    tensor([[1.0000, 1.0000, 0.0000, 0.0000],
+            [0.5403, 0.9999, 0.8415, 0.0100]])
+    """
+
+    def __init__(
+        self,
+        width: int,
+        convention: str,
+        options: dict[str, Any],
+        *,
+        rows: int = 0,
+        descending: bool = False,
+        leading: bool = False,
+    ) -> None:
+        super().__init__()
+        self.width, self.convention, self.options = width, convention, dict(options)
+        self.rows, self.descending, self.leading = rows, descending, leading  # the "rows" form's
+        self._checked = core.Options.check(width, *(options[k] for k in CORE_OPTIONS))
+
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        given = dict(zip(SINUSOID_CONVENTIONS[self.convention], args, strict=False)) | kwargs
+        if self.convention == "rows":
+            states = given["hidden_states"]
+            positions = torch.arange(self.rows, device=states.device)
+            positions = positions.flip(0) if self.descending else positions
+            values = _encode_tensor(positions, (*self._checked, _dtype_name(states.dtype)))
+            return values[None] if self.leading else values
+        if self.convention == "timesteps":
+            return _encode_tensor(given["timesteps"].float(), (*self._checked, "float32"))
+        embeds = given["inputs_embeds"]
+        batch, length = embeds.shape[:2]
+        ids = given.get("position_ids")
+        if ids is None:
+            start = int(given.get("past_key_values_length") or 0)
+            ids = torch.arange(start, start + length, device=embeds.device)
+        values = _encode_tensor(ids.reshape(-1), (*self._checked, _dtype_name(embeds.dtype)))
+        return values[None].expand(batch, -1, -1)

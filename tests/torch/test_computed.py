@@ -1,0 +1,273 @@
+"""Sinusoids computed in forward (posenc.torch.computed). DETR's 2-D sine (``PositionEmbeddingSine``):
+posenc.grids.detr_2d against mpmath and transformers' own classes, posenc.torch.DetrSinePositionEmbedding
+bit for bit against it, and the model audit and patch of a DETR: found, judged, replaced, proven, given
+back. The 1-D forms (Pegasus-X's table of positions, a timestep embedding, Gemma 4's fixed rows): identified,
+replaced in their calling form, declined where no variant matches."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from transformers.models.deformable_detr.modeling_deformable_detr import DeformableDetrSinePositionEmbedding
+from transformers.models.detr.modeling_detr import DetrSinePositionEmbedding as HfDetrSine
+from transformers.models.grounding_dino.modeling_grounding_dino import GroundingDinoSinePositionEmbedding
+
+import posenc
+import posenc.torch as pt
+from posenc import grids
+from posenc.torch import computed
+
+
+def _padded_mask() -> np.ndarray:
+    mask = np.ones((2, 7, 11), dtype=np.int64)
+    mask[1, 5:, :] = 0
+    mask[1, :, 8:] = 0
+    return mask
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.5])
+def test_detr_2d_is_correctly_rounded_at_detrs_float32_positions(offset: float) -> None:
+    mask = _padded_mask()
+    values = grids.detr_2d(mask, 8, normalize=True, offset=offset, temperature=(20.0, 10000.0))
+    y, x = grids.detr_positions(mask, normalize=True, offset=offset)
+    mpmath.mp.prec = 120
+    for index in [(0, 0, 0), (0, 6, 10), (1, 4, 7), (1, 6, 10)]:
+        for block, (p, base) in enumerate(((y, 20.0), (x, 10000.0))):
+            position = mpmath.mpf(float(p[index]))
+            for column in range(8):
+                angle = position * mpmath.power(mpmath.mpf(base), -mpmath.mpf(2 * (column // 2)) / 8)
+                want = mpmath.sin(angle) if column % 2 == 0 else mpmath.cos(angle)
+                assert values[(*index, block * 8 + column)] == np.float32(float(want))
+
+
+@pytest.mark.parametrize("cls", [HfDetrSine, DeformableDetrSinePositionEmbedding])
+@pytest.mark.parametrize("normalize", [True, False])
+def test_detr_2d_is_what_transformers_computes_up_to_its_float32_error(cls: type, normalize: bool) -> None:
+    mask = _padded_mask()
+    theirs = cls(16, normalize=normalize)(
+        shape=(2, 3, 7, 11), device="cpu", dtype=torch.float32, mask=torch.tensor(mask)
+    )
+    offset = 0.5 if normalize and cls is DeformableDetrSinePositionEmbedding else 0.0
+    ours = grids.detr_2d(mask, 16, normalize=normalize, offset=offset).transpose(0, 3, 1, 2)
+    # the padded columns of Deformable DETR's line sit at -0.5/eps·2π: far beyond float32's reach
+    real = np.broadcast_to(mask.astype(bool)[:, None], ours.shape) if offset else np.ones(ours.shape, bool)
+    assert np.abs(theirs.numpy() - ours)[real].max() < 2e-5
+
+
+def test_the_torch_module_is_detr_2d_bit_for_bit_and_channels_first() -> None:
+    mask = _padded_mask()
+    module = pt.DetrSinePositionEmbedding(16, temperature=20, normalize=True, offset=0.5)
+    out = module(torch.tensor(mask))
+    want = grids.detr_2d(mask, 16, temperature=20, normalize=True, offset=0.5).transpose(0, 3, 1, 2)
+    assert out.shape == (2, 32, 7, 11) and np.array_equal(out.numpy(), want)
+    half = module(torch.tensor(mask), torch.bfloat16)
+    assert half.dtype == torch.bfloat16
+    wide = grids.detr_2d(mask, 16, temperature=20, normalize=True, offset=0.5, dtype="float64")
+    assert torch.equal(half, torch.from_numpy(wide.transpose(0, 3, 1, 2).copy()).to(torch.bfloat16))
+    compiled = torch.compile(module, backend="eager", fullgraph=False)
+    assert torch.equal(compiled(torch.tensor(mask)), out)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "words"),
+    [
+        ({"num_position_features": 7}, ValueError, "num_position_features must be even"),
+        (
+            {"num_position_features": 8, "scale": 3.0},
+            ValueError,
+            "scale=3.0 applies only with normalize=True",
+        ),
+        ({"num_position_features": 8, "temperature": (1.0, 2.0, 3.0)}, ValueError, "temperature"),
+        ({"num_position_features": 8, "normalize": "yes"}, TypeError, "normalize must be True or False"),
+    ],
+)
+def test_bad_options_are_refused_by_name(arguments: dict, error: type, words: str) -> None:
+    with pytest.raises(error, match=words):
+        grids.detr_2d(np.ones((1, 2, 2)), **arguments)
+    with pytest.raises(error, match=words):
+        pt.DetrSinePositionEmbedding(**arguments)
+
+
+def test_bad_masks_are_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"mask must have shape \(B, H, W\)"):
+        grids.detr_2d(np.ones((2, 2)), 8)
+    with pytest.raises(ValueError, match="mask must be finite"):
+        grids.detr_2d(np.full((1, 2, 2), np.nan), 8)
+    with pytest.raises(ValueError, match=r"mask must be a \(B, H, W\) tensor"):
+        pt.DetrSinePositionEmbedding(8)(torch.ones(4, 4))
+
+
+class _Swapped(nn.Module):
+    """DETR's attributes and forward, cos where DETR has sin: a formula posenc must not read as DETR's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.num_position_features, self.temperature, self.normalize, self.scale = 8, 10000, True, 2 * math.pi
+
+    def forward(self, shape, device, dtype, mask=None):
+        values = HfDetrSine(8, normalize=True)(shape, device, dtype, mask)
+        return torch.cat([values[:, 1::2], values[:, 0::2]], dim=1)
+
+
+def test_a_formula_that_is_not_detrs_is_not_read_as_it() -> None:
+    for module in (_Swapped(),):
+        reading = computed.read_detr_sine(module)
+        assert isinstance(reading, str) and "not DETR's 2-D sine" in reading
+    assert isinstance(computed.read_detr_sine(nn.Linear(2, 2)), str)
+
+
+def test_both_forms_of_transformers_are_read() -> None:
+    class Config:
+        d_model, positional_embedding_temperature = 32, 20
+
+    reading = computed.read_detr_sine(GroundingDinoSinePositionEmbedding(Config()))
+    assert not isinstance(reading, str)
+    assert (reading.convention, reading.features, reading.temperature, reading.normalize) == (
+        "pixels",
+        16,
+        20,
+        True,
+    )
+    reading = computed.read_detr_sine(DeformableDetrSinePositionEmbedding(16, normalize=True))
+    assert not isinstance(reading, str) and (reading.convention, reading.offset) == ("shape", 0.5)
+
+
+class _Detector(nn.Module):
+    """A detector's shape: a backbone feature map, DETR's sine added to it, a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.position_embedding = HfDetrSine(4, normalize=True)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, mask: torch.Tensor) -> torch.Tensor:
+        pos = self.position_embedding((mask.shape[0], 8, *mask.shape[1:]), mask.device, torch.float32, mask)
+        return self.head(pos.flatten(2).transpose(1, 2))
+
+
+def test_a_model_with_detrs_sine_is_audited_patched_and_given_back() -> None:
+    model = _Detector()
+    mask = torch.tensor(_padded_mask())
+    before = model(mask)
+    audit = posenc.audit(model, samples=64)
+    (component,) = audit.components
+    assert component.kind == "computed" and component.judged and not component.passed
+    assert component.report.findings[0].kind == "float32" and audit.fix == "posenc.torch.patch(model)"
+    report = pt.patch(model)
+    (replaced,) = report.replaced
+    assert replaced.variant == "detr-sine" and replaced.difference <= replaced.tolerance
+    assert isinstance(model.position_embedding, pt.DetrSinePositionEmbedding)
+    after = model(mask)
+    assert (after - before).abs().max() < 1e-5
+    assert posenc.audit(model, samples=64).passed
+    assert pt.unpatch(model) == 1
+    assert type(model.position_embedding) is HfDetrSine and torch.equal(model(mask), before)
+
+
+class _PegasusXSinusoid(nn.Module):
+    """Pegasus-X's sinusoid as its forward computes it: [sin | cos], ω_i = 10000^(-i/(half - 1)), float32."""
+
+    def __init__(self, embed_dim: int, drift: float = 1.0) -> None:
+        super().__init__()
+        self.embed_dim, self.drift = embed_dim, drift  # drift: its frequencies multiplied (1: Pegasus-X's)
+
+    def forward(self, inputs_embeds, past_key_values_length=0, position_ids=None):
+        batch, length = inputs_embeds.shape[:2]
+        if position_ids is None:
+            position_ids = torch.arange(past_key_values_length, past_key_values_length + length)[:, None]
+        half = self.embed_dim // 2
+        div = torch.exp(torch.arange(half).float() * -(math.log(10000.0) / (half - 1))) * self.drift
+        pe = torch.zeros(length, self.embed_dim)
+        pe[:, :half], pe[:, half:] = torch.sin(position_ids * div), torch.cos(position_ids * div)
+        return pe[None].expand(batch, -1, -1)
+
+
+class _Text(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed_positions = _PegasusXSinusoid(16)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, embeds: torch.Tensor) -> torch.Tensor:
+        return self.head(embeds + self.embed_positions(embeds, 5))
+
+
+def test_a_1d_sinusoid_computed_in_forward_is_identified_judged_and_replaced() -> None:
+    model, embeds = _Text(), torch.randn(2, 7, 16, generator=torch.Generator().manual_seed(0))
+    before = model(embeds)
+    (component,) = posenc.audit(model, samples=64).components
+    assert component.kind == "computed" and component.judged and not component.passed
+    assert (
+        component.report.variant.options["shift"] == 1
+        and component.report.variant.options["layout"] == "sin_cos"
+    )
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.kind == "computed" and replaced.difference <= replaced.tolerance
+    assert torch.equal(
+        model.embed_positions(embeds, 5)[0], pt.encode(torch.arange(5, 12), 16, shift=1, layout="sin_cos")
+    )
+    ids = torch.tensor([[3], [0]])
+    assert torch.equal(
+        model.embed_positions(embeds[:, :2], 0, ids)[1], pt.encode(ids[:, 0], 16, shift=1, layout="sin_cos")
+    )
+    assert (model(embeds) - before).abs().max() < 1e-5 and posenc.audit(model, samples=64).passed
+    assert pt.unpatch(model) == 1 and type(model.embed_positions) is _PegasusXSinusoid
+
+
+def test_a_1d_sinusoid_posenc_cannot_prove_is_left_alone_with_the_reason() -> None:
+    model = nn.Sequential()
+    model.add_module("embed_positions", _PegasusXSinusoid(16, drift=1.01))  # no variant posenc knows
+    (left,) = pt.patch(model).components
+    assert not left.replaced and left.kind == "computed" and "no sinusoidal variant matches" in left.reason
+
+
+class _RelativeSinusoid(nn.Module):
+    """Gemma 4's audio relative positions: the rows of positions 12 .. 0, [sin | cos], in the input dtype."""
+
+    def forward(self, hidden_states):
+        positions = torch.arange(12, -1, -1)[:, None].float()
+        inv = torch.exp(torch.arange(4).float() * -(math.log(10000.0) / 3))
+        return torch.cat([torch.sin(positions * inv), torch.cos(positions * inv)], -1)[None].to(
+            hidden_states.dtype
+        )
+
+
+def test_fixed_rows_from_the_last_position_down_are_read_and_replaced_in_their_order() -> None:
+    model = nn.Sequential()
+    model.add_module("rel_pos_enc", _RelativeSinusoid())
+    states = torch.zeros(1, 3, 8, dtype=torch.float64)
+    before = model.rel_pos_enc(states)
+    assert posenc.audit(model, samples=16).judged
+    (replaced,) = pt.patch(model).replaced
+    after = model.rel_pos_enc(states)
+    assert "from the last position down" in replaced.reason and after.shape == before.shape == (1, 13, 8)
+    assert after.dtype == torch.float64 and torch.equal(
+        after[0], pt.encode(torch.arange(12, -1, -1), 8, shift=1, layout="sin_cos", dtype=torch.float64)
+    )
+
+
+def _rotate_by_position(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """A module-level helper that computes the sinusoids, as V-JEPA 2's ``rotate_queries_or_keys``."""
+    angles = positions[:, None] / 10000 ** (torch.arange(x.shape[-1] // 2) / (x.shape[-1] // 2))
+    return x * torch.cat([torch.cos(angles), torch.cos(angles)], -1) + x.flip(-1) * torch.cat(
+        [torch.sin(angles), torch.sin(angles)], -1
+    )
+
+
+class _RopeAttention(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _rotate_by_position(x, torch.arange(x.shape[0]).float())
+
+
+def test_a_class_whose_helper_function_computes_the_sinusoids_is_found_not_called_nothing() -> None:
+    model = nn.Sequential()
+    model.add_module("attention", _RopeAttention())
+    (component,) = pt.patch(model).components
+    assert component.kind == "computed" and not component.replaced and "no reader" in component.reason
+    (judged,) = posenc.audit(model, samples=16).components
+    assert not judged.judged and "computes its sinusoids in its forward" in judged.note

@@ -271,3 +271,20 @@ def test_a_class_whose_helper_function_computes_the_sinusoids_is_found_not_calle
     assert component.kind == "computed" and not component.replaced and "no reader" in component.reason
     (judged,) = posenc.audit(model, samples=16).components
     assert not judged.judged and "computes its sinusoids in its forward" in judged.note
+
+
+def test_rt_detrs_grid_sine_is_read_judged_and_exact() -> None:
+    from transformers.models.rt_detr.modeling_rt_detr import RTDetrSinePositionEmbedding
+
+    ours = computed.GridSine(16, 20.0)(13, 9, "cpu", torch.float32)[0]
+    assert np.array_equal(ours.numpy(), grids.timm_2d((9, 13), 16, temperature=20, interleave_sin_cos=True))
+    model = nn.Sequential()
+    model.add_module("position_embedding", RTDetrSinePositionEmbedding(16, 20))
+    (judged,) = posenc.audit(model, samples=32).components
+    assert judged.judged and judged.report.variant.name == "timm-2d"
+    (component,) = pt.patch(model).components
+    assert component.kind == "computed" and component.difference <= component.tolerance
+    assert component.replaced or component.reason == "already exact"
+    assert posenc.audit(model, samples=32).passed
+    fp32 = model.position_embedding(13, 9, "cpu", torch.float32)
+    assert fp32.shape == (1, 117, 16) and torch.equal(fp32[0], ours)

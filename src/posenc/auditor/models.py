@@ -301,6 +301,17 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
     from .targets import Target
     from .variant import Variant
 
+    grid = computed.grid_sine_options(module)
+    if grid is not None:  # RT-DETR's 2-D sine: every cell of a grid, against posenc.grids.timm_2d
+        dim, temperature = grid
+        height, width = DETR_SHAPE
+        rows = computed.call_grid_sine(module, height, width).detach().to("cpu", torch.float64).numpy()
+        what = f"{type(module).__name__}: its rows for a {height}×{width} grid"
+        target = Target("table", what, lambda positions: rows[positions], "float32", len(rows), dim)
+        options = {"feat_shape": DETR_SHAPE, "temperature": temperature, "interleave_sin_cos": True}
+        variant = Variant("timm-2d", options, "read from its attributes (RT-DETR's form)", True, 0.0)
+        report = report_of(target, variant, "float32", (0, len(rows)), samples, check_tolerance(tol))
+        return [ComponentAudit(path, "computed", report, "RT-DETR's 2-D sine")]
     reading = computed.read_detr_sine(module)
     convention = computed.sinusoid_convention(module)
     if isinstance(reading, str) and convention is not None:  # a 1-D sinusoid: measured at its positions

@@ -39,8 +39,11 @@ from .tensors import _dtype_name
 __all__ = [
     "ComputedSinusoid",
     "DetrSine",
+    "GridSine",
     "call_detr_sine",
+    "call_grid_sine",
     "call_sinusoid",
+    "grid_sine_options",
     "read_detr_sine",
     "sinusoid_convention",
     "sinusoid_rows",
@@ -348,3 +351,98 @@ class ComputedSinusoid(nn.Module):
             ids = torch.arange(start, start + length, device=embeds.device)
         values = _encode_tensor(ids.reshape(-1), (*self._checked, _dtype_name(embeds.dtype)))
         return values[None].expand(batch, -1, -1)
+
+
+# --- RT-DETR's 2-D sine of a patch grid -------------------------------------------------------------------
+
+#: RT-DETR's form (and D-FINE's, DEIMv2's, PP-DocLayout's): ``forward(width, height, device, dtype)`` ->
+#: ``(1, H·W, embed_dim)``, rows h-major, columns [sin h | cos h | sin w | cos w] with ω_i =
+#: temperature^(−i/(embed_dim/4)): :func:`posenc.grids.timm_2d` with ``interleave_sin_cos``.
+GRID_CONVENTION = ("width", "height", "device", "dtype")
+#: The grid it is read on: (height, width).
+GRID_SHAPE = (9, 13)
+
+
+def grid_sine_options(module: nn.Module) -> tuple[int, float] | None:
+    """(embed_dim, temperature) of a module of RT-DETR's form, or None."""
+    if isinstance(module, GridSine):  # posenc's own, patched in
+        return module.embed_dim, module.temperature
+    try:
+        names = tuple(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    dim, temperature = getattr(module, "embed_dim", None), getattr(module, "temperature", None)
+    if (
+        names != GRID_CONVENTION
+        or not isinstance(dim, int)
+        or dim % 4
+        or not isinstance(temperature, int | float)
+    ):
+        return None
+    return dim, float(temperature)
+
+
+def prove_grid_sine(module: nn.Module) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of a module of RT-DETR's form against posenc's values on a
+    :data:`GRID_SHAPE` grid, each value within what float32 code errs at its position and frequency
+    (:func:`posenc.torch.proofs.check_cos_sin`); else why not."""
+    dim, temperature = grid_sine_options(module)
+    height, width = GRID_SHAPE
+    try:
+        mine = call_grid_sine(module, height, width)
+    except Exception as error:  # its forward refuses the probe grid
+        return f"could not be read: {type(error).__name__}: {str(error)[:120]}"
+    if tuple(mine.shape) != (height * width, dim):
+        return f"its output has shape {tuple(mine.shape)}, not (H·W, embed_dim)"
+    ours = GridSine(dim, temperature)(width, height, "cpu", torch.float64)[0]
+    theta = core.frequencies(dim // 2, base=temperature)
+    rows = torch.arange(height * width)
+    worst, allowed = 0.0, 0.0
+    for k, p in enumerate((rows // width, rows % width)):
+        block = slice(k * dim // 2, (k + 1) * dim // 2)
+        check = proofs.check_cos_sin(
+            mine[:, block],
+            ours[:, block],
+            p.numpy(),
+            theta,
+            proofs.frequency_bound(theta, torch.float32),
+            1.0,
+        )
+        if check.over is not None or not check.provable:
+            found = check.over[2] if check.over is not None else math.inf
+            return f"not RT-DETR's 2-D sine of its attributes within float32 rounding ({found:.3g})"
+        worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
+    return worst, allowed
+
+
+def call_grid_sine(module: nn.Module, height: int, width: int) -> torch.Tensor:
+    """``module``'s rows ``(H·W, embed_dim)`` for a grid of ``height`` × ``width``, in float32."""
+    with torch.no_grad():
+        return module(width, height, torch.device("cpu"), torch.float32)[0]
+
+
+class GridSine(nn.Module):
+    """posenc's exact values in place of RT-DETR's 2-D sine, called as it is: ``(width, height, device,
+    dtype)`` -> ``(1, H·W, embed_dim)``, columns [sin h | cos h | sin w | cos w], ω_i =
+    temperature^(−i/(embed_dim/4)), rows h-major; each value the exact one rounded once to ``dtype``
+    (:func:`posenc.grids.timm_2d` with ``interleave_sin_cos=True``), computed where ``device`` says.
+
+    >>> GridSine(8)(2, 1, "cpu", torch.float32)[0, 1]  # (h, w) = (0, 1)
+    tensor([0.0000, 0.0000, 1.0000, 1.0000, 0.8415, 0.0100, 0.5403, 0.9999])
+    """
+
+    def __init__(self, embed_dim: int, temperature: float = 10000.0) -> None:
+        super().__init__()
+        self.embed_dim, self.temperature = embed_dim, temperature
+        self._checked = core.Options.check(embed_dim // 2, temperature, 0.0, 1.0, "sin_cos", "zero")
+
+    def forward(
+        self, width: int, height: int, device: torch.device | str, dtype: torch.dtype
+    ) -> torch.Tensor:
+        name = _dtype_name(dtype)
+        h = _encode_tensor(torch.arange(int(height), device=device), (*self._checked, name))
+        w = _encode_tensor(torch.arange(int(width), device=device), (*self._checked, name))
+        rows = torch.cat(
+            [h[:, None, :].expand(-1, int(width), -1), w[None, :, :].expand(int(height), -1, -1)], dim=-1
+        )
+        return rows.reshape(1, int(height) * int(width), self.embed_dim)

@@ -487,7 +487,7 @@ def _kind(module: nn.Module) -> str | None:
         return "rotary"
     if isinstance(module, ExactTimesteps):
         return "timesteps"
-    if isinstance(module, (DetrSinePositionEmbedding, computed.ComputedSinusoid)):
+    if isinstance(module, (DetrSinePositionEmbedding, computed.ComputedSinusoid, computed.GridSine)):
         return "computed"
     buffers = dict(module.named_buffers(recurse=False))
     if "inv_freq" in buffers or any(k.endswith("_inv_freq") for k in buffers):
@@ -503,7 +503,14 @@ def _component(
     """The proof of one component: its :class:`Component`, the steps that replace it (none where it is
     left alone) and its replacement module (tables: None). Changes nothing."""
     if isinstance(
-        what, (RotaryEmbedding, ExactTimesteps, DetrSinePositionEmbedding, computed.ComputedSinusoid)
+        what,
+        (
+            RotaryEmbedding,
+            ExactTimesteps,
+            DetrSinePositionEmbedding,
+            computed.ComputedSinusoid,
+            computed.GridSine,
+        ),
     ):
         return Component(path, kind, "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
     if kind == "computed":
@@ -845,6 +852,8 @@ def _computed(
 ) -> tuple[Component, list[_Step], nn.Module | None]:
     """A module that computes its sinusoids in its forward: replaced where posenc reads it
     (:mod:`posenc.torch.computed`: DETR's ``PositionEmbeddingSine``), else left alone with the reason."""
+    if computed.grid_sine_options(module) is not None:
+        return _grid_sine(model, path, module, originals)
     reading = computed.read_detr_sine(module)
     variant = type(module).__name__
     convention = computed.sinusoid_convention(module)
@@ -862,6 +871,26 @@ def _computed(
         steps,
         exact,
     )
+
+
+def _grid_sine(
+    model: nn.Module, path: str, module: nn.Module, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """RT-DETR's 2-D sine (:func:`posenc.torch.computed.grid_sine_options`): proven on a probe grid, then
+    replaced by :class:`posenc.torch.computed.GridSine` (left as it is where it already gives posenc's
+    bits: its float64 code)."""
+    dim, temperature = computed.grid_sine_options(module)
+    proof = computed.prove_grid_sine(module)
+    if isinstance(proof, str):
+        return _declined(path, "computed", type(module).__name__, proof)
+    difference, allowed = proof
+    if difference == 0:
+        return Component(path, "computed", "timm-2d", 0.0, 0.0, False, "already exact"), [], None
+    exact = _PatchedGridSine(dim, temperature)
+    exact.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
+    how = "RT-DETR's 2-D sine: equal to its own values on a 9×13 grid within float32 rounding"
+    return Component(path, "computed", "timm-2d", difference, allowed, True, how), steps, exact
 
 
 def _sinusoid(
@@ -1125,6 +1154,11 @@ class _KeepsOriginal(nn.Module):
 
 class _PatchedTimesteps(_KeepsOriginal, ExactTimesteps):
     """posenc's :class:`Timesteps` as :func:`patch` puts it in a model (holding the original)."""
+
+
+class _PatchedGridSine(_KeepsOriginal, computed.GridSine):
+    """posenc's :class:`~posenc.torch.computed.GridSine` as :func:`patch` puts it in a model (holding the
+    original)."""
 
 
 class _PatchedSinusoid(_KeepsOriginal, computed.ComputedSinusoid):

@@ -176,8 +176,9 @@ def _ones() -> torch.Tensor:
 
 
 def probe_masks() -> list[torch.Tensor]:
-    """The probe masks: a full image, and one padded below and to the right (the second of the batch)."""
-    mask = torch.ones(PROBE_SHAPE, dtype=torch.long)
+    """The probe masks: one batch of two images, the first full, the second padded below and to the
+    right."""
+    mask = _ones()
     mask[1, 6:, :] = 0
     mask[1, :, 10:] = 0
     return [mask]
@@ -191,7 +192,7 @@ def _prove(module: nn.Module, reading: DetrSine) -> DetrSine | float:
     if reading.convention == "shape":
         calls.append(None)  # its own default: no mask
     for mask in calls:
-        full = torch.ones(PROBE_SHAPE, dtype=torch.long) if mask is None else mask
+        full = _ones() if mask is None else mask
         mine = call_detr_sine(module, reading.convention, mask)
         batch, height, width = full.shape
         if not isinstance(mine, torch.Tensor) or tuple(mine.shape) != (

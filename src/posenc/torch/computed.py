@@ -265,11 +265,9 @@ def sinusoid_convention(module: nn.Module) -> str | None:
 
 
 def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -> torch.Tensor:
-    """``module``'s values ``(k, width)`` at the 1-D ``positions`` (float32 for timesteps; for fixed rows,
-    those of its rows at ``positions``, which must be some of them)."""
+    """``module``'s values ``(k, width)`` at the 1-D ``positions`` (float32 for timesteps), for the
+    "embeds" and "timesteps" forms (fixed rows: :func:`fixed_rows`)."""
     with torch.no_grad():
-        if convention == "rows":
-            return fixed_rows(module)[positions.to(torch.long)]
         if convention == "timesteps":
             return module(positions.to(torch.float32))
         width = _attribute(module, *_WIDTHS)

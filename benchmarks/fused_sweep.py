@@ -113,7 +113,7 @@ def main(argv=None) -> int:
         from posenc.torch.kernels import common
 
         common.KERNEL_DEVICES.append(device.type)
-        table_launch._EXACT_BLOCK = 64 * 1024  # the interpreter: big exact blocks are quick
+        table_launch.EXACT_BLOCK = 64 * 1024  # the interpreter: big exact blocks are quick
     if kernel_module("fused_kernel") is None:
         print("no triton: nothing to sweep")
         return 0

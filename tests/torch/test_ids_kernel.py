@@ -25,8 +25,10 @@ from tests.support.module_cases import UINT, portable_request
 
 pytest.importorskip("triton")
 
-#: Triton's interpreter takes about as long for a block of any size: big exact blocks keep the levels quick
+#: Triton's interpreter takes about as long for a block of any size: the settling kernel's exact block, and
+#: the levels' (built first, one program each: the encode kernel's own bits are test_encode_kernel's)
 EXACT = {"exact_block": (128, 64)}
+LEVELS_BLOCK = (1024, 64)
 
 
 def _ids() -> np.ndarray:
@@ -75,6 +77,7 @@ def _run_cases(out: Path) -> None:
     requests = {}
     for name, (d_model, fmt, options, launch_options) in CASES.items():
         request = requests[name] = portable_request(d_model, fmt, **options)
+        table_launch.levels(request, ids.device, LEVELS_BLOCK)
         launch_options = {**EXACT, **launch_options}
         cap = table_launch.SETTLE_PROGRAMS
         table_launch.SETTLE_PROGRAMS = launch_options.pop("settle_programs", cap)
@@ -84,13 +87,13 @@ def _run_cases(out: Path) -> None:
             table_launch.SETTLE_PROGRAMS = cap
         results[f"{name}/bits"], results[f"{name}/uncertain"] = _bits(got, fmt), uncertain.numpy()
     request = portable_request(16, "bfloat16")
+    table_launch.levels(request, torch.device("cpu"), LEVELS_BLOCK)
     got, _ = table_launch.ids_launch(torch.tensor(OFFSET_IDS), torch.tensor(OFFSETS), request, **EXACT)
     results["offsets/bits"] = _bits(got, "bfloat16")
     results["levels built"] = np.array(len(table_launch._LEVELS))
     # table_launch.encode sends integer ids on a kernel device to angle addition, real positions to the exact
     # kernel: here the CPU stands in for CUDA
     common.KERNEL_DEVICES.append("cpu")
-    table_launch._EXACT_BLOCK = 128 * 64
     calls = []
     real = table_launch.ids_launch
     table_launch.ids_launch = lambda *a, **kw: calls.append(1) or real(*a, **kw)

@@ -117,8 +117,8 @@ def constants_on(request: portable.Request, where: torch.device) -> tuple[torch.
 # --- the launch -------------------------------------------------------------------------------------------
 
 
-_INT32 = range(-(2**31), 2**31)
-_INT64 = range(-(2**63), 2**63)
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
 
 def arguments_key(args: tuple) -> tuple:
@@ -135,7 +135,9 @@ def arguments_key(args: tuple) -> tuple:
         elif kind is torch.Tensor or isinstance(value, torch.Tensor):
             append((value.dtype, not value.data_ptr() & 15))
         elif kind is int or isinstance(value, int):
-            append((32 if value in _INT32 else 64 if value in _INT64 else 65, not value & 15, value == 1))
+            # comparisons, not `in range(...)`: that tests an int subclass (an IntEnum) by iterating the range
+            width = 32 if _INT32_MIN <= value <= _INT32_MAX else 64 if _I64_MIN <= value <= _I64_MAX else 65
+            append((width, not value & 15, value == 1))
         else:
             append(kind)
     return tuple(key)

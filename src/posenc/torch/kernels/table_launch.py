@@ -38,10 +38,12 @@ from .common import (
 SMALL_TABLE = 1 << 16
 #: The formats the table kernels build (their codes: encode_launch.OUT_KINDS, shared with the encode kernel).
 TABLE_FORMATS = ("float32", "float16", "bfloat16")
-#: Elements of one combining program's block, and of one block of the exact algorithm (the anchor rows, a
-#: step of the settling program).
+#: Elements of one combining program's block.
 _BLOCK = 1024
-_EXACT_BLOCK = 128
+#: Elements of one block of the exact algorithm where the caller names none (the anchor rows, the levels, a
+#: step of the settling program): a GPU's register budget. Triton's CPU interpreter takes about as long for
+#: a block of any size, so its runs (tests/support/interpreted.py, the dry runs) raise it.
+EXACT_BLOCK = 128
 #: The most settling programs a launch takes: past it, a block's sub-blocks are shared by fewer programs
 #: (one a block at most). Most programs read a count of 0 and stop, but each still takes its turn: on an H200
 #: (2026-11-28) a program per sub-block made table(131072, 1024) 1.42 ms against 0.82 (524288 programs) and
@@ -109,7 +111,7 @@ def launch(
         return out, uncertain
     wide = anchor_request(request)
     exact_f = min(next_power_of_2(count), 64)
-    exact_r, exact_f = exact_block or (max(1, _EXACT_BLOCK // exact_f), exact_f)
+    exact_r, exact_f = exact_block or (max(1, EXACT_BLOCK // exact_f), exact_f)
     exact = {"block_rows": exact_r, "block_freqs": exact_f}
     first = encode_launch.launch(torch.arange(block, device=where), None, wide, **exact)[0]
     anchors = torch.arange(start, start + length, block, device=where)
@@ -297,7 +299,7 @@ def levels(
     parts = torch.arange(256, dtype=torch.int64)
     positions = (parts[None, :] * (256 ** torch.arange(4, dtype=torch.int64))[:, None]).reshape(-1)
     exact_f = min(next_power_of_2(request.count), 64)
-    exact_r, exact_f = exact_block or (max(1, _EXACT_BLOCK // exact_f), exact_f)
+    exact_r, exact_f = exact_block or (max(1, EXACT_BLOCK // exact_f), exact_f)
     rows = encode_launch.launch(
         positions.to(where), None, anchor_request(request), block_rows=exact_r, block_freqs=exact_f
     )[0]
@@ -382,7 +384,7 @@ def _ids_plan(
         block_f = block_freqs or min(next_power_of_2(count), 128)
         block_r = block_rows or max(1, _BLOCK // block_f)
         exact_f = min(next_power_of_2(count), 64)
-        exact_r, exact_f = exact_block or (max(1, _EXACT_BLOCK // exact_f), exact_f)
+        exact_r, exact_f = exact_block or (max(1, EXACT_BLOCK // exact_f), exact_f)
         options = {"OUT_KIND": encode_launch.OUT_KINDS[request.fmt], "BLOCK_R": block_r, "BLOCK_F": block_f}
         exact = {"block_rows": exact_r, "block_freqs": exact_f}
         return (block_r, block_f), exact, (count, *columns(request)), options

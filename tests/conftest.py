@@ -89,23 +89,22 @@ SLOW_TESTS = {
 # (`make test` hands out whole files, --dist loadfile), so that no long file starts last and keeps one
 # core busy while the other waits. The rest follow in their usual order.
 LONGEST_FILES = (
-    "test_kernel_compile.py",  # ~225 s of wall, both cores: two Tritons compile every kernel for sm_90
-    "test_jax.py",  # ~300 s
-    "test_rope_torch.py",  # ~100 s
-    "test_rope_jax.py",  # ~90 s
-    "test_rope_tables.py",  # ~90 s
-    "test_exactness.py",  # ~80 s
-    "test_torch_device.py",  # ~75 s
-    "test_benchmarks.py",  # ~70 s
-    "test_table_kernel.py",  # ~70 s (Triton's interpreter, tests/support/interpreted.py)
-    "test_jax_mesh.py",  # ~50 s
-    "test_encode_kernel.py",  # ~50 s
-    "test_device_native.py",  # ~45 s
-    "test_audit_hostile.py",  # ~35 s: a posenc process per case
-    "test_ids_kernel.py",  # ~27 s
-    "test_zoo.py",  # ~45 s: a dozen architectures built, audited (and from a folder), patched and run
-    "test_rope_fused.py",  # ~20 s
-    "test_first_launch.py",  # ~10 s
+    "test_kernel_compile.py",  # ~250 s of wall from a new venv, both cores: two Tritons compile for sm_90
+    "test_jax.py",  # ~145 s
+    "test_zoo.py",  # ~60 s: a dozen architectures built, audited (and from a folder), patched and run
+    "test_benchmarks.py",  # ~55 s
+    "test_table_kernel.py",  # ~40 s (Triton's interpreter, tests/support/interpreted.py)
+    "test_encode_kernel.py",  # ~30 s
+    "test_rope_jax.py",  # ~30 s
+    "test_exactness.py",  # ~27 s
+    "test_patching.py",  # ~25 s
+    "test_torch_device.py",  # ~21 s
+    "test_jax_mesh.py",  # ~20 s
+    "test_device_native.py",  # ~19 s
+    "test_rope_torch.py",  # ~16 s
+    "test_fault_injection.py",  # ~16 s
+    "test_ids_kernel.py",  # ~13 s
+    "test_rope_fused.py",  # ~11 s
 )
 
 

@@ -298,3 +298,54 @@ def test_the_rotation_falls_back_to_torch_without_the_extension_or_in_flush_deno
     for (name, x, cos, sin), expected in zip(cases, want, strict=True):
         assert rotary._rotate_half_compiled(x, cos, sin) is None
         assert torch.equal(_bits(rotary._rotate_half(x, cos, sin)), _bits(expected)), name
+
+
+# --- forms: complex freqs_cis and half-width cos/sin, as models write them ---------------------------------
+
+
+@pytest.mark.parametrize("name", ["deepseek_v3", "llama31_8b", "gpt_neox"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float64])
+def test_the_complex_and_half_width_forms_are_the_exact_values_of_each_frequency(name, dtype):
+    """form="complex": A·cos θ + i·A·sin θ, each part correctly rounded to float32 (float64 for float64 x)
+    whatever x's dtype, one column per frequency (Llama 4, DeepSeek-V2); form="half_width": (cos, sin) of
+    one column per frequency in x's dtype (GPT-OSS). Against the NumPy core (yarn's A ≠ 1 included)."""
+    params = rope.config(CONFIGS[name])
+    ids = torch.tensor([[0, 1, 7, 4095, 70000], [3, 2, 1, 0, 123456]])
+    x = torch.zeros(1, 1, dtype=dtype)
+    count = params.rotary_dim // 2
+    freqs_cis = ptorch.RotaryEmbedding(params, form="complex")(x, ids)
+    assert freqs_cis.dtype == (torch.complex128 if dtype == torch.float64 else torch.complex64)
+    assert tuple(freqs_cis.shape) == (2, 5, count)
+    part = "float64" if dtype == torch.float64 else "float32"
+    want_cos, want_sin = rope.cos_sin(ids.numpy(), params, dtype=part)
+    np.testing.assert_array_equal(freqs_cis.real.numpy(), want_cos[..., :count])
+    np.testing.assert_array_equal(freqs_cis.imag.numpy(), want_sin[..., :count])
+    cos, sin = ptorch.RotaryEmbedding(params, form="half_width")(x, ids)
+    full_cos, full_sin = ptorch.RotaryEmbedding(params)(x, ids)
+    assert cos.dtype == sin.dtype == dtype and tuple(cos.shape) == (2, 5, count) and cos.is_contiguous()
+    assert torch.equal(cos, full_cos[..., :count]) and torch.equal(sin, full_sin[..., :count])
+    assert torch.equal(full_cos[..., :count], full_cos[..., count:])  # the half layout repeats them
+
+
+def test_a_form_is_checked_and_takes_no_layout():
+    params = rope.config(CONFIGS["llama2"])
+    with pytest.raises(ValueError, match=r"form must be one of 'full', 'half_width', 'complex'; got 'polar'"):
+        ptorch.RotaryEmbedding(params, form="polar")
+    with pytest.raises(ValueError, match=r"layout='interleaved' applies to form='full' alone"):
+        ptorch.RotaryEmbedding(params, form="complex", layout="interleaved")
+    assert "form='complex'" in repr(ptorch.RotaryEmbedding(params, form="complex"))
+
+
+def test_the_complex_form_matches_transformers_llama4_within_its_float32_error():
+    """transformers' Llama 4 text rotary (``torch.polar`` of float32 angles) and posenc's complex form:
+    the same shape and dtype, within float32 code's error at these positions."""
+    from transformers import Llama4TextConfig
+    from transformers.models.llama4.modeling_llama4 import Llama4TextRotaryEmbedding
+
+    config = Llama4TextConfig(hidden_size=64, num_attention_heads=2, head_dim=32, num_hidden_layers=1)
+    theirs = Llama4TextRotaryEmbedding(config)
+    ours = ptorch.RotaryEmbedding(config, form="complex")
+    ids = torch.arange(0, 4096, 37)[None]
+    a, b = theirs(torch.zeros(1), ids), ours(torch.zeros(1), ids)
+    assert a.shape == b.shape and a.dtype == b.dtype == torch.complex64
+    assert float((a - b).abs().max()) < 4096 * 2.0**-22

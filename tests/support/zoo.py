@@ -179,6 +179,10 @@ def _shrink(config: Any, seen: set[int]) -> None:
     for name, size in {**widths, **_WIDTHS, **_EXPERTS}.items():
         if isinstance(fields.get(name), int) and fields[name] > size:
             setattr(config, name, size)
+    experts = ("num_experts", "n_routed_experts", "num_local_experts")
+    routed = any(isinstance(fields.get(k), int) for k in experts)
+    if routed and "num_experts_per_tok" in fields and fields["num_experts_per_tok"] is None:
+        config.num_experts_per_tok = _EXPERTS["num_experts_per_tok"]  # DeepSeek-V2's default: None (no top-k)
     vocab = fields.get("vocab_size")
     ids = [v for k, v in fields.items() if k.endswith("token_id") and isinstance(v, int)]
     ids += [i for k, v in fields.items() if k.endswith("token_id") and isinstance(v, list) for i in v]
@@ -221,11 +225,44 @@ def build(model_type: str) -> tuple[Any, Any, bool]:
     config = tiny(transformers.CONFIG_MAPPING[model_type]())
     cls, generates = model_class(model_type)
     transformers.utils.logging.disable_progress_bar()
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = cls(config).eval()
-    return model, config, generates
+    wanted = getattr(cls, "config_class", None)
+    if isinstance(wanted, type) and not isinstance(config, wanted):  # Llama 4's causal LM: its text config
+        config = next((v for v in vars(config).values() if isinstance(v, wanted)), config)
+    for attempt in range(8):  # a field its default config leaves to a sub-config, lent as config.json has it
+        torch.manual_seed(0)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return cls(config).eval(), config, generates
+        except AttributeError as error:
+            if attempt == 7 or not _lend(config, str(error)):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _lend(config: Any, error: str) -> bool:
+    """Where building failed on ``'XConfig' object has no attribute 'field'`` (a default config of
+    transformers that holds the field in another level only: Llama 4's ``pad_token_id`` in its
+    ``text_config``, DBRX's ``rope_theta`` above its ``attn_config``), set the field on that config from the
+    nearest level that holds it, as a checkpoint's config.json gives it. Whether one was lent."""
+    from transformers import PretrainedConfig
+
+    found = re.fullmatch(r"'(\w+)' object has no attribute '(\w+)'", error)
+    if found is None:
+        return False
+    owner_name, field = found.groups()
+    levels, queue = [], [config]  # every level of the config, breadth first
+    while queue:
+        node = queue.pop(0)
+        if all(node is not level for level in levels):
+            levels.append(node)
+            queue += [v for v in vars(node).values() if isinstance(v, PretrainedConfig)]
+    owners = [level for level in levels if type(level).__name__ == owner_name and field not in vars(level)]
+    lender = next((level for level in levels if field in vars(level)), None)
+    if not owners or lender is None:
+        return False
+    setattr(owners[0], field, vars(lender)[field])
+    return True
 
 
 def run(model_type: str) -> Outcome:

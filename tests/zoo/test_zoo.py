@@ -1,9 +1,9 @@
 """The zoo (``tests/support/zoo.py``): every architecture of the installed transformers with a positional
 component, found by enumeration, is listed in ``docs/data/zoo.json`` (``scripts/zoo.py`` writes it and
-``docs/zoo.md``); a representative subset — every rotary kind the patch makes exact (interleaved pairs
-included), tables exact or already exact, learned tables, a patch the model's own forward refuses, M-RoPE
-whose module and config disagree — runs again here and must end in its recorded state, exact or declined
-with the reason."""
+``docs/zoo.md``); a representative subset — every rotary kind the patch makes exact (interleaved pairs,
+half-width and complex forms included), tables exact or already exact, learned tables, a patch the model's
+own forward refuses, M-RoPE whose module and config disagree — runs again here and must end in its recorded
+state, exact or declined with the reason."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ SUBSET = {
     "distilbert": "declined",  # learned positions only
     "qwen3_5_text": "declined",  # its module's own mrope_section (a family default), its config none
     "neomme": "declined",  # proven cos/sin, then the model's own forward refuses the swap
+    "gpt_oss": "exact",  # half-width cos/sin (one column per frequency), read and made exact in that form
+    "llama4_text": "exact",  # a complex freqs_cis (cos + i·sin), read and made exact in that form
     "cohere": "exact",  # its rotary emits interleaved pairs: its design, judged and made exact in that layout
     "detr": "exact",  # DETR's 2-D sine, computed in forward: read, judged and replaced
     "pegasus_x": "exact",  # a 1-D sinusoid computed in forward: identified and replaced in its calling form

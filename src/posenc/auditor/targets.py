@@ -553,13 +553,23 @@ def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
     width = 2 * 2 * len(theta)
     probe = np.arange(4, dtype=np.int64)
 
+    form: dict[str, str] = {}  # what the forward returned: "complex" or "half_width", and the parts' dtype
+
     def by_ids(positions: np.ndarray) -> np.ndarray:
         with (
             torch.no_grad(),
             target_code(f"calling its forward(x, position_ids) on {len(positions)} positions"),
         ):
             output = module(x, torch.from_numpy(positions)[None])
-        return _rows(_pair_values(output, f"rotary module {name} returned"), len(positions))
+        if isinstance(output, torch.Tensor) and output.is_complex():  # freqs_cis = A·cos θ + i·A·sin θ
+            form.update(kind="complex", dtype=str(output.real.dtype).removeprefix("torch."))
+            output = (output.real, output.imag)
+        rows = _rows(_pair_values(output, f"rotary module {name} returned"), len(positions))
+        if rows.shape[1] == width // 2:  # a column per frequency: [cos | sin] of the half layout repeats them
+            form.setdefault("kind", "half_width")
+            cos, sin = np.split(rows, 2, axis=1)
+            rows = np.concatenate([cos, cos, sin, sin], axis=1)
+        return rows
 
     def first_rows(length: int) -> np.ndarray:
         with torch.no_grad(), target_code(f"calling its forward(x, seq_len={length})"):
@@ -607,6 +617,12 @@ def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
         except (ValueError, TypeError):
             params = None
     rotary = {"params": params, "inv_freq": theta, "parts": "cos+sin", "layout": "half"}
+    if form.get("kind") == "complex":  # its parts' precision, whatever x's dtype (complex64: float32)
+        dtype = form["dtype"]
+        note = f"forward(x, position_ids) -> complex freqs_cis of {dtype} parts, read as [cos | cos | sin |"
+        note += " sin]"
+    elif form.get("kind") == "half_width":
+        note += " of one column per frequency, read as [cos | cos | sin | sin]"
     return Target("rotary", f"rotary module {name}", sample, dtype, limit, width, rotary, note)
 
 

@@ -268,9 +268,10 @@ def patch(model: nn.Module, *, fused: bool | None = None) -> PatchReport:
         components.append(component)
         steps += changes
         changed += [component] if changes else []
-        if isinstance(replacement, _PatchedRotary):
+        if isinstance(replacement, _PatchedRotary) and replacement.form == "full":
             planned.append(replacement)
-    rotaries = [m for m in model.modules() if isinstance(m, _PatchedRotary)] + planned
+    # the fused apply takes the (cos, sin) pair alone: a complex or half-width form keeps the model's apply
+    rotaries = [m for m in model.modules() if isinstance(m, _PatchedRotary) and m.form == "full"] + planned
     if fused is None:
         fused = any(_on_kernel_device(m) for m in rotaries)
     steps += _unfuse(model, originals, rotaries)
@@ -580,7 +581,11 @@ def _rotary(
             return _declined(path, "rotary", variant, mismatch + widened)
         try:
             source = config if exact.params is None else exact.params  # (its width, as read above)
-            if _emits_interleaved(module, exact, source, held_types[0]):  # Cohere, GLM: its design
+            form = _form_of(module, exact, held_types[0])
+            if form != "full":  # Llama 4's complex freqs_cis, GPT-OSS's half-width cos/sin
+                exact = _PatchedRotary(source, form=form).to(inv.device)
+                variant += f" ({_FORM_NAMES[form]})"
+            elif _emits_interleaved(module, exact, source, held_types[0]):  # Cohere, GLM: its design
                 exact = _PatchedRotary(source, layout="interleaved").to(inv.device)
                 variant += " (interleaved)"
         except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
@@ -712,11 +717,12 @@ def _kept(module: nn.Module) -> Iterator[None]:
 
 
 def _uncompared(error: Exception) -> str:
-    """Why a rotary module's forward could not be compared with posenc's: it is not ``(x, position_ids) ->
-    (cos, sin)`` of posenc's shapes (a complex ``freqs_cis``, half-width cos/sin, another signature)."""
+    """Why a rotary module's forward could not be compared with posenc's: it is not ``(x, position_ids) ->``
+    a form posenc reads (:data:`posenc.torch.rotary.FORMS`): another signature (a 2-D vision rope of the
+    patches, a relative encoding of a Conformer), or another output."""
     return (
-        "its forward is not (x, position_ids) -> cos/sin of posenc's shapes (a complex freqs_cis, half-width "
-        "cos/sin, another signature: forms posenc does not read yet): "
+        "its forward is not (x, position_ids) -> cos/sin in a form posenc reads (the (cos, sin) pair, "
+        "half-width cos/sin, a complex freqs_cis): another signature or output, not read yet: "
         f"{type(error).__name__}: {str(error)[:100]}"
     )
 
@@ -745,6 +751,36 @@ def _width_from_frequencies(
     read = f"rotated width {rotary_dim} read from its {count} frequencies (its config's fields give "
     read += f"{params.rotary_dim}); "
     return "", replacement, read
+
+
+#: How a report names a rotary module's output form (:data:`posenc.torch.rotary.FORMS`).
+_FORM_NAMES = {"half_width": "half-width cos/sin", "complex": "complex freqs_cis"}
+
+
+def _form_of(module: nn.Module, exact: RotaryEmbedding, layer_type: str | None) -> str:
+    """What the module's forward returns at positions 0..3 (:data:`posenc.torch.rotary.FORMS`): one complex
+    tensor of a column per frequency ("complex"), a (cos, sin) pair of a column per frequency
+    ("half_width"), else "full" (the pair posenc's layouts give, or anything else: the comparison says)."""
+    device = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq")).device
+    args = (torch.zeros(1, 1, device=device), torch.arange(4, device=device)[None])
+    args += () if layer_type is None else (layer_type,)
+    with torch.no_grad(), _kept(module):
+        output = module(*args)
+    params = exact.params if layer_type is None else exact.layer_params[layer_type]
+    count = params.rotary_dim // 2
+    if isinstance(output, torch.Tensor) and output.is_complex() and output.shape[-1] == count:
+        return "complex"
+    pair = isinstance(output, (tuple, list)) and len(output) == 2
+    if pair and all(isinstance(t, torch.Tensor) and t.shape[-1] == count for t in output):
+        return "half_width"
+    return "full"
+
+
+def _parts(output: Any) -> Any:
+    """A rotary forward's output as (cos, sin): a complex ``freqs_cis`` as its real and imaginary parts."""
+    if isinstance(output, torch.Tensor) and output.is_complex():
+        return output.real, output.imag
+    return output
 
 
 def _emits_interleaved(
@@ -804,7 +840,7 @@ def _compare_rotary(
         sets = _frequency_sets(module, params, layer_type)
         theta, gap = proofs.rotary_reach(params, sets, gaps.get(layer_type), storage)
         amplitude = abs(rope.attention_scaling(params))
-        for name, a, b in zip(("cos", "sin"), mine, ours, strict=True):
+        for name, a, b in zip(("cos", "sin"), _parts(mine), _parts(ours), strict=True):
             check = proofs.check_cos_sin(a, b, positions, theta, gap, amplitude, exact.layout)
             if not check.provable:
                 return math.nan, math.nan, None, None

@@ -25,6 +25,7 @@ import torch
 
 from .. import rope, validation
 from ..core import compiled, parallel
+from ..errors import PosencValueError
 from ..rope.arrays import apply_rotary as arrays_apply_rotary
 from ..rope.arrays import check_layout, check_request
 from . import operator
@@ -160,6 +161,13 @@ def _cached_rows(
     return _rows_of(tables[0], ids), _rows_of(tables[1], ids)
 
 
+#: What :class:`RotaryEmbedding` returns (its ``form``): the (cos, sin) pair of the layout, a pair of one
+#: column per frequency, or one complex tensor.
+FORMS = ("full", "half_width", "complex")
+#: The real dtype of a complex form's parts: float32, float64 for float64 x.
+_COMPLEX_PARTS = {torch.float64: torch.float64}
+
+
 class RotaryEmbedding(torch.nn.Module):
     """Exact rotary cos/sin: a drop-in for Hugging Face's ``LlamaRotaryEmbedding`` and its siblings.
 
@@ -180,18 +188,42 @@ class RotaryEmbedding(torch.nn.Module):
     ``forward(x, position_ids, layer_type)`` picks one (``{layer_type}_inv_freq`` and
     ``{layer_type}_attention_scaling`` are kept; ``params`` is None, ``layer_params`` maps each type).
 
+    ``form`` is what forward returns, as the models write it: ``"full"`` (the default) the pair above;
+    ``"half_width"`` (cos, sin) of shape ``position_ids.shape + (rotary_dim // 2,)``, one column per
+    frequency, in x's dtype (GPT-OSS: its apply rotates halves); ``"complex"`` one tensor
+    ``A·cos θ + i·A·sin θ`` of that shape, complex64 (complex128 for float64 x) whatever x's dtype, as
+    ``torch.polar`` of float32 angles gives it (Llama 4 and DeepSeek-V2's ``freqs_cis``: their apply
+    multiplies adjacent pairs) — its real and imaginary parts each correctly rounded to float32.
+    ``layout`` applies to ``"full"`` alone.
+
     >>> module = RotaryEmbedding({"head_dim": 8, "rope_theta": 10000.0, "max_position_embeddings": 64})
     >>> cos, sin = module(torch.zeros(1, 3, 8), torch.arange(3)[None])
     >>> tuple(cos.shape), module.attention_scaling
     ((1, 3, 8), 1.0)
+    >>> freqs_cis = RotaryEmbedding(module.params, form="complex")(torch.zeros(1), torch.arange(3)[None])
+    >>> tuple(freqs_cis.shape), freqs_cis.dtype
+    ((1, 3, 4), torch.complex64)
     """
 
     inv_freq: torch.Tensor
 
-    def __init__(self, config: Any, *, layout: str = "half", layer_type: str | None = None):
+    def __init__(
+        self, config: Any, *, layout: str = "half", layer_type: str | None = None, form: str = "full"
+    ):
         super().__init__()
         check_layout(layout)
+        if form not in FORMS:
+            raise PosencValueError(
+                f"form must be one of {', '.join(map(repr, FORMS))}; got {form!r}", parameter="form"
+            )
+        if form != "full" and layout != "half":
+            raise PosencValueError(
+                f"layout={layout!r} applies to form='full' alone: a {form} output has one column per "
+                "frequency; leave layout out",
+                parameter="layout",
+            )
         self.layout = layout
+        self.form = form
         self.layer_type = layer_type
         types = () if layer_type is not None else rope.layer_types(config)
         #: per layer type, the parameters of a config nested per layer type (else empty)
@@ -235,7 +267,13 @@ class RotaryEmbedding(torch.nn.Module):
         position_ids = position_ids.to(x.device)
         if params.mrope_section and position_ids.dim() == 2:
             position_ids = position_ids.expand(3, -1, -1)
-        return _cos_sin(position_ids, params, key, x.dtype, self.layout, seq_len)
+        if self.form == "full":
+            return _cos_sin(position_ids, params, key, x.dtype, self.layout, seq_len)
+        dtype = x.dtype if self.form == "half_width" else _COMPLEX_PARTS.get(x.dtype, torch.float32)
+        cos, sin = _cos_sin(position_ids, params, key, dtype, "half", seq_len)
+        half = cos.shape[-1] // 2
+        cos, sin = cos[..., :half].contiguous(), sin[..., :half].contiguous()
+        return (cos, sin) if self.form == "half_width" else torch.complex(cos, sin)
 
     def _params_for(self, layer_type: str | None) -> rope.RopeParameters:
         if self.params is None:
@@ -260,7 +298,7 @@ class RotaryEmbedding(torch.nn.Module):
             return f"layer_types={tuple(self.layer_params)}, layout={self.layout!r}"
         p = self.params
         shown = f"rope_type={p.rope_type!r}, rotary_dim={p.rotary_dim}, base={p.base:g}"
-        return f"{shown}, layout={self.layout!r}"
+        return f"{shown}, layout={self.layout!r}" + ("" if self.form == "full" else f", form={self.form!r}")
 
 
 def rotate(

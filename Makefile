@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+# --no-compile: pip byte-compiles every file of every package it installs (transformers alone has thousands,
+# most never imported), 40 s of a new venv's 60; Python compiles what is imported, when it is first imported.
+PIP := $(BIN)/python -m pip install --quiet --no-compile
 
 .PHONY: demo test check bench lint docs clean
 
@@ -11,12 +14,12 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py src/posenc/core/_kernels.c
-	$(BIN)/python -m pip install --quiet -e '.[plot,bfloat16]'
+	$(PIP) -e '.[plot,bfloat16]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed requirements-test.txt requirements-test-nodeps.txt
-	$(BIN)/python -m pip install --quiet -r requirements-test.txt
-	$(BIN)/python -m pip install --quiet --no-deps -r requirements-test-nodeps.txt
+	$(PIP) -r requirements-test.txt
+	$(PIP) --no-deps -r requirements-test-nodeps.txt
 	touch $@
 
 # The browser of tests/explore/test_browser.py: Debian's chromium and chromium-driver (apt, as root), where missing.
@@ -31,12 +34,12 @@ $(VENV)/.installed-browser:
 
 # triton 3.6 (torch 2.10/2.11's), apart: tests/torch/test_kernel_compile.py builds the CUDA kernels with it too
 $(VENV)/.installed-triton-3.6: $(VENV)/.installed-test
-	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(VENV)/triton-3.6 triton==3.6.0
+	$(PIP) --no-deps --upgrade --target $(VENV)/triton-3.6 triton==3.6.0
 	touch $@
 
 # The API reference needs the test dependencies too: autodoc imports posenc.torch, posenc.jax (Flax), ...
 $(VENV)/.installed-docs: $(VENV)/.installed-test requirements-docs.txt
-	$(BIN)/python -m pip install --quiet -r requirements-docs.txt
+	$(PIP) -r requirements-docs.txt
 	touch $@
 
 demo: $(VENV)/.installed

@@ -181,6 +181,19 @@ def test_a_learned_table_is_not_judged_and_never_called_a_broken_sinusoid() -> N
     assert "off by" not in audit.as_text() and "FAIL" not in audit.as_text()
 
 
+def test_a_table_of_zeros_is_called_zeros_not_learned_weights() -> None:
+    """ViT-MAE built from its config keeps a zero table (transformers skips its sin-cos fill): no sinusoid
+    and no learned table either; audit and patch say so."""
+    torch.manual_seed(0)
+    model = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=101, n_embd=64, n_layer=1, n_head=4, n_positions=128))
+    with torch.no_grad():
+        model.transformer.wpe.weight.zero_()
+    (component,) = posenc.audit(model, samples=S).components
+    assert not component.judged and component.note.startswith("all zeros: it holds no positional values")
+    (patched,) = pt.patch(model).components
+    assert patched.variant == "zeros" and not patched.replaced and patched.reason.startswith("all zeros")
+
+
 def test_passed_speaks_of_the_judged_components_and_says_how_many_were_not() -> None:
     torch.manual_seed(0)
     model = T.WhisperModel(  # the encoder's table is a sinusoid; the decoder's is learned

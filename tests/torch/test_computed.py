@@ -288,3 +288,48 @@ def test_rt_detrs_grid_sine_is_read_judged_and_exact() -> None:
     assert posenc.audit(model, samples=32).passed
     fp32 = model.position_embedding(13, 9, "cpu", torch.float32)
     assert fp32.shape == (1, 117, 16) and torch.equal(fp32[0], ours)
+
+
+# --- XLNet's relative encoding: a method of the model ----------------------------------------------------
+
+
+@pytest.mark.parametrize(("attn_type", "bi_data", "clamp_len"), [("bi", False, -1), ("uni", True, 300)])
+def test_xlnets_relative_encoding_is_read_replaced_on_the_instance_and_given_back(
+    attn_type: str, bi_data: bool, clamp_len: int
+) -> None:
+    """XLNet computes [sin | cos] of klen .. −qlen + 1 ("uni": .. 0), clamped, the negated rows beside them
+    with bi_data, in a method of the model: proven from its rows, shadowed on the instance by posenc's rows
+    at the positions it asks for (the same shapes, within float32 code's error; bit for bit posenc's
+    encoding), judged before and after, and given back by unpatch."""
+    from transformers import XLNetConfig, XLNetModel
+
+    config = XLNetConfig(
+        vocab_size=50, d_model=32, n_layer=1, n_head=2, d_inner=64, attn_type=attn_type, bi_data=bi_data
+    )
+    config.clamp_len = clamp_len
+    torch.manual_seed(0)
+    model = XLNetModel(config).eval()
+    original = model.relative_positional_encoding(7, 400, bsz=4)
+    before = posenc.audit(model, samples=64)
+    assert before.components[0].judged and not before.passed  # float32 angles
+    report = pt.patch(model)
+    (component,) = report.components
+    assert component.replaced and component.kind == "computed" and "outputs as before" in component.reason
+    exact = model.__dict__[computed.RELATIVE_METHOD]
+    assert isinstance(exact, computed.ExactRelative)
+    ours = model.relative_positional_encoding(7, 400, bsz=4)
+    assert ours.shape == original.shape and ours.dtype == torch.float32
+    assert float((ours - original).abs().max()) < 1e-4
+    end = -7 if attn_type == "bi" else -1
+    positions = torch.arange(400, end, -1)
+    positions = positions.clamp(-clamp_len, clamp_len) if clamp_len > 0 else positions
+    want = posenc.encode(positions.numpy(), 32, layout="sin_cos", dtype="float32")
+    np.testing.assert_array_equal(ours[:, 0].numpy(), want)
+    if bi_data:
+        np.testing.assert_array_equal(
+            ours[:, -1].numpy(), posenc.encode(-positions.numpy(), 32, layout="sin_cos", dtype="float32")
+        )
+    assert posenc.audit(model, samples=64).passed
+    assert pt.patch(model).components[0].reason == "already posenc's (patched)"
+    assert pt.unpatch(model) == 1 and computed.RELATIVE_METHOD not in model.__dict__
+    assert torch.equal(model.relative_positional_encoding(7, 400, bsz=4), original)

@@ -34,6 +34,7 @@ SUBSET = {
     "llama4_text": "exact",  # a complex freqs_cis (cos + i·sin), read and made exact in that form
     "cohere": "exact",  # its rotary emits interleaved pairs: its design, judged and made exact in that layout
     "detr": "exact",  # DETR's 2-D sine, computed in forward: read, judged and replaced
+    "xlnet": "exact",  # a relative encoding computed in a method of the model: shadowed on the instance
     "pegasus_x": "exact",  # a 1-D sinusoid computed in forward: identified and replaced in its calling form
 }
 

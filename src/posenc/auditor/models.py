@@ -312,6 +312,16 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
         variant = Variant("timm-2d", options, "read from its attributes (RT-DETR's form)", True, 0.0)
         report = report_of(target, variant, "float32", (0, len(rows)), samples, check_tolerance(tol))
         return [ComponentAudit(path, "computed", report, "RT-DETR's 2-D sine")]
+    if computed.reads_relative(module):  # XLNet's relative encoding (a method): its rows, as a table
+        from . import audit
+
+        method = getattr(module, computed.RELATIVE_METHOD)
+        rows = torch.from_numpy(computed.relative_rows(module)).float()
+        if isinstance(method, computed.ExactRelative):  # patched: posenc's rows
+            rows = method(1, len(rows) - 1)[:, 0].flip(0)
+        report = audit(rows, samples=samples, tol=tol)
+        note = f"its {computed.RELATIVE_METHOD} at positions 0 .. {len(rows) - 1}"
+        return [ComponentAudit(path, "computed", report, note)]
     reading = computed.read_detr_sine(module)
     convention = computed.sinusoid_convention(module)
     if isinstance(reading, str) and convention is not None:  # a 1-D sinusoid: measured at its positions

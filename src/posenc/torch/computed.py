@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import weakref
 from typing import Any
 
 import numpy as np
@@ -350,6 +351,67 @@ class ComputedSinusoid(nn.Module):
             ids = torch.arange(start, start + length, device=embeds.device)
         values = _encode_tensor(ids.reshape(-1), (*self._checked, _dtype_name(embeds.dtype)))
         return values[None].expand(batch, -1, -1)
+
+
+# --- XLNet's relative encoding: a method of the model ------------------------------------------------------
+
+#: XLNet's relative encoding is a method of the model, ``relative_positional_encoding(qlen, klen, bsz=None,
+#: device=None)`` -> ``(klen + qlen, bsz or 1, d_model)`` float32 rows of the positions klen, klen − 1, ...,
+#: −qlen + 1 (``attn_type`` "bi"; "uni": klen .. 0), each clamped to ±``clamp_len`` where it is > 0, as
+#: [sin | cos] of ω_i = 10000^(−2i/d_model); with ``bi_data`` the rows of the negated positions follow along
+#: the batch axis (bsz // 2 each).
+RELATIVE_METHOD = "relative_positional_encoding"
+_RELATIVE_ATTRIBUTES = ("d_model", "attn_type", "bi_data", "clamp_len")
+
+
+def reads_relative(module: nn.Module) -> bool:
+    """Whether ``module`` computes XLNet's relative encoding (:data:`RELATIVE_METHOD`) with the attributes
+    it reads (``d_model``, ``attn_type`` "bi" or "uni", ``bi_data``, ``clamp_len``)."""
+    method = getattr(type(module), RELATIVE_METHOD, None)
+    if not callable(method) or not all(hasattr(module, name) for name in _RELATIVE_ATTRIBUTES):
+        return False
+    return isinstance(module.d_model, int) and module.attn_type in ("bi", "uni")
+
+
+def relative_rows(module: nn.Module, count: int = ROWS) -> np.ndarray:
+    """The rows of positions 0 .. ``count`` − 1 of ``module``'s relative encoding as its own method gives
+    them (qlen 1, klen count − 1: positions count − 1 down to 0, reversed), as float64; up to its
+    ``clamp_len`` where it clamps (the rows past it repeat that one)."""
+    if module.clamp_len > 0:
+        count = min(count, module.clamp_len + 1)
+    with torch.no_grad():
+        rows = getattr(type(module), RELATIVE_METHOD)(module, 1, count - 1)
+    return rows[:, 0].flip(0).detach().to("cpu", torch.float64).numpy()
+
+
+class ExactRelative:
+    """posenc's exact rows in place of XLNet's ``relative_positional_encoding`` method of ``module`` (set on
+    the instance by :func:`posenc.torch.patch`): the same positions, clamping, ``bi_data`` halves and shape
+    (:data:`RELATIVE_METHOD`), each value correctly rounded to float32 once (``options``: the core options of
+    the rows identified). The module's ``attn_type``, ``bi_data`` and ``clamp_len`` are read at each call."""
+
+    def __init__(self, module: nn.Module, options: dict[str, Any]) -> None:
+        self._module = weakref.ref(module)
+        self.options = dict(options)
+        self._checked = core.Options.check(module.d_model, *(options[k] for k in CORE_OPTIONS))
+
+    def __call__(
+        self, qlen: int, klen: int, bsz: int | None = None, device: torch.device | None = None
+    ) -> torch.Tensor:
+        module = self._module()
+        if module is None:
+            raise RuntimeError("the module this relative encoding belongs to is gone")
+        end = -qlen if module.attn_type == "bi" else -1
+        forward = torch.arange(klen, end, -1, dtype=torch.int64, device=device)
+        halves = [forward, -forward] if module.bi_data else [forward]
+        rows = []
+        for positions in halves:
+            if module.clamp_len > 0:
+                positions = positions.clamp(-module.clamp_len, module.clamp_len)
+            values = _encode_tensor(positions, (*self._checked, "float32"))[:, None, :]
+            share = bsz // 2 if module.bi_data and bsz is not None else bsz
+            rows.append(values if share is None else values.expand(-1, share, -1))
+        return rows[0] if len(rows) == 1 else torch.cat(rows, dim=1)
 
 
 # --- RT-DETR's 2-D sine of a patch grid -------------------------------------------------------------------

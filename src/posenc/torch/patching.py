@@ -228,7 +228,8 @@ class PatchReport:
 class _Original:
     """What :func:`patch` replaced at one path: ``kind`` "module" (``value``: the original module, also held
     by its replacement), "table" (``value``: a copy of the original values; ``written``: how to rebuild what
-    posenc wrote, to tell whether the table still holds it) or "forward" (an attention module's own)."""
+    posenc wrote, to tell whether the table still holds it), "forward" (an attention module's own) or
+    "method" (``value``: the name of the method shadowed on the instance: XLNet's relative encoding)."""
 
     kind: str
     value: Any = None
@@ -338,6 +339,11 @@ def unpatch(model: nn.Module) -> int:
                 forward = True
         elif entry.kind == "table":
             count += _restore_table(model, path, entry)
+        elif entry.kind == "method":
+            module = _module_at(model, path)
+            if module is not None and isinstance(module.__dict__.get(entry.value), computed.ExactRelative):
+                del module.__dict__[entry.value]
+                count += 1
     return count + forward
 
 
@@ -890,6 +896,8 @@ def _computed(
     (:mod:`posenc.torch.computed`: DETR's ``PositionEmbeddingSine``), else left alone with the reason."""
     if computed.grid_sine_options(module) is not None:
         return _grid_sine(model, path, module, originals)
+    if computed.reads_relative(module):
+        return _relative(path, module, originals)
     reading = computed.read_detr_sine(module)
     variant = type(module).__name__
     convention = computed.sinusoid_convention(module)
@@ -975,6 +983,43 @@ def _sinusoid(
     )
 
 
+def _relative(path: str, module: nn.Module, originals: dict) -> tuple[Component, list[_Step], None]:
+    """XLNet's relative encoding, a method of the model (:data:`posenc.torch.computed.RELATIVE_METHOD`):
+    its rows of positions 0, 1, ... proven as a table's are, then the method shadowed on the instance by
+    :class:`posenc.torch.computed.ExactRelative` (posenc's rows at the positions it asks for)."""
+    name = type(module).__name__
+    method = computed.RELATIVE_METHOD
+    if isinstance(module.__dict__.get(method), computed.ExactRelative):
+        return Component(path, "computed", "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
+    try:
+        rows = computed.relative_rows(module)
+    except Exception as error:  # its method refuses the probe lengths
+        return _declined(path, "computed", name, f"could not be read: {type(error).__name__}: {error!s:.120}")
+    proven = _proven_rows(rows, torch.float32)
+    best = proven.best
+    if best is None:
+        return _declined(path, "computed", proven.variant, proven.reason, proven.difference, proven.tolerance)
+    if (
+        proven.zeros
+        or best.start
+        or best.padding_idx is not None
+        or set(best.options) - set(computed.CORE_OPTIONS)
+    ):
+        why = f"its rows are {best.describe()}: posenc replaces only a plain encoding"
+        return _declined(path, "computed", proven.variant, why, proven.difference, proven.tolerance)
+    exact = computed.ExactRelative(module, best.options)
+    steps = [
+        _record(originals, path, _Original("method", method)),
+        _instance_attribute(module, method, exact),
+    ]
+    how = (
+        f"its {method} at positions 0 .. {len(rows) - 1} identified ({best.describe()}), each within what "
+        "float32 code errs there; posenc's rows at the positions it asks for"
+    )
+    component = Component(path, "computed", proven.variant, proven.difference, proven.tolerance, True, how)
+    return component, steps, None
+
+
 @dataclasses.dataclass
 class _Rows:
     """What rows (a table's, or a computed sinusoid's read at positions 0, 1, ...) were proven to be:
@@ -997,6 +1042,8 @@ def _proven_rows(rows: np.ndarray, dtype: torch.dtype) -> _Rows:
     # identify's search only (which variants to try); whether the table is one is decided below, value by
     # value, by what the code that built it can err at each position and frequency
     search = proofs.table_search_tolerance(len(rows), storage)
+    if not np.any(rows):
+        return _Rows("zeros", reason=_ZEROS)
     try:
         found, zeros = _identified(rows, search)
     except ValueError as error:
@@ -1078,17 +1125,26 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component,
     return Component(full, "table", variant, difference, tolerance, True, how), steps
 
 
+#: A table of zeros alone: no sinusoid is zero everywhere (cos 0 = 1), and no learned table either.
+_ZEROS = (
+    "all zeros: it holds no positional values (weights its model fills at initialisation or from a "
+    "checkpoint, not set here); not judged"
+)
+
+
 def read_table(tensor: torch.Tensor) -> tuple[str | None, int]:
     """How the table ``tensor`` (found by its positional name) is judged: (why it is not judged, None where
     it is; how many leading rows of zeros are kept out of the judgment). Not judged: learned weights — no
-    sinusoidal variant comes near its values — or no values (meta). A sinusoid, exact or not, is judged;
-    a table that starts with rows of zeros and then a sinusoid (CogVideoX's text places, Kimi-K2.5's
+    sinusoidal variant comes near its values — zeros alone, or no values (meta). A sinusoid, exact or not, is
+    judged; a table that starts with rows of zeros and then a sinusoid (CogVideoX's text places, Kimi-K2.5's
     frame 0) is judged by the rows after them."""
     if tensor.device.type == "meta":
         return "on meta: no values to judge", 0
     rows = tensor.detach().reshape(-1, tensor.shape[-1]).double().cpu().numpy()
     if not np.isfinite(rows).all():
         return None, 0  # NaN rows are a finding of the audit's
+    if not np.any(rows):
+        return _ZEROS, 0
     _, storage = proofs.table_precision(tensor.dtype)
     try:
         found, zeros = _identified(rows, proofs.table_search_tolerance(len(rows), storage))
@@ -1507,7 +1563,9 @@ def _fuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -> 
         if function not in rebuilt:  # this patch's, from the module's globals as they are now
             rebuilt[function] = _rebuilt(function, replaced)
         steps.append(_record(originals, path, _Original("forward")))
-        steps.append(_instance_forward(module, _ExactApplyForward(module, rebuilt[function], replaced)))
+        steps.append(
+            _instance_attribute(module, "forward", _ExactApplyForward(module, rebuilt[function], replaced))
+        )
     steps += [_fused_flag(module, True) for module in rotaries]
     rows = sorted({"generic" if r is families.GENERIC else repr(r.model_type) for _, _, r, _ in targets})
     how = (
@@ -1526,7 +1584,7 @@ def _unfuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -
         module = _module_at(model, path)
         mine = None if module is None else module.__dict__.get("forward")
         if isinstance(mine, _ExactApplyForward) and mine.module is module:
-            steps.append(_instance_forward(module, None))
+            steps.append(_instance_attribute(module, "forward", None))
         entry = originals[path]
         steps.append(
             (
@@ -1537,23 +1595,24 @@ def _unfuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -
     return steps + [_fused_flag(module, False) for module in rotaries]
 
 
-def _instance_forward(module: nn.Module, forward: Any) -> _Step:
-    """The step that sets (None: removes) the instance ``forward`` of ``module``."""
+def _instance_attribute(module: nn.Module, name: str, value: Any) -> _Step:
+    """The step that sets (None: removes) the instance attribute ``name`` of ``module`` (an attention
+    module's ``forward``; XLNet's ``relative_positional_encoding``), shadowing its class's."""
     before: list[Any] = []
 
     def do() -> None:
-        before.append(module.__dict__.get("forward", _ABSENT))
-        if forward is None:
-            module.__dict__.pop("forward", None)
+        before.append(module.__dict__.get(name, _ABSENT))
+        if value is None:
+            module.__dict__.pop(name, None)
         else:
-            module.forward = forward
+            module.__dict__[name] = value
 
     def undo() -> None:
         previous = before[-1]
         if previous is _ABSENT:
-            module.__dict__.pop("forward", None)
+            module.__dict__.pop(name, None)
         else:
-            module.__dict__["forward"] = previous
+            module.__dict__[name] = previous
 
     return do, undo
 

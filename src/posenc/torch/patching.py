@@ -954,18 +954,10 @@ def _sinusoid(
         return _declined(
             path, "computed", name, f"its values have shape {rows.shape}, not (positions, width)"
         )
-    proven = _proven_rows(rows, torch.float32)
+    proven, declined = _plain_rows(path, rows)
+    if declined is not None:
+        return declined
     best = proven.best
-    if best is None:
-        return _declined(path, "computed", proven.variant, proven.reason, proven.difference, proven.tolerance)
-    if (
-        proven.zeros
-        or best.start
-        or best.padding_idx is not None
-        or set(best.options) - set(computed.CORE_OPTIONS)
-    ):
-        why = f"its rows are {best.describe()}, read from position 0: posenc replaces only a plain encoding"
-        return _declined(path, "computed", proven.variant, why, proven.difference, proven.tolerance)
     layout = {}
     if convention == "rows":
         _, down, leading = computed.row_layout(module)
@@ -983,6 +975,25 @@ def _sinusoid(
     )
 
 
+def _plain_rows(path: str, rows: np.ndarray) -> tuple[_Rows, tuple[Component, list[_Step], None] | None]:
+    """A computed sinusoid's rows of positions 0, 1, ... (float32 code) proven (:func:`_proven_rows`), and
+    the decline where they are not a plain encoding read from position 0 (else None)."""
+    proven = _proven_rows(rows, torch.float32)
+    best = proven.best
+    if best is None:
+        numbers = (proven.difference, proven.tolerance)
+        return proven, _declined(path, "computed", proven.variant, proven.reason, *numbers)
+    if (
+        proven.zeros
+        or best.start
+        or best.padding_idx is not None
+        or set(best.options) - set(computed.CORE_OPTIONS)
+    ):
+        why = f"its rows are {best.describe()}, read from position 0: posenc replaces only a plain encoding"
+        return proven, _declined(path, "computed", proven.variant, why, proven.difference, proven.tolerance)
+    return proven, None
+
+
 def _relative(path: str, module: nn.Module, originals: dict) -> tuple[Component, list[_Step], None]:
     """XLNet's relative encoding, a method of the model (:data:`posenc.torch.computed.RELATIVE_METHOD`):
     its rows of positions 0, 1, ... proven as a table's are, then the method shadowed on the instance by
@@ -995,18 +1006,10 @@ def _relative(path: str, module: nn.Module, originals: dict) -> tuple[Component,
         rows = computed.relative_rows(module)
     except Exception as error:  # its method refuses the probe lengths
         return _declined(path, "computed", name, f"could not be read: {type(error).__name__}: {error!s:.120}")
-    proven = _proven_rows(rows, torch.float32)
+    proven, declined = _plain_rows(path, rows)
+    if declined is not None:
+        return declined
     best = proven.best
-    if best is None:
-        return _declined(path, "computed", proven.variant, proven.reason, proven.difference, proven.tolerance)
-    if (
-        proven.zeros
-        or best.start
-        or best.padding_idx is not None
-        or set(best.options) - set(computed.CORE_OPTIONS)
-    ):
-        why = f"its rows are {best.describe()}: posenc replaces only a plain encoding"
-        return _declined(path, "computed", proven.variant, why, proven.difference, proven.tolerance)
     exact = computed.ExactRelative(module, best.options)
     steps = [
         _record(originals, path, _Original("method", method)),

@@ -6,6 +6,8 @@ replaced in their calling form, declined where no variant matches."""
 
 from __future__ import annotations
 
+import copy
+import io
 import math
 
 import mpmath
@@ -330,6 +332,11 @@ def test_xlnets_relative_encoding_is_read_replaced_on_the_instance_and_given_bac
             ours[:, -1].numpy(), posenc.encode(-positions.numpy(), 32, layout="sin_cos", dtype="float32")
         )
     assert posenc.audit(model, samples=64).passed
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    for twin in (copy.deepcopy(model), torch.load(io.BytesIO(buffer.getvalue()), weights_only=False)):
+        assert twin.__dict__[computed.RELATIVE_METHOD].module is twin  # its own module, not the original
+        assert torch.equal(twin.relative_positional_encoding(7, 400, bsz=4), ours)
     assert pt.patch(model).components[0].reason == "already posenc's (patched)"
     assert pt.unpatch(model) == 1 and computed.RELATIVE_METHOD not in model.__dict__
     assert torch.equal(model.relative_positional_encoding(7, 400, bsz=4), original)

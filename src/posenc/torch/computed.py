@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-import weakref
 from typing import Any
 
 import numpy as np
@@ -391,16 +390,15 @@ class ExactRelative:
     the rows identified). The module's ``attn_type``, ``bi_data`` and ``clamp_len`` are read at each call."""
 
     def __init__(self, module: nn.Module, options: dict[str, Any]) -> None:
-        self._module = weakref.ref(module)
+        # held (a cycle through the module's __dict__): a deep copy or a pickle of the model takes both
+        self.module = module
         self.options = dict(options)
         self._checked = core.Options.check(module.d_model, *(options[k] for k in CORE_OPTIONS))
 
     def __call__(
         self, qlen: int, klen: int, bsz: int | None = None, device: torch.device | None = None
     ) -> torch.Tensor:
-        module = self._module()
-        if module is None:
-            raise RuntimeError("the module this relative encoding belongs to is gone")
+        module = self.module
         end = -qlen if module.attn_type == "bi" else -1
         forward = torch.arange(klen, end, -1, dtype=torch.int64, device=device)
         halves = [forward, -forward] if module.bi_data else [forward]

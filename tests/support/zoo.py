@@ -28,6 +28,7 @@ import glob
 import os
 import re
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -267,12 +268,18 @@ def _lend(config: Any, error: str) -> bool:
 
 def run(model_type: str) -> Outcome:
     """``model_type`` through audit → patch → audit → forward → unpatch (module docstring)."""
+    return judge(model_type, lambda: build(model_type)[0])
+
+
+def judge(model_type: str, make: Callable[[], Any]) -> Outcome:
+    """The model ``make()`` builds through audit → patch → audit → forward → unpatch, as :func:`run` (the
+    diffusers zoo, ``tests/support/zoo_diffusers.py``, builds its models its own way)."""
     import posenc
     import posenc.torch as pt
     from posenc.torch.patching import COMPUTED
 
     try:
-        model, _, _ = build(model_type)
+        model = make()
         inputs = _inputs(model)
         try:
             before = _output(model, inputs) if inputs is not None else None
@@ -313,7 +320,9 @@ def run(model_type: str) -> Outcome:
     now = model.state_dict()
     if now.keys() != state.keys() or any(not torch.equal(now[k], v) for k, v in state.items()):
         problems.append("unpatch did not restore the state dict")
-    computed = [c.variant for c in report.components if c.kind == "computed" and c.reason == COMPUTED]
+    computed = [
+        c.variant for c in report.components if c.kind == "computed" and c.reason.startswith(COMPUTED)
+    ]
     if computed:
         problems.append(
             f"positional sinusoids computed in forward, found but not judged: {', '.join(computed[:3])}"
@@ -343,11 +352,16 @@ def run(model_type: str) -> Outcome:
     return Outcome(model_type, "exact", components, how)
 
 
+#: A sine computed in a class's source: ``sin(``, ``.sin()``, or a call of diffusers' helpers that compute
+#: one (``get_1d_rotary_pos_embed``, ``get_2d_sincos_pos_embed``, ``get_timestep_embedding``, ...).
+_SINE = r"\bsin\(|\.sin\(\)|sincos_pos_embed|rotary_pos_embed|get_timestep_embedding"
+
+
 def _unseen_positional(model: Any, report: Any) -> list[str]:
     """The classes of ``model``'s modules that look positional (their name — position, sine, rotary,
-    timestep — or a method's: ``relative_positional_encoding``, ``get_position_embeds``) and compute a sine
-    in their source, where no component the patch found is theirs: sinusoids computed in ``forward`` that
-    posenc did not find."""
+    timestep, pos embed — or a method's: ``relative_positional_encoding``, ``get_position_embeds``) and
+    compute a sine in their source (:data:`_SINE`), where no component the patch found is theirs: sinusoids
+    computed in ``forward`` that posenc did not find."""
     import inspect
 
     found = {c.path.rpartition(".")[0] if c.kind == "table" else c.path for c in report.components}
@@ -360,9 +374,9 @@ def _unseen_positional(model: Any, report: Any) -> list[str]:
             source = inspect.getsource(cls)
         except (OSError, TypeError):
             continue
-        named = re.search(r"posit|sine|sinus|rotary|rope|timestep", cls.__name__, re.I)
+        named = re.search(r"posit|sine|sinus|rotary|rope|timestep|pos_?embed", cls.__name__, re.I)
         method = re.search(r"def \w*(posit|sinusoid)\w*\(", source)
-        if (named or method) and re.search(r"\bsin\(", source):
+        if (named or method) and re.search(_SINE, source):
             unseen.append(cls.__name__)
     return unseen
 
@@ -422,9 +436,12 @@ def _from_folder(model: Any, audit: Any) -> str:
     return "posenc audit DIR agrees"
 
 
-def timed(model_type: str, seconds: int = 60) -> tuple[Outcome, float]:
-    """:func:`run` within ``seconds`` (SIGALRM, main thread): an architecture that takes longer is "not
-    built" (its tiny config is still too big for the harness), with the time it took."""
+def timed(
+    model_type: str, seconds: int = 60, runner: Callable[[str], Outcome] | None = None
+) -> tuple[Outcome, float]:
+    """``runner`` (:func:`run` by default) within ``seconds`` (SIGALRM, main thread): an architecture that
+    takes longer is "not built" (its tiny config is still too big for the harness), with the time it
+    took."""
     import signal
     import time
 
@@ -435,7 +452,7 @@ def timed(model_type: str, seconds: int = 60) -> tuple[Outcome, float]:
     previous = signal.signal(signal.SIGALRM, expire)
     signal.alarm(seconds)
     try:
-        outcome = run(model_type)
+        outcome = (runner or run)(model_type)
     except TimeoutError as error:
         outcome = Outcome(model_type, "not built", [], f"the harness gave up: {error}")
     finally:

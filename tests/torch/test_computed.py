@@ -22,7 +22,7 @@ from transformers.models.grounding_dino.modeling_grounding_dino import Grounding
 import posenc
 import posenc.torch as pt
 from posenc import grids
-from posenc.torch import computed
+from posenc.torch import computed, patching
 
 
 def _padded_mask() -> np.ndarray:
@@ -251,6 +251,25 @@ def test_fixed_rows_from_the_last_position_down_are_read_and_replaced_in_their_o
     assert after.dtype == torch.float64 and torch.equal(
         after[0], pt.encode(torch.arange(12, -1, -1), 8, shift=1, layout="sin_cos", dtype=torch.float64)
     )
+
+
+class _LatentRope(nn.Module):
+    """A diffusers rotary of the same signature (CogView4's): ``(hidden_states)``, a 4-D latent."""
+
+    def forward(self, hidden_states):
+        _, _, height, width = hidden_states.shape
+        angles = torch.arange(height * width).float()[:, None] / 10000 ** (torch.arange(4) / 4)
+        return torch.cos(angles), torch.sin(angles)
+
+
+def test_a_rotary_of_the_rows_signature_that_refuses_the_probe_is_found_and_not_judged_with_why() -> None:
+    model = nn.Sequential()
+    model.add_module("rope", _LatentRope())
+    (left,) = pt.patch(model).components
+    assert left.kind == "computed" and not left.replaced and left.reason.startswith(patching.COMPUTED)
+    assert "refuses posenc's probe (ValueError: not enough values to unpack" in left.reason
+    (judged,) = posenc.audit(model, samples=16).components
+    assert not judged.judged and "refuses posenc's probe" in judged.note
 
 
 def _rotate_by_position(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -506,6 +506,20 @@ def test_diffusers_timesteps_and_a_dit_grid() -> None:
     assert pt.unpatch(unet) == 1 and type(unet.time_proj).__module__.startswith("diffusers")
 
 
+def test_a_timesteps_that_scales_its_timesteps_is_proven_at_the_fractions_it_is_fed() -> None:
+    embeddings = pytest.importorskip("diffusers.models.embeddings")
+    model = nn.Sequential()
+    model.add_module("time_proj", embeddings.Timesteps(256, True, 0, scale=1000))  # Qwen-Image's
+    before = posenc.audit(model, samples=64)
+    (judged,) = before.components  # against its own options (scale 1000), at t = 0 .. 999: inexact there
+    assert judged.judged and not judged.passed and judged.report.variant.options["scale"] == 1000
+    (replaced,) = pt.patch(model).replaced
+    assert "t / 1000" in replaced.reason and replaced.difference <= replaced.tolerance < 1e-3
+    t = torch.tensor([0.0, 0.25, 1.0])
+    assert torch.equal(model.time_proj(t), pt.Timesteps(256, True, 0.0, scale=1000)(t))
+    assert posenc.audit(model, samples=64).passed
+
+
 def test_a_cogvideox_joint_table_gets_an_exact_3d_grid_after_its_text_places() -> None:
     embeddings = pytest.importorskip("diffusers.models.embeddings")
     patch_embed = embeddings.CogVideoXPatchEmbed(

@@ -6,7 +6,7 @@ per component with its path and kind, a one-line verdict for each, ``passed``, `
 
 Each component is measured over the positions the model uses: a rotary module over 0 ..
 ``max_position_embeddings`` − 1 of its config (every layer type of a per-layer one, Gemma 3), a table over
-its rows, a ``Timesteps`` over the timesteps 0 .. 999.
+its rows, a ``Timesteps`` over the timesteps 0 .. 999 (one that scales them against its own options).
 
 A folder holding a Hugging Face ``config.json`` (``posenc audit MODEL_DIR``) is built by
 :func:`from_directory` without allocating the model's weights and without running anything the folder
@@ -275,10 +275,28 @@ def _component(model: Any, path: str, kind: str, what: Any, samples: int, tol: A
             def timesteps(t: Any) -> Any:
                 return what(torch.as_tensor(t, dtype=torch.float32))
 
-            return [ComponentAudit(path, kind, audit(timesteps, positions=1000, samples=samples, tol=tol))]
+            claimed = _scaled_timesteps(what)
+            report = audit(timesteps, positions=1000, samples=samples, tol=tol, preset=claimed)
+            return [ComponentAudit(path, kind, report)]
         return _rotary(path, what, samples, tol)
     except ValueError as error:  # the component cannot be read as an encoding: said, not raised
         return [ComponentAudit(path, kind, None, f"{type(error).__name__}: {str(error)[:200]}")]
+
+
+def _scaled_timesteps(module: Any) -> Any:
+    """The variant a ``Timesteps`` that scales its timesteps (``scale`` ≠ 1: Qwen-Image's 1000) claims, from
+    its options (identification knows no scale), else None (identified from its values)."""
+    from .. import presets
+
+    scale = getattr(module, "scale", 1)
+    if not isinstance(scale, (int, float)) or scale == 1:
+        return None
+    options = {
+        "flip_sin_to_cos": bool(module.flip_sin_to_cos),
+        "downscale_freq_shift": float(module.downscale_freq_shift),
+        "scale": float(scale),
+    }
+    return presets.get("diffusers-timestep", **options)
 
 
 #: A 1-D sinusoid computed in forward is audited at positions 0 .. MAX_SINUSOID − 1 (its module names no
@@ -324,6 +342,9 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
         return [ComponentAudit(path, "computed", report, note)]
     reading = computed.read_detr_sine(module)
     convention = computed.sinusoid_convention(module)
+    refusal = computed.probe_refusal(module, convention) if convention is not None else None
+    if isinstance(reading, str) and refusal is not None:
+        return [ComponentAudit(path, "computed", None, f"{type(module).__name__} {COMPUTED}: {refusal}")]
     if isinstance(reading, str) and convention is not None:  # a 1-D sinusoid: measured at its positions
         from . import audit
 

@@ -44,6 +44,7 @@ __all__ = [
     "call_grid_sine",
     "call_sinusoid",
     "grid_sine_options",
+    "probe_refusal",
     "read_detr_sine",
     "sinusoid_convention",
     "sinusoid_rows",
@@ -273,6 +274,20 @@ def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -
         width = _attribute(module, *_WIDTHS)
         embeds = torch.zeros(1, positions.shape[0], width)
         return module(embeds, 0, positions.to(torch.long)[:, None])[0]
+
+
+def probe_refusal(module: nn.Module, convention: str) -> str | None:
+    """None where ``module`` takes posenc's probe in its 1-D ``convention`` (four positions; its fixed
+    rows), else what its forward raised: a form of the same signature posenc does not read (a rotary of
+    ``(hidden_states)`` that wants a 4-D latent)."""
+    try:
+        if convention == "rows":
+            row_layout(module)
+        else:
+            call_sinusoid(module, convention, torch.arange(4))
+    except Exception as error:  # its own code, any exception: the reason it is not read
+        return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+    return None
 
 
 def row_layout(module: nn.Module) -> tuple[torch.Tensor, bool, bool]:

@@ -873,19 +873,19 @@ def _timesteps(
             float(module.downscale_freq_shift),
             scale=scale,
         )
-        t = torch.arange(0, 1001, dtype=torch.float32)
+        t, tolerance = proofs.timesteps_probe(scale)
         with torch.no_grad():
             difference = float((module(t).double() - exact(t).double()).abs().max())
     except Exception as error:
         reason = f"could not be compared: {type(error).__name__}: {str(error)[:120]}"
         return _declined(path, "timesteps", "diffusers", reason)
-    tolerance = proofs.timesteps_tolerance(scale)
     if not difference <= tolerance:
         reason = "its values are not diffusers' timestep embedding within float32 rounding"
         return _declined(path, "timesteps", "diffusers", reason, difference, tolerance)
     exact.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
     how = "equal to its own embedding of t = 0..1000 within float32 rounding"
+    how += f" (t / {scale:g}: its timesteps are scaled by {scale:g})" if scale > 1 else ""
     return Component(path, "timesteps", "diffusers-timestep", difference, tolerance, True, how), steps, exact
 
 
@@ -901,6 +901,9 @@ def _computed(
     reading = computed.read_detr_sine(module)
     variant = type(module).__name__
     convention = computed.sinusoid_convention(module)
+    refusal = computed.probe_refusal(module, convention) if convention is not None else None
+    if isinstance(reading, str) and refusal is not None:
+        return _declined(path, "computed", variant, f"{COMPUTED}: {refusal}")
     if isinstance(reading, str) and convention is not None:
         return _sinusoid(model, path, module, convention, originals)
     if isinstance(reading, str):

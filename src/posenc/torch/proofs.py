@@ -20,8 +20,8 @@ there cannot be told from a wrong one, so such values prove nothing and are not 
   s·base^(−x), which costs |x| = |ln(ω/s)| float32 ulps of ω, and the angle p·ω (the libraries' own tables
   measure at most 1.4 times the part that grows with p·ω; 2⁻⁵³ instead of 2⁻²⁴ for float64 tables). 2-D/3-D
   grids, whose frequencies are at most 1, use their largest position for p at every value;
-* timesteps: diffusers' embedding of t = 0..1000 within float32's rounding of angles up to 1000·scale
-  (:func:`timesteps_tolerance`);
+* timesteps: diffusers' embedding of t = 0..1000 (divided by its scale, where it scales them) within
+  float32's rounding of its angles, up to 1000 (:func:`timesteps_probe`);
 * the rotary apply: a function ``(q, k, cos, sin) -> (q, k)`` run on float32 probes must give posenc's bits
   (:func:`probe_apply`: 0 is the largest difference).
 
@@ -74,7 +74,7 @@ __all__ = [
     "table_precision",
     "table_search_tolerance",
     "table_tolerance",
-    "timesteps_tolerance",
+    "timesteps_probe",
     "zero_rows",
 ]
 
@@ -288,10 +288,17 @@ def probe_apply(function: Callable[..., Any], params: rope.RopeParameters) -> fl
 # --- timesteps -------------------------------------------------------------------------------------------
 
 
-def timesteps_tolerance(scale: float) -> float:
-    """What diffusers' float32 timestep embedding of t = 0..1000 errs: the rounding of angles t·ω up to
-    1000·``scale`` (of t·ω and of ω) and of sin/cos; at most :data:`CAP`."""
-    return min(4 * 1000 * abs(scale) * UNIT + 4 * UNIT, CAP)
+def timesteps_probe(scale: float) -> tuple[torch.Tensor, float]:
+    """The timesteps a diffusers ``Timesteps`` of ``scale`` is compared at, and what its float32 embedding
+    errs there: t = 0..1000, divided by ``scale`` where it is above 1 (a model that scales its timesteps,
+    Qwen-Image's 1000, is fed fractions of one: its angles reach 1000, as everyone's); the rounding of
+    angles up to 1000·max(``scale``, 1)·(t's largest) (of t·ω, of the scaling and of ω) and of sin/cos; at
+    most :data:`CAP`."""
+    t = torch.arange(0, 1001, dtype=torch.float32)
+    if scale > 1:
+        t = t / scale
+    reach = 1000 * max(abs(scale) * float(t[-1]) / 1000, 1.0)
+    return t, min(4 * reach * UNIT + 4 * UNIT, CAP)
 
 
 # --- tables ----------------------------------------------------------------------------------------------

@@ -1,0 +1,123 @@
+"""The diffusers zoo: every model class of the installed diffusers whose module has a positional component,
+found by enumeration, built tiny from its own ``__init__`` defaults with random weights, and taken through
+the same steps and states as the transformers zoo (:func:`tests.support.zoo.judge`).
+
+:func:`architectures` enumerates: every :class:`diffusers.ModelMixin` subclass diffusers exports whose
+defining module names a timestep embedding (``Timesteps``, ``get_timestep_embedding``), a sin-cos table
+(``get_*_sincos_pos_embed``, a ``PatchEmbed``), a rotary embedding (``rotary``, ``rope``, ``RotaryPosEmbed``)
+or computes a sine (``sin(``). :func:`tiny_arguments` shrinks its defaults (one layer or block of each
+kind, two attention heads of the family's own head dim, 64 channels a block, small feed-forwards and
+expert counts) without touching its positional arguments (rope axes, theta, sample and table sizes,
+timestep options). These models take no token ids and have no probe inputs: their components are proven by
+their own proofs, and the table says "forward not probed".
+
+``python scripts/zoo.py --library diffusers`` runs it and writes ``docs/zoo-diffusers.md``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+import warnings
+from typing import Any
+
+import torch
+
+from tests.support import zoo
+
+#: Names in a model's module that mark a positional component.
+_POSITIONAL = re.compile(
+    r"\bTimesteps\b|get_timestep_embedding|sincos_pos_embed|\bPatchEmbed\b|rotary|\brope\b|RotaryPosEmbed"
+    r"|PosEmbed\b|\bsin\("
+)
+#: What a tiny model's sizes become: layer counts, feed-forward widths, expert counts.
+_LAYERS = re.compile(r"(^|_)(layers|depth|blocks)(_|$)|layers_per_block|^num_\w*layers$")
+_WIDTHS = re.compile(r"(ffn|mlp|intermediate|ff)_?(dim|size|hidden_dim|inner_dim)$")
+_EXPERTS = {
+    "num_experts": 4,
+    "num_routed_experts": 4,
+    "num_shared_experts": 1,
+    "top_k": 2,
+    "num_experts_per_tok": 2,
+}
+#: Widths that are the model's own (heads × head dim): kept a multiple of the head dim.
+_HIDDEN = ("hidden_size", "dim", "inner_dim", "hidden_dim", "model_dim")
+
+
+def architectures() -> list[str]:
+    """Every diffusers model class with a positional component (module docstring), by class name."""
+    import diffusers
+
+    found = []
+    for name in dir(diffusers):
+        try:
+            cls = getattr(diffusers, name)
+        except Exception:  # an optional dependency that is not installed: not enumerable here
+            continue
+        mixin = diffusers.ModelMixin
+        if not (isinstance(cls, type) and issubclass(cls, mixin)) or cls is mixin:
+            continue
+        try:
+            source = inspect.getsource(sys.modules[cls.__module__])
+        except (OSError, TypeError, KeyError):
+            continue
+        if _POSITIONAL.search(source):
+            found.append(name)
+    return sorted(found)
+
+
+def tiny_arguments(cls: type) -> dict[str, Any]:
+    """The arguments of a tiny ``cls``: its ``__init__`` defaults, shrunk (module docstring)."""
+    signature = inspect.signature(cls.__init__)
+    defaults = {
+        name: p.default
+        for name, p in signature.parameters.items()
+        if name != "self" and p.default is not inspect.Parameter.empty
+    }
+    out = dict(defaults)
+    heads = defaults.get("num_attention_heads")
+    channels = defaults.get("block_out_channels")
+    if isinstance(channels, (tuple, list)) and channels and all(isinstance(c, int) for c in channels):
+        out["block_out_channels"] = tuple(64 for _ in channels)  # a UNet: 64 channels a block
+        if isinstance(defaults.get("norm_num_groups"), int):
+            out["norm_num_groups"] = min(defaults["norm_num_groups"], 32)
+    elif isinstance(heads, int) and heads > 2:
+        out["num_attention_heads"] = 2
+        for name in _HIDDEN:
+            width = defaults.get(name)
+            if isinstance(width, int) and width % heads == 0:
+                out[name] = 2 * (width // heads)  # the head dim kept: the rope axes sum to it
+        kv = defaults.get("num_key_value_heads", defaults.get("num_kv_heads"))
+        for name in ("num_key_value_heads", "num_kv_heads"):
+            if isinstance(defaults.get(name), int):
+                out[name] = 1 if kv < heads else 2
+    for name, value in defaults.items():
+        if _LAYERS.search(name) and not name.startswith(("use_", "skip_")):
+            if isinstance(value, bool):
+                continue
+            if isinstance(value, int) and value > 1:
+                out[name] = 1
+            elif isinstance(value, (tuple, list)) and value and all(isinstance(v, int) for v in value):
+                out[name] = type(value)(1 if v > 1 else v for v in value)
+        elif _WIDTHS.search(name) and isinstance(value, int) and value > 64:
+            out[name] = 64
+        elif name in _EXPERTS and isinstance(value, int) and value > _EXPERTS[name]:
+            out[name] = _EXPERTS[name]
+    return out
+
+
+def build(name: str) -> Any:
+    """The tiny model of diffusers class ``name`` (eval mode, seeded weights)."""
+    import diffusers
+
+    cls = getattr(diffusers, name)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return cls(**tiny_arguments(cls)).eval()
+
+
+def run(name: str) -> zoo.Outcome:
+    """Diffusers class ``name`` through audit → patch → audit → unpatch (:func:`tests.support.zoo.judge`)."""
+    return zoo.judge(name, lambda: build(name))

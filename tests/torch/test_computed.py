@@ -23,6 +23,7 @@ import posenc
 import posenc.torch as pt
 from posenc import grids
 from posenc.torch import computed, patching
+from tests.support import reference
 
 
 def _padded_mask() -> np.ndarray:
@@ -359,3 +360,91 @@ def test_xlnets_relative_encoding_is_read_replaced_on_the_instance_and_given_bac
     assert pt.patch(model).components[0].reason == "already posenc's (patched)"
     assert pt.unpatch(model) == 1 and computed.RELATIVE_METHOD not in model.__dict__
     assert torch.equal(model.relative_positional_encoding(7, 400, bsz=4), original)
+
+
+def _exact_rope(position: float, i: int, width: int, theta: float) -> tuple[float, float]:
+    """mpmath: cos and sin of position · theta^(−2i/width), each rounded once to float32."""
+    angle = mpmath.mpf(position) * mpmath.power(mpmath.mpf(theta), -mpmath.mpf(2 * i) / width)
+    return reference.round_to(mpmath.cos(angle), "float32"), reference.round_to(mpmath.sin(angle), "float32")
+
+
+def _flux_ids() -> torch.Tensor:
+    """Flux's ids: 7 text rows at 0, then a 20×24 image grid (axis 0 at 0), float32."""
+    h, w = torch.meshgrid(torch.arange(20.0), torch.arange(24.0), indexing="ij")
+    image = torch.stack([torch.zeros(480), h.reshape(-1), w.reshape(-1)], dim=-1)
+    return torch.cat([torch.zeros(7, 3), image])
+
+
+def test_flux_rotary_of_position_ids_is_read_proven_replaced_and_exact() -> None:
+    flux = pytest.importorskip("diffusers.models.transformers.transformer_flux")
+    model = nn.Sequential()
+    model.add_module("pos_embed", flux.FluxPosEmbed(theta=10000, axes_dim=[16, 56, 56]))
+    ids = _flux_ids()
+    before = model.pos_embed(ids)
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.kind == "computed" and replaced.variant == "axes-rope" and "3 axes" in replaced.reason
+    cos, sin = model.pos_embed(ids)
+    assert cos.shape == before[0].shape == (487, 128) and cos.dtype == sin.dtype == torch.float32
+    assert max(float((a - b).abs().max()) for a, b in zip((cos, sin), before, strict=True)) <= 2**-24
+    for row, column in ((0, 5), (7 + 19 * 24 + 23, 16 + 2 * 7), (7 + 13 * 24 + 17, 72 + 2 * 27 + 1)):
+        axis, start = (0, 0) if column < 16 else (1, 16) if column < 72 else (2, 72)
+        width = (16, 56, 56)[axis]
+        want = _exact_rope(float(ids[row, axis]), (column - start) // 2, width, 10000.0)
+        assert (float(cos[row, column]), float(sin[row, column])) == want
+    audit = posenc.audit(model, samples=64)
+    assert audit.passed and [c.layer_type for c in audit.components] == ["axis 0", "axis 1", "axis 2"]
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    for twin in (copy.deepcopy(model), torch.load(io.BytesIO(buffer.getvalue()), weights_only=False)):
+        assert all(torch.equal(a, b) for a, b in zip(twin.pos_embed(ids), (cos, sin), strict=True))
+    assert pt.unpatch(model) == 1 and type(model.pos_embed) is flux.FluxPosEmbed
+
+
+def test_a_latent_grid_rotary_in_float32_is_made_exact_in_its_calling_form() -> None:
+    hunyuan = pytest.importorskip("diffusers.models.transformers.transformer_hunyuan_video")
+    model = nn.Sequential()
+    model.add_module("rope", hunyuan.HunyuanVideoRotaryPosEmbed(2, 1, [16, 56, 56], 256.0))
+    latent = torch.zeros(1, 4, 5, 36, 40)  # 5 frames of an 18×20 grid of 2×2 patches
+    before = model.rope(latent)
+    judged = posenc.audit(model, samples=64).components
+    assert all(c.judged for c in judged) and not all(c.passed for c in judged)  # float32 angles
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.variant == "axes-rope" and "a latent's grid on 3 axes" in replaced.reason
+    cos, sin = model.rope(latent)
+    assert cos.shape == before[0].shape == (5 * 18 * 20, 128)
+    assert 0 < float((sin - before[1]).abs().max()) < 1e-4
+    row = 4 * 360 + 17 * 20 + 19  # (frame, h, w) = (4, 17, 19)
+    for column, (axis, start) in ((3, (0, 0)), (16 + 41, (1, 16)), (72 + 10, (2, 72))):
+        want = _exact_rope((4, 17, 19)[axis], (column - start) // 2, (16, 56, 56)[axis], 256.0)
+        assert (float(cos[row, column]), float(sin[row, column])) == want
+    assert posenc.audit(model, samples=64).passed
+    assert pt.unpatch(model) == 1 and type(model.rope) is hunyuan.HunyuanVideoRotaryPosEmbed
+
+
+class _ConcatenatedAxesRope(nn.Module):
+    """Flux's attributes and calling form, but each axis's cos/sin as halves [c0, c1, .. | c0, c1, ..]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.theta, self.axes_dim = 10000, (4, 8)
+
+    def forward(self, ids):
+        cos, sin = [], []
+        for axis, width in enumerate(self.axes_dim):
+            angles = ids[:, axis : axis + 1].double() * 10000.0 ** (
+                -torch.arange(0, width, 2).double() / width
+            )
+            cos.append(torch.cat([angles.cos(), angles.cos()], -1).float())
+            sin.append(torch.cat([angles.sin(), angles.sin()], -1).float())
+        return torch.cat(cos, -1), torch.cat(sin, -1)
+
+
+def test_a_rotary_of_ids_in_another_layout_than_its_form_is_left_alone_with_the_reason() -> None:
+    model = nn.Sequential()
+    model.add_module("pos_embed", _ConcatenatedAxesRope())
+    (left,) = pt.patch(model).components
+    assert not left.replaced and "not the rotary its attributes name within float32 rounding" in left.reason
+    with pytest.raises(ValueError, match=r"ids: shape \(3,\); expected \(positions, 2\)"):
+        computed.AxesRope(10000.0, (4, 8))(torch.zeros(3))
+    with pytest.raises(ValueError, match=r"hidden_states: shape \(1, 4, 6\); expected \(batch, channels\)"):
+        computed.LatentRope(256.0, (4, 4), (2, 2))(torch.zeros(1, 4, 6))

@@ -330,6 +330,18 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
         variant = Variant("timm-2d", options, "read from its attributes (RT-DETR's form)", True, 0.0)
         report = report_of(target, variant, "float32", (0, len(rows)), samples, check_tolerance(tol))
         return [ComponentAudit(path, "computed", report, "RT-DETR's 2-D sine")]
+    exact = computed.rope_on_axes(module)
+    if exact is not None:  # a rotary on several axes (Flux's): each axis at 0 .. ROWS − 1, as a table
+        from . import audit
+
+        judged = []
+        for axis, width in enumerate(exact.axes_dim):
+            rows = computed.rope_rows(module, exact, axis)
+            claimed = {"base": exact.theta, "layout": "sin_cos"}
+            report = audit(rows, samples=samples, tol=tol, preset=claimed)
+            note = f"axis {axis} ({width} columns, theta {exact.theta:g}) at positions 0 .. {len(rows) - 1}"
+            judged.append(ComponentAudit(path, "computed", report, note, f"axis {axis}"))
+        return judged
     if computed.reads_relative(module):  # XLNet's relative encoding (a method): its rows, as a table
         from . import audit
 

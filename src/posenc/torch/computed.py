@@ -37,15 +37,20 @@ from .modules import DetrSinePositionEmbedding
 from .tensors import _dtype_name
 
 __all__ = [
+    "AxesRope",
     "ComputedSinusoid",
     "DetrSine",
     "GridSine",
+    "LatentRope",
     "call_detr_sine",
     "call_grid_sine",
     "call_sinusoid",
     "grid_sine_options",
     "probe_refusal",
+    "prove_rope_on_axes",
     "read_detr_sine",
+    "rope_on_axes",
+    "rope_rows",
     "sinusoid_convention",
     "sinusoid_rows",
 ]
@@ -520,3 +525,200 @@ class GridSine(nn.Module):
             [h[:, None, :].expand(-1, int(width), -1), w[None, :, :].expand(int(height), -1, -1)], dim=-1
         )
         return rows.reshape(1, int(height) * int(width), self.embed_dim)
+
+
+# --- rotaries of positions on several axes (Flux's EmbedND, HunyuanVideo's latent grid) ---------------
+
+#: Flux's form: ``forward(ids)``, position ids ``(S, n_axes)``, one column per axis (diffusers'
+#: ``FluxPosEmbed`` and its copies in Flux 2, Chroma, Krea 2, LongCat-Image and Ovis-Image).
+AXES_CONVENTION = ("ids",)
+#: A latent's grid: ``forward(hidden_states)`` of a ``(B, C, *axes)`` latent, the positions of its patches
+#: (HunyuanVideo, HunyuanVideo 1.5, HunyuanImage, Motif-Video).
+LATENT_CONVENTION = ("hidden_states",)
+#: The probe grid: its sizes on the last axes (in patches), every other axis at an offset.
+_PROBE_GRID = (2, 3, 5)
+
+
+def _even_widths(value: Any) -> tuple[int, ...] | None:
+    if not isinstance(value, tuple | list) or not value:
+        return None
+    if not all(isinstance(a, int) and not isinstance(a, bool) and a > 0 and a % 2 == 0 for a in value):
+        return None
+    return tuple(value)
+
+
+def _number(value: Any) -> float | None:
+    return None if isinstance(value, bool) or not isinstance(value, int | float) else float(value)
+
+
+def rope_on_axes(module: nn.Module) -> AxesRope | None:
+    """posenc's exact equivalent of ``module`` where it is a rotary of positions on axes of a form posenc
+    reads (:data:`AXES_CONVENTION`: ``theta`` and ``axes_dim``; :data:`LATENT_CONVENTION`: ``theta``,
+    ``rope_dim``, ``patch_size`` (an int or one per axis) and, for three axes and an int ``patch_size``,
+    ``patch_size_t``), built from its attributes; else None. Whether it computes what they say is
+    :func:`prove_rope_on_axes`'s to tell."""
+    if isinstance(module, AxesRope):  # posenc's own, patched in
+        return module
+    try:
+        names = tuple(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    theta = _number(getattr(module, "theta", None))
+    if theta is None or theta <= 0:
+        return None
+    if names == AXES_CONVENTION:
+        axes = _even_widths(getattr(module, "axes_dim", None))
+        return None if axes is None else AxesRope(theta, axes)
+    axes = _even_widths(getattr(module, "rope_dim", None))
+    if names != LATENT_CONVENTION or axes is None:
+        return None
+    patch, frames = getattr(module, "patch_size", None), getattr(module, "patch_size_t", None)
+    if isinstance(patch, tuple | list) and len(patch) == len(axes):
+        patches = tuple(patch)
+    elif isinstance(patch, int) and len(axes) == 3 and isinstance(frames, int):
+        patches = (frames, patch, patch)
+    elif isinstance(patch, int) and len(axes) == 2:
+        patches = (patch, patch)
+    else:
+        return None
+    if not all(isinstance(p, int) and not isinstance(p, bool) and p > 0 for p in patches):
+        return None
+    return LatentRope(theta, axes, patches)
+
+
+def _probe(exact: AxesRope, axis: int | None = None, count: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the input, its position ids ``(S, n_axes)``) of a probe: a grid of :data:`_PROBE_GRID` patches
+    after a text block at 0 (ids form); or, along one ``axis``, positions 0 .. ``count`` − 1 there and 0
+    elsewhere."""
+    n = len(exact.axes_dim)
+    if axis is not None:
+        sizes = [count if k == axis else 1 for k in range(n)]
+    else:
+        sizes = [1] * max(n - 3, 0) + list(_PROBE_GRID[-min(n, 3) :])
+    grid = torch.meshgrid(*(torch.arange(s, dtype=torch.float32) for s in sizes), indexing="ij")
+    ids = torch.stack([g.reshape(-1) for g in grid], dim=-1)
+    if isinstance(exact, LatentRope):
+        shape = [size * patch for size, patch in zip(sizes, exact.patches, strict=True)]
+        return torch.zeros(1, 1, *shape), ids
+    if axis is None:
+        ids[:, : max(n - 3, 0)] += 1.0  # Flux's image index
+        ids = torch.cat([torch.zeros(4, n), ids])
+    return ids, ids
+
+
+def rope_rows(module: nn.Module, exact: AxesRope, axis: int, count: int = ROWS) -> torch.Tensor:
+    """``module`` (a rotary of positions on axes, ``exact`` its equivalent) along one ``axis``, positions
+    0 .. ``count`` − 1 there and 0 on the others, as a table ``(count, axes_dim[axis])`` in posenc's
+    "sin_cos" layout: [sin ω_0 p, ... | cos ω_0 p, ...], one column per frequency (its pairs read once)."""
+    probe, _ = _probe(exact, axis, count)
+    with torch.no_grad():
+        cos, sin = module(probe)
+    start = sum(exact.axes_dim[:axis])
+    columns = slice(start, start + exact.axes_dim[axis], 2)
+    return torch.cat([sin[:, columns], cos[:, columns]], dim=-1).to("cpu", torch.float32)
+
+
+def prove_rope_on_axes(module: nn.Module, exact: AxesRope) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of ``module`` against ``exact`` (:func:`rope_on_axes`) on a
+    probe grid, each value within what float32 code errs at its position and frequency
+    (:func:`posenc.torch.proofs.check_cos_sin`, each pair's value twice side by side); else why not."""
+    probe, ids = _probe(exact)
+    try:
+        with torch.no_grad():
+            mine = module(probe)
+    except Exception as error:  # its forward refuses the probe
+        return f"could not be read: {type(error).__name__}: {str(error)[:120]}"
+    pair = isinstance(mine, tuple | list) and len(mine) == 2
+    if not (pair and all(isinstance(t, torch.Tensor) for t in mine)):
+        return f"its forward returns {type(mine).__name__}, not (cos, sin)"
+    ours = exact(probe)
+    if any(m.shape != o.shape for m, o in zip(mine, ours, strict=True)):
+        want = tuple(ours[0].shape)
+        return f"its (cos, sin) have shape {tuple(mine[0].shape)}, not (positions, Σ widths) = {want}"
+    worst, allowed, start = 0.0, 0.0, 0
+    for axis, width in enumerate(exact.axes_dim):
+        frequencies = core.frequencies(width // 2, base=exact.theta)
+        columns = slice(start, start + width)
+        for m, o in zip(mine, ours, strict=True):
+            check = proofs.check_cos_sin(
+                m[:, columns],
+                o[:, columns],
+                ids[:, axis].double().numpy(),
+                frequencies,
+                proofs.frequency_bound(frequencies, torch.float32),
+                1.0,
+                "interleaved",
+            )
+            if check.over is not None or not check.provable:
+                found = check.over[2] if check.over is not None else math.inf
+                return f"not the rotary its attributes name within float32 rounding ({found:.3g})"
+            worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
+        start += width
+    return worst, allowed
+
+
+class AxesRope(nn.Module):
+    """posenc's exact values in place of Flux's multi-axis rotary, called as it is: position ids
+    ``(S, n_axes)`` -> ``(cos, sin)``, each ``(S, Σ axes_dim)`` float32 on the ids' device; axis ``k``
+    takes ``axes_dim[k]`` columns, its angles ``ids[:, k] · ω_i`` with ω_i = theta^(−2i/axes_dim[k]), each
+    pair's value twice side by side (cos ω_0 p, cos ω_0 p, cos ω_1 p, ...); each value the exact one rounded
+    once to float32 (positions may be fractional).
+
+    >>> cos, sin = AxesRope(10000.0, (2, 4))(torch.tensor([[0.0, 1.0]]))
+    >>> cos
+    tensor([[1.0000, 1.0000, 0.5403, 0.5403, 0.9999, 0.9999]])
+    """
+
+    def __init__(self, theta: float, axes_dim: tuple[int, ...] | list[int]) -> None:
+        super().__init__()
+        self.theta, self.axes_dim = float(theta), tuple(int(a) for a in axes_dim)
+        self._checked = [
+            core.Options.check(a, self.theta, 0.0, 1.0, "sin_cos", "zero") for a in self.axes_dim
+        ]
+
+    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if ids.dim() != 2 or ids.shape[-1] != len(self.axes_dim):
+            want = f"(positions, {len(self.axes_dim)})"
+            raise ValueError(f"ids: shape {tuple(ids.shape)}; expected {want}, one column per axis")
+        cos, sin = [], []
+        for axis, (width, checked) in enumerate(zip(self.axes_dim, self._checked, strict=True)):
+            values = _encode_tensor(ids[:, axis].float(), (*checked, "float32"))
+            sin.append(values[:, : width // 2].repeat_interleave(2, dim=-1))
+            cos.append(values[:, width // 2 :].repeat_interleave(2, dim=-1))
+        return torch.cat(cos, dim=-1), torch.cat(sin, dim=-1)
+
+    def extra_repr(self) -> str:
+        return f"theta={self.theta:g}, axes_dim={self.axes_dim}"
+
+
+class LatentRope(AxesRope):
+    """posenc's exact values in place of a rotary of a latent's grid (HunyuanVideo's form), called as it
+    is: ``hidden_states`` ``(B, C, *axes)`` -> ``(cos, sin)`` of the positions of its patches, row-major
+    (the last axis fastest), as :class:`AxesRope` gives them for those ids; ``patches`` the patch size on
+    each axis.
+
+    >>> cos, sin = LatentRope(256.0, (2, 2), (2, 2))(torch.zeros(1, 4, 2, 4))  # a 1×2 grid of patches
+    >>> sin
+    tensor([[0.0000, 0.0000, 0.0000, 0.0000],
+            [0.0000, 0.0000, 0.8415, 0.8415]])
+    """
+
+    def __init__(self, theta: float, axes_dim: tuple[int, ...], patches: tuple[int, ...]) -> None:
+        super().__init__(theta, axes_dim)
+        self.patches = tuple(int(p) for p in patches)
+
+    def forward(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        n = len(self.axes_dim)
+        if hidden_states.dim() != n + 2:
+            raise ValueError(
+                f"hidden_states: shape {tuple(hidden_states.shape)}; expected (batch, channels) and {n} axes"
+            )
+        sizes = [s // p for s, p in zip(hidden_states.shape[2:], self.patches, strict=True)]
+        device = hidden_states.device
+        grid = torch.meshgrid(
+            *(torch.arange(s, device=device, dtype=torch.float32) for s in sizes), indexing="ij"
+        )
+        return super().forward(torch.stack([g.reshape(-1) for g in grid], dim=-1))
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, patches={self.patches}"

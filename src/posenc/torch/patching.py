@@ -456,15 +456,16 @@ def find(model: nn.Module) -> list[tuple[str, str, Any]]:
 
 
 #: A class name, or the name of one of its methods, that says positional.
-_POSITIONAL_CLASS = re.compile(r"posit|sine|sinus|rotary|rope|timestep", re.IGNORECASE)
+_POSITIONAL_CLASS = re.compile(r"posit|sine|sinus|rotary|rope|timestep|pos_?embed", re.IGNORECASE)
 _POSITIONAL_METHOD = re.compile(r"def \w*(posit|sinusoid)\w*\(", re.IGNORECASE)
 
 
 def _computes_sinusoids(cls: type) -> bool:
     """Whether a module class computes positional sinusoids in its own code (kind "computed": DETR's
     ``PositionEmbeddingSine``, Pegasus-X's, XLNet's relative encoding): its name, or a method's, says
-    positional, and its source takes a sine, or calls a function of its own module that does (V-JEPA 2's
-    attention and its ``rotate_queries_or_keys``). Read from the source text; nothing runs."""
+    positional, and its source takes a sine, or calls a function its module holds that does (V-JEPA 2's
+    attention and its ``rotate_queries_or_keys``; diffusers' rotaries and their ``get_1d_rotary_pos_embed``).
+    Read from the source text; nothing runs."""
     if cls.__module__.split(".")[0] in ("torch", "posenc"):
         return False
     try:
@@ -479,7 +480,8 @@ def _computes_sinusoids(cls: type) -> bool:
     home = sys.modules.get(cls.__module__)
     for name in set(re.findall(r"(?<![.\w])(\w+)\(", source)):
         function = getattr(home, name, None)
-        if inspect.isfunction(function) and function.__module__ == cls.__module__:
+        library = getattr(function, "__module__", None) or ""
+        if inspect.isfunction(function) and library.split(".")[0] not in ("torch", "numpy", "posenc"):
             try:
                 if re.search(r"\bsin\(", inspect.getsource(function)):
                     return True
@@ -494,7 +496,9 @@ def _kind(module: nn.Module) -> str | None:
         return "rotary"
     if isinstance(module, ExactTimesteps):
         return "timesteps"
-    if isinstance(module, (DetrSinePositionEmbedding, computed.ComputedSinusoid, computed.GridSine)):
+    if isinstance(
+        module, (DetrSinePositionEmbedding, computed.ComputedSinusoid, computed.GridSine, computed.AxesRope)
+    ):
         return "computed"
     buffers = dict(module.named_buffers(recurse=False))
     if "inv_freq" in buffers or any(k.endswith("_inv_freq") for k in buffers):
@@ -517,6 +521,7 @@ def _component(
             DetrSinePositionEmbedding,
             computed.ComputedSinusoid,
             computed.GridSine,
+            computed.AxesRope,
         ),
     ):
         return Component(path, kind, "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
@@ -896,6 +901,9 @@ def _computed(
     (:mod:`posenc.torch.computed`: DETR's ``PositionEmbeddingSine``), else left alone with the reason."""
     if computed.grid_sine_options(module) is not None:
         return _grid_sine(model, path, module, originals)
+    exact = computed.rope_on_axes(module)
+    if exact is not None:
+        return _rope_on_axes(model, path, module, exact, originals)
     if computed.reads_relative(module):
         return _relative(path, module, originals)
     reading = computed.read_detr_sine(module)
@@ -938,6 +946,30 @@ def _grid_sine(
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
     how = "RT-DETR's 2-D sine: equal to its own values on a 9×13 grid within float32 rounding"
     return Component(path, "computed", "timm-2d", difference, allowed, True, how), steps, exact
+
+
+def _rope_on_axes(
+    model: nn.Module, path: str, module: nn.Module, exact: computed.AxesRope, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """A rotary of positions on several axes (:func:`posenc.torch.computed.rope_on_axes`: Flux's of position
+    ids, HunyuanVideo's of a latent's grid): proven on a probe grid, then replaced by its exact equivalent
+    (also where the probe agrees bit for bit: diffusers' float64 angles do on small grids, not at every
+    position, and are float32 on an MPS device)."""
+    proof = computed.prove_rope_on_axes(module, exact)
+    if isinstance(proof, str):
+        return _declined(path, "computed", type(module).__name__, proof)
+    difference, allowed = proof
+    patched = _PatchedLatentRope if isinstance(exact, computed.LatentRope) else _PatchedAxesRope
+    replacement = patched.__new__(patched)
+    replacement.__dict__.update(exact.__dict__)
+    replacement.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
+    form = "a latent's grid" if isinstance(exact, computed.LatentRope) else "position ids"
+    how = (
+        f"the rotary of {form} on {len(exact.axes_dim)} axes (theta {exact.theta:g}, widths "
+        f"{list(exact.axes_dim)}): equal to its own (cos, sin) on a probe grid within float32 rounding"
+    )
+    return Component(path, "computed", "axes-rope", difference, allowed, True, how), steps, replacement
 
 
 def _sinusoid(
@@ -1256,6 +1288,16 @@ class _PatchedTimesteps(_KeepsOriginal, ExactTimesteps):
 
 class _PatchedGridSine(_KeepsOriginal, computed.GridSine):
     """posenc's :class:`~posenc.torch.computed.GridSine` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedAxesRope(_KeepsOriginal, computed.AxesRope):
+    """posenc's :class:`~posenc.torch.computed.AxesRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedLatentRope(_KeepsOriginal, computed.LatentRope):
+    """posenc's :class:`~posenc.torch.computed.LatentRope` as :func:`patch` puts it in a model (holding the
     original)."""
 
 

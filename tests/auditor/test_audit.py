@@ -47,6 +47,20 @@ def test_posenc_presets_are_clean_and_identified(name: str) -> None:
     assert report.variant.options["layout"] == preset.layout
 
 
+@pytest.mark.parametrize("shape", [(20, 30), (32, 32)])
+def test_a_grid_of_more_rows_than_the_prefix_is_identified_from_all_of_them(shape: tuple[int, int]) -> None:
+    report = audit(posenc.grids.timm_2d(shape, 64), samples=64)  # its first 256 rows are no whole grid
+    assert report.passed and report.variant.name == "timm-2d"
+    assert report.variant.options["feat_shape"] == shape
+
+
+def test_a_grid_repeated_past_its_rows_is_measured_not_a_crash() -> None:
+    grid = posenc.grids.timm_2d((16, 16), 64)
+    for rows in (grid[np.arange(1024) % 256], grid[np.minimum(np.arange(1024), 255)]):
+        report = audit(rows, samples=64)  # was: IndexError from the 16×16 grid its prefix is
+        assert not report.passed and not report.variant.matches
+
+
 def test_float32_angles() -> None:
     report = audit(_paper_float32, samples=SAMPLES)
     angles = next(f for f in report.findings if f.kind == "angles")

@@ -164,6 +164,44 @@ def test_a_positional_parameter_is_read_from_the_folder_or_not_audited(tmp_path:
     assert from_directory(tmp_path / "tts").encoder.conformer_layers[0].self_attn.pos_bias_u.is_meta
 
 
+def _judgments(audit: ModelAudit) -> dict[str, bool | None]:
+    return {f"{c.path}/{c.layer_type}": c.passed if c.judged else None for c in audit.components}
+
+
+def test_a_folder_of_a_class_automodel_does_not_map_or_of_a_pad_id_its_embedding_holds(
+    tmp_path: Path,
+) -> None:
+    """Emu3's text model (its model_type maps to no AutoModel class: the one its ``architectures`` names,
+    transformers' own, is built) and MusicGen's decoder (pad id = vocab_size: it embeds vocab_size + 1
+    ids): each folder gives the in-process judgments."""
+    import transformers as T
+
+    emu3 = T.Emu3TextConfig(
+        vocab_size=64,
+        pad_token_id=0,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    musicgen = T.MusicgenDecoderConfig(
+        vocab_size=64,
+        pad_token_id=64,
+        hidden_size=16,
+        ffn_dim=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_codebooks=2,
+        max_position_embeddings=64,
+    )
+    for name, model in (("emu3", T.Emu3ForCausalLM(emu3)), ("musicgen", T.MusicgenForCausalLM(musicgen))):
+        model.save_pretrained(tmp_path / name)
+        read, built = posenc.audit(tmp_path / name, samples=32), posenc.audit(model, samples=32)
+        assert _judgments(read) == _judgments(built) and read.components, name
+
+
 # --- honest judgments: learned tables are not judged; passed speaks of the judged components -------------
 
 T = pytest.importorskip("transformers")

@@ -271,9 +271,10 @@ def run(model_type: str) -> Outcome:
     return judge(model_type, lambda: build(model_type)[0])
 
 
-def judge(model_type: str, make: Callable[[], Any]) -> Outcome:
+def judge(model_type: str, make: Callable[[], Any], folder: bool = True) -> Outcome:
     """The model ``make()`` builds through audit → patch → audit → forward → unpatch, as :func:`run` (the
-    diffusers zoo, ``tests/support/zoo_diffusers.py``, builds its models its own way)."""
+    diffusers zoo, ``tests/support/zoo_diffusers.py``, builds its models its own way; ``folder``: whether
+    ``posenc audit DIR`` is to read its saved folder, a transformers model's)."""
     import posenc
     import posenc.torch as pt
     from posenc.torch.patching import COMPUTED
@@ -290,7 +291,7 @@ def judge(model_type: str, make: Callable[[], Any]) -> Outcome:
         return Outcome(model_type, "not built", [], f"{type(error).__name__}: {str(error)[:160]}")
     try:
         audit = posenc.audit(model, samples=SAMPLES)
-        folder = _from_folder(model, audit)
+        folder = _from_folder(model, audit) if folder else ""
         report = pt.patch(model)
     except Exception as error:
         return Outcome(model_type, "failing", [], f"posenc raised {type(error).__name__}: {str(error)[:200]}")
@@ -352,31 +353,37 @@ def judge(model_type: str, make: Callable[[], Any]) -> Outcome:
     return Outcome(model_type, "exact", components, how)
 
 
-#: A sine computed in a class's source: ``sin(``, ``.sin()``, or a call of diffusers' helpers that compute
-#: one (``get_1d_rotary_pos_embed``, ``get_2d_sincos_pos_embed``, ``get_timestep_embedding``, ...).
-_SINE = r"\bsin\(|\.sin\(\)|sincos_pos_embed|rotary_pos_embed|get_timestep_embedding"
+#: A sine computed in a class's source: ``sin(``, ``.sin()``, ``polar(``, or a call of diffusers' helpers
+#: that compute one (``get_1d_rotary_pos_embed``, ``get_2d_sincos_pos_embed``, ``get_timestep_embedding``).
+_SINE = r"\bsin\(|\.sin\(\)|\bpolar\(|sincos_pos_embed|rotary_pos_embed|get_timestep_embedding"
+#: A call of diffusers' helpers: positional whatever the class is named (Stable Audio's model computes its
+#: rotary in its own forward).
+_HELPERS = r"sincos_pos_embed|rotary_pos_embed|get_timestep_embedding"
 
 
 def _unseen_positional(model: Any, report: Any) -> list[str]:
     """The classes of ``model``'s modules that look positional (their name — position, sine, rotary,
     timestep, pos embed — or a method's: ``relative_positional_encoding``, ``get_position_embeds``) and
-    compute a sine in their source (:data:`_SINE`), where no component the patch found is theirs: sinusoids
-    computed in ``forward`` that posenc did not find."""
+    compute a sine in their source (:data:`_SINE`), or that call a helper that does (:data:`_HELPERS`),
+    where no component the patch found is theirs: sinusoids computed in ``forward`` that posenc did not
+    find."""
     import inspect
 
     found = {c.path.rpartition(".")[0] if c.kind == "table" else c.path for c in report.components}
     seen = {type(model.get_submodule(p)) for p in found if "*" not in p and _has(model, p)}
     unseen = []
-    for cls in dict.fromkeys(type(m) for m in model.modules()):
+    # a module that holds no positional embedding says so (diffusers' PatchEmbed with pos_embed None)
+    live = (m for m in model.modules() if getattr(m, "pos_embed", True) is not None)
+    for cls in dict.fromkeys(type(m) for m in live):
         if cls in seen or cls.__module__.startswith("torch."):
             continue
         try:
             source = inspect.getsource(cls)
         except (OSError, TypeError):
             continue
-        named = re.search(r"posit|sine|sinus|rotary|rope|timestep|pos_?embed", cls.__name__, re.I)
+        named = re.search(r"posit|sine|sinus|rotary|rope|timestep|pos_?embed|embed_?nd", cls.__name__, re.I)
         method = re.search(r"def \w*(posit|sinusoid)\w*\(", source)
-        if (named or method) and re.search(_SINE, source):
+        if ((named or method) and re.search(_SINE, source)) or re.search(_HELPERS, source):
             unseen.append(cls.__name__)
     return unseen
 

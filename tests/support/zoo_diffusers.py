@@ -9,7 +9,8 @@ or computes a sine (``sin(``). :func:`tiny_arguments` shrinks its defaults (one 
 kind, two attention heads of the family's own head dim, 64 channels a block, small feed-forwards and
 expert counts) without touching its positional arguments (rope axes, theta, sample and table sizes,
 timestep options). These models take no token ids and have no probe inputs: their components are proven by
-their own proofs, and the table says "forward not probed".
+their own proofs, and the table says "forward not probed". Their folders are not audited: ``posenc audit
+DIR`` reads transformers' folders.
 
 ``python scripts/zoo.py --library diffusers`` runs it and writes ``docs/zoo-diffusers.md``.
 """
@@ -120,4 +121,4 @@ def build(name: str) -> Any:
 
 def run(name: str) -> zoo.Outcome:
     """Diffusers class ``name`` through audit → patch → audit → unpatch (:func:`tests.support.zoo.judge`)."""
-    return zoo.judge(name, lambda: build(name))
+    return zoo.judge(name, lambda: build(name), folder=False)  # posenc audit DIR reads transformers' folders

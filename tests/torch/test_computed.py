@@ -443,8 +443,33 @@ def test_a_rotary_of_ids_in_another_layout_than_its_form_is_left_alone_with_the_
     model = nn.Sequential()
     model.add_module("pos_embed", _ConcatenatedAxesRope())
     (left,) = pt.patch(model).components
-    assert not left.replaced and "not the rotary its attributes name within float32 rounding" in left.reason
+    assert (
+        not left.replaced and "not the rotary its attributes name (theta 10000, widths [4, 8])" in left.reason
+    )
     with pytest.raises(ValueError, match=r"ids: shape \(3,\); expected \(positions, 2\)"):
         computed.AxesRope(10000.0, (4, 8))(torch.zeros(3))
     with pytest.raises(ValueError, match=r"hidden_states: shape \(1, 4, 6\); expected \(batch, channels\)"):
         computed.LatentRope(256.0, (4, 4), (2, 2))(torch.zeros(1, 4, 6))
+
+
+def test_wans_tables_of_its_default_theta_are_read_and_replaced_and_another_theta_left_alone() -> None:
+    wan = pytest.importorskip("diffusers.models.transformers.transformer_wan")
+    model = nn.Sequential()
+    model.add_module("rope", wan.WanRotaryPosEmbed(128, (1, 2, 2), 64))  # theta: its __init__'s 10000
+    latent = torch.zeros(1, 16, 3, 10, 12)  # 3 frames of a 5×6 grid of patches
+    before = model.rope(latent)
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.variant == "axes-rope" and "theta 10000" in replaced.reason
+    cos, sin = model.rope(latent)
+    assert cos.shape == before[0].shape == (1, 90, 1, 128) and float((cos - before[0]).abs().max()) <= 2**-24
+    row = 2 * 30 + 4 * 6 + 5  # (frame, h, w) = (2, 4, 5); widths (44, 42, 42)
+    for column, (axis, start, width) in ((7, (0, 0, 44)), (44 + 9, (1, 44, 42)), (86 + 40, (2, 86, 42))):
+        want = _exact_rope((2, 4, 5)[axis], (column - start) // 2, width, 10000.0)
+        assert (float(cos[0, row, 0, column]), float(sin[0, row, 0, column])) == want
+    assert posenc.audit(model, samples=32).passed
+    other = nn.Sequential()
+    other.add_module(
+        "rope", wan.WanRotaryPosEmbed(128, (1, 2, 2), 64, theta=5000.0)
+    )  # kept in its tables only
+    (left,) = pt.patch(other).components
+    assert not left.replaced and "not the rotary its attributes name (theta 10000, widths" in left.reason

@@ -334,6 +334,10 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
     if exact is not None:  # a rotary on several axes (Flux's): each axis at 0 .. ROWS − 1, as a table
         from . import audit
 
+        proof = computed.prove_rope_on_axes(module, exact)
+        if isinstance(proof, str):  # not of the form its attributes say: not judged, with what it is not
+            reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
+            return [ComponentAudit(path, "computed", None, f"{type(module).__name__} {reason}")]
         judged = []
         for axis, width in enumerate(exact.axes_dim):
             rows = computed.rope_rows(module, exact, axis)
@@ -603,7 +607,8 @@ def from_directory(folder: str | Path) -> Any:
     * config.json is read and checked before transformers sees it: at most :data:`MAX_CONFIG_BYTES`,
       :data:`MAX_CONFIG_DEPTH` levels, every number finite, each size field (``hidden_size``, the layer,
       head and expert counts, ``vocab_size``, the position counts) a whole number within its bound,
-      ``pad_token_id`` below ``vocab_size``, the rotary numbers real (``rope_theta`` > 0), and the parameters
+      ``pad_token_id`` an integer (one beyond ``vocab_size`` is named where the build then fails), the
+      rotary numbers real (``rope_theta`` > 0), and the parameters
       it describes at most :data:`MAX_PARAMETERS`; every ``*.safetensors`` entry is a regular file with a
       sound header;
     * the model is built under a torch function mode of this thread only (no class or module attribute is
@@ -633,13 +638,37 @@ def from_directory(folder: str | Path) -> Any:
             model = model_class(config)
         model.eval()
     except Exception as error:  # transformers' code on a config it accepted: any error is said
-        raise ModelDirectoryError(
-            f"{folder}: transformers could not build its {model_class.__name__} from config.json "
-            f"({_said(error)}); correct the field it names in {folder / 'config.json'}"
-        ) from None
+        built = model_class.__name__
+        said = f"{folder}: transformers could not build its {built} from config.json ({_said(error)})"
+        beyond = _pad_beyond_vocab(data)  # a pad id no embedding of the vocabulary holds: the likely cause
+        if beyond is not None:
+            name, pad, vocab = beyond
+            raise ModelDirectoryError(
+                f"{said}: {name} is {pad} but vocab_size is {vocab}: token ids run 0 .. {vocab - 1}; set "
+                "pad_token_id below vocab_size (or null) in config.json",
+                name,
+            ) from None
+        raise ModelDirectoryError(f"{said}; correct the field it names in {folder / 'config.json'}") from None
     _compute_positional_buffers(model, folder, dtype, torch, transformers)
     _read_positional_weights(model, folder, files)
     return model
+
+
+def _pad_beyond_vocab(data: dict[str, Any]) -> tuple[str, int, int] | None:
+    """The first level of a config whose ``pad_token_id`` is beyond its ``vocab_size``: (its field's name,
+    the pad id, the vocabulary size), else None. Not refused before the build: a model may embed more ids
+    than its vocabulary (MusicGen's decoder embeds ``vocab_size + 1``, its pad id ``vocab_size``)."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        pad, vocab = node.get("pad_token_id"), node.get("vocab_size")
+        known = isinstance(pad, int) and isinstance(vocab, int) and not isinstance(pad, bool)
+        if known and not -vocab <= pad < vocab:
+            return (f"{where}.pad_token_id" if where else "pad_token_id"), pad, vocab
+        stack += [(f"{where}.{k}" if where else k, v) for k, v in node.items() if isinstance(v, dict)]
+    return None
 
 
 def _said(error: BaseException) -> str:
@@ -768,18 +797,12 @@ def _check_fields(path: Path, where: str, node: dict[str, Any], rope: bool) -> N
                 )
             except (TypeError, ValueError) as error:
                 raise refuse(error, prefix + key) from None
-    pad, vocab = node.get("pad_token_id"), node.get("vocab_size")
+    pad = node.get("pad_token_id")
     if pad is not None:
         name = prefix + "pad_token_id"
         if isinstance(pad, bool) or not isinstance(pad, int):
             raise ModelDirectoryError(
                 f"{path}: {name} must be a token id (an integer) or null; got {validation.shorten(pad)}", name
-            )
-        if isinstance(vocab, int) and not -vocab <= pad < vocab:
-            raise ModelDirectoryError(
-                f"{path}: {name} is {pad} but vocab_size is {vocab}: token ids run 0 .. {vocab - 1}; set "
-                "pad_token_id below vocab_size (or null) in config.json",
-                name,
             )
     for block in _ROPE_BLOCKS:
         if node.get(block) is not None and not isinstance(node[block], dict):
@@ -887,6 +910,9 @@ def _config_and_class(folder: Path, data: dict[str, Any], transformers: Any) -> 
             f"{path} is not a config transformers can read ({_said(error)}); correct the field it names",
             "config.json",
         ) from None
+    named = _architecture_class(config, transformers)
+    if type(config) not in MODEL_MAPPING and named is not None:  # Emu3's text model: no AutoModel, a class
+        return config, named
     if type(config) not in MODEL_MAPPING:
         raise ModelDirectoryError(
             f"{path}: transformers has no model class for model_type {model_type!r} (AutoModel maps none); "
@@ -903,6 +929,21 @@ def _config_and_class(folder: Path, data: dict[str, Any], transformers: Any) -> 
     if text is not None and getattr(model_class, "config_class", None) == text:  # as AutoModel.from_config
         config = config.get_text_config()
     return config, model_class
+
+
+def _architecture_class(config: Any, transformers: Any) -> Any:
+    """The first class the config's ``architectures`` names that transformers itself defines and that takes
+    this config (``config_class``), else None: a folder whose ``model_type`` AutoModel maps to no class
+    (Emu3's, Mllama's text model) names it there. Only transformers' own classes: no code of the folder."""
+    for name in getattr(config, "architectures", None) or []:
+        found = getattr(transformers, name, None) if isinstance(name, str) and name.isidentifier() else None
+        if (
+            isinstance(found, type)
+            and issubclass(found, transformers.PreTrainedModel)
+            and isinstance(config, getattr(found, "config_class", ()) or ())
+        ):
+            return found
+    return None
 
 
 class _OnMeta:

@@ -36,6 +36,10 @@ __all__ = ["PREFIX", "Variant", "find_variant"]
 
 #: Rows read for identification: positions 0 .. PREFIX - 1.
 PREFIX = 256
+#: A stored table of at most this many rows whose prefix is a grid's or matches nothing is identified again
+#: from all its rows: a 2-D grid's axes show only in whole rows of it (a 20×30 grid's first 256 rows are
+#: not a grid), and a grid is as many rows as the table.
+GRID_ROWS = 1 << 16
 _CORE = ("base", "shift", "scale", "layout", "odd")
 
 
@@ -80,7 +84,7 @@ class Variant:
 
             cos, sin = rope.cos_sin(positions, self.params, dtype=dtype, layout=self.layout)
             return self.columns(cos, sin).astype(np.float64)
-        grid = next((n for n in (self.name or "").split(" = ") if n in GRIDS), None)
+        grid = _grid_of(self.name)
         if grid is not None:  # a named 2-D/3-D grid: its table by posenc.grids, rows by position
             function, keyword = GRIDS[grid]
             leading, by_name = ((), {keyword: d_model}) if keyword else ((d_model,), {})
@@ -211,8 +215,22 @@ def _identified(target: Target, rows: np.ndarray) -> Variant:
     where = f"positions 0..{len(rows) - 1}"
     try:
         matches = identify(rows, tolerance=limit, candidates=3)
+        grid_or_none = not matches[0].matches or _grid_of(matches[0].name) is not None
+        if target.kind == "table" and len(rows) < target.limit <= GRID_ROWS and grid_or_none:
+            whole = target.sample(np.arange(target.limit, dtype=np.int64))
+            if np.isfinite(whole).all():
+                rows, where = whole, f"its {target.limit} rows"
+                limit = _tolerance(rows)
+                matches = identify(rows, tolerance=limit, candidates=3)
     except ValueError as error:
         raise ValueError(f"the target's rows at {where} are not an encoding table: {error}") from None
+    covering = [m for m in matches if _covers(m, target.limit, rows.shape[1])]
+    if not covering:  # a grid of fewer rows than the table (a grid repeated, a clamped one): not one grid
+        raise ValueError(
+            f"the target's rows at {where} are those of a {matches[0].name} grid, but it has "
+            f"{target.limit} rows, more than that grid holds: not an encoding table posenc knows"
+        )
+    matches = covering
     best = matches[0]
     variant = _from_match(best, f"identified by posenc.identify from {where}", rows)
     if best.matches and variant.start:  # rows shifted: off at their own positions
@@ -233,6 +251,25 @@ def _identified(target: Target, rows: np.ndarray) -> Variant:
         return Variant(label, dict(options), how, False, error, padding, permutation=order)
     variant.how += " (nothing matches: measured against the nearest candidate)"
     return variant
+
+
+def _grid_of(name: str | None) -> str | None:
+    """The named 2-D/3-D grid among a variant's names (``"mae-2d = diffusers-2d"``), else None."""
+    return next((n for n in (name or "").split(" = ") if n in GRIDS), None)
+
+
+def _covers(match: Match, count: int, width: int) -> bool:
+    """Whether ``match`` has values at positions 0 .. ``count`` − 1: a 1-D variant or a rotary does, a
+    grid only where it has that many rows."""
+    if isinstance(match, RopeMatch) or _grid_of(match.name) is None:
+        return True
+    function, keyword = GRIDS[_grid_of(match.name)]
+    leading, by_name = ((), {keyword: width}) if keyword else ((width,), {})
+    try:
+        values = getattr(grids, function)(*leading, **by_name, **match.options, dtype=np.float32)
+    except (ValueError, TypeError):
+        return False
+    return values.size // width >= count
 
 
 def _moved(order: np.ndarray) -> int:

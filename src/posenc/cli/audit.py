@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         if is_code(args.target):
             check_code_file(args.target)  # a missing file, a FIFO: said here, without starting a child
             return _relay(_in_a_child(args), args)
-        with _stdout_to_stderr():
+        with _stdout_to_stderr(), _transformers_quiet(args.target):
             code, text = _audited(args)
         sys.stdout.write(text)
         return code
@@ -240,6 +240,27 @@ def _json_error(args: argparse.Namespace, error: BaseException) -> None:
     with contextlib.suppress(Exception):  # a stdout that cannot take it: the error line on stderr remains
         sys.stdout.write(json.dumps({"error": message, "parameter": parameter}) + "\n")
         sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def _transformers_quiet(target: str) -> Iterator[None]:
+    """While a model folder is audited: transformers' own log at errors only (its warnings on a config it
+    then fails to build — a pad id beyond the vocabulary — would be a second line beside posenc's one);
+    its level put back after. This command's process only: the library changes nothing global."""
+    if not os.path.isdir(target):
+        yield
+        return
+    try:
+        from transformers.utils import logging
+    except ImportError:  # the audit says that transformers is needed
+        yield
+        return
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
 
 
 @contextlib.contextmanager

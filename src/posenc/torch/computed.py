@@ -533,8 +533,12 @@ class GridSine(nn.Module):
 #: ``FluxPosEmbed`` and its copies in Flux 2, Chroma, Krea 2, LongCat-Image and Ovis-Image).
 AXES_CONVENTION = ("ids",)
 #: A latent's grid: ``forward(hidden_states)`` of a ``(B, C, *axes)`` latent, the positions of its patches
-#: (HunyuanVideo, HunyuanVideo 1.5, HunyuanImage, Motif-Video).
+#: (HunyuanVideo, HunyuanVideo 1.5, HunyuanImage, Motif-Video: ``rope_dim``, ``theta``, ``patch_size``;
+#: Wan and its kin, SkyReels-V2, Sana-Video: ``t_dim``, ``h_dim``, ``w_dim``, a ``patch_size`` per axis and
+#: the ``theta`` of its ``__init__``, which it keeps only in its tables; its (cos, sin) ``(1, S, 1, D)``).
 LATENT_CONVENTION = ("hidden_states",)
+#: Wan's widths: one attribute per axis.
+_WAN_WIDTHS = ("t_dim", "h_dim", "w_dim")
 #: The probe grid: its sizes on the last axes (in patches), every other axis at an offset.
 _PROBE_GRID = (2, 3, 5)
 
@@ -564,6 +568,8 @@ def rope_on_axes(module: nn.Module) -> AxesRope | None:
     except (TypeError, ValueError):
         return None
     theta = _number(getattr(module, "theta", None))
+    if names == LATENT_CONVENTION and theta is None and hasattr(module, "freqs_cos"):
+        return _wan_rope(module)
     if theta is None or theta <= 0:
         return None
     if names == AXES_CONVENTION:
@@ -584,6 +590,29 @@ def rope_on_axes(module: nn.Module) -> AxesRope | None:
     if not all(isinstance(p, int) and not isinstance(p, bool) and p > 0 for p in patches):
         return None
     return LatentRope(theta, axes, patches)
+
+
+def _wan_rope(module: nn.Module) -> LatentRope | None:
+    """Wan's form (:data:`LATENT_CONVENTION`): its widths, its patch sizes and the ``theta`` its
+    ``__init__`` takes by default (it keeps it only in its tables: the proof tells whether they are of it)."""
+    axes = _even_widths([getattr(module, name, None) for name in _WAN_WIDTHS])
+    patches = getattr(module, "patch_size", None)
+    try:
+        default = inspect.signature(type(module).__init__).parameters["theta"].default
+    except (TypeError, ValueError, KeyError):
+        return None
+    theta = _number(default)
+    if (
+        axes is None
+        or theta is None
+        or theta <= 0
+        or not isinstance(patches, tuple | list)
+        or len(patches) != 3
+    ):
+        return None
+    if not all(isinstance(p, int) and not isinstance(p, bool) and p > 0 for p in patches):
+        return None
+    return LatentRope(theta, axes, tuple(patches), heads=True)
 
 
 def _probe(exact: AxesRope, axis: int | None = None, count: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -610,9 +639,12 @@ def rope_rows(module: nn.Module, exact: AxesRope, axis: int, count: int = ROWS) 
     """``module`` (a rotary of positions on axes, ``exact`` its equivalent) along one ``axis``, positions
     0 .. ``count`` − 1 there and 0 on the others, as a table ``(count, axes_dim[axis])`` in posenc's
     "sin_cos" layout: [sin ω_0 p, ... | cos ω_0 p, ...], one column per frequency (its pairs read once)."""
+    longest = getattr(module, "max_seq_len", None)  # Wan's tables end there
+    if isinstance(longest, int) and not isinstance(longest, bool) and longest > 0:
+        count = min(count, longest)
     probe, _ = _probe(exact, axis, count)
     with torch.no_grad():
-        cos, sin = module(probe)
+        cos, sin = (t.reshape(-1, t.shape[-1]) for t in module(probe))
     start = sum(exact.axes_dim[:axis])
     columns = slice(start, start + exact.axes_dim[axis], 2)
     return torch.cat([sin[:, columns], cos[:, columns]], dim=-1).to("cpu", torch.float32)
@@ -621,13 +653,15 @@ def rope_rows(module: nn.Module, exact: AxesRope, axis: int, count: int = ROWS) 
 def prove_rope_on_axes(module: nn.Module, exact: AxesRope) -> tuple[float, float] | str:
     """(largest difference, largest allowance) of ``module`` against ``exact`` (:func:`rope_on_axes`) on a
     probe grid, each value within what float32 code errs at its position and frequency
-    (:func:`posenc.torch.proofs.check_cos_sin`, each pair's value twice side by side); else why not."""
+    (:func:`posenc.torch.proofs.check_cos_sin`, each pair's value twice side by side); else why not
+    ("its forward ...": a form posenc does not read; "not the rotary ...": values other than its
+    attributes name)."""
     probe, ids = _probe(exact)
     try:
         with torch.no_grad():
             mine = module(probe)
-    except Exception as error:  # its forward refuses the probe
-        return f"could not be read: {type(error).__name__}: {str(error)[:120]}"
+    except Exception as error:  # its forward refuses the probe: another form of the same names
+        return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
     pair = isinstance(mine, tuple | list) and len(mine) == 2
     if not (pair and all(isinstance(t, torch.Tensor) for t in mine)):
         return f"its forward returns {type(mine).__name__}, not (cos, sin)"
@@ -635,6 +669,7 @@ def prove_rope_on_axes(module: nn.Module, exact: AxesRope) -> tuple[float, float
     if any(m.shape != o.shape for m, o in zip(mine, ours, strict=True)):
         want = tuple(ours[0].shape)
         return f"its (cos, sin) have shape {tuple(mine[0].shape)}, not (positions, Σ widths) = {want}"
+    mine, ours = ([t.reshape(-1, t.shape[-1]) for t in pair] for pair in (mine, ours))
     worst, allowed, start = 0.0, 0.0, 0
     for axis, width in enumerate(exact.axes_dim):
         frequencies = core.frequencies(width // 2, base=exact.theta)
@@ -651,7 +686,8 @@ def prove_rope_on_axes(module: nn.Module, exact: AxesRope) -> tuple[float, float
             )
             if check.over is not None or not check.provable:
                 found = check.over[2] if check.over is not None else math.inf
-                return f"not the rotary its attributes name within float32 rounding ({found:.3g})"
+                named = f"theta {exact.theta:g}, widths {list(exact.axes_dim)}"
+                return f"not the rotary its attributes name ({named}) within float32 rounding ({found:.3g})"
             worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
         start += width
     return worst, allowed
@@ -695,7 +731,7 @@ class LatentRope(AxesRope):
     """posenc's exact values in place of a rotary of a latent's grid (HunyuanVideo's form), called as it
     is: ``hidden_states`` ``(B, C, *axes)`` -> ``(cos, sin)`` of the positions of its patches, row-major
     (the last axis fastest), as :class:`AxesRope` gives them for those ids; ``patches`` the patch size on
-    each axis.
+    each axis; ``heads``: each ``(1, S, 1, D)``, as Wan's (else ``(S, D)``).
 
     >>> cos, sin = LatentRope(256.0, (2, 2), (2, 2))(torch.zeros(1, 4, 2, 4))  # a 1×2 grid of patches
     >>> sin
@@ -703,9 +739,11 @@ class LatentRope(AxesRope):
             [0.0000, 0.0000, 0.8415, 0.8415]])
     """
 
-    def __init__(self, theta: float, axes_dim: tuple[int, ...], patches: tuple[int, ...]) -> None:
+    def __init__(
+        self, theta: float, axes_dim: tuple[int, ...], patches: tuple[int, ...], heads: bool = False
+    ) -> None:
         super().__init__(theta, axes_dim)
-        self.patches = tuple(int(p) for p in patches)
+        self.patches, self.heads = tuple(int(p) for p in patches), bool(heads)
 
     def forward(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         n = len(self.axes_dim)
@@ -718,7 +756,10 @@ class LatentRope(AxesRope):
         grid = torch.meshgrid(
             *(torch.arange(s, device=device, dtype=torch.float32) for s in sizes), indexing="ij"
         )
-        return super().forward(torch.stack([g.reshape(-1) for g in grid], dim=-1))
+        cos, sin = super().forward(torch.stack([g.reshape(-1) for g in grid], dim=-1))
+        if self.heads:
+            return cos[None, :, None, :], sin[None, :, None, :]
+        return cos, sin
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, patches={self.patches}"
+        return f"{super().extra_repr()}, patches={self.patches}" + (", heads=True" if self.heads else "")

@@ -456,8 +456,10 @@ def find(model: nn.Module) -> list[tuple[str, str, Any]]:
 
 
 #: A class name, or the name of one of its methods, that says positional.
-_POSITIONAL_CLASS = re.compile(r"posit|sine|sinus|rotary|rope|timestep|pos_?embed", re.IGNORECASE)
+_POSITIONAL_CLASS = re.compile(r"posit|sine|sinus|rotary|rope|timestep|pos_?embed|embed_?nd", re.IGNORECASE)
 _POSITIONAL_METHOD = re.compile(r"def \w*(posit|sinusoid)\w*\(", re.IGNORECASE)
+#: A sine taken in source: ``sin(`` (``torch.sin(``, ``.sin()``) or ``polar(`` (cos + i·sin: Qwen-Image's).
+_SINE_CALL = r"\bsin\(|\bpolar\("
 
 
 def _computes_sinusoids(cls: type) -> bool:
@@ -475,7 +477,7 @@ def _computes_sinusoids(cls: type) -> bool:
     positional = _POSITIONAL_CLASS.search(cls.__name__) or _POSITIONAL_METHOD.search(source)
     if not positional:
         return False
-    if re.search(r"\bsin\(", source):
+    if re.search(_SINE_CALL, source):
         return True
     home = sys.modules.get(cls.__module__)
     for name in set(re.findall(r"(?<![.\w])(\w+)\(", source)):
@@ -483,7 +485,7 @@ def _computes_sinusoids(cls: type) -> bool:
         library = getattr(function, "__module__", None) or ""
         if inspect.isfunction(function) and library.split(".")[0] not in ("torch", "numpy", "posenc"):
             try:
-                if re.search(r"\bsin\(", inspect.getsource(function)):
+                if re.search(_SINE_CALL, inspect.getsource(function)):
                     return True
             except (OSError, TypeError):
                 continue
@@ -956,8 +958,9 @@ def _rope_on_axes(
     (also where the probe agrees bit for bit: diffusers' float64 angles do on small grids, not at every
     position, and are float32 on an MPS device)."""
     proof = computed.prove_rope_on_axes(module, exact)
-    if isinstance(proof, str):
-        return _declined(path, "computed", type(module).__name__, proof)
+    if isinstance(proof, str):  # a form posenc does not read is found and not judged, as any
+        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
+        return _declined(path, "computed", type(module).__name__, reason)
     difference, allowed = proof
     patched = _PatchedLatentRope if isinstance(exact, computed.LatentRope) else _PatchedAxesRope
     replacement = patched.__new__(patched)

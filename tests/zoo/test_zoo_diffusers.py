@@ -1,0 +1,47 @@
+"""The diffusers zoo (``tests/support/zoo_diffusers.py``): every model class of the installed diffusers with a
+positional component, found by enumeration, is listed in ``docs/data/zoo-diffusers.json``
+(``scripts/zoo.py --library diffusers`` writes it and ``docs/zoo-diffusers.md``); a representative subset —
+timesteps, a 2-D table already exact, a 3-D table made exact, Flux's rotary of position ids, HunyuanVideo's
+and Wan's rotaries of a latent's grid, an all-zero table, nothing positional — runs again here and must end
+in its recorded state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("diffusers")
+
+from tests.support import zoo, zoo_diffusers
+
+DATA = Path(__file__).resolve().parents[2] / "docs" / "data" / "zoo-diffusers.json"
+#: class name -> the state it must end in
+SUBSET = {
+    "UNet2DConditionModel": "exact",  # diffusers' Timesteps
+    "SD3Transformer2DModel": "exact",  # a 2-D sin-cos table already exact, and its timesteps
+    "CogVideoXTransformer3DModel": "exact",  # a 3-D table after its text places, made exact
+    "FluxTransformer2DModel": "exact",  # Flux's rotary of position ids (EmbedND)
+    "HunyuanVideoTransformer3DModel": "exact",  # a rotary of a latent's grid, float32 angles made exact
+    "WanTransformer3DModel": "exact",  # Wan's rotary tables of its __init__'s theta
+    "PriorTransformer": "declined",  # its positional table all zeros: weights a checkpoint fills
+    "AceStepAudioTokenizer": "declined",  # nothing positional to judge
+}
+
+
+def test_the_table_lists_every_class_the_enumeration_finds() -> None:
+    recorded = json.loads(DATA.read_text())
+    every = zoo_diffusers.architectures()
+    assert len(every) > 100 and set(recorded) == set(every)
+    assert all(o["state"] in zoo.STATES and o["why"] for o in recorded.values())
+    assert set(SUBSET) <= set(every)
+
+
+@pytest.mark.parametrize("name", SUBSET)
+def test_a_diffusers_model_ends_exact_or_declined_with_its_reason(name: str) -> None:
+    outcome = zoo_diffusers.run(name)
+    assert outcome.state == SUBSET[name], outcome
+    assert outcome.state == json.loads(DATA.read_text())[name]["state"]
+    if outcome.state == "declined":
+        assert outcome.why and "raised" not in outcome.why.split(":")[0]

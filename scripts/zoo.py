@@ -6,6 +6,7 @@ or why declined.
     .venv/bin/python -W ignore scripts/zoo.py llama whisper   # some; the others keep their rows
     .venv/bin/python scripts/zoo.py --table-only              # docs/zoo.md again from docs/data/zoo.json
     .venv/bin/python -W ignore scripts/zoo.py --library diffusers  # diffusers' (docs/zoo-diffusers.md)
+    .venv/bin/python -W ignore scripts/zoo.py --library timm       # timm's (docs/zoo-timm.md)
 
 The outcomes are kept in ``docs/data/zoo.json`` (written atomically after each architecture, so a long run
 that stops keeps what it did); ``tests/zoo/test_zoo.py`` checks that it lists exactly the architectures the
@@ -25,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support import zoo, zoo_diffusers  # noqa: E402
+from tests.support import zoo, zoo_diffusers, zoo_timm  # noqa: E402
 
 #: library -> (its zoo module, the outcomes' file, the page)
 LIBRARIES = {
@@ -35,6 +36,7 @@ LIBRARIES = {
         ROOT / "docs" / "data" / "zoo-diffusers.json",
         ROOT / "docs" / "zoo-diffusers.md",
     ),
+    "timm": (zoo_timm, ROOT / "docs" / "data" / "zoo-timm.json", ROOT / "docs" / "zoo-timm.md"),
 }
 
 
@@ -49,9 +51,7 @@ def _cell(text: str) -> str:
 
 
 def table(outcomes: dict[str, dict], library: str = "transformers") -> str:
-    import importlib
-
-    version = importlib.import_module(library).__version__
+    version = (zoo_timm.imported() if library == "timm" else __import__(library)).__version__
     counts = {state: sum(o["state"] == state for o in outcomes.values()) for state in zoo.STATES}
     if library == "transformers":
         what = (
@@ -61,6 +61,14 @@ def table(outcomes: dict[str, dict], library: str = "transformers") -> str:
             "of its own head dim, one layer per layer type; its rope parameters as they are)"
         )
         forward = "the outputs within 1e-4 where the model takes token ids; "
+    elif library == "timm":
+        what = (
+            f"Every model of timm {version} whose module has a sin-cos grid or a rotary embedding, found by "
+            "enumeration (`tests/support/zoo_timm.py`: `timm.list_models()`, imported over a stand-in "
+            "torchvision), built with random weights and one block where its builder takes `depth` (its "
+            "positional arguments as they are)"
+        )
+        forward = "the forward not probed (no probe inputs for these models): each component by its proof; "
     else:
         what = (
             f"Every model class of diffusers {version} whose module has a timestep embedding, a sin-cos "

@@ -20,6 +20,8 @@ from pathlib import Path
 
 def pos_embed_sincos() -> types.ModuleType:
     """timm's ``timm.layers.pos_embed_sincos`` (``build_sincos2d_pos_embed``, ...)."""
+    if "timm.layers.pos_embed_sincos" in sys.modules:  # timm imported whole (the timm zoo's): its own
+        return sys.modules["timm.layers.pos_embed_sincos"]
     spec = importlib.util.find_spec("timm")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("timm is not installed: `make test` installs it (pip install --no-deps timm)")

@@ -373,6 +373,12 @@ def test_learned_tables_and_unknown_modules_are_left_alone_with_the_reason() -> 
     assert learned.variant == "learned" and learned.reason.startswith("learned weights: "), learned.reason
     assert "not judged" in learned.reason and "left alone" in report.as_text()
     assert not posenc.audit(model).passed and posenc.audit(model).summary().startswith("NOT JUDGED")
+    computed = nn.Sequential(nn.Module())  # the same values in a buffer (EVA's rotary grid): not "learned"
+    computed[0].register_buffer("pos_embed", model.transformer.wpe.weight.detach().clone())
+    (unknown,) = pt.patch(computed).skipped
+    assert unknown.variant == "unknown" and unknown.reason.startswith("not a formula posenc knows (a buffer")
+    (judged,) = posenc.audit(computed, samples=32).components
+    assert not judged.judged and judged.note.startswith("not a formula posenc knows")
 
     class Custom(nn.Module):  # an inv_freq but no config to prove it from
         def __init__(self) -> None:

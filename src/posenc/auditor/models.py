@@ -202,7 +202,9 @@ def is_model(target: Any) -> bool:
     found = find(target)
     owners = [path.rpartition(".")[0] if kind == "table" else path for path, kind, _ in found]
     library = {"PreTrainedModel", "ModelMixin"}  # a Hugging Face or diffusers model: a ModelAudit, even empty
-    return any(owners) or any(cls.__name__ in library for cls in type(target).__mro__)
+    # a timm model, as well (create_model gives it its pretrained_cfg; its layers have none)
+    timm = type(target).__module__.split(".")[0] == "timm" and hasattr(target, "pretrained_cfg")
+    return any(owners) or timm or any(cls.__name__ in library for cls in type(target).__mro__)
 
 
 def audit_model(model: Any, *, samples: int, tol: Any = None, label: str | None = None) -> ModelAudit:

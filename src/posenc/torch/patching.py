@@ -1016,7 +1016,7 @@ def _sinusoid(
 def _plain_rows(path: str, rows: np.ndarray) -> tuple[_Rows, tuple[Component, list[_Step], None] | None]:
     """A computed sinusoid's rows of positions 0, 1, ... (float32 code) proven (:func:`_proven_rows`), and
     the decline where they are not a plain encoding read from position 0 (else None)."""
-    proven = _proven_rows(rows, torch.float32)
+    proven = _proven_rows(rows, torch.float32, weights=False)
     best = proven.best
     if best is None:
         numbers = (proven.difference, proven.tolerance)
@@ -1077,8 +1077,9 @@ class _Rows:
     exact: np.ndarray | None = None
 
 
-def _proven_rows(rows: np.ndarray, dtype: torch.dtype) -> _Rows:
-    """Identify ``rows`` (float64, of a ``dtype`` tensor) and prove them value by value (module docstring)."""
+def _proven_rows(rows: np.ndarray, dtype: torch.dtype, weights: bool = True) -> _Rows:
+    """Identify ``rows`` (float64, of a ``dtype`` tensor) and prove them value by value (module docstring);
+    ``weights``: whether they are a parameter's (else a buffer's or computed: never called learned)."""
     unit, storage = proofs.table_precision(dtype)
     # identify's search only (which variants to try); whether the table is one is decided below, value by
     # value, by what the code that built it can err at each position and frequency
@@ -1089,9 +1090,10 @@ def _proven_rows(rows: np.ndarray, dtype: torch.dtype) -> _Rows:
         found, zeros = _identified(rows, search)
     except ValueError as error:
         return _Rows("?", reason=f"not an encoding table: {error}")
-    learned = _learned(rows[zeros:], found)
+    learned = _learned(rows[zeros:], found, weights)
     if learned is not None:
-        return _Rows("learned", reason=learned)
+        return _Rows("learned" if weights else "unknown", reason=learned)
+    hedge = "a learned or perturbed table?" if weights else "a formula posenc does not know?"
     stored = rows[zeros:]
     best, closest, error = None, None, None
     for match in (m for m in found if m.matches):
@@ -1110,15 +1112,16 @@ def _proven_rows(rows: np.ndarray, dtype: torch.dtype) -> _Rows:
         variant = (match.name or "generic").split(" = ")[0]
         reason = (
             f"its rows are nearest {variant}, but differ from it by {got:.3g} at row {row + zeros}, column "
-            f"{column}, where the code that builds it errs by at most {allowed:.3g} (a learned or perturbed "
-            "table?)"
+            f"{column}, where the code that builds it errs by at most {allowed:.3g} ({hedge})"
         )
         return _Rows(variant, difference=got, tolerance=allowed, reason=reason)
     if best is None:
         if error is not None:
             return _Rows(variant, reason=f"cannot be rebuilt: {error}")
         return _Rows(
-            variant, difference=found[0].max_error, reason="no sinusoidal variant matches (a learned table?)"
+            variant,
+            difference=found[0].max_error,
+            reason=f"no sinusoidal variant matches ({'a learned table?' if weights else hedge})",
         )
     try:
         exact = proofs.exact_rows(best, stored.shape, _dtype_name(dtype))
@@ -1134,7 +1137,7 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component,
     if tensor.device.type == "meta":
         return Component(full, "table", "?", math.nan, math.nan, False, "on meta: no values to identify"), []
     rows = tensor.detach().reshape(-1, tensor.shape[-1]).double().cpu().numpy()
-    proven = _proven_rows(rows, tensor.dtype)
+    proven = _proven_rows(rows, tensor.dtype, weights=isinstance(tensor, nn.Parameter))
     best, zeros, variant = proven.best, proven.zeros, proven.variant
     if best is None:
         return Component(
@@ -1167,6 +1170,9 @@ def _table(full: str, tensor: torch.Tensor, originals: dict) -> tuple[Component,
 
 
 #: A table of zeros alone: no sinusoid is zero everywhere (cos 0 = 1), and no learned table either.
+#: What a buffer's or a computed module's values are when no sinusoid posenc knows comes near them: not
+#: learned weights (they are no parameter) but a formula posenc does not know.
+_UNKNOWN = "not a formula posenc knows (a buffer or computed values, not a trained parameter)"
 _ZEROS = (
     "all zeros: it holds no positional values (weights its model fills at initialisation or from a "
     "checkpoint, not set here); not judged"
@@ -1191,7 +1197,7 @@ def read_table(tensor: torch.Tensor) -> tuple[str | None, int]:
         found, zeros = _identified(rows, proofs.table_search_tolerance(len(rows), storage))
     except ValueError as error:
         return f"not an encoding table: {error}", 0
-    return _learned(rows[zeros:], found), zeros
+    return _learned(rows[zeros:], found, isinstance(tensor, nn.Parameter)), zeros
 
 
 def _identified(rows: np.ndarray, search: float) -> tuple[list[Any], int]:
@@ -1209,16 +1215,19 @@ def _identified(rows: np.ndarray, search: float) -> tuple[list[Any], int]:
     return found, 0
 
 
-def _learned(rows: np.ndarray, found: list[Any]) -> str | None:
+def _learned(rows: np.ndarray, found: list[Any], weights: bool = True) -> str | None:
     """Why ``rows`` are learned weights and not a sinusoid (``found``: identify's matches, best first), or
     None. A sinusoidal table, however badly computed (angles in float32 at large positions, a 16-bit
     storage, a cut), agrees with its nearest variant on most values; learned weights (random or trained)
     disagree on most: the median |stored − nearest| over every value is then above
-    :data:`~posenc.torch.proofs.CAP` of the nearest's amplitude."""
+    :data:`~posenc.torch.proofs.CAP` of the nearest's amplitude. ``weights``: whether the rows are a
+    parameter's; a buffer's or a computed module's are not called learned but a formula posenc does not
+    know (EVA's rotary grid)."""
     if any(m.matches for m in found):
         return None
+    what = "learned weights" if weights else _UNKNOWN
     if not found:
-        return "learned weights: no sinusoidal variant applies to its shape; not judged"
+        return f"{what}: no sinusoidal variant applies to its shape; not judged"
     nearest = found[0]
     try:
         values = proofs.exact_rows(nearest, rows.shape, "float64")
@@ -1230,8 +1239,8 @@ def _learned(rows: np.ndarray, found: list[Any]) -> str | None:
         return None
     name = (nearest.name or "generic").split(" = ")[0]
     return (
-        f"learned weights: half its values differ from the nearest sinusoid ({name}) by more than "
-        f"{typical:.2g}; not a sinusoidal table, not judged"
+        f"{what}: half its values differ from the nearest sinusoid ({name}) by more than "
+        f"{typical:.2g}; not a sinusoidal table posenc knows, not judged"
     )
 
 

@@ -1,0 +1,47 @@
+"""The timm zoo (``tests/support/zoo_timm.py``): every timm model whose module has a sin-cos grid or a rotary,
+found by enumeration, is listed in ``docs/data/zoo-timm.json`` (``scripts/zoo.py --library timm`` writes it
+and ``docs/zoo-timm.md``); a representative subset — a rotary grid posenc does not know (a buffer: never
+called learned), a learned table, an all-zero one, a 2-D rotary without a config — runs again here and must
+end in its recorded state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support import zoo, zoo_timm
+
+DATA = Path(__file__).resolve().parents[2] / "docs" / "data" / "zoo-timm.json"
+#: model name -> the state it must end in
+SUBSET = {
+    "vit_base_patch16_rope_224": "declined",  # its rotary grid, a buffer no formula posenc knows gives
+    "eva02_tiny_patch14_224": "declined",  # a learned table and the rotary grid above
+    "samvit_base_patch16": "declined",  # its positional table all zeros: weights a checkpoint fills
+    "gemma4_vit_167m_enc": "declined",  # a 2-D rotary: no config to build it from
+}
+
+
+def test_the_table_lists_every_model_the_enumeration_finds() -> None:
+    recorded = json.loads(DATA.read_text())
+    every = zoo_timm.architectures()
+    assert len(every) > 50 and set(recorded) == set(every)
+    assert all(o["state"] in zoo.STATES and o["why"] for o in recorded.values())
+    assert set(SUBSET) <= set(every)
+
+
+@pytest.mark.parametrize("name", SUBSET)
+def test_a_timm_model_ends_exact_or_declined_with_its_reason(name: str) -> None:
+    outcome = zoo_timm.run(name)
+    assert outcome.state == SUBSET[name], outcome
+    assert outcome.state == json.loads(DATA.read_text())[name]["state"]
+    assert "raised" not in outcome.why.split(":")[0]
+    if name == "vit_base_patch16_rope_224":  # a buffer: never "learned weights"
+        assert outcome.why.startswith("not a formula posenc knows (a buffer")
+
+
+def test_timm_is_imported_without_leaving_a_torchvision_behind() -> None:
+    import sys
+
+    assert zoo_timm.imported().__version__ and "torchvision" not in sys.modules

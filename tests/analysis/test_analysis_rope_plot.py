@@ -106,15 +106,13 @@ def test_the_figures_draw_their_data() -> None:
     assert [line.get_ydata()[0] for line in ax.get_lines()[len(CONTENDERS) :]] == [2.0**-24, 2.0**-9]
 
 
-def test_draws_in_well_under_two_seconds() -> None:
-    """The figures (drawn, not saved) are quick at their defaults: 200 bands of 4 positions, 64 θ_i."""
-    import time
-
-    for draw in (rope_wavelengths, rope_error):
-        draw()  # first call: caches of the exact frequencies
-        start = time.perf_counter()
-        draw()
-        assert time.perf_counter() - start < 1.0, draw.__name__
+def test_the_figures_draw_a_bounded_number_of_points_at_their_defaults() -> None:
+    """The figures are quick at their defaults because their work is bounded (no timed assertion: a loaded
+    machine would fail it): at most 64 θ_i a wavelength line, at most 200 error positions a curve."""
+    for draw, most in ((rope_wavelengths, 64), (rope_error, 200)):
+        figure = draw()
+        lengths = [len(line.get_xdata()) for ax in figure.axes for line in ax.get_lines()]
+        assert lengths and max(lengths) <= most, (draw.__name__, lengths)
 
 
 # --- the wavelengths -------------------------------------------------------------------------------------

@@ -1093,7 +1093,11 @@ def _proven_rows(rows: np.ndarray, dtype: torch.dtype, weights: bool = True) -> 
     learned = _learned(rows[zeros:], found, weights)
     if learned is not None:
         return _Rows("learned" if weights else "unknown", reason=learned)
-    hedge = "a learned or perturbed table?" if weights else "a formula posenc does not know?"
+    hedge = (
+        "a learned or perturbed table?"
+        if weights
+        else "a perturbed table, or a formula posenc does not know?"
+    )
     stored = rows[zeros:]
     best, closest, error = None, None, None
     for match in (m for m in found if m.matches):

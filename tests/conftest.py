@@ -39,6 +39,8 @@ SLOW_FILES = {
     "test_audit_hostile.py": "real posenc processes against hostile folders and targets",
     "test_stale_temporaries.py": "a writer process killed with SIGKILL, then a real posenc process",
     "test_zoo.py": "a dozen architectures of transformers built, audited, patched and run",
+    "test_zoo_diffusers.py": "diffusers' model classes enumerated, built, audited and patched",
+    "test_zoo_timm.py": "timm imported whole, its models enumerated, built, audited and patched",
 }
 SLOW_TESTS = {
     "test_server_security.py::test_a_reset_connection_prints_no_traceback": "a posenc explore process",
@@ -92,6 +94,7 @@ LONGEST_FILES = (
     "test_kernel_compile.py",  # ~250 s of wall from a new venv, both cores: two Tritons compile for sm_90
     "test_jax.py",  # ~145 s
     "test_zoo.py",  # ~60 s: a dozen architectures built, audited (and from a folder), patched and run
+    "test_zoo_diffusers.py",  # ~25 s: enumeration, six classes built, audited and patched
     "test_benchmarks.py",  # ~55 s
     "test_table_kernel.py",  # ~40 s (Triton's interpreter, tests/support/interpreted.py)
     "test_encode_kernel.py",  # ~30 s

@@ -271,21 +271,30 @@ def run(model_type: str) -> Outcome:
     return judge(model_type, lambda: build(model_type)[0])
 
 
-def judge(model_type: str, make: Callable[[], Any], folder: bool = True) -> Outcome:
+def judge(
+    model_type: str,
+    make: Callable[[], Any],
+    folder: bool = True,
+    probe: Callable[[Any], list[dict[str, Any]]] | None = None,
+) -> Outcome:
     """The model ``make()`` builds through audit → patch → audit → forward → unpatch, as :func:`run` (the
     diffusers zoo, ``tests/support/zoo_diffusers.py``, builds its models its own way; ``folder``: whether
-    ``posenc audit DIR`` is to read its saved folder, a transformers model's)."""
+    ``posenc audit DIR`` is to read its saved folder, a transformers model's; ``probe``: candidate inputs
+    for its forward, the first it runs on compared before and after, where posenc's own are none)."""
     import posenc
     import posenc.torch as pt
     from posenc.torch.patching import COMPUTED
 
     try:
         model = make()
-        inputs = _inputs(model)
-        try:
-            before = _output(model, inputs) if inputs is not None else None
-        except Exception:  # probe inputs its forward does not take (a detector that wants text too)
-            inputs = before = None
+        candidates = [_inputs(model)] + (probe(model) if probe is not None else [])
+        inputs = before = None
+        for candidate in (c for c in candidates if c is not None):
+            try:  # probe inputs its forward does not take (a detector that wants text too): the next
+                before, inputs = _output(model, candidate), candidate
+                break
+            except Exception:
+                continue
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     except Exception as error:  # the harness's own limit, not posenc's
         return Outcome(model_type, "not built", [], f"{type(error).__name__}: {str(error)[:160]}")

@@ -8,9 +8,10 @@ defining module names a timestep embedding (``Timesteps``, ``get_timestep_embedd
 or computes a sine (``sin(``). :func:`tiny_arguments` shrinks its defaults (one layer or block of each
 kind, two attention heads of the family's own head dim, 64 channels a block, small feed-forwards and
 expert counts) without touching its positional arguments (rope axes, theta, sample and table sizes,
-timestep options). These models take no token ids and have no probe inputs: their components are proven by
-their own proofs, and the table says "forward not probed". Their folders are not audited: ``posenc audit
-DIR`` reads transformers' folders.
+timestep options). These models take no token ids: :func:`probe` makes inputs from their configs (a packed
+latent with its ids, a video or an image latent, a timestep, text) and the forward is compared before and
+after where one of them runs; elsewhere the table says "forward not probed" and each component is proven by
+its own proof. Their folders are not audited: ``posenc audit DIR`` reads transformers' folders.
 
 ``python scripts/zoo.py --library diffusers`` runs it and writes ``docs/zoo-diffusers.md``.
 """
@@ -119,6 +120,65 @@ def build(name: str) -> Any:
         return cls(**tiny_arguments(cls)).eval()
 
 
+#: Config fields that give the width of the text a model attends to.
+_TEXT_WIDTHS = (
+    "joint_attention_dim",
+    "text_dim",
+    "cross_attention_dim",
+    "text_embed_dim",
+    "caption_channels",
+)
+
+
+def probe(model: Any) -> list[dict[str, Any]]:
+    """Candidate inputs for a diffusers model's forward, from its config (the zoo runs the first it takes):
+    Flux's packed latent with its ``img_ids`` and ``txt_ids``; a video latent ``(1, C, F, H, W)``; an image
+    latent ``(1, C, H, W)`` (a UNet's ``sample``); each with a timestep, seven text tokens where it takes
+    them and a pooled projection where it takes one. Seeded; sizes a multiple of its patch."""
+    config = getattr(model, "config", None)
+    try:
+        names = set(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return []
+    channels = getattr(config, "in_channels", None)
+    if not isinstance(channels, int):
+        return []
+    generator = torch.Generator().manual_seed(0)
+    patch = getattr(config, "patch_size", 1) or 1
+    patch_t, patch_h, patch_w = (
+        patch if isinstance(patch, (tuple, list)) and len(patch) == 3 else (1, patch, patch)
+    )
+    extras: dict[str, Any] = {"timestep": torch.tensor([0.5])}
+    text = next((getattr(config, k) for k in _TEXT_WIDTHS if isinstance(getattr(config, k, None), int)), None)
+    if "encoder_hidden_states" in names and text is not None:
+        extras["encoder_hidden_states"] = torch.randn(1, 7, text, generator=generator)
+    if "encoder_attention_mask" in names:
+        extras["encoder_attention_mask"] = torch.ones(1, 7, dtype=torch.long)
+    pooled = getattr(config, "pooled_projection_dim", None)
+    if "pooled_projections" in names and isinstance(pooled, int):
+        extras["pooled_projections"] = torch.randn(1, pooled, generator=generator)
+    if getattr(config, "guidance_embeds", False) and "guidance" in names:
+        extras["guidance"] = torch.tensor([3.5])
+    candidates = []
+    if {"img_ids", "txt_ids"} <= names:  # Flux's: a packed latent of 4×6 tokens
+        grid = torch.meshgrid(torch.zeros(1), torch.arange(4.0), torch.arange(6.0), indexing="ij")
+        candidates.append(
+            {
+                "hidden_states": torch.randn(1, 24, channels, generator=generator),
+                "img_ids": torch.stack(grid, -1).reshape(-1, 3),
+                "txt_ids": torch.zeros(7, 3),
+                **extras,
+            }
+        )
+    video = torch.randn(1, channels, 2 * patch_t, 4 * patch_h, 5 * patch_w, generator=generator)
+    image = torch.randn(1, channels, 4 * patch_h, 5 * patch_w, generator=generator)
+    key = "sample" if "sample" in names else "hidden_states"  # a UNet's latent is its sample
+    for latent in (video, image):
+        candidates.append({key: latent, **extras})
+    return candidates
+
+
 def run(name: str) -> zoo.Outcome:
-    """Diffusers class ``name`` through audit → patch → audit → unpatch (:func:`tests.support.zoo.judge`)."""
-    return zoo.judge(name, lambda: build(name), folder=False)  # posenc audit DIR reads transformers' folders
+    """Diffusers class ``name`` through audit → patch → audit → forward → unpatch
+    (:func:`tests.support.zoo.judge`)."""
+    return zoo.judge(name, lambda: build(name), folder=False, probe=probe)  # audit DIR: transformers' folders

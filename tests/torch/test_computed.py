@@ -473,3 +473,17 @@ def test_wans_tables_of_its_default_theta_are_read_and_replaced_and_another_thet
     )  # kept in its tables only
     (left,) = pt.patch(other).components
     assert not left.replaced and "not the rotary its attributes name (theta 10000, widths" in left.reason
+
+
+def test_angles_from_a_learned_projection_of_coordinates_are_declined_as_weights() -> None:
+    from transformers import LightGlueConfig
+    from transformers.models.lightglue.modeling_lightglue import LightGluePositionalEncoder
+
+    model = nn.Sequential()
+    model.add_module("positional_encoder", LightGluePositionalEncoder(LightGlueConfig(descriptor_dim=64)))
+    left, weights = pt.patch(model).components  # the module, and its projector's weight: learned
+    assert left.kind == "computed" and not left.replaced and "Linear(2 → 8)" in left.reason
+    assert left.reason.startswith("its angles are a learned projection of coordinates")
+    assert weights.variant == "learned" and not weights.replaced
+    judged = posenc.audit(model, samples=16).components[0]
+    assert not judged.judged and "frequencies that are weights" in judged.note

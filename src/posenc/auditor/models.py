@@ -377,6 +377,12 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
         note = "its values at t = 0 .. 999" if convention == "timesteps" else "its values at its positions"
         report = audit(values, positions=span, samples=samples, tol=tol)
         return [ComponentAudit(path, "computed", report, note)]
+    if isinstance(reading, str) and computed.learned_angles(module) is not None:
+        return [
+            ComponentAudit(
+                path, "computed", None, f"{type(module).__name__}: {computed.learned_angles(module)}"
+            )
+        ]
     if isinstance(reading, str):
         reason = COMPUTED if reading.startswith("computes") else reading
         return [ComponentAudit(path, "computed", None, f"{type(module).__name__} {reason}")]

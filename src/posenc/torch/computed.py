@@ -46,6 +46,7 @@ __all__ = [
     "call_grid_sine",
     "call_sinusoid",
     "grid_sine_options",
+    "learned_angles",
     "probe_refusal",
     "prove_rope_on_axes",
     "read_detr_sine",
@@ -279,6 +280,20 @@ def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -
         width = _attribute(module, *_WIDTHS)
         embeds = torch.zeros(1, positions.shape[0], width)
         return module(embeds, 0, positions.to(torch.long)[:, None])[0]
+
+
+def learned_angles(module: nn.Module) -> str | None:
+    """Why ``module``'s angles are weights, where a child of it projects coordinates (an ``nn.Linear`` of at
+    most 4 inputs: LightGlue's keypoints through ``Linear(2, 32)``, Fourier features with learned
+    frequencies): the reason it is not judged; else None."""
+    for name, child in module.named_children():
+        if isinstance(child, nn.Linear) and child.in_features <= 4:
+            return (
+                f"its angles are a learned projection of coordinates ({name}: Linear({child.in_features} → "
+                f"{child.out_features})): frequencies that are weights, not a sinusoid posenc makes; not "
+                "judged"
+            )
+    return None
 
 
 def probe_refusal(module: nn.Module, convention: str) -> str | None:

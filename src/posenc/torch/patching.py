@@ -916,6 +916,8 @@ def _computed(
         return _declined(path, "computed", variant, f"{COMPUTED}: {refusal}")
     if isinstance(reading, str) and convention is not None:
         return _sinusoid(model, path, module, convention, originals)
+    if isinstance(reading, str) and computed.learned_angles(module) is not None:
+        return _declined(path, "computed", variant, computed.learned_angles(module))
     if isinstance(reading, str):
         return _declined(path, "computed", variant, COMPUTED if reading.startswith("computes") else reading)
     exact = _PatchedDetrSine(reading.features, **reading.options())

@@ -452,6 +452,28 @@ def _from_folder(model: Any, audit: Any) -> str:
     return "posenc audit DIR agrees"
 
 
+def check_recorded(data: Any, every: list[str], subset: dict[str, str], least: int) -> None:
+    """The recorded outcomes (``data``: a zoo's JSON file) list exactly the enumeration ``every`` (at least
+    ``least`` of them), each in a state with its reason, and ``subset``'s are among them."""
+    import json
+
+    recorded = json.loads(data.read_text())
+    assert len(every) > least and set(recorded) == set(every), set(recorded) ^ set(every)
+    assert all(o["state"] in STATES and o["why"] for o in recorded.values())
+    assert set(subset) <= set(every)
+
+
+def check_outcome(outcome: Outcome, wanted: str, data: Any) -> None:
+    """``outcome`` ends in ``wanted`` and in the state its zoo's JSON file ``data`` records; declined with a
+    reason, not a crash."""
+    import json
+
+    assert outcome.state == wanted, outcome
+    assert outcome.state == json.loads(data.read_text())[outcome.model_type]["state"]
+    if outcome.state == "declined":
+        assert outcome.why and "raised" not in outcome.why.split(":")[0]
+
+
 def timed(
     model_type: str, seconds: int = 60, runner: Callable[[str], Outcome] | None = None
 ) -> tuple[Outcome, float]:

@@ -7,7 +7,6 @@ in its recorded state."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -29,17 +28,12 @@ SUBSET = {
 
 
 def test_the_table_lists_every_class_the_enumeration_finds() -> None:
-    recorded = json.loads(DATA.read_text())
-    every = zoo_diffusers.architectures()
-    assert len(every) > 100 and set(recorded) == set(every)
-    assert all(o["state"] in zoo.STATES and o["why"] for o in recorded.values())
-    assert set(SUBSET) <= set(every)
+    zoo.check_recorded(DATA, zoo_diffusers.architectures(), SUBSET, 100)
 
 
 @pytest.mark.parametrize("name", SUBSET)
 def test_a_diffusers_model_ends_exact_or_declined_with_its_reason(name: str) -> None:
     outcome = zoo_diffusers.run(name)
-    assert outcome.state == SUBSET[name], outcome
-    assert outcome.state == json.loads(DATA.read_text())[name]["state"]
-    if outcome.state == "declined":
-        assert outcome.why and "raised" not in outcome.why.split(":")[0]
+    zoo.check_outcome(outcome, SUBSET[name], DATA)
+    if SUBSET[name] == "exact" and name != "CogVideoXTransformer3DModel":  # its latent: (B, F, C, H, W)
+        assert outcome.why.startswith("outputs within 1e-4"), outcome.why  # its own forward, before and after

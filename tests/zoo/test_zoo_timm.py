@@ -6,7 +6,6 @@ end in its recorded state."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -24,19 +23,13 @@ SUBSET = {
 
 
 def test_the_table_lists_every_model_the_enumeration_finds() -> None:
-    recorded = json.loads(DATA.read_text())
-    every = zoo_timm.architectures()
-    assert len(every) > 50 and set(recorded) == set(every)
-    assert all(o["state"] in zoo.STATES and o["why"] for o in recorded.values())
-    assert set(SUBSET) <= set(every)
+    zoo.check_recorded(DATA, zoo_timm.architectures(), SUBSET, 50)
 
 
 @pytest.mark.parametrize("name", SUBSET)
 def test_a_timm_model_ends_exact_or_declined_with_its_reason(name: str) -> None:
     outcome = zoo_timm.run(name)
-    assert outcome.state == SUBSET[name], outcome
-    assert outcome.state == json.loads(DATA.read_text())[name]["state"]
-    assert "raised" not in outcome.why.split(":")[0]
+    zoo.check_outcome(outcome, SUBSET[name], DATA)
     if name == "vit_base_patch16_rope_224":  # a buffer: never "learned weights"
         assert outcome.why.startswith("not a formula posenc knows (a buffer")
 

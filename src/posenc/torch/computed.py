@@ -219,21 +219,34 @@ def _prove(module: nn.Module, reading: DetrSine) -> DetrSine | float:
         temperatures = grids.detr_options(reading.features, **reading.options()).temperatures
         f = reading.features
         for k, (p, base) in enumerate(zip(positions, temperatures, strict=True)):
-            theta = core.frequencies(f, base=base)
-            check = proofs.check_cos_sin(
+            checked = _within_float32(
                 values[..., k * f : (k + 1) * f].reshape(-1, f),
                 torch.from_numpy(ours[..., k * f : (k + 1) * f].reshape(-1, f)),
                 p.reshape(-1),
-                theta,
-                proofs.frequency_bound(theta, torch.float32),
-                1.0,
-                "interleaved",
+                core.frequencies(f, base=base),
             )
-            if check.over is not None or not check.provable:
-                found = check.over[2] if check.over is not None else math.inf
-                return found
-            worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
+            if isinstance(checked, float):
+                return checked
+            worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
     return dataclasses.replace(reading, difference=worst, allowed=allowed)
+
+
+def _within_float32(
+    mine: torch.Tensor,
+    ours: torch.Tensor,
+    positions: np.ndarray,
+    theta: np.ndarray,
+    layout: str = "interleaved",
+) -> tuple[float, float] | float:
+    """``mine`` against posenc's ``ours`` at ``positions`` (rows) and frequencies ``theta`` (columns in
+    ``layout``), each value within what float32 code errs there (:func:`posenc.torch.proofs.check_cos_sin`,
+    its frequencies rounded to float32): (largest difference, largest allowance), else the difference found
+    beyond its allowance (inf where none is provable)."""
+    bound = proofs.frequency_bound(theta, torch.float32)
+    check = proofs.check_cos_sin(mine, ours, positions, theta, bound, 1.0, layout)
+    if check.over is not None or not check.provable:
+        return check.over[2] if check.over is not None else math.inf
+    return check.difference, check.allowed
 
 
 # --- 1-D sinusoids computed in forward -------------------------------------------------------------------
@@ -494,18 +507,10 @@ def prove_grid_sine(module: nn.Module) -> tuple[float, float] | str:
     worst, allowed = 0.0, 0.0
     for k, p in enumerate((rows // width, rows % width)):
         block = slice(k * dim // 2, (k + 1) * dim // 2)
-        check = proofs.check_cos_sin(
-            mine[:, block],
-            ours[:, block],
-            p.numpy(),
-            theta,
-            proofs.frequency_bound(theta, torch.float32),
-            1.0,
-        )
-        if check.over is not None or not check.provable:
-            found = check.over[2] if check.over is not None else math.inf
-            return f"not RT-DETR's 2-D sine of its attributes within float32 rounding ({found:.3g})"
-        worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
+        checked = _within_float32(mine[:, block], ours[:, block], p.numpy(), theta, "half")
+        if isinstance(checked, float):
+            return f"not RT-DETR's 2-D sine of its attributes within float32 rounding ({checked:.3g})"
+        worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
     return worst, allowed
 
 
@@ -690,20 +695,13 @@ def prove_rope_on_axes(module: nn.Module, exact: AxesRope) -> tuple[float, float
         frequencies = core.frequencies(width // 2, base=exact.theta)
         columns = slice(start, start + width)
         for m, o in zip(mine, ours, strict=True):
-            check = proofs.check_cos_sin(
-                m[:, columns],
-                o[:, columns],
-                ids[:, axis].double().numpy(),
-                frequencies,
-                proofs.frequency_bound(frequencies, torch.float32),
-                1.0,
-                "interleaved",
+            checked = _within_float32(
+                m[:, columns], o[:, columns], ids[:, axis].double().numpy(), frequencies
             )
-            if check.over is not None or not check.provable:
-                found = check.over[2] if check.over is not None else math.inf
+            if isinstance(checked, float):
                 named = f"theta {exact.theta:g}, widths {list(exact.axes_dim)}"
-                return f"not the rotary its attributes name ({named}) within float32 rounding ({found:.3g})"
-            worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
+                return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
+            worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
         start += width
     return worst, allowed
 

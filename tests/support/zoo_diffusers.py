@@ -101,7 +101,10 @@ def tiny_arguments(cls: type) -> dict[str, Any]:
             if isinstance(value, int) and value > 1:
                 out[name] = 1
             elif isinstance(value, (tuple, list)) and value and all(isinstance(v, int) for v in value):
-                out[name] = type(value)(1 if v > 1 else v for v in value)
+                if 0 in value:  # indices of layers (Wan-VACE's vace_layers): the first layer's only
+                    out[name] = type(value)([0])
+                else:
+                    out[name] = type(value)(1 if v > 1 else v for v in value)
         elif _WIDTHS.search(name) and isinstance(value, int) and value > 64:
             out[name] = 64
         elif name in _EXPERTS and isinstance(value, int) and value > _EXPERTS[name]:
@@ -145,9 +148,10 @@ def probe(model: Any) -> list[dict[str, Any]]:
         return []
     generator = torch.Generator().manual_seed(0)
     patch = getattr(config, "patch_size", 1) or 1
-    patch_t, patch_h, patch_w = (
-        patch if isinstance(patch, (tuple, list)) and len(patch) == 3 else (1, patch, patch)
-    )
+    sizes = tuple(patch) if isinstance(patch, (tuple, list)) else (patch, patch)
+    if len(sizes) not in (2, 3) or not all(isinstance(s, int) and s > 0 for s in sizes):
+        return []
+    patch_t, patch_h, patch_w = sizes if len(sizes) == 3 else (1, *sizes)
     extras: dict[str, Any] = {"timestep": torch.tensor([0.5])}
     text = next((getattr(config, k) for k in _TEXT_WIDTHS if isinstance(getattr(config, k, None), int)), None)
     if "encoder_hidden_states" in names and text is not None:

@@ -338,8 +338,9 @@ def judge(
             f"positional sinusoids computed in forward, found but not judged: {', '.join(computed[:3])}"
         )
     learned = [c for c in report.skipped if c.variant == "learned"]
+    unknown = [c for c in report.skipped if c.variant == "unknown"]  # a buffer no sinusoid comes near
     exact = [c for c in report.components if c.replaced or c.reason == "already exact"]
-    left = [c for c in report.skipped if c not in learned and c not in exact]
+    left = [c for c in report.skipped if c not in learned + unknown and c not in exact]
     if audit_after is not None and exact and not left and not getattr(audit_after, "passed", True):
         problems.append("the audit after the patch does not pass")
     if problems:
@@ -353,12 +354,15 @@ def judge(
     if not report.components:
         why = "this model's classes compute no positional sinusoid and hold no rotary: nothing to judge"
         return Outcome(model_type, "declined", components, why)
+    if not exact and unknown:
+        return Outcome(model_type, "declined", components, "; ".join(c.reason[:120] for c in unknown))
     if not exact:
         reason = f"learned positions only ({len(learned)} table(s)): nothing sinusoidal to make exact"
         return Outcome(model_type, "declined", components, reason)
     how = "outputs within 1e-4" if before is not None else "forward not probed (input kind)"
     how += f"; {folder}" if folder else ""
     how += f"; {len(learned)} learned table(s) not judged" if learned else ""
+    how += f"; {len(unknown)} table(s) of a formula posenc does not know not judged" if unknown else ""
     return Outcome(model_type, "exact", components, how)
 
 

@@ -1,7 +1,7 @@
 """The zoo (``tests/support/zoo.py``): every architecture of the installed transformers with a positional
 component, found by enumeration, is listed in ``docs/data/zoo.json`` (``scripts/zoo.py`` writes it and
 ``docs/zoo.md``); a representative subset — every rotary kind the patch makes exact (interleaved pairs,
-half-width and complex forms included), tables exact or already exact, learned tables, a patch the model's
+half-width and complex forms included), tables made exact, learned tables, a patch the model's
 own forward refuses, M-RoPE whose module and config disagree — runs again here and must end in its recorded
 state, exact or declined with the reason."""
 
@@ -24,8 +24,6 @@ SUBSET = {
     "lfm3": "exact",  # its forward reads an attribute of its rotary module (layer_types)
     "m2m_100": "exact",  # fairseq tables made exact
     "whisper": "exact",  # the encoder's sinusoid; the decoder's learned table not judged
-    "granite_docling": "exact",  # a 2-D grid (mae-2d) audited and exact
-    "marian": "exact",  # already exact
     "distilbert": "declined",  # learned positions only
     "qwen3_5_text": "declined",  # its module's own mrope_section (a family default), its config none
     "neomme": "declined",  # proven cos/sin, then the model's own forward refuses the swap

@@ -1,9 +1,9 @@
 """The diffusers zoo (``tests/support/zoo_diffusers.py``): every model class of the installed diffusers with a
 positional component, found by enumeration, is listed in ``docs/data/zoo-diffusers.json``
 (``scripts/zoo.py --library diffusers`` writes it and ``docs/zoo-diffusers.md``); a representative subset —
-timesteps and a 3-D table made exact, Flux's rotary of position ids, HunyuanVideo's
-and Wan's rotaries of a latent's grid, an all-zero table, nothing positional — runs again here and must end
-in its recorded state."""
+timesteps and a 3-D table made exact, Flux's rotary of position ids, Wan's rotary of a latent's grid
+(HunyuanVideo's: tests/torch/test_computed.py), an all-zero table — runs again here and must end in its
+recorded state."""
 
 from __future__ import annotations
 
@@ -20,10 +20,8 @@ DATA = Path(__file__).resolve().parents[2] / "docs" / "data" / "zoo-diffusers.js
 SUBSET = {
     "CogVideoXTransformer3DModel": "exact",  # a 3-D table after its text places, made exact
     "FluxTransformer2DModel": "exact",  # Flux's rotary of position ids (EmbedND)
-    "HunyuanVideoTransformer3DModel": "exact",  # a rotary of a latent's grid, float32 angles made exact
     "WanTransformer3DModel": "exact",  # Wan's rotary tables of its __init__'s theta
     "PriorTransformer": "declined",  # its positional table all zeros: weights a checkpoint fills
-    "AceStepAudioTokenizer": "declined",  # nothing positional to judge
 }
 
 

@@ -250,10 +250,17 @@ def _transformers_quiet(target: str) -> Iterator[None]:
     if not os.path.isdir(target):
         yield
         return
-    try:
-        from transformers.utils import logging
-    except ImportError:  # the audit says that transformers is needed
-        yield
+    logging = sys.modules.get("transformers.utils.logging")
+    if logging is None:  # not imported yet (a folder refused before it is, costs no import): read at import
+        saved = os.environ.get("TRANSFORMERS_VERBOSITY")
+        os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("TRANSFORMERS_VERBOSITY", None)
+            else:
+                os.environ["TRANSFORMERS_VERBOSITY"] = saved
         return
     level = logging.get_verbosity()
     logging.set_verbosity_error()

@@ -71,11 +71,12 @@ def ulp_distance(got: float, exact: mpmath.mpf) -> float:
     return float(abs(mpmath.mpf(got) - exact) / spacing)
 
 
-def tutorial_table(length: int, d_model: int, base: float = 10000.0) -> np.ndarray:
-    """The PyTorch tutorial's float32 formula, in NumPy: the inexact code users copy."""
-    position = np.arange(length, dtype=np.float32)[:, None]
+def tutorial_table(length: int, d_model: int, base: float = 10000.0, rows=None) -> np.ndarray:
+    """The PyTorch tutorial's float32 formula, in NumPy: the inexact code users copy. ``rows`` (integer
+    positions below 2**24 + 1, exact in float32) gives only those rows of the table, without building it."""
+    position = (np.arange(length) if rows is None else np.asarray(rows)).astype(np.float32)[:, None]
     div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float32) * np.float32(-np.log(base) / d_model))
-    pe = np.zeros((length, d_model), dtype=np.float32)
+    pe = np.zeros((len(position), d_model), dtype=np.float32)
     pe[:, 0::2] = np.sin(position * div_term)
     pe[:, 1::2] = np.cos(position * div_term)
     return pe

@@ -32,6 +32,9 @@ __all__ = [
     "detr_positions",
     "diffusers_2d",
     "diffusers_3d",
+    "dinov3_coordinates",
+    "dinov3_frequencies",
+    "dinov3_rope",
     "grid",
     "mae_2d",
     "positional_encodings_nd",
@@ -528,6 +531,123 @@ def detr_grid(
     options = {"temperature": temperature, "normalize": normalize, "scale": scale, "offset": offset}
     values = detr_2d(np.ones((1, height, width), dtype=np.int64), d_model // 2, **options, dtype=dtype)
     return values.reshape(height * width, d_model)
+
+
+#: How DINOv3 divides a grid's centred coordinates: each axis by its own size, or both by the smaller or
+#: the larger.
+DINOV3_NORMALIZE = ("separate", "min", "max")
+
+
+def dinov3_coordinates(
+    feat_shape: tuple[int, int], *, normalize_coords: str = "separate", grid_offset: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """DINOv3's coordinates of a grid (H, W), one float64 array per axis: c = 2·(k + ½ + grid_offset)/n − 1
+    (the centres of the cells mapped to [−1, 1]; n the axis' own size, or the smaller or larger of the two
+    with ``normalize_coords`` "min" or "max"), each operation in float64.
+
+    >>> dinov3_coordinates((2, 4))
+    (array([-0.5,  0.5]), array([-0.75, -0.25,  0.25,  0.75]))
+    """
+    height, width = _shape_pair("feat_shape", feat_shape)
+    _cells("feat_shape", (height, width))
+    if normalize_coords not in DINOV3_NORMALIZE:
+        raise ValueError(f"normalize_coords must be one of {DINOV3_NORMALIZE}; got {normalize_coords!r}")
+    offset = validation.real("grid_offset", grid_offset)
+    sizes = (height, width)
+    denominators = {"separate": sizes, "min": (min(sizes),) * 2, "max": (max(sizes),) * 2}[normalize_coords]
+    axes = tuple(
+        (np.arange(size, dtype=np.float64) + 0.5 + offset) / float(n) * 2.0 - 1.0
+        for size, n in zip(sizes, denominators, strict=True)
+    )
+    return axes[0], axes[1]
+
+
+def dinov3_frequencies(
+    dim: int,
+    *,
+    temperature: float | None = 100.0,
+    min_period: float | None = None,
+    max_period: float | None = None,
+) -> dict[str, float]:
+    """The core options (``base``, ``shift``, ``scale``, for a block of ``dim // 2`` columns) of DINOv3's
+    periods: P_i = temperature^(4i/dim), ω_i = 2π / P_i = 2π · temperature^(−i/(dim/4)); or, given
+    ``min_period`` and ``max_period``, P_i = min · (max/min)^(i/(n − 1)) with n = dim/4:
+    ω_i = (2π/min) · (max/min)^(−i/(n − 1)). 2π, 2π/min and max/min are float64 constants.
+
+    >>> dinov3_frequencies(64)
+    {'base': 100.0, 'shift': 0.0, 'scale': 6.283185307179586}
+    """
+    dim = _width("dim", dim, 4)
+    if min_period is None and max_period is None:
+        base = validation.real("temperature", temperature, usual="DINOv3: 100")
+        if base <= 0:
+            raise ValueError(f"temperature must be positive (DINOv3: 100); got {temperature!r}")
+        return {"base": float(base), "shift": 0.0, "scale": 2.0 * math.pi}
+    if min_period is None or max_period is None:
+        raise ValueError(
+            f"min_period and max_period go together (or neither: the temperature's periods); got "
+            f"min_period={min_period!r}, max_period={max_period!r}"
+        )
+    low = validation.real("min_period", min_period)
+    high = validation.real("max_period", max_period)
+    if not 0 < low < high or dim < 8:
+        raise ValueError(
+            f"min_period and max_period must satisfy 0 < min_period < max_period, with dim >= 8 (two "
+            f"periods or more); got {min_period!r}, {max_period!r}, dim={dim}"
+        )
+    return {"base": high / low, "shift": 1.0, "scale": 2.0 * math.pi / low}
+
+
+def dinov3_rope(
+    feat_shape: tuple[int, int],
+    dim: int,
+    *,
+    temperature: float | None = 100.0,
+    min_period: float | None = None,
+    max_period: float | None = None,
+    normalize_coords: str = "separate",
+    grid_offset: float = 0.0,
+    grid_indexing: str = "ij",
+    rotate_half: bool = True,
+    dtype: npt.DTypeLike = "float32",
+) -> np.ndarray:
+    """timm's DINOv3 rotary (``RotaryEmbeddingDinoV3.get_embed``, after facebookresearch/dinov3's
+    ``RopePositionEmbedding``): ``(H·W, 2·dim)`` = [sin | cos], rows h·W + w.
+
+    Each cell's angles are its coordinates (:func:`dinov3_coordinates`) times the dim/4 frequencies of
+    :func:`dinov3_frequencies`: the first axis' dim/4 angles, then the second's (``grid_indexing`` "ij": h
+    then w; "xy": w then h); ``rotate_half`` repeats the dim/2 sines as [s | s] (the halves layout), else
+    pair by pair (s_0, s_0, s_1, s_1, ...), and the cosines alike. Each value is the exact one rounded once
+    to ``dtype``.
+
+    >>> pe = dinov3_rope((1, 4), 8)  # coordinates (0, -0.75), (0, -0.25), (0, 0.25), (0, 0.75)
+    >>> pe.shape, pe[3, :4].round(4)  # sin of 0 · ω_i, then of 0.75 · ω_i (ω_0 = 2π, ω_1 = 2π/10)
+    ((4, 16), array([ 0.   ,  0.   , -1.   ,  0.454], dtype=float32))
+    """
+    height, width = _shape_pair("feat_shape", feat_shape)
+    options = dinov3_frequencies(dim, temperature=temperature, min_period=min_period, max_period=max_period)
+    if grid_indexing not in ("ij", "xy"):
+        raise ValueError(f"grid_indexing must be 'ij' or 'xy'; got {grid_indexing!r}")
+    out_dtype = validation.dtype(dtype)
+    _cells("feat_shape", (height, width))
+    validation.fits_in_memory((height * width, 2 * dim), out_dtype)
+    coordinates = dinov3_coordinates(
+        (height, width), normalize_coords=normalize_coords, grid_offset=grid_offset
+    )
+    order = (0, 1) if grid_indexing == "ij" else (1, 0)
+    values = grid(
+        (height, width),
+        dim,
+        order=order,
+        group="function",
+        positions=list(coordinates),
+        dtype=out_dtype,
+        **options,
+    ).reshape(height * width, dim)
+    sines, cosines = values[:, : dim // 2], values[:, dim // 2 :]
+    if rotate_half:
+        return np.concatenate([sines, sines, cosines, cosines], axis=-1)
+    return np.concatenate([np.repeat(sines, 2, axis=-1), np.repeat(cosines, 2, axis=-1)], axis=-1)
 
 
 def _mask(mask: npt.ArrayLike) -> np.ndarray:

@@ -128,6 +128,7 @@ SIZES = {
     ),
     "diffusers_3d sizes": (lambda: grids.diffusers_3d(16, 2**20, 2**30), "temporal_size", "2**31"),
     "timm_2d feat_shape": (lambda: grids.timm_2d((2**31, 2**31), 8), "shape", "2**31"),
+    "dinov3_rope feat_shape": (lambda: grids.dinov3_rope((2**31, 2**31), 8), "shape", "2**31"),
     "positional_encodings_nd shape": (
         lambda: grids.positional_encodings_nd((2**31, 2**31, 2**31), 16),
         "shape",

@@ -200,6 +200,17 @@ LIBRARY_GRIDS = {
         ),
         ["feat_shape", "dim", "temperature", "base", "d_model", "shape"],
     ),
+    "dinov3_rope": (
+        lambda a: grids.dinov3_rope(
+            a["size2"],
+            a["embed_dim"],
+            temperature=a["base_size"] if a["base_size"] != 16 else 100.0,
+            normalize_coords="min" if a["flag"] else "separate",
+            grid_offset=a["scale"],
+            rotate_half=a["flag2"],
+        ),
+        ["feat_shape", "dim", "temperature", "grid_offset", "shape"],
+    ),
     "positional_encodings_nd": (
         lambda a: grids.positional_encodings_nd(a["size2"], a["embed_dim"]),
         ["shape", "channels", "d_model"],

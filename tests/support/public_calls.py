@@ -115,6 +115,7 @@ CALLS: dict[str, Callable[[], Any]] = {
     "grid mae_2d": lambda: grids.mae_2d(8, 4),
     "grid diffusers_2d": lambda: grids.diffusers_2d(8, 4),
     "grid timm_2d": lambda: grids.timm_2d((2, 3), 8),
+    "grid dinov3_rope": lambda: grids.dinov3_rope((2, 3), 8),
     "positions from_cu_seqlens": lambda: positions.from_cu_seqlens([0, 2, 5]),
     "positions from_attention_mask": lambda: positions.from_attention_mask([[0, 1, 1]]),
     "positions make_positions": lambda: positions.make_positions([[1, 5, 6]], 1),

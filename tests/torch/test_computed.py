@@ -487,3 +487,112 @@ def test_angles_from_a_learned_projection_of_coordinates_are_declined_as_weights
     assert weights.variant == "learned" and not weights.replaced
     judged = posenc.audit(model, samples=16).components[0]
     assert not judged.judged and "frequencies that are weights" in judged.note
+
+
+# --- DINOv3's rotary of grid coordinates (timm's RotaryEmbeddingDinoV3) -----------------------------------
+
+DINOV3_OPTIONS = {
+    "dinov3": {},
+    "min-offset": {"normalize_coords": "min", "grid_offset": 0.25},
+    "xy-pairs": {"grid_indexing": "xy", "rotate_half": False},
+    "periods": {"temperature": None, "min_period": 0.5, "max_period": 50.0},
+}
+
+
+@pytest.mark.parametrize("options", [{}, {"normalize_coords": "max", "grid_indexing": "xy"}])
+def test_dinov3_rope_is_correctly_rounded_at_its_coordinates(options: dict) -> None:
+    """mpmath: sin and cos of c · 2π · 100^(−i/(dim/4)) (2π the float64 nearest it), c the float64
+    coordinate 2·(k + ½)/n − 1 of each axis, each rounded once; the axis order of grid_indexing."""
+    mpmath.mp.prec = 120
+    dim, shape = 16, (3, 5)
+    values = grids.dinov3_rope(shape, dim, **options)
+    coordinates = grids.dinov3_coordinates(
+        shape, normalize_coords=options.get("normalize_coords", "separate")
+    )
+    first = 0 if options.get("grid_indexing", "ij") == "ij" else 1
+    for h, w in [(0, 0), (1, 3), (2, 4)]:
+        cell = (h, w)
+        for column in range(dim // 2):  # the dim/2 sines: the first axis' dim/4, then the second's
+            axis = first if column < dim // 4 else 1 - first
+            c = mpmath.mpf(float(coordinates[axis][cell[axis]]))
+            omega = mpmath.mpf(2 * math.pi) * mpmath.power(100, -mpmath.mpf(column % (dim // 4)) / (dim // 4))
+            row = values[h * shape[1] + w]
+            assert row[column] == reference.round_to(mpmath.sin(c * omega), "float32")
+            assert row[dim + column] == reference.round_to(mpmath.cos(c * omega), "float32")
+    assert np.array_equal(values[:, : dim // 2], values[:, dim // 2 : dim])  # the halves layout: [s | s]
+
+
+def _dinov3_model(**options):
+    from tests.support.timm_sincos import pos_embed_sincos
+
+    model = nn.Sequential()
+    model.add_module("rope", pos_embed_sincos().RotaryEmbeddingDinoV3(32, feat_shape=[6, 9], **options))
+    return model
+
+
+@pytest.mark.parametrize("name", list(DINOV3_OPTIONS))
+def test_a_dinov3_rope_is_judged_patched_exact_and_given_back(name: str) -> None:
+    options = DINOV3_OPTIONS[name]
+    model = _dinov3_model(**options)
+    original = model.rope
+    before = original.get_embed().clone()
+    judged = posenc.audit(model, samples=32)
+    (component,) = judged.components
+    assert component.kind == "computed" and component.judged and not component.passed  # its float32 code
+    assert [f.kind for f in component.report.findings] == ["float32"]
+    assert judged.fix == "posenc.torch.patch(model)"
+
+    report = pt.patch(model)
+    (replaced,) = report.replaced
+    assert replaced.variant == "dinov3-rope" and 0 < replaced.difference <= replaced.tolerance
+    assert isinstance(model.rope, computed.DinoV3Rope)
+    exact = grids.dinov3_rope((6, 9), 32, **options)
+    assert np.array_equal(model.rope.get_embed().numpy(), exact)  # bit for bit: each value rounded once
+    assert np.array_equal(model.rope.get_embed((4, 3)).numpy(), grids.dinov3_rope((4, 3), 32, **options))
+    assert (model.rope.get_embed() - before).abs().max() <= replaced.tolerance
+    x = torch.randn(2, 32, 6, 9)
+    assert torch.allclose(model.rope(x), original(x), atol=1e-5)  # its rotation, as timm's
+    batch = model.rope.get_batch_embeds([(2, 3), (6, 9)], seq_len=60)
+    assert batch.shape == (2, 60, 64) and not batch[0, 6:].any()
+    assert posenc.audit(model, samples=32).passed
+    copy.deepcopy(model)
+    pt.unpatch(model)
+    assert model.rope is original and torch.equal(original.get_embed(), before)
+
+
+def test_a_dinov3_rope_keeps_its_models_dtype_and_device() -> None:
+    model = _dinov3_model().to(torch.bfloat16)
+    pt.patch(model)
+    embed = model.rope.get_embed()
+    assert embed.dtype == torch.bfloat16  # its cache's dtype, each value rounded once from the exact one
+    want = grids.dinov3_rope((6, 9), 32, dtype="bfloat16")
+    assert np.array_equal(embed.float().numpy(), want.astype(np.float32))
+    assert model.rope.get_embed((2, 2)).dtype == torch.float32  # another grid: float32, as timm's
+    model.to(torch.float32)
+    assert model.rope.get_embed().dtype == torch.float32
+
+
+def test_a_dinov3_rope_of_other_values_or_random_coordinates_is_declined() -> None:
+    model = _dinov3_model()
+    model.rope.temperature = 101.0  # its attributes no longer say what it computes
+    (left,) = pt.patch(model).components
+    assert not left.replaced and left.reason.startswith("not the DINOv3 rotary its attributes name")
+    assert not posenc.audit(model, samples=16).components[0].judged
+    model = _dinov3_model(jitter_coords=2.0)
+    (left,) = pt.patch(model).components
+    assert not left.replaced and "coordinate augmentation" in left.reason
+
+
+def test_frequencies_held_as_a_trained_parameter_are_declined_as_weights() -> None:
+    from tests.support.timm_sincos import pos_embed_sincos
+
+    model = nn.Sequential()
+    model.add_module(
+        "rope", pos_embed_sincos().RotaryEmbeddingMixed(64, depth=2, num_heads=2, feat_shape=[4, 4])
+    )
+    components = pt.patch(model).components
+    (left,) = [c for c in components if c.path == "rope"]
+    assert left.kind == "computed" and not left.replaced
+    assert left.reason.startswith("its frequencies are a trained parameter (freqs: (2, 2, 2, 16))")
+    judged = posenc.audit(model, samples=16)
+    assert not any(c.judged for c in judged.components if c.path == "rope")

@@ -308,6 +308,58 @@ MAX_SINUSOID = 16384
 DETR_SHAPE = (48, 64)
 
 
+def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
+    """DINOv3's rotary (:func:`posenc.torch.computed.read_dinov3`): its ``get_embed`` of a
+    :data:`DETR_SHAPE` grid against :func:`posenc.grids.dinov3_rope`, once proven of the form its attributes
+    name; else not judged, with the reason."""
+    import torch
+
+    from ..torch import computed
+    from . import check_tolerance, report_of
+    from .findings import Finding
+    from .targets import Target
+    from .variant import Variant
+
+    name = type(module).__name__
+    proof = exact if isinstance(exact, str) else computed.prove_dinov3(module, exact)
+    if isinstance(proof, str):
+        return ComponentAudit(path, "computed", None, f"{name}: {proof}")
+    with torch.no_grad():
+        embed = module.get_embed(shape=list(DETR_SHAPE))
+    rows = embed.detach().to("cpu", torch.float64).numpy()
+    dtype = str(embed.dtype).removeprefix("torch.")
+    height, width = DETR_SHAPE
+    what = f"{name}: its get_embed of a {height}×{width} grid, row h·{width} + w"
+    target = Target("table", what, lambda positions: rows[positions], dtype, len(rows), rows.shape[1])
+    options = {
+        "feat_shape": DETR_SHAPE,
+        "temperature": exact.temperature,
+        "min_period": exact.min_period,
+        "max_period": exact.max_period,
+        "normalize_coords": exact.normalize_coords,
+        "grid_offset": exact.grid_offset,
+        "grid_indexing": exact.grid_indexing,
+        "rotate_half": exact.rotate_half,
+    }
+    variant = Variant("dinov3-rope", options, "read from its attributes (timm's DINOv3 form)", True, 0.0)
+    report = report_of(target, variant, dtype, (0, len(rows)), samples, check_tolerance(tol))
+    kinds = [f.kind for f in report.findings]
+    if not report.passed and kinds in ([], ["unexplained"]) and not isinstance(module, computed.DinoV3Rope):
+        # proven within float32 code's rounding of its coordinates, frequencies and angles: the cause
+        finding = Finding(
+            "float32",
+            f"coordinates, frequencies and angles formed in float32: up to {report.max_abs:.3g} from the "
+            "exact values",
+            f"{name} computes its coordinates, its periods and 2π·c / period in float32: its values are "
+            f"within that code's rounding of them (up to {proof[1]:.3g}) on probe grids",
+            {"max_abs": report.max_abs, "allowed": proof[1]},
+            fix=f"{FIX}: it becomes posenc.torch.computed.DinoV3Rope, exact at its coordinates",
+        )
+        report = dataclasses.replace(report, findings=[finding])
+    note = f"DINOv3's rotary of a {height}×{width} grid's coordinates"
+    return ComponentAudit(path, "computed", report, note)
+
+
 def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAudit]:
     """A module that computes its sinusoids in its forward: judged where posenc reads it
     (:mod:`posenc.torch.computed`: a DETR sine, measured on the pixels of an unpadded image against
@@ -332,6 +384,9 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
         variant = Variant("timm-2d", options, "read from its attributes (RT-DETR's form)", True, 0.0)
         report = report_of(target, variant, "float32", (0, len(rows)), samples, check_tolerance(tol))
         return [ComponentAudit(path, "computed", report, "RT-DETR's 2-D sine")]
+    dinov3 = computed.read_dinov3(module)
+    if dinov3 is not None:  # DINOv3's rotary: its get_embed of a grid, cell by cell, as a table
+        return [_dinov3(path, module, dinov3, samples, tol)]
     exact = computed.rope_on_axes(module)
     if exact is not None:  # a rotary on several axes (Flux's): each axis at 0 .. ROWS − 1, as a table
         from . import audit

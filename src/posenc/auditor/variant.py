@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import grids, layouts, presets, validation
+from .. import layouts, presets, validation
 from ..porting.records import Match, RopeMatch
 from ..porting.rope_fitting import PRECISIONS, precision_of
-from ..porting.verdict import GRIDS
+from ..porting.verdict import GRIDS, grid_values
 from .guard import TargetError
 from .targets import Target
 
@@ -86,10 +86,7 @@ class Variant:
             return self.columns(cos, sin).astype(np.float64)
         grid = _grid_of(self.name)
         if grid is not None:  # a named 2-D/3-D grid: its table by posenc.grids, rows by position
-            function, keyword = GRIDS[grid]
-            leading, by_name = ((), {keyword: d_model}) if keyword else ((d_model,), {})
-            build = getattr(grids, function)
-            values = build(*leading, **by_name, **self.options, dtype=validation.dtype(dtype))
+            values = grid_values(grid, d_model, self.options, validation.dtype(dtype))
             return values.reshape(-1, d_model)[positions].astype(np.float64)
         preset = presets.Preset("audit", **self.options, padding_idx=self.padding_idx)
         return preset.encode(positions, d_model, dtype=dtype).astype(np.float64)
@@ -263,10 +260,8 @@ def _covers(match: Match, count: int, width: int) -> bool:
     grid only where it has that many rows."""
     if isinstance(match, RopeMatch) or _grid_of(match.name) is None:
         return True
-    function, keyword = GRIDS[_grid_of(match.name)]
-    leading, by_name = ((), {keyword: width}) if keyword else ((width,), {})
     try:
-        values = getattr(grids, function)(*leading, **by_name, **match.options, dtype=np.float32)
+        values = grid_values(_grid_of(match.name), width, match.options, np.float32)
     except (ValueError, TypeError):
         return False
     return values.size // width >= count

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .. import presets
+from .. import grids, presets
 from .matching import identify  # noqa: F401 - identify: for the example
 from .records import Match, RopeMatch
 
@@ -44,7 +44,34 @@ GRIDS = {
     "positional-encodings-2d": ("positional_encodings_nd", "channels"),
     "positional-encodings-3d": ("positional_encodings_nd", "channels"),
     "detr-2d": ("detr_grid", "d_model"),  # measured by the model audit (a DETR sine's rows); not identified
+    "dinov3-rope": ("dinov3_rope", "dim"),  # measured by the model audit (its rows: [sin | cos], 2·dim)
 }
+#: The grids whose tables have twice as many columns as the width they are built with (:func:`grid_width`).
+_DOUBLE_WIDTH = ("dinov3-rope",)
+
+
+def grid_width(name: str, width: int) -> tuple[tuple[int, ...], dict[str, int]]:
+    """The width argument of the named grid ``name``'s function (:data:`GRIDS`) for a table of ``width``
+    columns: (positional, keyword) arguments (DINOv3's rotary takes half: its rows are [sin | cos] of ``dim``
+    columns each).
+
+    >>> grid_width("timm-2d", 8), grid_width("diffusers-2d", 8), grid_width("dinov3-rope", 8)
+    (((), {'dim': 8}), ((8,), {}), ((), {'dim': 4}))
+    """
+    keyword = GRIDS[name][1]
+    width = width // 2 if name in _DOUBLE_WIDTH else width
+    return ((), {keyword: width}) if keyword else ((width,), {})
+
+
+def grid_values(name: str, width: int, options: dict[str, Any], dtype: Any) -> np.ndarray:
+    """The table of the named grid ``name`` (:data:`GRIDS`) of ``width`` columns with ``options``, in
+    ``dtype``, by its function of :mod:`posenc.grids`.
+
+    >>> grid_values("timm-2d", 8, {"feat_shape": (2, 3)}, "float32").shape
+    (6, 8)
+    """
+    leading, by_name = grid_width(name, width)
+    return getattr(grids, GRIDS[name][0])(*leading, **by_name, **options, dtype=dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,9 +284,10 @@ def _paste(
     length = rows if rows else "length"
     start = f", start={best.start}" if best.start else ""
     if label in GRIDS:
-        function, keyword = GRIDS[label]
-        options = ", ".join(f"{k}={v!r}" for k, v in best.options.items())
-        return (f"posenc.grids.{function}({keyword + '=' if keyword else ''}{d_model}, {options})",)
+        leading, by_name = grid_width(label, d_model)
+        arguments = [*map(str, leading), *(f"{k}={v}" for k, v in by_name.items())]
+        arguments += [f"{k}={v!r}" for k, v in best.options.items()]
+        return (f"posenc.grids.{GRIDS[label][0]}({', '.join(arguments)})",)
     if label is not None and preset is not None:
         get = _call(label)
         lines = [

@@ -298,7 +298,14 @@ def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -
 def learned_angles(module: nn.Module) -> str | None:
     """Why ``module``'s angles are weights, where a child of it projects coordinates (an ``nn.Linear`` of at
     most 4 inputs: LightGlue's keypoints through ``Linear(2, 32)``, Fourier features with learned
-    frequencies): the reason it is not judged; else None."""
+    frequencies) or it holds its frequencies as a trained parameter (timm's ``RotaryEmbeddingMixed``:
+    ``freqs``, one set per block and head): the reason it is not judged; else None."""
+    for name, weight in module.named_parameters(recurse=False):
+        if "freq" in name.lower() and weight.is_floating_point():
+            return (
+                f"its frequencies are a trained parameter ({name}: {tuple(weight.shape)}), not a sinusoid "
+                "posenc makes; not judged"
+            )
     for name, child in module.named_children():
         if isinstance(child, nn.Linear) and child.in_features <= 4:
             return (
@@ -776,3 +783,266 @@ class LatentRope(AxesRope):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, patches={self.patches}" + (", heads=True" if self.heads else "")
+
+
+# --- DINOv3's rotary of a grid's coordinates (timm's RotaryEmbeddingDinoV3) --------------------------------
+
+#: The attributes DINOv3's rotary is read from (timm's ``RotaryEmbeddingDinoV3``, after
+#: facebookresearch/dinov3's ``RopePositionEmbedding``); it is called as ``get_embed(shape, dtype)``.
+DINOV3_ATTRIBUTES = (
+    "dim",
+    "temperature",
+    "min_period",
+    "max_period",
+    "normalize_coords",
+    "grid_offset",
+    "grid_indexing",
+    "rotate_half",
+    "feat_shape",
+)
+#: The grids a DINOv3 rotary is proven on (its own ``feat_shape`` too, where it has one).
+DINOV3_PROBES = ((5, 7), (1, 3), (16, 16))
+
+
+def dinov3_form(module: nn.Module) -> bool:
+    """Whether ``module`` has DINOv3's rotary's form (:data:`DINOV3_ATTRIBUTES` and a ``get_embed``): a module
+    that computes its rotary, whatever cache of it it holds."""
+    return all(hasattr(module, name) for name in DINOV3_ATTRIBUTES) and callable(
+        getattr(module, "get_embed", None)
+    )
+
+
+def read_dinov3(module: nn.Module) -> DinoV3Rope | str | None:
+    """posenc's exact equivalent of ``module`` where it is DINOv3's rotary (:data:`DINOV3_ATTRIBUTES` and a
+    ``get_embed``), built from its attributes; why not (a str) where it is of that form with something posenc
+    does not reproduce (training-time coordinate augmentation: random coordinates); else None. Whether it
+    computes what they say is :func:`prove_dinov3`'s to tell."""
+    if isinstance(module, DinoV3Rope):  # posenc's own, patched in
+        return module
+    if not dinov3_form(module):
+        return None
+    if getattr(module, "aug_active", False):
+        return (
+            "its training-time coordinate augmentation (shift, jitter, rescale) draws random coordinates, "
+            "which posenc does not draw: not replaced"
+        )
+    shape = module.feat_shape
+    options = {name: getattr(module, name) for name in DINOV3_ATTRIBUTES[1:-1]}
+    if options["min_period"] is None or options["max_period"] is None:  # its periods are the temperature's
+        options["min_period"] = options["max_period"] = None
+    try:
+        return DinoV3Rope(
+            module.dim,
+            feat_shape=None if shape is None else tuple(shape),
+            **options,
+            **_cache_like(module),
+        )
+    except (TypeError, ValueError) as error:
+        return f"its attributes are not a DINOv3 rotary posenc reads: {str(error)[:160]}"
+
+
+def _cache_like(module: nn.Module) -> dict[str, Any]:
+    """The dtype of ``module``'s cached embedding (float32 where it has none), the device of its tensors."""
+    cached = getattr(module, "pos_embed_cached", None)
+    periods = getattr(module, "periods", None)
+    floating = isinstance(cached, torch.Tensor) and cached.is_floating_point()
+    device = periods.device if isinstance(periods, torch.Tensor) else None
+    return {"dtype": cached.dtype if floating else torch.float32, "device": device}
+
+
+def _dinov3_blocks(embed: torch.Tensor, dim: int, rotate_half: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The dim/2 sines and cosines of a DINOv3 embedding ``(cells, 2·dim)`` ([sin | cos], each repeated as
+    its layout repeats them), read once: the first axis' dim/4 columns, then the second's."""
+    sines, cosines = embed[:, :dim], embed[:, dim:]
+    if rotate_half:
+        return sines[:, : dim // 2], cosines[:, : dim // 2]
+    return sines[:, 0::2], cosines[:, 0::2]
+
+
+def _repeats(embed: torch.Tensor, dim: int, rotate_half: bool) -> bool:
+    """Whether each value of a DINOv3 embedding ``(cells, 2·dim)`` is there twice, as its layout puts it."""
+    for part in (embed[:, :dim], embed[:, dim:]):
+        pair = (part[:, : dim // 2], part[:, dim // 2 :]) if rotate_half else (part[:, 0::2], part[:, 1::2])
+        if not torch.equal(*pair):
+            return False
+    return True
+
+
+def prove_dinov3(module: nn.Module, exact: DinoV3Rope) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of ``module``'s ``get_embed(shape)`` against ``exact`` on the
+    grids of :data:`DINOV3_PROBES` (and its own ``feat_shape``), each value within what float32 code errs at
+    its coordinate and frequency (:func:`posenc.torch.proofs.check_cos_sin`); and its repeated columns equal
+    to each other; else why not."""
+    shapes = list(DINOV3_PROBES) + ([exact.feat_shape] if exact.feat_shape is not None else [])
+    worst, allowed = 0.0, 0.0
+    n = exact.dim // 4
+    frequencies = core.frequencies(exact.dim // 2, **exact.frequency_options)
+    for shape in shapes:
+        try:
+            with torch.no_grad():
+                mine = module.get_embed(shape=list(shape))
+        except Exception as error:  # its own code refuses the probe grid
+            refused = f"{type(error).__name__}: {str(error)[:100]}"
+            return f"its get_embed refuses posenc's probe grid {shape} ({refused})"
+        ours = exact.get_embed(shape=shape)
+        if not isinstance(mine, torch.Tensor) or mine.shape != ours.shape:
+            got = tuple(mine.shape) if isinstance(mine, torch.Tensor) else type(mine).__name__
+            return f"its get_embed gives {got}, not (cells, 2·dim) = {tuple(ours.shape)}"
+        if not _repeats(mine, exact.dim, exact.rotate_half):
+            layout = "halves" if exact.rotate_half else "pairs"
+            return f"its columns are not DINOv3's {layout} layout (each value twice)"
+        repeated = _dinov3_blocks(mine, exact.dim, exact.rotate_half)
+        rows, columns = exact.coordinates(shape)
+        cells = (np.repeat(rows, len(columns)), np.tile(columns, len(rows)))  # each cell's, row-major
+        for block, positions in enumerate(cells if exact.grid_indexing == "ij" else cells[::-1]):
+            columns = slice(block * n, (block + 1) * n)
+            for m, o in zip(repeated, _dinov3_blocks(ours, exact.dim, exact.rotate_half), strict=True):
+                if not positions.any():  # an axis of one cell: coordinate 0, whose sin 0 and cos 1 are exact
+                    checked = (0.0, 0.0) if torch.equal(m[:, columns], o[:, columns]) else math.inf
+                else:
+                    checked = _within_float32(m[:, columns], o[:, columns], positions, frequencies)
+                if isinstance(checked, float):
+                    return (
+                        f"not the DINOv3 rotary its attributes name ({exact.extra_repr()}) within float32 "
+                        f"rounding ({checked:.3g})"
+                    )
+                worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
+    return worst, allowed
+
+
+class DinoV3Rope(nn.Module):
+    """posenc's exact values in place of DINOv3's rotary (timm's ``RotaryEmbeddingDinoV3``), called as it is:
+    ``get_embed(shape=None, dtype=None)`` -> ``(H·W, 2·dim)`` [sin | cos] (:func:`posenc.grids.dinov3_rope`:
+    the coordinates 2·(k + ½ + grid_offset)/n − 1 of each cell, in float64, times
+    ω_i = 2π·temperature^(−i/(dim/4))),
+    each value the exact one rounded once: to the dtype its cache had (the model's dtype) for its own
+    ``feat_shape``, to float32 (float64 in a float64 model) for another shape; ``get_batch_embeds``,
+    ``update_feat_shape`` and ``forward(x)`` (the rotation of a ``(B, dim, *grid)`` input) as timm's.
+
+    >>> rope = DinoV3Rope(8, feat_shape=(1, 4))
+    >>> rope.get_embed()[3, :4]  # sin of the coordinates (0, 0.75) times ω_0 = 2π, ω_1 = 2π/10
+    tensor([ 0.0000,  0.0000, -1.0000,  0.4540])
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        feat_shape: tuple[int, int] | None = None,
+        temperature: float | None = 100.0,
+        min_period: float | None = None,
+        max_period: float | None = None,
+        normalize_coords: str = "separate",
+        grid_offset: float = 0.0,
+        grid_indexing: str = "ij",
+        rotate_half: bool = True,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        options = grids.dinov3_frequencies(
+            dim, temperature=temperature, min_period=min_period, max_period=max_period
+        )
+        grids.dinov3_coordinates((1, 1), normalize_coords=normalize_coords, grid_offset=grid_offset)
+        if grid_indexing not in ("ij", "xy"):
+            raise ValueError(f"grid_indexing must be 'ij' or 'xy'; got {grid_indexing!r}")
+        if feat_shape is not None:
+            grids.dinov3_coordinates(feat_shape)  # two sizes of at least 1
+            feat_shape = (int(feat_shape[0]), int(feat_shape[1]))
+        self.dim, self.feat_shape, self.rotate_half = int(dim), feat_shape, bool(rotate_half)
+        self.temperature, self.min_period, self.max_period = temperature, min_period, max_period
+        self.normalize_coords, self.grid_offset, self.grid_indexing = (
+            normalize_coords,
+            float(grid_offset),
+            grid_indexing,
+        )
+        self.frequency_options = options
+        self._checked = core.Options.check(
+            self.dim // 2, options["base"], options["shift"], options["scale"], "sin_cos", "zero"
+        )
+        # its dtype follows the module's (.to, .half): the dtype of the embedding of its own feat_shape
+        self.register_buffer("like", torch.empty(0, dtype=dtype, device=device), persistent=False)
+
+    def coordinates(self, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """The float64 coordinates of each axis of a grid ``shape`` (:func:`grids.dinov3_coordinates`)."""
+        return grids.dinov3_coordinates(
+            shape, normalize_coords=self.normalize_coords, grid_offset=self.grid_offset
+        )
+
+    def _embed(self, shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+        height, width = (int(s) for s in shape)
+        device, fmt = self.like.device, _dtype_name(dtype)
+        blocks = []
+        for positions in self.coordinates((height, width)):
+            blocks.append(_encode_tensor(torch.from_numpy(positions).to(device), (*self._checked, fmt)))
+        first, second = blocks if self.grid_indexing == "ij" else blocks[::-1]
+        n = self.dim // 4
+        if self.grid_indexing == "xy":  # the cells still run over (h, w): w's angles come first
+            first = first[None, :, :].expand(height, width, -1)
+            second = second[:, None, :].expand(height, width, -1)
+        else:
+            first = first[:, None, :].expand(height, width, -1)
+            second = second[None, :, :].expand(height, width, -1)
+        first, second = first.reshape(height * width, -1), second.reshape(height * width, -1)
+        sines = torch.cat([first[:, :n], second[:, :n]], dim=-1)
+        cosines = torch.cat([first[:, n:], second[:, n:]], dim=-1)
+        if self.rotate_half:
+            return torch.cat([sines, sines, cosines, cosines], dim=-1)
+        return torch.cat([sines.repeat_interleave(2, -1), cosines.repeat_interleave(2, -1)], dim=-1)
+
+    def get_embed(self, shape: Any = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The embedding of a grid ``shape`` (H, W) (default: its ``feat_shape``), ``(H·W, 2·dim)``."""
+        if shape is None:
+            if self.feat_shape is None:
+                raise ValueError("shape: this rotary has no feat_shape; pass shape=(H, W)")
+            values = self._embed(self.feat_shape, self.like.dtype)
+        else:
+            grids.dinov3_coordinates(tuple(shape))
+            wide = torch.float64 if self.like.dtype == torch.float64 else torch.float32
+            values = self._embed(tuple(shape), wide)
+        return values if dtype is None else values.to(dtype)
+
+    def get_batch_embeds(
+        self, shapes: list[tuple[int, int]], seq_len: int | None = None, dtype: torch.dtype | None = None
+    ) -> torch.Tensor | list[torch.Tensor]:
+        """One embedding per grid of ``shapes``; with ``seq_len``, zero-padded to it and stacked."""
+        embeds = [self.get_embed((h, w), dtype=dtype) for h, w in shapes]
+        if seq_len is None or not embeds:
+            return embeds
+        padded = embeds[0].new_zeros((len(embeds), seq_len, embeds[0].shape[-1]))
+        for i, embed in enumerate(embeds):
+            if embed.shape[0] > seq_len:
+                raise ValueError(
+                    f"seq_len: {seq_len} is less than the {embed.shape[0]} cells of grid {shapes[i]}"
+                )
+            padded[i, : embed.shape[0]] = embed
+        return padded
+
+    def update_feat_shape(self, feat_shape: Any) -> None:
+        """Its grid becomes ``feat_shape`` where it has one (as timm's)."""
+        if self.feat_shape is not None and tuple(feat_shape) != tuple(self.feat_shape):
+            self.feat_shape = tuple(int(s) for s in feat_shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(B, dim, *grid)`` rotated by the embedding of its grid: x·cos + rotate(x)·sin."""
+        embed = self.get_embed(tuple(x.shape[2:]))
+        sin, cos = embed[:, : self.dim], embed[:, self.dim :]
+        flat = x.flatten(2).transpose(1, 2)
+        if self.rotate_half:
+            half = flat.shape[-1] // 2
+            turned = torch.cat([-flat[..., half:], flat[..., :half]], dim=-1)
+        else:
+            turned = torch.stack([-flat[..., 1::2], flat[..., 0::2]], dim=-1).reshape(flat.shape)
+        return (flat * cos + turned * sin).transpose(1, 2).reshape(x.shape)
+
+    def extra_repr(self) -> str:
+        periods = (
+            f"temperature={self.temperature:g}"
+            if self.min_period is None and self.max_period is None
+            else f"min_period={self.min_period:g}, max_period={self.max_period:g}"
+        )
+        return (
+            f"dim={self.dim}, {periods}, feat_shape={self.feat_shape}, "
+            f"normalize_coords={self.normalize_coords!r}, grid_offset={self.grid_offset:g}, "
+            f"grid_indexing={self.grid_indexing!r}, rotate_half={self.rotate_half}"
+        )

@@ -470,18 +470,17 @@ def _computes_sinusoids(cls: type) -> bool:
     Read from the source text; nothing runs."""
     if cls.__module__.split(".")[0] in ("torch", "posenc"):
         return False
-    try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):
+    source = _class_source(cls)
+    if source is None:
         return False
     positional = _POSITIONAL_CLASS.search(cls.__name__) or _POSITIONAL_METHOD.search(source)
     if not positional:
         return False
     if re.search(_SINE_CALL, source):
         return True
-    home = sys.modules.get(cls.__module__)
+    home = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else _namespace(cls)
     for name in set(re.findall(r"(?<![.\w])(\w+)\(", source)):
-        function = getattr(home, name, None)
+        function = home.get(name)
         library = getattr(function, "__module__", None) or ""
         if inspect.isfunction(function) and library.split(".")[0] not in ("torch", "numpy", "posenc"):
             try:
@@ -492,6 +491,32 @@ def _computes_sinusoids(cls: type) -> bool:
     return False
 
 
+def _class_source(cls: type) -> str | None:
+    """``cls``'s source text; where its module is no longer in ``sys.modules`` (inspect cannot find its
+    file then), the source of its methods."""
+    try:
+        return inspect.getsource(cls)
+    except (OSError, TypeError):
+        pass
+    parts = []
+    for value in vars(cls).values():
+        if inspect.isfunction(value):
+            try:
+                parts.append(inspect.getsource(value))
+            except (OSError, TypeError):
+                continue
+    return "\n".join(parts) or None
+
+
+def _namespace(cls: type) -> dict[str, Any]:
+    """The globals of ``cls``'s module read from its methods, where the module is not in ``sys.modules``
+    (a module imported and then removed)."""
+    for value in vars(cls).values():
+        if inspect.isfunction(value):
+            return value.__globals__
+    return {}
+
+
 def _kind(module: nn.Module) -> str | None:
     """The kind of a positional module, posenc's or another library's: "rotary", "timesteps", else None."""
     if isinstance(module, RotaryEmbedding):
@@ -499,8 +524,17 @@ def _kind(module: nn.Module) -> str | None:
     if isinstance(module, ExactTimesteps):
         return "timesteps"
     if isinstance(
-        module, (DetrSinePositionEmbedding, computed.ComputedSinusoid, computed.GridSine, computed.AxesRope)
+        module,
+        (
+            DetrSinePositionEmbedding,
+            computed.ComputedSinusoid,
+            computed.GridSine,
+            computed.AxesRope,
+            computed.DinoV3Rope,
+        ),
     ):
+        return "computed"
+    if computed.dinov3_form(module):  # its cache of the embedding is not a table of its own
         return "computed"
     buffers = dict(module.named_buffers(recurse=False))
     if "inv_freq" in buffers or any(k.endswith("_inv_freq") for k in buffers):
@@ -524,6 +558,7 @@ def _component(
             computed.ComputedSinusoid,
             computed.GridSine,
             computed.AxesRope,
+            computed.DinoV3Rope,
         ),
     ):
         return Component(path, kind, "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
@@ -903,6 +938,9 @@ def _computed(
     (:mod:`posenc.torch.computed`: DETR's ``PositionEmbeddingSine``), else left alone with the reason."""
     if computed.grid_sine_options(module) is not None:
         return _grid_sine(model, path, module, originals)
+    dinov3 = computed.read_dinov3(module)
+    if dinov3 is not None:
+        return _dinov3(model, path, module, dinov3, originals)
     exact = computed.rope_on_axes(module)
     if exact is not None:
         return _rope_on_axes(model, path, module, exact, originals)
@@ -975,6 +1013,27 @@ def _rope_on_axes(
         f"{list(exact.axes_dim)}): equal to its own (cos, sin) on a probe grid within float32 rounding"
     )
     return Component(path, "computed", "axes-rope", difference, allowed, True, how), steps, replacement
+
+
+def _dinov3(
+    model: nn.Module, path: str, module: nn.Module, exact: computed.DinoV3Rope | str, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """DINOv3's rotary of a grid's coordinates (:func:`posenc.torch.computed.read_dinov3`: timm's
+    ``RotaryEmbeddingDinoV3``): proven on probe grids, then replaced by its exact equivalent."""
+    proof = exact if isinstance(exact, str) else computed.prove_dinov3(module, exact)
+    if isinstance(proof, str):
+        return _declined(path, "computed", type(module).__name__, proof)
+    difference, allowed = proof
+    replacement = _PatchedDinoV3Rope.__new__(_PatchedDinoV3Rope)
+    replacement.__dict__.update(exact.__dict__)
+    replacement.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
+    probes = ", ".join("×".join(map(str, shape)) for shape in computed.DINOV3_PROBES)
+    how = (
+        f"DINOv3's rotary of grid coordinates ({exact.extra_repr()}): equal to its own get_embed on the "
+        f"grids {probes} and its own within float32 rounding"
+    )
+    return Component(path, "computed", "dinov3-rope", difference, allowed, True, how), steps, replacement
 
 
 def _sinusoid(
@@ -1316,6 +1375,11 @@ class _PatchedAxesRope(_KeepsOriginal, computed.AxesRope):
 
 class _PatchedLatentRope(_KeepsOriginal, computed.LatentRope):
     """posenc's :class:`~posenc.torch.computed.LatentRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedDinoV3Rope(_KeepsOriginal, computed.DinoV3Rope):
+    """posenc's :class:`~posenc.torch.computed.DinoV3Rope` as :func:`patch` puts it in a model (holding the
     original)."""
 
 

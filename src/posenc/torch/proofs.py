@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import grids, layouts, presets, rope, validation
+from .. import layouts, presets, rope, validation
 from ..core import frequencies
-from ..porting.verdict import GRIDS
+from ..porting.verdict import GRIDS, grid_values
 from .rotary import cos_sin, rotate
 
 __all__ = [
@@ -334,10 +334,7 @@ def exact_rows(best: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     count, width = shape
     name = next((n for n in (best.name or "").split(" = ") if n in GRIDS), None)
     if name is not None:  # a named grid: built by its function of posenc.grids, d_model by keyword or first
-        function, keyword = GRIDS[name]
-        leading, by_name = ((), {keyword: width}) if keyword else ((width,), {})
-        values = getattr(grids, function)(*leading, **by_name, **best.options, dtype=validation.dtype(dtype))
-        return values.reshape(count, width)
+        return grid_values(name, width, best.options, validation.dtype(dtype)).reshape(count, width)
     preset = presets.Preset("patch", **best.options, padding_idx=best.padding_idx)
     return preset.table(count, width, start=best.start, dtype=validation.dtype(dtype))
 

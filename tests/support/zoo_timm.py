@@ -10,8 +10,8 @@ be built is "not built", and nothing else in the process sees a torchvision.
 
 :func:`architectures` enumerates: every model name ``timm.list_models()`` gives whose module's source names a
 sin-cos grid or a rotary embedding (``sincos``, ``rotary``, ``rope``, ``rot_embed``). :func:`build` makes it
-with ``depth=1`` where its builder takes it (its positional arguments as they are). timm models take no probe
-inputs posenc makes: each component is proven by its own proof; their folders are not audited.
+with ``depth=1`` where its builder takes it (its positional arguments as they are); its forward is compared
+before and after on one image (:func:`probe`); their folders are not audited.
 
 ``python scripts/zoo.py --library timm`` runs it and writes ``docs/zoo-timm.md``.
 """
@@ -144,6 +144,18 @@ def build(name: str) -> Any:
             return timm.create_model(name, pretrained=False).eval()
 
 
+def probe(model: Any) -> list[dict[str, Any]]:
+    """An image for a timm model's forward: ``(1, 3, H, W)`` at its patch embedding's image size (else its
+    pretrained configuration's input size), seeded."""
+    size = getattr(getattr(model, "patch_embed", None), "img_size", None)
+    if not (isinstance(size, tuple | list) and len(size) == 2):
+        size = (getattr(model, "pretrained_cfg", None) or {}).get("input_size", (3, 224, 224))[1:]
+    if not all(isinstance(s, int) and s > 0 for s in size):
+        return []
+    return [{"x": torch.randn(1, 3, *size, generator=torch.Generator().manual_seed(0))}]
+
+
 def run(name: str) -> zoo.Outcome:
-    """timm model ``name`` through audit → patch → audit → unpatch (:func:`tests.support.zoo.judge`)."""
-    return zoo.judge(name, lambda: build(name), folder=False)
+    """timm model ``name`` through audit → patch → audit → forward → unpatch
+    (:func:`tests.support.zoo.judge`), its forward compared on an image (:func:`probe`)."""
+    return zoo.judge(name, lambda: build(name), folder=False, probe=probe)

@@ -596,3 +596,55 @@ def test_frequencies_held_as_a_trained_parameter_are_declined_as_weights() -> No
     assert left.reason.startswith("its frequencies are a trained parameter (freqs: (2, 2, 2, 16))")
     judged = posenc.audit(model, samples=16)
     assert not any(c.judged for c in judged.components if c.path == "rope")
+
+
+# --- V-JEPA 2's rotary, computed in its attention layer -------------------------------------------------
+
+
+def _vjepa2_attention():
+    from transformers import VJEPA2Config
+    from transformers.models.vjepa2.modeling_vjepa2 import VJEPA2RopeAttention
+
+    torch.manual_seed(0)
+    return VJEPA2RopeAttention(VJEPA2Config(), hidden_size=128, num_attention_heads=2).eval()
+
+
+def test_vjepa2_rotary_is_judged_patched_exact_and_given_back() -> None:
+    model = nn.Sequential()
+    model.add_module("attention", _vjepa2_attention())
+    attention = model.attention
+    hidden = torch.randn(1, 40, 128)
+    before = attention(hidden)[0]
+    judged = posenc.audit(model, samples=32)
+    assert [c.layer_type for c in judged.components] == ["axis 0", "axis 1", "axis 2"]
+    assert all(c.judged and not c.passed for c in judged.components)  # its float32 angles
+
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.variant == "axes-rope" and replaced.difference <= replaced.tolerance
+    assert isinstance(attention.__dict__["apply_rotary_embeddings"], computed.ExactAxesRotation)
+    tables = computed.axes_rotation_rows(attention, 300)  # its rotation now gives posenc's values
+    for table in tables:  # 20 channels a block: 10 frequencies of base 10000
+        want = posenc.encode(np.arange(300), 20, layout="sin_cos", dtype="float32")
+        assert np.array_equal(table.float().numpy(), want)
+    assert torch.allclose(attention(hidden)[0], before, atol=1e-5)
+    assert posenc.audit(model, samples=32).passed
+    assert pt.patch(model).components[0].reason == "already posenc's (patched)"
+    copy.deepcopy(model)
+    assert pt.unpatch(model) == 1
+    assert "apply_rotary_embeddings" not in attention.__dict__ and torch.equal(attention(hidden)[0], before)
+
+
+def test_a_vjepa2_like_rotary_of_other_angles_is_declined() -> None:
+    attention = _vjepa2_attention()
+    own = type(attention).apply_rotary_embeddings
+
+    def scaled(qk, pos_ids):  # its angles times 10^(1/3): not the rotary V-JEPA 2's form names
+        return own(attention, qk, tuple(p * 10.0 ** (1 / 3) for p in pos_ids))
+
+    attention.apply_rotary_embeddings = scaled
+    type_name = type(attention).__name__
+    model = nn.Sequential()
+    model.add_module("attention", attention)
+    (left,) = pt.patch(model).components
+    assert left.variant == type_name and not left.replaced
+    assert left.reason.startswith("not V-JEPA 2's rotary (base 10000, widths [20, 20, 20])")

@@ -413,6 +413,24 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
         report = audit(rows, samples=samples, tol=tol)
         note = f"its {computed.RELATIVE_METHOD} at positions 0 .. {len(rows) - 1}"
         return [ComponentAudit(path, "computed", report, note)]
+    widths = computed.axes_rotation_widths(module)
+    if widths is not None:  # V-JEPA 2's rotary in its attention: each block at 0 .. ROWS − 1, as a table
+        from . import audit
+
+        try:
+            tables = computed.axes_rotation_rows(module)
+        except Exception as error:  # its own code refuses the probe, or another layout
+            reason = (
+                f"its {computed.AXES_ROTATION_METHOD} is not read ({type(error).__name__}: {error!s:.100})"
+            )
+            return [ComponentAudit(path, "computed", None, f"{type(module).__name__}: {reason}")]
+        judged = []
+        claimed = {"base": computed.AXES_ROTATION_BASE, "layout": "sin_cos"}
+        for axis, (width, rows) in enumerate(zip(widths, tables, strict=True)):
+            report = audit(rows.float(), samples=samples, tol=tol, preset=claimed)
+            note = f"axis {axis} ({width} channels, base 10000) at positions 0 .. {len(rows) - 1}"
+            judged.append(ComponentAudit(path, "computed", report, note, f"axis {axis}"))
+        return judged
     reading = computed.read_detr_sine(module)
     convention = computed.sinusoid_convention(module)
     refusal = computed.probe_refusal(module, convention) if convention is not None else None

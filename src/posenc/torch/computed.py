@@ -1046,3 +1046,125 @@ class DinoV3Rope(nn.Module):
             f"normalize_coords={self.normalize_coords!r}, grid_offset={self.grid_offset:g}, "
             f"grid_indexing={self.grid_indexing!r}, rotate_half={self.rotate_half}"
         )
+
+
+# --- a rotary of frame, row and column ids computed in an attention layer (V-JEPA 2's) -------------------
+
+#: V-JEPA 2's form (transformers' ``VJEPA2RopeAttention``): its ``apply_rotary_embeddings(qk, pos_ids)``
+#: rotates a head's first ``d_dim``, ``h_dim`` and ``w_dim`` channels by the frame, row and column ids
+#: ``pos_ids``, a block of D channels by the angles p·ω_i, ω_i = 10000^(−i/(D/2)), its sines and cosines
+#: repeated as halves [s | s] and applied to the pairs (x_2j, x_2j+1) as x·cos + (−x_2j+1, x_2j)·sin; the
+#: channels past them unchanged.
+AXES_ROTATION_METHOD = "apply_rotary_embeddings"
+_AXES_ROTATION_WIDTHS = ("d_dim", "h_dim", "w_dim")
+#: V-JEPA 2's base, fixed in its code.
+AXES_ROTATION_BASE = 10000.0
+
+
+def axes_rotation_widths(module: nn.Module) -> tuple[int, ...] | None:
+    """The widths of ``module``'s rotated blocks where it has V-JEPA 2's form (:data:`AXES_ROTATION_METHOD`
+    on its class, even ``d_dim``/``h_dim``/``w_dim`` within its ``attention_head_size``), else None."""
+    if not callable(getattr(type(module), AXES_ROTATION_METHOD, None)):
+        return None
+    widths = _even_widths([getattr(module, name, None) for name in _AXES_ROTATION_WIDTHS])
+    head = getattr(module, "attention_head_size", None)
+    if widths is None or not isinstance(head, int) or sum(widths) > head:
+        return None
+    return widths
+
+
+def _rotate(module: nn.Module, qk: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return getattr(module, AXES_ROTATION_METHOD)(qk, (positions,) * 3)
+
+
+def axes_rotation_rows(module: nn.Module, count: int = ROWS) -> list[torch.Tensor]:
+    """``module``'s sines and cosines (:func:`axes_rotation_widths`) at positions 0 .. ``count`` − 1, one
+    table ``(count, D)`` per block in posenc's "sin_cos" layout [sin ω_0 p, ... | cos ω_0 p, ...] (float64),
+    read from its own rotation of two probes: the pairs (1, 0) give (cos, sin), the pairs (0, 1) (−sin, cos).
+    Raises ValueError where a block's two halves differ (not the [s | s] it repeats)."""
+    head = module.attention_head_size
+    ones = torch.zeros(1, 1, count, head)
+    ones[..., 0::2] = 1.0
+    positions = torch.arange(count)
+    first, second = _rotate(module, ones, positions), _rotate(module, ones.roll(1, dims=-1), positions)
+    cos, sin = torch.empty(count, head), torch.empty(count, head)
+    cos[:, 0::2], sin[:, 1::2] = first[0, 0, :, 0::2], first[0, 0, :, 1::2]
+    sin[:, 0::2], cos[:, 1::2] = -second[0, 0, :, 0::2], second[0, 0, :, 1::2]
+    tables, start = [], 0
+    for width in axes_rotation_widths(module):
+        half = width // 2
+        block = slice(start, start + width)
+        for part in (sin[:, block], cos[:, block]):
+            if not torch.equal(part[:, :half], part[:, half:]):
+                raise ValueError(
+                    f"its block of channels {start}..{start + width - 1} does not repeat [s | s]"
+                )
+        tables.append(torch.cat([sin[:, start : start + half], cos[:, start : start + half]], -1).double())
+        start += width
+    return tables
+
+
+def prove_axes_rotation(module: nn.Module, exact: ExactAxesRotation) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of ``module``'s sines and cosines (:func:`axes_rotation_rows`
+    at positions 0 .. 63) against posenc's, each within what float32 code errs there, and of its rotation of
+    random queries against ``exact``'s (within |x|·(that allowance + 2⁻²²) per channel); else why not."""
+    count = 64
+    try:
+        tables = axes_rotation_rows(module, count)
+    except Exception as error:  # its own code refuses the probe, or another layout
+        return f"its {AXES_ROTATION_METHOD} is not read ({type(error).__name__}: {str(error)[:100]})"
+    positions = np.arange(count, dtype=np.float64)
+    worst, allowed = 0.0, 0.0
+    for width, table in zip(exact.widths, tables, strict=True):
+        frequencies = core.frequencies(width, base=AXES_ROTATION_BASE)
+        ours = _encode_tensor(torch.arange(count), (*exact.checked[width], "float32"))
+        half = width // 2
+        for mine, want in ((table[:, :half], ours[:, :half]), (table[:, half:], ours[:, half:])):
+            checked = _within_float32(mine, want, positions, frequencies)
+            if isinstance(checked, float):
+                named = f"base 10000, widths {list(exact.widths)}"
+                return f"not V-JEPA 2's rotary ({named}) within float32 rounding ({checked:.3g})"
+            worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
+    generator = torch.Generator().manual_seed(0)
+    qk = torch.randn(2, 2, count, module.attention_head_size, generator=generator)
+    steps = torch.arange(count)
+    with torch.no_grad():
+        mine = getattr(type(module), AXES_ROTATION_METHOD)(
+            module, qk, (steps // 16, steps // 4 % 4, steps % 4)
+        )
+        ours = exact(qk, (steps // 16, steps // 4 % 4, steps % 4))
+    bound = 2 * qk.abs().max() * (allowed + 2.0**-22)
+    if mine.shape != ours.shape or not (mine - ours).abs().max() <= bound:
+        return "its rotation of queries is not V-JEPA 2's pairs (−x_2j+1, x_2j) by [s | s] within float32"
+    return worst, allowed
+
+
+class ExactAxesRotation:
+    """posenc's exact sines and cosines in place of V-JEPA 2's ``apply_rotary_embeddings`` method of
+    ``module`` (set on the instance by :func:`posenc.torch.patch`; :data:`AXES_ROTATION_METHOD`): the same
+    blocks, positions and rotation, each sine and cosine correctly rounded once to the queries' dtype."""
+
+    def __init__(self, module: nn.Module, widths: tuple[int, ...]) -> None:
+        # held (a cycle through the module's __dict__): a deep copy or a pickle of the model takes both
+        self.module, self.widths = module, tuple(widths)
+        self.checked = {
+            w: core.Options.check(w, AXES_ROTATION_BASE, 0.0, 1.0, "sin_cos", "zero") for w in widths
+        }
+
+    def __call__(self, qk: torch.Tensor, pos_ids: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        fmt = _dtype_name(qk.dtype)
+        parts, start = [], 0
+        for width, positions in zip(self.widths, pos_ids, strict=True):
+            block = qk[..., start : start + width]
+            values = _encode_tensor(positions.to(torch.int64), (*self.checked[width], fmt))
+            half = width // 2
+            sin = torch.cat([values[..., :half]] * 2, dim=-1)
+            cos = torch.cat([values[..., half:]] * 2, dim=-1)
+            pairs = block.unflatten(-1, (-1, 2))
+            turned = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+            parts.append(block * cos + turned * sin)
+            start += width
+        if start < qk.shape[-1]:
+            parts.append(qk[..., start:])
+        return torch.cat(parts, dim=-1)

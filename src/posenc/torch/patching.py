@@ -229,7 +229,8 @@ class _Original:
     """What :func:`patch` replaced at one path: ``kind`` "module" (``value``: the original module, also held
     by its replacement), "table" (``value``: a copy of the original values; ``written``: how to rebuild what
     posenc wrote, to tell whether the table still holds it), "forward" (an attention module's own) or
-    "method" (``value``: the name of the method shadowed on the instance: XLNet's relative encoding)."""
+    "method" (``value``: the name of the method shadowed on the instance: XLNet's relative encoding, V-JEPA
+    2's rotation)."""
 
     kind: str
     value: Any = None
@@ -341,7 +342,8 @@ def unpatch(model: nn.Module) -> int:
             count += _restore_table(model, path, entry)
         elif entry.kind == "method":
             module = _module_at(model, path)
-            if module is not None and isinstance(module.__dict__.get(entry.value), computed.ExactRelative):
+            shadowing = (computed.ExactRelative, computed.ExactAxesRotation)
+            if module is not None and isinstance(module.__dict__.get(entry.value), shadowing):
                 del module.__dict__[entry.value]
                 count += 1
     return count + forward
@@ -946,6 +948,9 @@ def _computed(
         return _rope_on_axes(model, path, module, exact, originals)
     if computed.reads_relative(module):
         return _relative(path, module, originals)
+    widths = computed.axes_rotation_widths(module)
+    if widths is not None:
+        return _axes_rotation(path, module, widths, originals)
     reading = computed.read_detr_sine(module)
     variant = type(module).__name__
     convention = computed.sinusoid_convention(module)
@@ -1120,6 +1125,32 @@ def _relative(path: str, module: nn.Module, originals: dict) -> tuple[Component,
     )
     component = Component(path, "computed", proven.variant, proven.difference, proven.tolerance, True, how)
     return component, steps, None
+
+
+def _axes_rotation(
+    path: str, module: nn.Module, widths: tuple[int, ...], originals: dict
+) -> tuple[Component, list[_Step], None]:
+    """V-JEPA 2's rotary, computed in its attention layer's method
+    (:data:`posenc.torch.computed.AXES_ROTATION_METHOD`): its sines and cosines and its rotation proven, then
+    the method shadowed on the instance by :class:`posenc.torch.computed.ExactAxesRotation`."""
+    method = computed.AXES_ROTATION_METHOD
+    if isinstance(module.__dict__.get(method), computed.ExactAxesRotation):
+        return Component(path, "computed", "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
+    exact = computed.ExactAxesRotation(module, widths)
+    proof = computed.prove_axes_rotation(module, exact)
+    if isinstance(proof, str):
+        return _declined(path, "computed", type(module).__name__, proof)
+    difference, allowed = proof
+    steps = [
+        _record(originals, path, _Original("method", method)),
+        _instance_attribute(module, method, exact),
+    ]
+    how = (
+        f"V-JEPA 2's rotary of frame, row and column ids (base 10000, widths {list(widths)}): its sines and "
+        "cosines at positions 0 .. 63 within float32 rounding, its rotation of random queries alike; "
+        "posenc's sines and cosines in its rotation"
+    )
+    return Component(path, "computed", "axes-rope", difference, allowed, True, how), steps, None
 
 
 @dataclasses.dataclass

@@ -7,7 +7,8 @@ A probe (:func:`probe_of`, inputs by :func:`inputs_of`) exists for a Hugging Fac
 is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too), ``pixel_values`` (its config's
 ``num_channels`` and ``image_size``; 64 pixels a side where it names no size, as detectors' configs) or
 ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice
-``max_source_positions`` frames): 16 token ids below its vocabulary size, one seeded image or one seeded
+``max_source_positions`` frames) or ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of frames at its
+``crop_size``): 16 token ids below its vocabulary size, one seeded image or one seeded
 clip, on the model's device. The
 forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is
 put back after), without a KV cache and under a forked random state (the caller's generator is not
@@ -115,6 +116,14 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
             return "its config gives no num_channels and square image_size for a probe image"
         image = torch.randn(1, channels, size, size, generator=generator)
         return {"pixel_values": image.to(first.device, first.dtype)}
+    if name == "pixel_values_videos":  # V-JEPA 2's kind: one clip of one tubelet of frames
+        channels = getattr(config, "in_chans", None) or getattr(config, "num_channels", None)
+        size = getattr(config, "crop_size", None) or getattr(config, "image_size", None)
+        frames = getattr(config, "tubelet_size", None) or 2
+        if not all(isinstance(v, int) and v > 0 for v in (channels, size, frames)):
+            return "its config gives no channels, square crop_size and tubelet_size for a probe clip"
+        clip = torch.randn(1, frames, channels, size, size, generator=generator)
+        return {"pixel_values_videos": clip.to(first.device, first.dtype)}
     if name == "input_features":  # Whisper and its kind: mel frames, as many as its encoder's table holds
         bins, positions = getattr(config, "num_mel_bins", None), getattr(config, "max_source_positions", None)
         if not isinstance(bins, int) or not isinstance(positions, int):

@@ -135,9 +135,10 @@ _TEXT_WIDTHS = (
 
 def probe(model: Any) -> list[dict[str, Any]]:
     """Candidate inputs for a diffusers model's forward, from its config (the zoo runs the first it takes):
-    Flux's packed latent with its ``img_ids`` and ``txt_ids``; a video latent ``(1, C, F, H, W)``; an image
-    latent ``(1, C, H, W)`` (a UNet's ``sample``); each with a timestep, seven text tokens where it takes
-    them and a pooled projection where it takes one. Seeded; sizes a multiple of its patch."""
+    Flux's packed latent with its ``img_ids`` and ``txt_ids``; Qwen-Image's with its ``img_shapes``; a video
+    latent ``(1, C, F, H, W)``; an image latent ``(1, C, H, W)`` (a UNet's ``sample``); each with a timestep,
+    seven text tokens where it takes them and a pooled projection where it takes one. Seeded; sizes a
+    multiple of its patch."""
     config = getattr(model, "config", None)
     try:
         names = set(inspect.signature(model.forward).parameters)
@@ -174,6 +175,14 @@ def probe(model: Any) -> list[dict[str, Any]]:
                 **extras,
             }
         )
+    if "img_shapes" in names:  # Qwen-Image's: a packed latent of 4×6 tokens and its shape
+        if "encoder_hidden_states_mask" in names:
+            extras["encoder_hidden_states_mask"] = torch.ones(1, 7)
+        packed = torch.randn(1, 24, channels, generator=generator)
+        inputs = {"hidden_states": packed, "img_shapes": [(1, 4, 6)], **extras}
+        if "controlnet_cond" in names:
+            inputs["controlnet_cond"] = torch.randn(1, 24, channels, generator=generator)
+        candidates.append(inputs)
     video = torch.randn(1, channels, 2 * patch_t, 4 * patch_h, 5 * patch_w, generator=generator)
     image = torch.randn(1, channels, 4 * patch_h, 5 * patch_w, generator=generator)
     key = "sample" if "sample" in names else "hidden_states"  # a UNet's latent is its sample

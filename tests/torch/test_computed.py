@@ -648,3 +648,57 @@ def test_a_vjepa2_like_rotary_of_other_angles_is_declined() -> None:
     (left,) = pt.patch(model).components
     assert left.variant == type_name and not left.replaced
     assert left.reason.startswith("not V-JEPA 2's rotary (base 10000, widths [20, 20, 20])")
+
+
+# --- Qwen-Image's complex rotary tables, computed at init ------------------------------------------------
+
+
+def test_qwen_image_complex_tables_are_read_patched_exact_and_given_back() -> None:
+    from diffusers.models.transformers.transformer_qwenimage import QwenEmbedRope
+
+    model = nn.Sequential()
+    model.add_module("pos_embed", QwenEmbedRope(10000, [16, 56, 56], scale_rope=True))
+    original = model.pos_embed
+    before = original([(1, 4, 6)], max_txt_seq_len=5, device=torch.device("cpu"))
+    reading = computed.read_polar_tables(original)
+    assert [b.positions[[0, -1]].tolist() for b in reading.blocks[::3]] == [[0, 4095], [-4096, -1]]
+    judged = posenc.audit(model, samples=32)
+    assert [c.layer_type for c in judged.components] == ["axis 0", "axis 1", "axis 2"]
+    assert not judged.passed  # its float32 angles
+
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.variant == "axes-rope" and 0 < replaced.difference <= replaced.tolerance
+    patched = model.pos_embed
+    assert type(patched) is QwenEmbedRope and patched is not original  # its own code, posenc's values
+    for block in reading.blocks:
+        values = reading.values(patched, block)
+        want = posenc.encode(block.positions, block.width, layout="sin_cos", dtype="float32")
+        half = block.width // 2
+        assert np.array_equal(values.imag.numpy(), want[:, :half])
+        assert np.array_equal(values.real.numpy(), want[:, half:])
+    after = patched([(1, 4, 6)], max_txt_seq_len=5, device=torch.device("cpu"))
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(after, before, strict=True))
+    assert posenc.audit(model, samples=32).passed
+    assert pt.patch(model).components[0].reason == "already posenc's (patched)"
+    copy.deepcopy(model)
+    pt.unpatch(model)
+    assert model.pos_embed is original
+
+
+def test_qwen_image_tables_of_another_theta_or_no_positions_are_declined() -> None:
+    from diffusers.models.transformers.transformer_qwenimage21 import QwenImage21Rope
+
+    rope = QwenImage21Rope(10000, [16, 24, 24])  # a table per axis: positions 0 .. 8191, then −1024 .. −1
+    reading = computed.read_polar_tables(rope)
+    for block in reading.blocks:
+        assert block.positions[[0, 8191, 8192, -1]].tolist() == [0, 8191, -1024, -1]
+    assert isinstance(computed.prove_polar_tables(rope, reading), tuple)
+    rope.theta = 20000  # its attributes no longer say what its tables hold
+    model = nn.Sequential()
+    model.add_module("rope", rope)
+    (left,) = pt.patch(model).components
+    assert not left.replaced and left.reason.startswith("not the rotary its attributes name (theta 20000")
+    rope.theta = 10000
+    rope.freqs = [torch.polar(torch.ones(4, w // 2), torch.rand(4, w // 2) * 3) for w in (16, 24, 24)]
+    (left,) = pt.patch(model).components
+    assert not left.replaced and "not of integer positions" in left.reason

@@ -21,6 +21,7 @@ SUBSET = {
     "CogVideoXTransformer3DModel": "exact",  # a 3-D table after its text places, made exact
     "FluxTransformer2DModel": "exact",  # Flux's rotary of position ids (EmbedND)
     "WanTransformer3DModel": "exact",  # Wan's rotary tables of its __init__'s theta
+    "NucleusMoEImageTransformer2DModel": "exact",  # Qwen-Image's complex tables: a copy holding posenc's
     "PriorTransformer": "declined",  # its positional table all zeros: weights a checkpoint fills
 }
 

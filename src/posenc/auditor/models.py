@@ -360,6 +360,29 @@ def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any) -> Compo
     return ComponentAudit(path, "computed", report, note)
 
 
+def _polar(path: str, module: Any, reading: Any, samples: int, tol: Any) -> list[ComponentAudit]:
+    """Qwen-Image's complex rotary tables (:func:`posenc.torch.computed.read_polar_tables`): each axis' rows
+    of positions 0, 1, ... as a table of its theta, once every value is proven of the form its attributes
+    name; else not judged, with the reason."""
+    from ..torch import computed
+    from . import audit
+
+    name = type(module).__name__
+    proof = reading if isinstance(reading, str) else computed.prove_polar_tables(module, reading)
+    if isinstance(proof, str):
+        return [ComponentAudit(path, "computed", None, f"{name}: {proof}")]
+    judged = []
+    for axis, width in enumerate(reading.axes_dim):
+        rows = computed.polar_rows(module, reading, axis)
+        if rows is None:
+            judged.append(ComponentAudit(path, "computed", None, f"{name}: no table of axis {axis} from 0"))
+            continue
+        report = audit(rows, samples=samples, tol=tol, preset={"base": reading.theta, "layout": "sin_cos"})
+        note = f"axis {axis} ({width} channels, theta {reading.theta:g}) at positions 0 .. {len(rows) - 1}"
+        judged.append(ComponentAudit(path, "computed", report, note, f"axis {axis}"))
+    return judged
+
+
 def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAudit]:
     """A module that computes its sinusoids in its forward: judged where posenc reads it
     (:mod:`posenc.torch.computed`: a DETR sine, measured on the pixels of an unpadded image against
@@ -431,6 +454,9 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
             note = f"axis {axis} ({width} channels, base 10000) at positions 0 .. {len(rows) - 1}"
             judged.append(ComponentAudit(path, "computed", report, note, f"axis {axis}"))
         return judged
+    polar = computed.read_polar_tables(module)
+    if polar is not None:  # Qwen-Image's complex tables: each axis at 0 .. ROWS − 1, as a table
+        return _polar(path, module, polar, samples, tol)
     reading = computed.read_detr_sine(module)
     convention = computed.sinusoid_convention(module)
     refusal = computed.probe_refusal(module, convention) if convention is not None else None

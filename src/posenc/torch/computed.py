@@ -1168,3 +1168,152 @@ class ExactAxesRotation:
         if start < qk.shape[-1]:
             parts.append(qk[..., start:])
         return torch.cat(parts, dim=-1)
+
+
+# --- rotary tables of complex values computed at init (Qwen-Image's) -----------------------------------
+
+#: Qwen-Image's form (``QwenEmbedRope`` and its kin: Qwen-Image's ControlNet, Nucleus-MoE, Qwen-Image 2.1):
+#: ``theta``, ``axes_dim`` and complex tables cos + i·sin of p·ω_i (ω_i = theta^(−2i/D) on an axis of D
+#: channels), computed at init in float32 and held as plain attributes: ``pos_freqs`` and ``neg_freqs`` (the
+#: axes' columns side by side) or ``freqs`` (one table per axis). Each row's position p is read from its
+#: slowest frequency's angle and proven with every value of the row.
+POLAR_PAIRS = ("pos_freqs", "neg_freqs")
+POLAR_LIST = "freqs"
+
+
+@dataclasses.dataclass(frozen=True)
+class PolarBlock:
+    """One axis' columns of one complex table: where (``name``, ``item`` of a list or None, ``columns``), the
+    axis (``axis``, ``width`` D channels) and the positions of its rows."""
+
+    name: str
+    item: int | None
+    columns: slice
+    axis: int
+    width: int
+    positions: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class PolarTables:
+    """A module of Qwen-Image's form, read (:func:`read_polar_tables`): ``theta``, ``axes_dim`` and its
+    tables' blocks."""
+
+    theta: float
+    axes_dim: tuple[int, ...]
+    blocks: tuple[PolarBlock, ...]
+
+    def values(self, module: nn.Module, block: PolarBlock) -> torch.Tensor:
+        """``module``'s complex values of ``block`` ``(rows, width/2)``."""
+        table = module.__dict__[block.name]
+        return (table if block.item is None else table[block.item])[:, block.columns]
+
+
+def _complex_table(value: Any, width: int) -> bool:
+    return (
+        isinstance(value, torch.Tensor)
+        and value.is_complex()
+        and value.dim() == 2
+        and value.shape[1] == width
+    )
+
+
+def _polar_positions(values: torch.Tensor, theta: float, width: int) -> np.ndarray | None:
+    """The positions of a block's rows: its slowest frequency's angle over that frequency, rounded (None
+    where a row is not of an integer position there, or the angle wraps)."""
+    slowest = float(core.frequencies(width, base=theta)[-1])
+    angles = torch.angle(values[:, -1].to(torch.complex128)).numpy()
+    positions = np.round(angles / slowest)
+    if not np.all(np.abs(positions * slowest) < math.pi) or not np.allclose(
+        angles, positions * slowest, atol=1e-4
+    ):
+        return None
+    return positions.astype(np.int64)
+
+
+def read_polar_tables(module: nn.Module) -> PolarTables | str | None:
+    """``module`` read as Qwen-Image's form (:data:`POLAR_PAIRS`, :data:`POLAR_LIST`), else None; why not
+    (a str) where it has the form's attributes and its rows are not of integer positions posenc reads."""
+    theta = _number(getattr(module, "theta", None))
+    axes = _even_widths(getattr(module, "axes_dim", None))
+    if theta is None or theta <= 0 or axes is None:
+        return None
+    places: list[tuple[str, int | None, slice, int]] = []
+    if all(_complex_table(module.__dict__.get(name), sum(axes) // 2) for name in POLAR_PAIRS):
+        starts = np.cumsum((0, *(a // 2 for a in axes)))
+        for name in POLAR_PAIRS:
+            places += [(name, None, slice(starts[k], starts[k + 1]), k) for k in range(len(axes))]
+    listed = module.__dict__.get(POLAR_LIST)
+    one_per_axis = isinstance(listed, list | tuple) and len(listed) == len(axes)
+    if one_per_axis and all(_complex_table(t, a // 2) for t, a in zip(listed, axes, strict=True)):
+        places += [(POLAR_LIST, k, slice(None), k) for k in range(len(axes))]
+    if not places:
+        return None
+    blocks = []
+    for name, item, columns, axis in places:
+        table = module.__dict__[name]
+        values = (table if item is None else table[item])[:, columns].detach().cpu()
+        positions = _polar_positions(values, theta, axes[axis])
+        if positions is None:
+            return f"its complex tables ({name}) are not of integer positions posenc reads from their angles"
+        blocks.append(PolarBlock(name, item, columns, axis, axes[axis], positions))
+    return PolarTables(theta, axes, tuple(blocks))
+
+
+def _exact_polar(block: PolarBlock, theta: float, device: torch.device) -> torch.Tensor:
+    checked = core.Options.check(block.width, theta, 0.0, 1.0, "sin_cos", "zero")
+    values = _encode_tensor(torch.from_numpy(block.positions), (*checked, "float32"))
+    half = block.width // 2
+    return torch.complex(values[:, half:], values[:, :half]).to(device)
+
+
+def prove_polar_tables(module: nn.Module, reading: PolarTables) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of ``module``'s tables against posenc's values, each within
+    what float32 code errs at its position and frequency; else why not."""
+    worst, allowed = 0.0, 0.0
+    for block in reading.blocks:
+        mine = reading.values(module, block).detach().cpu()
+        ours = _exact_polar(block, reading.theta, torch.device("cpu"))
+        frequencies = core.frequencies(block.width, base=reading.theta)
+        positions = block.positions.astype(np.float64)
+        for part in (torch.real, torch.imag):
+            checked = _within_float32(part(mine), part(ours), positions, frequencies)
+            if isinstance(checked, float):
+                named = f"theta {reading.theta:g}, widths {list(reading.axes_dim)}"
+                return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
+            worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
+    return worst, allowed
+
+
+def polar_rows(module: nn.Module, reading: PolarTables, axis: int, count: int = ROWS) -> torch.Tensor | None:
+    """``module``'s values on ``axis`` at positions 0 .. n − 1 (at most ``count``, as many as its first table
+    of that axis holds from 0 on) as a table ``(n, D)`` in posenc's "sin_cos" layout; None where none holds
+    position 0 first."""
+    for block in reading.blocks:
+        if block.axis != axis or not len(block.positions) or block.positions[0] != 0:
+            continue
+        run = np.flatnonzero(block.positions[:count] != np.arange(min(count, len(block.positions))))
+        n = int(run[0]) if len(run) else min(count, len(block.positions))
+        values = reading.values(module, block)[:n].detach().cpu()
+        return torch.cat([values.imag, values.real], dim=-1).float()
+    return None
+
+
+def exact_polar_copy(module: nn.Module, reading: PolarTables) -> nn.Module:
+    """A copy of ``module`` (its own class and code) whose tables hold posenc's values: each cos and sin
+    the exact one rounded once to float32, at its rows' positions."""
+    copy_ = object.__new__(type(module))
+    copy_.__dict__.update(module.__dict__)
+    for key in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"):
+        if key in module.__dict__:
+            copy_.__dict__[key] = type(module.__dict__[key])(module.__dict__[key])
+    for name in {block.name for block in reading.blocks}:
+        table = module.__dict__[name]
+        copy_.__dict__[name] = (
+            [t.clone() for t in table] if isinstance(table, list | tuple) else table.clone()
+        )
+    for block in reading.blocks:
+        table = copy_.__dict__[block.name]
+        target = table if block.item is None else table[block.item]
+        target[:, block.columns] = _exact_polar(block, reading.theta, target.device).to(target.dtype)
+    return copy_

@@ -951,6 +951,9 @@ def _computed(
     widths = computed.axes_rotation_widths(module)
     if widths is not None:
         return _axes_rotation(path, module, widths, originals)
+    polar = computed.read_polar_tables(module)
+    if polar is not None:
+        return _polar_tables(model, path, module, polar, originals)
     reading = computed.read_detr_sine(module)
     variant = type(module).__name__
     convention = computed.sinusoid_convention(module)
@@ -1151,6 +1154,31 @@ def _axes_rotation(
         "posenc's sines and cosines in its rotation"
     )
     return Component(path, "computed", "axes-rope", difference, allowed, True, how), steps, None
+
+
+def _polar_tables(
+    model: nn.Module, path: str, module: nn.Module, reading: computed.PolarTables | str, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """Qwen-Image's complex rotary tables, computed at init (:func:`posenc.torch.computed.read_polar_tables`):
+    every value proven, then the module swapped for a copy of itself (its own class and code) whose tables
+    hold posenc's values (:func:`posenc.torch.computed.exact_polar_copy`)."""
+    if _ORIGINAL in module.__dict__:
+        return Component(path, "computed", "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
+    proof = reading if isinstance(reading, str) else computed.prove_polar_tables(module, reading)
+    if isinstance(proof, str):
+        return _declined(path, "computed", type(module).__name__, proof)
+    difference, allowed = proof
+    if difference == 0:
+        return Component(path, "computed", "axes-rope", 0.0, allowed, False, "already exact"), [], None
+    replacement = computed.exact_polar_copy(module, reading)
+    replacement.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
+    names = sorted({block.name for block in reading.blocks})
+    how = (
+        f"its complex tables {', '.join(names)} (theta {reading.theta:g}, widths {list(reading.axes_dim)}) "
+        "within float32 rounding of posenc's at every row's position; a copy of it holding posenc's values"
+    )
+    return Component(path, "computed", "axes-rope", difference, allowed, True, how), steps, replacement
 
 
 @dataclasses.dataclass

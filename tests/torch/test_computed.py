@@ -702,3 +702,54 @@ def test_qwen_image_tables_of_another_theta_or_no_positions_are_declined() -> No
     rope.freqs = [torch.polar(torch.ones(4, w // 2), torch.rand(4, w // 2) * 3) for w in (16, 24, 24)]
     (left,) = pt.patch(model).components
     assert not left.replaced and "not of integer positions" in left.reason
+
+
+# --- 1-D sinusoids computed by a method ---------------------------------------------------------------
+
+
+def test_gemma3n_audio_timing_signal_is_identified_shadowed_exact_and_given_back() -> None:
+    from transformers import Gemma3nAudioConfig
+    from transformers.models.gemma3n.modeling_gemma3n import Gemma3nAudioRelativePositionEmbedding
+
+    config = Gemma3nAudioConfig(hidden_size=64, conf_num_attention_heads=2)
+    model = nn.Sequential()
+    model.add_module("relative", Gemma3nAudioRelativePositionEmbedding(config))
+    module = model.relative
+    positions = torch.arange(12, -1, -1)
+    before = module._get_timing_signal_1d_pos(positions, torch.float32)
+    components = pt.patch(model).components
+    (replaced,) = [c for c in components if c.path == "relative"]
+    assert replaced.replaced and replaced.variant == "tensor2tensor"  # ω_i = 10000^(−i/(n − 1))
+    assert [c.variant for c in components if c.path != "relative"] == ["learned"]  # pos_proj: not judged
+    after = module._get_timing_signal_1d_pos(positions, torch.bfloat16)
+    assert after.shape == before.shape == (1, 13, 64) and after.dtype == torch.bfloat16
+    want = posenc.presets.get("tensor2tensor").encode(positions.numpy(), 64, dtype="bfloat16")
+    assert np.array_equal(after[0].float().numpy(), want.astype(np.float32))
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert "_get_timing_signal_1d_pos" not in module.__dict__
+    assert torch.equal(module._get_timing_signal_1d_pos(positions, torch.float32), before)
+
+
+def test_grounding_dino_text_positions_are_proven_shadowed_and_exact() -> None:
+    from transformers import GroundingDinoConfig
+    from transformers.models.grounding_dino.modeling_grounding_dino import GroundingDinoEncoderLayer
+
+    model = nn.Sequential()
+    model.add_module("layer", GroundingDinoEncoderLayer(GroundingDinoConfig(d_model=32)))
+    layer = model.layer
+    features = torch.zeros(2, 5, 32)
+    before = layer.get_text_position_embeddings(features, None, None)
+    judged = posenc.audit(model, samples=32)
+    assert judged.components[0].judged and not judged.passed  # its float32 angles at 2π·p·ω
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.variant == "generic" and "scale=6.28318" in replaced.reason
+    after = layer.get_text_position_embeddings(features, None, None)
+    options = {"scale": 2 * math.pi, "layout": "interleaved"}
+    assert np.array_equal(after[1].numpy(), posenc.encode(np.arange(5), 32, **options))
+    assert torch.allclose(after, before, atol=1e-5) and after.shape == (2, 5, 32)
+    given = torch.ones(2, 5, 32)
+    assert layer.get_text_position_embeddings(features, given, None) is given  # passed through, as its own
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert torch.equal(layer.get_text_position_embeddings(features, None, None), before)

@@ -457,6 +457,17 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
     polar = computed.read_polar_tables(module)
     if polar is not None:  # Qwen-Image's complex tables: each axis at 0 .. ROWS − 1, as a table
         return _polar(path, module, polar, samples, tol)
+    method = computed.sinusoid_method(module)
+    if method is not None:  # a sinusoid computed by a method: its rows at 0 .. ROWS − 1, as a table
+        from . import audit
+
+        try:
+            rows = computed.method_rows(module, method)
+        except Exception as error:  # its method refuses the probe positions
+            reason = f"its {method} refuses posenc's probe ({type(error).__name__}: {error!s:.100})"
+            return [ComponentAudit(path, "computed", None, f"{type(module).__name__}: {reason}")]
+        report = audit(rows, samples=samples, tol=tol, preset=computed.SINUSOID_METHODS[method][1])
+        return [ComponentAudit(path, "computed", report, f"its {method} at positions 0 .. {len(rows) - 1}")]
     reading = computed.read_detr_sine(module)
     convention = computed.sinusoid_convention(module)
     refusal = computed.probe_refusal(module, convention) if convention is not None else None

@@ -1317,3 +1317,87 @@ def exact_polar_copy(module: nn.Module, reading: PolarTables) -> nn.Module:
         target = table if block.item is None else table[block.item]
         target[:, block.columns] = _exact_polar(block, reading.theta, target.device).to(target.dtype)
     return copy_
+
+
+# --- 1-D sinusoids computed by a method (Gemma 3n's audio timing signal, Grounding DINO's text positions) -
+
+#: The methods read, by name: (their parameters after ``self``, the core options they compute — None: read
+#: from their rows by identification). Gemma 3n's audio ``_get_timing_signal_1d_pos(position, dtype)``:
+#: tensor2tensor's timing signal [sin | cos] of positions; Grounding DINO's encoder layer's
+#: ``get_text_position_embeddings(text_features, text_position_embedding, text_position_ids)``: DETR's
+#: interleaved sine of the token ids at 2π·10000^(−2i/d_model) (``encode_sinusoidal_position_embedding``).
+SINUSOID_METHODS: dict[str, tuple[tuple[str, ...], dict[str, Any] | None]] = {
+    "_get_timing_signal_1d_pos": (("position", "dtype"), None),
+    "get_text_position_embeddings": (
+        ("text_features", "text_position_embedding", "text_position_ids"),
+        {"base": 10000.0, "shift": 0.0, "scale": 2 * math.pi, "layout": "interleaved", "odd": "zero"},
+    ),
+}
+
+
+def sinusoid_method(module: nn.Module) -> str | None:
+    """The name of ``module``'s method of :data:`SINUSOID_METHODS` (its class's, with those parameters),
+    else None."""
+    for name, (parameters, _) in SINUSOID_METHODS.items():
+        function = getattr(type(module), name, None)
+        try:
+            names = tuple(inspect.signature(function).parameters)[1:] if callable(function) else ()
+        except (TypeError, ValueError):
+            continue
+        if names == parameters and (
+            name != "get_text_position_embeddings" or isinstance(module.d_model, int)
+        ):
+            return name
+    return None
+
+
+def method_rows(module: nn.Module, name: str, count: int = ROWS) -> torch.Tensor:
+    """``module``'s values of its method ``name`` (:func:`sinusoid_method`; the instance's where posenc
+    shadows it) at positions 0 .. ``count`` − 1, ``(count, width)`` float32."""
+    method = getattr(module, name)
+    positions = torch.arange(count)
+    with torch.no_grad():
+        if name == "_get_timing_signal_1d_pos":
+            values = method(positions, torch.float32)
+        else:
+            values = method(torch.zeros(1, count, module.d_model), None, positions[None])
+    return values.reshape(count, values.shape[-1]).float()
+
+
+class ExactSinusoidMethod:
+    """posenc's exact values in place of a method of :data:`SINUSOID_METHODS` of ``module`` (set on the
+    instance by :func:`posenc.torch.patch`), called as it is: the same positions, shapes and dtype, each
+    value correctly rounded once (``options``: the core options it computes)."""
+
+    def __init__(self, module: nn.Module, name: str, width: int, options: dict[str, Any]) -> None:
+        # held (a cycle through the module's __dict__): a deep copy or a pickle of the model takes both
+        self.module, self.name, self.width, self.options = module, name, int(width), dict(options)
+        self._checked = core.Options.check(self.width, *(self.options[k] for k in CORE_OPTIONS))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        given = dict(zip(SINUSOID_METHODS[self.name][0], args, strict=False)) | kwargs
+        if self.name == "_get_timing_signal_1d_pos":  # (position) -> (1, L, width) as its broadcast gives
+            position = given["position"].float()
+            values = _encode_tensor(position, (*self._checked, _dtype_name(given["dtype"])))
+            return values[None] if position.dim() == 1 else values
+        if given.get("text_position_embedding") is not None:
+            return given["text_position_embedding"]
+        features, ids = given["text_features"], given.get("text_position_ids")
+        if ids is None:
+            ids = torch.arange(features.shape[1], device=features.device).expand(features.shape[0], -1)
+        return _encode_tensor(ids.to(torch.int64), (*self._checked, _dtype_name(features.dtype)))
+
+
+def prove_sinusoid_method(rows: torch.Tensor, options: dict[str, Any]) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of a method's ``rows`` (positions 0, 1, ...) against the
+    exact values of ``options``, each within what float32 code errs there; else why not."""
+    width = rows.shape[1]
+    checked = core.Options.check(width, *(options[k] for k in CORE_OPTIONS))
+    ours = _encode_tensor(torch.arange(len(rows)), (*checked, "float32"))
+    frequencies = core.frequencies(width, **{k: options[k] for k in ("base", "shift", "scale", "odd")})
+    layout = "interleaved" if options["layout"] == "interleaved" else "half"
+    checked_rows = _within_float32(rows, ours, np.arange(len(rows), dtype=np.float64), frequencies, layout)
+    if isinstance(checked_rows, float):
+        named = ", ".join(f"{k}={options[k]!r}" for k in ("base", "scale", "layout"))
+        return f"not the sinusoid its form computes ({named}) within float32 rounding ({checked_rows:.3g})"
+    return checked_rows

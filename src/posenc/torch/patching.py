@@ -230,7 +230,7 @@ class _Original:
     by its replacement), "table" (``value``: a copy of the original values; ``written``: how to rebuild what
     posenc wrote, to tell whether the table still holds it), "forward" (an attention module's own) or
     "method" (``value``: the name of the method shadowed on the instance: XLNet's relative encoding, V-JEPA
-    2's rotation)."""
+    2's rotation, Gemma 3n's audio timing signal)."""
 
     kind: str
     value: Any = None
@@ -342,7 +342,7 @@ def unpatch(model: nn.Module) -> int:
             count += _restore_table(model, path, entry)
         elif entry.kind == "method":
             module = _module_at(model, path)
-            shadowing = (computed.ExactRelative, computed.ExactAxesRotation)
+            shadowing = (computed.ExactRelative, computed.ExactAxesRotation, computed.ExactSinusoidMethod)
             if module is not None and isinstance(module.__dict__.get(entry.value), shadowing):
                 del module.__dict__[entry.value]
                 count += 1
@@ -954,6 +954,9 @@ def _computed(
     polar = computed.read_polar_tables(module)
     if polar is not None:
         return _polar_tables(model, path, module, polar, originals)
+    method = computed.sinusoid_method(module)
+    if method is not None:
+        return _sinusoid_method(path, module, method, originals)
     reading = computed.read_detr_sine(module)
     variant = type(module).__name__
     convention = computed.sinusoid_convention(module)
@@ -1154,6 +1157,42 @@ def _axes_rotation(
         "posenc's sines and cosines in its rotation"
     )
     return Component(path, "computed", "axes-rope", difference, allowed, True, how), steps, None
+
+
+def _sinusoid_method(
+    path: str, module: nn.Module, name: str, originals: dict
+) -> tuple[Component, list[_Step], None]:
+    """A 1-D sinusoid computed by a method of ``module`` (:data:`posenc.torch.computed.SINUSOID_METHODS`):
+    its values at positions 0, 1, ... proven (against the options its form computes, else as a table's rows
+    are, identified), then the method shadowed on the instance by
+    :class:`posenc.torch.computed.ExactSinusoidMethod`."""
+    if isinstance(module.__dict__.get(name), computed.ExactSinusoidMethod):
+        return Component(path, "computed", "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
+    try:
+        rows = computed.method_rows(module, name)
+    except Exception as error:  # its method refuses the probe positions
+        reason = f"its {name} refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+        return _declined(path, "computed", type(module).__name__, reason)
+    options = computed.SINUSOID_METHODS[name][1]
+    if options is None:  # identified from its rows
+        proven, declined = _plain_rows(path, rows.double().numpy())
+        if declined is not None:
+            return declined
+        options, variant = proven.best.options, proven.variant
+        difference, allowed, named = proven.difference, proven.tolerance, proven.best.describe()
+    else:
+        proof = computed.prove_sinusoid_method(rows, options)
+        if isinstance(proof, str):
+            return _declined(path, "computed", type(module).__name__, proof)
+        (difference, allowed), variant = proof, "generic"
+        named = ", ".join(f"{k}={options[k]!r}" for k in ("base", "scale", "layout"))
+    exact = computed.ExactSinusoidMethod(module, name, rows.shape[1], options)
+    steps = [_record(originals, path, _Original("method", name)), _instance_attribute(module, name, exact)]
+    how = (
+        f"its {name} at positions 0 .. {len(rows) - 1} ({named}), each within what float32 code errs "
+        "there; posenc's values at the positions it is called with"
+    )
+    return Component(path, "computed", variant, difference, allowed, True, how), steps, None
 
 
 def _polar_tables(

@@ -753,3 +753,46 @@ def test_grounding_dino_text_positions_are_proven_shadowed_and_exact() -> None:
     assert posenc.audit(model, samples=32).passed
     pt.unpatch(model)
     assert torch.equal(layer.get_text_position_embeddings(features, None, None), before)
+
+
+def test_flux_rotation_matrices_of_batched_ids_are_read_and_made_exact() -> None:
+    """Black Forest Labs' form of Flux's rotary (PRX's EmbedND): rotation matrices of batched ids."""
+    from diffusers.models.transformers.transformer_prx import PRXEmbedND
+
+    model = nn.Sequential()
+    model.add_module("pe", PRXEmbedND(64, 10000, [16, 24, 24]))
+    ids = torch.stack(torch.meshgrid(torch.zeros(1), torch.arange(3.0), torch.arange(5.0), indexing="ij"), -1)
+    ids = ids.reshape(1, -1, 3)
+    before = model.pe(ids)
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.variant == "axes-rope" and isinstance(model.pe, computed.AxesRopeMatrix)
+    after = model.pe(ids)
+    assert after.shape == before.shape == (1, 1, 15, 32, 2, 2)
+    assert torch.allclose(after, before, atol=1e-6)
+    want = posenc.encode(np.arange(5), 24, layout="sin_cos")  # the last axis: its w positions
+    assert np.array_equal(after[0, 0, :5, 20:, 1, 0].numpy(), want[:, :12])  # sin, exact
+    assert torch.equal(after[..., 0, 1], -after[..., 1, 0])
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert torch.equal(model.pe(ids), before)
+
+
+def test_framepack_rotary_of_frame_indices_is_read_and_made_exact() -> None:
+    from diffusers.models.transformers.transformer_hunyuan_video_framepack import (
+        HunyuanVideoFramepackRotaryPosEmbed,
+    )
+
+    model = nn.Sequential()
+    model.add_module("rope", HunyuanVideoFramepackRotaryPosEmbed(2, 1, [16, 24, 24], theta=256.0))
+    frames = torch.tensor([0.0, 9.0, 10.0])  # clean latents' indices, then the frames to denoise
+    before = model.rope(frames, 8, 6, "cpu")
+    (replaced,) = pt.patch(model).replaced
+    assert isinstance(model.rope, computed.FramesRope) and "frames and their grid" in replaced.reason
+    cos, sin = model.rope(frames, 8, 6, "cpu")
+    assert cos.shape == before[0].shape == (3 * 4 * 3, 64)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip((cos, sin), before, strict=True))
+    want = posenc.encode(frames.numpy(), 16, base=256.0, layout="sin_cos")  # the frame axis' 8 frequencies
+    assert np.array_equal(sin[::12, 0:16:2].numpy(), want[:, :8])
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert type(model.rope) is HunyuanVideoFramepackRotaryPosEmbed

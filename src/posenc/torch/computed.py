@@ -564,6 +564,9 @@ AXES_CONVENTION = ("ids",)
 #: Wan and its kin, SkyReels-V2, Sana-Video: ``t_dim``, ``h_dim``, ``w_dim``, a ``patch_size`` per axis and
 #: the ``theta`` of its ``__init__``, which it keeps only in its tables; its (cos, sin) ``(1, S, 1, D)``).
 LATENT_CONVENTION = ("hidden_states",)
+#: HunyuanVideo Framepack's: ``forward(frame_indices, height, width, device)``, the frames' indices and the
+#: grid of ``height // patch_size`` × ``width // patch_size`` patches (``rope_dim``, ``theta``).
+FRAMES_CONVENTION = ("frame_indices", "height", "width", "device")
 #: Wan's widths: one attribute per axis.
 _WAN_WIDTHS = ("t_dim", "h_dim", "w_dim")
 #: The probe grid: its sizes on the last axes (in patches), every other axis at an offset.
@@ -599,9 +602,17 @@ def rope_on_axes(module: nn.Module) -> AxesRope | None:
         return _wan_rope(module)
     if theta is None or theta <= 0:
         return None
+    if names == FRAMES_CONVENTION:
+        axes, patch = _even_widths(getattr(module, "rope_dim", None)), getattr(module, "patch_size", None)
+        usable = (
+            axes is not None and len(axes) == 3 and isinstance(patch, int) and not isinstance(patch, bool)
+        )
+        return FramesRope(theta, axes, patch) if usable and patch > 0 else None
     if names == AXES_CONVENTION:
         axes = _even_widths(getattr(module, "axes_dim", None))
-        return None if axes is None else AxesRope(theta, axes)
+        if axes is None:
+            return None
+        return AxesRopeMatrix(theta, axes) if _matrix_form(module, axes) else AxesRope(theta, axes)
     axes = _even_widths(getattr(module, "rope_dim", None))
     if names != LATENT_CONVENTION or axes is None:
         return None
@@ -617,6 +628,33 @@ def rope_on_axes(module: nn.Module) -> AxesRope | None:
     if not all(isinstance(p, int) and not isinstance(p, bool) and p > 0 for p in patches):
         return None
     return LatentRope(theta, axes, patches)
+
+
+def _matrix_form(module: nn.Module, axes: tuple[int, ...]) -> bool:
+    """Whether ``module`` (Flux's form) gives rotation matrices of batched ids (:class:`AxesRopeMatrix`)."""
+    try:
+        with torch.no_grad():
+            out = module(torch.zeros(1, 2, len(axes)))
+    except Exception:  # its own code refuses batched ids: the (cos, sin) form, or another
+        return False
+    return isinstance(out, torch.Tensor) and tuple(out.shape) == (1, 1, 2, sum(axes) // 2, 2, 2)
+
+
+def _cos_sin(module_out: Any, exact: AxesRope) -> tuple[torch.Tensor, torch.Tensor] | str:
+    """(cos, sin) ``(S, Σ widths)`` (each pair's value twice side by side) of a rotary's output: its pair, or
+    its rotation matrices [[cos, −sin], [sin, cos]] (:class:`AxesRopeMatrix`); else what it is not."""
+    if not isinstance(exact, AxesRopeMatrix):
+        pair = isinstance(module_out, tuple | list) and len(module_out) == 2
+        if not (pair and all(isinstance(t, torch.Tensor) for t in module_out)):
+            return f"its forward returns {type(module_out).__name__}, not (cos, sin)"
+        return module_out[0], module_out[1]
+    if not isinstance(module_out, torch.Tensor) or module_out.dim() != 6 or module_out.shape[-2:] != (2, 2):
+        return "its forward returns no rotation matrices (batch, 1, positions, Σ widths / 2, 2, 2)"
+    matrices = module_out[0, 0]
+    cos, sin = matrices[..., 0, 0], matrices[..., 1, 0]
+    if not (torch.equal(matrices[..., 0, 1], -sin) and torch.equal(matrices[..., 1, 1], cos)):
+        return "its matrices are not rotations [[cos, −sin], [sin, cos]]"
+    return cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
 
 
 def _wan_rope(module: nn.Module) -> LatentRope | None:
@@ -642,8 +680,8 @@ def _wan_rope(module: nn.Module) -> LatentRope | None:
     return LatentRope(theta, axes, tuple(patches), heads=True)
 
 
-def _probe(exact: AxesRope, axis: int | None = None, count: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the input, its position ids ``(S, n_axes)``) of a probe: a grid of :data:`_PROBE_GRID` patches
+def _probe(exact: AxesRope, axis: int | None = None, count: int = 0) -> tuple[tuple[Any, ...], torch.Tensor]:
+    """(the arguments, their position ids ``(S, n_axes)``) of a probe: a grid of :data:`_PROBE_GRID` patches
     after a text block at 0 (ids form); or, along one ``axis``, positions 0 .. ``count`` − 1 there and 0
     elsewhere."""
     n = len(exact.axes_dim)
@@ -653,13 +691,16 @@ def _probe(exact: AxesRope, axis: int | None = None, count: int = 0) -> tuple[to
         sizes = [1] * max(n - 3, 0) + list(_PROBE_GRID[-min(n, 3) :])
     grid = torch.meshgrid(*(torch.arange(s, dtype=torch.float32) for s in sizes), indexing="ij")
     ids = torch.stack([g.reshape(-1) for g in grid], dim=-1)
+    if isinstance(exact, FramesRope):
+        frames = torch.arange(sizes[0], dtype=torch.float32)
+        return (frames, sizes[1] * exact.patch, sizes[2] * exact.patch, torch.device("cpu")), ids
     if isinstance(exact, LatentRope):
         shape = [size * patch for size, patch in zip(sizes, exact.patches, strict=True)]
-        return torch.zeros(1, 1, *shape), ids
+        return (torch.zeros(1, 1, *shape),), ids
     if axis is None:
         ids[:, : max(n - 3, 0)] += 1.0  # Flux's image index
         ids = torch.cat([torch.zeros(4, n), ids])
-    return ids, ids
+    return ((ids[None] if isinstance(exact, AxesRopeMatrix) else ids),), ids
 
 
 def rope_rows(module: nn.Module, exact: AxesRope, axis: int, count: int = ROWS) -> torch.Tensor:
@@ -671,7 +712,10 @@ def rope_rows(module: nn.Module, exact: AxesRope, axis: int, count: int = ROWS) 
         count = min(count, longest)
     probe, _ = _probe(exact, axis, count)
     with torch.no_grad():
-        cos, sin = (t.reshape(-1, t.shape[-1]) for t in module(probe))
+        pair = _cos_sin(module(*probe), exact)
+    if isinstance(pair, str):
+        raise ValueError(pair)
+    cos, sin = (t.reshape(-1, t.shape[-1]) for t in pair)
     start = sum(exact.axes_dim[:axis])
     columns = slice(start, start + exact.axes_dim[axis], 2)
     return torch.cat([sin[:, columns], cos[:, columns]], dim=-1).to("cpu", torch.float32)
@@ -686,13 +730,13 @@ def prove_rope_on_axes(module: nn.Module, exact: AxesRope) -> tuple[float, float
     probe, ids = _probe(exact)
     try:
         with torch.no_grad():
-            mine = module(probe)
+            mine = module(*probe)
     except Exception as error:  # its forward refuses the probe: another form of the same names
         return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
-    pair = isinstance(mine, tuple | list) and len(mine) == 2
-    if not (pair and all(isinstance(t, torch.Tensor) for t in mine)):
-        return f"its forward returns {type(mine).__name__}, not (cos, sin)"
-    ours = exact(probe)
+    mine = _cos_sin(mine, exact)
+    if isinstance(mine, str):
+        return mine
+    ours = _cos_sin(exact(*probe), exact)
     if any(m.shape != o.shape for m, o in zip(mine, ours, strict=True)):
         want = tuple(ours[0].shape)
         return f"its (cos, sin) have shape {tuple(mine[0].shape)}, not (positions, Σ widths) = {want}"
@@ -745,6 +789,58 @@ class AxesRope(nn.Module):
 
     def extra_repr(self) -> str:
         return f"theta={self.theta:g}, axes_dim={self.axes_dim}"
+
+
+class AxesRopeMatrix(AxesRope):
+    """:class:`AxesRope` in the form of Black Forest Labs' Flux code (PRX's ``EmbedND``): batched position ids
+    ``(B, S, n_axes)`` -> rotation matrices ``(B, 1, S, Σ axes_dim / 2, 2, 2)`` [[cos, −sin], [sin, cos]],
+    float32, one per frequency.
+
+    >>> AxesRopeMatrix(10000.0, (2,))(torch.tensor([[[1.0]]]))[0, 0, 0, 0]
+    tensor([[ 0.5403, -0.8415],
+            [ 0.8415,  0.5403]])
+    """
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        if ids.dim() != 3:
+            raise ValueError(
+                f"ids: shape {tuple(ids.shape)}; expected (batch, positions, {len(self.axes_dim)})"
+            )
+        batch, length = ids.shape[:2]
+        cos, sin = super().forward(ids.reshape(batch * length, -1))
+        cos, sin = cos[:, 0::2], sin[:, 0::2]
+        matrices = torch.stack([cos, -sin, sin, cos], dim=-1).reshape(batch, 1, length, -1, 2, 2)
+        return matrices
+
+
+class FramesRope(AxesRope):
+    """:class:`AxesRope` in HunyuanVideo Framepack's form (:data:`FRAMES_CONVENTION`): ``(frame_indices,
+    height, width, device)`` -> ``(cos, sin)`` of the positions (frame index, row, column) of its patches,
+    frames first, each ``(T·H·W, Σ rope_dim)`` float32; ``patch`` the patch size of a frame's height and
+    width.
+
+    >>> cos, sin = FramesRope(256.0, (2, 2, 2), 2)(torch.tensor([3.0]), 2, 4, "cpu")  # 1 × 1 × 2 patches
+    >>> sin[1]
+    tensor([0.1411, 0.1411, 0.0000, 0.0000, 0.8415, 0.8415])
+    """
+
+    def __init__(self, theta: float, axes_dim: tuple[int, ...], patch: int) -> None:
+        super().__init__(theta, axes_dim)
+        self.patch = int(patch)
+
+    def forward(  # type: ignore[override]
+        self, frame_indices: torch.Tensor, height: int, width: int, device: Any = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        grid = torch.meshgrid(
+            frame_indices.to(device=device, dtype=torch.float32),
+            torch.arange(height // self.patch, device=device, dtype=torch.float32),
+            torch.arange(width // self.patch, device=device, dtype=torch.float32),
+            indexing="ij",
+        )
+        return super().forward(torch.stack([g.reshape(-1) for g in grid], dim=-1))
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, patch={self.patch}"
 
 
 class LatentRope(AxesRope):

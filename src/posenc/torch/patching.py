@@ -1013,12 +1013,18 @@ def _rope_on_axes(
         reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
         return _declined(path, "computed", type(module).__name__, reason)
     difference, allowed = proof
-    patched = _PatchedLatentRope if isinstance(exact, computed.LatentRope) else _PatchedAxesRope
+    patched = {
+        computed.LatentRope: _PatchedLatentRope,
+        computed.AxesRopeMatrix: _PatchedAxesRopeMatrix,
+        computed.FramesRope: _PatchedFramesRope,
+    }.get(type(exact), _PatchedAxesRope)
     replacement = patched.__new__(patched)
     replacement.__dict__.update(exact.__dict__)
     replacement.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
-    form = "a latent's grid" if isinstance(exact, computed.LatentRope) else "position ids"
+    form = {computed.LatentRope: "a latent's grid", computed.FramesRope: "frames and their grid"}.get(
+        type(exact), "position ids"
+    )
     how = (
         f"the rotary of {form} on {len(exact.axes_dim)} axes (theta {exact.theta:g}, widths "
         f"{list(exact.axes_dim)}): equal to its own (cos, sin) on a probe grid within float32 rounding"
@@ -1468,6 +1474,16 @@ class _PatchedGridSine(_KeepsOriginal, computed.GridSine):
 
 class _PatchedAxesRope(_KeepsOriginal, computed.AxesRope):
     """posenc's :class:`~posenc.torch.computed.AxesRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedAxesRopeMatrix(_KeepsOriginal, computed.AxesRopeMatrix):
+    """posenc's :class:`~posenc.torch.computed.AxesRopeMatrix` as :func:`patch` puts it in a model (holding
+    the original)."""
+
+
+class _PatchedFramesRope(_KeepsOriginal, computed.FramesRope):
+    """posenc's :class:`~posenc.torch.computed.FramesRope` as :func:`patch` puts it in a model (holding the
     original)."""
 
 

@@ -333,3 +333,23 @@ def test_the_tutorial_module_gets_its_cliff_and_its_float32_angles() -> None:
     assert next(f for f in report.findings if f.kind == "cliff").data["position"] == 5000
     assert report.raising_bands >= 1 and 0 < report.finite_max_abs < 1e-3
     assert "bands raise; max error over the finite rows" in " ".join(report.as_text().split())
+
+
+def test_a_failing_audit_always_names_a_finding_even_for_one_rounding_step() -> None:
+    """A table rounded twice (float64 → float32 → bfloat16): a few values one bfloat16 step off, nothing
+    larger: not correctly rounded, with how many rows (it used to FAIL with "findings: none")."""
+    twice = posenc.table(2000, 64, dtype="float64").astype(np.float32).astype(ml_dtypes.bfloat16)
+    report = audit(twice)
+    assert not report.passed
+    (finding,) = report.findings
+    assert finding.kind == "rounding" and finding.data["max_ulp"] == 1 and 0 < finding.data["rows"] < 2000
+    assert finding.text.startswith("not correctly rounded: up to 0.00391 (1 ulp of bfloat16)")
+    assert audit(posenc.table(2000, 64, dtype="bfloat16")).findings == []  # rounded once: nothing to say
+
+
+def test_a_band_of_only_nan_rows_says_so_not_an_error_of_zero() -> None:
+    table = posenc.table(3000, 16)
+    table[1024:] = np.nan
+    text = audit(table).as_text()
+    (line,) = [row for row in text.splitlines() if "1,024 – 2,999" in row]
+    assert "every sampled row NaN/inf" in line and " 0 " not in line.split("NaN/inf")[0]

@@ -18,6 +18,8 @@ is named only when an independent check confirms it; :func:`find_all` runs them 
 * :func:`non_finite`, :func:`collisions`: NaN/inf rows, and rows that repeat where posenc's do not and no
   rounding of the positions explains;
 * :func:`unexplained`: when nothing above fits errors past 1 ulp, their numbers, not a guess.
+* :func:`last_bits`: when nothing above fits errors of one rounding step, their numbers: a failing audit
+  always says why.
 
 The precision causes are read against the variant the rows hold (:func:`_held`), before any cliff, and
 several are reported together: the PyTorch tutorial's module gets its float32 angles and its cliff at 5000.
@@ -100,7 +102,7 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
     found += [edge, stored, rounded, cast, None if cast else growth(held, basis, dtype, rounded)]
     found += [non_finite(m, edge), collisions(m, dtype, edge, rounded)]
     found = [f for f in found if f is not None]
-    return found or [f for f in [unexplained(m, dtype)] if f is not None]
+    return found or [f for f in [unexplained(m, dtype) or last_bits(m, dtype)] if f is not None]
 
 
 def _held(
@@ -653,6 +655,28 @@ def collisions(
         {"first": repeat[0], "earlier": repeat[1]},
         fix=f"keep positions and angles out of low precision (integer or float64 positions, the angle formed "
         f"in float64) so that {dtype} rounds each row once; " + _POSENC.format(options=""),
+    )
+
+
+def last_bits(m: Measurement, dtype: str) -> Finding | None:
+    """Errors of at most one rounding step (beyond the 1 ulp float64 is allowed): a failing audit says so,
+    with their numbers, rather than nothing (:func:`unexplained` speaks of larger ones)."""
+    finite = np.isfinite(m.row_errors)
+    ulp = max((b.max_ulp for b in m.bands if not b.raised), default=0.0)
+    if not finite.any() or not m.row_errors[finite].max() > 0 or (dtype == "float64" and ulp <= 1.0):
+        return None
+    worst = int(np.argmax(np.where(finite, m.row_errors, -1.0)))
+    off = int((m.row_errors[finite] > 0).sum())
+    return Finding(
+        "rounding",
+        f"not correctly rounded: up to {m.row_errors[worst]:.3g} ({ulp:.3g} ulp of {dtype}) from the exact "
+        f"values, in {off:,} of {int(finite.sum()):,} sampled rows; the worst at position "
+        f"{int(m.positions[worst]):,}",
+        "each value is within one rounding step of the exact one (or 2^-p of it where it is near 0): no "
+        "larger cause fits; values rounded twice (computed in a wider type, then cast) or a last-bit error "
+        "in an angle or its sine do this",
+        {"max_abs": float(m.row_errors[worst]), "max_ulp": ulp, "rows": off},
+        fix="compute in float64 and round once to the stored type; " + _POSENC.format(options=""),
     )
 
 

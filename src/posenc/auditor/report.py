@@ -209,6 +209,9 @@ class AuditReport:
             if b.raised:
                 lines.append(f"  {where}{b.sampled:>8,}    raises {b.raised}"[:width])
                 continue
+            if b.sampled and b.nan_rows == b.sampled:  # no finite row: no error to show, not an error of 0
+                lines.append(f"  {where}{b.sampled:>8,}    every sampled row NaN/inf   {b.nan_rows:>26,}")
+                continue
             lines.append(
                 f"  {where}{b.sampled:>8,}    {b.max_abs:11.3g}  {b.max_ulp:9.3g}   "
                 f"{b.distinct:>7,} ({b.exact_distinct:,})   {b.nan_rows:>7,}"

@@ -172,6 +172,29 @@ def _exact(shift: float = 0.0, base: float = 10000.0, by: int = 0, scale: float 
     return encoding
 
 
+def _fairseq_positions_into_float32_rows(padding_idx: int = 1) -> Callable:
+    """fairseq's ``make_positions`` (fairseq/utils.py: a token's position is its count of non-padding tokens
+    plus ``padding_idx``, so the first is ``padding_idx + 1``) indexing rows of the PyTorch tutorial's
+    float32 formula built from position 0: the row of position p is the row of p + padding_idx + 1."""
+
+    def rows(positions: Any) -> torch.Tensor:
+        p = torch.as_tensor(np.asarray(positions) + padding_idx + 1, dtype=torch.float32)[:, None]
+        return _interleave(p * _div_term(D))
+
+    return rows
+
+
+def _scaled(factor: float) -> Callable:
+    """Exact rows times one constant (float32): the amplitude folded into the encoding, as ESPnet's
+    ``ScaledPositionalEncoding`` (espnet/nets/pytorch_backend/transformer/embedding.py: ``x + alpha * pe``,
+    alpha a trained scalar) or a table divided by √d_model."""
+
+    def rows(positions: Any) -> np.ndarray:
+        return posenc.encode(np.asarray(positions), D) * np.float32(factor)
+
+    return rows
+
+
 def _cut(how: str, at: int = 5000) -> Callable:
     table = posenc.table(at, D)
 
@@ -390,6 +413,19 @@ CASES: tuple[Case, ...] = (
         lambda: _exact(by=1),
         {"offset": {"start": 1}},
         {"positions": (1, 1 << 20)},
+    ),
+    Case(  # an offset and an inexact formula at once: the offset must not hide the angles' error
+        "fairseq positions, float32 rows",
+        "fairseq's `make_positions` (from `padding_idx + 1`) into the tutorial's float32 formula's rows",
+        _fairseq_positions_into_float32_rows,
+        {"offset": {"start": 2}, "angles": {"grid": "float32"}},
+        {"positions": (0, 1 << 20)},
+    ),
+    Case(
+        "amplitude 1/√d",
+        "exact rows times 1/√d_model (ESPnet's `alpha * pe` with a trained alpha alike)",
+        lambda: _scaled(1 / math.sqrt(D)),
+        {"amplitude": {}},
     ),
     Case(
         "cliff: raises",

@@ -92,7 +92,13 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
     """Every finding that applies, the layout and variant ones first. The precision causes (rounded
     positions, cast frequencies, low-precision angles) are read against the variant the rows hold: the
     declared one, or the one identification found instead of it; and only from the rows before a cliff."""
-    found = [f(variant) for f in (wrong_variant, permuted, offset)]
+    shifted = _shifted(variant, m, dtype)
+    found = [
+        wrong_variant(variant),
+        permuted(variant),
+        offset(variant, shifted),
+        amplitude(variant, m, dtype),
+    ]
     found.append(rotary_layout(variant, m, dtype))
     edge = cliff(target, variant, m, dtype)
     held, basis = _held(variant, m, dtype, found[-1])
@@ -101,6 +107,8 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
     stored = storage(m, dtype, "table" if variant.params is None else "cos/sin cache")
     found += [edge, stored, rounded, cast, None if cast else growth(held, basis, dtype, rounded)]
     found += [non_finite(m, edge), collisions(m, dtype, edge, rounded)]
+    if shifted is not None and not any(f is not None and f.kind == "angles" for f in found):
+        found.append(growth(*shifted, dtype))  # the angles' error, at the positions the rows hold
     found = [f for f in found if f is not None]
     return found or [f for f in [unexplained(m, dtype) or last_bits(m, dtype)] if f is not None]
 
@@ -227,15 +235,66 @@ def rotary_layout(variant: Variant, m: Measurement, dtype: str) -> Finding | Non
     )
 
 
-def offset(variant: Variant) -> Finding | None:
-    """Row 0 matching another position than 0: the positions are shifted."""
+def amplitude(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
+    """Every value the exact one times one constant A ≠ 1 (a table divided by √d_model), each within a few
+    units of ``dtype`` of A·exact: the amplitude, not the formula, differs."""
+    if variant.params is not None or variant.permutation is not None or variant.start or not len(m.positions):
+        return None
+    finite = np.isfinite(m.values).all(axis=1)
+    if not finite.any():
+        return None
+    values = m.values[finite].astype(np.float64)
+    exact = variant.exact(m.positions[finite], "float64", values.shape[1])
+    big = np.abs(exact) > 0.25
+    if not big.any():
+        return None
+    factor = float(np.median(values[big] / exact[big]))
+    if not (factor > 0 and abs(factor - 1.0) > 1e-3):
+        return None
+    residual = float(np.abs(values - factor * exact).max())
+    if residual > 8 * factor * 2.0 ** -_BITS.get(dtype, 53):
+        return None
+    width = values.shape[1]
+    root = f" = 1/√{width}" if abs(factor * math.sqrt(width) - 1.0) < 1e-6 else ""
+    return Finding(
+        "amplitude",
+        f"values scaled by {factor:.6g}{root}: the encoding's amplitude is not 1",
+        f"every sampled value is within {residual:.3g} of {factor:.6g} × the exact value of "
+        f"{variant.name or 'the variant'} (sin and cos have amplitude 1)",
+        {"factor": factor, "residual": residual},
+        fix="keep the encoding's amplitude 1 and scale where it is used (the paper scales the embeddings by "
+        "√d_model before adding it); " + _posenc_line(variant),
+    )
+
+
+def _shifted(variant: Variant, m: Measurement, dtype: str) -> tuple[Variant, Measurement] | None:
+    """Where row 0 matches another position (``variant.start``): the variant at the positions the rows hold
+    (p + start) and the errors against it there, for the causes of what is left; else None."""
+    if not variant.start or variant.params is not None or not len(m.positions):
+        return None
+    positions = m.positions + variant.start
+    finite = np.isfinite(m.row_errors) & (positions >= 0) & (positions < MAX_POSITION)
+    errors = np.full(len(positions), np.nan)
+    if finite.any():
+        exact = variant.exact(positions[finite], dtype, m.values.shape[1])
+        errors[finite] = np.abs(m.values[finite] - exact).max(axis=1, initial=0.0)
+    return dataclasses.replace(variant, start=0), dataclasses.replace(
+        m, positions=positions, row_errors=errors
+    )
+
+
+def offset(variant: Variant, shifted: tuple[Variant, Measurement] | None = None) -> Finding | None:
+    """Row 0 matching another position than 0: the positions are shifted. "Exact" only where the rows are
+    posenc's at the positions they hold (``shifted``: :func:`_shifted`)."""
     if variant.start == 0:
         return None
     by = abs(variant.start)
+    errors = None if shifted is None else shifted[1].row_errors
+    exact = errors is not None and bool(np.isfinite(errors).any()) and float(np.nanmax(errors)) == 0.0
     return Finding(
         "offset",
-        f"off by {'one' if by == 1 else by} position{'s' if by > 1 else ''}: position p holds the exact "
-        f"encoding of p {'+' if variant.start > 0 else '−'} {by}",
+        f"off by {'one' if by == 1 else by} position{'s' if by > 1 else ''}: position p holds the "
+        f"{'exact ' if exact else ''}encoding of p {'+' if variant.start > 0 else '−'} {by}",
         f"the first rows match {variant.name or 'the variant'} best with row 0 at position {variant.start}; "
         f"at position p itself they are off by {variant.prefix_error:.3g}"
         if not variant.declared

@@ -195,6 +195,25 @@ def _scaled(factor: float) -> Callable:
     return rows
 
 
+def _cos_in_even_columns(positions: Any) -> torch.Tensor:
+    """The tutorial's formula with sin and cos exchanged (`pe[:, 0::2] = torch.cos(...)`, a common slip)."""
+    p = torch.as_tensor(np.asarray(positions), dtype=torch.float64)[:, None]
+    angles = p * _div_term(D, torch.float64)
+    pe = torch.zeros(angles.shape[0], D, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.cos(angles), torch.sin(angles)
+    return pe.float()
+
+
+def _meta_freqs_cis(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Meta's Llama reference rotary (llama/model.py: ``precompute_freqs_cis``): float32 frequencies, float32
+    positions, ``torch.outer`` then ``torch.polar``: cos + i·sin, one complex value per pair, applied to
+    interleaved pairs; given here as (cos, sin) each repeated pair by pair."""
+    freqs = 1.0 / (10000.0 ** (torch.arange(0, D, 2)[: D // 2].float() / D))
+    t = torch.as_tensor(np.asarray(positions)).float()
+    cis = torch.polar(torch.ones(len(t), D // 2), torch.outer(t, freqs).float())
+    return cis.real.repeat_interleave(2, -1), cis.imag.repeat_interleave(2, -1)
+
+
 def _cut(how: str, at: int = 5000) -> Callable:
     table = posenc.table(at, D)
 
@@ -426,6 +445,20 @@ CASES: tuple[Case, ...] = (
         "exact rows times 1/√d_model (ESPnet's `alpha * pe` with a trained alpha alike)",
         lambda: _scaled(1 / math.sqrt(D)),
         {"amplitude": {}},
+    ),
+    Case(  # declared options must not hide a layout slip
+        "sin and cos exchanged, declared",
+        "`pe[:, 0::2] = torch.cos(...)`, `pe[:, 1::2] = torch.sin(...)` in float64, declared the paper's",
+        lambda: _cos_in_even_columns,
+        {"layout": {"swapped": True}},
+        {"preset": "paper"},
+    ),
+    Case(  # an interleaved rotary audited in its own layout, declared
+        "Meta Llama freqs_cis, declared interleaved",
+        "`torch.polar(1, torch.outer(t, freqs))` in float32 (Meta's `precompute_freqs_cis`)",
+        lambda: _meta_freqs_cis,
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+        {"preset": {"head_dim": D, "layout": "interleaved"}},
     ),
     Case(
         "cliff: raises",

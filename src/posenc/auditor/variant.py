@@ -192,6 +192,9 @@ def _declared(rows: np.ndarray, declared: tuple) -> Variant:
     try:
         best = identify(rows, tolerance=limit, candidates=1)[0]
     except ValueError:
+        best = None
+    if best is None or not best.matches:  # no variant posenc knows: the declared one's columns reordered?
+        variant.permutation = _permutation(rows, options, padding, limit)
         return variant
     if best.matches:
         held = _from_match(best, "identified instead", rows)
@@ -299,9 +302,14 @@ def _rotary(target: Target, options: Any) -> Variant:
 
     info = target.rotary or {}
     parts = info.get("parts", "cos+sin")
-    if options is not None:
-        params = options if isinstance(options, rope.RopeParameters) else rope.config(**dict(options))
-        return _rope_variant(params, "given", True, parts, "half")
+    if options is not None:  # in the layout given: "half" (Hugging Face's rotate_half, the default) or
+        # "interleaved" (Meta's reference code, GPT-J, torchtune, Mistral, MLX: pairs side by side)
+        given = None if isinstance(options, rope.RopeParameters) else dict(options)
+        layout = (given or {}).pop("layout", "half")
+        if layout not in ("half", "interleaved"):
+            raise ValueError(f"preset: a rotary's layout is 'half' or 'interleaved'; got {layout!r}")
+        params = options if given is None else rope.config(**given)
+        return _rope_variant(params, "given", True, parts, layout)
     if info.get("params") is not None:  # the module's own config: judged in the layout it emits
         variant = _rope_variant(info["params"], "read from the module's config", True, parts, "half")
         if _emits_interleaved(target, variant):

@@ -214,6 +214,15 @@ def _meta_freqs_cis(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return cis.real.repeat_interleave(2, -1), cis.imag.repeat_interleave(2, -1)
 
 
+def _noisy_until(at: int) -> Callable:
+    def rows(positions: Any) -> np.ndarray:
+        out = _noisy(positions)
+        out[np.asarray(positions) >= at] = 0
+        return out
+
+    return rows
+
+
 def _cut(how: str, at: int = 5000) -> Callable:
     table = posenc.table(at, D)
 
@@ -451,7 +460,7 @@ CASES: tuple[Case, ...] = (
         "`pe[:, 0::2] = torch.cos(...)`, `pe[:, 1::2] = torch.sin(...)` in float64, declared the paper's",
         lambda: _cos_in_even_columns,
         {"layout": {"swapped": True}},
-        {"preset": "paper"},
+        {"preset": "paper", "positions": (0, 1 << 24)},  # float64 angles err past 2^-22 only beyond
     ),
     Case(  # an interleaved rotary audited in its own layout, declared
         "Meta Llama freqs_cis, declared interleaved",
@@ -470,6 +479,12 @@ CASES: tuple[Case, ...] = (
     Case("cliff: NaN", "NaN rows from 5000", lambda: _cut("nan"), {"cliff": {"position": 5000}}),
     Case("cliff: clamped", "indices clamped to 4999", lambda: _cut("clamp"), {"cliff": {"position": 5000}}),
     Case("noise", "exact values plus noise of 3e-5", lambda: _noisy, {"unexplained": {}}),
+    Case(  # one cause must not hide a larger error it does not explain
+        "cliff and noise",
+        "a 5000-row table of exact values plus noise of 3e-5, zero rows past it",
+        lambda: _noisy_until(5000),
+        {"cliff": {"position": 5000}, "unexplained": {}},
+    ),
 )
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import layouts
 from ..porting.rope_fitting import precision_of
-from .measure import Measurement
+from .measure import Measurement, ulps
 from .targets import MAX_POSITION, Target
 from .variant import Variant
 
@@ -110,7 +110,9 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
     if shifted is not None and not any(f is not None and f.kind == "angles" for f in found):
         found.append(growth(*shifted, dtype))  # the angles' error, at the positions the rows hold
     found = [f for f in found if f is not None]
-    return found or [f for f in [unexplained(m, dtype) or last_bits(m, dtype)] if f is not None]
+    if not found:
+        return [f for f in [unexplained(m, dtype) or last_bits(m, dtype)] if f is not None]
+    return found + [f for f in [remainder(variant, m, dtype, found, edge, shifted)] if f is not None]
 
 
 def _held(
@@ -714,6 +716,57 @@ def collisions(
         {"first": repeat[0], "earlier": repeat[1]},
         fix=f"keep positions and angles out of low precision (integer or float64 positions, the angle formed "
         f"in float64) so that {dtype} rounds each row once; " + _POSENC.format(options=""),
+    )
+
+
+#: The findings that account for the size of an error (each one's own check models it); with none of them,
+#: what a cliff, an offset or a layout leaves is measured again (:func:`remainder`).
+_PRECISION = frozenset(
+    {"angles", "frequencies", "positions", "storage", "amplitude", "rounding", "unexplained"}
+)
+
+
+def remainder(
+    variant: Variant,
+    m: Measurement,
+    dtype: str,
+    found: list[Finding],
+    edge: Finding | None,
+    shifted: tuple[Variant, Measurement] | None,
+) -> Finding | None:
+    """The error the findings leave unexplained, where none of them accounts for an error's size: the rows
+    before a cliff, at the positions they hold (an offset), in the columns' order (a layout), against the
+    variant they hold, still off past 1 ulp (and 2^-p): "unexplained remainder", with its size and where."""
+    if {f.kind for f in found} & _PRECISION or variant.params is not None or not len(m.positions):
+        return None
+    held = variant.found_instead["variant"] if variant.found_instead else variant
+    positions = m.positions + variant.start if shifted is not None else m.positions
+    keep = np.isfinite(m.values).all(axis=1) & (positions >= 0) & (positions < MAX_POSITION)
+    if edge is not None:
+        keep &= m.positions < edge.data["position"]
+    if not keep.any():
+        return None
+    values = m.values[keep].astype(np.float64)
+    exact = held.exact(positions[keep], dtype, values.shape[1])
+    if variant.permutation is not None and exact.shape == values.shape:
+        exact = exact[:, variant.permutation]
+    difference = np.abs(values - exact)
+    rows = difference.max(axis=1, initial=0.0)
+    worst = int(np.argmax(rows))
+    ulp = float(np.max(ulps(difference, exact, dtype), initial=0.0))
+    if ulp <= 1.0 or rows[worst] <= 2 * 2.0 ** -_BITS.get(dtype, 53):
+        return None
+    where = int(m.positions[keep][worst])
+    accounted = ", ".join(sorted({f.kind for f in found}))
+    return Finding(
+        "unexplained",
+        f"unexplained remainder: up to {rows[worst]:.3g} ({ulp:.3g} ulp of {dtype}) beyond what the "
+        f"findings above explain, the worst at position {where:,}",
+        f"with {accounted} accounted for (the rows before the cliff, at the positions they hold, in their "
+        "columns' order), the rows still differ from the exact values; no known cause fits what is left",
+        {"max_abs": float(rows[worst]), "max_ulp": ulp, "position": where},
+        fix="compare the code step by step with the exact formula (posenc.table(..., dtype='float64') rows "
+        "are the reference) to find where the rest of the error enters; " + _POSENC.format(options=""),
     )
 
 

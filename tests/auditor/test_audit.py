@@ -353,3 +353,15 @@ def test_a_band_of_only_nan_rows_says_so_not_an_error_of_zero() -> None:
     text = audit(table).as_text()
     (line,) = [row for row in text.splitlines() if "1,024 – 2,999" in row]
     assert "every sampled row NaN/inf" in line and " 0 " not in line.split("NaN/inf")[0]
+
+
+def test_a_fix_never_names_a_variant_no_one_confirmed() -> None:
+    """Rows nothing matches (a TF32 angle: both operands keep 10 bits) are measured against the nearest
+    candidate; the fix names the cause and posenc with the model's own options, never a fitted variant's."""
+    from tests.support.audit_corpus import tf32_angles
+
+    report = audit(tf32_angles, samples=256)
+    assert not report.variant.matches and report.findings
+    for finding in report.findings:
+        assert "base=" not in finding.fix and "shift=" not in finding.fix
+        assert "<its options>" in finding.fix and "no variant was confirmed" in finding.fix

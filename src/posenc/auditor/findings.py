@@ -84,6 +84,18 @@ def _posenc_line(variant: Variant) -> str:
         )
     from ..defaults import OPTIONS
 
+    confirmed = (
+        variant.declared
+        or variant.matches
+        or variant.start != 0
+        or variant.permutation is not None
+        or variant.found_instead is not None
+    )
+    if not confirmed:  # a nearest candidate or a fit: never named as the model's variant in a fix
+        return (
+            _POSENC.format(options=", <its options>")
+            + " with the model's own options (no variant was confirmed)"
+        )
     shown = "".join(f", {k}={v!r}" for k, v in variant.options.items() if OPTIONS.get(k) != v)
     return _POSENC.format(options=shown)
 

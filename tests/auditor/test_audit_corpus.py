@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.audit_corpus import CASES, Case, run, table
+from tests.support.audit_corpus import CASES, Case, run, sample, table
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "audit.md"
 
@@ -51,3 +51,9 @@ def test_precision_and_recall_are_one() -> None:
 
 def test_the_audit_guide_shows_the_corpus_table() -> None:
     assert table() in GUIDE.read_text(), "regenerate it: python -m tests.support.audit_corpus --doc"
+
+
+def test_the_audit_guide_shows_the_report_the_program_writes() -> None:
+    assert f"```\n{sample()}\n```" in GUIDE.read_text(), (
+        "regenerate: python -m tests.support.audit_corpus --doc"
+    )

@@ -538,14 +538,35 @@ def table() -> str:
 START, END = "<!-- audit-corpus:start -->", "<!-- audit-corpus:end -->"
 
 
+#: The audit guide's sample report: the PyTorch tutorial's formula in NumPy float32, audited.
+SAMPLE_START, SAMPLE_END = "<!-- audit-sample:start -->", "<!-- audit-sample:end -->"
+
+
+def tutorial(positions: Any) -> np.ndarray:
+    """The PyTorch tutorial's formula in NumPy float32 at d_model 512 (the audit guide's sample)."""
+    omega = np.exp(np.arange(0, 512, 2, dtype=np.float32) * np.float32(-math.log(10000.0) / 512))
+    angle = np.asarray(positions, dtype=np.float32)[:, None] * omega
+    pe = np.empty((len(angle), 512), np.float32)
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
+    return pe
+
+
+def sample() -> str:
+    """The audit guide's sample report, as the program writes it."""
+    return posenc.audit(tutorial, samples=1024).as_text()
+
+
 def write_doc(path: str = "docs/audit.md") -> None:
-    """Replace the table between the audit guide's audit-corpus markers."""
+    """Replace the table between the audit guide's audit-corpus markers, and its sample report."""
     from pathlib import Path
 
     text = Path(path).read_text()
     head, rest = text.split(START)
     tail = rest.split(END)[1]
-    Path(path).write_text(f"{head}{START}\n{table()}\n{END}{tail}")
+    text = f"{head}{START}\n{table()}\n{END}{tail}"
+    head, rest = text.split(SAMPLE_START)
+    tail = rest.split(SAMPLE_END)[1]
+    Path(path).write_text(f"{head}{SAMPLE_START}\n```\n{sample()}\n```\n{SAMPLE_END}{tail}")
 
 
 if __name__ == "__main__":

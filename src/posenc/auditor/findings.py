@@ -515,7 +515,7 @@ def _rounded_finding(
         f"neighbouring {bits}-bit values differ",
         {"grid": grid, "bits": bits, "first": first, "probes": len(index), "rounding": rounding},
         fix=f"keep positions exact up to the angle: {kept}, and form the angle in float64 "
-        f"(`position.double() * div_term.double()`){tf32}; " + _posenc_line(variant),
+        f"(`position.double() * div_term`, div_term computed in float64){tf32}; " + _posenc_line(variant),
     )
 
 
@@ -592,17 +592,59 @@ def growth(variant: Variant, m: Measurement, dtype: str, rounded: Finding | None
         omega0 = float(variant.options.get("scale", 1.0))
     bits = -math.log2(rate / omega0)
     grid = min(_BITS, key=lambda name: abs(_BITS[name] - bits))
+    drift = frequency_drift(variant, m)
+    of_frequencies = (
+        f"; the frequencies themselves are off by about {drift:.2g} float32 ulps (their phase drifts ∝ p: "
+        "computed in float32, by exp or pow)"
+        if drift is not None and drift >= 1.0
+        else ""
+    )
     return Finding(
         "angles",
         f"angles formed in {grid}: error grows ∝ position (slope {slope:.2f})",
         f"the largest error of {len(points)} octaves of positions grows as position^{slope:.2f}; error ≈ "
         f"{rate:.2g}·p ≈ "
-        f"2^-{bits:.1f}·ω_0·p, the rounding of the angle p·ω_0 to {grid} (2^-{_BITS[grid]})",
-        {"slope": slope, "rate": rate, "bits": bits, "grid": grid},
-        fix=f"form the angle in float64, not {grid}: `position.double() * div_term.double()`, take sin/cos "
-        "there and round once to the output dtype (for TF32 matmuls: "
-        "`torch.backends.cuda.matmul.allow_tf32 = False` around the angle); " + _posenc_line(variant),
+        f"2^-{bits:.1f}·ω_0·p, the rounding of the angle p·ω_0 to {grid} (2^-{_BITS[grid]})" + of_frequencies,
+        {"slope": slope, "rate": rate, "bits": bits, "grid": grid, "frequency_ulps": drift},
+        fix=f"compute the frequencies and form the angle in float64, not {grid}: `div_term = torch.exp("
+        "torch.arange(0, d, 2, dtype=torch.float64) * (-math.log(base) / d))`, `angle = position.double() "
+        "* div_term` (a float32 div_term cast to float64 keeps its own error), take sin/cos there and round "
+        "once to the output dtype (for TF32 matmuls: `torch.backends.cuda.matmul.allow_tf32 = False` around "
+        "the angle); " + _posenc_line(variant),
     )
+
+
+def frequency_drift(variant: Variant, m: Measurement) -> float | None:
+    """How far the rows' frequencies are from the variant's, in float32 ulps (the median over frequencies of
+    |Δω| / (ω·2⁻²⁴)): each frequency's phase error atan2(sin, cos) − p·ω, fitted as Δω·p over the sampled
+    positions where it is small (a frequency off by Δω drifts ∝ p; an angle rounded to float32 does not
+    drift). None where it cannot be read (a rotary, a permutation, too few rows)."""
+    from .. import core
+
+    if variant.params is not None or variant.permutation is not None or len(m.positions) < 8:
+        return None
+    width = m.values.shape[1]
+    options = variant.options
+    try:
+        omega = core.frequencies(width, **{k: options[k] for k in ("base", "shift", "scale", "odd")})
+        sines, cosines = layouts.pair_columns(options["layout"], len(omega))
+    except (KeyError, TypeError, ValueError):
+        return None
+    positions = (m.positions + variant.start).astype(np.float64)
+    finite = np.isfinite(m.values).all(axis=1) & (positions > 0)
+    if finite.sum() < 8 or sines.max(initial=0) >= width or cosines.max(initial=0) >= width:
+        return None
+    p, values = positions[finite], m.values[finite].astype(np.float64)
+    measured = np.arctan2(values[:, sines], values[:, cosines])
+    phase = np.angle(np.exp(1j * (measured - np.outer(p, omega))))  # wrapped to (−π, π]
+    small = np.abs(phase) < 0.1
+    relative = []
+    for i, w in enumerate(omega):
+        use = small[:, i]
+        if use.sum() >= 8 and w > 0:
+            slope = float(np.sum(phase[use, i] * p[use]) / np.sum(p[use] ** 2))
+            relative.append(abs(slope) / (w * 2.0**-24))
+    return float(np.median(relative)) if relative else None
 
 
 def _growth_points(m: Measurement, floor: float, below: int | None = None) -> list[tuple[int, float]]:

@@ -223,6 +223,74 @@ def _noisy_until(at: int) -> Callable:
     return rows
 
 
+# --- the field's code, re-implemented from how each project writes it ------------------------------------
+
+
+def fairseq_embedding(num_embeddings: int = 16384, padding_idx: int = 1) -> torch.Tensor:
+    """fairseq's ``SinusoidalPositionalEmbedding.get_embedding`` (fairseq/modules/
+    sinusoidal_positional_embedding.py): ω_i = exp(−i·ln(10000)/(half − 1)) in float32, the angle in float32,
+    [sin | cos], the padding row zeroed; the table it builds for 16,384 positions."""
+    half = D // 2
+    step = math.log(10000) / (half - 1)
+    frequencies = torch.exp(torch.arange(half, dtype=torch.float) * -step)
+    angles = torch.arange(num_embeddings, dtype=torch.float).unsqueeze(1) * frequencies.unsqueeze(0)
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+    table[padding_idx, :] = 0
+    return table
+
+
+def whisper_sinusoids(length: int = 1500, max_timescale: float = 10000.0) -> torch.Tensor:
+    """Whisper's ``sinusoids`` (openai/whisper, whisper/model.py): the increment ln(max_timescale)/(half − 1)
+    in float64, ``torch.exp`` of it times an int64 arange (float32), int64 positions times it (float32);
+    its encoder's 1500 rows."""
+    increment = np.log(max_timescale) / (D // 2 - 1)
+    inverse = torch.exp(-increment * torch.arange(D // 2))
+    scaled = torch.arange(length)[:, np.newaxis] * inverse[np.newaxis, :]
+    return torch.cat([torch.sin(scaled), torch.cos(scaled)], dim=1)
+
+
+def diffusers_timesteps(positions: Any) -> torch.Tensor:
+    """diffusers' ``get_timestep_embedding`` (diffusers/models/embeddings.py; its defaults:
+    ``downscale_freq_shift=1``, ``flip_sin_to_cos=False``): the exponent and its exp in float32, the
+    timesteps ``.float()`` times it, [sin | cos]."""
+    t = torch.as_tensor(np.asarray(positions))
+    half = D // 2
+    exponent = -math.log(10000) * torch.arange(0, half, dtype=torch.float32) / (half - 1)
+    angles = t[:, None].float() * torch.exp(exponent)[None, :]
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
+
+
+def mae_grid(grid: int = 32) -> np.ndarray:
+    """MAE's ``get_2d_sincos_pos_embed`` (facebookresearch/mae, util/pos_embed.py): NumPy float64 (its grid
+    of float32 positions, exact), cast to float32 when loaded into the model's parameter."""
+
+    def one_axis(width: int, positions: np.ndarray) -> np.ndarray:
+        omega = 1.0 / 10000 ** (np.arange(width // 2, dtype=np.float64) / (width / 2.0))
+        out = np.einsum("m,d->md", positions.reshape(-1), omega)
+        return np.concatenate([np.sin(out), np.cos(out)], axis=1)
+
+    axes = np.meshgrid(np.arange(grid, dtype=np.float32), np.arange(grid, dtype=np.float32))
+    both = np.stack(axes, axis=0).reshape([2, 1, grid, grid])
+    return np.concatenate([one_axis(D // 2, both[0]), one_axis(D // 2, both[1])], axis=1).astype(np.float32)
+
+
+def gptj_rotary(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """GPT-J's ``fixed_pos_embedding`` (mesh-transformer-jax, as transformers ported it): ω = 1/10000^(i/d)
+    by ``**`` in float32, ``einsum`` of float32 positions, applied by ``rotate_every_two`` (pairs side by
+    side); (cos, sin) each repeated pair by pair."""
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, D, 2) / D))
+    angles = torch.einsum("i , j -> i j", torch.as_tensor(np.asarray(positions)).float(), inv_freq).float()
+    return torch.cos(angles).repeat_interleave(2, -1), torch.sin(angles).repeat_interleave(2, -1)
+
+
+def torchtune_rotary(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """torchtune's ``RotaryPositionalEmbeddings.build_rope_cache`` (torchtune/modules/position_embeddings.py):
+    θ in float32, positions in θ's dtype, ``einsum`` then the cache [cos, sin] of each pair (interleaved)."""
+    theta = 1.0 / (10000 ** (torch.arange(0, D, 2)[: D // 2].float() / D))
+    index = torch.einsum("i, j -> ij", torch.as_tensor(np.asarray(positions)).to(theta.dtype), theta).float()
+    return torch.cos(index).repeat_interleave(2, -1), torch.sin(index).repeat_interleave(2, -1)
+
+
 def _cut(how: str, at: int = 5000) -> Callable:
     table = posenc.table(at, D)
 
@@ -479,6 +547,39 @@ CASES: tuple[Case, ...] = (
     Case("cliff: NaN", "NaN rows from 5000", lambda: _cut("nan"), {"cliff": {"position": 5000}}),
     Case("cliff: clamped", "indices clamped to 4999", lambda: _cut("clamp"), {"cliff": {"position": 5000}}),
     Case("noise", "exact values plus noise of 3e-5", lambda: _noisy, {"unexplained": {}}),
+    Case(
+        "fairseq get_embedding",
+        "`torch.exp(arange * -ln(10000)/(half - 1))`, float32 angles, [sin | cos], padding row zeroed",
+        fairseq_embedding,
+        {"angles": {"grid": "float32"}},
+    ),
+    Case(
+        "Whisper sinusoids",
+        "`torch.exp(-increment * arange)` times int64 positions, float32; its encoder's 1500 rows",
+        whisper_sinusoids,
+        {"angles": {"grid": "float32"}},
+    ),
+    Case(
+        "diffusers get_timestep_embedding",
+        "float32 exponent and exp, `timesteps.float() * emb`, [sin | cos] (its defaults)",
+        lambda: diffusers_timesteps,
+        {"angles": {"grid": "float32"}},
+        {"positions": (0, 1000)},
+    ),
+    Case("MAE 2-D grid", "NumPy float64 `get_2d_sincos_pos_embed`, loaded as float32", mae_grid, {}),
+    Case(
+        "GPT-J fixed_pos_embedding, declared interleaved",
+        "`1 / 10000 ** (arange / d)` and `einsum` in float32, `rotate_every_two`",
+        lambda: gptj_rotary,
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+        {"preset": {"head_dim": D, "layout": "interleaved"}},
+    ),
+    Case(
+        "torchtune rope cache",
+        "θ and `einsum` in float32, cache of [cos, sin] pairs (identified: interleaved)",
+        lambda: torchtune_rotary,
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
     Case(  # one cause must not hide a larger error it does not explain
         "cliff and noise",
         "a 5000-row table of exact values plus noise of 3e-5, zero rows past it",

@@ -291,6 +291,20 @@ def torchtune_rotary(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cos(index).repeat_interleave(2, -1), torch.sin(index).repeat_interleave(2, -1)
 
 
+class LinearScaledCache(nn.Module):
+    """A Gemma-3-style linear-scaled rotary cache (transformers' linear scaling: ``inv_freq / factor``,
+    factor 8) computed in float32 and kept in float16 buffers ``cos_cached``/``sin_cached``: its slowest
+    frequencies' cos is 1 in float16 over the first positions, their sin is not."""
+
+    def __init__(self, factor: float = 8.0, length: int = 4096):
+        super().__init__()
+        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D)) / factor
+        angles = torch.outer(torch.arange(length).float(), inv_freq)
+        emb = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos_cached", emb.cos().half())
+        self.register_buffer("sin_cached", emb.sin().half())
+
+
 def _cut(how: str, at: int = 5000) -> Callable:
     table = posenc.table(at, D)
 
@@ -579,6 +593,12 @@ CASES: tuple[Case, ...] = (
         "θ and `einsum` in float32, cache of [cos, sin] pairs (identified: interleaved)",
         lambda: torchtune_rotary,
         {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
+    Case(  # fitted from both halves: from its cos alone, another rope type blamed on float16 angles
+        "linear-scaled rope cache, float16",
+        "`inv_freq / 8` in float32, cos/sin kept in float16 buffers (Gemma 3's global layers' scaling)",
+        LinearScaledCache,
+        {"rounding": {}},
     ),
     Case(  # one cause must not hide a larger error it does not explain
         "cliff and noise",

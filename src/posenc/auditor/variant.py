@@ -322,10 +322,28 @@ def _rotary(target: Target, options: Any) -> Variant:
         how = f"identified by posenc.porting.identify_rope from its inv_freq ({match.evidence})"
         return _rope_variant(match.parameters, how, match.matches, parts, "half", match.max_error)
     rows = _prefix(target)
-    cos = rows[:, : rows.shape[1] // 2]
-    match = identify_rope(cos)
-    how = f"identified by posenc.porting.identify_rope from the cos of positions 0..{len(rows) - 1}"
-    return _rope_variant(match.parameters, how, match.matches, parts, match.layout or "half", match.max_error)
+    half = rows.shape[1] // 2
+    halves = {"cos": rows[:, :half], "sin": rows[:, half:]} if parts == "cos+sin" else {parts: rows}
+    positions = np.arange(len(rows), dtype=np.int64)
+    tried, refused = [], None
+    for part, values in halves.items():  # fitted from each half (a slow frequency's cos is 1 in a 16-bit
+        try:  # cache: its sin still tells it), judged on both
+            match = identify_rope(values)
+        except ValueError as error:
+            refused = error
+            continue
+        how = f"identified by posenc.porting.identify_rope from the {part} of positions 0..{len(rows) - 1}"
+        layout = match.layout or "half"
+        variant = _rope_variant(match.parameters, how, match.matches, parts, layout, match.max_error)
+        exact = variant.exact(positions, "float64", 0)
+        error = float(np.abs(exact - rows).max()) if exact.shape == rows.shape else np.inf
+        tried.append((not match.matches, error, len(tried), variant))
+    if not tried:
+        raise refused if refused is not None else ValueError("the target's rows are not a rotary cache")
+    variant = min(tried)[3]
+    if not variant.matches:
+        variant.how += " (nothing matches: measured against the nearest candidate)"
+    return variant
 
 
 def _emits_interleaved(target: Target, variant: Variant) -> bool:

@@ -320,6 +320,7 @@ def _rotary(target: Target, options: Any) -> Variant:
     if theta is not None:
         match = identify_rope(theta)
         how = f"identified by posenc.porting.identify_rope from its inv_freq ({match.evidence})"
+        how += "" if match.matches else " (nothing matches: measured against the nearest candidate)"
         return _rope_variant(match.parameters, how, match.matches, parts, "half", match.max_error)
     rows = _prefix(target)
     half = rows.shape[1] // 2

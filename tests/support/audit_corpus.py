@@ -291,6 +291,17 @@ def torchtune_rotary(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cos(index).repeat_interleave(2, -1), torch.sin(index).repeat_interleave(2, -1)
 
 
+def float16_pow_frequencies(positions: Any) -> torch.Tensor:
+    """ω = 1 / 10000 ** (2i/d) in float16 (``pow``, then the reciprocal, each rounded: not ω rounded once),
+    the angles and sin/cos in float64, the table in float32."""
+    exponent = torch.arange(0, D, 2).half() / D
+    inv_freq = (1.0 / torch.tensor(10000.0).half() ** exponent).half()
+    angles = torch.as_tensor(np.asarray(positions)).double()[:, None] * inv_freq.double()[None, :]
+    pe = torch.zeros(angles.shape[0], D, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = angles.sin(), angles.cos()
+    return pe.float()
+
+
 class LinearScaledCache(nn.Module):
     """A Gemma-3-style linear-scaled rotary cache (transformers' linear scaling: ``inv_freq / factor``,
     factor 8) computed in float32 and kept in float16 buffers ``cos_cached``/``sin_cached``: its slowest
@@ -593,6 +604,12 @@ CASES: tuple[Case, ...] = (
         "θ and `einsum` in float32, cache of [cos, sin] pairs (identified: interleaved)",
         lambda: torchtune_rotary,
         {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
+    Case(  # read from the rows' phase: the angles are not to blame, and a float64 angle would not fix it
+        "float16 frequencies by pow",
+        "`1 / 10000 ** (arange.half() / d)` in float16, angles in float64",
+        lambda: float16_pow_frequencies,
+        {"frequencies": {"grid": "float16"}},
     ),
     Case(  # fitted from both halves: from its cos alone, another rope type blamed on float16 angles
         "linear-scaled rope cache, float16",

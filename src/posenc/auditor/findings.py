@@ -116,6 +116,8 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
     held, basis = _held(variant, m, dtype, found[-1])
     rounded = positions_rounded(target, held, basis, dtype, edge)
     cast = frequencies_cast(target, held, basis, dtype, rounded)
+    if cast is None and rounded is None:
+        cast = frequencies_measured(target, held, basis, dtype, edge)
     stored = storage(m, dtype, "table" if variant.params is None else "cos/sin cache")
     found += [edge, stored, rounded, cast, None if cast else growth(held, basis, dtype, rounded)]
     found += [non_finite(m, edge), collisions(m, dtype, edge, rounded)]
@@ -568,6 +570,67 @@ def frequencies_cast(
                 "persistent=False and recompute it after a cast); " + _posenc_line(variant),
             )
     return None
+
+
+#: The positions the rows' own frequencies are read at (:func:`frequencies_measured`).
+_PHASE_POSITIONS = np.arange(1, 2049, dtype=np.int64)
+
+
+def frequencies_measured(
+    target: Target, variant: Variant, m: Measurement, dtype: str, edge: Finding | None
+) -> Finding | None:
+    """Frequencies computed in a coarse type by some route other than one rounding (``base ** x`` then
+    ``1 / y``, each rounded): each frequency read from the rows' own phase at positions 1 .. 2048 (it drifts
+    by p·Δω), and the rows explained — within a quarter of their error from the exact values — by sin/cos
+    of p times those frequencies, angles exact."""
+    from .. import core
+
+    if variant.params is not None or variant.permutation is not None or variant.start or not len(m.positions):
+        return None
+    options, width = variant.options, m.values.shape[1]
+    try:
+        omega = core.frequencies(width, **{k: options[k] for k in ("base", "shift", "scale", "odd")})
+        sines, cosines = layouts.pair_columns(options["layout"], len(omega))
+        early = np.asarray(target.sample(_PHASE_POSITIONS), dtype=np.float64)
+    except Exception:  # a target that refuses these positions: not this cause
+        return None
+    if early.shape != (len(_PHASE_POSITIONS), width) or not np.isfinite(early).all() or sines.max() >= width:
+        return None
+    p = _PHASE_POSITIONS.astype(np.float64)
+    phase = np.angle(np.exp(1j * (np.arctan2(early[:, sines], early[:, cosines]) - np.outer(p, omega))))
+    measured = omega.copy()
+    for i in range(len(omega)):
+        use = np.abs(phase[:, i]) < 0.5
+        if use.sum() >= 8:
+            measured[i] += float(np.sum(phase[use, i] * p[use]) / np.sum(p[use] ** 2))
+    relative = np.abs(measured - omega) / np.where(omega > 0, omega, 1.0)
+    keep = np.isfinite(m.values).all(axis=1)
+    if edge is not None:
+        keep &= m.positions < edge.data["position"]
+    if not keep.any() or float(relative.max()) <= 2.0**-22:
+        return None
+    at, values = m.positions[keep].astype(np.float64), m.values[keep].astype(np.float64)
+    model = np.zeros_like(values)
+    angles = np.outer(at, measured)
+    model[:, sines], model[:, cosines] = np.sin(angles), np.cos(angles)
+    residual = float(np.abs(values - _rounded(model, dtype if dtype in _BITS else "float64")).max())
+    off = float(np.abs(values - variant.exact(m.positions[keep], dtype, width)).max())
+    if off < 16 * 2.0 ** -_BITS.get(dtype, 53) or residual > 0.25 * off:
+        return None
+    worst = float(relative.max())
+    grid = next((g for g in ("float32", "float16", "bfloat16") if worst <= 4 * 2.0 ** -_BITS[g]), "bfloat16")
+    return Finding(
+        "frequencies",
+        f"frequencies computed in {grid}: off by up to {worst / 2.0 ** -_BITS[grid]:.2g} units of {grid} "
+        "(not rounded once: several roundings, e.g. `base ** x` then `1 / y` in that type)",
+        f"each frequency read from the rows' phase at positions 1 .. 2048 (it drifts ∝ p): sin/cos of p "
+        f"times those frequencies, angles exact, are within {residual:.3g} of the rows, the exact "
+        f"frequencies {off:.3g}",
+        {"grid": grid, "residual": residual, "error": off, "relative": worst},
+        fix="compute the frequencies in float64 (`div_term = torch.exp(torch.arange(0, d, 2, "
+        "dtype=torch.float64) * (-math.log(base) / d))`, or `base ** x` and `1 / y` in float64) and keep "
+        "them out of a 16-bit cast; " + _posenc_line(variant),
+    )
 
 
 def growth(variant: Variant, m: Measurement, dtype: str, rounded: Finding | None = None) -> Finding | None:

@@ -366,3 +366,21 @@ def test_a_fix_never_names_a_variant_no_one_confirmed() -> None:
     for finding in report.findings:
         assert "base=" not in finding.fix and "shift=" not in finding.fix
         assert "<its options>" in finding.fix and "no variant was confirmed" in finding.fix
+
+
+def test_a_table_shorter_than_a_band_or_the_prefix_is_measured_up_to_its_end() -> None:
+    """A module whose table ends inside the first band (512 rows) or before the 256 rows identification
+    reads (100): its rows before the call raises are measured, the cliff found, no crash."""
+    from tests.support.tutorial import TutorialPositionalEncoding
+
+    for rows in (512, 100):
+        report = audit(TutorialPositionalEncoding(64, max_len=rows), samples=256)
+        cliff = next(f for f in report.findings if f.kind == "cliff")
+        assert cliff.data["position"] == rows
+        first = report.bands[0]  # every sampled position below the table's end measured, then a raise
+        assert first.raises_from >= rows and first.sampled == int((report.measurement.positions < rows).sum())
+        assert first.sampled > 0
+        assert 0 < report.finite_max_abs < 1e-4  # its float32 angles, measured
+    assert (
+        "raises from 512:" in audit(TutorialPositionalEncoding(64, max_len=512)).as_text()
+    )  # every row sampled

@@ -605,6 +605,12 @@ CASES: tuple[Case, ...] = (
         lambda: torchtune_rotary,
         {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
     ),
+    Case(  # shorter than the first band (0 .. 1023): measured up to its end, not a crash
+        "PyTorch tutorial module, 512 rows",
+        "`PositionalEncoding(d_model, max_len=512)`: a BERT-length table, float32 angles",
+        lambda: TutorialPositionalEncoding(D, max_len=512),
+        {"angles": {"grid": "float32"}, "cliff": {"position": 512}},
+    ),
     Case(  # read from the rows' phase: the angles are not to blame, and a float64 angle would not fix it
         "float16 frequencies by pow",
         "`1 / 10000 ** (arange.half() / d)` in float16, angles in float64",

@@ -748,10 +748,11 @@ def cliff(target: Target, variant: Variant, m: Measurement, dtype: str) -> Findi
     alive = np.flatnonzero(~dead)
     if not len(alive) or (raised is None and alive[-1] == len(dead) - 1):
         return None
-    if raised is not None and positions[alive[-1]] > raised.lo:
+    raises = None if raised is None else raised.lo if raised.raises_from is None else raised.raises_from
+    if raises is not None and positions[alive[-1]] > raises:
         return None  # a band raises, yet rows beyond it are fine: not a cliff
     lo = int(positions[alive[-1]])
-    hi = raised.hi - 1 if alive[-1] == len(dead) - 1 else int(positions[alive[-1] + 1])
+    hi = raises if alive[-1] == len(dead) - 1 else int(positions[alive[-1] + 1])
 
     def is_dead(p: int) -> bool:
         try:

@@ -58,6 +58,8 @@ class Band:
     exact_distinct: int = 0
     nan_rows: int = 0
     raised: str | None = None
+    #: the first sampled position the call raised at (the rows before it, if any, are measured)
+    raises_from: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -115,7 +117,13 @@ def measure(target: Target, variant: Variant, dtype: str, span: tuple[int, int],
             values = target.sample(positions)
         except Exception as error:  # a length cliff that raises: kept as the band's evidence
             band.raised = f"{type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"
-            continue
+            kept = _prefix_that_samples(target, positions)  # the band's rows before the call raises
+            band.raises_from = int(positions[kept])
+            if not kept:
+                continue
+            positions, band.sampled = positions[:kept], kept
+            values = target.sample(positions)
+            exact = exact[:kept]
         if values.shape != exact.shape:
             raise ValueError(
                 f"the target gives rows of shape {values.shape[1:]} where the variant has {exact.shape[1:]}"
@@ -151,6 +159,22 @@ def measure(target: Target, variant: Variant, dtype: str, span: tuple[int, int],
         )
     repeat, exact_repeat = _first_repeat(positions, values), _first_repeat(positions, None, exact_hashes)
     return Measurement(bands, positions, errors, first_over, repeat, exact_repeat, values, refined)
+
+
+def _prefix_that_samples(target: Target, positions: np.ndarray) -> int:
+    """How many of the sorted ``positions`` the target gives rows for before its call raises (bisection:
+    a table shorter than the band — a 512-row BERT-style table in the band 0 .. 1023 — is measured up to
+    its end)."""
+    good, bad = 0, len(positions)
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        try:
+            target.sample(positions[:middle])
+        except Exception:  # past the end: the rows before it are what can be measured
+            bad = middle
+        else:
+            good = middle
+    return good
 
 
 def _errors(values: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -189,6 +213,8 @@ def _first_repeat(
 ) -> tuple[int, int] | None:
     """The first sampled position whose row equals an earlier one's (bits, ±0 alike), and that earlier one
     (from the rows, or from their ``hashes``)."""
+    if hashes is None and (rows is None or not rows.size):
+        return None
     hashes = row_hashes(np.nan_to_num(rows)) if hashes is None else hashes
     if not len(hashes):
         return None

@@ -108,8 +108,8 @@ class AuditReport:
 
     @property
     def finite_max_ulp(self) -> float:
-        """The largest error in ulps over the finite sampled rows."""
-        return max((b.max_ulp for b in self.bands if not b.raised), default=0.0)
+        """The largest error in ulps over the finite sampled rows (those before a call raised included)."""
+        return max((b.max_ulp for b in self.bands), default=0.0)
 
     @property
     def nan_rows(self) -> int:
@@ -206,8 +206,15 @@ class AuditReport:
         ]
         for b in self.bands:
             where = f"{b.lo:>13,} – {b.hi - 1:<13,}"
-            if b.raised:
+            if b.raised and not (b.raises_from is not None and b.raises_from > b.lo):
                 lines.append(f"  {where}{b.sampled:>8,}    raises {b.raised}"[:width])
+                continue
+            if b.raised:  # its rows before the call raised, measured; then where it raises
+                lines.append(
+                    f"  {where}{b.sampled:>8,}    {b.max_abs:11.3g}  {b.max_ulp:9.3g}   "
+                    f"{b.distinct:>7,} ({b.exact_distinct:,})   {b.nan_rows:>7,}"
+                )
+                lines.append(f"  {'':>27}raises from {b.raises_from:,}: {b.raised}"[:width])
                 continue
             if b.sampled and b.nan_rows == b.sampled:  # no finite row: no error to show, not an error of 0
                 lines.append(f"  {where}{b.sampled:>8,}    every sampled row NaN/inf   {b.nan_rows:>26,}")

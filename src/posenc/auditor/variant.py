@@ -113,9 +113,14 @@ def _prefix(target: Target) -> np.ndarray:
     try:
         rows = target.sample(np.arange(count, dtype=np.int64))
     except Exception as error:
-        raise TargetError(
-            f"the target fails on positions 0..{count - 1}: {type(error).__name__}: {error}"
-        ) from error
+        from .measure import _prefix_that_samples
+
+        kept = _prefix_that_samples(target, np.arange(count, dtype=np.int64))  # a table shorter than that
+        if kept < 2:
+            raise TargetError(
+                f"the target fails on positions 0..{count - 1}: {type(error).__name__}: {error}"
+            ) from error
+        rows = target.sample(np.arange(kept, dtype=np.int64))
     finite = np.isfinite(rows).all(axis=1)
     if not finite.all():
         rows = rows[: int(np.argmin(finite))]

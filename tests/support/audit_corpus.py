@@ -316,6 +316,114 @@ class LinearScaledCache(nn.Module):
         self.register_buffer("sin_cached", emb.sin().half())
 
 
+def t2t_timing_signal(positions: Any) -> torch.Tensor:
+    """tensor2tensor's ``get_timing_signal_1d`` (tensor2tensor/layers/common_attention.py), in torch: the
+    increment ln(max/min)/(n − 1) in float64, ``exp`` of float32 multiples, float32 positions, [sin | cos]."""
+    n = D // 2
+    increment = math.log(1.0e4) / (n - 1)
+    inverse = torch.exp(torch.arange(n, dtype=torch.float32) * -increment)
+    scaled = torch.as_tensor(np.asarray(positions)).float()[:, None] * inverse[None, :]
+    return torch.cat([torch.sin(scaled), torch.cos(scaled)], dim=1)
+
+
+def positional_encodings_1d(positions: Any) -> torch.Tensor:
+    """positional-encodings' ``PositionalEncoding1D`` (positional_encodings/torch_encodings.py): ω by ``**``
+    in float32, positions in ω's dtype, ``einsum``, sin and cos interleaved (``get_emb``)."""
+    inverse = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
+    angles = torch.einsum("i,j->ij", torch.as_tensor(np.asarray(positions)).type(inverse.dtype), inverse)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2, -1)
+
+
+def speechbrain_table(max_len: int = 2500) -> torch.Tensor:
+    """SpeechBrain's ``PositionalEncoding`` (speechbrain/nnet/attention.py): the tutorial's float32 formula
+    over its 2500 rows."""
+    positions = torch.arange(0, max_len).unsqueeze(1).float()
+    denominator = torch.exp(torch.arange(0, D, 2).float() * -(math.log(10000.0) / D))
+    table = torch.zeros(max_len, D)
+    table[:, 0::2], table[:, 1::2] = torch.sin(positions * denominator), torch.cos(positions * denominator)
+    return table
+
+
+def espnet_extend_pe(positions: Any) -> torch.Tensor:
+    """ESPnet's ``PositionalEncoding.extend_pe`` (espnet/nets/pytorch_backend/transformer/embedding.py):
+    float32 positions of any length (the table grows), float32 ``div_term``, interleaved."""
+    p = torch.as_tensor(np.asarray(positions), dtype=torch.float32).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, D, 2, dtype=torch.float32) * -(math.log(10000.0) / D))
+    table = torch.zeros(len(p), D)
+    table[:, 0::2], table[:, 1::2] = torch.sin(p * div_term), torch.cos(p * div_term)
+    return table
+
+
+def esm_rotary(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """ESM's ``RotaryEmbedding`` (transformers' esm): float32 inv_freq, positions ``type_as`` it, ``outer``,
+    halves."""
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+    angles = torch.outer(torch.as_tensor(np.asarray(positions)).type_as(inv_freq), inv_freq)
+    emb = torch.cat((angles, angles), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def lucidrains_rotary(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """rotary-embedding-torch's ``RotaryEmbedding`` (lucidrains): float32 freqs, positions in their dtype,
+    ``einsum``, each repeated pair by pair (``rotate_half`` of pairs)."""
+    freqs = 1.0 / (10000 ** (torch.arange(0, D, 2)[: D // 2].float() / D))
+    angles = torch.einsum("..., f -> ... f", torch.as_tensor(np.asarray(positions)).type(freqs.dtype), freqs)
+    angles = angles.repeat_interleave(2, -1)
+    return angles.cos(), angles.sin()
+
+
+def mistral_freqs_cis(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """mistral-inference's ``precompute_freqs_cis`` (mistral_inference/rope.py): float32 freqs, int64
+    positions promoted to float32 by ``torch.outer``, ``torch.polar``: pairs side by side."""
+    freqs = 1.0 / (10000.0 ** (torch.arange(0, D, 2)[: D // 2].float() / D))
+    angles = torch.outer(torch.as_tensor(np.asarray(positions)), freqs).float()
+    cis = torch.polar(torch.ones_like(angles), angles)
+    return cis.real.repeat_interleave(2, -1), cis.imag.repeat_interleave(2, -1)
+
+
+def vllm_cos_sin_cache(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's ``RotaryEmbedding._compute_cos_sin_cache`` (vllm/model_executor/layers/rotary_embedding):
+    float32 inv_freq, float positions, ``einsum``; neox style (halves)."""
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, D, 2, dtype=torch.float) / D))
+    angles = torch.einsum("i,j -> ij", torch.as_tensor(np.asarray(positions), dtype=torch.float), inv_freq)
+    return torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+
+
+def _float64_angles(rows: int) -> np.ndarray:
+    """pos / 10000^(2⌊j/2⌋/d) in float64, as transformers' DistilBERT and Marian write it (``np.power``)."""
+    return np.array([[pos / np.power(10000, 2 * (j // 2) / D) for j in range(D)] for pos in range(rows)])
+
+
+def distilbert_table(rows: int = 512) -> torch.Tensor:
+    """transformers' DistilBERT ``create_sinusoidal_embeddings``: the angles in float64 (NumPy), sin/cos,
+    then ``torch.FloatTensor``: each value rounded once; interleaved."""
+    angles = _float64_angles(rows)
+    out = torch.empty(rows, D)
+    out[:, 0::2], out[:, 1::2] = (
+        torch.FloatTensor(np.sin(angles[:, 0::2])),
+        torch.FloatTensor(np.cos(angles[:, 1::2])),
+    )
+    return out
+
+
+def marian_table(rows: int = 512) -> torch.Tensor:
+    """transformers' Marian ``_init_weight``: the same float64 angles, [sin | cos] halves."""
+    angles = _float64_angles(rows)
+    out = torch.empty(rows, D)
+    out[:, : D // 2], out[:, D // 2 :] = (
+        torch.FloatTensor(np.sin(angles[:, 0::2])),
+        torch.FloatTensor(np.cos(angles[:, 1::2])),
+    )
+    return out
+
+
+def diffusers_1d_grid(rows: int = 1024) -> np.ndarray:
+    """diffusers' ``get_1d_sincos_pos_embed_from_grid`` (NumPy float64), cast to float32: [sin | cos]."""
+    omega = 1.0 / 10000 ** (np.arange(D // 2, dtype=np.float64) / (D / 2.0))
+    out = np.einsum("m,d->md", np.arange(rows, dtype=np.float64), omega)
+    return np.concatenate([np.sin(out), np.cos(out)], axis=1).astype(np.float32)
+
+
 def _cut(how: str, at: int = 5000) -> Callable:
     table = posenc.table(at, D)
 
@@ -622,6 +730,68 @@ CASES: tuple[Case, ...] = (
         "`inv_freq / 8` in float32, cos/sin kept in float16 buffers (Gemma 3's global layers' scaling)",
         LinearScaledCache,
         {"rounding": {}},
+    ),
+    Case(
+        "tensor2tensor get_timing_signal_1d",
+        "`exp(arange * -increment)` and float32 positions, [sin | cos]",
+        lambda: t2t_timing_signal,
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
+    Case(
+        "positional-encodings PositionalEncoding1D",
+        "`1 / 10000 ** (arange / ch)`, positions in its dtype, `einsum`, interleaved",
+        lambda: positional_encodings_1d,
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
+    Case(
+        "SpeechBrain PositionalEncoding",
+        "the tutorial's float32 formula over its 2500 rows",
+        speechbrain_table,
+        {"angles": {"grid": "float32"}},
+    ),
+    Case(
+        "ESPnet extend_pe",
+        "float32 positions of any length, float32 `div_term`, interleaved",
+        lambda: espnet_extend_pe,
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
+    Case(
+        "ESM rotary",
+        "float32 inv_freq, positions `type_as` it, halves",
+        lambda: esm_rotary,
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
+    Case(
+        "rotary-embedding-torch",
+        "float32 freqs, `einsum`, pairs side by side (identified: interleaved)",
+        lambda: lucidrains_rotary,
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
+    Case(
+        "mistral-inference freqs_cis",
+        "int64 positions promoted to float32 by `torch.outer`, `torch.polar` (identified: interleaved)",
+        lambda: mistral_freqs_cis,
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
+    Case(
+        "vLLM cos_sin_cache",
+        "float32 inv_freq and positions, `einsum`, neox halves",
+        lambda: vllm_cos_sin_cache,
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}},
+    ),
+    Case(
+        "RoBERTa-style positions, exact rows",
+        "`create_position_ids_from_input_ids` (from `padding_idx + 1` = 2) into exact rows built from 0",
+        lambda: _exact(by=2),
+        {"offset": {"start": 2}},
+        {"positions": (0, 1 << 20)},
+    ),
+    Case(
+        "DistilBERT table", "float64 angles (`np.power`), sin/cos, `torch.FloatTensor`", distilbert_table, {}
+    ),
+    Case("Marian table", "the same float64 angles, [sin | cos] halves", marian_table, {}),
+    Case(
+        "diffusers 1-D grid", "NumPy float64 `get_1d_sincos_pos_embed_from_grid`, cast", diffusers_1d_grid, {}
     ),
     Case(  # one cause must not hide a larger error it does not explain
         "cliff and noise",

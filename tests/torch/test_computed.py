@@ -796,3 +796,24 @@ def test_framepack_rotary_of_frame_indices_is_read_and_made_exact() -> None:
     assert posenc.audit(model, samples=32).passed
     pt.unpatch(model)
     assert type(model.rope) is HunyuanVideoFramepackRotaryPosEmbed
+
+
+def test_dits_static_timestep_embedding_is_identified_shadowed_and_exact() -> None:
+    """DiT's TimestepEmbedder (Z-Image's): a static ``timestep_embedding(t, dim, max_period)`` then an MLP."""
+    from diffusers.models.transformers.transformer_z_image import TimestepEmbedder
+
+    model = nn.Sequential()
+    model.add_module("t_embedder", TimestepEmbedder(32, frequency_embedding_size=64))
+    embedder = model.t_embedder
+    t = torch.tensor([0.0, 0.25, 999.0])
+    before = embedder(t)
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.variant.startswith("diffusers-timestep(flip_sin_to_cos=True")
+    frequencies = embedder.timestep_embedding(t, 64)
+    want = posenc.encode(t.numpy().astype(np.float64), 64, layout="cos_sin")
+    assert np.array_equal(frequencies.numpy(), want)
+    assert embedder.timestep_embedding(t, 16, max_period=100).shape == (3, 16)  # any width and base
+    assert torch.allclose(embedder(t), before, atol=1e-5)
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert "timestep_embedding" not in embedder.__dict__ and torch.equal(embedder(t), before)

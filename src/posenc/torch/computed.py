@@ -903,9 +903,9 @@ DINOV3_PROBES = ((5, 7), (1, 3), (16, 16))
 def dinov3_form(module: nn.Module) -> bool:
     """Whether ``module`` has DINOv3's rotary's form (:data:`DINOV3_ATTRIBUTES` and a ``get_embed``): a module
     that computes its rotary, whatever cache of it it holds."""
-    return all(hasattr(module, name) for name in DINOV3_ATTRIBUTES) and callable(
-        getattr(module, "get_embed", None)
-    )
+    if not callable(getattr(type(module), "get_embed", None)):  # its class first: no attribute read before
+        return False
+    return all(hasattr(module, name) for name in DINOV3_ATTRIBUTES)
 
 
 def read_dinov3(module: nn.Module) -> DinoV3Rope | str | None:
@@ -1424,6 +1424,8 @@ def exact_polar_copy(module: nn.Module, reading: PolarTables) -> nn.Module:
 #: interleaved sine of the token ids at 2π·10000^(−2i/d_model) (``encode_sinusoidal_position_embedding``).
 SINUSOID_METHODS: dict[str, tuple[tuple[str, ...], dict[str, Any] | None]] = {
     "_get_timing_signal_1d_pos": (("position", "dtype"), None),
+    # DiT's TimestepEmbedder (Z-Image, Bria-Fibo 2): a static ``timestep_embedding(t, dim, max_period)``
+    "timestep_embedding": (("t", "dim", "max_period"), None),
     "get_text_position_embeddings": (
         ("text_features", "text_position_embedding", "text_position_ids"),
         {"base": 10000.0, "shift": 0.0, "scale": 2 * math.pi, "layout": "interleaved", "odd": "zero"},
@@ -1436,9 +1438,18 @@ def sinusoid_method(module: nn.Module) -> str | None:
     else None."""
     for name, (parameters, _) in SINUSOID_METHODS.items():
         function = getattr(type(module), name, None)
+        static = isinstance(inspect.getattr_static(type(module), name, None), staticmethod)
         try:
-            names = tuple(inspect.signature(function).parameters)[1:] if callable(function) else ()
+            names = (
+                tuple(inspect.signature(function).parameters)[0 if static else 1 :]
+                if callable(function)
+                else ()
+            )
         except (TypeError, ValueError):
+            continue
+        if name == "timestep_embedding" and not isinstance(
+            getattr(module, "frequency_embedding_size", None), int
+        ):
             continue
         if names == parameters and (
             name != "get_text_position_embeddings" or isinstance(module.d_model, int)
@@ -1455,6 +1466,8 @@ def method_rows(module: nn.Module, name: str, count: int = ROWS) -> torch.Tensor
     with torch.no_grad():
         if name == "_get_timing_signal_1d_pos":
             values = method(positions, torch.float32)
+        elif name == "timestep_embedding":  # at its own width, t = 0 .. count − 1
+            values = method(positions.float(), module.frequency_embedding_size)
         else:
             values = method(torch.zeros(1, count, module.d_model), None, positions[None])
     return values.reshape(count, values.shape[-1]).float()
@@ -1472,6 +1485,10 @@ class ExactSinusoidMethod:
 
     def __call__(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         given = dict(zip(SINUSOID_METHODS[self.name][0], args, strict=False)) | kwargs
+        if self.name == "timestep_embedding":  # (t, dim, max_period) -> (N, dim) float32, any width and base
+            width, base = int(given["dim"]), float(given.get("max_period", 10000))
+            checked = core.Options.check(width, base, *(self.options[k] for k in CORE_OPTIONS[1:]))
+            return _encode_tensor(given["t"].float(), (*checked, "float32"))
         if self.name == "_get_timing_signal_1d_pos":  # (position) -> (1, L, width) as its broadcast gives
             position = given["position"].float()
             values = _encode_tensor(position, (*self._checked, _dtype_name(given["dtype"])))

@@ -1127,10 +1127,7 @@ def _relative(path: str, module: nn.Module, originals: dict) -> tuple[Component,
         return declined
     best = proven.best
     exact = computed.ExactRelative(module, best.options)
-    steps = [
-        _record(originals, path, _Original("method", method)),
-        _instance_attribute(module, method, exact),
-    ]
+    steps = _shadow(originals, path, module, method, exact)
     how = (
         f"its {method} at positions 0 .. {len(rows) - 1} identified ({best.describe()}), each within what "
         "float32 code errs there; posenc's rows at the positions it asks for"
@@ -1153,10 +1150,7 @@ def _axes_rotation(
     if isinstance(proof, str):
         return _declined(path, "computed", type(module).__name__, proof)
     difference, allowed = proof
-    steps = [
-        _record(originals, path, _Original("method", method)),
-        _instance_attribute(module, method, exact),
-    ]
+    steps = _shadow(originals, path, module, method, exact)
     how = (
         f"V-JEPA 2's rotary of frame, row and column ids (base 10000, widths {list(widths)}): its sines and "
         "cosines at positions 0 .. 63 within float32 rounding, its rotation of random queries alike; "
@@ -1193,7 +1187,7 @@ def _sinusoid_method(
         (difference, allowed), variant = proof, "generic"
         named = ", ".join(f"{k}={options[k]!r}" for k in ("base", "scale", "layout"))
     exact = computed.ExactSinusoidMethod(module, name, rows.shape[1], options)
-    steps = [_record(originals, path, _Original("method", name)), _instance_attribute(module, name, exact)]
+    steps = _shadow(originals, path, module, name, exact)
     how = (
         f"its {name} at positions 0 .. {len(rows) - 1} ({named}), each within what float32 code errs "
         "there; posenc's values at the positions it is called with"
@@ -1837,6 +1831,12 @@ def _unfuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -
             )
         )
     return steps + [_fused_flag(module, False) for module in rotaries]
+
+
+def _shadow(originals: dict, path: str, module: nn.Module, method: str, exact: Any) -> list[_Step]:
+    """The steps that shadow ``module``'s ``method`` on the instance by posenc's ``exact`` (recorded at
+    ``path`` for :func:`unpatch`)."""
+    return [_record(originals, path, _Original("method", method)), _instance_attribute(module, method, exact)]
 
 
 def _instance_attribute(module: nn.Module, name: str, value: Any) -> _Step:

@@ -117,7 +117,7 @@ def measure(target: Target, variant: Variant, dtype: str, span: tuple[int, int],
             values = target.sample(positions)
         except Exception as error:  # a length cliff that raises: kept as the band's evidence
             band.raised = f"{type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}"
-            kept = _prefix_that_samples(target, positions)  # the band's rows before the call raises
+            kept = target.rows_before_raise(positions)  # the band's rows before the call raises
             band.raises_from = int(positions[kept])
             if not kept:
                 continue
@@ -159,22 +159,6 @@ def measure(target: Target, variant: Variant, dtype: str, span: tuple[int, int],
         )
     repeat, exact_repeat = _first_repeat(positions, values), _first_repeat(positions, None, exact_hashes)
     return Measurement(bands, positions, errors, first_over, repeat, exact_repeat, values, refined)
-
-
-def _prefix_that_samples(target: Target, positions: np.ndarray) -> int:
-    """How many of the sorted ``positions`` the target gives rows for before its call raises (bisection:
-    a table shorter than the band — a 512-row BERT-style table in the band 0 .. 1023 — is measured up to
-    its end)."""
-    good, bad = 0, len(positions)
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        try:
-            target.sample(positions[:middle])
-        except Exception:  # past the end: the rows before it are what can be measured
-            bad = middle
-        else:
-            good = middle
-    return good
 
 
 def _errors(values: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

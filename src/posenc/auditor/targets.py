@@ -94,6 +94,21 @@ class Target:
     rotary: dict[str, Any] | None = None
     note: str = ""
 
+    def rows_before_raise(self, positions: np.ndarray) -> int:
+        """How many of the sorted ``positions`` it gives rows for before its call raises (bisection: a
+        table shorter than a band of positions — a 512-row BERT-length module — is measured up to its
+        end)."""
+        good, bad = 0, len(positions)
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            try:
+                self.sample(positions[:middle])
+            except Exception:  # past its end: the rows before it are what can be measured
+                bad = middle
+            else:
+                good = middle
+        return good
+
 
 def as_target(
     target: Any,

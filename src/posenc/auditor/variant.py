@@ -113,9 +113,7 @@ def _prefix(target: Target) -> np.ndarray:
     try:
         rows = target.sample(np.arange(count, dtype=np.int64))
     except Exception as error:
-        from .measure import _prefix_that_samples
-
-        kept = _prefix_that_samples(target, np.arange(count, dtype=np.int64))  # a table shorter than that
+        kept = target.rows_before_raise(np.arange(count, dtype=np.int64))  # a table shorter than that
         if kept < 2:
             raise TargetError(
                 f"the target fails on positions 0..{count - 1}: {type(error).__name__}: {error}"

@@ -21,6 +21,7 @@ Anything else is not read, with the reason.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import math
@@ -1400,9 +1401,9 @@ def exact_polar_copy(module: nn.Module, reading: PolarTables) -> nn.Module:
     the exact one rounded once to float32, at its rows' positions."""
     copy_ = object.__new__(type(module))
     copy_.__dict__.update(module.__dict__)
-    for key in ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"):
-        if key in module.__dict__:
-            copy_.__dict__[key] = type(module.__dict__[key])(module.__dict__[key])
+    for key, value in module.__dict__.items():  # its own registries (buffers, modules, hooks), not shared
+        if key.startswith("_") and isinstance(value, dict | set):
+            copy_.__dict__[key] = copy.copy(value)
     for name in {block.name for block in reading.blocks}:
         table = module.__dict__[name]
         copy_.__dict__[name] = (

@@ -17,6 +17,14 @@ the module's output on probe masks (a full image and a padded one; and no mask, 
 none) and the first within the module's own float32 error (:func:`posenc.torch.proofs.check_cos_sin`: its
 positions are formed as posenc forms them, its frequencies and angles are float32's) is the reading.
 Anything else is not read, with the reason.
+
+The other forms read, each proven on probes before anything is replaced: 1-D sinusoids in a forward
+(:data:`SINUSOID_CONVENTIONS`) or a method (:data:`SINUSOID_METHODS`: shadowed on the instance by
+:class:`ExactSinusoidMethod`); XLNet's relative encoding (:class:`ExactRelative`); RT-DETR's 2-D sine
+(:class:`GridSine`); rotaries on several axes (:class:`AxesRope` and its forms :class:`AxesRopeMatrix`,
+:class:`FramesRope`, :class:`LatentRope`); DINOv3's rotary of grid coordinates (:class:`DinoV3Rope`);
+V-JEPA 2's rotary inside its attention (:class:`ExactAxesRotation`); Qwen-Image's complex tables
+(:func:`exact_polar_copy`).
 """
 
 from __future__ import annotations

@@ -817,3 +817,26 @@ def test_dits_static_timestep_embedding_is_identified_shadowed_and_exact() -> No
     assert posenc.audit(model, samples=32).passed
     pt.unpatch(model)
     assert "timestep_embedding" not in embedder.__dict__ and torch.equal(embedder(t), before)
+
+
+def test_lumina2_complex_tables_per_axis_are_read_and_made_exact() -> None:
+    from diffusers.models.transformers.transformer_lumina2 import Lumina2RotaryPosEmbed
+
+    model = nn.Sequential()
+    model.add_module("rope", Lumina2RotaryPosEmbed(10000, [16, 24, 24], axes_lens=[64, 32, 32]))
+    reading = computed.read_polar_tables(model.rope)
+    assert [(b.name, b.item, b.positions[-1]) for b in reading.blocks] == [
+        ("freqs_cis", 0, 63),
+        ("freqs_cis", 1, 31),
+        ("freqs_cis", 2, 31),
+    ]
+    (component,) = pt.patch(model).components
+    assert component.kind == "computed" and component.difference <= component.tolerance  # float64 code
+    patched = model.rope
+    for block in reading.blocks:
+        values = reading.values(patched, block)
+        want = posenc.encode(block.positions, block.width, layout="sin_cos", dtype="float32")
+        assert np.array_equal(values.imag.numpy(), want[:, : block.width // 2])
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert type(model.rope) is Lumina2RotaryPosEmbed

@@ -1277,13 +1277,13 @@ class ExactAxesRotation:
 
 # --- rotary tables of complex values computed at init (Qwen-Image's) -----------------------------------
 
-#: Qwen-Image's form (``QwenEmbedRope`` and its kin: Qwen-Image's ControlNet, Nucleus-MoE, Qwen-Image 2.1):
-#: ``theta``, ``axes_dim`` and complex tables cos + i·sin of p·ω_i (ω_i = theta^(−2i/D) on an axis of D
-#: channels), computed at init in float32 and held as plain attributes: ``pos_freqs`` and ``neg_freqs`` (the
-#: axes' columns side by side) or ``freqs`` (one table per axis). Each row's position p is read from its
-#: slowest frequency's angle and proven with every value of the row.
+#: Qwen-Image's form (``QwenEmbedRope`` and its kin: Qwen-Image's ControlNet, Nucleus-MoE, Qwen-Image 2.1;
+#: Lumina 2's): ``theta``, ``axes_dim`` and complex tables cos + i·sin of p·ω_i (ω_i = theta^(−2i/D) on an
+#: axis of D channels), computed at init and held as plain attributes: ``pos_freqs`` and ``neg_freqs`` (the
+#: axes' columns side by side) or ``freqs`` / ``freqs_cis`` (one table per axis). Each row's position p is
+#: read from its slowest frequency's angle and proven with every value of the row.
 POLAR_PAIRS = ("pos_freqs", "neg_freqs")
-POLAR_LIST = "freqs"
+POLAR_LISTS = ("freqs", "freqs_cis")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1337,7 +1337,7 @@ def _polar_positions(values: torch.Tensor, theta: float, width: int) -> np.ndarr
 
 
 def read_polar_tables(module: nn.Module) -> PolarTables | str | None:
-    """``module`` read as Qwen-Image's form (:data:`POLAR_PAIRS`, :data:`POLAR_LIST`), else None; why not
+    """``module`` read as Qwen-Image's form (:data:`POLAR_PAIRS`, :data:`POLAR_LISTS`), else None; why not
     (a str) where it has the form's attributes and its rows are not of integer positions posenc reads."""
     theta = _number(getattr(module, "theta", None))
     axes = _even_widths(getattr(module, "axes_dim", None))
@@ -1348,10 +1348,11 @@ def read_polar_tables(module: nn.Module) -> PolarTables | str | None:
         starts = np.cumsum((0, *(a // 2 for a in axes)))
         for name in POLAR_PAIRS:
             places += [(name, None, slice(starts[k], starts[k + 1]), k) for k in range(len(axes))]
-    listed = module.__dict__.get(POLAR_LIST)
-    one_per_axis = isinstance(listed, list | tuple) and len(listed) == len(axes)
-    if one_per_axis and all(_complex_table(t, a // 2) for t, a in zip(listed, axes, strict=True)):
-        places += [(POLAR_LIST, k, slice(None), k) for k in range(len(axes))]
+    for name in POLAR_LISTS:
+        listed = module.__dict__.get(name)
+        one_per_axis = isinstance(listed, list | tuple) and len(listed) == len(axes)
+        if one_per_axis and all(_complex_table(t, a // 2) for t, a in zip(listed, axes, strict=True)):
+            places += [(name, k, slice(None), k) for k in range(len(axes))]
     if not places:
         return None
     blocks = []

@@ -132,7 +132,11 @@ def test_every_decoders_allowance_is_below_the_cap_of_its_amplitude(name: str) -
     torch.manual_seed(0)
     for dtype in (torch.float32, torch.bfloat16):
         model = make().to(dtype)
-        rotary = next(c for c in pt.patch(model).components if c.kind == "rotary" and c.replaced)
+        rotary = next(
+            c
+            for c in pt.patch(model).components
+            if c.kind == "rotary" and c.replaced and "axial" not in c.variant
+        )
         exact = model.get_submodule(rotary.path)
         params = exact.params or next(iter(exact.layer_params.values()))
         amplitude = abs(rope.attention_scaling(params))
@@ -532,9 +536,10 @@ def test_a_proven_swap_says_the_models_forward_agreed() -> None:
 
 
 def test_an_m_rope_layout_its_module_does_not_run_is_declined() -> None:
-    def qwen2_vl(**rope: object) -> nn.Module:
+    def qwen2_vl(heads: int = 4, **rope: object) -> nn.Module:
         torch.manual_seed(0)
         text = dict(**SMALL, max_position_embeddings=4096, rope_scaling={"type": "mrope", **rope})
+        text.update(hidden_size=128, num_attention_heads=1, num_key_value_heads=1) if heads == 1 else None
         vision = dict(depth=1, embed_dim=32, num_heads=2, hidden_size=64)
         return T.Qwen2VLForConditionalGeneration(T.Qwen2VLConfig(text_config=text, vision_config=vision))
 
@@ -542,7 +547,10 @@ def test_an_m_rope_layout_its_module_does_not_run_is_declined() -> None:
     claimed = pt.patch(qwen2_vl(mrope_section=[2, 3, 3], mrope_interleaved=True))
     (text,) = [c for c in claimed.components if c.path == "model.language_model.rotary_emb"]
     assert not text.replaced and "its values are not this config's RoPE" in text.reason, text.reason
-    assert [c.replaced for c in pt.patch(qwen2_vl(mrope_section=[2, 3, 3])).components] == [False, True]
-    # a module that splits by its family's default section while its config names none
+    assert [c.replaced for c in pt.patch(qwen2_vl(mrope_section=[2, 3, 3])).components] == [True, True]
+    # a module that splits by its family's default section while its config names none: built with it
+    # where it fits its head (proven on three different ids, as any), said otherwise
     (_, left) = pt.patch(qwen2_vl()).components
-    assert not left.replaced and "mrope_section=[16, 24, 24]" in left.reason, left.reason
+    assert not left.replaced and "mrope_section [16, 24, 24] (its config names none)" in left.reason
+    (_, made) = pt.patch(qwen2_vl(heads=1)).components
+    assert made.replaced and "its mrope_section [16, 24, 24] its family's default (in blocks" in made.reason

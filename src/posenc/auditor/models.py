@@ -535,8 +535,12 @@ def _rotary(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAud
     import torch
 
     from .. import rope
+    from ..torch import axial
     from . import audit
 
+    reading = axial.read_axial(module)
+    if reading is not None:
+        return [_axial(path, module, reading, samples, tol)]
     config = getattr(module, "config", None)
     held = getattr(module, "layer_params", None)  # posenc's per-layer module: its parameters per type
     limit = int(getattr(config, "max_position_embeddings", 0) or 0) or None
@@ -574,6 +578,37 @@ def _rotary(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAud
         report = audit(cos_sin, preset=params, positions=limit, samples=samples, tol=tol)
         found.append(ComponentAudit(path, "rotary", report, layer_type=layer_type))
     return found
+
+
+#: An axial rotary is audited along its first axis at coordinates 0 .. AXIAL_SPAN − 1 (its config names no
+#: grid size; 2048 patches of 14 pixels are a 28672-pixel side).
+AXIAL_SPAN = 2048
+
+
+def _axial(path: str, module: Any, reading: Any, samples: int, tol: Any) -> ComponentAudit:
+    """Hugging Face's axial rotary of a grid (:func:`posenc.torch.axial.read_axial`): its first axis'
+    frequencies (:func:`posenc.torch.axial.first_axis`) at coordinates 0 .. :data:`AXIAL_SPAN` − 1, the
+    others 0, against the rotary of their width and its config's theta; else not judged, with the reason."""
+    from .. import rope
+    from ..torch import axial
+    from . import audit
+
+    name = type(module).__name__
+    first = reading if isinstance(reading, str) else axial.first_axis(module, reading)
+    if isinstance(first, str):
+        return ComponentAudit(path, "rotary", None, f"{name}: {first}")
+    width = first[1]
+    params = rope.RopeParameters("default", head_dim=width, rotary_dim=width, base=reading.theta)
+
+    def rows(ids: Any) -> Any:
+        return axial.axial_rows(module, reading, ids)
+
+    report = audit(rows, preset=params, positions=AXIAL_SPAN, samples=samples, tol=tol)
+    note = (
+        f"axial rotary of a grid ({reading.describe()}): its first axis ({width // 2} frequencies) at "
+        f"coordinates 0 .. {AXIAL_SPAN - 1}, the others 0"
+    )
+    return ComponentAudit(path, "rotary", report, note)
 
 
 class ModelDirectoryError(PosencValueError):

@@ -752,7 +752,7 @@ def prove_rope_on_axes(module: nn.Module, exact: AxesRope) -> tuple[float, float
     mine, ours = ([t.reshape(-1, t.shape[-1]) for t in pair] for pair in (mine, ours))
     worst, allowed, start = 0.0, 0.0, 0
     for axis, width in enumerate(exact.axes_dim):
-        frequencies = core.frequencies(width // 2, base=exact.theta)
+        frequencies = core.frequencies(width, base=exact.theta)
         columns = slice(start, start + width)
         for m, o in zip(mine, ours, strict=True):
             checked = _within_float32(

@@ -150,7 +150,7 @@ import torch
 from torch import nn
 
 from .. import rope
-from . import computed, families, proofs
+from . import axial, computed, families, proofs
 from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import DetrSinePositionEmbedding
@@ -521,7 +521,7 @@ def _namespace(cls: type) -> dict[str, Any]:
 
 def _kind(module: nn.Module) -> str | None:
     """The kind of a positional module, posenc's or another library's: "rotary", "timesteps", else None."""
-    if isinstance(module, RotaryEmbedding):
+    if isinstance(module, RotaryEmbedding | axial.AxialRope):
         return "rotary"
     if isinstance(module, ExactTimesteps):
         return "timesteps"
@@ -561,6 +561,7 @@ def _component(
             computed.GridSine,
             computed.AxesRope,
             computed.DinoV3Rope,
+            axial.AxialRope,
         ),
     ):
         return Component(path, kind, "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
@@ -600,6 +601,9 @@ def _rotary(
     label = type(module).__name__
     if config is None:
         return _declined(path, "rotary", label, "no config to build it from")
+    reading = axial.read_axial(module)
+    if reading is not None:
+        return _axial(model, path, module, reading, originals)
     try:
         exact = _PatchedRotary(config)
     except (ValueError, TypeError, KeyError) as error:
@@ -614,12 +618,22 @@ def _rotary(
     if scaling is not None:
         return _declined(path, "rotary", variant, scaling)
     section = getattr(module, "mrope_section", None)  # M-RoPE as the module runs it (a family default)
+    defaulted = None  # the family's mrope_section its config leaves out, read from the module
     if isinstance(section, (list, tuple)) and tuple(section) != tuple(params.mrope_section or ()):
-        reason = (
-            f"the module splits its frequencies by mrope_section={list(section)}, its config by "
-            f"{params.mrope_section}: posenc builds M-RoPE from the config alone"
-        )
-        return _declined(path, "rotary", variant, reason)
+        if params.mrope_section is not None or exact.params is None:
+            reason = (
+                f"the module splits its frequencies by mrope_section={list(section)}, its config by "
+                f"{params.mrope_section}: posenc builds M-RoPE from the config alone"
+            )
+            return _declined(path, "rotary", variant, reason)
+        try:
+            params = dataclasses.replace(params, mrope_section=tuple(section))
+            exact = _PatchedRotary(params).to(inv.device)
+        except (ValueError, TypeError) as error:
+            reason = f"its mrope_section {list(section)} (its config names none) is no M-RoPE posenc builds: "
+            reason += str(error)
+            return _declined(path, "rotary", variant, reason)
+        defaulted = list(section)
     cap = proofs.CAP
     if inv.device.type == "meta":
         difference, tolerance = math.nan, math.nan
@@ -642,6 +656,13 @@ def _rotary(
             return _declined(path, "rotary", variant, _uncompared(error))
         try:
             difference, tolerance, worst, counted = _compare_rotary(module, exact, config, held_types, gaps)
+            if worst is not None and defaulted is not None:  # the family's section: chunked or interleaved
+                turned = not exact.params.mrope_interleaved
+                other = _PatchedRotary(dataclasses.replace(exact.params, mrope_interleaved=turned))
+                other = other.to(inv.device)
+                again = _compare_rotary(module, other, config, held_types, gaps)
+                if again[2] is None:
+                    exact, (difference, tolerance, worst, counted) = other, again
         except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
             return _declined(path, "rotary", variant, _uncompared(error))
         if worst is not None:
@@ -658,6 +679,10 @@ def _rotary(
         layers = rope.layer_types(config)
         how = read + "frequencies and attention_scaling its config's; equal to its own cos/sin within their "
         how += "rounding error" + (f" (layer types {', '.join(layers)})" if layers else "")
+        if defaulted is not None:
+            how += f"; its mrope_section {defaulted} its family's default ("
+            how += "interleaved" if exact.params.mrope_interleaved else "in blocks"
+            how += "; its config names none)"
         if compared < total:
             how += f", at the {compared} of {total} values where that error is below {cap:g} of the amplitude"
     exact.config = config  # as the original held it (read by code that asks the module for its config)
@@ -669,6 +694,31 @@ def _rotary(
     exact.__dict__["_posenc_shared"] = tuple(shared)
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
     return Component(path, "rotary", variant, difference, tolerance, True, how), steps, exact
+
+
+def _axial(
+    model: nn.Module, path: str, module: nn.Module, reading: axial.Axial | str, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """Hugging Face's axial rotary of a grid (:mod:`posenc.torch.axial`): proven on a probe grid, then
+    replaced by :class:`posenc.torch.axial.AxialRope` laid out by its own ``recomposition_frequencies``."""
+    variant = f"rope-{axial.AXIAL}"
+    proof = reading if isinstance(reading, str) else axial.prove_axial(module, reading)
+    if isinstance(proof, str):
+        return _declined(path, "rotary", variant, proof)
+    difference, allowed = proof
+    replacement = _PatchedAxialRope(reading, module)
+    for key, value in module.named_buffers(recurse=False):  # its inv_freq, read by code that asks for it
+        replacement.register_buffer(key, value, persistent=key not in module._non_persistent_buffers_set)
+    replacement.config = module.config
+    replacement.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
+    side = len(axial.PROBE)
+    how = (
+        f"its config's axial rotary ({reading.describe()}): its frequencies theirs, its layout its own "
+        f"recomposition_frequencies (a pure gather); equal to its own (cos, sin) on a {side}×{side} grid of "
+        f"coordinates to {axial.PROBE[-1]} within float32 rounding"
+    )
+    return Component(path, "rotary", variant, difference, allowed, True, how), steps, replacement
 
 
 def _scaling_mismatch(module: nn.Module, exact: RotaryEmbedding, held_types: list[str | None]) -> str | None:
@@ -1484,6 +1534,11 @@ class _PatchedFramesRope(_KeepsOriginal, computed.FramesRope):
 class _PatchedLatentRope(_KeepsOriginal, computed.LatentRope):
     """posenc's :class:`~posenc.torch.computed.LatentRope` as :func:`patch` puts it in a model (holding the
     original)."""
+
+
+class _PatchedAxialRope(_KeepsOriginal, axial.AxialRope):
+    """posenc's :class:`~posenc.torch.axial.AxialRope` as :func:`patch` puts it in a model (holding the
+    original, which lays its values out)."""
 
 
 class _PatchedDinoV3Rope(_KeepsOriginal, computed.DinoV3Rope):

@@ -254,6 +254,67 @@ def test_fixed_rows_from_the_last_position_down_are_read_and_replaced_in_their_o
     )
 
 
+def _parakeet() -> nn.Module:
+    import transformers as T
+
+    torch.manual_seed(0)
+    config = T.ParakeetEncoderConfig(
+        hidden_size=32, num_attention_heads=2, num_hidden_layers=1, intermediate_size=64, num_mel_bins=16
+    )
+    return T.ParakeetEncoder(config).eval()
+
+
+def test_a_conformers_relative_positions_are_identified_replaced_and_exact_on_both_sides() -> None:
+    """Parakeet's (Canary's, Nemotron's) ``(hidden_states)`` -> rows of n − 1 .. −(n − 1), interleaved."""
+    model = _parakeet()
+    reference_model = copy.deepcopy(model)
+    module = model.encode_positions
+    assert computed.sinusoid_convention(module) == "relative"
+    (judged,) = [c for c in posenc.audit(model).components if c.path == "encode_positions"]
+    assert (
+        judged.kind == "computed"
+        and judged.report.variant.name.startswith("paper")
+        and not judged.report.passed
+    )
+    report = pt.patch(model)
+    (made,) = report.replaced
+    assert made.kind == "computed" and "−1 .. −1023: the same errors, mirrored" in made.reason
+    assert "the model's forward: outputs as before" in made.reason
+    states = torch.zeros(2, 5, 32)
+    got = model.encode_positions(states)
+    assert got.shape == (2, 9, 32) == reference_model.encode_positions(states).shape
+    for row, position in ((0, 4), (4, 0), (8, -4), (6, -2)):
+        for i in (0, 5, 15):
+            sin, cos = reference.sincos(position, i, 32)
+            assert float(got[1, row, 2 * i]) == reference.round_to(sin, "float32")
+            assert float(got[1, row, 2 * i + 1]) == reference.round_to(cos, "float32")
+    assert posenc.audit(model).passed
+    assert pt.unpatch(model) == 1 and type(model.encode_positions) is type(module)
+
+
+def _unmirrored() -> nn.Module:
+    """Relative rows whose negative positions are off by a hair: not its positive rows mirrored."""
+    from transformers.models.parakeet.modeling_parakeet import ParakeetEncoderRelPositionalEncoding as Rel
+
+    class Unmirrored(Rel):
+        def forward(self, hidden_states):
+            rows = super().forward(hidden_states).clone()
+            rows[:, hidden_states.shape[1] :] += 1e-6
+            return rows
+
+    return Unmirrored(_parakeet().config)
+
+
+def test_relative_rows_whose_negative_half_is_not_the_mirror_are_left_alone() -> None:
+    model = nn.Sequential()
+    model.add_module("pos", _unmirrored())
+    (left,) = [c for c in pt.patch(model).components if c.path == "pos"]
+    assert (
+        not left.replaced
+        and "its rows of negative positions are not its positive ones mirrored" in left.reason
+    )
+
+
 class _LatentRope(nn.Module):
     """A diffusers rotary of the same signature (CogView4's): ``(hidden_states)``, a 4-D latent."""
 

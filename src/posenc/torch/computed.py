@@ -264,11 +264,14 @@ def _within_float32(
 #: (Pegasus-X: ``(inputs_embeds, past_key_values_length, position_ids)``, ``position_ids`` a column), a
 #: timestep embedding (VibeVoice's diffusion head: ``(timesteps)``, a 1-D tensor of reals) and fixed rows
 #: in the dtype of its input (Gemma 4's audio relative positions: ``(hidden_states)`` -> the rows of
-#: positions n − 1 .. 0; ascending ones are read too).
+#: positions n − 1 .. 0; ascending ones are read too) and a conformer's relative positions of its input's
+#: length n (Parakeet's, Canary's: ``(hidden_states)`` ``(B, n, ·)`` -> ``(B, 2n − 1, width)`` of the
+#: positions n − 1 down to −(n − 1), "relative": told from "rows" by its output's length).
 SINUSOID_CONVENTIONS = {
     "embeds": ("inputs_embeds", "past_key_values_length", "position_ids"),
     "timesteps": ("timesteps",),
     "rows": ("hidden_states",),
+    "relative": ("hidden_states",),
 }
 #: The positions a 1-D sinusoid is read at: 0 .. ROWS − 1 (timesteps: 0 .. TIMESTEPS − 1, diffusers' range).
 ROWS, TIMESTEPS = 1024, 1000
@@ -290,7 +293,28 @@ def sinusoid_convention(module: nn.Module) -> str | None:
     convention = next((key for key, want in SINUSOID_CONVENTIONS.items() if names == want), None)
     if convention == "embeds" and not isinstance(_attribute(module, *_WIDTHS), int):
         return None
+    if convention == "rows" and relative_form(module):
+        return "relative"
     return convention
+
+
+def relative_form(module: nn.Module) -> bool:
+    """Whether ``module``'s forward of ``(hidden_states)`` gives 2n − 1 rows for an input of n (the
+    "relative" form: inputs of 3 and 4 positions give 5 and 7 rows)."""
+    try:
+        with torch.no_grad():
+            shorter, longer = module(torch.zeros(1, 3, 1)), module(torch.zeros(1, 4, 1))
+    except Exception:  # its own code refuses the probe: not this form
+        return False
+    tensors = isinstance(shorter, torch.Tensor) and isinstance(longer, torch.Tensor)
+    return tensors and shorter.dim() == longer.dim() == 3 and (shorter.shape[1], longer.shape[1]) == (5, 7)
+
+
+def relative_output(module: nn.Module, count: int = ROWS) -> torch.Tensor:
+    """A "relative" module's rows ``(2·count − 1, width)`` of the positions count − 1 .. −(count − 1) (its
+    output for an input of ``count`` positions, its batch of one dropped)."""
+    with torch.no_grad():
+        return module(torch.zeros(1, count, 1))[0]
 
 
 def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -> torch.Tensor:
@@ -332,6 +356,8 @@ def probe_refusal(module: nn.Module, convention: str) -> str | None:
     try:
         if convention == "rows":
             row_layout(module)
+        elif convention == "relative":
+            relative_output(module, 4)
         else:
             call_sinusoid(module, convention, torch.arange(4))
     except Exception as error:  # its own code, any exception: the reason it is not read
@@ -362,6 +388,8 @@ def sinusoid_rows(module: nn.Module, convention: str) -> np.ndarray:
     as float64."""
     if convention == "rows":
         return fixed_rows(module).detach().to("cpu", torch.float64).numpy()
+    if convention == "relative":  # positions 0 .. ROWS − 1: its rows from the middle up
+        return relative_output(module)[:ROWS].flip(0).detach().to("cpu", torch.float64).numpy()
     count = TIMESTEPS if convention == "timesteps" else ROWS
     values = call_sinusoid(module, convention, torch.arange(count))
     return values.detach().to("cpu", torch.float64).numpy()
@@ -371,9 +399,10 @@ class ComputedSinusoid(nn.Module):
     """posenc's exact encoding in place of a 1-D sinusoid computed in forward, called as the original is
     (``convention``, :data:`SINUSOID_CONVENTIONS`): ``(inputs_embeds, past_key_values_length=0,
     position_ids=None)`` -> ``(B, seq, width)`` in the embeddings' dtype (at the position ids, else past ..
-    past + seq − 1), ``(timesteps)`` -> ``(N, width)`` float32, or ``(hidden_states)`` -> the ``rows`` rows of
+    past + seq − 1), ``(timesteps)`` -> ``(N, width)`` float32, ``(hidden_states)`` -> the ``rows`` rows of
     positions 0 .. rows − 1 (``descending``: rows − 1 .. 0; ``leading``: with a leading axis of one) in
-    its dtype. ``options``: the core options (an identified variant's).
+    its dtype, or ("relative") ``(hidden_states)`` ``(B, n, ·)`` -> ``(B, 2n − 1, width)`` of the positions
+    n − 1 .. −(n − 1) in its dtype. ``options``: the core options (an identified variant's).
 
     >>> options = {"base": 10000.0, "shift": 0.0, "scale": 1.0, "layout": "cos_sin", "odd": "zero"}
     >>> ComputedSinusoid(4, "timesteps", options)(torch.tensor([0.0, 1.0]))
@@ -404,6 +433,12 @@ class ComputedSinusoid(nn.Module):
             positions = positions.flip(0) if self.descending else positions
             values = _encode_tensor(positions, (*self._checked, _dtype_name(states.dtype)))
             return values[None] if self.leading else values
+        if self.convention == "relative":
+            states = given["hidden_states"]
+            length = states.shape[1]
+            positions = torch.arange(length - 1, -length, -1, device=states.device)
+            values = _encode_tensor(positions, (*self._checked, _dtype_name(states.dtype)))
+            return values[None].expand(states.shape[0], -1, -1)
         if self.convention == "timesteps":
             return _encode_tensor(given["timesteps"].float(), (*self._checked, "float32"))
         embeds = given["inputs_embeds"]

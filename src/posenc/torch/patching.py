@@ -539,6 +539,8 @@ def _kind(module: nn.Module) -> str | None:
     if computed.dinov3_form(module):  # its cache of the embedding is not a table of its own
         return "computed"
     buffers = dict(module.named_buffers(recurse=False))
+    if "inv_freq" in buffers and computed.sinusoid_convention(module) == "relative":
+        return "computed"  # a conformer's relative positions (Parakeet's): a sinusoid of them, no rotary
     if "inv_freq" in buffers or any(k.endswith("_inv_freq") for k in buffers):
         return "rotary"
     if type(module).__name__ == "Timesteps" and hasattr(module, "num_channels"):
@@ -1128,17 +1130,38 @@ def _sinusoid(
     if convention == "rows":
         _, down, leading = computed.row_layout(module)
         layout = {"rows": len(rows), "descending": down, "leading": leading}
+    if convention == "relative" and not _mirrored(module, rows.shape[1], best.options):
+        reason = (
+            f"its rows of negative positions are not its positive ones mirrored ({best.describe()} at 0 .. "
+            f"{len(rows) - 1}): the errors of the positions −p and p differ"
+        )
+        return _declined(path, "computed", name, reason)
     exact = _PatchedSinusoid(rows.shape[1], convention, best.options, **layout)
     exact.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
     count = "t = 0 .. 999" if convention == "timesteps" else f"positions 0 .. {len(rows) - 1}"
     count += " (its rows, from the last position down)" if layout.get("descending") else ""
+    count += f" (and −1 .. −{len(rows) - 1}: the same errors, mirrored)" if convention == "relative" else ""
     how = f"its values at {count} identified ({best.describe()}), each within what float32 code errs there"
     return (
         Component(path, "computed", proven.variant, proven.difference, proven.tolerance, True, how),
         steps,
         exact,
     )
+
+
+def _mirrored(module: nn.Module, width: int, options: dict[str, Any]) -> bool:
+    """Whether a "relative" module's rows of the positions −1 .. −(n − 1) differ from posenc's exactly as
+    its rows of 1 .. n − 1 do, value by value (|original − posenc| equal: sin odd and cos even in its code
+    as in the exact values), so that the proof of the positive rows holds for them."""
+    count = computed.ROWS
+    mine = computed.relative_output(module, count).detach().to("cpu", torch.float64)
+    with torch.no_grad():
+        ours = computed.ComputedSinusoid(width, "relative", options)(torch.zeros(1, count, 1))[0]
+    if mine.shape != ours.shape:
+        return False
+    difference = (mine - ours.double()).abs()
+    return torch.equal(difference[: count - 1].flip(0), difference[count:])
 
 
 def _plain_rows(path: str, rows: np.ndarray) -> tuple[_Rows, tuple[Component, list[_Step], None] | None]:

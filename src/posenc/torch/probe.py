@@ -7,7 +7,8 @@ A probe (:func:`probe_of`, inputs by :func:`inputs_of`) exists for a Hugging Fac
 is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too), ``pixel_values`` (its config's
 ``num_channels`` and ``image_size``; 64 pixels a side where it names no size, as detectors' configs) or
 ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice
-``max_source_positions`` frames) or ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of frames at its
+``max_source_positions`` frames; a conformer's, whose config names no ``max_source_positions``: 64 frames of
+``num_mel_bins``) or ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of frames at its
 ``crop_size``): 16 token ids below its vocabulary size, one seeded image or one seeded
 clip, on the model's device. The
 forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is
@@ -38,6 +39,8 @@ __all__ = ["agree", "inputs_of", "main_output", "probe_of"]
 
 #: Probe tokens (an encoder-decoder's decoder gets half as many).
 _TOKENS = 16
+#: Probe frames of a conformer's features (``(1, frames, num_mel_bins)``).
+_FRAMES = 64
 #: The side of a probe image for a model whose config names no image_size (DETR and the detectors, which take
 #: any size): a multiple of their backbones' largest stride, 32.
 _DETECTOR_SIDE = 64
@@ -126,9 +129,11 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         return {"pixel_values_videos": clip.to(first.device, first.dtype)}
     if name == "input_features":  # Whisper and its kind: mel frames, as many as its encoder's table holds
         bins, positions = getattr(config, "num_mel_bins", None), getattr(config, "max_source_positions", None)
-        if not isinstance(bins, int) or not isinstance(positions, int):
-            return "its config gives no num_mel_bins and max_source_positions for probe features"
-        features = torch.randn(1, bins, 2 * positions, generator=generator).to(first.device, first.dtype)
+        if not isinstance(bins, int):
+            return "its config gives no num_mel_bins for probe features"
+        # a conformer's (Parakeet's: no table, so no max_source_positions) come frames first
+        shape = (1, bins, 2 * positions) if isinstance(positions, int) else (1, _FRAMES, bins)
+        features = torch.randn(*shape, generator=generator).to(first.device, first.dtype)
         inputs = {"input_features": features}
         if getattr(config, "is_encoder_decoder", False):
             start = getattr(config, "decoder_start_token_id", None) or 0

@@ -50,7 +50,7 @@ def test_a_module_that_is_one_component_keeps_its_own_report(tmp_path: Path) -> 
     assert isinstance(audited, ModelAudit) and [c.path for c in audited.components] == ["0.pe"]
     page = audited.to_html(tmp_path / "m.html").read_text()
     assert page.count("<svg") == 2 and "posenc.torch.patch(model)" in page
-    with pytest.raises(ValueError, match="positions apply to one positional component, not a whole model"):
+    with pytest.raises(ValueError, match="positions applies to one positional component, not a whole model"):
         posenc.audit(model, positions=100)
 
 
@@ -331,3 +331,16 @@ def test_sinusoids_computed_in_forward_that_posenc_does_not_read_are_said_not_ju
     )
     (left,) = pt.patch(model).components
     assert not left.replaced and "no reader" in left.reason
+
+
+def test_a_model_is_judged_in_the_dtype_its_rotary_runs_in() -> None:
+    import transformers
+
+    config = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, vocab_size=100
+    )
+    model = transformers.LlamaModel(config)
+    (plain,) = posenc.audit(model, samples=S).components
+    (halved,) = posenc.audit(model, samples=S, dtype="bfloat16").components
+    assert (plain.report.dtype, halved.report.dtype) == ("float32", "bfloat16")
+    assert halved.report.max_abs > plain.report.max_abs  # HF's float32 values, then cast: judged as cast

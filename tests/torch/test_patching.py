@@ -636,3 +636,26 @@ def test_a_patched_text_model_keeps_its_outputs_and_its_greedy_tokens(name: str)
     assert torch.equal(
         model.generate(tokens[:1, :8], **settings), reference.generate(tokens[:1, :8], **settings)
     )
+
+
+def test_what_persists_a_saved_patched_model_is_loaded_unpatched_its_patched_rows_kept(tmp_path) -> None:
+    """docs/models.md, "What persists": a patch is a runtime change; ``save_pretrained`` writes the state
+    dict (unchanged by a rotary's patch, exact rows where a table's weight was patched in place) and
+    ``from_pretrained`` builds the library's own modules again, so the patch is applied after each load."""
+    make, _ = DECODERS["llama3.1"]
+    torch.manual_seed(0)
+    model = make().eval()
+    pt.patch(model)
+    model.save_pretrained(tmp_path / "llama")
+    loaded = type(model).from_pretrained(tmp_path / "llama").eval()
+    assert not isinstance(loaded.model.rotary_emb, pt.RotaryEmbedding)
+    assert pt.patch(loaded).replaced and isinstance(loaded.model.rotary_emb, pt.RotaryEmbedding)
+    # a table patched in place is a weight: the checkpoint holds posenc's rows
+    torch.manual_seed(0)
+    whisper = SINUSOIDAL["whisper"][0]()
+    (_rows,) = [c for c in pt.patch(whisper).replaced if c.path == "model.encoder.embed_positions.weight"]
+    whisper.save_pretrained(tmp_path / "whisper")
+    again = type(whisper).from_pretrained(tmp_path / "whisper")
+    table = again.model.encoder.embed_positions.weight
+    assert torch.equal(table, whisper.model.encoder.embed_positions.weight)
+    assert posenc.audit(table.detach(), samples=64).passed

@@ -74,8 +74,10 @@ def audit(
 
     A whole torch model (its positional components in its submodules: a Hugging Face ``LlamaForCausalLM``,
     an M2M100, a diffusers UNet) gives a :class:`ModelAudit` instead: each component found
-    (:func:`posenc.torch.patching.find`) audited on its own (:mod:`posenc.auditor.models`); the hints that
-    apply to one component (``d_model``, ``positions``, ``dtype``, ``preset``, ``key``) are refused there.
+    (:func:`posenc.torch.patching.find`) audited on its own (:mod:`posenc.auditor.models`); ``dtype`` is
+    then the dtype its rotary modules are called in (the hidden states': default float32; a folder's:
+    its config's ``dtype``), and the hints that apply to one component (``d_model``, ``positions``,
+    ``preset``, ``key``) are refused.
 
     ``target``: a callable ``positions (k,) -> (k, d_model)`` (NumPy, torch or JAX), a torch module that adds
     encodings or holds a table / ``inv_freq``, an array or tensor ``(rows, d_model)``, a checkpoint path
@@ -117,16 +119,18 @@ def audit(
     samples = validation.integer("samples", samples, minimum=16)
     tolerance = check_tolerance(tol)
     limit = check_timeout(timeout)
-    given = {"d_model": d_model, "positions": positions, "dtype": dtype, "preset": preset, "key": key}
+    given = {"d_model": d_model, "positions": positions, "preset": preset, "key": key}
     if is_model_directory(target):  # a folder with a config.json: its model, built without its weights
         _whole_model_only(given)
-        label = str(target)
+        label, compute = str(target), _model_dtype(dtype)
         # built inside the guarded run: timeout= covers building the model too
-        return run(label, lambda: _audit_directory(target, label, samples, tol), limit)
+        return run(label, lambda: _audit_directory(target, label, samples, tol, compute), limit)
     if is_model(target):  # a whole model: each positional component audited on its own
         _whole_model_only(given)
-        label = label_of(target)
-        return run(label, lambda: audit_model(target, samples=samples, tol=tol, label=label), limit)
+        label, compute = label_of(target), _model_dtype(dtype)
+        return run(
+            label, lambda: audit_model(target, samples=samples, tol=tol, label=label, dtype=compute), limit
+        )
     hints = (d_model, positions, dtype, preset, key, samples, tolerance)
     return run(label_of(target), lambda: _audit(target, *hints), limit)
 
@@ -135,14 +139,29 @@ def _whole_model_only(given: dict[str, Any]) -> None:
     """Refuse the hints that apply to one positional component, given for a whole model."""
     named = [name for name, value in given.items() if value is not None]
     if named:
+        verb, them = ("applies", "it") if len(named) == 1 else ("apply", "them")
         raise ValueError(
-            f"{', '.join(named)} apply to one positional component, not a whole model; leave them out, "
-            "or audit one component: posenc.audit(model.get_submodule(path), ...)"
+            f"{' and '.join(named)} {verb} to one positional component, not a whole model: leave {them} out "
+            "(in Python, one component is audited alone: posenc.audit(model.get_submodule(path), ...))"
         )
 
 
-def _audit_directory(folder: Any, label: str, samples: int, tol: Any) -> ModelAudit:
-    """The model of a folder's config.json (:func:`~posenc.auditor.models.from_directory`), audited."""
+def _model_dtype(dtype: Any) -> str | None:
+    """A whole model's ``dtype`` hint checked: the dtype its rotary modules are called in (the hidden
+    states' dtype they cast cos/sin to), or None (a folder's: its config's; a model's: float32)."""
+    if dtype is None:
+        return None
+    name = str(dtype).removeprefix("torch.")
+    if name not in ("float32", "float16", "bfloat16", "float64"):
+        raise ValueError(
+            f"dtype={dtype!r}: a model is judged in float32, float16, bfloat16 or float64; pass one of them"
+        )
+    return name
+
+
+def _audit_directory(folder: Any, label: str, samples: int, tol: Any, dtype: str | None) -> ModelAudit:
+    """The model of a folder's config.json (:func:`~posenc.auditor.models.from_directory`), audited in
+    ``dtype`` (default: its config's ``dtype``, where it names a floating one; else float32)."""
     model = from_directory(folder)
     if not is_model(model):
         raise ModelDirectoryError(
@@ -150,7 +169,10 @@ def _audit_directory(folder: Any, label: str, samples: int, tol: Any) -> ModelAu
             "module, a sinusoidal table, a Timesteps); audit one of its tensors instead: "
             "posenc.audit(tensor)"
         )
-    return audit_model(model, samples=samples, tol=tol, label=label)
+    if dtype is None:
+        named = str(getattr(model.config, "dtype", None)).removeprefix("torch.")
+        dtype = named if named in ("float16", "bfloat16", "float64") else None
+    return audit_model(model, samples=samples, tol=tol, label=label, dtype=dtype)
 
 
 def _audit(

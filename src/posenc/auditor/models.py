@@ -207,13 +207,16 @@ def is_model(target: Any) -> bool:
     return any(owners) or timm or any(cls.__name__ in library for cls in type(target).__mro__)
 
 
-def audit_model(model: Any, *, samples: int, tol: Any = None, label: str | None = None) -> ModelAudit:
-    """Audit every positional component of ``model`` (module docstring)."""
+def audit_model(
+    model: Any, *, samples: int, tol: Any = None, label: str | None = None, dtype: str | None = None
+) -> ModelAudit:
+    """Audit every positional component of ``model`` (module docstring); its rotary modules called in
+    ``dtype`` (the hidden states' dtype they cast to; None: float32)."""
     from ..torch.patching import find
 
     components = []
     for path, kind, what in find(model):
-        found = [_unknown(c) for c in _component(model, path, kind, what, samples, tol)]
+        found = [_unknown(c) for c in _component(model, path, kind, what, samples, tol, dtype)]
         if any(c.judged and not c.passed for c in found):
             declined = _declined(model, path, kind, what)
             found = [dataclasses.replace(c, declined=declined) if c.judged else c for c in found]
@@ -254,7 +257,9 @@ def _declined(model: Any, path: str, kind: str, what: Any) -> str:
     return "" if component.replaced else component.reason
 
 
-def _component(model: Any, path: str, kind: str, what: Any, samples: int, tol: Any) -> list[ComponentAudit]:
+def _component(
+    model: Any, path: str, kind: str, what: Any, samples: int, tol: Any, dtype: str | None = None
+) -> list[ComponentAudit]:
     from . import audit
 
     try:
@@ -280,7 +285,7 @@ def _component(model: Any, path: str, kind: str, what: Any, samples: int, tol: A
             claimed = _scaled_timesteps(what)
             report = audit(timesteps, positions=1000, samples=samples, tol=tol, preset=claimed)
             return [ComponentAudit(path, kind, report)]
-        return _rotary(path, what, samples, tol)
+        return _rotary(path, what, samples, tol, dtype)
     except ValueError as error:  # the component cannot be read as an encoding: said, not raised
         return [ComponentAudit(path, kind, None, f"{type(error).__name__}: {str(error)[:200]}")]
 
@@ -539,16 +544,17 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
     return [ComponentAudit(path, "computed", report, reading.describe())]
 
 
-def _rotary(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAudit]:
+def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = None) -> list[ComponentAudit]:
     import torch
 
     from .. import rope
     from ..torch import axial
     from . import audit
 
+    states = getattr(torch, dtype or "float32")  # the hidden states' dtype: what its cos/sin are cast to
     reading = axial.read_axial(module)
     if reading is not None:
-        return [_axial(path, module, reading, samples, tol)]
+        return [_axial(path, module, reading, samples, tol, states)]
     config = getattr(module, "config", None)
     held = getattr(module, "layer_params", None)  # posenc's per-layer module: its parameters per type
     limit = int(getattr(config, "max_position_embeddings", 0) or 0) or None
@@ -569,7 +575,7 @@ def _rotary(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAud
 
         def text(ids: Any) -> Any:
             with torch.no_grad():
-                return module(torch.zeros(1), torch.as_tensor(ids)[None, None].expand(3, 1, -1))
+                return module(torch.zeros(1, dtype=states), torch.as_tensor(ids)[None, None].expand(3, 1, -1))
 
         note = "M-RoPE at text positions (the three axes equal)"
         if _pairs(text, plain):  # GLM's design: judged in halves' order, every value as it is
@@ -583,14 +589,15 @@ def _rotary(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAud
         report = audit(text, preset=plain, positions=limit, samples=samples, tol=tol)
         return [ComponentAudit(path, "rotary", report, note)]
     if "inv_freq" in buffers or (config is None and not held) or not types:
-        return [ComponentAudit(path, "rotary", audit(module, positions=limit, samples=samples, tol=tol))]
+        report = audit(module, positions=limit, samples=samples, tol=tol, dtype=dtype)
+        return [ComponentAudit(path, "rotary", report)]
     found = []
     for layer_type in sorted(types):
         params = held[layer_type] if held else rope.config(config, layer_type=layer_type)
 
         def cos_sin(ids: Any, layer_type: str = layer_type) -> Any:
             with torch.no_grad():
-                return module(torch.zeros(1), torch.as_tensor(ids)[None], layer_type)
+                return module(torch.zeros(1, dtype=states), torch.as_tensor(ids)[None], layer_type)
 
         report = audit(cos_sin, preset=params, positions=limit, samples=samples, tol=tol)
         found.append(ComponentAudit(path, "rotary", report, layer_type=layer_type))
@@ -622,7 +629,7 @@ def _pairs(text: Any, params: Any) -> bool:
 AXIAL_SPAN = 2048
 
 
-def _axial(path: str, module: Any, reading: Any, samples: int, tol: Any) -> ComponentAudit:
+def _axial(path: str, module: Any, reading: Any, samples: int, tol: Any, states: Any) -> ComponentAudit:
     """Hugging Face's axial rotary of a grid (:func:`posenc.torch.axial.read_axial`): its first axis'
     frequencies (:func:`posenc.torch.axial.first_axis`) at coordinates 0 .. :data:`AXIAL_SPAN` − 1, the
     others 0, against the rotary of their width and its config's theta; else not judged, with the reason."""
@@ -638,7 +645,7 @@ def _axial(path: str, module: Any, reading: Any, samples: int, tol: Any) -> Comp
     params = rope.RopeParameters("default", head_dim=width, rotary_dim=width, base=reading.theta)
 
     def rows(ids: Any) -> Any:
-        return axial.axial_rows(module, reading, ids)
+        return axial.axial_rows(module, reading, ids, states)
 
     report = audit(rows, preset=params, positions=AXIAL_SPAN, samples=samples, tol=tol)
     note = (
@@ -820,8 +827,14 @@ def from_directory(folder: str | Path) -> Any:
     folder = Path(folder)
     data = _read_config(folder)
     files = _weight_files(folder)
-    import torch
-    import transformers
+    try:
+        import torch
+        import transformers
+    except ImportError as error:
+        raise ModelDirectoryError(
+            f"{folder}: auditing a model folder builds its model with torch and transformers, and "
+            f"{error.name or 'one'} is not installed: pip install 'posenc[torch]' transformers"
+        ) from None
 
     config, model_class = _config_and_class(folder, data, transformers)
     dtype = getattr(config, "dtype", None)

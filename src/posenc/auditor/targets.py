@@ -126,6 +126,12 @@ def as_target(
         text = str(target)
         if is_code(text):
             return as_target(load_object(text, d_model=d_model), d_model=d_model, dtype=dtype, label=text)
+        if Path(text).is_dir():  # a model folder has a config.json (models.is_model_directory)
+            raise ValueError(
+                f"{text} is a directory without a config.json; name a model folder (one holding a Hugging "
+                "Face config.json), or a .npy, .pt/.pth or .safetensors file holding a table of shape "
+                "(positions, d_model)"
+            )
         return _file(Path(text), key)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(target, torch.nn.Module):

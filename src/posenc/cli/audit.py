@@ -46,7 +46,8 @@ with its evidence and a fix."""
 EPILOG = """\
 TARGET is a checkpoint (.npy, .pt/.pth, .safetensors; --key names the tensor of a state dict),
 a model folder holding a Hugging Face config.json (each positional component of its model, built
-without its weights; posenc never runs code the folder ships: a config with auto_map is refused), or
+without its weights, its rotary run in the config's dtype or --dtype; posenc never runs code the
+folder ships: a config with auto_map is refused), or
 path/to/file.py:Name, a function of positions (NumPy, torch or JAX) or a class (a torch module that
 adds encodings, holds a table or an inv_freq, built with --d-model when it takes arguments).
 
@@ -128,7 +129,11 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--positions", metavar="A:B", help="audit positions A..B-1 (default: all it holds, or 2**31)"
     )
-    sub.add_argument("--dtype", help="judge the values in this dtype (default: the target's own)")
+    sub.add_argument(
+        "--dtype",
+        help="judge the values in this dtype (default: the target's own; a model folder: the dtype its "
+        "rotary runs in, default its config's)",
+    )
     sub.add_argument("--preset", help="the variant it claims to be (default: identified)")
     sub.add_argument("--key", help="the tensor's name inside a state dict or safetensors file")
     sub.add_argument(

@@ -291,11 +291,14 @@ def first_axis(module: nn.Module, reading: Axial) -> tuple[tuple[int, ...], int]
     return tuple(slots), 2 * len(slots)
 
 
-def axial_rows(module: nn.Module, reading: Axial, positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def axial_rows(
+    module: nn.Module, reading: Axial, positions: Any, states: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``module``'s (cos, sin) along its first axis, at ``positions`` there and 0 on the others, as Hugging
     Face's 1-D rotary gives them for a head of S' channels (:func:`first_axis`): each
     ``(1, len(positions), S')``, the axis' frequencies in descending order twice side by side ([c | c]), read
-    through its layout's gather. Raises ValueError where :func:`first_axis` does not read it."""
+    through its layout's gather (``states``: the dtype of its ``x``, which some cast to). Raises ValueError
+    where :func:`first_axis` does not read it."""
     axis = first_axis(module, reading)
     if isinstance(axis, str):
         raise ValueError(axis)
@@ -314,7 +317,7 @@ def axial_rows(module: nn.Module, reading: Axial, positions: Any) -> tuple[torch
     where = source[(torch.arange(rows)[:, None] * reading.axes * count + slots[None, :]).reshape(-1)]
     device = module.inv_freq.device
     with torch.no_grad():
-        cos, sin = module(torch.zeros(1, device=device), ids.to(device))
+        cos, sin = module(torch.zeros(1, dtype=states, device=device), ids.to(device))
     parts = []
     for part in (cos, sin):
         table = part.detach().to("cpu").reshape(-1)[where].reshape(rows, len(slots))

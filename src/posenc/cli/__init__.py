@@ -1,13 +1,14 @@
 """The ``posenc`` command: ``posenc table`` prints or saves a table, ``posenc rope`` a model's rotary cos/sin
-table, ``posenc check`` measures the criteria
-of a good encoding, ``posenc plot`` draws one, ``posenc identify`` names the variant of a stored table,
+table, ``posenc check`` measures the criteria of a good encoding, ``posenc compare`` sets the usual code
+against posenc far out, ``posenc plot`` draws one, ``posenc identify`` names the variant of a stored table,
 ``posenc audit`` measures any encoding against the exact one, ``posenc explore`` shows it in the browser,
 ``posenc demo`` explains it all.
 
 Each subcommand is a module of this package that declares its ``NAME``, its help texts (``HELP``,
 ``DESCRIPTION``, ``EPILOG``) and its arguments (``add_arguments``), and whose ``run`` calls the library and
 prints what it returns: :mod:`~posenc.cli.table` (with the text, csv and json writers of
-:mod:`~posenc.cli.formats`), :mod:`~posenc.cli.rope`, :mod:`~posenc.cli.check`, :mod:`~posenc.cli.plot`,
+:mod:`~posenc.cli.formats`), :mod:`~posenc.cli.rope`, :mod:`~posenc.cli.check`,
+:mod:`~posenc.cli.compare`, :mod:`~posenc.cli.plot`,
 :mod:`~posenc.cli.identify`, :mod:`~posenc.cli.audit`, :mod:`~posenc.cli.explore`,
 :mod:`~posenc.cli.demo`. :func:`build_parser` makes the parser of each, in one place; the options several
 commands share are in :mod:`~posenc.cli.arguments`.
@@ -46,7 +47,7 @@ from typing import Any
 import posenc
 
 from ..layouts import column_names as column_labels
-from . import audit, check, demo, explore, identify, plot, rope, table
+from . import audit, check, compare, demo, explore, identify, plot, rope, table
 from .arguments import FORMATS, HELP_FORMAT, MAX_DIGITS, Parser
 from .errors import PROG, CliError, UsageError, describe, fail, is_open, stopped
 from .plot import PLOT_KINDS, PLOT_SUFFIXES
@@ -73,6 +74,7 @@ examples:
   posenc table 1024 512 --format npy --output pe.npy
   posenc rope config.json --positions 0:8 a Hugging Face model's exact rotary cos/sin
   posenc check --dtype bfloat16 --length 100000   is the encoding still unique, bounded, shift invariant?
+  posenc compare --d-model 4096 --base 500000     the usual code's error at 8k .. 1M positions, and posenc's
   posenc plot dot-product -o dots.png             the dot-product map: constant along each diagonal
   posenc explore                                  the same, interactive, in the browser (127.0.0.1)
   posenc demo --out figures                       the walk-through, its figures written into figures/
@@ -213,7 +215,8 @@ def _closed_stdout_refused() -> Iterator[None]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser: ``posenc [--version] {table,rope,check,plot,identify,audit,explore,demo} ...``."""
+    """The argument parser: ``posenc [--version] {table,rope,check,compare,plot,identify,audit,explore,demo}
+    ...``."""
     parser = Parser(
         prog=PROG,
         description="Exact sinusoidal positional encodings: print, save, check, draw and explain them.",
@@ -226,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         table,
         rope,
         check,
+        compare,
         plot,
         identify,
         audit,

@@ -384,3 +384,32 @@ def test_a_table_shorter_than_a_band_or_the_prefix_is_measured_up_to_its_end() -
     assert (
         "raises from 512:" in audit(TutorialPositionalEncoding(64, max_len=512)).as_text()
     )  # every row sampled
+
+
+def test_a_cliff_of_float16_positions_names_them_not_a_table() -> None:
+    import math
+
+    import torch
+
+    def pe(positions):  # the usual code with its positions in float16: no table anywhere
+        p = torch.as_tensor(positions).to(torch.float16)[:, None]
+        div = torch.exp(torch.arange(0, 64, 2).float() * (-math.log(10000.0) / 64)).half()
+        angles = p * div
+        return torch.stack([angles.sin(), angles.cos()], -1).reshape(len(positions), 64)
+
+    (cliff,) = [f for f in posenc.audit(pe, samples=64).findings if f.kind == "cliff"]
+    assert cliff.data == {"position": 65520} and "size the table" not in cliff.fix
+    assert cliff.fix.startswith("its positions are held in float16, whose largest finite value is 65504")
+
+
+def test_a_band_that_raises_says_where_from_and_wraps_whole_words() -> None:
+    import torch
+
+    from tests.support.tutorial import TutorialPositionalEncoding
+
+    report = posenc.audit(TutorialPositionalEncoding(64).to(torch.bfloat16), samples=64)
+    text = report.as_text(width=100)
+    assert "raises from 5,000: RuntimeError: The size of tensor a" in text
+    assert all(len(line) <= 100 for line in text.splitlines())
+    assert not any(line.endswith(("matc", "ma")) for line in text.splitlines())
+    assert "must match the size of tensor b (5000)" in " ".join(text.split())

@@ -344,3 +344,20 @@ def test_a_model_is_judged_in_the_dtype_its_rotary_runs_in() -> None:
     (halved,) = posenc.audit(model, samples=S, dtype="bfloat16").components
     assert (plain.report.dtype, halved.report.dtype) == ("float32", "bfloat16")
     assert halved.report.max_abs > plain.report.max_abs  # HF's float32 values, then cast: judged as cast
+
+
+def test_a_finding_on_library_code_gives_the_fix_a_library_user_applies() -> None:
+    import transformers
+
+    config = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, vocab_size=100
+    )
+    (rotary,) = posenc.audit(transformers.LlamaModel(config), samples=S).components
+    fixes = [f.fix for f in rotary.report.findings]
+    assert fixes and all(
+        f.startswith("posenc.torch.patch(model): posenc's exact module in place of") for f in fixes
+    )
+    assert "transformers' (its code is not yours to edit)" in fixes[0] and "div_term" not in " ".join(fixes)
+    # the user's own module keeps the formula fix: their code is theirs to change
+    (own,) = posenc.audit(torch.nn.Sequential(TutorialPositionalEncoding(64)), samples=S).components
+    assert any("float64" in f.fix for f in own.report.findings), [f.fix for f in own.report.findings]

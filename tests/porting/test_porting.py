@@ -529,3 +529,22 @@ def test_load_named_table_names_the_key_it_read(tmp_path):
     np.testing.assert_array_equal(loaded, table)
     np.save(tmp_path / "pe.npy", table)
     assert load_named_table(tmp_path / "pe.npy")[0] == ""
+
+
+def test_a_bfloat16_table_is_named_bfloat16_by_identify_and_judged_in_it_by_audit(tmp_path, capsys):
+    import torch
+
+    import posenc
+    from posenc.cli import main
+    from posenc.porting import load_stored_table
+
+    exact = torch.from_numpy(posenc.table(512, 64, dtype="float32")).to(torch.bfloat16)
+    torch.save({"pe": exact[:, None, :]}, tmp_path / "pe.pt")
+    key, values, stored = load_stored_table(tmp_path / "pe.pt")
+    assert (key, values.dtype, stored) == ("pe", np.float32, "bfloat16")
+    assert torch.equal(torch.from_numpy(values).to(torch.bfloat16), exact[:, None, :])  # read exactly
+    assert main(["identify", str(tmp_path / "pe.pt")]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith("'pe': bfloat16 table of shape (512, 1, 64) (read exactly as float32)"), first
+    report = posenc.audit(str(tmp_path / "pe.pt"), samples=64)
+    assert report.dtype == "bfloat16" and report.passed  # posenc's bfloat16 rows: exact in bfloat16

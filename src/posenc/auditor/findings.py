@@ -786,14 +786,27 @@ def cliff(target: Target, variant: Variant, m: Measurement, dtype: str) -> Findi
             if not clamped:
                 return None  # the last rows share one row, but not that of the position before: not a clamp
             what = f"every row repeats the row of position {lo}"
+    fix = (
+        f"size the table for the longest position the model will see (max_len > {hi - 1}), or compute "
+        f"the rows on the fly; {_posenc_line(variant)} — no table to outgrow"
+    )
+    if hi == FLOAT16_INF and what == "rows are NaN or inf":  # positions held in float16: no table at fault
+        fix = (
+            f"its positions are held in float16, whose largest finite value is 65504 (from {FLOAT16_INF} "
+            "they round to inf): form them in int64 or float32 (`torch.arange(n)`, then `.float()`), and "
+            f"round only the encoding to float16; {_posenc_line(variant)} — exact at every position < 2**31"
+        )
     return Finding(
         "cliff",
         f"length cliff at {hi}: from position {hi} on, {what}",
         f"position {lo} is the last with its own row (found by bisection between the sampled positions)",
         {"position": hi},
-        fix=f"size the table for the longest position the model will see (max_len > {hi - 1}), or compute "
-        f"the rows on the fly; {_posenc_line(variant)} — no table to outgrow",
+        fix=fix,
     )
+
+
+#: The first integer float16 rounds to inf (65504 is its largest finite value).
+FLOAT16_INF = 65520
 
 
 def non_finite(m: Measurement, edge: Finding | None) -> Finding | None:

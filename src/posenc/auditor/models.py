@@ -219,9 +219,40 @@ def audit_model(
         found = [_unknown(c) for c in _component(model, path, kind, what, samples, tol, dtype)]
         if any(c.judged and not c.passed for c in found):
             declined = _declined(model, path, kind, what)
+            library = _library(model, path, kind, what)
+            found = [_for_library(c, library) for c in found] if library else found
             found = [dataclasses.replace(c, declined=declined) if c.judged else c for c in found]
         components += found
     return ModelAudit(label or type(model).__name__, components)
+
+
+#: The libraries whose modules a user of them does not edit: a finding there gets the fix that applies to a
+#: library user (posenc's patch, or the library's own option), never a change to the library's code.
+LIBRARIES = ("transformers", "diffusers", "timm")
+
+
+def _library(model: Any, path: str, kind: str, what: Any) -> str | None:
+    """The library whose code computes the component (its module's, or for a table its owner's), or None
+    where it is the user's own."""
+    module = what
+    if kind == "table":
+        owner = path.rpartition(".")[0]
+        module = model.get_submodule(owner) if owner else model
+    top = type(module).__module__.split(".")[0]
+    return top if top in LIBRARIES else None
+
+
+def _for_library(component: ComponentAudit, library: str) -> ComponentAudit:
+    """``component``'s findings with the fix a user of ``library`` can apply: :data:`FIX` (which replaces
+    the library's module at run time), never an edit of the library's code; where patch declines it, the
+    report's last lines say why."""
+    report = component.report
+    if report is None or report.passed:
+        return component
+    owner = f"{library}'" if library.endswith("s") else f"{library}'s"
+    fix = f"{FIX}: posenc's exact module in place of {owner} (its code is not yours to edit)"
+    findings = [dataclasses.replace(f, fix=fix) if f.fix else f for f in report.findings]
+    return dataclasses.replace(component, report=dataclasses.replace(report, findings=findings))
 
 
 def _unknown(component: ComponentAudit) -> ComponentAudit:

@@ -204,17 +204,30 @@ class AuditReport:
             "",
             "  positions                 sampled    max abs err    max ulp   distinct (exact)   NaN rows",
         ]
+        cliff = next((f.data.get("position") for f in self.findings if f.kind == "cliff"), None)
         for b in self.bands:
             where = f"{b.lo:>13,} – {b.hi - 1:<13,}"
             if b.raised and not (b.raises_from is not None and b.raises_from > b.lo):
-                lines.append(f"  {where}{b.sampled:>8,}    raises {b.raised}"[:width])
+                lines += textwrap.wrap(
+                    f"  {where}{b.sampled:>8,}    raises {b.raised}", width, subsequent_indent=" " * 31
+                )
                 continue
             if b.raised:  # its rows before the call raised, measured; then where it raises
                 lines.append(
                     f"  {where}{b.sampled:>8,}    {b.max_abs:11.3g}  {b.max_ulp:9.3g}   "
                     f"{b.distinct:>7,} ({b.exact_distinct:,})   {b.nan_rows:>7,}"
                 )
-                lines.append(f"  {'':>27}raises from {b.raises_from:,}: {b.raised}"[:width])
+                # the first position that raises: the cliff's (bisected) where it lies in this band, else the
+                # first sampled one that raised
+                first = cliff if isinstance(cliff, int) and b.lo <= cliff <= b.raises_from else None
+                at = (
+                    f"raises from {first:,}"
+                    if first is not None
+                    else f"raises at {b.raises_from:,} (sampled)"
+                )
+                lines += textwrap.wrap(
+                    f"{at}: {b.raised}", width, initial_indent=" " * 29, subsequent_indent=" " * 31
+                )
                 continue
             if b.sampled and b.nan_rows == b.sampled:  # no finite row: no error to show, not an error of 0
                 lines.append(f"  {where}{b.sampled:>8,}    every sampled row NaN/inf   {b.nan_rows:>26,}")

@@ -367,9 +367,12 @@ def _inv_freq(theta: np.ndarray, dtype: str, description: str) -> Target:
 
 
 def _file(path: Path, key: str | None) -> Target:
-    from ..porting import load_table
+    from ..porting import load_stored_table
 
-    values, name = values_of(load_table(path, key=key))
+    _, stored, held = load_stored_table(path, key=key)
+    values, name = values_of(stored)
+    if held in ("float16", "bfloat16"):  # read exactly as float32: judged in the dtype the file holds
+        name = held
     described = f"{path}" + (f" [{key}]" if key else "")
     target = _table(values, name, described, "file")
     return dataclasses.replace(target, kind="rotary" if target.rotary else "file")

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             "code of the table's length can be off by"
         )
     try:
-        key, table = porting.load_named_table(args.file, key=args.key)  # its errors name the file
+        key, table, stored = porting.load_stored_table(args.file, key=args.key)  # its errors name the file
     except ValueError as error:  # they name the parameter key=: here, the option --key
         raise CliError(worded(error, flags("key"))) from None
     try:
@@ -76,13 +76,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.file}: {error}") from None
     shape, dtype = tuple(np.shape(table)), np.asarray(table).dtype
     where = f"{args.file}, tensor {key!r}" if key else args.file
-    lines, answer = porting.answer_lines(where, matches, shape, dtype)
+    lines, answer = porting.answer_lines(where, matches, shape, dtype, stored)
     if answer is None:  # a RoPE buffer: its ranked candidates are the answer
         return _rope(args, key, shape, matches[:3], lines)
     shown = [answer.best] if answer.best is not None else list(answer.nearest)
     if args.json:
         records = [dataclasses.asdict(m) for m in shown]
-        document = {"file": args.file, "key": key or None, "dtype": str(dtype), "shape": list(shape)}
+        document = {"file": args.file, "key": key or None, "dtype": stored, "shape": list(shape)}
         document |= {"verdict": answer.to_json(), "candidates": records}
         json.dump(document, sys.stdout, default=str)
         sys.stdout.write("\n")

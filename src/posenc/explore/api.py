@@ -460,7 +460,7 @@ def identify(params: Mapping[str, str], body: bytes) -> dict[str, Any]:
     identify`` prints, "best": the variant's label (None when nothing matches), "paste": [lines],
     "audit": {"passed", "findings": [one line each], "errors": {"positions": [each band's last position],
     "max_error": [its largest absolute error], "bands": [[first, last]]}}}`` (``posenc.audit(table)``,
-    its report's bands). The file is read by :func:`posenc.porting.load_named_table` from a temporary file
+    its report's bands). The file is read by :func:`posenc.porting.load_stored_table` from a temporary file
     deleted afterwards: ``.pt`` with ``torch.load(weights_only=True)``, which runs no code from the file.
     """
     _only(params, ("filename",), "/api/identify")
@@ -475,7 +475,7 @@ def identify(params: Mapping[str, str], body: bytes) -> dict[str, Any]:
         path = Path(folder) / ("upload" + (suffix if known else ""))
         path.write_bytes(body)
         try:
-            key, stored = porting.load_named_table(path)
+            key, stored, held = porting.load_stored_table(path)
             stored = np.array(stored, copy=True)  # not a view of the file, which goes now
         except Exception as error:  # a corrupt file: whatever a reader raises, it is the file's fault
             message = _renamed(error, path, name)
@@ -485,11 +485,11 @@ def identify(params: Mapping[str, str], body: bytes) -> dict[str, Any]:
     matches = _posenc("file", lambda: porting.identify(stored, candidates=_CANDIDATES))
     shape, dtype = tuple(np.shape(stored)), np.asarray(stored).dtype
     where = f"{name}, tensor {key!r}" if key else name
-    lines, found = _posenc("file", lambda: porting.answer_lines(where, matches, shape, dtype))
+    lines, found = _posenc("file", lambda: porting.answer_lines(where, matches, shape, dtype, held))
     answer: dict[str, Any] = {
         "tensor": key,
         "shape": list(shape),
-        "dtype": str(dtype),
+        "dtype": held,
         "verdict": "\n".join(lines),
     }
     if found is None:  # an inv_freq or a RoPE cache: the best of the ranked matches

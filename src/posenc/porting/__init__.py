@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 from .layout import convert_layout
-from .load import load_named_table, load_table
+from .load import load_named_table, load_stored_table, load_table
 from .matching import identify
 from .records import Match, RopeMatch
 from .rope_matching import identify_rope
@@ -38,6 +38,7 @@ __all__ = [
     "identify",
     "identify_rope",
     "load_named_table",
+    "load_stored_table",
     "load_table",
     "verdict",
 ]

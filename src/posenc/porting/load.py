@@ -73,6 +73,36 @@ def load_named_table(path: str | Path, *, key: str | None = None) -> tuple[str, 
     ('', '(one array: no name)')
     >>> folder.cleanup()
     """
+    name, values, _ = load_stored_table(path, key=key)
+    return name, values
+
+
+#: The floating types of a file by the names its format gives them (NumPy's, torch's, safetensors').
+_STORED_TYPES = {
+    "float16": "float16",
+    "F16": "float16",
+    "bfloat16": "bfloat16",
+    "BF16": "bfloat16",
+    "float32": "float32",
+    "F32": "float32",
+    "float64": "float64",
+    "F64": "float64",
+}
+
+
+def load_stored_table(path: str | Path, *, key: str | None = None) -> tuple[str, np.ndarray, str]:
+    """:func:`load_named_table`, with the dtype the file holds the table in: ``"bfloat16"``, ``"float16"``,
+    ``"float32"`` or ``"float64"`` (a bfloat16 tensor, or a torch float16 one, is read as float32, exactly:
+    its values are its own), else the file's own name for it (an integer table's).
+
+    >>> import os, tempfile, numpy as np, posenc
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> np.save(os.path.join(folder.name, "pe.npy"), posenc.table(8, 4, dtype="float16"))
+    >>> name, values, stored = load_stored_table(os.path.join(folder.name, "pe.npy"))
+    >>> stored, bool((values == posenc.table(8, 4, dtype="float16")).all())
+    ('float16', True)
+    >>> folder.cleanup()
+    """
     path = Path(path)
     _check_path(path)
     suffix = path.suffix.lower()
@@ -88,10 +118,11 @@ def load_named_table(path: str | Path, *, key: str | None = None) -> tuple[str, 
             arrays, others = READERS[suffix](path, stack)
             name, stored = _pick(arrays, others, key, path)
             where = f"{path}, tensor {name!r}," if name else str(path)
+            held = _STORED_TYPES.get(stored.dtype, stored.dtype)
             if stored.kind == "float" and _vector(stored):
-                return name, _inv_freq(stored, where)
+                return name, _inv_freq(stored, where), held
             _check_stored(stored, where)
-            return name, _read(stored, where)
+            return name, _read(stored, where), held
     except OSError as error:
         raise ValueError(f"cannot read {path}: {error.strerror or error}") from None
 

@@ -228,12 +228,18 @@ def verdict(matches: list[Match], d_model: int, dtype: npt.DTypeLike, rows: int 
 
 
 def answer_lines(
-    where: str, matches: list[Match] | list[RopeMatch], shape: tuple[int, ...], dtype: npt.DTypeLike
+    where: str,
+    matches: list[Match] | list[RopeMatch],
+    shape: tuple[int, ...],
+    dtype: npt.DTypeLike,
+    stored: str | None = None,
 ) -> tuple[list[str], Verdict | None]:
     """What ``posenc identify`` prints for :func:`identify`'s ``matches`` of a table of ``shape`` and
     ``dtype`` read from ``where`` (the file, and the tensor's key), one string a line, with the
     :class:`Verdict` behind it; for a RoPE buffer (its matches are ``RopeMatch`` records) its three best
-    candidates and no Verdict (the ranked matches are the answer).
+    candidates and no Verdict (the ranked matches are the answer). ``stored``: the dtype the file holds it
+    in, where that is not ``dtype`` (a bfloat16 tensor, read as float32:
+    :func:`posenc.porting.load_stored_table`).
 
     >>> from posenc import presets
     >>> table = presets.get("paper").table(64, 16)
@@ -246,7 +252,11 @@ def answer_lines(
         return [f"{where}: table of shape {shape}", *ranked], None
     rows = math.prod(shape[:-1]) if len(shape) > 1 else None
     answer = verdict(matches, shape[-1], dtype, rows)
-    lines = [f"{where}: {np.dtype(dtype)} table of shape {shape}", *(f"  {line}" for line in answer.lines())]
+    held = str(np.dtype(dtype))
+    head = f"{where}: {held} table of shape {shape}"
+    if stored not in (None, held):
+        head = f"{where}: {stored} table of shape {shape} (read exactly as {held})"
+    lines = [head, *(f"  {line}" for line in answer.lines())]
     return lines, answer
 
 

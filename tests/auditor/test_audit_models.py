@@ -361,3 +361,17 @@ def test_a_finding_on_library_code_gives_the_fix_a_library_user_applies() -> Non
     # the user's own module keeps the formula fix: their code is theirs to change
     (own,) = posenc.audit(torch.nn.Sequential(TutorialPositionalEncoding(64)), samples=S).components
     assert any("float64" in f.fix for f in own.report.findings), [f.fix for f in own.report.findings]
+
+
+def test_a_models_html_has_one_title_its_style_and_its_code_as_code(tmp_path: Path) -> None:
+    import transformers
+
+    config = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, vocab_size=100
+    )
+    text = posenc.audit(transformers.LlamaModel(config), samples=S).to_html(tmp_path / "m.html").read_text()
+    assert text.count("<h1>") == 1 and text.count("<style>") == 1 and "<h2>rotary_emb: " in text
+    assert '<span class="fail">FAIL</span>: 0 of 1 judged component(s) exact' in text
+    assert "<code>posenc.torch.patch(model)</code>" in text
+    findings = text[text.index("<h3>Findings</h3>") : text.index("<h3>Error against position</h3>")]
+    assert "`" not in findings

@@ -178,8 +178,11 @@ def test_html_lists_the_findings_with_their_fixes_and_no_text_covers_data(tmp_pa
     text = report.to_html(tmp_path / "r.html").read_text()
     findings = text[text.index("<h2>Findings</h2>") : text.index("<h2>Error against position</h2>")]
     assert len(report.findings) == 2 and findings.count("<li>") == 2
+    from posenc.auditor.html import _inline
+
     for f in report.findings:
-        assert html.escape(f.text) in findings and f"fix: {html.escape(f.fix)}" in findings
+        assert html.escape(f.text) in findings and f"fix: {_inline(f.fix)}" in findings
+        assert "`" not in _inline(f.fix) and ("<code>" in _inline(f.fix)) == ("`" in f.fix)
     x0, y0, x1, y1 = PLOT
     for svg in re.findall(r"<svg.*?</svg>", text, re.S):
         texts = re.findall(r'<text x="([\d.]+)" y="([\d.]+)" text-anchor="(\w+)">', svg)

@@ -541,6 +541,7 @@ def test_the_command_opens_the_browser_and_warns_off_loopback(capsys, monkeypatc
     def open_browser(url):
         urls.append(url)
         opened.set()
+        return True  # a browser took it (webbrowser.open's answer)
 
     def interrupted(self, poll_interval=0.5):
         assert opened.wait(10)
@@ -563,3 +564,27 @@ def test_the_command_opens_the_browser_and_warns_off_loopback(capsys, monkeypatc
 def test_a_bad_port_is_one_error_line(capsys, port):
     assert main(["explore", "--port", port, "--no-browser"]) == 2
     assert capsys.readouterr().err.startswith("posenc: error:")
+
+
+def test_the_guides_numbers_are_the_explorers() -> None:
+    """docs/explore.md's collision counts are what /api/table gives for the setting it names."""
+    import re
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "explore.md").read_text(encoding="utf-8")
+    said = re.search(r"`posenc: (\d+) · usual code: (\d+)` for bfloat16, d_model 4 and 1024 positions", page)
+    assert said is not None
+    counts = api.table({"length": "1024", "d_model": "4", "dtype": "bfloat16"})["collisions"]
+    assert (counts["posenc"], counts["usual"]) == (int(said[1]), int(said[2]))
+    assert "the positions running\nacross" in page  # matrixImage(length, width, (x, y) => values[x][y])
+
+
+def test_without_a_browser_explore_says_what_to_open(monkeypatch, capsys) -> None:
+    import webbrowser
+
+    monkeypatch.setattr(webbrowser, "open", lambda url: False)
+    assert server.open_browser_on("http://127.0.0.1:8765/") is False
+    said = capsys.readouterr().err
+    assert said.startswith("posenc explore: no browser found on this machine; open http://127.0.0.1:8765/")
+    assert "ssh -L 8765:127.0.0.1:8765 THIS_HOST" in said
+    monkeypatch.setattr(webbrowser, "open", lambda url: True)
+    assert server.open_browser_on("http://127.0.0.1:8765/") is True and capsys.readouterr().err == ""

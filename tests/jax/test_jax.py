@@ -435,3 +435,15 @@ def test_a_python_int_offset_beyond_int32_under_jit_is_a_clear_error():
             step(x, jnp.array([0, 1]))
     with pytest.raises(ValueError, match="offset"):
         module(x, offset=2**33)
+
+
+def test_dropout_masks_under_jit():
+    """docs/jax.md: the module passed to jax.jit as an argument runs but repeats one dropout mask (its key's
+    advance stays in the traced call); nnx.jit draws a new mask each call."""
+    module = pj.SinusoidalPositionalEncoding(8, dropout=0.5, rngs=nnx.Rngs(0))
+    x = jnp.ones((1, 16, 8))
+    plain = jax.jit(lambda m, x: m(x))
+    assert np.array_equal(plain(module, x), plain(module, x))  # the trap the guide names
+    carried = nnx.jit(lambda m, x: m(x))
+    first, second = carried(module, x), carried(module, x)
+    assert not np.array_equal(first, second)

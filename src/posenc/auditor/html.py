@@ -107,30 +107,66 @@ def collisions_svg(report: AuditReport) -> str:
     return _frame("distinct rows per band", body)
 
 
+def _inline(text: str) -> str:
+    """``text`` escaped, its `code spans` (a fix's code, in backticks) as <code>."""
+    parts = html.escape(text).split("`")
+    if len(parts) % 2 == 0:  # an unmatched backtick: the text as it is
+        return html.escape(text)
+    return "".join(f"<code>{part}</code>" if i % 2 else part for i, part in enumerate(parts))
+
+
 def findings_html(report: AuditReport) -> str:
-    """The findings as a list: each one's claim, evidence and fix."""
+    """The findings as a list: each one's claim, evidence and fix (its code as code)."""
     if not report.findings:
         return "<p>No findings.</p>"
     items = "".join(
-        f"<li><strong>{html.escape(f.text)}</strong><br>evidence: {html.escape(f.evidence)}"
-        + (f"<br>fix: {html.escape(f.fix)}" if f.fix else "")
+        f"<li><strong>{_inline(f.text)}</strong><br>evidence: {_inline(f.evidence)}"
+        + (f'<br><span class="fix">fix: {_inline(f.fix)}</span>' if f.fix else "")
         + "</li>"
         for f in report.findings
     )
     return f"<ul>{items}</ul>"
 
 
-def render(report: AuditReport) -> str:
-    """The whole page."""
-    verdict = "PASS" if report.passed else "FAIL"
+#: The page's style: one column, readable type, code and the report set apart, PASS green and FAIL red.
+STYLE = (
+    "<style>body{font-family:system-ui,sans-serif;line-height:1.45;max-width:64rem;margin:2rem auto;"
+    "padding:0 1rem;color:#1d1d1f}h1{font-size:1.6rem}h2{font-size:1.25rem;margin-top:2rem;"
+    "border-bottom:1px solid #ddd}h3{font-size:1.05rem}code{background:#f1f1f1;padding:0 .2rem;"
+    "border-radius:3px}pre{background:#f6f6f6;padding:1rem;overflow-x:auto;font-size:.85rem}"
+    "li{margin-bottom:.6rem}.pass{color:#1a7f37}.fail{color:#cf222e}.fix{color:#444}"
+    "section{margin-top:2.5rem}</style>"
+)
+
+
+def page(title: str, body: str) -> str:
+    """A whole HTML page of ``body`` with :data:`STYLE`."""
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>posenc audit: {html.escape(report.target)}</title>"
-        "<style>body{font-family:sans-serif;max-width:64rem;margin:2rem auto;padding:0 1rem}"
-        "pre{background:#f6f6f6;padding:1rem;overflow-x:auto}li{margin-bottom:.6rem}</style></head><body>"
-        f"<h1>posenc audit: {verdict}</h1><p>{html.escape(report.target)}</p>"
-        f"<h2>Findings</h2>{findings_html(report)}"
-        f"<h2>Error against position</h2>{error_svg(report)}"
-        f"<h2>Collisions</h2>{collisions_svg(report)}"
-        f"<h2>Report</h2><pre>{html.escape(report.as_text())}</pre></body></html>\n"
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"{STYLE}</head><body>{body}</body></html>\n"
     )
+
+
+def verdict_html(passed: bool) -> str:
+    return f'<span class="{"pass" if passed else "fail"}">{"PASS" if passed else "FAIL"}</span>'
+
+
+def report_html(report: AuditReport, level: int = 2) -> str:
+    """One report's sections (findings, error against position, collisions, the text), headed at
+    ``level``."""
+    h = f"h{level}"
+    return (
+        f"<{h}>Findings</{h}>{findings_html(report)}"
+        f"<{h}>Error against position</{h}>{error_svg(report)}"
+        f"<{h}>Collisions</{h}>{collisions_svg(report)}"
+        f"<{h}>Report</{h}><pre>{html.escape(report.as_text())}</pre>"
+    )
+
+
+def render(report: AuditReport) -> str:
+    """The whole page of one report: one h1 (the verdict), then its sections."""
+    body = (
+        f"<h1>posenc audit: {verdict_html(report.passed)}</h1><p>{html.escape(report.target)}</p>"
+        + report_html(report)
+    )
+    return page(f"posenc audit: {report.target}", body)

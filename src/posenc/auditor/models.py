@@ -168,25 +168,29 @@ class ModelAudit:
     def to_html(self, path: str | Path) -> Path:
         """One self-contained HTML file: the verdicts, then each component's report (written atomically)."""
         from ..atomic import atomic_output
-        from .html import render
+        from .html import page, report_html, verdict_html
 
+        summary = self.summary()
+        word = summary.split(":", 1)[0]  # PASS, FAIL or NOT JUDGED
+        head = html.escape(summary)
+        if word in ("PASS", "FAIL"):
+            head = verdict_html(word == "PASS") + html.escape(summary[len(word) :])
         parts = [
-            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>posenc audit: {html.escape(self.target)}</title></head><body>"
-            f"<h1>posenc audit: {html.escape(self.summary())}</h1><ul>"
+            f"<h1>posenc audit: {html.escape(self.target)}</h1><p>{head}</p><ul>"
             + "".join(f"<li>{html.escape(c.verdict())}</li>" for c in self.components)
             + "</ul>"
             + (f"<p>fix: <code>{html.escape(self.fix)}</code></p>" if self.fix else "")
         ]
         for c in self.components:
             if c.report is not None:
-                page = render(c.report)
-                body = page[page.index("<body>") + 6 : page.rindex("</body>")]
-                parts.append(f"<section><h2>{html.escape(c.path)}</h2>{body}</section>")
-        parts.append("</body></html>\n")
+                title = html.escape(c.path + (f" ({c.layer_type})" if c.layer_type else ""))
+                parts.append(
+                    f"<section><h2>{title}: {verdict_html(c.passed)}</h2>{report_html(c.report, 3)}</section>"
+                )
+        document = page(f"posenc audit: {self.target}", "".join(parts))
         path = Path(path)
         with atomic_output(path, binary=False) as stream:
-            stream.write("".join(parts))
+            stream.write(document)
         return path
 
 
@@ -590,7 +594,12 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
     held = getattr(module, "layer_params", None)  # posenc's per-layer module: its parameters per type
     limit = int(getattr(config, "max_position_embeddings", 0) or 0) or None
     buffers = {k for k, _ in module.named_buffers(recurse=False)}
-    types = [k.removesuffix("_inv_freq") for k in buffers if k.endswith("_inv_freq") and "original" not in k]
+    # the layer types the model's own module held (Gemma 3 builds only those its layers use): a patched
+    # one answers for the same ones, before and after the patch
+    original = vars(module).get("_posenc_original")
+    held_by = original if isinstance(original, torch.nn.Module) else module
+    named = {k for k, _ in held_by.named_buffers(recurse=False)}
+    types = [k.removesuffix("_inv_freq") for k in named if k.endswith("_inv_freq") and "original" not in k]
     own = getattr(module, "params", None)
     params = own if isinstance(own, rope.RopeParameters) else None
     if params is None and config is not None and "inv_freq" in buffers:

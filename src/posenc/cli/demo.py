@@ -306,8 +306,13 @@ def _next_steps(demo: _Demo) -> None:
         "posenc table --help   every option: base, shift, layout, start, dtype, csv/json/npy",
         "posenc check --help   the criteria, their figures and exit codes",
         "posenc plot --help    the figures and their options",
+        "posenc explore        all of it, interactive, in the browser",
+        "posenc compare        the usual code against posenc at 8k .. 1M positions, in 16 bits too",
+        "posenc audit TARGET   a checkpoint, a model folder or file.py:Name against the exact values",
         "In Python:            posenc.table(length, d_model), posenc.encode(positions, d_model),",
         "                      posenc.analysis (dot products, shifts, uniqueness), posenc.analysis.plot",
+        "With PyTorch:         pip install 'posenc[torch]'; posenc.torch.SinusoidalPositionalEncoding,",
+        "                      posenc.torch.RotaryEmbedding(config), posenc.torch.patch(model)",
     )
 
 

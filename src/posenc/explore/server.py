@@ -55,7 +55,7 @@ import webbrowser
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import numpy as np
 
@@ -438,6 +438,24 @@ def url_of(server: http.server.HTTPServer) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
+def open_browser_on(url: str) -> bool:
+    """Open ``url`` in the browser (``webbrowser.open``); where there is none (a server, a container, an
+    ssh session), say so on stderr with what to do, once. Whether a browser took it."""
+    try:
+        opened = bool(webbrowser.open(url))
+    except Exception:  # a broken browser setting (BROWSER naming a missing program): as no browser
+        opened = False
+    if not opened:
+        port = urlsplit(url).port
+        print(
+            f"posenc explore: no browser found on this machine; open {url} in one (from another machine, "
+            f"forward the port first: ssh -L {port}:127.0.0.1:{port} THIS_HOST)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return opened
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
@@ -463,7 +481,7 @@ def serve(
         url = url_of(server)
         (ready or (lambda url: print(f"posenc explore: serving on {url} (Ctrl-C stops)", flush=True)))(url)
         if open_browser:
-            threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+            threading.Thread(target=open_browser_on, args=(url,), daemon=True).start()
         server.serve_forever()
     finally:
         server.server_close()

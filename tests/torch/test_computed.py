@@ -901,3 +901,42 @@ def test_lumina2_complex_tables_per_axis_are_read_and_made_exact() -> None:
     assert posenc.audit(model, samples=32).passed
     pt.unpatch(model)
     assert type(model.rope) is Lumina2RotaryPosEmbed
+
+
+def _dinov3_vit() -> nn.Module:
+    import transformers as T
+
+    torch.manual_seed(0)
+    config = T.DINOv3ViTConfig(
+        hidden_size=64, num_attention_heads=2, num_hidden_layers=1, intermediate_size=128, image_size=64
+    )
+    return T.DINOv3ViTModel(config).eval()
+
+
+def test_transformers_dinov3_rotary_is_proven_patched_exact_and_keeps_its_training_draws() -> None:
+    model = _dinov3_vit()
+    original = copy.deepcopy(model)
+    (before,) = [c for c in posenc.audit(model).components if c.path == "rope_embeddings"]
+    assert before.kind == "rotary" and before.report is not None and not before.report.passed
+    report = pt.patch(model)
+    (made,) = report.replaced
+    assert made.variant == "dinov3-rope" and "in training, its own forward (random coordinates" in made.reason
+    assert "the model's forward: outputs as before" in made.reason
+    (after,) = [c for c in posenc.audit(model).components if c.path == "rope_embeddings"]
+    assert after.passed and after.report.max_abs == 0
+    pixels = torch.randn(1, 3, 48, 80, generator=torch.Generator().manual_seed(1))
+    cos, sin = model.rope_embeddings(pixels)  # a 3×5 grid: the exact values, cell by cell
+    want = torch.from_numpy(grids.dinov3_rope((3, 5), 32, temperature=100.0)).float()
+    assert torch.equal(torch.cat([sin, cos], -1), want)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            model(pixels).last_hidden_state, original(pixels).last_hidden_state, atol=1e-4, rtol=0
+        )
+    # in training its config draws random coordinates: the original's own forward, the same draw
+    model.train()
+    original.train()
+    torch.manual_seed(5)
+    drawn = model.rope_embeddings(pixels)
+    torch.manual_seed(5)
+    assert all(torch.equal(a, b) for a, b in zip(drawn, original.rope_embeddings(pixels), strict=True))
+    assert pt.unpatch(model) == 1 and type(model.rope_embeddings) is type(original.rope_embeddings)

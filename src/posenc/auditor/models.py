@@ -348,7 +348,7 @@ MAX_SINUSOID = 16384
 DETR_SHAPE = (48, 64)
 
 
-def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
+def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any, proof: Any = None) -> ComponentAudit:
     """DINOv3's rotary (:func:`posenc.torch.computed.read_dinov3`): its ``get_embed`` of a
     :data:`DETR_SHAPE` grid against :func:`posenc.grids.dinov3_rope`, once proven of the form its attributes
     name; else not judged, with the reason."""
@@ -360,10 +360,11 @@ def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any) -> Compo
     from .targets import Target
     from .variant import Variant
 
-    name = type(module).__name__
-    proof = exact if isinstance(exact, str) else computed.prove_dinov3(module, exact)
-    if isinstance(proof, str):
-        return ComponentAudit(path, "computed", None, f"{name}: {proof}")
+    name = type(getattr(module, "module", module)).__name__
+    if proof is None:
+        proof = exact if isinstance(exact, str) else computed.prove_dinov3(module, exact)
+    if isinstance(exact, str) or isinstance(proof, str):
+        return ComponentAudit(path, "computed", None, f"{name}: {exact if isinstance(exact, str) else proof}")
     with torch.no_grad():
         embed = module.get_embed(shape=list(DETR_SHAPE))
     rows = embed.detach().to("cpu", torch.float64).numpy()
@@ -583,13 +584,18 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
     import torch
 
     from .. import rope
-    from ..torch import axial
+    from ..torch import axial, computed
     from . import audit
 
     states = getattr(torch, dtype or "float32")  # the hidden states' dtype: what its cos/sin are cast to
     reading = axial.read_axial(module)
     if reading is not None:
         return [_axial(path, module, reading, samples, tol, states)]
+    pixels = computed.read_hf_dinov3(module)
+    if pixels is not None:  # transformers' DINOv3 rotary: judged as timm's, on its forward of a grid
+        embed = pixels if isinstance(pixels, str) else computed.hf_dinov3_embed(module, pixels.patch)
+        audited = _dinov3(path, embed, pixels, samples, tol, computed.prove_hf_dinov3(module, pixels))
+        return [dataclasses.replace(audited, kind="rotary")]
     config = getattr(module, "config", None)
     held = getattr(module, "layer_params", None)  # posenc's per-layer module: its parameters per type
     limit = int(getattr(config, "max_position_embeddings", 0) or 0) or None

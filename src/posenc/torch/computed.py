@@ -1188,6 +1188,125 @@ class DinoV3Rope(nn.Module):
         )
 
 
+# --- transformers' DINOv3 rotary (DINOv3ViT, EoMT-DINOv3, Sapiens2): the same, of pixel_values -----------
+
+#: transformers' form of DINOv3's rotary: ``forward(pixel_values)`` -> ``(cos, sin)``, each
+#: ``(H·W, head_dim)`` in the pixels' dtype, of the patch centres 2·(k + ½)/n − 1 of the grid
+#: (H // patch, W // patch), angles 2π·c·inv_freq with ``inv_freq`` = base^(−4i/head_dim), i < head_dim/4,
+#: laid out [h | w | h | w]; its training may shift, jitter and rescale the coordinates at random
+#: (``pos_embed_shift``/``_jitter``/``_rescale`` of its config).
+HF_DINOV3_CONVENTION = ("pixel_values",)
+_HF_DINOV3_AUGMENTATION = ("pos_embed_shift", "pos_embed_jitter", "pos_embed_rescale")
+
+
+def _patch(config: Any) -> tuple[int, int] | None:
+    size = getattr(config, "patch_size", None)
+    pair = tuple(size) if isinstance(size, list | tuple) else (size, size)
+    usable = len(pair) == 2 and all(isinstance(p, int) and not isinstance(p, bool) and p > 0 for p in pair)
+    return (int(pair[0]), int(pair[1])) if usable else None
+
+
+def _hf_dinov3_base(module: nn.Module) -> float | None:
+    config = module.config
+    parameters = getattr(config, "rope_parameters", None)
+    for value in (
+        getattr(module, "base", None),
+        getattr(config, "rope_theta", None),
+        parameters.get("rope_theta") if isinstance(parameters, dict) else None,
+    ):
+        if _number(value) is not None and value > 1:
+            return float(value)
+    return None
+
+
+def read_hf_dinov3(module: nn.Module) -> HfDinoV3Rope | str | None:
+    """posenc's exact equivalent of ``module`` where it has transformers' DINOv3 form
+    (:data:`HF_DINOV3_CONVENTION`, an ``inv_freq`` buffer and a ``config`` naming its patch size and base),
+    as :class:`HfDinoV3Rope` (its ``augmentation``: the config's random coordinate changes in training, which
+    posenc does not draw); why not (a str) where its config names no patch size or base; else None. Whether
+    it computes that is :func:`prove_hf_dinov3`'s to tell."""
+    if isinstance(module, HfDinoV3Rope):  # posenc's own, patched in
+        return module
+    inv = getattr(module, "inv_freq", None)
+    config = getattr(module, "config", None)
+    try:
+        names = tuple(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    if names != HF_DINOV3_CONVENTION or not isinstance(inv, torch.Tensor) or config is None:
+        return None
+    patch, base = _patch(config), _hf_dinov3_base(module)
+    if patch is None or base is None or inv.dim() != 1 or inv.numel() < 1:
+        return "its config names no patch size and base posenc reads (patch_size, rope_theta)"
+    augmented = tuple(name for name in _HF_DINOV3_AUGMENTATION if getattr(config, name, None) is not None)
+    try:
+        exact = HfDinoV3Rope(4 * inv.numel(), base, patch, device=inv.device)
+        exact.augmentation = augmented
+        return exact
+    except (TypeError, ValueError) as error:
+        return f"its attributes are not a DINOv3 rotary posenc reads: {str(error)[:160]}"
+
+
+class _PixelsEmbed:
+    """A transformers DINOv3 rotary seen as timm's: ``get_embed(shape)`` -> ``(H·W, 2·dim)`` [sin | cos] of
+    its forward on zero pixels of that grid (what :func:`prove_dinov3` reads), in eval mode (its inference
+    values: in training it may draw random coordinates), its mode put back after."""
+
+    def __init__(self, module: nn.Module, patch: tuple[int, int]) -> None:
+        self.module, self.patch = module, patch
+
+    def get_embed(self, shape: Any = None) -> torch.Tensor:
+        height, width = (int(s) for s in shape)
+        device = getattr(self.module, "inv_freq", torch.empty(0)).device
+        pixels = torch.zeros(1, 3, height * self.patch[0], width * self.patch[1], device=device)
+        training = self.module.training
+        try:
+            cos, sin = self.module.eval()(pixels)
+        finally:
+            self.module.train(training)
+        return torch.cat([sin, cos], dim=-1)
+
+
+def prove_hf_dinov3(module: nn.Module, exact: HfDinoV3Rope) -> tuple[float, float] | str:
+    """:func:`prove_dinov3` of ``module``'s forward on zero pixels of each probe grid (read as timm's
+    ``get_embed``), against ``exact``."""
+    return prove_dinov3(_PixelsEmbed(module, exact.patch), exact)
+
+
+def hf_dinov3_embed(module: nn.Module, patch: tuple[int, int]) -> Any:
+    """``module`` (transformers' DINOv3 form) with timm's ``get_embed(shape)``, for the audit."""
+    return _PixelsEmbed(module, patch)
+
+
+class HfDinoV3Rope(DinoV3Rope):
+    """posenc's exact values in place of transformers' DINOv3 rotary (:data:`HF_DINOV3_CONVENTION`), called
+    as it is: ``forward(pixel_values)`` -> ``(cos, sin)``, each ``(H·W, dim)`` of the grid
+    (H // patch[0], W // patch[1]), [h | w | h | w], each value the exact one rounded once to the pixels'
+    dtype (:class:`DinoV3Rope` with ``temperature`` its base, coordinates 2·(k + ½)/n − 1).
+
+    >>> cos, sin = HfDinoV3Rope(8, 100.0, (16, 16))(torch.zeros(1, 3, 16, 64))  # a 1×4 grid
+    >>> sin[3]  # the cell (0, 3): coordinates (0, 0.75), ω_0 = 2π, ω_1 = 2π/10
+    tensor([ 0.0000,  0.0000, -1.0000,  0.4540,  0.0000,  0.0000, -1.0000,  0.4540])
+    """
+
+    def __init__(
+        self, dim: int, base: float, patch: tuple[int, int], device: torch.device | str | None = None
+    ) -> None:
+        super().__init__(dim, temperature=base, device=device)
+        self.base, self.patch = float(base), (int(patch[0]), int(patch[1]))
+        self.augmentation: tuple[
+            str, ...
+        ] = ()  # the original's random coordinates in training (read_hf_dinov3)
+
+    def forward(self, pixel_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        height, width = pixel_values.shape[-2] // self.patch[0], pixel_values.shape[-1] // self.patch[1]
+        embed = self._embed((height, width), pixel_values.dtype)
+        return embed[:, self.dim :], embed[:, : self.dim]
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, base={self.base:g}, patch={self.patch}"
+
+
 # --- a rotary of frame, row and column ids computed in an attention layer (V-JEPA 2's) -------------------
 
 #: V-JEPA 2's form (transformers' ``VJEPA2RopeAttention``): its ``apply_rotary_embeddings(qk, pos_ids)``

@@ -521,7 +521,7 @@ def _namespace(cls: type) -> dict[str, Any]:
 
 def _kind(module: nn.Module) -> str | None:
     """The kind of a positional module, posenc's or another library's: "rotary", "timesteps", else None."""
-    if isinstance(module, RotaryEmbedding | axial.AxialRope):
+    if isinstance(module, RotaryEmbedding | axial.AxialRope | computed.HfDinoV3Rope):
         return "rotary"
     if isinstance(module, ExactTimesteps):
         return "timesteps"
@@ -606,6 +606,9 @@ def _rotary(
     reading = axial.read_axial(module)
     if reading is not None:
         return _axial(model, path, module, reading, originals)
+    pixels = computed.read_hf_dinov3(module)
+    if pixels is not None:
+        return _hf_dinov3(model, path, module, pixels, originals)
     try:
         exact = _PatchedRotary(config)
     except (ValueError, TypeError, KeyError) as error:
@@ -1105,6 +1108,35 @@ def _dinov3(
     return Component(path, "computed", "dinov3-rope", difference, allowed, True, how), steps, replacement
 
 
+def _hf_dinov3(
+    model: nn.Module, path: str, module: nn.Module, exact: computed.HfDinoV3Rope | str, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """transformers' DINOv3 rotary of pixel_values (:func:`posenc.torch.computed.read_hf_dinov3`): proven on
+    probe grids, then replaced by :class:`posenc.torch.computed.HfDinoV3Rope` (which, in training with random
+    coordinates, runs the original)."""
+    variant = "dinov3-rope"
+    proof = exact if isinstance(exact, str) else computed.prove_hf_dinov3(module, exact)
+    if isinstance(proof, str):
+        return _declined(path, "rotary", variant, proof)
+    difference, allowed = proof
+    replacement = _PatchedHfDinoV3Rope.__new__(_PatchedHfDinoV3Rope)
+    replacement.__dict__.update(exact.__dict__)
+    for key, value in module.named_buffers(recurse=False):  # its inv_freq, as the original held it
+        replacement.register_buffer(key, value, persistent=key not in module._non_persistent_buffers_set)
+    replacement.config = module.config
+    replacement.training = module.training  # its mode (in training it runs the original's random draws)
+    replacement.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
+    probes = ", ".join("×".join(map(str, shape)) for shape in computed.DINOV3_PROBES)
+    how = (
+        f"transformers' DINOv3 rotary of its patch grid ({exact.extra_repr()}): equal to its own (cos, sin) "
+        f"on the grids {probes} within float32 rounding"
+    )
+    if exact.augmentation:
+        how += f"; in training, its own forward (random coordinates: {', '.join(exact.augmentation)})"
+    return Component(path, "rotary", variant, difference, allowed, True, how), steps, replacement
+
+
 def _sinusoid(
     model: nn.Module, path: str, module: nn.Module, convention: str, originals: dict
 ) -> tuple[Component, list[_Step], nn.Module | None]:
@@ -1557,6 +1589,17 @@ class _PatchedFramesRope(_KeepsOriginal, computed.FramesRope):
 class _PatchedLatentRope(_KeepsOriginal, computed.LatentRope):
     """posenc's :class:`~posenc.torch.computed.LatentRope` as :func:`patch` puts it in a model (holding the
     original)."""
+
+
+class _PatchedHfDinoV3Rope(_KeepsOriginal, computed.HfDinoV3Rope):
+    """posenc's :class:`~posenc.torch.computed.HfDinoV3Rope` as :func:`patch` puts it in a model (holding
+    the original, whose random coordinates it runs in training where its config draws them)."""
+
+    def forward(self, pixel_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        original = self.__dict__.get(_ORIGINAL)
+        if self.training and self.augmentation and isinstance(original, nn.Module):
+            return original.train()(pixel_values)
+        return super().forward(pixel_values)
 
 
 class _PatchedAxialRope(_KeepsOriginal, axial.AxialRope):

@@ -292,6 +292,24 @@ def test_a_conformers_relative_positions_are_identified_replaced_and_exact_on_bo
     assert pt.unpatch(model) == 1 and type(model.encode_positions) is type(module)
 
 
+def test_nemotrons_relative_positions_with_cached_frames_span_the_whole_key() -> None:
+    import transformers as T
+
+    torch.manual_seed(0)
+    config = T.NemotronAsrStreamingEncoderConfig(
+        hidden_size=32, num_attention_heads=2, num_hidden_layers=1, intermediate_size=64
+    )
+    model = T.NemotronAsrStreamingEncoder(config).eval()
+    original = model.encode_positions
+    assert computed.sinusoid_convention(original) == "relative"
+    (made,) = pt.patch(model).replaced
+    states = torch.zeros(2, 5, 32)
+    got, want = model.encode_positions(states, cached_frames=3), original(states, cached_frames=3)
+    assert got.shape == want.shape == (2, 15, 32)  # positions 7 .. −7: the chunk and its cached frames
+    assert torch.equal(got, model.encode_positions(states, 3))
+    assert float((got - want).abs().max()) <= made.tolerance
+
+
 def _unmirrored() -> nn.Module:
     """Relative rows whose negative positions are off by a hair: not its positive rows mirrored."""
     from transformers.models.parakeet.modeling_parakeet import ParakeetEncoderRelPositionalEncoding as Rel

@@ -266,12 +266,13 @@ def _within_float32(
 #: in the dtype of its input (Gemma 4's audio relative positions: ``(hidden_states)`` -> the rows of
 #: positions n − 1 .. 0; ascending ones are read too) and a conformer's relative positions of its input's
 #: length n (Parakeet's, Canary's: ``(hidden_states)`` ``(B, n, ·)`` -> ``(B, 2n − 1, width)`` of the
-#: positions n − 1 down to −(n − 1), "relative": told from "rows" by its output's length).
+#: positions n − 1 down to −(n − 1), "relative": told from "rows" by its output's length; Nemotron's takes
+#: ``cached_frames`` too, its rows then those of n + cached_frames).
 SINUSOID_CONVENTIONS = {
     "embeds": ("inputs_embeds", "past_key_values_length", "position_ids"),
     "timesteps": ("timesteps",),
     "rows": ("hidden_states",),
-    "relative": ("hidden_states",),
+    "relative": ("hidden_states", "cached_frames"),
 }
 #: The positions a 1-D sinusoid is read at: 0 .. ROWS − 1 (timesteps: 0 .. TIMESTEPS − 1, diffusers' range).
 ROWS, TIMESTEPS = 1024, 1000
@@ -293,9 +294,9 @@ def sinusoid_convention(module: nn.Module) -> str | None:
     convention = next((key for key, want in SINUSOID_CONVENTIONS.items() if names == want), None)
     if convention == "embeds" and not isinstance(_attribute(module, *_WIDTHS), int):
         return None
-    if convention == "rows" and relative_form(module):
+    if names in (("hidden_states",), SINUSOID_CONVENTIONS["relative"]) and relative_form(module):
         return "relative"
-    return convention
+    return None if convention == "relative" else convention
 
 
 def relative_form(module: nn.Module) -> bool:
@@ -435,7 +436,7 @@ class ComputedSinusoid(nn.Module):
             return values[None] if self.leading else values
         if self.convention == "relative":
             states = given["hidden_states"]
-            length = states.shape[1]
+            length = states.shape[1] + int(given.get("cached_frames") or 0)
             positions = torch.arange(length - 1, -length, -1, device=states.device)
             values = _encode_tensor(positions, (*self._checked, _dtype_name(states.dtype)))
             return values[None].expand(states.shape[0], -1, -1)

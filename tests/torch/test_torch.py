@@ -578,3 +578,35 @@ def test_eager_kernel_calls_skip_the_dispatcher_only_in_plain_eager_mode():
         assert not operator.direct(torch.nn.Parameter(torch.zeros(2)))  # a subclass: the operator
     finally:
         common.KERNEL_DEVICES.remove("cpu")
+
+
+def test_compiled_on_the_cpu_the_operators_run_the_c_core_with_the_eager_bits(monkeypatch):
+    """benchmarks/compiled.py: a compiled or exported call on the CPU runs the C core (the operators' CPU
+    kernels), not the portable algorithm traced into the graph; an invalid position gives NaN rows there."""
+    from posenc.torch import functions, rotary
+
+    calls = {"encode": 0, "rotary": 0}
+    encode, host = functions._encode_on_cpu, rotary._host_rows
+
+    def counted_encode(*args, **kwargs):
+        calls["encode"] += 1
+        return encode(*args, **kwargs)
+
+    def counted_rows(*args, **kwargs):
+        calls["rotary"] += 1
+        return host(*args, **kwargs)
+
+    monkeypatch.setattr(functions, "_encode_on_cpu", counted_encode)
+    monkeypatch.setattr(rotary, "_host_rows", counted_rows)
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
+    x, ids = torch.zeros(2, 5, 16), torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])
+    compiled = torch.compile(module, fullgraph=True)
+    assert torch.equal(compiled(x, ids), module(x, ids)) and calls["encode"] >= 2
+    rope = pt.RotaryEmbedding({"head_dim": 8, "rope_theta": 10000.0, "max_position_embeddings": 64})
+    cos, sin = torch.compile(rope, fullgraph=True)(torch.zeros(1, 3, 8), torch.arange(3)[None])
+    want = rope(torch.zeros(1, 3, 8), torch.arange(3)[None])
+    assert torch.equal(cos, want[0]) and torch.equal(sin, want[1]) and calls["rotary"] >= 2
+    exact = torch.ops.posenc.exact(
+        torch.tensor([1.0, float("nan")]), None, 4, 10000.0, 0.0, 1.0, "interleaved", "zero", "float32"
+    )
+    assert torch.isnan(exact[1]).all() and torch.equal(exact[0], pt.encode(torch.tensor([1.0]), 4)[0])

@@ -140,6 +140,32 @@ def _encode_on_cpu(positions: torch.Tensor, options: tuple) -> torch.Tensor:
     return _to_tensor(core.encode(host.numpy(), **_core_arguments(options)))
 
 
+@operator._exact_op.register_kernel("cpu")
+def _exact_on_cpu(
+    positions: torch.Tensor,
+    offset: torch.Tensor | None,
+    d_model: int,
+    base: float,
+    shift: float,
+    scale: float,
+    layout: str,
+    odd: str,
+    dtype_name: str,
+) -> torch.Tensor:
+    """``torch.ops.posenc.exact`` on the CPU (what a compiled or exported program runs there): the C core's
+    rows, as an eager call computes them, where the portable algorithm's thousands of tensor operations per
+    value would cost hundreds of times more; the portable algorithm where it must answer (real positions
+    plus an offset: its exact addition; an invalid position: its rows of NaN, where an eager call raises)."""
+    options = (d_model, base, shift, scale, layout, odd, dtype_name)
+    if offset is None or not (positions.is_floating_point() or offset.is_floating_point()):
+        summed = positions if offset is None else positions.to(torch.int64) + offset.to(torch.int64)
+        try:
+            return _encode_on_cpu(summed, options)
+        except (ValueError, OverflowError):  # an invalid position: the portable algorithm's NaN rows
+            pass
+    return operator._exact(positions, offset, *options)
+
+
 def _rows_of(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Rows ``index`` of ``table`` as a new tensor of shape ``index.shape + (d_model,)``: always a copy,
     never a view. ``table[index]`` copies for an index of one or more axes (advanced indexing), but a 0-d

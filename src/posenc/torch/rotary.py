@@ -18,6 +18,7 @@ as in Hugging Face: "dynamic" scaling's frequencies change with the sequence len
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -74,13 +75,7 @@ def _cos_sin(
     check_request(params, layout, tuple(positions.shape))
     name = _dtype_name(dtype)
     if positions.device.type == "cpu" and not _tracing():
-        _check_positions_on_host(positions)
-        cached = _cached_rows(positions, params, key, name, layout, seq_len)
-        if cached is not None:
-            return cached
-        host = positions.detach().to(torch.float64 if positions.is_floating_point() else torch.int64).numpy()
-        cos, sin = rope.cos_sin(host, params, dtype=_numpy_dtype(name), layout=layout, seq_len=seq_len)
-        return _to_tensor(cos), _to_tensor(sin)
+        return _host_rows(positions, params, key, name, layout, seq_len)
     kind = params.kind
     if seq_len is None and kind.switch is not None:  # no host read: both sets, one picked on the device
         return _either(positions, params, key or operator.params_json(params), name, layout)
@@ -96,6 +91,41 @@ def _cos_sin(
         length = -1
     key = operator.params_json(params) if key is None else key
     return _device_rows(positions, key, length, name, layout)
+
+
+def _host_rows(
+    positions: torch.Tensor,
+    params: rope.RopeParameters,
+    key: str | None,
+    name: str,
+    layout: str,
+    seq_len: int | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) of CPU ``positions`` by the NumPy core (:func:`posenc.rope.cos_sin`), integer ids as rows of
+    cached tables: an eager call's, and the rotary operator's body on the CPU (a compiled or exported
+    program's). Raises ValueError for an invalid position. ``seq_len`` < 0 is None (the operator's)."""
+    seq_len = None if seq_len is not None and seq_len < 0 else seq_len
+    _check_positions_on_host(positions)
+    cached = _cached_rows(positions, params, key, name, layout, seq_len)
+    if cached is not None:
+        return cached
+    host = positions.detach().to(torch.float64 if positions.is_floating_point() else torch.int64).numpy()
+    cos, sin = rope.cos_sin(host, params, dtype=_numpy_dtype(name), layout=layout, seq_len=seq_len)
+    return _to_tensor(cos), _to_tensor(sin)
+
+
+@operator._rotary_op.register_kernel("cpu")
+def _rotary_on_cpu(
+    positions: torch.Tensor, params: str, seq_len: int, dtype_name: str, layout: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.ops.posenc.rotary`` on the CPU (what a compiled or exported program runs there):
+    :func:`_host_rows`, as an eager call gives them; the portable algorithm for an invalid position (its
+    rows of NaN, where an eager call raises)."""
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()}
+    try:
+        return _host_rows(positions, rope.RopeParameters(**fields), params, dtype_name, layout, seq_len)
+    except (ValueError, OverflowError):
+        return operator.rotary_rows(positions, params, seq_len, dtype_name, layout)
 
 
 def _device_rows(

@@ -25,7 +25,9 @@ SUBSET = {
     "m2m_100": "exact",  # fairseq tables made exact
     "whisper": "exact",  # the encoder's sinusoid; the decoder's learned table not judged
     "distilbert": "declined",  # learned positions only
-    "qwen3_5_text": "declined",  # its module's own mrope_section (a family default), its config none
+    "qwen3_5_text": "exact",  # its module's own mrope_section (its family's default), interleaved
+    "pixtral": "exact",  # an axial rotary of a grid, its frequencies split between the axes
+    "parakeet_encoder": "exact",  # a conformer's relative positions n - 1 .. -(n - 1)
     "neomme": "declined",  # proven cos/sin, then the model's own forward refuses the swap
     "gpt_oss": "exact",  # half-width cos/sin (one column per frequency), read and made exact in that form
     "llama4_text": "exact",  # a complex freqs_cis (cos + i·sin), read and made exact in that form

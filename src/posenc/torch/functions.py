@@ -157,7 +157,8 @@ def _exact_on_cpu(
     value would cost hundreds of times more; the portable algorithm where it must answer (real positions
     plus an offset: its exact addition; an invalid position: its rows of NaN, where an eager call raises)."""
     options = (d_model, base, shift, scale, layout, odd, dtype_name)
-    if offset is None or not (positions.is_floating_point() or offset.is_floating_point()):
+    core_path = operator.CPU_CORE and not (positions.is_floating_point() and offset is not None)
+    if core_path and (offset is None or not offset.is_floating_point()):
         summed = positions if offset is None else positions.to(torch.int64) + offset.to(torch.int64)
         try:
             return _encode_on_cpu(summed, options)

@@ -4,9 +4,10 @@ portable algorithm (:mod:`posenc.portable`) as PyTorch custom operators, registe
 first imported (by :mod:`posenc.torch.functions`).
 
 Its kernel runs on the tensors' own device: on CUDA one Triton kernel
-(:mod:`posenc.torch.kernels.encode_kernel`, when triton is installed), elsewhere (MPS, ``meta``, the CPU) the
-portable algorithm. No host transfer and no sync, so ``torch.compile`` and ``torch.export`` trace through it
-without breaking the graph, and CUDA graphs capture it; its fake kernel gives the output's shape and dtype.
+(:mod:`posenc.torch.kernels.encode_kernel`, when triton is installed), on the CPU the C core (as an eager
+call; :data:`CPU_CORE`), elsewhere (MPS, ``meta``) the portable algorithm. No host transfer and no sync on a
+device, so ``torch.compile`` and ``torch.export`` trace through it without breaking the graph, and CUDA
+graphs capture it; its fake kernel gives the output's shape and dtype.
 Invalid positions give rows of NaN (a device cannot raise without a sync).
 """
 
@@ -47,6 +48,12 @@ def _exact(
 
 
 _exact_op = torch.library.custom_op("posenc::exact", _exact, mutates_args=())
+
+#: Whether the operators' CPU kernels run the C core (an eager call's path; :mod:`posenc.torch.functions`
+#: and :mod:`posenc.torch.rotary` register them): True, hundreds of times faster than the portable algorithm
+#: traced as tensor operations. False runs the portable algorithm there, what every other device runs (the
+#: same bits): to check that path on a machine without a GPU, as the suite does.
+CPU_CORE = True
 
 
 @_exact_op.register_fake

@@ -121,6 +121,8 @@ def _rotary_on_cpu(
     """``torch.ops.posenc.rotary`` on the CPU (what a compiled or exported program runs there):
     :func:`_host_rows`, as an eager call gives them; the portable algorithm for an invalid position (its
     rows of NaN, where an eager call raises)."""
+    if not operator.CPU_CORE:
+        return operator.rotary_rows(positions, params, seq_len, dtype_name, layout)
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()}
     try:
         return _host_rows(positions, rope.RopeParameters(**fields), params, dtype_name, layout, seq_len)

@@ -711,11 +711,7 @@ def _axial(
     if isinstance(proof, str):
         return _declined(path, "rotary", variant, proof)
     difference, allowed = proof
-    replacement = _PatchedAxialRope(reading, module)
-    for key, value in module.named_buffers(recurse=False):  # its inv_freq, read by code that asks for it
-        replacement.register_buffer(key, value, persistent=key not in module._non_persistent_buffers_set)
-    replacement.config = module.config
-    replacement.__dict__[_ORIGINAL] = module
+    replacement = _holding(_PatchedAxialRope(reading, module), module)
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
     side = len(axial.PROBE)
     how = (
@@ -1108,6 +1104,17 @@ def _dinov3(
     return Component(path, "computed", "dinov3-rope", difference, allowed, True, how), steps, replacement
 
 
+def _holding(replacement: nn.Module, module: nn.Module) -> nn.Module:
+    """``replacement`` holding what code reads from the rotary ``module`` it replaces: its buffers (an
+    ``inv_freq``; persistent as there, so the ``state_dict`` keeps its keys), its ``config``, and the module
+    itself (:class:`_KeepsOriginal`)."""
+    for key, value in module.named_buffers(recurse=False):
+        replacement.register_buffer(key, value, persistent=key not in module._non_persistent_buffers_set)
+    replacement.config = module.config
+    replacement.__dict__[_ORIGINAL] = module
+    return replacement
+
+
 def _hf_dinov3(
     model: nn.Module, path: str, module: nn.Module, exact: computed.HfDinoV3Rope | str, originals: dict
 ) -> tuple[Component, list[_Step], nn.Module | None]:
@@ -1121,11 +1128,8 @@ def _hf_dinov3(
     difference, allowed = proof
     replacement = _PatchedHfDinoV3Rope.__new__(_PatchedHfDinoV3Rope)
     replacement.__dict__.update(exact.__dict__)
-    for key, value in module.named_buffers(recurse=False):  # its inv_freq, as the original held it
-        replacement.register_buffer(key, value, persistent=key not in module._non_persistent_buffers_set)
-    replacement.config = module.config
+    replacement = _holding(replacement, module)
     replacement.training = module.training  # its mode (in training it runs the original's random draws)
-    replacement.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
     probes = ", ".join("×".join(map(str, shape)) for shape in computed.DINOV3_PROBES)
     how = (

@@ -500,3 +500,18 @@ def test_bad_json_file(tmp_path: Path) -> None:
     path.write_text("[1, 2]")
     with pytest.raises(ValueError, match=r"holds a JSON list, not an object"):
         rope.config(path)
+
+
+def test_an_encoder_decoder_naming_its_heads_per_side_gives_its_head_width() -> None:
+    """Moonshine's config: hidden_size 288, 8 heads on each side, partial_rotary_factor 0.9: its rotary
+    modules rotate int(36 · 0.9) = 32 channels."""
+    moonshine = {
+        "hidden_size": 288,
+        "encoder_num_attention_heads": 8,
+        "decoder_num_attention_heads": 8,
+        "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 0.9, "rope_type": "default"},
+    }
+    params = rope.config(moonshine)
+    assert (params.head_dim, params.rotary_dim) == (36, 32)
+    with pytest.raises(ValueError, match="no head_dim and not both hidden_size and num_attention_heads"):
+        rope.config({**moonshine, "decoder_num_attention_heads": 4})  # sides that differ name no one width

@@ -11,7 +11,8 @@ Where the fields are read (the conventions of transformers' configs; first match
   ``rotary_emb_base``, else 10000;
 * ``partial_rotary_factor``: in the RoPE dict, at top level, GPT-NeoX's ``rotary_pct``, else 1;
 * ``head_dim``: ``qk_rope_head_dim`` (DeepSeek-V2/V3: the rotary part of the MLA head), ``head_dim``,
-  else ``hidden_size // num_attention_heads``;
+  else ``hidden_size // num_attention_heads`` (an encoder-decoder that names its heads per side, Moonshine:
+  ``encoder_num_attention_heads`` where it equals ``decoder_num_attention_heads``);
 * ``original_max_position_embeddings`` (llama3, yarn, longrope): at top level (Phi-3 keeps it there, and
   transformers gives that copy priority), in the RoPE dict, else ``max_position_embeddings``;
 * a multimodal config that nests its language model in ``text_config`` is read from ``text_config``, with
@@ -237,6 +238,9 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
         not head_dim
     ):  # transformers: `getattr(config, "head_dim", None) or hidden_size // num_attention_heads`
         hidden, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+        sides = (cfg.get("encoder_num_attention_heads"), cfg.get("decoder_num_attention_heads"))
+        if heads is None and sides[0] is not None and sides[0] == sides[1]:  # Moonshine's: one per side
+            heads = sides[0]
         if hidden is None or heads is None:
             raise ValueError(
                 "the config gives no head_dim and not both hidden_size and num_attention_heads "

@@ -5,12 +5,12 @@ component is declined with what the forward said.
 
 A probe (:func:`probe_of`, inputs by :func:`inputs_of`) exists for a Hugging Face model whose main input
 is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too), ``pixel_values`` (its config's
-``num_channels`` and ``image_size``; 64 pixels a side where it names no size, as detectors' configs) or
-``input_features`` (Whisper's kind: ``num_mel_bins`` by twice
-``max_source_positions`` frames; a conformer's, whose config names no ``max_source_positions``: 64 frames of
-``num_mel_bins``) or ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of frames at its
-``crop_size``): 16 token ids below its vocabulary size, one seeded image or one seeded
-clip, on the model's device. The
+``num_channels`` and ``image_size``; 64 pixels a side where it names no size, as detectors' configs),
+``input_features`` (Whisper's kind: ``num_mel_bins`` by twice ``max_source_positions`` frames; a
+conformer's, whose config names no ``max_source_positions``: 64 frames of ``num_mel_bins``),
+``input_values`` (raw audio: 16000 samples) or ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
+frames at its ``crop_size``): 16 token ids below its vocabulary size, one seeded image, clip or sound, on
+the model's device. The
 forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is
 put back after), without a KV cache and under a forked random state (the caller's generator is not
 consumed). A model posenc has no probe for (its own ``nn.Module``, another input kind) or on the meta device
@@ -41,6 +41,8 @@ __all__ = ["agree", "inputs_of", "main_output", "probe_of"]
 _TOKENS = 16
 #: Probe frames of a conformer's features (``(1, frames, num_mel_bins)``).
 _FRAMES = 64
+#: Probe samples of raw audio (``input_values``: one second at 16 kHz).
+_SAMPLES = 16000
 #: The side of a probe image for a model whose config names no image_size (DETR and the detectors, which take
 #: any size): a multiple of their backbones' largest stride, 32.
 _DETECTOR_SIDE = 64
@@ -135,6 +137,12 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         shape = (1, bins, 2 * positions) if isinstance(positions, int) else (1, _FRAMES, bins)
         features = torch.randn(*shape, generator=generator).to(first.device, first.dtype)
         inputs = {"input_features": features}
+        if getattr(config, "is_encoder_decoder", False):
+            start = getattr(config, "decoder_start_token_id", None) or 0
+            inputs["decoder_input_ids"] = torch.full((1, 4), int(start), device=first.device)
+        return inputs
+    if name == "input_values":  # raw audio (Moonshine, wav2vec 2.0's kind): a second of samples
+        inputs = {"input_values": torch.randn(1, _SAMPLES, generator=generator).to(first.device, first.dtype)}
         if getattr(config, "is_encoder_decoder", False):
             start = getattr(config, "decoder_start_token_id", None) or 0
             inputs["decoder_input_ids"] = torch.full((1, 4), int(start), device=first.device)

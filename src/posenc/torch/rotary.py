@@ -18,6 +18,7 @@ as in Hugging Face: "dynamic" scaling's frequencies change with the sequence len
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -114,6 +115,14 @@ def _host_rows(
     return _to_tensor(cos), _to_tensor(sin)
 
 
+@functools.lru_cache(maxsize=64)
+def _parameters(params: str) -> rope.RopeParameters:
+    """The :class:`posenc.rope.RopeParameters` of :func:`posenc.torch.operator.params_json`'s string, read
+    back once per distinct string (frozen: shared safely)."""
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()}
+    return rope.RopeParameters(**fields)
+
+
 @operator._rotary_op.register_kernel("cpu")
 def _rotary_on_cpu(
     positions: torch.Tensor, params: str, seq_len: int, dtype_name: str, layout: str
@@ -123,9 +132,8 @@ def _rotary_on_cpu(
     rows of NaN, where an eager call raises)."""
     if not operator.CPU_CORE:
         return operator.rotary_rows(positions, params, seq_len, dtype_name, layout)
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()}
     try:
-        return _host_rows(positions, rope.RopeParameters(**fields), params, dtype_name, layout, seq_len)
+        return _host_rows(positions, _parameters(params), params, dtype_name, layout, seq_len)
     except (ValueError, OverflowError):
         return operator.rotary_rows(positions, params, seq_len, dtype_name, layout)
 

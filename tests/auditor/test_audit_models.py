@@ -334,12 +334,7 @@ def test_sinusoids_computed_in_forward_that_posenc_does_not_read_are_said_not_ju
 
 
 def test_a_model_is_judged_in_the_dtype_its_rotary_runs_in() -> None:
-    import transformers
-
-    config = transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, vocab_size=100
-    )
-    model = transformers.LlamaModel(config)
+    model = _tiny_llama()
     (plain,) = posenc.audit(model, samples=S).components
     (halved,) = posenc.audit(model, samples=S, dtype="bfloat16").components
     assert (plain.report.dtype, halved.report.dtype) == ("float32", "bfloat16")
@@ -347,12 +342,7 @@ def test_a_model_is_judged_in_the_dtype_its_rotary_runs_in() -> None:
 
 
 def test_a_finding_on_library_code_gives_the_fix_a_library_user_applies() -> None:
-    import transformers
-
-    config = transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, vocab_size=100
-    )
-    (rotary,) = posenc.audit(transformers.LlamaModel(config), samples=S).components
+    (rotary,) = posenc.audit(_tiny_llama(), samples=S).components
     fixes = [f.fix for f in rotary.report.findings]
     assert fixes and all(
         f.startswith("posenc.torch.patch(model): posenc's exact module in place of") for f in fixes
@@ -364,14 +354,19 @@ def test_a_finding_on_library_code_gives_the_fix_a_library_user_applies() -> Non
 
 
 def test_a_models_html_has_one_title_its_style_and_its_code_as_code(tmp_path: Path) -> None:
-    import transformers
-
-    config = transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, vocab_size=100
-    )
-    text = posenc.audit(transformers.LlamaModel(config), samples=S).to_html(tmp_path / "m.html").read_text()
+    text = posenc.audit(_tiny_llama(), samples=S).to_html(tmp_path / "m.html").read_text()
     assert text.count("<h1>") == 1 and text.count("<style>") == 1 and "<h2>rotary_emb: " in text
     assert '<span class="fail">FAIL</span>: 0 of 1 judged component(s) exact' in text
     assert "<code>posenc.torch.patch(model)</code>" in text
     findings = text[text.index("<h3>Findings</h3>") : text.index("<h3>Error against position</h3>")]
     assert "`" not in findings
+
+
+def _tiny_llama() -> torch.nn.Module:
+    """A one-layer Llama of head width 16 (its rotary: Hugging Face's float32 cos/sin)."""
+    import transformers
+
+    config = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, vocab_size=100
+    )
+    return transformers.LlamaModel(config)

@@ -370,3 +370,14 @@ def _tiny_llama() -> torch.nn.Module:
         hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, vocab_size=100
     )
     return transformers.LlamaModel(config)
+
+
+def test_a_library_finding_patch_declines_promises_no_patch() -> None:
+    model = _tiny_llama()
+    model.rotary_emb.attention_scaling = 1.001  # not its config's: patch declines it, the audit judges it
+    (component,) = posenc.audit(model, samples=S).components
+    assert component.declined and not component.passed
+    fixes = [f.fix for f in component.report.findings if f.fix]
+    assert fixes and all(
+        f.startswith("none from posenc: posenc.torch.patch(model) declines it") for f in fixes
+    )

@@ -957,4 +957,6 @@ def test_transformers_dinov3_rotary_is_proven_patched_exact_and_keeps_its_traini
     drawn = model.rope_embeddings(pixels)
     torch.manual_seed(5)
     assert all(torch.equal(a, b) for a, b in zip(drawn, original.rope_embeddings(pixels), strict=True))
+    model.eval()
     assert pt.unpatch(model) == 1 and type(model.rope_embeddings) is type(original.rope_embeddings)
+    assert not model.rope_embeddings.training  # given back in the model's mode, whatever ran in training

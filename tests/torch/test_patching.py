@@ -659,3 +659,12 @@ def test_what_persists_a_saved_patched_model_is_loaded_unpatched_its_patched_row
     table = again.model.encoder.embed_positions.weight
     assert torch.equal(table, whisper.model.encoder.embed_positions.weight)
     assert posenc.audit(table.detach(), samples=64).passed
+
+
+def test_unpatch_gives_a_module_back_in_the_mode_the_model_set_meanwhile() -> None:
+    make, _ = DECODERS["llama3.1"]
+    model = make().eval()
+    pt.patch(model)
+    model.train()  # the replacement follows; the original, held apart, is given the same mode back
+    assert pt.unpatch(model) == 1
+    assert model.model.rotary_emb.training and all(m.training for m in model.modules())

@@ -224,7 +224,7 @@ def audit_model(
         if any(c.judged and not c.passed for c in found):
             declined = _declined(model, path, kind, what)
             library = _library(model, path, kind, what)
-            found = [_for_library(c, library) for c in found] if library else found
+            found = [_for_library(c, library, declined) for c in found] if library else found
             found = [dataclasses.replace(c, declined=declined) if c.judged else c for c in found]
         components += found
     return ModelAudit(label or type(model).__name__, components)
@@ -246,15 +246,17 @@ def _library(model: Any, path: str, kind: str, what: Any) -> str | None:
     return top if top in LIBRARIES else None
 
 
-def _for_library(component: ComponentAudit, library: str) -> ComponentAudit:
+def _for_library(component: ComponentAudit, library: str, declined: str) -> ComponentAudit:
     """``component``'s findings with the fix a user of ``library`` can apply: :data:`FIX` (which replaces
-    the library's module at run time), never an edit of the library's code; where patch declines it, the
-    report's last lines say why."""
+    the library's module at run time), never an edit of the library's code; where patch declines it
+    (``declined``: its reason), no fix from posenc, and why."""
     report = component.report
     if report is None or report.passed:
         return component
     owner = f"{library}'" if library.endswith("s") else f"{library}'s"
     fix = f"{FIX}: posenc's exact module in place of {owner} (its code is not yours to edit)"
+    if declined:
+        fix = f"none from posenc: {FIX} declines it ({declined}); the values are {owner} code's, not yours"
     findings = [dataclasses.replace(f, fix=fix) if f.fix else f for f in report.findings]
     return dataclasses.replace(component, report=dataclasses.replace(report, findings=findings))
 

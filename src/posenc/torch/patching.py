@@ -328,6 +328,7 @@ def unpatch(model: nn.Module) -> int:
     for path, replacement in swaps:  # where the replacement still is, and only there
         original = replacement.__dict__[_ORIGINAL]
         _give_back_state(replacement, original)
+        original.train(replacement.training)  # the mode the model gave its module meanwhile
         _set(model, path, original)
         restored.add(id(original))
     count, forward = len(restored), False
@@ -1602,7 +1603,11 @@ class _PatchedHfDinoV3Rope(_KeepsOriginal, computed.HfDinoV3Rope):
     def forward(self, pixel_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         original = self.__dict__.get(_ORIGINAL)
         if self.training and self.augmentation and isinstance(original, nn.Module):
-            return original.train()(pixel_values)
+            mode = original.training  # put back after: unpatch gives it back in the mode it had
+            try:
+                return original.train()(pixel_values)
+            finally:
+                original.train(mode)
         return super().forward(pixel_values)
 
 

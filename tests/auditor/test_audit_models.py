@@ -381,3 +381,30 @@ def test_a_library_finding_patch_declines_promises_no_patch() -> None:
     assert fixes and all(
         f.startswith("none from posenc: posenc.torch.patch(model) declines it") for f in fixes
     )
+
+
+def test_a_per_layer_rotary_answers_for_the_same_layer_types_before_and_after_a_patch() -> None:
+    """Gemma 3 builds only the layer types its layers use (two sliding layers: one type); the patched
+    module holds every type of the config, and the audit still answers for the original's."""
+    import transformers
+
+    config = transformers.Gemma3TextConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        vocab_size=100,
+        sliding_window=8,
+    )
+    model = transformers.Gemma3ForCausalLM(config)
+    before = [(c.path, c.layer_type) for c in posenc.audit(model, samples=S).components]
+    pt.patch(model)
+    after = posenc.audit(model, samples=S)
+    assert (
+        before
+        == [(c.path, c.layer_type) for c in after.components]
+        == [("model.rotary_emb", "sliding_attention")]
+    )
+    assert after.passed

@@ -604,8 +604,10 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
     buffers = {k for k, _ in module.named_buffers(recurse=False)}
     # the layer types the model's own module held (Gemma 3 builds only those its layers use): a patched
     # one answers for the same ones, before and after the patch
-    original = vars(module).get("_posenc_original")
-    held_by = original if isinstance(original, torch.nn.Module) else module
+    from ..torch.patching import original_of
+
+    original = original_of(module)
+    held_by = module if original is None else original
     named = {k for k, _ in held_by.named_buffers(recurse=False)}
     types = [k.removesuffix("_inv_freq") for k in named if k.endswith("_inv_freq") and "original" not in k]
     own = getattr(module, "params", None)

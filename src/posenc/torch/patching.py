@@ -1105,6 +1105,13 @@ def _dinov3(
     return Component(path, "computed", "dinov3-rope", difference, allowed, True, how), steps, replacement
 
 
+def original_of(module: nn.Module) -> nn.Module | None:
+    """The module a replacement :func:`patch` put in took the place of (held apart, not a child), else
+    None."""
+    original = module.__dict__.get(_ORIGINAL)
+    return original if isinstance(original, nn.Module) else None
+
+
 def _holding(replacement: nn.Module, module: nn.Module) -> nn.Module:
     """``replacement`` holding what code reads from the rotary ``module`` it replaces: its buffers (an
     ``inv_freq``; persistent as there, so the ``state_dict`` keeps its keys), its ``config``, and the module

@@ -610,3 +610,21 @@ def test_compiled_on_the_cpu_the_operators_run_the_c_core_with_the_eager_bits(mo
         torch.tensor([1.0, float("nan")]), None, 4, 10000.0, 0.0, 1.0, "interleaved", "zero", "float32"
     )
     assert torch.isnan(exact[1]).all() and torch.equal(exact[0], pt.encode(torch.tensor([1.0]), 4)[0])
+
+
+def test_an_exported_rotary_apply_on_the_cpu_is_one_node_calling_the_c_pass():
+    class Apply(torch.nn.Module):
+        def forward(self, q, k, cos, sin):
+            return pt.apply_rotary(q, k, cos, sin)
+
+    rope = pt.RotaryEmbedding({"head_dim": 8, "rope_theta": 10000.0, "max_position_embeddings": 64})
+    q, k = torch.randn(1, 2, 5, 8).to(torch.bfloat16), torch.randn(1, 2, 5, 8).to(torch.bfloat16)
+    cos, sin = rope(q, torch.arange(5)[None])
+    with torch.no_grad():
+        program = torch.export.export(Apply(), (q, k, cos, sin))
+        assert "posenc.rotate_half" in str(program.graph)
+        got, want = program.module()(q, k, cos, sin), Apply()(q, k, cos, sin)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    # with gradients to carry (training), the formula is traced: the operator has no autograd formula
+    q.requires_grad_(True)
+    assert "posenc.rotate_half" not in str(torch.export.export(Apply(), (q, k, cos, sin)).graph)

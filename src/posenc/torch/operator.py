@@ -1,5 +1,6 @@
 """posenc's PyTorch operators, one home: ``torch.ops.posenc.exact`` (the encoding of positions),
-``torch.ops.posenc.table`` (a table on a device) and ``torch.ops.posenc.rotary`` (rotary cos/sin): the
+``torch.ops.posenc.table`` (a table on a device), ``torch.ops.posenc.rotary`` (rotary cos/sin) and
+``torch.ops.posenc.rotate_half`` (the rotary apply a traced program calls on the CPU): the
 portable algorithm (:mod:`posenc.portable`) as PyTorch custom operators, registered once, when this module is
 first imported (by :mod:`posenc.torch.functions`).
 
@@ -22,6 +23,7 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .. import core, portable, rope
+from ..rope.arrays import apply_rotary as arrays_apply_rotary
 from ..rope.arrays import arrange
 from ..rope.tables import exact_law
 from .kernels import table_launch
@@ -171,3 +173,23 @@ def request(params: str, seq_len: int, dtype_name: str) -> Any:
     params = rope.RopeParameters(**fields)
     law = exact_law(params, None if seq_len < 0 else seq_len)
     return portable.request_for_law(law, dtype_name), params.mrope_section, params.mrope_interleaved
+
+
+# --- the rotary apply, traced on the CPU ---------------------------------------------------------------
+
+
+def rotate_half(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.ops.posenc.rotate_half``: :func:`posenc.rope.arrays.apply_rotary` in the half layout (its
+    tensor operations); on the CPU, :mod:`posenc.torch.rotary` registers the one pass in C an eager call
+    makes, so that a compiled or exported program calls it rather than tracing the formula."""
+    return arrays_apply_rotary(q, k, cos, sin, layout="half", unsqueeze_dim=unsqueeze_dim)
+
+
+_rotate_op = torch.library.custom_op("posenc::rotate_half", rotate_half, mutates_args=())
+
+
+@_rotate_op.register_fake
+def _rotate_fake(q, k, cos, sin, unsqueeze_dim):
+    return torch.empty_like(q), torch.empty_like(k)

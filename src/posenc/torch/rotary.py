@@ -377,7 +377,39 @@ def rotate(
         c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
         if _broadcast_into((c.shape, s.shape), (q.shape, k.shape)):
             return _rotate_half(q, c, s), _rotate_half(k, c, s)
+    if _traced_on_cpu(tensors, layout, unsqueeze_dim):  # one node calling the C pass, not the formula
+        q_out, k_out = torch.ops.posenc.rotate_half(q, k, cos, sin, unsqueeze_dim)
+        return q_out, k_out
     return arrays_apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
+
+
+def _traced_on_cpu(tensors: tuple[Any, ...], layout: str, unsqueeze_dim: int) -> bool:
+    """Whether a traced (compiled, exported) rotation of CPU tensors takes ``torch.ops.posenc.rotate_half``:
+    the half layout over the whole head, q and k of one dtype, no gradient to carry (the operator has no
+    autograd formula), cos/sin broadcasting into q and k."""
+    if layout != "half" or not _tracing() or not all(isinstance(t, torch.Tensor) for t in tensors):
+        return False
+    q, k, cos, sin = tensors
+    if any(t.device.type != "cpu" for t in tensors) or q.dtype != k.dtype:
+        return False
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return False
+    if cos.shape[-1] % 2 or not (cos.shape[-1] == q.shape[-1] == k.shape[-1]):
+        return False
+    if not -cos.dim() - 1 <= unsqueeze_dim <= cos.dim():
+        return False
+    c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return _broadcast_into((c.shape, s.shape), (q.shape, k.shape))
+
+
+@operator._rotate_op.register_kernel("cpu")
+def _rotate_half_on_cpu(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.ops.posenc.rotate_half`` on the CPU: the eager fast road (one pass in C where built), the same
+    bits as the formula."""
+    c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return _rotate_half(q, c, s), _rotate_half(k, c, s)
 
 
 def _broadcast_into(shapes: tuple[torch.Size, ...], targets: tuple[torch.Size, ...]) -> bool:

@@ -364,34 +364,23 @@ def rotate(
     tensor([[[[0., 1.]]]], dtype=torch.bfloat16)
     """
     tensors = (q, k, cos, sin)
-    fast = (
-        layout == "half"
-        and all(isinstance(t, torch.Tensor) for t in tensors)
-        and not _tracing()
-        and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-        and cos.shape[-1] % 2 == 0
-        and cos.shape[-1] == q.shape[-1] == k.shape[-1]
-        and -cos.dim() - 1 <= unsqueeze_dim <= cos.dim()
-    )
-    if fast:
-        c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-        if _broadcast_into((c.shape, s.shape), (q.shape, k.shape)):
+    if _half_whole(tensors, layout, unsqueeze_dim):
+        if not _tracing():
+            c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
             return _rotate_half(q, c, s), _rotate_half(k, c, s)
-    if _traced_on_cpu(tensors, layout, unsqueeze_dim):  # one node calling the C pass, not the formula
-        q_out, k_out = torch.ops.posenc.rotate_half(q, k, cos, sin, unsqueeze_dim)
-        return q_out, k_out
+        if all(t.device.type == "cpu" for t in tensors) and q.dtype == k.dtype:
+            q_out, k_out = torch.ops.posenc.rotate_half(q, k, cos, sin, unsqueeze_dim)  # one node: the C pass
+            return q_out, k_out
     return arrays_apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
 
 
-def _traced_on_cpu(tensors: tuple[Any, ...], layout: str, unsqueeze_dim: int) -> bool:
-    """Whether a traced (compiled, exported) rotation of CPU tensors takes ``torch.ops.posenc.rotate_half``:
-    the half layout over the whole head, q and k of one dtype, no gradient to carry (the operator has no
-    autograd formula), cos/sin broadcasting into q and k."""
-    if layout != "half" or not _tracing() or not all(isinstance(t, torch.Tensor) for t in tensors):
+def _half_whole(tensors: tuple[Any, ...], layout: str, unsqueeze_dim: int) -> bool:
+    """Whether a rotation takes the fast road (eager: :func:`_rotate_half`; traced on the CPU:
+    ``torch.ops.posenc.rotate_half``, which calls it): tensors in the half layout over the whole head, no
+    gradient to carry (neither has an autograd formula), cos/sin broadcasting into q and k."""
+    if layout != "half" or not all(isinstance(t, torch.Tensor) for t in tensors):
         return False
     q, k, cos, sin = tensors
-    if any(t.device.type != "cpu" for t in tensors) or q.dtype != k.dtype:
-        return False
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
     if cos.shape[-1] % 2 or not (cos.shape[-1] == q.shape[-1] == k.shape[-1]):

@@ -407,6 +407,89 @@ def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any, proof: A
     return ComponentAudit(path, "computed", report, note)
 
 
+def _length_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
+    """A rotary of a length (:func:`posenc.torch.length_rope.read_length_rope`): its (cos, sin) at
+    positions 0 .. 2047 against RoPE of its width and theta, once proven of that form; else not judged."""
+    from ..torch import length_rope
+    from ..torch.patching import COMPUTED, original_of
+    from . import audit
+
+    name = type(original_of(module) or module).__name__
+    proof = length_rope.prove_length_rope(module, exact)
+    if isinstance(proof, str):
+        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
+        return ComponentAudit(path, "computed", None, f"{name} {reason}")
+    span = length_rope.PROBE_LENGTHS[-1]
+
+    def rows(positions: Any) -> Any:
+        return length_rope.rows(module, exact, positions)
+
+    rows.__qualname__ = f"{name} (its cos, sin of a length)"  # what the report names
+
+    report = audit(rows, preset=exact.params, positions=span, samples=samples, tol=tol)
+    note = f"RoPE of a length (width {exact.width}, theta {exact.theta:g}) at positions 0 .. {span - 1}"
+    return ComponentAudit(path, "computed", report, note)
+
+
+#: LTX's rotary is audited along its first axis at the coordinates 0 .. LTX_ROWS − 1.
+LTX_ROWS = 1024
+
+
+def _ltx(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
+    """LTX-Video's or LTX-2's rotary (:func:`posenc.torch.ltx.read_ltx`): its (cos, sin) of the coordinates
+    0 .. :data:`LTX_ROWS` − 1 on its first axis against posenc's, once proven of the form its attributes
+    name; else not judged, with the reason. Where every value is within what float32 code errs there, that
+    is the finding."""
+    import numpy as np
+    import torch
+
+    from ..torch import ltx
+    from ..torch.patching import COMPUTED, original_of
+    from . import check_tolerance, report_of
+    from .findings import Finding
+    from .targets import Target
+    from .variant import Variant
+
+    name = type(original_of(module) or module).__name__
+    proof = ltx.prove_ltx(module, exact)
+    if isinstance(proof, str):
+        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
+        return ComponentAudit(path, "computed", None, f"{name} {reason}")
+    cos, sin, fractions = ltx.axis_rows(module, exact, LTX_ROWS)
+    rows = torch.cat([cos, sin], dim=-1).to(torch.float64).numpy()
+    ours = ltx.axis_rows(exact, exact, LTX_ROWS)
+    exact_rows = torch.cat(ours[:2], dim=-1).to(torch.float64).numpy()
+    what = (
+        f"{name}: its (cos, sin) of the coordinates 0 .. {LTX_ROWS - 1} on its first axis (0 on the others)"
+    )
+    target = Target("table", what, lambda positions: rows[positions], "float32", len(rows), rows.shape[1])
+    variant = Variant(
+        "ltx-rope",
+        {"theta": exact.theta, "dim": exact.dim},
+        "read from its attributes (LTX's form)",
+        True,
+        0.0,
+        values=lambda positions, dtype: exact_rows[positions],
+    )
+    report = report_of(target, variant, "float32", (0, len(rows)), samples, check_tolerance(tol))
+    allowed = ltx.axis_allowance(exact, fractions).numpy()
+    difference = np.abs(rows - exact_rows)
+    if not report.passed and bool((difference <= allowed).all()):
+        finding = Finding(
+            "float32",
+            f"coordinates, frequencies and angles formed in float32: up to {report.max_abs:.3g} from the "
+            "exact values",
+            f"{name} forms its fractions, its frequencies (π/2)·theta^(k/(n−1)) and their angles in float32: "
+            f"every value is within that code's rounding of them at its coordinate (up to {proof[1]:.3g} "
+            "on the probes)",
+            {"max_abs": report.max_abs, "allowed": float(allowed.max())},
+            fix=f"{FIX}: it becomes posenc.torch.ltx.{type(exact).__name__.removeprefix('_Patched')}, exact "
+            "at its coordinates",
+        )
+        report = dataclasses.replace(report, findings=[finding])
+    return ComponentAudit(path, "computed", report, "LTX's rotary of fractional coordinates")
+
+
 def _polar(path: str, module: Any, reading: Any, samples: int, tol: Any) -> list[ComponentAudit]:
     """Qwen-Image's complex rotary tables (:func:`posenc.torch.computed.read_polar_tables`): each axis' rows
     of positions 0, 1, ... as a table of its theta, once every value is proven of the form its attributes
@@ -436,8 +519,8 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
     :func:`posenc.grids.detr_grid`), else not judged, with the reason."""
     import torch
 
-    from ..torch import computed
-    from ..torch.patching import COMPUTED
+    from ..torch import computed, length_rope, ltx
+    from ..torch.patching import COMPUTED, original_of
     from . import check_tolerance, report_of
     from .findings import Finding
     from .targets import Target
@@ -473,6 +556,12 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
             note = f"axis {axis} ({width} columns, theta {exact.theta:g}) at positions 0 .. {len(rows) - 1}"
             judged.append(ComponentAudit(path, "computed", report, note, f"axis {axis}"))
         return judged
+    fractional = ltx.read_ltx(module)
+    if fractional is not None:  # LTX's rotary of fractional coordinates: along its first axis, as a table
+        return [_ltx(path, module, fractional, samples, tol)]
+    lengths = length_rope.read_length_rope(module)
+    if lengths is not None:  # RoPE of a length: its rows of a length that reaches them, as a rotary
+        return [_length_rope(path, module, lengths, samples, tol)]
     if computed.reads_relative(module):  # XLNet's relative encoding (a method): its rows, as a table
         from . import audit
 
@@ -538,9 +627,27 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
         def values(positions: Any) -> Any:
             return computed.call_sinusoid(module, convention, torch.as_tensor(positions))
 
+        values.__qualname__ = f"{type(original_of(module) or module).__name__} (its forward)"  # the report's
+
         span = computed.TIMESTEPS if convention == "timesteps" else MAX_SINUSOID
         note = "its values at t = 0 .. 999" if convention == "timesteps" else "its values at its positions"
-        report = audit(values, positions=span, samples=samples, tol=tol)
+        scale = computed.time_scale(module) if convention == "timesteps" else 1.0
+        if scale == 1:
+            report = audit(values, positions=span, samples=samples, tol=tol)
+            return [ComponentAudit(path, "computed", report, note)]
+
+        def unscaled(positions: Any) -> Any:  # t = p / scale: its values at the positions 0, 1, ...
+            return values(torch.as_tensor(positions, dtype=torch.float32) / scale)
+
+        # identified at t = p / scale (identification knows no scale), then judged at t = 0 .. 999 against
+        # that variant times its scale, as a Timesteps of a scale is
+        found = audit(unscaled, positions=span, samples=samples, tol=tol)
+        if not found.variant.matches:
+            return [ComponentAudit(path, "computed", found, f"its values at t = p / {scale:g}, p = 0 .. 999")]
+        claimed = {k: found.variant.options[k] for k in computed.CORE_OPTIONS if k in found.variant.options}
+        claimed["scale"] = float(claimed.get("scale", 1.0)) * scale
+        report = audit(values, positions=span, samples=samples, tol=tol, preset=claimed)
+        note += f" (its positions t · {scale:g})"
         return [ComponentAudit(path, "computed", report, note)]
     if isinstance(reading, str) and computed.learned_angles(module) is not None:
         return [

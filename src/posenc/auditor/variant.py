@@ -53,7 +53,8 @@ class Variant:
     ``start``: the position row 0 matches best (0, or an offset of a variant the rows match);
     ``found_instead``: for a declared variant that the rows do not match, the one they do (its "name",
     "options", "width" and the "variant" itself); ``permutation``: target column j holds the variant's
-    column ``permutation[j]`` (None: in place).
+    column ``permutation[j]`` (None: in place); ``values``: for a form whose exact values only posenc's own
+    module of it gives (LTX's rotary), a callable ``(positions, dtype) -> (k, width)`` float64 of them.
 
     >>> import posenc
     >>> variant = posenc.audit(posenc.presets.get("whisper").table(512, 16), preset="whisper").variant
@@ -76,9 +77,12 @@ class Variant:
     start: int = 0
     found_instead: dict[str, Any] | None = None
     permutation: np.ndarray | None = None
+    values: Any = None
 
     def exact(self, positions: np.ndarray, dtype: str, d_model: int) -> np.ndarray:
         """posenc's values at ``positions`` in ``dtype``, float64 ``(k, width)``."""
+        if self.values is not None:
+            return self.values(positions, dtype)
         if self.params is not None:
             from .. import rope
 

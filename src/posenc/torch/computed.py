@@ -274,6 +274,10 @@ SINUSOID_CONVENTIONS = {
     "rows": ("hidden_states",),
     "relative": ("hidden_states", "cached_frames"),
 }
+#: The forward signatures of the "timesteps" form: ``(timesteps)``, ``(timestep)`` (Qwen-Image 2.1's, its
+#: time scale the attribute ``time_factor``) and ``(timesteps, scale)`` (LongCat-AudioDiT's: the default of
+#: ``scale`` its time scale): the timesteps a 1-D tensor of reals, each times its time scale a position.
+TIMESTEP_SIGNATURES = (("timesteps",), ("timestep",), ("timesteps", "scale"))
 #: The positions a 1-D sinusoid is read at: 0 .. ROWS − 1 (timesteps: 0 .. TIMESTEPS − 1, diffusers' range).
 ROWS, TIMESTEPS = 1024, 1000
 #: The core options, in :meth:`posenc.core.Options.check`'s order after the width.
@@ -291,12 +295,34 @@ def sinusoid_convention(module: nn.Module) -> str | None:
         names = tuple(inspect.signature(module.forward).parameters)
     except (TypeError, ValueError):
         return None
+    if names in TIMESTEP_SIGNATURES:
+        return "timesteps"
     convention = next((key for key, want in SINUSOID_CONVENTIONS.items() if names == want), None)
     if convention == "embeds" and not isinstance(_attribute(module, *_WIDTHS), int):
         return None
     if names in (("hidden_states",), SINUSOID_CONVENTIONS["relative"]) and relative_form(module):
         return "relative"
     return None if convention == "relative" else convention
+
+
+def time_scale(module: nn.Module) -> float:
+    """What a timestep embedding (:data:`TIMESTEP_SIGNATURES`) multiplies its timesteps by before its
+    sinusoid: the default of its forward's ``scale``, else its ``time_factor``, else 1 (posenc's own: its
+    options')."""
+    if isinstance(module, ComputedSinusoid):
+        return float(module.options["scale"])
+    try:
+        scale = inspect.signature(module.forward).parameters["scale"].default
+    except (TypeError, ValueError, KeyError):
+        scale = getattr(module, "time_factor", 1.0)
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, int | float)
+        or not math.isfinite(scale)
+        or scale <= 0
+    ):
+        return 1.0
+    return float(scale)
 
 
 def relative_form(module: nn.Module) -> bool:
@@ -392,7 +418,10 @@ def sinusoid_rows(module: nn.Module, convention: str) -> np.ndarray:
     if convention == "relative":  # positions 0 .. ROWS − 1: its rows from the middle up
         return relative_output(module)[:ROWS].flip(0).detach().to("cpu", torch.float64).numpy()
     count = TIMESTEPS if convention == "timesteps" else ROWS
-    values = call_sinusoid(module, convention, torch.arange(count))
+    positions = torch.arange(count)
+    if convention == "timesteps" and time_scale(module) != 1:  # read at positions 0, 1, ...: t = p / scale
+        positions = positions.to(torch.float32) / time_scale(module)
+    values = call_sinusoid(module, convention, positions)
     return values.detach().to("cpu", torch.float64).numpy()
 
 
@@ -400,7 +429,9 @@ class ComputedSinusoid(nn.Module):
     """posenc's exact encoding in place of a 1-D sinusoid computed in forward, called as the original is
     (``convention``, :data:`SINUSOID_CONVENTIONS`): ``(inputs_embeds, past_key_values_length=0,
     position_ids=None)`` -> ``(B, seq, width)`` in the embeddings' dtype (at the position ids, else past ..
-    past + seq − 1), ``(timesteps)`` -> ``(N, width)`` float32, ``(hidden_states)`` -> the ``rows`` rows of
+    past + seq − 1), ``(timesteps)`` -> ``(N, width)`` float32 (of its positions t · scale, the scale of
+    ``options``; ``names``: the original's forward names, of :data:`TIMESTEP_SIGNATURES`, a ``scale`` given
+    in a call taking the place of the options'), ``(hidden_states)`` -> the ``rows`` rows of
     positions 0 .. rows − 1 (``descending``: rows − 1 .. 0; ``leading``: with a leading axis of one) in
     its dtype, or ("relative") ``(hidden_states)`` ``(B, n, ·)`` -> ``(B, 2n − 1, width)`` of the positions
     n − 1 .. −(n − 1) in its dtype. ``options``: the core options (an identified variant's).
@@ -420,9 +451,11 @@ class ComputedSinusoid(nn.Module):
         rows: int = 0,
         descending: bool = False,
         leading: bool = False,
+        names: tuple[str, ...] = ("timesteps",),
     ) -> None:
         super().__init__()
         self.width, self.convention, self.options = width, convention, dict(options)
+        self.names = tuple(names)  # the "timesteps" form's
         self.rows, self.descending, self.leading = rows, descending, leading  # the "rows" form's
         self._checked = core.Options.check(width, *(options[k] for k in CORE_OPTIONS))
 
@@ -441,7 +474,12 @@ class ComputedSinusoid(nn.Module):
             values = _encode_tensor(positions, (*self._checked, _dtype_name(states.dtype)))
             return values[None].expand(states.shape[0], -1, -1)
         if self.convention == "timesteps":
-            return _encode_tensor(given["timesteps"].float(), (*self._checked, "float32"))
+            given = dict(zip(self.names, args, strict=False)) | kwargs
+            checked = self._checked
+            if given.get("scale") is not None and float(given["scale"]) != self.options["scale"]:
+                options = dict(self.options, scale=float(given["scale"]))
+                checked = core.Options.check(self.width, *(options[k] for k in CORE_OPTIONS))
+            return _encode_tensor(given[self.names[0]].float(), (*checked, "float32"))
         embeds = given["inputs_embeds"]
         batch, length = embeds.shape[:2]
         ids = given.get("position_ids")

@@ -150,7 +150,7 @@ import torch
 from torch import nn
 
 from .. import rope
-from . import axial, computed, families, proofs
+from . import axial, computed, families, length_rope, ltx, proofs
 from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import DetrSinePositionEmbedding
@@ -520,22 +520,26 @@ def _namespace(cls: type) -> dict[str, Any]:
     return {}
 
 
+#: posenc's own modules of kind "computed" (one patched in is found as posenc's).
+_OWN_COMPUTED = (
+    DetrSinePositionEmbedding,
+    computed.ComputedSinusoid,
+    computed.GridSine,
+    computed.AxesRope,
+    computed.DinoV3Rope,
+    ltx.LtxRope,
+    ltx.Ltx2Rope,
+    length_rope.LengthRope,
+)
+
+
 def _kind(module: nn.Module) -> str | None:
     """The kind of a positional module, posenc's or another library's: "rotary", "timesteps", else None."""
     if isinstance(module, RotaryEmbedding | axial.AxialRope | computed.HfDinoV3Rope):
         return "rotary"
     if isinstance(module, ExactTimesteps):
         return "timesteps"
-    if isinstance(
-        module,
-        (
-            DetrSinePositionEmbedding,
-            computed.ComputedSinusoid,
-            computed.GridSine,
-            computed.AxesRope,
-            computed.DinoV3Rope,
-        ),
-    ):
+    if isinstance(module, _OWN_COMPUTED):
         return "computed"
     if computed.dinov3_form(module):  # its cache of the embedding is not a table of its own
         return "computed"
@@ -554,19 +558,7 @@ def _component(
 ) -> tuple[Component, list[_Step], nn.Module | None]:
     """The proof of one component: its :class:`Component`, the steps that replace it (none where it is
     left alone) and its replacement module (tables: None). Changes nothing."""
-    if isinstance(
-        what,
-        (
-            RotaryEmbedding,
-            ExactTimesteps,
-            DetrSinePositionEmbedding,
-            computed.ComputedSinusoid,
-            computed.GridSine,
-            computed.AxesRope,
-            computed.DinoV3Rope,
-            axial.AxialRope,
-        ),
-    ):
+    if isinstance(what, (RotaryEmbedding, ExactTimesteps, axial.AxialRope, *_OWN_COMPUTED)):
         return Component(path, kind, "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
     if kind == "computed":
         return _computed(model, path, what, originals)
@@ -998,6 +990,12 @@ def _computed(
     exact = computed.rope_on_axes(module)
     if exact is not None:
         return _rope_on_axes(model, path, module, exact, originals)
+    fractional = ltx.read_ltx(module)
+    if fractional is not None:
+        return _ltx(model, path, module, fractional, originals)
+    lengths = length_rope.read_length_rope(module)
+    if lengths is not None:
+        return _length_rope(model, path, module, lengths, originals)
     if computed.reads_relative(module):
         return _relative(path, module, originals)
     widths = computed.axes_rotation_widths(module)
@@ -1082,6 +1080,49 @@ def _rope_on_axes(
         f"{list(exact.axes_dim)}): equal to its own (cos, sin) on a probe grid within float32 rounding"
     )
     return Component(path, "computed", "axes-rope", difference, allowed, True, how), steps, replacement
+
+
+def _ltx(
+    model: nn.Module, path: str, module: nn.Module, exact: ltx.LtxRope | ltx.Ltx2Rope, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """LTX-Video's or LTX-2's rotary of fractional coordinates (:func:`posenc.torch.ltx.read_ltx`): proven
+    on probe coordinates, then replaced by its exact equivalent."""
+    proof = ltx.prove_ltx(module, exact)
+    if isinstance(proof, str):
+        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
+        return _declined(path, "computed", type(module).__name__, reason)
+    difference, allowed = proof
+    patched = _PatchedLtxRope if isinstance(exact, ltx.LtxRope) else _PatchedLtx2Rope
+    replacement = patched.__new__(patched)
+    replacement.__dict__.update(exact.__dict__)
+    replacement.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
+    how = (
+        f"{exact.describe()}: equal to its own (cos, sin) on probe coordinates, shapes and padding "
+        "included, within float32 rounding"
+    )
+    return Component(path, "computed", "ltx-rope", difference, allowed, True, how), steps, replacement
+
+
+def _length_rope(
+    model: nn.Module, path: str, module: nn.Module, exact: length_rope.LengthRope, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """A rotary of a length computed in its forward (:func:`posenc.torch.length_rope.read_length_rope`):
+    proven at lengths to 2048, then replaced by its exact equivalent."""
+    proof = length_rope.prove_length_rope(module, exact)
+    if isinstance(proof, str):
+        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
+        return _declined(path, "computed", type(module).__name__, reason)
+    difference, allowed = proof
+    replacement = _PatchedLengthRope.__new__(_PatchedLengthRope)
+    replacement.__dict__.update(exact.__dict__)
+    replacement.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
+    how = (
+        f"RoPE of a length (width {exact.width}, theta {exact.theta:g}, halves): equal to its own (cos, sin) "
+        f"of lengths {', '.join(map(str, length_rope.PROBE_LENGTHS))} within float32 rounding"
+    )
+    return Component(path, "computed", "rope-default", difference, allowed, True, how), steps, replacement
 
 
 def _dinov3(
@@ -1180,10 +1221,16 @@ def _sinusoid(
             f"{len(rows) - 1}): the errors of the positions −p and p differ"
         )
         return _declined(path, "computed", name, reason)
-    exact = _PatchedSinusoid(rows.shape[1], convention, best.options, **layout)
+    options, scale = dict(best.options), computed.time_scale(module)
+    if convention == "timesteps":  # its signature, and its time scale: positions t · scale
+        layout = {"names": tuple(inspect.signature(module.forward).parameters)}
+        options["scale"] = float(options["scale"]) * scale
+    exact = _PatchedSinusoid(rows.shape[1], convention, options, **layout)
     exact.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
     count = "t = 0 .. 999" if convention == "timesteps" else f"positions 0 .. {len(rows) - 1}"
+    if convention == "timesteps" and scale != 1:
+        count = f"t · {scale:g} = 0 .. 999"
     count += " (its rows, from the last position down)" if layout.get("descending") else ""
     count += f" (and −1 .. −{len(rows) - 1}: the same errors, mirrored)" if convention == "relative" else ""
     how = f"its values at {count} identified ({best.describe()}), each within what float32 code errs there"
@@ -1616,6 +1663,21 @@ class _PatchedHfDinoV3Rope(_KeepsOriginal, computed.HfDinoV3Rope):
             finally:
                 original.train(mode)
         return super().forward(pixel_values)
+
+
+class _PatchedLtxRope(_KeepsOriginal, ltx.LtxRope):
+    """posenc's :class:`~posenc.torch.ltx.LtxRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedLtx2Rope(_KeepsOriginal, ltx.Ltx2Rope):
+    """posenc's :class:`~posenc.torch.ltx.Ltx2Rope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedLengthRope(_KeepsOriginal, length_rope.LengthRope):
+    """posenc's :class:`~posenc.torch.length_rope.LengthRope` as :func:`patch` puts it in a model (holding
+    the original)."""
 
 
 class _PatchedAxialRope(_KeepsOriginal, axial.AxialRope):

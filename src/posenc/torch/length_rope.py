@@ -1,0 +1,145 @@
+"""A rotary that computes the (cos, sin) of a sequence's length in its forward, holding no frequencies
+(diffusers' MiniMax Music 3 ``forward(seq_len, device)``, LongCat-AudioDiT ``forward(hidden_states,
+seq_len=None)``): what posenc reads of it, how it is proven, and its exact equivalent :class:`LengthRope`.
+
+The formula: plain RoPE of positions 0 .. L − 1, ω_i = theta^(−2i/D), i < D/2, the halves layout
+([cos ω_0 p .. cos ω_{D/2−1} p | the same again]), D its width (``rotary_dim`` or ``dim``), theta its
+``theta`` or ``base``. L is ``seq_len`` (the "length" form) or the input's second axis unless ``seq_len`` is
+given (the "states" form, whose values are cast to the input's dtype).
+
+The proof (:func:`prove_length_rope`): its own (cos, sin) of lengths 1, 5 and 2048 against posenc's, shapes
+included, each value within what float32 code errs at its position and frequency.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import core, rope
+from .computed import _within_float32
+from .rotary import cos_sin
+
+__all__ = ["FORMS", "LengthRope", "prove_length_rope", "read_length_rope"]
+
+#: The forward signatures read: form -> its parameter names.
+FORMS = {"length": ("seq_len", "device"), "states": ("hidden_states", "seq_len")}
+#: The lengths a module of the form is proven at (the last: every position an audit reads).
+PROBE_LENGTHS = (1, 5, 2048)
+
+
+class LengthRope(nn.Module):
+    """posenc's exact values in place of a rotary of a length (module docstring), called as the original
+    is: ("length") ``(seq_len, device)`` -> ``(cos, sin)`` each ``(seq_len, width)`` float32 on ``device``;
+    ("states") ``(hidden_states, seq_len=None)`` -> each ``(L, width)`` in the dtype of ``hidden_states``
+    and on its device, L = ``seq_len`` or ``hidden_states.shape[1]``.
+
+    >>> cos, sin = LengthRope(4, 100.0, "length")(2, "cpu")
+    >>> sin
+    tensor([[0.0000, 0.0000, 0.0000, 0.0000],
+            [0.8415, 0.0998, 0.8415, 0.0998]])
+    """
+
+    def __init__(self, width: int, theta: float, form: str) -> None:
+        super().__init__()
+        if form not in FORMS:
+            raise ValueError(f"form: {form!r}; a rotary of a length is one of {', '.join(FORMS)}")
+        self.width, self.theta, self.form = int(width), float(theta), form
+        self.params = rope.RopeParameters(
+            "default", head_dim=self.width, rotary_dim=self.width, base=self.theta
+        )
+
+    def forward(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        given = dict(zip(FORMS[self.form], args, strict=False)) | kwargs
+        if self.form == "length":
+            length, device, dtype = given["seq_len"], given.get("device"), torch.float32
+        else:
+            states = given["hidden_states"]
+            length = given.get("seq_len")
+            length = states.shape[1] if length is None else length
+            device, dtype = states.device, states.dtype
+        positions = torch.arange(int(length), device=device)
+        cos, sin = cos_sin(positions, self.params)
+        return cos.to(dtype), sin.to(dtype)
+
+    def extra_repr(self) -> str:
+        return f"width={self.width}, theta={self.theta:g}, form={self.form!r}"
+
+
+def _number(module: nn.Module, *names: str) -> float | None:
+    for name in names:
+        value = getattr(module, name, None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def read_length_rope(module: nn.Module) -> LengthRope | None:
+    """posenc's equivalent of ``module`` where its forward has a form of :data:`FORMS`, it holds no buffer
+    and names an even width (``rotary_dim`` or ``dim``) and a theta (``theta`` or ``base``) > 1; else None.
+    Whether it computes what they say is :func:`prove_length_rope`'s to tell."""
+    if isinstance(module, LengthRope):  # posenc's own, patched in
+        return module
+    try:
+        names = tuple(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    form = next((key for key, want in FORMS.items() if names == want), None)
+    if form is None or any(True for _ in module.buffers(recurse=False)):
+        return None
+    width, theta = _number(module, "rotary_dim", "dim"), _number(module, "theta", "base")
+    if width is None or theta is None or width != int(width) or width < 2 or int(width) % 2 or theta <= 1:
+        return None
+    return LengthRope(int(width), theta, form)
+
+
+def _call(module: nn.Module, form: str, length: int) -> Any:
+    if form == "length":
+        return module(length, torch.device("cpu"))
+    return module(torch.zeros(1, length, 1))
+
+
+def prove_length_rope(module: nn.Module, exact: LengthRope) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of ``module`` against ``exact`` (:func:`read_length_rope`)
+    at :data:`PROBE_LENGTHS`; else why not ("its forward ...": a form posenc does not read; "not the rotary
+    ...": values other than its attributes name)."""
+    theta = core.frequencies(exact.width, base=exact.theta)
+    worst, allowed = 0.0, 0.0
+    for length in PROBE_LENGTHS:
+        try:
+            with torch.no_grad():
+                mine = _call(module, exact.form, length)
+        except Exception as error:  # its own code refuses the probe: another form of the same names
+            return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+        pair = isinstance(mine, tuple | list) and len(mine) == 2
+        if not (pair and all(isinstance(t, torch.Tensor) for t in mine)):
+            return f"its forward returns {type(mine).__name__}, not (cos, sin)"
+        ours = _call(exact, exact.form, length)
+        positions = np.arange(length, dtype=np.float64)
+        for name, a, b in zip(("cos", "sin"), mine, ours, strict=True):
+            if a.shape != b.shape:
+                return f"its {name} has shape {tuple(a.shape)}, not {tuple(b.shape)}"
+            if length == 1:  # position 0 alone: cos 1 and sin 0, exactly
+                if not torch.equal(a.to(b.dtype), b):
+                    return f"not the rotary its attributes name: its {name} at position 0 is not {b[0, 0]:g}"
+                continue
+            checked = _within_float32(a, b, positions, theta, "half")
+            if isinstance(checked, float):
+                named = f"theta {exact.theta:g}, width {exact.width}, halves"
+                return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
+            worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
+    return worst, allowed
+
+
+def rows(module: nn.Module, exact: LengthRope, positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``module``'s (cos, sin) at ``positions`` (of the length that reaches them), each
+    ``(1, len(positions), width)``."""
+    positions = torch.as_tensor(positions, dtype=torch.int64).reshape(-1)
+    length = int(positions.max()) + 1 if positions.numel() else 1
+    with torch.no_grad():
+        cos, sin = _call(module, exact.form, length)
+    return cos[positions][None], sin[positions][None]

@@ -301,7 +301,7 @@ def _component(
 
     try:
         if kind == "computed":
-            return _computed(path, what, samples, tol)
+            return _computed(path, what, samples, tol, model)
         if kind == "table":
             from ..torch.patching import read_table
 
@@ -431,6 +431,48 @@ def _length_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> 
     return ComponentAudit(path, "computed", report, note)
 
 
+def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
+    """A 2-D rotary of a latent's grid (:func:`posenc.torch.grid_rope.read_grid_rope`): its first axis at
+    positions 0 .. :func:`posenc.torch.grid_rope.span` − 1 against RoPE of half its width and its theta,
+    once proven of that form; else not judged."""
+    from .. import rope
+    from ..torch import grid_rope
+    from ..torch.patching import COMPUTED, original_of
+    from . import audit
+    from .findings import Finding
+
+    name = type(original_of(module) or module).__name__
+    proof = grid_rope.prove_grid_rope(module, exact)
+    if isinstance(proof, str):
+        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
+        return ComponentAudit(path, "computed", None, f"{name} {reason}")
+    half = exact.dim // 2
+    params = rope.RopeParameters("default", head_dim=half, rotary_dim=half, base=exact.theta)
+    span = grid_rope.span(exact)
+
+    def rows(positions: Any) -> Any:
+        return grid_rope.axis_rows(module, exact, positions)
+
+    rows.__qualname__ = f"{name} (its cos, sin of a grid's rows)"  # what the report names
+    report = audit(rows, preset=params, positions=span, samples=samples, tol=tol)
+    within = grid_rope.within_float32(module, exact) if not report.passed else None
+    if within is not None and [f.kind for f in report.findings] in ([], ["unexplained"], ["rounding"]):
+        finding = Finding(
+            "float32",
+            f"frequencies and angles formed in float32: up to {report.max_abs:.3g} from the exact values",
+            f"{name} forms its frequencies theta^(−2i/(dim/2)) and their angles in float32: every value "
+            f"of its first axis at 0 .. {span - 1} is within that code's rounding of them (up to "
+            f"{within:.3g})",
+            {"max_abs": report.max_abs, "allowed": within},
+            fix=f"{FIX}: it becomes posenc.torch.grid_rope.GridRope, exact at its positions",
+        )
+        report = dataclasses.replace(report, findings=[finding])
+    note = (
+        f"a 2-D rotary (dim {exact.dim}, theta {exact.theta:g}): its first axis at positions 0 .. {span - 1}"
+    )
+    return ComponentAudit(path, "computed", report, note)
+
+
 #: LTX's rotary is audited along its first axis at the coordinates 0 .. LTX_ROWS − 1.
 LTX_ROWS = 1024
 
@@ -513,13 +555,13 @@ def _polar(path: str, module: Any, reading: Any, samples: int, tol: Any) -> list
     return judged
 
 
-def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentAudit]:
+def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None) -> list[ComponentAudit]:
     """A module that computes its sinusoids in its forward: judged where posenc reads it
     (:mod:`posenc.torch.computed`: a DETR sine, measured on the pixels of an unpadded image against
     :func:`posenc.grids.detr_grid`), else not judged, with the reason."""
     import torch
 
-    from ..torch import computed, length_rope, ltx
+    from ..torch import computed, grid_rope, length_rope, ltx
     from ..torch.patching import COMPUTED, original_of
     from . import check_tolerance, report_of
     from .findings import Finding
@@ -562,6 +604,9 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
     lengths = length_rope.read_length_rope(module)
     if lengths is not None:  # RoPE of a length: its rows of a length that reaches them, as a rotary
         return [_length_rope(path, module, lengths, samples, tol)]
+    grid = grid_rope.read_grid_rope(module)
+    if grid is not None:  # a 2-D rotary of a latent's grid: along its first axis, as a rotary
+        return [_grid_rope(path, module, grid, samples, tol)]
     if computed.reads_relative(module):  # XLNet's relative encoding (a method): its rows, as a table
         from . import audit
 
@@ -649,12 +694,9 @@ def _computed(path: str, module: Any, samples: int, tol: Any) -> list[ComponentA
         report = audit(values, positions=span, samples=samples, tol=tol, preset=claimed)
         note += f" (its positions t · {scale:g})"
         return [ComponentAudit(path, "computed", report, note)]
-    if isinstance(reading, str) and computed.learned_angles(module) is not None:
-        return [
-            ComponentAudit(
-                path, "computed", None, f"{type(module).__name__}: {computed.learned_angles(module)}"
-            )
-        ]
+    learned = computed.learned_angles(module, model)
+    if isinstance(reading, str) and learned is not None:
+        return [ComponentAudit(path, "computed", None, f"{type(module).__name__}: {learned}")]
     if isinstance(reading, str):
         reason = COMPUTED if reading.startswith("computes") else reading
         return [ComponentAudit(path, "computed", None, f"{type(module).__name__} {reason}")]

@@ -355,11 +355,24 @@ def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -
         return module(embeds, 0, positions.to(torch.long)[:, None])[0]
 
 
-def learned_angles(module: nn.Module) -> str | None:
+def learned_angles(module: nn.Module, model: nn.Module | None = None) -> str | None:
     """Why ``module``'s angles are weights, where a child of it projects coordinates (an ``nn.Linear`` of at
     most 4 inputs: LightGlue's keypoints through ``Linear(2, 32)``, Fourier features with learned
-    frequencies) or it holds its frequencies as a trained parameter (timm's ``RotaryEmbeddingMixed``:
-    ``freqs``, one set per block and head): the reason it is not judged; else None."""
+    frequencies), it holds its frequencies as a trained parameter (timm's ``RotaryEmbeddingMixed``:
+    ``freqs``, one set per block and head) or its forward is handed them by ``model``'s trained parameter of
+    the same name (Mochi's ``pos_frequencies``): the reason it is not judged; else None."""
+    try:
+        names = tuple(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        names = ()
+    held = dict(model.named_parameters()) if model is not None else {}
+    for given in (n for n in names if "freq" in n.lower()):
+        trained = next((k for k in held if k.rsplit(".", 1)[-1] == given), None)
+        if trained is not None:
+            return (
+                f"its frequencies are handed to its forward ({given}) by the model's trained parameter "
+                f"{trained} {tuple(held[trained].shape)}: weights, not a sinusoid posenc makes; not judged"
+            )
     for name, weight in module.named_parameters(recurse=False):
         if "freq" in name.lower() and weight.is_floating_point():
             return (

@@ -150,7 +150,7 @@ import torch
 from torch import nn
 
 from .. import rope
-from . import axial, computed, families, length_rope, ltx, proofs
+from . import axial, computed, families, grid_rope, length_rope, ltx, proofs
 from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import DetrSinePositionEmbedding
@@ -530,6 +530,7 @@ _OWN_COMPUTED = (
     ltx.LtxRope,
     ltx.Ltx2Rope,
     length_rope.LengthRope,
+    grid_rope.GridRope,
 )
 
 
@@ -996,6 +997,9 @@ def _computed(
     lengths = length_rope.read_length_rope(module)
     if lengths is not None:
         return _length_rope(model, path, module, lengths, originals)
+    grid = grid_rope.read_grid_rope(module)
+    if grid is not None:
+        return _grid_rope(model, path, module, grid, originals)
     if computed.reads_relative(module):
         return _relative(path, module, originals)
     widths = computed.axes_rotation_widths(module)
@@ -1015,8 +1019,9 @@ def _computed(
         return _declined(path, "computed", variant, f"{COMPUTED}: {refusal}")
     if isinstance(reading, str) and convention is not None:
         return _sinusoid(model, path, module, convention, originals)
-    if isinstance(reading, str) and computed.learned_angles(module) is not None:
-        return _declined(path, "computed", variant, computed.learned_angles(module))
+    learned = computed.learned_angles(module, model)
+    if isinstance(reading, str) and learned is not None:
+        return _declined(path, "computed", variant, learned)
     if isinstance(reading, str):
         return _declined(path, "computed", variant, COMPUTED if reading.startswith("computes") else reading)
     exact = _PatchedDetrSine(reading.features, **reading.options())
@@ -1123,6 +1128,30 @@ def _length_rope(
         f"of lengths {', '.join(map(str, length_rope.PROBE_LENGTHS))} within float32 rounding"
     )
     return Component(path, "computed", "rope-default", difference, allowed, True, how), steps, replacement
+
+
+def _grid_rope(
+    model: nn.Module, path: str, module: nn.Module, exact: grid_rope.GridRope, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """CogView4's or GLM-Image's 2-D rotary of a latent's grid
+    (:func:`posenc.torch.grid_rope.read_grid_rope`): proven on probe latents, then replaced by its exact
+    equivalent."""
+    proof = grid_rope.prove_grid_rope(module, exact)
+    if isinstance(proof, str):
+        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
+        return _declined(path, "computed", type(module).__name__, reason)
+    difference, allowed = proof
+    replacement = _PatchedGridRope.__new__(_PatchedGridRope)
+    replacement.__dict__.update(exact.__dict__)
+    replacement.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
+    grids = ", ".join("×".join(map(str, g)) for g in grid_rope.PROBE_GRIDS)
+    how = (
+        f"a 2-D rotary of a latent's grid (dim {exact.dim}, theta {exact.theta:g}, halves of each axis"
+        + (f", axes {list(exact.axes)}" if exact.axes else "")
+        + f"): equal to its own (cos, sin) of {grids} patches within float32 rounding"
+    )
+    return Component(path, "computed", "grid-rope", difference, allowed, True, how), steps, replacement
 
 
 def _dinov3(
@@ -1678,6 +1707,11 @@ class _PatchedLtx2Rope(_KeepsOriginal, ltx.Ltx2Rope):
 class _PatchedLengthRope(_KeepsOriginal, length_rope.LengthRope):
     """posenc's :class:`~posenc.torch.length_rope.LengthRope` as :func:`patch` puts it in a model (holding
     the original)."""
+
+
+class _PatchedGridRope(_KeepsOriginal, grid_rope.GridRope):
+    """posenc's :class:`~posenc.torch.grid_rope.GridRope` as :func:`patch` puts it in a model (holding the
+    original)."""
 
 
 class _PatchedAxialRope(_KeepsOriginal, axial.AxialRope):

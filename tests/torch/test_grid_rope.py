@@ -1,0 +1,85 @@
+"""The 2-D rotary of a latent's grid in halves (posenc.torch.grid_rope): diffusers' CogView4 (its
+``rope_axes_dim`` mapping) and GLM-Image read, proven, audited, patched exact and given back, each value of
+posenc's against mpmath; another theta refused. And Mochi's rotary, whose frequencies its model trains:
+not judged, with that reason."""
+
+from __future__ import annotations
+
+import copy
+
+import mpmath
+import pytest
+import torch
+from diffusers.models.transformers.transformer_cogview4 import CogView4RotaryPosEmbed
+from diffusers.models.transformers.transformer_glm_image import GlmImageRotaryPosEmbed
+from diffusers.models.transformers.transformer_mochi import MochiTransformer3DModel
+
+import posenc
+import posenc.torch as pt
+from posenc.torch import grid_rope
+from tests.support import reference
+
+
+def test_values_against_mpmath():
+    exact = grid_rope.GridRope(8, 100.0, 2, axes=(6, 4))
+    cos, sin = exact(torch.zeros(1, 3, 8, 6))  # 4 × 3 patches: rows 0, 1, 3, 4 of 6; columns 0, 1, 2 of 4
+    assert cos.shape == sin.shape == (12, 8)
+    for index in range(12):
+        h, w = (index // 3) * 6 // 4, (index % 3) * 4 // 3
+        for block, p in enumerate((h, w, h, w)):
+            for i in range(2):
+                with mpmath.workdps(40):
+                    angle = p * mpmath.power(100, -mpmath.mpf(2 * i) / 4)
+                    want = [reference.round_to(f(angle), "float32") for f in (mpmath.cos, mpmath.sin)]
+                assert [float(cos[index, 2 * block + i]), float(sin[index, 2 * block + i])] == want
+
+
+MODULES = {
+    "cogview4": lambda: CogView4RotaryPosEmbed(64, 2, (64, 48)),
+    "glm-image": lambda: GlmImageRotaryPosEmbed(40, 2, theta=500.0),
+}
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_read_proven_audited_patched(name):
+    module = MODULES[name]()
+    exact = grid_rope.read_grid_rope(module)
+    assert exact is not None and exact.axes == getattr(module, "rope_axes_dim", None)
+    difference, allowed = grid_rope.prove_grid_rope(module, exact)
+    assert 0 < difference <= allowed
+    wrong = copy.deepcopy(exact)
+    wrong.theta *= 1.001
+    wrong._checked = grid_rope.GridRope(wrong.dim, wrong.theta, wrong.patch)._checked
+    assert grid_rope.prove_grid_rope(module, wrong).startswith("not the rotary its attributes name")
+    model = torch.nn.Sequential(module)
+    before = posenc.audit(model, samples=32)
+    assert not before.passed and before.components[0].report.findings[0].kind in ("angles", "float32")
+    latent = torch.zeros(2, 4, 14, 10)
+    want = module(latent)
+    report = pt.patch(model)
+    assert [c.variant for c in report.replaced] == ["grid-rope"]
+    got = model[0](latent)
+    assert all(
+        g.shape == w.shape and float((g - w).abs().max()) < 1e-3 for g, w in zip(got, want, strict=True)
+    )
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert model[0] is module
+
+
+def test_mochi_frequencies_are_its_models_weights():
+    model = MochiTransformer3DModel(
+        patch_size=2,
+        num_attention_heads=2,
+        attention_head_dim=16,
+        num_layers=1,
+        pooled_projection_dim=8,
+        in_channels=4,
+        text_embed_dim=8,
+        time_embed_dim=16,
+    )
+    report = pt.patch(model)
+    (rope,) = [c for c in report.components if c.path == "rope"]
+    assert not rope.replaced and "trained parameter pos_frequencies" in rope.reason
+    (judged,) = [c for c in posenc.audit(model, samples=16).components if c.path == "rope"]
+    assert judged.report is None and "trained parameter pos_frequencies" in judged.note

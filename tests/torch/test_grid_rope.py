@@ -11,6 +11,7 @@ import mpmath
 import pytest
 import torch
 from diffusers.models.transformers.transformer_cogview4 import CogView4RotaryPosEmbed
+from diffusers.models.transformers.transformer_cosmos import CosmosRotaryPosEmbed
 from diffusers.models.transformers.transformer_glm_image import GlmImageRotaryPosEmbed
 from diffusers.models.transformers.transformer_mochi import MochiTransformer3DModel
 
@@ -34,9 +35,27 @@ def test_values_against_mpmath():
                 assert [float(cos[index, 2 * block + i]), float(sin[index, 2 * block + i])] == want
 
 
+def test_cosmos_values_against_mpmath():
+    exact = grid_rope.CosmosRope((4, 2, 2), (300.0, 10.0, 20.0), (1, 2, 2), 24)
+    for fps in (None, 30):
+        cos, sin = exact(torch.zeros(1, 1, 3, 4, 2), fps=fps)  # 3 × 2 × 1 patches
+        assert cos.shape == sin.shape == (6, 8)
+        for index in range(6):
+            f, h = index // 2, index % 2
+            position = mpmath.mpf(f) * 24 / fps if fps else f
+            columns = [(position, 300, 4, 0), (position, 300, 4, 1), (h, 10, 2, 0), (0, 20, 2, 0)]
+            for column, (p, theta, width, i) in enumerate(columns):
+                with mpmath.workdps(40):
+                    angle = p * mpmath.power(theta, -mpmath.mpf(2 * i) / width)
+                    want = [reference.round_to(g(angle), "float32") for g in (mpmath.cos, mpmath.sin)]
+                for at in (column, column + 4):
+                    assert [float(cos[index, at]), float(sin[index, at])] == want
+
+
 MODULES = {
     "cogview4": lambda: CogView4RotaryPosEmbed(64, 2, (64, 48)),
     "glm-image": lambda: GlmImageRotaryPosEmbed(40, 2, theta=500.0),
+    "cosmos": lambda: CosmosRotaryPosEmbed(128, max_size=(16, 32, 32), patch_size=(1, 2, 2)),
 }
 
 
@@ -44,17 +63,17 @@ MODULES = {
 def test_read_proven_audited_patched(name):
     module = MODULES[name]()
     exact = grid_rope.read_grid_rope(module)
-    assert exact is not None and exact.axes == getattr(module, "rope_axes_dim", None)
+    assert exact is not None and getattr(exact, "axes", None) == getattr(module, "rope_axes_dim", None)
     difference, allowed = grid_rope.prove_grid_rope(module, exact)
     assert 0 < difference <= allowed
     wrong = copy.deepcopy(exact)
-    wrong.theta *= 1.001
-    wrong._checked = grid_rope.GridRope(wrong.dim, wrong.theta, wrong.patch)._checked
+    wrong.thetas = (wrong.thetas[0] * 1.001, *wrong.thetas[1:])
+    wrong._checked = grid_rope._Halves(wrong.widths, wrong.thetas)._checked
     assert grid_rope.prove_grid_rope(module, wrong).startswith("not the rotary its attributes name")
     model = torch.nn.Sequential(module)
     before = posenc.audit(model, samples=32)
     assert not before.passed and before.components[0].report.findings[0].kind in ("angles", "float32")
-    latent = torch.zeros(2, 4, 14, 10)
+    latent = torch.zeros(2, 4, 14, 10) if name != "cosmos" else torch.zeros(2, 4, 3, 14, 10)
     want = module(latent)
     report = pt.patch(model)
     assert [c.variant for c in report.replaced] == ["grid-rope"]

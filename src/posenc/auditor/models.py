@@ -432,8 +432,8 @@ def _length_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> 
 
 
 def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
-    """A 2-D rotary of a latent's grid (:func:`posenc.torch.grid_rope.read_grid_rope`): its first axis at
-    positions 0 .. :func:`posenc.torch.grid_rope.span` − 1 against RoPE of half its width and its theta,
+    """A rotary of a latent's grid in halves (:func:`posenc.torch.grid_rope.read_grid_rope`): its first axis
+    at positions 0 .. :func:`posenc.torch.grid_rope.span` − 1 against RoPE of that axis' width and theta,
     once proven of that form; else not judged."""
     from .. import rope
     from ..torch import grid_rope
@@ -446,9 +446,9 @@ def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> Co
     if isinstance(proof, str):
         reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
         return ComponentAudit(path, "computed", None, f"{name} {reason}")
-    half = exact.dim // 2
-    params = rope.RopeParameters("default", head_dim=half, rotary_dim=half, base=exact.theta)
-    span = grid_rope.span(exact)
+    width, theta = exact.widths[0], exact.thetas[0]
+    params = rope.RopeParameters("default", head_dim=width, rotary_dim=width, base=theta)
+    span = grid_rope.span(exact, module)
 
     def rows(positions: Any) -> Any:
         return grid_rope.axis_rows(module, exact, positions)
@@ -460,15 +460,16 @@ def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> Co
         finding = Finding(
             "float32",
             f"frequencies and angles formed in float32: up to {report.max_abs:.3g} from the exact values",
-            f"{name} forms its frequencies theta^(−2i/(dim/2)) and their angles in float32: every value "
+            f"{name} forms its frequencies theta^(−2i/w) and their angles in float32: every value "
             f"of its first axis at 0 .. {span - 1} is within that code's rounding of them (up to "
             f"{within:.3g})",
             {"max_abs": report.max_abs, "allowed": within},
-            fix=f"{FIX}: it becomes posenc.torch.grid_rope.GridRope, exact at its positions",
+            fix=f"{FIX}: it becomes posenc.torch.grid_rope.{type(exact).__name__.removeprefix('_Patched')}, "
+            "exact at its positions",
         )
         report = dataclasses.replace(report, findings=[finding])
     note = (
-        f"a 2-D rotary (dim {exact.dim}, theta {exact.theta:g}): its first axis at positions 0 .. {span - 1}"
+        f"a rotary of a grid: its first axis ({width} channels, theta {theta:g}) at positions 0 .. {span - 1}"
     )
     return ComponentAudit(path, "computed", report, note)
 

@@ -1,15 +1,21 @@
-"""The 2-D rotary of a latent's grid in the halves layout (diffusers' CogView4 and GLM-Image
-``RotaryPosEmbed``): what posenc reads of it, how it is proven, and its exact equivalent :class:`GridRope`.
+"""Rotaries of a latent's grid in the halves layout of each axis (diffusers' CogView4 and GLM-Image
+``RotaryPosEmbed``, Cosmos' ``CosmosRotaryPosEmbed``): what posenc reads of them, how they are proven, and
+their exact equivalents :class:`GridRope` and :class:`CosmosRope`.
 
-The formula. A latent ``(B, C, H, W)`` of H' × W' patches (H' = H // patch_size); each patch (h, w) has the
-positions h and w — CogView4 maps them onto its fixed ``rope_axes_dim`` (A_h, A_w) as ⌊h · A_h / H'⌋ and
-⌊w · A_w / W'⌋. Each axis takes half of ``dim``: with q = dim / 4 frequencies ω_i = theta^(−2i / (dim/2)),
-its angles are [h·ω | w·ω], and cos and sin are each ``(H'·W', dim)``: [h·ω | w·ω | h·ω | w·ω] (the halves
-layout of both axes), patches row-major.
+The formula. A latent's patches, row-major, have a position p_a on each axis a; axis a takes w_a of the
+channels, with frequencies ω_i = theta_a^(−2i / w_a), i < w_a / 2, and cos and sin are each
+``(patches, Σ w_a)``: [p_0·ω | p_1·ω | ... | p_0·ω | p_1·ω | ...] (every axis' angles, then all again).
+
+* :class:`GridRope` — CogView4, GLM-Image: a latent ``(B, C, H, W)`` of H' × W' patches (H' = H //
+  ``patch_size``), two axes of ``dim / 2`` each and one ``theta``; positions h and w — CogView4 maps them
+  onto its fixed ``rope_axes_dim`` (A_h, A_w) as ⌊h · A_h / H'⌋ and ⌊w · A_w / W'⌋.
+* :class:`CosmosRope` — Cosmos: a latent ``(B, C, F, H, W)`` (``patch_size`` per axis), the widths
+  ``dim_t``, ``dim_h``, ``dim_w``, each axis' theta 10000 · its NTK factor (``t_ntk_factor``, ...); the
+  frame positions f, or f · ``base_fps`` / fps where ``fps`` is given (posenc forms them in float64).
 
 The proof (:func:`prove_grid_rope`): its own (cos, sin) of probe latents (grids smaller and larger than
-CogView4's axes) against posenc's, shapes included, each value within what float32 code errs at its
-position and frequency.
+CogView4's axes; Cosmos' with and without fps) against posenc's, shapes included, each value within what
+float32 code errs at its position and frequency.
 """
 
 from __future__ import annotations
@@ -25,16 +31,55 @@ from .. import core
 from .computed import _within_float32
 from .functions import _encode_tensor
 
-__all__ = ["GridRope", "prove_grid_rope", "read_grid_rope"]
+__all__ = ["CosmosRope", "GridRope", "prove_grid_rope", "read_grid_rope"]
 
-#: The forward read: ``(hidden_states)``, a latent ``(B, C, H, W)``.
-FORWARD = ("hidden_states",)
-#: The probe grids (H', W') in patches.
+#: The forwards read: CogView4's ``(hidden_states)`` (a latent ``(B, C, H, W)``), Cosmos'
+#: ``(hidden_states, fps)`` (a latent ``(B, C, F, H, W)``).
+FORWARD, COSMOS_FORWARD = ("hidden_states",), ("hidden_states", "fps")
+#: The probe grids in patches (2-D; Cosmos' frames first).
 PROBE_GRIDS = ((5, 7), (1, 3), (40, 24))
+COSMOS_GRIDS = ((3, 5, 7), (1, 2, 3), (24, 1, 2))
+#: The frame rate of Cosmos' probe of a video.
+PROBE_FPS = 30
 
 
-class GridRope(nn.Module):
-    """posenc's exact values in place of a 2-D rotary of a latent's grid (module docstring), called as it
+class _Halves(nn.Module):
+    """The halves layout of several axes (module docstring): ``widths`` and ``thetas`` per axis."""
+
+    def __init__(self, widths: tuple[int, ...], thetas: tuple[float, ...]) -> None:
+        super().__init__()
+        if any(w < 2 or w % 2 for w in widths):
+            raise ValueError(f"widths: {widths}; each axis of a rotary takes an even number of channels")
+        self.widths, self.thetas = tuple(int(w) for w in widths), tuple(float(t) for t in thetas)
+        self._checked = [
+            core.Options.check(w, t, 0.0, 1.0, "sin_cos", "zero")
+            for w, t in zip(self.widths, self.thetas, strict=True)
+        ]
+
+    def lay_out(self, positions: list[torch.Tensor], device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, sin) ``(patches, Σ widths)`` float32 of each axis' ``positions`` (one tensor per axis)."""
+        sin, cos = [], []
+        for p, width, checked in zip(positions, self.widths, self._checked, strict=True):
+            values = _encode_tensor(p.to(device), (*checked, "float32"))
+            sin.append(values[:, : width // 2])
+            cos.append(values[:, width // 2 :])
+        return torch.cat(cos + cos, dim=-1), torch.cat(sin + sin, dim=-1)
+
+    def columns(self, axis: int) -> np.ndarray:
+        """The columns of ``axis`` in the layout: its block in each half."""
+        start, half = sum(w // 2 for w in self.widths[:axis]), sum(self.widths) // 2
+        block = np.arange(start, start + self.widths[axis] // 2)
+        return np.concatenate([block, block + half])
+
+
+def _grid(*sizes: int) -> list[torch.Tensor]:
+    """Each axis' index of the patches of a grid of ``sizes``, row-major, as int64."""
+    grid = torch.meshgrid(*(torch.arange(s) for s in sizes), indexing="ij")
+    return [g.reshape(-1) for g in grid]
+
+
+class GridRope(_Halves):
+    """posenc's exact values in place of CogView4's or GLM-Image's rotary (module docstring), called as it
     is: ``hidden_states`` ``(B, C, H, W)`` -> ``(cos, sin)``, each ``(H'·W', dim)`` float32 on its device;
     ``axes``: CogView4's ``rope_axes_dim`` (None: the patches' own indices).
 
@@ -45,33 +90,24 @@ class GridRope(nn.Module):
     """
 
     def __init__(self, dim: int, theta: float, patch: int, axes: tuple[int, int] | None = None) -> None:
-        super().__init__()
         if dim < 4 or dim % 4:
             raise ValueError(f"dim: {dim}; a 2-D rotary in halves takes a multiple of 4 channels")
+        super().__init__((dim // 2, dim // 2), (theta, theta))
         self.dim, self.theta, self.patch = int(dim), float(theta), int(patch)
         self.axes = None if axes is None else (int(axes[0]), int(axes[1]))
-        self._checked = core.Options.check(self.dim // 2, self.theta, 0.0, 1.0, "sin_cos", "zero")
 
-    def positions(self, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def positions(self, height: int, width: int) -> list[torch.Tensor]:
         """The positions (h, w) of each patch of an ``height`` × ``width`` grid, row-major, as int64."""
-        h, w = torch.arange(height), torch.arange(width)
+        h, w = _grid(height, width)
         if self.axes is not None:
             h, w = h * self.axes[0] // height, w * self.axes[1] // width
-        grid = torch.meshgrid(h, w, indexing="ij")
-        return grid[0].reshape(-1), grid[1].reshape(-1)
+        return [h, w]
 
     def forward(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if hidden_states.dim() != 4:
             raise ValueError(f"hidden_states: shape {tuple(hidden_states.shape)}; expected (B, C, H, W)")
         height, width = hidden_states.shape[2] // self.patch, hidden_states.shape[3] // self.patch
-        device = hidden_states.device
-        quarter = self.dim // 4
-        sin, cos = [], []
-        for positions in self.positions(height, width):
-            values = _encode_tensor(positions.to(device), (*self._checked, "float32"))
-            sin.append(values[:, :quarter])
-            cos.append(values[:, quarter:])
-        return torch.cat(cos + cos, dim=-1), torch.cat(sin + sin, dim=-1)
+        return self.lay_out(self.positions(height, width), hidden_states.device)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, theta={self.theta:g}, patch={self.patch}" + (
@@ -79,95 +115,179 @@ class GridRope(nn.Module):
         )
 
 
-def read_grid_rope(module: nn.Module) -> GridRope | None:
-    """posenc's equivalent of ``module`` where its forward is ``(hidden_states)`` and it names ``dim`` (a
-    multiple of 4), ``patch_size`` (an int), ``theta`` > 1 and no ``rope_dim`` (HunyuanVideo's form) —
-    and, where it has one, a ``rope_axes_dim`` of two ints; else None. Whether it computes what they say is
-    :func:`prove_grid_rope`'s to tell."""
-    if isinstance(module, GridRope):  # posenc's own, patched in
+class CosmosRope(_Halves):
+    """posenc's exact values in place of Cosmos' rotary (module docstring), called as it is:
+    ``(hidden_states, fps=None)`` with a latent ``(B, C, F, H, W)`` -> ``(cos, sin)``, each
+    ``(F'·H'·W', dim_t + dim_h + dim_w)`` float32 on its device.
+
+    >>> rope = CosmosRope((2, 2, 2), (100.0, 10.0, 10.0), (1, 1, 1), 24)
+    >>> cos, sin = rope(torch.zeros(1, 1, 2, 1, 1), fps=12)
+    >>> sin[1]  # frame 1 at 12 fps: position 1 · 24 / 12 = 2
+    tensor([0.9093, 0.0000, 0.0000, 0.9093, 0.0000, 0.0000])
+    """
+
+    def __init__(
+        self,
+        widths: tuple[int, int, int],
+        thetas: tuple[float, float, float],
+        patch: tuple[int, ...],
+        base_fps: float,
+    ) -> None:
+        super().__init__(widths, thetas)
+        self.patch, self.base_fps = tuple(int(p) for p in patch), float(base_fps)
+
+    def positions(self, frames: int, height: int, width: int, fps: Any = None) -> list[torch.Tensor]:
+        """The positions (f, h, w) of each patch, row-major: f int64, or f · base_fps / fps float64."""
+        f, h, w = _grid(frames, height, width)
+        if fps is not None:
+            f = f.to(torch.float64) * self.base_fps / float(fps)
+        return [f, h, w]
+
+    def forward(self, hidden_states: torch.Tensor, fps: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+        if hidden_states.dim() != 5:
+            raise ValueError(f"hidden_states: shape {tuple(hidden_states.shape)}; expected (B, C, F, H, W)")
+        sizes = [s // p for s, p in zip(hidden_states.shape[2:], self.patch, strict=True)]
+        return self.lay_out(self.positions(*sizes, fps=fps), hidden_states.device)
+
+    def extra_repr(self) -> str:
+        return f"widths={self.widths}, thetas={self.thetas}, patch={self.patch}, base_fps={self.base_fps:g}"
+
+
+def _ints(*values: Any) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def read_grid_rope(module: nn.Module) -> GridRope | CosmosRope | None:
+    """posenc's equivalent of ``module`` where it has CogView4's form (forward ``(hidden_states)``; ``dim`` a
+    multiple of 4, ``patch_size`` an int, ``theta`` > 1, no ``rope_dim`` (HunyuanVideo's) and, where it has
+    one, a ``rope_axes_dim`` of two ints) or Cosmos' (forward ``(hidden_states, fps)``; ``dim_t``, ``dim_h``,
+    ``dim_w`` even, their ``*_ntk_factor``, three ``patch_size``, ``base_fps``), holding no buffer; else None.
+    Whether it computes what they say is :func:`prove_grid_rope`'s to tell."""
+    if isinstance(module, GridRope | CosmosRope):  # posenc's own, patched in
         return module
     try:
         names = tuple(inspect.signature(module.forward).parameters)
     except (TypeError, ValueError):
         return None
+    if any(True for _ in module.buffers(recurse=False)):
+        return None
+    if names == COSMOS_FORWARD:
+        widths = [getattr(module, f"dim_{a}", None) for a in "thw"]
+        factors = [getattr(module, f"{a}_ntk_factor", None) for a in "thw"]
+        patch, fps = getattr(module, "patch_size", None), getattr(module, "base_fps", None)
+        three = isinstance(patch, tuple | list) and len(patch) == 3 and _ints(*patch)
+        if not (_ints(*widths) and all(_number(f) for f in factors) and three and _number(fps)):
+            return None
+        if any(w % 2 for w in widths):
+            return None
+        return CosmosRope(tuple(widths), tuple(10000.0 * f for f in factors), tuple(patch), fps)
     dim, patch, theta = (getattr(module, k, None) for k in ("dim", "patch_size", "theta"))
     axes = getattr(module, "rope_axes_dim", None)
-    if names != FORWARD or hasattr(module, "rope_dim") or any(True for _ in module.buffers(recurse=False)):
+    if names != FORWARD or hasattr(module, "rope_dim"):
         return None
-    ints = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (dim, patch))
-    number = isinstance(theta, int | float) and not isinstance(theta, bool) and theta > 1
-    if not (ints and number) or dim % 4:
+    if not (_ints(dim, patch) and _number(theta)) or theta <= 1 or dim % 4:
         return None
-    if axes is not None:
-        fits = isinstance(axes, tuple | list) and len(axes) == 2
-        if not (fits and all(isinstance(a, int) and not isinstance(a, bool) and a > 0 for a in axes)):
-            return None
+    if axes is not None and not (isinstance(axes, tuple | list) and len(axes) == 2 and _ints(*axes)):
+        return None
     return GridRope(dim, theta, patch, None if axes is None else tuple(axes))
 
 
-def prove_grid_rope(module: nn.Module, exact: GridRope) -> tuple[float, float] | str:
+def _longest(module: nn.Module) -> int:
+    """The most patches on any axis Cosmos' tables hold (its ``max_size``), else 128."""
+    sizes = getattr(module, "max_size", None)
+    return max(sizes) if isinstance(sizes, list | tuple) and sizes and _ints(*sizes) else 128
+
+
+def _probes(
+    exact: GridRope | CosmosRope, longest: int = 128
+) -> list[tuple[tuple[Any, ...], dict[str, Any], list[torch.Tensor]]]:
+    """(args, keywords, each axis' positions) of the probes (Cosmos': at most ``longest`` on an axis)."""
+    if isinstance(exact, GridRope):
+        return [
+            ((torch.zeros(1, 1, h * exact.patch, w * exact.patch),), {}, exact.positions(h, w))
+            for h, w in PROBE_GRIDS
+        ]
+    probes = []
+    for sizes in COSMOS_GRIDS:
+        sizes = tuple(min(s, longest) for s in sizes)
+        latent = torch.zeros(1, 1, *(s * p for s, p in zip(sizes, exact.patch, strict=True)))
+        probes.append(((latent,), {}, exact.positions(*sizes)))
+        probes.append(((latent,), {"fps": PROBE_FPS}, exact.positions(*sizes, fps=PROBE_FPS)))
+    return probes
+
+
+def prove_grid_rope(module: nn.Module, exact: GridRope | CosmosRope) -> tuple[float, float] | str:
     """(largest difference, largest allowance) of ``module`` against ``exact`` (:func:`read_grid_rope`) on
     the probe latents; else why not ("its forward ...": a form posenc does not read; "not the rotary ...":
     values other than its attributes name)."""
-    quarter = exact.dim // 4
-    theta = core.frequencies(exact.dim // 2, base=exact.theta)
-    read: list[list[Any]] = [[], []]  # per axis: (its cos and sin, posenc's, their positions) of each probe
-    for height, width in PROBE_GRIDS:
-        latent = torch.zeros(1, 1, height * exact.patch, width * exact.patch)
+    read: list[list[Any]] = [[] for _ in exact.widths]  # per axis: its cos and sin, posenc's, positions
+    for args, keywords, positions in _probes(exact, _longest(module)):
         try:
             with torch.no_grad():
-                mine = module(latent)
+                mine = module(*args, **keywords)
         except Exception as error:  # its own code refuses the probe: another form of the same names
             return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
         pair = isinstance(mine, tuple | list) and len(mine) == 2
         if not (pair and all(isinstance(t, torch.Tensor) for t in mine)):
             return f"its forward returns {type(mine).__name__}, not (cos, sin)"
-        ours = exact(latent)
+        ours = exact(*args, **keywords)
         if any(a.shape != b.shape for a, b in zip(mine, ours, strict=True)):
             return f"its (cos, sin) have shape {tuple(mine[0].shape)}, not {tuple(ours[0].shape)}"
-        for axis, positions in enumerate(exact.positions(height, width)):
-            columns = np.r_[
-                axis * quarter : (axis + 1) * quarter, (axis + 2) * quarter : (axis + 3) * quarter
-            ]
+        for axis, p in enumerate(positions):
+            columns = exact.columns(axis)
             values = [torch.cat([t[:, columns] for t in pair]) for pair in (mine, ours)]
-            read[axis].append((*values, torch.cat([positions, positions]).double().numpy()))
+            read[axis].append((*values, torch.cat([p, p]).double().numpy()))
     worst, allowed = 0.0, 0.0
-    for axis in read:  # every probe at once: each frequency compared at some position but 0
-        positions = np.concatenate([r[2] for r in axis])
-        checked = _within_float32(
-            torch.cat([r[0] for r in axis]), torch.cat([r[1] for r in axis]), positions, theta, "half"
-        )
+    for axis, found in enumerate(read):  # every probe at once: each frequency compared at some position but 0
+        theta = core.frequencies(exact.widths[axis], base=exact.thetas[axis])
+        mine, ours = torch.cat([r[0] for r in found]), torch.cat([r[1] for r in found])
+        checked = _within_float32(mine, ours, np.concatenate([r[2] for r in found]), theta, "half")
         if isinstance(checked, float):
-            named = f"dim {exact.dim}, theta {exact.theta:g}, halves of each axis"
+            named = (
+                f"widths {list(exact.widths)}, thetas {[f'{t:g}' for t in exact.thetas]}, halves of each axis"
+            )
             return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
         worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
     return worst, allowed
 
 
-def span(exact: GridRope) -> int:
-    """The positions an audit reads along the first axis: CogView4's ``rope_axes_dim[0]``, else 1024."""
+def span(exact: GridRope | CosmosRope, module: nn.Module | None = None) -> int:
+    """The positions an audit reads along the first axis: CogView4's ``rope_axes_dim[0]``, Cosmos' longest
+    axis (its tables' end: its ``max_size``), else 1024."""
+    if isinstance(exact, CosmosRope):
+        return _longest(module)
     return exact.axes[0] if exact.axes else 1024
 
 
-def axis_rows(module: nn.Module, exact: GridRope, positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def axis_rows(
+    module: nn.Module, exact: GridRope | CosmosRope, positions: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``module``'s (cos, sin) of its first axis at ``positions`` (< :func:`span`), each
-    ``(1, len(positions), dim / 2)`` in halves: [h·ω | h·ω]; read from a grid of one column and max + 1 rows
-    (CogView4's: of ``rope_axes_dim[0]`` rows, where row h is position h)."""
+    ``(1, len(positions), widths[0])`` in halves: [p·ω | p·ω]; read from a grid of one patch on the other
+    axes and max + 1 on the first (CogView4's: of ``rope_axes_dim[0]`` rows, where row h is position h)."""
     positions = torch.as_tensor(positions, dtype=torch.int64).reshape(-1)
-    count = exact.axes[0] if exact.axes else (int(positions.max()) + 1 if positions.numel() else 1)
-    quarter = exact.dim // 4
+    count = int(positions.max()) + 1 if positions.numel() else 1
+    if isinstance(exact, GridRope):
+        count = exact.axes[0] if exact.axes else count
+        latent = torch.zeros(1, 1, count * exact.patch, exact.patch)
+    else:
+        latent = torch.zeros(1, 1, count * exact.patch[0], exact.patch[1], exact.patch[2])
     with torch.no_grad():
-        cos, sin = module(torch.zeros(1, 1, count * exact.patch, exact.patch))
-    columns = np.r_[0:quarter, 2 * quarter : 3 * quarter]
+        cos, sin = module(latent)
+    columns = exact.columns(0)
     return cos[positions][:, columns][None], sin[positions][:, columns][None]
 
 
-def within_float32(module: nn.Module, exact: GridRope) -> float | None:
+def within_float32(module: nn.Module, exact: GridRope | CosmosRope) -> float | None:
     """The largest allowance where every value of ``module``'s first axis at 0 .. :func:`span` − 1 is within
     what float32 code errs at its position and frequency, else None."""
-    positions = np.arange(span(exact))
+    positions = np.arange(span(exact, module))
     mine, ours = axis_rows(module, exact, positions), axis_rows(exact, exact, positions)
-    theta = core.frequencies(exact.dim // 2, base=exact.theta)
+    theta = core.frequencies(exact.widths[0], base=exact.thetas[0])
     read = torch.cat([t[0] for t in mine]), torch.cat([t[0] for t in ours])
     checked = _within_float32(*read, np.concatenate([positions, positions]).astype(np.float64), theta, "half")
     return None if isinstance(checked, float) else checked[1]

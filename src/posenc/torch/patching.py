@@ -531,6 +531,7 @@ _OWN_COMPUTED = (
     ltx.Ltx2Rope,
     length_rope.LengthRope,
     grid_rope.GridRope,
+    grid_rope.CosmosRope,
 )
 
 
@@ -1131,25 +1132,29 @@ def _length_rope(
 
 
 def _grid_rope(
-    model: nn.Module, path: str, module: nn.Module, exact: grid_rope.GridRope, originals: dict
+    model: nn.Module,
+    path: str,
+    module: nn.Module,
+    exact: grid_rope.GridRope | grid_rope.CosmosRope,
+    originals: dict,
 ) -> tuple[Component, list[_Step], nn.Module | None]:
-    """CogView4's or GLM-Image's 2-D rotary of a latent's grid
-    (:func:`posenc.torch.grid_rope.read_grid_rope`): proven on probe latents, then replaced by its exact
-    equivalent."""
+    """A rotary of a latent's grid in halves (:func:`posenc.torch.grid_rope.read_grid_rope`: CogView4's,
+    GLM-Image's, Cosmos'): proven on probe latents, then replaced by its exact equivalent."""
     proof = grid_rope.prove_grid_rope(module, exact)
     if isinstance(proof, str):
         reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
         return _declined(path, "computed", type(module).__name__, reason)
     difference, allowed = proof
-    replacement = _PatchedGridRope.__new__(_PatchedGridRope)
+    patched = _PatchedGridRope if isinstance(exact, grid_rope.GridRope) else _PatchedCosmosRope
+    replacement = patched.__new__(patched)
     replacement.__dict__.update(exact.__dict__)
     replacement.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
-    grids = ", ".join("×".join(map(str, g)) for g in grid_rope.PROBE_GRIDS)
+    thetas = ", ".join(f"{t:g}" for t in exact.thetas)
     how = (
-        f"a 2-D rotary of a latent's grid (dim {exact.dim}, theta {exact.theta:g}, halves of each axis"
-        + (f", axes {list(exact.axes)}" if exact.axes else "")
-        + f"): equal to its own (cos, sin) of {grids} patches within float32 rounding"
+        f"a rotary of a latent's grid in halves of each axis (widths {list(exact.widths)}, theta {thetas}"
+        + (f", axes {list(exact.axes)}" if getattr(exact, "axes", None) else "")
+        + "): equal to its own (cos, sin) of probe latents within float32 rounding"
     )
     return Component(path, "computed", "grid-rope", difference, allowed, True, how), steps, replacement
 
@@ -1711,6 +1716,11 @@ class _PatchedLengthRope(_KeepsOriginal, length_rope.LengthRope):
 
 class _PatchedGridRope(_KeepsOriginal, grid_rope.GridRope):
     """posenc's :class:`~posenc.torch.grid_rope.GridRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedCosmosRope(_KeepsOriginal, grid_rope.CosmosRope):
+    """posenc's :class:`~posenc.torch.grid_rope.CosmosRope` as :func:`patch` puts it in a model (holding the
     original)."""
 
 

@@ -960,3 +960,95 @@ def test_transformers_dinov3_rotary_is_proven_patched_exact_and_keeps_its_traini
     model.eval()
     assert pt.unpatch(model) == 1 and type(model.rope_embeddings) is type(original.rope_embeddings)
     assert not model.rope_embeddings.training  # given back in the model's mode, whatever ran in training
+
+
+def test_sinusoids_inside_a_models_own_code_are_found_and_declined_with_where() -> None:
+    """T5 FiLM's decoder embeds its noise time with get_timestep_embedding in its own forward: found, not
+    judged, and the reason names the method and the helper (posenc swaps modules, not code); a PatchEmbed
+    that holds no positional embedding (pos_embed None) is not found."""
+    from diffusers.models.embeddings import PatchEmbed
+    from diffusers.models.transformers.t5_film_transformer import T5FilmDecoder
+
+    model = T5FilmDecoder(
+        input_dims=8, targets_length=16, d_model=32, num_layers=1, num_heads=2, d_kv=8, d_ff=32
+    )
+    found = [(path, kind) for path, kind, _ in patching.find(model)]
+    assert ("", "computed") in found
+    report = pt.patch(model)
+    (root,) = [c for c in report.components if c.path == ""]
+    assert not root.replaced and "its forward calls get_timestep_embedding" in root.reason
+    (judged,) = [c for c in posenc.audit(model, samples=16).components if c.path == ""]
+    assert judged.report is None and "posenc swaps positional modules" in judged.note
+    plain = PatchEmbed(height=8, width=8, patch_size=2, in_channels=4, embed_dim=16, pos_embed_type=None)
+    assert patching.find(plain) == []
+
+
+def test_chronoedit_rotary_with_its_two_frame_skip_is_read_and_made_exact() -> None:
+    """ChronoEdit's rotary (Wan's tables, a latent of two frames at positions 0 and temporal_skip_len − 1):
+    read with Wan's widths of its head where its forward splits its tables the same, proven, and equal to
+    the original on a two-frame latent and a longer one; a head whose split cuts across axes is not read."""
+    from diffusers.models.transformers.transformer_chronoedit import ChronoEditRotaryPosEmbed
+
+    module = ChronoEditRotaryPosEmbed(96, (1, 2, 2), 256, temporal_skip_len=6)
+    exact = computed.rope_on_axes(module)
+    assert isinstance(exact, computed.SkipRope) and exact.axes_dim == (32, 32, 32) and exact.skip == 6
+    assert computed.prove_rope_on_axes(module, exact)[0] <= 2.0**-20
+    assert (
+        computed.rope_on_axes(ChronoEditRotaryPosEmbed(64, (1, 2, 2), 256)) is None
+    )  # [22, 21, 21] vs 24/20/20
+    model = nn.Sequential(module)
+    latents = [torch.zeros(1, 4, 2, 6, 8), torch.zeros(1, 4, 5, 2, 4)]
+    wanted = [module(x) for x in latents]
+    assert [c.variant for c in pt.patch(model).replaced] == ["axes-rope"]
+    for x, want in zip(latents, wanted, strict=True):
+        got = model[0](x)
+        assert all(
+            g.shape == w.shape and float((g - w).abs().max()) <= 2.0**-20
+            for g, w in zip(got, want, strict=True)
+        )
+    frames = model[0](latents[0])[1][0, :, 0, 0].reshape(2, -1)[
+        :, 0
+    ]  # sin of the first frequency, frame axis
+    assert frames.tolist() == [0.0, pytest.approx(math.sin(5.0), abs=2e-7)]
+    pt.unpatch(model)
+    assert model[0] is module
+
+
+@pytest.mark.parametrize("form", ["helios", "sana-wm"])
+def test_helios_and_sana_wm_rotaries_are_read_and_made_exact(form: str) -> None:
+    """Helios' rotary of batched frame indices (one tensor: cos's channels, then sin's) and Sana-WM's complex
+    rotary of a grid (Wan's widths, cos + i·sin): read, proven, equal to the original within float32
+    rounding after the patch, posenc's values those of AxesRope at the same ids, and given back."""
+    if form == "helios":
+        from diffusers.models.transformers.transformer_helios import HeliosRotaryPosEmbed
+
+        module, args = (
+            HeliosRotaryPosEmbed((16, 24, 24), 10000.0),
+            (torch.tensor([[0.0, 1.0, 5.0]]), 4, 6, "cpu"),
+        )
+        kind = computed.HeliosRope
+    else:
+        from diffusers.models.transformers.transformer_sana_wm import SanaWMRotaryPosEmbed
+
+        module, args, kind = (
+            SanaWMRotaryPosEmbed(64, (1, 2, 2), 256),
+            ((3, 4, 5), "cpu"),
+            computed.ComplexRope,
+        )
+    exact = computed.rope_on_axes(module)
+    assert type(exact) is kind
+    difference, allowed = computed.prove_rope_on_axes(module, exact)
+    assert difference <= allowed
+    model = nn.Sequential(module)
+    want = module(*args)
+    assert [c.variant for c in pt.patch(model).replaced] == ["axes-rope"]
+    got = model[0](*args)
+    assert got.shape == want.shape and got.dtype == want.dtype and float((got - want).abs().max()) <= 2.0**-20
+    if form == "helios":  # the last frame (index 5), patch (3, 2)
+        cos, sin = computed.AxesRope(10000.0, exact.axes_dim)(torch.tensor([[5.0, 3.0, 2.0]]))
+        assert torch.equal(got[0, :, 2, 3, 2], torch.cat([cos[0], sin[0]]))
+    else:  # the last patch, (2, 3, 4)
+        cos, sin = computed.AxesRope(10000.0, exact.axes_dim)(torch.tensor([[2.0, 3.0, 4.0]]))
+        assert torch.equal(got[0, 0, -1], torch.complex(cos[0, 0::2], sin[0, 0::2]))
+    pt.unpatch(model)
+    assert model[0] is module

@@ -563,7 +563,7 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
     import torch
 
     from ..torch import computed, grid_rope, length_rope, ltx
-    from ..torch.patching import COMPUTED, original_of
+    from ..torch.patching import COMPUTED, inside_code, original_of
     from . import check_tolerance, report_of
     from .findings import Finding
     from .targets import Target
@@ -650,6 +650,9 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
             return [ComponentAudit(path, "computed", None, f"{type(module).__name__}: {reason}")]
         report = audit(rows, samples=samples, tol=tol, preset=computed.SINUSOID_METHODS[method][1])
         return [ComponentAudit(path, "computed", report, f"its {method} at positions 0 .. {len(rows) - 1}")]
+    inside = inside_code(module)
+    if inside is not None:
+        return [ComponentAudit(path, "computed", None, f"{type(module).__name__}: {inside}")]
     reading = computed.read_detr_sine(module)
     convention = computed.sinusoid_convention(module)
     refusal = computed.probe_refusal(module, convention) if convention is not None else None

@@ -665,6 +665,11 @@ LATENT_CONVENTION = ("hidden_states",)
 FRAMES_CONVENTION = ("frame_indices", "height", "width", "device")
 #: Wan's widths: one attribute per axis.
 _WAN_WIDTHS = ("t_dim", "h_dim", "w_dim")
+#: Sana-WM's: ``forward(fhw, device)``, the grid's (frames, height, width) in patches -> its complex rotary
+#: ``(1, 1, S, head / 2)`` (Wan's widths of ``attention_head_dim``, the ``theta`` of its ``__init__``).
+COMPLEX_CONVENTION = ("fhw", "device")
+#: Helios' (the form of :data:`FRAMES_CONVENTION` with batched frame indices and a grid in patches).
+_HELIOS_WIDTHS = ("DT", "DY", "DX")
 #: The probe grid: its sizes on the last axes (in patches), every other axis at an offset.
 _PROBE_GRID = (2, 3, 5)
 
@@ -696,8 +701,15 @@ def rope_on_axes(module: nn.Module) -> AxesRope | None:
     theta = _number(getattr(module, "theta", None))
     if names == LATENT_CONVENTION and theta is None and hasattr(module, "freqs_cos"):
         return _wan_rope(module)
+    if names == COMPLEX_CONVENTION and theta is None:
+        return _complex_rope(module)
     if theta is None or theta <= 0:
         return None
+    if names == COMPLEX_CONVENTION:
+        return _complex_rope(module)
+    if names == FRAMES_CONVENTION and all(hasattr(module, k) for k in _HELIOS_WIDTHS):
+        axes = _even_widths([getattr(module, k) for k in _HELIOS_WIDTHS])
+        return None if axes is None else HeliosRope(theta, axes)
     if names == FRAMES_CONVENTION:
         axes, patch = _even_widths(getattr(module, "rope_dim", None)), getattr(module, "patch_size", None)
         usable = (
@@ -739,6 +751,21 @@ def _matrix_form(module: nn.Module, axes: tuple[int, ...]) -> bool:
 def _cos_sin(module_out: Any, exact: AxesRope) -> tuple[torch.Tensor, torch.Tensor] | str:
     """(cos, sin) ``(S, Σ widths)`` (each pair's value twice side by side) of a rotary's output: its pair, or
     its rotation matrices [[cos, −sin], [sin, cos]] (:class:`AxesRopeMatrix`); else what it is not."""
+    if isinstance(exact, ComplexRope):  # cos + i·sin (1, 1, S, Σ widths / 2)
+        if not isinstance(module_out, torch.Tensor) or not module_out.is_complex() or module_out.dim() != 4:
+            return "its forward returns no complex (1, 1, positions, Σ widths / 2) tensor"
+        values = module_out[0, 0]
+        return values.real.repeat_interleave(2, -1), values.imag.repeat_interleave(2, -1)
+    if isinstance(exact, HeliosRope):  # one tensor (B, 2·Σ widths, T, H, W): cos's channels, then sin's
+        width = sum(exact.axes_dim)
+        if (
+            not isinstance(module_out, torch.Tensor)
+            or module_out.dim() != 5
+            or module_out.shape[1] != 2 * width
+        ):
+            return f"its forward returns no (batch, 2·{width}, frames, height, width) tensor of cos and sin"
+        channels = module_out[0].permute(1, 2, 3, 0).reshape(-1, 2 * width)
+        return channels[:, :width], channels[:, width:]
     if not isinstance(exact, AxesRopeMatrix):
         pair = isinstance(module_out, tuple | list) and len(module_out) == 2
         if not (pair and all(isinstance(t, torch.Tensor) for t in module_out)):
@@ -755,8 +782,26 @@ def _cos_sin(module_out: Any, exact: AxesRope) -> tuple[torch.Tensor, torch.Tens
 
 def _wan_rope(module: nn.Module) -> LatentRope | None:
     """Wan's form (:data:`LATENT_CONVENTION`): its widths, its patch sizes and the ``theta`` its
-    ``__init__`` takes by default (it keeps it only in its tables: the proof tells whether they are of it)."""
-    axes = _even_widths([getattr(module, name, None) for name in _WAN_WIDTHS])
+    ``__init__`` takes by default (it keeps it only in its tables: the proof tells whether they are of it).
+    ChronoEdit's (no widths of its own, a ``temporal_skip_len``): Wan's widths of its
+    ``attention_head_dim`` (h = w = 2·⌊head/6⌋), where its forward's split of the tables (head − 2·⌊head/3⌋,
+    ⌊head/3⌋, ⌊head/3⌋) is the same (a :class:`SkipRope`); else None."""
+    head, skip = getattr(module, "attention_head_dim", None), getattr(module, "temporal_skip_len", None)
+    if (
+        not hasattr(module, "t_dim")
+        and isinstance(head, int)
+        and isinstance(skip, int)
+        and head > 0
+        and skip > 1
+    ):
+        spatial = 2 * (head // 6)
+        if (head - 2 * spatial, spatial) != (head - 2 * (head // 3), head // 3):
+            return None  # its forward cuts one axis' columns with another's positions
+        widths = (head - 2 * spatial, spatial, spatial)
+    else:
+        widths = tuple(getattr(module, name, None) for name in _WAN_WIDTHS)
+        skip = None
+    axes = _even_widths(list(widths))
     patches = getattr(module, "patch_size", None)
     try:
         default = inspect.signature(type(module).__init__).parameters["theta"].default
@@ -773,7 +818,24 @@ def _wan_rope(module: nn.Module) -> LatentRope | None:
         return None
     if not all(isinstance(p, int) and not isinstance(p, bool) and p > 0 for p in patches):
         return None
+    if skip is not None:
+        return SkipRope(theta, axes, tuple(patches), skip)
     return LatentRope(theta, axes, tuple(patches), heads=True)
+
+
+def _complex_rope(module: nn.Module) -> ComplexRope | None:
+    """Sana-WM's form (:data:`COMPLEX_CONVENTION`): Wan's widths of its ``attention_head_dim`` (its forward's
+    split of its complex table) and the ``theta`` its ``__init__`` takes by default; else None."""
+    head = getattr(module, "attention_head_dim", None)
+    if not isinstance(head, int) or isinstance(head, bool) or head < 6:
+        return None
+    try:
+        default = inspect.signature(type(module).__init__).parameters["theta"].default
+    except (TypeError, ValueError, KeyError):
+        return None
+    theta, spatial = _number(default), 2 * (head // 6)
+    axes = _even_widths([head - 2 * spatial, spatial, spatial])
+    return None if theta is None or theta <= 0 or axes is None else ComplexRope(theta, axes)
 
 
 def _probe(exact: AxesRope, axis: int | None = None, count: int = 0) -> tuple[tuple[Any, ...], torch.Tensor]:
@@ -787,12 +849,17 @@ def _probe(exact: AxesRope, axis: int | None = None, count: int = 0) -> tuple[tu
         sizes = [1] * max(n - 3, 0) + list(_PROBE_GRID[-min(n, 3) :])
     grid = torch.meshgrid(*(torch.arange(s, dtype=torch.float32) for s in sizes), indexing="ij")
     ids = torch.stack([g.reshape(-1) for g in grid], dim=-1)
+    if isinstance(exact, ComplexRope):
+        return (tuple(sizes), torch.device("cpu")), ids
+    if isinstance(exact, HeliosRope):
+        frames = torch.arange(sizes[0], dtype=torch.float32)[None]
+        return (frames, sizes[1], sizes[2], torch.device("cpu")), ids
     if isinstance(exact, FramesRope):
         frames = torch.arange(sizes[0], dtype=torch.float32)
         return (frames, sizes[1] * exact.patch, sizes[2] * exact.patch, torch.device("cpu")), ids
     if isinstance(exact, LatentRope):
         shape = [size * patch for size, patch in zip(sizes, exact.patches, strict=True)]
-        return (torch.zeros(1, 1, *shape),), ids
+        return (torch.zeros(1, 1, *shape),), exact.ids(tuple(shape))
     if axis is None:
         ids[:, : max(n - 3, 0)] += 1.0  # Flux's image index
         ids = torch.cat([torch.zeros(4, n), ids])
@@ -939,6 +1006,48 @@ class FramesRope(AxesRope):
         return f"{super().extra_repr()}, patch={self.patch}"
 
 
+class HeliosRope(AxesRope):
+    """:class:`AxesRope` in Helios' form (:data:`FRAMES_CONVENTION`): ``(frame_indices, height, width,
+    device)`` with frame indices ``(B, T)`` and a grid of ``height`` × ``width`` patches -> one float32
+    tensor ``(B, 2·Σ widths, T, height, width)``: the cos of every axis (frames, rows, columns, each pair's
+    value twice side by side), then their sin, per patch.
+
+    >>> out = HeliosRope(256.0, (2, 2, 2))(torch.tensor([[3.0]]), 1, 2, "cpu")  # patches (0, 0), (0, 1)
+    >>> out[0, 6:, 0, 0, 1]  # the sin of frame 3's patch (0, 1)
+    tensor([0.1411, 0.1411, 0.0000, 0.0000, 0.8415, 0.8415])
+    """
+
+    def forward(  # type: ignore[override]
+        self, frame_indices: torch.Tensor, height: int, width: int, device: Any = None
+    ) -> torch.Tensor:
+        frames = frame_indices.shape[1]
+        grid = torch.meshgrid(
+            *(torch.arange(n, device=device) for n in (frames, height, width)), indexing="ij"
+        )
+        rows = []
+        for indices in frame_indices.to(device=device, dtype=torch.float32):
+            ids = torch.stack(
+                [indices[grid[0]].reshape(-1), grid[1].reshape(-1), grid[2].reshape(-1)], dim=-1
+            )
+            cos, sin = super().forward(ids)
+            rows.append(torch.cat([cos, sin], dim=-1).reshape(frames, height, width, -1).permute(3, 0, 1, 2))
+        return torch.stack(rows)
+
+
+class ComplexRope(AxesRope):
+    """:class:`AxesRope` in Sana-WM's form (:data:`COMPLEX_CONVENTION`): ``(fhw, device)`` -> the complex
+    cos + i·sin ``(1, 1, F·H·W, Σ widths / 2)`` complex64 of the patches of an F × H × W grid, row-major.
+
+    >>> ComplexRope(256.0, (2, 2, 2))((1, 1, 2), "cpu")[0, 0, 1]  # patch (0, 0, 1)
+    tensor([1.0000+0.0000j, 1.0000+0.0000j, 0.5403+0.8415j])
+    """
+
+    def forward(self, fhw: tuple[int, int, int], device: Any = None) -> torch.Tensor:  # type: ignore[override]
+        grid = torch.meshgrid(*(torch.arange(int(n), dtype=torch.float32) for n in fhw), indexing="ij")
+        cos, sin = super().forward(torch.stack([g.reshape(-1) for g in grid], dim=-1).to(device))
+        return torch.complex(cos[:, 0::2], sin[:, 0::2])[None, None]
+
+
 class LatentRope(AxesRope):
     """posenc's exact values in place of a rotary of a latent's grid (HunyuanVideo's form), called as it
     is: ``hidden_states`` ``(B, C, *axes)`` -> ``(cos, sin)`` of the positions of its patches, row-major
@@ -963,18 +1072,43 @@ class LatentRope(AxesRope):
             raise ValueError(
                 f"hidden_states: shape {tuple(hidden_states.shape)}; expected (batch, channels) and {n} axes"
             )
-        sizes = [s // p for s, p in zip(hidden_states.shape[2:], self.patches, strict=True)]
-        device = hidden_states.device
-        grid = torch.meshgrid(
-            *(torch.arange(s, device=device, dtype=torch.float32) for s in sizes), indexing="ij"
-        )
-        cos, sin = super().forward(torch.stack([g.reshape(-1) for g in grid], dim=-1))
+        cos, sin = super().forward(self.ids(tuple(hidden_states.shape[2:])).to(hidden_states.device))
         if self.heads:
             return cos[None, :, None, :], sin[None, :, None, :]
         return cos, sin
 
+    def ids(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """The position ids ``(S, n_axes)`` float32 of the patches of a latent whose axes are ``shape``."""
+        sizes = [s // p for s, p in zip(shape, self.patches, strict=True)]
+        grid = torch.meshgrid(*(torch.arange(s, dtype=torch.float32) for s in sizes), indexing="ij")
+        return torch.stack([g.reshape(-1) for g in grid], dim=-1)
+
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, patches={self.patches}" + (", heads=True" if self.heads else "")
+
+
+class SkipRope(LatentRope):
+    """:class:`LatentRope` in ChronoEdit's form (Wan's, heads=True): a latent of exactly two frames takes the
+    frame positions 0 and ``skip`` − 1 (its ``temporal_skip_len``: an edit's input and output frames).
+
+    >>> cos, sin = SkipRope(256.0, (2, 2, 2), (1, 1, 1), 8)(torch.zeros(1, 1, 2, 1, 1))
+    >>> sin[0, :, 0, :2]  # frames 0 and 7
+    tensor([[0.0000, 0.0000],
+            [0.6570, 0.6570]])
+    """
+
+    def __init__(self, theta: float, axes_dim: tuple[int, ...], patches: tuple[int, ...], skip: int) -> None:
+        super().__init__(theta, axes_dim, patches, heads=True)
+        self.skip = int(skip)
+
+    def ids(self, shape: tuple[int, ...]) -> torch.Tensor:
+        ids = super().ids(shape)
+        if shape[0] == 2 and self.patches[0] == 1:  # its two frames: 0 and skip − 1
+            ids[:, 0] *= self.skip - 1
+        return ids
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, skip={self.skip}"
 
 
 # --- DINOv3's rotary of a grid's coordinates (timm's RotaryEmbeddingDinoV3) --------------------------------

@@ -453,16 +453,19 @@ def find(model: nn.Module) -> list[tuple[str, str, Any]]:
             cls = type(module)
             if cls not in computing:  # each class read once a call
                 computing[cls] = _computes_sinusoids(cls)
-            if computing[cls]:
+            if computing[cls] and getattr(module, "pos_embed", True) is not None:  # None: holds none
                 found.append((path, "computed", module))
     return found
 
 
 #: A class name, or the name of one of its methods, that says positional.
 _POSITIONAL_CLASS = re.compile(r"posit|sine|sinus|rotary|rope|timestep|pos_?embed|embed_?nd", re.IGNORECASE)
-_POSITIONAL_METHOD = re.compile(r"def \w*(posit|sinusoid)\w*\(", re.IGNORECASE)
+_POSITIONAL_METHOD = re.compile(r"def \w*(posit|sinusoid|rotary)\w*\(", re.IGNORECASE)
 #: A sine taken in source: ``sin(`` (``torch.sin(``, ``.sin()``) or ``polar(`` (cos + i·sin: Qwen-Image's).
 _SINE_CALL = r"\bsin\(|\bpolar\("
+#: A call of one of diffusers' positional helpers: positional in any class (T5 FiLM's decoder, U-ViT 2D and
+#: PRX embed their timesteps with ``get_timestep_embedding`` in their own code).
+_HELPER_CALL = r"\b(get_timestep_embedding|get_[123]d_rotary_pos_embed\w*|get_\w*sincos_pos_embed\w*)\("
 
 
 def _computes_sinusoids(cls: type) -> bool:
@@ -478,7 +481,7 @@ def _computes_sinusoids(cls: type) -> bool:
         return False
     positional = _POSITIONAL_CLASS.search(cls.__name__) or _POSITIONAL_METHOD.search(source)
     if not positional:
-        return False
+        return re.search(_HELPER_CALL, source) is not None
     if re.search(_SINE_CALL, source):
         return True
     home = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else _namespace(cls)
@@ -492,6 +495,31 @@ def _computes_sinusoids(cls: type) -> bool:
             except (OSError, TypeError):
                 continue
     return False
+
+
+def inside_code(module: nn.Module) -> str | None:
+    """Where a module that is not itself positional (its class name says nothing of it) computes positional
+    sinusoids inside its own code (a model's forward or method: T5 FiLM's decoder, U-ViT 2D, PRX, JoyImage):
+    the reason it is not judged — posenc swaps positional modules, never other code; else None."""
+    cls = type(module)
+    if _POSITIONAL_CLASS.search(cls.__name__):
+        return None
+    for name, value in vars(cls).items():
+        if not inspect.isfunction(value):
+            continue
+        try:
+            source = inspect.getsource(value)
+        except (OSError, TypeError):
+            continue
+        helper = re.search(_HELPER_CALL, source)
+        sine = _POSITIONAL_METHOD.search(source) and re.search(_SINE_CALL, source)
+        if helper or sine:
+            what = f"calls {helper.group(1)}" if helper else "takes sines"
+            return (
+                f"computes positional sinusoids inside its own code (its {name} {what}): posenc swaps "
+                "positional modules, never code inside another; not judged"
+            )
+    return None
 
 
 def _class_source(cls: type) -> str | None:
@@ -1012,6 +1040,9 @@ def _computed(
     method = computed.sinusoid_method(module)
     if method is not None:
         return _sinusoid_method(path, module, method, originals)
+    inside = inside_code(module)
+    if inside is not None:
+        return _declined(path, "computed", type(module).__name__, inside)
     reading = computed.read_detr_sine(module)
     variant = type(module).__name__
     convention = computed.sinusoid_convention(module)
@@ -1071,6 +1102,9 @@ def _rope_on_axes(
     difference, allowed = proof
     patched = {
         computed.LatentRope: _PatchedLatentRope,
+        computed.SkipRope: _PatchedSkipRope,
+        computed.HeliosRope: _PatchedHeliosRope,
+        computed.ComplexRope: _PatchedComplexRope,
         computed.AxesRopeMatrix: _PatchedAxesRopeMatrix,
         computed.FramesRope: _PatchedFramesRope,
     }.get(type(exact), _PatchedAxesRope)
@@ -1078,9 +1112,13 @@ def _rope_on_axes(
     replacement.__dict__.update(exact.__dict__)
     replacement.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
-    form = {computed.LatentRope: "a latent's grid", computed.FramesRope: "frames and their grid"}.get(
-        type(exact), "position ids"
-    )
+    form = {
+        computed.LatentRope: "a latent's grid",
+        computed.SkipRope: "a latent's grid (two frames at 0 and its temporal_skip_len − 1)",
+        computed.FramesRope: "frames and their grid",
+        computed.HeliosRope: "frame indices and their grid",
+        computed.ComplexRope: "a grid (complex)",
+    }.get(type(exact), "position ids")
     how = (
         f"the rotary of {form} on {len(exact.axes_dim)} axes (theta {exact.theta:g}, widths "
         f"{list(exact.axes_dim)}): equal to its own (cos, sin) on a probe grid within float32 rounding"
@@ -1681,6 +1719,21 @@ class _PatchedFramesRope(_KeepsOriginal, computed.FramesRope):
 
 class _PatchedLatentRope(_KeepsOriginal, computed.LatentRope):
     """posenc's :class:`~posenc.torch.computed.LatentRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedComplexRope(_KeepsOriginal, computed.ComplexRope):
+    """posenc's :class:`~posenc.torch.computed.ComplexRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedHeliosRope(_KeepsOriginal, computed.HeliosRope):
+    """posenc's :class:`~posenc.torch.computed.HeliosRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedSkipRope(_KeepsOriginal, computed.SkipRope):
+    """posenc's :class:`~posenc.torch.computed.SkipRope` as :func:`patch` puts it in a model (holding the
     original)."""
 
 

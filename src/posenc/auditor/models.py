@@ -407,71 +407,119 @@ def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any, proof: A
     return ComponentAudit(path, "computed", report, note)
 
 
-def _length_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
-    """A rotary of a length (:func:`posenc.torch.length_rope.read_length_rope`): its (cos, sin) at
-    positions 0 .. 2047 against RoPE of its width and theta, once proven of that form; else not judged."""
-    from ..torch import length_rope
-    from ..torch.patching import COMPUTED, original_of
-    from . import audit
+def _as_rope(
+    path: str,
+    module: Any,
+    exact: Any,
+    proof: Any,
+    rows_of: Any,
+    params: Any,
+    span: int,
+    note: str,
+    samples: int,
+    tol: Any,
+) -> ComponentAudit:
+    """A rotary of a form posenc reads (a length's, a latent grid's, Kandinsky's), once ``proof`` holds:
+    one axis' (cos, sin) at positions 0 .. ``span`` − 1 (``rows_of(module, positions)``: each ``(1, k, w)``
+    in RoPE's halves) audited as RoPE of ``params``; where every value is within what float32 code errs at
+    its position and frequency, that is the finding. Else not judged, with the proof's reason."""
+    import numpy as np
+    import torch
 
-    name = type(original_of(module) or module).__name__
-    proof = length_rope.prove_length_rope(module, exact)
-    if isinstance(proof, str):
-        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
-        return ComponentAudit(path, "computed", None, f"{name} {reason}")
-    span = length_rope.PROBE_LENGTHS[-1]
-
-    def rows(positions: Any) -> Any:
-        return length_rope.rows(module, exact, positions)
-
-    rows.__qualname__ = f"{name} (its cos, sin of a length)"  # what the report names
-
-    report = audit(rows, preset=exact.params, positions=span, samples=samples, tol=tol)
-    note = f"RoPE of a length (width {exact.width}, theta {exact.theta:g}) at positions 0 .. {span - 1}"
-    return ComponentAudit(path, "computed", report, note)
-
-
-def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
-    """A rotary of a latent's grid in halves (:func:`posenc.torch.grid_rope.read_grid_rope`): its first axis
-    at positions 0 .. :func:`posenc.torch.grid_rope.span` − 1 against RoPE of that axis' width and theta,
-    once proven of that form; else not judged."""
     from .. import rope
-    from ..torch import grid_rope
+    from ..torch.computed import within_float32
     from ..torch.patching import COMPUTED, original_of
     from . import audit
     from .findings import Finding
 
     name = type(original_of(module) or module).__name__
-    proof = grid_rope.prove_grid_rope(module, exact)
     if isinstance(proof, str):
         reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
         return ComponentAudit(path, "computed", None, f"{name} {reason}")
+
+    def rows(positions: Any) -> Any:
+        return rows_of(module, positions)
+
+    rows.__qualname__ = f"{name} (its cos, sin)"  # what the report names
+    report = audit(rows, preset=params, positions=span, samples=samples, tol=tol)
+    if not report.passed and [f.kind for f in report.findings] in ([], ["unexplained"], ["rounding"]):
+        positions = np.arange(span)
+        mine, ours = (torch.cat([t[0] for t in rows_of(m, positions)]) for m in (module, exact))
+        frequencies = rope.inv_freq(params)
+        checked = within_float32(
+            mine, ours, np.concatenate([positions, positions]).astype(float), frequencies, "half"
+        )
+        if not isinstance(checked, float):
+            own = next(c for c in type(exact).__mro__ if not c.__name__.startswith("_"))
+            finding = Finding(
+                "float32",
+                f"frequencies and angles formed in float32: up to {report.max_abs:.3g} from the exact values",
+                f"{name} forms its frequencies and their angles in float32: every value at 0 .. {span - 1} "
+                f"is within that code's rounding of them (up to {checked[1]:.3g})",
+                {"max_abs": report.max_abs, "allowed": checked[1]},
+                fix=f"{FIX}: it becomes {own.__module__}.{own.__name__}, exact at its positions",
+            )
+            report = dataclasses.replace(report, findings=[finding])
+    return ComponentAudit(path, "computed", report, note)
+
+
+def _length_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
+    """A rotary of a length (:func:`posenc.torch.length_rope.read_length_rope`): its (cos, sin) at
+    positions 0 .. 2047 against RoPE of its width and theta (:func:`_as_rope`)."""
+    from ..torch import length_rope
+
+    proof = length_rope.prove_length_rope(module, exact)
+    span = length_rope.PROBE_LENGTHS[-1]
+    note = f"RoPE of a length (width {exact.width}, theta {exact.theta:g}) at positions 0 .. {span - 1}"
+
+    def rows_of(held: Any, positions: Any) -> Any:
+        return length_rope.rows(held, exact, positions)
+
+    return _as_rope(path, module, exact, proof, rows_of, exact.params, span, note, samples, tol)
+
+
+def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
+    """A rotary of a latent's grid in halves (:func:`posenc.torch.grid_rope.read_grid_rope`): its first axis
+    at positions 0 .. :func:`posenc.torch.grid_rope.span` − 1 against RoPE of that axis' width and theta
+    (:func:`_as_rope`)."""
+    from .. import rope
+    from ..torch import grid_rope
+
     width, theta = exact.widths[0], exact.thetas[0]
     params = rope.RopeParameters("default", head_dim=width, rotary_dim=width, base=theta)
     span = grid_rope.span(exact, module)
-
-    def rows(positions: Any) -> Any:
-        return grid_rope.axis_rows(module, exact, positions)
-
-    rows.__qualname__ = f"{name} (its cos, sin of a grid's rows)"  # what the report names
-    report = audit(rows, preset=params, positions=span, samples=samples, tol=tol)
-    within = grid_rope.within_float32(module, exact) if not report.passed else None
-    if within is not None and [f.kind for f in report.findings] in ([], ["unexplained"], ["rounding"]):
-        finding = Finding(
-            "float32",
-            f"frequencies and angles formed in float32: up to {report.max_abs:.3g} from the exact values",
-            f"{name} forms its frequencies theta^(−2i/w) and their angles in float32: every value "
-            f"of its first axis at 0 .. {span - 1} is within that code's rounding of them (up to "
-            f"{within:.3g})",
-            {"max_abs": report.max_abs, "allowed": within},
-            fix=f"{FIX}: it becomes posenc.torch.grid_rope.{type(exact).__name__.removeprefix('_Patched')}, "
-            "exact at its positions",
-        )
-        report = dataclasses.replace(report, findings=[finding])
     note = (
         f"a rotary of a grid: its first axis ({width} channels, theta {theta:g}) at positions 0 .. {span - 1}"
     )
-    return ComponentAudit(path, "computed", report, note)
+
+    def rows_of(held: Any, positions: Any) -> Any:
+        return grid_rope.axis_rows(held, exact, positions)
+
+    proof = grid_rope.prove_grid_rope(module, exact)
+    return _as_rope(path, module, exact, proof, rows_of, params, span, note, samples, tol)
+
+
+def _kandinsky(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
+    """Kandinsky's rotary of rotation matrices (:func:`posenc.torch.kandinsky.read_kandinsky`): its first
+    axis at positions 0 .. :func:`posenc.torch.kandinsky.span` − 1 against RoPE of that axis' width and
+    max_period (Kandinsky 6's ``freqs_scaling`` s: a linear scaling of factor 1/s; :func:`_as_rope`)."""
+    from .. import rope
+    from ..torch import kandinsky
+
+    width, scaling = exact.widths[0], getattr(exact, "scaling", 1.0)
+    params = rope.RopeParameters("default", head_dim=width, rotary_dim=width, base=exact.max_period)
+    if scaling != 1:
+        params = rope.RopeParameters(
+            "linear", head_dim=width, rotary_dim=width, base=exact.max_period, factor=1 / scaling
+        )
+    span = kandinsky.span(module, exact)
+    note = f"rotation matrices: its first axis ({width} channels) at positions 0 .. {span - 1}"
+
+    def rows_of(held: Any, positions: Any) -> Any:
+        return kandinsky.axis_rows(held, exact, positions)
+
+    proof = kandinsky.prove_kandinsky(module, exact)
+    return _as_rope(path, module, exact, proof, rows_of, params, span, note, samples, tol)
 
 
 #: LTX's rotary is audited along its first axis at the coordinates 0 .. LTX_ROWS − 1.
@@ -562,7 +610,7 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
     :func:`posenc.grids.detr_grid`), else not judged, with the reason."""
     import torch
 
-    from ..torch import computed, grid_rope, length_rope, ltx
+    from ..torch import computed, grid_rope, kandinsky, length_rope, ltx
     from ..torch.patching import COMPUTED, inside_code, original_of
     from . import check_tolerance, report_of
     from .findings import Finding
@@ -606,8 +654,11 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
     if lengths is not None:  # RoPE of a length: its rows of a length that reaches them, as a rotary
         return [_length_rope(path, module, lengths, samples, tol)]
     grid = grid_rope.read_grid_rope(module)
-    if grid is not None:  # a 2-D rotary of a latent's grid: along its first axis, as a rotary
+    if grid is not None:  # a rotary of a latent's grid: along its first axis, as a rotary
         return [_grid_rope(path, module, grid, samples, tol)]
+    matrices = kandinsky.read_kandinsky(module)
+    if matrices is not None:  # Kandinsky's rotation matrices: along its first axis, as a rotary
+        return [_kandinsky(path, module, matrices, samples, tol)]
     if computed.reads_relative(module):  # XLNet's relative encoding (a method): its rows, as a table
         from . import audit
 

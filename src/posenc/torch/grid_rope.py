@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from .. import core
-from .computed import _within_float32
+from .computed import within_float32
 from .functions import _encode_tensor
 
 __all__ = ["CosmosRope", "GridRope", "prove_grid_rope", "read_grid_rope"]
@@ -245,7 +245,7 @@ def prove_grid_rope(module: nn.Module, exact: GridRope | CosmosRope) -> tuple[fl
     for axis, found in enumerate(read):  # every probe at once: each frequency compared at some position but 0
         theta = core.frequencies(exact.widths[axis], base=exact.thetas[axis])
         mine, ours = torch.cat([r[0] for r in found]), torch.cat([r[1] for r in found])
-        checked = _within_float32(mine, ours, np.concatenate([r[2] for r in found]), theta, "half")
+        checked = within_float32(mine, ours, np.concatenate([r[2] for r in found]), theta, "half")
         if isinstance(checked, float):
             named = (
                 f"widths {list(exact.widths)}, thetas {[f'{t:g}' for t in exact.thetas]}, halves of each axis"
@@ -280,14 +280,3 @@ def axis_rows(
         cos, sin = module(latent)
     columns = exact.columns(0)
     return cos[positions][:, columns][None], sin[positions][:, columns][None]
-
-
-def within_float32(module: nn.Module, exact: GridRope | CosmosRope) -> float | None:
-    """The largest allowance where every value of ``module``'s first axis at 0 .. :func:`span` − 1 is within
-    what float32 code errs at its position and frequency, else None."""
-    positions = np.arange(span(exact, module))
-    mine, ours = axis_rows(module, exact, positions), axis_rows(exact, exact, positions)
-    theta = core.frequencies(exact.widths[0], base=exact.thetas[0])
-    read = torch.cat([t[0] for t in mine]), torch.cat([t[0] for t in ours])
-    checked = _within_float32(*read, np.concatenate([positions, positions]).astype(np.float64), theta, "half")
-    return None if isinstance(checked, float) else checked[1]

@@ -150,7 +150,7 @@ import torch
 from torch import nn
 
 from .. import rope
-from . import axial, computed, families, grid_rope, length_rope, ltx, proofs
+from . import axial, computed, families, grid_rope, kandinsky, length_rope, ltx, proofs
 from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import DetrSinePositionEmbedding
@@ -548,7 +548,8 @@ def _namespace(cls: type) -> dict[str, Any]:
     return {}
 
 
-#: posenc's own modules of kind "computed" (one patched in is found as posenc's).
+#: posenc's own modules of kind "computed" (one patched in is found as posenc's); those of a form are
+#: these and every key of :data:`_PATCHED`.
 _OWN_COMPUTED = (
     DetrSinePositionEmbedding,
     computed.ComputedSinusoid,
@@ -560,6 +561,8 @@ _OWN_COMPUTED = (
     length_rope.LengthRope,
     grid_rope.GridRope,
     grid_rope.CosmosRope,
+    kandinsky.KandinskyRope1D,
+    kandinsky.KandinskyRope3D,
 )
 
 
@@ -1029,6 +1032,9 @@ def _computed(
     grid = grid_rope.read_grid_rope(module)
     if grid is not None:
         return _grid_rope(model, path, module, grid, originals)
+    matrices = kandinsky.read_kandinsky(module)
+    if matrices is not None:
+        return _kandinsky(model, path, module, matrices, originals)
     if computed.reads_relative(module):
         return _relative(path, module, originals)
     widths = computed.axes_rotation_widths(module)
@@ -1088,6 +1094,42 @@ def _grid_sine(
     return Component(path, "computed", "timm-2d", difference, allowed, True, how), steps, exact
 
 
+def _swap_proven(
+    model: nn.Module,
+    path: str,
+    module: nn.Module,
+    exact: nn.Module,
+    proof: tuple[float, float] | str,
+    variant: str,
+    how: str,
+    originals: dict,
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """The seam of the rotaries and sinusoids posenc reads by their form (:data:`_PATCHED`): ``module``
+    replaced by posenc's ``exact`` equivalent (as its patched class, holding the original) where ``proof``
+    is (largest difference, largest allowance); else declined with the proof's reason ("its forward ...":
+    a form posenc does not read, found and not judged as any)."""
+    if isinstance(proof, str):
+        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
+        return _declined(path, "computed", type(module).__name__, reason)
+    difference, allowed = proof
+    patched = _PATCHED[type(exact)]
+    replacement = patched.__new__(patched)
+    replacement.__dict__.update(exact.__dict__)
+    replacement.__dict__[_ORIGINAL] = module
+    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
+    return Component(path, "computed", variant, difference, allowed, True, how), steps, replacement
+
+
+#: What each rotary on axes is a rotary of, as the patch report says.
+_AXES_FORMS = {
+    computed.LatentRope: "a latent's grid",
+    computed.SkipRope: "a latent's grid (two frames at 0 and its temporal_skip_len − 1)",
+    computed.FramesRope: "frames and their grid",
+    computed.HeliosRope: "frame indices and their grid",
+    computed.ComplexRope: "a grid (complex)",
+}
+
+
 def _rope_on_axes(
     model: nn.Module, path: str, module: nn.Module, exact: computed.AxesRope, originals: dict
 ) -> tuple[Component, list[_Step], nn.Module | None]:
@@ -1095,35 +1137,13 @@ def _rope_on_axes(
     ids, HunyuanVideo's of a latent's grid): proven on a probe grid, then replaced by its exact equivalent
     (also where the probe agrees bit for bit: diffusers' float64 angles do on small grids, not at every
     position, and are float32 on an MPS device)."""
-    proof = computed.prove_rope_on_axes(module, exact)
-    if isinstance(proof, str):  # a form posenc does not read is found and not judged, as any
-        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
-        return _declined(path, "computed", type(module).__name__, reason)
-    difference, allowed = proof
-    patched = {
-        computed.LatentRope: _PatchedLatentRope,
-        computed.SkipRope: _PatchedSkipRope,
-        computed.HeliosRope: _PatchedHeliosRope,
-        computed.ComplexRope: _PatchedComplexRope,
-        computed.AxesRopeMatrix: _PatchedAxesRopeMatrix,
-        computed.FramesRope: _PatchedFramesRope,
-    }.get(type(exact), _PatchedAxesRope)
-    replacement = patched.__new__(patched)
-    replacement.__dict__.update(exact.__dict__)
-    replacement.__dict__[_ORIGINAL] = module
-    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
-    form = {
-        computed.LatentRope: "a latent's grid",
-        computed.SkipRope: "a latent's grid (two frames at 0 and its temporal_skip_len − 1)",
-        computed.FramesRope: "frames and their grid",
-        computed.HeliosRope: "frame indices and their grid",
-        computed.ComplexRope: "a grid (complex)",
-    }.get(type(exact), "position ids")
     how = (
-        f"the rotary of {form} on {len(exact.axes_dim)} axes (theta {exact.theta:g}, widths "
-        f"{list(exact.axes_dim)}): equal to its own (cos, sin) on a probe grid within float32 rounding"
+        f"the rotary of {_AXES_FORMS.get(type(exact), 'position ids')} on {len(exact.axes_dim)} axes "
+        f"(theta {exact.theta:g}, widths {list(exact.axes_dim)}): equal to its own (cos, sin) on a probe "
+        "grid within float32 rounding"
     )
-    return Component(path, "computed", "axes-rope", difference, allowed, True, how), steps, replacement
+    proof = computed.prove_rope_on_axes(module, exact)
+    return _swap_proven(model, path, module, exact, proof, "axes-rope", how, originals)
 
 
 def _ltx(
@@ -1131,21 +1151,11 @@ def _ltx(
 ) -> tuple[Component, list[_Step], nn.Module | None]:
     """LTX-Video's or LTX-2's rotary of fractional coordinates (:func:`posenc.torch.ltx.read_ltx`): proven
     on probe coordinates, then replaced by its exact equivalent."""
-    proof = ltx.prove_ltx(module, exact)
-    if isinstance(proof, str):
-        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
-        return _declined(path, "computed", type(module).__name__, reason)
-    difference, allowed = proof
-    patched = _PatchedLtxRope if isinstance(exact, ltx.LtxRope) else _PatchedLtx2Rope
-    replacement = patched.__new__(patched)
-    replacement.__dict__.update(exact.__dict__)
-    replacement.__dict__[_ORIGINAL] = module
-    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
     how = (
         f"{exact.describe()}: equal to its own (cos, sin) on probe coordinates, shapes and padding "
         "included, within float32 rounding"
     )
-    return Component(path, "computed", "ltx-rope", difference, allowed, True, how), steps, replacement
+    return _swap_proven(model, path, module, exact, ltx.prove_ltx(module, exact), "ltx-rope", how, originals)
 
 
 def _length_rope(
@@ -1153,20 +1163,12 @@ def _length_rope(
 ) -> tuple[Component, list[_Step], nn.Module | None]:
     """A rotary of a length computed in its forward (:func:`posenc.torch.length_rope.read_length_rope`):
     proven at lengths to 2048, then replaced by its exact equivalent."""
-    proof = length_rope.prove_length_rope(module, exact)
-    if isinstance(proof, str):
-        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
-        return _declined(path, "computed", type(module).__name__, reason)
-    difference, allowed = proof
-    replacement = _PatchedLengthRope.__new__(_PatchedLengthRope)
-    replacement.__dict__.update(exact.__dict__)
-    replacement.__dict__[_ORIGINAL] = module
-    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
     how = (
         f"RoPE of a length (width {exact.width}, theta {exact.theta:g}, halves): equal to its own (cos, sin) "
         f"of lengths {', '.join(map(str, length_rope.PROBE_LENGTHS))} within float32 rounding"
     )
-    return Component(path, "computed", "rope-default", difference, allowed, True, how), steps, replacement
+    proof = length_rope.prove_length_rope(module, exact)
+    return _swap_proven(model, path, module, exact, proof, "rope-default", how, originals)
 
 
 def _grid_rope(
@@ -1178,23 +1180,32 @@ def _grid_rope(
 ) -> tuple[Component, list[_Step], nn.Module | None]:
     """A rotary of a latent's grid in halves (:func:`posenc.torch.grid_rope.read_grid_rope`: CogView4's,
     GLM-Image's, Cosmos'): proven on probe latents, then replaced by its exact equivalent."""
-    proof = grid_rope.prove_grid_rope(module, exact)
-    if isinstance(proof, str):
-        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
-        return _declined(path, "computed", type(module).__name__, reason)
-    difference, allowed = proof
-    patched = _PatchedGridRope if isinstance(exact, grid_rope.GridRope) else _PatchedCosmosRope
-    replacement = patched.__new__(patched)
-    replacement.__dict__.update(exact.__dict__)
-    replacement.__dict__[_ORIGINAL] = module
-    steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
     thetas = ", ".join(f"{t:g}" for t in exact.thetas)
     how = (
         f"a rotary of a latent's grid in halves of each axis (widths {list(exact.widths)}, theta {thetas}"
         + (f", axes {list(exact.axes)}" if getattr(exact, "axes", None) else "")
         + "): equal to its own (cos, sin) of probe latents within float32 rounding"
     )
-    return Component(path, "computed", "grid-rope", difference, allowed, True, how), steps, replacement
+    proof = grid_rope.prove_grid_rope(module, exact)
+    return _swap_proven(model, path, module, exact, proof, "grid-rope", how, originals)
+
+
+def _kandinsky(
+    model: nn.Module,
+    path: str,
+    module: nn.Module,
+    exact: kandinsky.KandinskyRope1D | kandinsky.KandinskyRope3D,
+    originals: dict,
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """Kandinsky's rotary of rotation matrices (:func:`posenc.torch.kandinsky.read_kandinsky`): proven on
+    probe positions (and scale factors), then replaced by its exact equivalent."""
+    how = (
+        f"Kandinsky's rotation matrices (widths {list(exact.widths)}, max_period {exact.max_period:g}): "
+        "equal to its own on probe positions and scale factors, rotations as they must be, within float32 "
+        "rounding"
+    )
+    proof = kandinsky.prove_kandinsky(module, exact)
+    return _swap_proven(model, path, module, exact, proof, "kandinsky-rope", how, originals)
 
 
 def _dinov3(
@@ -1777,6 +1788,16 @@ class _PatchedCosmosRope(_KeepsOriginal, grid_rope.CosmosRope):
     original)."""
 
 
+class _PatchedKandinskyRope1D(_KeepsOriginal, kandinsky.KandinskyRope1D):
+    """posenc's :class:`~posenc.torch.kandinsky.KandinskyRope1D` as :func:`patch` puts it in a model
+    (holding the original)."""
+
+
+class _PatchedKandinskyRope3D(_KeepsOriginal, kandinsky.KandinskyRope3D):
+    """posenc's :class:`~posenc.torch.kandinsky.KandinskyRope3D` as :func:`patch` puts it in a model
+    (holding the original)."""
+
+
 class _PatchedAxialRope(_KeepsOriginal, axial.AxialRope):
     """posenc's :class:`~posenc.torch.axial.AxialRope` as :func:`patch` puts it in a model (holding the
     original, which lays its values out)."""
@@ -1785,6 +1806,25 @@ class _PatchedAxialRope(_KeepsOriginal, axial.AxialRope):
 class _PatchedDinoV3Rope(_KeepsOriginal, computed.DinoV3Rope):
     """posenc's :class:`~posenc.torch.computed.DinoV3Rope` as :func:`patch` puts it in a model (holding the
     original)."""
+
+
+#: The patched class of each of posenc's modules of a form (:func:`_swap_proven`).
+_PATCHED: dict[type, type] = {
+    computed.AxesRope: _PatchedAxesRope,
+    computed.AxesRopeMatrix: _PatchedAxesRopeMatrix,
+    computed.FramesRope: _PatchedFramesRope,
+    computed.LatentRope: _PatchedLatentRope,
+    computed.SkipRope: _PatchedSkipRope,
+    computed.HeliosRope: _PatchedHeliosRope,
+    computed.ComplexRope: _PatchedComplexRope,
+    ltx.LtxRope: _PatchedLtxRope,
+    ltx.Ltx2Rope: _PatchedLtx2Rope,
+    length_rope.LengthRope: _PatchedLengthRope,
+    grid_rope.GridRope: _PatchedGridRope,
+    grid_rope.CosmosRope: _PatchedCosmosRope,
+    kandinsky.KandinskyRope1D: _PatchedKandinskyRope1D,
+    kandinsky.KandinskyRope3D: _PatchedKandinskyRope3D,
+}
 
 
 class _PatchedSinusoid(_KeepsOriginal, computed.ComputedSinusoid):

@@ -1052,3 +1052,17 @@ def test_helios_and_sana_wm_rotaries_are_read_and_made_exact(form: str) -> None:
         assert torch.equal(got[0, 0, -1], torch.complex(cos[0, 0::2], sin[0, 0::2]))
     pt.unpatch(model)
     assert model[0] is module
+
+
+def test_a_sinusoid_run_through_its_own_layers_is_declined_with_them_named() -> None:
+    """Krea 2's timestep embedding computes its sinusoid and runs linear_1 and linear_2 on it in one forward:
+    not judged, the layers named, the module left as it is."""
+    from diffusers.models.transformers.transformer_krea2 import Krea2TimestepEmbedding
+
+    module = Krea2TimestepEmbedding(32, 16)
+    model = nn.Sequential(module)
+    (component,) = pt.patch(model).components
+    assert not component.replaced and "its own layers on it (linear_1, linear_2)" in component.reason
+    assert model[0] is module
+    (judged,) = posenc.audit(model, samples=16).components
+    assert judged.report is None and "linear_1, linear_2" in judged.note

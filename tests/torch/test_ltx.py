@@ -154,3 +154,41 @@ def _saved(model: torch.nn.Module) -> bytes:
     buffer = io.BytesIO()
     torch.save(model, buffer)
     return buffer.getvalue()
+
+
+def test_ltx2_decoder_rotary_read_proven_exact_and_refused_otherwise():
+    """LTX-2's decoder rotary (a rotation applied in its forward): its cos and sin read as its rotation of
+    unit pairs, proven, posenc's against mpmath, audited and patched; a rotation of other angles refused."""
+    from diffusers.models.autoencoders.ltx2_diffusion_decoder import LTX2VideoVaeRotaryPosEmbed3D
+
+    module = LTX2VideoVaeRotaryPosEmbed3D(32)
+    exact = ltx.read_ltx_vae(module)
+    assert exact is not None and exact.split == tuple(module.rope_dim_split)
+    difference, allowed = ltx.prove_ltx_vae(module, exact)
+    assert difference <= allowed
+    cos, sin = ltx.vae_cos_sin(exact, exact, 1, 40)
+    for p in (0, 1, 39):
+        for i in range(6):
+            with mpmath.workdps(40):
+                angle = p * mpmath.power(10000, -mpmath.mpf(2 * i) / 12)
+                want = (
+                    reference.round_to(mpmath.cos(angle), "float32"),
+                    reference.round_to(mpmath.sin(angle), "float32"),
+                )
+            assert (float(cos[p, i]), float(sin[p, i])) == want
+    model = torch.nn.Sequential(module)
+    x = torch.randn(1, 3, 4, 5, 2, 32, dtype=torch.bfloat16)
+    want = module(x)
+    assert not posenc.audit(model, samples=16).passed
+    assert [c.variant for c in pt.patch(model).replaced] == ["ltx-vae-rope"]
+    got = model[0](x)
+    assert got.dtype == torch.bfloat16 and float((got.float() - want.float()).abs().max()) <= 2.0**-6
+    assert posenc.audit(model, samples=16).passed
+    pt.unpatch(model)
+
+    class Doubled(LTX2VideoVaeRotaryPosEmbed3D):
+        def _inv_freqs(self, dim, device):
+            return 2 * super()._inv_freqs(dim, device)
+
+    other = Doubled(32)
+    assert ltx.prove_ltx_vae(other, ltx.read_ltx_vae(other)).startswith("not the rotary its attributes name")

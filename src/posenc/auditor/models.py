@@ -499,6 +499,28 @@ def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> Co
     return _as_rope(path, module, exact, proof, rows_of, params, span, note, samples, tol)
 
 
+def _ltx_vae(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
+    """LTX-2's decoder rotary (:func:`posenc.torch.ltx.read_ltx_vae`): its frames' cos and sin (its rotation
+    of the pairs (1, 0)) at 0 .. 1023 against RoPE of the frames' chunk and its base (:func:`_as_rope`)."""
+    import torch
+
+    from .. import rope
+    from ..torch import ltx
+
+    width, span = exact.split[0], 1024
+    params = rope.RopeParameters("default", head_dim=width, rotary_dim=width, base=exact.base)
+    note = f"{exact.describe()}: its frames' chunk at positions 0 .. {span - 1}"
+
+    def rows_of(held: Any, positions: Any) -> Any:
+        positions = torch.as_tensor(positions, dtype=torch.int64).reshape(-1)
+        count = int(positions.max()) + 1 if positions.numel() else 1
+        pair = ltx.vae_cos_sin(held, exact, 0, count) if held is not exact else exact.cos_sin(0, count, "cpu")
+        return tuple(torch.cat([t[positions], t[positions]], dim=-1)[None] for t in pair)
+
+    proof = ltx.prove_ltx_vae(module, exact)
+    return _as_rope(path, module, exact, proof, rows_of, params, span, note, samples, tol)
+
+
 def _kandinsky(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
     """Kandinsky's rotary of rotation matrices (:func:`posenc.torch.kandinsky.read_kandinsky`): its first
     axis at positions 0 .. :func:`posenc.torch.kandinsky.span` − 1 against RoPE of that axis' width and
@@ -650,6 +672,9 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
     fractional = ltx.read_ltx(module)
     if fractional is not None:  # LTX's rotary of fractional coordinates: along its first axis, as a table
         return [_ltx(path, module, fractional, samples, tol)]
+    decoder = ltx.read_ltx_vae(module)
+    if decoder is not None:  # LTX-2's decoder rotary: its rotation of unit pairs of its frames, as a rotary
+        return [_ltx_vae(path, module, decoder, samples, tol)]
     lengths = length_rope.read_length_rope(module)
     if lengths is not None:  # RoPE of a length: its rows of a length that reaches them, as a rotary
         return [_length_rope(path, module, lengths, samples, tol)]
@@ -749,7 +774,7 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
         report = audit(values, positions=span, samples=samples, tol=tol, preset=claimed)
         note += f" (its positions t · {scale:g})"
         return [ComponentAudit(path, "computed", report, note)]
-    learned = computed.learned_angles(module, model)
+    learned = computed.learned_angles(module, model) or computed.with_layers(module)
     if isinstance(reading, str) and learned is not None:
         return [ComponentAudit(path, "computed", None, f"{type(module).__name__}: {learned}")]
     if isinstance(reading, str):

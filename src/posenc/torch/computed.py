@@ -33,6 +33,7 @@ import copy
 import dataclasses
 import inspect
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -388,6 +389,24 @@ def learned_angles(module: nn.Module, model: nn.Module | None = None) -> str | N
                 "judged"
             )
     return None
+
+
+def with_layers(module: nn.Module) -> str | None:
+    """Why a module whose forward takes sines and also runs layers of its own (Krea 2's timestep embedding:
+    the sinusoid, then ``linear_1``, ``linear_2``) is not judged: its sinusoid is no output posenc can read
+    or swap apart from its layers; else None."""
+    try:
+        source = inspect.getsource(type(module).forward)
+    except (OSError, TypeError):
+        return None
+    layers = [name for name, child in module.named_children() if any(True for _ in child.parameters())]
+    if not layers or not re.search(r"\bsin\(|\.sin\(\)", source):
+        return None
+    named = ", ".join(layers[:3]) + (", ..." if len(layers) > 3 else "")
+    return (
+        f"its forward computes a sinusoid and runs its own layers on it ({named}) in one call: the sinusoid "
+        "is no output posenc can read or swap apart from them; not judged"
+    )
 
 
 def probe_refusal(module: nn.Module, convention: str) -> str | None:

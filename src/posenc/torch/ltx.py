@@ -45,10 +45,23 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import core
 from ..core import explicit, highprec
 from . import proofs
+from .computed import within_float32
+from .functions import _encode_tensor
 
-__all__ = ["Ltx2Rope", "LtxRope", "allowance", "axis_rows", "prove_ltx", "read_ltx"]
+__all__ = [
+    "Ltx2Rope",
+    "LtxRope",
+    "LtxVaeRope",
+    "allowance",
+    "axis_rows",
+    "prove_ltx",
+    "prove_ltx_vae",
+    "read_ltx",
+    "read_ltx_vae",
+]
 
 #: LTX-Video's forward (``LTXVideoRotaryPosEmbed``).
 LTX_FORWARD = ("hidden_states", "num_frames", "height", "width", "rope_interpolation_scale", "video_coords")
@@ -492,3 +505,135 @@ def axis_allowance(exact: LtxRope | Ltx2Rope, fractions: torch.Tensor) -> torch.
     ``(count, 2 · columns)`` (cos's, then sin's; 0 at the padding)."""
     allowed = _rows(exact, _allowed_layout(exact, fractions[None]), fractions.shape[0])
     return torch.cat([allowed, allowed], dim=-1)
+
+
+# --- LTX-2's diffusion decoder: a rotary applied in its forward --------------------------------------------
+
+#: The forward of LTX-2's decoder rotary (``LTX2VideoVaeRotaryPosEmbed3D``): ``hidden_states`` ``(B, T, H,
+#: W, heads, head_dim)`` rotated in place of its values.
+VAE_FORWARD = ("hidden_states",)
+#: Its probe grid (T, H, W).
+VAE_PROBE = (5, 6, 7)
+
+
+class LtxVaeRope(nn.Module):
+    """posenc's exact values in place of LTX-2's decoder rotary, called as it is: ``hidden_states`` ``(B, T,
+    H, W, heads, head_dim)`` -> the same shape and dtype, the head split into chunks of ``split`` (frames,
+    rows, columns), each chunk's pairs (x, y) rotated by its axis' 0-based position p as (x·cos − y·sin,
+    x·sin + y·cos) in float32, cos and sin of p·ω_i, ω_i = base^(−2i/w), exact (rounded once to float32).
+
+    >>> rope = LtxVaeRope((2, 2, 2), 10000.0)
+    >>> x = torch.zeros(1, 1, 1, 2, 1, 6); x[..., 4] = 1.0  # the column axis' pair (1, 0), columns 0 and 1
+    >>> rope(x)[0, 0, 0, :, 0, 4:]  # (cos p, sin p)
+    tensor([[1.0000, 0.0000],
+            [0.5403, 0.8415]])
+    """
+
+    def __init__(self, split: tuple[int, int, int], base: float) -> None:
+        super().__init__()
+        self.split, self.base = tuple(int(w) for w in split), float(base)
+        self._checked = [core.Options.check(w, self.base, 0.0, 1.0, "sin_cos", "zero") for w in self.split]
+
+    def cos_sin(self, axis: int, count: int, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, sin) ``(count, w / 2)`` float32 of axis ``axis`` at the positions 0 .. count − 1."""
+        width = self.split[axis]
+        values = _encode_tensor(torch.arange(count, device=device), (*self._checked[axis], "float32"))
+        return values[:, width // 2 :], values[:, : width // 2]
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if hidden_states.dim() != 6 or hidden_states.shape[-1] != sum(self.split):
+            want = f"(B, T, H, W, heads, {sum(self.split)})"
+            raise ValueError(f"hidden_states: shape {tuple(hidden_states.shape)}; expected {want}")
+        parts, start = [], 0
+        for axis, width in enumerate(self.split):
+            chunk = hidden_states[..., start : start + width]
+            pairs = chunk.reshape(*chunk.shape[:-1], width // 2, 2)
+            x, y = pairs[..., 0].float(), pairs[..., 1].float()
+            cos, sin = self.cos_sin(axis, hidden_states.shape[1 + axis], hidden_states.device)
+            shape = [1, 1, 1, 1, 1, width // 2]
+            shape[1 + axis] = cos.shape[0]
+            cos, sin = cos.reshape(shape), sin.reshape(shape)
+            rotated = torch.stack([x * cos - y * sin, x * sin + y * cos], dim=-1)
+            parts.append(rotated.reshape(chunk.shape).to(hidden_states.dtype))
+            start += width
+        return torch.cat(parts, dim=-1)
+
+    def describe(self) -> str:
+        """One line: what was read."""
+        return f"LTX-2's decoder rotary (chunks {list(self.split)} of the head, base {self.base:g})"
+
+    def extra_repr(self) -> str:
+        return f"split={self.split}, base={self.base:g}"
+
+
+def read_ltx_vae(module: nn.Module) -> LtxVaeRope | None:
+    """posenc's equivalent of ``module`` where it has LTX-2's decoder rotary's form (forward
+    ``(hidden_states)``, ``rope_dim_split`` of three even widths, ``base`` > 1); else None. Whether it
+    computes what they say is :func:`prove_ltx_vae`'s to tell."""
+    if isinstance(module, LtxVaeRope):  # posenc's own, patched in
+        return module
+    split, base = getattr(module, "rope_dim_split", None), getattr(module, "base", None)
+    if _forward_names(module) != VAE_FORWARD or not isinstance(split, tuple | list) or len(split) != 3:
+        return None
+    if not all(isinstance(w, int) and not isinstance(w, bool) and w >= 2 and w % 2 == 0 for w in split):
+        return None
+    if not isinstance(base, int | float) or isinstance(base, bool) or base <= 1:
+        return None
+    return LtxVaeRope(tuple(split), float(base))
+
+
+def vae_cos_sin(
+    module: nn.Module, exact: LtxVaeRope, axis: int, count: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``module``'s cos and sin ``(count, w / 2)`` of axis ``axis`` at 0 .. count − 1, read as its rotation
+    of the pairs (1, 0) (the others at position 0); and its rotation of (0, 1), which must be (−sin, cos)."""
+    shape = [1, 1, 1, 1, 1, sum(exact.split)]
+    shape[1 + axis] = count
+    start = sum(exact.split[:axis])
+    columns = slice(start, start + exact.split[axis])
+    read = []
+    for first in (1.0, 0.0):
+        x = torch.zeros(shape)
+        x[..., columns] = torch.tensor([first, 1.0 - first]).repeat(exact.split[axis] // 2)
+        with torch.no_grad():
+            out = module(x)[..., columns].reshape(count, -1, 2)
+        read.append(out)
+    (cos, sin), (minus_sin, cos_again) = (
+        (read[0][..., 0], read[0][..., 1]),
+        (read[1][..., 0], read[1][..., 1]),
+    )
+    if not (torch.equal(minus_sin, -sin) and torch.equal(cos_again, cos)):
+        raise ValueError("its rotation of the pairs is no [[cos, −sin], [sin, cos]]")
+    return cos, sin
+
+
+def prove_ltx_vae(module: nn.Module, exact: LtxVaeRope) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of ``module`` against ``exact`` (:func:`read_ltx_vae`): its
+    rotation of unit pairs along each axis of a probe grid (cos and sin within what float32 code errs at
+    each position and frequency), and of random values (within the rotation of those errors and float32's
+    rounding of it); else why not."""
+    worst, largest = 0.0, 0.0
+    for axis, count in enumerate(VAE_PROBE):
+        try:
+            mine = vae_cos_sin(module, exact, axis, count)
+        except Exception as error:  # its own code refuses the probe, or rotates otherwise
+            return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+        ours = exact.cos_sin(axis, count, "cpu")
+        frequencies = core.frequencies(exact.split[axis], base=exact.base)
+        positions = np.concatenate([np.arange(count)] * 2).astype(np.float64)
+        checked = within_float32(torch.cat(mine), torch.cat(ours), positions, frequencies, "half")
+        if isinstance(checked, float):
+            named = f"chunks {list(exact.split)}, base {exact.base:g}"
+            return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
+        worst, largest = max(worst, checked[0]), max(largest, checked[1])
+    x = torch.randn(2, *VAE_PROBE, 2, sum(exact.split), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        mine, ours = module(x), exact(x)
+    if mine.shape != ours.shape or mine.dtype != ours.dtype:
+        return f"its output has shape {tuple(mine.shape)} {mine.dtype}, not {tuple(ours.shape)} {ours.dtype}"
+    bound, apart = float(2 * x.abs().max() * (largest + 2 * proofs.UNIT)), float((mine - ours).abs().max())
+    if apart > bound:
+        return (
+            f"not the rotation its attributes name: its output differs by {apart:.3g} (at most {bound:.3g})"
+        )
+    return worst, largest

@@ -558,6 +558,7 @@ _OWN_COMPUTED = (
     computed.DinoV3Rope,
     ltx.LtxRope,
     ltx.Ltx2Rope,
+    ltx.LtxVaeRope,
     length_rope.LengthRope,
     grid_rope.GridRope,
     grid_rope.CosmosRope,
@@ -1026,6 +1027,15 @@ def _computed(
     fractional = ltx.read_ltx(module)
     if fractional is not None:
         return _ltx(model, path, module, fractional, originals)
+    decoder = ltx.read_ltx_vae(module)
+    if decoder is not None:
+        how = (
+            f"{decoder.describe()}: its rotation of unit pairs along each axis of a "
+            f"{'×'.join(map(str, ltx.VAE_PROBE))} grid and of random values equal to posenc's within float32 "
+            "rounding"
+        )
+        proof = ltx.prove_ltx_vae(module, decoder)
+        return _swap_proven(model, path, module, decoder, proof, "ltx-vae-rope", how, originals)
     lengths = length_rope.read_length_rope(module)
     if lengths is not None:
         return _length_rope(model, path, module, lengths, originals)
@@ -1057,7 +1067,7 @@ def _computed(
         return _declined(path, "computed", variant, f"{COMPUTED}: {refusal}")
     if isinstance(reading, str) and convention is not None:
         return _sinusoid(model, path, module, convention, originals)
-    learned = computed.learned_angles(module, model)
+    learned = computed.learned_angles(module, model) or computed.with_layers(module)
     if isinstance(reading, str) and learned is not None:
         return _declined(path, "computed", variant, learned)
     if isinstance(reading, str):
@@ -1768,6 +1778,11 @@ class _PatchedLtxRope(_KeepsOriginal, ltx.LtxRope):
     original)."""
 
 
+class _PatchedLtxVaeRope(_KeepsOriginal, ltx.LtxVaeRope):
+    """posenc's :class:`~posenc.torch.ltx.LtxVaeRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
 class _PatchedLtx2Rope(_KeepsOriginal, ltx.Ltx2Rope):
     """posenc's :class:`~posenc.torch.ltx.Ltx2Rope` as :func:`patch` puts it in a model (holding the
     original)."""
@@ -1819,6 +1834,7 @@ _PATCHED: dict[type, type] = {
     computed.ComplexRope: _PatchedComplexRope,
     ltx.LtxRope: _PatchedLtxRope,
     ltx.Ltx2Rope: _PatchedLtx2Rope,
+    ltx.LtxVaeRope: _PatchedLtxVaeRope,
     length_rope.LengthRope: _PatchedLengthRope,
     grid_rope.GridRope: _PatchedGridRope,
     grid_rope.CosmosRope: _PatchedCosmosRope,

@@ -453,6 +453,19 @@ def _noisy(positions: Any) -> np.ndarray:
     return (rows + 3e-5 * noise).astype(np.float32)
 
 
+def _chunked_cache(positions: Any) -> np.ndarray:
+    """The tutorial's float32 formula, its rows built in chunks of 1024 by a loop whose one chunk (the rows
+    of 3072 ..) took the next chunk's start: those rows hold positions 1024 further on (a cache rebuilt in
+    pieces, as streaming decoders do)."""
+    p = np.asarray(positions, dtype=np.int64)
+    wrong = (p >= 3072) & (p < 3072 + 1024)
+    omega = np.exp(np.arange(0, D, 2, dtype=np.float32) * np.float32(-math.log(10000.0) / D))
+    angle = np.where(wrong, p + 1024, p).astype(np.float32)[:, None] * omega
+    pe = np.empty((len(p), D), np.float32)
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
+    return pe
+
+
 CASES: tuple[Case, ...] = (
     Case("posenc table", "`posenc.table(4096, 64)`", lambda: posenc.table(4096, D), {}),
     Case(
@@ -792,6 +805,12 @@ CASES: tuple[Case, ...] = (
     Case("Marian table", "the same float64 angles, [sin | cos] halves", marian_table, {}),
     Case(
         "diffusers 1-D grid", "NumPy float64 `get_1d_sincos_pos_embed_from_grid`, cast", diffusers_1d_grid, {}
+    ),
+    Case(  # a precision cause must not hide a larger error it does not explain
+        "float32 angles and a chunk of wrong rows",
+        "the tutorial's float32 formula built in chunks of 1024, one chunk at the next chunk's positions",
+        lambda: _chunked_cache,
+        {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}, "unexplained": {}},
     ),
     Case(  # one cause must not hide a larger error it does not explain
         "cliff and noise",

@@ -126,7 +126,10 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
     found = [f for f in found if f is not None]
     if not found:
         return [f for f in [unexplained(m, dtype) or last_bits(m, dtype)] if f is not None]
-    return found + [f for f in [remainder(variant, m, dtype, found, edge, shifted)] if f is not None]
+    left = remainder(variant, m, dtype, found, edge, shifted) or beyond_growth(
+        *(shifted or (variant, m)), dtype, found, edge
+    )
+    return found + [f for f in [left] if f is not None]
 
 
 def _held(
@@ -898,6 +901,49 @@ def remainder(
         {"max_abs": float(rows[worst]), "max_ulp": ulp, "position": where},
         fix="compare the code step by step with the exact formula (posenc.table(..., dtype='float64') rows "
         "are the reference) to find where the rest of the error enters; " + _POSENC.format(options=""),
+    )
+
+
+#: How far above the angles' fitted error (rate · p) a row must be to be more than that cause: the rows of
+#: an angle rounded to a dtype lie at or under the octaves' largest errors the rate is fitted to.
+BEYOND_GROWTH = 8.0
+
+
+def beyond_growth(
+    variant: Variant, m: Measurement, dtype: str, found: list[Finding], edge: Finding | None
+) -> Finding | None:
+    """The error an angles finding (error ≈ rate · p) leaves: rows (before a cliff, and below the positions
+    a rounding of them merges) off by more than :data:`BEYOND_GROWTH` times its line and a few units of the
+    dtype — an error of another cause the angles' one would otherwise hide: "unexplained remainder", with
+    its size and where. ``variant`` and ``m``: the rows at the positions they hold (an offset's)."""
+    angles = next((f for f in found if f.kind == "angles"), None)
+    if angles is None or any(f.kind == "unexplained" for f in found):
+        return None
+    positions = (m.positions + variant.start).astype(np.float64)
+    keep = np.isfinite(m.row_errors) & (positions > 0)
+    if edge is not None:
+        keep &= m.positions < edge.data["position"]
+    rounded = next((f for f in found if f.kind == "positions"), None)
+    if rounded is not None:  # the rows it merges are its own error
+        keep &= positions < 2.0 ** rounded.data["bits"]
+    floor = 8 * 2.0 ** -_BITS.get(dtype, 53)
+    line = BEYOND_GROWTH * angles.data["rate"] * positions + floor
+    over = keep & (m.row_errors > line)
+    if not over.any():
+        return None
+    worst = int(np.argmax(np.where(over, m.row_errors - line, -np.inf)))
+    size, where = float(m.row_errors[worst]), int(m.positions[worst])
+    return Finding(
+        "unexplained",
+        f"unexplained remainder: up to {size:.3g} at position {where:,}, beyond the angles' error "
+        f"({angles.data['rate']:.2g}·p there: {angles.data['rate'] * positions[worst]:.2g})",
+        f"{int(over.sum())} of the sampled rows, from position {int(m.positions[over].min()):,} to "
+        f"{int(m.positions[over].max()):,}, are off by more than {BEYOND_GROWTH:g} times the angles' line: "
+        "another cause than the angles' rounding enters there; no known cause fits it",
+        {"max_abs": size, "position": where, "rows": int(over.sum())},
+        fix="compare the code step by step with the exact formula at that position (posenc.table(..., "
+        "dtype='float64') rows are the reference) to find where the rest of the error enters; "
+        + _POSENC.format(options=""),
     )
 
 

@@ -1298,7 +1298,11 @@ def _sinusoid(
         )
     if rows.ndim != 2:
         return _declined(
-            path, "computed", name, f"its values have shape {rows.shape}, not (positions, width)"
+            path,
+            "computed",
+            name,
+            f"its forward gives {rows.shape} for {len(rows)} positions, not one row of each (positions, "
+            "width): more than an encoding of them (its own layers or tables besides); not judged",
         )
     proven, declined = _plain_rows(path, rows)
     if declined is not None:

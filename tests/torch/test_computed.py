@@ -1062,7 +1062,11 @@ def test_a_sinusoid_run_through_its_own_layers_is_declined_with_them_named() -> 
     module = Krea2TimestepEmbedding(32, 16)
     model = nn.Sequential(module)
     (component,) = pt.patch(model).components
-    assert not component.replaced and "its own layers on it (linear_1, linear_2)" in component.reason
+    assert (
+        not component.replaced
+        and "its forward computes a sinusoid and runs its own layers on it (linear_1, linear_2)"
+        in component.reason
+    )
     assert model[0] is module
     (judged,) = posenc.audit(model, samples=16).components
     assert judged.report is None and "linear_1, linear_2" in judged.note

@@ -726,9 +726,6 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
             return [ComponentAudit(path, "computed", None, f"{type(module).__name__}: {reason}")]
         report = audit(rows, samples=samples, tol=tol, preset=computed.SINUSOID_METHODS[method][1])
         return [ComponentAudit(path, "computed", report, f"its {method} at positions 0 .. {len(rows) - 1}")]
-    inside = inside_code(module)
-    if inside is not None:
-        return [ComponentAudit(path, "computed", None, f"{type(module).__name__}: {inside}")]
     reading = computed.read_detr_sine(module)
     convention = computed.sinusoid_convention(module)
     refusal = computed.probe_refusal(module, convention) if convention is not None else None
@@ -774,7 +771,7 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
         report = audit(values, positions=span, samples=samples, tol=tol, preset=claimed)
         note += f" (its positions t · {scale:g})"
         return [ComponentAudit(path, "computed", report, note)]
-    learned = computed.learned_angles(module, model) or computed.with_layers(module)
+    learned = inside_code(module) or computed.learned_angles(module, model) or computed.with_layers(module)
     if isinstance(reading, str) and learned is not None:
         return [ComponentAudit(path, "computed", None, f"{type(module).__name__}: {learned}")]
     if isinstance(reading, str):

@@ -392,21 +392,28 @@ def learned_angles(module: nn.Module, model: nn.Module | None = None) -> str | N
 
 
 def with_layers(module: nn.Module) -> str | None:
-    """Why a module whose forward takes sines and also runs layers of its own (Krea 2's timestep embedding:
-    the sinusoid, then ``linear_1``, ``linear_2``) is not judged: its sinusoid is no output posenc can read
-    or swap apart from its layers; else None."""
-    try:
-        source = inspect.getsource(type(module).forward)
-    except (OSError, TypeError):
+    """Why a module one of whose methods takes sines and that also runs layers of its own on them (Krea 2's
+    timestep embedding: the sinusoid, then ``linear_1``, ``linear_2``; Funnel's attention structure: its
+    ``get_position_embeds`` through ``sin_dropout`` and ``cos_dropout``) is not judged: its sinusoid is no
+    output posenc can read or swap apart from its layers; else None."""
+    layers = [name for name, _ in module.named_children()]
+    if not layers:
         return None
-    layers = [name for name, child in module.named_children() if any(True for _ in child.parameters())]
-    if not layers or not re.search(r"\bsin\(|\.sin\(\)", source):
-        return None
-    named = ", ".join(layers[:3]) + (", ..." if len(layers) > 3 else "")
-    return (
-        f"its forward computes a sinusoid and runs its own layers on it ({named}) in one call: the sinusoid "
-        "is no output posenc can read or swap apart from them; not judged"
-    )
+    for method, value in vars(type(module)).items():
+        if not inspect.isfunction(value):
+            continue
+        try:
+            source = inspect.getsource(value)
+        except (OSError, TypeError):
+            continue
+        if re.search(r"\bsin\(|\.sin\(\)", source) and any(f"self.{name}" in source for name in layers):
+            used = [name for name in layers if f"self.{name}" in source]
+            named = ", ".join(used[:3]) + (", ..." if len(used) > 3 else "")
+            return (
+                f"its {method} computes a sinusoid and runs its own layers on it ({named}) in one call: the "
+                "sinusoid is no output posenc can read or swap apart from them; not judged"
+            )
+    return None
 
 
 def probe_refusal(module: nn.Module, convention: str) -> str | None:

@@ -1056,9 +1056,6 @@ def _computed(
     method = computed.sinusoid_method(module)
     if method is not None:
         return _sinusoid_method(path, module, method, originals)
-    inside = inside_code(module)
-    if inside is not None:
-        return _declined(path, "computed", type(module).__name__, inside)
     reading = computed.read_detr_sine(module)
     variant = type(module).__name__
     convention = computed.sinusoid_convention(module)
@@ -1067,7 +1064,7 @@ def _computed(
         return _declined(path, "computed", variant, f"{COMPUTED}: {refusal}")
     if isinstance(reading, str) and convention is not None:
         return _sinusoid(model, path, module, convention, originals)
-    learned = computed.learned_angles(module, model) or computed.with_layers(module)
+    learned = inside_code(module) or computed.learned_angles(module, model) or computed.with_layers(module)
     if isinstance(reading, str) and learned is not None:
         return _declined(path, "computed", variant, learned)
     if isinstance(reading, str):

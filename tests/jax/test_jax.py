@@ -447,3 +447,22 @@ def test_dropout_masks_under_jit():
     carried = nnx.jit(lambda m, x: m(x))
     first, second = carried(module, x), carried(module, x)
     assert not np.array_equal(first, second)
+
+
+def test_traced_integer_ids_are_rows_of_a_constant_table_inside_it_and_the_algorithms_outside():
+    """Under jit, traced integer ids (and a decode step's traced offset) are looked up in a constant exact
+    table while every one lies inside it (lax.cond, decided when the program runs), else computed by the
+    portable algorithm: the core's bits either way, no callback."""
+    module = pj.SinusoidalPositionalEncoding(16, max_len=64)
+    run = jax.jit(lambda x, p: module(x, p))
+    x = jnp.zeros((2, 5, 16))
+    inside = jnp.array([[0, 3, 63, 10, 1], [5, 5, 5, 62, 0]])
+    outside = jnp.array([[0, 3, 64, 1000, 2**30], [-7, 5, 5, 62, 0]])
+    for positions in (inside, outside):
+        np.testing.assert_array_equal(np.asarray(run(x, positions)), posenc.encode(np.asarray(positions), 16))
+    text = run.lower(x, inside).as_text()
+    assert "callback" not in text and "stablehlo.case" in text  # the lookup and the algorithm, one chosen
+    step = jax.jit(lambda s, t: module(s, offset=t))
+    for t in (0, 60, 63, 64, 5000):  # inside the table, its last row, just past it, far past it
+        got = np.asarray(step(jnp.zeros((1, 1, 16)), jnp.int32(t)))[0, 0]
+        np.testing.assert_array_equal(got, posenc.encode([t], 16)[0])

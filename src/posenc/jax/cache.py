@@ -5,6 +5,7 @@ the program up to :data:`CONSTANT_LIMIT_BYTES`, the portable algorithm beyond)."
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -59,6 +60,37 @@ def _contiguous(
             return jnp.asarray(cached[offset : offset + seq])
     values = core.table(seq, d_model, start=offset, dtype=dt, **_core_options(options))
     return jnp.asarray(values)
+
+
+#: Under ``jit``, traced integer positions are looked up in a constant table of this many rows (or the
+#: module's ``max_len``) while every one of them lies inside it.
+GATHER_ROWS = 4096
+
+
+def _rows_or_algorithm(
+    ids: jax.Array, offset: Any, options: _Options, dt: np.dtype, rows: int
+) -> jax.Array | None:
+    """Under ``jit``, the encodings of traced integer ``ids`` (+ an integer ``offset``, broadcast): the rows
+    of a constant exact table of ``rows`` rows where every position lies inside it — decided when the
+    program runs (``lax.cond``: a gather, not the portable algorithm's thousands of operations per value) —
+    else the portable algorithm, the same bits either way. None where the ids are real, or the table would
+    pass :data:`CONSTANT_LIMIT_BYTES`."""
+    integer = jnp.issubdtype(ids.dtype, jnp.integer)
+    if offset is not None and not isinstance(offset, int):
+        integer = integer and jnp.issubdtype(jnp.asarray(offset).dtype, jnp.integer)
+    if not integer or rows * options.d_model * dt.itemsize > CONSTANT_LIMIT_BYTES:
+        return None
+    held = _host_table(options, dt, rows)
+    if held is None:
+        return None
+    table = jnp.asarray(held[:rows])
+    total = ids if offset is None else ids + jnp.asarray(offset, ids.dtype)
+    inside = jnp.all((total >= 0) & (total < rows))
+    return jax.lax.cond(
+        inside,
+        lambda: table[jnp.clip(total, 0, rows - 1)],
+        lambda: _encode_traced(ids, options, dt, offset=offset),
+    )
 
 
 def _host_table(options: _Options, dt: np.dtype, rows: int) -> np.ndarray | None:

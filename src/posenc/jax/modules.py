@@ -23,7 +23,7 @@ from ..core.options import takes_options
 from ..portable import backend_named
 from ..rope.arrays import check_layout
 from . import rotary
-from .cache import _contiguous
+from .cache import GATHER_ROWS, _contiguous, _rows_or_algorithm
 from .functions import _NUMPY, _encode_any, _host_positions, _is_int, _Options, _traced
 
 if TYPE_CHECKING:
@@ -143,7 +143,11 @@ class SinusoidalPositionalEncoding(nnx.Module):
                 host=not traced,
                 arange=lambda: (jnp if traced else np).arange(seq),
             )
-            pe = _encode_any(ids, options, dt, offset=extra)
+            pe = None
+            if traced:  # rows of a constant table while the positions lie in it (same bits)
+                pe = _rows_or_algorithm(jnp.asarray(ids), extra, options, dt, self.max_len or GATHER_ROWS)
+            if pe is None:
+                pe = _encode_any(ids, options, dt, offset=extra)
         return adapters.orient(_JNP, jnp.asarray(pe), self.batch_first)
 
     def _check_x(self, x: Any) -> tuple[tuple[int, ...], int]:

@@ -1,0 +1,124 @@
+"""posenc's Flax module under ``jax.jit`` on the CPU, side by side in one process with the usual formula
+jitted: what a restart costs (the compile of the first call) and what a step costs (the median call after).
+
+    python benchmarks/jax_jit.py [--repeat 21] [--json FILE] [--doc]
+
+The cases, each jitted with ``jax.jit`` (the module has no dropout, so it may be closed over), x of
+(4, 1024, 512) float32 and a decode step's x of (4, 1, 512):
+
+- the usual formula (the PyTorch tutorial's, in ``jnp``: float32 ``exp`` and angles) of positions 0 .. 1023,
+  added to x; and of a traced offset t (a decode step);
+- posenc with its default positions (concrete under jit: its rows are a constant of the program);
+- posenc with traced position ids (B, S) (a jit argument: packed documents, padding) — rows of a constant
+  table while they lie inside it, the portable algorithm past it (both in the program);
+- posenc of a traced offset t (a decode step, x (4, 1, 512)).
+
+Compile: seconds from ``jax.jit(f).lower(*args).compile()``; step: the median of ``--repeat`` calls of the
+compiled program (``block_until_ready``), after two warm-ups. Ratios are to the usual formula's program of
+the same kind (a full sequence, or a decode step). Results go to ``--json`` (default
+``benchmarks/results/jax_jit.json``); ``--doc`` also writes the table of ``docs/jax.md`` between its
+``<!-- jax-jit:start -->`` and ``<!-- jax-jit:end -->`` lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+import posenc.jax as pj
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "jax.md"
+BATCH, LENGTH, D_MODEL = 4, 1024, 512
+
+
+def usual(positions: jax.Array) -> jax.Array:
+    """The tutorial's formula in jnp float32: (..., d_model), interleaved sin/cos."""
+    omega = jnp.exp(jnp.arange(0, D_MODEL, 2, dtype=jnp.float32) * (-math.log(10000.0) / D_MODEL))
+    angle = positions.astype(jnp.float32)[..., None] * omega
+    return jnp.stack([jnp.sin(angle), jnp.cos(angle)], axis=-1).reshape(*angle.shape[:-1], D_MODEL)
+
+
+def _measure(function, args: tuple, repeat: int) -> tuple[float, float]:
+    """(compile seconds, median step seconds) of ``jax.jit(function)`` at ``args``."""
+    began = time.perf_counter()
+    compiled = jax.jit(function).lower(*args).compile()
+    compile_seconds = time.perf_counter() - began
+    for _ in range(2):
+        jax.block_until_ready(compiled(*args))
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        times.append(time.perf_counter() - began)
+    return compile_seconds, statistics.median(times)
+
+
+def main() -> None:
+    made = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    made.add_argument("--repeat", type=int, default=21)
+    made.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "jax_jit.json")
+    made.add_argument("--doc", action="store_true")
+    args = made.parse_args()
+    module = pj.SinusoidalPositionalEncoding(D_MODEL)
+    x = jnp.zeros((BATCH, LENGTH, D_MODEL), jnp.float32)
+    step = jnp.zeros((BATCH, 1, D_MODEL), jnp.float32)
+    ids = jnp.broadcast_to(jnp.arange(LENGTH, dtype=jnp.int32), (BATCH, LENGTH))
+    t = jnp.asarray(777, jnp.int32)
+    cases = {
+        "usual formula, positions 0 .. 1023": (lambda x: x + usual(jnp.arange(LENGTH)), (x,), "sequence"),
+        "usual formula, a decode step (traced t)": (
+            lambda s, t: s + usual(t + jnp.arange(1)),
+            (step, t),
+            "step",
+        ),
+        "posenc, default positions (a constant)": (lambda x: module(x), (x,), "sequence"),
+        "posenc, traced position ids (B, S)": (lambda x, p: module(x, p), (x, ids), "sequence"),
+        "posenc, a decode step (traced offset)": (lambda s, t: module(s, offset=t), (step, t), "step"),
+    }
+    rows = {}
+    for name, (function, inputs, kind) in cases.items():
+        compile_seconds, step_seconds = _measure(function, inputs, args.repeat)
+        rows[name] = {"kind": kind, "compile_s": compile_seconds, "step_ms": step_seconds * 1e3}
+        print(f"{name:44} compile {compile_seconds:7.3f} s   step {step_seconds * 1e3:9.3f} ms", flush=True)
+    reference = {row["kind"]: row for name, row in rows.items() if name.startswith("usual")}
+    for row in rows.values():
+        row["compile_ratio"] = row["compile_s"] / reference[row["kind"]]["compile_s"]
+        row["step_ratio"] = row["step_ms"] / reference[row["kind"]]["step_ms"]
+    machine = f"CPU, {platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__}"
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps({"machine": machine, "rows": rows}, indent=2) + "\n")
+    if args.doc:
+        _write_doc(rows, machine, args.repeat)
+
+
+def _write_doc(rows: dict, machine: str, repeat: int) -> None:
+    lines = [
+        f"{machine}, {time.strftime('%Y-%m-%d')}, float32, x (4, 1024, 512), a step's x (4, 1, 512), median "
+        f"of {repeat} (`python benchmarks/jax_jit.py --doc`):",
+        "",
+        "| program (`jax.jit`) | compile | step | compile / usual | step / usual |",
+        "|---|---|---|---|---|",
+    ]
+    for name, row in rows.items():
+        lines.append(
+            f"| {name} | {row['compile_s']:.2f} s | {row['step_ms']:.3f} ms | {row['compile_ratio']:.1f}× | "
+            f"{row['step_ratio']:.1f}× |"
+        )
+    text = PAGE.read_text()
+    head, rest = text.split("<!-- jax-jit:start -->")
+    tail = rest.split("<!-- jax-jit:end -->")[1]
+    PAGE.write_text(f"{head}<!-- jax-jit:start -->\n" + "\n".join(lines) + f"\n<!-- jax-jit:end -->{tail}")
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,8 @@ node where it would otherwise hold the portable algorithm's thousands of operati
   prefill of 2048 tokens and a decode step (bar: ≤ 1.05).
 
 Results go to ``--json`` (default ``benchmarks/results/compiled.json``); ``--doc`` also writes the table of
-``docs/performance.md`` between its ``<!-- compiled:start -->`` and ``<!-- compiled:end -->`` lines.
+``docs/performance.md`` between its ``<!-- compiled:start -->`` and ``<!-- compiled:end -->`` lines (another
+dtype's: ``<!-- compiled-bfloat16:start -->`` ...).
 """
 
 from __future__ import annotations
@@ -220,9 +221,10 @@ def _write_doc(record: dict) -> None:
     """docs/performance.md's table of this run, between its markers."""
     from posenc.atomic import atomic_output
 
+    given = "" if record["dtype"] == "float32" else f" --dtype {record['dtype']}"
     lines = [
         f"CPU, {record['machine']}, {record['date']}, {record['dtype']} "
-        "(`python benchmarks/compiled.py --doc`):",
+        f"(`python benchmarks/compiled.py --doc{given}`):",
         "",
         "| case | eager | `torch.compile` | `torch.export` | compile / eager | export / eager |",
         "|---|---|---|---|---|---|",
@@ -242,7 +244,8 @@ def _write_doc(record: dict) -> None:
                 f"{row['patched'] / row['unpatched']:.3f}× |"
             )
     text = PAGE.read_text(encoding="utf-8")
-    start, end = "<!-- compiled:start -->", "<!-- compiled:end -->"
+    key = "compiled" if record["dtype"] == "float32" else f"compiled-{record['dtype']}"  # a table per dtype
+    start, end = f"<!-- {key}:start -->", f"<!-- {key}:end -->"
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
     with atomic_output(PAGE, binary=False) as out:

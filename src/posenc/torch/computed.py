@@ -34,6 +34,7 @@ import dataclasses
 import inspect
 import math
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -391,6 +392,17 @@ def learned_angles(module: nn.Module, model: nn.Module | None = None) -> str | N
     return None
 
 
+def methods_source(cls: type) -> Iterator[tuple[str, str]]:
+    """(name, source text) of each function ``cls`` defines itself (those whose source cannot be read left
+    out); nothing runs."""
+    for name, value in vars(cls).items():
+        if inspect.isfunction(value):
+            try:
+                yield name, inspect.getsource(value)
+            except (OSError, TypeError):
+                continue
+
+
 def with_layers(module: nn.Module) -> str | None:
     """Why a module one of whose methods takes sines and that also runs layers of its own on them (Krea 2's
     timestep embedding: the sinusoid, then ``linear_1``, ``linear_2``; Funnel's attention structure: its
@@ -399,13 +411,7 @@ def with_layers(module: nn.Module) -> str | None:
     layers = [name for name, _ in module.named_children()]
     if not layers:
         return None
-    for method, value in vars(type(module)).items():
-        if not inspect.isfunction(value):
-            continue
-        try:
-            source = inspect.getsource(value)
-        except (OSError, TypeError):
-            continue
+    for method, source in methods_source(type(module)):
         if re.search(r"\bsin\(|\.sin\(\)", source) and any(f"self.{name}" in source for name in layers):
             used = [name for name in layers if f"self.{name}" in source]
             named = ", ".join(used[:3]) + (", ..." if len(used) > 3 else "")

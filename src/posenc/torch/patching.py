@@ -504,13 +504,7 @@ def inside_code(module: nn.Module) -> str | None:
     cls = type(module)
     if _POSITIONAL_CLASS.search(cls.__name__):
         return None
-    for name, value in vars(cls).items():
-        if not inspect.isfunction(value):
-            continue
-        try:
-            source = inspect.getsource(value)
-        except (OSError, TypeError):
-            continue
+    for name, source in computed.methods_source(cls):
         helper = re.search(_HELPER_CALL, source)
         sine = _POSITIONAL_METHOD.search(source) and re.search(_SINE_CALL, source)
         if helper or sine:
@@ -529,14 +523,7 @@ def _class_source(cls: type) -> str | None:
         return inspect.getsource(cls)
     except (OSError, TypeError):
         pass
-    parts = []
-    for value in vars(cls).values():
-        if inspect.isfunction(value):
-            try:
-                parts.append(inspect.getsource(value))
-            except (OSError, TypeError):
-                continue
-    return "\n".join(parts) or None
+    return "\n".join(source for _, source in computed.methods_source(cls)) or None
 
 
 def _namespace(cls: type) -> dict[str, Any]:

@@ -104,6 +104,8 @@ def test_the_model_calls_are_followed():
         mine, ours = video(states, 3, 4, 5, **call), exact(states, 3, 4, 5, **call)
         checked = ltx.compare(exact, mine, ours, exact.fractions(2, 3, 4, 5, **call))
         assert isinstance(checked, tuple), checked
+    with pytest.raises(ValueError, match="coordinates: each 2·c/base − 1 must be finite"):
+        exact(states, video_coords=torch.full((2, 3, 4), float("nan")))
     with pytest.raises(ValueError, match=r"rope_interpolation_scale\[0\]"):
         exact(states, 3, 4, 5, rope_interpolation_scale=(torch.ones(2), 32, 32))
 

@@ -165,6 +165,11 @@ def fraction_cos_sin(fractions: torch.Tensor, theta: float, count: int) -> tuple
     ``(..., count · A)`` float32 on the CPU, frequency-major: column k·A + a holds ω_k on axis a. Each
     distinct x is evaluated once (a grid's tokens share a few)."""
     x = 2.0 * fractions.detach().to("cpu", torch.float64).numpy() - 1.0
+    if not np.isfinite(x).all() or np.abs(x).max(initial=0.0) >= 2**31:
+        raise ValueError(
+            "coordinates: each 2·c/base − 1 must be finite and below 2**31 in magnitude; got "
+            f"{x[~np.isfinite(x) | (np.abs(x) >= 2**31)][:3].tolist()}: give finite coordinates"
+        )
     distinct, inverse = np.unique(x.reshape(-1), return_inverse=True)
     sin, cos = _exact(distinct, theta, count)
     shape = (*x.shape[:-1], count * x.shape[-1])  # (..., A, count) -> (..., count, A), flattened

@@ -453,6 +453,13 @@ def _noisy(positions: Any) -> np.ndarray:
     return (rows + 3e-5 * noise).astype(np.float32)
 
 
+def _cast_with_a_wrong_chunk(positions: Any) -> torch.Tensor:
+    """:func:`bfloat16_frequencies`, its rows of 3072 .. 4095 built at the positions 1024 further on (a cache
+    rebuilt in pieces, one piece at the next piece's start)."""
+    p = np.asarray(positions, dtype=np.int64)
+    return bfloat16_frequencies(np.where((p >= 3072) & (p < 4096), p + 1024, p))
+
+
 def _chunked_cache(positions: Any) -> np.ndarray:
     """The tutorial's float32 formula, its rows built in chunks of 1024 by a loop whose one chunk (the rows
     of 3072 ..) took the next chunk's start: those rows hold positions 1024 further on (a cache rebuilt in
@@ -805,6 +812,12 @@ CASES: tuple[Case, ...] = (
     Case("Marian table", "the same float64 angles, [sin | cos] halves", marian_table, {}),
     Case(
         "diffusers 1-D grid", "NumPy float64 `get_1d_sincos_pos_embed_from_grid`, cast", diffusers_1d_grid, {}
+    ),
+    Case(  # nor a cast of the frequencies
+        "bfloat16 frequencies and a chunk of wrong rows",
+        "`div_term` cast to bfloat16, the cache built in chunks of 1024, one at the next chunk's positions",
+        lambda: _cast_with_a_wrong_chunk,
+        {"frequencies": {"grid": "bfloat16"}, "unexplained": {}},
     ),
     Case(  # a precision cause must not hide a larger error it does not explain
         "float32 angles and a chunk of wrong rows",

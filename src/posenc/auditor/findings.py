@@ -126,8 +126,10 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
     found = [f for f in found if f is not None]
     if not found:
         return [f for f in [unexplained(m, dtype) or last_bits(m, dtype)] if f is not None]
-    left = remainder(variant, m, dtype, found, edge, shifted) or beyond_growth(
-        *(shifted or (variant, m)), dtype, found, edge
+    left = (
+        remainder(variant, m, dtype, found, edge, shifted)
+        or beyond_growth(*(shifted or (variant, m)), dtype, found, edge)
+        or beyond_cast(target, held, basis, dtype, cast, edge, rounded)
     )
     return found + [f for f in [left] if f is not None]
 
@@ -566,7 +568,13 @@ def frequencies_cast(
                 f"sin/cos({'p' if rounded is None else 'p̃'}·ω̃_i) "
                 f"with ω̃_i = ω_i rounded to {name}, and {off:.3g} from the exact values"
                 + ("" if rounded is None else " (p̃: the positions rounded as found)"),
-                {"grid": name, "residual": residual, "error": off},
+                {
+                    "grid": name,
+                    "residual": residual,
+                    "error": off,
+                    "model": grid,
+                    "stored": theta is not None,
+                },
                 fix=f"compute the frequencies in float64 and do not cast them to {name} (e.g. "
                 "`div_term = torch.exp(torch.arange(0, d, 2, dtype=torch.float64) * (-math.log(base) / d))`"
                 ", an inv_freq buffer kept in float32 or wider and out of `model.to(...)`: register it with "
@@ -932,18 +940,74 @@ def beyond_growth(
     if not over.any():
         return None
     worst = int(np.argmax(np.where(over, m.row_errors - line, -np.inf)))
-    size, where = float(m.row_errors[worst]), int(m.positions[worst])
+    rate = angles.data["rate"]
+    return _left_over(
+        float(m.row_errors[worst]),
+        m.positions[over],
+        int(m.positions[worst]),
+        f"the angles' error ({rate:.2g}·p there: {rate * positions[worst]:.2g})",
+        f"{BEYOND_GROWTH:g} times the angles' line",
+        "the angles' rounding",
+    )
+
+
+def _left_over(size: float, over: np.ndarray, where: int, beyond: str, margin: str, cause: str) -> Finding:
+    """The "unexplained remainder" a precision cause leaves: rows at positions ``over`` off by more than
+    ``margin`` beyond what ``cause`` explains, the worst ``size`` at ``where``."""
     return Finding(
         "unexplained",
-        f"unexplained remainder: up to {size:.3g} at position {where:,}, beyond the angles' error "
-        f"({angles.data['rate']:.2g}·p there: {angles.data['rate'] * positions[worst]:.2g})",
-        f"{int(over.sum())} of the sampled rows, from position {int(m.positions[over].min()):,} to "
-        f"{int(m.positions[over].max()):,}, are off by more than {BEYOND_GROWTH:g} times the angles' line: "
-        "another cause than the angles' rounding enters there; no known cause fits it",
-        {"max_abs": size, "position": where, "rows": int(over.sum())},
+        f"unexplained remainder: up to {size:.3g} at position {where:,}, beyond {beyond}",
+        f"{len(over)} of the sampled rows, from position {int(over.min()):,} to {int(over.max()):,}, are off "
+        f"by more than {margin}: another cause than {cause} enters there; no known cause fits it",
+        {"max_abs": size, "position": where, "rows": len(over)},
         fix="compare the code step by step with the exact formula at that position (posenc.table(..., "
         "dtype='float64') rows are the reference) to find where the rest of the error enters; "
         + _POSENC.format(options=""),
+    )
+
+
+def beyond_cast(
+    target: Target,
+    variant: Variant,
+    m: Measurement,
+    dtype: str,
+    cast: Finding | None,
+    edge: Finding | None,
+    rounded: Finding | None,
+) -> Finding | None:
+    """The error a cast-frequencies finding leaves: every sampled row (before a cliff) against its model,
+    sin/cos(p·ω̃) with ω̃ rounded as found, off by more than four times what the model left at its probes
+    and a few units of the dtype — an error of another cause: "unexplained remainder", size and where."""
+    if cast is None or cast.data.get("stored") or "model" not in cast.data or not len(m.positions):
+        return None
+    keep = np.isfinite(m.row_errors)
+    if edge is not None:
+        keep &= m.positions < edge.data["position"]
+    positions, values = m.positions[keep], m.values[keep].astype(np.float64)
+    at = positions
+    if rounded is not None:
+        at = round_bits(positions, rounded.data["bits"], rounded.data["rounding"] == "toward zero")
+        inside = at < MAX_POSITION
+        positions, values, at = positions[inside], values[inside], at[inside]
+    if not len(positions):
+        return None
+    try:
+        model = _rounded(_model(target, variant, at, cast.data["model"], values.shape[1]), dtype)
+    except (ImportError, ValueError, TypeError, KeyError):
+        return None
+    rows = np.abs(values - model).max(axis=1, initial=0.0)
+    line = 4 * cast.data["residual"] + 8 * 2.0 ** -_BITS.get(dtype, 53)
+    over = rows > line
+    if not over.any():
+        return None
+    worst = int(np.argmax(rows))
+    return _left_over(
+        float(rows[worst]),
+        positions[over],
+        int(positions[worst]),
+        f"the cast frequencies' error (their model is within {cast.data['residual']:.2g} at its probes)",
+        "four times that from sin/cos(p·ω̃)",
+        "the cast",
     )
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "call_detr_sine",
     "call_grid_sine",
     "call_sinusoid",
+    "forward_names",
     "grid_sine_options",
     "learned_angles",
     "probe_refusal",
@@ -390,6 +391,15 @@ def learned_angles(module: nn.Module, model: nn.Module | None = None) -> str | N
                 "judged"
             )
     return None
+
+
+def forward_names(module: nn.Module) -> tuple[str, ...]:
+    """The names of ``module``'s forward's parameters, in order (() where they cannot be read): the form a
+    reader tells it by."""
+    try:
+        return tuple(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return ()
 
 
 def methods_source(cls: type) -> Iterator[tuple[str, str]]:

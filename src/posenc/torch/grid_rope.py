@@ -20,7 +20,6 @@ float32 code errs at its position and frequency.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import numpy as np
@@ -28,7 +27,7 @@ import torch
 from torch import nn
 
 from .. import core
-from .computed import within_float32
+from .computed import forward_names, within_float32
 from .functions import _encode_tensor
 
 __all__ = ["CosmosRope", "GridRope", "prove_grid_rope", "read_grid_rope"]
@@ -169,10 +168,7 @@ def read_grid_rope(module: nn.Module) -> GridRope | CosmosRope | None:
     Whether it computes what they say is :func:`prove_grid_rope`'s to tell."""
     if isinstance(module, GridRope | CosmosRope):  # posenc's own, patched in
         return module
-    try:
-        names = tuple(inspect.signature(module.forward).parameters)
-    except (TypeError, ValueError):
-        return None
+    names = forward_names(module)
     if any(True for _ in module.buffers(recurse=False)):
         return None
     if names == COSMOS_FORWARD:

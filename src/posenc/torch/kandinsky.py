@@ -17,7 +17,6 @@ position and frequency.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ import torch
 from torch import nn
 
 from .. import core
-from .computed import within_float32
+from .computed import forward_names, within_float32
 from .functions import _encode_tensor
 
 __all__ = ["KandinskyRope1D", "KandinskyRope3D", "prove_kandinsky", "read_kandinsky"]
@@ -134,13 +133,6 @@ class KandinskyRope3D(nn.Module):
         return f"axes_dims={self.axes_dims}, max_period={self.max_period:g}, form={self.form}"
 
 
-def _forward_names(module: nn.Module) -> tuple[str, ...]:
-    try:
-        return tuple(inspect.signature(module.forward).parameters)
-    except (TypeError, ValueError):
-        return ()
-
-
 def _even(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 2 and value % 2 == 0
 
@@ -158,7 +150,7 @@ def read_kandinsky(module: nn.Module) -> KandinskyRope1D | KandinskyRope3D | Non
     is :func:`prove_kandinsky`'s to tell."""
     if isinstance(module, KandinskyRope1D | KandinskyRope3D):  # posenc's own, patched in
         return module
-    names, period = _forward_names(module), _number(getattr(module, "max_period", None))
+    names, period = forward_names(module), _number(getattr(module, "max_period", None))
     if period is None or period <= 1 or not hasattr(module, "max_pos"):
         return None
     if names == FORWARD_1D:

@@ -13,7 +13,6 @@ included, each value within what float32 code errs at its position and frequency
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,7 @@ import torch
 from torch import nn
 
 from .. import core, rope
-from .computed import within_float32
+from .computed import forward_names, within_float32
 from .rotary import cos_sin
 
 __all__ = ["FORMS", "LengthRope", "prove_length_rope", "read_length_rope"]
@@ -84,10 +83,7 @@ def read_length_rope(module: nn.Module) -> LengthRope | None:
     Whether it computes what they say is :func:`prove_length_rope`'s to tell."""
     if isinstance(module, LengthRope):  # posenc's own, patched in
         return module
-    try:
-        names = tuple(inspect.signature(module.forward).parameters)
-    except (TypeError, ValueError):
-        return None
+    names = forward_names(module)
     form = next((key for key, want in FORMS.items() if names == want), None)
     if form is None or any(True for _ in module.buffers(recurse=False)):
         return None

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import decimal
 import functools
-import inspect
 import math
 from fractions import Fraction
 from typing import Any
@@ -48,7 +47,7 @@ from torch import nn
 from .. import core
 from ..core import explicit, highprec
 from . import proofs
-from .computed import within_float32
+from .computed import forward_names, within_float32
 from .functions import _encode_tensor
 
 __all__ = [
@@ -356,13 +355,6 @@ class Ltx2Rope(nn.Module):
         return f"dim={self.dim}, theta={self.theta:g}, bases={self.bases}, layout={self.layout!r}"
 
 
-def _forward_names(module: nn.Module) -> tuple[str, ...]:
-    try:
-        return tuple(inspect.signature(module.forward).parameters)
-    except (TypeError, ValueError):
-        return ()
-
-
 def _positive(module: nn.Module, *names: str) -> list[float] | None:
     values = [getattr(module, name, None) for name in names]
     if all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in values):
@@ -377,7 +369,7 @@ def read_ltx(module: nn.Module) -> LtxRope | Ltx2Rope | None:
     :func:`prove_ltx`'s to tell."""
     if isinstance(module, LtxRope | Ltx2Rope):  # posenc's own, patched in
         return module
-    names = _forward_names(module)
+    names = forward_names(module)
     dim = getattr(module, "dim", None)
     if not isinstance(dim, int) or isinstance(dim, bool):
         return None
@@ -578,7 +570,7 @@ def read_ltx_vae(module: nn.Module) -> LtxVaeRope | None:
     if isinstance(module, LtxVaeRope):  # posenc's own, patched in
         return module
     split, base = getattr(module, "rope_dim_split", None), getattr(module, "base", None)
-    if _forward_names(module) != VAE_FORWARD or not isinstance(split, tuple | list) or len(split) != 3:
+    if forward_names(module) != VAE_FORWARD or not isinstance(split, tuple | list) or len(split) != 3:
         return None
     if not all(isinstance(w, int) and not isinstance(w, bool) and w >= 2 and w % 2 == 0 for w in split):
         return None

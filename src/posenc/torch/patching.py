@@ -535,25 +535,6 @@ def _namespace(cls: type) -> dict[str, Any]:
     return {}
 
 
-#: posenc's own modules of kind "computed" (one patched in is found as posenc's); those of a form are
-#: these and every key of :data:`_PATCHED`.
-_OWN_COMPUTED = (
-    DetrSinePositionEmbedding,
-    computed.ComputedSinusoid,
-    computed.GridSine,
-    computed.AxesRope,
-    computed.DinoV3Rope,
-    ltx.LtxRope,
-    ltx.Ltx2Rope,
-    ltx.LtxVaeRope,
-    length_rope.LengthRope,
-    grid_rope.GridRope,
-    grid_rope.CosmosRope,
-    kandinsky.KandinskyRope1D,
-    kandinsky.KandinskyRope3D,
-)
-
-
 def _kind(module: nn.Module) -> str | None:
     """The kind of a positional module, posenc's or another library's: "rotary", "timesteps", else None."""
     if isinstance(module, RotaryEmbedding | axial.AxialRope | computed.HfDinoV3Rope):
@@ -1829,6 +1810,17 @@ _PATCHED: dict[type, type] = {
     kandinsky.KandinskyRope1D: _PatchedKandinskyRope1D,
     kandinsky.KandinskyRope3D: _PatchedKandinskyRope3D,
 }
+
+
+#: posenc's own modules of kind "computed" (one patched in is found as posenc's): those of a form
+#: (:data:`_PATCHED`) and the others.
+_OWN_COMPUTED = (
+    DetrSinePositionEmbedding,
+    computed.ComputedSinusoid,
+    computed.GridSine,
+    computed.DinoV3Rope,
+    *_PATCHED,
+)
 
 
 class _PatchedSinusoid(_KeepsOriginal, computed.ComputedSinusoid):

@@ -422,12 +422,13 @@ def _as_rope(
     """A rotary of a form posenc reads (a length's, a latent grid's, Kandinsky's), once ``proof`` holds:
     one axis' (cos, sin) at positions 0 .. ``span`` − 1 (``rows_of(module, positions)``: each ``(1, k, w)``
     in RoPE's halves) audited as RoPE of ``params``; where every value is within what float32 code errs at
-    its position and frequency, that is the finding. Else not judged, with the proof's reason."""
+    its position and frequency, that is the finding (float64 code's where its values are float64). Else not
+    judged, with the proof's reason."""
     import numpy as np
     import torch
 
     from .. import rope
-    from ..torch.computed import within_float32
+    from ..torch.computed import within_float32, within_float64
     from ..torch.patching import COMPUTED, original_of
     from . import audit
     from .findings import Finding
@@ -446,15 +447,16 @@ def _as_rope(
         positions = np.arange(span)
         mine, ours = (torch.cat([t[0] for t in rows_of(m, positions)]) for m in (module, exact))
         frequencies = rope.inv_freq(params)
-        checked = within_float32(
-            mine, ours, np.concatenate([positions, positions]).astype(float), frequencies, "half"
-        )
+        code = "float64" if mine.dtype == torch.float64 else "float32"
+        within = within_float64 if code == "float64" else within_float32
+        twice = np.concatenate([positions, positions]).astype(float)
+        checked = within(mine, ours, twice, frequencies, "half")
         if not isinstance(checked, float):
             own = next(c for c in type(exact).__mro__ if not c.__name__.startswith("_"))
             finding = Finding(
-                "float32",
-                f"frequencies and angles formed in float32: up to {report.max_abs:.3g} from the exact values",
-                f"{name} forms its frequencies and their angles in float32: every value at 0 .. {span - 1} "
+                code,
+                f"frequencies and angles formed in {code}: up to {report.max_abs:.3g} from the exact values",
+                f"{name} forms its frequencies and their angles in {code}: every value at 0 .. {span - 1} "
                 f"is within that code's rounding of them (up to {checked[1]:.3g})",
                 {"max_abs": report.max_abs, "allowed": checked[1]},
                 fix=f"{FIX}: it becomes {own.__module__}.{own.__name__}, exact at its positions",
@@ -496,6 +498,25 @@ def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> Co
         return grid_rope.axis_rows(held, exact, positions)
 
     proof = grid_rope.prove_grid_rope(module, exact)
+    return _as_rope(path, module, exact, proof, rows_of, params, span, note, samples, tol)
+
+
+def _anyflow(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
+    """AnyFlow's rotary (:func:`posenc.torch.anyflow.read_anyflow`): its frames at positions 0 ..
+    :func:`posenc.torch.anyflow.span` − 1 against RoPE of the frames' width and theta (:func:`_as_rope`)."""
+    from .. import rope
+    from ..torch import anyflow
+
+    width, span = exact.widths[0], anyflow.span(module, exact)
+    params = rope.RopeParameters("default", head_dim=width, rotary_dim=width, base=exact.theta)
+    note = (
+        f"AnyFlow's rotary of a grid: its frames ({width} channels, theta {exact.theta:g}) at 0 .. {span - 1}"
+    )
+
+    def rows_of(held: Any, positions: Any) -> Any:
+        return anyflow.axis_rows(held, exact, positions)
+
+    proof = anyflow.prove_anyflow(module, exact)
     return _as_rope(path, module, exact, proof, rows_of, params, span, note, samples, tol)
 
 
@@ -632,7 +653,7 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
     :func:`posenc.grids.detr_grid`), else not judged, with the reason."""
     import torch
 
-    from ..torch import computed, grid_rope, kandinsky, length_rope, ltx
+    from ..torch import anyflow, computed, grid_rope, kandinsky, length_rope, ltx
     from ..torch.patching import COMPUTED, inside_code, original_of
     from . import check_tolerance, report_of
     from .findings import Finding
@@ -684,6 +705,9 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
     matrices = kandinsky.read_kandinsky(module)
     if matrices is not None:  # Kandinsky's rotation matrices: along its first axis, as a rotary
         return [_kandinsky(path, module, matrices, samples, tol)]
+    layout = anyflow.read_anyflow(module)
+    if layout is not None:  # AnyFlow's complex rotary of a grid: along its frames, as a rotary
+        return [_anyflow(path, module, layout, samples, tol)]
     if computed.reads_relative(module):  # XLNet's relative encoding (a method): its rows, as a table
         from . import audit
 

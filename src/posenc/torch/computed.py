@@ -67,6 +67,7 @@ __all__ = [
     "sinusoid_convention",
     "sinusoid_rows",
     "within_float32",
+    "within_float64",
 ]
 
 #: The probe masks' shape: two images (the second padded), of sizes neither a power of two nor square.
@@ -255,8 +256,27 @@ def within_float32(
     ``layout``), each value within what float32 code errs there (:func:`posenc.torch.proofs.check_cos_sin`,
     its frequencies rounded to float32): (largest difference, largest allowance), else the difference found
     beyond its allowance (inf where none is provable)."""
-    bound = proofs.frequency_bound(theta, torch.float32)
-    check = proofs.check_cos_sin(mine, ours, positions, theta, bound, 1.0, layout)
+    return _within(mine, ours, positions, theta, layout, torch.float32)
+
+
+def within_float64(
+    mine: torch.Tensor,
+    ours: torch.Tensor,
+    positions: np.ndarray,
+    theta: np.ndarray,
+    layout: str = "interleaved",
+) -> tuple[float, float] | float:
+    """:func:`within_float32` for float64 code (frequencies and angles formed and stored in float64, as
+    diffusers' complex128 tables): each value within what float64 code errs there."""
+    return _within(mine, ours, positions, theta, layout, torch.float64)
+
+
+def _within(
+    mine: torch.Tensor, ours: torch.Tensor, positions: np.ndarray, theta: np.ndarray, layout: str, dtype: Any
+) -> tuple[float, float] | float:
+    unit = torch.finfo(dtype).eps / 2
+    bound = proofs.frequency_bound(theta, dtype, unit)
+    check = proofs.check_cos_sin(mine, ours, positions, theta, bound, 1.0, layout, unit)
     if check.over is not None or not check.provable:
         return check.over[2] if check.over is not None else math.inf
     return check.difference, check.allowed

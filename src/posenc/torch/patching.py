@@ -150,7 +150,7 @@ import torch
 from torch import nn
 
 from .. import rope
-from . import axial, computed, families, grid_rope, kandinsky, length_rope, ltx, proofs
+from . import anyflow, axial, computed, families, grid_rope, kandinsky, length_rope, ltx, proofs
 from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import DetrSinePositionEmbedding
@@ -1013,6 +1013,19 @@ def _computed(
     matrices = kandinsky.read_kandinsky(module)
     if matrices is not None:
         return _kandinsky(model, path, module, matrices, originals)
+    layout = anyflow.read_anyflow(module)
+    if layout is not None:
+        how = (
+            f"AnyFlow's complex rotary of a grid (head {layout.head}, theta {layout.theta:g}"
+            + (
+                f", compressed windows {list(layout.pooled)}"
+                if isinstance(layout, anyflow.AnyFlowFarRope)
+                else ""
+            )
+            + "): equal to its own on probe layouts, shapes included, within float64 rounding"
+        )
+        proof = anyflow.prove_anyflow(module, layout)
+        return _swap_proven(model, path, module, layout, proof, "anyflow-rope", how, originals)
     if computed.reads_relative(module):
         return _relative(path, module, originals)
     widths = computed.axes_rotation_widths(module)
@@ -1782,6 +1795,16 @@ class _PatchedKandinskyRope3D(_KeepsOriginal, kandinsky.KandinskyRope3D):
     (holding the original)."""
 
 
+class _PatchedAnyFlowRope(_KeepsOriginal, anyflow.AnyFlowRope):
+    """posenc's :class:`~posenc.torch.anyflow.AnyFlowRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedAnyFlowFarRope(_KeepsOriginal, anyflow.AnyFlowFarRope):
+    """posenc's :class:`~posenc.torch.anyflow.AnyFlowFarRope` as :func:`patch` puts it in a model (holding
+    the original)."""
+
+
 class _PatchedAxialRope(_KeepsOriginal, axial.AxialRope):
     """posenc's :class:`~posenc.torch.axial.AxialRope` as :func:`patch` puts it in a model (holding the
     original, which lays its values out)."""
@@ -1809,6 +1832,8 @@ _PATCHED: dict[type, type] = {
     grid_rope.CosmosRope: _PatchedCosmosRope,
     kandinsky.KandinskyRope1D: _PatchedKandinskyRope1D,
     kandinsky.KandinskyRope3D: _PatchedKandinskyRope3D,
+    anyflow.AnyFlowRope: _PatchedAnyFlowRope,
+    anyflow.AnyFlowFarRope: _PatchedAnyFlowFarRope,
 }
 
 

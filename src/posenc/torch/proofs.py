@@ -133,10 +133,11 @@ def half_ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
     return np.maximum(np.abs(values), info.tiny) * info.eps / 2
 
 
-def frequency_bound(theta: np.ndarray, dtype: torch.dtype) -> np.ndarray:
-    """What a frequency θ stored in ``dtype`` may be off by when float32 code formed it: half an ulp of its
-    storage plus :data:`FREQUENCY_ULPS` float32 ulps."""
-    return half_ulp(theta, dtype) + FREQUENCY_ULPS * UNIT * theta
+def frequency_bound(theta: np.ndarray, dtype: torch.dtype, unit: float = UNIT) -> np.ndarray:
+    """What a frequency θ stored in ``dtype`` may be off by when float32 code formed it (``unit``: the unit
+    roundoff of the code's arithmetic, 2⁻⁵³ for float64 code): half an ulp of its storage plus
+    :data:`FREQUENCY_ULPS` ulps of that arithmetic."""
+    return half_ulp(theta, dtype) + FREQUENCY_ULPS * unit * theta
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,17 +235,19 @@ def check_cos_sin(
     gap: np.ndarray,
     amplitude: float,
     layout: str = "half",
+    unit: float = UNIT,
 ) -> CosSinCheck:
     """The original's cos (or sin) ``mine`` against posenc's ``ours`` at ``positions`` (their last two axes:
-    positions × columns), each value within A·(p·(Δθ_i + 4·θ_i·2⁻²⁴) + 8·2⁻²⁴) (module docstring) of
-    amplitude A; values whose allowance exceeds :data:`CAP`·A are not compared."""
+    positions × columns), each value within A·(p·(Δθ_i + 4·θ_i·u) + 8·u) (module docstring) of amplitude A,
+    u the ``unit`` roundoff of the code's arithmetic (float32's 2⁻²⁴ by default); values whose allowance
+    exceeds :data:`CAP`·A are not compared."""
     a, b = (t.detach().to("cpu", torch.float64) for t in (mine, ours))
     a, b = torch.broadcast_tensors(a, b)
     difference = (a - b).abs().numpy()
     width = difference.shape[-1]
     column_theta, column_gap = per_column(theta, width, layout), per_column(gap, width, layout)
     p = np.abs(positions.astype(np.float64))[:, None]
-    allowance = amplitude * (p * (column_gap + 4 * UNIT * column_theta) + 8 * UNIT)
+    allowance = amplitude * (p * (column_gap + 4 * unit * column_theta) + 8 * unit)
     within_cap = allowance <= CAP * amplitude
     if not within_cap[p[:, 0] > 0].any(axis=0).all():
         return CosSinCheck(math.nan, math.nan, 0, 0, None, False)

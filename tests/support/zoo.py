@@ -43,6 +43,7 @@ _LAYERS = (
     "decoder_layers",
     "num_encoder_layers",
     "num_decoder_layers",
+    "depth",
 )
 _WIDTHS = {
     "intermediate_size": 64,
@@ -152,15 +153,18 @@ def _shrink(config: Any, seen: set[int]) -> None:
             setattr(config, name, value)
         if isinstance(value, PretrainedConfig):
             _shrink(value, seen)
-    heads = fields.get("num_attention_heads")
+    heads_field = "num_attention_heads" if "num_attention_heads" in fields else "num_heads"
+    heads = fields.get(heads_field)  # a vision tower's (Qwen2.5-VL's: num_heads, depth) as a text model's
     hidden = fields.get("hidden_size")
     head_dim = fields.get("head_dim")
     if isinstance(heads, int) and isinstance(hidden, int) and heads > 0:
         head_dim = head_dim if isinstance(head_dim, int) and head_dim > 0 else hidden // heads
         kv = fields.get("num_key_value_heads")
-        config.num_attention_heads = 2
+        setattr(config, heads_field, 2)
         if isinstance(kv, int):
             config.num_key_value_heads = 1 if kv < heads else 2
+        elif "num_key_value_heads" in fields and kv is None:  # Nemotron's default: None (as many as heads)
+            config.num_key_value_heads = 2
         config.hidden_size = 2 * head_dim  # an explicit head_dim keeps its own; else hidden / heads
         if "head_dim" in fields and fields["head_dim"] is None:  # read as hidden / heads by its config
             config.head_dim = head_dim
@@ -184,6 +188,11 @@ def _shrink(config: Any, seen: set[int]) -> None:
     routed = any(isinstance(fields.get(k), int) for k in experts)
     if routed and "num_experts_per_tok" in fields and fields["num_experts_per_tok"] is None:
         config.num_experts_per_tok = _EXPERTS["num_experts_per_tok"]  # DeepSeek-V2's default: None (no top-k)
+    if "vocab_size" in fields and fields["vocab_size"] is None:  # ESM's default: None (a checkpoint's own)
+        config.vocab_size = _VOCAB
+    if "prediction_length" in fields and fields["prediction_length"] is None:  # time-series models': None
+        config.prediction_length = 4  # and the context, which their __init__ sets to it
+        config.context_length = config.context_length or 4
     vocab = fields.get("vocab_size")
     ids = [v for k, v in fields.items() if k.endswith("token_id") and isinstance(v, int)]
     ids += [i for k, v in fields.items() if k.endswith("token_id") and isinstance(v, list) for i in v]

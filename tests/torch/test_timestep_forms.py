@@ -1,7 +1,8 @@
 """Timestep embeddings computed in forward with a time scale (posenc.torch.computed.TIMESTEP_SIGNATURES):
-Qwen-Image 2.1's ``(timestep)`` with its ``time_factor`` and LongCat-AudioDiT's ``(timesteps, scale=1000)``
-identified at t = p / scale, judged at t = 0 .. 999 against the variant times the scale, patched exact
-(each value against mpmath, a scale given in the call honoured) and given back."""
+Qwen-Image 2.1's ``(timestep)`` with its ``time_factor``, LongCat-AudioDiT's ``(timesteps, scale=1000)``
+and Qwen2.5-Omni's token-to-wave ``(hidden_states, scale=1000)`` identified at t = p / scale, judged at
+t = 0 .. 999 against the variant times the scale, patched exact (each value against mpmath, a scale given
+in the call honoured) and given back."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 from diffusers.models.transformers.transformer_longcat_audio_dit import AudioDiTSinusPositionEmbedding
 from diffusers.models.transformers.transformer_qwenimage21 import QwenImage21TemporalTimesteps
+from transformers.models.qwen2_5_omni.modeling_qwen2_5_omni import SinusPositionEmbedding
 
 import posenc
 import posenc.torch as pt
@@ -35,6 +37,7 @@ def _exact(t: float, width: int, shift: int, cos_first: bool, scale: float) -> l
         (lambda: QwenImage21TemporalTimesteps(64), 0, True),
         (lambda: QwenImage21TemporalTimesteps(33, time_factor=500.0), 0, True),
         (lambda: AudioDiTSinusPositionEmbedding(64), 1, False),
+        (lambda: SinusPositionEmbedding(64), 1, False),
     ],
 )
 def test_scaled_timesteps_audited_patched_exact(build, shift, cos_first):

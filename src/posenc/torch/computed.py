@@ -299,9 +299,10 @@ SINUSOID_CONVENTIONS = {
     "relative": ("hidden_states", "cached_frames"),
 }
 #: The forward signatures of the "timesteps" form: ``(timesteps)``, ``(timestep)`` (Qwen-Image 2.1's, its
-#: time scale the attribute ``time_factor``) and ``(timesteps, scale)`` (LongCat-AudioDiT's: the default of
-#: ``scale`` its time scale): the timesteps a 1-D tensor of reals, each times its time scale a position.
-TIMESTEP_SIGNATURES = (("timesteps",), ("timestep",), ("timesteps", "scale"))
+#: time scale the attribute ``time_factor``), ``(timesteps, scale)`` (LongCat-AudioDiT's: the default of
+#: ``scale`` its time scale) and ``(hidden_states, scale)`` (Qwen2.5-Omni's token-to-wave DiT, its timesteps
+#: named so): the timesteps a 1-D tensor of reals, each times its time scale a position.
+TIMESTEP_SIGNATURES = (("timesteps",), ("timestep",), ("timesteps", "scale"), ("hidden_states", "scale"))
 #: The positions a 1-D sinusoid is read at: 0 .. ROWS − 1 (timesteps: 0 .. TIMESTEPS − 1, diffusers' range).
 ROWS, TIMESTEPS = 1024, 1000
 #: The core options, in :meth:`posenc.core.Options.check`'s order after the width.

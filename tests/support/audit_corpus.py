@@ -473,6 +473,15 @@ def _chunked_cache(positions: Any) -> np.ndarray:
     return pe
 
 
+def _stored_chunks() -> torch.Tensor:
+    """The tutorial's float32 table kept in bfloat16 (a buffer through `model.to(torch.bfloat16)`), its rows
+    of 3072 .. 4095 built at the positions 1024 further on (a cache extended in pieces, one at the next
+    piece's start)."""
+    table = tutorial_table(5120, D)
+    table[3072:4096] = table[4096:5120].clone()
+    return table[:4096].to(torch.bfloat16).float()
+
+
 CASES: tuple[Case, ...] = (
     Case("posenc table", "`posenc.table(4096, 64)`", lambda: posenc.table(4096, D), {}),
     Case(
@@ -824,6 +833,12 @@ CASES: tuple[Case, ...] = (
         "the tutorial's float32 formula built in chunks of 1024, one chunk at the next chunk's positions",
         lambda: _chunked_cache,
         {"angles": {"grid": "float32"}, "positions": {"grid": "float32"}, "unexplained": {}},
+    ),
+    Case(  # nor a coarse storage
+        "bfloat16 storage and a chunk of wrong rows",
+        "the tutorial's float32 table kept in bfloat16, one chunk of 1024 rows at the next chunk's positions",
+        _stored_chunks,
+        {"storage": {"grid": "bfloat16"}, "unexplained": {}},
     ),
     Case(  # one cause must not hide a larger error it does not explain
         "cliff and noise",

@@ -130,6 +130,7 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
         remainder(variant, m, dtype, found, edge, shifted)
         or beyond_growth(*(shifted or (variant, m)), dtype, found, edge)
         or beyond_cast(target, held, basis, dtype, cast, edge, rounded)
+        or beyond_storage(held, basis, found, edge)
     )
     return found + [f for f in [left] if f is not None]
 
@@ -966,6 +967,67 @@ def _left_over(size: float, over: np.ndarray, where: int, beyond: str, margin: s
     )
 
 
+def beyond_storage(
+    variant: Variant, m: Measurement, found: list[Finding], edge: Finding | None
+) -> Finding | None:
+    """The error a storage finding (values rounded to a coarser grid) leaves, where it is the only precision
+    cause: every sampled value (before a cliff) within 2 ulps of that grid at its exact value, plus what
+    float32 code errs there (4·2⁻²⁴·p·ω + 8·2⁻²⁴, ω its column's frequency); rows past that hold an error of
+    another cause: "unexplained remainder", size and where."""
+    stored = next((f for f in found if f.kind == "storage"), None)
+    if stored is None or {f.kind for f in found} & (_PRECISION - {"storage"}) or not len(m.positions):
+        return None
+    keep = np.isfinite(m.values).all(axis=1) & (m.positions >= 0) & (m.positions < MAX_POSITION)
+    if edge is not None:
+        keep &= m.positions < edge.data["position"]
+    if variant.start or variant.permutation is not None or not keep.any():
+        return None
+    positions, values = m.positions[keep], m.values[keep].astype(np.float64)
+    try:
+        exact = variant.exact(positions, "float64", values.shape[1])
+        rates = _column_rates(variant, values.shape[1])
+    except (ImportError, ValueError, TypeError, KeyError):
+        return None
+    if exact.shape != values.shape or rates.shape != (values.shape[1],):
+        return None
+    bits, unit = _BITS[stored.data["grid"]], 2.0**-24
+    magnitude = np.maximum(np.abs(exact), 2.0**-126)
+    grid_ulp = np.exp2(np.floor(np.log2(magnitude)) - (bits - 1))
+    allowance = 2 * grid_ulp + 4 * unit * np.abs(positions.astype(np.float64))[:, None] * rates + 8 * unit
+    beyond = (np.abs(values - exact) - allowance).max(axis=1, initial=-np.inf)
+    over = beyond > 0
+    if not over.any():
+        return None
+    rows = np.abs(values - exact).max(axis=1, initial=0.0)
+    worst = int(np.argmax(np.where(over, rows, -np.inf)))
+    return _left_over(
+        float(rows[worst]),
+        positions[over],
+        int(positions[worst]),
+        f"its {stored.data['grid']} storage (2 ulps of it, and float32 code's error, at each value)",
+        f"two {stored.data['grid']} ulps and float32 code's error",
+        "the storage",
+    )
+
+
+def _column_rates(variant: Variant, width: int) -> np.ndarray:
+    """The frequency of each of a variant's ``width`` columns (its angle's growth per position)."""
+    if variant.params is not None:
+        from .. import rope
+
+        theta = rope.inv_freq(variant.params)
+        both = np.concatenate([theta, theta]) if variant.layout == "half" else np.repeat(theta, 2)
+        return variant.columns(both[None], both[None])[0]
+    from .. import core
+
+    o = variant.options
+    omega = core.frequencies(width, base=o["base"], shift=o["shift"], scale=o["scale"], odd=o["odd"])
+    s, c = layouts.pair_columns(o["layout"], len(omega))
+    rates = np.zeros(max(width, 2 * len(omega)))
+    rates[s], rates[c] = omega, omega
+    return rates[:width]
+
+
 def beyond_cast(
     target: Target,
     variant: Variant,
@@ -1029,7 +1091,11 @@ def last_bits(m: Measurement, dtype: str) -> Finding | None:
         "larger cause fits; values rounded twice (computed in a wider type, then cast) or a last-bit error "
         "in an angle or its sine do this",
         {"max_abs": float(m.row_errors[worst]), "max_ulp": ulp, "rows": off},
-        fix="compute in float64 and round once to the stored type; " + _POSENC.format(options=""),
+        fix=(
+            "float32 or 16-bit code: compute in float64 and round once to the stored type (float64 code then "
+            "a cast comes this close and no closer: its own rounding of an angle shows where sin or cos is "
+            "near 0); " + _POSENC.format(options="")
+        ),
     )
 
 

@@ -112,15 +112,92 @@ def tiny_arguments(cls: type) -> dict[str, Any]:
     return out
 
 
+def _inner(arguments: dict[str, Any]) -> int:
+    return arguments["num_attention_heads"] * arguments["attention_head_dim"]
+
+
+#: Arguments whose default is None (or that a class requires) and that its model cannot be built without,
+#: as a published checkpoint's config gives them (sizes tiny; a callable: of the other arguments).
+_CHECKPOINT_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "HunyuanDiT2DModel": {"in_channels": 4, "patch_size": 2},
+    "HunyuanDiT2DControlNetModel": {"in_channels": 4, "patch_size": 2},
+    "Transformer2DModel": {  # DiT's
+        "in_channels": 4,
+        "out_channels": 8,
+        "sample_size": 8,
+        "patch_size": 2,
+        "norm_type": "ada_norm_zero",
+        "num_embeds_ada_norm": 1000,
+    },
+    "LatteTransformer3DModel": {
+        "in_channels": 4,
+        "out_channels": 8,
+        "patch_size": 2,
+        "sample_size": 8,
+        "caption_channels": 16,
+        "cross_attention_dim": _inner,
+    },
+    "TransformerTemporalModel": {  # AnimateDiff's motion module
+        "in_channels": 64,
+        "positional_embeddings": "sinusoidal",
+        "num_positional_embeddings": 32,
+    },
+    "EasyAnimateTransformer3DModel": {"in_channels": 16, "out_channels": 16, "patch_size": 2},
+    "LuminaNextDiT2DModel": {"num_kv_heads": 2},
+    "OmniGenTransformer2DModel": {
+        "rope_scaling": lambda a: {
+            "long_factor": [1.0] * (a["hidden_size"] // a["num_attention_heads"] // 2),
+            "short_factor": [1.0] * (a["hidden_size"] // a["num_attention_heads"] // 2),
+        }
+    },
+    "ControlNetUnionModel": {"addition_time_embed_dim": 8},
+    "HiDreamImageTransformer2DModel": {
+        "patch_size": 2,
+        "out_channels": 16,
+        "caption_channels": [32, 32],
+        "llama_layers": [0, 1],
+    },
+    "UniDiffuserModel": {"in_channels": 4, "out_channels": 4, "sample_size": 8, "patch_size": 2},
+    "ZImageControlNetModel": {
+        "control_layers_places": [0],
+        "control_refiner_layers_places": [0],
+        "control_in_dim": 16,
+        "add_control_noise_refiner": False,
+    },
+    "AudioLDM2ProjectionModel": {"text_encoder_dim": 16, "text_encoder_1_dim": 16, "langauge_model_dim": 16},
+    "StableAudioProjectionModel": {
+        "text_encoder_dim": 16,
+        "conditioning_dim": 16,
+        "min_value": 0.0,
+        "max_value": 10.0,
+    },
+}
+#: A wrapper of several controlnets: the class it wraps (one tiny one of it).
+_WRAPS = {
+    "FluxMultiControlNetModel": "FluxControlNetModel",
+    "SD3MultiControlNetModel": "SD3ControlNetModel",
+    "QwenImageMultiControlNetModel": "QwenImageControlNetModel",
+    "HunyuanDiT2DMultiControlNetModel": "HunyuanDiT2DControlNetModel",
+}
+
+
 def build(name: str) -> Any:
-    """The tiny model of diffusers class ``name`` (eval mode, seeded weights)."""
+    """The tiny model of diffusers class ``name`` (eval mode, seeded weights; a wrapper of controlnets: of
+    one tiny controlnet)."""
     import diffusers
 
     cls = getattr(diffusers, name)
+    if name in _WRAPS:
+        inner = build(_WRAPS[name])
+        torch.manual_seed(0)
+        return cls([inner]).eval()
+    arguments = tiny_arguments(cls)
+    for key, value in _CHECKPOINT_ARGUMENTS.get(name, {}).items():
+        arguments[key] = value(arguments) if callable(value) else value
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return cls(**tiny_arguments(cls)).eval()
+        return cls(**arguments).eval()
 
 
 #: Config fields that give the width of the text a model attends to.

@@ -130,13 +130,19 @@ def architectures() -> list[str]:
 
 def build(name: str) -> Any:
     """The model ``name`` with random weights and one block where its builder takes ``depth`` (eval
-    mode, seeded)."""
+    mode, seeded; a builder that names key/value heads per block (Sapiens2's) gets its first block's:
+    full multi-head attention)."""
     timm = imported()
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             return timm.create_model(name, pretrained=False, depth=1).eval()
+        except AssertionError as error:  # kv heads per block, one per block of its own depth
+            if "num_kv_heads" not in str(error):
+                raise
+            torch.manual_seed(0)
+            return timm.create_model(name, pretrained=False, depth=1, num_kv_heads=None).eval()
         except TypeError as error:  # a builder without depth
             if "depth" not in str(error):
                 raise

@@ -856,6 +856,75 @@ def test_flux_rotation_matrices_of_batched_ids_are_read_and_made_exact() -> None
     assert torch.equal(model.pe(ids), before)
 
 
+def test_hidream_rotation_matrices_sequence_first_are_read_and_made_exact() -> None:
+    """HiDream-I1's EmbedND: the same matrices, the heads' 1 after the sequence ``(B, S, 1, ...)``; and
+    Stable Audio's Fourier features (a trained vector of frequencies): not judged, with that reason."""
+    from diffusers.models.transformers.transformer_hidream_image import HiDreamImageEmbedND
+    from diffusers.pipelines.stable_audio.modeling_stable_audio import StableAudioPositionalEmbedding
+
+    model = nn.Sequential()
+    model.add_module("pe", HiDreamImageEmbedND(10000, [16, 24, 24]))
+    ids = torch.stack(torch.meshgrid(torch.zeros(1), torch.arange(3.0), torch.arange(5.0), indexing="ij"), -1)
+    ids = ids.reshape(1, -1, 3).repeat(2, 1, 1)
+    before = model.pe(ids)
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.variant == "axes-rope" and isinstance(model.pe, computed.AxesRopeMatrix)
+    assert model.pe.heads == 2
+    after = model.pe(ids)
+    assert after.shape == before.shape == (2, 15, 1, 32, 2, 2)
+    assert torch.allclose(after, before, atol=1e-6)
+    want = posenc.encode(np.arange(5), 24, layout="sin_cos")
+    assert np.array_equal(after[1, :5, 0, 20:, 1, 0].numpy(), want[:, :12])
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert torch.equal(model.pe(ids), before)
+    fourier = nn.Sequential(StableAudioPositionalEmbedding(16))
+    (left,) = pt.patch(fourier).components
+    assert not left.replaced and "trained parameter (weights: (8,))" in left.reason
+    (judged,) = posenc.audit(fourier, samples=16).components
+    assert judged.report is None and "learned Fourier features" in judged.note
+
+
+def test_easyanimate_rotary_of_a_crop_region_is_read_and_made_exact() -> None:
+    """EasyAnimate's rotary (diffusers' get_3d_rotary_pos_embed of a latent's grid resized and centred on a
+    base grid): read, proven, audited along its frames, patched; each value at the region's real positions
+    (formed in float64) against mpmath."""
+    from diffusers.models.transformers.transformer_easyanimate import EasyAnimateRotaryPosEmbed
+
+    model = nn.Sequential()
+    model.add_module("rope", EasyAnimateRotaryPosEmbed(2, 32))
+    latent = torch.zeros(1, 4, 3, 10, 14)  # 3 frames of 5 × 7 patches
+    before = model.rope(latent)
+    exact = computed.rope_on_axes(model.rope)
+    assert isinstance(exact, computed.CropRope) and exact.axes_dim == (8, 12, 12)
+    wrong = computed.CropRope(32, 2, theta=10000.0 * 1.001)
+    assert computed.prove_rope_on_axes(model.rope, wrong).startswith("not the rotary its attributes name")
+    before_audit = posenc.audit(model, samples=32)
+    assert [c.note.split(" (")[0] for c in before_audit.components] == ["axis 0"]
+    (replaced,) = pt.patch(model).replaced
+    assert isinstance(model.rope, computed.CropRope) and "resized and centred" in replaced.reason
+    cos, sin = model.rope(latent)
+    assert cos.shape == before[0].shape == (105, 32)
+    assert torch.allclose(cos, before[0], atol=1e-5) and torch.allclose(sin, before[1], atol=1e-5)
+    (top, left), (bottom, right) = exact.region(5, 7)  # on the 30 × 45 base grid: 30 × 42, left 2 (rounded)
+    assert (top, left, bottom, right) == (0, 2, 30, 44)
+    for index in (0, 8, 104):
+        f, i, j = index // 35, index // 7 % 5, index % 7
+        points = [mpmath.mpf(f), top + i * (mpmath.mpf(bottom) * 4 / 5 - top) / 4]
+        points.append(left + j * (mpmath.mpf(right) * 6 / 7 - left) / 6)
+        for column, (axis, k) in enumerate(
+            [(0, k) for k in range(4)] + [(a, k) for a in (1, 2) for k in range(6)]
+        ):
+            width = exact.axes_dim[axis]
+            with mpmath.workdps(40):
+                angle = points[axis] * mpmath.power(10000, -mpmath.mpf(2 * k) / width)
+                want = [reference.round_to(g(angle), "float32") for g in (mpmath.cos, mpmath.sin)]
+            assert [float(cos[index, 2 * column]), float(sin[index, 2 * column + 1])] == want
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert all(torch.equal(a, b) for a, b in zip(model.rope(latent), before, strict=True))
+
+
 def test_framepack_rotary_of_frame_indices_is_read_and_made_exact() -> None:
     from diffusers.models.transformers.transformer_hunyuan_video_framepack import (
         HunyuanVideoFramepackRotaryPosEmbed,

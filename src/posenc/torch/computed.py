@@ -50,6 +50,7 @@ from .tensors import _dtype_name
 __all__ = [
     "AxesRope",
     "ComputedSinusoid",
+    "CropRope",
     "DetrSine",
     "GridSine",
     "LatentRope",
@@ -384,7 +385,8 @@ def learned_angles(module: nn.Module, model: nn.Module | None = None) -> str | N
     """Why ``module``'s angles are weights, where a child of it projects coordinates (an ``nn.Linear`` of at
     most 4 inputs: LightGlue's keypoints through ``Linear(2, 32)``, Fourier features with learned
     frequencies), it holds its frequencies as a trained parameter (timm's ``RotaryEmbeddingMixed``:
-    ``freqs``, one set per block and head) or its forward is handed them by ``model``'s trained parameter of
+    ``freqs``, one set per block and head; Stable Audio's Fourier features: a vector ``weights`` its forward
+    takes the sine of times) or its forward is handed them by ``model``'s trained parameter of
     the same name (Mochi's ``pos_frequencies``): the reason it is not judged; else None."""
     try:
         names = tuple(inspect.signature(module.forward).parameters)
@@ -403,6 +405,18 @@ def learned_angles(module: nn.Module, model: nn.Module | None = None) -> str | N
             return (
                 f"its frequencies are a trained parameter ({name}: {tuple(weight.shape)}), not a sinusoid "
                 "posenc makes; not judged"
+            )
+    try:
+        source = inspect.getsource(type(module).forward)
+    except (OSError, TypeError):
+        source = ""
+    for name, weight in module.named_parameters(recurse=False):  # Stable Audio's Fourier features
+        vector = weight.is_floating_point() and weight.dim() == 1 and weight.numel() > 1
+        if vector and f"self.{name}" in source and re.search(r"\bsin\(|\.sin\(", source):
+            return (
+                f"its forward forms its angles with a trained parameter ({name}: {tuple(weight.shape)}): "
+                "frequencies that are weights (learned Fourier features), not a sinusoid posenc makes; not "
+                "judged"
             )
     for name, child in module.named_children():
         if isinstance(child, nn.Linear) and child.in_features <= 4:
@@ -734,6 +748,8 @@ _WAN_WIDTHS = ("t_dim", "h_dim", "w_dim")
 COMPLEX_CONVENTION = ("fhw", "device")
 #: Helios' (the form of :data:`FRAMES_CONVENTION` with batched frame indices and a grid in patches).
 _HELIOS_WIDTHS = ("DT", "DY", "DX")
+#: EasyAnimate's base grid in pixels (rows, columns): a latent's grid is resized and centred on it.
+CROP_BASE = (60, 90)
 #: The probe grid: its sizes on the last axes (in patches), every other axis at an offset.
 _PROBE_GRID = (2, 3, 5)
 
@@ -767,6 +783,8 @@ def rope_on_axes(module: nn.Module) -> AxesRope | None:
         return _wan_rope(module)
     if names == COMPLEX_CONVENTION and theta is None:
         return _complex_rope(module)
+    if names == LATENT_CONVENTION and theta is None and hasattr(module, "get_resize_crop_region_for_grid"):
+        return _crop_rope(module)
     if theta is None or theta <= 0:
         return None
     if names == COMPLEX_CONVENTION:
@@ -784,7 +802,8 @@ def rope_on_axes(module: nn.Module) -> AxesRope | None:
         axes = _even_widths(getattr(module, "axes_dim", None))
         if axes is None:
             return None
-        return AxesRopeMatrix(theta, axes) if _matrix_form(module, axes) else AxesRope(theta, axes)
+        heads = _matrix_form(module, axes)
+        return AxesRopeMatrix(theta, axes, heads) if heads else AxesRope(theta, axes)
     axes = _even_widths(getattr(module, "rope_dim", None))
     if names != LATENT_CONVENTION or axes is None:
         return None
@@ -802,14 +821,19 @@ def rope_on_axes(module: nn.Module) -> AxesRope | None:
     return LatentRope(theta, axes, patches)
 
 
-def _matrix_form(module: nn.Module, axes: tuple[int, ...]) -> bool:
-    """Whether ``module`` (Flux's form) gives rotation matrices of batched ids (:class:`AxesRopeMatrix`)."""
+def _matrix_form(module: nn.Module, axes: tuple[int, ...]) -> int | None:
+    """Where ``module`` (Flux's form) gives rotation matrices of batched ids (:class:`AxesRopeMatrix`): the
+    axis of its heads' 1 (Black Forest Labs' ``(B, 1, S, ...)``: 1; HiDream-I1's ``(B, S, 1, ...)``: 2);
+    else None."""
     try:
         with torch.no_grad():
             out = module(torch.zeros(1, 2, len(axes)))
     except Exception:  # its own code refuses batched ids: the (cos, sin) form, or another
-        return False
-    return isinstance(out, torch.Tensor) and tuple(out.shape) == (1, 1, 2, sum(axes) // 2, 2, 2)
+        return None
+    if not isinstance(out, torch.Tensor):
+        return None
+    width = sum(axes) // 2
+    return {(1, 1, 2, width, 2, 2): 1, (1, 2, 1, width, 2, 2): 2}.get(tuple(out.shape))
 
 
 def _cos_sin(module_out: Any, exact: AxesRope) -> tuple[torch.Tensor, torch.Tensor] | str:
@@ -837,7 +861,7 @@ def _cos_sin(module_out: Any, exact: AxesRope) -> tuple[torch.Tensor, torch.Tens
         return module_out[0], module_out[1]
     if not isinstance(module_out, torch.Tensor) or module_out.dim() != 6 or module_out.shape[-2:] != (2, 2):
         return "its forward returns no rotation matrices (batch, 1, positions, Σ widths / 2, 2, 2)"
-    matrices = module_out[0, 0]
+    matrices = module_out[0, 0] if exact.heads == 1 else module_out[0, :, 0]
     cos, sin = matrices[..., 0, 0], matrices[..., 1, 0]
     if not (torch.equal(matrices[..., 0, 1], -sin) and torch.equal(matrices[..., 1, 1], cos)):
         return "its matrices are not rotations [[cos, −sin], [sin, cos]]"
@@ -885,6 +909,24 @@ def _wan_rope(module: nn.Module) -> LatentRope | None:
     if skip is not None:
         return SkipRope(theta, axes, tuple(patches), skip)
     return LatentRope(theta, axes, tuple(patches), heads=True)
+
+
+def _crop_rope(module: nn.Module) -> CropRope | None:
+    """EasyAnimate's form (:class:`CropRope`): ``rope_dim`` one int, a multiple of 8, and an int
+    ``patch_size``; theta the default of diffusers' ``get_3d_rotary_pos_embed`` (its forward names none: the
+    proof tells whether its values are of it); else None."""
+    head, patch = getattr(module, "rope_dim", None), getattr(module, "patch_size", None)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (head, patch)):
+        return None
+    if head < 8 or head % 8:
+        return None
+    try:
+        from diffusers.models.embeddings import get_3d_rotary_pos_embed
+
+        theta = _number(inspect.signature(get_3d_rotary_pos_embed).parameters["theta"].default)
+    except (ImportError, KeyError, TypeError, ValueError):
+        return None
+    return None if theta is None or theta <= 0 else CropRope(head, patch, theta)
 
 
 def _complex_rope(module: nn.Module) -> ComplexRope | None:
@@ -1007,10 +1049,14 @@ class AxesRope(nn.Module):
             raise ValueError(f"ids: shape {tuple(ids.shape)}; expected {want}, one column per axis")
         cos, sin = [], []
         for axis, (width, checked) in enumerate(zip(self.axes_dim, self._checked, strict=True)):
-            values = _encode_tensor(ids[:, axis].float(), (*checked, "float32"))
+            column = ids[:, axis] if ids.dtype == torch.float64 else ids[:, axis].float()  # a grid's reals
+            values = _encode_tensor(column, (*checked, "float32"))
             sin.append(values[:, : width // 2].repeat_interleave(2, dim=-1))
             cos.append(values[:, width // 2 :].repeat_interleave(2, dim=-1))
         return torch.cat(cos, dim=-1), torch.cat(sin, dim=-1)
+
+    #: The axes whose probe positions are 0, 1, ... (an audit reads each as a table of those positions).
+    integer_axes: tuple[int, ...] | None = None
 
     def extra_repr(self) -> str:
         return f"theta={self.theta:g}, axes_dim={self.axes_dim}"
@@ -1019,12 +1065,18 @@ class AxesRope(nn.Module):
 class AxesRopeMatrix(AxesRope):
     """:class:`AxesRope` in the form of Black Forest Labs' Flux code (PRX's ``EmbedND``): batched position ids
     ``(B, S, n_axes)`` -> rotation matrices ``(B, 1, S, Σ axes_dim / 2, 2, 2)`` [[cos, −sin], [sin, cos]],
-    float32, one per frequency.
+    float32, one per frequency; ``heads`` the axis of the heads' 1: 2 for HiDream-I1's ``(B, S, 1, ...)``.
 
     >>> AxesRopeMatrix(10000.0, (2,))(torch.tensor([[[1.0]]]))[0, 0, 0, 0]
     tensor([[ 0.5403, -0.8415],
             [ 0.8415,  0.5403]])
     """
+
+    def __init__(self, theta: float, axes_dim: tuple[int, ...] | list[int], heads: int = 1) -> None:
+        super().__init__(theta, axes_dim)
+        if heads not in (1, 2):
+            raise ValueError(f"heads: {heads!r}; the heads' axis is 1 (B, 1, S, ...) or 2 (B, S, 1, ...)")
+        self.heads = heads
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         if ids.dim() != 3:
@@ -1034,8 +1086,11 @@ class AxesRopeMatrix(AxesRope):
         batch, length = ids.shape[:2]
         cos, sin = super().forward(ids.reshape(batch * length, -1))
         cos, sin = cos[:, 0::2], sin[:, 0::2]
-        matrices = torch.stack([cos, -sin, sin, cos], dim=-1).reshape(batch, 1, length, -1, 2, 2)
-        return matrices
+        matrices = torch.stack([cos, -sin, sin, cos], dim=-1).reshape(batch, length, -1, 2, 2)
+        return matrices.unsqueeze(self.heads)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (", heads=2" if self.heads == 2 else "")
 
 
 class FramesRope(AxesRope):
@@ -1147,6 +1202,54 @@ class LatentRope(AxesRope):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, patches={self.patches}" + (", heads=True" if self.heads else "")
+
+
+class CropRope(LatentRope):
+    """:class:`LatentRope` in EasyAnimate's form (:data:`LATENT_CONVENTION`, ``rope_dim`` one int n,
+    diffusers' ``get_3d_rotary_pos_embed`` of a resize-crop region): a latent ``(B, C, F, H, W)`` of
+    F × H' × W' patches (H' = H // ``patch``) on a base grid of :data:`CROP_BASE` pixels (rows, columns) //
+    ``patch``: the region of that grid an H' × W' grid fills, resized and centred, (top, left) .. (bottom,
+    right); frame f at f, row i at top + i·(bottom·(H' − 1)/H' − top)/(H' − 1) (``linspace``), columns
+    alike; widths n/4, 3n/8, 3n/8, each pair's value twice. The positions formed in float64, each value
+    exact.
+
+    >>> cos, sin = CropRope(16, 2)(torch.zeros(1, 1, 1, 2, 2))  # one frame of 1 × 1 patches
+    >>> sin[0, 10:12]  # its column, at the base grid's centred square: left = round(7.5) = 8
+    tensor([0.9894, 0.9894])
+    """
+
+    def __init__(self, head: int, patch: int, theta: float = 10000.0) -> None:
+        if head < 8 or head % 8:
+            raise ValueError(f"head: {head}; EasyAnimate's rotary takes a multiple of 8 channels")
+        super().__init__(theta, (head // 4, head // 8 * 3, head // 8 * 3), (1, patch, patch))
+        self.head, self.patch = int(head), int(patch)
+        self.integer_axes = (0,)
+
+    def region(self, height: int, width: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The resize-crop region ((top, left), (bottom, right)) of an ``height`` × ``width`` grid on the
+        base grid (diffusers' ``get_resize_crop_region_for_grid``: its float steps and rounding, half to
+        even, as they are)."""
+        tall, wide = CROP_BASE[0] // self.patch, CROP_BASE[1] // self.patch
+        if height / width > tall / wide:
+            resized = (tall, round(tall / height * width))
+        else:
+            resized = (round(wide / width * height), wide)
+        top, left = round((tall - resized[0]) / 2.0), round((wide - resized[1]) / 2.0)
+        return (top, left), (top + resized[0], left + resized[1])
+
+    def ids(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """The positions ``(F·H'·W', 3)`` float64 of the patches of a latent whose axes are ``shape``."""
+        frames, height, width = shape[0], shape[1] // self.patch, shape[2] // self.patch
+        (top, left), (bottom, right) = self.region(height, width)
+        rows = [top + i * (bottom * (height - 1) / height - top) / max(height - 1, 1) for i in range(height)]
+        columns = [left + j * (right * (width - 1) / width - left) / max(width - 1, 1) for j in range(width)]
+        axes = [torch.arange(frames, dtype=torch.float64)]
+        axes += [torch.tensor(v, dtype=torch.float64) for v in (rows, columns)]
+        grid = torch.meshgrid(*axes, indexing="ij")
+        return torch.stack([g.reshape(-1) for g in grid], dim=-1)
+
+    def extra_repr(self) -> str:
+        return f"head={self.head}, patch={self.patch}, theta={self.theta:g}"
 
 
 class SkipRope(LatentRope):

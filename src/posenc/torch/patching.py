@@ -482,7 +482,7 @@ def _computes_sinusoids(cls: type) -> bool:
     positional = _POSITIONAL_CLASS.search(cls.__name__) or _POSITIONAL_METHOD.search(source)
     if not positional:
         return re.search(_HELPER_CALL, source) is not None
-    if re.search(_SINE_CALL, source):
+    if re.search(_SINE_CALL, source) or re.search(_HELPER_CALL, source):  # EasyAnimate's: 3-D helper
         return True
     home = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else _namespace(cls)
     for name in set(re.findall(r"(?<![.\w])(\w+)\(", source)):
@@ -1115,6 +1115,7 @@ _AXES_FORMS = {
     computed.FramesRope: "frames and their grid",
     computed.HeliosRope: "frame indices and their grid",
     computed.ComplexRope: "a grid (complex)",
+    computed.CropRope: "a latent's grid resized and centred on a base grid (EasyAnimate's)",
 }
 
 
@@ -1805,6 +1806,11 @@ class _PatchedAnyFlowFarRope(_KeepsOriginal, anyflow.AnyFlowFarRope):
     the original)."""
 
 
+class _PatchedCropRope(_KeepsOriginal, computed.CropRope):
+    """posenc's :class:`~posenc.torch.computed.CropRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
 class _PatchedAxialRope(_KeepsOriginal, axial.AxialRope):
     """posenc's :class:`~posenc.torch.axial.AxialRope` as :func:`patch` puts it in a model (holding the
     original, which lays its values out)."""
@@ -1824,6 +1830,7 @@ _PATCHED: dict[type, type] = {
     computed.SkipRope: _PatchedSkipRope,
     computed.HeliosRope: _PatchedHeliosRope,
     computed.ComplexRope: _PatchedComplexRope,
+    computed.CropRope: _PatchedCropRope,
     ltx.LtxRope: _PatchedLtxRope,
     ltx.Ltx2Rope: _PatchedLtx2Rope,
     ltx.LtxVaeRope: _PatchedLtxVaeRope,

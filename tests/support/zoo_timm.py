@@ -130,8 +130,8 @@ def architectures() -> list[str]:
 
 def build(name: str) -> Any:
     """The model ``name`` with random weights and one block where its builder takes ``depth`` (eval
-    mode, seeded; a builder that names key/value heads per block (Sapiens2's) gets its first block's:
-    full multi-head attention)."""
+    mode, seeded; a builder that names key/value heads per block (Sapiens2's) gets one key/value head for
+    its one block: timm drops a None argument, and one divides any head count)."""
     timm = imported()
     torch.manual_seed(0)
     with warnings.catch_warnings():
@@ -142,7 +142,7 @@ def build(name: str) -> Any:
             if "num_kv_heads" not in str(error):
                 raise
             torch.manual_seed(0)
-            return timm.create_model(name, pretrained=False, depth=1, num_kv_heads=None).eval()
+            return timm.create_model(name, pretrained=False, depth=1, num_kv_heads=1).eval()
         except TypeError as error:  # a builder without depth
             if "depth" not in str(error):
                 raise

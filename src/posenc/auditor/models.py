@@ -29,6 +29,7 @@ import html
 import json
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -647,13 +648,58 @@ def _polar(path: str, module: Any, reading: Any, samples: int, tol: Any) -> list
     return judged
 
 
+def _axes(path: str, module: Any, exact: Any, samples: int, tol: Any) -> list[ComponentAudit]:
+    """A rotary on several axes (Flux's, :func:`posenc.torch.computed.rope_on_axes`): each axis whose
+    positions are 0, 1, ... at 0 .. ROWS − 1, as a table; not judged where its proof fails."""
+    from ..torch import computed
+    from ..torch.patching import COMPUTED
+    from . import audit
+
+    proof = computed.prove_rope_on_axes(module, exact)
+    if isinstance(proof, str):  # not of the form its attributes say: not judged, with what it is not
+        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
+        return [ComponentAudit(path, "computed", None, f"{type(module).__name__} {reason}")]
+    judged = []
+    for axis, width in enumerate(exact.axes_dim):
+        if exact.integer_axes is not None and axis not in exact.integer_axes:
+            continue  # positions of a crop region (EasyAnimate's rows, columns): its proof's
+        rows = computed.rope_rows(module, exact, axis)
+        claimed = {"base": exact.theta, "layout": "sin_cos"}
+        report = audit(rows, samples=samples, tol=tol, preset=claimed)
+        note = f"axis {axis} ({width} columns, theta {exact.theta:g}) at positions 0 .. {len(rows) - 1}"
+        judged.append(ComponentAudit(path, "computed", report, note, f"axis {axis}"))
+    return judged
+
+
+def _forms() -> dict[type, Callable[..., list[ComponentAudit]]]:
+    """How the audit takes each form :func:`posenc.torch.forms.read` gives, by the class of posenc's
+    equivalent: a list of judgments."""
+    from ..torch import anyflow, computed, grid_rope, kandinsky, length_rope, ltx
+
+    def one(judge: Callable[..., ComponentAudit]) -> Callable[..., list[ComponentAudit]]:
+        return lambda *args: [judge(*args)]
+
+    return {
+        computed.AxesRope: _axes,
+        ltx.LtxRope: one(_ltx),
+        ltx.Ltx2Rope: one(_ltx),
+        ltx.LtxVaeRope: one(_ltx_vae),
+        length_rope.LengthRope: one(_length_rope),
+        grid_rope.GridRope: one(_grid_rope),
+        grid_rope.CosmosRope: one(_grid_rope),
+        kandinsky.KandinskyRope1D: one(_kandinsky),
+        kandinsky.KandinskyRope3D: one(_kandinsky),
+        anyflow.AnyFlowRope: one(_anyflow),
+    }
+
+
 def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None) -> list[ComponentAudit]:
     """A module that computes its sinusoids in its forward: judged where posenc reads it
     (:mod:`posenc.torch.computed`: a DETR sine, measured on the pixels of an unpadded image against
     :func:`posenc.grids.detr_grid`), else not judged, with the reason."""
     import torch
 
-    from ..torch import anyflow, computed, grid_rope, kandinsky, length_rope, ltx
+    from ..torch import computed, forms
     from ..torch.patching import COMPUTED, inside_code, original_of
     from . import check_tolerance, report_of
     from .findings import Finding
@@ -674,42 +720,9 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
     dinov3 = computed.read_dinov3(module)
     if dinov3 is not None:  # DINOv3's rotary: its get_embed of a grid, cell by cell, as a table
         return [_dinov3(path, module, dinov3, samples, tol)]
-    exact = computed.rope_on_axes(module)
-    if exact is not None:  # a rotary on several axes (Flux's): each axis at 0 .. ROWS − 1, as a table
-        from . import audit
-
-        proof = computed.prove_rope_on_axes(module, exact)
-        if isinstance(proof, str):  # not of the form its attributes say: not judged, with what it is not
-            reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
-            return [ComponentAudit(path, "computed", None, f"{type(module).__name__} {reason}")]
-        judged = []
-        for axis, width in enumerate(exact.axes_dim):
-            if exact.integer_axes is not None and axis not in exact.integer_axes:
-                continue  # positions of a crop region (EasyAnimate's rows, columns): its proof's
-            rows = computed.rope_rows(module, exact, axis)
-            claimed = {"base": exact.theta, "layout": "sin_cos"}
-            report = audit(rows, samples=samples, tol=tol, preset=claimed)
-            note = f"axis {axis} ({width} columns, theta {exact.theta:g}) at positions 0 .. {len(rows) - 1}"
-            judged.append(ComponentAudit(path, "computed", report, note, f"axis {axis}"))
-        return judged
-    fractional = ltx.read_ltx(module)
-    if fractional is not None:  # LTX's rotary of fractional coordinates: along its first axis, as a table
-        return [_ltx(path, module, fractional, samples, tol)]
-    decoder = ltx.read_ltx_vae(module)
-    if decoder is not None:  # LTX-2's decoder rotary: its rotation of unit pairs of its frames, as a rotary
-        return [_ltx_vae(path, module, decoder, samples, tol)]
-    lengths = length_rope.read_length_rope(module)
-    if lengths is not None:  # RoPE of a length: its rows of a length that reaches them, as a rotary
-        return [_length_rope(path, module, lengths, samples, tol)]
-    grid = grid_rope.read_grid_rope(module)
-    if grid is not None:  # a rotary of a latent's grid: along its first axis, as a rotary
-        return [_grid_rope(path, module, grid, samples, tol)]
-    matrices = kandinsky.read_kandinsky(module)
-    if matrices is not None:  # Kandinsky's rotation matrices: along its first axis, as a rotary
-        return [_kandinsky(path, module, matrices, samples, tol)]
-    layout = anyflow.read_anyflow(module)
-    if layout is not None:  # AnyFlow's complex rotary of a grid: along its frames, as a rotary
-        return [_anyflow(path, module, layout, samples, tol)]
+    exact = forms.read(module)
+    if exact is not None:  # a rotary posenc reads by its form: as a table or as a rotary, by its kind
+        return forms.handler(exact, _forms())(path, module, exact, samples, tol)
     if computed.reads_relative(module):  # XLNet's relative encoding (a method): its rows, as a table
         from . import audit
 

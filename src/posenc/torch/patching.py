@@ -150,7 +150,7 @@ import torch
 from torch import nn
 
 from .. import rope
-from . import anyflow, axial, computed, families, grid_rope, kandinsky, length_rope, ltx, proofs
+from . import anyflow, axial, computed, families, forms, grid_rope, kandinsky, length_rope, ltx, proofs
 from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import DetrSinePositionEmbedding
@@ -989,43 +989,9 @@ def _computed(
     dinov3 = computed.read_dinov3(module)
     if dinov3 is not None:
         return _dinov3(model, path, module, dinov3, originals)
-    exact = computed.rope_on_axes(module)
+    exact = forms.read(module)
     if exact is not None:
-        return _rope_on_axes(model, path, module, exact, originals)
-    fractional = ltx.read_ltx(module)
-    if fractional is not None:
-        return _ltx(model, path, module, fractional, originals)
-    decoder = ltx.read_ltx_vae(module)
-    if decoder is not None:
-        how = (
-            f"{decoder.describe()}: its rotation of unit pairs along each axis of a "
-            f"{'×'.join(map(str, ltx.VAE_PROBE))} grid and of random values equal to posenc's within float32 "
-            "rounding"
-        )
-        proof = ltx.prove_ltx_vae(module, decoder)
-        return _swap_proven(model, path, module, decoder, proof, "ltx-vae-rope", how, originals)
-    lengths = length_rope.read_length_rope(module)
-    if lengths is not None:
-        return _length_rope(model, path, module, lengths, originals)
-    grid = grid_rope.read_grid_rope(module)
-    if grid is not None:
-        return _grid_rope(model, path, module, grid, originals)
-    matrices = kandinsky.read_kandinsky(module)
-    if matrices is not None:
-        return _kandinsky(model, path, module, matrices, originals)
-    layout = anyflow.read_anyflow(module)
-    if layout is not None:
-        how = (
-            f"AnyFlow's complex rotary of a grid (head {layout.head}, theta {layout.theta:g}"
-            + (
-                f", compressed windows {list(layout.pooled)}"
-                if isinstance(layout, anyflow.AnyFlowFarRope)
-                else ""
-            )
-            + "): equal to its own on probe layouts, shapes included, within float64 rounding"
-        )
-        proof = anyflow.prove_anyflow(module, layout)
-        return _swap_proven(model, path, module, layout, proof, "anyflow-rope", how, originals)
+        return forms.handler(exact, _FORMS)(model, path, module, exact, originals)
     if computed.reads_relative(module):
         return _relative(path, module, originals)
     widths = computed.axes_rotation_widths(module)
@@ -1195,6 +1161,51 @@ def _kandinsky(
     )
     proof = kandinsky.prove_kandinsky(module, exact)
     return _swap_proven(model, path, module, exact, proof, "kandinsky-rope", how, originals)
+
+
+def _ltx_vae(
+    model: nn.Module, path: str, module: nn.Module, exact: ltx.LtxVaeRope, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """LTX-2's decoder rotary (:func:`posenc.torch.ltx.read_ltx_vae`): proven on its rotation of unit
+    pairs and of random values, then replaced by its exact equivalent."""
+    how = (
+        f"{exact.describe()}: its rotation of unit pairs along each axis of a "
+        f"{'×'.join(map(str, ltx.VAE_PROBE))} grid and of random values equal to posenc's within float32 "
+        "rounding"
+    )
+    proof = ltx.prove_ltx_vae(module, exact)
+    return _swap_proven(model, path, module, exact, proof, "ltx-vae-rope", how, originals)
+
+
+def _anyflow(
+    model: nn.Module, path: str, module: nn.Module, exact: anyflow.AnyFlowRope, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """AnyFlow's complex rotary of a grid (:func:`posenc.torch.anyflow.read_anyflow`): proven on probe
+    layouts within float64 rounding, then replaced by its exact equivalent."""
+    windows = (
+        f", compressed windows {list(exact.pooled)}" if isinstance(exact, anyflow.AnyFlowFarRope) else ""
+    )
+    how = (
+        f"AnyFlow's complex rotary of a grid (head {exact.head}, theta {exact.theta:g}{windows}): equal to "
+        "its own on probe layouts, shapes included, within float64 rounding"
+    )
+    proof = anyflow.prove_anyflow(module, exact)
+    return _swap_proven(model, path, module, exact, proof, "anyflow-rope", how, originals)
+
+
+#: How patch takes each form :func:`posenc.torch.forms.read` gives, by the class of posenc's equivalent.
+_FORMS: dict[type, Callable[..., tuple[Component, list[_Step], nn.Module | None]]] = {
+    computed.AxesRope: _rope_on_axes,
+    ltx.LtxRope: _ltx,
+    ltx.Ltx2Rope: _ltx,
+    ltx.LtxVaeRope: _ltx_vae,
+    length_rope.LengthRope: _length_rope,
+    grid_rope.GridRope: _grid_rope,
+    grid_rope.CosmosRope: _grid_rope,
+    kandinsky.KandinskyRope1D: _kandinsky,
+    kandinsky.KandinskyRope3D: _kandinsky,
+    anyflow.AnyFlowRope: _anyflow,
+}
 
 
 def _dinov3(

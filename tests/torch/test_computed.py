@@ -651,15 +651,31 @@ def test_a_dinov3_rope_keeps_its_models_dtype_and_device() -> None:
     assert model.rope.get_embed().dtype == torch.float32
 
 
-def test_a_dinov3_rope_of_other_values_or_random_coordinates_is_declined() -> None:
+def test_a_dinov3_rope_of_other_values_is_declined() -> None:
     model = _dinov3_model()
     model.rope.temperature = 101.0  # its attributes no longer say what it computes
     (left,) = pt.patch(model).components
     assert not left.replaced and left.reason.startswith("not the DINOv3 rotary its attributes name")
     assert not posenc.audit(model, samples=16).components[0].judged
-    model = _dinov3_model(jitter_coords=2.0)
-    (left,) = pt.patch(model).components
-    assert not left.replaced and "coordinate augmentation" in left.reason
+
+
+def test_a_dinov3_rope_that_draws_coordinates_in_training_keeps_its_draws() -> None:
+    """Coordinate augmentation (Sapiens2's, timm's jitter): proven and audited on its inference values,
+    patched in the model's mode; in training the original's own random coordinates, in eval posenc's."""
+    model = _dinov3_model(jitter_coords=2.0).eval()
+    original = model.rope
+    before = original.get_embed().clone()
+    (replaced,) = pt.patch(model).replaced
+    assert "in training, its original's own random coordinates" in replaced.reason
+    assert not model.rope.training and not original.training  # the model's mode, not a fresh module's
+    assert np.array_equal(model.rope.get_embed().numpy(), grids.dinov3_rope((6, 9), 32))
+    model.train()
+    drawn = [model.rope.get_embed() for _ in range(2)]
+    assert not torch.equal(*drawn) and not original.training  # its draws, its mode put back
+    model.eval()
+    assert posenc.audit(model, samples=16).passed
+    pt.unpatch(model)
+    assert model.rope is original and torch.equal(original.get_embed(), before)
 
 
 def test_frequencies_held_as_a_trained_parameter_are_declined_as_weights() -> None:

@@ -368,7 +368,7 @@ def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any, proof: A
         proof = exact if isinstance(exact, str) else computed.prove_dinov3(module, exact)
     if isinstance(exact, str) or isinstance(proof, str):
         return ComponentAudit(path, "computed", None, f"{name}: {exact if isinstance(exact, str) else proof}")
-    with torch.no_grad():
+    with torch.no_grad(), computed.in_eval(module):  # its inference values: in training it may draw
         embed = module.get_embed(shape=list(DETR_SHAPE))
     rows = embed.detach().to("cpu", torch.float64).numpy()
     dtype = str(embed.dtype).removeprefix("torch.")

@@ -29,6 +29,7 @@ V-JEPA 2's rotary inside its attention (:class:`ExactAxesRotation`); Qwen-Image'
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import inspect
@@ -59,6 +60,7 @@ __all__ = [
     "call_sinusoid",
     "forward_names",
     "grid_sine_options",
+    "in_eval",
     "learned_angles",
     "probe_refusal",
     "prove_rope_on_axes",
@@ -244,6 +246,20 @@ def _prove(module: nn.Module, reading: DetrSine) -> DetrSine | float:
                 return checked
             worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
     return dataclasses.replace(reading, difference=worst, allowed=allowed)
+
+
+@contextlib.contextmanager
+def in_eval(module: Any) -> Iterator[Any]:
+    """``module`` in eval mode for the block (its inference values), its own mode put back after (anything
+    that is not a module: as it is)."""
+    if not isinstance(module, nn.Module):
+        yield module
+        return
+    mode = module.training
+    try:
+        yield module.eval()
+    finally:
+        module.train(mode)
 
 
 def within_float32(
@@ -1306,23 +1322,19 @@ def dinov3_form(module: nn.Module) -> bool:
 def read_dinov3(module: nn.Module) -> DinoV3Rope | str | None:
     """posenc's exact equivalent of ``module`` where it is DINOv3's rotary (:data:`DINOV3_ATTRIBUTES` and a
     ``get_embed``), built from its attributes; why not (a str) where it is of that form with something posenc
-    does not reproduce (training-time coordinate augmentation: random coordinates); else None. Whether it
-    computes what they say is :func:`prove_dinov3`'s to tell."""
+    does not reproduce; else None. Whether it
+    computes what they say is :func:`prove_dinov3`'s to tell. One whose training draws random coordinates
+    (``aug_active``: shift, jitter, rescale) keeps them: posenc's equivalent then runs it in training."""
     if isinstance(module, DinoV3Rope):  # posenc's own, patched in
         return module
     if not dinov3_form(module):
         return None
-    if getattr(module, "aug_active", False):
-        return (
-            "its training-time coordinate augmentation (shift, jitter, rescale) draws random coordinates, "
-            "which posenc does not draw: not replaced"
-        )
     shape = module.feat_shape
     options = {name: getattr(module, name) for name in DINOV3_ATTRIBUTES[1:-1]}
     if options["min_period"] is None or options["max_period"] is None:  # its periods are the temperature's
         options["min_period"] = options["max_period"] = None
     try:
-        return DinoV3Rope(
+        exact = DinoV3Rope(
             module.dim,
             feat_shape=None if shape is None else tuple(shape),
             **options,
@@ -1330,6 +1342,8 @@ def read_dinov3(module: nn.Module) -> DinoV3Rope | str | None:
         )
     except (TypeError, ValueError) as error:
         return f"its attributes are not a DINOv3 rotary posenc reads: {str(error)[:160]}"
+    exact.augmentation = bool(getattr(module, "aug_active", False))
+    return exact
 
 
 def _cache_like(module: nn.Module) -> dict[str, Any]:
@@ -1370,7 +1384,7 @@ def prove_dinov3(module: nn.Module, exact: DinoV3Rope) -> tuple[float, float] | 
     frequencies = core.frequencies(exact.dim // 2, **exact.frequency_options)
     for shape in shapes:
         try:
-            with torch.no_grad():
+            with torch.no_grad(), in_eval(module):  # its inference values: in training it may draw
                 mine = module.get_embed(shape=list(shape))
         except Exception as error:  # its own code refuses the probe grid
             refused = f"{type(error).__name__}: {str(error)[:100]}"
@@ -1414,6 +1428,10 @@ class DinoV3Rope(nn.Module):
     >>> rope.get_embed()[3, :4]  # sin of the coordinates (0, 0.75) times ω_0 = 2π, ω_1 = 2π/10
     tensor([ 0.0000,  0.0000, -1.0000,  0.4540])
     """
+
+    #: Whether the original draws random coordinates in training (its ``aug_active``): patched in, posenc's
+    #: module runs the original's own methods then (its inference values are posenc's).
+    augmentation = False
 
     def __init__(
         self,

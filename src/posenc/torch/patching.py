@@ -405,13 +405,14 @@ def _record(originals: dict, path: str, entry: _Original) -> _Step:
 
 
 def _swap(model: nn.Module, path: str, replacement: nn.Module) -> list[_Step]:
-    """The steps that put ``replacement`` at every path holding the module at ``path``."""
+    """The steps that put ``replacement`` at every path holding the module at ``path``, in the mode (training
+    or eval) that module is in: a module built fresh is in training, the model it goes into may not be."""
     steps = []
     for where in _paths_of(model, path):
         previous = model.get_submodule(where)
         steps.append(
             (
-                functools.partial(_set, model, where, replacement),
+                functools.partial(_set_in_mode, model, where, replacement, previous.training),
                 functools.partial(_set, model, where, previous),
             )
         )
@@ -1225,6 +1226,7 @@ def _dinov3(
     how = (
         f"DINOv3's rotary of grid coordinates ({exact.extra_repr()}): equal to its own get_embed on the "
         f"grids {probes} and its own within float32 rounding"
+        + ("; in training, its original's own random coordinates" if exact.augmentation else "")
     )
     return Component(path, "computed", "dinov3-rope", difference, allowed, True, how), steps, replacement
 
@@ -1757,14 +1759,21 @@ class _PatchedHfDinoV3Rope(_KeepsOriginal, computed.HfDinoV3Rope):
     the original, whose random coordinates it runs in training where its config draws them)."""
 
     def forward(self, pixel_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
-        original = self.__dict__.get(_ORIGINAL)
-        if self.training and self.augmentation and isinstance(original, nn.Module):
-            mode = original.training  # put back after: unpatch gives it back in the mode it had
-            try:
-                return original.train()(pixel_values)
-            finally:
-                original.train(mode)
-        return super().forward(pixel_values)
+        drawn = _drawn(self, "forward", pixel_values)
+        return super().forward(pixel_values) if drawn is None else drawn
+
+
+def _drawn(replacement: nn.Module, method: str, *args: Any, **kwargs: Any) -> Any:
+    """The original's own ``method`` (in training) where ``replacement`` is in training and its original
+    draws random coordinates there (DINOv3's augmentation: posenc draws none); else None."""
+    original = replacement.__dict__.get(_ORIGINAL)
+    if not (replacement.training and replacement.augmentation and isinstance(original, nn.Module)):
+        return None
+    mode = original.training  # put back after: unpatch gives it back in the mode it had
+    try:
+        return getattr(original.train(), method)(*args, **kwargs)
+    finally:
+        original.train(mode)
 
 
 class _PatchedLtxRope(_KeepsOriginal, ltx.LtxRope):
@@ -1829,7 +1838,21 @@ class _PatchedAxialRope(_KeepsOriginal, axial.AxialRope):
 
 class _PatchedDinoV3Rope(_KeepsOriginal, computed.DinoV3Rope):
     """posenc's :class:`~posenc.torch.computed.DinoV3Rope` as :func:`patch` puts it in a model (holding the
-    original)."""
+    original, whose random coordinates it runs in training where the original draws them)."""
+
+    def get_embed(self, shape: Any = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+        drawn = _drawn(self, "get_embed", shape, dtype)
+        return super().get_embed(shape, dtype) if drawn is None else drawn
+
+    def get_batch_embeds(
+        self, shapes: list[tuple[int, int]], seq_len: int | None = None, dtype: torch.dtype | None = None
+    ) -> torch.Tensor | list[torch.Tensor]:
+        drawn = _drawn(self, "get_batch_embeds", shapes, seq_len, dtype)
+        return super().get_batch_embeds(shapes, seq_len, dtype) if drawn is None else drawn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        drawn = _drawn(self, "forward", x)
+        return super().forward(x) if drawn is None else drawn
 
 
 #: The patched class of each of posenc's modules of a form (:func:`_swap_proven`).
@@ -2271,6 +2294,11 @@ def _paths_of(model: nn.Module, path: str) -> list[str]:
     """Every path at which the module at ``path`` (or, after a patch, its replacement) is held."""
     target = model.get_submodule(path) if path else model
     return [p for p, m in model.named_modules(remove_duplicate=False) if m is target and p] or [path]
+
+
+def _set_in_mode(model: nn.Module, path: str, module: nn.Module, training: bool) -> None:
+    module.train(training)
+    _set(model, path, module)
 
 
 def _set(model: nn.Module, path: str, module: nn.Module) -> None:

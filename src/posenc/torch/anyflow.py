@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from .. import core
-from .computed import forward_names, within_float64
+from .computed import Refusal, forward_names, probed, within_float64
 from .functions import _encode_tensor
 
 __all__ = ["AnyFlowFarRope", "AnyFlowRope", "axis_rows", "prove_anyflow", "read_anyflow"]
@@ -229,11 +229,9 @@ def prove_anyflow(module: nn.Module, exact: AnyFlowRope) -> tuple[float, float] 
     for args, ids in _probes(exact):
         if max(int(args[0]["total_frames"]), *args[0]["full_frame_shape"]) > longest:
             continue  # beyond its tables
-        try:
-            with torch.no_grad():
-                mine = module(*args)
-        except Exception as error:  # its own code refuses the probe: another form of the same names
-            return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+        mine = probed(lambda: module(*args))  # noqa: B023 (called here)
+        if isinstance(mine, Refusal):
+            return mine
         ours = exact(*args)
         if not (isinstance(mine, dict) and mine.keys() == ours.keys()):
             return f"its forward returns {type(mine).__name__}, not {{'query': ..., 'key': ...}}"

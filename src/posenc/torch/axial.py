@@ -35,6 +35,7 @@ from torch import nn
 
 from .. import core
 from . import proofs
+from .computed import Refusal, probed
 from .functions import _encode_tensor
 
 __all__ = [
@@ -175,11 +176,9 @@ def read_axial(module: nn.Module) -> Axial | str | None:
         return layout
     batched, axes = layout
     ids = probe_ids(batched, axes)[:4]
-    try:
-        with torch.no_grad():
-            out = module(torch.zeros(1, dtype=torch.bfloat16, device=inv.device), ids.to(inv.device))
-    except Exception as error:  # its forward refuses the ids its layout takes
-        return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+    out = probed(lambda: module(torch.zeros(1, dtype=torch.bfloat16, device=inv.device), ids.to(inv.device)))
+    if isinstance(out, Refusal):  # its forward refuses the ids its layout takes
+        return out
     pair = isinstance(out, tuple | list) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)
     if not pair:
         return f"its forward returns {type(out).__name__}, not (cos, sin)"
@@ -245,11 +244,9 @@ def prove_axial(module: nn.Module, reading: Axial) -> tuple[float, float] | str:
     coordinate p and frequency ω (Δω: its stored frequency's measured gap); else why not."""
     ids = probe_ids(reading.batched, reading.axes).to(module.inv_freq.device)
     x = torch.zeros(1, dtype=torch.float32, device=ids.device)
-    try:
-        with torch.no_grad():
-            mine = module(x, ids)
-    except Exception as error:  # its forward refuses the probe grid
-        return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+    mine = probed(lambda: module(x, ids))
+    if isinstance(mine, Refusal):  # its forward refuses the probe grid
+        return mine
     with torch.no_grad():
         ours = AxialRope(reading, module)(x, ids)
     if any(m.shape != o.shape for m, o in zip(mine, ours, strict=True)):

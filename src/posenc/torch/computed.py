@@ -35,7 +35,7 @@ import dataclasses
 import inspect
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,7 @@ __all__ = [
     "DetrSine",
     "GridSine",
     "LatentRope",
+    "Refusal",
     "call_detr_sine",
     "call_grid_sine",
     "call_sinusoid",
@@ -63,6 +64,7 @@ __all__ = [
     "in_eval",
     "learned_angles",
     "probe_refusal",
+    "probed",
     "prove_rope_on_axes",
     "read_detr_sine",
     "rope_on_axes",
@@ -246,6 +248,21 @@ def _prove(module: nn.Module, reading: DetrSine) -> DetrSine | float:
                 return checked
             worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
     return dataclasses.replace(reading, difference=worst, allowed=allowed)
+
+
+class Refusal(str):
+    """Why a module's own code refused posenc's probe: "its forward refuses posenc's probe (its error)", a
+    form of the same names posenc does not read."""
+
+
+def probed(call: Callable[[], Any]) -> Any:
+    """``call()`` — a module's own code on posenc's probe — without gradients, or the :class:`Refusal` any
+    exception of it gives (its code's, not posenc's)."""
+    try:
+        with torch.no_grad():
+            return call()
+    except Exception as error:
+        return Refusal(f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})")
 
 
 @contextlib.contextmanager
@@ -487,16 +504,13 @@ def probe_refusal(module: nn.Module, convention: str) -> str | None:
     """None where ``module`` takes posenc's probe in its 1-D ``convention`` (four positions; its fixed
     rows), else what its forward raised: a form of the same signature posenc does not read (a rotary of
     ``(hidden_states)`` that wants a 4-D latent)."""
-    try:
-        if convention == "rows":
-            row_layout(module)
-        elif convention == "relative":
-            relative_output(module, 4)
-        else:
-            call_sinusoid(module, convention, torch.arange(4))
-    except Exception as error:  # its own code, any exception: the reason it is not read
-        return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
-    return None
+    if convention == "rows":
+        read = probed(lambda: row_layout(module))
+    elif convention == "relative":
+        read = probed(lambda: relative_output(module, 4))
+    else:
+        read = probed(lambda: call_sinusoid(module, convention, torch.arange(4)))
+    return read if isinstance(read, Refusal) else None
 
 
 def row_layout(module: nn.Module) -> tuple[torch.Tensor, bool, bool]:
@@ -1013,11 +1027,9 @@ def prove_rope_on_axes(module: nn.Module, exact: AxesRope) -> tuple[float, float
     ("its forward ...": a form posenc does not read; "not the rotary ...": values other than its
     attributes name)."""
     probe, ids = _probe(exact)
-    try:
-        with torch.no_grad():
-            mine = module(*probe)
-    except Exception as error:  # its forward refuses the probe: another form of the same names
-        return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+    mine = probed(lambda: module(*probe))
+    if isinstance(mine, Refusal):
+        return mine
     mine = _cos_sin(mine, exact)
     if isinstance(mine, str):
         return mine

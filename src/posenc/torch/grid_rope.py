@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from .. import core
-from .computed import forward_names, within_float32
+from .computed import Refusal, forward_names, probed, within_float32
 from .functions import _encode_tensor
 
 __all__ = ["CosmosRope", "GridRope", "prove_grid_rope", "read_grid_rope"]
@@ -222,11 +222,9 @@ def prove_grid_rope(module: nn.Module, exact: GridRope | CosmosRope) -> tuple[fl
     values other than its attributes name)."""
     read: list[list[Any]] = [[] for _ in exact.widths]  # per axis: its cos and sin, posenc's, positions
     for args, keywords, positions in _probes(exact, _longest(module)):
-        try:
-            with torch.no_grad():
-                mine = module(*args, **keywords)
-        except Exception as error:  # its own code refuses the probe: another form of the same names
-            return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+        mine = probed(lambda: module(*args, **keywords))  # noqa: B023 (called here)
+        if isinstance(mine, Refusal):
+            return mine
         pair = isinstance(mine, tuple | list) and len(mine) == 2
         if not (pair and all(isinstance(t, torch.Tensor) for t in mine)):
             return f"its forward returns {type(mine).__name__}, not (cos, sin)"

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .. import core
-from .computed import forward_names, within_float32
+from .computed import Refusal, forward_names, probed, within_float32
 from .functions import _encode_tensor
 
 __all__ = ["KandinskyRope1D", "KandinskyRope3D", "prove_kandinsky", "read_kandinsky"]
@@ -207,11 +207,9 @@ def prove_kandinsky(module: nn.Module, exact: KandinskyRope1D | KandinskyRope3D)
     other than its attributes name)."""
     read: list[list[Any]] = [[] for _ in exact.widths]
     for args, positions in _probes(module, exact):
-        try:
-            with torch.no_grad():
-                mine = module(*args)
-        except Exception as error:  # its own code refuses the probe: another form of the same names
-            return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+        mine = probed(lambda: module(*args))  # noqa: B023 (called here)
+        if isinstance(mine, Refusal):
+            return mine
         ours = exact(*args)
         if not isinstance(mine, torch.Tensor) or mine.shape != ours.shape:
             return f"its forward returns shape {tuple(getattr(mine, 'shape', ()))}, not {tuple(ours.shape)}"

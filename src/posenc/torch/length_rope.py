@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .. import core, rope
-from .computed import forward_names, within_float32
+from .computed import Refusal, forward_names, probed, within_float32
 from .rotary import cos_sin
 
 __all__ = ["FORMS", "LengthRope", "prove_length_rope", "read_length_rope"]
@@ -106,11 +106,9 @@ def prove_length_rope(module: nn.Module, exact: LengthRope) -> tuple[float, floa
     theta = core.frequencies(exact.width, base=exact.theta)
     worst, allowed = 0.0, 0.0
     for length in PROBE_LENGTHS:
-        try:
-            with torch.no_grad():
-                mine = _call(module, exact.form, length)
-        except Exception as error:  # its own code refuses the probe: another form of the same names
-            return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+        mine = probed(lambda: _call(module, exact.form, length))  # noqa: B023 (called here)
+        if isinstance(mine, Refusal):
+            return mine
         pair = isinstance(mine, tuple | list) and len(mine) == 2
         if not (pair and all(isinstance(t, torch.Tensor) for t in mine)):
             return f"its forward returns {type(mine).__name__}, not (cos, sin)"

@@ -47,7 +47,7 @@ from torch import nn
 from .. import core
 from ..core import explicit, highprec
 from . import proofs
-from .computed import forward_names, within_float32
+from .computed import Refusal, forward_names, probed, within_float32
 from .functions import _encode_tensor
 
 __all__ = [
@@ -460,11 +460,9 @@ def prove_ltx(module: nn.Module, exact: LtxRope | Ltx2Rope) -> tuple[float, floa
     the rotary ...": values other than its attributes name)."""
     worst, largest = 0.0, 0.0
     for args, keywords, fractions in _probes(exact):
-        try:
-            with torch.no_grad():
-                mine = module(*args, **keywords)
-        except Exception as error:  # its own code refuses the probe: another form of the same names
-            return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+        mine = probed(lambda: module(*args, **keywords))  # noqa: B023 (called here)
+        if isinstance(mine, Refusal):
+            return mine
         checked = compare(exact, mine, exact(*args, **keywords), fractions)
         if isinstance(checked, str):
             return checked
@@ -611,10 +609,9 @@ def prove_ltx_vae(module: nn.Module, exact: LtxVaeRope) -> tuple[float, float] |
     rounding of it); else why not."""
     worst, largest = 0.0, 0.0
     for axis, count in enumerate(VAE_PROBE):
-        try:
-            mine = vae_cos_sin(module, exact, axis, count)
-        except Exception as error:  # its own code refuses the probe, or rotates otherwise
-            return f"its forward refuses posenc's probe ({type(error).__name__}: {str(error)[:100]})"
+        mine = probed(lambda: vae_cos_sin(module, exact, axis, count))  # noqa: B023 (called here)
+        if isinstance(mine, Refusal):  # its own code refuses the probe, or rotates otherwise
+            return mine
         ours = exact.cos_sin(axis, count, "cpu")
         frequencies = core.frequencies(exact.split[axis], base=exact.base)
         positions = np.concatenate([np.arange(count)] * 2).astype(np.float64)

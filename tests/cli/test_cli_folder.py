@@ -80,3 +80,36 @@ def test_without_torch_the_error_says_what_to_install(folder: Path) -> None:
     hidden = "import sys\nsys.modules['torch'] = None\nsys.modules['transformers'] = None"
     said = _one_line_error(_posenc("audit", str(folder), prelude=hidden))
     assert "torch is not installed: pip install 'posenc[torch]' transformers" in said
+
+
+def test_a_size_given_per_layer_is_read_and_each_checked(tmp_path: Path) -> None:
+    """Gemma 3n's config gives intermediate_size per layer: a list of one integer each, read (the folder
+    audited), and each checked (a bad one named by its index, in one line)."""
+    import json
+
+    import transformers
+
+    config = transformers.Gemma3nTextConfig(
+        hidden_size=64,
+        intermediate_size=[128, 64],
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        vocab_size=100,
+        vocab_size_per_layer_input=100,
+        hidden_size_per_layer_input=8,
+        num_kv_shared_layers=0,
+        layer_types=["sliding_attention", "full_attention"],
+        activation_sparsity_pattern=[0.0, 0.0],
+        laurel_rank=4,
+    ).to_dict()
+    path = tmp_path / "per-layer"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(config))
+    done = _posenc("audit", str(path), "--samples", "16")
+    assert done.returncode == 1 and "2 positional component(s)" in done.stdout, done.stderr
+    (path / "config.json").write_text(json.dumps({**config, "intermediate_size": [128, -1]}))
+    done = _posenc("audit", str(path))
+    assert done.returncode == 2 and "intermediate_size[1]" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -214,15 +214,25 @@ def _shrink(config: Any, seen: set[int]) -> None:
         config.use_pretrained_backbone = False
     types = fields.get("layer_types")
     distinct = list(dict.fromkeys(types)) if isinstance(types, (list, tuple)) and types else None
+    old_layers = fields.get("num_hidden_layers")
     for name in _LAYERS:
         if isinstance(fields.get(name), int) and fields[name] > 0:
             setattr(config, name, len(distinct) if distinct and name == "num_hidden_layers" else 1)
+    layers = fields.get("num_hidden_layers")
+    if isinstance(old_layers, int) and isinstance(layers, int) and old_layers > layers:
+        for name, value in list(fields.items()):  # a field per layer (Gemma 3n's intermediate_size): cut
+            if name != "layer_types" and isinstance(value, list) and len(value) == old_layers:
+                setattr(config, name, value[:layers])
     if distinct:
         config.layer_types = distinct
+    if isinstance(fields.get("num_kv_shared_layers"), int):  # Gemma 3n's: none shared among so few layers
+        config.num_kv_shared_layers = 0
     widths = {k: 64 for k in fields if k.endswith("intermediate_size")}
     for name, size in {**widths, **_WIDTHS, **_EXPERTS}.items():
         if isinstance(fields.get(name), int) and fields[name] > size:
             setattr(config, name, size)
+        elif isinstance(fields.get(name), list) and all(isinstance(v, int) for v in fields[name]):
+            setattr(config, name, [min(v, size) for v in fields[name]])
     experts = ("num_experts", "n_routed_experts", "num_local_experts")
     routed = any(isinstance(fields.get(k), int) for k in experts)
     if routed and "num_experts_per_tok" in fields and fields["num_experts_per_tok"] is None:

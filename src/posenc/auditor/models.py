@@ -1054,6 +1054,8 @@ _SIZES: dict[str, tuple[int, int, str]] = {
     ),
     "vocab_size": (1, 2**24, "the largest vocabularies hold about 2**18 tokens"),
 }
+#: The size fields a config may give per layer, as a list of one size each (Gemma 3n's intermediate_size).
+_PER_LAYER = ("intermediate_size", "num_key_value_heads", "num_attention_heads", "head_dim", "ffn_dim")
 #: The numbers of a rotary block (``rope_scaling``, ``rope_parameters``, or one layer type's block in it).
 _ROPE_BLOCKS = ("rope_scaling", "rope_parameters")
 _ROPE_NUMBERS = (
@@ -1312,13 +1314,25 @@ def _check_fields(path: Path, where: str, node: dict[str, Any], rope: bool) -> N
         return ModelDirectoryError(f"{path}: {error}; correct it in config.json", name)
 
     for key, (low, high, why) in _SIZES.items():
-        if node.get(key) is not None:
-            try:
-                node[key] = validation.integer(  # a whole float (4096.0) counted as the integer it is
-                    prefix + key, node[key], minimum=low, maximum=high, why=why, integral_floats=True
+        value = node.get(key)
+        if value is None:
+            continue
+        per_layer = isinstance(value, list) and key in _PER_LAYER and 0 < len(value) <= _LAYERS[1]
+        try:  # a whole float (4096.0) counted as the integer it is; a list: one per layer (Gemma 3n's)
+            checked = [
+                validation.integer(
+                    f"{prefix}{key}[{i}]" if per_layer else prefix + key,
+                    v,
+                    minimum=low,
+                    maximum=high,
+                    why=why,
+                    integral_floats=True,
                 )
-            except (TypeError, ValueError) as error:
-                raise refuse(error, prefix + key) from None
+                for i, v in enumerate(value if per_layer else [value])
+            ]
+        except (TypeError, ValueError) as error:
+            raise refuse(error, prefix + key) from None
+        node[key] = checked if per_layer else checked[0]
     pad = node.get("pad_token_id")
     if pad is not None:
         name = prefix + "pad_token_id"
@@ -1351,8 +1365,9 @@ def _parameters(node: dict[str, Any]) -> int:
     """The parameters one level of a config describes, roughly: embeddings plus, per layer, attention (4 h²)
     and MLP (3 h i per expert). Fields already checked."""
 
-    def first(*keys: str) -> int:
-        return next((node[k] for k in keys if isinstance(node.get(k), int)), 0)
+    def first(*keys: str) -> int:  # a size per layer: the largest
+        sizes = [node[k] if isinstance(node[k], int) else max(node[k]) for k in keys if node.get(k)]
+        return next(iter(sizes), 0)
 
     width = first("hidden_size", "d_model", "n_embd")
     if not width:

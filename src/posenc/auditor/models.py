@@ -851,7 +851,8 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
     import torch
 
     from .. import rope
-    from ..torch import axial, computed
+    from ..torch import axial, computed, su_rope
+    from ..torch.patching import original_of
     from . import audit
 
     states = getattr(torch, dtype or "float32")  # the hidden states' dtype: what its cos/sin are cast to
@@ -863,14 +864,23 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
         embed = pixels if isinstance(pixels, str) else computed.hf_dinov3_embed(module, pixels.patch)
         audited = _dinov3(path, embed, pixels, samples, tol, computed.prove_hf_dinov3(module, pixels))
         return [dataclasses.replace(audited, kind="rotary")]
+    scaled = su_rope.read_su_rope(module)
+    if scaled is not None:  # LongRoPE written without a config (OmniGen's): (S, dim) of its first row of ids
+
+        def first_row(ids: Any) -> Any:
+            with torch.no_grad():
+                return tuple(t[None] for t in module(torch.zeros(1), torch.as_tensor(ids)[None]))
+
+        first_row.__qualname__ = f"{type(original_of(module) or module).__name__} (its cos, sin)"
+        limit = scaled.params.max_position_embeddings
+        report = audit(first_row, preset=scaled.params, positions=limit, samples=samples, tol=tol)
+        return [ComponentAudit(path, "rotary", report, "LongRoPE of its attributes (short and long factors)")]
     config = getattr(module, "config", None)
     held = getattr(module, "layer_params", None)  # posenc's per-layer module: its parameters per type
     limit = int(getattr(config, "max_position_embeddings", 0) or 0) or None
     buffers = {k for k, _ in module.named_buffers(recurse=False)}
     # the layer types the model's own module held (Gemma 3 builds only those its layers use): a patched
     # one answers for the same ones, before and after the patch
-    from ..torch.patching import original_of
-
     original = original_of(module)
     held_by = module if original is None else original
     named = {k for k, _ in held_by.named_buffers(recurse=False)}

@@ -150,7 +150,19 @@ import torch
 from torch import nn
 
 from .. import rope
-from . import anyflow, axial, computed, families, forms, grid_rope, kandinsky, length_rope, ltx, proofs
+from . import (
+    anyflow,
+    axial,
+    computed,
+    families,
+    forms,
+    grid_rope,
+    kandinsky,
+    length_rope,
+    ltx,
+    proofs,
+    su_rope,
+)
 from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import DetrSinePositionEmbedding
@@ -597,6 +609,15 @@ def _rotary(
 ) -> tuple[Component, list[_Step], nn.Module | None]:
     config = getattr(module, "config", None)
     label = type(module).__name__
+    scaled = su_rope.read_su_rope(module) if config is None else None
+    if scaled is not None:  # LongRoPE written without a config (OmniGen's): read from its attributes
+        how = (
+            f"LongRoPE of its attributes (dim {scaled.params.head_dim}, base {scaled.params.base:g}, its "
+            "short and long factors): equal to its own (cos, sin) of short ids and of ids past its "
+            "original length within float32 rounding"
+        )
+        proof = su_rope.prove_su_rope(module, scaled)
+        return _swap_proven(model, path, module, scaled, proof, "rope-longrope", how, originals, "rotary")
     if config is None:
         return _declined(path, "rotary", label, "no config to build it from")
     reading = axial.read_axial(module)
@@ -1058,21 +1079,22 @@ def _swap_proven(
     variant: str,
     how: str,
     originals: dict,
+    kind: str = "computed",
 ) -> tuple[Component, list[_Step], nn.Module | None]:
     """The seam of the rotaries and sinusoids posenc reads by their form (:data:`_PATCHED`): ``module``
     replaced by posenc's ``exact`` equivalent (as its patched class, holding the original) where ``proof``
     is (largest difference, largest allowance); else declined with the proof's reason ("its forward ...":
-    a form posenc does not read, found and not judged as any)."""
+    a form posenc does not read, found and not judged as any). ``kind``: the component's."""
     if isinstance(proof, str):
         reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
-        return _declined(path, "computed", type(module).__name__, reason)
+        return _declined(path, kind, type(module).__name__, reason)
     difference, allowed = proof
     patched = _PATCHED[type(exact)]
     replacement = patched.__new__(patched)
     replacement.__dict__.update(exact.__dict__)
     replacement.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
-    return Component(path, "computed", variant, difference, allowed, True, how), steps, replacement
+    return Component(path, kind, variant, difference, allowed, True, how), steps, replacement
 
 
 #: What each rotary on axes is a rotary of, as the patch report says.
@@ -1831,6 +1853,11 @@ class _PatchedCropRope(_KeepsOriginal, computed.CropRope):
     original)."""
 
 
+class _PatchedSuScaledRope(_KeepsOriginal, su_rope.SuScaledRope):
+    """posenc's :class:`~posenc.torch.su_rope.SuScaledRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
 class _PatchedAxialRope(_KeepsOriginal, axial.AxialRope):
     """posenc's :class:`~posenc.torch.axial.AxialRope` as :func:`patch` puts it in a model (holding the
     original, which lays its values out)."""
@@ -1875,6 +1902,7 @@ _PATCHED: dict[type, type] = {
     kandinsky.KandinskyRope3D: _PatchedKandinskyRope3D,
     anyflow.AnyFlowRope: _PatchedAnyFlowRope,
     anyflow.AnyFlowFarRope: _PatchedAnyFlowFarRope,
+    su_rope.SuScaledRope: _PatchedSuScaledRope,
 }
 
 

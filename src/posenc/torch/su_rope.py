@@ -1,0 +1,134 @@
+"""LongRoPE's "su"-scaled rotary written without a config (diffusers' ``OmniGenSuScaledRotaryEmbedding``, the
+form Phi-3's code had before transformers read it from a config): what posenc reads of it, how it is
+proven, and its exact equivalent :class:`SuScaledRope`.
+
+The formula (LongRoPE): θ_i = 1 / (f_i · base^(2i/dim)), f the ``short_factor`` while the sequence
+(max(position_ids) + 1) is at most ``original_max_position_embeddings``, else the ``long_factor``; cos and
+sin of p·θ_i in halves ([θ | θ]), each times A = √(1 + ln(s)/ln(original)) with s = max / original (1 where
+s ≤ 1). The module gives ``(cos, sin)`` of the first row of its position ids, each ``(S, dim)`` float32.
+
+The proof (:func:`prove_su_rope`): its own (cos, sin) of probe ids — short sequences and one past
+``original_max_position_embeddings`` (the long factors) — against posenc's, shapes included, each value
+within what float32 code errs at its position and frequency, times A.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import rope
+from . import proofs
+from .computed import Refusal, forward_names, probed
+from .rotary import RotaryEmbedding
+
+__all__ = ["SuScaledRope", "prove_su_rope", "read_su_rope"]
+
+#: The forward read: ``(hidden_states, position_ids)``, and the attributes the formula takes.
+FORWARD = ("hidden_states", "position_ids")
+ATTRIBUTES = ("dim", "base", "short_factor", "long_factor", "original_max_position_embeddings")
+#: The probe ids: 0 .. PROBE − 1 (the short factors), then those and the original length (the long ones).
+PROBE = 64
+
+
+class SuScaledRope(RotaryEmbedding):
+    """posenc's exact values in place of an "su"-scaled rotary (module docstring), called as it is:
+    ``(hidden_states, position_ids)`` -> ``(cos, sin)`` each ``(S, dim)`` float32 of ``position_ids[0]``;
+    the factors picked by max(position_ids) + 1, as the original.
+
+    >>> cos, sin = SuScaledRope(4, 10000.0, (1.0, 2.0), (4.0, 8.0), 8, 8)(None, torch.arange(3)[None])
+    >>> sin[2]  # 2 · [1, 1/(2·100)]: the short factors
+    tensor([0.9093, 0.0100, 0.9093, 0.0100])
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        base: float,
+        short_factor: tuple[float, ...],
+        long_factor: tuple[float, ...],
+        original: int,
+        longest: int,
+    ) -> None:
+        params = rope.RopeParameters(
+            "longrope",
+            head_dim=dim,
+            rotary_dim=dim,
+            base=float(base),
+            short_factor=tuple(float(f) for f in short_factor),
+            long_factor=tuple(float(f) for f in long_factor),
+            original_max_position_embeddings=int(original),
+            max_position_embeddings=int(longest),
+        )
+        super().__init__(params)
+
+    def forward(  # type: ignore[override]
+        self, hidden_states: Any, position_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = torch.as_tensor(position_ids)
+        cos, sin = super().forward(torch.zeros(1, dtype=torch.float32, device=ids.device), ids)
+        return cos[0], sin[0]
+
+
+def read_su_rope(module: nn.Module) -> SuScaledRope | None:
+    """posenc's equivalent of ``module`` where it has the su-scaled form (:data:`FORWARD`; :data:`ATTRIBUTES`
+    with factors of dim / 2 numbers each; no config), else None. Whether it computes what they say is
+    :func:`prove_su_rope`'s to tell."""
+    if isinstance(module, SuScaledRope):  # posenc's own, patched in
+        return module
+    if forward_names(module) != FORWARD or getattr(module, "config", None) is not None:
+        return None
+    if not all(hasattr(module, name) for name in ATTRIBUTES):
+        return None
+    dim, base = module.dim, module.base
+    original = module.original_max_position_embeddings
+    longest = getattr(module, "max_position_embeddings", original)
+    ints = (dim, original, longest)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in ints) or dim % 2:
+        return None
+    if isinstance(base, bool) or not isinstance(base, int | float) or not base > 1:
+        return None
+    factors = [module.short_factor, module.long_factor]
+    if not all(isinstance(f, list | tuple) and len(f) == dim // 2 for f in factors):
+        return None
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for f in factors for v in f):
+        return None
+    try:
+        return SuScaledRope(dim, base, *factors, original, longest)
+    except (TypeError, ValueError):
+        return None
+
+
+def prove_su_rope(module: nn.Module, exact: SuScaledRope) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of ``module`` against ``exact`` (:func:`read_su_rope`) on
+    the probe ids, short and long; else why not ("its forward ...": a form posenc does not read; "not the
+    rotary ...": values other than its attributes name)."""
+    params = exact.params
+    original = params.original_max_position_embeddings
+    short = np.arange(PROBE)
+    probes = [short, np.concatenate([short, [original]])]
+    amplitude = rope.attention_scaling(params)
+    worst, allowed = 0.0, 0.0
+    for positions in probes:
+        ids = torch.as_tensor(positions)[None]
+        mine = probed(lambda: module(torch.zeros(1), ids))  # noqa: B023 (called here)
+        if isinstance(mine, Refusal):
+            return mine
+        ours = exact(None, ids)
+        pair = isinstance(mine, tuple | list) and len(mine) == 2
+        if not (pair and all(isinstance(t, torch.Tensor) for t in mine)):
+            return f"its forward returns {type(mine).__name__}, not (cos, sin)"
+        if any(m.shape != o.shape for m, o in zip(mine, ours, strict=True)):
+            return f"its (cos, sin) have shape {tuple(mine[0].shape)}, not {tuple(ours[0].shape)}"
+        theta = rope.inv_freq(params, seq_len=int(positions.max()) + 1)
+        bound = proofs.frequency_bound(theta, torch.float32)
+        for m, o in zip(mine, ours, strict=True):
+            check = proofs.check_cos_sin(m, o, positions, theta, bound, amplitude, "half")
+            if check.over is not None or not check.provable:
+                over = check.over[2] if check.over is not None else float("inf")
+                return f"not the rotary its attributes name (LongRoPE, {exact.params.base:g}) ({over:.3g})"
+            worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
+    return worst, allowed

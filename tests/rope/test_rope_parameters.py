@@ -515,3 +515,13 @@ def test_an_encoder_decoder_naming_its_heads_per_side_gives_its_head_width() -> 
     assert (params.head_dim, params.rotary_dim) == (36, 32)
     with pytest.raises(ValueError, match="no head_dim and not both hidden_size and num_attention_heads"):
         rope.config({**moonshine, "decoder_num_attention_heads": 4})  # sides that differ name no one width
+
+
+def test_dbrx_names_its_width_heads_theta_and_length_its_own_way() -> None:
+    """DBRX's config: d_model and n_heads (transformers maps hidden_size and num_attention_heads onto them),
+    its theta in attn_config, its length max_seq_len — read as a config that names them plainly."""
+    dbrx = {"d_model": 6144, "n_heads": 48, "max_seq_len": 32768, "attn_config": {"rope_theta": 500000.0}}
+    params = rope.config(dbrx)
+    assert (params.head_dim, params.base, params.max_position_embeddings) == (128, 500000.0, 32768)
+    plain = {"hidden_size": 6144, "num_attention_heads": 48, "max_position_embeddings": 32768}
+    assert rope.config({**plain, "rope_theta": 500000.0}) == params

@@ -11,7 +11,8 @@ Where the fields are read (the conventions of transformers' configs; first match
   ``rotary_emb_base``, else 10000;
 * ``partial_rotary_factor``: in the RoPE dict, at top level, GPT-NeoX's ``rotary_pct``, else 1;
 * ``head_dim``: ``qk_rope_head_dim`` (DeepSeek-V2/V3: the rotary part of the MLA head), ``head_dim``,
-  else ``hidden_size // num_attention_heads`` (an encoder-decoder that names its heads per side, Moonshine:
+  else ``hidden_size // num_attention_heads`` (DBRX's names: ``d_model // n_heads``, its theta in
+  ``attn_config``, its length ``max_seq_len``; an encoder-decoder that names its heads per side, Moonshine:
   ``encoder_num_attention_heads`` where it equals ``decoder_num_attention_heads``);
 * ``original_max_position_embeddings`` (llama3, yarn, longrope): at top level (Phi-3 keeps it there, and
   transformers gives that copy priority), in the RoPE dict, else ``max_position_embeddings``;
@@ -226,6 +227,9 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     base = _first(rope, "rope_theta")
     if base is None:
         base = _first(cfg, "rope_theta", "rotary_emb_base")
+    attention = cfg.get("attn_config")  # DBRX keeps its theta in its attention's block
+    if base is None and isinstance(attention, Mapping):
+        base = _first(attention, "rope_theta")
     base = DEFAULT_BASE if base is None else base
     prf = _first(rope, "partial_rotary_factor")
     if prf is None:
@@ -237,7 +241,7 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     if (
         not head_dim
     ):  # transformers: `getattr(config, "head_dim", None) or hidden_size // num_attention_heads`
-        hidden, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+        hidden, heads = _first(cfg, "hidden_size", "d_model"), _first(cfg, "num_attention_heads", "n_heads")
         sides = (cfg.get("encoder_num_attention_heads"), cfg.get("decoder_num_attention_heads"))
         if heads is None and sides[0] is not None and sides[0] == sides[1]:  # Moonshine's: one per side
             heads = sides[0]
@@ -250,7 +254,7 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
         heads = validation.integer("num_attention_heads", heads, minimum=1, integral_floats=True)
         head_dim = hidden // heads
     head_dim = check_head_dim(head_dim, integral_floats=True)
-    max_pos = cfg.get("max_position_embeddings")
+    max_pos = _first(cfg, "max_position_embeddings", "max_seq_len")  # DBRX: max_seq_len
     if max_pos is not None:
         max_pos = check_context("max_position_embeddings", max_pos, integral_floats=True)
 

@@ -619,7 +619,12 @@ def _rotary(
         proof = su_rope.prove_su_rope(module, scaled)
         return _swap_proven(model, path, module, scaled, proof, "rope-longrope", how, originals, "rotary")
     if config is None:
-        return _declined(path, "rotary", label, "no config to build it from")
+        names = ", ".join(computed.forward_names(module))
+        reason = (
+            f"no config to build it from: posenc builds a rotary from its model's config, or reads one of the "
+            f"forms it knows, and its forward({names}) with an inv_freq is neither"
+        )
+        return _declined(path, "rotary", label, reason)
     reading = axial.read_axial(module)
     if reading is not None:
         return _axial(model, path, module, reading, originals)

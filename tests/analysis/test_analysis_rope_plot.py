@@ -210,7 +210,7 @@ def test_sampled_positions_cover_the_range() -> None:
     assert abs(per_decade[0] - per_decade[1]) <= 4
 
 
-def test_posenc_is_within_float32_rounding_everywhere() -> None:
+def test_posenc_is_within_rounding_rounding_everywhere() -> None:
     """posenc's float32 values are the exact ones rounded once: |error| <= 2**-24 |v| at every sampled value;
     the usual float32 angles are not."""
     positions = rope_error_positions(131072)

@@ -429,7 +429,7 @@ def _as_rope(
     import torch
 
     from .. import rope
-    from ..torch.computed import within_float32, within_float64
+    from ..torch.computed import within_rounding
     from ..torch.patching import COMPUTED, original_of
     from . import audit
     from .findings import Finding
@@ -449,9 +449,8 @@ def _as_rope(
         mine, ours = (torch.cat([t[0] for t in rows_of(m, positions)]) for m in (module, exact))
         frequencies = rope.inv_freq(params)
         code = "float64" if mine.dtype == torch.float64 else "float32"
-        within = within_float64 if code == "float64" else within_float32
         twice = np.concatenate([positions, positions]).astype(float)
-        checked = within(mine, ours, twice, frequencies, "half")
+        checked = within_rounding(mine, ours, twice, frequencies, "half", getattr(torch, code))
         if not isinstance(checked, float):
             own = next(c for c in type(exact).__mro__ if not c.__name__.startswith("_"))
             finding = Finding(

@@ -21,7 +21,7 @@ has no float64, as the model's own code does).
 
 The proof (:func:`prove_anyflow`): its own rotaries of probe layouts (and, for FAR, with and without a
 clean context) against posenc's, shapes included, each value within what float64 code errs at its
-position and frequency (:func:`posenc.torch.computed.within_float64`).
+position and frequency (:func:`posenc.torch.computed.within_rounding`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from .. import core
-from .computed import Refusal, forward_names, probed, within_float64
+from .computed import Refusal, forward_names, probed, within_rounding
 from .functions import _encode_tensor
 
 __all__ = ["AnyFlowFarRope", "AnyFlowRope", "axis_rows", "prove_anyflow", "read_anyflow"]
@@ -258,7 +258,9 @@ def prove_anyflow(module: nn.Module, exact: AnyFlowRope) -> tuple[float, float] 
     for axis, found in enumerate(read):
         theta = core.frequencies(exact.widths[axis], base=exact.theta)
         mine, ours = torch.cat([r[0] for r in found]), torch.cat([r[1] for r in found])
-        checked = within_float64(mine, ours, np.concatenate([r[2] for r in found]), theta, "half")
+        checked = within_rounding(
+            mine, ours, np.concatenate([r[2] for r in found]), theta, "half", torch.float64
+        )
         if isinstance(checked, float):
             named = f"head {exact.head} (widths {list(exact.widths)}), theta {exact.theta:g}"
             return f"not the rotary its attributes name ({named}) within float64 rounding ({checked:.3g})"

@@ -71,8 +71,7 @@ __all__ = [
     "rope_rows",
     "sinusoid_convention",
     "sinusoid_rows",
-    "within_float32",
-    "within_float64",
+    "within_rounding",
 ]
 
 #: The probe masks' shape: two images (the second padded), of sizes neither a power of two nor square.
@@ -238,7 +237,7 @@ def _prove(module: nn.Module, reading: DetrSine) -> DetrSine | float:
         temperatures = grids.detr_options(reading.features, **reading.options()).temperatures
         f = reading.features
         for k, (p, base) in enumerate(zip(positions, temperatures, strict=True)):
-            checked = within_float32(
+            checked = within_rounding(
                 values[..., k * f : (k + 1) * f].reshape(-1, f),
                 torch.from_numpy(ours[..., k * f : (k + 1) * f].reshape(-1, f)),
                 p.reshape(-1),
@@ -279,37 +278,21 @@ def in_eval(module: Any) -> Iterator[Any]:
         module.train(mode)
 
 
-def within_float32(
+def within_rounding(
     mine: torch.Tensor,
     ours: torch.Tensor,
     positions: np.ndarray,
     theta: np.ndarray,
     layout: str = "interleaved",
+    code: torch.dtype = torch.float32,
 ) -> tuple[float, float] | float:
     """``mine`` against posenc's ``ours`` at ``positions`` (rows) and frequencies ``theta`` (columns in
-    ``layout``), each value within what float32 code errs there (:func:`posenc.torch.proofs.check_cos_sin`,
-    its frequencies rounded to float32): (largest difference, largest allowance), else the difference found
-    beyond its allowance (inf where none is provable)."""
-    return _within(mine, ours, positions, theta, layout, torch.float32)
-
-
-def within_float64(
-    mine: torch.Tensor,
-    ours: torch.Tensor,
-    positions: np.ndarray,
-    theta: np.ndarray,
-    layout: str = "interleaved",
-) -> tuple[float, float] | float:
-    """:func:`within_float32` for float64 code (frequencies and angles formed and stored in float64, as
-    diffusers' complex128 tables): each value within what float64 code errs there."""
-    return _within(mine, ours, positions, theta, layout, torch.float64)
-
-
-def _within(
-    mine: torch.Tensor, ours: torch.Tensor, positions: np.ndarray, theta: np.ndarray, layout: str, dtype: Any
-) -> tuple[float, float] | float:
-    unit = torch.finfo(dtype).eps / 2
-    bound = proofs.frequency_bound(theta, dtype, unit)
+    ``layout``), each value within what ``code`` — float32 code, or float64 code (frequencies and angles
+    formed and stored in float64, as diffusers' complex128 tables) — errs there
+    (:func:`posenc.torch.proofs.check_cos_sin`, its frequencies rounded to that type): (largest difference,
+    largest allowance), else the difference found beyond its allowance (inf where none is provable)."""
+    unit = torch.finfo(code).eps / 2
+    bound = proofs.frequency_bound(theta, code, unit)
     check = proofs.check_cos_sin(mine, ours, positions, theta, bound, 1.0, layout, unit)
     if check.over is not None or not check.provable:
         return check.over[2] if check.over is not None else math.inf
@@ -718,7 +701,7 @@ def prove_grid_sine(module: nn.Module) -> tuple[float, float] | str:
     worst, allowed = 0.0, 0.0
     for k, p in enumerate((rows // width, rows % width)):
         block = slice(k * dim // 2, (k + 1) * dim // 2)
-        checked = within_float32(mine[:, block], ours[:, block], p.numpy(), theta, "half")
+        checked = within_rounding(mine[:, block], ours[:, block], p.numpy(), theta, "half")
         if isinstance(checked, float):
             return f"not RT-DETR's 2-D sine of its attributes within float32 rounding ({checked:.3g})"
         worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
@@ -1043,7 +1026,9 @@ def prove_rope_on_axes(module: nn.Module, exact: AxesRope) -> tuple[float, float
         frequencies = core.frequencies(width, base=exact.theta)
         columns = slice(start, start + width)
         for m, o in zip(mine, ours, strict=True):
-            checked = within_float32(m[:, columns], o[:, columns], ids[:, axis].double().numpy(), frequencies)
+            checked = within_rounding(
+                m[:, columns], o[:, columns], ids[:, axis].double().numpy(), frequencies
+            )
             if isinstance(checked, float):
                 named = f"theta {exact.theta:g}, widths {list(exact.axes_dim)}"
                 return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
@@ -1417,7 +1402,7 @@ def prove_dinov3(module: nn.Module, exact: DinoV3Rope) -> tuple[float, float] | 
                 if not positions.any():  # an axis of one cell: coordinate 0, whose sin 0 and cos 1 are exact
                     checked = (0.0, 0.0) if torch.equal(m[:, columns], o[:, columns]) else math.inf
                 else:
-                    checked = within_float32(m[:, columns], o[:, columns], positions, frequencies)
+                    checked = within_rounding(m[:, columns], o[:, columns], positions, frequencies)
                 if isinstance(checked, float):
                     return (
                         f"not the DINOv3 rotary its attributes name ({exact.extra_repr()}) within float32 "
@@ -1761,7 +1746,7 @@ def prove_axes_rotation(module: nn.Module, exact: ExactAxesRotation) -> tuple[fl
         ours = _encode_tensor(torch.arange(count), (*exact.checked[width], "float32"))
         half = width // 2
         for mine, want in ((table[:, :half], ours[:, :half]), (table[:, half:], ours[:, half:])):
-            checked = within_float32(mine, want, positions, frequencies)
+            checked = within_rounding(mine, want, positions, frequencies)
             if isinstance(checked, float):
                 named = f"base 10000, widths {list(exact.widths)}"
                 return f"not V-JEPA 2's rotary ({named}) within float32 rounding ({checked:.3g})"
@@ -1918,7 +1903,7 @@ def prove_polar_tables(module: nn.Module, reading: PolarTables) -> tuple[float, 
         frequencies = core.frequencies(block.width, base=reading.theta)
         positions = block.positions.astype(np.float64)
         for part in (torch.real, torch.imag):
-            checked = within_float32(part(mine), part(ours), positions, frequencies)
+            checked = within_rounding(part(mine), part(ours), positions, frequencies)
             if isinstance(checked, float):
                 named = f"theta {reading.theta:g}, widths {list(reading.axes_dim)}"
                 return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
@@ -2054,7 +2039,7 @@ def prove_sinusoid_method(rows: torch.Tensor, options: dict[str, Any]) -> tuple[
     ours = _encode_tensor(torch.arange(len(rows)), (*checked, "float32"))
     frequencies = core.frequencies(width, **{k: options[k] for k in ("base", "shift", "scale", "odd")})
     layout = "interleaved" if options["layout"] == "interleaved" else "half"
-    checked_rows = within_float32(rows, ours, np.arange(len(rows), dtype=np.float64), frequencies, layout)
+    checked_rows = within_rounding(rows, ours, np.arange(len(rows), dtype=np.float64), frequencies, layout)
     if isinstance(checked_rows, float):
         named = ", ".join(f"{k}={options[k]!r}" for k in ("base", "scale", "layout"))
         return f"not the sinusoid its form computes ({named}) within float32 rounding ({checked_rows:.3g})"

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from .. import core
-from .computed import Refusal, forward_names, probed, within_float32
+from .computed import Refusal, forward_names, probed, within_rounding
 from .functions import _encode_tensor
 
 __all__ = ["CosmosRope", "GridRope", "prove_grid_rope", "read_grid_rope"]
@@ -239,7 +239,7 @@ def prove_grid_rope(module: nn.Module, exact: GridRope | CosmosRope) -> tuple[fl
     for axis, found in enumerate(read):  # every probe at once: each frequency compared at some position but 0
         theta = core.frequencies(exact.widths[axis], base=exact.thetas[axis])
         mine, ours = torch.cat([r[0] for r in found]), torch.cat([r[1] for r in found])
-        checked = within_float32(mine, ours, np.concatenate([r[2] for r in found]), theta, "half")
+        checked = within_rounding(mine, ours, np.concatenate([r[2] for r in found]), theta, "half")
         if isinstance(checked, float):
             named = (
                 f"widths {list(exact.widths)}, thetas {[f'{t:g}' for t in exact.thetas]}, halves of each axis"

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .. import core
-from .computed import Refusal, forward_names, probed, within_float32
+from .computed import Refusal, forward_names, probed, within_rounding
 from .functions import _encode_tensor
 
 __all__ = ["KandinskyRope1D", "KandinskyRope3D", "prove_kandinsky", "read_kandinsky"]
@@ -228,7 +228,7 @@ def prove_kandinsky(module: nn.Module, exact: KandinskyRope1D | KandinskyRope3D)
     for axis, found in enumerate(read):
         mine, ours = torch.cat([r[0] for r in found]), torch.cat([r[1] for r in found])
         positions = np.concatenate([r[2] for r in found])
-        checked = within_float32(mine, ours, positions, exact.frequencies[axis], "half")
+        checked = within_rounding(mine, ours, positions, exact.frequencies[axis], "half")
         if isinstance(checked, float):
             named = f"widths {list(exact.widths)}, max_period {exact.max_period:g}"
             return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .. import core, rope
-from .computed import Refusal, forward_names, probed, within_float32
+from .computed import Refusal, forward_names, probed, within_rounding
 from .rotary import cos_sin
 
 __all__ = ["FORMS", "LengthRope", "prove_length_rope", "read_length_rope"]
@@ -121,7 +121,7 @@ def prove_length_rope(module: nn.Module, exact: LengthRope) -> tuple[float, floa
                 if not torch.equal(a.to(b.dtype), b):
                     return f"not the rotary its attributes name: its {name} at position 0 is not {b[0, 0]:g}"
                 continue
-            checked = within_float32(a, b, positions, theta, "half")
+            checked = within_rounding(a, b, positions, theta, "half")
             if isinstance(checked, float):
                 named = f"theta {exact.theta:g}, width {exact.width}, halves"
                 return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"

@@ -47,7 +47,7 @@ from torch import nn
 from .. import core
 from ..core import explicit, highprec
 from . import proofs
-from .computed import Refusal, forward_names, probed, within_float32
+from .computed import Refusal, forward_names, probed, within_rounding
 from .functions import _encode_tensor
 
 __all__ = [
@@ -615,7 +615,7 @@ def prove_ltx_vae(module: nn.Module, exact: LtxVaeRope) -> tuple[float, float] |
         ours = exact.cos_sin(axis, count, "cpu")
         frequencies = core.frequencies(exact.split[axis], base=exact.base)
         positions = np.concatenate([np.arange(count)] * 2).astype(np.float64)
-        checked = within_float32(torch.cat(mine), torch.cat(ours), positions, frequencies, "half")
+        checked = within_rounding(torch.cat(mine), torch.cat(ours), positions, frequencies, "half")
         if isinstance(checked, float):
             named = f"chunks {list(exact.split)}, base {exact.base:g}"
             return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"

@@ -621,8 +621,8 @@ def _rotary(
     if config is None:
         names = ", ".join(computed.forward_names(module))
         reason = (
-            f"no config to build it from: posenc builds a rotary from its model's config, or reads one of the "
-            f"forms it knows, and its forward({names}) with an inv_freq is neither"
+            "no config to build it from: posenc builds a rotary from its model's config, or reads one of "
+            f"the forms it knows, and its forward({names}) with an inv_freq is neither"
         )
         return _declined(path, "rotary", label, reason)
     reading = axial.read_axial(module)

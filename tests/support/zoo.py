@@ -544,7 +544,8 @@ def _from_folder(model: Any, audit: Any) -> str:
         (mp, _, mt), (kp, _, kt) = m.rpartition("/"), k.rpartition("/")
         return mt == kt and (mp == kp or mp.endswith("." + kp) or (not kp and "." not in mp))
 
-    paired = {k: next((m for m in mine if same(m, k)), None) for k in theirs}
+    # the nearest of mine to each of theirs: "model.rotary_emb" for "rotary_emb", not a deeper one so named
+    paired = {k: min((m for m in mine if same(m, k)), key=len, default=None) for k in theirs}
     differ = [k for k, m in paired.items() if m is None or mine[m] != theirs[k]]
     differ += [m for m in mine if m not in paired.values()]
     if differ:

@@ -612,6 +612,49 @@ def test_compiled_on_the_cpu_the_operators_run_the_c_core_with_the_eager_bits(mo
     assert torch.isnan(exact[1]).all() and torch.equal(exact[0], pt.encode(torch.tensor([1.0]), 4)[0])
 
 
+def test_a_compiled_decode_step_gathers_cached_rows_without_reading_the_positions(monkeypatch):
+    """The rotary operator's CPU kernel: positions inside the cached table are two gathers, with no read of
+    the positions; past it, negative, int32 or invalid they take the checked road; the eager bits always."""
+    from posenc.torch import rotary
+
+    rope = pt.RotaryEmbedding({"head_dim": 8, "rope_theta": 10000.0, "max_position_embeddings": 64})
+    compiled = torch.compile(rope, fullgraph=True, dynamic=True)
+    x = torch.zeros(1, 1, 8)
+    reads = []
+    check = rotary._check_positions_on_host
+    monkeypatch.setattr(rotary, "_check_positions_on_host", lambda t: reads.append(t) or check(t))
+    pt.clear_cache()
+    # (positions, gathered with no read): built, cached, past the table (it grows), inside it again,
+    # negative, beyond what a table holds, another shape, int32
+    steps = [([[3]], False), ([[3]], True), ([[4000]], False), ([[4001]], True), ([[-7]], False)]
+    steps += [([[2**31 - 1]], False), ([[5], [9]], True), (torch.tensor([[6]], dtype=torch.int32), True)]
+    for ids, gathered in steps:
+        ids = torch.as_tensor(ids)
+        before = len(reads)
+        got = compiled(x, ids)
+        assert (len(reads) == before) == gathered, ids
+        want = rope(x, ids)
+        assert all(torch.equal(a, b) and a.is_contiguous() for a, b in zip(got, want, strict=True)), ids
+    nan = compiled(x, torch.tensor([[2**31]]))
+    assert all(torch.isnan(t).all() for t in nan)  # where an eager call raises
+
+
+def test_the_operators_carry_no_gradient_and_keep_their_schemas():
+    """posenc's operators are defined through torch.library with autograd falling through: no gradient to
+    positions (as an eager call, which reads them on the host), no warning; their schemas are the ones an
+    exported program names."""
+    positions = torch.arange(4.0, requires_grad=True)
+    out = torch.ops.posenc.exact(positions, None, 8, 10000.0, 0.0, 1.0, "interleaved", "zero", "float32")
+    assert not out.requires_grad and out.grad_fn is None
+    schemas = {name: str(getattr(torch.ops.posenc, name).default._schema) for name in ("rotary", "table")}
+    assert schemas == {
+        "rotary": "posenc::rotary(Tensor positions, str params, SymInt seq_len, str dtype_name, str layout) "
+        "-> (Tensor, Tensor)",
+        "table": "posenc::table(SymInt length, SymInt start, Device where, SymInt d_model, float base, "
+        "float shift, float scale, str layout, str odd, str dtype_name) -> Tensor",
+    }
+
+
 def test_an_exported_rotary_apply_on_the_cpu_is_one_node_calling_the_c_pass():
     class Apply(torch.nn.Module):
         def forward(self, q, k, cos, sin):

@@ -124,10 +124,10 @@ def _encode_tensor(
 
 def _encode_on_cpu(positions: torch.Tensor, options: tuple) -> torch.Tensor:
     """The core's encodings of CPU positions: rows of a cached table for small integer ids."""
-    _check_positions_on_host(positions)
-    if not positions.is_floating_point() and positions.numel():
+    bounds = _check_positions_on_host(positions)
+    if bounds is not None:
         positions = positions.to(torch.int64)  # uint8 and bool-like dtypes must not index as masks
-        low, high = int(positions.min()), int(positions.max())
+        low, high = bounds
         if low >= 0:
             cached = _cached_table(options, high + 1, positions.device)
             if cached is not None:
@@ -140,7 +140,7 @@ def _encode_on_cpu(positions: torch.Tensor, options: tuple) -> torch.Tensor:
     return _to_tensor(core.encode(host.numpy(), **_core_arguments(options)))
 
 
-@operator._exact_op.register_kernel("cpu")
+@operator.on_cpu(operator.EXACT)
 def _exact_on_cpu(
     positions: torch.Tensor,
     offset: torch.Tensor | None,
@@ -168,12 +168,10 @@ def _exact_on_cpu(
 
 
 def _rows_of(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Rows ``index`` of ``table`` as a new tensor of shape ``index.shape + (d_model,)``: always a copy,
-    never a view. ``table[index]`` copies for an index of one or more axes (advanced indexing), but a 0-d
-    index is basic indexing, a view, which would hand out the shared cache: that one is selected."""
-    if index.dim():
-        return table[index]
-    return table.index_select(0, index.reshape(1))[0]  # a view of that new row, not of the cache
+    """Rows ``index`` (int64) of ``table`` as a new tensor of shape ``index.shape + (d_model,)``, never a view
+    of the table (a 0-d index too): ``torch.embedding``, the fastest of torch's gathers (a third of
+    advanced indexing's time for 2048 rows, a decode step's one row in one call)."""
+    return torch.embedding(table, index)
 
 
 def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tensor | None:

@@ -31,7 +31,7 @@ from ..errors import PosencValueError
 from ..rope.arrays import apply_rotary as arrays_apply_rotary
 from ..rope.arrays import check_layout, check_request
 from . import operator
-from .functions import _CACHE, _CACHE_LOCK, CACHE_LIMIT_BYTES, _rows_of
+from .functions import _CACHE, _CACHE_LOCK, CACHE_LIMIT_BYTES
 from .tensors import (
     _check_positions_on_host,
     _dtype_name,
@@ -106,10 +106,11 @@ def _host_rows(
     cached tables: an eager call's, and the rotary operator's body on the CPU (a compiled or exported
     program's). Raises ValueError for an invalid position. ``seq_len`` < 0 is None (the operator's)."""
     seq_len = None if seq_len is not None and seq_len < 0 else seq_len
-    _check_positions_on_host(positions)
-    cached = _cached_rows(positions, params, key, name, layout, seq_len)
-    if cached is not None:
-        return cached
+    bounds = _check_positions_on_host(positions)
+    tables = None if bounds is None else _cached_tables(bounds, params, key, name, layout)
+    if tables is not None:
+        ids = positions.to(torch.int64)
+        return torch.embedding(tables[0], ids), torch.embedding(tables[1], ids)  # new tensors
     host = positions.detach().to(torch.float64 if positions.is_floating_point() else torch.int64).numpy()
     cos, sin = rope.cos_sin(host, params, dtype=_numpy_dtype(name), layout=layout, seq_len=seq_len)
     return _to_tensor(cos), _to_tensor(sin)
@@ -123,17 +124,22 @@ def _parameters(params: str) -> rope.RopeParameters:
     return rope.RopeParameters(**fields)
 
 
-@operator._rotary_op.register_kernel("cpu")
+@operator.on_cpu(operator.ROTARY)
 def _rotary_on_cpu(
     positions: torch.Tensor, params: str, seq_len: int, dtype_name: str, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.ops.posenc.rotary`` on the CPU (what a compiled or exported program runs there):
-    :func:`_host_rows`, as an eager call gives them; the portable algorithm for an invalid position (its
-    rows of NaN, where an eager call raises)."""
+    """``torch.ops.posenc.rotary`` on the CPU (what a compiled or exported program runs there): (cos, sin)
+    as an eager call gives them (:func:`_host_rows`); positions of a cached table are two gathers, with no
+    read of the positions (a decode step's whole cost); the portable algorithm for an invalid position
+    (its rows of NaN, where an eager call raises)."""
     if not operator.CPU_CORE:
         return operator.rotary_rows(positions, params, seq_len, dtype_name, layout)
+    parameters = _parameters(params)
+    rows = _gathered(positions, parameters, params, dtype_name, layout)
+    if rows is not None:
+        return rows
     try:
-        return _host_rows(positions, _parameters(params), params, dtype_name, layout, seq_len)
+        return _host_rows(positions, parameters, params, dtype_name, layout, seq_len)
     except (ValueError, OverflowError):
         return operator.rotary_rows(positions, params, seq_len, dtype_name, layout)
 
@@ -165,30 +171,23 @@ def _either(
     return torch.where(second, rows[1][0], rows[0][0]), torch.where(second, rows[1][1], rows[0][1])
 
 
-def _cached_rows(
-    positions: torch.Tensor,
-    params: rope.RopeParameters,
-    key: str | None,
-    name: str,
-    layout: str,
-    seq_len: int | None,
+def _cached_tables(
+    bounds: tuple[int, int], params: rope.RopeParameters, key: str | None, name: str, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(cos, sin) of integer CPU ``positions`` ≥ 0 as rows of tables cached per parameters, dtype and layout
-    (:data:`posenc.torch.functions.CACHE_LIMIT_BYTES`, cleared by :func:`posenc.torch.clear_cache`): new
-    tensors, never views of the tables, the same bits as :func:`posenc.rope.cos_sin` (which builds them). A
-    decode step is then a gather. None where the rows depend on more than the position (dynamic and
-    longrope scaling, multimodal sections), for real or negative positions, and past the cache's size."""
-    if positions.is_floating_point() or not positions.numel() or params.mrope_section:
+    """The (cos, sin) tables cached per parameters, dtype and layout, holding positions ``bounds`` (the
+    least and greatest), the same bits as :func:`posenc.rope.cos_sin` (which builds them), within
+    :data:`posenc.torch.functions.CACHE_LIMIT_BYTES`, cleared by :func:`posenc.torch.clear_cache`. A decode
+    step is then two gathers (``torch.embedding``: new tensors, never views of the tables). None where the
+    rows depend on more than the position (dynamic and longrope scaling, multimodal sections), for
+    negative positions, and past the cache's size."""
+    if not _cacheable(params):
         return None
-    if params.kind.depends_on_length:
-        return None
-    ids = positions.to(torch.int64)
-    low, high = int(ids.min()), int(ids.max())
+    low, high = bounds
     width = params.rotary_dim
     itemsize = getattr(torch, name).itemsize
     if low < 0 or (high + 1) * 2 * width * itemsize > CACHE_LIMIT_BYTES:
         return None
-    cache_key = ("rotary", operator.params_json(params) if key is None else key, name, layout)
+    cache_key = _cache_key(params, key, name, layout)
     tables = _CACHE.get(cache_key)
     if tables is None or tables[0].shape[0] <= high:
         size = min(1 << max(10, high.bit_length()), CACHE_LIMIT_BYTES // (2 * width * itemsize))
@@ -196,9 +195,34 @@ def _cached_rows(
             tables = _CACHE.get(cache_key)
             if tables is None or tables[0].shape[0] <= high:
                 cos, sin = rope.cos_sin(np.arange(size), params, dtype=_numpy_dtype(name), layout=layout)
-                tables = _to_tensor(cos), _to_tensor(sin)
-                _CACHE[cache_key] = tables
-    return _rows_of(tables[0], ids), _rows_of(tables[1], ids)
+                tables = _CACHE[cache_key] = (_to_tensor(cos), _to_tensor(sin))
+    return tables
+
+
+def _gathered(
+    positions: torch.Tensor, params: rope.RopeParameters, key: str, name: str, layout: str
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(cos, sin) of ``positions`` from the cached table (:func:`_cached_tables`) where it holds them all
+    already: new tensors, with no read of the positions (integer ids the gather accepts are valid ones);
+    None otherwise."""
+    if positions.dtype not in (torch.int64, torch.int32) or not _cacheable(params):
+        return None
+    tables = _CACHE.get(_cache_key(params, key, name, layout))
+    if tables is None:
+        return None
+    try:
+        return torch.embedding(tables[0], positions), torch.embedding(tables[1], positions)
+    except IndexError:  # a position outside the table: the checked road
+        return None
+
+
+def _cacheable(params: rope.RopeParameters) -> bool:
+    """Whether rotary rows depend on the position alone (a table can hold them)."""
+    return not params.mrope_section and not params.kind.depends_on_length
+
+
+def _cache_key(params: rope.RopeParameters, key: str | None, name: str, layout: str) -> tuple:
+    return ("rotary", operator.params_json(params) if key is None else key, name, layout)
 
 
 #: What :class:`RotaryEmbedding` returns (its ``form``): the (cos, sin) pair of the layout, a pair of one
@@ -391,7 +415,7 @@ def _half_whole(tensors: tuple[Any, ...], layout: str, unsqueeze_dim: int) -> bo
     return _broadcast_into((c.shape, s.shape), (q.shape, k.shape))
 
 
-@operator._rotate_op.register_kernel("cpu")
+@operator.on_cpu(operator.ROTATE_HALF)
 def _rotate_half_on_cpu(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int
 ) -> tuple[torch.Tensor, torch.Tensor]:

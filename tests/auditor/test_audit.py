@@ -346,6 +346,24 @@ def test_a_failing_audit_always_names_a_finding_even_for_one_rounding_step() -> 
     assert finding.kind == "rounding" and finding.data["max_ulp"] == 1 and 0 < finding.data["rows"] < 2000
     assert finding.text.startswith("not correctly rounded: up to 0.00391 (1 ulp of bfloat16)")
     assert audit(posenc.table(2000, 64, dtype="bfloat16")).findings == []  # rounded once: nothing to say
+    assert finding.fix.endswith(
+        'to judge within 1 ulp rather than correctly rounded: tol="1ulp" (posenc audit --tol 1ulp)'
+    )
+    assert audit(twice, tol="1ulp").passed  # the tolerance the fix names accepts it
+
+
+def test_float64_code_cast_once_is_judged_by_what_posenc_calls_exact() -> None:
+    """The negative half of the real-code corpus at a length where it shows: float64 code cast once to
+    float32 (the usual "compute in float64" table) has no false cause; over 8,192 rows a few values are one
+    float32 step from the correctly rounded ones, which is what it gets told, with the tolerance that
+    accepts it. Correctly rounded stays the default: the meaning of exact does not move to fit a table."""
+    positions, frequencies = np.arange(8192)[:, None], 10000.0 ** (-np.arange(32) / 32)
+    table = np.empty((8192, 64))
+    table[:, 0::2], table[:, 1::2] = np.sin(positions * frequencies), np.cos(positions * frequencies)
+    report = audit(table.astype(np.float32))
+    (finding,) = report.findings
+    assert finding.kind == "rounding" and finding.data["max_ulp"] == 1 and finding.data["rows"] < 10
+    assert not report.passed and audit(table.astype(np.float32), tol="1ulp").passed
 
 
 def test_a_band_of_only_nan_rows_says_so_not_an_error_of_zero() -> None:

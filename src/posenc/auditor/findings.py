@@ -1094,7 +1094,8 @@ def last_bits(m: Measurement, dtype: str) -> Finding | None:
         fix=(
             "float32 or 16-bit code: compute in float64 and round once to the stored type (float64 code then "
             "a cast comes this close and no closer: its own rounding of an angle shows where sin or cos is "
-            "near 0); " + _POSENC.format(options="")
+            "near 0); " + _POSENC.format(options="") + f"; to judge within {ulp:.3g} ulp rather than "
+            f'correctly rounded: tol="{ulp:.3g}ulp" (posenc audit --tol {ulp:.3g}ulp)'
         ),
     )
 

@@ -11,10 +11,15 @@ The cases, each jitted with ``jax.jit`` (the module has no dropout, so it may be
 - posenc with its default positions (concrete under jit: its rows are a constant of the program);
 - posenc with traced position ids (B, S) (a jit argument: packed documents, padding) — rows of a constant
   table while they lie inside it, the portable algorithm past it (both in the program);
-- posenc of a traced offset t (a decode step, x (4, 1, 512)).
+- posenc of a traced offset t (a decode step, x (4, 1, 512));
+- a reference: the same step as a gather from posenc's exact table alone, without the portable algorithm
+  the module's program holds for positions past it (what that branch costs a step on XLA's CPU runtime).
 
 Compile: seconds from ``jax.jit(f).lower(*args).compile()``; step: the median of ``--repeat`` calls of the
-compiled program (``block_until_ready``), after two warm-ups. Ratios are to the usual formula's program of
+compiled program (``block_until_ready``), after two warm-ups. A restart with JAX's persistent compilation
+cache (``jax.config.update("jax_compilation_cache_dir", ...)``, the user's own setting: posenc sets no
+global state) is measured for posenc's traced programs in fresh processes: the first fills the cache, the
+second's compile is what every later restart costs. Ratios are to the usual formula's program of
 the same kind (a full sequence, or a decode step). Results go to ``--json`` (default
 ``benchmarks/results/jax_jit.json``); ``--doc`` also writes the table of ``docs/jax.md`` between its
 ``<!-- jax-jit:start -->`` and ``<!-- jax-jit:end -->`` lines.
@@ -28,12 +33,16 @@ import math
 import os
 import platform
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 
+import posenc
 import posenc.jax as pj
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,17 +72,14 @@ def _measure(function, args: tuple, repeat: int) -> tuple[float, float]:
     return compile_seconds, statistics.median(times)
 
 
-def main() -> None:
-    made = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    made.add_argument("--repeat", type=int, default=21)
-    made.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "jax_jit.json")
-    made.add_argument("--doc", action="store_true")
-    args = made.parse_args()
+def _cases() -> dict[str, tuple]:
+    """name: (function, its arguments, "sequence" or "step")."""
     module = pj.SinusoidalPositionalEncoding(D_MODEL)
     x = jnp.zeros((BATCH, LENGTH, D_MODEL), jnp.float32)
     step = jnp.zeros((BATCH, 1, D_MODEL), jnp.float32)
     ids = jnp.broadcast_to(jnp.arange(LENGTH, dtype=jnp.int32), (BATCH, LENGTH))
     t = jnp.asarray(777, jnp.int32)
+    table = jnp.asarray(posenc.table(4096, D_MODEL))  # the rows the module looks a traced offset up in
     cases = {
         "usual formula, positions 0 .. 1023": (lambda x: x + usual(jnp.arange(LENGTH)), (x,), "sequence"),
         "usual formula, a decode step (traced t)": (
@@ -84,12 +90,52 @@ def main() -> None:
         "posenc, default positions (a constant)": (lambda x: module(x), (x,), "sequence"),
         "posenc, traced position ids (B, S)": (lambda x, p: module(x, p), (x, ids), "sequence"),
         "posenc, a decode step (traced offset)": (lambda s, t: module(s, offset=t), (step, t), "step"),
+        "reference: a decode step's gather from posenc's table alone": (
+            lambda s, t: s + table[jnp.clip(t + jnp.arange(1), 0, len(table) - 1)],
+            (step, t),
+            "step",
+        ),
     }
+    return cases
+
+
+#: The programs whose restart with a persistent compilation cache is measured.
+CACHED = ("posenc, traced position ids (B, S)", "posenc, a decode step (traced offset)")
+
+
+def _restart(name: str, cache: str) -> float:
+    """Compile seconds of case ``name`` in a fresh process with JAX's persistent cache in ``cache``."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", name, cache], capture_output=True, text=True, check=True
+    )
+    return float(done.stdout.split()[-1])
+
+
+def main() -> None:
+    made = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    made.add_argument("--repeat", type=int, default=21)
+    made.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "jax_jit.json")
+    made.add_argument("--doc", action="store_true")
+    made.add_argument("--child", nargs=2, help=argparse.SUPPRESS)  # NAME CACHE: one restart, see _restart
+    args = made.parse_args()
+    if args.child:
+        jax.config.update("jax_compilation_cache_dir", args.child[1])
+        function, inputs, _ = _cases()[args.child[0]]
+        began = time.perf_counter()
+        jax.jit(function).lower(*inputs).compile()
+        print(time.perf_counter() - began)
+        return
+    cases = _cases()
     rows = {}
     for name, (function, inputs, kind) in cases.items():
         compile_seconds, step_seconds = _measure(function, inputs, args.repeat)
         rows[name] = {"kind": kind, "compile_s": compile_seconds, "step_ms": step_seconds * 1e3}
         print(f"{name:44} compile {compile_seconds:7.3f} s   step {step_seconds * 1e3:9.3f} ms", flush=True)
+    for name in CACHED:
+        with tempfile.TemporaryDirectory() as cache:
+            first, again = _restart(name, cache), _restart(name, cache)
+        rows[name]["restart_s"] = {"fills the cache": first, "from the cache": again}
+        print(f"{name:44} restart: {first:.3f} s filling the cache, {again:.3f} s from it", flush=True)
     reference = {row["kind"]: row for name, row in rows.items() if name.startswith("usual")}
     for row in rows.values():
         row["compile_ratio"] = row["compile_s"] / reference[row["kind"]]["compile_s"]
@@ -114,6 +160,17 @@ def _write_doc(rows: dict, machine: str, repeat: int) -> None:
             f"| {name} | {row['compile_s']:.2f} s | {row['step_ms']:.3f} ms | {row['compile_ratio']:.1f}× | "
             f"{row['step_ratio']:.1f}× |"
         )
+    lines += [
+        "",
+        "A restart with JAX's persistent compilation cache (`jax_compilation_cache_dir`), fresh processes:",
+        "",
+        "| program | compile, filling the cache | compile, from the cache |",
+        "|---|---|---|",
+    ]
+    for name, row in rows.items():
+        if "restart_s" in row:
+            first, again = row["restart_s"].values()
+            lines.append(f"| {name} | {first:.2f} s | {again:.2f} s |")
     text = PAGE.read_text()
     head, rest = text.split("<!-- jax-jit:start -->")
     tail = rest.split("<!-- jax-jit:end -->")[1]

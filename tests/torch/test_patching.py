@@ -392,6 +392,21 @@ def test_learned_tables_and_unknown_modules_are_left_alone_with_the_reason() -> 
     assert left.reason.startswith("no config to build it from") and left.path == "0"
     assert "its forward(input) with an inv_freq is neither" in left.reason
 
+    class Angles(nn.Module):  # Stable Audio 3's and SAME's: forward(seq_len, device) -> the angles [θ, θ]
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("inv_freq", 1.0 / 10000.0 ** (torch.arange(0, 8, 2).float() / 8))
+
+        def forward(self, seq_len: int, device: torch.device) -> torch.Tensor:
+            angles = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), self.inv_freq)
+            return torch.cat((angles, angles), dim=-1)
+
+    model = nn.Sequential(Angles())
+    (left,) = pt.patch(model).skipped
+    assert left.reason.startswith("its forward(seq_len, device) returns the angles p·θ_i (one tensor)")
+    assert "posenc's rotary gives exact cos and sin, not angles" in left.reason
+    assert "returns the angles p·θ_i" in " ".join(posenc.audit(model).as_text().split())  # its fix says why
+
 
 def test_the_tutorial_model_and_a_cast_model() -> None:
     class TransformerModel(nn.Module):  # the PyTorch tutorial's model: embedding, pos_encoder, encoder

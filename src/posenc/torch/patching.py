@@ -592,6 +592,20 @@ def prove(model: nn.Module, path: str, kind: str, what: Any) -> Component:
     return _component(model, path, kind, what, {})[0]
 
 
+def _returns_angles(module: nn.Module) -> bool:
+    """Whether a rotary of forward(seq_len, device) returns its angles, positions times its inv_freq (as
+    [θ, θ] halves), rather than cos and sin: Stable Audio 3's and SAME's, whose models take cos and sin of
+    them in their own apply."""
+    inv = getattr(module, "inv_freq", None)
+    if computed.forward_names(module) != ("seq_len", "device") or not isinstance(inv, torch.Tensor):
+        return False
+    angles = computed.probed(lambda: module(4, inv.device))
+    if not isinstance(angles, torch.Tensor) or angles.shape != (4, 2 * inv.numel()):
+        return False
+    want = torch.outer(torch.arange(4, dtype=inv.dtype, device=inv.device), inv.reshape(-1))
+    return bool(torch.equal(angles, torch.cat((want, want), dim=-1)))
+
+
 def _positional(name: str) -> bool:
     words = re.split(r"[._]", name.lower())
     return any(w in _WORDS for w in words)
@@ -624,6 +638,12 @@ def _rotary(
             "no config to build it from: posenc builds a rotary from its model's config, or reads one of "
             f"the forms it knows, and its forward({names}) with an inv_freq is neither"
         )
+        if _returns_angles(module):
+            reason = (
+                f"its forward({names}) returns the angles p·θ_i (one tensor), whose cos and sin its model "
+                "takes in its own code: posenc's rotary gives exact cos and sin, not angles, so exact values "
+                "here need that code replaced, which posenc does not do"
+            )
         return _declined(path, "rotary", label, reason)
     reading = axial.read_axial(module)
     if reading is not None:

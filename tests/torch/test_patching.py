@@ -406,6 +406,8 @@ def test_learned_tables_and_unknown_modules_are_left_alone_with_the_reason() -> 
     assert left.reason.startswith("its forward(seq_len, device) returns the angles p·θ_i (one tensor)")
     assert "posenc's rotary gives exact cos and sin, not angles" in left.reason
     assert "returns the angles p·θ_i" in " ".join(posenc.audit(model).as_text().split())  # its fix says why
+    (left,) = pt.patch(nn.Sequential(Angles()).to("meta")).skipped  # no values to show it: the generic reason
+    assert left.reason.startswith("no config to build it from")
 
 
 def test_the_tutorial_model_and_a_cast_model() -> None:

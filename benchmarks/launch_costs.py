@@ -1,7 +1,8 @@
 """What an eager CUDA call costs, piece by piece (issue 48, item 1): the host's time of each small operation
 a launch path makes (torch allocations, the device guard, the current stream, a Triton launch by
 ``kernel[grid]`` and by the compiled kernel's own launcher, with 1 and with 36 arguments) beside a small torch
-op, and the GPU's time of each kernel of an eager decode step and of ``Timesteps`` (``torch.profiler``).
+op, and the GPU's time of each kernel of an eager decode step, ``Timesteps``, (8, 2048) position ids and
+the fused rotary apply (``torch.profiler``).
 CUDA only.
 
     python benchmarks/launch_costs.py [--calls 2000] [--json FILE]
@@ -189,12 +190,57 @@ def _profiled(name: str, fn, calls: int) -> list[dict]:
     return rows[:30]
 
 
+def _long_calls(module, where: torch.device) -> tuple:
+    """(positions, fused): calls of the device's own bars (issue 48, items 2 and 3): ``module`` over x
+    (8, 2048, 1024) bfloat16 at position ids (8, 2048), and the fused rotary apply of Llama 3.1 to q and k
+    (8, 32, 4096, 128) bfloat16 (as in fused_sweep.py)."""
+    import posenc.rope as rope
+    import posenc.torch as pt
+
+    xL = torch.randn(8, 2048, 1024, device=where, dtype=torch.bfloat16)
+    prefill = torch.arange(2048, device=where).repeat(8, 1)
+    q = torch.randn(8, 32, 4096, 128, device=where, dtype=torch.bfloat16)
+    k = torch.randn_like(q)
+    llama = rope.config(Path(__file__).parent / "data" / "llama31_config.json")
+    ids = torch.arange(4096, device=where)[None].expand(8, -1)
+
+    def fused():
+        return pt.apply_rotary(q, k, position_ids=ids, params=llama)
+
+    return (lambda: module(xL, positions=prefill)), fused
+
+
+def _ncu_target(where: torch.device) -> int:
+    import posenc.torch as pt
+
+    module = pt.SinusoidalPositionalEncoding(1024, batch_first=True).eval()
+    calls = _long_calls(module, where)
+    with torch.no_grad():
+        for call in calls:  # compiles and first-launch probes outside the profiled range
+            call()
+            call()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStart()
+        for call in calls:
+            call()
+            call()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--calls", type=int, default=2000)
     options.add_argument("--json", type=Path, default=None)
+    options.add_argument(
+        "--ncu-target",
+        action="store_true",
+        help="only run the (8, 2048) ids and the fused apply twice each between cudaProfilerStart and Stop "
+        "(warmed up first): a target for ncu --profile-from-start off",
+    )
     args = options.parse_args(argv)
     if not torch.cuda.is_available():
         print("launch_costs.py measures CUDA calls: no GPU here")
@@ -203,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     import posenc.torch as pt
 
     where = torch.device("cuda")
+    if args.ncu_target:
+        return _ncu_target(where)
     report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     host = _host_rows(where, args.calls)
     print(f"host costs on {report['device']}, torch {torch.__version__} (per call: issued, done)")
@@ -225,11 +273,15 @@ def main(argv: list[str] | None = None) -> int:
     ids = offsets[:, None]
     steps = pt.Timesteps(320, flip_sin_to_cos=True, downscale_freq_shift=0).to(where)
     timesteps = torch.rand(8, device=where) * 1000
+    positions, fused = _long_calls(module, where)
     with torch.no_grad():
         report["profiles"] = {
             "decode step, per-batch offsets": _profile("decode step", lambda: module(x1, offset=offsets)),
             "rotary cos/sin of decode ids": _profile("rotary cos/sin", lambda: rotary(x1, ids)),
             "Timesteps": _profile("Timesteps", lambda: steps(timesteps)),
+            # the GPU's own time of the calls whose bars are the device's (items 2 and 3 of issue 48)
+            "positions (8, 2048), d 1024 bf16": _profile("positions (8, 2048)", positions, calls=50),
+            "fused rotary apply (8, 32, 4096, 128) bf16": _profile("fused apply", fused, calls=20),
         }
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

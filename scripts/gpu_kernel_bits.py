@@ -3,8 +3,11 @@ the NumPy core, bit for bit, on millions of elements; the encode kernel (posenc.
 against the portable algorithm on the same device and against the core; and each specialization's first call
 (Triton's compile) timed. Writes ``$OUT/gpu_kernel_bits.json`` (or ./gpu_kernel_bits.json).
 
-    PYTHONPATH=src python3 scripts/gpu_kernel_bits.py
+    PYTHONPATH=src python3 scripts/gpu_kernel_bits.py [--part ids|tables|encode [--case I]]
     TRITON_INTERPRET=1 PYTHONPATH=src python3 scripts/gpu_kernel_bits.py --device cpu --small  # a dry run
+
+A part (and a case of it) writes ``gpu_kernel_bits_<part>[_<case>].json``: scripts/gpu_checks.sh runs them
+side by side, since each first call compiles its kernels (45-90 s apiece with triton 3.6 on an H200's host).
 """
 
 from __future__ import annotations
@@ -60,13 +63,20 @@ IDS = [
 ]
 
 
-def ids(where: str, small: bool) -> list[dict]:
+def _sub_blocks(flags: torch.Tensor) -> int:
+    """Sub-blocks the settling launch recomputed: the bits set in the combining programs' flags."""
+    return sum(bin(v).count("1") for v in flags[flags != 0].tolist())
+
+
+def ids(where: str, small: bool, only: int | None = None) -> list[dict]:
     """Each ids case of IDS on ``where`` by angle addition (table_launch.ids_launch) against the core, bit
     for bit, with the blocks it settled."""
     sync = torch.cuda.synchronize if where == "cuda" else (lambda: None)
     rng = np.random.default_rng(48)
     cases = []
-    for d_model, options, kind, shape, fmt in IDS:
+    for index, (d_model, options, kind, shape, fmt) in enumerate(IDS):
+        if only is not None and index != only:
+            continue
         if small:
             shape = (2, 8) if len(shape) == 2 else (16,)
         checked = core.Options.check(d_model, **{**defaults.OPTIONS, **options})
@@ -103,18 +113,20 @@ def ids(where: str, small: bool) -> list[dict]:
             "first_call_s": round(first, 2),
             "values_differing_from_core": differ,
             "blocks_settled": int((uncertain > 0).sum()),
-            "uncertain_values": int(uncertain.sum()),
+            "sub_blocks_settled": _sub_blocks(uncertain),
         }
         print(case, flush=True)
         cases.append(case)
     return cases
 
 
-def tables(where: str, small: bool) -> list[dict]:
+def tables(where: str, small: bool, only: int | None = None) -> list[dict]:
     """Each table of TABLES on ``where`` against the core's, bit for bit, with the blocks it settled."""
     sync = torch.cuda.synchronize if where == "cuda" else (lambda: None)
     cases = []
-    for length, d_model, start, options, fmt in TABLES:
+    for index, (length, d_model, start, options, fmt) in enumerate(TABLES):
+        if only is not None and index != only:
+            continue
         length = min(length, 64) if small else length
         checked = core.Options.check(d_model, **{**defaults.OPTIONS, **options})
         request = operator._request((*checked, fmt))
@@ -134,7 +146,7 @@ def tables(where: str, small: bool) -> list[dict]:
             "values_differing_from_core": differ,
             "blocks_settled": int((uncertain > 0).sum()),
             "blocks": uncertain.numel(),
-            "uncertain_values": int(uncertain.sum()),
+            "sub_blocks_settled": _sub_blocks(uncertain),
         }
         print(case, flush=True)
         cases.append(case)
@@ -203,7 +215,7 @@ def main(where: str, small: bool) -> dict:
             "per_call_ms": round(per_call * 1e3, 3),
             "equal_to_portable_algorithm": same_as_portable,
             "values_differing_from_core": differ,  # float64: the core is within 1 ulp, the kernel exact
-            "uncertain_settled": int(uncertain.sum()),
+            "uncertain_settled": int(uncertain.sum()),  # the encode kernel counts values
         }
         print(case, flush=True)
         report["cases"].append(case)
@@ -214,14 +226,26 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--small", action="store_true", help="8 rows a case (a dry run)")
+    parser.add_argument(
+        "--part",
+        choices=["all", "ids", "tables", "encode"],
+        default="all",
+        help="one part (its own JSON file): processes side by side each compile their own kernels",
+    )
+    parser.add_argument("--case", type=int, default=None, help="one case of the part (its index)")
     args = parser.parse_args()
     if args.small:  # the interpreter takes about as long for an exact block of any size: big ones are quick
         table_launch.EXACT_BLOCK = 64 * 1024
-    path = Path(os.environ.get("OUT", ".")) / "gpu_kernel_bits.json"
-    document: dict = {"ids": ids(args.device, args.small)}  # the newest paths first: a cut run has them
-    path.write_text(json.dumps(document, indent=2))
-    document["tables"] = tables(args.device, args.small)
-    path.write_text(json.dumps(document, indent=2))
-    document.update(main(args.device, args.small))
-    path.write_text(json.dumps(document, indent=2))
+    suffix = "" if args.part == "all" else f"_{args.part}" + ("" if args.case is None else f"_{args.case}")
+    path = Path(os.environ.get("OUT", ".")) / f"gpu_kernel_bits{suffix}.json"
+    document: dict = {}
+    if args.part in ("all", "ids"):  # the newest paths first: a cut run has them
+        document["ids"] = ids(args.device, args.small, args.case)
+        path.write_text(json.dumps(document, indent=2))
+    if args.part in ("all", "tables"):
+        document["tables"] = tables(args.device, args.small, args.case)
+        path.write_text(json.dumps(document, indent=2))
+    if args.part in ("all", "encode"):
+        document.update(main(args.device, args.small))
+        path.write_text(json.dumps(document, indent=2))
     print(f"wrote {path}")

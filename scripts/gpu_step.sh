@@ -3,6 +3,13 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, its output to $RESUL
     # everything so far packed into $OUT/results.tgz (the device tool brings back at most 8 files)
     local name=$1 limit=$2
     shift 2
+    # a step past $DEADLINE seconds (when set) is skipped, and one that would pass it is cut there: the
+    # device call's own limit must not cut the packing of what was done
+    if [ -n "${DEADLINE:-}" ]; then
+        local left=$((DEADLINE - (SECONDS - began)))
+        if [ "$left" -le 5 ]; then echo "== $name: skipped (deadline)"; return; fi
+        [ "$left" -lt "$limit" ] && limit=$left
+    fi
     OUT="$RESULTS" timeout -k 5 "$limit" "$@" >"$RESULTS/$name.log" 2>&1
     echo "== $name: exit $? at $((SECONDS - began)) s"
     tail -n 25 "$RESULTS/$name.log"

@@ -57,7 +57,18 @@ CASES = {
     ),
     # the negative control: the same band, no settling, cannot give the core's bits
     "unsettled-64-float32": (64, "float32", {}, {"band_floor": 2.0**-12, "settle": False}),
+    # a narrower band: a few values uncertain, so only some sub-blocks flagged and settled (SPARSE); without
+    # settling, every wrong value lies in a flagged sub-block
+    "sparse-64-float32": (64, "float32", {}, {"band_floor": 2.0**-36, "exact_block": (8, 32)}),
+    "sparse-unsettled-64-float32": (
+        64,
+        "float32",
+        {},
+        {"band_floor": 2.0**-36, "exact_block": (8, 32), "settle": False},
+    ),
 }
+#: the sparse cases' blocks: 32 rows of 32 frequencies a combining program, sub-blocks of 8 rows
+SPARSE = {"block_rows": 32, "block_freqs": 32, "sub_rows": 8}
 #: offsets added to ids (2, 1) x (1, 3): sums across 0 and past both int32 ends (NaN rows)
 OFFSET_IDS = [[5], [2**31 - 10]]
 OFFSETS = [[0, 10, -(2**31) + 20]]
@@ -117,7 +128,7 @@ def _core(d_model: int, fmt: str, options: dict, positions: np.ndarray) -> np.nd
     return _bits(posenc.encode(positions, d_model, dtype=fmt, **options), fmt)
 
 
-@pytest.mark.parametrize("name", [n for n in CASES if not n.startswith(("settled", "unsettled"))])
+@pytest.mark.parametrize("name", [n for n in CASES if not n.startswith(("settled", "unsettled", "sparse"))])
 def test_ids_equal_the_core_bit_for_bit(kernel_results, name):
     d_model, fmt, options, _ = CASES[name]
     np.testing.assert_array_equal(kernel_results[f"{name}/bits"], _core(d_model, fmt, options, _ids()))
@@ -132,9 +143,27 @@ def test_position_0_and_natural_ids_need_no_settling(kernel_results):
 @pytest.mark.parametrize("name", ["settled-64-float32", "settled-48-bfloat16", "settled-shared-64-float32"])
 def test_the_settling_kernel_decides_uncertain_values(kernel_results, name):
     d_model, fmt, options, _ = CASES[name]
-    uncertain = kernel_results[f"{name}/uncertain"]
-    assert (uncertain > 0).sum() >= 3 and uncertain.sum() >= 100
+    assert (kernel_results[f"{name}/uncertain"] != 0).all()  # the wide band: every sub-block flagged
     np.testing.assert_array_equal(kernel_results[f"{name}/bits"], _core(d_model, fmt, options, _ids()))
+
+
+def _flagged(flags: np.ndarray, rows: int, count: int) -> np.ndarray:
+    """(rows, 2 * count) of the sparse cases (interleaved): whether each value's sub-block is flagged."""
+    block_r, block_f, sub_r = SPARSE["block_rows"], SPARSE["block_freqs"], SPARSE["sub_rows"]
+    row, freq = np.arange(rows)[:, None], (np.arange(2 * count) // 2)[None, :]
+    columns = -(-count // block_f)
+    return (flags[row // block_r * columns + freq // block_f] >> (row % block_r // sub_r)) & 1 == 1
+
+
+def test_only_flagged_sub_blocks_are_settled_and_every_wrong_value_is_flagged(kernel_results):
+    flags = kernel_results["sparse-64-float32/uncertain"]
+    np.testing.assert_array_equal(flags, kernel_results["sparse-unsettled-64-float32/uncertain"])
+    flagged = _flagged(flags, len(_ids()), 32)
+    assert 0.1 < flagged.mean() < 0.9  # some sub-blocks flagged, some not
+    want = _core(64, "float32", {}, _ids())
+    wrong = kernel_results["sparse-unsettled-64-float32/bits"] != want
+    assert wrong.sum() >= 2 and flagged[wrong].all()  # the fast values the band left wrong: all flagged
+    np.testing.assert_array_equal(kernel_results["sparse-64-float32/bits"], want)
 
 
 def test_without_settling_the_bits_differ(kernel_results):

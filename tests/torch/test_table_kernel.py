@@ -112,7 +112,7 @@ def _run_cases(out: Path) -> None:
             len(positions), 1, int(np.abs(positions).max()), request.count, request.sin_columns,
             request.cos_columns, sin_offset, cos_offset, stride, request.sin_columns + request.cos_columns,
             request.d_model, 0.0,
-            OUT_KIND=encode_launch.OUT_KINDS[fmt], BLOCK_R=1, BLOCK_F=block_f,
+            OUT_KIND=encode_launch.OUT_KINDS[fmt], BLOCK_R=1, BLOCK_F=block_f, SUB_R=1,
         )  # fmt: skip
         results[f"midpoints/{i}/bits"], results[f"midpoints/{i}/uncertain"] = (
             _bits(out_, fmt),
@@ -173,8 +173,7 @@ def test_position_0_is_settled_not_guessed(kernel_results):
 
 @pytest.mark.parametrize("name", ["settled-200x32-float32", "settled-150x20-bfloat16"])
 def test_the_settling_kernel_decides_uncertain_values(kernel_results, name):
-    uncertain = kernel_results[f"{name}/uncertain"]
-    assert (uncertain > 0).all() and uncertain.sum() >= 0.5 * CASES[name][0] * CASES[name][1]
+    assert (kernel_results[f"{name}/uncertain"] != 0).all()  # the wide band: every sub-block flagged
     np.testing.assert_array_equal(kernel_results[f"{name}/bits"], _core(name))
 
 

@@ -13,10 +13,10 @@ v ± band round to the same bits of the output format: then so does the true val
 rounding of a float64 to float32 is the hardware's; to float16 and bfloat16 it goes through float32
 rounded to odd (:func:`_odd32`), which gives the direct rounding (no double-rounding error). The certain
 values are stored; a program whose block holds an uncertain one (a few in a million, and the zero sines of
-position 0) counts them, and :func:`settle_kernel` recomputes just those blocks with the exact algorithm
-(:func:`posenc.torch.kernels.encode_kernel.encode_block`), in a second launch: no host read, and the exact
-code stays out of the fast kernel (its registers would cost the fast one its occupancy). The launcher is
-:mod:`posenc.torch.kernels.table_launch`.
+position 0) flags the sub-blocks that hold them, and :func:`settle_kernel` recomputes just those with the
+exact algorithm (:func:`posenc.torch.kernels.encode_kernel.encode_block`), in a second launch: no host
+read, and the exact code stays out of the fast kernel (its registers would cost the fast one its
+occupancy). The launcher is :mod:`posenc.torch.kernels.table_launch`.
 """
 
 from __future__ import annotations
@@ -92,12 +92,13 @@ def table_kernel(
     anchor_ptr, first_ptr, rate_ptr, out_ptr, uncertain_ptr,
     rows, block, largest, n_freq, sin_columns, cos_columns, sin_offset, cos_offset, stride, width, d_model,
     band_floor,
-    OUT_KIND: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_F: tl.constexpr,
+    OUT_KIND: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_F: tl.constexpr, SUB_R: tl.constexpr,
 ):  # fmt: skip
     """out (rows, d_model): program (r, f) combines rows r·BLOCK_R.. and frequencies f·BLOCK_F.. of the
     anchors (count, 2·n_freq) and first rows (block, 2·n_freq), stores the certain values where the layout
-    puts them and the count of uncertain ones in ``uncertain_ptr[program]`` (:func:`settle_kernel` redoes
-    those programs' blocks). ``largest``: the largest |position|; ``band_floor`` widens the bands (tests)."""
+    puts them and which of its sub-blocks hold uncertain ones in ``uncertain_ptr[program]``
+    (:func:`settle_kernel` redoes them). ``largest``: the largest |position|; ``band_floor`` widens the
+    bands (tests)."""
     row, freqs, row_ok, freq_ok, live = _block(rows, n_freq, BLOCK_R, BLOCK_F)
     a = row // block
     b = row - a * block
@@ -114,7 +115,7 @@ def table_kernel(
     cos, cos_ok = _certified(ca * cb - sa * sb, cos_band, OUT_KIND)
     _store_block(
         out_ptr, uncertain_ptr, row, row_ok, freqs, live, sin, sin_ok, cos, cos_ok, sin_columns, cos_columns,
-        sin_offset, cos_offset, stride, width, d_model, OUT_KIND, BLOCK_R,
+        sin_offset, cos_offset, stride, width, d_model, OUT_KIND, BLOCK_R, SUB_R,
     )  # fmt: skip
 
 
@@ -129,16 +130,36 @@ def _block(rows, n_freq, BLOCK_R: tl.constexpr, BLOCK_F: tl.constexpr):
     return row, freqs, row_ok, freq_ok, row_ok[:, None] & freq_ok[None, :]
 
 
+#: The bits of a combining program's flags (:func:`_store_block`): one a group of sub-blocks.
+FLAG_BITS = tl.constexpr(31)
+
+
+@triton.jit
+def _either(a, b):
+    return a | b
+
+
+@triton.jit
+def _flags(bad, BLOCK_R: tl.constexpr, SUB_R: tl.constexpr):
+    """The flags of a block whose rows ``bad`` (BLOCK_R,) hold an uncertain value: bit g set where a row of
+    sub-blocks g·G .. (g + 1)·G - 1 (SUB_R rows each, G = ceil(sub-blocks / FLAG_BITS)) does."""
+    subs: tl.constexpr = (BLOCK_R + SUB_R - 1) // SUB_R
+    group: tl.constexpr = (subs + FLAG_BITS - 1) // FLAG_BITS
+    bit = tl.arange(0, BLOCK_R) // SUB_R // group
+    return tl.reduce(bad.to(tl.int32) << bit, 0, _either)
+
+
 @triton.jit
 def _store_block(out_ptr, uncertain_ptr, row, row_ok, freqs, live, sin, sin_ok, cos, cos_ok, sin_columns,
                  cos_columns, sin_offset, cos_offset, stride, width, d_model, OUT_KIND: tl.constexpr,
-                 BLOCK_R: tl.constexpr):  # fmt: skip
-    """A combining program's end: the count of its uncertain values to ``uncertain_ptr[program]``, the
-    sines and cosines where the layout puts them, and (the first column block) +0 past them."""
+                 BLOCK_R: tl.constexpr, SUB_R: tl.constexpr):  # fmt: skip
+    """A combining program's end: its flags (:func:`_flags`: which of its sub-blocks of SUB_R rows hold an
+    uncertain value; 0 for none) to ``uncertain_ptr[program]``, the sines and cosines where the layout puts
+    them, and (the first column block) +0 past them."""
     pid_r = tl.program_id(0)
     pid_f = tl.program_id(1)
-    uncertain = tl.sum(tl.sum((live & ~(sin_ok & cos_ok)).to(tl.int32), 1), 0)
-    tl.store(uncertain_ptr + pid_r * tl.num_programs(1) + pid_f, uncertain)
+    bad = tl.max((live & ~(sin_ok & cos_ok)).to(tl.int32), 1)
+    tl.store(uncertain_ptr + pid_r * tl.num_programs(1) + pid_f, _flags(bad, BLOCK_R, SUB_R))
     base = out_ptr + row[:, None] * d_model + stride * freqs[None, :]
     _store_bits(base + sin_offset, sin, live & (freqs < sin_columns)[None, :], OUT_KIND)
     _store_bits(base + cos_offset, cos, live & (freqs < cos_columns)[None, :], OUT_KIND)
@@ -196,13 +217,14 @@ def ids_kernel(
     rows, inner, p_sb, p_sl, o_sb, o_sl, n_freq, sin_columns, cos_columns, sin_offset, cos_offset, stride,
     width, d_model, band_floor,
     OUT_KIND: tl.constexpr, HAS_OFFSET: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_F: tl.constexpr,
+    SUB_R: tl.constexpr,
 ):  # fmt: skip
     """out (rows, d_model) of integer positions (+ offsets) of (rows / inner, inner) ids (:func:`_ids_at`):
     program (r, f)
     forms z(|p|) = z(p0) z(p1·2**8) z(p2·2**16) z(p3·2**24) (p = Σ pk·256**k) from the levels' exact rows
     (``levels_ptr``: (LEVELS·256, 2·n_freq) float64 [sin | cos]), negates the sine of negative positions
     (exact), certifies each value against its error band and stores it as :func:`table_kernel` does
-    (uncertain ones counted for :func:`settle_kernel`; invalid positions NaN).
+    (uncertain ones flagged for :func:`settle_kernel`; invalid positions NaN).
 
     The band: every level row is within 1 ulp (relative) + 2**-100 of its exact value and the products
     round each operation (no fused multiply-add), so S and C are within 7·2**-52 of the sum of the
@@ -241,7 +263,7 @@ def ids_kernel(
     cos_ok = cos_ok & valid[:, None]
     _store_block(
         out_ptr, uncertain_ptr, row, row_ok, freqs, live, sin, sin_ok, cos, cos_ok, sin_columns, cos_columns,
-        sin_offset, cos_offset, stride, width, d_model, OUT_KIND, BLOCK_R,
+        sin_offset, cos_offset, stride, width, d_model, OUT_KIND, BLOCK_R, SUB_R,
     )  # fmt: skip
 
 
@@ -256,35 +278,53 @@ def settle_kernel(
     BLOCK_R: tl.constexpr, BLOCK_F: tl.constexpr, SUB_R: tl.constexpr, SPLIT: tl.constexpr,
     HAS_IDS: tl.constexpr, HAS_OFFSET: tl.constexpr,
 ):  # fmt: skip
-    """The blocks of :func:`table_kernel`'s (or :func:`ids_kernel`'s) programs that counted an uncertain
-    value, recomputed exactly (positions start + row, or with ``HAS_IDS`` the ids of :func:`_ids_at`) over
-    what it stored, SUB_R rows at a time: SPLIT programs a block (axis 0) share its sub-blocks, side by
-    side (one program a block, a single uncertain value cost the block's serial evaluation, 0.3 ms on an
-    H200: the tail of the call); every other program reads its block's count and stops."""
+    """The sub-blocks of :func:`table_kernel`'s (or :func:`ids_kernel`'s) programs that flagged an
+    uncertain value, recomputed exactly (positions start + row, or with ``HAS_IDS`` the ids of
+    :func:`_ids_at`) over what it stored, SUB_R rows at a time: SPLIT programs a block (axis 0) share its
+    sub-blocks, side by side (one program a block, a single uncertain value cost the block's serial
+    evaluation, 0.3 ms on an H200: the tail of the call), and settle only those its flags name (each
+    one's whole exact evaluation); every other program reads its block's flags (0) and stops."""
     consts = (
         reduce_ptr, rate_ptr, scaled_rate_ptr, steps_ptr, rate_float_ptr, two_pi_ptr, fact_ptr, sin_neg_ptr,
         sin_ptr, cos_neg_ptr, cos_ptr, amplitude_ptr,
     )  # fmt: skip
-    subs = (BLOCK_R + SUB_R - 1) // SUB_R
+    subs: tl.constexpr = (BLOCK_R + SUB_R - 1) // SUB_R
+    group: tl.constexpr = (subs + FLAG_BITS - 1) // FLAG_BITS
     pid_r = tl.program_id(0) // SPLIT
     share = tl.program_id(0) % SPLIT
     pid_f = tl.program_id(1)
-    count = tl.load(uncertain_ptr + pid_r * tl.num_programs(1) + pid_f)
-    if count > 0:
+    flags = tl.load(uncertain_ptr + pid_r * tl.num_programs(1) + pid_f)
+    if flags != 0:
         freqs = pid_f * BLOCK_F + tl.arange(0, BLOCK_F)
         for sub in range(share, subs, SPLIT):
-            local = sub * SUB_R + tl.arange(0, SUB_R)
-            row = pid_r.to(tl.int64) * BLOCK_R + local
-            row_ok = (row < rows) & (local < BLOCK_R)
-            if HAS_IDS:
-                p, offset = _ids_at(
-                    row, row_ok, pos_ptr, off_ptr, inner, p_sb, p_sl, o_sb, o_sl, HAS_OFFSET, False
-                )
-            else:
-                p = start + row
-                offset = p
-            encode_block(
-                p, offset, row, row_ok, freqs, out_ptr, consts, n_freq, sin_columns, cos_columns, sin_offset,
-                cos_offset, stride, d_model, M, TERMS, M_SETTLE, TERMS_SETTLE, True, DELTA, PRECISION, EMIN,
-                OUT_KIND, False, False, False, HAS_OFFSET,
-            )  # fmt: skip
+            if (flags >> (sub // group)) & 1:
+                _settle_sub(
+                    sub, pid_r, freqs, out_ptr, pos_ptr, off_ptr, inner, p_sb, p_sl, o_sb, o_sl, consts,
+                    start, rows, n_freq, sin_columns, cos_columns, sin_offset, cos_offset, stride, d_model, M,
+                    TERMS, M_SETTLE, TERMS_SETTLE, DELTA, PRECISION, EMIN, OUT_KIND, BLOCK_R, SUB_R, HAS_IDS,
+                    HAS_OFFSET,
+                )  # fmt: skip
+
+
+@triton.jit
+def _settle_sub(
+    sub, pid_r, freqs, out_ptr, pos_ptr, off_ptr, inner, p_sb, p_sl, o_sb, o_sl, consts, start, rows, n_freq,
+    sin_columns, cos_columns, sin_offset, cos_offset, stride, d_model,
+    M: tl.constexpr, TERMS: tl.constexpr, M_SETTLE: tl.constexpr, TERMS_SETTLE: tl.constexpr,
+    DELTA: tl.constexpr, PRECISION: tl.constexpr, EMIN: tl.constexpr, OUT_KIND: tl.constexpr,
+    BLOCK_R: tl.constexpr, SUB_R: tl.constexpr, HAS_IDS: tl.constexpr, HAS_OFFSET: tl.constexpr,
+):  # fmt: skip
+    """Sub-block ``sub`` (SUB_R rows) of block ``pid_r``, recomputed exactly over what was stored."""
+    local = sub * SUB_R + tl.arange(0, SUB_R)
+    row = pid_r.to(tl.int64) * BLOCK_R + local
+    row_ok = (row < rows) & (local < BLOCK_R)
+    if HAS_IDS:
+        p, offset = _ids_at(row, row_ok, pos_ptr, off_ptr, inner, p_sb, p_sl, o_sb, o_sl, HAS_OFFSET, False)
+    else:
+        p = start + row
+        offset = p
+    encode_block(
+        p, offset, row, row_ok, freqs, out_ptr, consts, n_freq, sin_columns, cos_columns, sin_offset,
+        cos_offset, stride, d_model, M, TERMS, M_SETTLE, TERMS_SETTLE, True, DELTA, PRECISION, EMIN,
+        OUT_KIND, False, False, False, HAS_OFFSET,
+    )  # fmt: skip

@@ -92,8 +92,9 @@ def launch(
     band_floor: float = 0.0,
     settle: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(table, uncertain): the ``(length, d_model)`` table of positions ``start ..`` on ``where`` in the
-    request's format, and the count of uncertain values each combining program left to the settling one.
+    """(table, flags): the ``(length, d_model)`` table of positions ``start ..`` on ``where`` in the
+    request's format, and each combining program's flags: which of its sub-blocks (:func:`sub_rows`) held
+    an uncertain value, left to the settling launch (0: none).
 
     ``block_rows``/``block_freqs`` are a combining program's block, ``exact_block`` the (rows, frequencies)
     of an exact one (tests: Triton's interpreter takes about as long for a block of any size); ``band_floor``
@@ -139,6 +140,7 @@ def launch(
             OUT_KIND=encode_launch.OUT_KINDS[fmt],
             BLOCK_R=block_r,
             BLOCK_F=block_f,
+            SUB_R=sub_rows((block_r, block_f), exact),
             num_warps=8,  # 4 values a thread
             enable_fp_fusion=False,  # the band bounds separately rounded products and sums
         )
@@ -161,8 +163,8 @@ def launch(
 def _settle(
     kernels, grid, written, uncertain, ids, start, rows, request, block, exact
 ) -> None:  # fmt: skip
-    """The settling launch after a combining one: the blocks that counted an uncertain value, recomputed
-    exactly (positions ``start + row``, or the ids where given: :func:`_ids_arguments`'s)."""
+    """The settling launch after a combining one: the sub-blocks flagged as holding an uncertain value,
+    recomputed exactly (positions ``start + row``, or the ids where given: :func:`_ids_arguments`'s)."""
     has_offset = ids is not None and ids[1] is not ids[0]
     subs, numbers, options = _settle_plan(request, block, exact, ids is not None, has_offset)
     # programs sharing a block's sub-blocks: all of them, unless the grid would pass SETTLE_PROGRAMS (most
@@ -198,7 +200,7 @@ def _settle_plan(
         precision, emin = FORMATS[fmt]
         limbs = request.limbs + SETTLE_EXTRA
         block_r, block_f = block
-        sub_r = min(block_r, max(1, exact["block_rows"] * exact["block_freqs"] // block_f))
+        sub_r = sub_rows(block, exact)
         sin_offset, cos_offset, stride = layouts.placement(request.layout, request.count)
         numbers = (
             request.count,
@@ -228,6 +230,14 @@ def _settle_plan(
 
     key = (id(request), block, exact["block_rows"], exact["block_freqs"], has_ids, has_offset)
     return per_request(_SETTLE_PLANS, key, request, build)
+
+
+def sub_rows(block: tuple[int, int], exact: dict) -> int:
+    """Rows of a settling step (the combining programs flag their blocks' uncertain values by sub-blocks of
+    this many rows, :func:`table_kernel._flags`): an exact block's elements over the combining block's
+    frequencies."""
+    block_r, block_f = block
+    return min(block_r, max(1, exact["block_rows"] * exact["block_freqs"] // block_f))
 
 
 def table(length: int, start: int, request: portable.Request, where: torch.device) -> torch.Tensor:
@@ -327,7 +337,7 @@ def ids_launch(
     band_floor: float = 0.0,
     settle: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(encodings, uncertain) of integer ``positions`` (+ integer ``offset``, broadcast against them) by
+    """(encodings, flags) of integer ``positions`` (+ integer ``offset``, broadcast against them) by
     angle addition from the levels (:func:`levels`; None where they are not available), certified per
     element and settled on the device; the arguments as :func:`launch`'s."""
     where = positions.device
@@ -385,8 +395,13 @@ def _ids_plan(
         block_r = block_rows or max(1, _BLOCK // block_f)
         exact_f = min(next_power_of_2(count), 64)
         exact_r, exact_f = exact_block or (max(1, EXACT_BLOCK // exact_f), exact_f)
-        options = {"OUT_KIND": encode_launch.OUT_KINDS[request.fmt], "BLOCK_R": block_r, "BLOCK_F": block_f}
         exact = {"block_rows": exact_r, "block_freqs": exact_f}
+        options = {
+            "OUT_KIND": encode_launch.OUT_KINDS[request.fmt],
+            "BLOCK_R": block_r,
+            "BLOCK_F": block_f,
+            "SUB_R": sub_rows((block_r, block_f), exact),
+        }
         return (block_r, block_f), exact, (count, *columns(request)), options
 
     return per_request(_IDS_PLANS, (id(request), block_rows, block_freqs, exact_block), request, build)

@@ -130,7 +130,7 @@ def _decode_parts(where: torch.device, calls: int) -> dict:
         "table_launch.ids_launch": lambda: table_launch.ids_launch(ids, offsets, request),
         "table_launch._ids_arguments": lambda: table_launch._ids_arguments(ids, offsets),
         "table_launch.levels": lambda: table_launch.levels(request, where),
-        "table_launch._ids_trusted": lambda: table_launch._ids_trusted(where, request, True, True),
+        "table_launch._ids_trusted": lambda: table_launch._ids_trusted(where, request, True),
         "common.constants_on": lambda: common.constants_on(request, where),
     }
     for name, (launcher, grid, args, options) in seen.items():

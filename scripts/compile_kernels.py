@@ -59,17 +59,15 @@ def _table(d_model: int, fmt: str, settle: bool, **options: Any) -> Callable:
     return launch
 
 
-def _ids(d_model: int, fmt: str, offset: bool, inline: bool, **options: Any) -> Callable:
+def _ids(d_model: int, fmt: str, offset: bool, **options: Any) -> Callable:
     """Position ids by angle addition: the levels' exact rows (the encode kernel), the combining kernel and
-    the settling kernel, or (``inline``) the combining kernel that settles its own values (the last
-    compiled: the one recorded)."""
+    the settling kernel (the last compiled: the one recorded)."""
 
     def launch() -> None:
         checked = core.Options.check(d_model, **{**defaults.OPTIONS, **options})
         request = operator._request((*checked, fmt))
         positions = torch.arange(8)[None]
-        offsets = torch.arange(3)[:, None] if offset else None
-        table_launch.ids_launch(positions, offsets, request, inline=inline)
+        table_launch.ids_launch(positions, torch.arange(3)[:, None] if offset else None, request)
 
     return launch
 
@@ -127,8 +125,8 @@ SPECS: dict[str, Callable] = {
     "table -> float16": _table(32, "float16", False, layout="sin_cos"),  # the float32 table's anchors
     "table -> bfloat16": _table(1024, "bfloat16", False),
     "table settling -> bfloat16": _table(1024, "bfloat16", True),
-    "ids -> bfloat16": _ids(1024, "bfloat16", False, False),
-    "ids + offsets -> float16 (odd), settled inline": _ids(33, "float16", True, True, layout="sin_cos"),
+    "ids -> bfloat16": _ids(1024, "bfloat16", False),
+    "ids + offsets -> float16 (odd)": _ids(33, "float16", True, layout="sin_cos"),
     "rotary bf16 half": _rotary(_LLAMA, torch.bfloat16, torch.bfloat16, "half", 1),
     "rotary fp16/fp32 interleaved (yarn, partial)": _rotary(
         _YARN_PARTIAL, torch.float16, torch.float32, "interleaved", 2

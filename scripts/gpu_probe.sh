@@ -18,7 +18,7 @@ A=()
 step test_torch_device "${LIMIT_SUITE:-200}" "$PY" -m pytest -q -rA -p no:cacheprovider -n 8 \
     tests/torch/test_torch_device.py --device cuda &
 A+=($!)
-for i in 0 1 2 3 4 5; do
+for i in 0 1 2 3 4; do
     step "kernel_bits_ids$i" "${LIMIT_A:-170}" "$PY" scripts/gpu_kernel_bits.py --part ids --case $i &
     A+=($!)
 done

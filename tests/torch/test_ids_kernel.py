@@ -47,31 +47,19 @@ CASES = {
     # bands of 2**-12 (bfloat16: 2**-7) make most values uncertain: the settling kernel decides them
     "settled-64-float32": (64, "float32", {}, {"band_floor": 2.0**-12}),
     "settled-48-bfloat16": (48, "bfloat16", {"base": 500000.0, "layout": "sin_cos"}, {"band_floor": 2.0**-7}),
-    # (small launches settle inside the combining one: the cases above; those below name the settling launch)
     # blocks of 32 rows settled 8 rows at a time by 2 programs a block (the grid capped at 12 programs): each
     # program takes every other sub-block
     "settled-shared-64-float32": (
         64,
         "float32",
         {},
-        {"band_floor": 2.0**-12, "exact_block": (8, 32), "settle_programs": 12, "inline": False},
+        {"band_floor": 2.0**-12, "exact_block": (8, 32), "settle_programs": 12},
     ),
     # the negative control: the same band, no settling, cannot give the core's bits
     "unsettled-64-float32": (64, "float32", {}, {"band_floor": 2.0**-12, "settle": False}),
     # a narrower band: a few values uncertain, so only some sub-blocks flagged and settled (SPARSE); without
     # settling, every wrong value lies in a flagged sub-block
-    "sparse-64-float32": (
-        64,
-        "float32",
-        {},
-        {"band_floor": 2.0**-36, "exact_block": (8, 32), "inline": False},
-    ),
-    "sparse-inline-64-float32": (
-        64,
-        "float32",
-        {},
-        {"band_floor": 2.0**-36, "exact_block": (8, 32), "inline": True},
-    ),
+    "sparse-64-float32": (64, "float32", {}, {"band_floor": 2.0**-36, "exact_block": (8, 32)}),
     "sparse-unsettled-64-float32": (
         64,
         "float32",
@@ -113,17 +101,6 @@ def _run_cases(out: Path) -> None:
     table_launch.levels(request, torch.device("cpu"), LEVELS_BLOCK)
     got, _ = table_launch.ids_launch(torch.tensor(OFFSET_IDS), torch.tensor(OFFSETS), request, **EXACT)
     results["offsets/bits"] = _bits(got, "bfloat16")
-    settling, real_settle = [], table_launch._settle
-    table_launch._settle = lambda *a, **kw: settling.append(1) or real_settle(*a, **kw)
-    for size, cap in (("small", table_launch.INLINE_IDS), ("large", 0)):
-        settling.clear()
-        table_launch.INLINE_IDS, inline_ids = cap, table_launch.INLINE_IDS
-        try:
-            table_launch.ids_launch(torch.tensor(OFFSET_IDS), None, request, **EXACT)
-        finally:
-            table_launch.INLINE_IDS = inline_ids
-        results[f"settling launches/{size}"] = np.array(len(settling))
-    table_launch._settle = real_settle
     results["levels built"] = np.array(len(table_launch._LEVELS))
     # table_launch.encode sends integer ids on a kernel device to angle addition, real positions to the exact
     # kernel: here the CPU stands in for CUDA
@@ -187,16 +164,6 @@ def test_only_flagged_sub_blocks_are_settled_and_every_wrong_value_is_flagged(ke
     wrong = kernel_results["sparse-unsettled-64-float32/bits"] != want
     assert wrong.sum() >= 2 and flagged[wrong].all()  # the fast values the band left wrong: all flagged
     np.testing.assert_array_equal(kernel_results["sparse-64-float32/bits"], want)
-    # settled inside the combining launch: the same flags, the core's bits
-    np.testing.assert_array_equal(kernel_results["sparse-inline-64-float32/uncertain"], flags)
-    np.testing.assert_array_equal(kernel_results["sparse-inline-64-float32/bits"], want)
-
-
-def test_small_launches_settle_inside_the_combining_one(kernel_results):
-    # a launch of at most INLINE_IDS values makes no settling launch (the settled-* cases above settle
-    # inline so), a larger one makes one
-    assert int(kernel_results["settling launches/small"]) == 0
-    assert int(kernel_results["settling launches/large"]) == 1
 
 
 def test_without_settling_the_bits_differ(kernel_results):

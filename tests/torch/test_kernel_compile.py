@@ -88,7 +88,7 @@ def compiled(tmp_path_factory) -> dict[str, dict]:
 LAUNCHED = (
     "rotary bf16 half",
     "table settling -> bfloat16",
-    "ids + offsets -> float16 (odd), settled inline",
+    "ids + offsets -> float16 (odd)",
     "encode float32 timesteps -> float32",
 )
 #: What triton 3.6 compiles: the launched specializations (every kernel among them: the direct-launch check
@@ -115,8 +115,7 @@ def test_every_specialization_compiles_to_an_sm_90_cubin(compiled, name):
     for record in records:
         assert record["ptx_target"] == "sm_90a"
         assert record["cubin_bytes"] > 10_000
-        kernels = ("encode_kernel", "rotate_kernel", "table_kernel", "settle_kernel", "ids_kernel")
-        assert record["kernel"] in kernels
+        assert record["kernel"] in ("encode_kernel", "rotate_kernel", "table_kernel", "settle_kernel")
     # the combining and rotation kernels keep the exact algorithm out: few registers, several programs per SM
     for record in records:
         if record["kernel"] in ("table_kernel", "rotate_kernel") and "reg" in record:

@@ -19,7 +19,6 @@ from ..defaults import ODD, SCALE, SHIFT
 from ..portable import backend_named
 from . import operator
 from .functions import _cached_table, _encode_tensor, _table_on, table
-from .kernels.common import synchronized
 from .positions import make_positions
 from .tensors import (
     _DTYPE_NAMES,
@@ -37,26 +36,6 @@ if TYPE_CHECKING:
     from ..core.options import OptionKeywords
 
 _OPS = backend_named("torch")
-
-#: arange(seq) on a CUDA device per (device, seq), read by the kernels only (bounded: the least recent go).
-_ARANGES: dict[tuple[torch.device, int], torch.Tensor] = {}
-
-
-def _arange(seq: int, device: torch.device) -> torch.Tensor:
-    """``torch.arange(seq, device=device)``, positions only read: kept per (device, seq) for eager CUDA calls
-    (a decode step makes one each call: ~8 us of its ~150 us on an H200's host, benchmarks/launch_costs.py),
-    made anew where it is traced or inside a CUDA graph capture (whose memory is the graph's) and for long
-    sequences. Kept ones are made with one host sync (as the levels of ids are)."""
-    if device.type != "cuda" or seq > 4096 or _tracing() or torch.cuda.is_current_stream_capturing():
-        return torch.arange(seq, device=device)
-    key = (device, seq)
-    found = _ARANGES.get(key)
-    if found is None:
-        if len(_ARANGES) >= 64:
-            del _ARANGES[next(iter(_ARANGES))]
-        found = _ARANGES[key] = torch.arange(seq, device=device)
-        synchronized(device)  # once: every stream then reads it whole
-    return found
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -203,7 +182,7 @@ class SinusoidalPositionalEncoding(nn.Module):
             positions,
             offset,
             host=eager_cpu,
-            arange=lambda: _arange(seq, x.device),
+            arange=lambda: torch.arange(seq, device=x.device),
         )
         if isinstance(offset, int):  # added exactly: in int64, or by the portable algorithm for reals
             if offset >= _INVALID and positions.numel():  # beyond int64 arithmetic, and every position

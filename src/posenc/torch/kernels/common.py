@@ -155,18 +155,6 @@ def on_device(where: torch.device) -> Any:
 _NOTHING = contextlib.nullcontext()
 
 
-def synchronized(where: torch.device) -> None:
-    """Wait for ``where``'s work (a CUDA device; nothing elsewhere), sync-debug mode off for it: what posenc
-    keeps on a device (the levels, an arange) is made once, and every stream must then see it whole."""
-    if where.type == "cuda":
-        mode = torch.cuda.get_sync_debug_mode()
-        torch.cuda.set_sync_debug_mode(0)
-        try:
-            torch.cuda.synchronize(where)
-        finally:
-            torch.cuda.set_sync_debug_mode(mode)
-
-
 class Launcher:
     """``kernel[grid](*args, **constants)`` of a Triton kernel, with Triton's per-call host work done once per
     specialization: the first call of each (its arguments' :func:`arguments_key`, the constants, the device)

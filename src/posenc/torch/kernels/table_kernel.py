@@ -159,8 +159,7 @@ def _store_block(out_ptr, uncertain_ptr, row, row_ok, freqs, live, sin, sin_ok, 
     pid_r = tl.program_id(0)
     pid_f = tl.program_id(1)
     bad = tl.max((live & ~(sin_ok & cos_ok)).to(tl.int32), 1)
-    flags = _flags(bad, BLOCK_R, SUB_R)
-    tl.store(uncertain_ptr + pid_r * tl.num_programs(1) + pid_f, flags)
+    tl.store(uncertain_ptr + pid_r * tl.num_programs(1) + pid_f, _flags(bad, BLOCK_R, SUB_R))
     base = out_ptr + row[:, None] * d_model + stride * freqs[None, :]
     _store_bits(base + sin_offset, sin, live & (freqs < sin_columns)[None, :], OUT_KIND)
     _store_bits(base + cos_offset, cos, live & (freqs < cos_columns)[None, :], OUT_KIND)
@@ -170,7 +169,6 @@ def _store_block(out_ptr, uncertain_ptr, row, row_ok, freqs, live, sin, sin_ok, 
             zero = zero.to(tl.int16)
         for column in range(width, d_model):
             _store_bits(out_ptr + row * d_model + column, zero, row_ok, OUT_KIND)
-    return flags
 
 
 @triton.jit
@@ -218,12 +216,8 @@ def ids_kernel(
     pos_ptr, off_ptr, levels_ptr, rate_ptr, out_ptr, uncertain_ptr,
     rows, inner, p_sb, p_sl, o_sb, o_sl, n_freq, sin_columns, cos_columns, sin_offset, cos_offset, stride,
     width, d_model, band_floor,
-    c_reduce, c_rate, c_scaled_rate, c_steps, c_rate_float, c_two_pi, c_fact, c_sin_neg, c_sin, c_cos_neg,
-    c_cos, c_amplitude,
     OUT_KIND: tl.constexpr, HAS_OFFSET: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_F: tl.constexpr,
-    SUB_R: tl.constexpr, M: tl.constexpr, TERMS: tl.constexpr, M_SETTLE: tl.constexpr,
-    TERMS_SETTLE: tl.constexpr, DELTA: tl.constexpr, PRECISION: tl.constexpr, EMIN: tl.constexpr,
-    INLINE: tl.constexpr,
+    SUB_R: tl.constexpr,
 ):  # fmt: skip
     """out (rows, d_model) of integer positions (+ offsets) of (rows / inner, inner) ids (:func:`_ids_at`):
     program (r, f)
@@ -238,12 +232,7 @@ def ids_kernel(
     min(1, ω|p|) for the sine and 4 for the cosine (|sin x| <= x, Σ pk = |p|, |c| + |s| <= √2). The bands
     are 2**-46 min(1, ω|p|) and 2**-46 (ω from the turn rate's float32, 0.1% over), plus 2**-96: over
     twice the bound. Invalid positions (|p + offset| >= 2**31) count as uncertain: the settling kernel
-    stores their NaN rows.
-
-    With ``INLINE`` the program settles its own flagged sub-blocks (:func:`_settle_sub`, the constants of
-    the exact algorithm from ``c_reduce`` on: the encode kernel's) after its stores, so that a small
-    launch (a decode step's) is one launch, not two; the exact code then costs the kernel its registers,
-    which a small grid does not miss."""
+    stores their NaN rows."""
     row, freqs, row_ok, freq_ok, live = _block(rows, n_freq, BLOCK_R, BLOCK_F)
     p, offset = _ids_at(row, row_ok, pos_ptr, off_ptr, inner, p_sb, p_sl, o_sb, o_sl, HAS_OFFSET, True)
     negative, magnitude, _, _, valid = split_positions(p, offset, row_ok, False, HAS_OFFSET)
@@ -275,27 +264,10 @@ def ids_kernel(
     sin = tl.where(zero, sin * 0, sin)
     sin_ok = (sin_ok | zero) & valid[:, None]
     cos_ok = cos_ok & valid[:, None]
-    flags = _store_block(
+    _store_block(
         out_ptr, uncertain_ptr, row, row_ok, freqs, live, sin, sin_ok, cos, cos_ok, sin_columns, cos_columns,
         sin_offset, cos_offset, stride, width, d_model, OUT_KIND, BLOCK_R, SUB_R,
     )  # fmt: skip
-    if INLINE:  # noqa: SIM102 - Triton decides constexpr conditions in if statements, apart
-        if flags != 0:  # the same for the whole program
-            tl.debug_barrier()  # the stores above seen by all its threads before settled values replace them
-            consts = (
-                c_reduce, c_rate, c_scaled_rate, c_steps, c_rate_float, c_two_pi, c_fact, c_sin_neg, c_sin,
-                c_cos_neg, c_cos, c_amplitude,
-            )  # fmt: skip
-            subs: tl.constexpr = (BLOCK_R + SUB_R - 1) // SUB_R
-            group: tl.constexpr = (subs + FLAG_BITS - 1) // FLAG_BITS
-            for sub in range(0, subs):
-                if (flags >> (sub // group)) & 1:
-                    _settle_sub(
-                        sub, tl.program_id(0), freqs, out_ptr, pos_ptr, off_ptr, inner, p_sb, p_sl, o_sb,
-                        o_sl, consts, 0, rows, n_freq, sin_columns, cos_columns, sin_offset, cos_offset,
-                        stride, d_model, M, TERMS, M_SETTLE, TERMS_SETTLE, DELTA, PRECISION, EMIN, OUT_KIND,
-                        BLOCK_R, SUB_R, True, HAS_OFFSET,
-                    )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["start", "rows"])  # one compile for all lengths and starts

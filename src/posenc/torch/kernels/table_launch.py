@@ -29,7 +29,6 @@ from .common import (
     on_device,
     per_request,
     series_terms,
-    synchronized,
 )
 
 #: Tables of at most this many values are the encodings of their positions (:func:`encode`: angle addition
@@ -48,10 +47,11 @@ EXACT_BLOCK = 128
 #: The most settling programs a launch takes: past it, a block's sub-blocks are shared by fewer programs
 #: (one a block at most). Most programs read flags of 0 and stop, but each still takes its turn: on an H200
 #: (2026-11-28) a program per sub-block made table(131072, 1024) 1.42 ms against 0.82 (524288 programs) and
-#: (8, 2048) ids 201 us against 160 (65536), while the fused rotary's rows (2048) lost their 0.3 ms tail;
-#: 16384 programs (2026-11-29) took 26 us for (8, 2048) ids, where one exact evaluation, the floor of a
-#: settling launch, takes ~18 us (the fused rows' 2048 programs: 20 us). Since programs settle only the
-#: sub-blocks their flags name, sharing a block pays only where several of its sub-blocks are uncertain.
+#: (8, 2048) ids 201 us against 160 (65536), while the fused rotary's rows (2048) lost their 0.3 ms tail.
+#: On 2026-11-29 (benchmarks/ids_sweep.py, (8, 2048) ids) the settling launch added 24 us with 16384
+#: programs and 12-14 us with 8192, where one exact evaluation (its floor once anything is uncertain)
+#: takes ~18 us (the fused rows' 2048 programs: 20 us). Programs settle only the sub-blocks their flags
+#: name, so sharing a block pays only where several of its sub-blocks are uncertain.
 SETTLE_PROGRAMS = 1 << 13
 
 
@@ -316,19 +316,17 @@ def levels(
     rows = encode_launch.launch(
         positions.to(where), None, anchor_request(request), block_rows=exact_r, block_freqs=exact_f
     )[0]
-    synchronized(where)
+    if where.type == "cuda":
+        mode = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode(0)
+        try:
+            torch.cuda.synchronize(where)
+        finally:
+            torch.cuda.set_sync_debug_mode(mode)
     while _LEVELS and sum(t.numel() * 8 for _, t in _LEVELS.values()) + size > LEVELS_BYTES:
         del _LEVELS[next(iter(_LEVELS))]
     _LEVELS[key] = (request, rows)
     return rows
-
-
-#: Position ids of at most this many values (rows × frequencies: a decode step's, the rotary cos/sin of its
-#: ids) are settled inside the combining launch (``ids_kernel``'s INLINE): one launch, not two. On an H200's
-#: host (2026-11-29) the settling launch and its set-up cost ~25 us of an eager decode step's ~150 us, and
-#: its GPU time ~1 us; the inline exact code takes the combining kernel's registers, which a grid of a few
-#: programs does not miss.
-INLINE_IDS = 1 << 15
 
 
 def ids_launch(
@@ -341,12 +339,10 @@ def ids_launch(
     exact_block: tuple[int, int] | None = None,
     band_floor: float = 0.0,
     settle: bool = True,
-    inline: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(encodings, flags) of integer ``positions`` (+ integer ``offset``, broadcast against them) by
     angle addition from the levels (:func:`levels`; None where they are not available), certified per
-    element and settled on the device; the arguments as :func:`launch`'s. ``inline``: settled in the
-    combining launch (default: at most :data:`INLINE_IDS` values) or by a second one."""
+    element and settled on the device; the arguments as :func:`launch`'s."""
     where = positions.device
     rows_of = levels(request, where, exact_block)
     if rows_of is None:
@@ -355,34 +351,30 @@ def ids_launch(
     shape, ids = _ids_arguments(positions, offset)
     (block_r, block_f), exact, numbers, options = _ids_plan(request, block_rows, block_freqs, exact_block)
     rows = math.prod(shape)
-    inline = settle and (rows * request.count <= INLINE_IDS if inline is None else inline)
     out = torch.empty((rows, request.d_model), dtype=getattr(torch, request.fmt), device=where)
     grid = (math.ceil(rows / block_r), math.ceil(request.count / block_f))
     uncertain = torch.empty(grid[0] * grid[1], dtype=torch.int32, device=where)
     if not out.numel():
         return out.reshape(*shape, request.d_model), uncertain
     written = out.view(torch.int16) if request.fmt == "bfloat16" else out
-    constants = constants_on(request, where)
     with on_device(where):  # triton launches on the current device
         launcher(kernels.ids_kernel)[grid](
             ids[0],
             ids[1],
             rows_of,
-            constants[4],  # the turn rates as float32: the error bands
+            constants_on(request, where)[4],  # the turn rates as float32: the error bands
             written,
             uncertain,
             rows,
             *ids[2:],
             *numbers,
             band_floor,
-            *constants,  # the exact algorithm's, for INLINE
             **options,
             HAS_OFFSET=offset is not None,
-            INLINE=inline,
             num_warps=8,
             enable_fp_fusion=False,  # the band bounds separately rounded products and sums
         )
-        if settle and not inline:
+        if settle:
             _settle(kernels, grid, written, uncertain, ids, 0, rows, request, (block_r, block_f), exact)
     return out.reshape(*shape, request.d_model), uncertain
 
@@ -407,14 +399,11 @@ def _ids_plan(
         exact_f = min(next_power_of_2(count), 64)
         exact_r, exact_f = exact_block or (max(1, EXACT_BLOCK // exact_f), exact_f)
         exact = {"block_rows": exact_r, "block_freqs": exact_f}
-        settling = _settle_plan(request, (block_r, block_f), exact, True, False)[2]
-        names = ("M", "TERMS", "M_SETTLE", "TERMS_SETTLE", "DELTA", "PRECISION", "EMIN")
         options = {
             "OUT_KIND": encode_launch.OUT_KINDS[request.fmt],
             "BLOCK_R": block_r,
             "BLOCK_F": block_f,
             "SUB_R": sub_rows((block_r, block_f), exact),
-            **{name: settling[name] for name in names},  # an INLINE launch's exact algorithm
         }
         return (block_r, block_f), exact, (count, *columns(request)), options
 
@@ -486,22 +475,20 @@ def ids(
     """The encodings of integer ``positions`` (+ ``offset``) by angle addition once its first-launch probe
     passed, or None (the caller takes the encode kernel): levels not available (a CUDA graph capture before
     the first call), or the probe failed."""
-    shape = positions.shape if offset is None else _broadcast(positions.shape, offset.shape)
-    inline = math.prod(shape) * request.count <= INLINE_IDS
-    if not _ids_trusted(positions.device, request, offset is not None, inline):
+    if not _ids_trusted(positions.device, request, offset is not None):
         return None
-    found = ids_launch(positions, offset, request, inline=inline)
+    found = ids_launch(positions, offset, request)
     return None if found is None else found[0]
 
 
-def _ids_trusted(where: torch.device, request: portable.Request, with_offset: bool, inline: bool) -> bool:
-    spec = {**specialization(request), "ids": True, "offset": with_offset, "inline": inline}
+def _ids_trusted(where: torch.device, request: portable.Request, with_offset: bool) -> bool:
+    spec = {**specialization(request), "ids": True, "offset": with_offset}
 
     def inputs() -> tuple[torch.Tensor, torch.Tensor | None]:
         return encode_launch.probe_positions("int", with_offset, where)
 
     def run() -> torch.Tensor:
-        found = ids_launch(*inputs(), request, inline=inline)
+        found = ids_launch(*inputs(), request)
         if found is None:
             raise RuntimeError("no levels")
         return found[0]

@@ -117,13 +117,15 @@ def _pipelined(fn, sync, repeat, calls=20):
     return times[len(times) // 2]
 
 
-def main(argv=None) -> int:
+def sweep_arguments(argv, description: str, repeat: int):
+    """(arguments, device, small) of a sweep's command line (``--device``, ``--warm I``, ``--repeat``,
+    ``--json``); ``small`` off CUDA, where Triton's interpreter runs the kernels (a dry run)."""
     import argparse
 
-    options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    options = argparse.ArgumentParser(description=description)
     options.add_argument("--device", default="cuda")
     options.add_argument("--warm", type=int, default=None)
-    options.add_argument("--repeat", type=int, default=25)
+    options.add_argument("--repeat", type=int, default=repeat)
     options.add_argument("--json", type=Path, default=None)
     args = options.parse_args(argv)
     device = torch.device(args.device)
@@ -133,6 +135,11 @@ def main(argv=None) -> int:
 
         common.KERNEL_DEVICES.append(device.type)
         table_launch.EXACT_BLOCK = 64 * 1024  # the interpreter: big exact blocks are quick
+    return args, device, small
+
+
+def main(argv=None) -> int:
+    args, device, small = sweep_arguments(argv, __doc__.splitlines()[0], 25)
     if kernel_module("fused_kernel") is None:
         print("no triton: nothing to sweep")
         return 0

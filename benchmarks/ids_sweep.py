@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from fused_sweep import _pipelined
+from fused_sweep import _pipelined, sweep_arguments
 
 from posenc import core, defaults
 from posenc.torch import operator
@@ -69,21 +69,7 @@ def _cases(device, small):
 
 
 def main(argv=None) -> int:
-    import argparse
-
-    options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    options.add_argument("--device", default="cuda")
-    options.add_argument("--warm", type=int, default=None)
-    options.add_argument("--repeat", type=int, default=40)
-    options.add_argument("--json", type=Path, default=None)
-    args = options.parse_args(argv)
-    device = torch.device(args.device)
-    small = device.type != "cuda"
-    if small:
-        from posenc.torch.kernels import common
-
-        common.KERNEL_DEVICES.append(device.type)
-        table_launch.EXACT_BLOCK = 64 * 1024  # the interpreter: big exact blocks are quick
+    args, device, small = sweep_arguments(argv, __doc__.splitlines()[0], 40)
     if kernel_module("table_kernel") is None:
         print("no triton: nothing to sweep")
         return 0

@@ -102,3 +102,44 @@ def test_mochi_frequencies_are_its_models_weights():
     assert not rope.replaced and "trained parameter pos_frequencies" in rope.reason
     (judged,) = [c for c in posenc.audit(model, samples=16).components if c.path == "rope"]
     assert judged.report is None and "trained parameter pos_frequencies" in judged.note
+
+
+def test_coords_rope_values_against_mpmath():
+    cos, sin = grid_rope.CoordsRope(8, 100.0)(torch.zeros(1), torch.tensor([[[3, -1], [0, 7]]]))
+    assert cos.shape == sin.shape == (1, 2, 8) and cos.dtype == torch.float32
+    for patch, coords in enumerate(((3, -1), (0, 7))):
+        for axis, p in enumerate(coords):
+            for i in range(2):
+                with mpmath.workdps(40):
+                    angle = p * mpmath.power(100, -mpmath.mpf(2 * i) / 4)
+                    want = [reference.round_to(f(angle), "float32") for f in (mpmath.cos, mpmath.sin)]
+                for at in (4 * axis + i, 4 * axis + 2 + i):  # the axis' block, in halves
+                    assert [float(cos[0, patch, at]), float(sin[0, patch, at])] == want
+
+
+def test_timm_gemma4_vit_rotary_read_proven_audited_patched():
+    """timm's Gemma 4 ViT rotary (``Gemma4RotaryEmbedding2D``: no config, patch coordinates given): read by
+    its form, proven against its own output, another theta refused, made exact and given back."""
+    from tests.support import zoo_timm
+
+    zoo_timm.imported()
+    from timm.models.gemma4_vit import Gemma4RotaryEmbedding2D
+
+    module = Gemma4RotaryEmbedding2D(72)
+    exact = grid_rope.read_coords_rope(module)
+    assert (exact.head_dim, exact.theta, exact.axes) == (72, 100.0, 2)
+    difference, allowed = grid_rope.prove_coords_rope(module, exact)
+    assert 0 < difference <= allowed
+    other = Gemma4RotaryEmbedding2D(72, rope_theta=100.1)
+    assert grid_rope.prove_coords_rope(other, exact).startswith("not the rotary its attributes name")
+    model = torch.nn.Sequential(module)
+    assert not posenc.audit(model, samples=32).passed
+    x, ids = torch.zeros(2, 6, 72), torch.tensor([[[0, 0], [5, 2], [-1, -1]] * 2] * 2)
+    want = module(x, ids)
+    report = pt.patch(model)
+    assert [c.variant for c in report.replaced] == ["coords-rope"]
+    got = model[0](x, ids)
+    assert all(float((g - w).abs().max()) < 1e-5 for g, w in zip(got, want, strict=True))
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert model[0] is module

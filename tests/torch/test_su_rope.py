@@ -1,6 +1,7 @@
-"""LongRoPE written without a config (posenc.torch.su_rope): diffusers' OmniGen rotary read from its
-attributes, proven on short ids and ids past its original length (its long factors), audited as LongRoPE,
-patched exact and given back; every value of posenc's against mpmath; other factors refused."""
+"""Rotaries written without a config (posenc.torch.su_rope): diffusers' OmniGen rotary (LongRoPE) read from
+its attributes, proven on short ids and ids past its original length (its long factors), audited as
+LongRoPE, patched exact and given back; every value of posenc's against mpmath; other factors refused. And a
+plain rotary holding only its inv_freq (Anima's), read from it."""
 
 from __future__ import annotations
 
@@ -55,6 +56,38 @@ def test_read_proven_audited_patched():
     assert all(
         g.shape == w.shape and float((g - w).abs().max()) < 1e-3 for g, w in zip(got, want, strict=True)
     )
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert model[0] is module
+
+
+def test_a_plain_rotary_of_its_inv_freq_read_proven_audited_patched():
+    """diffusers' Anima text conditioner's rotary: HF's forward, an inv_freq and nothing else (no config,
+    no dim or base): its base read from the inv_freq, proven, audited, made exact and given back; another
+    base refused; values against mpmath."""
+    from diffusers.models.condition_embedders.condition_embedder_anima import AnimaRotaryEmbedding
+
+    module = AnimaRotaryEmbedding(32, 10000.0)
+    exact = su_rope.read_plain_rope(module)
+    assert (exact.params.head_dim, exact.params.base) == (32, 10000.0)
+    difference, allowed = su_rope.prove_plain_rope(module, exact)
+    assert 0 < difference <= allowed
+    other = AnimaRotaryEmbedding(32, 10010.0)
+    assert su_rope.read_plain_rope(other).params.base == 10010.0
+    assert su_rope.prove_plain_rope(other, exact).startswith("not the rotary its inv_freq names")
+    cos, sin = exact(torch.zeros(1), torch.tensor([[3, 1000]]))
+    for column, p in ((0, 3), (5, 1000), (16 + 5, 1000)):
+        with mpmath.workdps(40):
+            angle = p * mpmath.power(10000, -mpmath.mpf(2 * (column % 16)) / 32)
+            want = [reference.round_to(f(angle), "float32") for f in (mpmath.cos, mpmath.sin)]
+        assert [float(cos[0, int(p == 1000), column]), float(sin[0, int(p == 1000), column])] == want
+    model = torch.nn.Sequential(module)
+    assert not posenc.audit(model, samples=32).passed
+    hidden, ids = torch.zeros(2, 5, 8), torch.arange(5)[None].expand(2, -1)
+    want = module(hidden, ids)
+    assert [c.variant for c in pt.patch(model).replaced] == ["rope-default"]
+    got = model[0](hidden, ids)
+    assert all(float((g - w).abs().max()) < 1e-6 for g, w in zip(got, want, strict=True))
     assert posenc.audit(model, samples=32).passed
     pt.unpatch(model)
     assert model[0] is module

@@ -1,8 +1,8 @@
 """The timm zoo (``tests/support/zoo_timm.py``): every timm model whose module has a sin-cos grid or a rotary,
 found by enumeration, is listed in ``docs/data/zoo-timm.json`` (``scripts/zoo.py --library timm`` writes it
 and ``docs/zoo-timm.md``); a representative subset — a rotary grid posenc does not know (a buffer: never
-called learned), a learned table, an all-zero one, a 2-D rotary without a config, DINOv3's rotary made exact,
-learned rotary frequencies — runs again here and must end in its recorded state."""
+called learned), a learned table, an all-zero one, Gemma 4's 2-D rotary read by its form, DINOv3's rotary
+made exact, learned rotary frequencies — runs again here and must end in its recorded state."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ SUBSET = {
     "vit_base_patch16_rope_224": "declined",  # its rotary grid, a buffer no formula posenc knows gives
     "eva02_tiny_patch14_224": "declined",  # a learned table and the rotary grid above
     "samvit_base_patch16": "declined",  # its positional table all zeros: weights a checkpoint fills
-    "gemma4_vit_167m_enc": "declined",  # a 2-D rotary: no config to build it from
+    "gemma4_vit_167m_enc": "exact",  # a 2-D rotary of patch coordinates, no config: read by its form
     "vit_small_patch16_dinov3": "exact",  # DINOv3's rotary of coordinates: made exact, its output on an image
     "vit_small_patch16_rope_mixed_224": "declined",  # frequencies that are a trained parameter
 }

@@ -481,13 +481,14 @@ def _length_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> 
 
 
 def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
-    """A rotary of a latent's grid in halves (:func:`posenc.torch.grid_rope.read_grid_rope`): its first axis
-    at positions 0 .. :func:`posenc.torch.grid_rope.span` − 1 against RoPE of that axis' width and theta
-    (:func:`_as_rope`)."""
+    """A rotary of a latent's grid in halves (:func:`posenc.torch.grid_rope.read_grid_rope`), or of patch
+    coordinates (:func:`posenc.torch.grid_rope.read_coords_rope`): its first axis at positions 0 ..
+    :func:`posenc.torch.grid_rope.span` − 1 against RoPE of that axis' width and theta (:func:`_as_rope`)."""
     from .. import rope
     from ..torch import grid_rope
 
-    width, theta = exact.widths[0], exact.thetas[0]
+    coords = isinstance(exact, grid_rope.CoordsRope)
+    width, theta = (exact.width, exact.theta) if coords else (exact.widths[0], exact.thetas[0])
     params = rope.RopeParameters("default", head_dim=width, rotary_dim=width, base=theta)
     span = grid_rope.span(exact, module)
     note = (
@@ -497,7 +498,7 @@ def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> Co
     def rows_of(held: Any, positions: Any) -> Any:
         return grid_rope.axis_rows(held, exact, positions)
 
-    proof = grid_rope.prove_grid_rope(module, exact)
+    proof = (grid_rope.prove_coords_rope if coords else grid_rope.prove_grid_rope)(module, exact)
     return _as_rope(path, module, exact, proof, rows_of, params, span, note, samples, tol)
 
 
@@ -686,6 +687,7 @@ def _forms() -> dict[type, Callable[..., list[ComponentAudit]]]:
         length_rope.LengthRope: one(_length_rope),
         grid_rope.GridRope: one(_grid_rope),
         grid_rope.CosmosRope: one(_grid_rope),
+        grid_rope.CoordsRope: one(_grid_rope),
         kandinsky.KandinskyRope1D: one(_kandinsky),
         kandinsky.KandinskyRope3D: one(_kandinsky),
         anyflow.AnyFlowRope: one(_anyflow),
@@ -850,7 +852,7 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
     import torch
 
     from .. import rope
-    from ..torch import axial, computed, su_rope
+    from ..torch import axial, computed, grid_rope, su_rope
     from ..torch.patching import original_of
     from . import audit
 
@@ -874,6 +876,22 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
         limit = scaled.params.max_position_embeddings
         report = audit(first_row, preset=scaled.params, positions=limit, samples=samples, tol=tol)
         return [ComponentAudit(path, "rotary", report, "LongRoPE of its attributes (short and long factors)")]
+    coords = grid_rope.read_coords_rope(module)
+    if coords is not None:  # timm's Gemma 4 ViT rotary (patch coordinates given): its first axis, as a grid's
+        return [dataclasses.replace(_grid_rope(path, module, coords, samples, tol), kind="rotary")]
+    plain = su_rope.read_plain_rope(module)
+    if plain is not None:  # a default rotary holding only its inv_freq (Anima's): its cos, sin of ids 0 ..
+
+        def rows(ids: Any) -> Any:
+            with torch.no_grad():
+                return tuple(t.float() for t in module(torch.zeros(1), torch.as_tensor(ids)[None]))
+
+        rows.__qualname__ = f"{type(original_of(module) or module).__name__} (its cos, sin)"
+        proof = su_rope.prove_plain_rope(module, plain)  # first: another form is not judged as this one
+        if isinstance(proof, str):
+            return [ComponentAudit(path, "rotary", None, proof)]
+        report = audit(rows, preset=plain.params, positions=4096, samples=samples, tol=tol)
+        return [ComponentAudit(path, "rotary", report, "a rotary of its inv_freq (no config)")]
     config = getattr(module, "config", None)
     held = getattr(module, "layer_params", None)  # posenc's per-layer module: its parameters per type
     limit = int(getattr(config, "max_position_embeddings", 0) or 0) or None

@@ -26,6 +26,7 @@ READERS: tuple[Callable[[nn.Module], nn.Module | None], ...] = (
     ltx.read_ltx_vae,
     length_rope.read_length_rope,
     grid_rope.read_grid_rope,
+    grid_rope.read_coords_rope,
     kandinsky.read_kandinsky,
     anyflow.read_anyflow,
 )

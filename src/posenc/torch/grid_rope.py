@@ -13,6 +13,12 @@ channels, with frequencies ω_i = theta_a^(−2i / w_a), i < w_a / 2, and cos an
   ``dim_t``, ``dim_h``, ``dim_w``, each axis' theta 10000 · its NTK factor (``t_ntk_factor``, ...); the
   frame positions f, or f · ``base_fps`` / fps where ``fps`` is given (posenc forms them in float64).
 
+* :class:`CoordsRope` — timm's Gemma 4 ViT (``Gemma4RotaryEmbedding2D``): the patches' coordinates given,
+  ``position_ids`` ``(B, N, 2)``, each axis ``head_dim / 2`` channels in halves of its own: cos and sin
+  ``(B, N, head_dim)`` are [p_0·ω | p_0·ω | p_1·ω | p_1·ω] (axis-major), ω_i = theta^(−2i / (head_dim / 2))
+  (its ``rope_theta``, 100); read where it has that forward, ``head_dim`` and ``rope_theta``, and an
+  ``inv_freq`` of head_dim / 4 frequencies; proven on probe coordinates (:func:`prove_coords_rope`).
+
 The proof (:func:`prove_grid_rope`): its own (cos, sin) of probe latents (grids smaller and larger than
 CogView4's axes; Cosmos' with and without fps) against posenc's, shapes included, each value within what
 float32 code errs at its position and frequency.
@@ -29,8 +35,17 @@ from torch import nn
 from .. import core
 from .computed import Refusal, forward_names, probed, within_rounding
 from .functions import _encode_tensor
+from .tensors import _DTYPE_NAMES, _dtype_name
 
-__all__ = ["CosmosRope", "GridRope", "prove_grid_rope", "read_grid_rope"]
+__all__ = [
+    "CoordsRope",
+    "CosmosRope",
+    "GridRope",
+    "prove_coords_rope",
+    "prove_grid_rope",
+    "read_coords_rope",
+    "read_grid_rope",
+]
 
 #: The forwards read: CogView4's ``(hidden_states)`` (a latent ``(B, C, H, W)``), Cosmos'
 #: ``(hidden_states, fps)`` (a latent ``(B, C, F, H, W)``).
@@ -152,6 +167,100 @@ class CosmosRope(_Halves):
         return f"widths={self.widths}, thetas={self.thetas}, patch={self.patch}, base_fps={self.base_fps:g}"
 
 
+class CoordsRope(nn.Module):
+    """posenc's exact values in place of timm's Gemma 4 ViT rotary (module docstring), called as it is:
+    ``(x, position_ids)`` with the patches' coordinates ``position_ids`` ``(B, N, axes)`` (integers; -1, a
+    padding patch's, too) -> ``(cos, sin)``, each ``(B, N, head_dim)`` in ``x``'s dtype, each value the exact
+    one rounded once; axis a takes ``head_dim / axes`` channels, [p_a·ω | p_a·ω].
+
+    >>> cos, sin = CoordsRope(8, 100.0)(torch.zeros(1), torch.tensor([[[1, 0]]]))
+    >>> sin  # axis 0 at 1: sin ω (ω = 1, 0.1), axis 1 at 0
+    tensor([[[0.8415, 0.0998, 0.8415, 0.0998, 0.0000, 0.0000, 0.0000, 0.0000]]])
+    """
+
+    def __init__(self, head_dim: int, theta: float, axes: int = 2) -> None:
+        super().__init__()
+        if head_dim < 2 * axes or head_dim % (2 * axes):
+            raise ValueError(f"head_dim: {head_dim}; {axes} axes in halves take a multiple of {2 * axes}")
+        self.head_dim, self.theta, self.axes = int(head_dim), float(theta), int(axes)
+        self.width = self.head_dim // self.axes
+        self._checked = core.Options.check(self.width, self.theta, 0.0, 1.0, "sin_cos", "zero")
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if position_ids.dim() != 3 or position_ids.shape[-1] != self.axes:
+            want = f"(batch, patches, {self.axes})"
+            raise ValueError(f"position_ids: shape {tuple(position_ids.shape)}; expected {want}")
+        half = self.width // 2
+        name = _dtype_name(x.dtype) if x.dtype in _DTYPE_NAMES else "float32"
+        cos, sin = [], []
+        for axis in range(self.axes):
+            values = _encode_tensor(position_ids[..., axis].to(x.device), (*self._checked, name))
+            sin += [values[..., :half]] * 2
+            cos += [values[..., half:]] * 2
+        return torch.cat(cos, dim=-1).to(x.dtype), torch.cat(sin, dim=-1).to(x.dtype)
+
+    def columns(self, axis: int) -> np.ndarray:
+        """The columns of ``axis``: its own block, in halves."""
+        return np.arange(axis * self.width, (axis + 1) * self.width)
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, theta={self.theta:g}, axes={self.axes}"
+
+
+#: timm's Gemma 4 ViT rotary's forward: ``x`` (its dtype and device), the patches' coordinates.
+COORDS_FORWARD = ("x", "position_ids")
+#: The probe coordinates: a 9 × 11 grid, padding patches (-1, -1), and far ones (a large image).
+PROBE_COORDS = [(x, y) for y in range(9) for x in range(11)] + [(-1, -1), (-1, -1), (63, 47), (200, 3)]
+
+
+def read_coords_rope(module: nn.Module) -> CoordsRope | None:
+    """posenc's equivalent of ``module`` where it has the form of timm's Gemma 4 ViT rotary (forward ``(x,
+    position_ids)``, an int ``head_dim`` that is a multiple of 4, a ``rope_theta`` > 1 and an ``inv_freq`` of
+    ``head_dim / 4`` values; no ``config``: a Hugging Face rotary is read by its config); else None. Whether
+    it computes what they say is :func:`prove_coords_rope`'s to tell."""
+    if isinstance(module, CoordsRope):  # posenc's own, patched in
+        return module
+    if forward_names(module) != COORDS_FORWARD or hasattr(module, "config"):
+        return None
+    head_dim, theta = getattr(module, "head_dim", None), getattr(module, "rope_theta", None)
+    inv_freq = getattr(module, "inv_freq", None)
+    if not (_ints(head_dim) and _number(theta)) or theta <= 1 or head_dim % 4:
+        return None
+    if not isinstance(inv_freq, torch.Tensor) or inv_freq.numel() != head_dim // 4:
+        return None
+    return CoordsRope(head_dim, theta)
+
+
+def prove_coords_rope(module: nn.Module, exact: CoordsRope) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of ``module`` against ``exact`` (:func:`read_coords_rope`) on
+    the probe coordinates (:data:`PROBE_COORDS`, float32 ``x``), each axis within what float32 code errs at
+    its position and frequency; else why not."""
+    ids = torch.tensor([PROBE_COORDS], dtype=torch.int64)
+    x = torch.zeros(1, ids.shape[1], exact.head_dim)
+    mine = probed(lambda: module(x, ids))
+    if isinstance(mine, Refusal):
+        return mine
+    if not (
+        isinstance(mine, tuple | list) and len(mine) == 2 and all(isinstance(t, torch.Tensor) for t in mine)
+    ):
+        return f"its forward returns {type(mine).__name__}, not (cos, sin)"
+    ours = exact(x, ids)
+    if any(a.shape != b.shape for a, b in zip(mine, ours, strict=True)):
+        return f"its (cos, sin) have shape {tuple(mine[0].shape)}, not {tuple(ours[0].shape)}"
+    theta = core.frequencies(exact.width, base=exact.theta)
+    worst, allowed = 0.0, 0.0
+    for axis in range(exact.axes):
+        columns = exact.columns(axis)
+        values = [torch.cat([t[0][:, columns].float() for t in pair]) for pair in (mine, ours)]
+        positions = ids[0, :, axis].double().numpy()
+        checked = within_rounding(*values, np.concatenate([positions, positions]), theta, "half")
+        if isinstance(checked, float):
+            named = f"head_dim {exact.head_dim}, theta {exact.theta:g}, halves of each axis"
+            return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
+        worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
+    return worst, allowed
+
+
 def _ints(*values: Any) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
 
@@ -249,21 +358,30 @@ def prove_grid_rope(module: nn.Module, exact: GridRope | CosmosRope) -> tuple[fl
     return worst, allowed
 
 
-def span(exact: GridRope | CosmosRope, module: nn.Module | None = None) -> int:
+def span(exact: GridRope | CosmosRope | CoordsRope, module: nn.Module | None = None) -> int:
     """The positions an audit reads along the first axis: CogView4's ``rope_axes_dim[0]``, Cosmos' longest
-    axis (its tables' end: its ``max_size``), else 1024."""
+    axis (its tables' end: its ``max_size``), else 1024 (patch coordinates: 1024 patches a side)."""
     if isinstance(exact, CosmosRope):
         return _longest(module)
+    if isinstance(exact, CoordsRope):
+        return 1024
     return exact.axes[0] if exact.axes else 1024
 
 
 def axis_rows(
-    module: nn.Module, exact: GridRope | CosmosRope, positions: Any
+    module: nn.Module, exact: GridRope | CosmosRope | CoordsRope, positions: Any
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``module``'s (cos, sin) of its first axis at ``positions`` (< :func:`span`), each
     ``(1, len(positions), widths[0])`` in halves: [p·ω | p·ω]; read from a grid of one patch on the other
     axes and max + 1 on the first (CogView4's: of ``rope_axes_dim[0]`` rows, where row h is position h)."""
     positions = torch.as_tensor(positions, dtype=torch.int64).reshape(-1)
+    if isinstance(exact, CoordsRope):  # the coordinates themselves: (p, 0, ...) for each position p
+        ids = torch.zeros(1, positions.numel(), exact.axes, dtype=torch.int64)
+        ids[0, :, 0] = positions
+        with torch.no_grad():
+            cos, sin = module(torch.zeros(1, positions.numel(), exact.head_dim), ids)
+        columns = exact.columns(0)
+        return cos[:, :, columns].float(), sin[:, :, columns].float()
     count = int(positions.max()) + 1 if positions.numel() else 1
     if isinstance(exact, GridRope):
         count = exact.axes[0] if exact.axes else count

@@ -634,6 +634,17 @@ def _rotary(
         )
         proof = su_rope.prove_su_rope(module, scaled)
         return _swap_proven(model, path, module, scaled, proof, "rope-longrope", how, originals, "rotary")
+    coords = grid_rope.read_coords_rope(module) if config is None else None
+    if coords is not None:  # timm's Gemma 4 ViT rotary: the patches' coordinates given
+        return _coords_rope(model, path, module, coords, originals)
+    plain = su_rope.read_plain_rope(module) if config is None else None
+    if plain is not None:  # a default rotary that holds only its inv_freq (diffusers' Anima)
+        how = (
+            f"a rotary of its inv_freq (dim {plain.params.head_dim}, base {plain.params.base:g}): equal to "
+            "its own (cos, sin) of probe ids within float32 rounding"
+        )
+        proof = su_rope.prove_plain_rope(module, plain)
+        return _swap_proven(model, path, module, plain, proof, "rope-default", how, originals, "rotary")
     if config is None:
         names = ", ".join(computed.forward_names(module))
         reason = (
@@ -1195,6 +1206,20 @@ def _grid_rope(
     return _swap_proven(model, path, module, exact, proof, "grid-rope", how, originals)
 
 
+def _coords_rope(
+    model: nn.Module, path: str, module: nn.Module, exact: grid_rope.CoordsRope, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """A rotary of the patches' coordinates in halves of each axis (:func:`posenc.torch.grid_rope.
+    read_coords_rope`: timm's Gemma 4 ViT): proven on probe coordinates, then replaced by its exact
+    equivalent."""
+    how = (
+        f"a rotary of patch coordinates in halves of each axis (head_dim {exact.head_dim}, theta "
+        f"{exact.theta:g}): equal to its own (cos, sin) of probe coordinates within float32 rounding"
+    )
+    proof = grid_rope.prove_coords_rope(module, exact)
+    return _swap_proven(model, path, module, exact, proof, "coords-rope", how, originals, "rotary")
+
+
 def _kandinsky(
     model: nn.Module,
     path: str,
@@ -1252,6 +1277,7 @@ _FORMS: dict[type, Callable[..., tuple[Component, list[_Step], nn.Module | None]
     length_rope.LengthRope: _length_rope,
     grid_rope.GridRope: _grid_rope,
     grid_rope.CosmosRope: _grid_rope,
+    grid_rope.CoordsRope: _coords_rope,
     kandinsky.KandinskyRope1D: _kandinsky,
     kandinsky.KandinskyRope3D: _kandinsky,
     anyflow.AnyFlowRope: _anyflow,
@@ -1855,6 +1881,16 @@ class _PatchedCosmosRope(_KeepsOriginal, grid_rope.CosmosRope):
     original)."""
 
 
+class _PatchedPlainRope(_KeepsOriginal, su_rope.PlainRope):
+    """posenc's :class:`~posenc.torch.su_rope.PlainRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
+class _PatchedCoordsRope(_KeepsOriginal, grid_rope.CoordsRope):
+    """posenc's :class:`~posenc.torch.grid_rope.CoordsRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
 class _PatchedKandinskyRope1D(_KeepsOriginal, kandinsky.KandinskyRope1D):
     """posenc's :class:`~posenc.torch.kandinsky.KandinskyRope1D` as :func:`patch` puts it in a model
     (holding the original)."""
@@ -1925,6 +1961,8 @@ _PATCHED: dict[type, type] = {
     length_rope.LengthRope: _PatchedLengthRope,
     grid_rope.GridRope: _PatchedGridRope,
     grid_rope.CosmosRope: _PatchedCosmosRope,
+    grid_rope.CoordsRope: _PatchedCoordsRope,
+    su_rope.PlainRope: _PatchedPlainRope,
     kandinsky.KandinskyRope1D: _PatchedKandinskyRope1D,
     kandinsky.KandinskyRope3D: _PatchedKandinskyRope3D,
     anyflow.AnyFlowRope: _PatchedAnyFlowRope,

@@ -1,6 +1,8 @@
-"""LongRoPE's "su"-scaled rotary written without a config (diffusers' ``OmniGenSuScaledRotaryEmbedding``, the
-form Phi-3's code had before transformers read it from a config): what posenc reads of it, how it is
-proven, and its exact equivalent :class:`SuScaledRope`.
+"""Rotaries written without a config: LongRoPE's "su"-scaled one (diffusers'
+``OmniGenSuScaledRotaryEmbedding``, the form Phi-3's code had before transformers read it from a config) and
+a plain one that holds only its ``inv_freq`` (diffusers' Anima text conditioner's ``AnimaRotaryEmbedding``):
+what posenc reads of them, how they are proven, and their exact equivalents :class:`SuScaledRope` and
+:class:`PlainRope`.
 
 The formula (LongRoPE): θ_i = 1 / (f_i · base^(2i/dim)), f the ``short_factor`` while the sequence
 (max(position_ids) + 1) is at most ``original_max_position_embeddings``, else the ``long_factor``; cos and
@@ -25,7 +27,14 @@ from . import proofs
 from .computed import Refusal, forward_names, probed
 from .rotary import RotaryEmbedding
 
-__all__ = ["SuScaledRope", "prove_su_rope", "read_su_rope"]
+__all__ = [
+    "PlainRope",
+    "SuScaledRope",
+    "prove_plain_rope",
+    "prove_su_rope",
+    "read_plain_rope",
+    "read_su_rope",
+]
 
 #: The forward read: ``(hidden_states, position_ids)``, and the attributes the formula takes.
 FORWARD = ("hidden_states", "position_ids")
@@ -131,4 +140,91 @@ def prove_su_rope(module: nn.Module, exact: SuScaledRope) -> tuple[float, float]
                 over = check.over[2] if check.over is not None else float("inf")
                 return f"not the rotary its attributes name (LongRoPE, {exact.params.base:g}) ({over:.3g})"
             worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
+    return worst, allowed
+
+
+# --- a plain rotary of its inv_freq -------------------------------------------------------------------
+
+
+class PlainRope(RotaryEmbedding):
+    """posenc's exact values in place of a default rotary written without a config (:func:`read_plain_rope`),
+    called as it is: ``(hidden_states, position_ids)`` -> ``(cos, sin)``, each ``(B, S, dim)`` in
+    ``hidden_states``' dtype, cos and sin of p·θ_i in halves ([θ | θ]), θ_i = base^(−2i/dim).
+
+    >>> cos, sin = PlainRope(4, 100.0)(torch.zeros(1), torch.arange(2)[None])
+    >>> sin[0, 1]  # [sin 1, sin 0.1] twice
+    tensor([0.8415, 0.0998, 0.8415, 0.0998])
+    """
+
+    def __init__(self, dim: int, base: float) -> None:
+        super().__init__(
+            rope.RopeParameters("default", head_dim=int(dim), rotary_dim=int(dim), base=float(base))
+        )
+
+    def forward(  # type: ignore[override]
+        self, hidden_states: torch.Tensor, position_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return super().forward(hidden_states, position_ids)
+
+
+def read_plain_rope(module: nn.Module) -> PlainRope | None:
+    """posenc's equivalent of ``module`` where it has the plain form (:data:`FORWARD`, no config, none of
+    :data:`ATTRIBUTES`, one buffer, ``inv_freq``, of n >= 2 float values), base^(−2i/(2n)) each within 8 ulp
+    of float32 for the base its second value gives (an integer where one lies within 10⁻⁴ of it); else None.
+    Whether it computes cos and sin of them is :func:`prove_plain_rope`'s to tell."""
+    if isinstance(module, PlainRope):  # posenc's own, patched in
+        return module
+    if forward_names(module) != FORWARD or getattr(module, "config", None) is not None:
+        return None
+    if any(hasattr(module, name) for name in ATTRIBUTES):
+        return None
+    buffers = dict(module.named_buffers(recurse=False))
+    inv_freq = buffers.get("inv_freq")
+    if len(buffers) != 1 or not isinstance(inv_freq, torch.Tensor) or not inv_freq.is_floating_point():
+        return None
+    if inv_freq.dim() != 1 or inv_freq.numel() < 2 or inv_freq.device.type == "meta":
+        return None
+    held = inv_freq.detach().double().cpu().numpy()
+    count = held.size
+    if not (held[0] == 1.0 and 0.0 < held[1] < 1.0):
+        return None
+    base = float(held[1] ** -count)
+    if abs(base - round(base)) <= 1e-4 * base:
+        base = float(round(base))
+    want = base ** (-np.arange(count) / count)
+    if not np.all(np.abs(held - want) <= 8 * np.spacing(want.astype(np.float32)).astype(np.float64)):
+        return None
+    return PlainRope(2 * count, base)
+
+
+#: The plain rotary's probe ids: short ones and far ones.
+PLAIN_PROBE = (*range(64), 1000, 4095, 65535)
+
+
+def prove_plain_rope(module: nn.Module, exact: PlainRope) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of ``module`` against ``exact`` (:func:`read_plain_rope`) on
+    the probe ids (float32 hidden states), each value within what float32 code errs at its position and
+    frequency; else why not."""
+    positions = np.array(PLAIN_PROBE)
+    ids = torch.as_tensor(positions)[None]
+    hidden = torch.zeros(1, ids.shape[1], 1)
+    mine = probed(lambda: module(hidden, ids))
+    if isinstance(mine, Refusal):
+        return mine
+    pair = isinstance(mine, tuple | list) and len(mine) == 2
+    if not (pair and all(isinstance(t, torch.Tensor) for t in mine)):
+        return f"its forward returns {type(mine).__name__}, not (cos, sin)"
+    ours = exact(hidden, ids)
+    if any(m.shape != o.shape for m, o in zip(mine, ours, strict=True)):
+        return f"its (cos, sin) have shape {tuple(mine[0].shape)}, not {tuple(ours[0].shape)}"
+    theta = rope.inv_freq(exact.params)
+    bound = proofs.frequency_bound(theta, torch.float32)
+    worst, allowed = 0.0, 0.0
+    for m, o in zip(mine, ours, strict=True):
+        check = proofs.check_cos_sin(m[0].float(), o[0].float(), positions, theta, bound, 1.0, "half")
+        if check.over is not None or not check.provable:
+            over = check.over[2] if check.over is not None else float("inf")
+            named = f"dim {exact.params.head_dim}, base {exact.params.base:g}"
+            return f"not the rotary its inv_freq names ({named}) within float32 rounding ({over:.3g})"
+        worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
     return worst, allowed

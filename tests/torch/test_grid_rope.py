@@ -143,3 +143,36 @@ def test_timm_gemma4_vit_rotary_read_proven_audited_patched():
     assert posenc.audit(model, samples=32).passed
     pt.unpatch(model)
     assert model[0] is module
+
+
+def test_minimax_h3_rotary_of_position_ids_read_proven_audited_patched():
+    """MiniMax-H3's rotary (``MiniMaxH3RotaryPosEmbed``: one inv_freq shared by three axes, position ids
+    given, no config): its theta read from the inv_freq, proven, audited as a rotary before and after, made
+    exact and given back; another theta refused; values against mpmath."""
+    from diffusers.models.transformers.transformer_minimax_h3 import MiniMaxH3RotaryPosEmbed
+
+    module = MiniMaxH3RotaryPosEmbed(8, 10000.0)
+    exact = grid_rope.read_ids_rope(module)
+    assert (exact.count, exact.theta, exact.axes) == (8, 10000.0, 3)
+    difference, allowed = grid_rope.prove_ids_rope(module, exact)
+    assert 0 < difference <= allowed
+    other = MiniMaxH3RotaryPosEmbed(8, 10010.0)
+    assert grid_rope.prove_ids_rope(other, exact).startswith("not the rotary its attributes name")
+    cos, sin = exact(torch.tensor([[5, 0, 300]]))
+    for column, (p, i) in {2: (5, 2), 16 + 7: (300, 7), 24 + 2: (5, 2)}.items():
+        with mpmath.workdps(40):
+            angle = p * mpmath.power(10000, -mpmath.mpf(i) / 8)
+            want = [reference.round_to(f(angle), "float32") for f in (mpmath.cos, mpmath.sin)]
+        assert [float(cos[0, column]), float(sin[0, column])] == want
+    model = torch.nn.Sequential(module)
+    before = posenc.audit(model, samples=32)
+    assert not before.passed and before.components[0].kind == "rotary"
+    ids = torch.tensor([[0, 1, 2], [7, 40, 3]])
+    want = module(ids)
+    assert [c.variant for c in pt.patch(model).replaced] == ["ids-rope"]
+    got = model[0](ids)
+    assert all(float((g - w).abs().max()) < 1e-6 for g, w in zip(got, want, strict=True))
+    after = posenc.audit(model, samples=32)
+    assert after.passed and after.components[0].kind == "rotary"
+    pt.unpatch(model)
+    assert model[0] is module

@@ -489,6 +489,11 @@ def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> Co
 
     coords = isinstance(exact, grid_rope.CoordsRope)
     width, theta = (exact.width, exact.theta) if coords else (exact.widths[0], exact.thetas[0])
+    prove = grid_rope.prove_grid_rope  # the proof of its form (a patched class is its form's subclass)
+    if coords:
+        prove = grid_rope.prove_coords_rope
+    elif isinstance(exact, grid_rope.IdsRope):
+        prove = grid_rope.prove_ids_rope
     params = rope.RopeParameters("default", head_dim=width, rotary_dim=width, base=theta)
     span = grid_rope.span(exact, module)
     note = (
@@ -498,7 +503,7 @@ def _grid_rope(path: str, module: Any, exact: Any, samples: int, tol: Any) -> Co
     def rows_of(held: Any, positions: Any) -> Any:
         return grid_rope.axis_rows(held, exact, positions)
 
-    proof = (grid_rope.prove_coords_rope if coords else grid_rope.prove_grid_rope)(module, exact)
+    proof = prove(module, exact)
     return _as_rope(path, module, exact, proof, rows_of, params, span, note, samples, tol)
 
 
@@ -679,6 +684,9 @@ def _forms() -> dict[type, Callable[..., list[ComponentAudit]]]:
     def one(judge: Callable[..., ComponentAudit]) -> Callable[..., list[ComponentAudit]]:
         return lambda *args: [judge(*args)]
 
+    def rotary(judge: Callable[..., ComponentAudit]) -> Callable[..., list[ComponentAudit]]:
+        return lambda *args: [dataclasses.replace(judge(*args), kind="rotary")]
+
     return {
         computed.AxesRope: _axes,
         ltx.LtxRope: one(_ltx),
@@ -687,7 +695,8 @@ def _forms() -> dict[type, Callable[..., list[ComponentAudit]]]:
         length_rope.LengthRope: one(_length_rope),
         grid_rope.GridRope: one(_grid_rope),
         grid_rope.CosmosRope: one(_grid_rope),
-        grid_rope.CoordsRope: one(_grid_rope),
+        grid_rope.CoordsRope: rotary(_grid_rope),  # patched in: no inv_freq, still a rotary
+        grid_rope.IdsRope: rotary(_grid_rope),
         kandinsky.KandinskyRope1D: one(_kandinsky),
         kandinsky.KandinskyRope3D: one(_kandinsky),
         anyflow.AnyFlowRope: one(_anyflow),
@@ -876,9 +885,9 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
         limit = scaled.params.max_position_embeddings
         report = audit(first_row, preset=scaled.params, positions=limit, samples=samples, tol=tol)
         return [ComponentAudit(path, "rotary", report, "LongRoPE of its attributes (short and long factors)")]
-    coords = grid_rope.read_coords_rope(module)
-    if coords is not None:  # timm's Gemma 4 ViT rotary (patch coordinates given): its first axis, as a grid's
-        return [dataclasses.replace(_grid_rope(path, module, coords, samples, tol), kind="rotary")]
+    grid = grid_rope.read_coords_rope(module) or grid_rope.read_ids_rope(module)
+    if grid is not None:  # timm's Gemma 4 ViT rotary, MiniMax-H3's (positions given): its first axis
+        return [dataclasses.replace(_grid_rope(path, module, grid, samples, tol), kind="rotary")]
     plain = su_rope.read_plain_rope(module)
     if plain is not None:  # a default rotary holding only its inv_freq (Anima's): its cos, sin of ids 0 ..
 

@@ -444,6 +444,27 @@ def learned_angles(module: nn.Module, model: nn.Module | None = None) -> str | N
     return None
 
 
+def inv_freq_base(inv_freq: Any) -> float | None:
+    """The base of a rotary's ``inv_freq`` (n >= 2 float values base^(−i/n), i < n: a rotary of 2n channels),
+    read from its second value (an integer where one lies within 10⁻⁴ of it) and every value within 8 ulp of
+    float32 of it; else None (a rotary written without a config holds no other word of its base)."""
+    if not isinstance(inv_freq, torch.Tensor) or not inv_freq.is_floating_point() or inv_freq.dim() != 1:
+        return None
+    if inv_freq.numel() < 2 or inv_freq.device.type == "meta":
+        return None
+    held = inv_freq.detach().double().cpu().numpy()
+    count = held.size
+    if not (held[0] == 1.0 and 0.0 < held[1] < 1.0):
+        return None
+    base = float(held[1] ** -count)
+    if abs(base - round(base)) <= 1e-4 * base:
+        base = float(round(base))
+    want = base ** (-np.arange(count) / count)
+    if not np.all(np.abs(held - want) <= 8 * np.spacing(want.astype(np.float32)).astype(np.float64)):
+        return None
+    return base
+
+
 def forward_names(module: nn.Module) -> tuple[str, ...]:
     """The names of ``module``'s forward's parameters, in order (() where they cannot be read): the form a
     reader tells it by."""

@@ -27,6 +27,7 @@ READERS: tuple[Callable[[nn.Module], nn.Module | None], ...] = (
     length_rope.read_length_rope,
     grid_rope.read_grid_rope,
     grid_rope.read_coords_rope,
+    grid_rope.read_ids_rope,
     kandinsky.read_kandinsky,
     anyflow.read_anyflow,
 )

@@ -13,6 +13,10 @@ channels, with frequencies ω_i = theta_a^(−2i / w_a), i < w_a / 2, and cos an
   ``dim_t``, ``dim_h``, ``dim_w``, each axis' theta 10000 · its NTK factor (``t_ntk_factor``, ...); the
   frame positions f, or f · ``base_fps`` / fps where ``fps`` is given (posenc forms them in float64).
 
+* :class:`IdsRope` — MiniMax-H3's transformer (``MiniMaxH3RotaryPosEmbed``): the position ids given,
+  ``(S, 3)``, one ``inv_freq`` of n frequencies (its ``rope_freq_dim``) shared by the three axes, each axis
+  2n channels of the layout above; its theta read from the ``inv_freq``; proven on probe ids
+  (:func:`prove_ids_rope`).
 * :class:`CoordsRope` — timm's Gemma 4 ViT (``Gemma4RotaryEmbedding2D``): the patches' coordinates given,
   ``position_ids`` ``(B, N, 2)``, each axis ``head_dim / 2`` channels in halves of its own: cos and sin
   ``(B, N, head_dim)`` are [p_0·ω | p_0·ω | p_1·ω | p_1·ω] (axis-major), ω_i = theta^(−2i / (head_dim / 2))
@@ -33,7 +37,7 @@ import torch
 from torch import nn
 
 from .. import core
-from .computed import Refusal, forward_names, probed, within_rounding
+from .computed import Refusal, forward_names, inv_freq_base, probed, within_rounding
 from .functions import _encode_tensor
 from .tensors import _DTYPE_NAMES, _dtype_name
 
@@ -41,10 +45,13 @@ __all__ = [
     "CoordsRope",
     "CosmosRope",
     "GridRope",
+    "IdsRope",
     "prove_coords_rope",
     "prove_grid_rope",
+    "prove_ids_rope",
     "read_coords_rope",
     "read_grid_rope",
+    "read_ids_rope",
 ]
 
 #: The forwards read: CogView4's ``(hidden_states)`` (a latent ``(B, C, H, W)``), Cosmos'
@@ -165,6 +172,80 @@ class CosmosRope(_Halves):
 
     def extra_repr(self) -> str:
         return f"widths={self.widths}, thetas={self.thetas}, patch={self.patch}, base_fps={self.base_fps:g}"
+
+
+class IdsRope(_Halves):
+    """posenc's exact values in place of MiniMax-H3's rotary (``MiniMaxH3RotaryPosEmbed``: one ``inv_freq``
+    of n frequencies shared by three axes), called as it is: ``position_ids`` ``(S, axes)`` -> ``(cos,
+    sin)``, each ``(S, axes · 2n)`` float32 in the halves layout of the module docstring (every axis'
+    angles, then all again), ω_i = theta^(−i/n).
+
+    >>> cos, sin = IdsRope(2, 100.0, 2)(torch.tensor([[1, 2]]))
+    >>> sin  # [sin 1, sin 0.1 | sin 2, sin 0.2] twice
+    tensor([[0.8415, 0.0998, 0.9093, 0.1987, 0.8415, 0.0998, 0.9093, 0.1987]])
+    """
+
+    def __init__(self, count: int, theta: float, axes: int = 3) -> None:
+        super().__init__((2 * int(count),) * int(axes), (float(theta),) * int(axes))
+        self.count, self.theta, self.axes = int(count), float(theta), int(axes)
+
+    def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if position_ids.dim() != 2 or position_ids.shape[-1] != self.axes:
+            raise ValueError(f"position_ids: shape {tuple(position_ids.shape)}; expected (S, {self.axes})")
+        return self.lay_out([position_ids[:, a] for a in range(self.axes)], position_ids.device)
+
+    def extra_repr(self) -> str:
+        return f"count={self.count}, theta={self.theta:g}, axes={self.axes}"
+
+
+#: MiniMax-H3's rotary's forward: each patch's position on each axis.
+IDS_FORWARD = ("position_ids",)
+#: The probe: every (t, h, w) of a 3 × 5 × 7 grid, then far positions.
+PROBE_IDS = [(t, h, w) for t in range(3) for h in range(5) for w in range(7)] + [(1000, 63, 4095)]
+
+
+def read_ids_rope(module: nn.Module) -> IdsRope | None:
+    """posenc's equivalent of ``module`` where it has MiniMax-H3's form (forward ``(position_ids)``, no
+    config, an int ``rope_freq_dim`` n and an ``inv_freq`` of n values whose base
+    :func:`~posenc.torch.computed.inv_freq_base` reads); else None. Whether it computes what they say on
+    three axes is :func:`prove_ids_rope`'s to tell."""
+    if isinstance(module, IdsRope):  # posenc's own, patched in
+        return module
+    if forward_names(module) != IDS_FORWARD or hasattr(module, "config"):
+        return None
+    count, inv_freq = getattr(module, "rope_freq_dim", None), getattr(module, "inv_freq", None)
+    if not _ints(count) or not isinstance(inv_freq, torch.Tensor) or inv_freq.numel() != count:
+        return None
+    theta = inv_freq_base(inv_freq)
+    return None if theta is None else IdsRope(count, theta)
+
+
+def prove_ids_rope(module: nn.Module, exact: IdsRope) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of ``module`` against ``exact`` (:func:`read_ids_rope`) on
+    the probe positions (:data:`PROBE_IDS`), each axis within what float32 code errs at its position and
+    frequency; else why not."""
+    ids = torch.tensor(PROBE_IDS, dtype=torch.int64)
+    mine = probed(lambda: module(ids))
+    if isinstance(mine, Refusal):
+        return mine
+    pair = isinstance(mine, tuple | list) and len(mine) == 2
+    if not (pair and all(isinstance(t, torch.Tensor) for t in mine)):
+        return f"its forward returns {type(mine).__name__}, not (cos, sin)"
+    ours = exact(ids)
+    if any(a.shape != b.shape for a, b in zip(mine, ours, strict=True)):
+        return f"its (cos, sin) have shape {tuple(mine[0].shape)}, not {tuple(ours[0].shape)}"
+    theta = core.frequencies(2 * exact.count, base=exact.theta)
+    worst, allowed = 0.0, 0.0
+    for axis in range(exact.axes):
+        columns = exact.columns(axis)
+        values = [torch.cat([t[:, columns].float() for t in pair]) for pair in (mine, ours)]
+        positions = ids[:, axis].double().numpy()
+        checked = within_rounding(*values, np.concatenate([positions, positions]), theta, "half")
+        if isinstance(checked, float):
+            named = f"{exact.axes} axes of {exact.count} frequencies, theta {exact.theta:g}, in halves"
+            return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
+        worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
+    return worst, allowed
 
 
 class CoordsRope(nn.Module):
@@ -358,28 +439,31 @@ def prove_grid_rope(module: nn.Module, exact: GridRope | CosmosRope) -> tuple[fl
     return worst, allowed
 
 
-def span(exact: GridRope | CosmosRope | CoordsRope, module: nn.Module | None = None) -> int:
+def span(exact: GridRope | CosmosRope | CoordsRope | IdsRope, module: nn.Module | None = None) -> int:
     """The positions an audit reads along the first axis: CogView4's ``rope_axes_dim[0]``, Cosmos' longest
     axis (its tables' end: its ``max_size``), else 1024 (patch coordinates: 1024 patches a side)."""
     if isinstance(exact, CosmosRope):
         return _longest(module)
-    if isinstance(exact, CoordsRope):
-        return 1024
-    return exact.axes[0] if exact.axes else 1024
+    if isinstance(exact, GridRope) and exact.axes:
+        return exact.axes[0]
+    return 1024
 
 
 def axis_rows(
-    module: nn.Module, exact: GridRope | CosmosRope | CoordsRope, positions: Any
+    module: nn.Module, exact: GridRope | CosmosRope | CoordsRope | IdsRope, positions: Any
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``module``'s (cos, sin) of its first axis at ``positions`` (< :func:`span`), each
     ``(1, len(positions), widths[0])`` in halves: [p·ω | p·ω]; read from a grid of one patch on the other
     axes and max + 1 on the first (CogView4's: of ``rope_axes_dim[0]`` rows, where row h is position h)."""
     positions = torch.as_tensor(positions, dtype=torch.int64).reshape(-1)
-    if isinstance(exact, CoordsRope):  # the coordinates themselves: (p, 0, ...) for each position p
-        ids = torch.zeros(1, positions.numel(), exact.axes, dtype=torch.int64)
-        ids[0, :, 0] = positions
+    if isinstance(exact, CoordsRope | IdsRope):  # the positions themselves: (p, 0, ...) for each p
+        ids = torch.zeros(positions.numel(), exact.axes, dtype=torch.int64)
+        ids[:, 0] = positions
         with torch.no_grad():
-            cos, sin = module(torch.zeros(1, positions.numel(), exact.head_dim), ids)
+            if isinstance(exact, IdsRope):
+                cos, sin = (t[None] for t in module(ids))
+            else:
+                cos, sin = module(torch.zeros(1, positions.numel(), exact.head_dim), ids[None])
         columns = exact.columns(0)
         return cos[:, :, columns].float(), sin[:, :, columns].float()
     count = int(positions.max()) + 1 if positions.numel() else 1

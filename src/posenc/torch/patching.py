@@ -637,6 +637,9 @@ def _rotary(
     coords = grid_rope.read_coords_rope(module) if config is None else None
     if coords is not None:  # timm's Gemma 4 ViT rotary: the patches' coordinates given
         return _coords_rope(model, path, module, coords, originals)
+    ids = grid_rope.read_ids_rope(module) if config is None else None
+    if ids is not None:  # MiniMax-H3's: each patch's position on each axis given
+        return _ids_rope(model, path, module, ids, originals)
     plain = su_rope.read_plain_rope(module) if config is None else None
     if plain is not None:  # a default rotary that holds only its inv_freq (diffusers' Anima)
         how = (
@@ -1220,6 +1223,19 @@ def _coords_rope(
     return _swap_proven(model, path, module, exact, proof, "coords-rope", how, originals, "rotary")
 
 
+def _ids_rope(
+    model: nn.Module, path: str, module: nn.Module, exact: grid_rope.IdsRope, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """A rotary of position ids on several axes in halves (:func:`posenc.torch.grid_rope.read_ids_rope`:
+    MiniMax-H3's): proven on probe ids, then replaced by its exact equivalent."""
+    how = (
+        f"a rotary of position ids on {exact.axes} axes in halves ({exact.count} frequencies, theta "
+        f"{exact.theta:g}): equal to its own (cos, sin) of probe ids within float32 rounding"
+    )
+    proof = grid_rope.prove_ids_rope(module, exact)
+    return _swap_proven(model, path, module, exact, proof, "ids-rope", how, originals, "rotary")
+
+
 def _kandinsky(
     model: nn.Module,
     path: str,
@@ -1278,6 +1294,7 @@ _FORMS: dict[type, Callable[..., tuple[Component, list[_Step], nn.Module | None]
     grid_rope.GridRope: _grid_rope,
     grid_rope.CosmosRope: _grid_rope,
     grid_rope.CoordsRope: _coords_rope,
+    grid_rope.IdsRope: _ids_rope,
     kandinsky.KandinskyRope1D: _kandinsky,
     kandinsky.KandinskyRope3D: _kandinsky,
     anyflow.AnyFlowRope: _anyflow,
@@ -1886,6 +1903,11 @@ class _PatchedPlainRope(_KeepsOriginal, su_rope.PlainRope):
     original)."""
 
 
+class _PatchedIdsRope(_KeepsOriginal, grid_rope.IdsRope):
+    """posenc's :class:`~posenc.torch.grid_rope.IdsRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
 class _PatchedCoordsRope(_KeepsOriginal, grid_rope.CoordsRope):
     """posenc's :class:`~posenc.torch.grid_rope.CoordsRope` as :func:`patch` puts it in a model (holding the
     original)."""
@@ -1962,6 +1984,7 @@ _PATCHED: dict[type, type] = {
     grid_rope.GridRope: _PatchedGridRope,
     grid_rope.CosmosRope: _PatchedCosmosRope,
     grid_rope.CoordsRope: _PatchedCoordsRope,
+    grid_rope.IdsRope: _PatchedIdsRope,
     su_rope.PlainRope: _PatchedPlainRope,
     kandinsky.KandinskyRope1D: _PatchedKandinskyRope1D,
     kandinsky.KandinskyRope3D: _PatchedKandinskyRope3D,

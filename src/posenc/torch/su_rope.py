@@ -24,7 +24,7 @@ from torch import nn
 
 from .. import rope
 from . import proofs
-from .computed import Refusal, forward_names, probed
+from .computed import Refusal, forward_names, inv_freq_base, probed
 from .rotary import RotaryEmbedding
 
 __all__ = [
@@ -169,9 +169,8 @@ class PlainRope(RotaryEmbedding):
 
 def read_plain_rope(module: nn.Module) -> PlainRope | None:
     """posenc's equivalent of ``module`` where it has the plain form (:data:`FORWARD`, no config, none of
-    :data:`ATTRIBUTES`, one buffer, ``inv_freq``, of n >= 2 float values), base^(−2i/(2n)) each within 8 ulp
-    of float32 for the base its second value gives (an integer where one lies within 10⁻⁴ of it); else None.
-    Whether it computes cos and sin of them is :func:`prove_plain_rope`'s to tell."""
+    :data:`ATTRIBUTES`, one buffer, ``inv_freq``, whose base :func:`~posenc.torch.computed.inv_freq_base`
+    reads); else None. Whether it computes cos and sin of them is :func:`prove_plain_rope`'s to tell."""
     if isinstance(module, PlainRope):  # posenc's own, patched in
         return module
     if forward_names(module) != FORWARD or getattr(module, "config", None) is not None:
@@ -182,19 +181,8 @@ def read_plain_rope(module: nn.Module) -> PlainRope | None:
     inv_freq = buffers.get("inv_freq")
     if len(buffers) != 1 or not isinstance(inv_freq, torch.Tensor) or not inv_freq.is_floating_point():
         return None
-    if inv_freq.dim() != 1 or inv_freq.numel() < 2 or inv_freq.device.type == "meta":
-        return None
-    held = inv_freq.detach().double().cpu().numpy()
-    count = held.size
-    if not (held[0] == 1.0 and 0.0 < held[1] < 1.0):
-        return None
-    base = float(held[1] ** -count)
-    if abs(base - round(base)) <= 1e-4 * base:
-        base = float(round(base))
-    want = base ** (-np.arange(count) / count)
-    if not np.all(np.abs(held - want) <= 8 * np.spacing(want.astype(np.float32)).astype(np.float64)):
-        return None
-    return PlainRope(2 * count, base)
+    base = inv_freq_base(inv_freq)
+    return None if base is None else PlainRope(2 * inv_freq.numel(), base)
 
 
 #: The plain rotary's probe ids: short ones and far ones.

@@ -235,6 +235,16 @@ def prove_ids_rope(module: nn.Module, exact: IdsRope) -> tuple[float, float] | s
     if any(a.shape != b.shape for a, b in zip(mine, ours, strict=True)):
         return f"its (cos, sin) have shape {tuple(mine[0].shape)}, not {tuple(ours[0].shape)}"
     theta = core.frequencies(2 * exact.count, base=exact.theta)
+    named = f"{exact.axes} axes of {exact.count} frequencies, theta {exact.theta:g}, in halves"
+    return _each_axis(mine, ours, ids, exact, theta, named)
+
+
+def _each_axis(
+    mine: Any, ours: Any, ids: torch.Tensor, exact: Any, theta: np.ndarray, named: str
+) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of each axis' columns (``exact.columns``) of the (cos, sin)
+    pair ``mine`` against ``ours``, each ``(rows, channels)``, at the positions ``ids`` ``(rows, axes)``,
+    within float32 rounding in halves; else why not (``named``: what its attributes say)."""
     worst, allowed = 0.0, 0.0
     for axis in range(exact.axes):
         columns = exact.columns(axis)
@@ -242,7 +252,6 @@ def prove_ids_rope(module: nn.Module, exact: IdsRope) -> tuple[float, float] | s
         positions = ids[:, axis].double().numpy()
         checked = within_rounding(*values, np.concatenate([positions, positions]), theta, "half")
         if isinstance(checked, float):
-            named = f"{exact.axes} axes of {exact.count} frequencies, theta {exact.theta:g}, in halves"
             return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
         worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
     return worst, allowed
@@ -329,17 +338,8 @@ def prove_coords_rope(module: nn.Module, exact: CoordsRope) -> tuple[float, floa
     if any(a.shape != b.shape for a, b in zip(mine, ours, strict=True)):
         return f"its (cos, sin) have shape {tuple(mine[0].shape)}, not {tuple(ours[0].shape)}"
     theta = core.frequencies(exact.width, base=exact.theta)
-    worst, allowed = 0.0, 0.0
-    for axis in range(exact.axes):
-        columns = exact.columns(axis)
-        values = [torch.cat([t[0][:, columns].float() for t in pair]) for pair in (mine, ours)]
-        positions = ids[0, :, axis].double().numpy()
-        checked = within_rounding(*values, np.concatenate([positions, positions]), theta, "half")
-        if isinstance(checked, float):
-            named = f"head_dim {exact.head_dim}, theta {exact.theta:g}, halves of each axis"
-            return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
-        worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
-    return worst, allowed
+    named = f"head_dim {exact.head_dim}, theta {exact.theta:g}, halves of each axis"
+    return _each_axis([t[0] for t in mine], [t[0] for t in ours], ids[0], exact, theta, named)
 
 
 def _ints(*values: Any) -> bool:

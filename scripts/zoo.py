@@ -105,7 +105,7 @@ def table(outcomes: dict[str, dict], library: str = "transformers") -> str:
     for name in sorted(outcomes):
         o = outcomes[name]
         parts = "<br>".join(_cell(c.split(": ", 1)[0]) for c in o["components"]) or "—"
-        lines.append(f"| {name} | {parts} | {o['state']} | {_cell(o['why'][:300])} |")
+        lines.append(f"| {name} | {parts} | {o['state']} | {_cell(zoo.brief(o['why'], 400))} |")
     return "\n".join(lines) + "\n"
 
 

@@ -27,6 +27,7 @@ import contextlib
 import copy
 import dataclasses
 import glob
+import importlib
 import math
 import os
 import re
@@ -47,6 +48,7 @@ _LAYERS = (
     "num_encoder_layers",
     "num_decoder_layers",
     "depth",
+    "conf_num_hidden_layers",  # Gemma 3n's audio conformer
 )
 _WIDTHS = {
     "intermediate_size": 64,
@@ -85,13 +87,45 @@ _CHECKPOINT_FIELDS: dict[str, dict[str, Any]] = {
         }
         for name in ("cohere_compass", "cohere_compass_text")
     },
+    # a rotated part its module's default mrope_section covers (GLM-4.1V's, GLM-Image's checkpoints: half
+    # of 128; Qwen4-exp's below: a quarter of 256, as Qwen3.5's default): the default config's whole head
+    # is not what its own forward can split
+    **{
+        name: {
+            f"{level}.rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": factor,
+            }
+        }
+        for names, level, factor in (
+            (("glm4v", "glm4v_text"), "Glm4vTextConfig", 0.5),
+            (("glm_image", "glm_image_text"), "GlmImageTextConfig", 0.5),
+        )
+        for name in names
+    },
+    # the head dim of 128 the checkpoints name (GLM-4.5's, GLM-4.5V's, Qwen3-Omni's thinker and talker): the
+    # default hidden size over its heads is no even head (4096 / 96, 2048 / 28) or is not the one its
+    # module's mrope_section covers (1024 / 16)
+    "glm4_moe": {"Glm4MoeConfig.hidden_size": 256},
+    **{name: {"Glm4vMoeTextConfig.hidden_size": 256} for name in ("glm4v_moe", "glm4v_moe_text")},
+    "qwen3_omni_moe": {
+        "Qwen3OmniMoeTextConfig.hidden_size": 256,
+        "Qwen3OmniMoeTalkerTextConfig.hidden_size": 256,
+    },
+    "qwen3_omni_moe_thinker": {"Qwen3OmniMoeTextConfig.hidden_size": 256},
     **{
         name: {
             "indexer_n_heads": 2,
             "indexer_kv_heads": 1,
-            "indexer_head_dim": 16,
+            "indexer_head_dim": 64,  # at least its rotated part (a quarter of 256)
             "indexer_budget": 8,
             "indexer_compress_ratio": 4,
+            "Qwen4ExpTextConfig.rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.25,
+            },
         }
         for name in ("qwen4_exp", "qwen4_exp_text")
     },
@@ -145,19 +179,29 @@ def model_class(model_type: str) -> tuple[Any, bool]:
     from transformers.models.auto import modeling_auto as m
 
     config = transformers.CONFIG_MAPPING[model_type]
+    package = ".".join(config.__module__.split(".")[:-1])  # transformers.models.<its family>
+
+    def named(name: str) -> Any:  # exported by transformers, else held by its family's modeling module
+        found = getattr(transformers, name, None)
+        if found is None:  # Voxtral Realtime's text model: mapped, not exported
+            with contextlib.suppress(ImportError):
+                modeling = importlib.import_module(f"{package}.modeling_{package.rsplit('.', 1)[-1]}")
+                found = getattr(modeling, name, None)
+        return found
+
     seq2seq = getattr(config(), "is_encoder_decoder", False)
     causal = [] if seq2seq else [(m.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, True)]
     for mapping, generates in (*causal, (m.MODEL_MAPPING_NAMES, False)):
         name = mapping.get(model_type)
         if isinstance(name, (tuple, list)):
             name = name[0]
-        if isinstance(name, str) and hasattr(transformers, name):
-            return getattr(transformers, name), generates
+        if isinstance(name, str) and named(name) is not None:
+            return named(name), generates
     for mapping_name in sorted(dir(m)):
         mapping = getattr(m, mapping_name)
         names = mapping_name.startswith("MODEL_FOR_") and mapping_name.endswith("_MAPPING_NAMES")
         if names and isinstance(mapping.get(model_type), str):
-            found = getattr(transformers, mapping[model_type], None)
+            found = named(mapping[model_type])
             if isinstance(found, type) and issubclass(found, transformers.PreTrainedModel):
                 return found, False
     raise LookupError(f"no model class for {model_type}")
@@ -182,11 +226,16 @@ def _shrink(config: Any, seen: set[int]) -> None:
         if type(value).__name__ in ("TimmBackboneConfig", "TimmWrapperConfig"):  # timm's: transformers' own
             import transformers
 
-            stages = [f"stage{i}" for i in range(1, 5)]
+            stages, sizes = [f"stage{i}" for i in range(1, 5)], [16, 32, 64, 128]
+            wanted = fields.get("encoder_in_channels")  # OmDet-Turbo's: the last stages' channels
+            if isinstance(wanted, (list, tuple)) and 0 < len(wanted) <= 3:
+                stages, sizes = stages[-len(wanted) :], [16] * (4 - len(wanted)) + list(wanted)
             value = transformers.ResNetConfig(
-                embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1], out_features=stages
+                embedding_size=16, hidden_sizes=sizes, depths=[1, 1, 1, 1], out_features=stages
             )
             setattr(config, name, value)
+            if isinstance(fields.get("timm_kwargs"), dict):  # timm's own arguments (an image size)
+                config.timm_kwargs = {}
         if isinstance(value, PretrainedConfig):
             _shrink(value, seen)
     heads_field = "num_attention_heads" if "num_attention_heads" in fields else "num_heads"
@@ -247,6 +296,30 @@ def _shrink(config: Any, seen: set[int]) -> None:
     ids += [i for k, v in fields.items() if k.endswith("token_id") and isinstance(v, list) for i in v]
     if isinstance(vocab, int) and vocab > _VOCAB and all(i < _VOCAB for i in ids if isinstance(i, int)):
         config.vocab_size = _VOCAB
+    if isinstance(fields.get("vocab_size_per_layer_input"), int):  # Gemma 3n's per-layer embeddings
+        config.vocab_size_per_layer_input = min(fields["vocab_size_per_layer_input"], _VOCAB)
+
+
+def brief(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else cut after its last clause (``;``, ``:``, ``,``)
+    or word that fits, with an ellipsis: a table's cell never ends inside a word."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    cut = max(head.rfind(mark) for mark in ("; ", ": ", ", "))
+    cut = cut if cut > limit // 2 else head.rfind(" ")
+    return head[: cut if cut > 0 else limit - 1].rstrip(" ;:,") + " …"
+
+
+def _reasons(components: list[Any]) -> str:
+    """Why ``components`` were left alone: each distinct reason once, in order, briefly, with how many
+    components it stands for where more than one."""
+    counted: dict[str, int] = {}
+    for c in components:
+        counted[c.reason] = counted.get(c.reason, 0) + 1
+    return "; ".join(
+        brief(reason, 200) + (f" ({n} components)" if n > 1 else "") for reason, n in counted.items()
+    )
 
 
 @dataclasses.dataclass
@@ -295,7 +368,7 @@ def build(model_type: str) -> tuple[Any, Any, bool]:
     for attempt in range(8):  # a field its default config leaves to a sub-config, lent as config.json has it
         torch.manual_seed(0)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _timm_lent(config):
                 warnings.simplefilter("ignore")
                 return cls(config).eval(), config, generates
         except AttributeError as error:
@@ -342,6 +415,38 @@ def _lend(config: Any, error: str) -> bool:
         return False
     setattr(owners[0], field, vars(lender)[field] if lender is not None else _LENT_DEFAULTS[field])
     return True
+
+
+@contextlib.contextmanager
+def _timm_lent(config: Any) -> Any:
+    """Where a level of ``config`` names a timm architecture (Gemma 3n's vision tower, a
+    ``TimmWrapperModel``): timm as :func:`tests.support.zoo_timm.imported` gives it (transformers counts it
+    missing without torchvision), lent to transformers' wrapper while the model is built, and the
+    architecture timm's own tiny test network (the tower's positions are none: it is built, not judged)."""
+    timm_levels = [level for level in _levels(config) if isinstance(vars(level).get("architecture"), str)]
+    if not timm_levels:
+        yield
+        return
+    from transformers.models.timm_wrapper import modeling_timm_wrapper
+    from transformers.utils import import_utils
+
+    from tests.support import zoo_timm
+
+    for level in timm_levels:
+        level.architecture = "test_efficientnet"
+    saved = {k: import_utils.BACKENDS_MAPPING[k] for k in ("timm", "vision")}
+    had = getattr(modeling_timm_wrapper, "timm", None)
+    modeling_timm_wrapper.timm = zoo_timm.imported()
+    for key, (_, message) in saved.items():
+        import_utils.BACKENDS_MAPPING[key] = (lambda: True, message)
+    try:
+        yield
+    finally:
+        import_utils.BACKENDS_MAPPING.update(saved)
+        if had is None:
+            del modeling_timm_wrapper.timm
+        else:
+            modeling_timm_wrapper.timm = had
 
 
 def _levels(config: Any) -> list[Any]:
@@ -395,7 +500,7 @@ def judge(
         report = pt.patch(model)
     except Exception as error:
         return Outcome(model_type, "failing", [], f"posenc raised {type(error).__name__}: {str(error)[:200]}")
-    components = [c.as_text()[:240] for c in report.components]
+    components = [brief(c.as_text(), 300) for c in report.components]
     within = ""
     problems = [folder] if folder.startswith(("posenc audit DIR judges", "posenc audit DIR raised")) else []
     try:
@@ -444,7 +549,7 @@ def judge(
     if problems:
         return Outcome(model_type, "failing", components, "; ".join(problems))
     if left:
-        return Outcome(model_type, "declined", components, "; ".join(c.reason[:120] for c in left))
+        return Outcome(model_type, "declined", components, _reasons(left))
     unseen = _unseen_positional(model, report)
     if unseen:
         why = f"positional sinusoids computed in forward, not found: {', '.join(unseen[:3])}"
@@ -453,7 +558,7 @@ def judge(
         why = "this model's classes compute no positional sinusoid and hold no rotary: nothing to judge"
         return Outcome(model_type, "declined", components, why)
     if not exact and unknown:
-        return Outcome(model_type, "declined", components, "; ".join(c.reason[:120] for c in unknown))
+        return Outcome(model_type, "declined", components, _reasons(unknown))
     if not exact:
         reason = f"learned positions only ({len(learned)} table(s)): nothing sinusoidal to make exact"
         return Outcome(model_type, "declined", components, reason)
@@ -532,7 +637,8 @@ def _from_folder(model: Any, audit: Any) -> str:
         except Exception as error:
             return f"its folder not audited (save_pretrained: {type(error).__name__})"
         try:
-            read = posenc.audit(folder, samples=SAMPLES)
+            with _timm_lent(model.config):  # a folder of Gemma 3n's: transformers builds its timm tower
+                read = posenc.audit(folder, samples=SAMPLES)
         except ModelDirectoryError as refusal:
             return f"posenc audit DIR refuses its folder: {str(refusal)[:120]}"
         except Exception as error:

@@ -172,9 +172,12 @@ def test_a_folder_of_a_class_automodel_does_not_map_or_of_a_pad_id_its_embedding
     tmp_path: Path,
 ) -> None:
     """Emu3's text model (its model_type maps to no AutoModel class: the one its ``architectures`` names,
-    transformers' own, is built) and MusicGen's decoder (pad id = vocab_size: it embeds vocab_size + 1
-    ids): each folder gives the in-process judgments."""
+    transformers' own, is built), Voxtral Realtime's (AutoModel maps it to a class transformers does not
+    export: its family's modeling module holds it) and MusicGen's decoder (pad id = vocab_size: it embeds
+    vocab_size + 1 ids): each folder gives the in-process judgments."""
     import transformers as T
+
+    from tests.support import zoo
 
     emu3 = T.Emu3TextConfig(
         vocab_size=64,
@@ -196,7 +199,14 @@ def test_a_folder_of_a_class_automodel_does_not_map_or_of_a_pad_id_its_embedding
         num_codebooks=2,
         max_position_embeddings=64,
     )
-    for name, model in (("emu3", T.Emu3ForCausalLM(emu3)), ("musicgen", T.MusicgenForCausalLM(musicgen))):
+    voxtral = zoo.build("voxtral_realtime_text")[0]
+    assert not hasattr(T, type(voxtral).__name__)
+    models = (
+        ("emu3", T.Emu3ForCausalLM(emu3)),
+        ("voxtral", voxtral),
+        ("musicgen", T.MusicgenForCausalLM(musicgen)),
+    )
+    for name, model in models:
         model.save_pretrained(tmp_path / name)
         read, built = posenc.audit(tmp_path / name, samples=32), posenc.audit(model, samples=32)
         assert _judgments(read) == _judgments(built) and read.components, name

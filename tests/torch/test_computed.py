@@ -18,6 +18,7 @@ from torch import nn
 from transformers.models.deformable_detr.modeling_deformable_detr import DeformableDetrSinePositionEmbedding
 from transformers.models.detr.modeling_detr import DetrSinePositionEmbedding as HfDetrSine
 from transformers.models.grounding_dino.modeling_grounding_dino import GroundingDinoSinePositionEmbedding
+from transformers.models.omdet_turbo.modeling_omdet_turbo import OmDetTurboHybridEncoder
 
 import posenc
 import posenc.torch as pt
@@ -1155,3 +1156,78 @@ def test_a_sinusoid_run_through_its_own_layers_is_declined_with_them_named() -> 
     assert model[0] is module
     (judged,) = posenc.audit(model, samples=16).components
     assert judged.report is None and "linear_1, linear_2" in judged.note
+
+
+def _omdet_encoder() -> nn.Module:
+    """OmDet-Turbo's hybrid encoder: RT-DETR's first 2-D sine, a static method it calls in forward."""
+    import transformers as T
+
+    torch.manual_seed(0)
+    config = T.OmDetTurboConfig(
+        use_timm_backbone=False,
+        backbone_config=T.ResNetConfig(),
+        encoder_hidden_dim=32,
+        encoder_dim_feedforward=64,
+        encoder_in_channels=[8, 16, 32],
+        encoder_projection_indices=[2],
+        encoder_layers=1,
+    )
+    model = nn.Sequential()
+    model.add_module("encoder", OmDetTurboHybridEncoder(config).eval())
+    return model
+
+
+def test_rt_detrs_first_2d_sine_a_static_method_is_judged_shadowed_exact_and_restored() -> None:
+    model = _omdet_encoder()
+    encoder = model.encoder
+    features = [torch.randn(1, c, 3 * s, 4 * s) for c, s in ((8, 4), (16, 2), (32, 1))]
+    with torch.no_grad():
+        before = encoder(features).last_hidden_state
+    assert computed.grid_method_options(encoder) == (32, 10000.0)
+    (judged,) = posenc.audit(model, samples=64).components
+    assert judged.kind == "computed" and judged.report.variant.name == "timm-2d", judged
+    (made,) = pt.patch(model).replaced
+    assert made.path == "encoder" and "RT-DETR's 2-D sine, embed_dim 32" in made.reason
+    assert isinstance(encoder.__dict__[computed.GRID_METHOD], computed.ExactGridMethod)
+    with torch.no_grad():
+        after = encoder(features).last_hidden_state
+    assert [t.shape for t in after] == [t.shape for t in before]
+    assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(after, before, strict=True))
+    # each value its own: rows width-major, columns [sin w | cos w | sin h | cos h], ω_i = 10000^(−i/8)
+    rows = encoder.build_2d_sincos_position_embedding(5, 3, 32, 10000.0, "cpu", torch.float32)[0]
+    for w, h in ((4, 2), (1, 0), (3, 1)):
+        for i in (0, 3, 7):
+            sin_w, cos_w = reference.sincos(w, i, 16)
+            sin_h, cos_h = reference.sincos(h, i, 16)
+            got = rows[w * 3 + h, [i, 8 + i, 16 + i, 24 + i]].tolist()
+            assert got == [reference.round_to(v, "float32") for v in (sin_w, cos_w, sin_h, cos_h)]
+    assert posenc.audit(model, samples=64).passed
+    assert pt.unpatch(model) == 1 and computed.GRID_METHOD not in encoder.__dict__
+    with torch.no_grad():
+        assert all(
+            torch.equal(a, b) for a, b in zip(encoder(features).last_hidden_state, before, strict=True)
+        )
+
+
+class _HotterEncoder(OmDetTurboHybridEncoder):
+    """RT-DETR's first 2-D sine at twice the temperature it is passed: not the sine its attributes say."""
+
+    @staticmethod
+    def build_2d_sincos_position_embedding(
+        width, height, embed_dim=256, temperature=10000.0, device="cpu", dtype=torch.float32
+    ):
+        quarter = embed_dim // 4
+        omega = 1.0 / (2 * temperature) ** (torch.arange(quarter, dtype=dtype) / quarter)
+        w, h = torch.meshgrid(
+            torch.arange(width, dtype=dtype), torch.arange(height, dtype=dtype), indexing="ij"
+        )
+        out_w, out_h = w.flatten()[:, None] * omega, h.flatten()[:, None] * omega
+        return torch.cat([out_w.sin(), out_w.cos(), out_h.sin(), out_h.cos()], dim=1)[None]
+
+
+def test_a_2d_sine_method_of_another_temperature_is_left_alone_with_why() -> None:
+    model = _omdet_encoder()
+    model.encoder.__class__ = _HotterEncoder
+    (left,) = pt.patch(model).components
+    assert not left.replaced and "is not RT-DETR's 2-D sine within float32 rounding" in left.reason, left
+    assert computed.GRID_METHOD not in model.encoder.__dict__

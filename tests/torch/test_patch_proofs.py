@@ -535,7 +535,7 @@ def test_a_proven_swap_says_the_models_forward_agreed() -> None:
     assert component.replaced and component.reason.endswith("; the model's forward: outputs as before")
 
 
-def test_an_m_rope_layout_its_module_does_not_run_is_declined() -> None:
+def test_an_m_rope_layout_is_the_one_its_module_runs() -> None:
     def qwen2_vl(heads: int = 4, **rope: object) -> nn.Module:
         torch.manual_seed(0)
         text = dict(**SMALL, max_position_embeddings=4096, rope_scaling={"type": "mrope", **rope})
@@ -543,14 +543,36 @@ def test_an_m_rope_layout_its_module_does_not_run_is_declined() -> None:
         vision = dict(depth=1, embed_dim=32, num_heads=2, hidden_size=64)
         return T.Qwen2VLForConditionalGeneration(T.Qwen2VLConfig(text_config=text, vision_config=vision))
 
-    # at text positions (three equal ids) every layout is plain RoPE: three different ids tell them apart
-    claimed = pt.patch(qwen2_vl(mrope_section=[2, 3, 3], mrope_interleaved=True))
+    # at text positions (three equal ids) every layout is plain RoPE: three different ids tell them apart;
+    # a config that says interleaved where its module runs blocks gets the module's blocks, said so
+    model = qwen2_vl(mrope_section=[2, 3, 3], mrope_interleaved=True)
+    ids = torch.tensor([[0, 5, 9, 300]]).expand(3, 1, -1) * torch.tensor([1, 2, 3])[:, None, None]
+    x = torch.zeros(1, dtype=torch.float32)
+    before = model.model.language_model.rotary_emb(x, ids)
+    claimed = pt.patch(model)
     (text,) = [c for c in claimed.components if c.path == "model.language_model.rotary_emb"]
-    assert not text.replaced and "its values are not this config's RoPE" in text.reason, text.reason
+    said = "in blocks, as its module runs it (read from its values; its config says interleaved)"
+    assert text.replaced and said in text.reason, text.reason
+    after = model.model.language_model.rotary_emb(x, ids)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(before, after, strict=True))
     assert [c.replaced for c in pt.patch(qwen2_vl(mrope_section=[2, 3, 3])).components] == [True, True]
     # a module that splits by its family's default section while its config names none: built with it
     # where it fits its head (proven on three different ids, as any), said otherwise
     (_, left) = pt.patch(qwen2_vl()).components
-    assert not left.replaced and "mrope_section [16, 24, 24] (its config names none)" in left.reason
+    said = "mrope_section [16, 24, 24] (its config names none) covers 64 frequencies and it holds 8"
+    assert not left.replaced and said in left.reason and "a rotated width of 128" in left.reason
     (_, made) = pt.patch(qwen2_vl(heads=1)).components
     assert made.replaced and "its mrope_section [16, 24, 24] its family's default (in blocks" in made.reason
+
+
+def test_an_m_rope_of_a_section_per_layer_type_is_declined_before_any_forward() -> None:
+    """Cohere Compass's text rotary splits each layer type's frequencies by its own section over (3, B, L)
+    ids: posenc's per-layer rotaries take sections from a config, so it is left alone, saying so, where
+    text ids alone would have shown equal values."""
+    from tests.support import zoo
+
+    model = zoo.build("cohere_compass_text")[0]
+    state = _state(model)
+    (left,) = pt.patch(model).components
+    assert not left.replaced and "its mrope_section is one per layer type" in left.reason, left.reason
+    assert _same_state(model, state) and not isinstance(model.model.rotary_emb, pt.RotaryEmbedding)

@@ -727,6 +727,17 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
         variant = Variant("timm-2d", options, "read from its attributes (RT-DETR's form)", True, 0.0)
         report = report_of(target, variant, "float32", (0, len(rows)), samples, check_tolerance(tol))
         return [ComponentAudit(path, "computed", report, "RT-DETR's 2-D sine")]
+    grid = computed.grid_method_options(module)
+    if grid is not None:  # the same, a static method of its encoder (OmDet-Turbo's): rows width-major
+        dim, temperature = grid
+        height, width = DETR_SHAPE
+        rows = computed.grid_method_rows(module, height, width).detach().to("cpu", torch.float64).numpy()
+        what = f"{type(module).__name__}: its {computed.GRID_METHOD} for a {height}×{width} grid"
+        target = Target("table", what, lambda positions: rows[positions], "float32", len(rows), dim)
+        options = {"feat_shape": (width, height), "temperature": temperature, "interleave_sin_cos": True}
+        variant = Variant("timm-2d", options, "read from its attributes (RT-DETR's first form)", True, 0.0)
+        report = report_of(target, variant, "float32", (0, len(rows)), samples, check_tolerance(tol))
+        return [ComponentAudit(path, "computed", report, f"RT-DETR's 2-D sine (its {computed.GRID_METHOD})")]
     dinov3 = computed.read_dinov3(module)
     if dinov3 is not None:  # DINOv3's rotary: its get_embed of a grid, cell by cell, as a table
         return [_dinov3(path, module, dinov3, samples, tol)]
@@ -1492,7 +1503,16 @@ def _config_and_class(folder: Path, data: dict[str, Any], transformers: Any) -> 
             "build the model in Python and audit it there: posenc.audit(model)",
             "model_type",
         )
-    model_class = MODEL_MAPPING[type(config)]
+    try:
+        model_class = MODEL_MAPPING[type(config)]
+    except (ValueError, AttributeError, ImportError) as error:  # mapped to a class it does not export
+        model_class = _family_class(config, model_type, transformers)
+        if model_class is None:
+            raise ModelDirectoryError(
+                f"{path}: transformers maps model_type {model_type!r} to a class it cannot load "
+                f"({_said(error)}); build the model in Python and audit it there: posenc.audit(model)",
+                "model_type",
+            ) from None
     if isinstance(
         model_class, (list, tuple)
     ):  # several: the one the config's architectures name, else the first
@@ -1502,6 +1522,27 @@ def _config_and_class(folder: Path, data: dict[str, Any], transformers: Any) -> 
     if text is not None and getattr(model_class, "config_class", None) == text:  # as AutoModel.from_config
         config = config.get_text_config()
     return config, model_class
+
+
+def _family_class(config: Any, model_type: str, transformers: Any) -> Any:
+    """The class AutoModel's table names for ``model_type`` where transformers does not export it (Voxtral
+    Realtime's text model), taken from the modeling module of the config's own family in transformers, if
+    it is there and takes this config; else None. Only transformers' own code."""
+    import importlib
+
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    name = MODEL_MAPPING_NAMES.get(model_type)
+    family = type(config).__module__.rpartition(".")[0]  # transformers.models.<family>
+    if not isinstance(name, str) or not family.startswith("transformers.models."):
+        return None
+    try:
+        modeling = importlib.import_module(f"{family}.modeling_{family.rpartition('.')[2]}")
+    except ImportError:
+        return None
+    found = getattr(modeling, name, None)
+    takes = isinstance(found, type) and isinstance(config, getattr(found, "config_class", ()) or ())
+    return found if takes and issubclass(found, transformers.PreTrainedModel) else None
 
 
 def _architecture_class(config: Any, transformers: Any) -> Any:

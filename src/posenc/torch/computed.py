@@ -21,10 +21,10 @@ Anything else is not read, with the reason.
 The other forms read, each proven on probes before anything is replaced: 1-D sinusoids in a forward
 (:data:`SINUSOID_CONVENTIONS`) or a method (:data:`SINUSOID_METHODS`: shadowed on the instance by
 :class:`ExactSinusoidMethod`); XLNet's relative encoding (:class:`ExactRelative`); RT-DETR's 2-D sine
-(:class:`GridSine`); rotaries on several axes (:class:`AxesRope` and its forms :class:`AxesRopeMatrix`,
-:class:`FramesRope`, :class:`LatentRope`); DINOv3's rotary of grid coordinates (:class:`DinoV3Rope`);
-V-JEPA 2's rotary inside its attention (:class:`ExactAxesRotation`); Qwen-Image's complex tables
-(:func:`exact_polar_copy`).
+(:class:`GridSine`; its first form, a static method of the encoder: :class:`ExactGridMethod`); rotaries on
+several axes (:class:`AxesRope` and its forms :class:`AxesRopeMatrix`, :class:`FramesRope`,
+:class:`LatentRope`); DINOv3's rotary of grid coordinates (:class:`DinoV3Rope`); V-JEPA 2's rotary inside
+its attention (:class:`ExactAxesRotation`); Qwen-Image's complex tables (:func:`exact_polar_copy`).
 """
 
 from __future__ import annotations
@@ -760,6 +760,93 @@ class GridSine(nn.Module):
             [h[:, None, :].expand(-1, int(width), -1), w[None, :, :].expand(int(height), -1, -1)], dim=-1
         )
         return rows.reshape(1, int(height) * int(width), self.embed_dim)
+
+
+#: RT-DETR's first 2-D sine, a static method of its encoder (OmDet-Turbo's hybrid encoder keeps it):
+#: ``build_2d_sincos_position_embedding(width, height, embed_dim, temperature, device, dtype)`` ->
+#: ``(1, W·H, embed_dim)``, rows of ``meshgrid(arange(W), arange(H), indexing="ij")`` flattened (the width
+#: index major), columns [sin w | cos w | sin h | cos h], ω_i = temperature^(−i/(embed_dim/4)).
+GRID_METHOD = "build_2d_sincos_position_embedding"
+_GRID_METHOD_PARAMETERS = ("width", "height", "embed_dim", "temperature", "device", "dtype")
+#: The module attributes its forward passes as ``embed_dim`` and ``temperature``.
+_GRID_METHOD_ATTRIBUTES = ("encoder_hidden_dim", "positional_encoding_temperature")
+
+
+def grid_method_options(module: nn.Module) -> tuple[int, float] | None:
+    """(embed_dim, temperature) its forward passes to a method of :data:`GRID_METHOD`'s form (its class's,
+    with those parameters; the instance's own where posenc shadows it), or None."""
+    function = inspect.getattr_static(type(module), GRID_METHOD, None)
+    if not isinstance(function, staticmethod):
+        return None
+    try:
+        names = tuple(inspect.signature(function.__func__).parameters)
+    except (TypeError, ValueError):
+        return None
+    dim, temperature = (getattr(module, name, None) for name in _GRID_METHOD_ATTRIBUTES)
+    if names != _GRID_METHOD_PARAMETERS or not isinstance(dim, int) or dim % 4 or dim <= 0:
+        return None
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not temperature > 0:
+        return None
+    return dim, float(temperature)
+
+
+def grid_method_rows(module: nn.Module, height: int, width: int) -> torch.Tensor:
+    """``module``'s :data:`GRID_METHOD` (the instance's where posenc shadows it) for a ``height`` ×
+    ``width`` grid at its own embed_dim and temperature: ``(W·H, embed_dim)`` float32, width-major rows."""
+    dim, temperature = grid_method_options(module)
+    with torch.no_grad():
+        rows = getattr(module, GRID_METHOD)(
+            width, height, dim, temperature, device="cpu", dtype=torch.float32
+        )
+    return rows.reshape(width * height, -1)
+
+
+def prove_grid_method(module: nn.Module) -> tuple[float, float] | str:
+    """(largest difference, largest allowance) of ``module``'s :data:`GRID_METHOD` against posenc's
+    values on a :data:`GRID_SHAPE` grid, each within what float32 code errs at its position and frequency;
+    else why not."""
+    dim, temperature = grid_method_options(module)
+    height, width = GRID_SHAPE
+    try:
+        mine = grid_method_rows(module, height, width)
+    except Exception as error:  # its method refuses the probe grid
+        return f"its {GRID_METHOD} could not be read: {type(error).__name__}: {str(error)[:120]}"
+    if tuple(mine.shape) != (width * height, dim):
+        return f"its {GRID_METHOD} gives shape {tuple(mine.shape)}, not (W·H, embed_dim)"
+    ours = ExactGridMethod()(width, height, dim, temperature, "cpu", torch.float64)[0]
+    theta = core.frequencies(dim // 2, base=temperature)
+    rows = torch.arange(width * height)
+    worst, allowed = 0.0, 0.0
+    for k, p in enumerate((rows // height, rows % height)):  # (w, h) of each row: the width index major
+        block = slice(k * dim // 2, (k + 1) * dim // 2)
+        checked = within_rounding(mine[:, block], ours[:, block], p.numpy(), theta, "half")
+        if isinstance(checked, float):
+            return f"its {GRID_METHOD} is not RT-DETR's 2-D sine within float32 rounding ({checked:.3g})"
+        worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
+    return worst, allowed
+
+
+class ExactGridMethod:
+    """posenc's exact values in place of a :data:`GRID_METHOD` (set on the instance by
+    :func:`posenc.torch.patch`), called as it is: ``(width, height, embed_dim, temperature, device,
+    dtype)`` -> ``(1, W·H, embed_dim)``, its rows and columns, each value the exact one rounded once to
+    ``dtype`` — :class:`GridSine`'s values with the width index major.
+
+    >>> ExactGridMethod()(2, 1, 8, 10000.0, "cpu", torch.float32)[0, 1]  # (w, h) = (1, 0)
+    tensor([0.8415, 0.0100, 0.5403, 0.9999, 0.0000, 0.0000, 1.0000, 1.0000])
+    """
+
+    def __call__(
+        self,
+        width: int,
+        height: int,
+        embed_dim: int = 256,
+        temperature: float = 10000.0,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> torch.Tensor:
+        # GridSine's rows are its height index major: the width index here, its width the height
+        return GridSine(int(embed_dim), float(temperature))(int(height), int(width), device, dtype)
 
 
 # --- rotaries of positions on several axes (Flux's EmbedND, HunyuanVideo's latent grid) ---------------
@@ -2065,3 +2152,8 @@ def prove_sinusoid_method(rows: torch.Tensor, options: dict[str, Any]) -> tuple[
         named = ", ".join(f"{k}={options[k]!r}" for k in ("base", "scale", "layout"))
         return f"not the sinusoid its form computes ({named}) within float32 rounding ({checked_rows:.3g})"
     return checked_rows
+
+
+#: posenc's stand-ins for a method, shadowed on the instance by :func:`posenc.torch.patch` (and removed by
+#: :func:`posenc.torch.unpatch`).
+SHADOWS = (ExactRelative, ExactAxesRotation, ExactSinusoidMethod, ExactGridMethod)

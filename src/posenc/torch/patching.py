@@ -355,8 +355,7 @@ def unpatch(model: nn.Module) -> int:
             count += _restore_table(model, path, entry)
         elif entry.kind == "method":
             module = _module_at(model, path)
-            shadowing = (computed.ExactRelative, computed.ExactAxesRotation, computed.ExactSinusoidMethod)
-            if module is not None and isinstance(module.__dict__.get(entry.value), shadowing):
+            if module is not None and isinstance(module.__dict__.get(entry.value), computed.SHADOWS):
                 del module.__dict__[entry.value]
                 count += 1
     return count + forward
@@ -682,11 +681,25 @@ def _rotary(
         return _declined(path, "rotary", variant, scaling)
     section = getattr(module, "mrope_section", None)  # M-RoPE as the module runs it (a family default)
     defaulted = None  # the family's mrope_section its config leaves out, read from the module
+    if isinstance(section, dict):  # Cohere Compass's: a section per layer type
+        reason = (
+            f"its mrope_section is one per layer type ({section}): an M-RoPE per layer type, which posenc "
+            "does not build (its per-layer rotaries take a config's sections, not a module's)"
+        )
+        return _declined(path, "rotary", variant, reason)
     if isinstance(section, (list, tuple)) and tuple(section) != tuple(params.mrope_section or ()):
         if params.mrope_section is not None or exact.params is None:
             reason = (
                 f"the module splits its frequencies by mrope_section={list(section)}, its config by "
                 f"{params.mrope_section}: posenc builds M-RoPE from the config alone"
+            )
+            return _declined(path, "rotary", variant, reason)
+        if inv.dim() == 1 and sum(section) != inv.numel():
+            reason = (
+                f"its mrope_section {list(section)} (its config names none) covers {sum(section)} "
+                f"frequencies and it holds {inv.numel()}: its own forward cannot split them, so this config "
+                f"does not run as it is; set head_dim or partial_rotary_factor to a rotated width of "
+                f"{2 * sum(section)}"
             )
             return _declined(path, "rotary", variant, reason)
         try:
@@ -719,13 +732,18 @@ def _rotary(
             return _declined(path, "rotary", variant, _uncompared(error))
         try:
             difference, tolerance, worst, counted = _compare_rotary(module, exact, config, held_types, gaps)
-            if worst is not None and defaulted is not None:  # the family's section: chunked or interleaved
+            turned = None  # M-RoPE's sections in blocks or interleaved (Qwen3-VL's), as the module runs them
+            if worst is not None and exact.params is not None and exact.params.mrope_section:
                 turned = not exact.params.mrope_interleaved
-                other = _PatchedRotary(dataclasses.replace(exact.params, mrope_interleaved=turned))
+                other = _PatchedRotary(
+                    dataclasses.replace(exact.params, mrope_interleaved=turned), layout=exact.layout
+                )
                 other = other.to(inv.device)
                 again = _compare_rotary(module, other, config, held_types, gaps)
                 if again[2] is None:
                     exact, (difference, tolerance, worst, counted) = other, again
+                else:
+                    turned = None
         except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
             return _declined(path, "rotary", variant, _uncompared(error))
         if worst is not None:
@@ -746,6 +764,13 @@ def _rotary(
             how += f"; its mrope_section {defaulted} its family's default ("
             how += "interleaved" if exact.params.mrope_interleaved else "in blocks"
             how += "; its config names none)"
+        elif turned is not None:
+            how += f"; its mrope_section {list(exact.params.mrope_section)} "
+            how += "interleaved, as its module runs it (read from its values; its config does not say so)"
+            if not turned:
+                how = how.replace("interleaved, as", "in blocks, as").replace(
+                    "does not say so", "says interleaved"
+                )
         if compared < total:
             how += f", at the {compared} of {total} values where that error is below {cap:g} of the amplitude"
     exact.config = config  # as the original held it (read by code that asks the module for its config)
@@ -1049,6 +1074,8 @@ def _computed(
     (:mod:`posenc.torch.computed`: DETR's ``PositionEmbeddingSine``), else left alone with the reason."""
     if computed.grid_sine_options(module) is not None:
         return _grid_sine(model, path, module, originals)
+    if computed.grid_method_options(module) is not None:
+        return _grid_method(path, module, originals)
     dinov3 = computed.read_dinov3(module)
     if dinov3 is not None:
         return _dinov3(model, path, module, dinov3, originals)
@@ -1479,6 +1506,27 @@ def _relative(path: str, module: nn.Module, originals: dict) -> tuple[Component,
     )
     component = Component(path, "computed", proven.variant, proven.difference, proven.tolerance, True, how)
     return component, steps, None
+
+
+def _grid_method(path: str, module: nn.Module, originals: dict) -> tuple[Component, list[_Step], None]:
+    """RT-DETR's first 2-D sine, a static method of its encoder (:data:`posenc.torch.computed.GRID_METHOD`:
+    OmDet-Turbo's): proven on a probe grid, then shadowed on the instance by
+    :class:`posenc.torch.computed.ExactGridMethod`."""
+    method = computed.GRID_METHOD
+    if isinstance(module.__dict__.get(method), computed.ExactGridMethod):
+        return Component(path, "computed", "posenc", 0.0, 0.0, True, "already posenc's (patched)"), [], None
+    proof = computed.prove_grid_method(module)
+    if isinstance(proof, str):
+        return _declined(path, "computed", type(module).__name__, proof)
+    difference, allowed = proof
+    steps = _shadow(originals, path, module, method, computed.ExactGridMethod())
+    dim, temperature = computed.grid_method_options(module)
+    height, width = computed.GRID_SHAPE
+    how = (
+        f"its {method} (RT-DETR's 2-D sine, embed_dim {dim}, temperature {temperature:g}) on a "
+        f"{height}×{width} grid within float32 rounding; posenc's values for each grid it is called with"
+    )
+    return Component(path, "computed", "timm-2d", difference, allowed, True, how), steps, None
 
 
 def _axes_rotation(

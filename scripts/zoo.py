@@ -22,6 +22,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -58,9 +59,13 @@ def table(outcomes: dict[str, dict], library: str = "transformers") -> str:
             f"Every model type of transformers {version} whose modeling module defines a rotary "
             "embedding or computes sinusoids and that has a model class, found by enumeration "
             "(`tests/support/zoo.py`), built tiny from its own config class with random weights (two heads "
-            "of its own head dim, one layer per layer type; its rope parameters as they are)"
+            "of its own head dim, one layer per layer type; its rope parameters as they are, and where "
+            "its default config cannot run its own code, the fields its checkpoints give)"
         )
-        forward = "the outputs within 1e-4 where the model takes token ids; "
+        forward = (
+            "the outputs within 1e-4 where the model takes token ids; where the model built generates (a "
+            "causal LM), its greedy tokens — 6 after 8 ids, through its cache — unchanged; "
+        )
     elif library == "timm":
         what = (
             f"Every model of timm {version} whose module has a sin-cos grid or a rotary embedding, found by "
@@ -121,33 +126,46 @@ def _worker(types: list[str], seconds: int, library: str) -> None:
         print(json.dumps({"took": took, **dataclasses.asdict(outcome)}), flush=True)
 
 
-def _in_workers(types: list[str], seconds: int, chunk: int, library: str) -> dict[str, dict]:
-    """Run ``types`` in fresh processes of ``chunk`` architectures each (memory comes back between them);
-    what a dying process left undone is run again one per process, and an architecture whose process dies
-    alone is "not built"."""
+def _in_workers(types: list[str], seconds: int, chunk: int, library: str, jobs: int = 1) -> dict[str, dict]:
+    """Run ``types`` in fresh processes of ``chunk`` architectures each (memory comes back between them),
+    ``jobs`` processes at a time; what a dying process left undone is run again one per process, and an
+    architecture whose process dies alone is "not built". Outcomes are saved by this process alone."""
     import subprocess
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    def one(part: list[str]) -> tuple[list[str], Any]:
+        command = [sys.executable, "-W", "ignore", __file__, "--worker", f"--seconds={seconds}"]
+        command += [f"--library={library}", *part]
+        return part, subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
 
     done: dict[str, dict] = {}
     queue = [types[i : i + chunk] for i in range(0, len(types), chunk)]
-    while queue:
-        part = queue.pop(0)
-        command = [sys.executable, "-W", "ignore", __file__, "--worker", f"--seconds={seconds}"]
-        command += [f"--library={library}", *part]
-        result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
-        for line in result.stdout.splitlines():
-            if line.startswith("{"):
-                outcome = json.loads(line)
-                took = outcome.pop("took")
-                done[outcome["model_type"]] = outcome
-                print(f"{outcome['model_type']}: {outcome['state']} [{took:.1f} s] {outcome['why'][:160]}")
-        left = [t for t in part if t not in done]
-        if left and len(part) > 1:
-            queue[:0] = [[t] for t in left]
-        elif left:
-            why = f"the harness's process died (exit {result.returncode}): {result.stderr.strip()[-160:]}"
-            done[left[0]] = dataclasses.asdict(zoo.Outcome(left[0], "not built", [], why))
-            print(f"{left[0]}: not built — {why}")
-        _save(done, LIBRARIES[library][1])
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        running = set()
+        while queue or running:
+            while queue and len(running) < max(1, jobs):
+                running.add(pool.submit(one, queue.pop(0)))
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                part, result = future.result()
+                for line in result.stdout.splitlines():
+                    if line.startswith("{"):
+                        outcome = json.loads(line)
+                        took = outcome.pop("took")
+                        done[outcome["model_type"]] = outcome
+                        said = outcome["why"][:160]
+                        print(
+                            f"{outcome['model_type']}: {outcome['state']} [{took:.1f} s] {said}", flush=True
+                        )
+                left = [t for t in part if t not in done]
+                if left and len(part) > 1:
+                    queue[:0] = [[t] for t in left]
+                elif left:
+                    why = f"the harness's process died (exit {result.returncode}): "
+                    why += result.stderr.strip()[-160:]
+                    done[left[0]] = dataclasses.asdict(zoo.Outcome(left[0], "not built", [], why))
+                    print(f"{left[0]}: not built — {why}", flush=True)
+                _save(done, LIBRARIES[library][1])
     return done
 
 
@@ -164,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-only", action="store_true", help="rewrite the page from the JSON")
     parser.add_argument("--seconds", type=int, default=90, help="the limit per architecture")
     parser.add_argument("--chunk", type=int, default=16, help="architectures per process")
+    parser.add_argument("--jobs", type=int, default=1, help="processes at a time")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -175,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         if data.exists():  # architectures no longer enumerated leave the table
             kept = {k: v for k, v in json.loads(data.read_text()).items() if k in every}
             _write(data, json.dumps(kept, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-        _in_workers(args.types or every, args.seconds, args.chunk, args.library)
+        _in_workers(args.types or every, args.seconds, args.chunk, args.library, args.jobs)
     _write(page, table(json.loads(data.read_text()), args.library))
     return 0
 

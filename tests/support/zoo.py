@@ -463,8 +463,59 @@ def _levels(config: Any) -> list[Any]:
 
 
 def run(model_type: str) -> Outcome:
-    """``model_type`` through audit → patch → audit → forward → unpatch (module docstring)."""
-    return judge(model_type, lambda: build(model_type)[0])
+    """``model_type`` through audit → patch → audit → forward → generate → unpatch (module docstring)."""
+    built: dict[str, bool] = {}
+
+    def make() -> Any:
+        model, _, built["generates"] = build(model_type)
+        return model
+
+    return judge(model_type, make, generates=lambda: built.get("generates", False))
+
+
+#: The greedy decode the zoo compares before and after a patch: new tokens after the probe's first ones.
+GREEDY_PROMPT, GREEDY_TOKENS = 8, 6
+#: A gap between the two best logits below which a step is a tie the model's own float32 error may flip.
+GREEDY_TIE = 1e-3
+
+
+def _greedy(model: Any, inputs: dict[str, Any] | None) -> tuple[torch.Tensor, list[float]] | str:
+    """The model's greedy tokens from the probe's first :data:`GREEDY_PROMPT` ids (its decode path: cached
+    keys, a position offset a step) and the gap between its two best logits at each step; else why not."""
+    ids = None if inputs is None else inputs.get("input_ids")
+    if not isinstance(ids, torch.Tensor) or not hasattr(model, "generate"):
+        return "no token ids to generate from"
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = model.generate(
+                input_ids=ids[:, :GREEDY_PROMPT],
+                attention_mask=torch.ones_like(ids[:, :GREEDY_PROMPT]),
+                max_new_tokens=GREEDY_TOKENS,
+                min_new_tokens=GREEDY_TOKENS,
+                do_sample=False,
+                output_scores=True,
+                return_dict_in_generate=True,
+            )
+    except Exception as error:  # the harness's call, not posenc's: said, not judged
+        return f"{type(error).__name__}: {str(error)[:80]}"
+    gaps = [float((lambda top: top[0] - top[1])(s[0].float().topk(2).values)) for s in out.scores]
+    return out.sequences[:, GREEDY_PROMPT:], gaps
+
+
+def _same_greedy(before: tuple[torch.Tensor, list[float]] | str, after: Any) -> tuple[str, str | None]:
+    """(what the comparison of greedy decodes says for an exact model, a problem or None)."""
+    if isinstance(before, str):
+        return "", None
+    if isinstance(after, str):
+        return "", f"greedy decoding after the patch raised ({after})"
+    tokens, gaps = before
+    if torch.equal(tokens, after[0]):
+        return f"greedy tokens unchanged ({tokens.shape[1]})", None
+    step = int((tokens != after[0]).any(0).nonzero()[0])
+    if gaps[step] < GREEDY_TIE:  # two logits nearer than float32 code holds them apart
+        return f"greedy tokens equal up to a tie at step {step} (gap {gaps[step]:.2g})", None
+    return "", f"greedy tokens changed after the patch at step {step} (its logit gap {gaps[step]:.3g})"
 
 
 def judge(
@@ -472,11 +523,13 @@ def judge(
     make: Callable[[], Any],
     folder: bool = True,
     probe: Callable[[Any], list[dict[str, Any]]] | None = None,
+    generates: Callable[[], bool] = lambda: False,
 ) -> Outcome:
     """The model ``make()`` builds through audit → patch → audit → forward → unpatch, as :func:`run` (the
     diffusers zoo, ``tests/support/zoo_diffusers.py``, builds its models its own way; ``folder``: whether
     ``posenc audit DIR`` is to read its saved folder, a transformers model's; ``probe``: candidate inputs
-    for its forward, the first it runs on compared before and after, where posenc's own are none)."""
+    for its forward, the first it runs on compared before and after, where posenc's own are none;
+    ``generates``: whether the model built generates, its greedy tokens then compared too)."""
     import posenc
     import posenc.torch as pt
     from posenc.torch.patching import COMPUTED
@@ -492,6 +545,7 @@ def judge(
             except Exception:
                 continue
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        greedy = _greedy(model, inputs) if generates() else "it does not generate"
     except Exception as error:  # the harness's own limit, not posenc's
         return Outcome(model_type, "not built", [], f"{type(error).__name__}: {str(error)[:160]}")
     try:
@@ -518,6 +572,8 @@ def judge(
     except Exception as error:
         problems.append(f"after the patch: {type(error).__name__}: {str(error)[:200]}")
         audit_after = None
+    decoded, problem = _same_greedy(greedy, _greedy(model, inputs) if report.replaced else greedy)
+    problems += [problem] if problem else []
     judged = {c.path: c for c in getattr(audit, "components", [])}
     for c in report.skipped:
         seen = judged.get(c.path)
@@ -542,8 +598,9 @@ def judge(
         )
     learned = [c for c in report.skipped if c.variant == "learned"]
     unknown = [c for c in report.skipped if c.variant == "unknown"]  # a buffer no sinusoid comes near
+    zeros = [c for c in report.skipped if c.variant == "zeros"]  # no values: a checkpoint's to fill
     exact = [c for c in report.components if c.replaced or c.reason == "already exact"]
-    left = [c for c in report.skipped if c not in learned + unknown and c not in exact]
+    left = [c for c in report.skipped if c not in learned + unknown + zeros and c not in exact]
     if audit_after is not None and exact and not left and not getattr(audit_after, "passed", True):
         problems.append("the audit after the patch does not pass")
     if problems:
@@ -557,16 +614,18 @@ def judge(
     if not report.components:
         why = "this model's classes compute no positional sinusoid and hold no rotary: nothing to judge"
         return Outcome(model_type, "declined", components, why)
-    if not exact and unknown:
-        return Outcome(model_type, "declined", components, _reasons(unknown))
+    if not exact and (unknown or zeros):
+        return Outcome(model_type, "declined", components, _reasons(unknown + zeros))
     if not exact:
         reason = f"learned positions only ({len(learned)} table(s)): nothing sinusoidal to make exact"
         return Outcome(model_type, "declined", components, reason)
     how = "outputs within 1e-4" if before is not None else "forward not probed (input kind)"
     how = within or how
+    how += f"; {decoded}" if decoded and report.replaced else ""
     how += f"; {folder}" if folder else ""
     how += f"; {len(learned)} learned table(s) not judged" if learned else ""
     how += f"; {len(unknown)} table(s) of a formula posenc does not know not judged" if unknown else ""
+    how += f"; {len(zeros)} table(s) of zeros (no values to judge) not judged" if zeros else ""
     return Outcome(model_type, "exact", components, how)
 
 

@@ -1231,3 +1231,32 @@ def test_a_2d_sine_method_of_another_temperature_is_left_alone_with_why() -> Non
     (left,) = pt.patch(model).components
     assert not left.replaced and "is not RT-DETR's 2-D sine within float32 rounding" in left.reason, left
     assert computed.GRID_METHOD not in model.encoder.__dict__
+
+
+def test_a_conformers_cached_relative_table_is_its_modules_rows_made_exact_as_a_batch_of_one() -> None:
+    """wav2vec2-conformer's relative positions: a cached ``pe`` of positions L − 1 .. −(L − 1) its forward
+    slices to n − 1 .. −(n − 1), a batch of one whatever the input's. The module is the component (its
+    buffer a cache its own code recomputes), replaced by posenc's rows in the same shape."""
+    import transformers as T
+    from transformers.models.wav2vec2_conformer.modeling_wav2vec2_conformer import (
+        Wav2Vec2ConformerRelPositionalEmbedding as Rel,
+    )
+
+    model = nn.Sequential()
+    model.add_module("pos", Rel(T.Wav2Vec2ConformerConfig(hidden_size=32, max_source_positions=2048)))
+    [(path, kind, _)] = patching.find(model)
+    assert (path, kind) == ("pos", "computed")
+    states = torch.zeros(3, 5, 32)
+    before = model.pos(states)
+    (made,) = pt.patch(model).replaced
+    assert "(and −1 .. −1023: the same errors, mirrored)" in made.reason, made.reason
+    got = model.pos(states)
+    assert got.shape == before.shape == (1, 9, 32)
+    assert float((got - before).abs().max()) <= made.tolerance
+    for row, position in ((0, 4), (4, 0), (8, -4), (5, -1)):
+        for i in (0, 7, 15):
+            sin, cos = reference.sincos(position, i, 32)
+            assert float(got[0, row, 2 * i]) == reference.round_to(sin, "float32")
+            assert float(got[0, row, 2 * i + 1]) == reference.round_to(cos, "float32")
+    assert posenc.audit(model, samples=64).passed
+    assert pt.unpatch(model) == 1 and type(model.pos) is Rel and torch.equal(model.pos(states), before)

@@ -576,3 +576,44 @@ def test_an_m_rope_of_a_section_per_layer_type_is_declined_before_any_forward() 
     (left,) = pt.patch(model).components
     assert not left.replaced and "its mrope_section is one per layer type" in left.reason, left.reason
     assert _same_state(model, state) and not isinstance(model.model.rotary_emb, pt.RotaryEmbedding)
+
+
+def test_a_rotary_whose_own_forward_raises_on_the_probe_is_left_alone_saying_so(monkeypatch) -> None:
+    """HunYuan-VL's at a config without its mrope_section: the signature is (x, position_ids), its own
+    code raises: the reason names that, not another form."""
+    model = _llama()
+    rotary = type(model.model.rotary_emb)
+
+    def broken(self, x, position_ids):
+        raise TypeError("object of type 'NoneType' has no len()")
+
+    monkeypatch.setattr(rotary, "forward", broken)
+    state = _state(model)
+    (left,) = pt.patch(model).components
+    said = (
+        "its forward(x, position_ids) raised TypeError on posenc's probe position ids 0 .. 3: object of type"
+    )
+    assert not left.replaced and left.reason.startswith(said), left.reason
+    assert _same_state(model, state) and type(model.model.rotary_emb) is rotary
+
+
+def test_a_width_of_each_layer_types_own_is_read_from_its_frequencies_audited_and_made_exact() -> None:
+    """dots3's text rotary: per layer type, a head of 256 rotated a quarter, where its config's MLA fields
+    (qk_rope_head_dim 64) give posenc 16: each type's width read from its own inv_freq, its values proven,
+    audited before and after, the model's outputs as before."""
+    import posenc
+    from tests.support import zoo
+
+    model = zoo.build("dots3_note_text")[0]
+    ids = torch.arange(12)[None]
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+    judged = [c for c in posenc.audit(model, samples=64).components if c.kind == "rotary"]
+    assert {c.layer_type for c in judged} == {"indexed_attention", "sliding_attention"}
+    assert all(c.report is not None for c in judged), [c.note for c in judged]
+    (made,) = pt.patch(model).replaced
+    assert "rotated widths read: sliding_attention 64 from its 32 frequencies" in made.reason, made.reason
+    assert {p.rotary_dim for p in model.model.rotary_emb.layer_params.values()} == {64}
+    with torch.no_grad():
+        assert torch.allclose(model(input_ids=ids).logits, before, atol=1e-4)
+    assert posenc.audit(model, samples=64).passed

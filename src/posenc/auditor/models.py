@@ -956,10 +956,21 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
     found = []
     for layer_type in sorted(types):
         params = held[layer_type] if held else rope.config(config, layer_type=layer_type)
+        count = dict(held_by.named_buffers(recurse=False))[f"{layer_type}_inv_freq"].numel()
+        if count != params.n_frequencies:  # a width of the type's own, as its frequencies give it (dots3's)
+            try:
+                params = params.with_frequencies(count)
+            except ValueError as error:
+                found.append(ComponentAudit(path, "rotary", None, str(error), layer_type=layer_type))
+                continue
 
-        def cos_sin(ids: Any, layer_type: str = layer_type) -> Any:
+        def cos_sin(ids: Any, layer_type: str = layer_type, half: int = params.n_frequencies) -> Any:
             with torch.no_grad():
-                return module(torch.zeros(1, dtype=states), torch.as_tensor(ids)[None], layer_type)
+                out = module(torch.zeros(1, dtype=states), torch.as_tensor(ids)[None], layer_type)
+            cos, sin = (out.real, out.imag) if isinstance(out, torch.Tensor) and out.is_complex() else out
+            if cos.shape[-1] == half:  # one column per frequency (DeepSeek-V4's): the halves repeat them
+                cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
+            return cos, sin
 
         report = audit(cos_sin, preset=params, positions=limit, samples=samples, tol=tol)
         found.append(ComponentAudit(path, "rotary", report, layer_type=layer_type))

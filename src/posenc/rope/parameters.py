@@ -111,6 +111,32 @@ class RopeParameters:
         """The number of frequencies θ_i: ``rotary_dim // 2``."""
         return self.rotary_dim // 2
 
+    def with_frequencies(self, count: int) -> RopeParameters:
+        """These parameters with ``count`` frequencies: a rotated width of ``2 · count`` and the head of
+        that width over ``partial_rotary_factor``, every other field as it is — the width a model's own
+        ``inv_freq`` gives where its config's fields give another (a head dim in a field of the family's
+        own). A width that is no whole head, or sections and LongRoPE factors of another width, is a
+        ValueError.
+
+        >>> from posenc import rope
+        >>> rope.config(head_dim=64).with_frequencies(8).rotary_dim
+        16
+        """
+        rotary_dim = 2 * int(count)
+        head_dim = rotary_dim / self.partial_rotary_factor
+        if count != int(count) or head_dim != int(head_dim):
+            raise PosencValueError(
+                f"{count} frequencies over partial_rotary_factor {self.partial_rotary_factor} are no "
+                "whole head",
+                parameter="head_dim",
+            )
+        if rotary_dim != self.rotary_dim and (self.mrope_section or self.short_factor is not None):
+            raise PosencValueError(
+                "mrope_section or LongRoPE factors are given for the config's own width, not another",
+                parameter="head_dim",
+            )
+        return dataclasses.replace(self, head_dim=int(head_dim), rotary_dim=rotary_dim)
+
 
 def _check(p: RopeParameters) -> None:
     """Validate and normalize the fields of ``p`` in place (numbers to int/float, lists to tuples)."""

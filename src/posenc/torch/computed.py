@@ -386,6 +386,13 @@ def relative_output(module: nn.Module, count: int = ROWS) -> torch.Tensor:
         return module(torch.zeros(1, count, 1))[0]
 
 
+def relative_batch_of_one(module: nn.Module) -> bool:
+    """Whether a "relative" module gives a batch of one for an input of two (a slice of its cached table:
+    wav2vec2-conformer's) rather than the input's batch (Parakeet's)."""
+    with torch.no_grad():
+        return module(torch.zeros(2, 3, 1)).shape[0] == 1
+
+
 def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -> torch.Tensor:
     """``module``'s values ``(k, width)`` at the 1-D ``positions`` (float32 for timesteps), for the
     "embeds" and "timesteps" forms (fixed rows: :func:`fixed_rows`)."""
@@ -559,7 +566,8 @@ class ComputedSinusoid(nn.Module):
     in a call taking the place of the options'), ``(hidden_states)`` -> the ``rows`` rows of
     positions 0 .. rows − 1 (``descending``: rows − 1 .. 0; ``leading``: with a leading axis of one) in
     its dtype, or ("relative") ``(hidden_states)`` ``(B, n, ·)`` -> ``(B, 2n − 1, width)`` of the positions
-    n − 1 .. −(n − 1) in its dtype. ``options``: the core options (an identified variant's).
+    n − 1 .. −(n − 1) in its dtype (``leading``: ``(1, 2n − 1, width)`` whatever B, as a slice of a cached
+    table gives them: wav2vec2-conformer's). ``options``: the core options (an identified variant's).
 
     >>> options = {"base": 10000.0, "shift": 0.0, "scale": 1.0, "layout": "cos_sin", "odd": "zero"}
     >>> ComputedSinusoid(4, "timesteps", options)(torch.tensor([0.0, 1.0]))
@@ -597,7 +605,7 @@ class ComputedSinusoid(nn.Module):
             length = states.shape[1] + int(given.get("cached_frames") or 0)
             positions = torch.arange(length - 1, -length, -1, device=states.device)
             values = _encode_tensor(positions, (*self._checked, _dtype_name(states.dtype)))
-            return values[None].expand(states.shape[0], -1, -1)
+            return values[None] if self.leading else values[None].expand(states.shape[0], -1, -1)
         if self.convention == "timesteps":
             given = dict(zip(self.names, args, strict=False)) | kwargs
             checked = self._checked

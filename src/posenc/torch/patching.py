@@ -459,7 +459,10 @@ def find(model: nn.Module) -> list[tuple[str, str, Any]]:
         for name, tensor in tensors:
             full = f"{path}.{name}" if path else name
             if tensor.is_floating_point() and sum(s > 1 for s in tensor.shape) == 2 and _positional(full):
-                found.append((full, "table", tensor))
+                if _relative_cache(module, tensor, computing):  # wav2vec2-conformer's: its forward's rows
+                    found.append((path, "computed", module))
+                else:
+                    found.append((full, "table", tensor))
                 break
         else:
             cls = type(module)
@@ -468,6 +471,19 @@ def find(model: nn.Module) -> list[tuple[str, str, Any]]:
             if computing[cls] and getattr(module, "pos_embed", True) is not None:  # None: holds none
                 found.append((path, "computed", module))
     return found
+
+
+def _relative_cache(module: nn.Module, tensor: torch.Tensor, computing: dict) -> bool:
+    """Whether ``tensor`` is the cache of a module that computes a conformer's relative positions in its
+    own code and gives them as its forward's rows (the "relative" form of
+    :func:`posenc.torch.computed.sinusoid_convention`: wav2vec2-conformer's ``pe``, rows n − 1 .. −(n − 1),
+    recomputed by its own code for a longer input): the module is the component, not its buffer."""
+    if isinstance(tensor, nn.Parameter):
+        return False
+    cls = type(module)
+    if cls not in computing:
+        computing[cls] = _computes_sinusoids(cls)
+    return computing[cls] and computed.sinusoid_convention(module) == "relative"
 
 
 #: A class name, or the name of one of its methods, that says positional.
@@ -720,16 +736,15 @@ def _rotary(
         if mismatch is not None:
             return _declined(path, "rotary", variant, mismatch + widened)
         try:
-            source = config if exact.params is None else exact.params  # (its width, as read above)
             form = _form_of(module, exact, held_types[0])
             if form != "full":  # Llama 4's complex freqs_cis, GPT-OSS's half-width cos/sin
-                exact = _PatchedRotary(source, form=form).to(inv.device)
+                exact = _like(exact, config, form=form).to(inv.device)
                 variant += f" ({_FORM_NAMES[form]})"
-            elif _emits_interleaved(module, exact, source, held_types[0]):  # Cohere, GLM: its design
-                exact = _PatchedRotary(source, layout="interleaved").to(inv.device)
+            elif _emits_interleaved(module, exact, config, held_types[0]):  # Cohere, GLM: its design
+                exact = _like(exact, config, layout="interleaved").to(inv.device)
                 variant += " (interleaved)"
         except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
-            return _declined(path, "rotary", variant, _uncompared(error))
+            return _declined(path, "rotary", variant, _uncompared(error, module))
         try:
             difference, tolerance, worst, counted = _compare_rotary(module, exact, config, held_types, gaps)
             turned = None  # M-RoPE's sections in blocks or interleaved (Qwen3-VL's), as the module runs them
@@ -745,7 +760,7 @@ def _rotary(
                 else:
                     turned = None
         except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
-            return _declined(path, "rotary", variant, _uncompared(error))
+            return _declined(path, "rotary", variant, _uncompared(error, module))
         if worst is not None:
             where, got, allowed = worst
             reason = (
@@ -900,10 +915,33 @@ def _kept(module: nn.Module) -> Iterator[None]:
                 m._buffers[key] = buffer
 
 
-def _uncompared(error: Exception) -> str:
-    """Why a rotary module's forward could not be compared with posenc's: it is not ``(x, position_ids) ->``
-    a form posenc reads (:data:`posenc.torch.rotary.FORMS`): another signature (a 2-D vision rope of the
-    patches, a relative encoding of a Conformer), or another output."""
+def _own_probe_error(module: nn.Module) -> Exception | None:
+    """What a rotary module's own forward raises on position ids 0 .. 3 (``(1, 4)``; the first layer type
+    it holds, where it holds one per type), or None where it runs."""
+    buffers = dict(module.named_buffers(recurse=False))
+    device = next(b for k, b in buffers.items() if k.endswith("inv_freq")).device
+    types = [k.removesuffix("_inv_freq") for k in buffers if k.endswith("_inv_freq") and "original" not in k]
+    args = (torch.zeros(1, 1, device=device), torch.arange(4, device=device)[None], *types[:1])
+    try:
+        with torch.no_grad(), _kept(module):
+            module(*args)
+    except Exception as error:  # its own code on its own config
+        return error
+    return None
+
+
+def _uncompared(error: Exception, module: nn.Module) -> str:
+    """Why a rotary module's forward could not be compared with posenc's: called as ``(x, position_ids)``
+    (its signature) its own code raised on the probe ids (HunYuan-VL's at a config without its
+    ``mrope_section``), or it is not ``(x, position_ids) ->`` a form posenc reads
+    (:data:`posenc.torch.rotary.FORMS`): another signature (a 2-D vision rope of the patches, a relative
+    encoding of a Conformer), or another output."""
+    own = _own_probe_error(module) if computed.forward_names(module)[:2] == ("x", "position_ids") else None
+    if own is not None:
+        return (
+            f"its forward(x, position_ids) raised {type(own).__name__} on posenc's probe position ids "
+            f"0 .. 3: {str(own)[:100]}; nothing compared, left alone"
+        )
     return (
         "its forward is not (x, position_ids) -> cos/sin in a form posenc reads (the (cos, sin) pair, "
         "half-width cos/sin, a complex freqs_cis): another signature or output, not read yet: "
@@ -920,21 +958,51 @@ def _width_from_frequencies(
     proven like any other — and how it was read; else ("", ``exact``, ""). The first string is for a
     mismatch that remains."""
     params = exact.params
+    if params is None:  # per layer type: each type's width from its own frequencies (DeepSeek-V4's, dots3's)
+        return _layer_widths_from_frequencies(module, exact)
     count = inv.numel()
-    if params is None or inv.dim() != 1 or count == params.n_frequencies or params.short_factor is not None:
+    if inv.dim() != 1 or count == params.n_frequencies or params.short_factor is not None:
         return "", exact, ""
-    rotary_dim = 2 * count
-    head_dim = rotary_dim / params.partial_rotary_factor
     try:
-        if head_dim != int(head_dim) or params.mrope_section:
-            raise ValueError("not a whole head")
-        wider = dataclasses.replace(params, head_dim=int(head_dim), rotary_dim=rotary_dim)
-        replacement = _PatchedRotary(wider, layout=exact.layout).to(inv.device)
+        replacement = _PatchedRotary(params.with_frequencies(count), layout=exact.layout).to(inv.device)
     except (ValueError, TypeError) as error:
         return f" (its {count} frequencies give no head width posenc can build: {error})", exact, ""
-    read = f"rotated width {rotary_dim} read from its {count} frequencies (its config's fields give "
+    read = f"rotated width {2 * count} read from its {count} frequencies (its config's fields give "
     read += f"{params.rotary_dim}); "
     return "", replacement, read
+
+
+def _layer_widths_from_frequencies(
+    module: nn.Module, exact: _PatchedRotary
+) -> tuple[str, _PatchedRotary, str]:
+    """:func:`_width_from_frequencies` for a module of a rotary per layer type: where its
+    ``{layer_type}_inv_freq`` holds another number of frequencies than the config's fields give that type
+    (a head dim of the type's own: dots3's indexed attention), posenc's module with that type's rotated width
+    from them, its other parameters the config's — proven after like any other."""
+    held = dict(module.named_buffers(recurse=False))
+    read, wider = [], {}
+    for name, params in exact.layer_params.items():
+        inv = held.get(f"{name}_inv_freq")
+        if inv is None or inv.dim() != 1 or inv.numel() == params.n_frequencies:
+            continue
+        count, rotary_dim = inv.numel(), 2 * inv.numel()
+        try:
+            wider[name] = params.with_frequencies(count)
+            rope.inv_freq(wider[name])  # checked: a width posenc builds
+        except (ValueError, TypeError) as error:
+            return (
+                f" (its {count} {name} frequencies give no head width posenc can build: {error})",
+                exact,
+                "",
+            )
+        read.append(
+            f"{name} {rotary_dim} from its {count} frequencies (its config's fields give {params.rotary_dim})"
+        )
+    if not wider:
+        return "", exact, ""
+    for name, params in wider.items():  # posenc's own module, built for this proof and not yet in place
+        exact._put_layer(name, params)
+    return "", exact, f"rotated widths read: {'; '.join(read)}; "
 
 
 #: How a report names a rotary module's output form (:data:`posenc.torch.rotary.FORMS`).
@@ -967,8 +1035,21 @@ def _parts(output: Any) -> Any:
     return output
 
 
+def _like(exact: RotaryEmbedding, config: Any, cls: type | None = None, **options: Any) -> RotaryEmbedding:
+    """posenc's rotary with ``exact``'s parameters (a width read from the module's frequencies included,
+    per layer type too) in another ``form`` or ``layout``: a ``cls`` (default :class:`_PatchedRotary`)."""
+    cls = cls or _PatchedRotary
+    if exact.params is not None:
+        return cls(exact.params, **options)
+    made = cls(config, **options)
+    for name, params in exact.layer_params.items():
+        if made.layer_params.get(name) != params:
+            made._put_layer(name, params)
+    return made
+
+
 def _emits_interleaved(
-    module: nn.Module, exact: RotaryEmbedding, source: Any, layer_type: str | None
+    module: nn.Module, exact: RotaryEmbedding, config: Any, layer_type: str | None
 ) -> bool:
     """Whether the module's cos/sin at positions 0..63 are its config's in interleaved pairs ([c0, c0, c1,
     c1, ...]) rather than halves: nearer those exact values, and within 2⁻⁴ of the amplitude of them. The
@@ -978,7 +1059,7 @@ def _emits_interleaved(
     args = (torch.zeros(1, 1, device=device), ids) + (() if layer_type is None else (layer_type,))
     with torch.no_grad(), _kept(module):
         mine = module(*args)[0].float()
-    pair = RotaryEmbedding(source, layout="interleaved").to(device)
+    pair = _like(exact, config, RotaryEmbedding, layout="interleaved").to(device)
     with torch.no_grad():
         half, interleaved = exact(*args)[0], pair(*args)[0]
     if mine.shape != half.shape:
@@ -1429,6 +1510,8 @@ def _sinusoid(
             f"{len(rows) - 1}): the errors of the positions −p and p differ"
         )
         return _declined(path, "computed", name, reason)
+    if convention == "relative":  # a batch of one whatever the input's (a cached table's slice), or its own
+        layout = {"leading": computed.relative_batch_of_one(module)}
     options, scale = dict(best.options), computed.time_scale(module)
     if convention == "timesteps":  # its signature, and its time scale: positions t · scale
         layout = {"names": tuple(inspect.signature(module.forward).parameters)}

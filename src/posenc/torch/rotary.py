@@ -291,15 +291,11 @@ class RotaryEmbedding(torch.nn.Module):
         self.layer_type = layer_type
         types = () if layer_type is not None else rope.layer_types(config)
         #: per layer type, the parameters of a config nested per layer type (else empty)
-        self.layer_params: dict[str, rope.RopeParameters] = {
-            name: rope.config(config, layer_type=name) for name in types
-        }
-        for name, params in self.layer_params.items():
-            inverse = torch.from_numpy(rope.inv_freq(params)).to(torch.float32)
-            self.register_buffer(f"{name}_inv_freq", inverse, persistent=False)
-            setattr(self, f"{name}_attention_scaling", rope.attention_scaling(params))
+        self.layer_params: dict[str, rope.RopeParameters] = {}
         #: the operator's string of each layer type's parameters (None: the module's own)
-        self._keys = {name: operator.params_json(params) for name, params in self.layer_params.items()}
+        self._keys: dict[str | None, str] = {}
+        for name in types:
+            self._put_layer(name, rope.config(config, layer_type=name))
         if types:
             self.params = None
             return
@@ -313,6 +309,17 @@ class RotaryEmbedding(torch.nn.Module):
         self.attention_scaling = rope.attention_scaling(self.params)
         inverse = torch.from_numpy(rope.inv_freq(self.params)).to(torch.float32)
         self.register_buffer("inv_freq", inverse, persistent=False)
+
+    def _put_layer(self, name: str, params: rope.RopeParameters) -> None:
+        """Hold ``params`` for the layer type ``name``: its parameters, ``{name}_inv_freq`` and
+        ``{name}_attention_scaling`` (:func:`posenc.torch.patch` puts a width read from a model's own
+        frequencies here)."""
+        self.layer_params[name] = params
+        inverse = torch.from_numpy(rope.inv_freq(params)).to(torch.float32)
+        old = getattr(self, f"{name}_inv_freq", None)
+        self.register_buffer(f"{name}_inv_freq", inverse.to(old.device if old is not None else "cpu"), False)
+        setattr(self, f"{name}_attention_scaling", rope.attention_scaling(params))
+        self._keys[name] = operator.params_json(params)
 
     def forward(
         self,

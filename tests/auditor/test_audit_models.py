@@ -418,3 +418,14 @@ def test_a_per_layer_rotary_answers_for_the_same_layer_types_before_and_after_a_
         == [("model.rotary_emb", "sliding_attention")]
     )
     assert after.passed
+
+
+def test_a_positional_parameter_of_no_tables_shape_is_learned_weights_in_audit_and_patch() -> None:
+    """PP-DocLayout-V2's ``pos_proj`` (a 1×1 convolution): a trained parameter whose rows are no table of
+    positions is learned weights, not judged, on both sides — not "not an encoding table"."""
+    model = torch.nn.Sequential()
+    model.add_module("pos_proj", torch.nn.Conv2d(64, 128, 1))
+    (judged,) = posenc.audit(model, samples=S).components
+    assert not judged.judged and judged.note.startswith("learned weights, no table of positions")
+    (left,) = pt.patch(model).components
+    assert left.variant == "learned" and not left.replaced and left.reason == judged.note

@@ -612,7 +612,8 @@ def test_a_width_of_each_layer_types_own_is_read_from_its_frequencies_audited_an
     assert {c.layer_type for c in judged} == {"indexed_attention", "sliding_attention"}
     assert all(c.report is not None for c in judged), [c.note for c in judged]
     (made,) = pt.patch(model).replaced
-    assert "rotated widths read: sliding_attention 64 from its 32 frequencies" in made.reason, made.reason
+    said = "rotated widths read: indexed_attention 64 from its 32 frequencies (its config's fields give 16); "
+    assert said + "sliding_attention 64 from its 32 frequencies" in made.reason, made.reason
     assert {p.rotary_dim for p in model.model.rotary_emb.layer_params.values()} == {64}
     with torch.no_grad():
         assert torch.allclose(model(input_ids=ids).logits, before, atol=1e-4)

@@ -26,6 +26,7 @@ SUBSET = {
     "whisper": "exact",  # the encoder's sinusoid; the decoder's learned table not judged
     "distilbert": "declined",  # learned positions only
     "qwen3_5_text": "exact",  # its module's own mrope_section (its family's default), interleaved
+    "cosmos3_edge_text": "exact",  # its config's section, interleaved as its module runs it (config silent)
     "pixtral": "exact",  # an axial rotary of a grid, its frequencies split between the axes
     "parakeet_encoder": "exact",  # a conformer's relative positions n - 1 .. -(n - 1)
     "neomme": "declined",  # proven cos/sin, then the model's own forward refuses the swap

@@ -961,7 +961,8 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
             try:
                 params = params.with_frequencies(count)
             except ValueError as error:
-                found.append(ComponentAudit(path, "rotary", None, str(error), layer_type=layer_type))
+                note = f"its {count} {layer_type} frequencies give no width posenc builds: {error}"
+                found.append(ComponentAudit(path, "rotary", None, note, layer_type=layer_type))
                 continue
 
         def cos_sin(ids: Any, layer_type: str = layer_type, half: int = params.n_frequencies) -> Any:

@@ -483,7 +483,15 @@ def _relative_cache(module: nn.Module, tensor: torch.Tensor, computing: dict) ->
     cls = type(module)
     if cls not in computing:
         computing[cls] = _computes_sinusoids(cls)
-    return computing[cls] and computed.sinusoid_convention(module) == "relative"
+    if not computing[cls] or computed.forward_names(module) not in _RELATIVE_NAMES:  # nothing run
+        return False
+    with _kept(module):  # its probe reassigns its cache (in the probe's dtype): put back as it was
+        return computed.sinusoid_convention(module) == "relative"
+
+
+#: The forward signatures of a conformer's relative positions
+#: (:data:`posenc.torch.computed.SINUSOID_CONVENTIONS`).
+_RELATIVE_NAMES = (("hidden_states",), computed.SINUSOID_CONVENTIONS["relative"])
 
 
 #: A class name, or the name of one of its methods, that says positional.
@@ -909,7 +917,12 @@ def _kept(module: nn.Module) -> Iterator[None]:
             m.__dict__.update(attributes)
             m._buffers.clear()
             for key, (buffer, values) in buffers.items():
-                if buffer is not None and values is not None and not torch.equal(buffer, values):
+                if (
+                    buffer is not None
+                    and values is not None
+                    and not buffer.is_meta
+                    and not torch.equal(buffer, values)
+                ):
                     with torch.no_grad():
                         buffer.copy_(values)
                 m._buffers[key] = buffer
@@ -981,7 +994,7 @@ def _layer_widths_from_frequencies(
     from them, its other parameters the config's — proven after like any other."""
     held = dict(module.named_buffers(recurse=False))
     read, wider = [], {}
-    for name, params in exact.layer_params.items():
+    for name, params in sorted(exact.layer_params.items()):  # (a report in one order, whatever the config's)
         inv = held.get(f"{name}_inv_freq")
         if inv is None or inv.dim() != 1 or inv.numel() == params.n_frequencies:
             continue
@@ -1724,6 +1737,8 @@ def _proven_rows(rows: np.ndarray, dtype: torch.dtype, weights: bool = True) -> 
     try:
         found, zeros = _identified(rows, search)
     except ValueError as error:
+        if weights:  # a trained parameter of no table's shape (a 1×1 convolution's): not judged
+            return _Rows("learned", reason=f"learned weights, no table of positions ({error}); not judged")
         return _Rows("?", reason=f"not an encoding table: {error}")
     learned = _learned(rows[zeros:], found, weights)
     if learned is not None:
@@ -1835,6 +1850,8 @@ def read_table(tensor: torch.Tensor) -> tuple[str | None, int]:
     try:
         found, zeros = _identified(rows, proofs.table_search_tolerance(len(rows), storage))
     except ValueError as error:
+        if isinstance(tensor, nn.Parameter):  # as patch says it (:func:`_proven_rows`)
+            return f"learned weights, no table of positions ({error}); not judged", 0
         return f"not an encoding table: {error}", 0
     return _learned(rows[zeros:], found, isinstance(tensor, nn.Parameter)), zeros
 

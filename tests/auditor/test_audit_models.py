@@ -88,9 +88,20 @@ def test_a_model_directory_is_audited_from_its_config_without_its_weights(
     audited = posenc.audit(str(tmp_path / "whisper"), samples=S)
     encoder = next(c for c in audited.components if c.path == "encoder.embed_positions.weight")
     assert encoder.report is not None and encoder.report.variant.name.startswith("tensor2tensor")
+    # without its weights: what building it in Python gives — the encoder's sinusoid computed by its own
+    # init (its encoder's, above the table), the decoder's learned table drawn (not judged), the caller's
+    # random generator as it was
     (tmp_path / "whisper" / "model.safetensors").unlink()
-    without = posenc.audit(str(tmp_path / "whisper"), samples=S)
-    assert all(c.report is None and "meta" in c.note for c in without.components), without.as_text()
+    state = torch.random.get_rng_state()
+    without = {c.path: c for c in posenc.audit(str(tmp_path / "whisper"), samples=S).components}
+    assert torch.equal(state, torch.random.get_rng_state())
+    built = {c.path: c for c in posenc.audit(SINUSOIDAL["whisper"][0](), samples=S).components}
+    assert without["encoder.embed_positions.weight"].report.variant.name.startswith("tensor2tensor")
+    assert without["encoder.embed_positions.weight"].verdict() == built[
+        "model.encoder.embed_positions.weight"
+    ].verdict().removeprefix("model.").replace("model.encoder", "encoder")
+    assert not without["decoder.embed_positions.weight"].judged
+    assert without["decoder.embed_positions.weight"].note.startswith("learned weights")
 
 
 def test_a_folders_positional_buffers_are_those_transformers_computes(tmp_path: Path) -> None:
@@ -137,8 +148,8 @@ def test_a_folders_positional_buffers_are_those_transformers_computes(tmp_path: 
 
 def test_a_positional_parameter_is_read_from_the_folder_or_not_audited(tmp_path: Path) -> None:
     """FastSpeech2-Conformer makes ``pos_bias_u`` with ``torch.Tensor(...)``, outside the meta device: its
-    values from the folder are the file's, and without the file it is not audited (never uninitialized
-    memory's values)."""
+    values from the folder are the file's, and without the file its model's own initialisation's, as a
+    build in Python gives them (never uninitialized memory's values): learned weights, not judged."""
     import transformers as T
 
     from posenc.auditor.models import from_directory
@@ -161,7 +172,11 @@ def test_a_positional_parameter_is_read_from_the_folder_or_not_audited(tmp_path:
     assert torch.equal(read, stored)
     for file in (tmp_path / "tts").glob("*.safetensors"):
         file.unlink()
-    assert from_directory(tmp_path / "tts").encoder.conformer_layers[0].self_attn.pos_bias_u.is_meta
+    initialised = from_directory(tmp_path / "tts").encoder.conformer_layers[0].self_attn.pos_bias_u
+    assert not initialised.is_meta and bool(torch.isfinite(initialised).all())
+    judged = {c.path: c for c in posenc.audit(tmp_path / "tts", samples=S).components}
+    bias = judged["encoder.conformer_layers.0.self_attn.pos_bias_u"]
+    assert not bias.judged and bias.note.startswith("learned weights"), bias.note
 
 
 def _judgments(audit: ModelAudit) -> dict[str, bool | None]:
@@ -173,7 +188,8 @@ def test_a_folder_of_a_class_automodel_does_not_map_or_of_a_pad_id_its_embedding
 ) -> None:
     """Emu3's text model (its model_type maps to no AutoModel class: the one its ``architectures`` names,
     transformers' own, is built), Voxtral Realtime's (AutoModel maps it to a class transformers does not
-    export: its family's modeling module holds it) and MusicGen's decoder (pad id = vocab_size: it embeds
+    export: its family's modeling module holds it), Marian's MT model (its tables, which its folder does not
+    hold, computed by its own init) and MusicGen's decoder (pad id = vocab_size: it embeds
     vocab_size + 1 ids): each folder gives the in-process judgments."""
     import transformers as T
 
@@ -204,12 +220,17 @@ def test_a_folder_of_a_class_automodel_does_not_map_or_of_a_pad_id_its_embedding
     models = (
         ("emu3", T.Emu3ForCausalLM(emu3)),
         ("voxtral", voxtral),
+        ("marian", T.MarianMTModel(zoo.build("marian")[1])),  # its save_pretrained leaves its tables out
         ("musicgen", T.MusicgenForCausalLM(musicgen)),
     )
     for name, model in models:
         model.save_pretrained(tmp_path / name)
         read, built = posenc.audit(tmp_path / name, samples=32), posenc.audit(model, samples=32)
-        assert _judgments(read) == _judgments(built) and read.components, name
+        # the folder's model may be its family's base model (Marian's): paths without the "model." prefix
+        mine, theirs = (
+            {k.removeprefix("model."): v for k, v in _judgments(a).items()} for a in (read, built)
+        )
+        assert mine == theirs and read.components, name
 
 
 # --- honest judgments: learned tables are not judged; passed speaks of the judged components -------------

@@ -174,7 +174,7 @@ def architectures() -> list[str]:
 
 def model_class(model_type: str) -> tuple[Any, bool]:
     """The class to build for ``model_type`` and whether it generates: the causal LM where there is one,
-    else the base model."""
+    else the base model (an encoder-decoder's too)."""
     import transformers
     from transformers.models.auto import modeling_auto as m
 
@@ -500,7 +500,7 @@ def _greedy(model: Any, inputs: dict[str, Any] | None) -> tuple[torch.Tensor, li
     except Exception as error:  # the harness's call, not posenc's: said, not judged
         return f"{type(error).__name__}: {str(error)[:80]}"
     gaps = [float((lambda top: top[0] - top[1])(s[0].float().topk(2).values)) for s in out.scores]
-    return out.sequences[:, GREEDY_PROMPT:], gaps
+    return out.sequences[:, -GREEDY_TOKENS:], gaps  # the new tokens (an encoder-decoder's: its decoder's)
 
 
 def _same_greedy(before: tuple[torch.Tensor, list[float]] | str, after: Any) -> tuple[str, str | None]:

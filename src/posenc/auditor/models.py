@@ -1232,8 +1232,8 @@ def from_directory(folder: str | Path) -> Any:
                 name,
             ) from None
         raise ModelDirectoryError(f"{said}; correct the field it names in {folder / 'config.json'}") from None
-    _compute_positional_buffers(model, folder, dtype, torch, transformers)
     _read_positional_weights(model, folder, files)
+    _compute_positional_buffers(model, folder, dtype, torch, transformers)
     return model
 
 
@@ -1613,23 +1613,23 @@ class _OnMeta:
 
 
 def _compute_positional_buffers(model: Any, folder: Path, dtype: Any, torch: Any, transformers: Any) -> None:
-    """Compute the meta buffers of each positional component (``inv_freq``, a sinusoidal table) on the cpu,
-    with the ``_init_weights`` of the transformers model that holds it; what it leaves uncomputed goes back
-    to meta (that component is then not audited, and says so). A float32 table is held in the config's
-    ``dtype``, as transformers holds it when it builds under that default dtype (M2M100 and its family cast
-    their table to ``torch.get_default_dtype()``, which posenc leaves alone)."""
+    """Compute the meta buffers of each positional component (``inv_freq``, a sinusoidal table), and a
+    positional parameter the folder's files do not hold (Marian's tables, which ``save_pretrained`` of its
+    ``MarianMTModel`` leaves out), on the cpu, with the ``_init_weights`` of the transformers model that
+    holds it — what building the model in Python gives; what it leaves uncomputed goes back to meta (that
+    component is then not audited, and says so). A float32 table is held in the config's ``dtype``, as
+    transformers holds it when it builds under that default dtype (M2M100 and its family cast their table
+    to ``torch.get_default_dtype()``, which posenc leaves alone)."""
     from ..torch.patching import find
 
     for path, kind, what in find(model):
         owner, module = path, what
+        tensors = dict(module.named_buffers(recurse=False)) if kind != "table" else {}
         if kind == "table":
             owner, _, name = path.rpartition(".")
-            module = model.get_submodule(owner)
-            if name not in dict(module.named_buffers(recurse=False)):
-                continue  # a parameter: read from the folder's safetensors, if it holds it
-        pending = {
-            k: b for k, b in module.named_buffers(recurse=False) if b.is_meta and b.is_floating_point()
-        }
+            module = model.get_submodule(owner) if owner else model
+            tensors = {name: what}  # a buffer, or a parameter the files did not hold (still on meta)
+        pending = {k: b for k, b in tensors.items() if b.is_meta and b.is_floating_point()}
         if not pending:
             continue
         values = sum(b.numel() for b in pending.values())
@@ -1647,10 +1647,16 @@ def _compute_positional_buffers(model: Any, folder: Path, dtype: Any, torch: Any
             continue
         for key, buffer in pending.items():
             held = dtype if kind == "table" and dtype is not None and buffer.dtype == torch.float32 else None
-            setattr(module, key, torch.full(buffer.shape, math.nan, dtype=held or buffer.dtype))
-        try:
-            with torch.no_grad():
-                holder._init_weights(module)
+            value = torch.full(buffer.shape, math.nan, dtype=held or buffer.dtype)
+            parameter = isinstance(buffer, torch.nn.Parameter)
+            setattr(module, key, torch.nn.Parameter(value, requires_grad=False) if parameter else value)
+        chain = [module] + [model.get_submodule(".".join(parts[:n])) for n in range(len(parts) - 1, -1, -1)]
+        chain = chain[: chain.index(holder) + 1] if holder in chain else chain
+        try:  # as transformers' init runs: the module, then each module above it to its model (Whisper's
+            # encoder copies its sinusoid into its table); draws on a forked generator, the caller's kept
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                for each in chain:
+                    holder._init_weights(each)
             failed = False
         except Exception:  # its own init of this module: then not audited, as on meta
             failed = True

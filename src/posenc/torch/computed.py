@@ -725,14 +725,25 @@ def prove_grid_sine(module: nn.Module) -> tuple[float, float] | str:
     if tuple(mine.shape) != (height * width, dim):
         return f"its output has shape {tuple(mine.shape)}, not (H·W, embed_dim)"
     ours = GridSine(dim, temperature)(width, height, "cpu", torch.float64)[0]
+    refusal = "not RT-DETR's 2-D sine of its attributes within float32 rounding"
+    return _grid_within_rounding(mine, ours, temperature, width, refusal)
+
+
+def _grid_within_rounding(
+    mine: torch.Tensor, ours: torch.Tensor, temperature: float, minor: int, refusal: str
+) -> tuple[float, float] | str:
+    """A 2-D sine's rows ``mine`` against posenc's ``ours`` (float64), its first half of columns of each
+    row's major index (row // ``minor``), the second of its minor one, each value within what float32 code
+    errs there: (largest difference, largest allowance), else ``refusal`` with the difference found."""
+    dim = ours.shape[-1]
     theta = core.frequencies(dim // 2, base=temperature)
-    rows = torch.arange(height * width)
+    rows = torch.arange(len(ours))
     worst, allowed = 0.0, 0.0
-    for k, p in enumerate((rows // width, rows % width)):
+    for k, p in enumerate((rows // minor, rows % minor)):
         block = slice(k * dim // 2, (k + 1) * dim // 2)
         checked = within_rounding(mine[:, block], ours[:, block], p.numpy(), theta, "half")
         if isinstance(checked, float):
-            return f"not RT-DETR's 2-D sine of its attributes within float32 rounding ({checked:.3g})"
+            return f"{refusal} ({checked:.3g})"
         worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
     return worst, allowed
 
@@ -822,16 +833,8 @@ def prove_grid_method(module: nn.Module) -> tuple[float, float] | str:
     if tuple(mine.shape) != (width * height, dim):
         return f"its {GRID_METHOD} gives shape {tuple(mine.shape)}, not (W·H, embed_dim)"
     ours = ExactGridMethod()(width, height, dim, temperature, "cpu", torch.float64)[0]
-    theta = core.frequencies(dim // 2, base=temperature)
-    rows = torch.arange(width * height)
-    worst, allowed = 0.0, 0.0
-    for k, p in enumerate((rows // height, rows % height)):  # (w, h) of each row: the width index major
-        block = slice(k * dim // 2, (k + 1) * dim // 2)
-        checked = within_rounding(mine[:, block], ours[:, block], p.numpy(), theta, "half")
-        if isinstance(checked, float):
-            return f"its {GRID_METHOD} is not RT-DETR's 2-D sine within float32 rounding ({checked:.3g})"
-        worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
-    return worst, allowed
+    refusal = f"its {GRID_METHOD} is not RT-DETR's 2-D sine within float32 rounding"
+    return _grid_within_rounding(mine, ours, temperature, height, refusal)  # rows: the width index major
 
 
 class ExactGridMethod:

@@ -450,3 +450,9 @@ def test_a_positional_parameter_of_no_tables_shape_is_learned_weights_in_audit_a
     assert not judged.judged and judged.note.startswith("learned weights, no table of positions")
     (left,) = pt.patch(model).components
     assert left.variant == "learned" and not left.replaced and left.reason == judged.note
+    # a table of NaN is no learned weights: its patch says what it is (the audit judges it: a finding)
+    broken = torch.nn.Sequential()
+    broken.add_module("pos_embed", torch.nn.Embedding(8, 4))
+    torch.nn.init.constant_(broken.pos_embed.weight, float("nan"))
+    (left,) = pt.patch(broken).components
+    assert left.variant != "learned" and left.reason.startswith("not an encoding table"), left.reason

@@ -1737,7 +1737,7 @@ def _proven_rows(rows: np.ndarray, dtype: torch.dtype, weights: bool = True) -> 
     try:
         found, zeros = _identified(rows, search)
     except ValueError as error:
-        if weights:  # a trained parameter of no table's shape (a 1×1 convolution's): not judged
+        if weights and np.isfinite(rows).all():  # a trained parameter of no table's shape (a 1×1 conv's)
             return _Rows("learned", reason=f"learned weights, no table of positions ({error}); not judged")
         return _Rows("?", reason=f"not an encoding table: {error}")
     learned = _learned(rows[zeros:], found, weights)

@@ -63,8 +63,10 @@ def table(outcomes: dict[str, dict], library: str = "transformers") -> str:
             "its default config cannot run its own code, the fields its checkpoints give)"
         )
         forward = (
-            "the outputs within 1e-4 where the model takes token ids; where the model built generates (a "
-            "causal LM), its greedy tokens — 6 after 8 ids, through its cache — unchanged; "
+            "the outputs within 1e-4 where the model takes token ids; where the model built generates (it "
+            "is built as its causal LM, its encoder-decoder's or its vision- or audio-language model's "
+            "generating class where transformers has one) and a patch replaced something, its greedy tokens "
+            "— 6 after 8 ids, through its cache — unchanged; "
         )
     elif library == "timm":
         what = (

@@ -87,6 +87,15 @@ SLOW_TESTS = {
     "test_torch.py::test_a_compiled_decode_step_gathers_cached_rows_without_reading_the_positions": (
         "torch.compile, recompiled per dtype and shape"
     ),
+    "test_audit_models.py::test_a_folder_whose_model_reads_a_linspace_back_as_it_builds_is_audited": (
+        "a MaskFormer built, saved and audited twice"
+    ),
+    "test_audit_models.py::test_a_folder_is_built_as_the_class_it_was_saved_from": (
+        "a SpeechT5 built, saved and audited twice"
+    ),
+    "test_patching.py::test_a_speech_model_counting_its_features_otherwise_is_proven_on_its_own_forward": (
+        "two speech encoder-decoders built and patched"
+    ),
 }
 
 

@@ -86,7 +86,8 @@ def test_a_model_directory_is_audited_from_its_config_without_its_weights(
     whisper = SINUSOIDAL["whisper"][0]()
     whisper.save_pretrained(tmp_path / "whisper")
     audited = posenc.audit(str(tmp_path / "whisper"), samples=S)
-    encoder = next(c for c in audited.components if c.path == "encoder.embed_positions.weight")
+    # built as the class the folder was saved from (its architectures: WhisperForConditionalGeneration)
+    encoder = next(c for c in audited.components if c.path == "model.encoder.embed_positions.weight")
     assert encoder.report is not None and encoder.report.variant.name.startswith("tensor2tensor")
     # without its weights: what building it in Python gives — the encoder's sinusoid computed by its own
     # init (its encoder's, above the table), the decoder's learned table drawn (not judged), the caller's
@@ -96,12 +97,11 @@ def test_a_model_directory_is_audited_from_its_config_without_its_weights(
     without = {c.path: c for c in posenc.audit(str(tmp_path / "whisper"), samples=S).components}
     assert torch.equal(state, torch.random.get_rng_state())
     built = {c.path: c for c in posenc.audit(SINUSOIDAL["whisper"][0](), samples=S).components}
-    assert without["encoder.embed_positions.weight"].report.variant.name.startswith("tensor2tensor")
-    assert without["encoder.embed_positions.weight"].verdict() == built[
-        "model.encoder.embed_positions.weight"
-    ].verdict().removeprefix("model.").replace("model.encoder", "encoder")
-    assert not without["decoder.embed_positions.weight"].judged
-    assert without["decoder.embed_positions.weight"].note.startswith("learned weights")
+    table = "model.encoder.embed_positions.weight"
+    assert without[table].report.variant.name.startswith("tensor2tensor")
+    assert without[table].verdict() == built[table].verdict()
+    assert not without["model.decoder.embed_positions.weight"].judged
+    assert without["model.decoder.embed_positions.weight"].note.startswith("learned weights")
 
 
 def test_a_folders_positional_buffers_are_those_transformers_computes(tmp_path: Path) -> None:
@@ -231,6 +231,40 @@ def test_a_folder_of_a_class_automodel_does_not_map_or_of_a_pad_id_its_embedding
             {k.removeprefix("model."): v for k, v in _judgments(a).items()} for a in (read, built)
         )
         assert mine == theirs and read.components, name
+
+
+def test_a_folder_whose_model_reads_a_linspace_back_as_it_builds_is_audited(tmp_path: Path) -> None:
+    """MaskFormer's Swin backbone reads its drop-path rates back from a ``torch.linspace`` (``.item()``) as
+    it builds: that small linspace is computed on the cpu (every other tensor still on meta), so its folder
+    gives the in-process judgments instead of "could not build"."""
+    from posenc.auditor.models import MAX_CPU_LINSPACE, _OnMeta
+
+    with _OnMeta.of(torch)(torch.bfloat16):
+        rates = torch.linspace(0, 0.3, 4)
+        large, weights = torch.linspace(0, 1, MAX_CPU_LINSPACE + 1), torch.zeros(4)
+    assert [round(r.item(), 2) for r in rates] == [0.0, 0.1, 0.2, 0.3] and rates.dtype == torch.bfloat16
+    assert large.is_meta and weights.is_meta
+
+    from tests.support import zoo
+
+    model = zoo.build("maskformer")[0]
+    model.save_pretrained(tmp_path)
+    read, built = posenc.audit(tmp_path, samples=32), posenc.audit(model, samples=32)
+    assert _judgments(read) == _judgments(built) and read.components
+
+
+def test_a_folder_is_built_as_the_class_it_was_saved_from(tmp_path: Path) -> None:
+    """A ``SpeechT5ForSpeechToText`` folder holds a speech encoder pre-net and a text decoder pre-net, each
+    with its positions, which AutoModel's ``SpeechT5Model`` does not build: the folder is built as the class
+    its ``architectures`` names (transformers' own), so it gives the in-process judgments, paths included."""
+    from tests.support import zoo
+
+    model = zoo.build("speecht5")[0]
+    assert type(model).__name__ == "SpeechT5ForSpeechToText"
+    model.save_pretrained(tmp_path)
+    read, built = posenc.audit(tmp_path, samples=32), posenc.audit(model, samples=32)
+    assert _judgments(read) == _judgments(built)
+    assert any(c.path.startswith("speecht5.encoder.prenet.") for c in read.components)
 
 
 # --- honest judgments: learned tables are not judged; passed speaks of the judged components -------------

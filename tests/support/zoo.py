@@ -172,9 +172,22 @@ def architectures() -> list[str]:
     return sorted(found)
 
 
+#: The auto mappings of classes that generate text, in the order the zoo prefers them: a causal LM, an
+#: encoder-decoder's conditional generation class (of text, then of speech: Whisper's), a vision- or
+#: audio-language model's.
+GENERATING = (
+    "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+    "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+    "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
+)
+
+
 def model_class(model_type: str) -> tuple[Any, bool]:
-    """The class to build for ``model_type`` and whether it generates: the causal LM where there is one,
-    else the base model (an encoder-decoder's too)."""
+    """The class to build for ``model_type`` and whether it generates: the first class of
+    :data:`GENERATING` that transformers has for it (an encoder-decoder's causal LM, its decoder alone,
+    passed over), its greedy tokens then compared too; else the base model."""
     import transformers
     from transformers.models.auto import modeling_auto as m
 
@@ -189,9 +202,11 @@ def model_class(model_type: str) -> tuple[Any, bool]:
                 found = getattr(modeling, name, None)
         return found
 
+    # an encoder-decoder's "causal LM" is its decoder alone (BartForCausalLM): its whole model is wanted
     seq2seq = getattr(config(), "is_encoder_decoder", False)
-    causal = [] if seq2seq else [(m.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, True)]
-    for mapping, generates in (*causal, (m.MODEL_MAPPING_NAMES, False)):
+    wanted = [n for n in GENERATING if not (seq2seq and n == "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES")]
+    generating = [(getattr(m, name, {}), True) for name in wanted]
+    for mapping, generates in (*generating, (m.MODEL_MAPPING_NAMES, False)):
         name = mapping.get(model_type)
         if isinstance(name, (tuple, list)):
             name = name[0]
@@ -238,6 +253,9 @@ def _shrink(config: Any, seen: set[int]) -> None:
                 config.timm_kwargs = {}
         if isinstance(value, PretrainedConfig):
             _shrink(value, seen)
+    encoder, decoder = fields.get("encoder"), fields.get("decoder")
+    if isinstance(getattr(decoder, "cross_attention_hidden_size", None), int):  # T5Gemma's: its encoder's
+        decoder.cross_attention_hidden_size = getattr(encoder, "hidden_size", decoder.hidden_size)
     heads_field = "num_attention_heads" if "num_attention_heads" in fields else "num_heads"
     heads = fields.get(heads_field)  # a vision tower's (Qwen2.5-VL's: num_heads, depth) as a text model's
     hidden = fields.get("hidden_size")
@@ -481,16 +499,26 @@ GREEDY_TIE = 1e-3
 
 def _greedy(model: Any, inputs: dict[str, Any] | None) -> tuple[torch.Tensor, list[float]] | str:
     """The model's greedy tokens from the probe's first :data:`GREEDY_PROMPT` ids (its decode path: cached
-    keys, a position offset a step) and the gap between its two best logits at each step; else why not."""
-    ids = None if inputs is None else inputs.get("input_ids")
-    if not isinstance(ids, torch.Tensor) or not hasattr(model, "generate"):
+    keys, a position offset a step) — a speech encoder-decoder's from the probe's audio features — and the
+    gap between its two best logits at each step; else why not."""
+    inputs = inputs or {}
+    ids = inputs.get("input_ids")
+    audio = {k: v for k, v in inputs.items() if k in ("input_features", "input_values")}  # Whisper, Moonshine
+    if isinstance(ids, torch.Tensor):
+        prompt = ids[:, :GREEDY_PROMPT]
+        given = {"input_ids": prompt, "attention_mask": torch.ones_like(prompt)}
+    elif len(audio) == 1 and getattr(model.config, "is_encoder_decoder", False):
+        given = audio
+    else:
         return "no token ids to generate from"
+    if not hasattr(model, "generate"):
+        return "no generate"
     try:
+        torch.manual_seed(0)  # a generate that draws (a block diffusion's masks) draws the same each time
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out = model.generate(
-                input_ids=ids[:, :GREEDY_PROMPT],
-                attention_mask=torch.ones_like(ids[:, :GREEDY_PROMPT]),
+                **given,
                 max_new_tokens=GREEDY_TOKENS,
                 min_new_tokens=GREEDY_TOKENS,
                 do_sample=False,
@@ -499,8 +527,14 @@ def _greedy(model: Any, inputs: dict[str, Any] | None) -> tuple[torch.Tensor, li
             )
     except Exception as error:  # the harness's call, not posenc's: said, not judged
         return f"{type(error).__name__}: {str(error)[:80]}"
-    gaps = [float((lambda top: top[0] - top[1])(s[0].float().topk(2).values)) for s in out.scores]
-    return out.sequences[:, -GREEDY_TOKENS:], gaps  # the new tokens (an encoder-decoder's: its decoder's)
+    sequences = getattr(out, "sequences", out)
+    if not isinstance(sequences, torch.Tensor):
+        return f"its generate gives {type(out).__name__}, not token ids"
+    # no scores (DiffusionGemma's block diffusion): no step is a tie, any changed token fails
+    scores = getattr(out, "scores", None) or ()
+    gaps = [float((lambda top: top[0] - top[1])(s[0].float().topk(2).values)) for s in scores]
+    gaps += [math.inf] * (GREEDY_TOKENS - len(gaps))
+    return sequences[:, -GREEDY_TOKENS:], gaps  # the new tokens (an encoder-decoder's: its decoder's)
 
 
 def _same_greedy(before: tuple[torch.Tensor, list[float]] | str, after: Any) -> tuple[str, str | None]:

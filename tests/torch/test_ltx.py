@@ -21,7 +21,7 @@ from posenc.torch import ltx
 from tests.support import reference
 
 
-def _exact(x: float, k: int, theta: float, count: int) -> tuple[float, float]:
+def exact_sin_cos(x: float, k: int, theta: float, count: int) -> tuple[float, float]:
     """cos and sin of x · (π/2) · theta^(k/(count − 1)), correctly rounded to float32 (mpmath, 50 digits)."""
     with mpmath.workdps(50):
         exponent = mpmath.mpf(k) / (count - 1) if count > 1 else 0
@@ -46,7 +46,7 @@ def test_values_against_mpmath(theta, count):
     for s, row in enumerate(fractions[0].numpy()):
         for k in range(count):
             for a, value in enumerate(row):
-                want = _exact(2 * value - 1, k, theta, count)
+                want = exact_sin_cos(2 * value - 1, k, theta, count)
                 got = (float(cos[0, s, k * 2 + a]), float(sin[0, s, k * 2 + a]))
                 assert got == want, (s, k, a, got, want)
 
@@ -60,7 +60,7 @@ def test_quarter_turns_are_exact_and_found_exactly():
     for r in (1, 2, 10, 1000, 10000, Fraction(1333, 4), Fraction(3, 2)):
         want = [(Fraction(float(v)) * r).denominator == 1 for v in x]
         assert ltx._integral(x, Fraction(r)).tolist() == want
-    sin, cos = ltx._exact(np.array([1.0, -1.0, 0.0, 3.0]), 10000.0, 21)
+    sin, cos = ltx.exact_sin_cos(np.array([1.0, -1.0, 0.0, 3.0]), 10000.0, 21)
     assert sin[:, 0].tolist() == [1, -1, 0, -1] and cos[:, 0].tolist() == [0, 0, 1, 0]
     assert sin[:, 20].tolist() == [0, 0, 0, 0] and cos[:, 20].tolist() == [1, 1, 1, 1]
 

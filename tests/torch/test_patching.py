@@ -687,3 +687,22 @@ def test_unpatch_gives_a_module_back_in_the_mode_the_model_set_meanwhile() -> No
     model.train()  # the replacement follows; the original, held apart, is given the same mode back
     assert pt.unpatch(model) == 1
     assert model.model.rotary_emb.training and all(m.training for m in model.modules())
+
+
+@pytest.mark.parametrize("model_type", ["speech_to_text", "canary"])
+def test_a_speech_model_counting_its_features_otherwise_is_proven_on_its_own_forward(model_type: str) -> None:
+    """Speech2Text counts its features per channel (``input_feat_per_channel`` × ``input_channels``) and
+    Canary names its bins in its encoder's config: posenc's probe gives each 64 frames of them, frames
+    first, so each swap is proven on the model's own forward (was: "forward not run")."""
+    from posenc.torch.probe import inputs_of
+    from tests.support import zoo
+
+    model = zoo.build(model_type)[0]
+    inputs = inputs_of(model)
+    assert not isinstance(inputs, str), inputs
+    assert inputs["input_features"].shape[:2] == (1, 64)
+    report = pt.patch(model)
+    assert report.replaced and all(
+        "the model's forward: outputs as before" in c.reason for c in report.replaced
+    )
+    pt.unpatch(model)

@@ -2,8 +2,9 @@
 component, found by enumeration, is listed in ``docs/data/zoo.json`` (``scripts/zoo.py`` writes it and
 ``docs/zoo.md``); a representative subset — every rotary kind the patch makes exact (interleaved pairs,
 half-width and complex forms included), tables made exact, learned tables, a patch the model's
-own forward refuses, M-RoPE whose module and config disagree — runs again here and must end in its recorded
-state, exact or declined with the reason."""
+own forward refuses, M-RoPE whose module and config disagree, π0's time embedding — runs again here and must
+end in its recorded state, exact or declined with the reason; the encoder-decoders M2M100 and Pegasus-X
+are built as their generating classes, their greedy tokens compared."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ SUBSET = {
     "detr": "exact",  # DETR's 2-D sine, computed in forward: read, judged and replaced
     "xlnet": "exact",  # a relative encoding computed in a method of the model: shadowed on the instance
     "pegasus_x": "exact",  # a 1-D sinusoid computed in forward: identified and replaced in its calling form
+    "pi0": "exact",  # a time embedding of periods (its config's) computed in forward, exact through a law
 }
 
 

@@ -630,6 +630,53 @@ def _ltx(path: str, module: Any, exact: Any, samples: int, tol: Any) -> Componen
     return ComponentAudit(path, "computed", report, "LTX's rotary of fractional coordinates")
 
 
+def _period_time(path: str, module: Any, exact: Any, samples: int, tol: Any) -> ComponentAudit:
+    """A time embedding of periods (:func:`posenc.torch.period_time.read_period_time`: π0's): its values at
+    :data:`posenc.torch.period_time.PROBE_TIMES` (rows, one a time) against posenc's, once proven of the
+    form its config names; else not judged, with the reason. Where every value is within what float32 code
+    errs there, that is the finding."""
+    import torch
+
+    from ..torch import period_time
+    from ..torch.patching import COMPUTED, original_of
+    from . import check_tolerance, report_of
+    from .findings import Finding
+    from .targets import Target
+    from .variant import Variant
+
+    name = type(original_of(module) or module).__name__
+    proof = period_time.prove_period_time(module, exact)
+    if isinstance(proof, str):
+        reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
+        return ComponentAudit(path, "computed", None, f"{name} {reason}")
+    times = torch.from_numpy(period_time.PROBE_TIMES.astype("float32"))
+    with torch.no_grad():
+        rows, ours = (m(times).to(torch.float64).numpy() for m in (module, exact))
+    what = f"{name}: its [sin | cos] at the times 0 .. 1 (steps of 1/512) and 2 .. 64, a row each"
+    target = Target("table", what, lambda positions: rows[positions], "float32", len(rows), rows.shape[1])
+    variant = Variant(
+        "period-time",
+        {"min_period": exact.min_period, "max_period": exact.max_period, "width": exact.width},
+        "read from its config (π0's time embedding)",
+        True,
+        0.0,
+        values=lambda positions, dtype: ours[positions],
+    )
+    report = report_of(target, variant, "float32", (0, len(rows)), samples, check_tolerance(tol))
+    if not report.passed:  # the proof holds: every value is within float32 code's rounding at its time
+        finding = Finding(
+            "float32",
+            f"frequencies and angles formed in float32: up to {report.max_abs:.3g} from the exact values",
+            f"{name} forms its frequencies 2π / (min_period · (max_period / min_period)^(k/(n−1))) and their "
+            f"angles in float32: every value is within that code's rounding of them at its time (up to "
+            f"{proof[1]:.3g})",
+            {"max_abs": report.max_abs, "allowed": proof[1]},
+            fix=f"{FIX}: it becomes posenc.torch.period_time.PeriodTime, exact at every time",
+        )
+        report = dataclasses.replace(report, findings=[finding])
+    return ComponentAudit(path, "computed", report, "a time embedding of periods (π0's)")
+
+
 def _polar(path: str, module: Any, reading: Any, samples: int, tol: Any) -> list[ComponentAudit]:
     """Qwen-Image's complex rotary tables (:func:`posenc.torch.computed.read_polar_tables`): each axis' rows
     of positions 0, 1, ... as a table of its theta, once every value is proven of the form its attributes
@@ -679,7 +726,7 @@ def _axes(path: str, module: Any, exact: Any, samples: int, tol: Any) -> list[Co
 def _forms() -> dict[type, Callable[..., list[ComponentAudit]]]:
     """How the audit takes each form :func:`posenc.torch.forms.read` gives, by the class of posenc's
     equivalent: a list of judgments."""
-    from ..torch import anyflow, computed, grid_rope, kandinsky, length_rope, ltx
+    from ..torch import anyflow, computed, grid_rope, kandinsky, length_rope, ltx, period_time
 
     def one(judge: Callable[..., ComponentAudit]) -> Callable[..., list[ComponentAudit]]:
         return lambda *args: [judge(*args)]
@@ -693,6 +740,7 @@ def _forms() -> dict[type, Callable[..., list[ComponentAudit]]]:
         ltx.Ltx2Rope: one(_ltx),
         ltx.LtxVaeRope: one(_ltx_vae),
         length_rope.LengthRope: one(_length_rope),
+        period_time.PeriodTime: one(_period_time),
         grid_rope.GridRope: one(_grid_rope),
         grid_rope.CosmosRope: one(_grid_rope),
         grid_rope.CoordsRope: rotary(_grid_rope),  # patched in: no inv_freq, still a rotary
@@ -1131,6 +1179,10 @@ _ROPE_NUMBERS = (
 _BASES = ("rope_theta", "rope_local_base_freq")
 #: The floating types a config may build its model in (its ``dtype``/``torch_dtype``); others: float32.
 _BUILD_DTYPES = ("float32", "float16", "bfloat16", "float64")
+#: At most this many steps, a ``torch.linspace`` made while a model is built is computed on the cpu, not
+#: sent to meta: the drop-path rates a Swin-like tower reads back with ``.item()`` as it builds (MaskFormer,
+#: Florence-2), a handful of numbers, never a weight.
+MAX_CPU_LINSPACE = 4096
 #: torch's functions that create a tensor on a device: sent to the meta device while a model is built.
 _CONSTRUCTORS = (
     "empty",
@@ -1172,7 +1224,8 @@ def is_model_directory(target: Any) -> bool:
 
 
 def from_directory(folder: str | Path) -> Any:
-    """The model of ``folder/config.json`` (the class ``transformers.AutoModel`` maps its ``model_type`` to),
+    """The model of ``folder/config.json`` (the class its ``architectures`` names where transformers defines
+    it, the class it was saved from; else the one ``transformers.AutoModel`` maps its ``model_type`` to),
     its parameters on the meta device, its positional buffers real; positional weights read from
     ``folder/*.safetensors`` when present.
 
@@ -1191,7 +1244,8 @@ def from_directory(folder: str | Path) -> Any:
     * the model is built under a torch function mode of this thread only (no class or module attribute is
       patched, no default dtype or device set: another thread building a model meanwhile is untouched, and
       transformers' own weight initialisation, which patches ``torch.nn.init``, is skipped on meta): every
-      tensor torch creates goes to the meta device, in the config's dtype where the code gives none;
+      tensor torch creates goes to the meta device, in the config's dtype where the code gives none — but
+      a small ``torch.linspace`` (:data:`MAX_CPU_LINSPACE`), whose values a model reads back as it builds;
     * the buffers of the positional components (``inv_freq``, sinusoidal tables) are then computed on the
       cpu by the model's own ``_init_weights`` (transformers' way to recompute what ``__init__`` computes:
       it loads every checkpoint this way), at most :data:`MAX_TABLE_VALUES` each; a buffer it does not
@@ -1484,8 +1538,11 @@ def _header_problem(file: Path) -> str | None:
 
 
 def _config_and_class(folder: Path, data: dict[str, Any], transformers: Any) -> tuple[Any, Any]:
-    """The folder's config (``AutoConfig``, ``trust_remote_code=False``) and the model class transformers
-    maps it to, refusing a ``model_type`` it does not know (that folder needs its own code)."""
+    """The folder's config (``AutoConfig``, ``trust_remote_code=False``) and the model class to build: the
+    one its ``architectures`` names — the class it was saved from — where transformers itself defines it
+    and it takes this config (a ``SpeechT5ForSpeechToText`` folder holds speech and text pre-nets, with
+    their positions, that AutoModel's ``SpeechT5Model`` does not build), else the class AutoModel maps it
+    to; a ``model_type`` transformers does not know is refused (that folder needs its own code)."""
     from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
     path = folder / "config.json"
@@ -1507,7 +1564,7 @@ def _config_and_class(folder: Path, data: dict[str, Any], transformers: Any) -> 
             "config.json",
         ) from None
     named = _architecture_class(config, transformers)
-    if type(config) not in MODEL_MAPPING and named is not None:  # Emu3's text model: no AutoModel, a class
+    if named is not None:  # the class the folder was saved from (its architectures), transformers' own
         return config, named
     if type(config) not in MODEL_MAPPING:
         raise ModelDirectoryError(
@@ -1559,8 +1616,9 @@ def _family_class(config: Any, model_type: str, transformers: Any) -> Any:
 
 def _architecture_class(config: Any, transformers: Any) -> Any:
     """The first class the config's ``architectures`` names that transformers itself defines and that takes
-    this config (``config_class``), else None: a folder whose ``model_type`` AutoModel maps to no class
-    (Emu3's, Mllama's text model) names it there. Only transformers' own classes: no code of the folder."""
+    this config (``config_class``), else None: the class the folder was saved from (and, where AutoModel
+    maps its ``model_type`` to none — Emu3's, Mllama's text model — the only one named). Only transformers'
+    own classes: no code of the folder."""
     for name in getattr(config, "architectures", None) or []:
         found = getattr(transformers, name, None) if isinstance(name, str) and name.isidentifier() else None
         if (
@@ -1574,8 +1632,9 @@ def _architecture_class(config: Any, transformers: Any) -> Any:
 
 class _OnMeta:
     """``_OnMeta.of(torch)(dtype)``: a torch function mode (torch keeps its modes per thread) under which
-    every tensor torch creates goes to the meta device — none is allocated, whatever its size — and a
-    floating one created without a dtype is of ``dtype`` (the config's; None: as it comes)."""
+    every tensor torch creates goes to the meta device — none is allocated, whatever its size — but a
+    ``torch.linspace`` of at most :data:`MAX_CPU_LINSPACE` steps (values a model reads back as it builds),
+    and a floating one created without a dtype is of ``dtype`` (the config's; None: as it comes)."""
 
     _class: Any = None
 
@@ -1599,7 +1658,10 @@ class _OnMeta:
                     kwargs = dict(kwargs or {})
                     if func not in constructors:
                         return func(*args, **kwargs)
-                    kwargs["device"] = meta
+                    steps = args[2] if len(args) > 2 else kwargs.get("steps")
+                    small = isinstance(steps, int) and steps <= MAX_CPU_LINSPACE
+                    read_back = func is torch.linspace and small
+                    kwargs["device"] = torch.device("cpu") if read_back else meta
                     result = func(*args, **kwargs)
                     typed = kwargs.get("dtype") is not None or (
                         func in from_data and args and not isinstance(args[0], (int, float, list, tuple))

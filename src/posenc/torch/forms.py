@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import nn
 
-from . import anyflow, computed, grid_rope, kandinsky, length_rope, ltx
+from . import anyflow, computed, grid_rope, kandinsky, length_rope, ltx, period_time
 
 __all__ = ["READERS", "handler", "read"]
 
@@ -25,6 +25,7 @@ READERS: tuple[Callable[[nn.Module], nn.Module | None], ...] = (
     ltx.read_ltx,
     ltx.read_ltx_vae,
     length_rope.read_length_rope,
+    period_time.read_period_time,
     grid_rope.read_grid_rope,
     grid_rope.read_coords_rope,
     grid_rope.read_ids_rope,

@@ -56,6 +56,7 @@ __all__ = [
     "LtxVaeRope",
     "allowance",
     "axis_rows",
+    "exact_sin_cos",
     "prove_ltx",
     "prove_ltx_vae",
     "read_ltx",
@@ -138,7 +139,7 @@ def _quarters(x: np.ndarray, r: Fraction) -> np.ndarray:
     return np.array([int(Fraction(float(v)) * r) % 4 for v in x], dtype=np.int64)
 
 
-def _exact(x: np.ndarray, theta: float, count: int) -> tuple[np.ndarray, np.ndarray]:
+def exact_sin_cos(x: np.ndarray, theta: float, count: int) -> tuple[np.ndarray, np.ndarray]:
     """sin and cos ``(len(x), count)`` float32 of x · ω_k for 1-D float64 ``x``: quarter turns
     (:func:`quarter_turns`) exactly, every other value by the certified evaluation of
     :func:`posenc.core.explicit.sin_cos`."""
@@ -170,7 +171,7 @@ def fraction_cos_sin(fractions: torch.Tensor, theta: float, count: int) -> tuple
             f"{x[~np.isfinite(x) | (np.abs(x) >= 2**31)][:3].tolist()}: give finite coordinates"
         )
     distinct, inverse = np.unique(x.reshape(-1), return_inverse=True)
-    sin, cos = _exact(distinct, theta, count)
+    sin, cos = exact_sin_cos(distinct, theta, count)
     shape = (*x.shape[:-1], count * x.shape[-1])  # (..., A, count) -> (..., count, A), flattened
     return tuple(  # type: ignore[return-value]
         torch.from_numpy(

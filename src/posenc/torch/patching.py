@@ -160,6 +160,7 @@ from . import (
     kandinsky,
     length_rope,
     ltx,
+    period_time,
     proofs,
     su_rope,
 )
@@ -1311,6 +1312,20 @@ def _length_rope(
     return _swap_proven(model, path, module, exact, proof, "rope-default", how, originals)
 
 
+def _period_time(
+    model: nn.Module, path: str, module: nn.Module, exact: period_time.PeriodTime, originals: dict
+) -> tuple[Component, list[_Step], nn.Module | None]:
+    """A time embedding of periods (:func:`posenc.torch.period_time.read_period_time`: π0's): proven at
+    times 0 .. 64, then replaced by its exact equivalent."""
+    how = (
+        f"a time embedding of periods {exact.min_period:g} .. {exact.max_period:g} (width {exact.width}, "
+        "[sin | cos]): equal to its own values at t = 0 .. 1 (steps of 1/512) and 2 .. 64 within float32 "
+        "rounding"
+    )
+    proof = period_time.prove_period_time(module, exact)
+    return _swap_proven(model, path, module, exact, proof, "period-time", how, originals)
+
+
 def _grid_rope(
     model: nn.Module,
     path: str,
@@ -1412,6 +1427,7 @@ _FORMS: dict[type, Callable[..., tuple[Component, list[_Step], nn.Module | None]
     ltx.Ltx2Rope: _ltx,
     ltx.LtxVaeRope: _ltx_vae,
     length_rope.LengthRope: _length_rope,
+    period_time.PeriodTime: _period_time,
     grid_rope.GridRope: _grid_rope,
     grid_rope.CosmosRope: _grid_rope,
     grid_rope.CoordsRope: _coords_rope,
@@ -2036,6 +2052,11 @@ class _PatchedLengthRope(_KeepsOriginal, length_rope.LengthRope):
     the original)."""
 
 
+class _PatchedPeriodTime(_KeepsOriginal, period_time.PeriodTime):
+    """posenc's :class:`~posenc.torch.period_time.PeriodTime` as :func:`patch` puts it in a model (holding
+    the original)."""
+
+
 class _PatchedGridRope(_KeepsOriginal, grid_rope.GridRope):
     """posenc's :class:`~posenc.torch.grid_rope.GridRope` as :func:`patch` puts it in a model (holding the
     original)."""
@@ -2129,6 +2150,7 @@ _PATCHED: dict[type, type] = {
     ltx.Ltx2Rope: _PatchedLtx2Rope,
     ltx.LtxVaeRope: _PatchedLtxVaeRope,
     length_rope.LengthRope: _PatchedLengthRope,
+    period_time.PeriodTime: _PatchedPeriodTime,
     grid_rope.GridRope: _PatchedGridRope,
     grid_rope.CosmosRope: _PatchedCosmosRope,
     grid_rope.CoordsRope: _PatchedCoordsRope,

@@ -7,7 +7,8 @@ A probe (:func:`probe_of`, inputs by :func:`inputs_of`) exists for a Hugging Fac
 is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too), ``pixel_values`` (its config's
 ``num_channels`` and ``image_size``; 64 pixels a side where it names no size, as detectors' configs),
 ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice ``max_source_positions`` frames; a
-conformer's, whose config names no ``max_source_positions``: 64 frames of ``num_mel_bins``),
+conformer's, whose config names no ``max_source_positions``, Canary's, whose encoder's config names its
+bins, and Speech2Text's, ``input_feat_per_channel`` × ``input_channels`` bins: 64 frames of them),
 ``input_values`` (raw audio: 16000 samples) or ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
 frames at its ``crop_size``): 16 token ids below its vocabulary size, one seeded image, clip or sound, on
 the model's device. The
@@ -131,10 +132,18 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         return {"pixel_values_videos": clip.to(first.device, first.dtype)}
     if name == "input_features":  # Whisper and its kind: mel frames, as many as its encoder's table holds
         bins, positions = getattr(config, "num_mel_bins", None), getattr(config, "max_source_positions", None)
+        # a conformer's (Parakeet's: no table, so no max_source_positions) come frames first, and so do
+        # those of a model whose encoder's config names its bins (Canary's) or that counts its features
+        # per channel (Speech2Text's: input_feat_per_channel × input_channels)
+        frames_first = not isinstance(bins, int) or not isinstance(positions, int)
+        encoder = getattr(config, "encoder_config", None)
+        bins = bins if isinstance(bins, int) else getattr(encoder, "num_mel_bins", None)
+        per, channels = getattr(config, "input_feat_per_channel", None), getattr(config, "input_channels", 1)
+        if not isinstance(bins, int) and isinstance(per, int) and isinstance(channels, int):
+            bins = per * channels
         if not isinstance(bins, int):
             return "its config gives no num_mel_bins for probe features"
-        # a conformer's (Parakeet's: no table, so no max_source_positions) come frames first
-        shape = (1, bins, 2 * positions) if isinstance(positions, int) else (1, _FRAMES, bins)
+        shape = (1, _FRAMES, bins) if frames_first else (1, bins, 2 * positions)
         features = torch.randn(*shape, generator=generator).to(first.device, first.dtype)
         inputs = {"input_features": features}
         if getattr(config, "is_encoder_decoder", False):

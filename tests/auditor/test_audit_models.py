@@ -189,7 +189,8 @@ def test_a_folder_of_a_class_automodel_does_not_map_or_of_a_pad_id_its_embedding
     """Emu3's text model (its model_type maps to no AutoModel class: the one its ``architectures`` names,
     transformers' own, is built), Voxtral Realtime's (AutoModel maps it to a class transformers does not
     export: its family's modeling module holds it), Marian's MT model (its tables, which its folder does not
-    hold, computed by its own init) and MusicGen's decoder (pad id = vocab_size: it embeds
+    hold, computed by its own init), TrOCR's sinusoid (a plain attribute only its ``__init__`` computes:
+    by its class's ``get_embedding``) and MusicGen's decoder (pad id = vocab_size: it embeds
     vocab_size + 1 ids): each folder gives the in-process judgments."""
     import transformers as T
 
@@ -222,6 +223,7 @@ def test_a_folder_of_a_class_automodel_does_not_map_or_of_a_pad_id_its_embedding
         ("voxtral", voxtral),
         ("marian", T.MarianMTModel(zoo.build("marian")[1])),  # its save_pretrained leaves its tables out
         ("musicgen", T.MusicgenForCausalLM(musicgen)),
+        ("trocr", zoo.build("trocr[use_learned_position_embeddings=False]")[0]),
     )
     for name, model in models:
         model.save_pretrained(tmp_path / name)

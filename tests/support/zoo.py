@@ -69,6 +69,9 @@ _EXPERTS = {
     "n_group": 1,
     "topk_group": 1,
 }
+#: The fields that list a model's kinds of layer: a tiny model keeps one layer of each (RecurrentGemma's
+#: block_types cycle recurrent, recurrent, attention: one layer would hold no attention, so no rotary).
+_LAYER_KINDS = ("layer_types", "layers_block_type", "block_types")
 #: Fields a default config of transformers leaves None (or empty) that its model cannot be built without,
 #: per model type, as a checkpoint's config.json gives them; set at every level of the config that holds
 #: the field ("Class.field": the levels of that config class only).
@@ -108,6 +111,13 @@ _CHECKPOINT_FIELDS: dict[str, dict[str, Any]] = {
     # default hidden size over its heads is no even head (4096 / 96, 2048 / 28) or is not the one its
     # module's mrope_section covers (1024 / 16)
     "glm4_moe": {"Glm4MoeConfig.hidden_size": 256},
+    "esm": {"pad_token_id": 1},  # ESM-2's: its position ids count from the pad id (None: no forward)
+    "zamba2": {"attention_hidden_size": 320},  # twice the shrunk hidden size, as its config derives it
+    # a hybrid whose default layers are all linear attention: one attention layer, for its rotary to act
+    "granitemoehybrid[position_embedding_type=rope]": {
+        "layer_types": ["linear_attention", "full_attention"],
+        "num_hidden_layers": 2,
+    },
     **{name: {"Glm4vMoeTextConfig.hidden_size": 256} for name in ("glm4v_moe", "glm4v_moe_text")},
     "qwen3_omni_moe": {
         "Qwen3OmniMoeTextConfig.hidden_size": 256,
@@ -130,6 +140,39 @@ _CHECKPOINT_FIELDS: dict[str, dict[str, Any]] = {
         for name in ("qwen4_exp", "qwen4_exp_text")
     },
 }
+#: Another value of a config field that builds a positional class its model type's default config does not
+#: (ESM-2's checkpoints take the rotary, the default the learned table): each is a row of its own,
+#: ``type[field=value]``, built as its model type with the field set at every level that holds it.
+VARIANTS: dict[str, list[dict[str, Any]]] = {
+    "esm": [{"position_embedding_type": "rotary"}],
+    "granitemoehybrid": [{"position_embedding_type": "rope"}],
+    "zamba2": [{"use_mem_rope": True}],
+    "timesfm": [{"use_positional_embedding": True}],
+    "patchtsmixer": [{"use_positional_encoding": True}],
+    "trocr": [{"use_learned_position_embeddings": False}],
+    "wav2vec2-bert": [{"position_embeddings_type": "rotary"}, {"position_embeddings_type": "relative"}],
+    "wav2vec2-conformer": [{"position_embeddings_type": "rotary"}],
+    "seamless_m4t": [{"position_embeddings_type": "rotary"}],
+    "xlm": [{"sinusoidal_embeddings": True}],
+    "flaubert": [{"sinusoidal_embeddings": True}],
+    "distilbert": [{"sinusoidal_pos_embds": True}],
+}
+
+
+def variant_name(model_type: str, fields: dict[str, Any]) -> str:
+    """The row of ``model_type`` built with ``fields``: ``esm[position_embedding_type=rotary]``."""
+    return f"{model_type}[{','.join(f'{k}={v}' for k, v in fields.items())}]"
+
+
+def split_row(row: str) -> tuple[str, dict[str, Any]]:
+    """A row's model type and the fields its variant sets (none for a model type's own row)."""
+    model_type = row.partition("[")[0]
+    for fields in VARIANTS.get(model_type, []):
+        if variant_name(model_type, fields) == row:
+            return model_type, fields
+    return row, {}
+
+
 #: Fields a model reads from a level of its config that holds them nowhere, as checkpoints give them.
 _LENT_DEFAULTS = {"dropout_rate": 0.0, "shared_expert_intermediate_size": 32, "rope_theta": 500000.0}
 #: Grouped convolutions' groups kept at most the shrunk width (Mimi's depthwise upsampling: 512 groups).
@@ -169,6 +212,7 @@ def architectures() -> list[str]:
             continue
         if any(model_type in m and isinstance(m[model_type], str) for m in mappings):
             found.append(model_type)
+            found += [variant_name(model_type, fields) for fields in VARIANTS.get(model_type, [])]
     return sorted(found)
 
 
@@ -279,8 +323,10 @@ def _shrink(config: Any, seen: set[int]) -> None:
         config.backbone = None
     if fields.get("use_pretrained_backbone"):
         config.use_pretrained_backbone = False
-    types = fields.get("layer_types")
-    distinct = list(dict.fromkeys(types)) if isinstance(types, (list, tuple)) and types else None
+    # the kinds of layer, each kept once (a hybrid's attention layers among its recurrent ones)
+    kinds = next((name for name in _LAYER_KINDS if isinstance(fields.get(name), (list, tuple))), None)
+    types = fields.get(kinds) if kinds else None
+    distinct = list(dict.fromkeys(types)) if types else None
     old_layers = fields.get("num_hidden_layers")
     for name in _LAYERS:
         if isinstance(fields.get(name), int) and fields[name] > 0:
@@ -291,7 +337,9 @@ def _shrink(config: Any, seen: set[int]) -> None:
             if name != "layer_types" and isinstance(value, list) and len(value) == old_layers:
                 setattr(config, name, value[:layers])
     if distinct:
-        config.layer_types = distinct
+        setattr(config, kinds, distinct)
+        if isinstance(fields.get("hybrid_layer_ids"), list):  # Zamba2's: its hybrid layers' indices
+            config.hybrid_layer_ids = [i for i, kind in enumerate(distinct) if kind == "hybrid"]
     if isinstance(fields.get("num_kv_shared_layers"), int):  # Gemma 3n's: none shared among so few layers
         config.num_kv_shared_layers = 0
     widths = {k: 64 for k in fields if k.endswith("intermediate_size")}
@@ -368,16 +416,21 @@ def _output(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
     return main_output(out)
 
 
-def build(model_type: str) -> tuple[Any, Any, bool]:
-    """The tiny model of ``model_type`` (eval mode, seeded weights), its config and whether it generates."""
+def build(row: str) -> tuple[Any, Any, bool]:
+    """The tiny model of ``row`` (a model type, or one of its :data:`VARIANTS`; eval mode, seeded weights),
+    its config and whether it generates."""
     import transformers
 
+    model_type, variant = split_row(row)
     config = tiny(transformers.CONFIG_MAPPING[model_type]())
-    for name, value in _CHECKPOINT_FIELDS.get(model_type, {}).items():
+    fields = {**_CHECKPOINT_FIELDS.get(model_type, {}), **_CHECKPOINT_FIELDS.get(row, {}), **variant}
+    for name, value in fields.items():
         owner, _, field = name.rpartition(".")
-        for level in _levels(config):
-            if field in vars(level) and owner in ("", type(level).__name__):
-                setattr(level, field, copy.deepcopy(value))
+        levels = [v for v in _levels(config) if field in vars(v) and owner in ("", type(v).__name__)]
+        if name in variant and not levels:
+            raise LookupError(f"{row}: no level of {type(config).__name__} holds {field}")
+        for level in levels:
+            setattr(level, field, copy.deepcopy(value))
     cls, generates = model_class(model_type)
     transformers.utils.logging.disable_progress_bar()
     wanted = getattr(cls, "config_class", None)
@@ -572,11 +625,13 @@ def judge(
         model = make()
         candidates = [_inputs(model)] + (probe(model) if probe is not None else [])
         inputs = before = None
+        unprobed = "forward not probed (no probe inputs for its kind)"
         for candidate in (c for c in candidates if c is not None):
             try:  # probe inputs its forward does not take (a detector that wants text too): the next
                 before, inputs = _output(model, candidate), candidate
                 break
-            except Exception:
+            except Exception as error:
+                unprobed = f"forward not run: it raised {type(error).__name__} on the probe inputs"
                 continue
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         greedy = _greedy(model, inputs) if generates() else "it does not generate"
@@ -616,12 +671,12 @@ def judge(
     pt.unpatch(model)
     try:
         restored = _output(model, inputs) if inputs is not None else None
-        if before is not None and not torch.equal(restored, before):
+        if before is not None and not same_bits(restored, before):
             problems.append("unpatch did not restore the outputs bit for bit")
     except Exception as error:
         problems.append(f"after unpatch: {type(error).__name__}: {str(error)[:160]}")
     now = model.state_dict()
-    if now.keys() != state.keys() or any(not torch.equal(now[k], v) for k, v in state.items()):
+    if now.keys() != state.keys() or any(not same_bits(now[k], v) for k, v in state.items()):
         problems.append("unpatch did not restore the state dict")
     computed = [
         c.variant for c in report.components if c.kind == "computed" and c.reason.startswith(COMPUTED)
@@ -645,15 +700,19 @@ def judge(
     if unseen:
         why = f"positional sinusoids computed in forward, not found: {', '.join(unseen[:3])}"
         return Outcome(model_type, "failing", components, why)
+    others = [variant_name(model_type, fields) for fields in VARIANTS.get(model_type, [])]
+    elsewhere = f" (at its default config; {', '.join(others)}: another row)" if others else ""
     if not report.components:
-        why = "this model's classes compute no positional sinusoid and hold no rotary: nothing to judge"
-        return Outcome(model_type, "declined", components, why)
+        why = f"this model's classes compute no positional sinusoid and hold no rotary{elsewhere}"
+        return Outcome(model_type, "declined", components, why + ": nothing to judge")
     if not exact and (unknown or zeros):
-        return Outcome(model_type, "declined", components, _reasons(unknown + zeros))
+        return Outcome(model_type, "declined", components, _reasons(unknown + zeros) + elsewhere)
     if not exact:
-        reason = f"learned positions only ({len(learned)} table(s)): nothing sinusoidal to make exact"
+        reason = (
+            f"learned positions only ({len(learned)} table(s)){elsewhere}: nothing sinusoidal to make exact"
+        )
         return Outcome(model_type, "declined", components, reason)
-    how = "outputs within 1e-4" if before is not None else "forward not probed (input kind)"
+    how = "outputs within 1e-4" if before is not None else unprobed
     how = within or how
     how += f"; {decoded}" if decoded and report.replaced else ""
     how += f"; {folder}" if folder else ""
@@ -696,6 +755,18 @@ def _unseen_positional(model: Any, report: Any) -> list[str]:
         if ((named or method) and re.search(_SINE, source)) or re.search(_HELPERS, source):
             unseen.append(cls.__name__)
     return unseen
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` hold the same bits (shape, dtype and every value: a NaN equals a NaN of the
+    same bits, which ``torch.equal`` denies — a weight no init wrote holds whatever its memory held, NaNs
+    too)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() and a.element_size() in (2, 4, 8):
+        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        return torch.equal(a.contiguous().view(bits), b.contiguous().view(bits))
+    return torch.equal(a, b)
 
 
 def _has(model: Any, path: str) -> bool:

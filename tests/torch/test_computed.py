@@ -223,6 +223,50 @@ def test_a_1d_sinusoid_computed_in_forward_is_identified_judged_and_replaced() -
     assert pt.unpatch(model) == 1 and type(model.embed_positions) is _PegasusXSinusoid
 
 
+class _Forecaster(nn.Module):
+    """TimesFM's use of its positional embedding: ``forward(seq_length=None, position=None)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from transformers import TimesFmConfig
+        from transformers.models.timesfm.modeling_timesfm import TimesFmPositionalEmbedding
+
+        self.position_emb = TimesFmPositionalEmbedding(TimesFmConfig(hidden_size=32))
+        self.head = nn.Linear(32, 2)
+
+    def forward(self, series: torch.Tensor) -> torch.Tensor:
+        return self.head(series + self.position_emb(seq_length=series.shape[1]))
+
+
+def test_timesfms_sinusoid_of_a_length_or_positions_is_identified_replaced_and_correctly_rounded() -> None:
+    """TimesFM's embedding (transformers' own module): [sin | cos] of ω_i = 10000^(−i/(half − 1)) at
+    0 .. seq_length − 1, or at real ``position`` (B, seq) (packed series), float32: identified
+    (tensor2tensor's law), judged inexact (angles in float32), replaced in that calling form, and then
+    correctly rounded at real positions against mpmath."""
+    model, series = _Forecaster(), torch.randn(2, 9, 32, generator=torch.Generator().manual_seed(0))
+    before = model(series)
+    (component,) = posenc.audit(model, samples=64).components
+    assert component.judged and not component.passed
+    assert component.report.variant.options == {
+        "base": 10000.0, "shift": 1, "scale": 1.0, "layout": "sin_cos", "odd": "zero"
+    }  # fmt: skip
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.kind == "computed" and replaced.difference <= replaced.tolerance
+    assert model.position_emb(seq_length=9).shape == (1, 9, 32)
+    assert torch.equal(
+        model.position_emb(seq_length=9)[0], pt.encode(torch.arange(9), 32, shift=1, layout="sin_cos")
+    )
+    position = torch.tensor([[0.0, 2.5, 1e6 + 0.25], [7.0, -3.0, 12345.5]])
+    got = model.position_emb(position=position)
+    assert got.shape == (2, 3, 32) and got.dtype == torch.float32
+    for (b, j), i in [((0, 1), 0), ((0, 2), 3), ((1, 2), 15), ((1, 1), 9)]:
+        sin, cos = reference.sincos(float(position[b, j]), i, 32, shift=1)
+        assert float(got[b, j, i]) == reference.round_to(sin, "float32")
+        assert float(got[b, j, 16 + i]) == reference.round_to(cos, "float32")
+    assert (model(series) - before).abs().max() < 1e-5 and posenc.audit(model, samples=64).passed
+    assert pt.unpatch(model) == 1 and type(model.position_emb).__name__ == "TimesFmPositionalEmbedding"
+
+
 def test_a_1d_sinusoid_posenc_cannot_prove_is_left_alone_with_the_reason() -> None:
     model = nn.Sequential()
     model.add_module("embed_positions", _PegasusXSinusoid(16, drift=1.01))  # no variant posenc knows

@@ -1,6 +1,7 @@
 """A rotary of a length computed in forward (posenc.torch.length_rope): diffusers' MiniMax Music 3 and
-LongCat-AudioDiT read, proven, audited (the float32 cause), patched exact and given back; each value of
-posenc's equivalent against mpmath; another layout of the same names refused."""
+LongCat-AudioDiT, transformers' wav2vec2-conformer and Wav2Vec2-BERT rotaries (stack([cos, sin]) of their
+inv_freq) read, proven, audited (the float32 cause), patched exact and given back; each value of posenc's
+equivalent against mpmath; another layout of the same names refused."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ import pytest
 import torch
 from diffusers.models.transformers.transformer_longcat_audio_dit import AudioDiTRotaryEmbedding
 from diffusers.models.transformers.transformer_minimax_music3 import MiniMaxMusic3RotaryEmbedding
+from transformers import Wav2Vec2BertConfig, Wav2Vec2ConformerConfig
+from transformers.models.wav2vec2_bert.modeling_wav2vec2_bert import Wav2Vec2BertRotaryPositionalEmbedding
+from transformers.models.wav2vec2_conformer.modeling_wav2vec2_conformer import (
+    Wav2Vec2ConformerRotaryPositionalEmbedding,
+)
 
 import posenc
 import posenc.torch as pt
@@ -19,6 +25,9 @@ from tests.support import reference
 def test_values_against_mpmath():
     cos, sin = length_rope.LengthRope(8, 500.0, "length")(40, "cpu")
     assert cos.shape == sin.shape == (40, 8) and cos.dtype == torch.float32
+    stacked = length_rope.LengthRope(8, 500.0, "stacked")(torch.zeros(2, 40, 3, dtype=torch.float64))
+    assert stacked.shape == (2, 40, 1, 1, 8) and stacked.dtype == torch.float64
+    assert torch.equal(stacked[0, :, 0, 0], cos.double()) and torch.equal(stacked[1, :, 0, 0], sin.double())
     for p in range(40):
         for i in range(4):
             with mpmath.workdps(40):
@@ -38,20 +47,37 @@ def test_values_against_mpmath():
         lambda: MiniMaxMusic3RotaryEmbedding(32, theta=500000.0),
         lambda: AudioDiTRotaryEmbedding(64),
         lambda: AudioDiTRotaryEmbedding(32, max_position_embeddings=16),
+        lambda: Wav2Vec2ConformerRotaryPositionalEmbedding(
+            Wav2Vec2ConformerConfig(hidden_size=64, num_attention_heads=2, position_embeddings_type="rotary")
+        ),
+        lambda: Wav2Vec2BertRotaryPositionalEmbedding(
+            Wav2Vec2BertConfig(
+                hidden_size=64,
+                num_attention_heads=4,
+                position_embeddings_type="rotary",
+                rotary_embedding_base=500,
+            )
+        ),
     ],
 )
 def test_read_proven_audited_patched(build):
     module = build()
     exact = length_rope.read_length_rope(module)
     assert exact is not None
+    kept = {k: v for k, v in vars(module).items() if k.startswith("cached")}
     difference, allowed = length_rope.prove_length_rope(module, exact)
     assert 0 < difference <= allowed
+    assert {k: v for k, v in vars(module).items() if k.startswith("cached")} == kept  # its cache as it was
     model = torch.nn.Sequential(module)
     before = posenc.audit(model, samples=32)
     assert not before.passed and [f.kind for f in before.components[0].report.findings] == ["angles"]
     report = pt.patch(model)
     assert [c.variant for c in report.replaced] == ["rope-default"]
+    assert report.replaced[0].kind == ("rotary" if exact.form == "stacked" else "computed")
     assert posenc.audit(model, samples=32).passed
+    if exact.form == "stacked":  # stack([cos, sin]) (2, L, 1, 1, width) in the input's dtype
+        values = model[0](torch.zeros(3, 7, 2, dtype=torch.bfloat16))
+        assert values.shape == (2, 7, 1, 1, exact.width) and values.dtype == torch.bfloat16
     if exact.form == "states":  # its values in the input's dtype, of the input's length or seq_len
         cos, _ = model[0](torch.zeros(1, 7, 2, dtype=torch.bfloat16))
         assert cos.shape == (7, exact.width) and cos.dtype == torch.bfloat16

@@ -706,3 +706,19 @@ def test_a_speech_model_counting_its_features_otherwise_is_proven_on_its_own_for
         "the model's forward: outputs as before" in c.reason for c in report.replaced
     )
     pt.unpatch(model)
+
+
+def test_timesfms_patch_is_proven_on_its_own_forecast() -> None:
+    """TimesFM's main input is a series (``past_values``, with ``past_values_padding`` and ``freq``):
+    posenc's probe gives it four patches of one, so its positional embedding's swap is proven on the
+    model's own forward (was: "forward not run")."""
+    from posenc.torch.probe import inputs_of
+    from tests.support import zoo
+
+    model = zoo.build("timesfm[use_positional_embedding=True]")[0]
+    inputs = inputs_of(model)
+    assert not isinstance(inputs, str), inputs
+    assert inputs["past_values"].shape == inputs["past_values_padding"].shape == (1, 4 * 32)
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.path == "position_emb" and "the model's forward: outputs as before" in replaced.reason
+    assert pt.unpatch(model) == 1

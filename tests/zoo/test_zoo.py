@@ -4,7 +4,8 @@ component, found by enumeration, is listed in ``docs/data/zoo.json`` (``scripts/
 half-width and complex forms included), tables made exact, learned tables, a patch the model's
 own forward refuses, M-RoPE whose module and config disagree, π0's time embedding — runs again here and must
 end in its recorded state, exact or declined with the reason; the encoder-decoders M2M100 and Pegasus-X
-are built as their generating classes, their greedy tokens compared."""
+are built as their generating classes, their greedy tokens compared; a hybrid keeps a layer of each kind
+and a config value that builds another positional class (ESM-2's rotary) is a row of its own."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ SUBSET = {
     "xlnet": "exact",  # a relative encoding computed in a method of the model: shadowed on the instance
     "pegasus_x": "exact",  # a 1-D sinusoid computed in forward: identified and replaced in its calling form
     "pi0": "exact",  # a time embedding of periods (its config's) computed in forward, exact through a law
+    "recurrent_gemma": "exact",  # its attention layer kept among its recurrent blocks: its rotary built
+    "esm[position_embedding_type=rotary]": "exact",  # a config value's positional class: a row of its own
 }
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import inspect
 import json
 import math
 import os
@@ -920,7 +921,7 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
     import torch
 
     from .. import rope
-    from ..torch import axial, computed, grid_rope, su_rope
+    from ..torch import axial, computed, grid_rope, length_rope, su_rope
     from ..torch.patching import original_of
     from . import audit
 
@@ -944,6 +945,9 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
         limit = scaled.params.max_position_embeddings
         report = audit(first_row, preset=scaled.params, positions=limit, samples=samples, tol=tol)
         return [ComponentAudit(path, "rotary", report, "LongRoPE of its attributes (short and long factors)")]
+    stacked = length_rope.read_length_rope(module)
+    if stacked is not None:  # wav2vec2-conformer's stack([cos, sin]) of (hidden_states), its inv_freq held
+        return [dataclasses.replace(_length_rope(path, module, stacked, samples, tol), kind="rotary")]
     grid = grid_rope.read_coords_rope(module) or grid_rope.read_ids_rope(module)
     if grid is not None:  # timm's Gemma 4 ViT rotary, MiniMax-H3's (positions given): its first axis
         return [dataclasses.replace(_grid_rope(path, module, grid, samples, tol), kind="rotary")]
@@ -1723,8 +1727,31 @@ def _compute_positional_buffers(model: Any, folder: Path, dtype: Any, torch: Any
         except Exception:  # its own init of this module: then not audited, as on meta
             failed = True
         for key, buffer in pending.items():
+            if not failed and bool(torch.isnan(getattr(module, key)).all()):
+                _built_by_its_class(module, key, buffer, dtype if kind == "table" else None, torch)
             if failed or bool(torch.isnan(getattr(module, key)).all()):
                 setattr(module, key, buffer)
+
+
+def _built_by_its_class(module: Any, key: str, buffer: Any, dtype: Any, torch: Any) -> None:
+    """A table only its module's ``__init__`` computes, by its class's static builder — fairseq's
+    ``get_embedding(num_embeddings, embedding_dim, padding_idx)``, as TrOCR's sinusoid holds its table as a
+    plain attribute that no ``_init_weights`` touches — set on ``module`` where it gives the shape of the
+    table on meta (a float32 one in the config's ``dtype``); else left as it is."""
+    builder = inspect.getattr_static(type(module), "get_embedding", None)
+    if not isinstance(builder, staticmethod) or buffer.dim() != 2:
+        return
+    padding = getattr(module, "padding_idx", None)
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            value = builder.__func__(*buffer.shape, padding if isinstance(padding, int) else None)
+    except Exception:  # its builder wants other arguments: not computed, as on meta
+        return
+    if isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(buffer.shape):
+        held = dtype if dtype is not None and value.dtype == torch.float32 else buffer.dtype
+        value = value.to(held)
+        parameter = isinstance(getattr(module, key), torch.nn.Parameter)
+        setattr(module, key, torch.nn.Parameter(value, requires_grad=False) if parameter else value)
 
 
 def _read_positional_weights(model: Any, folder: Path, files: list[Path]) -> None:

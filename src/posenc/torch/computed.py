@@ -314,6 +314,7 @@ SINUSOID_CONVENTIONS = {
     "timesteps": ("timesteps",),
     "rows": ("hidden_states",),
     "relative": ("hidden_states", "cached_frames"),
+    "length": ("seq_length", "position"),
 }
 #: The forward signatures of the "timesteps" form: ``(timesteps)``, ``(timestep)`` (Qwen-Image 2.1's, its
 #: time scale the attribute ``time_factor``), ``(timesteps, scale)`` (LongCat-AudioDiT's: the default of
@@ -399,6 +400,8 @@ def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -
     with torch.no_grad():
         if convention == "timesteps":
             return module(positions.to(torch.float32))
+        if convention == "length":  # TimesFM's: (B, seq) float positions -> (B, seq, width)
+            return module(position=positions.to(torch.float32)[None])[0]
         width = _attribute(module, *_WIDTHS)
         embeds = torch.zeros(1, positions.shape[0], width)
         return module(embeds, 0, positions.to(torch.long)[:, None])[0]
@@ -567,7 +570,10 @@ class ComputedSinusoid(nn.Module):
     positions 0 .. rows − 1 (``descending``: rows − 1 .. 0; ``leading``: with a leading axis of one) in
     its dtype, or ("relative") ``(hidden_states)`` ``(B, n, ·)`` -> ``(B, 2n − 1, width)`` of the positions
     n − 1 .. −(n − 1) in its dtype (``leading``: ``(1, 2n − 1, width)`` whatever B, as a slice of a cached
-    table gives them: wav2vec2-conformer's). ``options``: the core options (an identified variant's).
+    table gives them: wav2vec2-conformer's), or ("length", TimesFM's) ``(seq_length=None, position=None)``
+    -> ``(1, seq_length, width)`` of the positions 0 .. seq_length − 1, or ``(B, seq, width)`` of
+    ``position`` ``(B, seq)``, float32 (on the device it was moved to, where no position is given).
+    ``options``: the core options (an identified variant's).
 
     >>> options = {"base": 10000.0, "shift": 0.0, "scale": 1.0, "layout": "cos_sin", "odd": "zero"}
     >>> ComputedSinusoid(4, "timesteps", options)(torch.tensor([0.0, 1.0]))
@@ -591,6 +597,8 @@ class ComputedSinusoid(nn.Module):
         self.names = tuple(names)  # the "timesteps" form's
         self.rows, self.descending, self.leading = rows, descending, leading  # the "rows" form's
         self._checked = core.Options.check(width, *(options[k] for k in CORE_OPTIONS))
+        if convention == "length":  # where its positions 0 .. seq_length − 1 are made: the module's device
+            self.register_buffer("anchor", torch.zeros(0), persistent=False)
 
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         given = dict(zip(SINUSOID_CONVENTIONS[self.convention], args, strict=False)) | kwargs
@@ -613,6 +621,13 @@ class ComputedSinusoid(nn.Module):
                 options = dict(self.options, scale=float(given["scale"]))
                 checked = core.Options.check(self.width, *(options[k] for k in CORE_OPTIONS))
             return _encode_tensor(given[self.names[0]].float(), (*checked, "float32"))
+        if self.convention == "length":
+            positions = given.get("position")
+            if positions is None:
+                length = int(given["seq_length"])
+                positions = torch.arange(length, dtype=torch.float32, device=self.anchor.device)[None]
+            values = _encode_tensor(positions.reshape(-1).float(), (*self._checked, "float32"))
+            return values.reshape(*positions.shape, self.width)
         embeds = given["inputs_embeds"]
         batch, length = embeds.shape[:2]
         ids = given.get("position_ids")

@@ -1,11 +1,15 @@
-"""A rotary that computes the (cos, sin) of a sequence's length in its forward, holding no frequencies
-(diffusers' MiniMax Music 3 ``forward(seq_len, device)``, LongCat-AudioDiT ``forward(hidden_states,
-seq_len=None)``): what posenc reads of it, how it is proven, and its exact equivalent :class:`LengthRope`.
+"""A rotary that computes the (cos, sin) of a sequence's length in its forward (diffusers' MiniMax Music 3
+``forward(seq_len, device)``, LongCat-AudioDiT ``forward(hidden_states, seq_len=None)``, holding no
+frequencies; wav2vec2-conformer's and Wav2Vec2-BERT's ``forward(hidden_states)``, holding its ``inv_freq``):
+what posenc reads of it, how it is proven, and its exact equivalent :class:`LengthRope`.
 
 The formula: plain RoPE of positions 0 .. L − 1, ω_i = theta^(−2i/D), i < D/2, the halves layout
 ([cos ω_0 p .. cos ω_{D/2−1} p | the same again]), D its width (``rotary_dim`` or ``dim``), theta its
 ``theta`` or ``base``. L is ``seq_len`` (the "length" form) or the input's second axis unless ``seq_len`` is
-given (the "states" form, whose values are cast to the input's dtype).
+given (the "states" form, whose values are cast to the input's dtype). The "stacked" form (wav2vec2's)
+gives ``stack([cos, sin])`` of shape ``(2, L, 1, 1, D)`` in the input's dtype, L the input's second axis, D
+and theta read from its ``inv_freq`` (theta^(−2i/D): :func:`posenc.torch.computed.inv_freq_base`); the
+length of its last call it keeps (``cached_*``), which posenc's probes leave as they found it.
 
 The proof (:func:`prove_length_rope`): its own (cos, sin) of lengths 1, 5 and 2048 against posenc's, shapes
 included, each value within what float32 code errs at its position and frequency.
@@ -20,13 +24,17 @@ import torch
 from torch import nn
 
 from .. import core, rope
-from .computed import Refusal, forward_names, probed, within_rounding
+from .computed import Refusal, forward_names, inv_freq_base, probed, within_rounding
 from .rotary import cos_sin
 
 __all__ = ["FORMS", "LengthRope", "prove_length_rope", "read_length_rope"]
 
 #: The forward signatures read: form -> its parameter names.
-FORMS = {"length": ("seq_len", "device"), "states": ("hidden_states", "seq_len")}
+FORMS = {
+    "length": ("seq_len", "device"),
+    "states": ("hidden_states", "seq_len"),
+    "stacked": ("hidden_states",),
+}
 #: The lengths a module of the form is proven at (the last: every position an audit reads).
 PROBE_LENGTHS = (1, 5, 2048)
 
@@ -35,7 +43,8 @@ class LengthRope(nn.Module):
     """posenc's exact values in place of a rotary of a length (module docstring), called as the original
     is: ("length") ``(seq_len, device)`` -> ``(cos, sin)`` each ``(seq_len, width)`` float32 on ``device``;
     ("states") ``(hidden_states, seq_len=None)`` -> each ``(L, width)`` in the dtype of ``hidden_states``
-    and on its device, L = ``seq_len`` or ``hidden_states.shape[1]``.
+    and on its device, L = ``seq_len`` or ``hidden_states.shape[1]``; ("stacked") ``(hidden_states)`` ->
+    ``stack([cos, sin])`` ``(2, L, 1, 1, width)`` so, L = ``hidden_states.shape[1]``.
 
     >>> cos, sin = LengthRope(4, 100.0, "length")(2, "cpu")
     >>> sin
@@ -63,6 +72,8 @@ class LengthRope(nn.Module):
             device, dtype = states.device, states.dtype
         positions = torch.arange(int(length), device=device)
         cos, sin = cos_sin(positions, self.params)
+        if self.form == "stacked":
+            return torch.stack([cos, sin])[:, :, None, None, :].to(dtype)
         return cos.to(dtype), sin.to(dtype)
 
     def extra_repr(self) -> str:
@@ -85,6 +96,15 @@ def read_length_rope(module: nn.Module) -> LengthRope | None:
         return module
     names = forward_names(module)
     form = next((key for key, want in FORMS.items() if names == want), None)
+    if form == "stacked":  # a (hidden_states) rotary: its frequencies held, theta^(−2i/D), (2, L, 1, 1, D)
+        inv_freq = dict(module.named_buffers(recurse=False)).get("inv_freq")
+        theta = inv_freq_base(inv_freq)
+        if theta is None or theta <= 1:
+            return None
+        width = 2 * inv_freq.numel()
+        pair = probed(lambda: _call(module, form, 3))
+        shapes = isinstance(pair, tuple) and all(getattr(t, "shape", None) == (3, width) for t in pair)
+        return LengthRope(width, theta, form) if shapes else None  # another form (CLVP's): not this one
     if form is None or any(True for _ in module.buffers(recurse=False)):
         return None
     width, theta = _number(module, "rotary_dim", "dim"), _number(module, "theta", "base")
@@ -94,9 +114,19 @@ def read_length_rope(module: nn.Module) -> LengthRope | None:
 
 
 def _call(module: nn.Module, form: str, length: int) -> Any:
+    """``module``'s (cos, sin) of ``length`` positions (the "stacked" form's unstacked, each ``(L, D)``; the
+    length it keeps, ``cached_*``, put back after)."""
     if form == "length":
         return module(length, torch.device("cpu"))
-    return module(torch.zeros(1, length, 1))
+    if form == "states":
+        return module(torch.zeros(1, length, 1))
+    kept = {k: v for k, v in vars(module).items() if k.startswith("cached")}
+    try:
+        out = module(torch.zeros(1, length, 1))
+    finally:
+        vars(module).update(kept)
+    stacked = isinstance(out, torch.Tensor) and out.dim() == 5 and out.shape[0] == 2
+    return (out[0, :, 0, 0], out[1, :, 0, 0]) if stacked and out.shape[2:4] == (1, 1) else out
 
 
 def prove_length_rope(module: nn.Module, exact: LengthRope) -> tuple[float, float] | str:

@@ -664,6 +664,9 @@ def _rotary(
     ids = grid_rope.read_ids_rope(module) if config is None else None
     if ids is not None:  # MiniMax-H3's: each patch's position on each axis given
         return _ids_rope(model, path, module, ids, originals)
+    stacked = length_rope.read_length_rope(module) if config is None else None
+    if stacked is not None:  # wav2vec2-conformer's stack([cos, sin]) of (hidden_states), its inv_freq held
+        return _length_rope(model, path, module, stacked, originals)
     plain = su_rope.read_plain_rope(module) if config is None else None
     if plain is not None:  # a default rotary that holds only its inv_freq (diffusers' Anima)
         how = (
@@ -1309,7 +1312,8 @@ def _length_rope(
         f"of lengths {', '.join(map(str, length_rope.PROBE_LENGTHS))} within float32 rounding"
     )
     proof = length_rope.prove_length_rope(module, exact)
-    return _swap_proven(model, path, module, exact, proof, "rope-default", how, originals)
+    kind = "rotary" if exact.form == "stacked" else "computed"  # a rotary module of its own frequencies
+    return _swap_proven(model, path, module, exact, proof, "rope-default", how, originals, kind)
 
 
 def _period_time(

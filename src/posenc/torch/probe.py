@@ -9,9 +9,10 @@ is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too), ``pixel_va
 ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice ``max_source_positions`` frames; a
 conformer's, whose config names no ``max_source_positions``, Canary's, whose encoder's config names its
 bins, and Speech2Text's, ``input_feat_per_channel`` × ``input_channels`` bins: 64 frames of them),
-``input_values`` (raw audio: 16000 samples) or ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
-frames at its ``crop_size``): 16 token ids below its vocabulary size, one seeded image, clip or sound, on
-the model's device. The
+``input_values`` (raw audio: 16000 samples), ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
+frames at its ``crop_size``) or ``past_values`` with ``past_values_padding`` (TimesFM's: a series of four
+``patch_length`` patches, none padded, of frequency class 0): 16 token ids below its vocabulary size, one
+seeded image, clip, sound or series, on the model's device. The
 forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is
 put back after), without a KV cache and under a forked random state (the caller's generator is not
 consumed). A model posenc has no probe for (its own ``nn.Module``, another input kind) or on the meta device
@@ -155,6 +156,15 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         if getattr(config, "is_encoder_decoder", False):
             start = getattr(config, "decoder_start_token_id", None) or 0
             inputs["decoder_input_ids"] = torch.full((1, 4), int(start), device=first.device)
+        return inputs
+    if name == "past_values" and "past_values_padding" in _parameters(model):  # TimesFM's: a series
+        patch = getattr(config, "patch_length", None)
+        if not isinstance(patch, int) or patch < 1:
+            return "its config gives no patch_length for a probe series"
+        series = torch.randn(1, 4 * patch, generator=generator).to(first.device, first.dtype)
+        inputs = {"past_values": series, "past_values_padding": torch.zeros_like(series)}
+        if "freq" in _parameters(model):
+            inputs["freq"] = torch.zeros(1, 1, dtype=torch.long, device=first.device)
         return inputs
     return f"its main input is {name!r}: no probe inputs for it"
 

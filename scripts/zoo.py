@@ -60,10 +60,13 @@ def table(outcomes: dict[str, dict], library: str = "transformers") -> str:
             "embedding or computes sinusoids and that has a model class, found by enumeration "
             "(`tests/support/zoo.py`), built tiny from its own config class with random weights (two heads "
             "of its own head dim, one layer per layer type; its rope parameters as they are, and where "
-            "its default config cannot run its own code, the fields its checkpoints give)"
+            "its default config cannot run its own code, the fields its checkpoints give); where another "
+            "value of a config field builds a positional class its default does not (ESM-2's rotary, "
+            "TrOCR's sinusoid), that value is a row of its own, `type[field=value]`"
         )
         forward = (
-            "the outputs within 1e-4 where the model takes token ids; where the model built generates (it "
+            "the outputs within 1e-4 where posenc's probe inputs (token ids, an image, audio features, a "
+            "series) run its forward; where the model built generates (it "
             "is built as its causal LM, its encoder-decoder's or its vision- or audio-language model's "
             "generating class where transformers has one) and a patch replaced something, its greedy tokens "
             "— 6 after 8 ids, through its cache — unchanged; "

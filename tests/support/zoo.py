@@ -111,12 +111,17 @@ _CHECKPOINT_FIELDS: dict[str, dict[str, Any]] = {
     # default hidden size over its heads is no even head (4096 / 96, 2048 / 28) or is not the one its
     # module's mrope_section covers (1024 / 16)
     "glm4_moe": {"Glm4MoeConfig.hidden_size": 256},
+    "dbrx": {"clip_qkv": 8.0},  # DBRX's checkpoints' (the default None: its attention's clamp raises)
     "esm": {"pad_token_id": 1},  # ESM-2's: its position ids count from the pad id (None: no forward)
-    "zamba2": {"attention_hidden_size": 320},  # twice the shrunk hidden size, as its config derives it
+    # its attention twice the shrunk hidden size, as its config derives it; its Mamba heads (and Bamba's,
+    # GraniteMoeHybrid's) spanning the shrunk width: heads × head dim = expand × hidden size
+    "zamba2": {"attention_hidden_size": 320, "mamba_headdim": 40},
+    "bamba": {"mamba_n_heads": 8, "attn_layer_indices": [1], "num_hidden_layers": 2},  # Bamba-9B's kinds
     # a hybrid whose default layers are all linear attention: one attention layer, for its rotary to act
     "granitemoehybrid[position_embedding_type=rope]": {
         "layer_types": ["linear_attention", "full_attention"],
         "num_hidden_layers": 2,
+        "mamba_n_heads": 8,
     },
     **{name: {"Glm4vMoeTextConfig.hidden_size": 256} for name in ("glm4v_moe", "glm4v_moe_text")},
     "qwen3_omni_moe": {
@@ -579,7 +584,7 @@ def _greedy(model: Any, inputs: dict[str, Any] | None) -> tuple[torch.Tensor, li
                 return_dict_in_generate=True,
             )
     except Exception as error:  # the harness's call, not posenc's: said, not judged
-        return f"{type(error).__name__}: {str(error)[:80]}"
+        return f"its generate raised {type(error).__name__}: {str(error)[:80]}"
     sequences = getattr(out, "sequences", out)
     if not isinstance(sequences, torch.Tensor):
         return f"its generate gives {type(out).__name__}, not token ids"
@@ -592,10 +597,11 @@ def _greedy(model: Any, inputs: dict[str, Any] | None) -> tuple[torch.Tensor, li
 
 def _same_greedy(before: tuple[torch.Tensor, list[float]] | str, after: Any) -> tuple[str, str | None]:
     """(what the comparison of greedy decodes says for an exact model, a problem or None)."""
-    if isinstance(before, str):
-        return "", None
+    if isinstance(before, str):  # it does not generate (nothing to say), or no greedy decode before the patch
+        quiet = before == "it does not generate"
+        return ("" if quiet else f"greedy tokens not compared ({before})"), None
     if isinstance(after, str):
-        return "", f"greedy decoding after the patch raised ({after})"
+        return "", f"greedy decoding after the patch failed ({after})"
     tokens, gaps = before
     if torch.equal(tokens, after[0]):
         return f"greedy tokens unchanged ({tokens.shape[1]})", None

@@ -44,7 +44,8 @@ class LengthRope(nn.Module):
     is: ("length") ``(seq_len, device)`` -> ``(cos, sin)`` each ``(seq_len, width)`` float32 on ``device``;
     ("states") ``(hidden_states, seq_len=None)`` -> each ``(L, width)`` in the dtype of ``hidden_states``
     and on its device, L = ``seq_len`` or ``hidden_states.shape[1]``; ("stacked") ``(hidden_states)`` ->
-    ``stack([cos, sin])`` ``(2, L, 1, 1, width)`` so, L = ``hidden_states.shape[1]``.
+    ``stack([cos, sin])`` ``(2, L, 1, 1, width)`` in its dtype and on its device, L =
+    ``hidden_states.shape[1]``.
 
     >>> cos, sin = LengthRope(4, 100.0, "length")(2, "cpu")
     >>> sin

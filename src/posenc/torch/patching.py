@@ -1550,6 +1550,8 @@ def _sinusoid(
         layout = {"names": tuple(inspect.signature(module.forward).parameters)}
         options["scale"] = float(options["scale"]) * scale
     exact = _PatchedSinusoid(rows.shape[1], convention, options, **layout)
+    held = next(module.buffers(), None)  # its device ("length": its positions are made there)
+    exact = exact.to(held.device) if held is not None and held.device.type != "meta" else exact
     exact.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
     count = "t = 0 .. 999" if convention == "timesteps" else f"positions 0 .. {len(rows) - 1}"

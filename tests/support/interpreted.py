@@ -15,7 +15,10 @@ It also raises the exact algorithm's default block (``table_launch.EXACT_BLOCK``
 to whole tables: the interpreter runs a grid's programs one after another, each paying every operation's
 dispatch, so a levels or anchors build of 256 programs of 128 elements took ~30 s where one program takes
 ~1 s, to the same bits (the values are elementwise; a test that needs a block names it: ``exact_block``).
-The first-launch probes and the public entry points build such tables in every interpreted file.
+The first-launch probes and the public entry points build such tables in every interpreted file. The
+encode kernel's default block is raised the same way (:data:`INTERPRETED_ENCODE_BLOCK`), and the language is
+swapped once a launch rather than at every helper call (:func:`_patching_the_language_once_per_launch`):
+the five interpreted files, 355 s of CPU in a loaded ``make test``, take ~200 s.
 """
 
 from __future__ import annotations
@@ -63,16 +66,64 @@ def _without_dropped_overflow_checks() -> None:
         builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
 
 
+def _patching_the_language_once_per_launch() -> None:
+    """The interpreter swaps ``triton.language``'s builtins for its own at each launch (and puts them back
+    after), and again at every call of a ``@triton.jit`` helper inside the kernel: tens of thousands of
+    times a launch here (the fixed-point helpers), each walking the modules' members with
+    ``inspect.getmembers`` to set what the launch already set — a fifth of the interpreted files' time, and
+    nothing restored. A helper whose language modules the running launch already swapped skips it; every
+    other call (a launch, a helper seeing another module) swaps as before. The kernels run the same code on
+    the same swapped language, so every value is the same."""
+    import inspect
+
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    patch, run = interpreter._patch_lang, interpreter.GridExecutor.__call__
+    launches: list[set[int] | None] = []  # per running launch: the modules it swapped (None: not yet)
+
+    seen: dict[int, set[int]] = {}
+
+    def modules(fn) -> set[int]:
+        if id(fn) not in seen:  # a kernel's functions live as long as their modules
+            found = (v for v in fn.__globals__.values() if inspect.ismodule(v))
+            seen[id(fn)] = {id(v) for v in found if v in (tl, tl.core)}
+        return seen[id(fn)]
+
+    def patch_once(fn):
+        if launches and launches[-1] is not None and modules(fn) <= launches[-1]:
+            return interpreter._LangPatchScope()  # swapped by this launch: nothing to do, nothing to undo
+        scope = patch(fn)
+        if launches and launches[-1] is None:
+            launches[-1] = modules(fn)
+        return scope
+
+    def launch(self, *args, **kwargs):
+        launches.append(None)
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            launches.pop()
+
+    interpreter._patch_lang, interpreter.GridExecutor.__call__ = patch_once, launch
+
+
 #: The interpreter's default exact block (module docstring): 1024 rows of 64 frequencies, one program a table.
 INTERPRETED_EXACT_BLOCK = 1 << 16
+#: The encode kernel's default block in the interpreter: 16 K elements a program (a GPU's: 128), where an
+#: operation's dispatch and its NumPy work cost about the same (timesteps through the operator: 20 programs
+#: of the exact algorithm, 8 s, became one)
+INTERPRETED_ENCODE_BLOCK = 1 << 14
 
 
 if __name__ == "__main__":  # python -m tests.support.interpreted SCRIPT OUT (TRITON_INTERPRET=1)
     assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
     _without_dropped_overflow_checks()
-    from posenc.torch.kernels import table_launch
+    _patching_the_language_once_per_launch()
+    from posenc.torch.kernels import encode_launch, table_launch
 
     table_launch.EXACT_BLOCK = INTERPRETED_EXACT_BLOCK
+    encode_launch._BLOCK = INTERPRETED_ENCODE_BLOCK
     script = sys.argv[1]
     sys.argv = sys.argv[1:]
     runpy.run_path(script, run_name="__main__")

@@ -26,13 +26,17 @@ pytest.importorskip("triton")
 
 #: Triton's interpreter takes about as long for an exact block of any size: big ones keep the cases quick
 EXACT = {"exact_block": (64, 1024)}
+#: A combining block of whole tables for the large cases: the interpreter runs a grid's programs one after
+#: another, each paying every operation's dispatch (a GPU's block: 512 programs for 4096 x 256); the cases
+#: that keep the GPU's block show the fast path does the work (few blocks flag an uncertain value)
+WHOLE = {"block_rows": 1024}
 #: name -> (length, d_model, start, output dtype, options, launch options)
 CASES = {
-    "4096x256-bfloat16": (4096, 256, 1, "bfloat16", {}, {}),
+    "4096x256-bfloat16": (4096, 256, 1, "bfloat16", {}, WHOLE),
     "1000x1024-float32-cos_sin-base5e5-from0": (
-        1000, 1024, 0, "float32", {"base": 500000.0, "layout": "cos_sin"}, {}
+        1000, 1024, 0, "float32", {"base": 500000.0, "layout": "cos_sin"}, WHOLE
     ),
-    "1100x1000-float16-sin_cos": (1100, 1000, 77, "float16", {"layout": "sin_cos"}, {}),
+    "1100x1000-float16-sin_cos": (1100, 1000, 77, "float16", {"layout": "sin_cos"}, WHOLE),
     "700x66-float16-shift1-across0": (700, 66, -350, "float16", {"shift": 1}, {}),
     "257x33-float32-literal-top": (
         257, 33, 2**31 - 257, "float32", {"odd": "literal", "layout": "sin_cos"}, {}
@@ -150,6 +154,8 @@ kernel_results = results_fixture(__file__, "table_kernel")
 def test_tables_equal_the_core_bit_for_bit(kernel_results, name):
     np.testing.assert_array_equal(kernel_results[f"{name}/bits"], _core(name))
     uncertain = kernel_results[f"{name}/uncertain"]
+    if CASES[name][5] is WHOLE:  # one program a table: its one flag says nothing of the fast path
+        return
     # the fast path does the work: few blocks hold an uncertain value (position 0's zero sines always do)
     assert (uncertain > 0).mean() <= 0.05 or (uncertain > 0).sum() <= 2
 

@@ -111,6 +111,7 @@ _CHECKPOINT_FIELDS: dict[str, dict[str, Any]] = {
     # default hidden size over its heads is no even head (4096 / 96, 2048 / 28) or is not the one its
     # module's mrope_section covers (1024 / 16)
     "glm4_moe": {"Glm4MoeConfig.hidden_size": 256},
+    "step3p7": {"sliding_window": 512},  # its forward builds a sliding mask whatever its layers (None raises)
     "dbrx": {"clip_qkv": 8.0},  # DBRX's checkpoints' (the default None: its attention's clamp raises)
     "esm": {"pad_token_id": 1},  # ESM-2's: its position ids count from the pad id (None: no forward)
     # its attention twice the shrunk hidden size, as its config derives it; its Mamba heads (and Bamba's,

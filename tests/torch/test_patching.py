@@ -722,3 +722,31 @@ def test_timesfms_patch_is_proven_on_its_own_forecast() -> None:
     (replaced,) = pt.patch(model).replaced
     assert replaced.path == "position_emb" and "the model's forward: outputs as before" in replaced.reason
     assert pt.unpatch(model) == 1
+
+
+#: model type -> what its probe inputs must be: (name, shape) pairs
+PROBE_SHAPES = {
+    "rt_detr": {"pixel_values": (1, 3, 128, 128)},  # 300 queries: 336 anchors at 128 pixels, 84 at 64
+    "grounding-dino": {"pixel_values": (1, 3, 224, 224), "input_ids": (1, 8)},  # its Swin's size; a prompt
+    "mimi": {"input_values": (1, 1, 16000)},  # a codec's audio channels
+    "videomae": {"pixel_values": (1, 16, 3, 224, 224)},  # a clip of its num_frames
+}
+
+
+@pytest.mark.parametrize("model_type", PROBE_SHAPES)
+def test_a_detector_a_codec_and_a_video_model_get_probe_inputs_their_forward_takes(model_type: str) -> None:
+    """A detector that selects its queries among its feature maps' anchors gets an image holding enough of
+    them, one prompted by text a prompt, a codec its audio channels and a video model a clip of its frames:
+    each swap is proven on the model's own forward (was: "forward not run")."""
+    from posenc.torch.probe import inputs_of, probe_of
+    from tests.support import zoo
+
+    model = zoo.build(model_type)[0]
+    inputs = inputs_of(model)
+    assert not isinstance(inputs, str), inputs
+    assert {name: tuple(value.shape) for name, value in inputs.items()} == PROBE_SHAPES[model_type]
+    assert probe_of(model)().isfinite().all()  # its forward runs on them
+    report = pt.patch(model)  # VideoMAE's table is already exact: nothing to swap
+    assert report.replaced or [c.reason for c in report.components] == ["already exact"]
+    assert all("the model's forward: outputs as before" in c.reason for c in report.replaced)
+    assert pt.unpatch(model) == len(report.replaced)

@@ -5,11 +5,15 @@ component is declined with what the forward said.
 
 A probe (:func:`probe_of`, inputs by :func:`inputs_of`) exists for a Hugging Face model whose main input
 is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too), ``pixel_values`` (its config's
-``num_channels`` and ``image_size``; 64 pixels a side where it names no size, as detectors' configs),
+``num_channels`` and ``image_size``; 64 pixels a side where it names no size, as detectors' configs, or
+enough for its ``num_queries`` among the anchors of feature maps of strides 8, 16 and 32 (RT-DETR's kind);
+a clip of its ``num_frames`` for a video model with a ``tubelet_size`` (VideoMAE's); 8 prompt tokens
+beside it where its forward requires ``input_ids`` (Grounding DINO's)),
 ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice ``max_source_positions`` frames; a
 conformer's, whose config names no ``max_source_positions``, Canary's, whose encoder's config names its
 bins, and Speech2Text's, ``input_feat_per_channel`` × ``input_channels`` bins: 64 frames of them),
-``input_values`` (raw audio: 16000 samples), ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
+``input_values`` (raw audio: 16000 samples; ``(1, audio_channels, 16000)`` for a codec whose config
+names its channels, Mimi's), ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
 frames at its ``crop_size``) or ``past_values`` with ``past_values_padding`` (TimesFM's: a series of four
 ``patch_length`` patches, none padded, of frequency class 0): 16 token ids below its vocabulary size, one
 seeded image, clip, sound or series, on the model's device. The
@@ -101,9 +105,8 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     name = getattr(model, "main_input_name", "input_ids")
     generator = torch.Generator().manual_seed(0)
     if name == "input_ids":
-        text = config.get_text_config() if hasattr(config, "get_text_config") else config
-        vocab = getattr(text, "vocab_size", None) or getattr(config, "vocab_size", None)
-        if not isinstance(vocab, int) or vocab < 1:
+        vocab = _vocab(config)
+        if vocab is None:
             return "its config has no vocab_size to draw probe tokens from"
         ids = torch.randint(0, vocab, (1, _TOKENS), generator=generator).to(first.device)
         inputs: dict[str, Any] = {"input_ids": ids}
@@ -118,11 +121,20 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         channels = getattr(vision, "num_channels", None) or getattr(backbone, "num_channels", None)
         size = getattr(vision, "image_size", None)
         size = size[0] if isinstance(size, (list, tuple)) and size and size[0] == size[-1] else size
-        size = _DETECTOR_SIDE if size is None else size  # a detector's config names no size: it takes any
+        size = _detector_side(vision) if size is None else size  # a detector's config names no size
         if not isinstance(channels, int) or not isinstance(size, int):
             return "its config gives no num_channels and square image_size for a probe image"
-        image = torch.randn(1, channels, size, size, generator=generator)
-        return {"pixel_values": image.to(first.device, first.dtype)}
+        frames = getattr(vision, "num_frames", None)  # a video model's clip (VideoMAE's): frames first
+        shape = (1, frames) if isinstance(frames, int) and "tubelet_size" in vars(vision) else (1,)
+        image = torch.randn(*shape, channels, size, size, generator=generator)
+        inputs = {"pixel_values": image.to(first.device, first.dtype)}
+        if "input_ids" in _required(model):  # a text-conditioned detector's (Grounding DINO's): a prompt
+            vocab = _vocab(config)
+            if vocab is None:
+                return "its forward needs input_ids beside its image, and its config has no vocab_size"
+            inputs["input_ids"] = torch.randint(0, vocab, (1, _TOKENS // 2), generator=generator)
+            inputs["input_ids"] = inputs["input_ids"].to(first.device)
+        return inputs
     if name == "pixel_values_videos":  # V-JEPA 2's kind: one clip of one tubelet of frames
         channels = getattr(config, "in_chans", None) or getattr(config, "num_channels", None)
         size = getattr(config, "crop_size", None) or getattr(config, "image_size", None)
@@ -152,7 +164,9 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
             inputs["decoder_input_ids"] = torch.full((1, 4), int(start), device=first.device)
         return inputs
     if name == "input_values":  # raw audio (Moonshine, wav2vec 2.0's kind): a second of samples
-        inputs = {"input_values": torch.randn(1, _SAMPLES, generator=generator).to(first.device, first.dtype)}
+        channels = getattr(config, "audio_channels", None)  # a codec's (Mimi's): (batch, channels, samples)
+        shape = (1, channels, _SAMPLES) if isinstance(channels, int) else (1, _SAMPLES)
+        inputs = {"input_values": torch.randn(*shape, generator=generator).to(first.device, first.dtype)}
         if getattr(config, "is_encoder_decoder", False):
             start = getattr(config, "decoder_start_token_id", None) or 0
             inputs["decoder_input_ids"] = torch.full((1, 4), int(start), device=first.device)
@@ -167,6 +181,35 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
             inputs["freq"] = torch.zeros(1, 1, dtype=torch.long, device=first.device)
         return inputs
     return f"its main input is {name!r}: no probe inputs for it"
+
+
+def _vocab(config: Any) -> int | None:
+    """The vocabulary size probe tokens are drawn below: the text config's, else the config's."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    vocab = getattr(text, "vocab_size", None) or getattr(config, "vocab_size", None)
+    return vocab if isinstance(vocab, int) and vocab > 0 else None
+
+
+def _detector_side(config: Any) -> int:
+    """A probe image's side for a detector (its config names no size): 64 pixels, more where it selects
+    ``num_queries`` of the anchors of its feature maps (RT-DETR's kind: strides 8, 16 and 32) and 64 pixels
+    hold fewer."""
+    queries, side = getattr(config, "num_queries", None), _DETECTOR_SIDE
+    while isinstance(queries, int) and sum((side // s) ** 2 for s in (8, 16, 32)) < queries and side < 1024:
+        side += 32
+    return side
+
+
+def _required(model: nn.Module) -> set[str]:
+    """The parameters of ``model.forward`` that have no default."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return {p.name for p in parameters if p.default is p.empty and p.kind not in variadic}
 
 
 def _parameters(model: nn.Module) -> set[str]:

@@ -286,6 +286,25 @@ def test_a_learned_table_is_not_judged_and_never_called_a_broken_sinusoid() -> N
     assert "off by" not in audit.as_text() and "FAIL" not in audit.as_text()
 
 
+def test_a_normalized_sinusoid_is_called_a_scaled_sinusoid_not_learned_weights() -> None:
+    """PatchTST's "sincos" table (its default) is the paper's sinusoid minus its mean, over ten times its
+    deviation, held as a parameter without gradient: a sinusoid posenc does not make, not judged — and
+    not learned weights, which GPT-2's table (the control) still is."""
+    torch.manual_seed(0)
+    model = T.PatchTSTModel(T.PatchTSTConfig(d_model=64, num_hidden_layers=1, context_length=64))
+    (component,) = posenc.audit(model, samples=S).components
+    assert component.path == "encoder.positional_encoder.position_enc" and not component.judged
+    assert (
+        component.note.startswith("a sinusoid scaled and shifted (paper × 0.1")
+        and "learned" not in component.note
+    )
+    (patched,) = pt.patch(model).components
+    assert patched.variant == "unknown" and not patched.replaced and patched.reason == component.note
+    gpt2 = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=101, n_embd=64, n_layer=1, n_head=4, n_positions=128))
+    (learned,) = posenc.audit(gpt2, samples=S).components
+    assert learned.note.startswith("learned weights: ")
+
+
 def test_a_table_of_zeros_is_called_zeros_not_learned_weights() -> None:
     """ViT-MAE built from its config keeps a zero table (transformers skips its sin-cos fill): no sinusoid
     and no learned table either; audit and patch say so."""

@@ -811,9 +811,11 @@ def _from_folder(model: Any, audit: Any) -> str:
             with _timm_lent(model.config):  # a folder of Gemma 3n's: transformers builds its timm tower
                 read = posenc.audit(folder, samples=SAMPLES)
         except ModelDirectoryError as refusal:
-            return f"posenc audit DIR refuses its folder: {str(refusal)[:120]}"
+            said = str(refusal).replace(folder, "DIR")  # the same words each run, not a temporary's name
+            return f"posenc audit DIR refuses its folder: {said[:120]}"
         except Exception as error:
-            return f"posenc audit DIR raised {type(error).__name__}: {str(error)[:160]}"
+            said = str(error).replace(folder, "DIR")
+            return f"posenc audit DIR raised {type(error).__name__}: {said[:160]}"
     mine, theirs = _judgments(audit), _judgments(read)
 
     # the folder's model may be built as another class of the family (its base model): paths by suffix

@@ -1764,7 +1764,8 @@ def _proven_rows(rows: np.ndarray, dtype: torch.dtype, weights: bool = True) -> 
         return _Rows("?", reason=f"not an encoding table: {error}")
     learned = _learned(rows[zeros:], found, weights)
     if learned is not None:
-        return _Rows("learned" if weights else "unknown", reason=learned)
+        known = weights and not learned.startswith(_SCALED)  # a scaled sinusoid is a formula, not weights
+        return _Rows("learned" if known else "unknown", reason=learned)
     hedge = (
         "a learned or perturbed table?"
         if weights
@@ -1915,11 +1916,41 @@ def _learned(rows: np.ndarray, found: list[Any], weights: bool = True) -> str | 
     typical = float(np.median(np.abs(values - rows)))
     if typical <= proofs.CAP * amplitude:
         return None
+    scaled = _scaled_sinusoid(rows, found)
+    if scaled is not None:
+        return scaled
     name = (nearest.name or "generic").split(" = ")[0]
     return (
         f"{what}: half its values differ from the nearest sinusoid ({name}) by more than "
         f"{typical:.2g}; not a sinusoidal table posenc knows, not judged"
     )
+
+
+def _scaled_sinusoid(rows: np.ndarray, found: list[Any]) -> str | None:
+    """Why ``rows`` are not judged where they are one of identify's candidates ``found`` scaled and shifted
+    (``a·PE + b``: PatchTST's "sincos" table, normalized to zero mean and a tenth of a unit's deviation
+    after it is computed) to within 2⁻¹⁰ of the scaled amplitude everywhere; else None. Such a table is a
+    sinusoid, not learned weights, but of a formula posenc does not make."""
+    for match in found:
+        try:
+            values = proofs.exact_rows(match, rows.shape, "float64")
+        except (ValueError, TypeError):
+            continue
+        centred = values - values.mean()
+        spread = float(np.mean(centred * centred))
+        if spread == 0.0:
+            continue
+        a = float(np.mean((rows - rows.mean()) * centred)) / spread
+        b = float(rows.mean()) - a * float(values.mean())
+        amplitude = abs(a) * float(np.abs(values).max(initial=0.0))
+        if amplitude > 0.0 and float(np.abs(rows - (a * values + b)).max()) <= 2.0**-10 * amplitude:
+            name = (match.name or "generic").split(" = ")[0]
+            return f"{_SCALED} ({name} × {a:.4g} + {b:.3g}): {_UNKNOWN_SCALED}; not judged"
+    return None
+
+
+_SCALED = "a sinusoid scaled and shifted"
+_UNKNOWN_SCALED = "not a formula posenc knows (its values normalized after they were computed)"
 
 
 def _restore_table(model: nn.Module, path: str, entry: _Original) -> int:

@@ -79,6 +79,8 @@ def _patching_the_language_once_per_launch() -> None:
     import triton.language as tl
     from triton.runtime import interpreter
 
+    if not all(hasattr(interpreter, n) for n in ("_patch_lang", "_LangPatchScope", "GridExecutor")):
+        return  # another Triton's interpreter: it swaps as it does (slower, the same values)
     patch, run = interpreter._patch_lang, interpreter.GridExecutor.__call__
     launches: list[set[int] | None] = []  # per running launch: the modules it swapped (None: not yet)
 

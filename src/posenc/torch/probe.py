@@ -4,11 +4,12 @@ agree within what exact positions can change (:func:`agree`); otherwise every sw
 component is declined with what the forward said.
 
 A probe (:func:`probe_of`, inputs by :func:`inputs_of`) exists for a Hugging Face model whose main input
-is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too), ``pixel_values`` (its config's
-``num_channels`` and ``image_size``; 64 pixels a side where it names no size, as detectors' configs, or
-enough for its ``num_queries`` among the anchors of feature maps of strides 8, 16 and 32 (RT-DETR's kind);
-a clip of its ``num_frames`` for a video model with a ``tubelet_size`` (VideoMAE's); 8 prompt tokens
-beside it where its forward requires ``input_ids`` (Grounding DINO's)),
+is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too; an audio decoder whose config names
+its ``num_codebooks`` and ``audio_channels``, MusicGen's, a row of ids per codebook), ``pixel_values``
+(its config's ``num_channels`` and ``image_size``; 64 pixels a side where it names no size, as detectors'
+configs, or enough for its ``num_queries`` among the anchors of feature maps of strides 8, 16 and 32
+(RT-DETR's kind); a clip of its ``num_frames`` for a video model with a ``tubelet_size`` (VideoMAE's); 8
+prompt tokens beside it where its forward requires ``input_ids`` (Grounding DINO's)),
 ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice ``max_source_positions`` frames; a
 conformer's, whose config names no ``max_source_positions``, Canary's, whose encoder's config names its
 bins, and Speech2Text's, ``input_feat_per_channel`` × ``input_channels`` bins: 64 frames of them),
@@ -108,7 +109,9 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         vocab = _vocab(config)
         if vocab is None:
             return "its config has no vocab_size to draw probe tokens from"
-        ids = torch.randint(0, vocab, (1, _TOKENS), generator=generator).to(first.device)
+        books, channels = getattr(config, "num_codebooks", None), getattr(config, "audio_channels", None)
+        rows = books if isinstance(books, int) and isinstance(channels, int) else 1  # MusicGen's codebooks
+        ids = torch.randint(0, vocab, (rows, _TOKENS), generator=generator).to(first.device)
         inputs: dict[str, Any] = {"input_ids": ids}
         if getattr(config, "is_encoder_decoder", False):
             inputs["decoder_input_ids"] = ids[:, : _TOKENS // 2]

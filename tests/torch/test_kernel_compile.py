@@ -4,7 +4,7 @@ cubin, and through the check Triton makes at every launch (the globals a kernel 
 the pinned triton (what torch 2.13's CUDA builds ship), and with triton 3.6 (torch 2.10 and 2.11's, the
 oldest the launchers take; ``make test`` installs it apart, in .venv/triton-3.6) the specializations the
 direct-launch check launches, every kernel among them (:data:`OLDEST_SPECS`: each exact-algorithm compile
-takes ~15 s of CPU, and a new venv compiles them all).
+takes ~20 s of CPU, and a new venv compiles them all).
 
 The bit-for-bit tests run the kernels in Triton's CPU interpreter, which accepts code the compiler refuses
 and makes no launch check: a NaN global (NaN != NaN reads as "changed") stopped every launch of both
@@ -12,7 +12,7 @@ kernels, and triton 3.6 could not build them (None in a returned tuple, nested t
 interpreted test green. The negative control shows this harness catches the first.
 
 The compiles are kept in Triton's on-disk cache in the venv (:data:`CACHE`): a warm run compiles only the
-kernels whose source (or Triton) changed, ~3 minutes of CPU less; a new venv, as in CI, compiles them all.
+kernels whose source (or Triton) changed, ~4 minutes of CPU less; a new venv, as in CI, compiles them all.
 """
 
 from __future__ import annotations

@@ -31,14 +31,15 @@ from .fixed_point import (
     _digits,
     _fraction_digits,
     _frexp_exponent,
-    _gather,
     _lazy,
     _load,
+    _load_all,
     _magnitude,
     _mul,
     _nan,
     _normalize,
     _power_of_two,
+    _row_pointers,
     _select,
     _shift_down,
     _signed_sum,
@@ -107,19 +108,30 @@ def _evaluate(whole, fraction, fraction_negative, freqs, freq_ok, consts, n_freq
     reduce_ptr, rate_ptr, scaled_rate_ptr, steps_ptr, rate_float_ptr = consts[0:5]
     two_pi_ptr, fact_ptr, sin_neg_ptr, sin_ptr, cos_neg_ptr, cos_ptr = consts[5:11]
     # the reduction: frac(whole c) = Σ_j piece_j(whole) · digits of frac(2**11j c) (host.constants.reduce)
+    reduce_digits = _load_all(
+        _row_pointers(reduce_ptr, freqs, M + 2)
+        + _row_pointers(reduce_ptr, n_freq + freqs, M + 2)
+        + _row_pointers(reduce_ptr, 2 * n_freq + freqs, M + 2),
+        freq_ok, 0, 3 * (M + 2),
+    )  # fmt: skip
     columns = ()
     for t in tl.static_range(M + 2):
         column = whole * 0
         for j in tl.static_range(3):
             piece = (whole >> (_PIECE_BITS * j)) & _PIECE_MASK
-            digit = _load(reduce_ptr + (j * n_freq + freqs) * _ROW + t, freq_ok, 0)
-            column = column + piece * digit
+            column = column + piece * reduce_digits[j * (M + 2) + t]
         columns = columns + (column,)
     turn = _lazy(columns, M + 2)[: M + 1]
     e = whole * 0
     if HAS_FRACTION:
         # tiny turns: whole = 0 and |f| c < 2**-12, scaled by 2**e = 2**12(s + u)
-        rate_float = _load(rate_float_ptr + freqs, freq_ok, 0.0)
+        loaded = _load_all(
+            (rate_float_ptr + freqs, steps_ptr + freqs)
+            + _row_pointers(scaled_rate_ptr, freqs, M + 1)
+            + _row_pointers(rate_ptr, freqs, M + 1),
+            freq_ok, 0, 2 * (M + 2),
+        )  # fmt: skip
+        rate_float = loaded[0]
         tiny = (whole == 0) & (fraction * rate_float < 0.0001220703125)  # 2**-13
         exponent = _frexp_exponent(fraction, WIDE)
         s = tl.where(tiny & (exponent < 0), (-exponent) // _LIMB_BITS, 0)
@@ -134,11 +146,10 @@ def _evaluate(whole, fraction, fraction_negative, freqs, freq_ok, consts, n_freq
             for b in tl.static_range(4):
                 up = _power_of_two(s * 0 + _LIMB_BITS * (1 << b), WIDE)
                 scaled = tl.where((s & (1 << b)) != 0, scaled * up, scaled)
-        u = tl.where(tiny, _load(steps_ptr + freqs, freq_ok, 0), 0)
+        u = tl.where(tiny, loaded[1], 0)
         e = (s + u) * _LIMB_BITS
         digits = _fraction_digits(scaled, M)
-        scaled_rate = _gather(scaled_rate_ptr, freqs, freq_ok, M + 1)
-        rate = _select(tiny, scaled_rate, _gather(rate_ptr, freqs, freq_ok, M + 1), M + 1)
+        rate = _select(tiny, loaded[2 : M + 3], loaded[M + 3 :], M + 1)
         product = _mul(digits, rate, M)
         summed = ()
         for t in tl.static_range(M + 1):
@@ -159,9 +170,14 @@ def _evaluate(whole, fraction, fraction_negative, freqs, freq_ok, consts, n_freq
     sin_x, cos_x = _series(x, z, fact_ptr, M, TERMS)
     index = k & 255
     always = index >= 0
-    sk, ck = _gather(sin_ptr, index, always, M + 1), _gather(cos_ptr, index, always, M + 1)
-    sk_negative = _load(sin_neg_ptr + index, always, 0) != 0
-    ck_negative = _load(cos_neg_ptr + index, always, 0) != 0
+    loaded = _load_all(
+        (sin_neg_ptr + index, cos_neg_ptr + index)
+        + _row_pointers(sin_ptr, index, M + 1)
+        + _row_pointers(cos_ptr, index, M + 1),
+        always, 0, 2 * (M + 2),
+    )  # fmt: skip
+    sk_negative, ck_negative = loaded[0] != 0, loaded[1] != 0
+    sk, ck = loaded[2 : M + 3], loaded[M + 3 :]
     sin = _signed_sum(sk_negative, _mul(sk, cos_x, M), ck_negative != s_negative, _mul(ck, sin_x, M), M + 1)
     cos = _signed_sum(ck_negative, _mul(ck, cos_x, M), sk_negative == s_negative, _mul(sk, sin_x, M), M + 1)
     return sin, cos, e

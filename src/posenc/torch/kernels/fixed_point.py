@@ -35,23 +35,39 @@ def _nan():
 
 
 @triton.jit
-def _load(ptrs, mask, other):
-    """``tl.load(ptrs, mask, other)`` for a block of pointers, the pointers carried through a loop of one
-    iteration. Triton's coalescing pass (TritonGPUCoalesce) takes, for each load and store whose pointers
-    an operation computes, the whole connected slice of the program around it: quadratic in the size of
-    these kernels' unrolled arithmetic (minutes of compile time). Pointers that are loop arguments skip it."""
+def _load_all(ptrs, mask, other, N: tl.constexpr):
+    """``tl.load(ptrs[t], mask, other)`` for each of the N blocks of pointers of the tuple ``ptrs``, the
+    pointers carried through a loop of one iteration. Triton's coalescing pass (TritonGPUCoalesce) takes, for
+    each load and store whose pointers an operation computes, the whole connected slice of the program
+    around it: quadratic in the size of these kernels' unrolled arithmetic (minutes of compile time).
+    Pointers that are loop arguments skip it. One loop for all N: LLVM's loop passes take time per loop
+    over the whole kernel (a loop per load made the exact encode kernel's LLVM stage 30 s of its 40)."""
     opaque = tl.program_id(2)  # 0, unknown to the compiler
+    values = ()
+    for t in tl.static_range(N):
+        values = values + (tl.full(ptrs[t].shape, other, ptrs[t].dtype.element_ty),)
     carried = ptrs
-    value = tl.full(ptrs.shape, other, ptrs.dtype.element_ty)
     for _ in range(opaque + 1):
-        value = tl.load(carried, mask=mask, other=other)
-        carried = carried + opaque
-    return value
+        loaded = ()
+        moved = ()
+        for t in tl.static_range(N):
+            loaded = loaded + (tl.load(carried[t], mask=mask, other=other),)
+            moved = moved + (carried[t] + opaque,)
+        values = loaded
+        carried = moved
+    return values
+
+
+@triton.jit
+def _load(ptrs, mask, other):
+    """``tl.load(ptrs, mask, other)`` for a block of pointers, through :func:`_load_all`."""
+    return _load_all((ptrs,), mask, other, 1)[0]
 
 
 @triton.jit
 def _store(ptrs, value, mask):
-    """``tl.store(ptrs, value, mask)``, the pointers carried through a one-iteration loop (:func:`_load`)."""
+    """``tl.store(ptrs, value, mask)``, the pointers carried through a loop of one iteration (see
+    :func:`_load_all`)."""
     opaque = tl.program_id(2)
     carried = ptrs
     for _ in range(opaque + 1):
@@ -60,12 +76,11 @@ def _store(ptrs, value, mask):
 
 
 @triton.jit
-def _gather(ptr, row, ok, N: tl.constexpr):
-    """Digits 0..N-1 of the rows ``row`` (a block) of a host constant table (rows of 17 digits), 0 where
-    not ``ok``."""
+def _row_pointers(ptr, row, N: tl.constexpr):
+    """The pointers to digits 0..N-1 of the rows ``row`` (a block) of a host constant table."""
     out = ()
     for t in tl.static_range(N):
-        out = out + (_load(ptr + row * _ROW + t, ok, 0),)
+        out = out + (ptr + row * _ROW + t,)
     return out
 
 

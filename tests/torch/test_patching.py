@@ -731,15 +731,32 @@ PROBE_SHAPES = {
     "mimi": {"input_values": (1, 1, 16000)},  # a codec's audio channels
     "videomae": {"pixel_values": (1, 16, 3, 224, 224)},  # a clip of its num_frames
     "musicgen": {"input_ids": (4, 16)},  # a row of ids per codebook
+    # a vision tower in Qwen2-VL's convention: 4 x 4 patches of 3 channels x 2 frames x 14 x 14 pixels
+    "qwen2_5_vl_vision": {"hidden_states": (16, 1176), "grid_thw": (1, 3)},
+    "video_llama_3_vision": {"pixel_values": (16, 768), "grid_thw": (1, 3), "merge_sizes": (1,)},
+    # a series of its context (4) and largest lag (7), and the 4 values to predict, no time features
+    "time_series_transformer": {
+        "past_values": (1, 11),
+        "past_time_features": (1, 11, 0),
+        "past_observed_mask": (1, 11),
+        "future_values": (1, 4),
+        "future_time_features": (1, 4, 0),
+    },
+    # its decoder would start label_length (10) back, more than the context (4) holds: the encoder alone
+    "autoformer": {"past_values": (1, 11), "past_time_features": (1, 11, 0), "past_observed_mask": (1, 11)},
+    "wav2vec2-bert[position_embeddings_type=rotary]": {"input_features": (1, 64, 160)},  # projected frames
+    "gemma3n_audio": {"audio_mel": (1, 64, 128), "audio_mel_mask": (1, 64)},
+    "mimi_decoder": {"latents": (1, 128, 8)},  # a codec decoder's latent frames
 }
 
 
 @pytest.mark.parametrize("model_type", PROBE_SHAPES)
-def test_a_detector_a_codec_and_a_video_model_get_probe_inputs_their_forward_takes(model_type: str) -> None:
+def test_models_of_every_input_kind_get_probe_inputs_their_forward_takes(model_type: str) -> None:
     """A detector that selects its queries among its feature maps' anchors gets an image holding enough of
-    them, one prompted by text a prompt, a codec its audio channels, a video model a clip of its frames and
-    MusicGen's decoder a row of ids per codebook:
-    each swap is proven on the model's own forward (was: "forward not run")."""
+    them, one prompted by text a prompt, a codec its audio channels, a video model a clip of its frames,
+    MusicGen's decoder a row of ids per codebook, a vision tower flattened patches and their grid, a
+    forecaster a series, a speech encoder its mel or projected frames and a codec decoder latents:
+    each swap is proven on the model's own forward (was: "forward not run" or "no probe inputs")."""
     from posenc.torch.probe import inputs_of, probe_of
     from tests.support import zoo
 
@@ -749,7 +766,7 @@ def test_a_detector_a_codec_and_a_video_model_get_probe_inputs_their_forward_tak
     tensors = {name: tuple(v.shape) for name, v in inputs.items() if isinstance(v, torch.Tensor)}
     assert tensors == PROBE_SHAPES[model_type]
     assert probe_of(model)().isfinite().all()  # its forward runs on them
-    report = pt.patch(model)  # VideoMAE's table is already exact: nothing to swap
-    assert report.replaced or [c.reason for c in report.components] == ["already exact"]
+    report = pt.patch(model)  # VideoMAE's and the forecasters' tables are already exact: nothing to swap
+    assert report.replaced or {c.reason for c in report.components} == {"already exact"}
     assert all("the model's forward: outputs as before" in c.reason for c in report.replaced)
     assert pt.unpatch(model) == len(report.replaced)

@@ -15,9 +15,13 @@ conformer's, whose config names no ``max_source_positions``, Canary's, whose enc
 bins, and Speech2Text's, ``input_feat_per_channel`` × ``input_channels`` bins: 64 frames of them),
 ``input_values`` (raw audio: 16000 samples; ``(1, audio_channels, 16000)`` for a codec whose config
 names its channels, Mimi's), ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
-frames at its ``crop_size``) or ``past_values`` with ``past_values_padding`` (TimesFM's: a series of four
-``patch_length`` patches, none padded, of frequency class 0): 16 token ids below its vocabulary size, one
-seeded image, clip, sound or series, on the model's device. The
+frames at its ``crop_size``), ``past_values`` with ``past_values_padding`` (TimesFM's: a series of four
+``patch_length`` patches, none padded, of frequency class 0) or with ``past_time_features`` (the
+time-series transformers': :func:`_forecast`), ``audio_mel`` (Gemma 3n's audio encoder: 64 frames of its
+``input_feat_size``) or ``latents`` (a codec's decoder: 8 frames of its ``hidden_size``); a vision tower
+whose forward requires ``grid_thw`` gets flattened patches in Qwen2-VL's convention
+(:func:`_patch_sequence`), and w2v-BERT frames of its ``feature_projection_input_dim``: 16 token ids below
+its vocabulary size, one seeded image, clip, sound or series, on the model's device. The
 forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is
 put back after), without a KV cache and under a forked random state (the caller's generator is not
 consumed). A model posenc has no probe for (its own ``nn.Module``, another input kind) or on the meta device
@@ -48,6 +52,8 @@ __all__ = ["agree", "inputs_of", "main_output", "probe_of"]
 _TOKENS = 16
 #: Probe frames of a conformer's features (``(1, frames, num_mel_bins)``).
 _FRAMES = 64
+#: Probe frames of a codec decoder's latents (``(1, hidden_size, frames)``).
+_LATENT_FRAMES = 8
 #: Probe samples of raw audio (``input_values``: one second at 16 kHz).
 _SAMPLES = 16000
 #: The side of a probe image for a model whose config names no image_size (DETR and the detectors, which take
@@ -105,6 +111,9 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         return "no config, or no values to run (meta)"
     name = getattr(model, "main_input_name", "input_ids")
     generator = torch.Generator().manual_seed(0)
+    required = _required(model)
+    if "grid_thw" in required and ("temporal_patch_size" in vars(config) or "merge_sizes" in required):
+        return _patch_sequence(config, required, generator, first)
     if name == "input_ids":
         vocab = _vocab(config)
         if vocab is None:
@@ -131,7 +140,7 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         shape = (1, frames) if isinstance(frames, int) and "tubelet_size" in vars(vision) else (1,)
         image = torch.randn(*shape, channels, size, size, generator=generator)
         inputs = {"pixel_values": image.to(first.device, first.dtype)}
-        if "input_ids" in _required(model):  # a text-conditioned detector's (Grounding DINO's): a prompt
+        if "input_ids" in required:  # a text-conditioned detector's (Grounding DINO's): a prompt
             vocab = _vocab(config)
             if vocab is None:
                 return "its forward needs input_ids beside its image, and its config has no vocab_size"
@@ -154,6 +163,8 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         frames_first = not isinstance(bins, int) or not isinstance(positions, int)
         encoder = getattr(config, "encoder_config", None)
         bins = bins if isinstance(bins, int) else getattr(encoder, "num_mel_bins", None)
+        if not isinstance(bins, int):  # w2v-BERT's: stacked filterbank frames, projected
+            bins = getattr(config, "feature_projection_input_dim", None)
         per, channels = getattr(config, "input_feat_per_channel", None), getattr(config, "input_channels", 1)
         if not isinstance(bins, int) and isinstance(per, int) and isinstance(channels, int):
             bins = per * channels
@@ -174,6 +185,23 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
             start = getattr(config, "decoder_start_token_id", None) or 0
             inputs["decoder_input_ids"] = torch.full((1, 4), int(start), device=first.device)
         return inputs
+    if name == "audio_mel":  # Gemma 3n's audio encoder: mel frames, none of them padding
+        bins = getattr(config, "input_feat_size", None)
+        if not isinstance(bins, int):
+            return "its config gives no input_feat_size for probe mel frames"
+        mel = torch.randn(1, _FRAMES, bins, generator=generator).to(first.device, first.dtype)
+        return {
+            "audio_mel": mel,
+            "audio_mel_mask": torch.zeros(1, _FRAMES, dtype=torch.bool, device=first.device),
+        }
+    if name == "latents":  # a codec's decoder (Mimi's): latent frames of its hidden size
+        width = getattr(config, "hidden_size", None)
+        if not isinstance(width, int):
+            return "its config gives no hidden_size for probe latents"
+        latents = torch.randn(1, width, _LATENT_FRAMES, generator=generator)
+        return {"latents": latents.to(first.device, first.dtype)}
+    if name == "past_values" and "past_time_features" in required:  # the time-series transformers'
+        return _forecast(config, generator, first)
     if name == "past_values" and "past_values_padding" in _parameters(model):  # TimesFM's: a series
         patch = getattr(config, "patch_length", None)
         if not isinstance(patch, int) or patch < 1:
@@ -184,6 +212,59 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
             inputs["freq"] = torch.zeros(1, 1, dtype=torch.long, device=first.device)
         return inputs
     return f"its main input is {name!r}: no probe inputs for it"
+
+
+def _patch_sequence(
+    config: Any, required: set[str], generator: torch.Generator, first: torch.Tensor
+) -> dict | str:
+    """A vision tower's probe in Qwen2-VL's convention (its forward requires ``grid_thw``; its config names a
+    ``temporal_patch_size``, or its forward the ``merge_sizes``, VideoLLaMA 3's): one image of
+    ``(1, 2 m, 2 m)`` patches (m its ``spatial_merge_size``, else 2), each flattened to
+    ``channels · temporal_patch_size · patch_size²`` values, under the name its forward gives them."""
+    channels = getattr(config, "in_channels", None) or getattr(config, "num_channels", None) or 3
+    patch, frames = getattr(config, "patch_size", None), getattr(config, "temporal_patch_size", None) or 1
+    merge = getattr(config, "spatial_merge_size", None) or 2
+    if not all(isinstance(v, int) and v > 0 for v in (channels, patch, frames, merge)):
+        return "its config gives no patch_size, channels and spatial_merge_size for probe patches"
+    side = 2 * merge
+    patches = torch.randn(side * side, channels * frames * patch * patch, generator=generator)
+    name = "hidden_states" if "hidden_states" in required else "pixel_values"
+    inputs = {name: patches.to(first.device, first.dtype)}
+    inputs["grid_thw"] = torch.tensor([[1, side, side]], device=first.device)
+    if "merge_sizes" in required:
+        inputs["merge_sizes"] = torch.tensor([merge], device=first.device)
+    return inputs
+
+
+def _forecast(config: Any, generator: torch.Generator, first: torch.Tensor) -> dict | str:
+    """A time-series transformer's probe (TimeSeriesTransformer, Informer, Autoformer): a series of its
+    ``context_length`` plus its largest lag, every value observed, and the ``prediction_length`` values
+    after it (the decoder's positions; not where Autoformer's decoder would start ``label_length`` values
+    back, more than the context holds: its encoder alone), with its ``num_time_features``."""
+    context, horizon = getattr(config, "context_length", None), getattr(config, "prediction_length", None)
+    lags, width = getattr(config, "lags_sequence", None) or [0], getattr(config, "input_size", 1)
+    times = getattr(config, "num_time_features", 0)
+    static = (
+        getattr(config, "num_static_categorical_features", 0),
+        getattr(config, "num_static_real_features", 0),
+    )
+    if not all(isinstance(v, int) for v in (context, horizon, width, times)) or any(static):
+        return "its config gives no context_length and prediction_length, or names static features"
+    length = context + max(lags)
+    shape = (1, length) if width == 1 else (1, length, width)
+    future = (1, horizon) if width == 1 else (1, horizon, width)
+
+    def draw(*size: int) -> torch.Tensor:
+        return torch.randn(*size, generator=generator).to(first.device, first.dtype)
+
+    inputs = {
+        "past_values": draw(*shape),
+        "past_time_features": draw(1, length, times),
+        "past_observed_mask": torch.ones(shape, device=first.device, dtype=first.dtype),
+    }
+    if (getattr(config, "label_length", 0) or 0) <= context:  # Autoformer's decoder starts label_length back
+        inputs.update(future_values=draw(*future), future_time_features=draw(1, horizon, times))
+    return inputs
 
 
 def _vocab(config: Any) -> int | None:

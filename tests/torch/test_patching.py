@@ -750,6 +750,30 @@ PROBE_SHAPES = {
 }
 
 
+def test_a_tower_that_names_no_main_input_of_its_own_gets_the_image_its_forward_requires() -> None:
+    """Granite Docling's vision tower keeps PreTrainedModel's main input, ``input_ids``, which its forward
+    does not take; it requires ``pixel_values`` alone, so it gets a probe image (was: "no vocab_size")."""
+    import transformers
+
+    from posenc.torch.probe import inputs_of
+
+    class Tower(transformers.PreTrainedModel):
+        config_class = transformers.PretrainedConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.proj = nn.Linear(3, 4)
+
+        def forward(self, pixel_values, **kwargs):
+            return self.proj(pixel_values.mean((2, 3)))
+
+    tower = Tower(transformers.PretrainedConfig(num_channels=3, image_size=32))
+    assert tower.main_input_name == "input_ids"
+    inputs = inputs_of(tower)
+    assert {k: tuple(v.shape) for k, v in inputs.items()} == {"pixel_values": (1, 3, 32, 32)}
+    assert tower(**inputs).shape == (1, 4)
+
+
 @pytest.mark.parametrize("model_type", PROBE_SHAPES)
 def test_models_of_every_input_kind_get_probe_inputs_their_forward_takes(model_type: str) -> None:
     """A detector that selects its queries among its feature maps' anchors gets an image holding enough of

@@ -114,6 +114,8 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     required = _required(model)
     if "grid_thw" in required and ("temporal_patch_size" in vars(config) or "merge_sizes" in required):
         return _patch_sequence(config, required, generator, first)
+    if required == {"pixel_values"} and str(name) not in _parameters(model):  # a tower naming no main input
+        name = "pixel_values"
     if name == "input_ids":
         vocab = _vocab(config)
         if vocab is None:

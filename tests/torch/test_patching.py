@@ -734,6 +734,10 @@ PROBE_SHAPES = {
     # a vision tower in Qwen2-VL's convention: 4 x 4 patches of 3 channels x 2 frames x 14 x 14 pixels
     "qwen2_5_vl_vision": {"hidden_states": (16, 1176), "grid_thw": (1, 3)},
     "video_llama_3_vision": {"pixel_values": (16, 768), "grid_thw": (1, 3), "merge_sizes": (1,)},
+    "muse_glimmer_vision": {"pixel_values": (16, 1176), "grid_thw": (1, 3)},  # its patch_temporal 2
+    "kimi_k25_vision": {"pixel_values": (16, 3, 14, 14), "grid_thw": (1, 3)},  # MoonViT: patches as images
+    # Gemma 4's: (2 x pooling kernel 3)² patches of 3 x 16 x 16 values, and their (x, y)
+    "gemma4_vision": {"pixel_values": (1, 36, 768), "pixel_position_ids": (1, 36, 2)},
     # a series of its context (4) and largest lag (7), and the 4 values to predict, no time features
     "time_series_transformer": {
         "past_values": (1, 11),

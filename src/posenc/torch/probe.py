@@ -19,9 +19,10 @@ frames at its ``crop_size``), ``past_values`` with ``past_values_padding`` (Time
 ``patch_length`` patches, none padded, of frequency class 0) or with ``past_time_features`` (the
 time-series transformers': :func:`_forecast`), ``audio_mel`` (Gemma 3n's audio encoder: 64 frames of its
 ``input_feat_size``) or ``latents`` (a codec's decoder: 8 frames of its ``hidden_size``); a vision tower
-whose forward requires ``grid_thw`` gets flattened patches in Qwen2-VL's convention
-(:func:`_patch_sequence`), and w2v-BERT frames of its ``feature_projection_input_dim``: 16 token ids below
-its vocabulary size, one seeded image, clip, sound or series, on the model's device. The
+whose forward requires ``grid_thw`` gets patches in Qwen2-VL's convention (:func:`_patch_sequence`),
+Gemma 4's its patches and their positions (:func:`_positioned_patches`), and w2v-BERT frames of its
+``feature_projection_input_dim``: 16 token ids below its vocabulary size, one seeded image, clip, sound or
+series, on the model's device. The
 forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is
 put back after), without a KV cache and under a forked random state (the caller's generator is not
 consumed). A model posenc has no probe for (its own ``nn.Module``, another input kind) or on the meta device
@@ -52,6 +53,9 @@ __all__ = ["agree", "inputs_of", "main_output", "probe_of"]
 _TOKENS = 16
 #: Probe frames of a conformer's features (``(1, frames, num_mel_bins)``).
 _FRAMES = 64
+#: The config fields of a vision tower whose patches come flattened with their ``grid_thw`` (Qwen2-VL's
+#: convention, its temporal patch; MUSE's; MoonViT's merge kernel, whose patches come as images).
+_PATCH_FIELDS = {"temporal_patch_size", "patch_temporal", "merge_kernel_size"}
 #: Probe frames of a codec decoder's latents (``(1, hidden_size, frames)``).
 _LATENT_FRAMES = 8
 #: Probe samples of raw audio (``input_values``: one second at 16 kHz).
@@ -112,8 +116,10 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     name = getattr(model, "main_input_name", "input_ids")
     generator = torch.Generator().manual_seed(0)
     required = _required(model)
-    if "grid_thw" in required and ("temporal_patch_size" in vars(config) or "merge_sizes" in required):
+    if "grid_thw" in required and (_PATCH_FIELDS & set(vars(config)) or "merge_sizes" in required):
         return _patch_sequence(config, required, generator, first)
+    if "pixel_position_ids" in required:  # Gemma 4's vision tower: patches and their (x, y)
+        return _positioned_patches(config, generator, first)
     if required == {"pixel_values"} and str(name) not in _parameters(model):  # a tower naming no main input
         name = "pixel_values"
     if name == "input_ids":
@@ -220,22 +226,47 @@ def _patch_sequence(
     config: Any, required: set[str], generator: torch.Generator, first: torch.Tensor
 ) -> dict | str:
     """A vision tower's probe in Qwen2-VL's convention (its forward requires ``grid_thw``; its config names a
-    ``temporal_patch_size``, or its forward the ``merge_sizes``, VideoLLaMA 3's): one image of
-    ``(1, 2 m, 2 m)`` patches (m its ``spatial_merge_size``, else 2), each flattened to
-    ``channels · temporal_patch_size · patch_size²`` values, under the name its forward gives them."""
+    temporal patch, ``temporal_patch_size`` or MUSE's ``patch_temporal``, or its forward the ``merge_sizes``,
+    VideoLLaMA 3's): one image of ``(1, 2 m, 2 m)`` patches (m its ``spatial_merge_size`` or ``merge_size``,
+    else 2), each flattened to ``channels · temporal patch · patch_size²`` values, under the name its
+    forward gives them; a MoonViT's (Kimi K2.5's: a ``merge_kernel_size``) each a ``(channels, patch_size,
+    patch_size)`` image."""
     channels = getattr(config, "in_channels", None) or getattr(config, "num_channels", None) or 3
-    patch, frames = getattr(config, "patch_size", None), getattr(config, "temporal_patch_size", None) or 1
-    merge = getattr(config, "spatial_merge_size", None) or 2
+    patch = getattr(config, "patch_size", None)
+    frames = getattr(config, "temporal_patch_size", None) or getattr(config, "patch_temporal", None) or 1
+    kernel = getattr(config, "merge_kernel_size", None)  # MoonViT's (Kimi K2.5's): patches as images
+    merge = getattr(config, "spatial_merge_size", None) or getattr(config, "merge_size", None)
+    merge = merge or (kernel[0] if isinstance(kernel, (list, tuple)) and kernel else 2)
     if not all(isinstance(v, int) and v > 0 for v in (channels, patch, frames, merge)):
         return "its config gives no patch_size, channels and spatial_merge_size for probe patches"
     side = 2 * merge
-    patches = torch.randn(side * side, channels * frames * patch * patch, generator=generator)
+    if kernel is not None:
+        patches = torch.randn(side * side, channels, patch, patch, generator=generator)
+    else:
+        patches = torch.randn(side * side, channels * frames * patch * patch, generator=generator)
     name = "hidden_states" if "hidden_states" in required else "pixel_values"
     inputs = {name: patches.to(first.device, first.dtype)}
     inputs["grid_thw"] = torch.tensor([[1, side, side]], device=first.device)
     if "merge_sizes" in required:
         inputs["merge_sizes"] = torch.tensor([merge], device=first.device)
     return inputs
+
+
+def _positioned_patches(config: Any, generator: torch.Generator, first: torch.Tensor) -> dict | str:
+    """Gemma 4's vision tower: ``(2k)²`` patches of ``3 · patch_size²`` values in [0, 1) (k its
+    ``pooling_kernel_size``) and their ``(x, y)`` on that grid, none of them padding."""
+    patch, pool = getattr(config, "patch_size", None), getattr(config, "pooling_kernel_size", None) or 1
+    channels = getattr(config, "num_channels", None) or 3
+    if not all(isinstance(v, int) and v > 0 for v in (patch, pool, channels)):
+        return "its config gives no patch_size and pooling_kernel_size for probe patches"
+    side = 2 * pool
+    rows, columns = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+    where = torch.stack([columns.flatten(), rows.flatten()], -1)[None]
+    pixels = torch.rand(1, side * side, channels * patch * patch, generator=generator)
+    return {
+        "pixel_values": pixels.to(first.device, first.dtype),
+        "pixel_position_ids": where.to(first.device),
+    }
 
 
 def _forecast(config: Any, generator: torch.Generator, first: torch.Tensor) -> dict | str:

@@ -44,6 +44,7 @@ from .fixed_point import (
     _shift_down,
     _signed_sum,
     _store,
+    _two_values_two_rows,
 )
 
 __all__ = ["_load", "_nan", "_store", "exact_values", "split_positions"]
@@ -125,12 +126,9 @@ def _evaluate(whole, fraction, fraction_negative, freqs, freq_ok, consts, n_freq
     e = whole * 0
     if HAS_FRACTION:
         # tiny turns: whole = 0 and |f| c < 2**-12, scaled by 2**e = 2**12(s + u)
-        loaded = _load_all(
-            (rate_float_ptr + freqs, steps_ptr + freqs)
-            + _row_pointers(scaled_rate_ptr, freqs, M + 1)
-            + _row_pointers(rate_ptr, freqs, M + 1),
-            freq_ok, 0, 2 * (M + 2),
-        )  # fmt: skip
+        loaded = _two_values_two_rows(
+            rate_float_ptr, steps_ptr, scaled_rate_ptr, rate_ptr, freqs, freq_ok, M + 1
+        )
         rate_float = loaded[0]
         tiny = (whole == 0) & (fraction * rate_float < 0.0001220703125)  # 2**-13
         exponent = _frexp_exponent(fraction, WIDE)
@@ -170,12 +168,7 @@ def _evaluate(whole, fraction, fraction_negative, freqs, freq_ok, consts, n_freq
     sin_x, cos_x = _series(x, z, fact_ptr, M, TERMS)
     index = k & 255
     always = index >= 0
-    loaded = _load_all(
-        (sin_neg_ptr + index, cos_neg_ptr + index)
-        + _row_pointers(sin_ptr, index, M + 1)
-        + _row_pointers(cos_ptr, index, M + 1),
-        always, 0, 2 * (M + 2),
-    )  # fmt: skip
+    loaded = _two_values_two_rows(sin_neg_ptr, cos_neg_ptr, sin_ptr, cos_ptr, index, always, M + 1)
     sk_negative, ck_negative = loaded[0] != 0, loaded[1] != 0
     sk, ck = loaded[2 : M + 3], loaded[M + 3 :]
     sin = _signed_sum(sk_negative, _mul(sk, cos_x, M), ck_negative != s_negative, _mul(ck, sin_x, M), M + 1)

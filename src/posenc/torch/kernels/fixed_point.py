@@ -85,6 +85,14 @@ def _row_pointers(ptr, row, N: tl.constexpr):
 
 
 @triton.jit
+def _two_values_two_rows(a_ptr, b_ptr, a_rows, b_rows, row, ok, N: tl.constexpr):
+    """``a_ptr[row]``, ``b_ptr[row]``, then digits 0..N-1 of the rows ``row`` of the host constant tables
+    ``a_rows`` and ``b_rows``: one flat tuple of 2 + 2N blocks, loaded in one loop (:func:`_load_all`)."""
+    pointers = (a_ptr + row, b_ptr + row) + _row_pointers(a_rows, row, N) + _row_pointers(b_rows, row, N)
+    return _load_all(pointers, ok, 0, 2 * N + 2)
+
+
+@triton.jit
 def _digits(ptr, row, N: tl.constexpr):
     """Digits 0..N-1 of row ``row`` (a number) of a host constant table (rows of 17 digits)."""
     out = ()

@@ -750,6 +750,8 @@ PROBE_SHAPES = {
     "autoformer": {"past_values": (1, 11), "past_time_features": (1, 11, 0), "past_observed_mask": (1, 11)},
     "wav2vec2-bert[position_embeddings_type=rotary]": {"input_features": (1, 64, 160)},  # projected frames
     "gemma3n_audio": {"audio_mel": (1, 64, 128), "audio_mel_mask": (1, 64)},
+    # Qwen3-ASR's encoder: bins first, one whole chunk of 2 x n_window (50) frames, all of them speech
+    "qwen3_asr_encoder": {"input_features": (1, 128, 100), "input_features_mask": (1, 100)},
     "mimi_decoder": {"latents": (1, 128, 8)},  # a codec decoder's latent frames
 }
 

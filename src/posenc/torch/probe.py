@@ -12,7 +12,9 @@ configs, or enough for its ``num_queries`` among the anchors of feature maps of 
 prompt tokens beside it where its forward requires ``input_ids`` (Grounding DINO's)),
 ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice ``max_source_positions`` frames; a
 conformer's, whose config names no ``max_source_positions``, Canary's, whose encoder's config names its
-bins, and Speech2Text's, ``input_feat_per_channel`` × ``input_channels`` bins: 64 frames of them),
+bins, and Speech2Text's, ``input_feat_per_channel`` × ``input_channels`` bins: 64 frames of them; an
+encoder that requires ``input_features_mask`` and names its ``n_window``, Qwen3-ASR's: one chunk of
+``2 n_window`` frames, bins first, every frame speech),
 ``input_values`` (raw audio: 16000 samples; ``(1, audio_channels, 16000)`` for a codec whose config
 names its channels, Mimi's), ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
 frames at its ``crop_size``), ``past_values`` with ``past_values_padding`` (TimesFM's: a series of four
@@ -179,8 +181,15 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         if not isinstance(bins, int):
             return "its config gives no num_mel_bins for probe features"
         shape = (1, _FRAMES, bins) if frames_first else (1, bins, 2 * positions)
+        frames_at = 1 if frames_first else 2
+        window = getattr(config, "n_window", None)  # Qwen3-ASR's encoder: bins first, whole chunks of 2 n
+        if isinstance(window, int) and window > 0 and "input_features_mask" in required:
+            shape, frames_at = (1, bins, 2 * window), 2
         features = torch.randn(*shape, generator=generator).to(first.device, first.dtype)
         inputs = {"input_features": features}
+        if "input_features_mask" in required:  # every frame is speech
+            mask = torch.ones(1, shape[frames_at], dtype=torch.long, device=first.device)
+            inputs["input_features_mask"] = mask
         if getattr(config, "is_encoder_decoder", False):
             start = getattr(config, "decoder_start_token_id", None) or 0
             inputs["decoder_input_ids"] = torch.full((1, 4), int(start), device=first.device)

@@ -22,7 +22,7 @@ frames at its ``crop_size``), ``past_values`` with ``past_values_padding`` (Time
 time-series transformers': :func:`_forecast`), ``audio_mel`` (Gemma 3n's audio encoder: 64 frames of its
 ``input_feat_size``) or ``latents`` (a codec's decoder: 8 frames of its ``hidden_size``); a vision tower
 whose forward requires ``grid_thw`` gets patches in Qwen2-VL's convention (:func:`_patch_sequence`),
-Gemma 4's its patches and their positions (:func:`_positioned_patches`), and w2v-BERT frames of its
+Gemma 4's tower its patches and their positions (:func:`_positioned_patches`), w2v-BERT frames of its
 ``feature_projection_input_dim``: 16 token ids below its vocabulary size, one seeded image, clip, sound or
 series, on the model's device. The
 forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is

@@ -117,12 +117,12 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         return "no config, or no values to run (meta)"
     name = getattr(model, "main_input_name", "input_ids")
     generator = torch.Generator().manual_seed(0)
-    required = _required(model)
+    parameters, required = _forward_parameters(model)
     if "grid_thw" in required and (_PATCH_FIELDS & set(vars(config)) or "merge_sizes" in required):
         return _patch_sequence(config, required, generator, first)
     if "pixel_position_ids" in required:  # Gemma 4's vision tower: patches and their (x, y)
         return _positioned_patches(config, generator, first)
-    if required == {"pixel_values"} and str(name) not in _parameters(model):  # a tower naming no main input
+    if required == {"pixel_values"} and str(name) not in parameters:  # a tower naming no main input
         name = "pixel_values"
     if name == "input_ids":
         vocab = _vocab(config)
@@ -134,7 +134,7 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         inputs: dict[str, Any] = {"input_ids": ids}
         if getattr(config, "is_encoder_decoder", False):
             inputs["decoder_input_ids"] = ids[:, : _TOKENS // 2]
-        if "use_cache" in _parameters(model):
+        if "use_cache" in parameters:
             inputs["use_cache"] = False
         return inputs
     if name == "pixel_values":
@@ -219,13 +219,13 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         return {"latents": latents.to(first.device, first.dtype)}
     if name == "past_values" and "past_time_features" in required:  # the time-series transformers'
         return _forecast(config, generator, first)
-    if name == "past_values" and "past_values_padding" in _parameters(model):  # TimesFM's: a series
+    if name == "past_values" and "past_values_padding" in parameters:  # TimesFM's: a series
         patch = getattr(config, "patch_length", None)
         if not isinstance(patch, int) or patch < 1:
             return "its config gives no patch_length for a probe series"
         series = torch.randn(1, 4 * patch, generator=generator).to(first.device, first.dtype)
         inputs = {"past_values": series, "past_values_padding": torch.zeros_like(series)}
-        if "freq" in _parameters(model):
+        if "freq" in parameters:
             inputs["freq"] = torch.zeros(1, 1, dtype=torch.long, device=first.device)
         return inputs
     return f"its main input is {name!r}: no probe inputs for it"
@@ -326,25 +326,18 @@ def _detector_side(config: Any) -> int:
     return side
 
 
-def _required(model: nn.Module) -> set[str]:
-    """The parameters of ``model.forward`` that have no default."""
+def _forward_parameters(model: nn.Module) -> tuple[set[str], set[str]]:
+    """The names of ``model.forward``'s parameters, and of those without a default (not ``*args``,
+    ``**kwargs``)."""
     import inspect
 
     try:
         parameters = inspect.signature(model.forward).parameters.values()
     except (TypeError, ValueError):
-        return set()
+        return set(), set()
     variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    return {p.name for p in parameters if p.default is p.empty and p.kind not in variadic}
-
-
-def _parameters(model: nn.Module) -> set[str]:
-    import inspect
-
-    try:
-        return set(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return set()
+    required = {p.name for p in parameters if p.default is p.empty and p.kind not in variadic}
+    return {p.name for p in parameters}, required
 
 
 def main_output(out: Any) -> torch.Tensor:

@@ -553,14 +553,67 @@ def inside_code(module: nn.Module) -> str | None:
     return None
 
 
+#: Each class's source text, read once a process, and the lines of each class of a file, its file parsed
+#: once: Python 3.11's inspect parses a class's whole module at each ``getsource`` (a model's find read ~150
+#: classes of its modeling file that way: 6 s of an 11 s zoo row). Weakly keyed: a class that goes takes its
+#: entry with it; a file's entry holds the lines it was parsed from, and is parsed again when linecache's
+#: lines for it are new (the file changed).
+_SOURCES: weakref.WeakKeyDictionary[type, str | None] = weakref.WeakKeyDictionary()
+_SPANS: dict[str, tuple[list[str], dict[str, tuple[int, int]]]] = {}
+
+
 def _class_source(cls: type) -> str | None:
     """``cls``'s source text; where its module is no longer in ``sys.modules`` (inspect cannot find its
     file then), the source of its methods."""
     try:
-        return inspect.getsource(cls)
-    except (OSError, TypeError):
+        return _SOURCES[cls]
+    except (KeyError, TypeError):
         pass
-    return "\n".join(source for _, source in computed.methods_source(cls)) or None
+    source = _source_in_file(cls)
+    if source is None:
+        source = "\n".join(source for _, source in computed.methods_source(cls)) or None
+    with contextlib.suppress(TypeError):  # a class that takes no weak reference: read each time
+        _SOURCES[cls] = source
+    return source
+
+
+def _source_in_file(cls: type) -> str | None:
+    """The text of ``cls``'s definition in its module's file (its decorators included; the first class of
+    its qualified name there, as inspect finds it), or None where there is no file to read it from."""
+    import ast
+    import linecache
+
+    module = sys.modules.get(cls.__module__)
+    try:
+        file = inspect.getsourcefile(cls) if module is not None else None
+    except TypeError:  # a built-in class
+        return None
+    lines = linecache.getlines(file, vars(module)) if file else []
+    if not lines:
+        return None
+    held = _SPANS.get(file)
+    if held is None or held[0] is not lines:
+        try:
+            tree = ast.parse("".join(lines))
+        except (SyntaxError, ValueError):
+            return None
+        spans: dict[str, tuple[int, int]] = {}
+
+        def visit(node: ast.AST, prefix: str) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.ClassDef):
+                    first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                    spans.setdefault(prefix + child.name, (first, child.end_lineno or child.lineno))
+                    visit(child, f"{prefix}{child.name}.")
+                elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    visit(child, f"{prefix}{child.name}.<locals>.")
+                else:
+                    visit(child, prefix)
+
+        visit(tree, "")
+        held = _SPANS[file] = (lines, spans)
+    span = held[1].get(cls.__qualname__)
+    return "".join(lines[span[0] - 1 : span[1]]) if span else None
 
 
 def _namespace(cls: type) -> dict[str, Any]:

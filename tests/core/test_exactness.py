@@ -121,6 +121,23 @@ def test_slow_exact_path_rounds_correctly(monkeypatch):
         _check(values, positions, config, dtype, picks)
 
 
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+def test_tiny_angles_are_rounded_from_their_small_angle_sine_not_in_arbitrary_precision(monkeypatch, dtype):
+    """A tiny scale makes every sine smaller than the fast path's absolute band (2**-92): sin x = x - x³/6
+    on the double-double angle settles them (a 600 × 130 table at scale 1e-30 sent 39 000 values to the
+    arbitrary-precision path, 11 s), correctly rounded, signed zeros and subnormal results included."""
+    calls = []
+    exact = core.Spec.exact
+    monkeypatch.setattr(core.Spec, "exact", lambda self, p, i: calls.append(1) or exact(self, p, i))
+    for scale in (1e-40, 1e-30, 3e-25):
+        config = {"d_model": 67, "base": 10000.0, "shift": 0.0, "scale": scale, "layout": "sin_cos"}
+        config["odd"] = "literal"
+        values = posenc.table(300, start=-150, dtype=dtype, **config)
+        picks = [(row, i) for row in (0, 1, 149, 150, 151, 298, 299) for i in (0, 1, 5, 17, 33)]
+        assert _check(values, -150 + np.arange(300.0), config, dtype, picks) == 63  # 33: a sine only
+    assert not calls
+
+
 def test_float32_error_does_not_grow_with_position():
     """The tutorial's float32 code loses accuracy linearly with position; posenc does not."""
     positions = np.array([4096.0, 131072.0, 2.0**24, 2.0**31 - 1])

@@ -100,6 +100,11 @@ class Spec:
         few (p, i) pairs."""
         values = compiled.direct_pairs(p, self.limbs[:, i])[which]
         band = self.direct_band(values)
+        if which == 0:  # small angles: sin x within 1 ulp (the absolute band would cover tiny sines whole)
+            small = self._small_angles(p, i)
+            if small.any():
+                values[small] = self._small_sines(p[small], i[small], 1.0, 0.0)
+                band[small] = np.abs(values[small]) * 2.0**-50
         if self.amplitude != 1.0:
             values, band = self.amplify(values, band)
         rounded, unsure = rounding.round_certified(values, band, self.round)
@@ -140,17 +145,29 @@ class Spec:
         result = np.empty(len(p))
         small = np.abs(p * self.omegas[i]) < 2.0**-20  # then x³/6 < 2**-40 x and x**5/120 is negligible
         if small.any():
-            mantissa, exponent = np.frexp(p[small])  # p = mantissa · 2**exponent: no underflow below
-            omega_hi, omega_lo = self.omega_double_double()
-            x, x_lo = arithmetic.two_prod(mantissa, omega_hi[i[small]])
-            x_lo += mantissa * omega_lo[i[small]]
-            angle = np.ldexp(x, exponent)
-            # A · sine rounded once (A = 1: x + (x_lo - x³/6)), then scaled by 2**exponent
-            sine = arithmetic.scaled(x, x_lo - x * (angle * angle / 6.0), self.amplitude, self.amplitude_lo)
-            result[small] = np.copysign(np.ldexp(sine, exponent), p[small])  # sin(±0) = ±0
+            result[small] = self._small_sines(p[small], i[small], self.amplitude, self.amplitude_lo)
         for k in np.flatnonzero(~small):
             result[k] = self.exact(float(p[k]), int(i[k]))[which]
         return result
+
+    def _small_angles(self, p: np.ndarray, i: np.ndarray) -> np.ndarray:
+        """Where p ω_i is small enough for :meth:`_small_sines` (|x| < 2**-20) and large enough that its
+        double-double holds 100 bits (|x| > 2**-900: its low part is a normal float64)."""
+        x = np.abs(p * self.omegas[i])
+        return (x < 2.0**-20) & (x > 2.0**-900)
+
+    def _small_sines(self, p: np.ndarray, i: np.ndarray, amplitude: float, amplitude_lo: float) -> np.ndarray:
+        """A · sin(p ω_i) for |p ω_i| < 2**-20 as sin x = x - x³/6 (x**5/120 < 2**-100 x: negligible), with
+        x = p ω_i a double-double from the scaled position, rounded once: within 1 ulp, correctly rounded
+        unless the result is subnormal; sin(±0) = ±0."""
+        mantissa, exponent = np.frexp(p)  # p = mantissa · 2**exponent: no underflow below
+        omega_hi, omega_lo = self.omega_double_double()
+        x, x_lo = arithmetic.two_prod(mantissa, omega_hi[i])
+        x_lo += mantissa * omega_lo[i]
+        angle = np.ldexp(x, exponent)
+        # A · sine rounded once (A = 1: x + (x_lo - x³/6)), then scaled by 2**exponent
+        sine = arithmetic.scaled(x, x_lo - x * (angle * angle / 6.0), amplitude, amplitude_lo)
+        return np.copysign(np.ldexp(sine, exponent), p)
 
     def omega_double_double(self) -> tuple[np.ndarray, np.ndarray]:
         """ω_i = 2π c_i as double-doubles (hi, lo), relative error < 2**-100, from the limbs of c_i."""

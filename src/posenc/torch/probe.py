@@ -110,7 +110,8 @@ def agree(before: torch.Tensor, after: torch.Tensor) -> str | None:
 
 def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     """The probe inputs of a Hugging Face ``model`` (module docstring), on its device, or why there are
-    none."""
+    none: its main input's, and beside them those of every other input its forward requires that posenc
+    draws (Kosmos-2's image and its text, PE Video's clip and its caption)."""
     config = getattr(model, "config", None)
     first = next(iter(model.parameters()), None)
     if config is None or first is None or first.device.type == "meta":
@@ -124,20 +125,62 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         return _positioned_patches(config, generator, first)
     if required == {"pixel_values"} and str(name) not in parameters:  # a tower naming no main input
         name = "pixel_values"
-    if name == "input_ids":
+    draw = _Draw(config, parameters, required, generator, first)
+    inputs = draw.of(str(name))
+    if isinstance(inputs, str):
+        return inputs
+    for other in sorted(required - set(inputs) - {name}):  # in a fixed order: the same draws each time
+        more = draw.of(other)
+        if isinstance(more, dict):
+            inputs = {**more, **inputs}  # the main input's own entries stay
+    return inputs
+
+
+class _Draw:
+    """The probe inputs of one kind (:meth:`of`, by the forward's name for it) for a model's config, from one
+    seeded generator, on the model's device and in its dtype."""
+
+    def __init__(
+        self, config: Any, parameters: set[str], required: set[str], generator: torch.Generator, first: Any
+    ) -> None:
+        self.config, self.parameters, self.required = config, parameters, required
+        self.generator, self.first = generator, first
+
+    def of(self, name: str) -> dict[str, Any] | str:
+        """The inputs whose main one is ``name``, or why there are none."""
+        kinds = {
+            "input_ids": self.token_ids,
+            "pixel_values": self.image,
+            "pixel_values_videos": self.clip,
+            "input_features": self.features,
+            "input_values": self.sound,
+            "audio_mel": self.mel,
+            "latents": self.latents,
+            "past_values": self.series,
+        }
+        draw = kinds.get(name)
+        return draw() if draw is not None else f"its main input is {name!r}: no probe inputs for it"
+
+    def randn(self, *shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.generator).to(self.first.device, self.first.dtype)
+
+    def token_ids(self) -> dict[str, Any] | str:
+        config = self.config
         vocab = _vocab(config)
         if vocab is None:
             return "its config has no vocab_size to draw probe tokens from"
         books, channels = getattr(config, "num_codebooks", None), getattr(config, "audio_channels", None)
         rows = books if isinstance(books, int) and isinstance(channels, int) else 1  # MusicGen's codebooks
-        ids = torch.randint(0, vocab, (rows, _TOKENS), generator=generator).to(first.device)
+        ids = torch.randint(0, vocab, (rows, _TOKENS), generator=self.generator).to(self.first.device)
         inputs: dict[str, Any] = {"input_ids": ids}
         if getattr(config, "is_encoder_decoder", False):
             inputs["decoder_input_ids"] = ids[:, : _TOKENS // 2]
-        if "use_cache" in parameters:
+        if "use_cache" in self.parameters:
             inputs["use_cache"] = False
         return inputs
-    if name == "pixel_values":
+
+    def image(self) -> dict[str, Any] | str:
+        config = self.config
         vision = getattr(config, "vision_config", None) or config
         backbone = getattr(vision, "backbone_config", None)
         channels = getattr(vision, "num_channels", None) or getattr(backbone, "num_channels", None)
@@ -148,24 +191,34 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
             return "its config gives no num_channels and square image_size for a probe image"
         frames = getattr(vision, "num_frames", None)  # a video model's clip (VideoMAE's): frames first
         shape = (1, frames) if isinstance(frames, int) and "tubelet_size" in vars(vision) else (1,)
-        image = torch.randn(*shape, channels, size, size, generator=generator)
-        inputs = {"pixel_values": image.to(first.device, first.dtype)}
-        if "input_ids" in required:  # a text-conditioned detector's (Grounding DINO's): a prompt
+        inputs: dict[str, Any] = {"pixel_values": self.randn(*shape, channels, size, size)}
+        if "input_ids" in self.required:  # a text-conditioned detector's (Grounding DINO's): a prompt
             vocab = _vocab(config)
             if vocab is None:
                 return "its forward needs input_ids beside its image, and its config has no vocab_size"
-            inputs["input_ids"] = torch.randint(0, vocab, (1, _TOKENS // 2), generator=generator)
-            inputs["input_ids"] = inputs["input_ids"].to(first.device)
+            ids = torch.randint(0, vocab, (1, _TOKENS // 2), generator=self.generator)
+            inputs["input_ids"] = ids.to(self.first.device)
         return inputs
-    if name == "pixel_values_videos":  # V-JEPA 2's kind: one clip of one tubelet of frames
-        channels = getattr(config, "in_chans", None) or getattr(config, "num_channels", None)
-        size = getattr(config, "crop_size", None) or getattr(config, "image_size", None)
-        frames = getattr(config, "tubelet_size", None) or 2
+
+    def clip(self) -> dict[str, Any] | str:
+        """V-JEPA 2's kind: one clip of one tubelet of frames at its crop size; a video tower over a frame
+        backbone (PE Video's: its video config's vision config), two frames of 64 pixels a side."""
+        config = self.config
+        video = getattr(config, "video_config", None) or getattr(config, "vision_config", None) or config
+        frame = getattr(video, "vision_config", None)  # the backbone each frame goes through
+        channels = getattr(video, "in_chans", None) or getattr(video, "num_channels", None)
+        channels = channels or getattr(frame, "num_channels", None)
+        size = getattr(video, "crop_size", None) or getattr(video, "image_size", None)
+        size = size or (_DETECTOR_SIDE if frame is not None else None)
+        frames = getattr(video, "tubelet_size", None) or 2
         if not all(isinstance(v, int) and v > 0 for v in (channels, size, frames)):
             return "its config gives no channels, square crop_size and tubelet_size for a probe clip"
-        clip = torch.randn(1, frames, channels, size, size, generator=generator)
-        return {"pixel_values_videos": clip.to(first.device, first.dtype)}
-    if name == "input_features":  # Whisper and its kind: mel frames, as many as its encoder's table holds
+        return {"pixel_values_videos": self.randn(1, frames, channels, size, size)}
+
+    def features(
+        self,
+    ) -> dict[str, Any] | str:  # Whisper and its kind: mel frames, as many as its table holds
+        config = self.config
         bins, positions = getattr(config, "num_mel_bins", None), getattr(config, "max_source_positions", None)
         # a conformer's (Parakeet's: no table, so no max_source_positions) come frames first, and so do
         # those of a model whose encoder's config names its bins (Canary's) or that counts its features
@@ -183,52 +236,55 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         shape = (1, _FRAMES, bins) if frames_first else (1, bins, 2 * positions)
         frames_at = 1 if frames_first else 2
         window = getattr(config, "n_window", None)  # Qwen3-ASR's encoder: bins first, whole chunks of 2 n
-        if isinstance(window, int) and window > 0 and "input_features_mask" in required:
+        if isinstance(window, int) and window > 0 and "input_features_mask" in self.required:
             shape, frames_at = (1, bins, 2 * window), 2
-        features = torch.randn(*shape, generator=generator).to(first.device, first.dtype)
-        inputs = {"input_features": features}
-        if "input_features_mask" in required:  # every frame is speech
-            mask = torch.ones(1, shape[frames_at], dtype=torch.long, device=first.device)
+        inputs: dict[str, Any] = {"input_features": self.randn(*shape)}
+        if "input_features_mask" in self.required:  # every frame is speech
+            mask = torch.ones(1, shape[frames_at], dtype=torch.long, device=self.first.device)
             inputs["input_features_mask"] = mask
-        if getattr(config, "is_encoder_decoder", False):
-            start = getattr(config, "decoder_start_token_id", None) or 0
-            inputs["decoder_input_ids"] = torch.full((1, 4), int(start), device=first.device)
-        return inputs
-    if name == "input_values":  # raw audio (Moonshine, wav2vec 2.0's kind): a second of samples
-        channels = getattr(config, "audio_channels", None)  # a codec's (Mimi's): (batch, channels, samples)
+        return {**inputs, **self.decoder_start()}
+
+    def sound(self) -> dict[str, Any] | str:  # raw audio (Moonshine, wav2vec 2.0's kind): a second of samples
+        channels = getattr(
+            self.config, "audio_channels", None
+        )  # a codec's (Mimi's): (batch, channels, samples)
         shape = (1, channels, _SAMPLES) if isinstance(channels, int) else (1, _SAMPLES)
-        inputs = {"input_values": torch.randn(*shape, generator=generator).to(first.device, first.dtype)}
-        if getattr(config, "is_encoder_decoder", False):
-            start = getattr(config, "decoder_start_token_id", None) or 0
-            inputs["decoder_input_ids"] = torch.full((1, 4), int(start), device=first.device)
-        return inputs
-    if name == "audio_mel":  # Gemma 3n's audio encoder: mel frames, none of them padding
-        bins = getattr(config, "input_feat_size", None)
+        return {"input_values": self.randn(*shape), **self.decoder_start()}
+
+    def decoder_start(self) -> dict[str, Any]:
+        """An encoder-decoder's decoder ids after features or samples: four of its start token."""
+        if not getattr(self.config, "is_encoder_decoder", False):
+            return {}
+        start = getattr(self.config, "decoder_start_token_id", None) or 0
+        return {"decoder_input_ids": torch.full((1, 4), int(start), device=self.first.device)}
+
+    def mel(self) -> dict[str, Any] | str:  # Gemma 3n's audio encoder: mel frames, none of them padding
+        bins = getattr(self.config, "input_feat_size", None)
         if not isinstance(bins, int):
             return "its config gives no input_feat_size for probe mel frames"
-        mel = torch.randn(1, _FRAMES, bins, generator=generator).to(first.device, first.dtype)
-        return {
-            "audio_mel": mel,
-            "audio_mel_mask": torch.zeros(1, _FRAMES, dtype=torch.bool, device=first.device),
-        }
-    if name == "latents":  # a codec's decoder (Mimi's): latent frames of its hidden size
-        width = getattr(config, "hidden_size", None)
+        padding = torch.zeros(1, _FRAMES, dtype=torch.bool, device=self.first.device)
+        return {"audio_mel": self.randn(1, _FRAMES, bins), "audio_mel_mask": padding}
+
+    def latents(self) -> dict[str, Any] | str:  # a codec's decoder (Mimi's): latent frames of its hidden size
+        width = getattr(self.config, "hidden_size", None)
         if not isinstance(width, int):
             return "its config gives no hidden_size for probe latents"
-        latents = torch.randn(1, width, _LATENT_FRAMES, generator=generator)
-        return {"latents": latents.to(first.device, first.dtype)}
-    if name == "past_values" and "past_time_features" in required:  # the time-series transformers'
-        return _forecast(config, generator, first)
-    if name == "past_values" and "past_values_padding" in parameters:  # TimesFM's: a series
-        patch = getattr(config, "patch_length", None)
+        return {"latents": self.randn(1, width, _LATENT_FRAMES)}
+
+    def series(self) -> dict[str, Any] | str:
+        config = self.config
+        if "past_time_features" in self.required:  # the time-series transformers'
+            return _forecast(config, self.generator, self.first)
+        if "past_values_padding" not in self.parameters:
+            return "its main input is 'past_values': no probe inputs for it"
+        patch = getattr(config, "patch_length", None)  # TimesFM's: a series
         if not isinstance(patch, int) or patch < 1:
             return "its config gives no patch_length for a probe series"
-        series = torch.randn(1, 4 * patch, generator=generator).to(first.device, first.dtype)
+        series = self.randn(1, 4 * patch)
         inputs = {"past_values": series, "past_values_padding": torch.zeros_like(series)}
-        if "freq" in parameters:
-            inputs["freq"] = torch.zeros(1, 1, dtype=torch.long, device=first.device)
+        if "freq" in self.parameters:
+            inputs["freq"] = torch.zeros(1, 1, dtype=torch.long, device=self.first.device)
         return inputs
-    return f"its main input is {name!r}: no probe inputs for it"
 
 
 def _patch_sequence(

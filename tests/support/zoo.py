@@ -183,6 +183,8 @@ def split_row(row: str) -> tuple[str, dict[str, Any]]:
 _LENT_DEFAULTS = {"dropout_rate": 0.0, "shared_expert_intermediate_size": 32, "rope_theta": 500000.0}
 #: Grouped convolutions' groups kept at most the shrunk width (Mimi's depthwise upsampling: 512 groups).
 _GROUPS = ("upsample_groups",)
+#: Config classes whose width is another config's (SAM's prompt encoder and mask decoder: its vision neck's).
+_WHOLE_WIDTH = ("PromptEncoderConfig", "MaskDecoderConfig")
 #: Largest vocabulary kept as it is (a larger one becomes 512 where no token id needs more).
 _VOCAB = 512
 
@@ -310,7 +312,10 @@ def _shrink(config: Any, seen: set[int]) -> None:
     heads = fields.get(heads_field)  # a vision tower's (Qwen2.5-VL's: num_heads, depth) as a text model's
     hidden = fields.get("hidden_size")
     head_dim = fields.get("head_dim")
-    if isinstance(heads, int) and isinstance(hidden, int) and heads > 0:
+    # kept whole: a staged backbone's width (SAM 2's Hiera: its first stage's), and SAM's prompt encoder and
+    # mask decoder, whose width is their vision neck's (fpn_hidden_size)
+    kept = "embed_dim_per_stage" in fields or type(config).__name__.endswith(_WHOLE_WIDTH)
+    if isinstance(heads, int) and isinstance(hidden, int) and heads > 0 and not kept:
         head_dim = head_dim if isinstance(head_dim, int) and head_dim > 0 else hidden // heads
         kv = fields.get("num_key_value_heads")
         setattr(config, heads_field, 2)

@@ -782,6 +782,34 @@ def test_a_tower_that_names_no_main_input_of_its_own_gets_the_image_its_forward_
     assert tower(**inputs).shape == (1, 4)
 
 
+def test_a_neck_of_fixed_feature_sizes_gets_an_image_of_its_backbones_size() -> None:
+    """SAM 2's vision config names no image size, and its neck reshapes to fixed ``backbone_feature_sizes``
+    (256 × 256 for 1024 pixels): the probe image is its backbone's size, not a detector's 64 pixels (was:
+    "forward not run: shape '[1, -1, 256, 256]' is invalid")."""
+    import transformers
+
+    from posenc.torch.probe import inputs_of
+
+    class Neck(transformers.PreTrainedModel):
+        config_class = transformers.PretrainedConfig
+        main_input_name = "pixel_values"
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.proj = nn.Linear(3, 4)
+
+        def forward(self, pixel_values, **kwargs):
+            return self.proj(pixel_values.mean((2, 3)))
+
+    backbone = transformers.PretrainedConfig(num_channels=3, image_size=[96, 96])
+    vision = transformers.PretrainedConfig(backbone_config=backbone, backbone_feature_sizes=[[24, 24]])
+    inputs = inputs_of(Neck(transformers.PretrainedConfig(vision_config=vision)))
+    assert {k: tuple(v.shape) for k, v in inputs.items()} == {"pixel_values": (1, 3, 96, 96)}
+    del vision.backbone_feature_sizes  # a detector's: any size, 64 pixels
+    inputs = inputs_of(Neck(transformers.PretrainedConfig(vision_config=vision)))
+    assert {k: tuple(v.shape) for k, v in inputs.items()} == {"pixel_values": (1, 3, 64, 64)}
+
+
 @pytest.mark.parametrize("model_type", PROBE_SHAPES)
 def test_models_of_every_input_kind_get_probe_inputs_their_forward_takes(model_type: str) -> None:
     """A detector that selects its queries among its feature maps' anchors gets an image holding enough of

@@ -6,7 +6,8 @@ component is declined with what the forward said.
 A probe (:func:`probe_of`, inputs by :func:`inputs_of`) exists for a Hugging Face model whose main input
 is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too; an audio decoder whose config names
 its ``num_codebooks`` and ``audio_channels``, MusicGen's, a row of ids per codebook), ``pixel_values``
-(its config's ``num_channels`` and ``image_size``; 64 pixels a side where it names no size, as detectors'
+(its config's ``num_channels`` and ``image_size``, its backbone's where its neck's feature sizes are fixed,
+SAM 2's; 64 pixels a side where it names no size, as detectors'
 configs, or enough for its ``num_queries`` among the anchors of feature maps of strides 8, 16 and 32
 (RT-DETR's kind); a clip of its ``num_frames`` for a video model with a ``tubelet_size`` (VideoMAE's); 8
 prompt tokens beside it where its forward requires ``input_ids`` (Grounding DINO's)),
@@ -185,6 +186,8 @@ class _Draw:
         backbone = getattr(vision, "backbone_config", None)
         channels = getattr(vision, "num_channels", None) or getattr(backbone, "num_channels", None)
         size = getattr(vision, "image_size", None)
+        if size is None and "backbone_feature_sizes" in vars(vision):  # SAM 2's: its neck's sizes are fixed
+            size = getattr(backbone, "image_size", None)
         size = size[0] if isinstance(size, (list, tuple)) and size and size[0] == size[-1] else size
         size = _detector_side(vision) if size is None else size  # a detector's config names no size
         if not isinstance(channels, int) or not isinstance(size, int):

@@ -104,8 +104,10 @@ def _run_cases(out: Path) -> None:
         fmt = options.pop("dtype")
         request = portable_request(options.pop("d_model"), fmt, **options)
         wide = table_launch.anchor_request(request)
-        anchors = encode_launch.launch(torch.tensor(positions), None, wide, block_rows=16, block_freqs=512)[0]
-        first = encode_launch.launch(torch.tensor([0]), None, wide, block_rows=1, block_freqs=512)[0]
+        # position 0's row (every program's first) and the positions' rows, in one launch
+        rows = torch.tensor([0, *positions])
+        both = encode_launch.launch(rows, None, wide, block_rows=16, block_freqs=512)[0]
+        first, anchors = both[:1].contiguous(), both[1:].contiguous()
         out_ = torch.empty((len(positions), request.d_model), dtype=getattr(torch, fmt))
         uncertain = torch.zeros(len(positions), dtype=torch.int32)
         sin_offset, cos_offset, stride = layouts.placement(request.layout, request.count)

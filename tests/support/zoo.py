@@ -308,6 +308,10 @@ def _shrink(config: Any, seen: set[int]) -> None:
     encoder, decoder = fields.get("encoder"), fields.get("decoder")
     if isinstance(getattr(decoder, "cross_attention_hidden_size", None), int):  # T5Gemma's: its encoder's
         decoder.cross_attention_hidden_size = getattr(encoder, "hidden_size", decoder.hidden_size)
+    width = getattr(fields.get("global_config"), "hidden_size", None)  # BLT's: its local models read it
+    for name in ("encoder_config", "decoder_config"):
+        if isinstance(width, int) and isinstance(getattr(fields.get(name), "hidden_size_global", None), int):
+            fields[name].hidden_size_global = width
     heads_field = "num_attention_heads" if "num_attention_heads" in fields else "num_heads"
     heads = fields.get(heads_field)  # a vision tower's (Qwen2.5-VL's: num_heads, depth) as a text model's
     hidden = fields.get("hidden_size")
@@ -319,6 +323,11 @@ def _shrink(config: Any, seen: set[int]) -> None:
         head_dim = head_dim if isinstance(head_dim, int) and head_dim > 0 else hidden // heads
         kv = fields.get("num_key_value_heads")
         setattr(config, heads_field, 2)
+        for name in ("num_key_value_heads_per_layer", "num_key_value_attention_heads"):  # Sapiens2's
+            if isinstance(fields.get(name), list):
+                setattr(config, name, [min(v, 2) for v in fields[name]])
+            elif isinstance(fields.get(name), int):
+                setattr(config, name, min(fields[name], 2))
         if isinstance(kv, int):
             config.num_key_value_heads = 1 if kv < heads else 2
         elif "num_key_value_heads" in fields and kv is None:  # Nemotron's default: None (as many as heads)
@@ -373,6 +382,8 @@ def _shrink(config: Any, seen: set[int]) -> None:
     ids += [i for k, v in fields.items() if k.endswith("token_id") and isinstance(v, list) for i in v]
     if isinstance(vocab, int) and vocab > _VOCAB and all(i < _VOCAB for i in ids if isinstance(i, int)):
         config.vocab_size = _VOCAB
+    if isinstance(fields.get("encoder_hash_byte_group_vocab"), int):  # BLT's hash embeddings: 500 002 rows
+        config.encoder_hash_byte_group_vocab = min(fields["encoder_hash_byte_group_vocab"], _VOCAB)
     if isinstance(fields.get("vocab_size_per_layer_input"), int):  # Gemma 3n's per-layer embeddings
         config.vocab_size_per_layer_input = min(fields["vocab_size_per_layer_input"], _VOCAB)
 

@@ -308,6 +308,9 @@ def _shrink(config: Any, seen: set[int]) -> None:
     encoder, decoder = fields.get("encoder"), fields.get("decoder")
     if isinstance(getattr(decoder, "cross_attention_hidden_size", None), int):  # T5Gemma's: its encoder's
         decoder.cross_attention_hidden_size = getattr(encoder, "hidden_size", decoder.hidden_size)
+    audio, head = fields.get("audio_config"), fields.get("head_config")  # Nemotron 3's diarization head
+    if isinstance(getattr(head, "audio_hidden_size", None), int):
+        head.audio_hidden_size = getattr(audio, "hidden_size", head.audio_hidden_size)
     width = getattr(fields.get("global_config"), "hidden_size", None)  # BLT's: its local models read it
     for name in ("encoder_config", "decoder_config"):
         if isinstance(width, int) and isinstance(getattr(fields.get(name), "hidden_size_global", None), int):

@@ -753,6 +753,7 @@ PROBE_SHAPES = {
     # Qwen3-ASR's encoder: bins first, one whole chunk of 2 x n_window (50) frames, all of them speech
     "qwen3_asr_encoder": {"input_features": (1, 128, 100), "input_features_mask": (1, 100)},
     "mimi_decoder": {"latents": (1, 128, 8)},  # a codec decoder's latent frames
+    "nemotron3_5_transcribe_audio": {"input_features": (1, 64, 128)},  # its asr_config names the bins
     # its forward requires a caption beside its clip: both drawn; two frames for its frame backbone
     "pe_video": {"input_ids": (1, 16), "pixel_values_videos": (1, 2, 3, 64, 64)},
 }

@@ -12,10 +12,10 @@ configs, or enough for its ``num_queries`` among the anchors of feature maps of 
 (RT-DETR's kind); a clip of its ``num_frames`` for a video model with a ``tubelet_size`` (VideoMAE's); 8
 prompt tokens beside it where its forward requires ``input_ids`` (Grounding DINO's)),
 ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice ``max_source_positions`` frames; a
-conformer's, whose config names no ``max_source_positions``, Canary's, whose encoder's config names its
-bins, and Speech2Text's, ``input_feat_per_channel`` × ``input_channels`` bins: 64 frames of them; an
-encoder that requires ``input_features_mask`` and names its ``n_window``, Qwen3-ASR's: one chunk of
-``2 n_window`` frames, bins first, every frame speech),
+conformer's, whose config names no ``max_source_positions``, Canary's and Nemotron 3's, whose encoder's
+(audio, ASR) config names its bins, and Speech2Text's, ``input_feat_per_channel`` × ``input_channels``
+bins: 64 frames of them; an encoder that requires ``input_features_mask`` and names its ``n_window``,
+Qwen3-ASR's: one chunk of ``2 n_window`` frames, bins first, every frame speech),
 ``input_values`` (raw audio: 16000 samples; ``(1, audio_channels, 16000)`` for a codec whose config
 names its channels, Mimi's), ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
 frames at its ``crop_size``), ``past_values`` with ``past_values_padding`` (TimesFM's: a series of four
@@ -227,8 +227,9 @@ class _Draw:
         # those of a model whose encoder's config names its bins (Canary's) or that counts its features
         # per channel (Speech2Text's: input_feat_per_channel × input_channels)
         frames_first = not isinstance(bins, int) or not isinstance(positions, int)
-        encoder = getattr(config, "encoder_config", None)
-        bins = bins if isinstance(bins, int) else getattr(encoder, "num_mel_bins", None)
+        for part in ("encoder_config", "audio_config", "asr_config"):  # Canary's, Nemotron 3's audio models'
+            if not isinstance(bins, int):
+                bins = getattr(getattr(config, part, None), "num_mel_bins", None)
         if not isinstance(bins, int):  # w2v-BERT's: stacked filterbank frames, projected
             bins = getattr(config, "feature_projection_input_dim", None)
         per, channels = getattr(config, "input_feat_per_channel", None), getattr(config, "input_channels", 1)

@@ -49,6 +49,9 @@ _LAYERS = (
     "num_decoder_layers",
     "depth",
     "conf_num_hidden_layers",  # Gemma 3n's audio conformer
+    "num_spatial_layers",  # VideoPrism's factorized video tower
+    "num_temporal_layers",
+    "num_auxiliary_layers",
 )
 _WIDTHS = {
     "intermediate_size": 64,

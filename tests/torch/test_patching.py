@@ -756,6 +756,7 @@ PROBE_SHAPES = {
     "nemotron3_5_transcribe_audio": {"input_features": (1, 64, 128)},  # its asr_config names the bins
     # its forward requires a caption beside its clip: both drawn; two frames for its frame backbone
     "pe_video": {"input_ids": (1, 16), "pixel_values_videos": (1, 2, 3, 64, 64)},
+    "pe_video_encoder": {"pixel_values_videos": (1, 2, 3, 64, 64)},  # its own config over a frame backbone
 }
 
 

@@ -205,15 +205,20 @@ class _Draw:
 
     def clip(self) -> dict[str, Any] | str:
         """V-JEPA 2's kind: one clip of one tubelet of frames at its crop size; a video tower over a frame
-        backbone (PE Video's: its video config's vision config), two frames of 64 pixels a side."""
+        backbone (PE Video's: its video config's vision config, a backbone's), two frames of 64 pixels a
+        side; a video model whose vision config is its video tower (VideoPrism's), its ``num_frames``."""
         config = self.config
-        video = getattr(config, "video_config", None) or getattr(config, "vision_config", None) or config
-        frame = getattr(video, "vision_config", None)  # the backbone each frame goes through
+        video = getattr(config, "video_config", None) or config
+        frame = getattr(video, "vision_config", None)
+        if frame is not None and not hasattr(frame, "stage_names"):  # not a backbone: the video tower
+            video, frame = frame, None
         channels = getattr(video, "in_chans", None) or getattr(video, "num_channels", None)
         channels = channels or getattr(frame, "num_channels", None)
         size = getattr(video, "crop_size", None) or getattr(video, "image_size", None)
         size = size or (_DETECTOR_SIDE if frame is not None else None)
-        frames = getattr(video, "tubelet_size", None) or 2
+        frames = getattr(video, "tubelet_size", None) or getattr(video, "num_frames", None) or 2
+        if isinstance(frames, (list, tuple)):  # a tubelet of (frames, height, width): the clip's frames
+            frames = getattr(video, "num_frames", None)
         if not all(isinstance(v, int) and v > 0 for v in (channels, size, frames)):
             return "its config gives no channels, square crop_size and tubelet_size for a probe clip"
         return {"pixel_values_videos": self.randn(1, frames, channels, size, size)}

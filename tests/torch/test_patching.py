@@ -757,6 +757,7 @@ PROBE_SHAPES = {
     # its forward requires a caption beside its clip: both drawn; two frames for its frame backbone
     "pe_video": {"input_ids": (1, 16), "pixel_values_videos": (1, 2, 3, 64, 64)},
     "pe_video_encoder": {"pixel_values_videos": (1, 2, 3, 64, 64)},  # its own config over a frame backbone
+    "pe_audio_encoder": {"input_values": (1, 1, 16000)},  # one channel into its DAC
 }
 
 

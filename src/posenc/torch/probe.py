@@ -253,10 +253,14 @@ class _Draw:
             inputs["input_features_mask"] = mask
         return {**inputs, **self.decoder_start()}
 
-    def sound(self) -> dict[str, Any] | str:  # raw audio (Moonshine, wav2vec 2.0's kind): a second of samples
-        channels = getattr(
-            self.config, "audio_channels", None
-        )  # a codec's (Mimi's): (batch, channels, samples)
+    def sound(self) -> dict[str, Any] | str:
+        """Raw audio (Moonshine, wav2vec 2.0's kind): a second of samples; ``(1, channels, samples)`` for a
+        codec whose config names its ``audio_channels`` (Mimi's), one channel for a model that encodes its
+        audio with a DAC (PE Audio's: its audio config's ``dac_config``)."""
+        config = self.config
+        channels = getattr(config, "audio_channels", None)
+        if any(hasattr(part, "dac_config") for part in (config, getattr(config, "audio_config", None))):
+            channels = 1
         shape = (1, channels, _SAMPLES) if isinstance(channels, int) else (1, _SAMPLES)
         return {"input_values": self.randn(*shape), **self.decoder_start()}
 

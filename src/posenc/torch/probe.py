@@ -23,7 +23,8 @@ frames at its ``crop_size``), ``past_values`` with ``past_values_padding`` (Time
 time-series transformers': :func:`_forecast`), ``audio_mel`` (Gemma 3n's audio encoder: 64 frames of its
 ``input_feat_size``) or ``latents`` (a codec's decoder: 8 frames of its ``hidden_size``); a vision tower
 whose forward requires ``grid_thw`` gets patches in Qwen2-VL's convention (:func:`_patch_sequence`),
-Gemma 4's tower its patches and their positions (:func:`_positioned_patches`), w2v-BERT frames of its
+Gemma 4's tower its patches and their positions (:func:`_positioned_patches`), Inkling 2's its merged
+tokens of pixels (:func:`_merged_tokens`), w2v-BERT frames of its
 ``feature_projection_input_dim``: 16 token ids below its vocabulary size, one seeded image, clip, sound or
 series, on the model's device. The
 forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is
@@ -124,6 +125,8 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         return _patch_sequence(config, required, generator, first)
     if "pixel_position_ids" in required:  # Gemma 4's vision tower: patches and their (x, y)
         return _positioned_patches(config, generator, first)
+    if {"pixel_values", "image_grid_thw"} <= required:  # Inkling 2's tower: merged tokens of pixels
+        return _merged_tokens(config, generator, first)
     if required == {"pixel_values"} and str(name) not in parameters:  # a tower naming no main input
         name = "pixel_values"
     draw = _Draw(config, parameters, required, generator, first)
@@ -344,6 +347,20 @@ def _positioned_patches(config: Any, generator: torch.Generator, first: torch.Te
     return {
         "pixel_values": pixels.to(first.device, first.dtype),
         "pixel_position_ids": where.to(first.device),
+    }
+
+
+def _merged_tokens(config: Any, generator: torch.Generator, first: torch.Tensor) -> dict | str:
+    """Inkling 2's vision tower: an image of 2 × 2 merged tokens, each ``(patch · m, patch · m, channels)``
+    pixels (m its ``spatial_merge_size``), and its ``image_grid_thw`` counted in merged tokens."""
+    patch, merge = getattr(config, "patch_size", None), getattr(config, "spatial_merge_size", None)
+    channels = getattr(config, "num_channels", None) or 3
+    if not all(isinstance(v, int) and v > 0 for v in (patch, merge, channels)):
+        return "its config gives no patch_size and spatial_merge_size for probe tokens"
+    pixels = torch.randn(4, patch * merge, patch * merge, channels, generator=generator)
+    return {
+        "pixel_values": pixels.to(first.device, first.dtype),
+        "image_grid_thw": torch.tensor([[1, 2, 2]], device=first.device),
     }
 
 

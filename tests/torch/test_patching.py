@@ -731,6 +731,7 @@ PROBE_SHAPES = {
     "mimi": {"input_values": (1, 1, 16000)},  # a codec's audio channels
     "videomae": {"pixel_values": (1, 16, 3, 224, 224)},  # a clip of its num_frames
     "musicgen": {"input_ids": (4, 16)},  # a row of ids per codebook
+    "kyutai_speech_to_text": {"input_ids": (1, 16, 33)},  # each step a text token and 32 codebooks' tokens
     # a vision tower in Qwen2-VL's convention: 4 x 4 patches of 3 channels x 2 frames x 14 x 14 pixels
     "qwen2_5_vl_vision": {"hidden_states": (16, 1176), "grid_thw": (1, 3)},
     "video_llama_3_vision": {"pixel_values": (16, 768), "grid_thw": (1, 3), "merge_sizes": (1,)},

@@ -5,7 +5,8 @@ component is declined with what the forward said.
 
 A probe (:func:`probe_of`, inputs by :func:`inputs_of`) exists for a Hugging Face model whose main input
 is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too; an audio decoder whose config names
-its ``num_codebooks`` and ``audio_channels``, MusicGen's, a row of ids per codebook), ``pixel_values``
+its ``num_codebooks`` and ``audio_channels``, MusicGen's, a row of ids per codebook; Kyutai's speech-to-text,
+whose config names its ``codebook_vocab_size``, each step a text token and one per codebook), ``pixel_values``
 (its config's ``num_channels`` and ``image_size``, its backbone's where its neck's feature sizes are fixed,
 SAM 2's; 64 pixels a side where it names no size, as detectors'
 configs, or enough for its ``num_queries`` among the anchors of feature maps of strides 8, 16 and 32
@@ -176,6 +177,11 @@ class _Draw:
         books, channels = getattr(config, "num_codebooks", None), getattr(config, "audio_channels", None)
         rows = books if isinstance(books, int) and isinstance(channels, int) else 1  # MusicGen's codebooks
         ids = torch.randint(0, vocab, (rows, _TOKENS), generator=self.generator).to(self.first.device)
+        codes = getattr(config, "codebook_vocab_size", None)
+        if isinstance(books, int) and isinstance(codes, int) and not isinstance(channels, int):
+            # Kyutai's speech-to-text: each step a text token, then one token of each audio codebook
+            audio = torch.randint(0, codes, (1, _TOKENS, books), generator=self.generator)
+            ids = torch.cat([ids[..., None], audio.to(ids.device)], -1)
         inputs: dict[str, Any] = {"input_ids": ids}
         if getattr(config, "is_encoder_decoder", False):
             inputs["decoder_input_ids"] = ids[:, : _TOKENS // 2]

@@ -366,6 +366,8 @@ def _shrink(config: Any, seen: set[int]) -> None:
         setattr(config, kinds, distinct)
         if isinstance(fields.get("hybrid_layer_ids"), list):  # Zamba2's: its hybrid layers' indices
             config.hybrid_layer_ids = [i for i, kind in enumerate(distinct) if kind == "hybrid"]
+    if "task_seq_len" in fields and isinstance(fields.get("decoder_layers"), int):  # OneFormer's runs L - 1
+        config.decoder_layers = 2
     if isinstance(fields.get("num_upscale_blocks"), int) and isinstance(fields.get("num_blocks"), int):
         config.num_blocks = min(fields["num_blocks"], config.num_hidden_layers)  # EoMT's: its last layers
     if isinstance(fields.get("num_kv_shared_layers"), int):  # Gemma 3n's: none shared among so few layers

@@ -816,6 +816,36 @@ def test_a_neck_of_fixed_feature_sizes_gets_an_image_of_its_backbones_size() -> 
     assert {k: tuple(v.shape) for k, v in inputs.items()} == {"pixel_values": (1, 3, 64, 64)}
 
 
+def test_a_model_of_two_main_inputs_gets_its_image_and_its_task() -> None:
+    """OneFormer's main input is a list (``["pixel_values", "task_inputs"]``) and its forward requires both:
+    the image, then its ``task_seq_len`` task token ids below its text encoder's vocabulary (was: "no probe
+    inputs")."""
+    import transformers
+
+    from posenc.torch.probe import inputs_of
+
+    class Segmenter(transformers.PreTrainedModel):
+        config_class = transformers.PretrainedConfig
+        main_input_name = ("pixel_values", "task_inputs")  # a list in OneFormer
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.proj = nn.Linear(3, 4)
+
+        def forward(self, pixel_values, task_inputs, **kwargs):
+            return self.proj(pixel_values.mean((2, 3))) + task_inputs.float().mean()
+
+    config = transformers.PretrainedConfig(
+        num_channels=3, image_size=32, task_seq_len=7, text_encoder_vocab_size=50
+    )
+    inputs = inputs_of(Segmenter(config))
+    assert {k: tuple(v.shape) for k, v in inputs.items()} == {
+        "pixel_values": (1, 3, 32, 32),
+        "task_inputs": (1, 7),
+    }
+    assert inputs["task_inputs"].dtype == torch.int64 and int(inputs["task_inputs"].max()) < 50
+
+
 @pytest.mark.parametrize("model_type", PROBE_SHAPES)
 def test_models_of_every_input_kind_get_probe_inputs_their_forward_takes(model_type: str) -> None:
     """A detector that selects its queries among its feature maps' anchors gets an image holding enough of

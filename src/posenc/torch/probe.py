@@ -25,7 +25,8 @@ time-series transformers': :func:`_forecast`), ``audio_mel`` (Gemma 3n's audio e
 ``input_feat_size``) or ``latents`` (a codec's decoder: 8 frames of its ``hidden_size``); a vision tower
 whose forward requires ``grid_thw`` gets patches in Qwen2-VL's convention (:func:`_patch_sequence`),
 Gemma 4's tower its patches and their positions (:func:`_positioned_patches`), Inkling 2's its merged
-tokens of pixels (:func:`_merged_tokens`), w2v-BERT frames of its
+tokens of pixels (:func:`_merged_tokens`), OneFormer its image and its task's ``task_seq_len`` ids, w2v-BERT
+frames of its
 ``feature_projection_input_dim``: 16 token ids below its vocabulary size, one seeded image, clip, sound or
 series, on the model's device. The
 forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is
@@ -120,6 +121,7 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     if config is None or first is None or first.device.type == "meta":
         return "no config, or no values to run (meta)"
     name = getattr(model, "main_input_name", "input_ids")
+    name = name[0] if isinstance(name, (list, tuple)) and name else name  # OneFormer's: an image, its task
     generator = torch.Generator().manual_seed(0)
     parameters, required = _forward_parameters(model)
     if "grid_thw" in required and (_PATCH_FIELDS & set(vars(config)) or "merge_sizes" in required):
@@ -162,9 +164,19 @@ class _Draw:
             "audio_mel": self.mel,
             "latents": self.latents,
             "past_values": self.series,
+            "task_inputs": self.task,
         }
         draw = kinds.get(name)
         return draw() if draw is not None else f"its main input is {name!r}: no probe inputs for it"
+
+    def task(self) -> dict[str, Any] | str:
+        """OneFormer's task: its ``task_seq_len`` token ids below its text encoder's vocabulary."""
+        length = getattr(self.config, "task_seq_len", None)
+        vocab = getattr(self.config, "text_encoder_vocab_size", None)
+        if not isinstance(length, int) or not isinstance(vocab, int) or min(length, vocab) < 1:
+            return "its config gives no task_seq_len and text_encoder_vocab_size for a probe task"
+        ids = torch.randint(0, vocab, (1, length), generator=self.generator)
+        return {"task_inputs": ids.to(self.first.device)}
 
     def randn(self, *shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=self.generator).to(self.first.device, self.first.dtype)

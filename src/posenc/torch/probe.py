@@ -28,8 +28,8 @@ Gemma 4's tower its patches and their positions (:func:`_positioned_patches`), I
 tokens of pixels (:func:`_merged_tokens`), OneFormer its image and its task's ``task_seq_len`` ids, w2v-BERT
 frames of its ``feature_projection_input_dim``: 16 token ids below its vocabulary size, one seeded image,
 clip, sound or series, on the model's device; a forward that requires several of these inputs gets each.
-The forward runs with gradients off, every module in eval mode (dropout off; each module's ``training`` flag is
-put back after), without a KV cache and under a forked random state (the caller's generator is not
+The forward runs with gradients off, every module in eval mode (dropout off; each module's ``training``
+flag is put back after), without a KV cache and under a forked random state (the caller's generator is not
 consumed). A model posenc has no probe for (its own ``nn.Module``, another input kind) or on the meta device
 is proven by its components' own proofs alone, and the report says so.
 

@@ -759,6 +759,7 @@ PROBE_SHAPES = {
     "pe_video": {"input_ids": (1, 16), "pixel_values_videos": (1, 2, 3, 64, 64)},
     "pe_video_encoder": {"pixel_values_videos": (1, 2, 3, 64, 64)},  # its own config over a frame backbone
     "pe_audio_encoder": {"input_values": (1, 1, 16000)},  # one channel into its DAC
+    "nemotron3_5_transcribe_word_timestamp": {"inputs_embeds": (1, 16, 160)},  # embeddings: its main input
     # Inkling 2's tower: 2 x 2 merged tokens of (20 x 2)² pixels, channels last, its grid in merged tokens
     "inkling2_vision": {"pixel_values": (4, 40, 40, 3), "image_grid_thw": (1, 3)},
 }

@@ -760,6 +760,8 @@ PROBE_SHAPES = {
     "pe_video_encoder": {"pixel_values_videos": (1, 2, 3, 64, 64)},  # its own config over a frame backbone
     "pe_audio_encoder": {"input_values": (1, 1, 16000)},  # one channel into its DAC
     "nemotron3_5_transcribe_word_timestamp": {"inputs_embeds": (1, 16, 160)},  # embeddings: its main input
+    # a drafting model: its noise and its context, each as vectors of its width
+    "muse_glimmer_assistant": {"noise_embeds": (1, 16, 256), "context_hidden_states": (1, 16, 256)},
     # Inkling 2's tower: 2 x 2 merged tokens of (20 x 2)² pixels, channels last, its grid in merged tokens
     "inkling2_vision": {"pixel_values": (4, 40, 40, 3), "image_grid_thw": (1, 3)},
 }

@@ -27,8 +27,8 @@ whose forward requires ``grid_thw`` gets patches in Qwen2-VL's convention (:func
 Gemma 4's tower its patches and their positions (:func:`_positioned_patches`), Inkling 2's its merged
 tokens of pixels (:func:`_merged_tokens`), OneFormer its image and its task's ``task_seq_len`` ids, w2v-BERT
 frames of its ``feature_projection_input_dim``: 16 token ids below its vocabulary size, one seeded image,
-clip, sound or series (or 16 embeddings of its ``hidden_size`` where they are its main input), on the
-model's device; a forward that requires several of these inputs gets each.
+clip, sound or series (16 vectors of its ``hidden_size`` for an input of embeddings or hidden states), on
+the model's device; a forward that requires several of these inputs gets each.
 The forward runs with gradients off, every module in eval mode (dropout off; each module's ``training``
 flag is put back after), without a KV cache and under a forked random state (the caller's generator is not
 consumed). A model posenc has no probe for (its own ``nn.Module``, another input kind) or on the meta device
@@ -168,6 +168,8 @@ class _Draw:
             "inputs_embeds": self.embeds,
         }
         draw = kinds.get(name)
+        if draw is None and name.endswith(("_embeds", "hidden_states")):  # vectors of its width
+            return self.embeds(name)
         return draw() if draw is not None else f"its main input is {name!r}: no probe inputs for it"
 
     def task(self) -> dict[str, Any] | str:
@@ -179,13 +181,14 @@ class _Draw:
         ids = torch.randint(0, vocab, (1, length), generator=self.generator)
         return {"task_inputs": ids.to(self.first.device)}
 
-    def embeds(self) -> dict[str, Any] | str:
-        """A model whose main input is embeddings (Nemotron 3.5's word-timestamp model): 16 vectors of its
+    def embeds(self, name: str = "inputs_embeds") -> dict[str, Any] | str:
+        """Embeddings under ``name`` (Nemotron 3.5's word-timestamp model's ``inputs_embeds``; a drafting
+        model's ``noise_embeds`` and ``context_hidden_states``, MUSE's assistant): 16 vectors of its
         ``hidden_size``."""
         width = getattr(self.config, "hidden_size", None)
         if not isinstance(width, int) or width < 1:
             return "its config gives no hidden_size for probe embeddings"
-        return {"inputs_embeds": self.randn(1, _TOKENS, width)}
+        return {name: self.randn(1, _TOKENS, width)}
 
     def randn(self, *shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=self.generator).to(self.first.device, self.first.dtype)

@@ -556,10 +556,11 @@ def inside_code(module: nn.Module) -> str | None:
 #: Each class's source text, read once a process, and the lines of each class of a file, its file parsed
 #: once: Python 3.11's inspect parses a class's whole module at each ``getsource`` (a model's find read ~150
 #: classes of its modeling file that way: 6 s of an 11 s zoo row). Weakly keyed: a class that goes takes its
-#: entry with it; a file's entry holds the lines it was parsed from, and is parsed again when linecache's
-#: lines for it are new (the file changed).
+#: entry with it; a file's entry holds the lines it was parsed from (linecache's own list), is parsed again
+#: when linecache's lines for it are new (the file changed), and the oldest of :data:`_FILES` goes first.
 _SOURCES: weakref.WeakKeyDictionary[type, str | None] = weakref.WeakKeyDictionary()
 _SPANS: dict[str, tuple[list[str], dict[str, tuple[int, int]]]] = {}
+_FILES = 64
 
 
 def _class_source(cls: type) -> str | None:
@@ -611,6 +612,8 @@ def _source_in_file(cls: type) -> str | None:
                     visit(child, prefix)
 
         visit(tree, "")
+        while len(_SPANS) >= _FILES:
+            _SPANS.pop(next(iter(_SPANS)), None)
         held = _SPANS[file] = (lines, spans)
     span = held[1].get(cls.__qualname__)
     return "".join(lines[span[0] - 1 : span[1]]) if span else None

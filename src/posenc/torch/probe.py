@@ -115,7 +115,7 @@ def agree(before: torch.Tensor, after: torch.Tensor) -> str | None:
 def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     """The probe inputs of a Hugging Face ``model`` (module docstring), on its device, or why there are
     none: its main input's, and beside them those of every other input its forward requires that posenc
-    draws (Kosmos-2's image and its text, PE Video's clip and its caption)."""
+    draws (PE Video's caption beside its clip, MUSE's assistant's context beside its noise)."""
     config = getattr(model, "config", None)
     first = next(iter(model.parameters()), None)
     if config is None or first is None or first.device.type == "meta":
@@ -256,9 +256,8 @@ class _Draw:
             return "its config gives no channels, square crop_size and tubelet_size for a probe clip"
         return {"pixel_values_videos": self.randn(1, frames, channels, size, size)}
 
-    def features(
-        self,
-    ) -> dict[str, Any] | str:  # Whisper and its kind: mel frames, as many as its table holds
+    def features(self) -> dict[str, Any] | str:
+        """Whisper's kind: mel frames, as many as its encoder's table holds (module docstring)."""
         config = self.config
         bins, positions = getattr(config, "num_mel_bins", None), getattr(config, "max_source_positions", None)
         # a conformer's (Parakeet's: no table, so no max_source_positions) come frames first, and so do

@@ -753,6 +753,8 @@ PROBE_SHAPES = {
     "gemma3n_audio": {"audio_mel": (1, 64, 128), "audio_mel_mask": (1, 64)},
     # Qwen3-ASR's encoder: bins first, one whole chunk of 2 x n_window (50) frames, all of them speech
     "qwen3_asr_encoder": {"input_features": (1, 128, 100), "input_features_mask": (1, 100)},
+    # Fun-ASR's encoder: its 80 bins stacked 7 frames deep (a low frame rate), frames first
+    "fun_asr_nano_encoder": {"input_features": (1, 64, 560), "input_features_mask": (1, 64)},
     "mimi_decoder": {"latents": (1, 128, 8)},  # a codec decoder's latent frames
     "nemotron3_5_transcribe_audio": {"input_features": (1, 64, 128)},  # its asr_config names the bins
     # its forward requires a caption beside its clip: both drawn; two frames for its frame backbone

@@ -14,9 +14,10 @@ configs, or enough for its ``num_queries`` among the anchors of feature maps of 
 prompt tokens beside it where its forward requires ``input_ids`` (Grounding DINO's)),
 ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice ``max_source_positions`` frames; a
 conformer's, whose config names no ``max_source_positions``, Canary's and Nemotron 3's, whose encoder's
-(audio, ASR) config names its bins, and Speech2Text's, ``input_feat_per_channel`` × ``input_channels``
-bins: 64 frames of them; an encoder that requires ``input_features_mask`` and names its ``n_window``,
-Qwen3-ASR's: one chunk of ``2 n_window`` frames, bins first, every frame speech),
+(audio, ASR) config names its bins, Speech2Text's, ``input_feat_per_channel`` × ``input_channels`` bins,
+and Fun-ASR's, its bins × ``num_stacked_frames``: 64 frames of them; an encoder that requires
+``input_features_mask`` and names its ``n_window``, Qwen3-ASR's: one chunk of ``2 n_window`` frames, bins
+first, every frame speech),
 ``input_values`` (raw audio: 16000 samples; ``(1, audio_channels, 16000)`` for a codec whose config
 names its channels, Mimi's), ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
 frames at its ``crop_size``), ``past_values`` with ``past_values_padding`` (TimesFM's: a series of four
@@ -274,6 +275,8 @@ class _Draw:
             bins = per * channels
         if not isinstance(bins, int):
             return "its config gives no num_mel_bins for probe features"
+        stacked = getattr(config, "num_stacked_frames", None)  # Fun-ASR's low frame rate: frames stacked
+        bins = bins * stacked if isinstance(stacked, int) and stacked > 1 else bins
         shape = (1, _FRAMES, bins) if frames_first else (1, bins, 2 * positions)
         frames_at = 1 if frames_first else 2
         window = getattr(config, "n_window", None)  # Qwen3-ASR's encoder: bins first, whole chunks of 2 n

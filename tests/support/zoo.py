@@ -431,12 +431,12 @@ class Outcome:
     why: str
 
 
-def _inputs(model: Any) -> dict[str, Any] | None:
-    """The probe inputs posenc's own forward proof uses (:func:`posenc.torch.probe.inputs_of`), or None."""
+def _inputs(model: Any) -> dict[str, Any] | str:
+    """The probe inputs posenc's own forward proof uses (:func:`posenc.torch.probe.inputs_of`), or why
+    there are none."""
     from posenc.torch.probe import inputs_of
 
-    inputs = inputs_of(model)
-    return None if isinstance(inputs, str) else inputs
+    return inputs_of(model)
 
 
 def _output(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
@@ -656,9 +656,12 @@ def judge(
 
     try:
         model = make()
-        candidates = [_inputs(model)] + (probe(model) if probe is not None else [])
+        own = _inputs(model)
+        candidates = [None if isinstance(own, str) else own] + (probe(model) if probe is not None else [])
         inputs = before = None
-        unprobed = "forward not probed (no probe inputs for its kind)"
+        # why posenc has none, where nothing else is tried (the diffusers and timm zoos try their own)
+        why = own if isinstance(own, str) and probe is None else "no probe inputs for its kind"
+        unprobed = f"forward not probed ({why})"
         for candidate in (c for c in candidates if c is not None):
             try:  # probe inputs its forward does not take (a detector that wants text too): the next
                 before, inputs = _output(model, candidate), candidate

@@ -821,6 +821,24 @@ def test_a_neck_of_fixed_feature_sizes_gets_an_image_of_its_backbones_size() -> 
     assert {k: tuple(v.shape) for k, v in inputs.items()} == {"pixel_values": (1, 3, 64, 64)}
 
 
+def test_a_model_without_a_forward_of_its_own_is_said_so() -> None:
+    """Qwen2.5-Omni's generating class defines no forward (it generates through its thinker and talker):
+    the probe says so, rather than "its forward raised TypeError on the probe inputs"."""
+    import transformers
+
+    from posenc.torch.probe import inputs_of, probe_of
+
+    class Wrapper(transformers.PreTrainedModel):
+        config_class = transformers.PretrainedConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.proj = nn.Linear(3, 4)
+
+    model = Wrapper(transformers.PretrainedConfig(vocab_size=10))
+    assert inputs_of(model) == probe_of(model) == "Wrapper defines no forward of its own to run"
+
+
 def test_a_model_of_two_main_inputs_gets_its_image_and_its_task() -> None:
     """OneFormer's main input is a list (``["pixel_values", "task_inputs"]``) and its forward requires both:
     the image, then its ``task_seq_len`` task token ids below its text encoder's vocabulary (was: "no probe

@@ -121,6 +121,8 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     first = next(iter(model.parameters()), None)
     if config is None or first is None or first.device.type == "meta":
         return "no config, or no values to run (meta)"
+    if type(model).forward is nn.Module.forward:  # Qwen2.5-Omni's: it generates through its thinker, talker
+        return f"{type(model).__name__} defines no forward of its own to run"
     name = getattr(model, "main_input_name", "input_ids")
     name = name[0] if isinstance(name, (list, tuple)) and name else name  # OneFormer's: an image, its task
     generator = torch.Generator().manual_seed(0)

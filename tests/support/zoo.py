@@ -187,7 +187,14 @@ _LENT_DEFAULTS = {"dropout_rate": 0.0, "shared_expert_intermediate_size": 32, "r
 #: Grouped convolutions' groups kept at most the shrunk width (Mimi's depthwise upsampling: 512 groups).
 _GROUPS = ("upsample_groups",)
 #: Config classes whose width is another config's (SAM's prompt encoder and mask decoder: its vision neck's).
-_WHOLE_WIDTH = ("PromptEncoderConfig", "MaskDecoderConfig")
+#: SAM 3's geometry encoder and DETR encoder and decoder: its vision neck's too.
+_WHOLE_WIDTH = (
+    "PromptEncoderConfig",
+    "MaskDecoderConfig",
+    "GeometryEncoderConfig",
+    "DETREncoderConfig",
+    "DETRDecoderConfig",
+)
 #: Largest vocabulary kept as it is (a larger one becomes 512 where no token id needs more).
 _VOCAB = 512
 
@@ -311,6 +318,13 @@ def _shrink(config: Any, seen: set[int]) -> None:
     encoder, decoder = fields.get("encoder"), fields.get("decoder")
     if isinstance(getattr(decoder, "cross_attention_hidden_size", None), int):  # T5Gemma's: its encoder's
         decoder.cross_attention_hidden_size = getattr(encoder, "hidden_size", decoder.hidden_size)
+    encoder, decoder = fields.get("encoder_config"), fields.get("decoder_config")  # Dia's: its encoder's
+    if isinstance(getattr(decoder, "cross_hidden_size", None), int):
+        decoder.cross_hidden_size = getattr(encoder, "hidden_size", decoder.cross_hidden_size)
+    vision, text = fields.get("vision_config"), fields.get("text_config")  # PaliGemma's projector: text width
+    projected = isinstance(getattr(vision, "projection_dim", None), int)
+    if type(config).__name__ == "PaliGemmaConfig" and projected:
+        vision.projection_dim = text.hidden_size
     audio, head = fields.get("audio_config"), fields.get("head_config")  # Nemotron 3's diarization head
     if isinstance(getattr(head, "audio_hidden_size", None), int):
         head.audio_hidden_size = getattr(audio, "hidden_size", head.audio_hidden_size)

@@ -766,6 +766,31 @@ PROBE_SHAPES = {
     "muse_glimmer_assistant": {"noise_embeds": (1, 16, 256), "context_hidden_states": (1, 16, 256)},
     # Inkling 2's tower: 2 x 2 merged tokens of (20 x 2)² pixels, channels last, its grid in merged tokens
     "inkling2_vision": {"pixel_values": (4, 40, 40, 3), "image_grid_thw": (1, 3)},
+    # Kosmos-2: its image's 64 latent embeddings take the places its mask marks, after <s> and <image>
+    "kosmos-2": {
+        "pixel_values": (1, 3, 224, 224),
+        "input_ids": (1, 74),
+        "image_embeds_position_mask": (1, 74),
+    },
+    # IDEFICS: one image beside the ids, every token attending to it
+    "idefics": {
+        "input_ids": (1, 16),
+        "pixel_values": (1, 1, 3, 224, 224),
+        "image_attention_mask": (1, 16, 1),
+    },
+    "dia": {"input_ids": (1, 16), "decoder_input_ids": (1, 8, 9)},  # its decoder: a code per channel a step
+    # π0: a state, its action chunk's noise and a denoising step, after one camera's 256 image tokens
+    "pi0": {
+        "state": (1, 32),
+        "noise": (1, 50, 32),
+        "timestep": (1,),
+        "input_ids": (1, 264),
+        "pixel_values": (1, 1, 3, 224, 224),
+        "pixel_attention_mask": (1, 1),
+    },
+    "glmasr_encoder": {"input_features": (1, 128, 64)},  # a convolution stem over its bins: bins first
+    "voxtral_realtime_encoder": {"input_features": (1, 128, 64)},
+    "gemma4_audio": {"input_features": (1, 64, 128)},  # its bins read from its subsampling channels
 }
 
 
@@ -867,6 +892,58 @@ def test_a_model_of_two_main_inputs_gets_its_image_and_its_task() -> None:
         "task_inputs": (1, 7),
     }
     assert inputs["task_inputs"].dtype == torch.int64 and int(inputs["task_inputs"].max()) < 50
+
+
+def test_a_replaced_module_lends_the_methods_its_model_calls_besides_forward_and_the_report_names_them():
+    """SAM 3's sine position embedding has ``encode_boxes`` beside its forward, called by its decoder: the
+    patch replaced the sine, then the model's forward raised AttributeError. A patched module now lends
+    the original's other methods (their code the original's, named in the report), and the forward runs."""
+    from posenc.torch import computed
+
+    class Sine(nn.Module):  # DETR's sine, computed in forward, and a method of its own
+        def __init__(self):
+            super().__init__()
+            self.embedding_dim, self.temperature, self.normalize, self.scale = 8, 10000, False, 2 * math.pi
+
+        def forward(self, pixel_values, pixel_mask):
+            y_embed = pixel_mask.cumsum(1, dtype=torch.float32)
+            x_embed = pixel_mask.cumsum(2, dtype=torch.float32)
+            dim_t = torch.arange(self.embedding_dim, dtype=torch.int64).float()
+            dim_t = self.temperature ** (2 * torch.div(dim_t, 2, rounding_mode="floor") / self.embedding_dim)
+            pos_x = x_embed[:, :, :, None] / dim_t
+            pos_y = y_embed[:, :, :, None] / dim_t
+            pos_x = torch.stack((pos_x[:, :, :, 0::2].sin(), pos_x[:, :, :, 1::2].cos()), dim=4).flatten(3)
+            pos_y = torch.stack((pos_y[:, :, :, 0::2].sin(), pos_y[:, :, :, 1::2].cos()), dim=4).flatten(3)
+            return torch.cat((pos_y, pos_x), dim=3).permute(0, 3, 1, 2)
+
+        def encode_boxes(self, boxes):
+            return (boxes[..., None] * self.scale / self.temperature).sin().flatten(-2)
+
+        def set_temperature(self, temperature):  # a change posenc's module would not follow
+            self.temperature = temperature
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.position_embedding = Sine()
+
+        def forward(self, pixel_values):
+            mask = torch.ones(pixel_values.shape[0], *pixel_values.shape[-2:])
+            return self.position_embedding(pixel_values, mask), self.position_embedding.encode_boxes(mask)
+
+    assert not isinstance(computed.read_detr_sine(Sine()), str)
+    model, pixels = Model(), torch.rand(1, 3, 4, 5)
+    before = model(pixels)
+    report = pt.patch(model)
+    (component,) = report.replaced
+    assert "its encode_boxes, set_temperature (not its forward) still its own code" in component.reason
+    assert type(model.position_embedding).__name__ == "_PatchedDetrSine"
+    after = model(pixels)
+    assert torch.equal(after[1], before[1])  # the original's method, on the original
+    assert (after[0] - before[0]).abs().max() < 1e-6
+    with pytest.raises(RuntimeError, match=r"Sine.set_temperature changed the module .*torch.unpatch"):
+        model.position_embedding.set_temperature(100)  # loud, not a sine that no longer follows its module
+    assert pt.unpatch(model) == 1 and type(model.position_embedding) is Sine
 
 
 @pytest.mark.parametrize("model_type", PROBE_SHAPES)

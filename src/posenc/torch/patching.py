@@ -131,6 +131,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import dataclasses
 import functools
 import inspect
@@ -1265,6 +1266,7 @@ def _computed(
     exact.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
     how = f"{reading.describe()}: equal to its own values on probe masks within float32 rounding"
+    how += _kept_text(module, type(exact))
     return (
         Component(path, "computed", "detr-sine", reading.difference, reading.allowed, True, how),
         steps,
@@ -1316,6 +1318,7 @@ def _swap_proven(
     replacement.__dict__.update(exact.__dict__)
     replacement.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
+    how += _kept_text(module, patched)
     return Component(path, kind, variant, difference, allowed, True, how), steps, replacement
 
 
@@ -2048,15 +2051,97 @@ class _KeepsOriginal(nn.Module):
 
     def __getattr__(self, name: str) -> Any:
         """A plain attribute the original held and posenc's module does not (LFM3's ``layer_types``, read
-        by its model's forward): the original's value. Tensors and modules are never borrowed."""
+        by its model's forward): the original's value; a method of the original's own class (SAM 3's sine's
+        ``encode_boxes``, called by its decoder): the original's, bound to it (:func:`_kept_methods`, which
+        the report names). Tensors and modules are never borrowed."""
         try:
             return super().__getattr__(name)
         except AttributeError:
             original = self.__dict__.get(_ORIGINAL)
             value = vars(original).get(name, self) if isinstance(original, nn.Module) else self
+            if isinstance(original, nn.Module) and name in _kept_methods(original, type(self)):
+                return _lent(original, name)
             if name.startswith("_") or value is self or isinstance(value, (torch.Tensor, nn.Module)):
                 raise
             return value
+
+
+def _kept_methods(original: nn.Module, replacement: type) -> list[str]:
+    """The public methods of ``original``'s own classes (not ``nn.Module``'s, not ``forward``) that the
+    ``replacement`` class lacks: a patched module lends them from the original, whose code they keep."""
+    names = set()
+    for cls in type(original).__mro__:
+        if cls in nn.Module.__mro__:
+            break
+        methods = (staticmethod, classmethod)
+        names |= {n for n, v in vars(cls).items() if callable(v) or isinstance(v, methods)}
+    names = {n for n in names if not n.startswith("_") and n != "forward"}
+    return sorted(n for n in names if not hasattr(replacement, n))
+
+
+def _lent(original: nn.Module, name: str) -> Callable[..., Any]:
+    """``original``'s method ``name``, lent by its replacement: it runs on the original, and where it changes
+    the original's plain attributes (timm's ``update_feat_shape``: a new grid), which posenc's module would
+    not follow, it raises rather than leave the two apart."""
+    method = getattr(original, name)
+
+    @functools.wraps(method)
+    def lent(*args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():  # traced: a model's own forward calls it (SAM 3's encode_boxes)
+            return method(*args, **kwargs)
+        before = _plain_state(original)
+        result = method(*args, **kwargs)
+        if not _same_state(_plain_state(original), before):
+            raise RuntimeError(
+                f"{type(original).__name__}.{name} changed the module posenc.torch.patch replaced, which "
+                "posenc's exact module does not follow: posenc.torch.unpatch(model), call it, then "
+                "posenc.torch.patch(model) again"
+            )
+        return result
+
+    return lent
+
+
+def _plain_state(module: nn.Module) -> dict[str, Any]:
+    """A copy of ``module``'s plain attributes (not its tensors, modules or private fields)."""
+    plain = {k: v for k, v in vars(module).items() if not k.startswith("_")}
+    return {k: copy.deepcopy(v) for k, v in plain.items() if not isinstance(v, (torch.Tensor, nn.Module))}
+
+
+def _same_state(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a.keys() != b.keys():
+        return False
+    for key in a:
+        try:
+            if a[key] is not b[key] and not bool(a[key] == b[key]):
+                return False
+        except Exception:  # an array's ambiguous truth value: compared as text
+            if repr(a[key]) != repr(b[key]):
+                return False
+    return True
+
+
+def _kept_text(original: nn.Module, replacement: type) -> str:
+    """The report's words for :func:`_kept_methods` that others call (its forward's own helpers, DETR's
+    ``build_sine_position_embedding``, are replaced with it): "" where there are none."""
+    used = _forward_attributes(type(original))
+    kept = [name for name in _kept_methods(original, replacement) if name not in used]
+    return f"; its {', '.join(kept)} (not its forward) still its own code" if kept else ""
+
+
+def _forward_attributes(cls: type) -> set[str]:
+    """The attribute names the ``forward`` of ``cls`` reads (from its source; none where it is unread)."""
+    import ast
+
+    owner = next((c for c in cls.__mro__ if "forward" in vars(c)), None)
+    source = _class_source(owner) if owner is not None else None
+    try:
+        tree = ast.parse(textwrap.dedent(source or ""))
+    except SyntaxError:
+        return set()
+    functions = (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "forward")
+    forward = next(functions, None)
+    return {n.attr for n in ast.walk(forward) if isinstance(n, ast.Attribute)} if forward else set()
 
 
 class _PatchedTimesteps(_KeepsOriginal, ExactTimesteps):

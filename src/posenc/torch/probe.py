@@ -6,16 +6,22 @@ component is declined with what the forward said.
 A probe (:func:`probe_of`, inputs by :func:`inputs_of`) exists for a Hugging Face model whose main input
 is ``input_ids`` (an encoder-decoder gets ``decoder_input_ids`` too; an audio decoder whose config names
 its ``num_codebooks`` and ``audio_channels``, MusicGen's, a row of ids per codebook; Kyutai's speech-to-text,
-whose config names its ``codebook_vocab_size``, each step a text token and one per codebook), ``pixel_values``
+whose config names its ``codebook_vocab_size``, each step a text token and one per codebook; Dia's, whose
+decoder config names its ``num_channels``, text below its encoder's vocabulary and a code per channel each
+step; IDEFICS's, one image beside them that every token attends to), ``pixel_values``
 (its config's ``num_channels`` and ``image_size``, its backbone's where its neck's feature sizes are fixed,
 SAM 2's; 64 pixels a side where it names no size, as detectors'
 configs, or enough for its ``num_queries`` among the anchors of feature maps of strides 8, 16 and 32
 (RT-DETR's kind); a clip of its ``num_frames`` for a video model with a ``tubelet_size`` (VideoMAE's); 8
-prompt tokens beside it where its forward requires ``input_ids`` (Grounding DINO's)),
+prompt tokens beside it where its forward requires ``input_ids`` (Grounding DINO's) or takes them and its
+config has a text tower (SAM 3's), after its ``latent_query_num`` image places where its forward takes an
+``image_embeds_position_mask`` (Kosmos-2's)),
 ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice ``max_source_positions`` frames; a
 conformer's, whose config names no ``max_source_positions``, Canary's and Nemotron 3's, whose encoder's
 (audio, ASR) config names its bins, Speech2Text's, ``input_feat_per_channel`` × ``input_channels`` bins,
-and Fun-ASR's, its bins × ``num_stacked_frames``: 64 frames of them; an encoder that requires
+and Fun-ASR's, its bins × ``num_stacked_frames``: 64 frames of them; bins first, 64 frames, for a
+convolution stem over its bins with no table, GLM-ASR's and Voxtral Realtime's encoders, whose configs
+name no subsampling; Gemma 4's audio tower, its bins its first subsampling channels; an encoder that requires
 ``input_features_mask`` and names its ``n_window``, Qwen3-ASR's: one chunk of ``2 n_window`` frames, bins
 first, every frame speech),
 ``input_values`` (raw audio: 16000 samples; ``(1, audio_channels, 16000)`` for a codec whose config
@@ -23,7 +29,8 @@ names its channels, Mimi's), ``pixel_values_videos`` (V-JEPA 2's kind: one tubel
 frames at its ``crop_size``), ``past_values`` with ``past_values_padding`` (TimesFM's: a series of four
 ``patch_length`` patches, none padded, of frequency class 0) or with ``past_time_features`` (the
 time-series transformers': :func:`_forecast`), ``audio_mel`` (Gemma 3n's audio encoder: 64 frames of its
-``input_feat_size``) or ``latents`` (a codec's decoder: 8 frames of its ``hidden_size``); a vision tower
+``input_feat_size``), ``latents`` (a codec's decoder: 8 frames of its ``hidden_size``) or ``state`` (π0's:
+:meth:`_Draw.state`); a vision tower
 whose forward requires ``grid_thw`` gets patches in Qwen2-VL's convention (:func:`_patch_sequence`),
 Gemma 4's tower its patches and their positions (:func:`_positioned_patches`), Inkling 2's its merged
 tokens of pixels (:func:`_merged_tokens`), OneFormer its image and its task's ``task_seq_len`` ids, w2v-BERT
@@ -48,6 +55,7 @@ float64, 2⁻⁴ of it in the 16-bit types (whose rounding a changed rotation mo
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -169,6 +177,7 @@ class _Draw:
             "past_values": self.series,
             "task_inputs": self.task,
             "inputs_embeds": self.embeds,
+            "state": self.state,
         }
         draw = kinds.get(name)
         if draw is None and name.endswith(("_embeds", "hidden_states")):  # vectors of its width
@@ -210,8 +219,22 @@ class _Draw:
             audio = torch.randint(0, codes, (1, _TOKENS, books), generator=self.generator)
             ids = torch.cat([ids[..., None], audio.to(ids.device)], -1)
         inputs: dict[str, Any] = {"input_ids": ids}
+        encoder, decoder = getattr(config, "encoder_config", None), getattr(config, "decoder_config", None)
         if getattr(config, "is_encoder_decoder", False):
             inputs["decoder_input_ids"] = ids[:, : _TOKENS // 2]
+            words, channels = getattr(encoder, "vocab_size", None), getattr(decoder, "num_channels", None)
+            if isinstance(words, int) and isinstance(channels, int):  # Dia's: text in, a code per channel out
+                draw = functools.partial(torch.randint, generator=self.generator)
+                inputs["input_ids"] = draw(0, words, (1, _TOKENS))
+                inputs["decoder_input_ids"] = draw(0, decoder.vocab_size, (1, _TOKENS // 2, channels))
+                inputs = {k: v.to(self.first.device) for k, v in inputs.items()}
+        if "image_encoder_embeddings" in self.parameters:  # IDEFICS's: one image, every token attending to it
+            image = self.image()
+            if isinstance(image, str):
+                return image
+            inputs["pixel_values"] = image["pixel_values"][:, None]
+            seen = torch.ones(1, _TOKENS, 1, dtype=torch.long, device=self.first.device)
+            inputs["image_attention_mask"] = seen
         if "use_cache" in self.parameters:
             inputs["use_cache"] = False
         return inputs
@@ -231,12 +254,23 @@ class _Draw:
         frames = getattr(vision, "num_frames", None)  # a video model's clip (VideoMAE's): frames first
         shape = (1, frames) if isinstance(frames, int) and "tubelet_size" in vars(vision) else (1,)
         inputs: dict[str, Any] = {"pixel_values": self.randn(*shape, channels, size, size)}
-        if "input_ids" in self.required:  # a text-conditioned detector's (Grounding DINO's): a prompt
+        # a text prompt beside the image: where the forward requires one (Grounding DINO's), or takes one and
+        # the config has a text tower (SAM 3's: its forward refuses an image alone)
+        prompted = "input_ids" in self.parameters and getattr(config, "text_config", None) is not None
+        if "input_ids" in self.required or prompted:
             vocab = _vocab(config)
             if vocab is None:
                 return "its forward needs input_ids beside its image, and its config has no vocab_size"
             ids = torch.randint(0, vocab, (1, _TOKENS // 2), generator=self.generator)
             inputs["input_ids"] = ids.to(self.first.device)
+            latents = getattr(config, "latent_query_num", None)
+            if "image_embeds_position_mask" in self.parameters and isinstance(latents, int):
+                # Kosmos-2's: the image's latent_query_num embeddings take the places its mask marks,
+                # after <s> and <image>, before the prompt
+                marks = [0, 0] + [1] * latents + [0] * (_TOKENS // 2)
+                mask = torch.tensor([marks], device=self.first.device)
+                ids = torch.randint(0, vocab, (1, len(marks)), generator=self.generator)
+                inputs.update(input_ids=ids.to(self.first.device), image_embeds_position_mask=mask)
         return inputs
 
     def clip(self) -> dict[str, Any] | str:
@@ -267,6 +301,11 @@ class _Draw:
         # those of a model whose encoder's config names its bins (Canary's) or that counts its features
         # per channel (Speech2Text's: input_feat_per_channel × input_channels)
         frames_first = not isinstance(bins, int) or not isinstance(positions, int)
+        # bins first, as Whisper's, for a convolution stem over the bins with no table to fill (GLM-ASR's and
+        # Voxtral Realtime's encoders: rotary), told from a conformer by its subsampling fields' absence
+        fields = vars(config)
+        stem = isinstance(bins, int) and not any(k.startswith("subsampling") for k in fields)
+        stem = stem and "num_stacked_frames" not in fields and not isinstance(positions, int)
         for part in ("encoder_config", "audio_config", "asr_config"):  # Canary's, Nemotron 3's audio models'
             if not isinstance(bins, int):
                 bins = getattr(getattr(config, part, None), "num_mel_bins", None)
@@ -275,11 +314,15 @@ class _Draw:
         per, channels = getattr(config, "input_feat_per_channel", None), getattr(config, "input_channels", 1)
         if not isinstance(bins, int) and isinstance(per, int) and isinstance(channels, int):
             bins = per * channels
+        stages = getattr(config, "subsampling_conv_channels", None)
+        if not isinstance(bins, int) and "output_proj_dims" in vars(config) and isinstance(stages, list):
+            bins = stages[0]  # Gemma 4's audio tower: its projection reads (bins / 4) × the last channels
         if not isinstance(bins, int):
             return "its config gives no num_mel_bins for probe features"
         stacked = getattr(config, "num_stacked_frames", None)  # Fun-ASR's low frame rate: frames stacked
         bins = bins * stacked if isinstance(stacked, int) and stacked > 1 else bins
         shape = (1, _FRAMES, bins) if frames_first else (1, bins, 2 * positions)
+        shape, frames_first = ((1, bins, _FRAMES), False) if stem else (shape, frames_first)
         frames_at = 1 if frames_first else 2
         window = getattr(config, "n_window", None)  # Qwen3-ASR's encoder: bins first, whole chunks of 2 n
         if isinstance(window, int) and window > 0 and "input_features_mask" in self.required:
@@ -300,6 +343,31 @@ class _Draw:
             channels = 1
         shape = (1, channels, _SAMPLES) if isinstance(channels, int) else (1, _SAMPLES)
         return {"input_values": self.randn(*shape), **self.decoder_start()}
+
+    def state(self) -> dict[str, Any] | str:
+        """π0's kind (a robot's state, the noise of its action chunk, a denoising step, after a prefix of one
+        camera's image tokens and a prompt): its ``max_state_dim``, ``chunk_size`` × ``max_action_dim`` and
+        its vision-language config's image size, patch and image token."""
+        config = self.config
+        vlm = getattr(config, "vlm_config", None)
+        vision = getattr(vlm, "vision_config", None)
+        numbers = [getattr(config, k, None) for k in ("max_state_dim", "chunk_size", "max_action_dim")]
+        numbers += [getattr(vision, k, None) for k in ("image_size", "patch_size", "num_channels")]
+        numbers.append(getattr(vlm, "image_token_id", None))
+        vocab = _vocab(vlm) if vlm is not None else None
+        if not all(isinstance(n, int) and n >= 0 for n in numbers) or vocab is None:
+            return "its config gives no state, action and image sizes for a probe state"
+        state, chunk, action, size, patch, channels, image_token = numbers
+        prompt = torch.randint(0, vocab, (1, _TOKENS // 2), generator=self.generator)
+        image_tokens = torch.full((1, (size // patch) ** 2), image_token)
+        return {
+            "state": self.randn(1, state),
+            "noise": self.randn(1, chunk, action),
+            "timestep": torch.full((1,), 0.5, device=self.first.device),
+            "input_ids": torch.cat([image_tokens, prompt], 1).to(self.first.device),
+            "pixel_values": self.randn(1, 1, channels, size, size),
+            "pixel_attention_mask": torch.ones(1, 1, dtype=torch.bool, device=self.first.device),
+        }
 
     def decoder_start(self) -> dict[str, Any]:
         """An encoder-decoder's decoder ids after features or samples: four of its start token."""

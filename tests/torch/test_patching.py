@@ -791,6 +791,8 @@ PROBE_SHAPES = {
     "glmasr_encoder": {"input_features": (1, 128, 64)},  # a convolution stem over its bins: bins first
     "voxtral_realtime_encoder": {"input_features": (1, 128, 64)},
     "gemma4_audio": {"input_features": (1, 64, 128)},  # its bins read from its subsampling channels
+    # PE Audio-Video: its forward refuses a modality alone; a second of one channel and two frames
+    "pe_audio_video_encoder": {"input_values": (1, 1, 16000), "pixel_values_videos": (1, 2, 3, 64, 64)},
 }
 
 

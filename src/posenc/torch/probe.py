@@ -36,7 +36,8 @@ Gemma 4's tower its patches and their positions (:func:`_positioned_patches`), I
 tokens of pixels (:func:`_merged_tokens`), OneFormer its image and its task's ``task_seq_len`` ids, w2v-BERT
 frames of its ``feature_projection_input_dim``: 16 token ids below its vocabulary size, one seeded image,
 clip, sound or series (16 vectors of its ``hidden_size`` for an input of embeddings or hidden states), on
-the model's device; a forward that requires several of these inputs gets each.
+the model's device; a forward that requires several of these inputs gets each, and one whose config holds
+an audio and a video config (PE Audio-Video's, which refuses a modality alone) its sound and its clip.
 The forward runs with gradients off, every module in eval mode (dropout off; each module's ``training``
 flag is put back after), without a KV cache and under a forked random state (the caller's generator is not
 consumed). A model posenc has no probe for (its own ``nn.Module``, another input kind) or on the meta device
@@ -147,7 +148,11 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     inputs = draw.of(str(name))
     if isinstance(inputs, str):
         return inputs
-    for other in sorted(required - set(inputs) - {name}):  # in a fixed order: the same draws each time
+    wanted = set(required)
+    both = getattr(config, "audio_video_config", None) or config  # PE Audio-Video's: no modality alone
+    if hasattr(both, "audio_config") and hasattr(both, "video_config"):
+        wanted |= {"input_values", "pixel_values_videos"} & parameters
+    for other in sorted(wanted - set(inputs) - {name}):  # in a fixed order: the same draws each time
         more = draw.of(other)
         if isinstance(more, dict):
             inputs = {**more, **inputs}  # the main input's own entries stay
@@ -278,7 +283,7 @@ class _Draw:
         backbone (PE Video's: its video config's vision config, a backbone's), two frames of 64 pixels a
         side; a video model whose vision config is its video tower (VideoPrism's), its ``num_frames``."""
         config = self.config
-        video = getattr(config, "video_config", None) or config
+        video = getattr(getattr(config, "audio_video_config", None) or config, "video_config", None) or config
         frame = getattr(video, "vision_config", None)
         if frame is not None and not hasattr(frame, "stage_names"):  # not a backbone: the video tower
             video, frame = frame, None
@@ -336,10 +341,12 @@ class _Draw:
     def sound(self) -> dict[str, Any] | str:
         """Raw audio (Moonshine, wav2vec 2.0's kind): a second of samples; ``(1, channels, samples)`` for a
         codec whose config names its ``audio_channels`` (Mimi's), one channel for a model that encodes its
-        audio with a DAC (PE Audio's: its audio config's ``dac_config``)."""
+        audio with a DAC (PE Audio's: its audio config's ``dac_config``, under its ``audio_video_config`` for
+        PE Audio-Video's)."""
         config = self.config
         channels = getattr(config, "audio_channels", None)
-        if any(hasattr(part, "dac_config") for part in (config, getattr(config, "audio_config", None))):
+        audio = getattr(getattr(config, "audio_video_config", None) or config, "audio_config", None)
+        if any(hasattr(part, "dac_config") for part in (config, audio)):
             channels = 1
         shape = (1, channels, _SAMPLES) if isinstance(channels, int) else (1, _SAMPLES)
         return {"input_values": self.randn(*shape), **self.decoder_start()}

@@ -2073,8 +2073,8 @@ def _kept_methods(original: nn.Module, replacement: type) -> list[str]:
     for cls in type(original).__mro__:
         if cls in nn.Module.__mro__:
             break
-        methods = (staticmethod, classmethod)
-        names |= {n for n, v in vars(cls).items() if callable(v) or isinstance(v, methods)}
+        methods = (staticmethod, classmethod, functools.partialmethod)
+        names |= {n for n, v in vars(cls).items() if inspect.isfunction(v) or isinstance(v, methods)}
     names = {n for n in names if not n.startswith("_") and n != "forward"}
     return sorted(n for n in names if not hasattr(replacement, n))
 
@@ -2103,9 +2103,11 @@ def _lent(original: nn.Module, name: str) -> Callable[..., Any]:
 
 
 def _plain_state(module: nn.Module) -> dict[str, Any]:
-    """A copy of ``module``'s plain attributes (not its tensors, modules or private fields)."""
+    """``module``'s plain attributes (not its tensors, modules or private fields): containers copied whole
+    (a grid's shape changed in place), other objects (a config) as they are (rebound, not changed within)."""
     plain = {k: v for k, v in vars(module).items() if not k.startswith("_")}
-    return {k: copy.deepcopy(v) for k, v in plain.items() if not isinstance(v, (torch.Tensor, nn.Module))}
+    plain = {k: v for k, v in plain.items() if not isinstance(v, (torch.Tensor, nn.Module))}
+    return {k: copy.deepcopy(v) if isinstance(v, (list, dict, set, tuple)) else v for k, v in plain.items()}
 
 
 def _same_state(a: dict[str, Any], b: dict[str, Any]) -> bool:

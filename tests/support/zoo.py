@@ -355,6 +355,8 @@ def _shrink(config: Any, seen: set[int]) -> None:
         config.hidden_size = 2 * head_dim  # an explicit head_dim keeps its own; else hidden / heads
         if "head_dim" in fields and fields["head_dim"] is None:  # read as hidden / heads by its config
             config.head_dim = head_dim
+    if isinstance(fields.get("quantization_dim"), int) and "semantic_model_config" in fields:
+        config.quantization_dim = 2 * config.hidden_size  # XCodec2's: its acoustic and semantic widths
     for name in _GROUPS:
         if isinstance(fields.get(name), int) and isinstance(config.hidden_size, int):
             setattr(config, name, min(fields[name], config.hidden_size))

@@ -793,6 +793,8 @@ PROBE_SHAPES = {
     "gemma4_audio": {"input_features": (1, 64, 128)},  # its bins read from its subsampling channels
     # PE Audio-Video: its forward refuses a modality alone; a second of one channel and two frames
     "pe_audio_video_encoder": {"input_values": (1, 1, 16000), "pixel_values_videos": (1, 2, 3, 64, 64)},
+    # XCodec2: a second of one channel, and its w2v-BERT's features of that second (50 frames of 160)
+    "xcodec2": {"input_values": (1, 1, 16000), "input_features": (1, 50, 160)},
 }
 
 

@@ -25,7 +25,9 @@ name no subsampling; Gemma 4's audio tower, its bins its first subsampling chann
 ``input_features_mask`` and names its ``n_window``, Qwen3-ASR's: one chunk of ``2 n_window`` frames, bins
 first, every frame speech),
 ``input_values`` (raw audio: 16000 samples; ``(1, audio_channels, 16000)`` for a codec whose config
-names its channels, Mimi's), ``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
+names its channels, Mimi's; one channel and, beside it, the second's 50 frames of its semantic model's
+features for a codec with a ``semantic_model_config``, XCodec2's and NeuCodec's),
+``pixel_values_videos`` (V-JEPA 2's kind: one tubelet of
 frames at its ``crop_size``), ``past_values`` with ``past_values_padding`` (TimesFM's: a series of four
 ``patch_length`` patches, none padded, of frequency class 0) or with ``past_time_features`` (the
 time-series transformers': :func:`_forecast`), ``audio_mel`` (Gemma 3n's audio encoder: 64 frames of its
@@ -314,8 +316,9 @@ class _Draw:
         for part in ("encoder_config", "audio_config", "asr_config"):  # Canary's, Nemotron 3's audio models'
             if not isinstance(bins, int):
                 bins = getattr(getattr(config, part, None), "num_mel_bins", None)
+        semantic = getattr(config, "semantic_model_config", None)  # XCodec2's: w2v-BERT's, 50 frames a second
         if not isinstance(bins, int):  # w2v-BERT's: stacked filterbank frames, projected
-            bins = getattr(config, "feature_projection_input_dim", None)
+            bins = getattr(semantic or config, "feature_projection_input_dim", None)
         per, channels = getattr(config, "input_feat_per_channel", None), getattr(config, "input_channels", 1)
         if not isinstance(bins, int) and isinstance(per, int) and isinstance(channels, int):
             bins = per * channels
@@ -327,6 +330,7 @@ class _Draw:
         stacked = getattr(config, "num_stacked_frames", None)  # Fun-ASR's low frame rate: frames stacked
         bins = bins * stacked if isinstance(stacked, int) and stacked > 1 else bins
         shape = (1, _FRAMES, bins) if frames_first else (1, bins, 2 * positions)
+        shape = (1, _SAMPLES // 320, bins) if semantic is not None else shape  # a second of samples' frames
         shape, frames_first = ((1, bins, _FRAMES), False) if stem else (shape, frames_first)
         frames_at = 1 if frames_first else 2
         window = getattr(config, "n_window", None)  # Qwen3-ASR's encoder: bins first, whole chunks of 2 n
@@ -346,7 +350,8 @@ class _Draw:
         config = self.config
         channels = getattr(config, "audio_channels", None)
         audio = getattr(getattr(config, "audio_video_config", None) or config, "audio_config", None)
-        if any(hasattr(part, "dac_config") for part in (config, audio)):
+        dac = any(hasattr(part, "dac_config") for part in (config, audio))
+        if dac or hasattr(config, "semantic_model_config"):  # a DAC's one channel; XCodec2's too
             channels = 1
         shape = (1, channels, _SAMPLES) if isinstance(channels, int) else (1, _SAMPLES)
         return {"input_values": self.randn(*shape), **self.decoder_start()}

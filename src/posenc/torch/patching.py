@@ -2059,11 +2059,12 @@ class _KeepsOriginal(nn.Module):
         except AttributeError:
             original = self.__dict__.get(_ORIGINAL)
             value = vars(original).get(name, self) if isinstance(original, nn.Module) else self
+            borrowed = not name.startswith("_") and not isinstance(value, (torch.Tensor, nn.Module))
+            if borrowed and value is not self:  # an instance's value shadows its class's method, as in Python
+                return value
             if isinstance(original, nn.Module) and name in _kept_methods(original, type(self)):
                 return _lent(original, name)
-            if name.startswith("_") or value is self or isinstance(value, (torch.Tensor, nn.Module)):
-                raise
-            return value
+            raise
 
 
 def _kept_methods(original: nn.Module, replacement: type) -> list[str]:

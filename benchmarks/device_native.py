@@ -24,7 +24,8 @@ alternating rounds, so drift hits both. The bars (device-native exactness):
    equal to eager, also after the inputs change in place); ``torch.compile(mode="reduce-overhead",
    fullgraph=True)`` of the decode step: time and equality with eager.
 7. JAX (when importable): ``jax.jit(lambda o: posenc.jax.encode(o + jnp.arange(1), d))`` with a traced int32
-   offset against ``jax.lax.dynamic_slice_in_dim`` of a device table; whether the lowered program has a
+   offset against ``jax.lax.dynamic_slice_in_dim`` of a device table, the device algorithm (inside
+   ``posenc.jax.self_contained()``: a CPU-only JAX would call the C core); whether the lowered program has a
    host callback (it must not) or float64 (``f64``).
 
 x is in ``--dtype`` (bfloat16 on CUDA, float32 on the CPU by default); Timesteps and tables are float32.

@@ -10,10 +10,14 @@ The cases, each jitted with ``jax.jit`` (the module has no dropout, so it may be
   added to x; and of a traced offset t (a decode step);
 - posenc with its default positions (concrete under jit: its rows are a constant of the program);
 - posenc with traced position ids (B, S) (a jit argument: packed documents, padding) — rows of a constant
-  table while they lie inside it, the portable algorithm past it (both in the program);
-- posenc of a traced offset t (a decode step, x (4, 1, 512));
-- a reference: the same step as a gather from posenc's exact table alone, without the portable algorithm
-  the module's program holds for positions past it (what that branch costs a step on XLA's CPU runtime).
+  table while they lie inside it (its 4096 rows), computed past it — and the same ids plus 1,000,000;
+- posenc of a traced offset t (a decode step, x (4, 1, 512)): t = 777, and t = 1,000,777;
+- each of these twice: as a CPU-only JAX runs them (positions past the table computed by the C core,
+  one host callback), and inside ``pj.self_contained()`` (the portable algorithm in the program, what a
+  device runs and what ``jax.export`` needs; its calls past the table are measured 3 times, not
+  ``--repeat``: seconds each);
+- a reference: the same step as a gather from posenc's exact table alone, without the branch for
+  positions past it the module's program holds (what that branch costs a step on XLA's CPU runtime).
 
 Compile: seconds from ``jax.jit(f).lower(*args).compile()``; step: the median of ``--repeat`` calls of the
 compiled program (``block_until_ready``), after two warm-ups. A restart with JAX's persistent compilation
@@ -28,6 +32,7 @@ the same kind (a full sequence, or a decode step). Results go to ``--json`` (def
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -73,34 +78,56 @@ def _measure(function, args: tuple, repeat: int) -> tuple[float, float]:
 
 
 def _cases() -> dict[str, tuple]:
-    """name: (function, its arguments, "sequence" or "step")."""
+    """name: (function, its arguments, "sequence" or "step", traced inside ``pj.self_contained()``)."""
     module = pj.SinusoidalPositionalEncoding(D_MODEL)
     x = jnp.zeros((BATCH, LENGTH, D_MODEL), jnp.float32)
     step = jnp.zeros((BATCH, 1, D_MODEL), jnp.float32)
     ids = jnp.broadcast_to(jnp.arange(LENGTH, dtype=jnp.int32), (BATCH, LENGTH))
-    t = jnp.asarray(777, jnp.int32)
+    far = ids + PAST  # past the module's table (4096 rows): computed, not looked up
+    t, t_far = jnp.asarray(777, jnp.int32), jnp.asarray(PAST + 777, jnp.int32)
     table = jnp.asarray(posenc.table(4096, D_MODEL))  # the rows the module looks a traced offset up in
+
+    def sequence():  # a new function each time: each case is traced and compiled anew, as in a restart
+        return lambda x, p: module(x, p)
+
+    def decode():
+        return lambda s, t: module(s, offset=t)
+
+    def usual_sequence(x):
+        return x + usual(jnp.arange(LENGTH))
+
     cases = {
-        "usual formula, positions 0 .. 1023": (lambda x: x + usual(jnp.arange(LENGTH)), (x,), "sequence"),
+        "usual formula, positions 0 .. 1023": (usual_sequence, (x,), "sequence", False),
         "usual formula, a decode step (traced t)": (
             lambda s, t: s + usual(t + jnp.arange(1)),
             (step, t),
             "step",
+            False,
         ),
-        "posenc, default positions (a constant)": (lambda x: module(x), (x,), "sequence"),
-        "posenc, traced position ids (B, S)": (lambda x, p: module(x, p), (x, ids), "sequence"),
-        "posenc, a decode step (traced offset)": (lambda s, t: module(s, offset=t), (step, t), "step"),
-        "reference: a decode step's gather from posenc's table alone": (
-            lambda s, t: s + table[jnp.clip(t + jnp.arange(1), 0, len(table) - 1)],
-            (step, t),
-            "step",
-        ),
+        "posenc, default positions (a constant)": (lambda x: module(x), (x,), "sequence", False),
     }
+    for where, portable in (("", False), (", self-contained", True)):
+        cases[f"posenc{where}, traced position ids (B, S)"] = (sequence(), (x, ids), "sequence", portable)
+        cases[f"posenc{where}, a decode step (traced offset)"] = (decode(), (step, t), "step", portable)
+        cases[f"posenc{where}, position ids past the table"] = (sequence(), (x, far), "sequence", portable)
+        cases[f"posenc{where}, a decode step past the table"] = (decode(), (step, t_far), "step", portable)
+    cases["reference: a decode step's gather from posenc's table alone"] = (
+        lambda s, t: s + table[jnp.clip(t + jnp.arange(1), 0, len(table) - 1)],
+        (step, t),
+        "step",
+        False,
+    )
     return cases
 
 
+#: Position ids past the module's table (4096 rows) start here.
+PAST = 1_000_000
+
 #: The programs whose restart with a persistent compilation cache is measured.
-CACHED = ("posenc, traced position ids (B, S)", "posenc, a decode step (traced offset)")
+CACHED = ("posenc, traced position ids (B, S)", "posenc, self-contained, traced position ids (B, S)")
+
+#: Calls of a self-contained program past the table cost seconds each on the CPU: measured this many times.
+SLOW_REPEAT = 3
 
 
 def _restart(name: str, cache: str) -> float:
@@ -120,16 +147,20 @@ def main() -> None:
     args = made.parse_args()
     if args.child:
         jax.config.update("jax_compilation_cache_dir", args.child[1])
-        function, inputs, _ = _cases()[args.child[0]]
-        began = time.perf_counter()
-        jax.jit(function).lower(*inputs).compile()
+        function, inputs, _, portable = _cases()[args.child[0]]
+        with pj.self_contained() if portable else contextlib.nullcontext():
+            began = time.perf_counter()
+            jax.jit(function).lower(*inputs).compile()
         print(time.perf_counter() - began)
         return
     cases = _cases()
     rows = {}
-    for name, (function, inputs, kind) in cases.items():
-        compile_seconds, step_seconds = _measure(function, inputs, args.repeat)
+    for name, (function, inputs, kind, portable) in cases.items():
+        repeat = SLOW_REPEAT if portable and "past the table" in name else args.repeat
+        with pj.self_contained() if portable else contextlib.nullcontext():
+            compile_seconds, step_seconds = _measure(function, inputs, repeat)
         rows[name] = {"kind": kind, "compile_s": compile_seconds, "step_ms": step_seconds * 1e3}
+        rows[name]["repeat"] = repeat
         print(f"{name:44} compile {compile_seconds:7.3f} s   step {step_seconds * 1e3:9.3f} ms", flush=True)
     for name in CACHED:
         with tempfile.TemporaryDirectory() as cache:

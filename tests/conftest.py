@@ -77,7 +77,7 @@ SLOW_TESTS = {
     "test_rope_tables.py::test_the_portable_algorithm_gives_the_cores_bits_and_compiles_without_a_break": (
         "torch.compile per rope type"
     ),
-    "test_rope_jax.py::test_traced_positions_give_the_cores_bits_without_callback_or_float64": "jax.jit",
+    "test_rope_jax.py::test_traced_positions_give_the_cores_bits_by_either_path": "jax.jit",
     "test_rope_jax.py::test_the_flax_module_and_apply_rotary": "jax.jit",
     "test_rope_jax.py::test_the_flax_module_takes_a_layer_type_and_seq_len": "jax.jit",
     "test_torch_device.py::test_portable_algorithm_tables_equal_the_core": "the portable algorithm on tables",

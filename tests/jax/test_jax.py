@@ -7,6 +7,7 @@ The pytest process runs JAX as configured by default (``jax_enable_x64`` off: in
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -40,6 +41,19 @@ def _same_bits(got, want) -> bool:
     return got.dtype == want.dtype and got.shape == want.shape and np.array_equal(_bits(got), _bits(want))
 
 
+#: The two ways a traced position is computed: "core" (this CPU-only JAX: the C core, one host callback)
+#: and "portable" (inside pj.self_contained(): the portable algorithm in the program, as on a device).
+PATHS = ["core", "portable"]
+
+
+@contextlib.contextmanager
+def _path(name: str):
+    """Trace inside: the C core through a callback ("core") or the portable algorithm ("portable")."""
+    with pj.self_contained() if name == "portable" else contextlib.nullcontext():
+        assert pj.functions.calls_the_core() == (name == "core")
+        yield
+
+
 # --- encode and table -------------------------------------------------------------------------------
 
 
@@ -47,9 +61,10 @@ def _same_bits(got, want) -> bool:
 TRACED = {("interleaved", "float32"), ("sin_cos", "float16"), ("cos_sin", "bfloat16")}
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("layout", ["interleaved", "sin_cos", "cos_sin"])
 @pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
-def test_encode_is_bit_identical_to_the_core_eager_jit_and_vmap(layout, name):
+def test_encode_is_bit_identical_to_the_core_eager_jit_and_vmap(layout, name, path):
     positions = np.array([[0, 7, 2**30, 2**31 - 1], [5, 6, 1_000_000, 123_456_789]])
     want = posenc.encode(positions, 66, shift=1, layout=layout, dtype=name)
 
@@ -60,11 +75,14 @@ def test_encode_is_bit_identical_to_the_core_eager_jit_and_vmap(layout, name):
     assert p.dtype == (jnp.int64 if X64 else jnp.int32)
     assert _same_bits(run(p), want)  # eager, from a device array
     assert _same_bits(run(positions), want)  # eager, from NumPy int64
-    if (layout, name) in TRACED:  # each traced program compiles the portable algorithm (~10 s on 2 cores)
-        assert _same_bits(jax.jit(run)(p), want)  # traced: the portable algorithm inside the program
+    if path == "portable" and (layout, name) not in TRACED:  # each compiles the portable algorithm (~2 s)
+        return
+    with _path(path):  # traced: the C core through a callback, or the portable algorithm in the program
+        assert _same_bits(jax.jit(run)(p), want)
         assert _same_bits(jax.jit(lambda q: jax.vmap(jax.vmap(run))(q))(p[:, :, None]), want[:, :, None])
 
 
+@pytest.mark.parametrize("path", PATHS)
 @settings(max_examples=4, deadline=None)  # each example compiles a program
 @given(
     positions=st.lists(st.integers(-(2**31) + 1, 2**31 - 1), min_size=1, max_size=6),
@@ -74,11 +92,12 @@ def test_encode_is_bit_identical_to_the_core_eager_jit_and_vmap(layout, name):
     layout=st.sampled_from(["interleaved", "sin_cos", "cos_sin"]),
     name=st.sampled_from(["float32", "bfloat16"]),
 )
-def test_jitted_encode_matches_the_core_for_any_options(positions, d_model, shift, base, layout, name):
+def test_jitted_encode_matches_the_core_for_any_options(path, positions, d_model, shift, base, layout, name):
     if d_model // 2 - shift <= 0:
         shift = 0
     options = {"base": base, "shift": shift, "layout": layout}
-    got = jax.jit(lambda p: pj.encode(p, d_model, dtype=NAMES[name], **options))(jnp.asarray(positions))
+    with _path(path):
+        got = jax.jit(lambda p: pj.encode(p, d_model, dtype=NAMES[name], **options))(jnp.asarray(positions))
     assert _same_bits(got, posenc.encode(np.array(positions), d_model, dtype=name, **options))
 
 
@@ -93,11 +112,22 @@ def test_half_precision_is_correctly_rounded_against_mpmath(name):
         assert float(got[row, 2 * i + 1]) == ref.round_to(cos, name)
 
 
-def test_real_positions():
-    # float32 positions (what a traced real position is with x64 off) are exact values: encoded exactly.
-    t = np.array([0.5, 999.25, 12345.678], dtype=np.float32)
-    want = posenc.encode(t.astype(np.float64), 32, shift=1, layout="cos_sin")
-    assert _same_bits(jax.jit(lambda q: pj.encode(q, 32, shift=1, layout="cos_sin"))(jnp.asarray(t)), want)
+@pytest.mark.parametrize("path", PATHS)
+def test_real_positions(path):
+    # float32 positions (what a traced real position is with x64 off) are exact values: encoded exactly;
+    # invalid ones (NaN, inf, |p| >= 2**31) give rows of NaN, -0.0 gives -0.0 sines; plus an int offset,
+    # the sum is exact (0.5 + (2**31 - 2) is no float32)
+    t = np.array([0.5, 999.25, 12345.678, -0.0, np.nan, np.inf, 2.0**31, -(2.0**31)], dtype=np.float32)
+    want = posenc.encode(t[:4].astype(np.float64), 32, shift=1, layout="cos_sin")
+    with _path(path):
+        got = jax.jit(lambda q: pj.encode(q, 32, shift=1, layout="cos_sin"))(jnp.asarray(t))
+        module = pj.SinusoidalPositionalEncoding(8)
+        shift = jax.jit(lambda x, q, o: module(x, q, offset=o))
+        shifted = shift(jnp.zeros((1, 2, 8), F32), t[None, :2], 2**31 - 2)
+    assert _same_bits(got[:4], want) and np.isnan(np.asarray(got[4:])).all()
+    assert np.signbit(np.asarray(got[3, 16]))  # sin(-0.0) in the cos_sin layout's second half
+    assert _same_bits(shifted[0, 0], posenc.encode([2**31 - 1.5], 8)[0])
+    assert np.isnan(np.asarray(shifted[0, 1])).all()  # 999.25 + 2**31 - 2 >= 2**31
     # NumPy float64 positions are used as they are, in either mode.
     t64 = np.array([0.1, 1e6 + 0.3])
     assert _same_bits(pj.encode(t64, 32), posenc.encode(t64, 32))
@@ -116,14 +146,20 @@ def test_dynamic_positions_compile_once_for_every_step():
     assert len(traces) == 1
 
 
-def test_table_static_and_traced_start():
+@pytest.mark.parametrize("path", PATHS)
+def test_table_static_and_traced_start(path):
     assert _same_bits(pj.table(9, 66, start=4, shift=1), posenc.table(9, 66, start=4, shift=1))
     assert _same_bits(
         pj.table(5, 8, start=-2, dtype=jnp.bfloat16), posenc.table(5, 8, start=-2, dtype="bfloat16")
     )
-    traced = jax.jit(lambda s: pj.table(6, 20, start=s, layout="sin_cos"))
-    for s in (0, 1000, 2**31 - 6):
-        assert _same_bits(traced(jnp.asarray(s)), posenc.table(6, 20, start=s, layout="sin_cos"))
+    with _path(path):
+        traced = jax.jit(lambda s: pj.table(6, 20, start=s, layout="sin_cos"))
+        for s in (0, 1000, 2**31 - 6, -3):
+            assert _same_bits(traced(jnp.asarray(s)), posenc.table(6, 20, start=s, layout="sin_cos"))
+        past = np.asarray(traced(jnp.asarray(2**31 - 3)))  # rows 2**31 .. : NaN (an int32 sum wraps around)
+        assert _same_bits(past[:3], posenc.table(3, 20, start=2**31 - 3, layout="sin_cos"))
+        assert np.isnan(past[3:]).all()
+        assert jax.jit(lambda s: pj.table(0, 8, start=s))(jnp.asarray(5)).shape == (0, 8)
     assert pj.table(0, 8).shape == (0, 8)
 
 
@@ -449,20 +485,49 @@ def test_dropout_masks_under_jit():
     assert not np.array_equal(first, second)
 
 
-def test_traced_integer_ids_are_rows_of_a_constant_table_inside_it_and_the_algorithms_outside():
+@pytest.mark.parametrize("path", PATHS)
+def test_traced_integer_ids_are_rows_of_a_constant_table_inside_it_and_the_algorithms_outside(path):
     """Under jit, traced integer ids (and a decode step's traced offset) are looked up in a constant exact
     table while every one lies inside it (lax.cond, decided when the program runs), else computed by the
-    portable algorithm: the core's bits either way, no callback."""
+    C core (a callback: a CPU-only JAX) or the portable algorithm (self_contained, or a device): the core's
+    bits either way."""
     module = pj.SinusoidalPositionalEncoding(16, max_len=64)
-    run = jax.jit(lambda x, p: module(x, p))
     x = jnp.zeros((2, 5, 16))
     inside = jnp.array([[0, 3, 63, 10, 1], [5, 5, 5, 62, 0]])
     outside = jnp.array([[0, 3, 64, 1000, 2**30], [-7, 5, 5, 62, 0]])
-    for positions in (inside, outside):
-        np.testing.assert_array_equal(np.asarray(run(x, positions)), posenc.encode(np.asarray(positions), 16))
-    text = run.lower(x, inside).as_text()
-    assert "callback" not in text and "stablehlo.case" in text  # the lookup and the algorithm, one chosen
-    step = jax.jit(lambda s, t: module(s, offset=t))
-    for t in (0, 60, 63, 64, 5000):  # inside the table, its last row, just past it, far past it
-        got = np.asarray(step(jnp.zeros((1, 1, 16)), jnp.int32(t)))[0, 0]
-        np.testing.assert_array_equal(got, posenc.encode([t], 16)[0])
+    with _path(path):
+        run = jax.jit(lambda x, p: module(x, p))
+        for positions in (inside, outside):
+            want = posenc.encode(np.asarray(positions), 16)
+            np.testing.assert_array_equal(np.asarray(run(x, positions)), want)
+        text = run.lower(x, inside).as_text()
+        assert ("callback" in text) == (path == "core") and "stablehlo.case" in text  # a lookup, or the rest
+        step = jax.jit(lambda s, t: module(s, offset=t))
+        for t in (0, 60, 63, 64, 5000):  # inside the table, its last row, just past it, far past it
+            got = np.asarray(step(jnp.zeros((1, 1, 16)), jnp.int32(t)))[0, 0]
+            np.testing.assert_array_equal(got, posenc.encode([t], 16)[0])
+
+
+def test_a_cpu_program_calls_the_core_once_and_a_self_contained_one_exports():
+    """A CPU-only JAX computes traced positions by the C core through one host callback (compiled in
+    milliseconds); jax.export cannot serialize a callback, so inside pj.self_contained() the program holds
+    the portable algorithm and exports; leaving the context restores the default (JAX's trace caches are
+    cleared on the way in and out, so neither program is reused by the other)."""
+    p = jnp.array([3, 2**31 - 1], jnp.int32)
+    want = posenc.encode(np.asarray(p), 8)
+    encode = jax.jit(lambda q: pj.encode(q, 8))
+    assert pj.functions.calls_the_core()
+    assert encode.lower(p).as_text().count("callback(") == 1
+    with pytest.raises(NotImplementedError, match="host_callbacks"):
+        jax.export.export(encode)(p)
+    with pj.self_contained():
+        assert not pj.functions.calls_the_core()
+        exported = jax.export.export(encode)(p)
+    assert pj.functions.calls_the_core()
+    assert "callback" not in exported.mlir_module()
+    assert _same_bits(exported.call(p), want) and _same_bits(encode(p), want)
+    # gradients flow to x through the module with traced positions (the positions are not differentiated)
+    module = pj.SinusoidalPositionalEncoding(8)
+    x, ids = jnp.ones((1, 2, 8), F32), jnp.array([[9000, 70_000]])
+    grad = jax.jit(jax.grad(lambda x, q: (module(x, q) ** 2).sum()))(x, ids)
+    np.testing.assert_allclose(np.asarray(grad[0]), 2 * (1 + posenc.encode([9000, 70_000], 8)), rtol=1e-6)

@@ -1,7 +1,10 @@
-"""posenc.jax's rotary embeddings: the core's bits for concrete and traced positions, jitted programs with
-no callback and no float64 (x64 off and on), the Flax module, and apply_rotary as in posenc.torch."""
+"""posenc.jax's rotary embeddings: the core's bits for concrete and traced positions, jitted programs that
+call the C core (a CPU-only JAX) or hold the portable algorithm with no callback and no float64 (x64 off
+and on), the Flax module, and apply_rotary as in posenc.torch."""
 
 from __future__ import annotations
+
+import contextlib
 
 import jax
 import jax.numpy as jnp
@@ -16,8 +19,11 @@ from tests.rope.test_rope_parameters import CONFIGS
 NAMES = ["llama31_8b", "qwen2_yarn", "deepseek_v3", "gpt_neox", "qwen2_vl", "phi3_mini_128k"]
 
 
+@pytest.mark.parametrize("path", ["core", "portable"])
 @pytest.mark.parametrize(("name", "x64"), [(name, False) for name in NAMES] + [("qwen2_yarn", True)])
-def test_traced_positions_give_the_cores_bits_without_callback_or_float64(name, x64):
+def test_traced_positions_give_the_cores_bits_by_either_path(name, x64, path):
+    """The C core through one callback (a CPU-only JAX), or inside self_contained() the portable algorithm
+    with no callback and, with x64 off, no float64."""
     params = rope.config(CONFIGS[name])
     rng = np.random.default_rng(2)
     ids = rng.integers(0, 2**31, (2, 200)).astype(np.int32)
@@ -29,11 +35,11 @@ def test_traced_positions_give_the_cores_bits_without_callback_or_float64(name, 
     def run(positions):
         return rotary.cos_sin(positions, params, dtype="bfloat16", seq_len=seq_len)
 
-    with jax.enable_x64(x64):
+    with jax.enable_x64(x64), pjax.self_contained() if path == "portable" else contextlib.nullcontext():
         text = jax.jit(run).lower(jnp.asarray(ids)).as_text()
         got = jax.jit(run)(jnp.asarray(ids))
-    assert "callback" not in text
-    if not x64:
+    assert ("callback" in text) == (path == "core")
+    if not x64 and path == "portable":
         assert "f64" not in text
     for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(np.asarray(a).view(np.uint16), b.view(np.uint16))

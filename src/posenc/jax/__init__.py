@@ -10,21 +10,26 @@ Where the work runs:
 
 * **Concrete positions** (NumPy arrays, lists, ordinary ``jax.Array`` values, also ones closed over inside
   ``jax.jit``): computed on the host at once; under ``jit`` the result is a constant of the program.
-* **Traced positions** (arguments of a jitted function: position ids, a decoding step ``offset``): the
-  portable algorithm (:mod:`posenc.portable`: int32 arithmetic, no float64 even with x64 off) runs inside
-  the program, on the device, elementwise — so one compiled program serves every position, ``vmap`` and
-  sharding work like any elementwise op, and no callback or host transfer is involved. Invalid traced
-  positions (NaN, inf, |p| >= 2**31, an offset that overflows) give rows of NaN.
+* **Traced positions** (arguments of a jitted function: position ids, a decoding step ``offset``): computed
+  when the program runs, so one compiled program serves every position and ``vmap`` works as for any
+  elementwise op. Where JAX has one device and it is the CPU, by the same core through one host callback
+  (:func:`~posenc.jax.functions.program_rows`: compiled in milliseconds, at the core's speed); on an
+  accelerator, with several devices (sharding: each device encodes its shard), or inside
+  :func:`self_contained` (for ``jax.export``), by the portable algorithm (:mod:`posenc.portable`: int32
+  arithmetic, no float64 even with x64 off) inside the program, with no callback or host transfer. The
+  same bits either way; invalid traced positions (NaN, inf, |p| >= 2**31, an offset that overflows) give
+  rows of NaN.
 * **The module, positions ``None`` and an ``int`` offset**: rows of a cached table — a slice of a device
   array when eager; under ``jit`` a constant of ``(seq, d_model)`` (up to :data:`CONSTANT_LIMIT_BYTES`, then
-  the portable algorithm), which XLA slices per device when the sequence axis is sharded.
+  computed as traced positions are), which XLA slices per device when the sequence axis is sharded.
 
 Not differentiable with respect to the positions (the encoding is a constant of the model); gradients with
 respect to ``x`` flow through the module as usual.
 
 One concept per module:
 
-- :mod:`~posenc.jax.functions`: :func:`encode` and :func:`table` for JAX arrays, concrete or traced;
+- :mod:`~posenc.jax.functions`: :func:`encode` and :func:`table` for JAX arrays, concrete or traced, and
+  where traced positions are computed (:func:`self_contained`);
 - :mod:`~posenc.jax.modules`: the Flax (NNX) ``SinusoidalPositionalEncoding`` and ``RotaryEmbedding``, an
   ordinary module loaded when one of them is first asked for (it imports Flax);
 - :mod:`~posenc.jax.rotary`: exact rotary embeddings: ``cos_sin`` and :func:`apply_rotary`;
@@ -50,7 +55,7 @@ from ..rope.arrays import apply_rotary  # one function for every framework
 from .cache import CACHE_LIMIT_BYTES as CACHE_LIMIT_BYTES  # public, not in __all__
 from .cache import CONSTANT_LIMIT_BYTES as CONSTANT_LIMIT_BYTES
 from .cache import clear_cache
-from .functions import encode, table
+from .functions import encode, self_contained, table
 
 # The Flax modules are loaded on first use (posenc.jax.modules imports flax): see __getattr__ below.
 __all__ = [
@@ -59,6 +64,7 @@ __all__ = [
     "apply_rotary",
     "clear_cache",
     "encode",
+    "self_contained",
     "table",
 ]
 _MODULES = ("SinusoidalPositionalEncoding", "RotaryEmbedding")

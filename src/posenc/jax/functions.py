@@ -1,10 +1,15 @@
 """``encode`` and ``table`` for JAX arrays: concrete positions are computed now, on the host, by the NumPy
-core (exact; under ``jit`` the result is a constant of the program); traced positions by the portable
-algorithm (:mod:`posenc.portable`) inside the program, elementwise, with no callback and no float64."""
+core (exact; under ``jit`` the result is a constant of the program); traced positions, where JAX has one
+device and it is the CPU, by the same core when the program runs (one host callback); elsewhere, or
+inside :func:`self_contained`, by the portable algorithm (:mod:`posenc.portable`) inside the program,
+elementwise, with no callback and no float64."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -21,6 +26,7 @@ if TYPE_CHECKING:
 
 _Options = core.Options
 _NUMPY = portable.backend_named("numpy")
+_JNP = portable.backend_named("jax")
 
 
 @takes_options
@@ -92,9 +98,8 @@ def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = N
 
 
 def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, offset: Any = None) -> jax.Array:
-    """Encodings of traced positions (+ an integer offset, added exactly): the portable algorithm
-    (:mod:`posenc.portable`) inside the program — no callback, no float64 with x64 off; invalid
-    positions (NaN, inf, |p| >= 2**31) give rows of NaN."""
+    """Encodings of traced positions (+ an integer offset, added exactly), computed when the program runs
+    (:func:`program_rows`); invalid positions (NaN, inf, |p| >= 2**31) give rows of NaN."""
     if positions.dtype == jnp.bool_:
         raise TypeError(
             "positions must be integers or real numbers, not booleans; "
@@ -105,7 +110,101 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, off
     request = _request(options, dt.name)
     if offset is not None:
         offset = jnp.asarray(offset)
-    return portable.encode(portable.backend_of(positions), positions, request, offset)
+
+    def core_rows(total: np.ndarray) -> np.ndarray:
+        return core.encode(total, options.d_model, dtype=dt, **_core_options(options))
+
+    return program_rows(positions, request, offset, core_rows)
+
+
+# --- where traced positions are computed ------------------------------------------------------------
+
+_SELF_CONTAINED = contextvars.ContextVar("posenc_jax_self_contained", default=False)
+
+
+@contextlib.contextmanager
+def self_contained() -> Iterator[None]:
+    """Programs traced inside compute traced positions by the portable algorithm, with no host callback:
+    for ``jax.export`` on the CPU (an exported program cannot hold a callback), or to run on the CPU what
+    an accelerator runs. The same bits either way; outside it, a CPU-only JAX calls the C core (compiles
+    in milliseconds where the portable algorithm takes seconds, and runs ~100x faster).
+
+    JAX caches traced programs: entering and leaving clear its caches (``jax.clear_caches()``), so that a
+    function traced before is traced again here, and one traced here is not reused outside.
+
+    >>> import jax, jax.numpy as jnp
+    >>> with self_contained():
+    ...     exported = jax.export.export(jax.jit(lambda p: encode(p, 4)))(jnp.zeros(2, jnp.int32))
+    >>> exported.call(jnp.array([0, 1], jnp.int32))[1]
+    Array([0.84147096, 0.5403023 , 0.00999983, 0.99995   ], dtype=float32)
+    """
+    token = _SELF_CONTAINED.set(True)
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        _SELF_CONTAINED.reset(token)
+        jax.clear_caches()
+
+
+def calls_the_core() -> bool:
+    """Whether a program traced now computes traced positions by the C core through a host callback:
+    JAX has one device, a CPU, and the call is not inside :func:`self_contained`. Elsewhere (an
+    accelerator, several devices: a sharded program, where each device encodes its own shard) the
+    portable algorithm runs inside the program."""
+    if _SELF_CONTAINED.get():
+        return False
+    devices = jax.devices()
+    return len(devices) == 1 and devices[0].platform == "cpu"
+
+
+def program_rows(
+    positions: jax.Array, request: Any, offset: Any, core_rows: Callable[[np.ndarray], np.ndarray]
+) -> jax.Array:
+    """The rows of ``request`` for traced ``positions`` (+ ``offset``): ``core_rows`` (the C core's rows of
+    valid positions, a NumPy array) through one ``jax.pure_callback`` where :func:`calls_the_core`, else the
+    portable algorithm in the program; the same bits, NaN rows for invalid positions either way."""
+    if not calls_the_core():
+        return portable.encode(_JNP, positions, request, offset)
+    arrays = [positions] if offset is None else jnp.broadcast_arrays(positions, offset)
+    result = jax.ShapeDtypeStruct((*arrays[0].shape, request.d_model), _JNP.dtype(request.fmt))
+    if not arrays[0].size:
+        return jnp.zeros(result.shape, result.dtype)
+
+    def on_host(*values: np.ndarray) -> np.ndarray:
+        return _host_rows(values, request, core_rows)
+
+    arrays = [jax.lax.stop_gradient(a) for a in arrays]  # not differentiable in the positions
+    return jax.pure_callback(on_host, result, *arrays, vmap_method="broadcast_all")
+
+
+def _host_rows(
+    values: tuple[np.ndarray, ...], request: Any, core_rows: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """The callback's body: the rows of positions (+ an offset of the same shape) as the portable algorithm
+    gives them — the core's values, NaN rows where |p + offset| >= 2**31 or p is not finite (the portable
+    algorithm's rule: an int32 sum that wraps around is invalid)."""
+    positions = adapters.exact_float32(np.asarray(values[0]))
+    offset = np.asarray(values[1]) if len(values) > 1 else None
+    if positions.dtype.kind == "f" and offset is not None:  # a real plus an integer: the exact addition
+        return np.asarray(portable.encode(_NUMPY, positions, request, offset))
+    if positions.dtype.kind == "f":
+        valid = np.isfinite(positions) & (np.abs(positions) < validation.MAX_POSITION)
+    else:
+        whole = positions.astype(np.int64)
+        if offset is not None:
+            added = offset.astype(np.int64)
+            with np.errstate(over="ignore"):
+                positions = whole + added
+            wrapped = ((whole < 0) == (added < 0)) & ((positions < 0) != (whole < 0))
+        else:
+            positions, wrapped = whole, np.zeros(whole.shape, bool)
+        valid = ~wrapped & (positions > -validation.MAX_POSITION) & (positions < validation.MAX_POSITION)
+    rows = core_rows(np.where(valid, positions, 0))
+    if not valid.all():
+        rows = np.array(rows)
+        rows[~valid] = np.nan
+    return rows
 
 
 @functools.lru_cache(maxsize=64)

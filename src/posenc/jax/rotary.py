@@ -3,8 +3,10 @@ framework: :func:`posenc.rope.arrays.apply_rotary`); the Flax (NNX) ``RotaryEmbe
 :mod:`posenc.jax.modules`.
 
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once (:mod:`posenc.rope`). Concrete
-positions are computed on the host by the NumPy core; traced positions (arguments of a jitted function) by
-the portable algorithm (:mod:`posenc.portable`) inside the program: no callback, no float64 with x64 off.
+positions are computed on the host by the NumPy core; traced positions (arguments of a jitted function) when
+the program runs, by the same core through a host callback on a CPU-only JAX, else by the portable algorithm
+(:mod:`posenc.portable`) inside the program: no callback, no float64 with x64 off
+(:func:`posenc.jax.functions.program_rows`).
 A type whose frequencies grow with the sequence length ("dynamic") needs an explicit ``seq_len`` for traced
 positions (a jitted program cannot read max(positions)); one that switches between two sets ("longrope")
 computes both and picks in the program, as the NumPy and torch paths do.
@@ -17,11 +19,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import portable, rope
+from ..core import explicit
 from ..rope.arrays import arrange, check_request
 from ..rope.tables import exact_law
-from .functions import _dtype, _host_positions, _traced
+from .functions import _dtype, _host_positions, _traced, program_rows
 
 
 def cos_sin(
@@ -66,9 +70,15 @@ def cos_sin(
 def _traced_rows(
     positions: jax.Array, params: rope.RopeParameters, seq_len: int | None, fmt: str, layout: str
 ) -> tuple[jax.Array, jax.Array]:
-    """(cos, sin) of traced ``positions`` by the portable algorithm, at the frequencies of ``seq_len``."""
+    """(cos, sin) of traced ``positions`` at the frequencies of ``seq_len``, computed when the program runs
+    (:func:`posenc.jax.functions.program_rows`: the C core, or the portable algorithm)."""
     request = _request(params, seq_len, fmt)
-    rows = portable.encode(_JNP, positions, request)
+    law = exact_law(params, seq_len)
+
+    def core_rows(total: np.ndarray) -> np.ndarray:
+        return np.concatenate(explicit.sin_cos(total, law, fmt), -1)  # [sin | cos], as the request lays out
+
+    rows = program_rows(positions, request, None, core_rows)
     return arrange(_JNP, rows, request.count, params.mrope_section, params.mrope_interleaved, layout)
 
 

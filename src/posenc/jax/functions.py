@@ -126,8 +126,9 @@ _SELF_CONTAINED = contextvars.ContextVar("posenc_jax_self_contained", default=Fa
 def self_contained() -> Iterator[None]:
     """Programs traced inside compute traced positions by the portable algorithm, with no host callback:
     for ``jax.export`` on the CPU (an exported program cannot hold a callback), or to run on the CPU what
-    an accelerator runs. The same bits either way; outside it, a CPU-only JAX calls the C core (compiles
-    in milliseconds where the portable algorithm takes seconds, and runs ~100x faster).
+    an accelerator runs. The same bits either way; outside it, a CPU-only JAX calls the core (its program
+    compiles in a fraction of a second where the portable algorithm's takes 2-3 s, and computes positions
+    hundreds of times faster: ``benchmarks/jax_jit.py``).
 
     JAX caches traced programs: entering and leaving clear its caches (``jax.clear_caches()``), so that a
     function traced before is traced again here, and one traced here is not reused outside.

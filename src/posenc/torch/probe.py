@@ -158,7 +158,27 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         more = draw.of(other)
         if isinstance(more, dict):
             inputs = {**more, **inputs}  # the main input's own entries stay
+    if _time_condition_passed_through(model, parameters):  # Voxtral Realtime's text model alone
+        width = getattr(config, "hidden_size", None)
+        if isinstance(width, int) and width > 0:
+            inputs["t_cond"] = draw.randn(1, 1, width)
     return inputs
+
+
+def _time_condition_passed_through(model: nn.Module, parameters: set[str]) -> bool:
+    """Whether ``model``'s layers read a time condition (a ``t_cond`` argument of their forward) that its
+    own forward neither takes by name nor computes, but passes on in its ``**kwargs``: a text model whose
+    parent computes the condition (Voxtral Realtime's, from its delay tokens), run alone."""
+    import inspect
+
+    if "t_cond" in parameters or "kwargs" not in parameters:
+        return False
+    try:
+        if "t_cond" in inspect.getsource(type(model).forward):
+            return False
+    except (OSError, TypeError):
+        return False
+    return any("t_cond" in _forward_parameters(module)[0] for module in model.modules() if module is not model)
 
 
 class _Draw:

@@ -274,6 +274,51 @@ def test_a_1d_sinusoid_posenc_cannot_prove_is_left_alone_with_the_reason() -> No
     assert not left.replaced and left.kind == "computed" and "no sinusoidal variant matches" in left.reason
 
 
+class _TimeEmbedding(nn.Module):
+    """Voxtral Realtime's time embedding as its forward computes it: one time (1,) -> [cos | sin] of t ω_i,
+    ω_i = theta^(-i/(dim/2)), a flat vector in the time's dtype; its inv_freq a buffer (not a rotary)."""
+
+    def __init__(self, dim: int, theta: float = 10000.0) -> None:
+        super().__init__()
+        self.dim, self.theta = dim, theta
+        inv_freq = torch.exp(-math.log(theta) * torch.arange(dim // 2).float() / (dim // 2))
+        self.inv_freq = nn.Buffer(inv_freq, persistent=False)
+
+    def forward(self, time_tensor: torch.Tensor) -> torch.Tensor:
+        emb = time_tensor * self.inv_freq.to(dtype=time_tensor.dtype)
+        return torch.cat((emb.cos(), emb.sin()))
+
+
+class _Delayed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.time_embedding = _TimeEmbedding(16)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        return self.head(states * (1 + self.time_embedding(torch.full((1,), 6.0))))
+
+
+def test_a_time_embedding_of_one_time_is_read_as_a_sinusoid_not_a_rotary_and_made_exact() -> None:
+    """Voxtral Realtime's form (forward(time_tensor), a flat [cos | sin] vector, an inv_freq buffer): found
+    as a computed sinusoid (it was called a rotary with no config, and its model declined), identified at
+    t = 0 .. 999, replaced by the exact values in its calling form, and given back."""
+    model, states = _Delayed(), torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(0))
+    before = model(states)
+    (component,) = posenc.audit(model, samples=64).components
+    assert component.kind == "computed" and component.judged
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.kind == "computed" and "t = 0 .. 999" in replaced.reason
+    for time in (torch.tensor([6.0]), torch.tensor(999.5), torch.tensor([3.0], dtype=torch.bfloat16)):
+        got = model.time_embedding(time)
+        want = pt.encode(time.reshape(1).float(), 16, layout="cos_sin", dtype=time.dtype)[0]
+        assert got.shape == (16,) and got.dtype == time.dtype and torch.equal(got, want)
+    with pytest.raises(ValueError, match="time_tensor must hold one real time"):
+        model.time_embedding(torch.tensor([1.0, 2.0]))
+    assert (model(states) - before).abs().max() < 1e-5 and posenc.audit(model, samples=64).passed
+    assert pt.unpatch(model) == 1 and type(model.time_embedding) is _TimeEmbedding
+
+
 class _RelativeSinusoid(nn.Module):
     """Gemma 4's audio relative positions: the rows of positions 12 .. 0, [sin | cos], in the input dtype."""
 

@@ -795,6 +795,9 @@ PROBE_SHAPES = {
     "pe_audio_video_encoder": {"input_values": (1, 1, 16000), "pixel_values_videos": (1, 2, 3, 64, 64)},
     # XCodec2: a second of one channel, and its w2v-BERT's features of that second (50 frames of 160)
     "xcodec2": {"input_values": (1, 1, 16000), "input_features": (1, 50, 160)},
+    # audio added to its tokens: 16 tokens × its 4-frame groups × its stem's stride 2, bins first
+    "voxtral_realtime": {"input_ids": (1, 16), "input_features": (1, 128, 128)},
+    "voxtral_realtime_text": {"input_ids": (1, 16), "t_cond": (1, 1, 256)},  # its parent's time condition
 }
 
 

@@ -860,8 +860,9 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
 
         values.__qualname__ = f"{type(original_of(module) or module).__name__} (its forward)"  # the report's
 
-        span = computed.TIMESTEPS if convention == "timesteps" else MAX_SINUSOID
-        note = "its values at t = 0 .. 999" if convention == "timesteps" else "its values at its positions"
+        timed = convention in ("timesteps", "time")
+        span = computed.TIMESTEPS if timed else MAX_SINUSOID
+        note = "its values at t = 0 .. 999" if timed else "its values at its positions"
         scale = computed.time_scale(module) if convention == "timesteps" else 1.0
         if scale == 1:
             report = audit(values, positions=span, samples=samples, tol=tol)

@@ -308,13 +308,16 @@ def within_rounding(
 #: positions n − 1 .. 0; ascending ones are read too) and a conformer's relative positions of its input's
 #: length n (Parakeet's, Canary's: ``(hidden_states)`` ``(B, n, ·)`` -> ``(B, 2n − 1, width)`` of the
 #: positions n − 1 down to −(n − 1), "relative": told from "rows" by its output's length; Nemotron's takes
-#: ``cached_frames`` too, its rows then those of n + cached_frames).
+#: ``cached_frames`` too, its rows then those of n + cached_frames), and one time whose sinusoid is a
+#: flat vector (Voxtral Realtime's time embedding: ``(time_tensor)`` ``(1,)`` -> ``(width,)`` in its dtype,
+#: "time": told by that output).
 SINUSOID_CONVENTIONS = {
     "embeds": ("inputs_embeds", "past_key_values_length", "position_ids"),
     "timesteps": ("timesteps",),
     "rows": ("hidden_states",),
     "relative": ("hidden_states", "cached_frames"),
     "length": ("seq_length", "position"),
+    "time": ("time_tensor",),
 }
 #: The forward signatures of the "timesteps" form: ``(timesteps)``, ``(timestep)`` (Qwen-Image 2.1's, its
 #: time scale the attribute ``time_factor``), ``(timesteps, scale)`` (LongCat-AudioDiT's: the default of
@@ -345,7 +348,20 @@ def sinusoid_convention(module: nn.Module) -> str | None:
         return None
     if names in (("hidden_states",), SINUSOID_CONVENTIONS["relative"]) and relative_form(module):
         return "relative"
+    if convention == "time" and not time_form(module):
+        return None
     return None if convention == "relative" else convention
+
+
+def time_form(module: nn.Module) -> bool:
+    """Whether ``module``'s forward of ``(time_tensor)`` gives one flat vector of an even width for one time
+    ``(1,)`` (the "time" form: Voxtral Realtime's time embedding)."""
+    try:
+        with torch.no_grad():
+            out = module(torch.ones(1))
+    except Exception:  # its own code refuses the probe: not this form
+        return False
+    return isinstance(out, torch.Tensor) and out.dim() == 1 and out.shape[0] >= 2 and out.shape[0] % 2 == 0
 
 
 def time_scale(module: nn.Module) -> float:
@@ -400,6 +416,9 @@ def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -
     with torch.no_grad():
         if convention == "timesteps":
             return module(positions.to(torch.float32))
+        if convention == "time":  # one time a call: (1,) -> (width,)
+            times = positions.to(torch.float32).reshape(-1, 1)
+            return torch.stack([module(t) for t in times]) if len(times) else torch.zeros(0, 0)
         if convention == "length":  # TimesFM's: (B, seq) float positions -> (B, seq, width)
             return module(position=positions.to(torch.float32)[None])[0]
         width = _attribute(module, *_WIDTHS)
@@ -552,7 +571,7 @@ def sinusoid_rows(module: nn.Module, convention: str) -> np.ndarray:
         return fixed_rows(module).detach().to("cpu", torch.float64).numpy()
     if convention == "relative":  # positions 0 .. ROWS − 1: its rows from the middle up
         return relative_output(module)[:ROWS].flip(0).detach().to("cpu", torch.float64).numpy()
-    count = TIMESTEPS if convention == "timesteps" else ROWS
+    count = TIMESTEPS if convention in ("timesteps", "time") else ROWS
     positions = torch.arange(count)
     if convention == "timesteps" and time_scale(module) != 1:  # read at positions 0, 1, ...: t = p / scale
         positions = positions.to(torch.float32) / time_scale(module)
@@ -572,8 +591,9 @@ class ComputedSinusoid(nn.Module):
     n − 1 .. −(n − 1) in its dtype (``leading``: ``(1, 2n − 1, width)`` whatever B, as a slice of a cached
     table gives them: wav2vec2-conformer's), or ("length", TimesFM's) ``(seq_length=None, position=None)``
     -> ``(1, seq_length, width)`` of the positions 0 .. seq_length − 1, or ``(B, seq, width)`` of
-    ``position`` ``(B, seq)``, float32 (on the device it was moved to, where no position is given).
-    ``options``: the core options (an identified variant's).
+    ``position`` ``(B, seq)``, float32 (on the device it was moved to, where no position is given), or
+    ("time", Voxtral Realtime's) ``(time_tensor)`` of one time, ``(1,)`` or ``()`` -> ``(width,)`` in its
+    dtype. ``options``: the core options (an identified variant's).
 
     >>> options = {"base": 10000.0, "shift": 0.0, "scale": 1.0, "layout": "cos_sin", "odd": "zero"}
     >>> ComputedSinusoid(4, "timesteps", options)(torch.tensor([0.0, 1.0]))
@@ -621,6 +641,15 @@ class ComputedSinusoid(nn.Module):
                 options = dict(self.options, scale=float(given["scale"]))
                 checked = core.Options.check(self.width, *(options[k] for k in CORE_OPTIONS))
             return _encode_tensor(given[self.names[0]].float(), (*checked, "float32"))
+        if self.convention == "time":
+            time = given["time_tensor"]
+            if time.numel() != 1 or time.dim() > 1 or not time.is_floating_point():
+                raise ValueError(
+                    f"time_tensor must hold one real time, of shape (1,) or (); got {time.dtype} of shape "
+                    f"{tuple(time.shape)}: call the time embedding once per time"
+                )
+            values = _encode_tensor(time.reshape(1), (*self._checked, _dtype_name(time.dtype)))
+            return values.reshape(self.width)
         if self.convention == "length":
             positions = given.get("position")
             if positions is None:

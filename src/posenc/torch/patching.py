@@ -640,8 +640,8 @@ def _kind(module: nn.Module) -> str | None:
     if computed.dinov3_form(module):  # its cache of the embedding is not a table of its own
         return "computed"
     buffers = dict(module.named_buffers(recurse=False))
-    if "inv_freq" in buffers and computed.sinusoid_convention(module) == "relative":
-        return "computed"  # a conformer's relative positions (Parakeet's): a sinusoid of them, no rotary
+    if "inv_freq" in buffers and computed.sinusoid_convention(module) in ("relative", "time"):
+        return "computed"  # a conformer's relative positions (Parakeet's), a time's (Voxtral's): no rotary
     if "inv_freq" in buffers or any(k.endswith("_inv_freq") for k in buffers):
         return "rotary"
     if type(module).__name__ == "Timesteps" and hasattr(module, "num_channels"):
@@ -1613,7 +1613,7 @@ def _sinusoid(
     exact = exact.to(held.device) if held is not None and held.device.type != "meta" else exact
     exact.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
-    count = "t = 0 .. 999" if convention == "timesteps" else f"positions 0 .. {len(rows) - 1}"
+    count = "t = 0 .. 999" if convention in ("timesteps", "time") else f"positions 0 .. {len(rows) - 1}"
     if convention == "timesteps" and scale != 1:
         count = f"t · {scale:g} = 0 .. 999"
     count += " (its rows, from the last position down)" if layout.get("descending") else ""

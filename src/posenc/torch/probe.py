@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -158,6 +159,11 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         more = draw.of(other)
         if isinstance(more, dict):
             inputs = {**more, **inputs}  # the main input's own entries stay
+    if {"input_features", "encoder_inputs_embeds"} <= parameters and "input_features" not in inputs:
+        streamed = _streamed_features(model, config, inputs, draw)  # Voxtral Realtime's: audio and tokens
+        if isinstance(streamed, str):
+            return streamed
+        inputs = {**inputs, **streamed}
     if _time_condition_passed_through(model, parameters):  # Voxtral Realtime's text model alone
         width = getattr(config, "hidden_size", None)
         if isinstance(width, int) and width > 0:
@@ -165,20 +171,42 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     return inputs
 
 
+def _streamed_features(
+    model: nn.Module, config: Any, inputs: dict[str, Any], draw: _Draw
+) -> dict[str, Any] | str:
+    """Mel frames beside token ids for a model that adds its audio to its tokens' embeddings, a group of
+    ``downsample_factor`` encoder frames per token (Voxtral Realtime's: its forward requires both): as many
+    frames as its tokens take through its convolution stem's strides and that grouping, bins first."""
+    factor = getattr(config, "downsample_factor", None)
+    bins = getattr(getattr(config, "audio_config", None), "num_mel_bins", None)
+    ids = inputs.get("input_ids")
+    if not isinstance(factor, int) or not isinstance(bins, int) or not isinstance(ids, torch.Tensor):
+        return "its forward takes audio beside its tokens, and its config gives no downsample_factor and bins"
+    stride = math.prod(m.stride[0] for m in model.modules() if isinstance(m, nn.Conv1d))
+    return {"input_features": draw.randn(1, bins, ids.shape[-1] * factor * stride)}
+
+
 def _time_condition_passed_through(model: nn.Module, parameters: set[str]) -> bool:
-    """Whether ``model``'s layers read a time condition (a ``t_cond`` argument of their forward) that its
-    own forward neither takes by name nor computes, but passes on in its ``**kwargs``: a text model whose
-    parent computes the condition (Voxtral Realtime's, from its delay tokens), run alone."""
+    """Whether ``model``'s layers read a time condition (a ``t_cond`` argument of their forward) that no
+    module of it computes (its name in a forward that does not take it) and its own forward does not take
+    by name but passes on in its ``**kwargs``: a text model whose parent computes the condition (Voxtral
+    Realtime's, from its delay tokens), run alone."""
     import inspect
 
     if "t_cond" in parameters or "kwargs" not in parameters:
         return False
-    try:
-        if "t_cond" in inspect.getsource(type(model).forward):
-            return False
-    except (OSError, TypeError):
-        return False
-    return any("t_cond" in _forward_parameters(module)[0] for module in model.modules() if module is not model)
+    read, seen = False, set()
+    for module in model.modules():
+        if "t_cond" in _forward_parameters(module)[0]:
+            read = True
+        elif type(module) not in seen:
+            seen.add(type(module))
+            try:
+                if "t_cond" in inspect.getsource(type(module).forward):
+                    return False  # computed here: its parent's forward, run whole
+            except (OSError, TypeError):
+                return False
+    return read
 
 
 class _Draw:

@@ -319,6 +319,47 @@ def test_a_time_embedding_of_one_time_is_read_as_a_sinusoid_not_a_rotary_and_mad
     assert pt.unpatch(model) == 1 and type(model.time_embedding) is _TimeEmbedding
 
 
+class _BoxSinusoid(nn.Module):
+    """BROS's sinusoid of box coordinates as its forward computes it: (B, n, k) reals -> (B, n, k, d),
+    [sin | cos] of x ω_i, ω_i = 10000^(-2i/d); its inv_freq a buffer (not a rotary)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+        self.inv_freq = nn.Buffer(1 / (10000 ** (torch.arange(0.0, dim, 2.0) / dim)))
+
+    def forward(self, pos_seq: torch.Tensor) -> torch.Tensor:
+        angles = pos_seq[..., None] * self.inv_freq
+        return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+class _Boxes(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.x_pos_emb = _BoxSinusoid(8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, boxes: torch.Tensor) -> torch.Tensor:
+        return self.head(self.x_pos_emb(boxes).sum(-2))
+
+
+def test_a_sinusoid_of_real_coordinates_is_read_not_as_a_rotary_and_made_exact() -> None:
+    """BROS's form (forward(pos_seq), coordinates of any shape, an inv_freq buffer): found as a computed
+    sinusoid (it was called a rotary with no config, and its model declined), identified at 0 .. 1023,
+    replaced by the exact values of its real coordinates, and given back."""
+    model, boxes = _Boxes(), torch.rand(2, 5, 4, generator=torch.Generator().manual_seed(0))
+    before = model(boxes)
+    (component,) = posenc.audit(model, samples=64).components
+    assert component.kind == "computed" and component.judged
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.kind == "computed" and replaced.difference <= replaced.tolerance
+    got = model.x_pos_emb(boxes)
+    want = pt.encode(boxes.reshape(-1), 8, layout="sin_cos").reshape(2, 5, 4, 8)
+    assert got.dtype == torch.float32 and torch.equal(got, want)
+    assert (model(boxes) - before).abs().max() < 1e-5 and posenc.audit(model, samples=64).passed
+    assert pt.unpatch(model) == 1 and type(model.x_pos_emb) is _BoxSinusoid
+
+
 class _RelativeSinusoid(nn.Module):
     """Gemma 4's audio relative positions: the rows of positions 12 .. 0, [sin | cos], in the input dtype."""
 

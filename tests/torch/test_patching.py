@@ -798,6 +798,7 @@ PROBE_SHAPES = {
     # audio added to its tokens: 16 tokens × its 4-frame groups × its stem's stride 2, bins first
     "voxtral_realtime": {"input_ids": (1, 16), "input_features": (1, 128, 128)},
     "voxtral_realtime_text": {"input_ids": (1, 16), "t_cond": (1, 1, 256)},  # its parent's time condition
+    "bros": {"input_ids": (1, 16), "bbox": (1, 16, 8)},  # each token's box: four corners' (x, y)
 }
 
 

@@ -310,7 +310,8 @@ def within_rounding(
 #: positions n − 1 down to −(n − 1), "relative": told from "rows" by its output's length; Nemotron's takes
 #: ``cached_frames`` too, its rows then those of n + cached_frames), and one time whose sinusoid is a
 #: flat vector (Voxtral Realtime's time embedding: ``(time_tensor)`` ``(1,)`` -> ``(width,)`` in its dtype,
-#: "time": told by that output).
+#: "time": told by that output), and real coordinates of any shape (BROS's boxes' x or y: ``(pos_seq)``
+#: ``(B, n, 4)`` -> ``(B, n, 4, width)``, "coordinates").
 SINUSOID_CONVENTIONS = {
     "embeds": ("inputs_embeds", "past_key_values_length", "position_ids"),
     "timesteps": ("timesteps",),
@@ -318,6 +319,7 @@ SINUSOID_CONVENTIONS = {
     "relative": ("hidden_states", "cached_frames"),
     "length": ("seq_length", "position"),
     "time": ("time_tensor",),
+    "coordinates": ("pos_seq",),
 }
 #: The forward signatures of the "timesteps" form: ``(timesteps)``, ``(timestep)`` (Qwen-Image 2.1's, its
 #: time scale the attribute ``time_factor``), ``(timesteps, scale)`` (LongCat-AudioDiT's: the default of
@@ -416,6 +418,8 @@ def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -
     with torch.no_grad():
         if convention == "timesteps":
             return module(positions.to(torch.float32))
+        if convention == "coordinates":  # (1, 1, k) coordinates -> (1, 1, k, width)
+            return module(positions.to(torch.float32).reshape(1, 1, -1))[0, 0]
         if convention == "time":  # one time a call: (1,) -> (width,)
             times = positions.to(torch.float32).reshape(-1, 1)
             return torch.stack([module(t) for t in times]) if len(times) else torch.zeros(0, 0)
@@ -593,7 +597,8 @@ class ComputedSinusoid(nn.Module):
     -> ``(1, seq_length, width)`` of the positions 0 .. seq_length − 1, or ``(B, seq, width)`` of
     ``position`` ``(B, seq)``, float32 (on the device it was moved to, where no position is given), or
     ("time", Voxtral Realtime's) ``(time_tensor)`` of one time, ``(1,)`` or ``()`` -> ``(width,)`` in its
-    dtype. ``options``: the core options (an identified variant's).
+    dtype, or ("coordinates", BROS's) ``(pos_seq)`` of reals of any shape -> ``pos_seq.shape + (width,)``,
+    float32 (float64 for float64 coordinates). ``options``: the core options (an identified variant's).
 
     >>> options = {"base": 10000.0, "shift": 0.0, "scale": 1.0, "layout": "cos_sin", "odd": "zero"}
     >>> ComputedSinusoid(4, "timesteps", options)(torch.tensor([0.0, 1.0]))
@@ -641,6 +646,11 @@ class ComputedSinusoid(nn.Module):
                 options = dict(self.options, scale=float(given["scale"]))
                 checked = core.Options.check(self.width, *(options[k] for k in CORE_OPTIONS))
             return _encode_tensor(given[self.names[0]].float(), (*checked, "float32"))
+        if self.convention == "coordinates":
+            coordinates = given["pos_seq"]
+            name = "float64" if coordinates.dtype == torch.float64 else "float32"
+            values = _encode_tensor(coordinates.reshape(-1), (*self._checked, name))
+            return values.reshape(*coordinates.shape, self.width)
         if self.convention == "time":
             time = given["time_tensor"]
             if time.numel() != 1 or time.dim() > 1 or not time.is_floating_point():

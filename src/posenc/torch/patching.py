@@ -640,8 +640,8 @@ def _kind(module: nn.Module) -> str | None:
     if computed.dinov3_form(module):  # its cache of the embedding is not a table of its own
         return "computed"
     buffers = dict(module.named_buffers(recurse=False))
-    if "inv_freq" in buffers and computed.sinusoid_convention(module) in ("relative", "time"):
-        return "computed"  # a conformer's relative positions (Parakeet's), a time's (Voxtral's): no rotary
+    if "inv_freq" in buffers and computed.sinusoid_convention(module) in ("relative", "time", "coordinates"):
+        return "computed"  # a conformer's relative positions (Parakeet's), a time's, coordinates': no rotary
     if "inv_freq" in buffers or any(k.endswith("_inv_freq") for k in buffers):
         return "rotary"
     if type(module).__name__ == "Timesteps" and hasattr(module, "num_channels"):

@@ -290,6 +290,10 @@ class _Draw:
             inputs["pixel_values"] = image["pixel_values"][:, None]
             seen = torch.ones(1, _TOKENS, 1, dtype=torch.long, device=self.first.device)
             inputs["image_attention_mask"] = seen
+        boxes = getattr(config, "dim_bbox", None)
+        if "bbox" in self.parameters and isinstance(boxes, int) and boxes > 0:  # BROS's: each token's box
+            corners = torch.rand(1, ids.shape[-1], boxes, generator=self.generator)  # (x, y) in [0, 1)
+            inputs["bbox"] = corners.to(self.first.device, self.first.dtype)
         if "use_cache" in self.parameters:
             inputs["use_cache"] = False
         return inputs

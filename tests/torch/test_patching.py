@@ -409,6 +409,22 @@ def test_learned_tables_and_unknown_modules_are_left_alone_with_the_reason() -> 
     (left,) = pt.patch(nn.Sequential(Angles()).to("meta")).skipped  # no values to show it: the generic reason
     assert left.reason.startswith("no config to build it from")
 
+    class CachedAngles(Angles):  # CLVP's: forward(hidden_states) -> (1, n, 2F) angles, cached per length
+        def __init__(self) -> None:
+            super().__init__()
+            self.cached_length, self.cached = None, None
+
+        def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+            if hidden_states.shape[1] != self.cached_length:
+                self.cached_length = hidden_states.shape[1]
+                self.cached = super().forward(hidden_states.shape[1], hidden_states.device)[None]
+            return self.cached
+
+    model = nn.Sequential(CachedAngles())
+    (left,) = pt.patch(model).skipped
+    assert left.reason.startswith("its forward(hidden_states) returns the angles p·θ_i (one tensor)")
+    assert model[0].cached_length is None and model[0].cached is None  # the probe left its cache as it was
+
 
 def test_the_tutorial_model_and_a_cast_model() -> None:
     class TransformerModel(nn.Module):  # the PyTorch tutorial's model: embedding, pos_encoder, encoder

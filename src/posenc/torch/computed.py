@@ -71,6 +71,8 @@ __all__ = [
     "rope_rows",
     "sinusoid_convention",
     "sinusoid_rows",
+    "time_form",
+    "untouched",
     "within_rounding",
 ]
 
@@ -265,6 +267,19 @@ def probed(call: Callable[[], Any]) -> Any:
 
 
 @contextlib.contextmanager
+def untouched(module: nn.Module) -> Iterator[nn.Module]:
+    """``module`` for a probe of its own code, its plain attributes as they were after the block (a cache
+    its forward fills, as CLVP's rotary does for each length: the probe's length must not stay in it)."""
+    saved = {k: v for k, v in vars(module).items() if not k.startswith("_")}
+    try:
+        yield module
+    finally:
+        for key in [k for k in vars(module) if not k.startswith("_") and k not in saved]:
+            delattr(module, key)
+        vars(module).update(saved)
+
+
+@contextlib.contextmanager
 def in_eval(module: Any) -> Iterator[Any]:
     """``module`` in eval mode for the block (its inference values), its own mode put back after (anything
     that is not a module: as it is)."""
@@ -359,7 +374,7 @@ def time_form(module: nn.Module) -> bool:
     """Whether ``module``'s forward of ``(time_tensor)`` gives one flat vector of an even width for one time
     ``(1,)`` (the "time" form: Voxtral Realtime's time embedding)."""
     try:
-        with torch.no_grad():
+        with torch.no_grad(), untouched(module):
             out = module(torch.ones(1))
     except Exception:  # its own code refuses the probe: not this form
         return False
@@ -390,7 +405,7 @@ def relative_form(module: nn.Module) -> bool:
     """Whether ``module``'s forward of ``(hidden_states)`` gives 2n − 1 rows for an input of n (the
     "relative" form: inputs of 3 and 4 positions give 5 and 7 rows)."""
     try:
-        with torch.no_grad():
+        with torch.no_grad(), untouched(module):
             shorter, longer = module(torch.zeros(1, 3, 1)), module(torch.zeros(1, 4, 1))
     except Exception:  # its own code refuses the probe: not this form
         return False

@@ -674,19 +674,26 @@ def prove(model: nn.Module, path: str, kind: str, what: Any) -> Component:
 
 
 def _returns_angles(module: nn.Module) -> bool:
-    """Whether a rotary of forward(seq_len, device) returns its angles, positions times its inv_freq (as
-    [θ, θ] halves), rather than cos and sin: Stable Audio 3's and SAME's, whose models take cos and sin of
-    them in their own apply."""
+    """Whether a rotary of forward(seq_len, device) or forward(hidden_states) returns its angles, positions
+    times its inv_freq (as [θ, θ] halves), rather than cos and sin: Stable Audio 3's and SAME's, CLVP's
+    (``(1, n, 2F)`` for an input of n), whose models take cos and sin of them in their own code. Its plain
+    attributes (CLVP's cache of the angles) are as they were after the probe."""
     inv = getattr(module, "inv_freq", None)
-    if computed.forward_names(module) != ("seq_len", "device") or not isinstance(inv, torch.Tensor):
+    names = computed.forward_names(module)
+    if names not in (("seq_len", "device"), ("hidden_states",)) or not isinstance(inv, torch.Tensor):
         return False
 
     def angles() -> bool:  # its code and the comparison both in the probe: meta tensors cannot be compared
-        got = module(4, inv.device)
+        if names == ("hidden_states",):
+            got = module(torch.zeros(1, 4, 1, device=inv.device))
+            got = got[0] if isinstance(got, torch.Tensor) and got.dim() == 3 and len(got) == 1 else got
+        else:
+            got = module(4, inv.device)
         want = torch.outer(torch.arange(4, dtype=inv.dtype, device=inv.device), inv.reshape(-1))
         return isinstance(got, torch.Tensor) and torch.equal(got, torch.cat((want, want), dim=-1))
 
-    return computed.probed(angles) is True
+    with computed.untouched(module):
+        return computed.probed(angles) is True
 
 
 def _positional(name: str) -> bool:

@@ -195,18 +195,18 @@ def _time_condition_passed_through(model: nn.Module, parameters: set[str]) -> bo
 
     if "t_cond" in parameters or "kwargs" not in parameters:
         return False
-    read, seen = False, set()
-    for module in model.modules():
-        if "t_cond" in _forward_parameters(module)[0]:
-            read = True
-        elif type(module) not in seen:
-            seen.add(type(module))
-            try:
-                if "t_cond" in inspect.getsource(type(module).forward):
-                    return False  # computed here: its parent's forward, run whole
-            except (OSError, TypeError):
-                return False
-    return read
+    modules = list(model.modules())
+    readers = [m for m in modules if "t_cond" in _forward_parameters(m)[0]]
+    if not readers:  # the common case: no layer reads one
+        return False
+    reading = {id(m) for m in readers}
+    for cls in {type(m) for m in modules if id(m) not in reading}:
+        try:
+            if "t_cond" in inspect.getsource(cls.forward):
+                return False  # computed here: its parent's forward, run whole
+        except (OSError, TypeError):
+            return False
+    return True
 
 
 class _Draw:

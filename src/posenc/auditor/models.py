@@ -860,7 +860,7 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
 
         values.__qualname__ = f"{type(original_of(module) or module).__name__} (its forward)"  # the report's
 
-        timed = convention in ("timesteps", "time")
+        timed = convention in computed.TIMED
         span = computed.TIMESTEPS if timed else MAX_SINUSOID
         note = "its values at t = 0 .. 999" if timed else "its values at its positions"
         scale = computed.time_scale(module) if convention == "timesteps" else 1.0

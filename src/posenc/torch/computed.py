@@ -341,8 +341,10 @@ SINUSOID_CONVENTIONS = {
 #: ``scale`` its time scale) and ``(hidden_states, scale)`` (Qwen2.5-Omni's token-to-wave DiT, its timesteps
 #: named so): the timesteps a 1-D tensor of reals, each times its time scale a position.
 TIMESTEP_SIGNATURES = (("timesteps",), ("timestep",), ("timesteps", "scale"), ("hidden_states", "scale"))
-#: The positions a 1-D sinusoid is read at: 0 .. ROWS − 1 (timesteps: 0 .. TIMESTEPS − 1, diffusers' range).
+#: The positions a 1-D sinusoid is read at: 0 .. ROWS − 1 (times: 0 .. TIMESTEPS − 1, diffusers' range).
 ROWS, TIMESTEPS = 1024, 1000
+#: The forms whose positions are times, read at t = 0 .. TIMESTEPS − 1.
+TIMED = ("timesteps", "time")
 #: The core options, in :meth:`posenc.core.Options.check`'s order after the width.
 CORE_OPTIONS = ("base", "shift", "scale", "layout", "odd")
 #: The attributes a module of the "embeds" form may name its width by.
@@ -590,7 +592,7 @@ def sinusoid_rows(module: nn.Module, convention: str) -> np.ndarray:
         return fixed_rows(module).detach().to("cpu", torch.float64).numpy()
     if convention == "relative":  # positions 0 .. ROWS − 1: its rows from the middle up
         return relative_output(module)[:ROWS].flip(0).detach().to("cpu", torch.float64).numpy()
-    count = TIMESTEPS if convention in ("timesteps", "time") else ROWS
+    count = TIMESTEPS if convention in TIMED else ROWS
     positions = torch.arange(count)
     if convention == "timesteps" and time_scale(module) != 1:  # read at positions 0, 1, ...: t = p / scale
         positions = positions.to(torch.float32) / time_scale(module)

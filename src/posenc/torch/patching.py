@@ -1620,7 +1620,7 @@ def _sinusoid(
     exact = exact.to(held.device) if held is not None and held.device.type != "meta" else exact
     exact.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
-    count = "t = 0 .. 999" if convention in ("timesteps", "time") else f"positions 0 .. {len(rows) - 1}"
+    count = "t = 0 .. 999" if convention in computed.TIMED else f"positions 0 .. {len(rows) - 1}"
     if convention == "timesteps" and scale != 1:
         count = f"t · {scale:g} = 0 .. 999"
     count += " (its rows, from the last position down)" if layout.get("descending") else ""

@@ -181,7 +181,8 @@ def main() -> None:
 def _write_doc(rows: dict, machine: str, repeat: int) -> None:
     lines = [
         f"{machine}, {time.strftime('%Y-%m-%d')}, float32, x (4, 1024, 512), a step's x (4, 1, 512), median "
-        f"of {repeat} (`python benchmarks/jax_jit.py --doc`):",
+        f"of {repeat} (of {SLOW_REPEAT} for the self-contained rows past the table; "
+        "`python benchmarks/jax_jit.py --doc`):",
         "",
         "| program (`jax.jit`) | compile | step | compile / usual | step / usual |",
         "|---|---|---|---|---|",

@@ -72,6 +72,9 @@ _EXPERTS = {
     "n_group": 1,
     "topk_group": 1,
 }
+#: A detector's queries (``num_queries``): random weights' scores of its anchors lie so close that among
+#: hundreds selected by top-k, a float32 unit's change reorders them (OmDet-Turbo's 900 of 8400).
+_QUERIES = 16
 #: The fields that list a model's kinds of layer: a tiny model keeps one layer of each (RecurrentGemma's
 #: block_types cycle recurrent, recurrent, attention: one layer would hold no attention, so no rotary).
 _LAYER_KINDS = ("layer_types", "layers_block_type", "block_types")
@@ -313,6 +316,9 @@ def _shrink(config: Any, seen: set[int]) -> None:
             setattr(config, name, value)
             if isinstance(fields.get("timm_kwargs"), dict):  # timm's own arguments (an image size)
                 config.timm_kwargs = {}
+            if fields.get("apply_layernorm_after_vision_backbone"):  # OmDet-Turbo's norms of Swin's
+                config.apply_layernorm_after_vision_backbone = False  # channels-last maps: the stand-in's
+                # are channels first (its positions, the encoder's, are the same either way)
         if isinstance(value, PretrainedConfig):
             _shrink(value, seen)
     encoder, decoder = fields.get("encoder"), fields.get("decoder")
@@ -325,6 +331,10 @@ def _shrink(config: Any, seen: set[int]) -> None:
     projected = isinstance(getattr(vision, "projection_dim", None), int)
     if type(config).__name__ == "PaliGemmaConfig" and projected:
         vision.projection_dim = text.hidden_size
+    if isinstance(fields.get("class_embed_dim"), int) and isinstance(getattr(text, "hidden_size", None), int):
+        # OmDet-Turbo's: its classes (projected) and its task (as they are) come at its text tower's width
+        for name in ("text_projection_in_dim", "text_projection_out_dim", "class_embed_dim"):
+            setattr(config, name, text.hidden_size)
     audio, head = fields.get("audio_config"), fields.get("head_config")  # Nemotron 3's diarization head
     if isinstance(getattr(head, "audio_hidden_size", None), int):
         head.audio_hidden_size = getattr(audio, "hidden_size", head.audio_hidden_size)
@@ -360,6 +370,8 @@ def _shrink(config: Any, seen: set[int]) -> None:
     for name in _GROUPS:
         if isinstance(fields.get(name), int) and isinstance(config.hidden_size, int):
             setattr(config, name, min(fields[name], config.hidden_size))
+    if isinstance(fields.get("num_queries"), int) and fields["num_queries"] > _QUERIES:
+        config.num_queries = _QUERIES
     if fields.get("use_timm_backbone"):
         config.use_timm_backbone = False
         config.backbone = None
@@ -456,12 +468,14 @@ def _inputs(model: Any) -> dict[str, Any] | str:
 
 
 def _output(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+    """The main output of ``model`` on ``inputs``; a model with no forward of its own, its parts' (posenc's
+    :func:`posenc.torch.probe.outputs`) flattened into one."""
+    from posenc.torch.probe import outputs
+
     torch.manual_seed(0)  # a forward that draws (ViT-MAE's random masking) draws the same each time
     with torch.no_grad():
-        out = model(**inputs)
-    from posenc.torch.probe import main_output
-
-    return main_output(out)
+        out = outputs(model, inputs)
+    return torch.cat([v.flatten() for v in out.values()]) if isinstance(out, dict) else out
 
 
 def build(row: str) -> tuple[Any, Any, bool]:
@@ -501,10 +515,12 @@ def _own_error(model: Any, inputs: dict[str, Any], before: torch.Tensor) -> floa
     outputs ``before``: the model's own float32 error on ``inputs``; None where it cannot run in float64."""
     import posenc.torch as pt
 
-    wide_inputs = {
-        k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-        for k, v in inputs.items()
-    }
+    def wide(value: Any) -> Any:  # a composite's inputs are its parts'
+        if isinstance(value, dict):
+            return {k: wide(v) for k, v in value.items()}
+        return value.double() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+
+    wide_inputs = wide(inputs)
     try:
         twin = copy.deepcopy(model)
         pt.unpatch(twin)
@@ -603,6 +619,8 @@ def _greedy(model: Any, inputs: dict[str, Any] | None) -> tuple[torch.Tensor, li
     keys, a position offset a step) — a speech encoder-decoder's from the probe's audio features — and the
     gap between its two best logits at each step; else why not."""
     inputs = inputs or {}
+    if any(isinstance(v, dict) for v in inputs.values()):  # Qwen2.5-Omni's: a model of parts
+        return "a model of parts: its generate runs them in turn and samples its talker"
     ids = inputs.get("input_ids")
     audio = {k: v for k, v in inputs.items() if k in ("input_features", "input_values")}  # Whisper, Moonshine
     if isinstance(ids, torch.Tensor):

@@ -742,8 +742,17 @@ def test_timesfms_patch_is_proven_on_its_own_forecast() -> None:
 
 #: model type -> what its probe inputs must be: (name, shape) pairs
 PROBE_SHAPES = {
-    "rt_detr": {"pixel_values": (1, 3, 128, 128)},  # 300 queries: 336 anchors at 128 pixels, 84 at 64
-    "grounding-dino": {"pixel_values": (1, 3, 224, 224), "input_ids": (1, 8)},  # its Swin's size; a prompt
+    "rt_detr": {"pixel_values": (1, 3, 64, 64)},  # the zoo's 16 queries: 84 anchors at 64 pixels
+    # its classes and task prompt beside its image (the size its Swin's config names)
+    "omdet-turbo": {
+        "pixel_values": (1, 3, 640, 640),
+        "classes_input_ids": (2, 8),
+        "classes_attention_mask": (2, 8),
+        "tasks_input_ids": (1, 8),
+        "tasks_attention_mask": (1, 8),
+        "classes_structure": (1,),
+    },
+    "grounding-dino": {"pixel_values": (1, 3, 64, 64), "input_ids": (1, 8)},  # a prompt beside its image
     "mimi": {"input_values": (1, 1, 16000)},  # a codec's audio channels
     "videomae": {"pixel_values": (1, 16, 3, 224, 224)},  # a clip of its num_frames
     "musicgen": {"input_ids": (4, 16)},  # a row of ids per codebook
@@ -871,8 +880,8 @@ def test_a_neck_of_fixed_feature_sizes_gets_an_image_of_its_backbones_size() -> 
 
 
 def test_a_model_without_a_forward_of_its_own_is_said_so() -> None:
-    """Qwen2.5-Omni's generating class defines no forward (it generates through its thinker and talker):
-    the probe says so, rather than "its forward raised TypeError on the probe inputs"."""
+    """A model that defines no forward and holds no part that has one: the probe says so, rather than "its
+    forward raised TypeError on the probe inputs" (one with parts: the test below)."""
     import transformers
 
     from posenc.torch.probe import inputs_of, probe_of
@@ -885,7 +894,8 @@ def test_a_model_without_a_forward_of_its_own_is_said_so() -> None:
             self.proj = nn.Linear(3, 4)
 
     model = Wrapper(transformers.PretrainedConfig(vocab_size=10))
-    assert inputs_of(model) == probe_of(model) == "Wrapper defines no forward of its own to run"
+    said = "Wrapper defines no forward of its own to run, and has no parts that do"
+    assert inputs_of(model) == probe_of(model) == said
 
 
 def test_a_model_of_two_main_inputs_gets_its_image_and_its_task() -> None:
@@ -968,6 +978,50 @@ def test_a_replaced_module_lends_the_methods_its_model_calls_besides_forward_and
     with pytest.raises(RuntimeError, match=r"Sine.set_temperature changed the module .*torch.unpatch"):
         model.position_embedding.set_temperature(100)  # loud, not a sine that no longer follows its module
     assert pt.unpatch(model) == 1 and type(model.position_embedding) is Sine
+
+
+def test_a_model_with_no_forward_of_its_own_is_proven_on_the_forwards_of_its_parts() -> None:
+    """Qwen2.5-Omni's kind: it generates through its parts (thinker, talker, token2wav), each a Hugging Face
+    model with its own forward; every swap is proven on each part's forward, all or nothing, the report
+    naming the parts (was: "forward not run: ... defines no forward of its own"); a part without probe
+    inputs leaves the whole unrun, said with the part's name."""
+    from posenc.torch.probe import agree, inputs_of, probe_of
+
+    class Parts(T.PreTrainedModel):
+        config_class = T.LlamaConfig
+
+        def __init__(self, config: T.LlamaConfig) -> None:
+            super().__init__(config)
+            self.thinker = T.LlamaForCausalLM(config)
+            self.talker = T.LlamaModel(config)
+
+    torch.manual_seed(0)
+    model = Parts(T.LlamaConfig(**SMALL)).eval()
+    inputs = inputs_of(model)
+    assert set(inputs) == {"thinker", "talker"}
+    assert inputs["thinker"]["input_ids"].shape == (1, 16)
+    outputs = probe_of(model)()
+    assert outputs["thinker"].shape == (1, 16, 101) and outputs["talker"].shape == (1, 16, 64)
+    report = pt.patch(model)
+    assert len(report.replaced) == 2
+    assert all("the forwards of its thinker, talker: outputs as before" in c.reason for c in report.replaced)
+    moved = {**outputs, "talker": outputs["talker"] + 1}
+    assert agree(outputs, moved).startswith("its talker's forward: the outputs moved by")
+    assert pt.unpatch(model) == 2
+    model.talker.main_input_name = "audio_codes"  # no probe inputs for one part: the whole is not run
+    assert "no forward of its own, and its talker: its main input is 'audio_codes'" in inputs_of(model)
+
+
+def test_a_detector_that_selects_its_queries_among_anchors_gets_an_image_holding_enough() -> None:
+    """RT-DETR's kind: anchors of feature maps at strides 8, 16 and 32; 64 pixels hold 84 of them."""
+    from types import SimpleNamespace
+
+    from posenc.torch.probe import _detector_side
+
+    assert _detector_side(SimpleNamespace(num_queries=16)) == 64
+    assert _detector_side(SimpleNamespace(num_queries=300)) == 128  # 336 anchors at 128 pixels, 189 at 96
+    assert _detector_side(SimpleNamespace(num_queries=900)) == 224
+    assert _detector_side(SimpleNamespace()) == 64
 
 
 @pytest.mark.parametrize("model_type", PROBE_SHAPES)

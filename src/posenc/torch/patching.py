@@ -169,7 +169,7 @@ from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import DetrSinePositionEmbedding
 from .modules import Timesteps as ExactTimesteps
-from .probe import agree, probe_of
+from .probe import Outputs, agree, probe_of
 from .rotary import RotaryEmbedding, rotate
 from .tensors import _dtype_name, _to_tensor, _tracing
 
@@ -315,6 +315,8 @@ def patch(model: nn.Module, *, fused: bool | None = None) -> PatchReport:
             declined = (dataclasses.replace(c, replaced=False, reason=reason) for c in changed)
             return PatchReport(_put(components, changed, declined))
     suffix = "; the model's forward: outputs as before"
+    if isinstance(before, dict):  # a model with no forward of its own: its parts' (Qwen2.5-Omni's)
+        suffix = f"; the forwards of its {', '.join(before)}: outputs as before"
     suffix = f"; forward not run: {unrun}" if before is None else suffix
     proven = (dataclasses.replace(c, reason=c.reason + suffix) for c in changed)
     return PatchReport(_put(components, changed, proven))
@@ -363,7 +365,7 @@ def unpatch(model: nn.Module) -> int:
     return count + forward
 
 
-def _run_kept(model: nn.Module, probe: Callable[[], torch.Tensor]) -> torch.Tensor:
+def _run_kept(model: nn.Module, probe: Callable[[], Outputs]) -> Outputs:
     """``probe()``, with what it changes in the model's rotary modules put back (:func:`_kept`)."""
     with contextlib.ExitStack() as stack:
         for module in model.modules():

@@ -15,7 +15,8 @@ configs, or enough for its ``num_queries`` among the anchors of feature maps of 
 (RT-DETR's kind); a clip of its ``num_frames`` for a video model with a ``tubelet_size`` (VideoMAE's); 8
 prompt tokens beside it where its forward requires ``input_ids`` (Grounding DINO's) or takes them and its
 config has a text tower (SAM 3's), after its ``latent_query_num`` image places where its forward takes an
-``image_embeds_position_mask`` (Kosmos-2's)),
+``image_embeds_position_mask`` (Kosmos-2's); two classes and a task prompt where it requires
+``classes_input_ids`` (OmDet-Turbo's: :meth:`_Draw.prompt`)),
 ``input_features`` (Whisper's kind: ``num_mel_bins`` by twice ``max_source_positions`` frames; a
 conformer's, whose config names no ``max_source_positions``, Canary's and Nemotron 3's, whose encoder's
 (audio, ASR) config names its bins, Speech2Text's, ``input_feat_per_channel`` × ``input_channels`` bins,
@@ -40,6 +41,11 @@ frames of its ``feature_projection_input_dim``: 16 token ids below its vocabular
 clip, sound or series (16 vectors of its ``hidden_size`` for an input of embeddings or hidden states), on
 the model's device; a forward that requires several of these inputs gets each, and one whose config holds
 an audio and a video config (PE Audio-Video's, which refuses a modality alone) its sound and its clip.
+A model with no forward of its own (Qwen2.5-Omni's and Qwen3-Omni's: they generate through their parts)
+is run part by part, each child that is a Hugging Face model with its own forward on its own probe inputs
+(a talker's thinker states beside its codec ids, or its embeddings alone; a speech decoder's codes:
+:meth:`_Draw.speech_codes`), every part's output held to the allowance below; one part without inputs
+leaves the whole unrun.
 The forward runs with gradients off, every module in eval mode (dropout off; each module's ``training``
 flag is put back after), without a KV cache and under a forked random state (the caller's generator is not
 consumed). A model posenc has no probe for (its own ``nn.Module``, another input kind) or on the meta device
@@ -66,7 +72,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["agree", "inputs_of", "main_output", "probe_of"]
+__all__ = ["Outputs", "agree", "inputs_of", "main_output", "outputs", "probe_of"]
 
 #: Probe tokens (an encoder-decoder's decoder gets half as many).
 _TOKENS = 16
@@ -86,28 +92,46 @@ _DETECTOR_SIDE = 64
 _WIDE, _NARROW = 1e-3, 2.0**-4
 
 
-def probe_of(model: nn.Module) -> Callable[[], torch.Tensor] | str:
-    """A function that runs ``model`` on its probe inputs and returns its main output (a copy), or why
-    there is none (module docstring)."""
-    config = getattr(model, "config", None)
-    if config is None or not any(c.__name__ == "PreTrainedModel" for c in type(model).__mro__):
+#: What a probe returns: the main output, or each part's of a model with no forward of its own.
+Outputs = torch.Tensor | dict[str, torch.Tensor]
+
+
+def probe_of(model: nn.Module) -> Callable[[], Outputs] | str:
+    """A function that runs ``model`` on its probe inputs and returns its main output (a copy; each part's,
+    by its name, for a model with no forward of its own: :func:`outputs`), or why there is none (module
+    docstring)."""
+    if not _hugging_face(model):
         return "not a Hugging Face model: no probe inputs"
     inputs = inputs_of(model)
     if isinstance(inputs, str):
         return inputs
     first = next(iter(model.parameters()))
 
-    def run() -> torch.Tensor:
+    def run() -> Outputs:
         with _evaluating(model), torch.no_grad(), torch.random.fork_rng(devices=_devices(first)):
             torch.manual_seed(0)
-            return main_output(model(**inputs))
+            return outputs(model, inputs)
 
     return run
 
 
-def agree(before: torch.Tensor, after: torch.Tensor) -> str | None:
-    """None where ``after`` has ``before``'s shape and is within the allowance (module docstring) of it,
-    else what differs."""
+def outputs(model: nn.Module, inputs: dict[str, Any]) -> Outputs:
+    """The main output of ``model`` on ``inputs`` (:func:`main_output`); for a model with no forward of its
+    own (Qwen2.5-Omni's), whose ``inputs`` are its parts' (:func:`inputs_of`), each part's, by its name."""
+    if _composite(model):
+        return {name: outputs(model.get_submodule(name), part) for name, part in inputs.items()}
+    return main_output(model(**inputs))
+
+
+def agree(before: Outputs, after: Outputs) -> str | None:
+    """None where ``after`` has ``before``'s shape and is within the allowance (module docstring) of it
+    (each part's, for a model with no forward of its own), else what differs."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        for name, value in before.items():
+            problem = agree(value, after[name])
+            if problem is not None:
+                return f"its {name}'s forward: {problem}"
+        return None
     if after.shape != before.shape:
         return f"the outputs have shape {tuple(after.shape)} after the swap, {tuple(before.shape)} before"
     a, b = after.double(), before.double()
@@ -133,8 +157,8 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     first = next(iter(model.parameters()), None)
     if config is None or first is None or first.device.type == "meta":
         return "no config, or no values to run (meta)"
-    if type(model).forward is nn.Module.forward:  # Qwen2.5-Omni's: it generates through its thinker, talker
-        return f"{type(model).__name__} defines no forward of its own to run"
+    if _composite(model):  # Qwen2.5-Omni's: it generates through its thinker, talker and token2wav
+        return _parts_inputs(model)
     name = getattr(model, "main_input_name", "input_ids")
     name = name[0] if isinstance(name, (list, tuple)) and name else name  # OneFormer's: an image, its task
     generator = torch.Generator().manual_seed(0)
@@ -148,6 +172,11 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     if required == {"pixel_values"} and str(name) not in parameters:  # a tower naming no main input
         name = "pixel_values"
     draw = _Draw(config, parameters, required, generator, first)
+    if {"code", "conditioning", "reference_mel"} <= required or required == {"codes"}:
+        return draw.speech_codes()  # Qwen2.5-Omni's token2wav, Qwen3-Omni's code2wav: codes to a waveform
+    if "talker_input_ids" in parameters:  # Qwen3-Omni's talker: its thinker's states, projected, no ids
+        text = getattr(config, "text_config", None)
+        return _Draw(text, parameters, required, generator, first).embeds() if text else "no text_config"
     inputs = draw.of(str(name))
     if isinstance(inputs, str):
         return inputs
@@ -168,6 +197,32 @@ def inputs_of(model: nn.Module) -> dict[str, Any] | str:
         width = getattr(config, "hidden_size", None)
         if isinstance(width, int) and width > 0:
             inputs["t_cond"] = draw.randn(1, 1, width)
+    return inputs
+
+
+def _hugging_face(model: nn.Module) -> bool:
+    config = getattr(model, "config", None)
+    return config is not None and any(c.__name__ == "PreTrainedModel" for c in type(model).__mro__)
+
+
+def _composite(model: nn.Module) -> bool:
+    """Whether ``model`` defines no forward of its own (Qwen2.5-Omni's: its parts have theirs)."""
+    return type(model).forward is nn.Module.forward
+
+
+def _parts_inputs(model: nn.Module) -> dict[str, Any] | str:
+    """The inputs of a model with no forward of its own: its parts' (each child that is a Hugging Face model
+    with its own forward: Qwen2.5-Omni's thinker, talker and token2wav), by the part's name; or why there
+    are none (one part without probe inputs: the whole is not run)."""
+    parts = [(n, c) for n, c in model.named_children() if _hugging_face(c) and not _composite(c)]
+    if not parts:
+        return f"{type(model).__name__} defines no forward of its own to run, and has no parts that do"
+    inputs = {}
+    for name, part in parts:
+        drawn = inputs_of(part)
+        if isinstance(drawn, str):
+            return f"{type(model).__name__} defines no forward of its own, and its {name}: {drawn}"
+        inputs[name] = drawn
     return inputs
 
 
@@ -290,6 +345,10 @@ class _Draw:
             inputs["pixel_values"] = image["pixel_values"][:, None]
             seen = torch.ones(1, _TOKENS, 1, dtype=torch.long, device=self.first.device)
             inputs["image_attention_mask"] = seen
+        width = getattr(config, "embedding_size", None)
+        if "thinker_reply_part" in self.parameters and isinstance(width, int):
+            # Qwen2.5-Omni's talker: its thinker's states (of its embedding_size) beside its codec's ids
+            inputs["thinker_reply_part"] = self.randn(1, _TOKENS, width)
         boxes = getattr(config, "dim_bbox", None)
         if "bbox" in self.parameters and isinstance(boxes, int) and boxes > 0:  # BROS's: each token's box
             corners = torch.rand(1, ids.shape[-1], boxes, generator=self.generator)  # (x, y) in [0, 1)
@@ -330,7 +389,29 @@ class _Draw:
                 mask = torch.tensor([marks], device=self.first.device)
                 ids = torch.randint(0, vocab, (1, len(marks)), generator=self.generator)
                 inputs.update(input_ids=ids.to(self.first.device), image_embeds_position_mask=mask)
+        if "classes_input_ids" in self.required:  # OmDet-Turbo's: the classes to detect and a task prompt
+            prompt = self.prompt()
+            if isinstance(prompt, str):
+                return prompt
+            inputs.update(prompt)
         return inputs
+
+    def prompt(self) -> dict[str, Any] | str:
+        """OmDet-Turbo's text beside its image: two classes of 8 tokens each, one task prompt of 8, below its
+        text config's vocabulary, every token attended, the two classes one group of the batch's image."""
+        vocab = _vocab(getattr(self.config, "text_config", None) or self.config)
+        if vocab is None:
+            return "its forward needs classes and a task beside its image, and its config has no vocab_size"
+        classes = torch.randint(0, vocab, (2, _TOKENS // 2), generator=self.generator)
+        task = torch.randint(0, vocab, (1, _TOKENS // 2), generator=self.generator)
+        device = self.first.device
+        return {
+            "classes_input_ids": classes.to(device),
+            "classes_attention_mask": torch.ones_like(classes, device=device),
+            "tasks_input_ids": task.to(device),
+            "tasks_attention_mask": torch.ones_like(task, device=device),
+            "classes_structure": torch.tensor([2], device=device),
+        }
 
     def clip(self) -> dict[str, Any] | str:
         """V-JEPA 2's kind: one clip of one tubelet of frames at its crop size; a video tower over a frame
@@ -431,6 +512,26 @@ class _Draw:
             "input_ids": torch.cat([image_tokens, prompt], 1).to(self.first.device),
             "pixel_values": self.randn(1, 1, channels, size, size),
             "pixel_attention_mask": torch.ones(1, 1, dtype=torch.bool, device=self.first.device),
+        }
+
+    def speech_codes(self) -> dict[str, Any] | str:
+        """A speech decoder's codes, 8 frames of them: Qwen3-Omni's code2wav (``codes``, one row per
+        quantizer, below its ``codebook_size``), Qwen2.5-Omni's token2wav (``code`` below its DiT's
+        ``num_embeds``, a speaker's ``conditioning`` of its ``enc_emb_dim`` and 32 frames of reference mel of
+        its ``mel_dim``)."""
+        config, draw = self.config, functools.partial(torch.randint, generator=self.generator)
+        books, size = getattr(config, "num_quantizers", None), getattr(config, "codebook_size", None)
+        if "codes" in self.required and isinstance(books, int) and isinstance(size, int):
+            return {"codes": draw(0, size, (1, books, _LATENT_FRAMES)).to(self.first.device)}
+        dit = getattr(config, "dit_config", None)
+        numbers = [getattr(dit, k, None) for k in ("num_embeds", "enc_emb_dim", "mel_dim")]
+        if "code" not in self.required or not all(isinstance(n, int) and n > 0 for n in numbers):
+            return "its config gives no codebook sizes for probe codes"
+        codes, speaker, mel = numbers
+        return {
+            "code": draw(0, codes, (1, _LATENT_FRAMES)).to(self.first.device),
+            "conditioning": self.randn(1, speaker),
+            "reference_mel": self.randn(1, 4 * _LATENT_FRAMES, mel),
         }
 
     def decoder_start(self) -> dict[str, Any]:

@@ -105,7 +105,10 @@ def table(outcomes: dict[str, dict], library: str = "transformers") -> str:
         + "`unpatch` restores outputs and state dict bit for bit), **declined** (left alone "
         "with the reason, the model untouched), **failing** (posenc wrong or crashing: to fix), "
         "**not built** (the harness could not build the tiny model: no judgment). Learned tables are "
-        "not judged.",
+        "not judged. Outputs that move by more than 1e-4 are held to the model's own float32 error: "
+        "twice how far its float64 run is from its float32 one, or, where that run keeps positions in "
+        "float32 (diffusers' timestep embedding computes in float32 at any dtype), twice how far one with "
+        "exact positions is, and 1e-3 of their size (what a wrong layout would move them by).",
         "",
         f"{len(outcomes)} architectures: " + ", ".join(f"{counts[s]} {s}" for s in zoo.STATES) + ".",
         "",

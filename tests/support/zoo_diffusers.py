@@ -45,6 +45,8 @@ _EXPERTS = {
 }
 #: Widths that are the model's own (heads × head dim): kept a multiple of the head dim.
 _HIDDEN = ("hidden_size", "dim", "inner_dim", "hidden_dim", "model_dim")
+#: Widths that, where they equal its heads × head dim, are its inner width (its text projected to it).
+_AT_WIDTH = ("caption_projection_dim", "cross_attention_dim")
 
 
 def architectures() -> list[str]:
@@ -90,6 +92,12 @@ def tiny_arguments(cls: type) -> dict[str, Any]:
             width = defaults.get(name)
             if isinstance(width, int) and width % heads == 0:
                 out[name] = 2 * (width // heads)  # the head dim kept: the rope axes sum to it
+        head_dim = defaults.get("attention_head_dim")
+        if isinstance(head_dim, int) and head_dim > 0:  # its width as heads × head dim: 2 heads of it
+            widths = {heads * head_dim: 2 * head_dim}
+            for name in _AT_WIDTH:  # a width that is its inner one (SD3's caption projection, Sana's cross)
+                if defaults.get(name) in widths:
+                    out[name] = widths[defaults[name]]
         kv = defaults.get("num_key_value_heads", defaults.get("num_kv_heads"))
         for name in ("num_key_value_heads", "num_kv_heads"):
             if isinstance(defaults.get(name), int):
@@ -200,72 +208,190 @@ def build(name: str) -> Any:
         return cls(**arguments).eval()
 
 
-#: Config fields that give the width of the text a model attends to.
+#: Config fields that give the width of the text a model attends to, in the order they are tried.
 _TEXT_WIDTHS = (
+    "caption_channels",
     "joint_attention_dim",
     "text_dim",
     "cross_attention_dim",
     "text_embed_dim",
-    "caption_channels",
+    "cap_feat_dim",
+    "text_hidden_dim",
+    "context_dim",
+    "encoder_hid_dim",
+    "in_channels",
 )
+#: Probe text tokens.
+_TEXT = 7
 
 
 def probe(model: Any) -> list[dict[str, Any]]:
     """Candidate inputs for a diffusers model's forward, from its config (the zoo runs the first it takes):
     Flux's packed latent with its ``img_ids`` and ``txt_ids``; Qwen-Image's with its ``img_shapes``; a video
-    latent ``(1, C, F, H, W)``; an image latent ``(1, C, H, W)`` (a UNet's ``sample``); each with a timestep,
-    seven text tokens where it takes them and a pooled projection where it takes one. Seeded; sizes a
-    multiple of its patch."""
+    latent ``(1, C, F, H, W)``, frames first ``(1, F, C, H, W)`` (CogVideoX's); an image latent
+    ``(1, C, H, W)`` (a UNet's ``sample``, 2 to the power of its blocks a side); LTX-Video's packed latent
+    and its sizes; a latent of its ``sample_size`` (DiT's, which assumes it); each with a timestep, seven
+    text tokens (CogVideoX's: its ``max_text_seq_length``) of each width its config names where it takes
+    them (:data:`_TEXT_WIDTHS`; none, last, where its text is optional) and what else its forward requires
+    (:func:`_required`). unCLIP's prior: its embeddings; LongCat-AudioDiT: its audio latent and text; a
+    wrapper of one controlnet: that net's, its control in a list. Seeded; sizes a multiple of its patch."""
     config = getattr(model, "config", None)
     try:
-        names = set(inspect.signature(model.forward).parameters)
+        parameters = inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
         return []
+    names = set(parameters)
+    nets = getattr(model, "nets", None)  # a wrapper of controlnets: its one net's inputs, a control a net
+    if config is None and isinstance(nets, torch.nn.ModuleList) and len(nets) == 1:
+        wrapped = []
+        for inputs in probe(nets[0]):
+            if "controlnet_cond" in inputs:
+                inputs = {**inputs, "controlnet_cond": [inputs["controlnet_cond"]]}
+                inputs["conditioning_scale"] = [1.0]
+                if "controlnet_mode" in names:  # Flux's: control mode 0
+                    inputs["controlnet_mode"] = [torch.tensor([0])]
+            wrapped.append({k: v for k, v in inputs.items() if k in names})
+        return wrapped
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    required = {n for n, p in parameters.items() if p.default is p.empty and p.kind not in variadic}
+    generator = torch.Generator().manual_seed(0)
+    width, count = getattr(config, "embedding_dim", None), getattr(config, "num_embeddings", None)
+    if "proj_embedding" in names and isinstance(width, int) and isinstance(count, int):  # unCLIP's prior
+        return [
+            {
+                "hidden_states": torch.randn(1, width, generator=generator),
+                "timestep": torch.tensor([0.5]),
+                "proj_embedding": torch.randn(1, width, generator=generator),
+                "encoder_hidden_states": torch.randn(1, count, width, generator=generator),
+            }
+        ]
+    latent, text = getattr(config, "latent_dim", None), getattr(config, "dit_text_dim", None)
+    if isinstance(latent, int) and isinstance(text, int):  # LongCat-AudioDiT's: 8 frames of audio latent
+        return [
+            {
+                "hidden_states": torch.randn(1, 8, latent, generator=generator),
+                "encoder_hidden_states": torch.randn(1, _TEXT, text, generator=generator),
+                "encoder_attention_mask": torch.ones(1, _TEXT, dtype=torch.bool),
+                "timestep": torch.tensor([0.5]),
+            }
+        ]
     channels = getattr(config, "in_channels", None)
     if not isinstance(channels, int):
         return []
-    generator = torch.Generator().manual_seed(0)
     patch = getattr(config, "patch_size", 1) or 1
     sizes = tuple(patch) if isinstance(patch, (tuple, list)) else (patch, patch)
     if len(sizes) not in (2, 3) or not all(isinstance(s, int) and s > 0 for s in sizes):
         return []
     patch_t, patch_h, patch_w = sizes if len(sizes) == 3 else (1, *sizes)
-    extras: dict[str, Any] = {"timestep": torch.tensor([0.5])}
-    text = next((getattr(config, k) for k in _TEXT_WIDTHS if isinstance(getattr(config, k, None), int)), None)
-    if "encoder_hidden_states" in names and text is not None:
-        extras["encoder_hidden_states"] = torch.randn(1, 7, text, generator=generator)
-    if "encoder_attention_mask" in names:
-        extras["encoder_attention_mask"] = torch.ones(1, 7, dtype=torch.long)
+    widths = [getattr(config, k, None) for k in _TEXT_WIDTHS]
+    widths = list(dict.fromkeys(w for w in widths if isinstance(w, int) and w > 0))
+    if "encoder_hidden_states" not in required:  # none given: a forward that attends to no text
+        widths = [*widths, None] if "encoder_hidden_states" in names else [None]
+    latents = []
+    if {"img_ids", "txt_ids"} <= names:  # Flux's: a packed latent of 4×6 tokens, ids (0, h, w[, 0])
+        grid = torch.meshgrid(torch.zeros(1), torch.arange(4.0), torch.arange(6.0), indexing="ij")
+        ids = torch.stack(grid, -1).reshape(-1, 3)
+        axes = getattr(config, "axes_dims_rope", None)  # Flux 2's: a fourth axis
+        if isinstance(axes, (list, tuple)) and len(axes) > 3:
+            ids = torch.cat([ids, torch.zeros(24, len(axes) - 3)], -1)
+        packed = torch.randn(1, 24, channels, generator=generator)
+        latents.append({"hidden_states": packed, "img_ids": ids})
+    if "img_shapes" in names:  # Qwen-Image's: a packed latent of 4×6 tokens and its shape
+        packed = torch.randn(1, 24, channels, generator=generator)
+        latents.append({"hidden_states": packed, "img_shapes": [(1, 4, 6)]})
+    key = "sample" if "sample" in names else "hidden_states"  # a UNet's latent is its sample
+    side_h, side_w = 4 * patch_h, 5 * patch_w
+    blocks = getattr(config, "block_out_channels", None)
+    if key == "sample" and isinstance(blocks, (list, tuple)):  # a UNet's: halved at each block but the last
+        side_h = side_w = 2 ** len(blocks)
+    video = torch.randn(1, channels, 2 * patch_t, side_h, side_w, generator=generator)
+    image = torch.randn(1, channels, side_h, side_w, generator=generator)
+    latents += [{key: video}, {key: video.transpose(1, 2).contiguous()}, {key: image}]
+    if {"num_frames", "height", "width"} <= names:  # LTX-Video's: a packed latent and its sizes
+        packed = torch.randn(1, 2 * side_h * side_w, channels, generator=generator)
+        latents.append({key: packed, "num_frames": 2, "height": side_h, "width": side_w})
+    sample = getattr(config, "sample_size", None)  # DiT's: a latent of its sample size, which it assumes
+    if isinstance(sample, int) and 0 < sample <= 64 and key == "hidden_states":
+        latents.append({key: torch.randn(1, channels, sample, sample, generator=generator)})
+    tokens = getattr(config, "max_text_seq_length", None)  # CogVideoX's table: text of its full length
+    tokens = tokens if isinstance(tokens, int) and 0 < tokens <= 512 else _TEXT
+    candidates = []
+    for latent in latents:
+        for width in widths:
+            inputs = {**latent, "timestep": torch.tensor([0.5])}
+            if width is not None:
+                inputs["encoder_hidden_states"] = torch.randn(1, tokens, width, generator=generator)
+            candidates.append({**inputs, **_required(config, names, required, inputs, generator)})
+    return candidates
+
+
+def _required(
+    config: Any, names: set[str], required: set[str], inputs: dict[str, Any], generator: torch.Generator
+) -> dict[str, Any]:
+    """What else a forward takes beside its latent, timestep and text, by its name: a mask of the text (all
+    attended), the ids of Flux's text (an id per rope axis), Wan-VACE's control video of its
+    ``vace_in_channels``, a pooled projection of its ``pooled_projection_dim``, a guidance of 3.5, a class
+    (DiT's), PixArt's image size and aspect, HunyuanVideo 1.5's second text and (zero) image embeddings,
+    LTX-2's audio latent and its text, and where required a second timestep (a flow map's), a control
+    image (the latent's shape; a UNet ControlNet's of its ``conditioning_channels`` at 8× the latent's
+    side), ERNIE-Image's text and its length, and CogView4's image sizes (1024²)."""
+    latent = inputs.get("sample", inputs.get("hidden_states"))
+    out: dict[str, Any] = {}
+    text = inputs.get("encoder_hidden_states")
+    for name in ("encoder_attention_mask", "encoder_mask", "encoder_hidden_states_mask"):
+        if name in names and text is not None:
+            kind = torch.long if name == "encoder_attention_mask" else None
+            out[name] = torch.ones(1, text.shape[1], dtype=kind)
+    if "txt_ids" in names:
+        axes = getattr(config, "axes_dims_rope", None)
+        out["txt_ids"] = torch.zeros(_TEXT, len(axes) if isinstance(axes, (list, tuple)) else 3)
+    vace = getattr(config, "vace_in_channels", None)  # Wan-VACE's control video beside its latent
+    video = latent is not None and latent.dim() == 5
+    if "control_hidden_states" in names and isinstance(vace, int) and video:
+        out["control_hidden_states"] = torch.randn(1, vace, *latent.shape[2:], generator=generator)
+    second = getattr(config, "text_embed_2_dim", None)  # HunyuanVideo 1.5's second text encoder's
+    if "encoder_hidden_states_2" in names and isinstance(second, int) and text is not None:
+        out["encoder_hidden_states_2"] = torch.randn(1, _TEXT, second, generator=generator)
+        out["encoder_attention_mask_2"] = torch.ones(1, _TEXT, dtype=torch.long)
+    sound = getattr(config, "audio_in_channels", None)  # LTX-2's: 8 frames of audio latent, its text too
+    if "audio_hidden_states" in names and isinstance(sound, int) and text is not None:
+        out["audio_hidden_states"] = torch.randn(1, 8, sound, generator=generator)
+        out["audio_encoder_hidden_states"] = torch.randn(text.shape, generator=generator)
+        out["audio_num_frames"] = 8
+    image = getattr(config, "image_embed_dim", None)  # and its image's: none (zeros: text to video)
+    if "image_embeds" in names and isinstance(image, int):
+        out["image_embeds"] = torch.zeros(1, _TEXT, image)
     pooled = getattr(config, "pooled_projection_dim", None)
     if "pooled_projections" in names and isinstance(pooled, int):
-        extras["pooled_projections"] = torch.randn(1, pooled, generator=generator)
+        out["pooled_projections"] = torch.randn(1, pooled, generator=generator)
     if getattr(config, "guidance_embeds", False) and "guidance" in names:
-        extras["guidance"] = torch.tensor([3.5])
-    candidates = []
-    if {"img_ids", "txt_ids"} <= names:  # Flux's: a packed latent of 4×6 tokens
-        grid = torch.meshgrid(torch.zeros(1), torch.arange(4.0), torch.arange(6.0), indexing="ij")
-        candidates.append(
-            {
-                "hidden_states": torch.randn(1, 24, channels, generator=generator),
-                "img_ids": torch.stack(grid, -1).reshape(-1, 3),
-                "txt_ids": torch.zeros(7, 3),
-                **extras,
-            }
-        )
-    if "img_shapes" in names:  # Qwen-Image's: a packed latent of 4×6 tokens and its shape
-        if "encoder_hidden_states_mask" in names:
-            extras["encoder_hidden_states_mask"] = torch.ones(1, 7)
-        packed = torch.randn(1, 24, channels, generator=generator)
-        inputs = {"hidden_states": packed, "img_shapes": [(1, 4, 6)], **extras}
-        if "controlnet_cond" in names:
-            inputs["controlnet_cond"] = torch.randn(1, 24, channels, generator=generator)
-        candidates.append(inputs)
-    video = torch.randn(1, channels, 2 * patch_t, 4 * patch_h, 5 * patch_w, generator=generator)
-    image = torch.randn(1, channels, 4 * patch_h, 5 * patch_w, generator=generator)
-    key = "sample" if "sample" in names else "hidden_states"  # a UNet's latent is its sample
-    for latent in (video, image):
-        candidates.append({key: latent, **extras})
-    return candidates
+        out["guidance"] = torch.tensor([3.5])
+    classes = [getattr(config, k, None) for k in ("num_embeds_ada_norm", "num_class_embeds")]
+    if "class_labels" in names and any(isinstance(c, int) and c > 1 for c in classes):  # DiT's: class 1
+        out["class_labels"] = torch.tensor([1])
+    if "added_cond_kwargs" in names and "sample" not in inputs:  # PixArt's: an image of 1024², square
+        out["added_cond_kwargs"] = {
+            "resolution": torch.tensor([[1024.0, 1024.0]]),
+            "aspect_ratio": torch.tensor([[1.0]]),
+        }
+    for name in sorted(required - set(inputs)):
+        if "timestep" in name:  # a flow map's second time (AnyFlow's r_timestep, ACE-Step's timestep_r)
+            out[name] = torch.tensor([0.25])
+        elif name == "controlnet_cond" and latent is not None:
+            cond = getattr(config, "conditioning_channels", None)
+            if isinstance(cond, int) and latent.dim() == 4 and "sample" in inputs:  # a UNet's: an image
+                shape = (1, cond, 8 * latent.shape[-2], 8 * latent.shape[-1])
+                out[name] = torch.randn(*shape, generator=generator)
+            else:
+                out[name] = torch.randn(latent.shape, generator=generator)
+        elif name == "text_bth" and isinstance(getattr(config, "text_in_dim", None), int):  # ERNIE-Image's
+            out[name] = torch.randn(1, _TEXT, config.text_in_dim, generator=generator)
+            out["text_lens"] = torch.tensor([_TEXT])
+        elif name in ("original_size", "target_size"):  # CogView4's: an image of 1024²
+            out[name] = torch.tensor([[1024.0, 1024.0]])
+        elif name == "crop_coords":
+            out[name] = torch.tensor([[0.0, 0.0]])
+    return out
 
 
 def run(name: str) -> zoo.Outcome:

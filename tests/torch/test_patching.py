@@ -1012,6 +1012,19 @@ def test_a_model_with_no_forward_of_its_own_is_proven_on_the_forwards_of_its_par
     assert "no forward of its own, and its talker: its main input is 'audio_codes'" in inputs_of(model)
 
 
+def test_the_output_compared_is_the_first_tensor_or_the_first_tensor_of_the_first_tuple() -> None:
+    """A ControlNet returns its blocks' residuals as tuples (no tensor at the top): the first block's is
+    compared (was: "its forward returned ... without a tensor", so its forward was never run); a top-level
+    tensor still comes first, and an output holding no tensor is refused."""
+    from posenc.torch.probe import main_output
+
+    first, later = torch.ones(2), torch.zeros(3)
+    assert main_output((None, (first, later))).equal(first)
+    assert main_output((None, (first,), later)).equal(later)
+    with pytest.raises(TypeError, match="without a tensor to compare"):
+        main_output((None, ()))
+
+
 def test_a_detector_that_selects_its_queries_among_anchors_gets_an_image_holding_enough() -> None:
     """RT-DETR's kind: anchors of feature maps at strides 8, 16 and 32; 64 pixels hold 84 of them."""
     from types import SimpleNamespace

@@ -362,9 +362,13 @@ class _Draw:
         vision = getattr(config, "vision_config", None) or config
         backbone = getattr(vision, "backbone_config", None)
         channels = getattr(vision, "num_channels", None) or getattr(backbone, "num_channels", None)
+        timm_arguments = getattr(backbone, "model_args", None)  # a timm backbone's (EdgeTAM's): in_chans
+        if channels is None and isinstance(timm_arguments, dict):
+            channels = timm_arguments.get("in_chans")
         size = getattr(vision, "image_size", None)
-        if size is None and "backbone_feature_sizes" in vars(vision):  # SAM 2's: its neck's sizes are fixed
-            size = getattr(backbone, "image_size", None)
+        fixed = vars(vision).get("backbone_feature_sizes")  # SAM 2's, EdgeTAM's: its neck's sizes are fixed
+        if size is None and fixed is not None:  # its backbone's size, else 4 × its first (stride 4)
+            size = getattr(backbone, "image_size", None) or 4 * fixed[0][0]
         size = size[0] if isinstance(size, (list, tuple)) and size and size[0] == size[-1] else size
         size = _detector_side(vision) if size is None else size  # a detector's config names no size
         if not isinstance(channels, int) or not isinstance(size, int):
@@ -695,14 +699,16 @@ def _forward_parameters(model: nn.Module) -> tuple[set[str], set[str]]:
 
 def main_output(out: Any) -> torch.Tensor:
     """A copy of the main tensor of a model's output: its logits, last hidden state, ... (by name), else
-    the first tensor it holds."""
+    the first tensor it holds (depth first: a ControlNet's first block's residual)."""
     for name in ("logits", "last_hidden_state", "prediction_logits", "pred_boxes"):
         value = getattr(out, name, None)
         if isinstance(value, torch.Tensor):
             return value.detach().clone()
-    if hasattr(out, "to_tuple"):  # a Hugging Face ModelOutput: its first field that is a tensor
-        out = tuple(v for v in out.to_tuple() if isinstance(v, torch.Tensor))
-    value = out[0] if isinstance(out, (tuple, list)) and out else out
+    value = out.to_tuple() if hasattr(out, "to_tuple") else out  # a Hugging Face (or diffusers) output
+    while isinstance(value, (tuple, list)) and value:  # its first tensor, else its first tuple's, ...
+        tensors = [v for v in value if isinstance(v, torch.Tensor)]
+        nested = [v for v in value if isinstance(v, (tuple, list)) and v]
+        value = tensors[0] if tensors else nested[0] if nested else value[0]
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"its forward returned {type(out).__name__}, without a tensor to compare")
     return value.detach().clone()

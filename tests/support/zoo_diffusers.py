@@ -84,6 +84,8 @@ def tiny_arguments(cls: type) -> dict[str, Any]:
     channels = defaults.get("block_out_channels")
     if isinstance(channels, (tuple, list)) and channels and all(isinstance(c, int) for c in channels):
         out["block_out_channels"] = tuple(64 for _ in channels)  # a UNet: 64 channels a block
+        if isinstance(heads, (tuple, list)):  # heads a block (SVD's 5, 10, 20, 20): two, 32 channels each
+            out["num_attention_heads"] = type(heads)(2 for _ in heads)
         if isinstance(defaults.get("norm_num_groups"), int):
             out["norm_num_groups"] = min(defaults["norm_num_groups"], 32)
     elif isinstance(heads, int) and heads > 2:
@@ -314,6 +316,7 @@ def probe(model: Any) -> list[dict[str, Any]]:
     if isinstance(sample, int) and 0 < sample <= 64 and key == "hidden_states":
         latents.append({key: torch.randn(1, channels, sample, sample, generator=generator)})
     tokens = getattr(config, "max_text_seq_length", None)  # CogVideoX's table: text of its full length
+    tokens = getattr(config, "text_len", None) if "text_len_t5" in vars(config) else tokens  # HunyuanDiT's
     tokens = tokens if isinstance(tokens, int) and 0 < tokens <= 512 else _TEXT
     candidates = []
     for latent in latents:
@@ -332,9 +335,10 @@ def _required(
     attended), the ids of Flux's text (an id per rope axis), Wan-VACE's control video of its
     ``vace_in_channels``, a pooled projection of its ``pooled_projection_dim``, a guidance of 3.5, a class
     (DiT's), PixArt's image size and aspect, HunyuanVideo 1.5's second text and (zero) image embeddings,
-    LTX-2's audio latent and its text, and where required a second timestep (a flow map's), a control
-    image (the latent's shape; a UNet ControlNet's of its ``conditioning_channels`` at 8× the latent's
-    side), ERNIE-Image's text and its length, and CogView4's image sizes (1024²)."""
+    Bria Fibo's text encoder's layers (one a block), LTX-2's audio latent and its text, HunyuanDiT's T5 text
+    and image sizes, and where required a second timestep (a flow map's), a control image (the latent's
+    shape; a UNet ControlNet's of its ``conditioning_channels`` at 8× the latent's side), ERNIE-Image's text
+    and its length, and CogView4's image sizes (1024²)."""
     latent = inputs.get("sample", inputs.get("hidden_states"))
     out: dict[str, Any] = {}
     text = inputs.get("encoder_hidden_states")
@@ -374,6 +378,18 @@ def _required(
             "resolution": torch.tensor([[1024.0, 1024.0]]),
             "aspect_ratio": torch.tensor([[1.0]]),
         }
+    t5, t5_width = getattr(config, "text_len_t5", None), getattr(config, "cross_attention_dim_t5", None)
+    both = isinstance(t5, int) and isinstance(t5_width, int) and text is not None
+    if "encoder_hidden_states_t5" in names and both:  # HunyuanDiT's: its two texts at their full lengths,
+        out["text_embedding_mask"] = torch.ones(1, text.shape[1], dtype=torch.long)  # an image of 1024²
+        out["encoder_hidden_states_t5"] = torch.randn(1, t5, t5_width, generator=generator)
+        out["text_embedding_mask_t5"] = torch.ones(1, t5, dtype=torch.long)
+        out["image_meta_size"] = torch.tensor([[1024.0, 1024.0, 1024.0, 1024.0, 0.0, 0.0]])
+        out["style"] = torch.tensor([0])
+    layers = getattr(config, "text_encoder_dim", None)  # Bria Fibo's: its text encoder's layers, one a block
+    if "text_encoder_layers" in names and isinstance(layers, int) and text is not None:
+        count = getattr(config, "num_layers", 0) + getattr(config, "num_single_layers", 0)
+        out["text_encoder_layers"] = [torch.randn(1, text.shape[1], layers, generator=generator)] * count
     for name in sorted(required - set(inputs)):
         if "timestep" in name:  # a flow map's second time (AnyFlow's r_timestep, ACE-Step's timestep_r)
             out[name] = torch.tensor([0.25])
@@ -384,6 +400,8 @@ def _required(
                 out[name] = torch.randn(*shape, generator=generator)
             else:
                 out[name] = torch.randn(latent.shape, generator=generator)
+        elif name == "added_time_ids":  # Stable Video Diffusion's: fps, motion bucket, noise augmentation
+            out[name] = torch.tensor([[6.0, 127.0, 0.02]])
         elif name == "text_bth" and isinstance(getattr(config, "text_in_dim", None), int):  # ERNIE-Image's
             out[name] = torch.randn(1, _TEXT, config.text_in_dim, generator=generator)
             out["text_lens"] = torch.tensor([_TEXT])

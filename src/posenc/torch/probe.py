@@ -152,7 +152,8 @@ def agree(before: Outputs, after: Outputs) -> str | None:
 def inputs_of(model: nn.Module) -> dict[str, Any] | str:
     """The probe inputs of a Hugging Face ``model`` (module docstring), on its device, or why there are
     none: its main input's, and beside them those of every other input its forward requires that posenc
-    draws (PE Video's caption beside its clip, MUSE's assistant's context beside its noise)."""
+    draws (PE Video's caption beside its clip, MUSE's assistant's context beside its noise); for a model
+    with no forward of its own, each part's inputs by the part's name (:func:`_parts_inputs`)."""
     config = getattr(model, "config", None)
     first = next(iter(model.parameters()), None)
     if config is None or first is None or first.device.type == "meta":
@@ -699,7 +700,8 @@ def _forward_parameters(model: nn.Module) -> tuple[set[str], set[str]]:
 
 def main_output(out: Any) -> torch.Tensor:
     """A copy of the main tensor of a model's output: its logits, last hidden state, ... (by name), else
-    the first tensor it holds (depth first: a ControlNet's first block's residual)."""
+    the first tensor it holds at its top, else the first in its first tuple that holds any (a ControlNet's
+    residuals, a tuple of its blocks': the first block's)."""
     for name in ("logits", "last_hidden_state", "prediction_logits", "pred_boxes"):
         value = getattr(out, name, None)
         if isinstance(value, torch.Tensor):

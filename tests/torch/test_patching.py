@@ -1012,6 +1012,34 @@ def test_a_model_with_no_forward_of_its_own_is_proven_on_the_forwards_of_its_par
     assert "no forward of its own, and its talker: its main input is 'audio_codes'" in inputs_of(model)
 
 
+def test_qwen3_omni_is_proven_on_its_thinker_talker_and_speech_decoder() -> None:
+    """Qwen3-Omni's parts each get their own inputs: its thinker token ids, its talker embeddings (it takes
+    no ids), its code2wav a row of codes per quantizer; each of its rotaries and its audio tower's table is
+    replaced and proven on those forwards."""
+    from posenc.torch.probe import inputs_of
+    from tests.support import zoo
+
+    model = zoo.build("qwen3_omni_moe")[0]
+    inputs = inputs_of(model)
+    shapes = {
+        part: {k: tuple(v.shape) for k, v in drawn.items() if torch.is_tensor(v)}
+        for part, drawn in inputs.items()
+    }
+    config = model.config
+    width = config.talker_config.text_config.hidden_size
+    books = config.code2wav_config.num_quantizers
+    assert shapes == {
+        "thinker": {"input_ids": (1, 16)},
+        "talker": {"inputs_embeds": (1, 16, width)},
+        "code2wav": {"codes": (1, books, 8)},
+    }
+    report = pt.patch(model)
+    assert len(report.replaced) == 6
+    said = "the forwards of its thinker, talker, code2wav: outputs as before"
+    assert all(said in c.reason for c in report.replaced)
+    assert pt.unpatch(model) == 6
+
+
 def test_the_output_compared_is_the_first_tensor_or_the_first_tensor_of_the_first_tuple() -> None:
     """A ControlNet returns its blocks' residuals as tuples (no tensor at the top): the first block's is
     compared (was: "its forward returned ... without a tensor", so its forward was never run); a top-level

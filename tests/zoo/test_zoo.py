@@ -2,9 +2,8 @@
 component, found by enumeration, is listed in ``docs/data/zoo.json`` (``scripts/zoo.py`` writes it and
 ``docs/zoo.md``); a representative subset — every rotary kind the patch makes exact (interleaved pairs,
 half-width and complex forms included), tables made exact, learned tables, a patch the model's own
-forward refuses, M-RoPE whose module and config disagree, π0's time embedding, a model of parts with no
-forward of its own (Qwen3-Omni's) — runs again here and must end in its recorded state, exact or declined
-with the reason; the encoder-decoders M2M100 and Pegasus-X
+forward refuses, M-RoPE whose module and config disagree, π0's time embedding — runs again here and must
+end in its recorded state, exact or declined with the reason; the encoder-decoders M2M100 and Pegasus-X
 are built as their generating classes, their greedy tokens compared; a hybrid keeps a layer of each kind
 and a config value that builds another positional class (ESM-2's rotary) is a row of its own."""
 
@@ -42,7 +41,6 @@ SUBSET = {
     "pi0": "exact",  # a time embedding of periods (its config's) computed in forward, exact through a law
     "recurrent_gemma": "exact",  # its attention layer kept among its recurrent blocks: its rotary built
     "esm[position_embedding_type=rotary]": "exact",  # a config value's positional class: a row of its own
-    "qwen3_omni_moe": "exact",  # no forward of its own: proven on its parts' (thinker, talker, code2wav)
 }
 
 

@@ -31,6 +31,7 @@ import importlib
 import math
 import os
 import re
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -481,6 +482,8 @@ def _output(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
     :func:`posenc.torch.probe.outputs`) flattened into one."""
     from posenc.torch.probe import outputs
 
+    if "inference_session" in inputs:  # a video model's session (:func:`_session`): a fresh copy each run
+        inputs = {**inputs, "inference_session": copy.deepcopy(inputs["inference_session"])}
     torch.manual_seed(0)  # a forward that draws (ViT-MAE's random masking) draws the same each time
     with torch.no_grad():
         out = outputs(model, inputs)
@@ -617,7 +620,39 @@ def run(model_type: str) -> Outcome:
         model, _, built["generates"] = build(model_type)
         return model
 
-    return judge(model_type, make, generates=lambda: built.get("generates", False))
+    return judge(model_type, make, generates=lambda: built.get("generates", False), probe=_session)
+
+
+def _session(model: Any) -> list[dict[str, Any]]:
+    """For a video model whose forward takes a stateful ``inference_session`` (SAM 2's, SAM 3's tracker's,
+    EdgeTAM's): a session of a two-frame clip at its ``image_size``, one point on its first frame, that
+    frame run (its memory written), and frame 1 to run from a copy of it each time (:func:`_output`), so
+    memory attention reads its rotary. Its object-score head's last layer is set to say "present" (weights
+    0, bias 10): with random weights the object is judged absent and every mask is filled with −1024, a
+    constant no change of positions could move. Else no candidates."""
+    import inspect
+
+    parameters = inspect.signature(model.forward).parameters
+    if "inference_session" not in parameters:
+        return []
+    kind = parameters["inference_session"].annotation
+    kind = kind if isinstance(kind, type) else getattr(sys.modules[type(model).__module__], str(kind), None)
+    size = getattr(model.config, "image_size", None)
+    scores = getattr(getattr(model, "mask_decoder", None), "pred_obj_score_head", None)
+    head = getattr(scores, "proj_out", None)
+    if not isinstance(kind, type) or not isinstance(size, int) or not isinstance(head, torch.nn.Linear):
+        return []
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.fill_(10.0)
+    clip = torch.randn(2, 3, size, size, generator=torch.Generator().manual_seed(0))
+    session = kind(video=clip, video_height=size, video_width=size, dtype=torch.float32)
+    point = {"point_coords": torch.tensor([[[[size / 2, size / 2]]]]), "point_labels": torch.tensor([[[1]]])}
+    session.add_point_inputs(session.obj_id_to_idx(1), 0, point)
+    session.obj_with_new_inputs = [1]
+    with torch.no_grad():
+        model(inference_session=session, frame_idx=0)
+    return [{"inference_session": session, "frame_idx": 1}]
 
 
 #: The greedy decode the zoo compares before and after a patch: new tokens after the probe's first ones.

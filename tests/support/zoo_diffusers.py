@@ -160,7 +160,8 @@ _CHECKPOINT_ARGUMENTS: dict[str, dict[str, Any]] = {
             "short_factor": [1.0] * (a["hidden_size"] // a["num_attention_heads"] // 2),
         }
     },
-    "ControlNetUnionModel": {"addition_time_embed_dim": 8},
+    "HunyuanVideoFramepackTransformer3DModel": {"has_image_proj": True, "has_clean_x_embedder": True},
+    "ControlNetUnionModel": {"addition_time_embed_dim": 8, "num_trans_channel": 64, "num_proj_channel": 64},
     "HiDreamImageTransformer2DModel": {
         "patch_size": 2,
         "out_channels": 16,
@@ -338,7 +339,9 @@ def _required(
     Bria Fibo's text encoder's layers (one a block), LTX-2's audio latent and its text, HunyuanDiT's T5 text
     and image sizes, and where required a second timestep (a flow map's), a control image (the latent's
     shape; a UNet ControlNet's of its ``conditioning_channels`` at 8× the latent's side), ERNIE-Image's text
-    and its length, and CogView4's image sizes (1024²)."""
+    and its length, CogView4's image sizes (1024²), I2VGen-XL's frame rate, first frame and image
+    embedding, SparseCtrl's mask of conditioned frames, ControlNet-Union's one control, of type 0, and
+    HunyuanVideo Framepack's image embedding, frame indices and clean latents."""
     latent = inputs.get("sample", inputs.get("hidden_states"))
     out: dict[str, Any] = {}
     text = inputs.get("encoder_hidden_states")
@@ -400,6 +403,20 @@ def _required(
                 out[name] = torch.randn(*shape, generator=generator)
             else:
                 out[name] = torch.randn(latent.shape, generator=generator)
+        elif name == "fps":  # I2VGen-XL's: its clip's frame rate, first frame's latent, image embedding
+            out[name] = torch.tensor([8])
+            out["image_latents"] = torch.randn(latent.shape, generator=generator)
+            width = getattr(config, "cross_attention_dim", None)
+            if "image_embeddings" in names and isinstance(width, int):
+                out["image_embeddings"] = torch.randn(1, width, generator=generator)
+        elif name == "image_embeds" and isinstance(getattr(config, "image_proj_dim", None), int):
+            out[name] = torch.randn(1, _TEXT, config.image_proj_dim, generator=generator)  # Framepack's image
+        elif name == "indices_latents" and latent is not None and latent.dim() == 5:  # its frames' indices,
+            out[name] = torch.arange(latent.shape[2])
+            if getattr(config, "has_clean_x_embedder", False):  # its clean latents and history, same frames
+                for kind in ("clean", "history_2x", "history_4x"):
+                    out[f"latents_{kind}"] = torch.randn(latent.shape, generator=generator)
+                    out[f"indices_latents_{kind}"] = torch.arange(latent.shape[2])
         elif name == "added_time_ids":  # Stable Video Diffusion's: fps, motion bucket, noise augmentation
             out[name] = torch.tensor([[6.0, 127.0, 0.02]])
         elif name == "text_bth" and isinstance(getattr(config, "text_in_dim", None), int):  # ERNIE-Image's
@@ -409,6 +426,13 @@ def _required(
             out[name] = torch.tensor([[1024.0, 1024.0]])
         elif name == "crop_coords":
             out[name] = torch.tensor([[0.0, 0.0]])
+    cond = out.get("controlnet_cond")
+    if "conditioning_mask" in names and cond is not None and cond.dim() == 5:  # SparseCtrl's: every frame
+        out["conditioning_mask"] = torch.ones(1, 1, *cond.shape[2:])
+    types = getattr(config, "num_control_type", None)
+    if "control_type_idx" in names and isinstance(types, int) and cond is not None:  # ControlNet-Union's
+        out["controlnet_cond"], out["control_type_idx"] = [cond], [0]  # one control, of type 0
+        out["control_type"] = torch.eye(types)[:1]
     return out
 
 

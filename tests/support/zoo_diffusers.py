@@ -215,6 +215,7 @@ def build(name: str) -> Any:
 _TEXT_WIDTHS = (
     "caption_channels",
     "joint_attention_dim",
+    "condition_dim",
     "text_dim",
     "cross_attention_dim",
     "text_embed_dim",
@@ -236,8 +237,10 @@ def probe(model: Any) -> list[dict[str, Any]]:
     and its sizes; a latent of its ``sample_size`` (DiT's, which assumes it); each with a timestep, seven
     text tokens (CogVideoX's: its ``max_text_seq_length``) of each width its config names where it takes
     them (:data:`_TEXT_WIDTHS`; none, last, where its text is optional) and what else its forward requires
-    (:func:`_required`). unCLIP's prior: its embeddings; LongCat-AudioDiT: its audio latent and text; a
-    wrapper of one controlnet: that net's, its control in a list. Seeded; sizes a multiple of its patch."""
+    (:func:`_required`); a 1-D (audio) model's latent, channels first, as many frames as its text. unCLIP's
+    prior: its embeddings; LongCat-AudioDiT: its audio latent and text; ACE-Step: its audio latent beside
+    its context; a wrapper of one controlnet: that net's, its control in a list. Seeded; sizes a multiple
+    of its patch."""
     config = getattr(model, "config", None)
     try:
         parameters = inspect.signature(model.forward).parameters
@@ -279,6 +282,17 @@ def probe(model: Any) -> list[dict[str, Any]]:
             }
         ]
     channels = getattr(config, "in_channels", None)
+    acoustic = getattr(config, "audio_acoustic_hidden_dim", None)
+    if "context_latents" in names and isinstance(acoustic, int) and isinstance(channels, int):  # ACE-Step's
+        return [  # 8 frames of audio latent beside its context (source latents and masks: the rest of its
+            {  # input channels), text of its width
+                "hidden_states": torch.randn(1, 8, acoustic, generator=generator),
+                "context_latents": torch.randn(1, 8, channels - acoustic, generator=generator),
+                "encoder_hidden_states": torch.randn(1, _TEXT, config.hidden_size, generator=generator),
+                "timestep": torch.tensor([0.5]),
+                "timestep_r": torch.tensor([0.25]),
+            }
+        ]
     if not isinstance(channels, int):
         return []
     patch = getattr(config, "patch_size", 1) or 1
@@ -310,6 +324,8 @@ def probe(model: Any) -> list[dict[str, Any]]:
     video = torch.randn(1, channels, 2 * patch_t, side_h, side_w, generator=generator)
     image = torch.randn(1, channels, side_h, side_w, generator=generator)
     latents += [{key: video}, {key: video.transpose(1, 2).contiguous()}, {key: image}]
+    if "1D" in type(model).__name__:  # a 1-D model's (audio): its channels first, as many frames as text
+        latents.append({key: torch.randn(1, channels, _TEXT, generator=generator)})  # (MiniMax Music 3's)
     if {"num_frames", "height", "width"} <= names:  # LTX-Video's: a packed latent and its sizes
         packed = torch.randn(1, 2 * side_h * side_w, channels, generator=generator)
         latents.append({key: packed, "num_frames": 2, "height": side_h, "width": side_w})

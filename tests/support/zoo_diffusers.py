@@ -183,6 +183,11 @@ _CHECKPOINT_ARGUMENTS: dict[str, dict[str, Any]] = {
         "max_value": 10.0,
     },
 }
+#: Arguments that turn off what needs torchvision, which diffusers here imports without (Cosmos's padding
+#: mask, resized by torchvision's ``resize``): its positional components are the same either way.
+_WITHOUT_TORCHVISION: dict[str, dict[str, Any]] = {
+    "CosmosTransformer3DModel": {"concat_padding_mask": False},
+}
 #: A wrapper of several controlnets: the class it wraps (one tiny one of it).
 _WRAPS = {
     "FluxMultiControlNetModel": "FluxControlNetModel",
@@ -205,6 +210,7 @@ def build(name: str) -> Any:
     arguments = tiny_arguments(cls)
     for key, value in _CHECKPOINT_ARGUMENTS.get(name, {}).items():
         arguments[key] = value(arguments) if callable(value) else value
+    arguments.update(_WITHOUT_TORCHVISION.get(name, {}))
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -321,7 +327,9 @@ def probe(model: Any) -> list[dict[str, Any]]:
     blocks = getattr(config, "block_out_channels", None)
     if key == "sample" and isinstance(blocks, (list, tuple)):  # a UNet's: halved at each block but the last
         side_h = side_w = 2 ** len(blocks)
-    video = torch.randn(1, channels, 2 * patch_t, side_h, side_w, generator=generator)
+    frames = getattr(config, "video_length", None)  # Latte's table of frames: a clip of its length
+    frames = frames if isinstance(frames, int) and 0 < frames <= 32 else 2 * patch_t
+    video = torch.randn(1, channels, frames, side_h, side_w, generator=generator)
     image = torch.randn(1, channels, side_h, side_w, generator=generator)
     latents += [{key: video}, {key: video.transpose(1, 2).contiguous()}, {key: image}]
     if "1D" in type(model).__name__:  # a 1-D model's (audio): its channels first, as many frames as text
@@ -341,7 +349,11 @@ def probe(model: Any) -> list[dict[str, Any]]:
             inputs = {**latent, "timestep": torch.tensor([0.5])}
             if width is not None:
                 inputs["encoder_hidden_states"] = torch.randn(1, tokens, width, generator=generator)
-            candidates.append({**inputs, **_required(config, names, required, inputs, generator)})
+            drawn = {**inputs, **_required(config, names, required, inputs, generator)}
+            candidates.append(drawn)
+            if "encoder_attention_mask" in drawn and "encoder_attention_mask" not in required:
+                # without the optional mask too (Latte's repeats its text per frame, not the mask)
+                candidates.append({k: v for k, v in drawn.items() if k != "encoder_attention_mask"})
     return candidates
 
 

@@ -244,7 +244,8 @@ def probe(model: Any) -> list[dict[str, Any]]:
     text tokens (CogVideoX's: its ``max_text_seq_length``) of each width its config names where it takes
     them (:data:`_TEXT_WIDTHS`; none, last, where its text is optional) and what else its forward requires
     (:func:`_required`); a 1-D (audio) model's latent, channels first, as many frames as its text. unCLIP's
-    prior: its embeddings; LongCat-AudioDiT: its audio latent and text; ACE-Step: its audio latent beside
+    prior: its embeddings; an autoencoder of representations (RAE): an image of its encoder's input size;
+    LongCat-AudioDiT: its audio latent and text; ACE-Step: its audio latent beside
     its context; a wrapper of one controlnet: that net's, its control in a list. Seeded; sizes a multiple
     of its patch."""
     config = getattr(model, "config", None)
@@ -287,6 +288,9 @@ def probe(model: Any) -> list[dict[str, Any]]:
                 "timestep": torch.tensor([0.5]),
             }
         ]
+    size, colours = getattr(config, "encoder_input_size", None), getattr(config, "num_channels", None)
+    if "sample" in names and isinstance(size, int) and isinstance(colours, int):  # an RAE's image, its size
+        return [{"sample": torch.randn(1, colours, size, size, generator=generator)}]
     channels = getattr(config, "in_channels", None)
     acoustic = getattr(config, "audio_acoustic_hidden_dim", None)
     if "context_latents" in names and isinstance(acoustic, int) and isinstance(channels, int):  # ACE-Step's

@@ -245,9 +245,8 @@ def probe(model: Any) -> list[dict[str, Any]]:
     them (:data:`_TEXT_WIDTHS`; none, last, where its text is optional) and what else its forward requires
     (:func:`_required`); a 1-D (audio) model's latent, channels first, as many frames as its text. unCLIP's
     prior: its embeddings; an autoencoder of representations (RAE): an image of its encoder's input size;
-    LongCat-AudioDiT: its audio latent and text; ACE-Step: its audio latent beside
-    its context; a wrapper of one controlnet: that net's, its control in a list. Seeded; sizes a multiple
-    of its patch."""
+    LongCat-AudioDiT: its audio latent and text; ACE-Step: its audio latent beside its context; a wrapper
+    of one controlnet: that net's, its control in a list. Seeded; sizes a multiple of its patch."""
     config = getattr(model, "config", None)
     try:
         parameters = inspect.signature(model.forward).parameters
@@ -278,12 +277,12 @@ def probe(model: Any) -> list[dict[str, Any]]:
                 "encoder_hidden_states": torch.randn(1, count, width, generator=generator),
             }
         ]
-    latent, text = getattr(config, "latent_dim", None), getattr(config, "dit_text_dim", None)
-    if isinstance(latent, int) and isinstance(text, int):  # LongCat-AudioDiT's: 8 frames of audio latent
+    audio, words = getattr(config, "latent_dim", None), getattr(config, "dit_text_dim", None)
+    if isinstance(audio, int) and isinstance(words, int):  # LongCat-AudioDiT's: 8 frames of audio latent
         return [
             {
-                "hidden_states": torch.randn(1, 8, latent, generator=generator),
-                "encoder_hidden_states": torch.randn(1, _TEXT, text, generator=generator),
+                "hidden_states": torch.randn(1, 8, audio, generator=generator),
+                "encoder_hidden_states": torch.randn(1, _TEXT, words, generator=generator),
                 "encoder_attention_mask": torch.ones(1, _TEXT, dtype=torch.bool),
                 "timestep": torch.tensor([0.5]),
             }

@@ -477,13 +477,23 @@ def _inputs(model: Any) -> dict[str, Any] | str:
     return inputs_of(model)
 
 
+@dataclasses.dataclass(frozen=True)
+class AtCall:
+    """An input made from the model at each run (:func:`_output`): what its pipeline computes with the
+    model's own components (a rotary of its ``rope``: the patched one after the patch) or state the forward
+    writes (a fresh cache each run)."""
+
+    make: Callable[[Any], Any]
+
+
 def _output(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
-    """The main output of ``model`` on ``inputs``; a model with no forward of its own, its parts' (posenc's
-    :func:`posenc.torch.probe.outputs`) flattened into one."""
+    """The main output of ``model`` on ``inputs`` (an :class:`AtCall` made from it now); a model with no
+    forward of its own, its parts' (posenc's :func:`posenc.torch.probe.outputs`) flattened into one."""
     from posenc.torch.probe import outputs
 
     if "inference_session" in inputs:  # a video model's session (:func:`_session`): a fresh copy each run
         inputs = {**inputs, "inference_session": copy.deepcopy(inputs["inference_session"])}
+    inputs = {k: v.make(model) if isinstance(v, AtCall) else v for k, v in inputs.items()}
     torch.manual_seed(0)  # a forward that draws (ViT-MAE's random masking) draws the same each time
     with torch.no_grad():
         out = outputs(model, inputs)
@@ -529,9 +539,11 @@ def _own_error(model: Any, inputs: dict[str, Any], before: torch.Tensor, exact: 
     float32 at any dtype, diffusers' timestep embedding, keeps its float32 error in the unpatched run)."""
     import posenc.torch as pt
 
-    def wide(value: Any) -> Any:  # a composite's inputs are its parts'
+    def wide(value: Any) -> Any:  # a composite's inputs are its parts'; a list's, its items
         if isinstance(value, dict):
             return {k: wide(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(wide(v) for v in value)
         return value.double() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
 
     wide_inputs = wide(inputs)
@@ -723,13 +735,14 @@ def judge(
     model_type: str,
     make: Callable[[], Any],
     folder: bool = True,
-    probe: Callable[[Any], list[dict[str, Any]]] | None = None,
+    probe: Callable[[Any], list[dict[str, Any]] | str] | None = None,
     generates: Callable[[], bool] = lambda: False,
 ) -> Outcome:
     """The model ``make()`` builds through audit → patch → audit → forward → unpatch, as :func:`run` (the
     diffusers zoo, ``tests/support/zoo_diffusers.py``, builds its models its own way; ``folder``: whether
     ``posenc audit DIR`` is to read its saved folder, a transformers model's; ``probe``: candidate inputs
-    for its forward, the first it runs on compared before and after, where posenc's own are none;
+    for its forward, the first it runs on compared before and after, where posenc's own are none (or why
+    its forward cannot run alone);
     ``generates``: whether the model built generates, its greedy tokens then compared too)."""
     import posenc
     import posenc.torch as pt
@@ -738,10 +751,12 @@ def judge(
     try:
         model = make()
         own = _inputs(model)
-        candidates = [None if isinstance(own, str) else own] + (probe(model) if probe is not None else [])
+        drawn = probe(model) if probe is not None else []  # or why its forward cannot be run alone
+        candidates = [None if isinstance(own, str) else own] + ([] if isinstance(drawn, str) else drawn)
         inputs = before = None
         # why posenc has none, where nothing else is tried (the diffusers and timm zoos try their own)
         why = own if isinstance(own, str) and probe is None else "no probe inputs for its kind"
+        why = drawn if isinstance(drawn, str) else why
         unprobed = f"forward not probed ({why})"
         for candidate in (c for c in candidates if c is not None):
             try:  # probe inputs its forward does not take (a detector that wants text too): the next

@@ -21,7 +21,9 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+import types
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -129,8 +131,15 @@ def _inner(arguments: dict[str, Any]) -> int:
 #: Arguments whose default is None (or that a class requires) and that its model cannot be built without,
 #: as a published checkpoint's config gives them (sizes tiny; a callable: of the other arguments).
 _CHECKPOINT_ARGUMENTS: dict[str, dict[str, Any]] = {
-    "HunyuanDiT2DModel": {"in_channels": 4, "patch_size": 2},
-    "HunyuanDiT2DControlNetModel": {"in_channels": 4, "patch_size": 2},
+    # HunyuanDiT's width is its heads × head dim (1408 = 16 × 88; its default 1152 is not); its controlnet's
+    # blocks are half its transformer's layers less one: four layers, one block
+    "HunyuanDiT2DModel": {"in_channels": 4, "patch_size": 2, "hidden_size": _inner},
+    "HunyuanDiT2DControlNetModel": {
+        "in_channels": 4,
+        "patch_size": 2,
+        "hidden_size": _inner,
+        "transformer_num_layers": 4,
+    },
     "Transformer2DModel": {  # DiT's
         "in_channels": 4,
         "out_channels": 8,
@@ -167,6 +176,17 @@ _CHECKPOINT_ARGUMENTS: dict[str, dict[str, Any]] = {
         "out_channels": 16,
         "caption_channels": [32, 32],
         "llama_layers": [0, 1],
+        "axes_dims_rope": (64, 32, 32),  # its ids' three axes (the default names two)
+    },
+    "Kandinsky3UNet": {"layers_per_block": 3},  # its up blocks' shapes hold at three
+    "CosmosControlNetModel": {"model_channels": _inner},
+    "WanAnimateTransformer3DModel": {"motion_encoder_size": 64},  # its face video's side
+    "LTX2VideoDiffusionDecoderModel": {  # a stage a depth, narrow, kernels of 3 (its clip's sides ≥ them)
+        "decoder_stage_channels": (128, 64, 32, 32, 16),
+        "decoder_head_dim": 16,
+        "decoder_stage_depths": (1, 1, 1, 1, 1),
+        "decoder_stage_kernels": ((3, 3, 3),) * 4,
+        "decoder_stage5_kernel": (3, 3, 3),
     },
     "UniDiffuserModel": {"in_channels": 4, "out_channels": 4, "sample_size": 8, "patch_size": 2},
     "ZImageControlNetModel": {
@@ -188,6 +208,18 @@ _CHECKPOINT_ARGUMENTS: dict[str, dict[str, Any]] = {
 _WITHOUT_TORCHVISION: dict[str, dict[str, Any]] = {
     "CosmosTransformer3DModel": {"concat_padding_mask": False},
 }
+#: torchvision's resize of a tensor, nearest (``F.interpolate(mode="nearest")``, as torchvision's own is),
+#: lent to a module that calls it where diffusers imports without torchvision (Cosmos's controlnet resizes
+#: its padding mask with it).
+_NEAREST = types.SimpleNamespace(
+    functional=types.SimpleNamespace(
+        resize=lambda x, size, interpolation: torch.nn.functional.interpolate(
+            x, size=size, mode=interpolation
+        )
+    ),
+    InterpolationMode=types.SimpleNamespace(NEAREST="nearest"),
+)
+_RESIZES = ("CosmosControlNetModel",)
 #: A wrapper of several controlnets: the class it wraps (one tiny one of it).
 _WRAPS = {
     "FluxMultiControlNetModel": "FluxControlNetModel",
@@ -211,6 +243,9 @@ def build(name: str) -> Any:
     for key, value in _CHECKPOINT_ARGUMENTS.get(name, {}).items():
         arguments[key] = value(arguments) if callable(value) else value
     arguments.update(_WITHOUT_TORCHVISION.get(name, {}))
+    module = sys.modules[cls.__module__]
+    if name in _RESIZES and not hasattr(module, "transforms"):
+        module.transforms = _NEAREST
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -235,7 +270,260 @@ _TEXT_WIDTHS = (
 _TEXT = 7
 
 
-def probe(model: Any) -> list[dict[str, Any]]:
+def _randn(generator: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=generator)
+
+
+def _z_image(model: Any, g: torch.Generator) -> dict[str, Any]:  # lists of (C, F, H, W) latents, texts
+    c = model.config
+    return {
+        "x": [_randn(g, c.in_channels, 1, 8, 8)],
+        "t": torch.tensor([0.5]),
+        "cap_feats": [_randn(g, _TEXT, c.cap_feat_dim)],
+    }
+
+
+def _hidream(model: Any, g: torch.Generator) -> dict[str, Any]:  # T5's text, Llama's layers, a pooled text
+    c = model.config
+    return {
+        "hidden_states": _randn(g, 1, c.in_channels, 8, 8),
+        "timesteps": torch.tensor([0.5]),
+        "encoder_hidden_states_t5": _randn(g, 1, _TEXT, c.caption_channels[-1]),
+        "encoder_hidden_states_llama3": _randn(g, len(c.llama_layers), 1, _TEXT, c.caption_channels[0]),
+        "pooled_embeds": _randn(g, 1, c.text_emb_dim),
+    }
+
+
+def _qwen_image_21(model: Any, g: torch.Generator) -> dict[str, Any]:  # text, then the image's 6 slots of 2×2
+    c = model.config
+    return {
+        "hidden_states": _randn(g, 1, 24, c.in_channels),
+        "encoder_hidden_states": _randn(g, 1, _TEXT, c.context_in_dim),
+        "timestep": torch.tensor([0.5]),
+        "img_shapes": [[(1, 4, 6)]],
+        "img_mask": torch.tensor([[False] * _TEXT + [True] * 6]),
+    }
+
+
+def _glm_image(model: Any, g: torch.Generator) -> dict[str, Any]:  # a prior token a patch, none dropped
+    c = model.config
+    return {
+        "hidden_states": _randn(g, 1, c.in_channels, 8, 10),
+        "encoder_hidden_states": _randn(g, 1, _TEXT, c.text_embed_dim),
+        "prior_token_id": torch.randint(0, c.prior_vq_quantizer_codebook_size, (1, 20), generator=g),
+        "prior_token_drop": torch.zeros(1, 20, dtype=torch.bool),
+        "timestep": torch.tensor([0.5]),
+        "target_size": torch.tensor([[1024.0, 1024.0]]),
+        "crop_coords": torch.tensor([[0.0, 0.0]]),
+    }
+
+
+def _lumina_next(
+    model: Any, g: torch.Generator
+) -> dict[str, Any]:  # its pipeline's rotary (384², not its own)
+    from diffusers.models.embeddings import get_2d_rotary_pos_embed_lumina
+
+    c = model.config
+    return {
+        "hidden_states": _randn(g, 1, c.in_channels, 8, 10),
+        "timestep": torch.tensor([0.5]),
+        "encoder_hidden_states": _randn(g, 1, _TEXT, c.cross_attention_dim),
+        "encoder_mask": torch.ones(1, _TEXT, dtype=torch.long),
+        "image_rotary_emb": get_2d_rotary_pos_embed_lumina(model.head_dim, 384, 384),
+        "cross_attention_kwargs": {},
+    }
+
+
+def _omnigen(model: Any, g: torch.Generator) -> dict[str, Any]:  # text ids, its time token, 4×5 patches
+    c = model.config
+    length = _TEXT + 1 + 20
+    return {
+        "hidden_states": _randn(g, 1, c.in_channels, 8, 10),
+        "timestep": torch.tensor([0.5]),
+        "input_ids": torch.randint(0, c.pad_token_id, (1, _TEXT), generator=g),
+        "input_img_latents": [],
+        "input_image_sizes": {},
+        "attention_mask": torch.ones(1, length, length),
+        "position_ids": torch.arange(length)[None],
+    }
+
+
+def _minimax_h3(model: Any, g: torch.Generator) -> dict[str, Any]:  # packed text, video 2×4, audio rows
+    c = model.config
+    patch = c.patch_size[0] * c.patch_size[1] * c.patch_size[2]
+    zeros = torch.zeros(_TEXT, dtype=torch.long)
+    text = torch.stack([torch.arange(_TEXT), zeros, zeros], -1)  # (t, h, w) of each row
+    video = torch.stack([torch.full((8,), _TEXT), torch.arange(8) // 4, torch.arange(8) % 4], -1)
+    audio = torch.stack([_TEXT + 1 + torch.arange(4), zeros[:4], zeros[:4]], -1)
+    return {
+        "hidden_states": _randn(g, 1, 8, c.in_channels * patch),
+        "audio_hidden_states": _randn(g, 1, 4, c.audio_in_channels),
+        "encoder_hidden_states": _randn(g, 1, _TEXT, c.text_dim),
+        "timestep": torch.tensor([0.5]),
+        "timestep_indices": torch.zeros(_TEXT + 12, dtype=torch.long),
+        "token_tags": torch.tensor([1] * _TEXT + [0] * 8 + [2] * 4),  # text 1, video 0, audio 2
+        "position_ids": torch.cat([text, video, audio]),
+        "text_indices": torch.arange(_TEXT),
+        "video_indices": torch.arange(_TEXT, _TEXT + 8),
+        "audio_indices": torch.arange(_TEXT + 8, _TEXT + 12),
+    }
+
+
+def _anyflow(model: Any, g: torch.Generator) -> dict[str, Any]:  # frames first, a time a frame; FAR's chunks
+    c = model.config
+    inputs = {
+        "hidden_states": _randn(g, 1, 2, c.in_channels, 8, 8),
+        "timestep": torch.full((1, 2), 0.5),
+        "r_timestep": torch.full((1, 2), 0.25),
+        "encoder_hidden_states": _randn(g, 1, _TEXT, c.text_dim),
+    }
+    return {**inputs, "chunk_partition": [1, 1]} if "chunk_partition" in vars(c) else inputs
+
+
+def _bria_fibo_2(
+    model: Any, g: torch.Generator
+) -> dict[str, Any]:  # its Perceiver's text, then a block's each
+    c = model.config
+    return {
+        "hidden_states": _randn(g, 1, c.in_channels, 8, 10),
+        "timestep": torch.tensor([0.5]),
+        "encoder_hidden_states": _randn(g, 1, 1 + len(c.injection_layer_ids), _TEXT, c.cap_feat_dim),
+    }
+
+
+def _cosmos_controlnet(model: Any, g: torch.Generator) -> dict[str, Any]:  # control and base latents, no mask
+    c = model.config
+    latent = (1, c.latent_channels - 2, 2, 8, 10)  # its base: the latent, its condition and padding masks
+    return {
+        "controls_latents": _randn(g, *latent),
+        "latents": _randn(g, *latent),
+        "timestep": torch.tensor([0.5]),
+        "encoder_hidden_states": _randn(g, 1, _TEXT, c.text_embed_dim),
+        "condition_mask": torch.zeros(1, 1, 2, 8, 10),
+        "padding_mask": torch.zeros(1, 1, 8, 10),
+    }
+
+
+def _wan_animate(model: Any, g: torch.Generator) -> dict[str, Any]:  # a reference frame, pose, a face video
+    c = model.config
+    return {
+        "hidden_states": _randn(g, 1, c.in_channels, 2, 8, 10),
+        "timestep": torch.tensor([0.5]),
+        "encoder_hidden_states": _randn(g, 1, _TEXT, c.text_dim),
+        "encoder_hidden_states_image": _randn(g, 1, 5, c.image_dim),
+        "pose_hidden_states": _randn(g, 1, c.latent_channels, 1, 8, 10),
+        "face_pixel_values": _randn(g, 1, 3, 4, c.motion_encoder_size, c.motion_encoder_size),
+    }
+
+
+def _wan_animate_2(model: Any, g: torch.Generator) -> dict[str, Any]:  # its reference pass (a fresh cache)
+    from diffusers.models.transformers.transformer_wan_animate_2 import WanAnimate2KVCache
+
+    c = model.config
+    return {
+        "hidden_states": [_randn(g, c.out_dim, 2, 8, 10)],
+        "condition_latents": [_randn(g, c.in_dim - c.out_dim, 2, 8, 10)],
+        "timestep": torch.tensor([0.5]),
+        "encoder_hidden_states": [_randn(g, _TEXT, c.text_dim)],
+        "encoder_hidden_states_image": _randn(g, 1, 5, 1280),
+        "kv_cache": zoo.AtCall(lambda m: WanAnimate2KVCache(m.config.num_layers)),
+        "kv_cache_mode": "extract",
+        "seq_len": 2 * 4 * 5,
+        "offset_grid_sizes": torch.tensor([[2, 4, 5]]),
+    }
+
+
+def _sana_wm(model: Any, g: torch.Generator) -> dict[str, Any]:  # a time a frame, text (1, 1, L, D), its mask
+    c = model.config
+    return {
+        "hidden_states": _randn(g, 1, c.in_channels, 2, 4, 5),
+        "timestep": torch.full((1, 1, 2), 0.5),
+        "encoder_hidden_states": _randn(g, 1, 1, _TEXT, c.caption_channels),
+        "encoder_attention_mask": torch.ones(1, _TEXT),
+    }
+
+
+def _sana_wm_refiner(
+    model: Any, g: torch.Generator
+) -> dict[str, Any]:  # its rope's rotary, as its pipeline's
+    c = model.config
+    return {
+        "hidden_states": _randn(g, 1, 2 * 4 * 5, c.in_channels),
+        "encoder_hidden_states": _randn(g, 1, _TEXT, c.caption_channels),
+        "timestep": torch.full((1, 2 * 4 * 5), 500.0),
+        "video_rotary_emb": zoo.AtCall(
+            lambda m: m.build_rotary_emb_for_absolute_positions(1, [0, 1], 4, 5, torch.device("cpu"), 24.0)
+        ),
+        "encoder_attention_mask": torch.ones(1, _TEXT),
+    }
+
+
+def _kandinsky(model: Any, g: torch.Generator) -> dict[str, Any]:  # channels last; its pipeline's positions
+    c = model.config
+    channels = c.in_visual_dim * 2 + 1 if c.visual_cond else c.in_visual_dim  # its condition and mask too
+    inputs = {
+        "hidden_states": _randn(g, 1, 2, 8, 10, channels),
+        "encoder_hidden_states": _randn(g, 1, _TEXT, c.in_text_dim),
+        "timestep": torch.tensor([0.5]),
+        "pooled_projections": _randn(g, 1, c.in_text_dim2),
+    }
+    if "in_audio_dim" in vars(c):  # Kandinsky 6: its audio latent and text mask
+        inputs["audio_hidden_states"] = _randn(g, 1, 8, c.in_audio_dim)
+        inputs["encoder_attention_mask"] = torch.ones(1, _TEXT, dtype=torch.bool)
+    else:  # Kandinsky 5: its positions given
+        inputs["visual_rope_pos"] = [torch.arange(2), torch.arange(4), torch.arange(5)]
+        inputs["text_rope_pos"] = torch.arange(_TEXT)
+    return inputs
+
+
+def _kandinsky_sr(
+    model: Any, g: torch.Generator
+) -> dict[str, Any]:  # its anchor (zeros) and mask; 8×16 tokens
+    c = model.config
+    return {"hidden_states": _randn(g, 1, 2, 8, 16, 2 * c.in_visual_dim + 1), "timestep": torch.tensor([0.5])}
+
+
+#: Inputs of a forward whose signature is its own (not a latent, a timestep and text the probe draws from its
+#: config): the class's name → its inputs, from the model and a generator.
+_OWN_INPUTS: dict[str, Callable[[Any, torch.Generator], dict[str, Any]]] = {
+    "ZImageTransformer2DModel": _z_image,
+    "HiDreamImageTransformer2DModel": _hidream,
+    "QwenImage21Transformer2DModel": _qwen_image_21,
+    "GlmImageTransformer2DModel": _glm_image,
+    "LuminaNextDiT2DModel": _lumina_next,
+    "OmniGenTransformer2DModel": _omnigen,
+    "MiniMaxH3Transformer3DModel": _minimax_h3,
+    "AnyFlowTransformer3DModel": _anyflow,
+    "AnyFlowFARTransformer3DModel": _anyflow,
+    "BriaFibo2Transformer2DModel": _bria_fibo_2,
+    "CosmosControlNetModel": _cosmos_controlnet,
+    "WanAnimateTransformer3DModel": _wan_animate,
+    "WanAnimate2Transformer3DModel": _wan_animate_2,
+    "SanaWMTransformer3DModel": _sana_wm,
+    "SanaWMLTX2RefinerTransformer3DModel": _sana_wm_refiner,
+    "Kandinsky5Transformer3DModel": _kandinsky,
+    "Kandinsky6Transformer3DModel": _kandinsky,
+    "Kandinsky6SRTransformer3DModel": _kandinsky_sr,
+    "AnimaTextConditioner": lambda m, g: {
+        "source_hidden_states": _randn(g, 1, _TEXT, m.config.source_dim),
+        "target_input_ids": torch.randint(0, m.config.target_vocab_size, (1, _TEXT), generator=g),
+    },
+    "UNetControlNetXSModel": lambda m, g: {  # a control image 8× its latent's side
+        "sample": _randn(g, 1, 4, 16, 16),
+        "timestep": torch.tensor([0.5]),
+        "encoder_hidden_states": _randn(g, 1, _TEXT, m.config.cross_attention_dim),
+        "controlnet_cond": _randn(g, 1, m.config.ctrl_conditioning_channels, 128, 128),
+    },
+    "LTX2VideoDiffusionDecoderModel": lambda m, g: {"z": _randn(g, 1, m.config.latent_channels, 2, 3, 3)},
+}
+#: Why a model's forward cannot be run alone.
+_NO_FORWARD = {
+    "MotionAdapter": "its forward computes nothing: it holds the motion modules a UNetMotionModel loads, "
+    "whose row runs them",
+}
+
+
+def probe(model: Any) -> list[dict[str, Any]] | str:
     """Candidate inputs for a diffusers model's forward, from its config (the zoo runs the first it takes):
     Flux's packed latent with its ``img_ids`` and ``txt_ids``; Qwen-Image's with its ``img_shapes``; a video
     latent ``(1, C, F, H, W)``, frames first ``(1, F, C, H, W)`` (CogVideoX's); an image latent
@@ -246,7 +534,14 @@ def probe(model: Any) -> list[dict[str, Any]]:
     (:func:`_required`); a 1-D (audio) model's latent, channels first, as many frames as its text. unCLIP's
     prior: its embeddings; an autoencoder of representations (RAE): an image of its encoder's input size;
     LongCat-AudioDiT: its audio latent and text; ACE-Step: its audio latent beside its context; a wrapper
-    of one controlnet: that net's, its control in a list. Seeded; sizes a multiple of its patch."""
+    of one controlnet: that net's, its control in a list; a video UNet's text a frame (AnimateDiff's, whose
+    pipeline repeats it). A forward whose signature is its own: its :data:`_OWN_INPUTS`; one that cannot run
+    alone: why (:data:`_NO_FORWARD`). Seeded; sizes a multiple of its patch."""
+    name = type(model).__name__
+    if name in _NO_FORWARD:
+        return _NO_FORWARD[name]
+    if name in _OWN_INPUTS:
+        return [_OWN_INPUTS[name](model, torch.Generator().manual_seed(0))]
     config = getattr(model, "config", None)
     try:
         parameters = inspect.signature(model.forward).parameters
@@ -260,8 +555,9 @@ def probe(model: Any) -> list[dict[str, Any]]:
             if "controlnet_cond" in inputs:
                 inputs = {**inputs, "controlnet_cond": [inputs["controlnet_cond"]]}
                 inputs["conditioning_scale"] = [1.0]
-                if "controlnet_mode" in names:  # Flux's: control mode 0
-                    inputs["controlnet_mode"] = [torch.tensor([0])]
+                if "controlnet_mode" in names:  # Flux's: control mode 0, a tuple back (as its pipeline
+                    inputs["controlnet_mode"] = [torch.tensor([0])]  # asks: its nets' outputs unpacked as
+                    inputs["return_dict"] = False  # a dict would be their keys)
             wrapped.append({k: v for k, v in inputs.items() if k in names})
         return wrapped
     variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
@@ -354,6 +650,9 @@ def probe(model: Any) -> list[dict[str, Any]]:
                 inputs["encoder_hidden_states"] = torch.randn(1, tokens, width, generator=generator)
             drawn = {**inputs, **_required(config, names, required, inputs, generator)}
             candidates.append(drawn)
+            if key == "sample" and drawn[key].dim() == 5 and width is not None:  # its text a frame
+                per_frame = drawn["encoder_hidden_states"].repeat(drawn[key].shape[2], 1, 1)
+                candidates.append({**drawn, "encoder_hidden_states": per_frame})
             if "encoder_attention_mask" in drawn and "encoder_attention_mask" not in required:
                 # without the optional mask too (Latte's repeats its text per frame, not the mask)
                 candidates.append({k: v for k, v in drawn.items() if k != "encoder_attention_mask"})

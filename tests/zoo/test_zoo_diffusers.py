@@ -2,14 +2,16 @@
 positional component, found by enumeration, is listed in ``docs/data/zoo-diffusers.json``
 (``scripts/zoo.py --library diffusers`` writes it and ``docs/zoo-diffusers.md``); a representative subset —
 timesteps and a 3-D table made exact, Flux's rotary of position ids, Wan's rotary of a latent's grid
-(HunyuanVideo's: tests/torch/test_computed.py), an all-zero table, SD3's table, LTX-Video's rotary
-— runs again here and must end in its recorded state, every exact one proven on its own forward too."""
+(HunyuanVideo's: tests/torch/test_computed.py), an all-zero table, SD3's table, LTX-Video's rotary, the
+rotary SANA-WM's refiner's pipeline makes with its rope — runs again here and must end in its recorded state,
+every exact one proven on its own forward too."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("diffusers")
 
@@ -27,6 +29,8 @@ SUBSET = {
     "PriorTransformer": "exact",
     "SD3Transformer2DModel": "exact",  # its 2-D sin-cos table already exact, its timesteps made exact
     "LTXVideoTransformer3DModel": "exact",  # LTX-Video's rotary of its packed latent's frames, rows, columns
+    # a rotary its pipeline computes with the model's own rope, made again at each run (zoo.AtCall)
+    "SanaWMLTX2RefinerTransformer3DModel": "exact",
 }
 
 
@@ -40,3 +44,19 @@ def test_a_diffusers_model_ends_exact_or_declined_with_its_reason(name: str) -> 
     zoo.check_outcome(outcome, SUBSET[name], DATA)
     if SUBSET[name] == "exact":
         assert outcome.why.startswith("outputs within 1e-4"), outcome.why  # its own forward, before and after
+
+
+def test_an_input_made_at_call_is_made_from_the_model_as_it_is_then() -> None:
+    class Net(torch.nn.Module):  # a forward given a rotary its pipeline computes with the model's own rope
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = 1.0
+
+        def forward(self, x: torch.Tensor, rotary: torch.Tensor) -> torch.Tensor:
+            return x * rotary
+
+    net = Net()
+    inputs = {"x": torch.ones(2), "rotary": zoo.AtCall(lambda m: torch.full((2,), m.scale))}
+    assert zoo._output(net, inputs).tolist() == [1.0, 1.0]
+    net.scale = 2.0  # its rope patched: the next run's rotary is the patched one's
+    assert zoo._output(net, inputs).tolist() == [2.0, 2.0]

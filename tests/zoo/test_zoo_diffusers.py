@@ -2,9 +2,10 @@
 positional component, found by enumeration, is listed in ``docs/data/zoo-diffusers.json``
 (``scripts/zoo.py --library diffusers`` writes it and ``docs/zoo-diffusers.md``); a representative subset —
 timesteps and a 3-D table made exact, Flux's rotary of position ids, Wan's rotary of a latent's grid
-(HunyuanVideo's: tests/torch/test_computed.py), an all-zero table, SD3's table, LTX-Video's rotary, the
-rotary SANA-WM's refiner's pipeline makes with its rope — runs again here and must end in its recorded state,
-every exact one proven on its own forward too."""
+(HunyuanVideo's: tests/torch/test_computed.py), an all-zero table, SD3's table, LTX-Video's rotary
+— runs again here and must end in its recorded state, every exact one proven on its own forward too; an input
+the zoo makes from the model at each run (a rotary a pipeline makes with the model's rope) is made from the
+model as it is then."""
 
 from __future__ import annotations
 
@@ -29,8 +30,6 @@ SUBSET = {
     "PriorTransformer": "exact",
     "SD3Transformer2DModel": "exact",  # its 2-D sin-cos table already exact, its timesteps made exact
     "LTXVideoTransformer3DModel": "exact",  # LTX-Video's rotary of its packed latent's frames, rows, columns
-    # a rotary its pipeline computes with the model's own rope, made again at each run (zoo.AtCall)
-    "SanaWMLTX2RefinerTransformer3DModel": "exact",
 }
 
 

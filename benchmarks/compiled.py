@@ -21,6 +21,10 @@ posenc's replaces) on the same positions, and a module that only returns a slice
 compiled or exported call costs before it does anything (torch's guards and wrappers: a few hundredths of
 a millisecond, which calls of under a millisecond show as a ratio).
 
+Where the compiled time goes, for ``Timesteps`` and ``apply_rotary`` (each graph holds one posenc operator):
+in the same alternation, that operator called directly and a compiled call on the same inputs that only
+returns a slice of one; what the compiled call costs beyond the two is posenc's share.
+
 Results go to ``--json`` (default ``benchmarks/results/compiled.json``); ``--doc`` also writes the table of
 ``docs/performance.md`` between its ``<!-- compiled:start -->`` and ``<!-- compiled:end -->`` lines (another
 dtype's: ``<!-- compiled-bfloat16:start -->`` ...).
@@ -61,6 +65,23 @@ def _alternate(calls: dict[str, Callable[[], object]], repeat: int) -> dict[str,
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+class _First(torch.nn.Module):
+    """A module that only returns a slice of its first input: a compiled call's cost before it does
+    anything, on the same inputs (the same guards)."""
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return args[0][:1]
+
+
+#: For the cases whose graph holds one posenc operator: that operator called directly on the case's inputs.
+_OPERATORS: dict[str, Callable[..., object]] = {
+    "Timesteps, 1000 timesteps": lambda t: torch.ops.posenc.exact(
+        t, None, 256, 10000.0, 0.0, 1.0, "cos_sin", "zero", "float32"
+    ),
+    "apply_rotary, q/k (1, 8, 2048, 64)": lambda q, k, c, s: torch.ops.posenc.rotate_half(q, k, c, s, 1),
+}
+
+
 def _exported(module: torch.nn.Module, args: tuple, dynamic: dict | None) -> Callable[..., object]:
     return torch.export.export(module, args, dynamic_shapes=dynamic).module()
 
@@ -80,7 +101,7 @@ def _cases(dtype: torch.dtype) -> list[tuple[str, torch.nn.Module, tuple, dict |
         def forward(self, x: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
             return self.inner(x, offset=offset)
 
-    timesteps = pt.Timesteps(256, True, 0.0)
+    timesteps, moments = pt.Timesteps(256, True, 0.0), torch.rand(1000) * 1000
     config = {
         "head_dim": 64,
         "rope_theta": 500000.0,
@@ -128,7 +149,7 @@ def _cases(dtype: torch.dtype) -> list[tuple[str, torch.nn.Module, tuple, dict |
             {"x": {1: length}, "offset": None},
             True,
         ),
-        ("Timesteps, 1000 timesteps", timesteps, (torch.rand(1000) * 1000,), {"timesteps": {0: n}}, True),
+        ("Timesteps, 1000 timesteps", timesteps, (moments,), {"timesteps": {0: n}}, True),
         ("rotary cos/sin, (1, 2048)", rotary, (q, rope_ids), rope_dynamic, True),
         ("rotary cos/sin, a decode step (1, 1)", rotary, (q, step_ids), None, True),
         ("apply_rotary, q/k (1, 8, 2048, 64)", Apply(), (q, k, cos, sin), None, True),
@@ -174,14 +195,16 @@ def main(argv: list[str] | None = None) -> int:
             for other in (compiled(*call_args), exported(*call_args)) if bar else ():  # the same bits
                 pairs = zip(other, want, strict=True) if isinstance(want, tuple) else [(other, want)]
                 assert all(torch.equal(a, b) for a, b in pairs), name
-            times = _alternate(
-                {
-                    "eager": lambda m=module, a=call_args: m(*a),
-                    "compile": lambda m=compiled, a=call_args: m(*a),
-                    "export": lambda m=exported, a=call_args: m(*a),
-                },
-                args.repeat,
-            )
+            calls = {
+                "eager": lambda m=module, a=call_args: m(*a),
+                "compile": lambda m=compiled, a=call_args: m(*a),
+                "export": lambda m=exported, a=call_args: m(*a),
+            }
+            if name in _OPERATORS:  # where the compiled time goes: its operator, and a call doing nothing
+                nothing = torch.compile(_First(), fullgraph=True)
+                calls["operator"] = lambda f=_OPERATORS[name], a=call_args: f(*a)
+                calls["nothing"] = lambda m=nothing, a=call_args: m(*a)
+            times = _alternate(calls, args.repeat)
             rows.append({"case": name, **{k: v * 1e3 for k, v in times.items()}})
             for mode in ("compile", "export") if bar else ():
                 targets.append(target(f"{name}: {mode} / eager", times[mode] / times["eager"], "<= 1.1"))
@@ -264,6 +287,19 @@ def _write_doc(record: dict) -> None:
                 f"| {row['case']} | {row['eager']:.3f} ms | {row['compile']:.3f} ms | "
                 f"{row['export']:.3f} ms | {row['compile'] / row['eager']:.2f}× | "
                 f"{row['export'] / row['eager']:.2f}× |"
+            )
+    lines += [
+        "",
+        "| where the compiled time goes | eager | its operator alone | a compiled call doing nothing "
+        "| `torch.compile` | compiled − operator − nothing |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in record["rows"]:
+        if "operator" in row:
+            rest = row["compile"] - row["operator"] - row["nothing"]
+            lines.append(
+                f"| {row['case']} | {row['eager']:.3f} ms | {row['operator']:.3f} ms | "
+                f"{row['nothing']:.3f} ms | {row['compile']:.3f} ms | {rest:+.3f} ms |"
             )
     lines += ["", "| compiled model | unpatched | patched | patched / unpatched |", "|---|---|---|---|"]
     for row in record["rows"]:

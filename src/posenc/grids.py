@@ -39,6 +39,8 @@ __all__ = [
     "mae_2d",
     "positional_encodings_nd",
     "timm_2d",
+    "timm_rope",
+    "timm_rope_coordinates",
 ]
 
 
@@ -626,14 +628,30 @@ def dinov3_rope(
     """
     height, width = _shape_pair("feat_shape", feat_shape)
     options = dinov3_frequencies(dim, temperature=temperature, min_period=min_period, max_period=max_period)
-    if grid_indexing not in ("ij", "xy"):
-        raise ValueError(f"grid_indexing must be 'ij' or 'xy'; got {grid_indexing!r}")
-    out_dtype = validation.dtype(dtype)
     _cells("feat_shape", (height, width))
-    validation.fits_in_memory((height * width, 2 * dim), out_dtype)
     coordinates = dinov3_coordinates(
         (height, width), normalize_coords=normalize_coords, grid_offset=grid_offset
     )
+    return _axial_rope(coordinates, dim, options, grid_indexing, rotate_half, dtype)
+
+
+def _axial_rope(
+    coordinates: tuple[np.ndarray, np.ndarray],
+    dim: int,
+    options: dict[str, float],
+    grid_indexing: str,
+    rotate_half: bool,
+    dtype: npt.DTypeLike,
+) -> np.ndarray:
+    """timm's axial rotary embedding ``(H·W, 2·dim)`` = [sin | cos] of a grid whose axes hold
+    ``coordinates`` (h's, w's), at the dim/4 frequencies the core ``options`` give a block of dim/2
+    columns: the first axis' angles, then the second's (``grid_indexing`` "ij": h first; "xy": w first),
+    each value repeated as the layout repeats it (``rotate_half``: [s | s], else pair by pair)."""
+    if grid_indexing not in ("ij", "xy"):
+        raise ValueError(f"grid_indexing must be 'ij' or 'xy'; got {grid_indexing!r}")
+    out_dtype = validation.dtype(dtype)
+    height, width = len(coordinates[0]), len(coordinates[1])
+    validation.fits_in_memory((height * width, 2 * dim), out_dtype)
     order = (0, 1) if grid_indexing == "ij" else (1, 0)
     values = grid(
         (height, width),
@@ -648,6 +666,65 @@ def dinov3_rope(
     if rotate_half:
         return np.concatenate([sines, sines, cosines, cosines], axis=-1)
     return np.concatenate([np.repeat(sines, 2, axis=-1), np.repeat(cosines, 2, axis=-1)], axis=-1)
+
+
+def timm_rope_coordinates(
+    feat_shape: tuple[int, int],
+    *,
+    grid_offset: float = 0.0,
+    ref_feat_shape: tuple[int, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The coordinates of timm's axial rotary on an index grid (``RotaryEmbeddingCat`` with
+    ``in_pixels=False``: EVA-02's, Perception Encoder's), one array per axis, as timm's code forms them in
+    float32: k + grid_offset, and with a ``ref_feat_shape`` (the grid it was trained at) (k + grid_offset) / n
+    · r, n the axis' size and r its reference size, each operation rounded to float32 (returned as float64).
+
+    >>> timm_rope_coordinates((2, 3), ref_feat_shape=(4, 4))
+    (array([0., 2.]), array([0.        , 1.33333337, 2.66666675]))
+    """
+    height, width = _shape_pair("feat_shape", feat_shape)
+    _cells("feat_shape", (height, width))
+    offset = np.float32(validation.real("grid_offset", grid_offset))
+    references = None if ref_feat_shape is None else _shape_pair("ref_feat_shape", ref_feat_shape)
+    axes = []
+    for axis, size in enumerate((height, width)):
+        values = np.arange(size, dtype=np.float32) + offset
+        if references is not None:
+            values = values / np.float32(size) * np.float32(references[axis])
+        axes.append(values.astype(np.float64))
+    return axes[0], axes[1]
+
+
+def timm_rope(
+    feat_shape: tuple[int, int],
+    dim: int,
+    *,
+    temperature: float = 10000.0,
+    grid_offset: float = 0.0,
+    ref_feat_shape: tuple[int, int] | None = None,
+    grid_indexing: str = "ij",
+    rotate_half: bool = False,
+    dtype: npt.DTypeLike = "float32",
+) -> np.ndarray:
+    """timm's axial rotary on an index grid (``RotaryEmbeddingCat(in_pixels=False).get_embed``: EVA-02's,
+    Perception Encoder's): ``(H·W, 2·dim)`` = [sin | cos], rows h·W + w.
+
+    Each cell's angles are its coordinates (:func:`timm_rope_coordinates`) times the dim/4 frequencies
+    ω_i = temperature^(−i/(dim/4)): the first axis' dim/4 angles, then the second's (``grid_indexing`` "ij":
+    h then w; "xy": w then h); ``rotate_half`` repeats the dim/2 sines as [s | s], else pair by pair
+    (s_0, s_0, s_1, s_1, ...), and the cosines alike. Each value is the exact one rounded once to ``dtype``.
+
+    >>> pe = timm_rope((1, 3), 8)  # coordinates (0, 0), (0, 1), (0, 2); ω_0 = 1, ω_1 = 1/100
+    >>> pe.shape, pe[2, :8].round(4)  # sin of 0 · ω_i (pairs), then of 2 · ω_i
+    ((3, 16), array([0.    , 0.    , 0.    , 0.    , 0.9093, 0.9093, 0.02  , 0.02  ], dtype=float32))
+    """
+    dim = _width("dim", dim, 4)
+    base = validation.real("temperature", temperature, usual="EVA-02: 10000")
+    if base <= 0:
+        raise ValueError(f"temperature must be positive (EVA-02: 10000); got {temperature!r}")
+    coordinates = timm_rope_coordinates(feat_shape, grid_offset=grid_offset, ref_feat_shape=ref_feat_shape)
+    options = {"base": float(base), "shift": 0.0, "scale": 1.0}
+    return _axial_rope(coordinates, dim, options, grid_indexing, rotate_half, dtype)
 
 
 def _mask(mask: npt.ArrayLike) -> np.ndarray:

@@ -38,6 +38,19 @@ from typing import Any
 
 import torch
 
+
+def warm_sines() -> None:
+    """torch 2.13's CPU ``sin`` (AVX-512, two threads) is, in about one process in eight, off by up to 1.5e-4
+    on the first call of the process, in the half of a float32 tensor of 8192 values its second thread
+    computes (the second call is right): a model whose table is built by that call (timm's EVA-02 rotary)
+    holds a table posenc's proof then rightly finds outside float32 rounding of its formula, and its row
+    would change from run to run. Each zoo process makes that first call on zeros, before any model."""
+    torch.zeros(8192).sin()
+    torch.zeros(8192).cos()
+
+
+warm_sines()
+
 #: The fields that count layers, heads, widths and experts, and what a tiny model sets them to.
 _LAYERS = (
     "num_hidden_layers",

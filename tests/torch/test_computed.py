@@ -786,7 +786,7 @@ def test_a_dinov3_rope_of_other_values_is_declined() -> None:
     model = _dinov3_model()
     model.rope.temperature = 101.0  # its attributes no longer say what it computes
     (left,) = pt.patch(model).components
-    assert not left.replaced and left.reason.startswith("not the DINOv3 rotary its attributes name")
+    assert not left.replaced and left.reason.startswith("not DINOv3's rotary its attributes name")
     assert not posenc.audit(model, samples=16).components[0].judged
 
 
@@ -822,6 +822,96 @@ def test_frequencies_held_as_a_trained_parameter_are_declined_as_weights() -> No
     assert left.reason.startswith("its frequencies are a trained parameter (freqs: (2, 2, 2, 16))")
     judged = posenc.audit(model, samples=16)
     assert not any(c.judged for c in judged.components if c.path == "rope")
+
+
+# --- timm's axial rotary of an index grid (RotaryEmbeddingCat: EVA-02's, Perception Encoder's) ------------
+
+#: EVA-02's (a reference grid), Perception Encoder's (offset 1, xy), and the halves layout without one.
+TIMM_ROPE_OPTIONS = {
+    "eva02": {"ref_feat_shape": (4, 4)},
+    "pe": {"ref_feat_shape": (8, 6), "grid_offset": 1.0, "grid_indexing": "xy"},
+    "halves": {"rotate_half": True, "temperature": 100.0},
+}
+
+
+def test_timm_rope_is_correctly_rounded_at_its_coordinates() -> None:
+    """mpmath: sin and cos of c · 10000^(−i/(dim/4)), c each axis' coordinate as timm forms it in float32
+    ((k + 1) / n · r: EVA-02's reference grid, Perception Encoder's offset), each rounded once; w first
+    (xy)."""
+    mpmath.mp.prec = 120
+    dim, shape, options = 16, (3, 5), TIMM_ROPE_OPTIONS["pe"]
+    values = grids.timm_rope(shape, dim, **options)
+    coordinates = grids.timm_rope_coordinates(shape, grid_offset=1.0, ref_feat_shape=(8, 6))
+    assert coordinates[1][2] == float(np.float32(np.float32(3.0) / np.float32(5.0)) * np.float32(6.0))
+    for h, w in [(0, 0), (1, 3), (2, 4)]:
+        cell = (h, w)
+        for column in range(dim // 2):  # the dim/2 sines: w's dim/4, then h's; pair by pair in the row
+            axis = 1 if column < dim // 4 else 0
+            c = mpmath.mpf(float(coordinates[axis][cell[axis]]))
+            omega = mpmath.power(10000, -mpmath.mpf(column % (dim // 4)) / (dim // 4))
+            row = values[h * shape[1] + w]
+            sine = reference.round_to(mpmath.sin(c * omega), "float32")
+            assert row[2 * column] == row[2 * column + 1] == sine
+            assert row[dim + 2 * column] == reference.round_to(mpmath.cos(c * omega), "float32")
+
+
+def _timm_rope_model(feat_shape=(6, 9), **options):
+    from tests.support.timm_sincos import pos_embed_sincos
+
+    rope = pos_embed_sincos().RotaryEmbeddingCat(
+        32, in_pixels=False, feat_shape=None if feat_shape is None else list(feat_shape), **options
+    )
+    model = nn.Sequential()
+    model.add_module("rope", rope)
+    return model
+
+
+@pytest.mark.parametrize("name", list(TIMM_ROPE_OPTIONS))
+def test_a_timm_axial_rope_is_judged_patched_exact_and_given_back(name: str) -> None:
+    options = TIMM_ROPE_OPTIONS[name]
+    model = _timm_rope_model(**options)
+    original = model.rope
+    before = original.get_embed().clone()
+    judged = posenc.audit(model, samples=32)
+    (component,) = judged.components  # its cache of its grid is not a table of its own
+    assert component.kind == "computed" and component.judged
+
+    report = pt.patch(model)
+    (replaced,) = report.replaced
+    assert replaced.variant == "timm-rope" and replaced.difference <= replaced.tolerance
+    assert isinstance(model.rope, computed.TimmRope)
+    exact = grids.timm_rope((6, 9), 32, **options)
+    assert np.array_equal(model.rope.get_embed().numpy(), exact)  # bit for bit: each value rounded once
+    assert np.array_equal(model.rope.get_embed((4, 3)).numpy(), exact)  # a cache: its grid's, as timm's
+    assert (model.rope.get_embed() - before).abs().max() <= replaced.tolerance
+    x = torch.randn(2, 32, 6, 9)
+    assert torch.allclose(model.rope(x), original(x), atol=1e-5)  # its rotation, as timm's
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert model.rope is original and torch.equal(original.get_embed(), before)
+
+
+def test_a_timm_axial_rope_of_any_grid_is_computed_exactly_for_each() -> None:
+    model = _timm_rope_model(feat_shape=None, ref_feat_shape=(4, 4))  # a dynamic image size: no cache
+    original = model.rope
+    (replaced,) = pt.patch(model).replaced
+    for shape in [(5, 7), (4, 4), (16, 16)]:
+        mine = model.rope.get_embed(shape)
+        assert np.array_equal(mine.numpy(), grids.timm_rope(shape, 32, ref_feat_shape=(4, 4)))
+        assert torch.allclose(mine, original.get_embed(list(shape)), atol=replaced.tolerance)
+    batch = model.rope.get_batch_embeds([(2, 3), (6, 9)], seq_len=60)
+    assert batch.shape == (2, 60, 64) and not batch[0, 6:].any()
+
+
+def test_a_timm_axial_rope_of_pixel_bands_is_declined_with_its_reason() -> None:
+    from tests.support.timm_sincos import pos_embed_sincos
+
+    model = nn.Sequential()
+    model.add_module("rope", pos_embed_sincos().RotaryEmbeddingCat(32, in_pixels=True, feat_shape=[6, 9]))
+    (left,) = pt.patch(model).components
+    assert not left.replaced and "pixel frequencies" in left.reason
+    (component,) = posenc.audit(model, samples=16).components
+    assert not component.judged and "pixel frequencies" in component.note
 
 
 # --- V-JEPA 2's rotary, computed in its attention layer -------------------------------------------------

@@ -353,9 +353,11 @@ DETR_SHAPE = (48, 64)
 
 
 def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any, proof: Any = None) -> ComponentAudit:
-    """DINOv3's rotary (:func:`posenc.torch.computed.read_dinov3`): its ``get_embed`` of a
-    :data:`DETR_SHAPE` grid against :func:`posenc.grids.dinov3_rope`, once proven of the form its attributes
-    name; else not judged, with the reason."""
+    """DINOv3's rotary (:func:`posenc.torch.computed.read_dinov3`) or timm's axial rotary of an index grid
+    (:func:`posenc.torch.computed.read_timm_rope`): its ``get_embed`` of a :data:`DETR_SHAPE` grid (one
+    that caches its own grid's: of that grid) against :func:`posenc.grids.dinov3_rope` or
+    :func:`posenc.grids.timm_rope`, once proven of the form its attributes name; else not judged, with the
+    reason."""
     import torch
 
     from ..torch import computed
@@ -369,24 +371,30 @@ def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any, proof: A
         proof = exact if isinstance(exact, str) else computed.prove_dinov3(module, exact)
     if isinstance(exact, str) or isinstance(proof, str):
         return ComponentAudit(path, "computed", None, f"{name}: {exact if isinstance(exact, str) else proof}")
+    timm = isinstance(exact, computed.TimmRope)
+    shape = exact.feat_shape if timm and exact.feat_shape is not None else DETR_SHAPE  # a cache: its grid's
     with torch.no_grad(), computed.in_eval(module):  # its inference values: in training it may draw
-        embed = module.get_embed(shape=list(DETR_SHAPE))
+        embed = module.get_embed(shape=list(shape))
     rows = embed.detach().to("cpu", torch.float64).numpy()
     dtype = str(embed.dtype).removeprefix("torch.")
-    height, width = DETR_SHAPE
+    height, width = shape
     what = f"{name}: its get_embed of a {height}×{width} grid, row h·{width} + w"
     target = Target("table", what, lambda positions: rows[positions], dtype, len(rows), rows.shape[1])
     options = {
-        "feat_shape": DETR_SHAPE,
+        "feat_shape": shape,
         "temperature": exact.temperature,
-        "min_period": exact.min_period,
-        "max_period": exact.max_period,
-        "normalize_coords": exact.normalize_coords,
         "grid_offset": exact.grid_offset,
         "grid_indexing": exact.grid_indexing,
         "rotate_half": exact.rotate_half,
     }
-    variant = Variant("dinov3-rope", options, "read from its attributes (timm's DINOv3 form)", True, 0.0)
+    if timm:
+        options["ref_feat_shape"] = exact.ref_feat_shape
+        variant = Variant("timm-rope", options, "read from its attributes (timm's axial rotary)", True, 0.0)
+    else:
+        options.update(
+            min_period=exact.min_period, max_period=exact.max_period, normalize_coords=exact.normalize_coords
+        )
+        variant = Variant("dinov3-rope", options, "read from its attributes (timm's DINOv3 form)", True, 0.0)
     report = report_of(target, variant, dtype, (0, len(rows)), samples, check_tolerance(tol))
     kinds = [f.kind for f in report.findings]
     if (
@@ -402,10 +410,11 @@ def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any, proof: A
             f"{name} computes its coordinates, its periods and 2π·c / period in float32: its values are "
             f"within that code's rounding of them (up to {proof[1]:.3g}) on probe grids",
             {"max_abs": report.max_abs, "allowed": proof[1]},
-            fix=f"{FIX}: it becomes posenc.torch.computed.DinoV3Rope, exact at its coordinates",
+            fix=f"{FIX}: it becomes posenc.torch.computed.{type(exact).__name__}, exact at its coordinates",
         )
         report = dataclasses.replace(report, findings=[finding])
-    note = f"DINOv3's rotary of a {height}×{width} grid's coordinates"
+    kind = "timm's axial rotary" if timm else "DINOv3's rotary"
+    note = f"{kind} of a {height}×{width} grid's coordinates"
     return ComponentAudit(path, "computed", report, note)
 
 
@@ -788,7 +797,8 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
         report = report_of(target, variant, "float32", (0, len(rows)), samples, check_tolerance(tol))
         return [ComponentAudit(path, "computed", report, f"RT-DETR's 2-D sine (its {computed.GRID_METHOD})")]
     dinov3 = computed.read_dinov3(module)
-    if dinov3 is not None:  # DINOv3's rotary: its get_embed of a grid, cell by cell, as a table
+    dinov3 = computed.read_timm_rope(module) if dinov3 is None else dinov3
+    if dinov3 is not None:  # DINOv3's rotary, timm's axial one: its get_embed of a grid, as a table
         return [_dinov3(path, module, dinov3, samples, tol)]
     exact = forms.read(module)
     if exact is not None:  # a rotary posenc reads by its form: as a table or as a rotary, by its kind

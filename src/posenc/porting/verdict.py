@@ -45,9 +45,10 @@ GRIDS = {
     "positional-encodings-3d": ("positional_encodings_nd", "channels"),
     "detr-2d": ("detr_grid", "d_model"),  # measured by the model audit (a DETR sine's rows); not identified
     "dinov3-rope": ("dinov3_rope", "dim"),  # measured by the model audit (its rows: [sin | cos], 2·dim)
+    "timm-rope": ("timm_rope", "dim"),  # the same (EVA-02's, Perception Encoder's axial rotary)
 }
 #: The grids whose tables have twice as many columns as the width they are built with (:func:`grid_width`).
-_DOUBLE_WIDTH = ("dinov3-rope",)
+_DOUBLE_WIDTH = ("dinov3-rope", "timm-rope")
 
 
 def grid_width(name: str, width: int) -> tuple[tuple[int, ...], dict[str, int]]:

@@ -1566,6 +1566,10 @@ def prove_dinov3(module: nn.Module, exact: DinoV3Rope) -> tuple[float, float] | 
     its coordinate and frequency (:func:`posenc.torch.proofs.check_cos_sin`); and its repeated columns equal
     to each other; else why not."""
     shapes = list(DINOV3_PROBES) + ([exact.feat_shape] if exact.feat_shape is not None else [])
+    timm = isinstance(exact, TimmRope)
+    if timm and exact.feat_shape is not None:  # a cache of its own grid: that grid's, whatever shape
+        shapes = [exact.feat_shape]
+    form = "timm's axial rotary" if timm else "DINOv3's rotary"
     worst, allowed = 0.0, 0.0
     n = exact.dim // 4
     frequencies = core.frequencies(exact.dim // 2, **exact.frequency_options)
@@ -1582,7 +1586,7 @@ def prove_dinov3(module: nn.Module, exact: DinoV3Rope) -> tuple[float, float] | 
             return f"its get_embed gives {got}, not (cells, 2·dim) = {tuple(ours.shape)}"
         if not _repeats(mine, exact.dim, exact.rotate_half):
             layout = "halves" if exact.rotate_half else "pairs"
-            return f"its columns are not DINOv3's {layout} layout (each value twice)"
+            return f"its columns are not {form} {layout} layout (each value twice)"
         repeated = _dinov3_blocks(mine, exact.dim, exact.rotate_half)
         rows, columns = exact.coordinates(shape)
         cells = (np.repeat(rows, len(columns)), np.tile(columns, len(rows)))  # each cell's, row-major
@@ -1595,8 +1599,8 @@ def prove_dinov3(module: nn.Module, exact: DinoV3Rope) -> tuple[float, float] | 
                     checked = within_rounding(m[:, columns], o[:, columns], positions, frequencies)
                 if isinstance(checked, float):
                     return (
-                        f"not the DINOv3 rotary its attributes name ({exact.extra_repr()}) within float32 "
-                        f"rounding ({checked:.3g})"
+                        f"not {form} its attributes name ({exact.extra_repr()}) within float32 rounding "
+                        f"({checked:.3g})"
                     )
                 worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
     return worst, allowed
@@ -1740,6 +1744,145 @@ class DinoV3Rope(nn.Module):
         return (
             f"dim={self.dim}, {periods}, feat_shape={self.feat_shape}, "
             f"normalize_coords={self.normalize_coords!r}, grid_offset={self.grid_offset:g}, "
+            f"grid_indexing={self.grid_indexing!r}, rotate_half={self.rotate_half}"
+        )
+
+
+# --- timm's axial rotary of an index grid (RotaryEmbeddingCat: EVA-02's, Perception Encoder's) -------------
+
+#: The attributes timm's axial rotary (``RotaryEmbeddingCat``) is read from; it is called as
+#: ``get_embed(shape, dtype)`` -> ``(H·W, 2·dim)`` [sin | cos].
+TIMM_ROPE_ATTRIBUTES = (
+    "dim",
+    "max_res",
+    "temperature",
+    "in_pixels",
+    "linear_bands",
+    "feat_shape",
+    "ref_feat_shape",
+    "grid_offset",
+    "grid_indexing",
+    "rotate_half",
+)
+
+
+def timm_rope_form(module: nn.Module) -> bool:
+    """Whether ``module`` has the form of timm's axial rotary (:data:`TIMM_ROPE_ATTRIBUTES` and a
+    ``get_embed``): a module that computes its rotary, whatever cache of it it holds."""
+    if not callable(getattr(type(module), "get_embed", None)):  # its class first: no attribute read before
+        return False
+    return all(hasattr(module, name) for name in TIMM_ROPE_ATTRIBUTES)
+
+
+def read_timm_rope(module: nn.Module) -> TimmRope | str | None:
+    """posenc's exact equivalent of ``module`` where it is timm's axial rotary of an index grid
+    (:func:`timm_rope_form`, ``in_pixels`` False), built from its attributes; why not (a str) where it has
+    that form with something posenc does not reproduce (pixel bands, another grid); else None. Whether it
+    computes what they say is :func:`prove_dinov3`'s to tell."""
+    if isinstance(module, TimmRope):  # posenc's own, patched in
+        return module
+    if not timm_rope_form(module):
+        return None
+    if module.in_pixels:
+        return (
+            "its bands are pixel frequencies (evenly spaced, linspace(1, max_res/2)·π: in_pixels=True), "
+            "which posenc's exact core does not compute (it computes a temperature's geometric bands)"
+        )
+    if getattr(module, "grid_type", "index") != "index":
+        return f"its grid is timm's {module.grid_type!r} grid, not the index grid posenc reads for it"
+    shape, reference = module.feat_shape, module.ref_feat_shape
+    cache = getattr(module, "pos_embed", None)
+    bands = getattr(module, "bands", None)
+    floating = isinstance(cache, torch.Tensor) and cache.is_floating_point()
+    try:
+        exact = TimmRope(
+            module.dim,
+            feat_shape=None if shape is None else tuple(shape),
+            temperature=module.temperature,
+            grid_offset=module.grid_offset,
+            ref_feat_shape=None if reference is None else tuple(reference),
+            grid_indexing=module.grid_indexing,
+            rotate_half=module.rotate_half,
+            dtype=cache.dtype if floating else torch.float32,
+            device=bands.device if isinstance(bands, torch.Tensor) else None,
+        )
+    except (TypeError, ValueError) as error:
+        return f"its attributes are not a timm axial rotary posenc reads: {str(error)[:160]}"
+    exact.augmentation = bool(getattr(module, "aug_active", False))
+    return exact
+
+
+class TimmRope(DinoV3Rope):
+    """posenc's exact values in place of timm's axial rotary of an index grid (``RotaryEmbeddingCat`` with
+    ``in_pixels=False``: EVA-02's, Perception Encoder's), called as it is: ``get_embed(shape=None,
+    dtype=None)`` -> ``(H·W, 2·dim)`` [sin | cos] (:func:`posenc.grids.timm_rope`: the coordinates
+    (k + grid_offset), times r/n with a ``ref_feat_shape``, as timm forms them in float32, times
+    ω_i = temperature^(−i/(dim/4))), each value the exact one rounded once: to the dtype its cache had for
+    its own ``feat_shape``, to float32 (float64 in a float64 model) for another shape. One built with a
+    ``feat_shape`` gives that grid's embedding whatever ``shape`` it is asked for, as timm's cache does.
+
+    >>> rope = TimmRope(8, feat_shape=(1, 3))
+    >>> rope.get_embed()[2, :8]  # sin of the coordinates (0, 2) times ω_0 = 1, ω_1 = 1/100, pair by pair
+    tensor([0.0000, 0.0000, 0.0000, 0.0000, 0.9093, 0.9093, 0.0200, 0.0200])
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        feat_shape: tuple[int, int] | None = None,
+        temperature: float = 10000.0,
+        grid_offset: float = 0.0,
+        ref_feat_shape: tuple[int, int] | None = None,
+        grid_indexing: str = "ij",
+        rotate_half: bool = False,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
+        nn.Module.__init__(self)
+        grids.timm_rope((1, 1), dim, temperature=temperature, grid_offset=grid_offset)  # checks them
+        if grid_indexing not in ("ij", "xy"):
+            raise ValueError(f"grid_indexing must be 'ij' or 'xy'; got {grid_indexing!r}")
+        if feat_shape is not None:
+            grids.timm_rope_coordinates(feat_shape)  # two sizes of at least 1
+            feat_shape = (int(feat_shape[0]), int(feat_shape[1]))
+        if ref_feat_shape is not None:
+            grids.timm_rope_coordinates((1, 1), ref_feat_shape=ref_feat_shape)
+            ref_feat_shape = (int(ref_feat_shape[0]), int(ref_feat_shape[1]))
+        self.dim, self.feat_shape, self.rotate_half = int(dim), feat_shape, bool(rotate_half)
+        self.temperature, self.min_period, self.max_period = float(temperature), None, None
+        self.grid_offset, self.grid_indexing = float(grid_offset), grid_indexing
+        self.ref_feat_shape = ref_feat_shape
+        self.frequency_options = {"base": self.temperature, "shift": 0.0, "scale": 1.0}
+        self._checked = core.Options.check(self.dim // 2, self.temperature, 0.0, 1.0, "sin_cos", "zero")
+        self.register_buffer("like", torch.empty(0, dtype=dtype, device=device), persistent=False)
+
+    def coordinates(self, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """The coordinates of each axis of a grid ``shape`` (:func:`grids.timm_rope_coordinates`)."""
+        return grids.timm_rope_coordinates(
+            shape, grid_offset=self.grid_offset, ref_feat_shape=self.ref_feat_shape
+        )
+
+    def get_embed(self, shape: Any = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The embedding of a grid ``shape`` (H, W), ``(H·W, 2·dim)``; one built with a ``feat_shape``:
+        that grid's, whatever ``shape``."""
+        return super().get_embed(None if self.feat_shape is not None else shape, dtype)
+
+    def get_batch_embeds(
+        self, shapes: list[tuple[int, int]], seq_len: int | None = None, dtype: torch.dtype | None = None
+    ) -> torch.Tensor | list[torch.Tensor]:
+        """One embedding per grid of ``shapes`` (with ``seq_len``: zero-padded to it and stacked); one built
+        with a ``feat_shape`` has none (as timm's)."""
+        if self.feat_shape is not None:
+            raise RuntimeError(
+                "Batch embedding generation requires cached bands, not pre-computed embeddings"
+            )
+        return super().get_batch_embeds(shapes, seq_len, dtype)
+
+    def extra_repr(self) -> str:
+        return (
+            f"dim={self.dim}, temperature={self.temperature:g}, feat_shape={self.feat_shape}, "
+            f"ref_feat_shape={self.ref_feat_shape}, grid_offset={self.grid_offset:g}, "
             f"grid_indexing={self.grid_indexing!r}, rotate_half={self.rotate_half}"
         )
 

@@ -639,7 +639,7 @@ def _kind(module: nn.Module) -> str | None:
         return "timesteps"
     if isinstance(module, _OWN_COMPUTED):
         return "computed"
-    if computed.dinov3_form(module):  # its cache of the embedding is not a table of its own
+    if computed.dinov3_form(module) or computed.timm_rope_form(module):  # its cache is not a table of its own
         return "computed"
     buffers = dict(module.named_buffers(recurse=False))
     if "inv_freq" in buffers and computed.sinusoid_convention(module) in ("relative", "time", "coordinates"):
@@ -1241,6 +1241,7 @@ def _computed(
     if computed.grid_method_options(module) is not None:
         return _grid_method(path, module, originals)
     dinov3 = computed.read_dinov3(module)
+    dinov3 = computed.read_timm_rope(module) if dinov3 is None else dinov3
     if dinov3 is not None:
         return _dinov3(model, path, module, dinov3, originals)
     exact = forms.read(module)
@@ -1514,22 +1515,29 @@ def _dinov3(
     model: nn.Module, path: str, module: nn.Module, exact: computed.DinoV3Rope | str, originals: dict
 ) -> tuple[Component, list[_Step], nn.Module | None]:
     """DINOv3's rotary of a grid's coordinates (:func:`posenc.torch.computed.read_dinov3`: timm's
-    ``RotaryEmbeddingDinoV3``): proven on probe grids, then replaced by its exact equivalent."""
+    ``RotaryEmbeddingDinoV3``) or timm's axial rotary of an index grid
+    (:func:`posenc.torch.computed.read_timm_rope`: ``RotaryEmbeddingCat``, EVA-02's): proven on probe grids
+    (one that caches its own grid's embedding: on that grid), then replaced by its exact equivalent."""
     proof = exact if isinstance(exact, str) else computed.prove_dinov3(module, exact)
     if isinstance(proof, str):
         return _declined(path, "computed", type(module).__name__, proof)
     difference, allowed = proof
-    replacement = _PatchedDinoV3Rope.__new__(_PatchedDinoV3Rope)
+    timm = isinstance(exact, computed.TimmRope)
+    kind = _PatchedTimmRope if timm else _PatchedDinoV3Rope
+    replacement = kind.__new__(kind)
     replacement.__dict__.update(exact.__dict__)
     replacement.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, replacement)]
-    probes = ", ".join("×".join(map(str, shape)) for shape in computed.DINOV3_PROBES)
+    shapes = [exact.feat_shape] if timm and exact.feat_shape is not None else computed.DINOV3_PROBES
+    probes = ", ".join("×".join(map(str, shape)) for shape in shapes)
+    name = "timm's axial rotary of an index grid" if timm else "DINOv3's rotary of grid coordinates"
     how = (
-        f"DINOv3's rotary of grid coordinates ({exact.extra_repr()}): equal to its own get_embed on the "
-        f"grids {probes} and its own within float32 rounding"
+        f"{name} ({exact.extra_repr()}): equal to its own get_embed on the grids {probes} and its own "
+        "within float32 rounding"
         + ("; in training, its original's own random coordinates" if exact.augmentation else "")
     )
-    return Component(path, "computed", "dinov3-rope", difference, allowed, True, how), steps, replacement
+    variant = "timm-rope" if timm else "dinov3-rope"
+    return Component(path, "computed", variant, difference, allowed, True, how), steps, replacement
 
 
 def original_of(module: nn.Module) -> nn.Module | None:
@@ -2324,6 +2332,11 @@ class _PatchedDinoV3Rope(_KeepsOriginal, computed.DinoV3Rope):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         drawn = _drawn(self, "forward", x)
         return super().forward(x) if drawn is None else drawn
+
+
+class _PatchedTimmRope(_PatchedDinoV3Rope, computed.TimmRope):
+    """posenc's :class:`~posenc.torch.computed.TimmRope` as :func:`patch` puts it in a model (holding the
+    original, whose random coordinates it runs in training where the original draws them)."""
 
 
 #: The patched class of each of posenc's modules of a form (:func:`_swap_proven`).

@@ -568,7 +568,9 @@ def _own_error(model: Any, inputs: dict[str, Any], before: torch.Tensor, exact: 
             with contextlib.suppress(Exception):
                 twin.set_experts_implementation("eager")
         wide = _output(twin.double(), wide_inputs)
-        return float((wide - before.double()).abs().max())
+        gap = (wide - before.double()).abs()[torch.isfinite(before)]  # where its float32 run is finite
+        largest = float(gap.max()) if gap.numel() else math.nan
+        return largest if math.isfinite(largest) else None  # a NaN of its float64 run: no measure
     except Exception:
         return None
 
@@ -789,15 +791,26 @@ def judge(
     except Exception as error:
         return Outcome(model_type, "failing", [], f"posenc raised {type(error).__name__}: {str(error)[:200]}")
     components = [brief(c.as_text(), 300) for c in report.components]
-    within = ""
+    within = partial = ""
+    compared = before is not None
     problems = [folder] if folder.startswith(("posenc audit DIR judges", "posenc audit DIR raised")) else []
     try:
         after = _output(model, inputs) if inputs is not None else None
         moved = report.replaced and before is not None
-        close = moved and after.shape == before.shape and torch.allclose(after, before, atol=1e-4, rtol=1e-4)
+        kept = torch.isfinite(before) if moved and after.shape == before.shape else None
+        if kept is not None and not torch.equal(torch.isfinite(after), kept):  # NaN or ∞ moved: never equal
+            problems.append("outputs not finite in the same places after the patch")
+            moved = False
+        elif kept is not None and not bool(kept.any()):  # nothing to compare: no evidence either way
+            unprobed = "forward not compared: its outputs are not finite anywhere"
+            compared = moved = False
+        elif kept is not None and not bool(kept.all()):  # compared where they are finite, and said so
+            partial = f" ({int((~kept).sum())} of {kept.numel()} outputs not finite, in the same places)"
+        pair = (after[kept], before[kept]) if kept is not None else None  # where both are finite
+        close = moved and pair is not None and torch.allclose(*pair, atol=1e-4, rtol=1e-4)
         if moved and not close:
-            own = _own_error(model, inputs, before) if after.shape == before.shape else None
-            change = float((after - before).abs().max()) if after.shape == before.shape else math.inf
+            own = _own_error(model, inputs, before) if pair is not None else None
+            change = float((pair[0] - pair[1]).abs().max()) if pair is not None else math.inf
             if own is not None and change <= 2 * own:  # exact positions move them less than float32 does
                 within = f"outputs within its own float32 error ({change:.2g}; its float64 run: {own:.2g})"
             else:  # its float64 run may keep float32 positions: measured again with exact ones, and held
@@ -868,8 +881,8 @@ def judge(
             f"learned positions only ({len(learned)} table(s)){elsewhere}: nothing sinusoidal to make exact"
         )
         return Outcome(model_type, "declined", components, reason)
-    how = "outputs within 1e-4" if before is not None else unprobed
-    how = within or how
+    how = "outputs within 1e-4" if compared else unprobed
+    how = (within or how) + (partial if compared else "")
     how += f"; {decoded}" if decoded and report.replaced else ""
     how += f"; {folder}" if folder else ""
     how += f"; {len(learned)} learned table(s) not judged" if learned else ""

@@ -1012,6 +1012,28 @@ def test_a_model_with_no_forward_of_its_own_is_proven_on_the_forwards_of_its_par
     assert "no forward of its own, and its talker: its main input is 'audio_codes'" in inputs_of(model)
 
 
+def test_a_forward_whose_outputs_are_never_finite_proves_nothing_and_says_so() -> None:
+    """A model whose probe outputs are NaN everywhere (a broken head, random weights gone wrong): outputs
+    with nothing finite to compare are no evidence — the report says "forward not compared", never
+    "outputs as before" (was: compared on no value, they agreed); NaN in the same places elsewhere is left
+    out of the comparison, but not finite anywhere is a difference."""
+    from posenc.torch.probe import agree, blind
+
+    torch.manual_seed(0)
+    model = T.LlamaForCausalLM(T.LlamaConfig(**SMALL)).eval()
+    with torch.no_grad():
+        model.lm_head.weight.fill_(float("nan"))
+    (replaced,) = pt.patch(model).replaced
+    assert replaced.reason.endswith(
+        "; forward not compared: its outputs on the probe inputs are not finite anywhere before any swap"
+    )
+    nan = torch.full((2, 3), float("nan"))
+    assert agree(nan, nan) == "the outputs are not finite anywhere: nothing to compare"
+    assert blind({"thinker": torch.ones(2), "talker": nan}).startswith("its talker's outputs")
+    half = torch.tensor([float("nan"), 1.0])
+    assert agree(half, half) is None and agree(half, torch.tensor([1.0, 1.0])) is not None
+
+
 def test_qwen3_omni_is_proven_on_its_thinker_talker_and_speech_decoder() -> None:
     """Qwen3-Omni's parts each get their own inputs: its thinker token ids, its talker embeddings (it takes
     no ids), its code2wav a row of codes per quantizer; each of its rotaries and its audio tower's table is

@@ -407,8 +407,8 @@ def _dinov3(path: str, module: Any, exact: Any, samples: int, tol: Any, proof: A
             "float32",
             f"coordinates, frequencies and angles formed in float32: up to {report.max_abs:.3g} from the "
             "exact values",
-            f"{name} computes its coordinates, its periods and 2π·c / period in float32: its values are "
-            f"within that code's rounding of them (up to {proof[1]:.3g}) on probe grids",
+            f"{name} computes its coordinates, its frequencies and their products in float32: its values "
+            f"are within that code's rounding of them (up to {proof[1]:.3g}) on probe grids",
             {"max_abs": report.max_abs, "allowed": proof[1]},
             fix=f"{FIX}: it becomes posenc.torch.computed.{type(exact).__name__}, exact at its coordinates",
         )

@@ -169,7 +169,7 @@ from .fused_rotary import apply_rotary
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import DetrSinePositionEmbedding
 from .modules import Timesteps as ExactTimesteps
-from .probe import Outputs, agree, probe_of
+from .probe import Outputs, agree, blind, probe_of
 from .rotary import RotaryEmbedding, rotate
 from .tensors import _dtype_name, _to_tensor, _tracing
 
@@ -303,6 +303,8 @@ def patch(model: nn.Module, *, fused: bool | None = None) -> PatchReport:
             before = _run_kept(model, probe)
         except Exception as error:  # the model's own forward fails on the probe, unpatched: no evidence
             unrun = f"its forward raised {type(error).__name__} on the probe inputs before any swap"
+    unseen = blind(before) if before is not None else None  # NaN everywhere (random weights): no evidence
+    before = None if unseen is not None else before
     undo = _apply_all(steps)
     if before is not None:
         try:
@@ -318,6 +320,7 @@ def patch(model: nn.Module, *, fused: bool | None = None) -> PatchReport:
     if isinstance(before, dict):  # a model with no forward of its own: its parts' (Qwen2.5-Omni's)
         suffix = f"; the forwards of its {', '.join(before)}: outputs as before"
     suffix = f"; forward not run: {unrun}" if before is None else suffix
+    suffix = f"; forward not compared: {unseen} before any swap" if unseen is not None else suffix
     proven = (dataclasses.replace(c, reason=c.reason + suffix) for c in changed)
     return PatchReport(_put(components, changed, proven))
 

@@ -72,7 +72,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["Outputs", "agree", "inputs_of", "main_output", "outputs", "probe_of"]
+__all__ = ["Outputs", "agree", "blind", "inputs_of", "main_output", "outputs", "probe_of"]
 
 #: Probe tokens (an encoder-decoder's decoder gets half as many).
 _TOKENS = 16
@@ -139,14 +139,32 @@ def agree(before: Outputs, after: Outputs) -> str | None:
         return "the outputs are not finite in the same places after the swap"
     finite = torch.isfinite(b)
     a, b = a[finite], b[finite]
-    if b.numel() == 0:
-        return None
+    if b.numel() == 0:  # nothing to hold them to: never a proof (:func:`blind` keeps the patch from asking)
+        return "the outputs are not finite anywhere: nothing to compare"
     share = _WIDE if before.dtype in (torch.float32, torch.float64) else _NARROW
     allowed = share * float(b.abs().max())
     moved = float((a - b).abs().max())
     if moved > allowed:
         return f"the outputs moved by {moved:.3g} more than exact positions move them ({allowed:.2g})"
     return None
+
+
+def blind(before: Outputs) -> str | None:
+    """Why outputs ``before`` can prove nothing — none of their values finite (of one part, for a model with
+    no forward of its own) — else None.
+
+    >>> blind(torch.full((2,), float("nan"))), blind(torch.tensor([float("nan"), 1.0]))
+    ('its outputs on the probe inputs are not finite anywhere', None)
+    """
+    if isinstance(before, dict):
+        for name, value in before.items():
+            why = blind(value)
+            if why is not None:
+                return why.replace("its outputs", f"its {name}'s outputs", 1)
+        return None
+    if bool(torch.isfinite(before).any()):
+        return None
+    return "its outputs on the probe inputs are not finite anywhere"
 
 
 def inputs_of(model: nn.Module) -> dict[str, Any] | str:

@@ -48,8 +48,10 @@ is run part by part, each child that is a Hugging Face model with its own forwar
 leaves the whole unrun.
 The forward runs with gradients off, every module in eval mode (dropout off; each module's ``training``
 flag is put back after), without a KV cache and under a forked random state (the caller's generator is not
-consumed). A model posenc has no probe for (its own ``nn.Module``, another input kind) or on the meta device
-is proven by its components' own proofs alone, and the report says so.
+consumed). A model posenc has no probe for (its own ``nn.Module``, another input kind), one on the meta
+device, or one whose outputs on the probe are not finite anywhere (:func:`blind`: no evidence) is proven
+by its components' own proofs alone, and the report says so; values NaN in the same places before and
+after are left out of the comparison.
 
 At probe positions (0 .. 15) the original's float32 angles are nearly exact, so a correct swap changes the
 outputs by a few float32 units, while a wrong one (another layout, a width the attention does not expect)

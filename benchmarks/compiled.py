@@ -9,7 +9,7 @@ ratios compiled / eager and exported / eager (bar: ≤ 1.1). On the CPU ``torch.
 ``torch.ops.posenc.rotary`` run the C core, as an eager call does (their CPU kernels), so a graph holds one
 node where it would otherwise hold the portable algorithm's thousands of operations per value. The cases:
 
-- ``SinusoidalPositionalEncoding(256)`` on x (4, 1000, 256) with position ids, and with an offset;
+- ``SinusoidalPositionalEncoding(256)`` on x (4, 1000, 256): its default positions, position ids, an offset;
 - ``Timesteps(256)`` of 1000 real timesteps;
 - ``RotaryEmbedding`` (Llama 3.1's: llama3 scaling, head_dim 64) of position ids (1, 2048);
 - ``posenc.torch.apply_rotary`` of q and k (1, 8, 2048, 64) by those cos/sin;
@@ -128,6 +128,7 @@ def _cases(dtype: torch.dtype) -> list[tuple[str, torch.nn.Module, tuple, dict |
     rope_dynamic = {"x": {2: length}, "position_ids": {1: length}}
     n = length
     return [
+        ("module, default positions (4, 1000)", encoding, (x,), {"x": {1: length}}, True),
         (
             "module, position ids (4, 1000)",
             encoding,

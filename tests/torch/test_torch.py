@@ -612,6 +612,49 @@ def test_compiled_on_the_cpu_the_operators_run_the_c_core_with_the_eager_bits(mo
     assert torch.isnan(exact[1]).all() and torch.equal(exact[0], pt.encode(torch.tensor([1.0]), 4)[0])
 
 
+def test_compiled_or_exported_on_the_cpu_a_table_is_the_cores_rows_and_never_a_view_of_its_cache(monkeypatch):
+    """The module with its default positions and ``posenc.torch.table`` compiled (``fullgraph``: no graph
+    break, which calling the core from a traced ``table`` was) or exported with a dynamic length: the graph
+    holds ``torch.ops.posenc.table``, whose CPU kernel gives the core's rows (was: the portable algorithm,
+    ~1300x the eager call), a copy the program may overwrite without touching the cache; beyond the cache
+    the core's rows of that range; an invalid start gives NaN rows (the portable algorithm), where an eager
+    call raises."""
+    from posenc.torch import functions, operator
+
+    rows_on_cpu, portable = [], []
+    cpu_table, launch = operator.CPU_TABLE, operator.table_launch.table
+    monkeypatch.setattr(operator, "CPU_TABLE", lambda *a: rows_on_cpu.append(a[:2]) or cpu_table(*a))
+    monkeypatch.setattr(operator.table_launch, "table", lambda *a: portable.append(a[:2]) or launch(*a))
+    module = pt.SinusoidalPositionalEncoding(16, batch_first=True).eval()
+    seq = torch.export.Dim("seq", min=2, max=4096)
+    exported = torch.export.export(module, (torch.zeros(2, 5, 16),), dynamic_shapes=({1: seq},))
+    ops = [n.target for n in exported.graph.nodes if n.op == "call_function"]
+    assert [op for op in ops if op != torch.ops.aten.sym_size.int] == [
+        torch.ops.posenc.table.default,
+        torch.ops.aten.add.Tensor,
+    ]
+    compiled = torch.compile(module, fullgraph=True)
+    for length in (5, 300):
+        x = torch.randn(2, length, 16)
+        assert torch.equal(compiled(x), module(x)) and torch.equal(exported.module()(x), module(x))
+    assert rows_on_cpu[-1] == (300, 0) and not portable
+
+    pt.clear_cache()
+
+    def zeroed(length: int, start: int) -> torch.Tensor:  # a program that writes into the table it got
+        return pt.table(length, 16, start=start).mul_(0.0)
+
+    table = torch.compile(zeroed, fullgraph=True)
+    assert not table(8, 3).any() and torch.equal(pt.table(8, 16, start=3), functions.table(8, 16, start=3))
+    assert torch.equal(pt.table(8, 16, start=3), module(torch.zeros(1, 11, 16))[0, 3:])  # the cache unharmed
+    far = torch.compile(lambda: pt.table(4, 16, start=2**30), fullgraph=True)()
+    assert torch.equal(far, pt.table(4, 16, start=2**30)) and not portable
+    options = (16, 10000.0, 0.0, 1.0, "interleaved", "zero", "float32")
+    nan = torch.ops.posenc.table(4, 2**31 - 2, torch.device("cpu"), *options)  # as a program calls it
+    assert torch.isnan(nan[2:]).all() and torch.equal(nan[:2], pt.table(2, 16, start=2**31 - 2))
+    assert portable  # an invalid position: the portable algorithm's NaN rows, where an eager call raises
+
+
 def test_a_compiled_decode_step_gathers_cached_rows_without_reading_the_positions(monkeypatch):
     """The rotary operator's CPU kernel: positions inside the cached table are two gathers, with no read of
     the positions; past it, negative, int32 or invalid they take the checked road; the eager bits always."""

@@ -195,12 +195,33 @@ def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tens
 
 
 def _table_on(length: int, start: int, options: tuple, device: torch.device) -> torch.Tensor:
-    """``core.table`` on ``device``: computed by the core on the CPU; on any other device there, by the
-    operator ``torch.ops.posenc.table`` (on CUDA angle addition, certified per element; elsewhere the portable
-    algorithm over the positions): no host round trip."""
-    if device.type == "cpu" or length == 0:
+    """``core.table`` on ``device``: computed by the core on the CPU (an ONNX export's constant too); on any
+    other device, and on the CPU inside ``torch.compile``/``torch.export`` (whose graph then holds the
+    operator, not a constant), by the operator ``torch.ops.posenc.table`` (on the CPU the core again,
+    :func:`_table_on_cpu`; on CUDA angle addition, certified per element; elsewhere the portable algorithm
+    over the positions): no host round trip."""
+    traced = torch.compiler.is_compiling() and not torch.onnx.is_in_onnx_export()
+    if (device.type == "cpu" and not traced) or length == 0:
         return _to_tensor(core.table(length, start=start, **_core_arguments(options))).to(device)
     return operator.table(length, start, device, options)
+
+
+def _table_on_cpu(length: int, start: int, options: tuple) -> torch.Tensor | None:
+    """``torch.ops.posenc.table`` on the CPU (what a compiled or exported program runs there): the rows of
+    the cached table, copied (never a view of the cache), or the core's rows beyond it, as an eager call
+    gets them; None where a position is invalid (the operator's portable algorithm then gives rows of NaN,
+    where an eager call raises)."""
+    try:
+        if start >= 0:
+            cached = _cached_table(options, start + length, torch.device("cpu"))
+            if cached is not None:
+                return cached[start : start + length].clone()
+        return _to_tensor(core.table(length, start=start, **_core_arguments(options)))
+    except (ValueError, OverflowError):
+        return None
+
+
+operator.CPU_TABLE = _table_on_cpu
 
 
 def _core_arguments(options: tuple) -> dict[str, Any]:

@@ -111,10 +111,21 @@ def _table(
     dtype_name: str,
 ) -> torch.Tensor:
     """The table of positions ``start .. start + length - 1`` (valid: |p| < 2**31) on ``where``: on CUDA by
-    angle addition, certified per element (:mod:`posenc.torch.kernels.table_launch`), elsewhere the portable
-    algorithm over the positions; the same bits either way."""
-    request = _request((d_model, base, shift, scale, layout, odd, dtype_name))
-    return table_launch.table(length, start, request, where)
+    angle addition, certified per element (:mod:`posenc.torch.kernels.table_launch`), on the CPU the core
+    (:data:`CPU_TABLE`), elsewhere the portable algorithm over the positions; the same bits every way."""
+    options = (d_model, base, shift, scale, layout, odd, dtype_name)
+    if where.type == "cpu" and CPU_CORE and CPU_TABLE is not None and "cpu" not in KERNEL_DEVICES:
+        rows = CPU_TABLE(length, start, options)
+        if rows is not None:
+            return rows
+    return table_launch.table(length, start, _request(options), where)
+
+
+#: The table operator's CPU path (:mod:`posenc.torch.functions` sets it): the core's rows, as an eager call
+#: gets them, or None where a position is invalid (the portable algorithm's rows of NaN then). The operator
+#: takes no tensor, so the dispatcher reaches only its kernel for every device, which hands the CPU here
+#: (unless the CPU is made a kernel device, as the kernels' tests do: their kernels then).
+CPU_TABLE: Any = None
 
 
 def _table_fake(length, start, where, d_model, base, shift, scale, layout, odd, dtype_name):

@@ -33,7 +33,7 @@ GEMMA3 = {
 
 
 @pytest.mark.parametrize("name", ["phi3_mini_128k", "dynamic"])
-def test_forward_with_seq_len_compiles_with_fullgraph_and_runs_on_meta(name):
+def test_forward_with_seq_len_compiles_with_fullgraph_and_runs_on_meta(name, monkeypatch):
     module = ptorch.RotaryEmbedding(CONFIGS[name])
     ids = torch.arange(6000)[None] + 100  # past original_max_position_embeddings (4096): long factors
     x = torch.zeros(1, 1, 4)
@@ -54,7 +54,11 @@ def test_forward_with_seq_len_compiles_with_fullgraph_and_runs_on_meta(name):
         with pytest.raises(ValueError, match=r"pass seq_len="):
             module(x.to("meta"), ids.to("meta"))
         return
-    # longrope without seq_len: both sets computed, one picked on the device (no host read): fullgraph, meta
+    # longrope without seq_len on a device: both sets computed, one picked there (no host read): fullgraph,
+    # meta; the CPU made to run the devices' path (its own kernel reads the length: the test below)
+    from posenc.torch import operator
+
+    monkeypatch.setattr(operator, "CPU_CORE", False)
     compiled = torch.compile(lambda x, ids: module(x, ids), fullgraph=True)
     for positions in (ids, ids[:, :3000]):  # max + 1 = 6100 > 4096: long factors; 3100: short
         want_cos, want_sin = rope.cos_sin(positions.numpy(), module.params, seq_len=int(positions.max()) + 1)
@@ -63,6 +67,28 @@ def test_forward_with_seq_len_compiles_with_fullgraph_and_runs_on_meta(name):
         np.testing.assert_array_equal(sin.numpy(), want_sin)
     meta_cos, _ = module(x.to("meta"), ids.to("meta"))
     assert meta_cos.device.type == "meta" and tuple(meta_cos.shape) == (1, 6000, module.params.rotary_dim)
+
+
+@pytest.mark.parametrize("name", ["phi3_mini_128k", "dynamic"])
+def test_compiled_on_the_cpu_without_seq_len_the_length_is_read_when_the_program_runs(name):
+    """On the CPU a compiled or exported program's rotary operator reads max(positions) + 1 when it runs, as
+    an eager call does (a host read costs nothing there): one set of rows (LongRoPE computed both and picked
+    one: twice the work), and dynamic NTK compiles with fullgraph (it raised on the data-dependent length);
+    an invalid position leaves the length undefined: every row NaN, where an eager call raises."""
+    module = ptorch.RotaryEmbedding(CONFIGS[name])
+    compiled = torch.compile(lambda x, ids: module(x, ids), fullgraph=True, dynamic=True)
+    x = torch.zeros(1, 1, 4)
+    for ids in (torch.arange(3000)[None], torch.arange(6000)[None] + 100, torch.tensor([[5000], [7]])):
+        cos, sin = compiled(x, ids)  # short factors (not scaled), long (scaled), a decode step past them
+        want_cos, want_sin = rope.cos_sin(ids.numpy(), module.params, seq_len=int(ids.max()) + 1)
+        np.testing.assert_array_equal(cos.numpy(), want_cos)
+        np.testing.assert_array_equal(sin.numpy(), want_sin)
+    exported = torch.export.export(module, (x, torch.tensor([[5000]])))
+    rotary = [n for n in exported.graph.nodes if n.op == "call_function" and "posenc" in str(n.target)]
+    assert [n.target for n in rotary] == [torch.ops.posenc.rotary.default] and rotary[0].args[2] == -1
+    assert all(torch.isnan(t).all() for t in compiled(x, torch.tensor([[3, 2**31]])))
+    with pytest.raises(ValueError):
+        module(x, torch.tensor([[3, 2**31]]))
 
 
 def test_seq_len_is_ignored_by_the_types_that_do_not_depend_on_it():

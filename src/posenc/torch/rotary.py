@@ -78,6 +78,11 @@ def _cos_sin(
     if positions.device.type == "cpu" and not _tracing():
         return _host_rows(positions, params, key, name, layout, seq_len)
     kind = params.kind
+    if seq_len is None and kind.depends_on_length and positions.device.type == "cpu" and operator.CPU_CORE:
+        # traced on the CPU: the operator's CPU kernel takes the length from the positions when it runs, as
+        # an eager call does (a host read costs nothing there): one set of rows, no guard on a value
+        cos, sin = torch.ops.posenc.rotary(positions, key or operator.params_json(params), -1, name, layout)
+        return cos, sin
     if seq_len is None and kind.switch is not None:  # no host read: both sets, one picked on the device
         return _either(positions, params, key or operator.params_json(params), name, layout)
     if seq_len is None and kind.grows_with_length:
@@ -129,9 +134,10 @@ def _rotary_on_cpu(
     positions: torch.Tensor, params: str, seq_len: int, dtype_name: str, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.ops.posenc.rotary`` on the CPU (what a compiled or exported program runs there): (cos, sin)
-    as an eager call gives them (:func:`_host_rows`); positions of a cached table are two gathers, with no
-    read of the positions (a decode step's whole cost); the portable algorithm for an invalid position
-    (its rows of NaN, where an eager call raises)."""
+    as an eager call gives them (:func:`_host_rows`; ``seq_len`` < 0 for a type whose frequencies depend on
+    the length: max(positions) + 1, read here); positions of a cached table are two gathers, with no read of
+    the positions (a decode step's whole cost); the portable algorithm for an invalid position (its rows of
+    NaN, where an eager call raises; every row NaN where the length is to be read from the positions)."""
     if not operator.CPU_CORE:
         return operator.rotary_rows(positions, params, seq_len, dtype_name, layout)
     parameters = _parameters(params)
@@ -141,7 +147,10 @@ def _rotary_on_cpu(
     try:
         return _host_rows(positions, parameters, params, dtype_name, layout, seq_len)
     except (ValueError, OverflowError):
-        return operator.rotary_rows(positions, params, seq_len, dtype_name, layout)
+        cos, sin = operator.rotary_rows(positions, params, seq_len, dtype_name, layout)
+        if seq_len < 0 and parameters.kind.depends_on_length:  # a length of an invalid position: no row
+            return torch.full_like(cos, float("nan")), torch.full_like(sin, float("nan"))
+        return cos, sin
 
 
 def _device_rows(

@@ -70,11 +70,13 @@ def test_forward_with_seq_len_compiles_with_fullgraph_and_runs_on_meta(name, mon
 
 
 @pytest.mark.parametrize("name", ["phi3_mini_128k", "dynamic"])
-def test_compiled_on_the_cpu_without_seq_len_the_length_is_read_when_the_program_runs(name):
+def test_compiled_on_the_cpu_without_seq_len_the_length_is_read_when_the_program_runs(name, monkeypatch):
     """On the CPU a compiled or exported program's rotary operator reads max(positions) + 1 when it runs, as
     an eager call does (a host read costs nothing there): one set of rows (LongRoPE computed both and picked
     one: twice the work), and dynamic NTK compiles with fullgraph (it raised on the data-dependent length);
     an invalid position leaves the length undefined: every row NaN, where an eager call raises."""
+    from posenc.torch import operator
+
     module = ptorch.RotaryEmbedding(CONFIGS[name])
     compiled = torch.compile(lambda x, ids: module(x, ids), fullgraph=True, dynamic=True)
     x = torch.zeros(1, 1, 4)
@@ -89,6 +91,13 @@ def test_compiled_on_the_cpu_without_seq_len_the_length_is_read_when_the_program
     assert all(torch.isnan(t).all() for t in compiled(x, torch.tensor([[3, 2**31]])))
     with pytest.raises(ValueError):
         module(x, torch.tensor([[3, 2**31]]))
+    # the program run where the operator's device body runs (moved to a device): the same length, taken there
+    monkeypatch.setattr(operator, "CPU_CORE", False)
+    for ids in (torch.tensor([[5000]]), torch.tensor([[7]])):
+        cos, sin = exported.module()(x, ids)
+        want_cos, want_sin = rope.cos_sin(ids.numpy(), module.params)
+        np.testing.assert_array_equal(cos.numpy(), want_cos)
+        np.testing.assert_array_equal(sin.numpy(), want_sin)
 
 
 def test_seq_len_is_ignored_by_the_types_that_do_not_depend_on_it():

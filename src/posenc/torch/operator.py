@@ -189,10 +189,36 @@ def rotary_rows(
     positions: torch.Tensor, params: str, seq_len: int, dtype_name: str, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.ops.posenc.rotary``: the portable algorithm on ``positions``' device, (cos, sin) laid out as
-    :func:`posenc.torch.rotary.cos_sin` says (the operator's body: eager CUDA calls run it directly)."""
+    :func:`posenc.torch.rotary.cos_sin` says (the operator's body: eager CUDA calls run it directly).
+    ``seq_len`` < 0: none given; a type whose frequencies depend on the length then takes max(positions) + 1
+    (:func:`_at_their_length`)."""
+    kind = parameters(params).kind
+    if seq_len < 0 and kind.depends_on_length and positions.numel():
+        return _at_their_length(positions, params, dtype_name, layout)
     wanted, sections, interleaved = request(params, seq_len, dtype_name)
     rows = table_launch.encode(positions, wanted)
     return arrange(TORCH, rows, wanted.count, sections, interleaved, layout)
+
+
+def _at_their_length(
+    positions: torch.Tensor, params: str, dtype_name: str, layout: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) of a length-dependent type at max(positions) + 1 (a program traced on the CPU, whose
+    kernel reads it there, then moved to a device): a switching type's two sets, one picked on the device
+    (no host read), a growing one's length read on the host (a sync, as an eager call's), every row NaN
+    where that length is no valid position's (an invalid position's rows are NaN either way)."""
+    top = positions.max()
+    top = top.floor() if top.is_floating_point() else top
+    switch = parameters(params).kind.switch
+    if switch is not None:
+        at = switch(parameters(params))
+        first, second = (rotary_rows(positions, params, n, dtype_name, layout) for n in (at, at + 1))
+        past = top + 1 > at
+        return torch.where(past, second[0], first[0]), torch.where(past, second[1], first[1])
+    if not (torch.isfinite(top.double()) and abs(int(top)) < 2**31):
+        cos, sin = rotary_rows(positions, params, 1, dtype_name, layout)
+        return torch.full_like(cos, float("nan")), torch.full_like(sin, float("nan"))
+    return rotary_rows(positions, params, int(top) + 1, dtype_name, layout)
 
 
 def _rotary_fake(positions, params, seq_len, dtype_name, layout):
@@ -218,11 +244,18 @@ def params_json(params: rope.RopeParameters) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def request(params: str, seq_len: int, dtype_name: str) -> Any:
-    """The portable request of ``params`` (:func:`params_json`'s string, read back once per distinct string:
-    the cache holds it), its sections and their interleaving."""
+def parameters(params: str) -> rope.RopeParameters:
+    """The :class:`posenc.rope.RopeParameters` of :func:`params_json`'s string, read back once per distinct
+    string (frozen: shared safely)."""
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()}
-    params = rope.RopeParameters(**fields)
+    return rope.RopeParameters(**fields)
+
+
+@functools.lru_cache(maxsize=64)
+def request(params: str, seq_len: int, dtype_name: str) -> Any:
+    """The portable request of ``params`` (:func:`params_json`'s string), its sections and their
+    interleaving."""
+    params = parameters(params)
     law = exact_law(params, None if seq_len < 0 else seq_len)
     return portable.request_for_law(law, dtype_name), params.mrope_section, params.mrope_interleaved
 

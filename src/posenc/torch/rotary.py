@@ -18,8 +18,6 @@ as in Hugging Face: "dynamic" scaling's frequencies change with the sequence len
 
 from __future__ import annotations
 
-import functools
-import json
 from typing import Any
 
 import numpy as np
@@ -121,14 +119,6 @@ def _host_rows(
     return _to_tensor(cos), _to_tensor(sin)
 
 
-@functools.lru_cache(maxsize=64)
-def _parameters(params: str) -> rope.RopeParameters:
-    """The :class:`posenc.rope.RopeParameters` of :func:`posenc.torch.operator.params_json`'s string, read
-    back once per distinct string (frozen: shared safely)."""
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(params).items()}
-    return rope.RopeParameters(**fields)
-
-
 @operator.on_cpu(operator.ROTARY)
 def _rotary_on_cpu(
     positions: torch.Tensor, params: str, seq_len: int, dtype_name: str, layout: str
@@ -140,7 +130,7 @@ def _rotary_on_cpu(
     NaN, where an eager call raises; every row NaN where the length is to be read from the positions)."""
     if not operator.CPU_CORE:
         return operator.rotary_rows(positions, params, seq_len, dtype_name, layout)
-    parameters = _parameters(params)
+    parameters = operator.parameters(params)
     rows = _gathered(positions, parameters, params, dtype_name, layout)
     if rows is not None:
         return rows

@@ -126,7 +126,7 @@ LONGEST_FILES = (
     "test_exactness.py",  # ~27 s
     "test_patching.py",  # ~25 s
     "test_torch_device.py",  # ~21 s
-    "test_jax_mesh.py",  # ~20 s
+    "test_jax_mesh.py",  # ~14 s
     "test_device_native.py",  # ~19 s
     "test_rope_torch.py",  # ~16 s
     "test_fault_injection.py",  # ~16 s

@@ -74,13 +74,13 @@ def test_length_dependent_types_agree_on_numpy_torch_and_the_portable_algorithm(
 
 
 def _portable(params, ids, length):
-    """The portable algorithm's rows, as the operator computes them on a device (the CPU here)."""
-    from posenc.torch import operator, rotary
+    """The portable algorithm's rows, as the operator's device body computes them (on the CPU here)."""
+    from posenc.torch import operator
 
-    positions = torch.from_numpy(ids)
-    if params.kind.switch is not None:  # picked with torch.where, no host read
-        return rotary._either(positions, params, operator.params_json(params), "float32", "half")
-    return rotary._device_rows(positions, operator.params_json(params), length, "float32", "half")
+    positions, key = torch.from_numpy(ids), operator.params_json(params)
+    if params.kind.switch is not None:  # no seq_len: picked with torch.where, no host read
+        return operator.rotary_rows(positions, key, -1, "float32", "half")
+    return operator.rotary_rows(positions, key, length, "float32", "half")
 
 
 def test_the_fused_kernel_leaves_a_switching_type_without_seq_len_to_the_device_pick():

@@ -203,10 +203,12 @@ def rotary_rows(
 def _at_their_length(
     positions: torch.Tensor, params: str, dtype_name: str, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(cos, sin) of a length-dependent type at max(positions) + 1 (a program traced on the CPU, whose
-    kernel reads it there, then moved to a device): a switching type's two sets, one picked on the device
-    (no host read), a growing one's length read on the host (a sync, as an eager call's), every row NaN
-    where that length is no valid position's (an invalid position's rows are NaN either way)."""
+    """(cos, sin) of a length-dependent type at max(positions) + 1, where no ``seq_len`` was given: a
+    switching type's (LongRoPE's) two sets, the second where that length passes the switch, picked on the
+    device with no host read (traceable, as Hugging Face's own ``torch.where`` between the two; twice the
+    work of one set; the attention factor is the same for both); a growing type's length read on the host
+    (a sync, as an eager call's: a program traced on the CPU, whose kernel reads it there, run on a
+    device), every row NaN where that length is no valid position's."""
     top = positions.max()
     top = top.floor() if top.is_floating_point() else top
     switch = parameters(params).kind.switch

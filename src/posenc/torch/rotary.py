@@ -6,14 +6,16 @@ with a faster eager road for tensors to the same bits).
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once to the requested dtype
 (:mod:`posenc.rope`). Eager calls on CPU tensors use the NumPy core (integer ids >= 0 as rows of tables the
 core builds, cached per parameters, dtype and layout like the sinusoidal tables: a decode step is a gather,
-:func:`posenc.torch.clear_cache` drops them); every other device (``meta`` too) and
-every call under ``torch.compile``/``torch.export`` runs the portable algorithm (:mod:`posenc.portable`) where
-the positions are, as the operator ``torch.ops.posenc.rotary``: no host transfer, no sync. "longrope"
-picks its short or long frequencies from the sequence length: without ``seq_len`` both sets are computed and
-one is picked on the device (``torch.where`` on max(positions) + 1, as Hugging Face does). One exception,
-as in Hugging Face: "dynamic" scaling's frequencies change with the sequence length, so without an explicit
-``seq_len`` it reads max(positions) + 1 on the host; pass ``seq_len`` (to :func:`cos_sin` or
-``RotaryEmbedding.forward``) for ``torch.compile(fullgraph=True)``, export and meta tensors.
+:func:`posenc.torch.clear_cache` drops them); under ``torch.compile``/``torch.export`` the graph holds the
+operator ``torch.ops.posenc.rotary``, whose CPU kernel is that same core; every other device (``meta`` too)
+runs the portable algorithm (:mod:`posenc.portable`) where the positions are: no host transfer, no sync.
+"longrope" picks its short or long frequencies from the sequence length, max(positions) + 1 without
+``seq_len``: read when the operator runs on the CPU; on a device both sets are computed and one is picked
+there (``torch.where``, as Hugging Face does). One exception, as in Hugging Face: "dynamic" scaling's
+frequencies change with the sequence length, so without an explicit ``seq_len`` a device call reads
+max(positions) + 1 on the host (on the CPU, compiled or not, the core reads it when it runs); pass
+``seq_len`` (to :func:`cos_sin` or ``RotaryEmbedding.forward``) for ``torch.compile(fullgraph=True)`` and
+export on a device, and for meta tensors.
 """
 
 from __future__ import annotations
@@ -76,13 +78,12 @@ def _cos_sin(
     if positions.device.type == "cpu" and not _tracing():
         return _host_rows(positions, params, key, name, layout, seq_len)
     kind = params.kind
-    if seq_len is None and kind.depends_on_length and positions.device.type == "cpu" and operator.CPU_CORE:
-        # traced on the CPU: the operator's CPU kernel takes the length from the positions when it runs, as
-        # an eager call does (a host read costs nothing there): one set of rows, no guard on a value
-        cos, sin = torch.ops.posenc.rotary(positions, key or operator.params_json(params), -1, name, layout)
-        return cos, sin
-    if seq_len is None and kind.switch is not None:  # no host read: both sets, one picked on the device
-        return _either(positions, params, key or operator.params_json(params), name, layout)
+    on_host = positions.device.type == "cpu" and operator.CPU_CORE  # traced: the CPU kernel reads the host
+    if seq_len is None and (kind.switch is not None or (kind.grows_with_length and on_host)):
+        # the length, max(positions) + 1, taken when the operator runs (seq_len -1): on the CPU its kernel
+        # reads it, as an eager call does (one set of rows); on a device a switching type's two sets are
+        # computed and one picked there, with no host read (operator.rotary_rows)
+        return _device_rows(positions, key or operator.params_json(params), -1, name, layout)
     if seq_len is None and kind.grows_with_length:
         if positions.device.type == "meta":
             raise ValueError(
@@ -152,22 +153,6 @@ def _device_rows(
         return operator.rotary_rows(positions, key, length, name, layout)
     cos, sin = torch.ops.posenc.rotary(positions, key, length, name, layout)
     return cos, sin
-
-
-def _either(
-    positions: torch.Tensor, params: rope.RopeParameters, key: str, name: str, layout: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(cos, sin) of a type with two sets of frequencies (LongRoPE) without ``seq_len``, on the device,
-    with no host read: both sets' values, the second where max(positions) + 1 passes the type's switch
-    (the attention factor is the same for both). Traceable (``torch.compile(fullgraph=True)``, export,
-    meta), as Hugging Face's own ``torch.where`` between the two; twice the work of one set."""
-    switch = params.kind.switch(params)
-    rows = [_device_rows(positions, key, n, name, layout) for n in (switch, switch + 1)]  # first, second
-    if not positions.numel():
-        return rows[0]
-    top = positions.max()
-    second = (top.floor() if top.is_floating_point() else top) + 1 > switch
-    return torch.where(second, rows[1][0], rows[0][0]), torch.where(second, rows[1][1], rows[0][1])
 
 
 def _cached_tables(

@@ -122,8 +122,72 @@ def test_a_rotary_module_of_its_config_is_proven_within_a_capped_allowance(dtype
 def test_float32_allowances_at_4096_and_32768_positions_are_float32s_angle_error() -> None:
     for positions, most in ((4096, 4096 * 6 * 2.0**-24 + 8 * 2.0**-24), (32768, 32768 * 6 * 2.0**-24)):
         (component,) = pt.patch(_llama(positions)).components
-        assert component.replaced and "where that error is below" not in component.reason  # all compared
+        # every value below max_position_embeddings compared (past it: the low frequencies)
+        assert component.replaced and f"below position {positions} (" not in component.reason
+        assert f"past position {positions - 1} too, to 1048575" in component.reason
         assert component.difference <= component.tolerance <= most + 1e-9, (positions, component)
+
+
+class _Clamped(T.models.llama.modeling_llama.LlamaRotaryEmbedding):
+    """Positions past the length it was trained to run as its last (a function no position below shows)."""
+
+    def forward(self, x, position_ids):
+        angles = position_ids.clamp(max=self.config.max_position_embeddings - 1)[..., None].float()
+        angles = angles * self.inv_freq.float()
+        both = torch.cat((angles, angles), -1)
+        return both.cos().to(x.dtype), both.sin().to(x.dtype)
+
+
+def test_a_rotary_that_computes_another_function_past_its_length_is_declined() -> None:
+    """Below max_position_embeddings a clamped rotary, or a "default" module whose config was changed to
+    "dynamic" after it was built, equals its config's values; past it, it does not: compared there too, it is
+    left alone (was: "replaced", logits off by ~10 past the length)."""
+    clamped = _llama(256)
+    clamped.model.rotary_emb = _Clamped(clamped.config)
+    edited = _llama(256)
+    edited.config.rope_parameters = {"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0}
+    for model in (clamped, edited):
+        state = _state(model)
+        (component,) = pt.patch(model).components
+        assert not component.replaced, component.reason
+        assert "not this config's RoPE within its own rounding error" in component.reason
+        assert int(component.reason.split(" at position ")[1].split(",")[0]) >= 256, component.reason
+        assert _same_state(model, state) and pt.unpatch(model) == 0
+
+
+def test_a_dynamic_rotary_patched_keeps_the_frequencies_of_its_longest_call_as_hugging_faces_does() -> None:
+    """Hugging Face's "dynamic" holds the frequencies of its longest call for every later one at or past its
+    original length, until a shorter call resets them; patched, the model does the same, from the state
+    the module had (a module that has grown — its max_seq_len_cached a tensor — included)."""
+    original = _llama(64, rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    with torch.no_grad():
+        original(_ids(150, seed=1))  # grown: holds the frequencies of 150 positions
+    assert isinstance(original.model.rotary_emb.max_seq_len_cached, torch.Tensor)
+    patched = copy.deepcopy(original)
+    (component,) = pt.patch(patched).components
+    assert component.replaced, component.reason
+    for step, n in enumerate((100, 20, 100, 180, 64, 120, 63, 100)):
+        tokens = _ids(n, seed=step + 2)
+        with torch.no_grad():
+            got, want = patched(tokens).logits, original(tokens).logits
+        assert float((got - want).abs().max()) < 1e-4, (step, n)
+        assert patched.model.rotary_emb.held[None][0] == int(original.model.rotary_emb.max_seq_len_cached)
+
+
+def test_values_a_16_bit_frequency_buffer_leaves_uncompared_are_said_to_change() -> None:
+    """Cast to bfloat16, the module's inv_freq is rounded: far positions stray from the exact values by
+    more than the cap, are not compared, and the report says by how much the patch changes them."""
+    model = _llama(4096).to(torch.bfloat16)
+    reference = model.model.rotary_emb
+    (component,) = pt.patch(model).components
+    assert component.replaced
+    said = component.reason.split("posenc's exact values differ from its by up to ")[1]
+    below = float(said.split(" below position 4096")[0])
+    positions = torch.arange(4096)[None]
+    with torch.no_grad():
+        mine = reference(torch.zeros(1, 1), positions)[0].float()
+        ours = model.model.rotary_emb(torch.zeros(1, 1), positions)[0].float()
+    assert 0.1 < below <= float((mine - ours).abs().max()) + 1e-6
 
 
 @pytest.mark.parametrize("name", DECODERS)

@@ -827,7 +827,8 @@ def _rotary(
         except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
             return _declined(path, "rotary", variant, _uncompared(error, module))
         try:
-            difference, tolerance, worst, counted = _compare_rotary(module, exact, config, held_types, gaps)
+            compared_at = _compare_rotary(module, exact, config, held_types, gaps)
+            difference, tolerance, worst, counted, elsewhere, far = compared_at
             turned = None  # M-RoPE's sections in blocks or interleaved (Qwen3-VL's), as the module runs them
             if worst is not None and exact.params is not None and exact.params.mrope_section:
                 turned = not exact.params.mrope_interleaved
@@ -837,7 +838,7 @@ def _rotary(
                 other = other.to(inv.device)
                 again = _compare_rotary(module, other, config, held_types, gaps)
                 if again[2] is None:
-                    exact, (difference, tolerance, worst, counted) = other, again
+                    exact, (difference, tolerance, worst, counted, elsewhere, far) = other, again
                 else:
                     turned = None
         except Exception as error:  # its forward is not (x, position_ids) -> (cos, sin)
@@ -869,7 +870,18 @@ def _rotary(
                 )
         if compared < total:
             how += f", at the {compared} of {total} values where that error is below {cap:g} of the amplitude"
+        limit = int(getattr(config, "max_position_embeddings", 0) or 4096)
+        if far[0]:
+            how += f"; past position {limit - 1} too, to {far[1]}, where its own error leaves values "
+            how += "comparable"
+        else:
+            how += (
+                f"; compared below position {limit} only (past it its own forward does not run, or its own "
+                "error exceeds the cap at every value)"
+            )
+        how += _uncompared_values(elsewhere, limit)
     exact.config = config  # as the original held it (read by code that asks the module for its config)
+    exact.held = _dynamic_state(module, exact, held_types, config)
     shared = []
     for key, value in module.state_dict().items():  # keep the checkpoint's keys (a persistent inv_freq)
         exact.register_buffer(key, value, persistent=True)
@@ -969,7 +981,50 @@ def _frequency_sets(
     """:func:`posenc.torch.proofs.frequency_sets` of a module: with the length it last ran at
     (``max_seq_len_cached``, Hugging Face's dynamic update) where it holds one."""
     name = "max_seq_len_cached" if layer_type is None else f"{layer_type}_max_seq_len_cached"
-    return proofs.frequency_sets(params, length=getattr(module, name, None))
+    return proofs.frequency_sets(params, length=_grown_length(getattr(module, name, None)))
+
+
+def _dynamic_state(
+    module: nn.Module, exact: RotaryEmbedding, held_types: list[str | None], config: Any
+) -> dict[str | None, tuple[int, int]] | None:
+    """Where the module is Hugging Face's "dynamic" (it holds ``original_max_seq_len``), per layer type of
+    a type whose frequencies grow with the length: the length it holds now (its ``max_seq_len_cached``) and
+    its original length — the state :meth:`_PatchedRotary._held_length` carries on; else None."""
+    original = _grown_length(getattr(module, "original_max_seq_len", None))
+    if original is None:
+        return None
+    held = {}
+    for layer_type in held_types:
+        params = exact.params if layer_type is None else exact.layer_params[layer_type]
+        if not params.kind.grows_with_length:
+            continue
+        name = "max_seq_len_cached" if layer_type is None else f"{layer_type}_max_seq_len_cached"
+        now = _grown_length(getattr(module, name, getattr(module, "max_seq_len_cached", None)))
+        held[layer_type] = (max(now or original, original), original)
+    return held or None
+
+
+def _uncompared_values(elsewhere: dict[bool, tuple[float, str]], limit: int) -> str:
+    """What a rotary report says of the values its proof did not compare (its own error may exceed the cap
+    there, its frequencies' storage or float32 angles): how far posenc's exact values are from its, below
+    ``limit`` and past it — what the patch changes there."""
+    parts = []
+    for is_far, side in ((False, "below position"), (True, "from position")):
+        difference, where = elsewhere.get(is_far, (0.0, ""))
+        if difference > 0:
+            parts.append(f"up to {difference:.3g} {side} {limit} ({where})")
+    if not parts:
+        return ""
+    joined = " and ".join(parts)
+    return f"; at the others posenc's exact values differ from its by {joined}: patched, they change"
+
+
+def _grown_length(value: Any) -> int | None:
+    """A module's ``max_seq_len_cached`` as an int (Hugging Face's dynamic update stores the length it grew
+    to as a one-element tensor, ``torch.max(position_ids) + 1``), else None."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
+        value = value.item() if value.device.type != "meta" else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @contextlib.contextmanager
@@ -1163,48 +1218,73 @@ def _compare_rotary(
     held_types: list[str | None],
     gaps: dict[str | None, np.ndarray],
 ) -> tuple[float, float, tuple[str, float, float] | None, tuple[int, int] | None]:
-    """Compare the module's cos/sin with posenc's on the probe positions, for every layer type it holds
+    """Compare the module's cos/sin with posenc's on the probe positions, below ``max_position_embeddings``
+    and past it (:func:`posenc.torch.proofs.far_positions`), for every layer type it holds
     (:func:`posenc.torch.proofs.check_cos_sin`). Returns the largest |original − posenc| over the compared
     values, the largest allowance there, the first value beyond its allowance (where, difference,
-    allowance) or None, and (compared, total) values (None where some frequency is compared at no position
-    but 0: nothing proven)."""
+    allowance) or None, (compared, total) values (None where some frequency is compared at no position
+    but 0: nothing proven) below ``max_position_embeddings``, at the values not compared (its own error may
+    exceed the cap there) the largest difference and where, below it (key False) and past it (True), and
+    past it: the values compared and the furthest position probed (the proof's figures are those below)."""
     limit = int(getattr(config, "max_position_embeddings", 0) or 4096)
     inv = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq"))
     device, storage = inv.device, inv.dtype
     x = torch.zeros(1, 1, dtype=torch.float32, device=device)
     worst, allowed, compared, total = 0.0, 0.0, 0, 0
+    elsewhere: dict[bool, tuple[float, str]] = {}  # at values not compared: below the limit, past it
+    far, far_compared = proofs.far_positions(limit), 0
     probes = []
     for layer_type, positions in itertools.product(held_types, proofs.probe_positions(limit)):
-        probes.append((layer_type, positions, torch.from_numpy(positions)[None]))
+        probes.append((layer_type, positions, torch.from_numpy(positions)[None], False))
         params = exact.params if layer_type is None else exact.layer_params[layer_type]
         if params.mrope_section:  # M-RoPE: also three different ids per token, which tell its layout
             grid = np.stack([positions, positions[::-1], (positions * 7 + 3) % limit])
-            probes.append((layer_type, grid.max(axis=0), torch.from_numpy(grid)[:, None]))
-    for layer_type, positions, probe in probes:
+            probes.append((layer_type, grid.max(axis=0), torch.from_numpy(grid)[:, None], False))
+    # past max_position_embeddings, in one call: a module computing another function there (a clamp, the
+    # scaling of a type its config no longer names) shows nowhere below it
+    probes += [(layer_type, far, torch.from_numpy(far)[None], True) for layer_type in held_types]
+    state = _dynamic_state(module, exact, held_types, config)  # each probe from the module's own state
+    for layer_type, positions, probe, partial in probes:
         probe = probe.to(device)
         args = (x, probe) if layer_type is None else (x, probe, layer_type)
-        with torch.no_grad(), _kept(module):
-            mine = module(*args)
-        with torch.no_grad():
-            ours = exact(*args)
+        exact.held = None if state is None else dict(state)
+        try:
+            with torch.no_grad(), _kept(module):
+                mine = module(*args)
+            with torch.no_grad():
+                ours = exact(*args)
+        except Exception:
+            if not partial:
+                raise
+            continue  # its own forward runs only below max_position_embeddings: compared there
         params = exact.params if layer_type is None else exact.layer_params[layer_type]
         sets = _frequency_sets(module, params, layer_type)
         theta, gap = proofs.rotary_reach(params, sets, gaps.get(layer_type), storage)
         amplitude = abs(rope.attention_scaling(params))
         for name, a, b in zip(("cos", "sin"), _parts(mine), _parts(ours), strict=True):
-            check = proofs.check_cos_sin(a, b, positions, theta, gap, amplitude, exact.layout)
+            if partial and a.shape != b.shape:
+                break  # past its length it gives another shape (a table it slices): nothing to compare
+            check = proofs.check_cos_sin(
+                a, b, positions, theta, gap, amplitude, exact.layout, partial=partial
+            )
+            kind = f" ({layer_type})" if layer_type else ""
             if not check.provable:
-                return math.nan, math.nan, None, None
+                return math.nan, math.nan, None, None, None, None
             if check.over is not None:
                 row, column, difference, allowance = check.over
-                label = f"position {int(positions[row])}, {name} column {column}" + (
-                    f" ({layer_type})" if layer_type else ""
-                )
-                return math.nan, math.nan, (label, difference, allowance), None
-            worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
-            compared += check.compared
-            total += check.total
-    return worst, allowed, None, (compared, total)
+                label = f"position {int(positions[row])}, {name} column {column}{kind}"
+                return math.nan, math.nan, (label, difference, allowance), None, None, None
+            if partial:  # past its length: a check, not the proof's figures
+                far_compared += check.compared
+            else:
+                worst, allowed = max(worst, check.difference), max(allowed, check.allowed)
+                compared += check.compared
+                total += check.total
+            if check.elsewhere_row >= 0 and check.elsewhere > elsewhere.get(partial, (0.0, ""))[0]:
+                where = f"position {int(positions[check.elsewhere_row])}{kind}"
+                elsewhere[partial] = (check.elsewhere, where)
+    exact.held = state
+    return worst, allowed, None, (compared, total), elsewhere, (far_compared, int(far[-1]))
 
 
 def _timesteps(
@@ -2457,6 +2537,9 @@ class _PatchedRotary(_KeepsOriginal, RotaryEmbedding):
     (its position ids, parameters and ``seq_len``: :func:`_issue`, this thread's)."""
 
     fused = False
+    #: Hugging Face's "dynamic" as its module runs it: per layer type (None: the one) the length whose
+    #: frequencies it holds and its original length (:meth:`_held_length`); None for every other module
+    held: dict[str | None, tuple[int, int]] | None = None
 
     def forward(
         self,
@@ -2466,6 +2549,8 @@ class _PatchedRotary(_KeepsOriginal, RotaryEmbedding):
         *,
         seq_len: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        if seq_len is None and self.held is not None and layer_type in self.held and not _exporting():
+            seq_len = self._held_length(position_ids, layer_type)
         if not self.fused:
             return super().forward(x, position_ids, layer_type, seq_len=seq_len)
         probe = torch.empty(0, dtype=torch.float32, device=x.device)
@@ -2474,6 +2559,25 @@ class _PatchedRotary(_KeepsOriginal, RotaryEmbedding):
         if x.device.type in KERNEL_DEVICES and not params.mrope_section and not _tracing():
             _issue(cos, position_ids.to(x.device), params, seq_len)
         return cos, sin
+
+    @torch.compiler.disable
+    def _held_length(self, position_ids: torch.Tensor, layer_type: str | None) -> int:
+        """The length whose frequencies this call runs at, as Hugging Face's dynamic update holds them: a
+        call longer than the length held grows it to its own; one shorter than the original length, after
+        growing, goes back to it; any other keeps the length held (the frequencies of the longest call
+        since). A host read of the positions, as the original's; under ``torch.compile`` a graph break, as
+        the original's (an exported program holds no state: each call its own length)."""
+        held, original = self.held[layer_type]
+        length = int(position_ids.max()) + 1
+        now = length if length > held else held
+        if length < original < held:
+            now = original
+        self.held = {**self.held, layer_type: (now, original)}  # a new dict: _kept puts back the old one
+        return now
+
+
+def _exporting() -> bool:
+    return torch.compiler.is_exporting() or torch.onnx.is_in_onnx_export() or torch.jit.is_tracing()
 
 
 def _exact_apply_rotary_pos_emb(

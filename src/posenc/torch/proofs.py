@@ -11,7 +11,8 @@ there cannot be told from a wrong one, so such values prove nothing and are not 
   (:func:`scaling_matches`); (2) each frequency buffer, read in float64, equals posenc's frequencies within
   its storage type's rounding of each (half an ulp) plus what float32 code forming them errs
   (:data:`FREQUENCY_ULPS` ulps of float32: :func:`check_frequencies`); (3) its cos/sin, on every position
-  below :data:`PROBE` and a spread up to ``max_position_embeddings``, equal posenc's within A·(p·|Δθ_i| +
+  below :data:`PROBE`, a spread up to ``max_position_embeddings`` and a spread past it
+  (:func:`far_positions`), equal posenc's within A·(p·|Δθ_i| +
   4·p·θ_i·2⁻²⁴ + 8·2⁻²⁴) at position p and frequency θ_i (:func:`check_cos_sin`): the gap of its frequencies
   Δθ_i (as measured in (2); for the types whose frequencies change with the length, the bound of (2)),
   float32's angle p·θ, and the rounding of cos/sin and of A;
@@ -52,6 +53,7 @@ from .rotary import cos_sin, rotate
 __all__ = [
     "BLOCK",
     "CAP",
+    "FAR",
     "FREQUENCY_ULPS",
     "PROBE",
     "UNIT",
@@ -61,6 +63,7 @@ __all__ = [
     "check_cos_sin",
     "check_frequencies",
     "exact_rows",
+    "far_positions",
     "frequency_bound",
     "frequency_sets",
     "grid_reach",
@@ -91,6 +94,8 @@ UNIT = 2.0**-24
 FREQUENCY_ULPS = 32
 #: Positions below this are all probed (rotary); a spread of positions above, up to the config's maximum.
 PROBE = 256
+#: Past a config's ``max_position_embeddings`` L, rotary values are also compared up to FAR·L (at least 2²⁰).
+FAR = 4
 #: Rows of a table compared at a time (what the proof holds beyond the table: a few such blocks).
 BLOCK = 1024
 #: Significant bits of the 16-bit floating types a frequency buffer or a table may be stored in.
@@ -173,10 +178,26 @@ def check_frequencies(
 def probe_positions(limit: int) -> tuple[np.ndarray, np.ndarray]:
     """The positions a rotary module is compared at, for a config of ``limit`` (``max_position_embeddings``):
     every one below :data:`PROBE` (the short rule of the length-dependent types), then those with a spread
-    of 64 up to ``limit`` − 1."""
+    of 64 up to ``limit`` − 1 (past it: :func:`far_positions`)."""
     spread = np.unique(np.geomspace(PROBE, max(limit - 1, PROBE), 64).astype(np.int64))
     short = np.arange(min(PROBE, limit))
     return short, np.concatenate([short, spread[spread < limit]])
+
+
+def far_positions(limit: int) -> np.ndarray:
+    """Positions past a config's ``limit`` (``max_position_embeddings``) a rotary module is also compared at,
+    in one call (a length-dependent type runs at the length of the last): ``limit``, ``limit`` + 1 and a
+    spread of 16 up to max(:data:`FAR` × ``limit``, 2²⁰) − 1. A module may compute another function past
+    the length it was trained to (a clamp, a scaling its config no longer names) that no position below it
+    shows; only the values its own float32 error leaves comparable (the lower frequencies) are compared
+    there (:func:`check_cos_sin` with ``partial``).
+
+    >>> far_positions(2048)[:3].tolist(), int(far_positions(2048)[-1])
+    ([2048, 2049, 2050], 1048575)
+    """
+    top = max(FAR * limit, 2**20) - 1
+    spread = np.geomspace(limit + 2, top, 15).astype(np.int64)
+    return np.unique(np.concatenate([[limit, limit + 1], spread, [top]]))
 
 
 def rotary_reach(
@@ -225,6 +246,11 @@ class CosSinCheck:
     total: int
     over: tuple[int, int, float, float] | None
     provable: bool
+    #: at the values not compared (their own error may exceed the cap): the largest difference, the row of
+    #: the positions it is at (-1: none), and the largest allowance there
+    elsewhere: float = 0.0
+    elsewhere_row: int = -1
+    elsewhere_allowed: float = 0.0
 
 
 def check_cos_sin(
@@ -236,11 +262,14 @@ def check_cos_sin(
     amplitude: float,
     layout: str = "half",
     unit: float = UNIT,
+    partial: bool = False,
 ) -> CosSinCheck:
     """The original's cos (or sin) ``mine`` against posenc's ``ours`` at ``positions`` (their last two axes:
     positions × columns), each value within A·(p·(Δθ_i + 4·θ_i·u) + 8·u) (module docstring) of amplitude A,
     u the ``unit`` roundoff of the code's arithmetic (float32's 2⁻²⁴ by default); values whose allowance
-    exceeds :data:`CAP`·A are not compared."""
+    exceeds :data:`CAP`·A are not compared. Unless ``partial`` (positions checked beside others that prove
+    every frequency: :func:`far_positions`), a frequency compared at no position but 0 proves nothing
+    (``provable`` False)."""
     a, b = (t.detach().to("cpu", torch.float64) for t in (mine, ours))
     a, b = torch.broadcast_tensors(a, b)
     difference = (a - b).abs().numpy()
@@ -249,7 +278,7 @@ def check_cos_sin(
     p = np.abs(positions.astype(np.float64))[:, None]
     allowance = amplitude * (p * (column_gap + 4 * unit * column_theta) + 8 * unit)
     within_cap = allowance <= CAP * amplitude
-    if not within_cap[p[:, 0] > 0].any(axis=0).all():
+    if not partial and not within_cap[p[:, 0] > 0].any(axis=0).all():
         return CosSinCheck(math.nan, math.nan, 0, 0, None, False)
     mask = np.broadcast_to(within_cap, difference.shape)
     beyond_allowance = (difference > allowance) & mask
@@ -261,8 +290,14 @@ def check_cos_sin(
         over = (row, column, float(difference[index]), float(allowance[row, column]))
         return CosSinCheck(math.nan, math.nan, 0, 0, over, True)
     worst = float(np.max(difference, where=mask, initial=0.0))
-    allowed = float(np.max(np.broadcast_to(allowance, difference.shape), where=mask, initial=0.0))
-    return CosSinCheck(worst, allowed, int(mask.sum()), mask.size, None, True)
+    allowances = np.broadcast_to(allowance, difference.shape)
+    allowed = float(np.max(allowances, where=mask, initial=0.0))
+    rest = np.where(mask, -np.inf, difference)
+    index = np.unravel_index(int(np.argmax(rest)), difference.shape)
+    elsewhere = max(float(rest[index]), 0.0)
+    row = int(index[-2]) if np.isfinite(rest[index]) else -1
+    beyond_cap = float(np.max(allowances, where=~mask, initial=0.0))
+    return CosSinCheck(worst, allowed, int(mask.sum()), mask.size, None, True, elsewhere, row, beyond_cap)
 
 
 def probe_apply(function: Callable[..., Any], params: rope.RopeParameters) -> float:

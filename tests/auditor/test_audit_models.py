@@ -511,3 +511,94 @@ def test_a_positional_parameter_of_no_tables_shape_is_learned_weights_in_audit_a
     torch.nn.init.constant_(broken.pos_embed.weight, float("nan"))
     (left,) = pt.patch(broken).components
     assert left.variant != "learned" and left.reason.startswith("not an encoding table"), left.reason
+
+
+TABLE = "model.encoder.embed_positions.weight"
+
+
+def _whisper_folder(folder: Path) -> tuple[Path, dict[str, torch.Tensor]]:
+    """A Whisper saved as transformers saves it, its encoder's table (a weight) made exact; its weights."""
+    from safetensors.torch import load_file, save_file
+
+    torch.manual_seed(0)
+    model = SINUSOIDAL["whisper"][0]()
+    model.save_pretrained(folder)
+    weights = load_file(folder / "model.safetensors")
+    pt.patch(model)
+    weights[TABLE] = model.get_parameter(TABLE).detach().clone()
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder, weights
+
+
+def test_a_folders_table_is_read_where_transformers_reads_it_and_nowhere_else(tmp_path: Path) -> None:
+    """Only the files transformers loads (model.safetensors, else the shards its index names) and only the
+    keys it loads a parameter from (its path, with or without the model's prefix): a table in another file,
+    or under a key that merely ends like it, is no evidence (was: the last such one read won, a PASS for a
+    model whose loaded table is noisy)."""
+    from safetensors.torch import save_file
+
+    folder, weights = _whisper_folder(tmp_path / "whisper")
+    exact = weights[TABLE].clone()
+    noisy = exact + 3e-3 * torch.randn(exact.shape, generator=torch.Generator().manual_seed(1))
+
+    def verdict() -> bool | None:
+        components = {c.path: c for c in posenc.audit(folder, samples=S).components}
+        return components[TABLE].passed if components[TABLE].judged else None
+
+    assert verdict() is True
+    save_file({**weights, TABLE: noisy, f"zz.{TABLE}": exact}, folder / "model.safetensors")
+    save_file({TABLE: exact}, folder / "zz_unused.safetensors")
+    assert verdict() is False  # the noisy table transformers loads
+    # sharded: the index names each key's file; the table is read from the one it names
+    (folder / "model.safetensors").unlink()
+    rest = {k: v for k, v in weights.items() if k != TABLE}
+    save_file(rest, folder / "model-00001-of-00002.safetensors")
+    save_file({TABLE: noisy}, folder / "model-00002-of-00002.safetensors")
+    shard_of = {
+        **dict.fromkeys(rest, "model-00001-of-00002.safetensors"),
+        TABLE: "model-00002-of-00002.safetensors",
+    }
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": shard_of}))
+    assert verdict() is False
+    save_file({**rest, TABLE: exact}, folder / "model-00001-of-00002.safetensors")  # not where the index says
+    assert verdict() is False
+    index.write_text(json.dumps({"weight_map": {TABLE: "../../etc/passwd"}}))
+    with pytest.raises(ValueError, match=r"model\.safetensors\.index\.json is not a safetensors index"):
+        posenc.audit(folder, samples=S)
+
+
+def test_a_folder_whose_weights_posenc_does_not_open_has_its_tables_not_judged(tmp_path: Path) -> None:
+    """Weights in pytorch_model.bin (a pickle posenc never loads) are what transformers loads: its tables are
+    not judged, and the note says why — never the values building the model computes (was: PASS for a
+    noisy table, FAIL for an exact one); the same table in model.safetensors is judged."""
+    folder, weights = _whisper_folder(tmp_path / "whisper")
+    weights[TABLE] += 3e-3
+    (folder / "model.safetensors").unlink()
+    torch.save(weights, folder / "pytorch_model.bin")
+    components = {c.path: c for c in posenc.audit(folder, samples=S).components}
+    assert not components[TABLE].judged
+    assert components[TABLE].note.startswith(
+        "its weights are in pytorch_model.bin, which posenc does not open"
+    )
+
+
+def test_a_folder_refuses_what_it_would_not_check_or_could_not_bound(tmp_path: Path) -> None:
+    """configuration_files (transformers would build from another file than the one posenc checked), the
+    size fields of DistilBERT's and of vision towers' configs, and samples past their bound."""
+    from tests.cli.test_audit_hostile import LLAMA
+
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    cases = {
+        "configuration_files": {**LLAMA, "configuration_files": ["config.4.0.0.json"]},
+        "n_layers must be <= 2\\*\\*12": {**LLAMA, "n_layers": 30000},
+        "depths\\[3\\] must be <= 2\\*\\*12": {**LLAMA, "depths": [1, 1, 1, 2**26]},
+        "dim must be <= 2\\*\\*18": {**LLAMA, "dim": 2**30},
+    }
+    for said, config in cases.items():
+        (folder / "config.json").write_text(json.dumps(config))
+        with pytest.raises(ValueError, match=said):
+            posenc.audit(folder, samples=S)
+    with pytest.raises(ValueError, match="samples must be <= 2\\*\\*14"):
+        posenc.audit(posenc.table(64, 8), samples=2**14 + 1)

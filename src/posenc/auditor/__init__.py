@@ -54,6 +54,10 @@ __all__ = [
 
 #: Positions measured per band at most (a band of this many or fewer is measured whole).
 SAMPLES = 4096
+#: The most positions per band an audit samples: its memory grows with them (a table's rows, a rotary's
+#: cos/sin), and a few thousand already find any error a band holds.
+MAX_SAMPLES = 2**14
+_SAMPLES_WHY = "each sampled position costs memory; a few thousand find any error"
 _DTYPES = ("float64", "float32", "float16", "bfloat16")
 
 
@@ -116,7 +120,7 @@ def audit(
     """
     if d_model is not None:
         d_model = validation.d_model(d_model)
-    samples = validation.integer("samples", samples, minimum=16)
+    samples = validation.integer("samples", samples, minimum=16, maximum=MAX_SAMPLES, why=_SAMPLES_WHY)
     tolerance = check_tolerance(tol)
     limit = check_timeout(timeout)
     given = {"d_model": d_model, "positions": positions, "preset": preset, "key": key}

@@ -14,8 +14,10 @@ ships (a config with ``auto_map`` is refused): its config is checked and bounded
 on the meta device under a torch function mode of the calling thread only (nothing global is patched), the
 buffers of its positional components (inv_freq, sinusoidal tables) are then computed by the model's own
 ``_init_weights``, and the positional tensors that are weights (Whisper's encoder table) are read from the
-folder's ``*.safetensors`` when present (else that component is not audited, and says so). A 70B model's
-config audits in seconds; ``timeout=`` covers building it.
+safetensors files transformers loads (``model.safetensors``, or the shards its index names; their own key,
+with or without the model's prefix); one they do not hold (Marian's) is computed as building the model
+does — unless the folder's weights are in a file posenc does not open (``pytorch_model.bin``): then it is
+not audited, and says so. A 70B model's config audits in seconds; ``timeout=`` covers building it.
 
 ``posenc.audit(model)`` gives a ModelAudit when the positional components lie in the model's submodules
 (a Hugging Face ``LlamaForCausalLM``, an M2M100, a UNet); a module that is one component itself (a rotary
@@ -24,6 +26,7 @@ module, the PyTorch tutorial's ``PositionalEncoding``) gets the component's own 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import html
 import inspect
@@ -309,7 +312,8 @@ def _component(
 
             reason, zeros = read_table(what)
             if reason is not None:
-                return [ComponentAudit(path, kind, None, reason)]
+                unread = getattr(model, "__dict__", {}).get(UNREAD, {})  # in a file posenc does not open
+                return [ComponentAudit(path, kind, None, unread.get(path, reason))]
             if not zeros:
                 return [ComponentAudit(path, kind, audit(what, samples=samples, tol=tol))]
             rows = what.detach().reshape(-1, what.shape[-1])[zeros:]
@@ -1110,9 +1114,11 @@ MAX_CONFIG_DEPTH = 32
 #: largest published model. The model is built on the meta device, so this bounds no allocation: it refuses
 #: a config no model has (``hidden_size: 2**20`` with many layers) before minutes are spent building it.
 MAX_PARAMETERS = 10**14
-#: Values a positional buffer computed from the config (a sinusoidal table) or read from the folder's
-#: safetensors may hold: 2**28 (1 GiB of float32).
+#: Values a positional table read from the folder's safetensors may hold: 2**28 (1 GiB of float32).
 MAX_TABLE_VALUES = 2**28
+#: Values a positional buffer computed from the config may hold: 2**25. Some classes build theirs in Python
+#: lists (DistilBERT's, XLM's: ~50 bytes and ~2.4 µs a value), so 2**25 is ~2 GB and ~80 s at most.
+MAX_COMPUTED_VALUES = 2**25
 #: Bytes of a safetensors header read at most (the safetensors library refuses more than 100 MB).
 MAX_HEADER_BYTES = 100_000_000
 
@@ -1138,6 +1144,11 @@ _SIZES: dict[str, tuple[int, int, str]] = {
             "moe_intermediate_size",
             "d_ff",
             "d_kv",
+            "dim",
+            "hidden_dim",
+            "emb_dim",
+            "embed_dim",
+            "hidden_sizes",
         ),
         _WIDTH,
     ),
@@ -1149,6 +1160,9 @@ _SIZES: dict[str, tuple[int, int, str]] = {
             "encoder_layers",
             "decoder_layers",
             "num_decoder_layers",
+            "n_layers",
+            "depth",
+            "depths",
         ),
         _LAYERS,
     ),
@@ -1159,6 +1173,8 @@ _SIZES: dict[str, tuple[int, int, str]] = {
             "n_head",
             "encoder_attention_heads",
             "decoder_attention_heads",
+            "n_heads",
+            "num_heads",
         ),
         _HEADS,
     ),
@@ -1176,8 +1192,10 @@ _SIZES: dict[str, tuple[int, int, str]] = {
     ),
     "vocab_size": (1, 2**24, "the largest vocabularies hold about 2**18 tokens"),
 }
-#: The size fields a config may give per layer, as a list of one size each (Gemma 3n's intermediate_size).
+#: The size fields a config may give per layer, as a list of one size each (Gemma 3n's intermediate_size)
 _PER_LAYER = ("intermediate_size", "num_key_value_heads", "num_attention_heads", "head_dim", "ffn_dim")
+#: ... or per stage of a vision tower (Swin's, ConvNeXt's: ``depths``, ``hidden_sizes``, ``num_heads``)
+_PER_LAYER += ("depths", "hidden_sizes", "num_heads", "embed_dim")
 #: The numbers of a rotary block (``rope_scaling``, ``rope_parameters``, or one layer type's block in it).
 _ROPE_BLOCKS = ("rope_scaling", "rope_parameters")
 _ROPE_NUMBERS = (
@@ -1242,7 +1260,8 @@ def from_directory(folder: str | Path) -> Any:
     """The model of ``folder/config.json`` (the class its ``architectures`` names where transformers defines
     it, the class it was saved from; else the one ``transformers.AutoModel`` maps its ``model_type`` to),
     its parameters on the meta device, its positional buffers real; positional weights read from
-    ``folder/*.safetensors`` when present.
+    the safetensors files transformers loads (``model.safetensors``, else the shards of
+    ``model.safetensors.index.json``) when present.
 
     Nothing of the folder runs and nothing global changes:
 
@@ -1254,8 +1273,9 @@ def from_directory(folder: str | Path) -> Any:
       head and expert counts, ``vocab_size``, the position counts) a whole number within its bound,
       ``pad_token_id`` an integer (one beyond ``vocab_size`` is named where the build then fails), the
       rotary numbers real (``rope_theta`` > 0), and the parameters
-      it describes at most :data:`MAX_PARAMETERS`; every ``*.safetensors`` entry is a regular file with a
-      sound header;
+      it describes at most :data:`MAX_PARAMETERS`; a config naming ``configuration_files`` (another file
+      transformers would read) is refused; each safetensors file transformers loads is a regular file with
+      a sound header, an index's shards files of the folder itself;
     * the model is built under a torch function mode of this thread only (no class or module attribute is
       patched, no default dtype or device set: another thread building a model meanwhile is untouched, and
       transformers' own weight initialisation, which patches ``torch.nn.init``, is skipped on meta): every
@@ -1263,7 +1283,7 @@ def from_directory(folder: str | Path) -> Any:
       a small ``torch.linspace`` (:data:`MAX_CPU_LINSPACE`), whose values a model reads back as it builds;
     * the buffers of the positional components (``inv_freq``, sinusoidal tables) are then computed on the
       cpu by the model's own ``_init_weights`` (transformers' way to recompute what ``__init__`` computes:
-      it loads every checkpoint this way), at most :data:`MAX_TABLE_VALUES` each; a buffer it does not
+      it loads every checkpoint this way), at most :data:`MAX_COMPUTED_VALUES` each; a buffer it does not
       recompute stays on meta, and its component is reported not audited.
 
     Any failure is a :class:`ModelDirectoryError` (a ValueError) naming the folder, the field or file, and
@@ -1301,8 +1321,10 @@ def from_directory(folder: str | Path) -> Any:
                 name,
             ) from None
         raise ModelDirectoryError(f"{said}; correct the field it names in {folder / 'config.json'}") from None
-    _read_positional_weights(model, folder, files)
-    _compute_positional_buffers(model, folder, dtype, torch, transformers)
+    unread = _read_positional_weights(model, folder, files)
+    _compute_positional_buffers(model, folder, dtype, torch, transformers, unread)
+    if unread:
+        model.__dict__[UNREAD] = unread
     return model
 
 
@@ -1372,6 +1394,14 @@ def _read_config(folder: Path) -> dict[str, Any]:
             "config.json",
         )
     _refuse_own_code(folder, data.get("auto_map"), "auto_map")
+    if "configuration_files" in data:  # transformers would read another file: posenc checked this one
+        named = validation.shorten(data["configuration_files"])
+        raise ModelDirectoryError(
+            f"{path} names configuration_files ({named}): transformers would build the model from one of "
+            "those files, and posenc checks and audits config.json alone; remove configuration_files, or "
+            "copy the file it names over config.json",
+            "configuration_files",
+        )
     model_type = data.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise ModelDirectoryError(
@@ -1497,26 +1527,54 @@ def _parameters(node: dict[str, Any]) -> int:
         sizes = [node[k] if isinstance(node[k], int) else max(node[k]) for k in keys if node.get(k)]
         return next(iter(sizes), 0)
 
-    width = first("hidden_size", "d_model", "n_embd")
+    width = first("hidden_size", "d_model", "n_embd", "dim", "emb_dim", "embed_dim")
     if not width:
         return 0
-    inner = first("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner", "d_ff")
-    layers = sum(
-        node[k]
-        for k in ("num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers")
-        if isinstance(node.get(k), int)
+    inner = first(
+        "intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner", "d_ff", "hidden_dim"
     )
+    counts = ("num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers", "n_layers")
+    layers = sum(node[k] for k in (*counts, "depth") if isinstance(node.get(k), int))
+    layers += sum(node["depths"]) if isinstance(node.get("depths"), list) else 0
     experts = max(1, first("num_experts", "num_local_experts", "n_routed_experts"))
     vocab = first("vocab_size")
     return vocab * width + layers * (4 * width * width + 3 * width * (inner or 4 * width) * experts)
 
 
-def _weight_files(folder: Path) -> list[Path]:
-    """The folder's ``*.safetensors`` files, each checked to be a regular file with a sound header (a folder,
-    a FIFO or garbage named so is refused, naming it)."""
+#: The model attribute (in its ``__dict__``) where :func:`from_directory` leaves, per positional parameter it
+#: could not read, why (its component's "not judged" note).
+UNREAD = "_posenc_unread"
+#: The weight files transformers loads from a folder where it holds no safetensors ones, which posenc does not
+#: open (a pickle runs code as it loads; TensorFlow's and Flax's files are not read).
+OTHER_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Weights:
+    """The weight files of a folder as transformers loads them: ``model.safetensors``, else the shards
+    ``model.safetensors.index.json`` names (``shard_of``: each key's file), else none — and then ``other``,
+    the first of :data:`OTHER_WEIGHTS` the folder holds (its tables are in a file posenc does not open)."""
+
+    files: list[Path]
+    shard_of: dict[str, str] | None = None
+    other: str | None = None
+
+
+def _weight_files(folder: Path) -> _Weights:
+    """The safetensors files transformers loads from the folder (:class:`_Weights`: no other file counts —
+    transformers reads none), each checked to be a regular file with a sound header (a folder, a FIFO or
+    garbage named so is refused, naming it)."""
     from .targets import _not_a_file as not_a_file
 
-    files = sorted(folder.glob("*.safetensors"))
+    shard_of = None
+    if os.path.lexists(folder / "model.safetensors"):
+        files = [folder / "model.safetensors"]
+    elif os.path.lexists(folder / "model.safetensors.index.json"):
+        shard_of = _shards(folder / "model.safetensors.index.json")
+        files = [folder / name for name in sorted(set(shard_of.values()))]
+    else:
+        other = next((name for name in OTHER_WEIGHTS if os.path.lexists(folder / name)), None)
+        return _Weights([], None, other)
     for file in files:
         problem = not_a_file(file)
         if problem:
@@ -1530,7 +1588,39 @@ def _weight_files(folder: Path) -> list[Path]:
                 "remove it to audit without the weights",
                 file.name,
             )
-    return files
+    return _Weights(files, shard_of)
+
+
+def _file_name(name: Any) -> bool:
+    """Whether ``name`` names a file of the folder itself (no path, no ``..``)."""
+    return isinstance(name, str) and name == Path(name).name and name not in ("", ".", "..")
+
+
+def _shards(index: Path) -> dict[str, str]:
+    """``model.safetensors.index.json``'s ``weight_map``: each key's shard, a file of the folder."""
+    from .targets import _not_a_file as not_a_file
+
+    problem = not_a_file(index)
+    try:
+        if problem:
+            raise ValueError(problem)
+        with open(index, "rb") as stream:
+            raw = stream.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ValueError(f"larger than {MAX_CONFIG_BYTES >> 20} MiB")
+        shard_of = json.loads(raw)["weight_map"]
+        if not isinstance(shard_of, dict) or not all(
+            isinstance(key, str) and _file_name(name) for key, name in shard_of.items()
+        ):
+            raise ValueError("its weight_map is not an object of keys to file names of the folder")
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
+        said = " ".join(str(error).split())[:200]
+        raise ModelDirectoryError(
+            f"{index} is not a safetensors index ({said}); replace it with the checkpoint's own file, or "
+            "remove it to audit without the weights",
+            index.name,
+        ) from None
+    return shard_of
 
 
 def _header_problem(file: Path) -> str | None:
@@ -1689,17 +1779,22 @@ class _OnMeta:
         return cls._class
 
 
-def _compute_positional_buffers(model: Any, folder: Path, dtype: Any, torch: Any, transformers: Any) -> None:
+def _compute_positional_buffers(
+    model: Any, folder: Path, dtype: Any, torch: Any, transformers: Any, unread: dict[str, str]
+) -> None:
     """Compute the meta buffers of each positional component (``inv_freq``, a sinusoidal table), and a
     positional parameter the folder's files do not hold (Marian's tables, which ``save_pretrained`` of its
     ``MarianMTModel`` leaves out), on the cpu, with the ``_init_weights`` of the transformers model that
     holds it — what building the model in Python gives; what it leaves uncomputed goes back to meta (that
     component is then not audited, and says so). A float32 table is held in the config's ``dtype``, as
     transformers holds it when it builds under that default dtype (M2M100 and its family cast their table
-    to ``torch.get_default_dtype()``, which posenc leaves alone)."""
+    to ``torch.get_default_dtype()``, which posenc leaves alone). A table of ``unread`` (in a weight file
+    posenc does not open) is not computed: transformers loads it from that file."""
     from ..torch.patching import find
 
     for path, kind, what in find(model):
+        if path in unread:
+            continue
         owner, module = path, what
         tensors = dict(module.named_buffers(recurse=False)) if kind != "table" else {}
         if kind == "table":
@@ -1710,11 +1805,11 @@ def _compute_positional_buffers(model: Any, folder: Path, dtype: Any, torch: Any
         if not pending:
             continue
         values = sum(b.numel() for b in pending.values())
-        if values > MAX_TABLE_VALUES:
+        if values > MAX_COMPUTED_VALUES:
             raise ModelDirectoryError(
                 f"{folder}: {owner or type(model).__name__} would compute {values:,} values (at most "
-                f"{validation.power_text(MAX_TABLE_VALUES)}); lower max_position_embeddings or the width in "
-                "config.json",
+                f"{validation.power_text(MAX_COMPUTED_VALUES)}); lower max_position_embeddings or the width "
+                "in config.json",
                 path,
             )
         parts = owner.split(".") if owner else []
@@ -1765,12 +1860,15 @@ def _built_by_its_class(module: Any, key: str, buffer: Any, dtype: Any, torch: A
         setattr(module, key, torch.nn.Parameter(value, requires_grad=False) if parameter else value)
 
 
-def _read_positional_weights(model: Any, folder: Path, files: list[Path]) -> None:
-    """Fill the model's positional parameters from the folder's safetensors files, matching names by their
-    ending (a checkpoint may prefix them with ``model.``) and shapes (read from the header before the
-    tensor). A positional parameter the files do not hold goes (back) to meta: not audited, and says so —
-    never the values of whatever memory a class's own ``torch.Tensor(...)`` took outside the meta device
-    (FastSpeech2-Conformer's ``pos_bias_u``)."""
+def _read_positional_weights(model: Any, folder: Path, weights: _Weights) -> dict[str, str]:
+    """Fill the model's positional parameters from the safetensors files transformers loads
+    (:func:`_weight_files`), each under the key transformers gives it (its own path, or with or without
+    the model's ``base_model_prefix``: :func:`_keys`) and of its shape (read from the header before the
+    tensor). A positional parameter the files do not hold goes (back) to meta: computed after as building
+    the model does (Marian's tables, which its checkpoints leave out), or not audited, and says so — never
+    the values of whatever memory a class's own ``torch.Tensor(...)`` took outside the meta device
+    (FastSpeech2-Conformer's ``pos_bias_u``). Where the folder's weights are in a file posenc does not open
+    (``pytorch_model.bin``), returns each positional parameter's reason for not being audited."""
     import torch
 
     from ..torch.patching import find
@@ -1781,10 +1879,17 @@ def _read_positional_weights(model: Any, folder: Path, files: list[Path]) -> Non
         if kind == "table" and (tensor.is_meta or isinstance(tensor, torch.nn.Parameter))
     }
     if not wanted:
-        return
+        return {}
+    if weights.other is not None:
+        reason = (
+            f"its weights are in {weights.other}, which posenc does not open (a pickle runs code as it "
+            "loads; other frameworks' files are not read); save the model with safetensors "
+            "(model.save_pretrained(folder) does) to audit this table"
+        )
+        return dict.fromkeys(wanted, reason)
     read: set[str] = set()
     try:
-        _read_weights(model, files, wanted, read)
+        _read_weights(model, weights, wanted, read)
     finally:
         for path in wanted.keys() - read:
             owner, _, name = path.rpartition(".")
@@ -1792,32 +1897,61 @@ def _read_positional_weights(model: Any, folder: Path, files: list[Path]) -> Non
             value = wanted[path]
             if not value.is_meta:
                 setattr(module, name, torch.nn.Parameter(torch.empty_like(value, device="meta"), False))
+    return {}
 
 
-def _read_weights(model: Any, files: list[Path], wanted: dict[str, Any], read: set[str]) -> None:
-    """:func:`_read_positional_weights`' reading: the ``wanted`` tensors found in ``files``, each path put
-    in ``read``."""
+def _keys(model: Any, path: str) -> tuple[str, ...]:
+    """The checkpoint keys transformers loads a parameter of ``path`` from, first found first: its path, then
+    with the model's ``base_model_prefix`` (a base model's key in a checkpoint of a model with a head), then
+    without it (the reverse)."""
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    keys = [path]
+    if prefix:
+        keys.append(f"{prefix}.{path}")
+        if path.startswith(prefix + "."):
+            keys.append(path.removeprefix(prefix + "."))
+    return tuple(keys)
+
+
+def _read_weights(model: Any, weights: _Weights, wanted: dict[str, Any], read: set[str]) -> None:
+    """:func:`_read_positional_weights`' reading: the ``wanted`` tensors found in the files, each under the
+    first of its keys (:func:`_keys`) the files hold — in the shard the index names, where it names one —
+    each path put in ``read``."""
     import torch
     from safetensors import safe_open
 
-    for file in files:
-        try:
-            with safe_open(str(file), framework="pt") as stored:
-                for key in stored.keys():  # noqa: SIM118  (safe_open has keys(), no iteration)
-                    path = next((p for p in wanted if key == p or key.endswith("." + p)), None)
-                    if path is None:
-                        continue
-                    shape = tuple(stored.get_slice(key).get_shape())
-                    if shape != tuple(wanted[path].shape) or math.prod(shape) > MAX_TABLE_VALUES:
-                        continue
-                    value = stored.get_tensor(key)
-                    owner, _, name = path.rpartition(".")
-                    module = model.get_submodule(owner) if owner else model
-                    setattr(module, name, torch.nn.Parameter(value, requires_grad=False))
-                    read.add(path)
-        except Exception as error:  # a file that is no safetensors one: said, naming it
-            raise ModelDirectoryError(
-                f"{file} cannot be read as safetensors ({_said(error)}); replace it with the checkpoint's "
-                "own file, or remove it to audit without the weights",
-                file.name,
-            ) from None
+    held: dict[str, Path] = {}  # key -> the file transformers reads it from
+    for file in weights.files:
+        with _opened(file, safe_open) as stored:
+            for key in stored.keys():  # noqa: SIM118  (safe_open has keys(), no iteration)
+                if weights.shard_of is None or weights.shard_of.get(key) == file.name:
+                    held.setdefault(key, file)
+    for path in wanted:
+        key = next((k for k in _keys(model, path) if k in held), None)
+        if key is None:
+            continue
+        with _opened(held[key], safe_open) as stored:
+            shape = tuple(stored.get_slice(key).get_shape())
+            if shape != tuple(wanted[path].shape) or math.prod(shape) > MAX_TABLE_VALUES:
+                continue
+            value = stored.get_tensor(key)
+        owner, _, name = path.rpartition(".")
+        module = model.get_submodule(owner) if owner else model
+        setattr(module, name, torch.nn.Parameter(value, requires_grad=False))
+        read.add(path)
+
+
+@contextlib.contextmanager
+def _opened(file: Path, safe_open: Any) -> Any:
+    """``safe_open(file)``; a file that is no safetensors one (its header, its offsets) said, naming it."""
+    try:
+        with safe_open(str(file), framework="pt") as stored:
+            yield stored
+    except ModelDirectoryError:
+        raise
+    except Exception as error:  # a file that is no safetensors one: said, naming it
+        raise ModelDirectoryError(
+            f"{file} cannot be read as safetensors ({_said(error)}); replace it with the checkpoint's "
+            "own file, or remove it to audit without the weights",
+            file.name,
+        ) from None

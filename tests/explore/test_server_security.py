@@ -17,6 +17,7 @@ import struct
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import posenc
@@ -292,10 +293,26 @@ class TestOriginOfEveryPost:
         )
         assert answer[0] == 200 and answer[1]["best"] == "paper", answer[1]
 
-    def test_a_get_is_not_refused_for_its_origin(self, port):
-        """A GET changes nothing and a page elsewhere cannot read its answer (no CORS header is sent)."""
-        status, _, got = call(port, "GET", "/api", headers=(("Origin", "http://evil.example"),))
+    @pytest.mark.parametrize(
+        "headers",
+        [
+            (("Origin", "http://evil.example"),),
+            (("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors"), ("Sec-Fetch-Dest", "image")),
+        ],
+    )
+    def test_an_api_get_from_another_site_is_refused_before_any_work(self, port, headers):
+        """A page elsewhere cannot read a GET's answer (no CORS header is sent), but an ``<img>`` of an API
+        URL would make the server compute (a rope of a wide head: seconds a request, with a fresh base
+        each time): refused first, 403 (was: 200). The page itself is served to a link from anywhere."""
+        for path in ("/api", "/api/rope?head_dim=65536&base=20001", "/api/table?d_model=8&length=4"):
+            started = time.perf_counter()
+            answer = call(port, "GET", path, headers=headers)
+            assert time.perf_counter() - started < 5
+            assert "this server's" in refusal(answer, 403, "origin") or "Sec-Fetch-Site" in answer[1]["error"]
+        status, _, got = call(port, "GET", "/", headers=headers)
         assert status == 200 and "Access-Control-Allow-Origin" not in got
+        own = (("Sec-Fetch-Site", "same-origin"), ("Sec-Fetch-Mode", "cors"))
+        assert call(port, "GET", "/api/table?d_model=8&length=4", headers=own)[0] == 200
 
     def test_no_preflight_is_answered(self, port):
         headers = (("Origin", "http://evil.example"), ("Access-Control-Request-Method", "POST"))
@@ -394,6 +411,21 @@ class TestBodyIsWhatTheRouteDocuments:
         error = refusal(answer, 400, "file" if value.endswith(".npy") else "filename")
         assert "is not a .npy file" in error or "unknown file type" in error
         assert sorted(os.listdir(tmp_path)) == before  # nothing written beside it either
+
+    def test_an_upload_is_held_to_the_work_its_size_bounds(self, port, tmp_path):
+        """A 6 KB .pt of one row expanded to 65536 (a view: stride 0) reads as 268 MB of values — it took
+        19 GB and ten minutes; a 1-D vector of 2**20 values fits a base in time quadratic in its length
+        (minutes). Both are refused at once, naming what they hold."""
+        torch = pytest.importorskip("torch")
+        row = torch.from_numpy(posenc.table(1, 1024)[0].copy())
+        torch.save({"pos_embed": row.expand(65536, 1024)}, tmp_path / "expanded.pt")
+        body = (tmp_path / "expanded.pt").read_bytes()
+        assert len(body) < 10_000
+        vector = npy(np.geomspace(1, 1e-30, (1 << 14) + 1))
+        for name, data, said in (("pe.pt", body, "268,435,456 bytes"), ("v.npy", vector, "16,385 values")):
+            started = time.perf_counter()
+            answer = call(port, "POST", f"/api/identify?filename={name}", headers=(OCTETS,), body=data)
+            assert said in refusal(answer, 400, "file") and time.perf_counter() - started < 10
 
     @pytest.mark.parametrize(
         "lengths", [(), ("9" * 5000,), ("-1",), ("1e3",), ("１２",), ("2", "2"), ("0x10",)]

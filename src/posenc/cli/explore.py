@@ -59,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
     def ready(url: str) -> None:
         if not explore.server.is_loopback(host):  # an IP literal of 127.0.0.0/8 or ::1, or localhost
             sys.stderr.write(
-                f"{PROG} explore: warning: listening on {host}, the server is reachable from the network; "
-                f"--host {HOST} keeps it on this machine\n"
+                f"{PROG} explore: warning: listening on {host}, the server is reachable from the network, "
+                "and it checks no Host name there: a web page you visit may reach it through a name that "
+                f"resolves to this machine (DNS rebinding); --host {HOST} keeps it on this machine\n"
             )
             sys.stderr.flush()
         sys.stdout.write(f"{PROG} explore: serving on {url} (Ctrl-C stops)\n")

@@ -475,7 +475,7 @@ def identify(params: Mapping[str, str], body: bytes) -> dict[str, Any]:
         path = Path(folder) / ("upload" + (suffix if known else ""))
         path.write_bytes(body)
         try:
-            key, stored, held = porting.load_stored_table(path)
+            key, stored, held = porting.load_stored_table(path, max_bytes=len(body))
             stored = np.array(stored, copy=True)  # not a view of the file, which goes now
         except Exception as error:  # a corrupt file: whatever a reader raises, it is the file's fault
             message = _renamed(error, path, name)

@@ -17,8 +17,9 @@ The trust boundaries, checked in this order on every request before anything els
   ``127.0.0.1@evil.com``, ``localhost.``, ``2130706433``, ``0x7f.1``, ``[::ffff:127.0.0.1]`` and another
   port are 400 naming ``host``. On another address (``--host 0.0.0.0``, the user's choice, which the
   command warns about) the Host is only checked to be one well-formed name with an optional port.
-* **Origin**, on every POST (GETs change nothing and send no CORS header, so another site cannot read
-  them): an Origin header, when present, must be the origin the request is addressed to, exactly
+* **Origin**, on every POST and every GET of ``/api`` (another site cannot read a GET's answer — no CORS
+  header — but an ``<img>`` of its URL would make the server compute: an ``/api/rope`` of a wide head takes
+  seconds): an Origin header, when present, must be the origin the request is addressed to, exactly
   ``http://`` + the Host's name + this server's port (``http://127.0.0.1:PORT``, ``http://localhost:PORT``,
   ``http://[::1]:PORT`` as the page was opened); any other (another site, another port, https, ``null``,
   two Origin headers) is 403 naming ``origin``, as is a ``Sec-Fetch-Site`` other than ``same-origin`` (or
@@ -138,7 +139,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._unread = method == "POST"  # a body not read yet: dropped before any answer
         try:
             host = self._host()
-            if method == "POST":
+            if method == "POST" or path.startswith("/api"):
                 self._check_origin(host)
             if method == "GET" and not path.startswith("/api"):
                 self._static(path)
@@ -191,9 +192,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return found
 
     def _check_origin(self, host: tuple[str, int | None]) -> None:
-        """A POST's Origin, when sent, must be exactly ``http://`` + the Host's name + this server's port
-        (another port behind a proxy: the Host's), and its Sec-Fetch-Site, when sent, same-origin (or
-        none); else a 403 naming ``origin``."""
+        """A POST's or an API GET's Origin, when sent, must be exactly ``http://`` + the Host's name + this
+        server's port (another port behind a proxy: the Host's), and its Sec-Fetch-Site, when sent,
+        same-origin (or none); else a 403 naming ``origin``."""
         name, port = host
         own_port = self.server.server_address[1]
         if not is_loopback(str(self.server.server_address[0])):
@@ -217,14 +218,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             ):
                 raise Forbidden(
                     "origin",
-                    f"Origin {origins[0]!r} is not this server's: a POST is taken from the page of {own} "
-                    "only (or from a script that sends no Origin)",
+                    f"Origin {origins[0]!r} is not this server's: the API answers the page of {own} "
+                    "only (or a script that sends no Origin)",
                 )
         for site in self.headers.get_all("Sec-Fetch-Site") or []:
             if site.strip(" \t").lower() not in _OWN_SITES:
                 raise Forbidden(
                     "origin",
-                    f"Sec-Fetch-Site {site!r}: a POST is taken from the page of {own} only (same-origin)",
+                    f"Sec-Fetch-Site {site!r}: the API answers the page of {own} only (same-origin)",
                 )
 
     def _body(self, path: str) -> bytes:

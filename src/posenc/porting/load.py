@@ -90,10 +90,14 @@ _STORED_TYPES = {
 }
 
 
-def load_stored_table(path: str | Path, *, key: str | None = None) -> tuple[str, np.ndarray, str]:
+def load_stored_table(
+    path: str | Path, *, key: str | None = None, max_bytes: int | None = None
+) -> tuple[str, np.ndarray, str]:
     """:func:`load_named_table`, with the dtype the file holds the table in: ``"bfloat16"``, ``"float16"``,
     ``"float32"`` or ``"float64"`` (a bfloat16 tensor, or a torch float16 one, is read as float32, exactly:
-    its values are its own), else the file's own name for it (an integer table's).
+    its values are its own), else the file's own name for it (an integer table's). ``max_bytes``: the most
+    bytes its values may take as stored, dense (a ``.pt`` may hold a view of far more values than its bytes:
+    an expanded row; the explorer's uploads are held to their own size).
 
     >>> import os, tempfile, numpy as np, posenc
     >>> folder = tempfile.TemporaryDirectory()
@@ -119,6 +123,13 @@ def load_stored_table(path: str | Path, *, key: str | None = None) -> tuple[str,
             name, stored = _pick(arrays, others, key, path)
             where = f"{path}, tensor {name!r}," if name else str(path)
             held = _STORED_TYPES.get(stored.dtype, stored.dtype)
+            dense = math.prod(stored.shape) * stored.itemsize
+            if max_bytes is not None and dense > max_bytes:
+                raise ValueError(
+                    f"{where} holds {stored.dtype} values of shape {stored.shape}: {dense:,} bytes, more "
+                    f"than the {max_bytes:,} taken here (a view of a few values stored, such as an expanded "
+                    "row, is read whole); save the table itself"
+                )
             if stored.kind == "float" and _vector(stored):
                 return name, _inv_freq(stored, where), held
             _check_stored(stored, where)
@@ -275,11 +286,22 @@ def _read(stored: Stored, where: str) -> np.ndarray:
         raise ValueError(f"{where} cannot be read: {reason(error)}") from None
 
 
+#: The most values a file's RoPE inv_freq vector may hold: head_dim / 2, a few hundred in the field (fitting
+#: its base takes time that grows with the square of its length: ~2 s at this many).
+MAX_INV_FREQ = 1 << 14
+
+
 def _inv_freq(stored: Stored, where: str) -> np.ndarray:
     """A 1-D array that reads as a RoPE inv_freq, as stored; anything else is refused as not a table."""
     from .rope_matching import looks_like_rope
 
-    if stored.kind == "float" and math.prod(stored.shape) <= 1 << 20:
+    count = math.prod(stored.shape)
+    if count > MAX_INV_FREQ:
+        raise ValueError(
+            f"{where} holds a vector of {count:,} values; a RoPE inv_freq holds head_dim / 2 of them (at "
+            f"most {MAX_INV_FREQ:,} here), and a table is 2-D ({EXPECTED})"
+        )
+    if stored.kind == "float":
         values = _read(stored, where)
         if looks_like_rope(values) == "inv_freq":
             return values

@@ -175,6 +175,16 @@ HOSTILE: dict[str, tuple[Any, str, str | None]] = {
         "model.safetensors is not a safetensors file",
         "model.safetensors",
     ),
+    "a safetensors header of junk past the bound": (  # 17 MB of empty entries: parsed, it took 1.4 GB
+        lambda p: _folder(p, WHISPER, model_safetensors=(17 << 20).to_bytes(8, "little") + b" " * (17 << 20)),
+        "its header claims 17,825,792 bytes; a checkpoint's takes at most a few MB",
+        "model.safetensors",
+    ),
+    "configuration_files: another config transformers would read": (
+        lambda p: _folder(p, {**LLAMA, "configuration_files": ["config.4.0.0.json"]}),
+        "names configuration_files",
+        "configuration_files",
+    ),
     "a folder named model.safetensors": (
         _weights_folder,
         "model.safetensors is a directory, not a safetensors file",

@@ -1119,8 +1119,9 @@ MAX_TABLE_VALUES = 2**28
 #: Values a positional buffer computed from the config may hold: 2**25. Some classes build theirs in Python
 #: lists (DistilBERT's, XLM's: ~50 bytes and ~2.4 µs a value), so 2**25 is ~2 GB and ~80 s at most.
 MAX_COMPUTED_VALUES = 2**25
-#: Bytes of a safetensors header read at most (the safetensors library refuses more than 100 MB).
-MAX_HEADER_BYTES = 100_000_000
+#: Bytes of a safetensors header read at most: 16 MiB (the safetensors library takes up to 100 MB; a shard of
+#: a thousand tensors has ~200 KB, and a 99 MB header of junk entries took 1.4 GB to parse).
+MAX_HEADER_BYTES = 16 << 20
 
 _WIDTH = (1, 2**18, "the widest models are about 2**14 wide")
 _LAYERS = (0, 2**12, "the deepest models have about 2**7 layers")
@@ -1632,8 +1633,10 @@ def _header_problem(file: Path) -> str | None:
             if len(head) < 8:
                 return f"{size} bytes, shorter than a header"
             length = int.from_bytes(head, "little")
-            if length > min(MAX_HEADER_BYTES, size - 8):
+            if length > size - 8:
                 return f"its header claims {length:,} bytes of a file of {size:,}"
+            if length > MAX_HEADER_BYTES:
+                return f"its header claims {length:,} bytes; a checkpoint's takes at most a few MB"
             header = json.loads(stream.read(length))
     except RecursionError:
         return "its header nests too deep"

@@ -143,7 +143,7 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
         "--samples",
         type=_deferred(integer, "--samples"),
         default=4096,
-        help="positions measured per band (default 4096)",
+        help="positions measured per band (default 4096; 16 .. 16384)",
     )
     sub.add_argument(
         "--timeout",

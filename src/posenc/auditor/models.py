@@ -1883,16 +1883,18 @@ def _read_positional_weights(model: Any, folder: Path, weights: _Weights) -> dic
     }
     if not wanted:
         return {}
-    if weights.other is not None:
-        reason = (
-            f"its weights are in {weights.other}, which posenc does not open (a pickle runs code as it "
-            "loads; other frameworks' files are not read); save the model with safetensors "
-            "(model.save_pretrained(folder) does) to audit this table"
-        )
-        return dict.fromkeys(wanted, reason)
     read: set[str] = set()
+    unread: dict[str, str] = {}
     try:
-        _read_weights(model, weights, wanted, read)
+        if weights.other is None:
+            _read_weights(model, weights, wanted, read)
+        else:
+            reason = (
+                f"its weights are in {weights.other}, which posenc does not open (a pickle runs code as it "
+                "loads; other frameworks' files are not read); save the model with safetensors "
+                "(model.save_pretrained(folder) does) to audit this table"
+            )
+            unread = dict.fromkeys((path for path in wanted if _saved(model, path, torch)), reason)
     finally:
         for path in wanted.keys() - read:
             owner, _, name = path.rpartition(".")
@@ -1900,7 +1902,17 @@ def _read_positional_weights(model: Any, folder: Path, weights: _Weights) -> dic
             value = wanted[path]
             if not value.is_meta:
                 setattr(module, name, torch.nn.Parameter(torch.empty_like(value, device="meta"), False))
-    return {}
+    return unread
+
+
+def _saved(model: Any, path: str, torch: Any) -> bool:
+    """Whether the tensor of ``path`` is one a checkpoint holds: a parameter or a persistent buffer (not a
+    non-persistent buffer or a plain attribute, which building the model computes)."""
+    owner, _, name = path.rpartition(".")
+    module = model.get_submodule(owner) if owner else model
+    if isinstance(module._parameters.get(name), torch.nn.Parameter):
+        return True
+    return name in module._buffers and name not in module._non_persistent_buffers_set
 
 
 def _keys(model: Any, path: str) -> tuple[str, ...]:

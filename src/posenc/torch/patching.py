@@ -1217,7 +1217,14 @@ def _compare_rotary(
     config: Any,
     held_types: list[str | None],
     gaps: dict[str | None, np.ndarray],
-) -> tuple[float, float, tuple[str, float, float] | None, tuple[int, int] | None]:
+) -> tuple[
+    float,
+    float,
+    tuple[str, float, float] | None,
+    tuple[int, int] | None,
+    dict[bool, tuple[float, str]] | None,
+    tuple[int, int] | None,
+]:
     """Compare the module's cos/sin with posenc's on the probe positions, below ``max_position_embeddings``
     and past it (:func:`posenc.torch.proofs.far_positions`), for every layer type it holds
     (:func:`posenc.torch.proofs.check_cos_sin`). Returns the largest |original − posenc| over the compared

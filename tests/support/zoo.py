@@ -536,13 +536,29 @@ def build(row: str) -> tuple[Any, Any, bool]:
     for attempt in range(8):  # a field its default config leaves to a sub-config, lent as config.json has it
         torch.manual_seed(0)
         try:
-            with warnings.catch_warnings(), _timm_lent(config):
+            with warnings.catch_warnings(), _timm_lent(config), _NoGarbage():
                 warnings.simplefilter("ignore")
                 return cls(config).eval(), config, generates
         except AttributeError as error:
             if attempt == 7 or not _lend(config, str(error)):
                 raise
     raise AssertionError("unreachable")
+
+
+class _NoGarbage(torch.overrides.TorchFunctionMode):
+    """While a tiny model is built, ``torch.empty`` and its kin give zeros: a parameter its class makes empty
+    and its ``_init_weights`` leaves alone (Qwen3-Omni's talker experts) holds zeros, not whatever the
+    memory held — NaN in some runs, which made its talker's outputs NaN and its forward "not compared" from
+    run to run. Every tensor its init fills is filled as before, from the same random draws."""
+
+    EMPTY = (torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty)
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if func in self.EMPTY and isinstance(out, torch.Tensor) and out.device.type != "meta":
+            with torch.no_grad():
+                out.zero_()
+        return out
 
 
 def _own_error(model: Any, inputs: dict[str, Any], before: torch.Tensor, exact: bool = False) -> float | None:

@@ -1107,3 +1107,23 @@ def test_models_of_every_input_kind_get_probe_inputs_their_forward_takes(model_t
     assert report.replaced or {c.reason for c in report.components} == {"already exact"}
     assert all("the model's forward: outputs as before" in c.reason for c in report.replaced)
     assert pt.unpatch(model) == len(report.replaced)
+
+
+def test_a_model_whose_class_was_defined_where_there_is_no_file_is_patched_and_audited():
+    # python -c, a REPL, a notebook cell: inspect finds no source file for a class of __main__ and raises
+    # OSError (patch and audit raised it: "source code not available")
+    import subprocess
+
+    code = """
+import torch, posenc, posenc.torch as pt
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+class Wrapper(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rotary_emb = LlamaRotaryEmbedding(LlamaConfig(hidden_size=64, num_attention_heads=4))
+m = Wrapper()
+print(len(pt.patch(m).replaced), posenc.audit(m, samples=64).passed)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.split() == ["1", "True"], done.stderr[-2000:]

@@ -593,7 +593,7 @@ def _source_in_file(cls: type) -> str | None:
     module = sys.modules.get(cls.__module__)
     try:
         file = inspect.getsourcefile(cls) if module is not None else None
-    except TypeError:  # a built-in class
+    except (OSError, TypeError):  # a built-in class; one of `python -c` or a REPL (its __main__ has no file)
         return None
     lines = linecache.getlines(file, vars(module)) if file else []
     if not lines:

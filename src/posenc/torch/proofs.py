@@ -168,11 +168,22 @@ def check_frequencies(
             continue
         gap = np.abs(stored - want)
         allowed = frequency_bound(want, dtype)
-        relative = float(np.max(gap / want, initial=0.0)) if np.isfinite(stored).all() else math.inf
+        finite = np.isfinite(stored).all()
+        relative = float(np.max(_per(gap, want, np.inf), initial=0.0)) if finite else math.inf
         if nearest is None or relative < nearest.relative:
             within = bool((gap <= allowed).all())
-            nearest = FrequencyCheck(relative, gap, within, float(np.max(allowed / want)))
+            nearest = FrequencyCheck(
+                relative, gap, within, float(np.max(_per(allowed, want, 0.0), initial=0.0))
+            )
     return nearest
+
+
+def _per(part: np.ndarray, whole: np.ndarray, of_zero: float) -> np.ndarray:
+    """``part / whole`` elementwise; where ``whole`` is 0 (a frequency a partial rotary leaves at zero):
+    0 for a zero ``part``, else ``of_zero``."""
+    nonzero = whole != 0
+    ratio = np.divide(part, whole, out=np.zeros_like(part, dtype=np.float64), where=nonzero)
+    return np.where(nonzero, ratio, np.where(part > 0, of_zero, 0.0))
 
 
 def probe_positions(limit: int) -> tuple[np.ndarray, np.ndarray]:

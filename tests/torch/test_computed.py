@@ -178,14 +178,15 @@ class _PegasusXSinusoid(nn.Module):
 
     def __init__(self, embed_dim: int, drift: float = 1.0) -> None:
         super().__init__()
-        self.embed_dim, self.drift = embed_dim, drift  # drift: its frequencies multiplied (1: Pegasus-X's)
+        self.embed_dim, self.drift = embed_dim, drift  # drift: its last frequency multiplied (1: Pegasus-X's)
 
     def forward(self, inputs_embeds, past_key_values_length=0, position_ids=None):
         batch, length = inputs_embeds.shape[:2]
         if position_ids is None:
             position_ids = torch.arange(past_key_values_length, past_key_values_length + length)[:, None]
         half = self.embed_dim // 2
-        div = torch.exp(torch.arange(half).float() * -(math.log(10000.0) / (half - 1))) * self.drift
+        div = torch.exp(torch.arange(half).float() * -(math.log(10000.0) / (half - 1)))
+        div[-1] *= self.drift  # every frequency multiplied alike would be a scale: a variant posenc knows
         pe = torch.zeros(length, self.embed_dim)
         pe[:, :half], pe[:, half:] = torch.sin(position_ids * div), torch.cos(position_ids * div)
         return pe[None].expand(batch, -1, -1)

@@ -37,7 +37,7 @@ from .models import (
 )
 from .report import AuditReport, check_tolerance
 from .targets import MAX_POSITION, Target, WrongOutput, as_target
-from .variant import Variant, find_variant
+from .variant import Variant, find_variant, read_base, rebased
 
 __all__ = [
     "AuditReport",
@@ -199,7 +199,23 @@ def _audit(
         )
     span = _span(positions, read.limit)
     variant = find_variant(read, preset, judged)
-    return report_of(read, variant, judged, span, samples, tolerance)
+    report = report_of(read, variant, judged, span, samples, tolerance)
+    measured = report.measurement
+    better = rebased(variant, measured.positions, measured.values, judged)
+    if better is not None:  # identified from its first rows with a base that is off: far out it shows
+        return report_of(read, better, judged, span, samples, tolerance)
+    if variant.declared and variant.matches and variant.found_instead is None:
+        held = read_base(variant, measured.positions, measured.values, judged)
+        if held is not None:  # declared with a base the first rows cannot tell from the rows' own
+            variant.found_instead = {
+                "name": None,
+                "options": held.options,
+                "width": measured.values.shape[1],
+                "variant": held,
+                "evidence": held.how,
+            }
+            return report_of(read, variant, judged, span, samples, tolerance)
+    return report
 
 
 def report_of(

@@ -182,8 +182,9 @@ def wrong_variant(variant: Variant) -> Finding | None:
         "variant",
         f"wrong {differ[0]}: declared {said or variant.name} ({variant.name}), the target's rows are "
         f"{got} ({other['name'] or 'generic'})",
-        f"posenc.identify matches the first rows with {other['name'] or 'generic'} {other['options']}; the "
-        f"declared variant is off by {variant.prefix_error:.3g} there",
+        other.get("evidence")
+        or f"posenc.identify matches the first rows with {other['name'] or 'generic'} {other['options']}; "
+        f"the declared variant is off by {variant.prefix_error:.3g} there",
         {"declared": variant.options, "found": other["options"]},
         fix=f"declare the variant the rows hold ({got or other['name']}), or compute the declared one: "
         + _posenc_line(variant),
@@ -667,6 +668,8 @@ def growth(variant: Variant, m: Measurement, dtype: str, rounded: Finding | None
         omega0 = float(variant.options.get("scale", 1.0))
     bits = -math.log2(rate / omega0)
     grid = min(_BITS, key=lambda name: abs(_BITS[name] - bits))
+    if abs(-math.log2(rate / (omega0 * _inexact_top(variant, m.values.shape[1]))) - _BITS[grid]) > 2.5:
+        return None  # no type's rounding of the angle leaves that rate: not this cause
     drift = frequency_drift(variant, m)
     of_frequencies = (
         f"; the frequencies themselves are off by about {drift:.2g} float32 ulps (their phase drifts ∝ p: "
@@ -687,6 +690,19 @@ def growth(variant: Variant, m: Measurement, dtype: str, rounded: Finding | None
         "once to the output dtype (for TF32 matmuls: `torch.backends.cuda.matmul.allow_tf32 = False` around "
         "the angle); " + _posenc_line(variant),
     )
+
+
+def _inexact_top(variant: Variant, width: int) -> float:
+    """The largest frequency whose angle p·ω a type rounds, relative to the first: p·ω is exact for an
+    integer p and a power of two ω (ω_0 = 1), so float32 angles of a 16-wide head of base 10⁶ err by
+    2^-24·ω_1·p, ω_1 = 0.18 (2^-26.5·ω_0·p)."""
+    try:
+        rates = np.sort(np.unique(np.abs(_column_rates(variant, width))))[::-1]
+    except (KeyError, TypeError, ValueError):
+        return 1.0
+    rates = rates[rates > 0]
+    inexact = [r for r in rates if np.frexp(r)[0] != 0.5]
+    return float(inexact[0] / rates[0]) if len(rates) and inexact else 1.0
 
 
 def frequency_drift(variant: Variant, m: Measurement) -> float | None:

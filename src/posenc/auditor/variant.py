@@ -32,7 +32,7 @@ from ..porting.verdict import GRIDS, grid_values
 from .guard import TargetError
 from .targets import Target
 
-__all__ = ["PREFIX", "Variant", "find_variant"]
+__all__ = ["PREFIX", "Variant", "find_variant", "read_base", "rebased"]
 
 #: Rows read for identification: positions 0 .. PREFIX - 1.
 PREFIX = 256
@@ -256,8 +256,129 @@ def _identified(target: Target, rows: np.ndarray) -> Variant:
         how = f"identified by matching the columns of {where} one by one"
         error = _error(rows, options, padding)
         return Variant(label, dict(options), how, False, error, padding, permutation=order)
+    named = _nearest_named(rows, best)
+    if named is not None:
+        return named
     variant.how += " (nothing matches: measured against the nearest candidate)"
     return variant
+
+
+def _nearest_named(rows: np.ndarray, best: Match) -> Variant | None:
+    """When nothing matches and the nearest candidate is a fit (options no code chose), the nearest named
+    variant, if within twice its error of the rows: a fit that matches nothing is no evidence of its
+    options (float16 frequencies read as base 9992.6, scale 0.99976), and the findings are read against
+    the variant measured."""
+    if best.name is not None or isinstance(best, RopeMatch) or _grid_of(best.name) is not None:
+        return None
+    nearest = None
+    for label, preset in presets.variants():
+        error = _error(rows, preset.options, preset.padding_idx)
+        if error <= 2 * best.max_error and (nearest is None or error < nearest[0]):
+            nearest = (error, label, preset)
+    if nearest is None:
+        return None
+    error, label, preset = nearest
+    how = (
+        f"identified by posenc.identify from positions 0..{len(rows) - 1} (nothing matches: measured "
+        f"against the nearest named variant, {error:.3g} from the rows; the nearest fit, "
+        f"{dict(best.options)}, is {best.max_error:.3g} from them)"
+    )
+    return Variant(label, dict(preset.options), how, False, error, preset.padding_idx)
+
+
+def rebased(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype: str) -> Variant | None:
+    """An identified (not declared) variant with its base read again (:func:`read_base`), else None."""
+    if variant.declared:
+        return None
+    moved = read_base(variant, positions, values, dtype)
+    if moved is not None:
+        moved.how = f"{variant.how}, {moved.how}"
+    return moved
+
+
+def read_base(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype: str) -> Variant | None:
+    """A 1-D variant the first rows match with its base read again from the rows at the sampled
+    ``positions`` (their ``values``), when that base reproduces them at least 4 times closer; else None.
+    Its ``how`` says how it was read.
+
+    A base read from positions 0 .. 255 is uncertain by parts in 10⁶, and identify prefers the plainest
+    base within that (10001 over 10001.003): far out, a base that is off shows as an error ∝ position,
+    which no rounding explains. Each frequency's phase error atan2(sin, cos) − p·ω_i is fitted as Δω_i·p
+    where it is small; with ω_i = scale·base^(−e_i), a base off by δ in ln base moves them by
+    Δω_i / ω_i = −e_i·δ. The bases tried, for shift 0 and 1 (base b, shift s and base b^((n−s')/(n−s)),
+    shift s' are one variant): the round numbers and the shortest decimal within the reading's
+    uncertainty, and the reading; the plainest of those whose values are nearest the rows (by their mean
+    error: a variant that is off by 10⁻¹³ in ln base already moves a float32 value across a rounding
+    boundary in most rows) wins, if its largest error is within a quarter of the variant's (a float32
+    target's own rounding is no evidence of another base)."""
+    from .. import core
+    from ..porting.fitting import base_candidates, digits, shortest
+
+    if (
+        variant.params is not None
+        or variant.values is not None
+        or variant.permutation is not None
+        or variant.start
+        or not variant.matches
+        or _grid_of(variant.name) is not None
+    ):
+        return None
+    options, width = variant.options, values.shape[1]
+    finite = np.isfinite(values).all(axis=1) & (positions > 0)
+    if finite.sum() < 8:
+        return None
+    at, rows = positions[finite], values[finite].astype(np.float64)
+    try:
+        omega = core.frequencies(width, **{k: options[k] for k in ("base", "shift", "scale", "odd")})
+        sines, cosines = layouts.pair_columns(options["layout"], len(omega))
+        error = np.abs(variant.exact(at, dtype, width) - rows)
+        _, twice_half = validation.plan(width, options["odd"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    before = float(error.max())
+    if sines.max(initial=0) >= width or cosines.max(initial=0) >= width or before == 0.0:
+        return None
+    p = at.astype(np.float64)
+    phase = np.angle(np.exp(1j * (np.arctan2(rows[:, sines], rows[:, cosines]) - np.outer(p, omega))))
+    exponent = np.log(float(options["scale"]) / omega) / np.log(float(options["base"]))  # e_i
+    drift, weight = [], []
+    for i, w in enumerate(omega):
+        use = np.abs(phase[:, i]) < 0.5
+        if use.sum() >= 8 and w > 0 and exponent[i] > 0:
+            drift.append(float(np.sum(phase[use, i] * p[use]) / np.sum(p[use] ** 2)) / w / exponent[i])
+            weight.append((w * exponent[i]) ** 2 * float(np.sum(p[use] ** 2)))
+    if len(drift) < 2:
+        return None
+    spread = 2.0**-24 / float(np.sqrt(np.sum(weight)))  # of ln base, from the rows' float32 rounding
+    ln_base = float(np.log(float(options["base"]))) - float(np.average(drift, weights=weight))
+    tried: list[Variant] = []
+    for shift in dict.fromkeys((float(options["shift"]), 0.0, 1.0)):
+        if twice_half / 2 - shift <= 0:
+            continue
+        scaled = ln_base * (twice_half / 2 - shift) / (twice_half / 2 - float(options["shift"]))
+        fitted = float(np.exp(scaled))
+        for base in dict.fromkeys([*base_candidates(fitted, spread), shortest(fitted, 6 * spread), fitted]):
+            if np.isfinite(base) and base > 1.0 and (base, shift) != (options["base"], options["shift"]):
+                tried.append(dataclasses.replace(variant, options={**options, "base": base, "shift": shift}))
+    scored = []
+    for moved in tried:
+        try:
+            off = np.abs(moved.exact(at, dtype, width) - rows)
+        except (TypeError, ValueError):
+            continue
+        if float(off.max()) <= 0.25 * before:
+            scored.append((float(off.mean()), digits(moved.options["base"]), len(scored), moved))
+    if not scored:
+        return None
+    nearest = min(item[0] for item in scored)
+    best = min((item for item in scored if item[0] <= 1.1 * nearest), key=lambda item: (item[1], item[0]))[3]
+    best.how = (
+        f"its base read again from the phase of {len(at):,} sampled positions up to "
+        f"{int(at.max()):,}: base {best.options['base']!r}, shift {best.options['shift']!r} (base "
+        f"{options['base']!r}, shift {options['shift']!r} leaves an error of {before:.3g} there, growing "
+        "∝ position)"
+    )
+    return best
 
 
 def _grid_of(name: str | None) -> str | None:

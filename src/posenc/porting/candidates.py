@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import core, defaults, layouts, presets, validation
-from .fitting import fit_frequencies, nice
+from .fitting import base_candidates, fit_frequencies, nice, shortest
+from .rope_fitting import PRECISIONS, precision_of
 
 __all__ = ["CHUNK", "Candidate", "one_dimensional_candidates"]
 
@@ -58,25 +59,38 @@ def one_dimensional_candidates(stored: np.ndarray) -> Iterator[Candidate]:
     named = presets.variants(padding)
     odd_rules = ("zero", "literal", "drop") if d_model % 2 else ("zero",)
     fitted_starts = set(_USUAL_STARTS)
+    unit = PRECISIONS[precision_of(stored)]
     for layout in layouts.LAYOUTS:
         for odd in odd_rules:
-            fit = fit_frequencies(stored, layout, odd, zero_rows)
+            fit = fit_frequencies(stored, layout, odd, zero_rows, unit)
             if fit is None:
                 continue
-            log_base_per_step, log_scale, start = fit
-            fitted_starts.add(start)
+            fitted_starts.add(fit.start)
             count, twice_half = validation.plan(d_model, odd)
             for shift in _SHIFTS:
-                if twice_half / 2 - shift <= 0 or count < 2:
+                steps = twice_half / 2 - shift  # ln base = rate · steps
+                if steps <= 0 or count < 2:
                     continue
-                base = nice(math.exp(log_base_per_step * (twice_half / 2 - shift)))
-                scale = nice(math.exp(log_scale))
-                options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
-                for first in dict.fromkeys((start, *_USUAL_STARTS)):  # the fit, and the usual first positions
-                    yield _one_dimensional(stored, options, first, padding, named)
+                fitted = math.exp(fit.rate * steps)
+                scale = nice(math.exp(fit.log_scale))
+                for base in _bases(fitted, fit.spread * steps, unit):
+                    options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
+                    for first in dict.fromkeys((fit.start, *_USUAL_STARTS)):  # the fit, the usual first rows
+                        yield _one_dimensional(stored, options, first, padding, named)
     for _, preset in named:  # the registry's variants themselves, for tables that are close
         for first in sorted(fitted_starts):
             yield _one_dimensional(stored, preset.options, first, padding, named)
+
+
+def _bases(fitted: float, spread: float, unit: float) -> list[float]:
+    """The bases to try for a fitted one, ``spread`` the fit's uncertainty in ln base: the round numbers
+    within it, the fit as an integer, the shortest decimal within it, the fit; and a round number within
+    10⁻⁴ of it (a table too short to tell). The uncertainty is at least what the values' rounding ``unit``
+    makes of ln base in code that computes the frequencies in their type (float32 code rounds
+    −ln(base)/d once: every frequency of a base-10001 table is then that of base 10001.0026)."""
+    spread = math.hypot(spread, unit * abs(math.log(fitted)))
+    found = [*base_candidates(fitted, spread), shortest(fitted, 6 * spread), nice(fitted)]
+    return list(dict.fromkeys(found))
 
 
 def _one_dimensional(

@@ -11,25 +11,51 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import defaults, layouts
 
-__all__ = ["fit_frequencies", "nice", "position_step", "round_number", "simple_fraction", "unchanged_rows"]
+__all__ = [
+    "Fit",
+    "base_candidates",
+    "digits",
+    "fit_frequencies",
+    "line",
+    "nice",
+    "position_step",
+    "round_number",
+    "shortest",
+    "simple_fraction",
+    "unchanged_rows",
+]
+
+
+class Fit(NamedTuple):
+    """Frequencies ω_i = exp(log_scale − rate·i) fitted to a table, and the position of its row 0.
+
+    ``spread``: the uncertainty of ``rate`` (one standard deviation, scaled up by the fit's own residuals
+    when they are larger than the values' rounding explains)."""
+
+    rate: float
+    log_scale: float
+    start: int
+    spread: float
 
 
 def fit_frequencies(
-    stored: np.ndarray, layout: str, odd: str, zero_rows: np.ndarray
-) -> tuple[float, float, int] | None:
+    stored: np.ndarray, layout: str, odd: str, zero_rows: np.ndarray, unit: float = 2.0**-24
+) -> Fit | None:
     """Fit ω_i = scale · r**i and the position of row 0 from the sine/cosine column pairs of ``layout``.
 
-    Returns ``(-log r, log scale, position of row 0)``, or None when the table does not fit (too few
-    usable frequencies, frequencies that do not fall). ``zero_rows`` (padding rows) are left out. The first
-    1024 rows are enough (every increment is measured on each row pair; the median is kept).
+    None when the table does not fit (too few usable frequencies, frequencies that do not fall).
+    ``zero_rows`` (padding rows) are left out; ``unit``: the rounding of the values (float32's 2⁻²⁴ by
+    default). Each ω_i is first the median increment of its angle over the first 1024 rows, then read
+    across the whole table (:func:`_across`): a base fitted from the first rows alone is off by parts in
+    10⁵ (base 10001 read as 10001.0016), which a long table shows.
     """
     rows, d_model = stored.shape
-    rows = min(rows, 1024)
     pairs = d_model // 2
     if odd == "zero":
         sin_cols, cos_cols = layouts.pair_columns(layout, pairs)
@@ -37,25 +63,66 @@ def fit_frequencies(
         sin_cols, cos_cols = layouts.pair_columns(layout, (d_model + 1) // 2)
         sin_cols, cos_cols = sin_cols[sin_cols < d_model][:pairs], cos_cols[cos_cols < d_model][:pairs]
     keep = np.setdiff1d(np.arange(rows), zero_rows)
-    if len(keep) < 2:
+    head = keep[keep < 1024]
+    if len(head) < 2:
         return None
-    angles = np.arctan2(stored[keep][:, sin_cols], stored[keep][:, cos_cols])
-    steps = np.diff(keep)
-    if not np.all(steps > 0):
-        return None
+    angles = np.arctan2(stored[head][:, sin_cols], stored[head][:, cos_cols])
+    steps = np.diff(head)
     increments = np.angle(np.exp(1j * np.diff(angles, axis=0))) / steps[:, None]
     omegas = np.median(increments, axis=0)
     usable = (omegas > 1e-6) & (omegas < 3.0)
     if usable.sum() < 2:
         return None
-    index = np.arange(len(omegas))[usable]
-    slope, intercept = np.polyfit(index, np.log(omegas[usable]), 1)
+    omegas, sigma = _across(stored, keep, sin_cols, cos_cols, omegas, usable, unit)
+    usable &= omegas > 0  # a column that is no sinusoid (a grid's other axis) can read as none
+    if usable.sum() < 2:
+        return None
+    index = np.arange(len(omegas), dtype=np.float64)[usable]
+    y = np.log(omegas[usable])
+    relative = sigma[usable] / omegas[usable]
+    slope, intercept, variance = line(index, y, 1.0 / relative**2)
     if not slope < 0:
         return None
+    residual = (y - intercept - slope * index) / relative
+    excess = math.sqrt(max(1.0, float(np.sum(residual**2)) / max(1, len(y) - 2)))
     fitted = np.exp(intercept + slope * np.arange(len(omegas)))
     lowest = int(np.argmin(fitted))
-    start = round(float(angles[0, lowest] / fitted[lowest]) - keep[0])
-    return -slope, intercept, start
+    start = round(float(angles[0, lowest] / fitted[lowest]) - head[0])
+    return Fit(-slope, intercept, start, math.sqrt(variance[0]) * excess)
+
+
+def _across(
+    stored: np.ndarray,
+    keep: np.ndarray,
+    sin_cols: np.ndarray,
+    cos_cols: np.ndarray,
+    omegas: np.ndarray,
+    usable: np.ndarray,
+    unit: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each ω_i read from the angle between the first kept row and rows ever further from it (twice as far
+    each time), its turn count predicted by the estimate so far, and each one's uncertainty.
+
+    The angle of a row is uncertain by the values' rounding (``unit``) plus the rounding of the angle p·ω
+    to float32 (2⁻²⁴ of it: float32 code), so ω_i read at distance Δ by (unit + 2⁻²⁴·|p·ω_i|) / Δ. The
+    reading stops, every frequency keeping the last estimate, where a usable frequency's prediction misses
+    by more than 0.5 rad: rows that break off (a clamped tail, angles formed in bfloat16) are not read."""
+    first = keep[0]
+    origin = np.arctan2(stored[first, sin_cols], stored[first, cos_cols])
+    sigma = unit * math.sqrt(2.0) + 2.0**-24 * np.abs(omegas) * (first + 1)  # the increments: distance 1
+    distance = 2
+    while first + distance <= keep[-1]:
+        row = int(keep[np.searchsorted(keep, first + distance)])
+        delta = row - first
+        wrapped = np.arctan2(stored[row, sin_cols], stored[row, cos_cols]) - origin
+        turns = np.round((omegas * delta - wrapped) / (2 * math.pi))
+        read = (wrapped + 2 * math.pi * turns) / delta
+        if np.any(np.abs(read - omegas)[usable] * delta > 0.5):
+            break
+        omegas = read
+        sigma = (unit * math.sqrt(2.0) + 2.0**-24 * np.abs(omegas) * row) / delta
+        distance = 2 * (row - first)
+    return omegas, sigma
 
 
 def nice(value: float) -> float:
@@ -129,3 +196,40 @@ def position_step(block: np.ndarray) -> float | None:
         step = (final[i] + 2 * math.pi * turns) / (last * omegas[i])
     step = float(step)
     return step if math.isfinite(step) and step > 0 else None
+
+
+def line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float, tuple[float, float, float]]:
+    """Weighted least squares y = intercept + slope·x: slope, intercept, (var slope, var intercept, cov)."""
+    total, mean = w.sum(), (w * x).sum() / w.sum()
+    spread = (w * (x - mean) ** 2).sum()
+    slope = float((w * (x - mean) * y).sum() / spread)
+    intercept = float((w * y).sum() / total - slope * mean)
+    var_slope = 1.0 / spread
+    var_intercept = 1.0 / total + mean**2 / spread
+    return slope, intercept, (var_slope, var_intercept, -mean / spread)
+
+
+def base_candidates(base: float, spread: float) -> list[float]:
+    """The round numbers within the fit's uncertainty ``spread`` (of ln base; coarsest first), the fit as an
+    integer, the fit: the first two of them."""
+    tolerance = max(6 * spread, 2e-7)
+    found = [round_number(base, tolerance), round_number(base, tolerance / 30)]
+    if base > 100 and abs(round(base) - base) <= tolerance * base:
+        found.append(float(round(base)))
+    found.append(base)
+    return list(dict.fromkeys(b for b in found if b is not None and b > 1.0))[:2]
+
+
+def shortest(value: float, rtol: float) -> float:
+    """The decimal with the fewest significant digits within ``rtol`` of ``value`` (12345.6 for
+    12345.600000013 at 10⁻⁹), else ``value``."""
+    for count in range(1, 17):
+        short = float(f"{value:.{count}g}")
+        if abs(short - value) <= rtol * abs(value):
+            return short
+    return value
+
+
+def digits(value: float) -> int:
+    """The significant digits ``value`` is written with (10001.003: 8; at most 17)."""
+    return next((count for count in range(1, 18) if float(f"{value:.{count}g}") == value), 17)

@@ -8,7 +8,6 @@ more rows and ranks what is left into :class:`Match` es.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -16,6 +15,7 @@ import numpy.typing as npt
 
 from .. import defaults, validation
 from .candidates import Candidate, one_dimensional_candidates
+from .fitting import digits
 from .grid_candidates import grid_candidates
 from .limits import table_limit
 from .records import Match
@@ -155,8 +155,9 @@ def _key(candidate: Candidate) -> tuple:
 
 
 def _plainness(match: Match | Candidate) -> float:
-    """Prefer round numbers between equal fits (base 10000, shift 1 over base 10000.92, shift 0)."""
+    """Prefer round numbers between equal fits (base 10000, shift 1 over base 10000.92, shift 0; base
+    12345.6, shift 0 over base 11899.528, shift 1): a hundredth per significant digit of the base after its
+    first, plus how far each scale is from 1."""
     base = match.options.get("base", defaults.BASE)
-    mantissa = base / 10 ** math.floor(math.log10(base)) if base > 0 else 0
     scales = (match.options.get(name, defaults.SCALE) for name in ("scale", "interpolation_scale"))
-    return abs(mantissa - round(mantissa)) + sum(abs(scale - 1) for scale in scales)
+    return 0.01 * (digits(base) - 1 if base > 0 else 16) + sum(abs(scale - 1) for scale in scales)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import rope
-from .fitting import round_number
+from .fitting import base_candidates, line, round_number
 from .limits import capped
 
 __all__ = [
@@ -194,7 +194,7 @@ def fit_bases(theta: np.ndarray, sigma: np.ndarray, d: int) -> tuple[list[float]
         return [10000.0], None
     ln_base, spread, run = _fit_base(theta, sigma, d)
     fitted = f"base fitted {math.exp(ln_base):.7g} (±{spread * 100:.2g}%) from the first {run} frequencies"
-    return _base_candidates(math.exp(ln_base), spread), fitted
+    return base_candidates(math.exp(ln_base), spread), fitted
 
 
 def shape_keywords(d: int, rotated: int | None, head_dim: int | None) -> dict[str, Any] | None:
@@ -223,35 +223,14 @@ def _fit_base(theta: np.ndarray, sigma: np.ndarray, d: int) -> tuple[float, floa
     index = np.arange(len(theta), dtype=np.float64)
     run = 2
     for m in range(2, len(theta)):
-        slope, intercept, variance = _line(index[:m], y[:m], w[:m])
+        slope, intercept, variance = line(index[:m], y[:m], w[:m])
         predicted = intercept + slope * m
         spread = math.sqrt(variance[0] * m * m + variance[1] + 2 * m * variance[2])
         if abs(y[m] - predicted) > 4 * (sigma[m] + spread) + 1e-12:
             break
         run = m + 1
-    slope, _, variance = _line(index[:run], y[:run], w[:run])
+    slope, _, variance = line(index[:run], y[:run], w[:run])
     return -slope * d / 2, math.sqrt(max(variance[0], 0.0)) * d / 2, run
-
-
-def _line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float, tuple[float, float, float]]:
-    """Weighted least squares y = intercept + slope·x: slope, intercept, (var slope, var intercept, cov)."""
-    total, mean = w.sum(), (w * x).sum() / w.sum()
-    spread = (w * (x - mean) ** 2).sum()
-    slope = float((w * (x - mean) * y).sum() / spread)
-    intercept = float((w * y).sum() / total - slope * mean)
-    var_slope = 1.0 / spread
-    var_intercept = 1.0 / total + mean**2 / spread
-    return slope, intercept, (var_slope, var_intercept, -mean / spread)
-
-
-def _base_candidates(base: float, spread: float) -> list[float]:
-    """The round numbers within the fit's uncertainty (coarsest first), the fit as an integer, the fit."""
-    tolerance = max(6 * spread, 2e-7)
-    found = [round_number(base, tolerance), round_number(base, tolerance / 30)]
-    if base > 100 and abs(round(base) - base) <= tolerance * base:
-        found.append(float(round(base)))
-    found.append(base)
-    return list(dict.fromkeys(b for b in found if b is not None and b > 1.0))[:2]
 
 
 def snap(value: float, rtol: float) -> list[float]:
@@ -339,7 +318,7 @@ def _llama3(
         sets = [(8192, 1.0, 4.0)]
         if len(inside) >= 2:
             weights = 1 / np.maximum(sigma[inside], 1e-12) ** 2
-            slope, intercept, _ = _line(1 / wavelength[inside], blend[inside], weights)
+            slope, intercept, _ = line(1 / wavelength[inside], blend[inside], weights)
             if slope > 0 and intercept < 0:
                 low_bound, high_bound = slope / -intercept, slope / (1 - intercept)
                 for length in _lengths(low_bound):
@@ -393,7 +372,7 @@ def _yarn(ratio: np.ndarray, sigma: np.ndarray, d: int, base: float, rtol: float
         ramp = (1 - ratio) / (1 - 1 / tail)
         inside = np.flatnonzero((ramp > 0.02) & (ramp < 0.98) & (sigma <= _PRECISE))
         if len(inside) >= 2:
-            slope, intercept, _ = _line(index[inside].astype(float), ramp[inside], weights[inside])
+            slope, intercept, _ = line(index[inside].astype(float), ramp[inside], weights[inside])
             if slope > 0:
                 low, high = -intercept / slope, (1 - intercept) / slope
                 lengths.append(_TWO_PI * 32 * math.exp(2 * ln_base * low / d))

@@ -1,0 +1,100 @@
+"""Bases that are no round number: identify reads them exactly from the table (each frequency read across
+the whole table, the base snapped only within the fit's uncertainty), and the auditor reads an identified
+base again far out, where a base off by parts in 10⁷ shows as an error ∝ position that no rounding
+explains (it was once reported as "angles formed in float32" against base 9647.58, shift 1 for rows of
+base 10001 computed in float64)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import posenc
+from posenc.porting import identify
+
+D = 64
+
+
+def _float64_code(base: float, scale: float = 1.0):
+    """Rows computed in float64 (ω_i = scale·base^(−2i/d), angle, sin/cos), then cast to float32."""
+
+    def rows(positions):
+        omega = scale * base ** (-np.arange(0, D, 2, dtype=np.float64) / D)
+        angles = np.asarray(positions, dtype=np.float64)[:, None] * omega
+        out = np.empty((len(angles), D))
+        out[:, 0::2], out[:, 1::2] = np.sin(angles), np.cos(angles)
+        return out.astype(np.float32)
+
+    return rows
+
+
+def _float32_code(count: int, d_model: int, base: float) -> np.ndarray:
+    """The PyTorch tutorial's float32 table (div_term by exp of a float32 product) with ``base``."""
+    position = torch.arange(count, dtype=torch.float32)[:, None]
+    div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(base) / d_model))
+    table = torch.zeros(count, d_model)
+    table[:, 0::2], table[:, 1::2] = torch.sin(position * div_term), torch.cos(position * div_term)
+    return table.numpy()
+
+
+@pytest.mark.parametrize("base", [10001.0, 12345.6])
+@pytest.mark.parametrize("rows", [64, 256, 2048])
+def test_identify_reads_a_base_that_is_no_round_number_exactly(base, rows):
+    best = identify(posenc.table(rows, 512, base=base, layout="interleaved", dtype="float32"))[0]
+    assert best.matches and (best.options["base"], best.options["shift"]) == (base, 0.0), best
+
+
+@pytest.mark.parametrize("base", [10001.0, 12345.6])
+def test_identify_reads_the_base_float32_code_was_given(base):
+    # float32 code rounds −ln(base)/d once: its frequencies are those of base 10001.0026, within the
+    # uncertainty that rounding leaves; the base the code was given is the plainest within it
+    best = identify(_float32_code(2048, 512, base))[0]
+    assert best.matches and (best.options["base"], best.options["shift"]) == (base, 0.0), best
+
+
+@pytest.mark.parametrize("base", [10001.003, 82684.3257])
+def test_an_identified_base_that_is_off_is_read_again_far_out(base):
+    # the first 256 rows tell these bases only within parts in 10⁶ (82684.3257 as 79107, shift 1)
+    report = posenc.audit(_float64_code(base), positions=65536, samples=256)
+    assert report.variant.options["base"] == base and report.variant.options["shift"] == 0.0
+    assert "base read again from the phase of" in report.variant.how
+    assert report.max_abs <= 2.0**-24, report.as_text()  # computed in float64, then cast: one rounding off
+    assert not {"angles", "frequencies", "unexplained"} & {f.kind for f in report.findings}
+
+
+def test_a_declared_base_the_first_rows_cannot_tell_is_a_wrong_base():
+    preset = {"base": 10001.0, "layout": "interleaved"}
+    report = posenc.audit(_float64_code(10001.003), positions=65536, samples=256, preset=preset)
+    found = [f for f in report.findings]
+    assert [f.kind for f in found] == ["variant"], report.as_text()
+    assert found[0].text.startswith("wrong base: declared base 10001.0") and "10001.003" in found[0].text
+    assert found[0].data["found"]["base"] == 10001.003
+
+
+def test_float32_code_of_a_base_is_judged_against_that_base_with_its_float32_angles():
+    def rows(positions):
+        return _float32_code(int(np.max(positions)) + 1, D, 10001.0)[positions]
+
+    report = posenc.audit(rows, positions=16384, samples=256)
+    assert report.variant.options["base"] == 10001.0 and "read again" not in report.variant.how
+    assert "angles formed in float32" in [f.text.split(":")[0] for f in report.findings], report.as_text()
+
+
+def test_an_error_finer_than_any_rounding_of_the_angle_is_not_called_angles():
+    # every frequency 2^-31 too large: an error ∝ position at 2^-31·ω_0·p, which no type's rounding of
+    # the angle leaves (float32's: 2^-24), and which no base explains
+    report = posenc.audit(_float64_code(10000.0, scale=1 + 2.0**-31), positions=1 << 22, samples=256)
+    kinds = [f.kind for f in report.findings]
+    assert "angles" not in kinds and kinds == ["unexplained"], report.as_text()
+
+
+def test_rows_that_match_nothing_are_measured_against_the_nearest_named_variant_not_a_fit():
+    from tests.support.audit_corpus import float16_pow_frequencies  # 10000 ** (2i/d) and 1 / x in float16
+
+    report = posenc.audit(float16_pow_frequencies, samples=256)
+    assert report.variant.name == "paper" and "nearest named variant" in report.variant.how, report.variant
+    assert [f.text.split(":")[0] for f in report.findings] == ["frequencies computed in float16"]
+    assert "off by up to 1.2 units of float16" in report.findings[0].text  # against base 10000's: 2.1 a fit's

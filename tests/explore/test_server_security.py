@@ -578,3 +578,34 @@ def test_the_command_warns_for_every_host_that_is_not_a_loopback_literal(host, l
     """`posenc explore --host H` warns that the server is reachable from the network unless H is a loopback
     IP literal or localhost (``127.attacker.example`` starts with 127. and is not one)."""
     assert server.is_loopback(host) is loopback
+
+
+def test_connections_past_the_cap_are_answered_503_and_the_server_serves_again_once_they_close():
+    httpd = make_server("127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    port = httpd.server_address[1]
+    idle = []
+    try:
+        for _ in range(server.MAX_CONNECTIONS):  # each holds a thread: connected, sends nothing
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        deadline = time.monotonic() + 10
+        while httpd.slots._value and time.monotonic() < deadline:  # every one accepted by the server
+            time.sleep(0.01)
+        assert httpd.slots._value == 0
+        one_more = socket.create_connection(("127.0.0.1", port), timeout=10)
+        answer = one_more.recv(4096).decode()
+        one_more.close()
+        assert answer.startswith("HTTP/1.1 503 ") and "try again" in answer
+        for connection in idle:
+            connection.close()
+        deadline = time.monotonic() + 10
+        while httpd.slots._value < server.MAX_CONNECTIONS and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert call(port, "GET", "/api/table?d_model=4&length=2")[0] == 200
+    finally:
+        for connection in idle:
+            connection.close()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)

@@ -35,6 +35,9 @@ The trust boundaries, checked in this order on every request before anything els
   :data:`~posenc.explore.api.MAX_JSON_DEPTH`; nothing a request sends is ever used as a path (the
   ``filename`` of an upload picks the reader by its suffix only).
 
+At most :data:`MAX_CONNECTIONS` connections are served at once (one thread each; one more is answered 503
+and closed), and each may stay silent :data:`TIMEOUT` seconds.
+
 Files are served from ``static/`` only: the path's parts are checked (no ``..``, no empty or hidden part,
 no backslash, no NUL), the file must be a regular file (no symlink on the way) of a known kind (html, js,
 css, png, svg), and its resolved path must lie inside the folder; anything else is 404.
@@ -81,6 +84,9 @@ CONTENT_SECURITY = (
 )
 #: Seconds a connection may stay silent (a client that sends half a body does not hold a thread forever).
 TIMEOUT = 60
+#: Connections served at once; one more is answered 503 and closed at once (a client that opens many and
+#: sends nothing, or one byte a minute, holds at most this many threads).
+MAX_CONNECTIONS = 32
 
 Get = Callable[[dict[str, str]], dict[str, Any]]
 Post = Callable[[dict[str, str], bytes], dict[str, Any]]
@@ -407,10 +413,42 @@ def is_loopback(address: str) -> bool:
 
 
 class Server(http.server.ThreadingHTTPServer):
-    """The server: a thread per request (daemon threads: Ctrl-C does not wait for them)."""
+    """The server: a thread per connection (daemon threads: Ctrl-C does not wait for them), at most
+    :data:`MAX_CONNECTIONS` at once."""
 
     daemon_threads = True
     block_on_close = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve ``request`` in a thread of its own, or, with every slot taken, answer 503 and close it."""
+        if not self.slots.acquire(blocking=False):
+            busy = b"the server is serving as many connections as it takes; try again\n"
+            head = (
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                f"Content-Length: {len(busy)}\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
+            )
+            try:
+                request.settimeout(1.0)
+                request.sendall(head.encode() + busy)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # the thread never started: its slot is free again
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that reset its connection, closed it early or went silent is let go without a word;

@@ -548,3 +548,16 @@ def test_a_bfloat16_table_is_named_bfloat16_by_identify_and_judged_in_it_by_audi
     assert first.endswith("'pe': bfloat16 table of shape (512, 1, 64) (read exactly as float32)"), first
     report = posenc.audit(str(tmp_path / "pe.pt"), samples=64)
     assert report.dtype == "bfloat16" and report.passed  # posenc's bfloat16 rows: exact in bfloat16
+
+
+def test_a_file_holding_a_view_of_more_values_than_its_bytes_is_refused_before_it_is_read(tmp_path):
+    # a 6 KB .pt of one row expanded to 65536 rows is read as 268 MB (the CLI, posenc audit FILE): refused
+    torch.save({"pe": torch.randn(1, 1024).expand(65536, 1024)}, tmp_path / "expanded.pt")
+    with pytest.raises(
+        ValueError, match=r"268,435,456 bytes, more than the [0-9,]+ taken here .*expanded row"
+    ):
+        load_table(tmp_path / "expanded.pt")
+    with pytest.raises(ValueError, match="expanded row"):
+        posenc.audit(str(tmp_path / "expanded.pt"))
+    torch.save({"pe": torch.from_numpy(posenc.table(64, 32))}, tmp_path / "whole.pt")  # saved whole: read
+    assert load_table(tmp_path / "whole.pt").shape == (64, 32)

@@ -96,8 +96,8 @@ def load_stored_table(
     """:func:`load_named_table`, with the dtype the file holds the table in: ``"bfloat16"``, ``"float16"``,
     ``"float32"`` or ``"float64"`` (a bfloat16 tensor, or a torch float16 one, is read as float32, exactly:
     its values are its own), else the file's own name for it (an integer table's). ``max_bytes``: the most
-    bytes its values may take as stored, dense (a ``.pt`` may hold a view of far more values than its bytes:
-    an expanded row; the explorer's uploads are held to their own size).
+    bytes its values may take as stored, dense; default: the file's own size (a ``.pt`` may hold a view of
+    far more values than its bytes, an expanded row: a 6 KB file read as gigabytes).
 
     >>> import os, tempfile, numpy as np, posenc
     >>> folder = tempfile.TemporaryDirectory()
@@ -116,8 +116,11 @@ def load_stored_table(
         )
         raise ValueError(f"unknown file type {suffix!r} for {path}; use {_SUFFIXES}{hint}")
     try:
-        if path.stat().st_size == 0:
+        size = path.stat().st_size
+        if size == 0:
             raise ValueError(f"{path} is empty; expected a {suffix} file holding {EXPECTED}")
+        if max_bytes is None:
+            max_bytes = size  # each format here stores a table whole (a .pt zip is not compressed)
         with contextlib.ExitStack() as stack:
             arrays, others = READERS[suffix](path, stack)
             name, stored = _pick(arrays, others, key, path)
@@ -127,8 +130,8 @@ def load_stored_table(
             if max_bytes is not None and dense > max_bytes:
                 raise ValueError(
                     f"{where} holds {stored.dtype} values of shape {stored.shape}: {dense:,} bytes, more "
-                    f"than the {max_bytes:,} taken here (a view of a few values stored, such as an expanded "
-                    "row, is read whole); save the table itself"
+                    f"than the {max_bytes:,} taken here (the file's own size, or less: a view of a few "
+                    "values stored, such as an expanded row, would be read whole); save the table itself"
                 )
             if stored.kind == "float" and _vector(stored):
                 return name, _inv_freq(stored, where), held

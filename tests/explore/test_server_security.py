@@ -609,3 +609,24 @@ def test_connections_past_the_cap_are_answered_503_and_the_server_serves_again_o
         httpd.shutdown()
         httpd.server_close()
         thread.join(5)
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (b"BREW /api HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 501),
+        (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n", 414),
+        (b"GET /api/table HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n", 431),
+    ],
+)
+def test_what_the_standard_library_refuses_is_answered_in_json_too(port, raw, code):
+    # the library's own answer was an HTML page: every refusal is JSON naming what to change
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(raw)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.0 {code} ".encode()) and b"Content-Type: application/json" in head
+    document = json.loads(body)
+    assert document["parameter"] == "request" and document["error"].startswith(str(code)), document

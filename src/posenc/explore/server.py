@@ -1,7 +1,9 @@
 """The HTTP server of ``posenc explore``: the standard library's ThreadingHTTPServer, the endpoints of
 :mod:`posenc.explore.api` as JSON, and the page's files from the package's ``static/`` folder.
 
-Every answer to ``/api...`` is JSON (``application/json``); a refused request is HTTP 400 with
+Every answer to ``/api...`` is JSON (``application/json``), and so is what the standard library refuses
+before a route is reached (a malformed request line, an unknown method: ``"parameter": "request"``); a
+refused request is HTTP 400 with
 ``{"error": one line, "parameter": the name to change}`` (403 for a request from another origin), an
 unknown path 404 with ``{"error": "no such endpoint or file: /x", "parameter": "path"}``, and an error of
 posenc's own (a bug) 500 with its message: the server answers the next request whatever a request held,
@@ -139,6 +141,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: the terminal shows the URL line only
         pass
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """What the standard library refuses before a route is reached (a malformed request line, an
+        unsupported method or HTTP version, a line too long), answered as every refusal is: JSON naming
+        ``request``, the connection then closed (the library's own answer is an HTML page)."""
+        short = self.responses.get(code, ("error", ""))[0]
+        document = {"error": f"{code} {message or short}", "parameter": "request"}
+        data = json.dumps(document, ensure_ascii=False).encode("utf-8")
+        self.close_connection = True
+        self.send_response(code, short)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD" and code >= 200 and code not in (204, 304):
+            self.wfile.write(data)
 
     def _answer(self, method: str) -> None:
         path, _, query = self.path.partition("?")

@@ -588,3 +588,15 @@ def test_without_a_browser_explore_says_what_to_open(monkeypatch, capsys) -> Non
     assert "ssh -L 8765:127.0.0.1:8765 THIS_HOST" in said
     monkeypatch.setattr(webbrowser, "open", lambda url: True)
     assert server.open_browser_on("http://127.0.0.1:8765/") is True and capsys.readouterr().err == ""
+
+
+def test_a_loopback_address_written_short_is_served_as_loopback_without_a_warning(capsys, monkeypatch):
+    # --host 127.1 binds 127.0.0.1, where the server checks every Host name: the command warned that it
+    # checked none ("reachable from the network")
+    def interrupted(self, poll_interval=0.5):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(server.Server, "serve_forever", interrupted)
+    assert main(["explore", "--port", "0", "--host", "127.1", "--no-browser"]) == 130
+    out, err = capsys.readouterr()
+    assert out.startswith("posenc explore: serving on http://127.0.0.1:") and err == "posenc: interrupted\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from urllib.parse import urlsplit
 
 from .arguments import integer
 from .errors import PROG, CliError
@@ -57,9 +58,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--host must name an address, such as 127.0.0.1 (this machine only)")
 
     def ready(url: str) -> None:
-        if not explore.server.is_loopback(host):  # an IP literal of 127.0.0.0/8 or ::1, or localhost
+        bound = urlsplit(url).hostname or host  # the address bound, as the server checks it (127.1: loopback)
+        if not explore.server.is_loopback(bound):  # 127.0.0.0/8 or ::1
             sys.stderr.write(
-                f"{PROG} explore: warning: listening on {host}, the server is reachable from the network, "
+                f"{PROG} explore: warning: listening on {bound}, the server is reachable from the network, "
                 "and it checks no Host name there: a web page you visit may reach it through a name that "
                 f"resolves to this machine (DNS rebinding); --host {HOST} keeps it on this machine\n"
             )

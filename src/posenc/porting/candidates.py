@@ -84,13 +84,15 @@ def one_dimensional_candidates(stored: np.ndarray) -> Iterator[Candidate]:
 
 def _bases(fitted: float, spread: float, unit: float) -> list[float]:
     """The bases to try for a fitted one, ``spread`` the fit's uncertainty in ln base: the round numbers
-    within it, the fit as an integer, the shortest decimal within it, the fit; and a round number within
-    10⁻⁴ of it (a table too short to tell). The uncertainty is at least what the values' rounding ``unit``
-    makes of ln base in code that computes the frequencies in their type (float32 code rounds
-    −ln(base)/d once: every frequency of a base-10001 table is then that of base 10001.0026)."""
-    spread = math.hypot(spread, unit * abs(math.log(fitted)))
-    found = [*base_candidates(fitted, spread), shortest(fitted, 6 * spread), nice(fitted)]
-    return list(dict.fromkeys(found))
+    within it, the fit as an integer, the shortest decimal within it (and within 6, 1, 0.1 and 0.01 times
+    the fit's own uncertainty: identify ranks the plainest of equal fits first), the fit; and a round
+    number within 10⁻⁴ of it (a table too short to tell). The uncertainty is at least what the values'
+    rounding ``unit`` makes of ln base in code that computes the frequencies in their type (float32 code
+    rounds −ln(base)/d once: every frequency of a base-10001 table is then that of base 10001.0026)."""
+    widest = math.hypot(spread, unit * abs(math.log(fitted)))
+    found = [*base_candidates(fitted, widest), shortest(fitted, 6 * widest)]
+    found += [shortest(fitted, spread * k) for k in (6.0, 1.0, 0.1, 0.01)]  # the fit's σ may be generous
+    return list(dict.fromkeys([*found, nice(fitted)]))
 
 
 def _one_dimensional(

@@ -104,12 +104,14 @@ def _across(
     each time), its turn count predicted by the estimate so far, and each one's uncertainty.
 
     The angle of a row is uncertain by the values' rounding (``unit``) plus the rounding of the angle p·ω
-    to float32 (2⁻²⁴ of it: float32 code), so ω_i read at distance Δ by (unit + 2⁻²⁴·|p·ω_i|) / Δ. The
+    (2⁻²⁴ of it: float32 code; a float64 table's own unit u), so ω_i read at distance Δ by
+    (unit + u·|p·ω_i|) / Δ. The
     reading stops, every frequency keeping the last estimate, where a usable frequency's prediction misses
     by more than 0.5 rad: rows that break off (a clamped tail, angles formed in bfloat16) are not read."""
     first = keep[0]
     origin = np.arctan2(stored[first, sin_cols], stored[first, cos_cols])
-    sigma = unit * math.sqrt(2.0) + 2.0**-24 * np.abs(omegas) * (first + 1)  # the increments: distance 1
+    angle = min(unit, 2.0**-24)  # the rounding of p·ω: float32 code's, or float64's for a float64 table
+    sigma = unit * math.sqrt(2.0) + angle * np.abs(omegas) * (first + 1)  # the increments: distance 1
     distance = 2
     while first + distance <= keep[-1]:
         row = int(keep[np.searchsorted(keep, first + distance)])
@@ -120,7 +122,7 @@ def _across(
         if np.any(np.abs(read - omegas)[usable] * delta > 0.5):
             break
         omegas = read
-        sigma = (unit * math.sqrt(2.0) + 2.0**-24 * np.abs(omegas) * row) / delta
+        sigma = (unit * math.sqrt(2.0) + angle * np.abs(omegas) * row) / delta
         distance = 2 * (row - first)
     return omegas, sigma
 

@@ -97,11 +97,17 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
         if size == rows:
             break
         kept = others[: widest if size == _FIRST_ROWS else max(0, candidates - len(within[:widest]))]
-        pool, mismatches = [c for _, c in within[:widest] + kept], {id(c) for _, c in kept}
+        named = [item for item in within[widest:] if item[1].name is not None]  # ranked first when they match
+        pool, mismatches = [c for _, c in within[:widest] + named + kept], {id(c) for _, c in kept}
         size = min(rows, size * _GROWTH)
+    # a named variant that matches first (float32 code's table is its library's, whatever a fit absorbs of
+    # its rounding); then the fits within twice the closest one's error (and one rounding of the values),
+    # the plainest first: a plainer fit off by 2000 times more (base 79107, shift 1 for an exact table of
+    # base 82684.3257) only after them
+    equal = 2 * min((e for e, _ in within), default=0.0) + unit
     matched = sorted(
         (Match(c.name, c.options, c.start, c.padding_idx, error, True) for error, c in within),
-        key=lambda m: (m.name is None, _plainness(m), m.max_error),
+        key=lambda m: (m.name is None, m.name is None and m.max_error > equal, _plainness(m), m.max_error),
     )
     nearest = [Match(c.name, c.options, c.start, c.padding_idx, error, False) for error, c in others]
     return (matched + nearest)[:candidates]

@@ -114,12 +114,19 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
     found.append(rotary_layout(variant, m, dtype))
     edge = cliff(target, variant, m, dtype)
     held, basis = _held(variant, m, dtype, found[-1])
+    scaled = found[3]
+    if scaled is not None and not scaled.data["alone"]:  # the rest of the error, on the rows divided by A
+        basis = _descaled(held, basis, scaled.data["factor"], dtype)
     rounded = positions_rounded(target, held, basis, dtype, edge)
     cast = frequencies_cast(target, held, basis, dtype, rounded)
     if cast is None and rounded is None:
         cast = frequencies_measured(target, held, basis, dtype, edge)
     stored = storage(m, dtype, "table" if variant.params is None else "cos/sin cache")
-    found += [edge, stored, rounded, cast, None if cast else growth(held, basis, dtype, rounded)]
+    if (target.rotary or {}).get("values_of_theta"):  # posenc's cos/sin of its θ: no angle of its own
+        angles = None if cast else frequencies_stored(target, held)
+    else:
+        angles = None if cast else growth(held, basis, dtype, rounded)
+    found += [edge, stored, rounded, cast, angles]
     found += [non_finite(m, edge), collisions(m, dtype, edge, rounded)]
     if shifted is not None and not any(f is not None and f.kind == "angles" for f in found):
         found.append(growth(*shifted, dtype))  # the angles' error, at the positions the rows hold
@@ -128,7 +135,7 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
         return [f for f in [unexplained(m, dtype) or last_bits(m, dtype)] if f is not None]
     left = (
         remainder(variant, m, dtype, found, edge, shifted)
-        or beyond_growth(*(shifted or (variant, m)), dtype, found, edge)
+        or beyond_growth(*(shifted or (held, basis)), dtype, found, edge)
         or beyond_cast(target, held, basis, dtype, cast, edge, rounded)
         or beyond_storage(held, basis, found, edge)
     )
@@ -259,8 +266,12 @@ def rotary_layout(variant: Variant, m: Measurement, dtype: str) -> Finding | Non
 
 
 def amplitude(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
-    """Every value the exact one times one constant A ≠ 1 (a table divided by √d_model), each within a few
-    units of ``dtype`` of A·exact: the amplitude, not the formula, differs."""
+    """Every value the exact one times one constant A ≠ 1 (a table divided by √d_model, x-transformers'
+    dim^-0.5, ESPnet's alpha): the ratios value / exact over the first positions' large values (where
+    another cause, such as float32 angles, has not grown) one constant within 10⁻³ of A (a few roundings
+    of a 16-bit ``dtype``); ``alone`` in the
+    data when every value is within a few units of ``dtype`` of A·exact, else the rest of the error is
+    read on the rows divided by A (:func:`find_all`)."""
     if variant.params is not None or variant.permutation is not None or variant.start or not len(m.positions):
         return None
     finite = np.isfinite(m.values).all(axis=1)
@@ -269,25 +280,46 @@ def amplitude(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
     values = m.values[finite].astype(np.float64)
     exact = variant.exact(m.positions[finite], "float64", values.shape[1])
     big = np.abs(exact) > 0.25
-    if not big.any():
+    early = big & (m.positions[finite] < max(256, int(np.sort(m.positions[finite])[:16][-1]) + 1))[:, None]
+    if not early.any():
         return None
-    factor = float(np.median(values[big] / exact[big]))
-    if not (factor > 0 and abs(factor - 1.0) > 1e-3):
+    ratios = values[early] / exact[early]
+    factor = float(np.median(ratios))
+    spread = max(1e-3, 4 * 2.0 ** -_BITS.get(dtype, 53))  # a 16-bit value's own rounding
+    if (
+        not (factor > 0 and abs(factor - 1.0) > 2 * spread)
+        or float(np.abs(ratios / factor - 1).max()) > spread
+    ):
         return None
     residual = float(np.abs(values - factor * exact).max())
-    if residual > 8 * factor * 2.0 ** -_BITS.get(dtype, 53):
-        return None
+    alone = residual <= 8 * factor * 2.0 ** -_BITS.get(dtype, 53)
     width = values.shape[1]
     root = f" = 1/√{width}" if abs(factor * math.sqrt(width) - 1.0) < 1e-6 else ""
+    early_residual = float(np.abs(values[early] - factor * exact[early]).max())
     return Finding(
         "amplitude",
         f"values scaled by {factor:.6g}{root}: the encoding's amplitude is not 1",
         f"every sampled value is within {residual:.3g} of {factor:.6g} × the exact value of "
-        f"{variant.name or 'the variant'} (sin and cos have amplitude 1)",
-        {"factor": factor, "residual": residual},
+        f"{variant.name or 'the variant'} (sin and cos have amplitude 1)"
+        if alone
+        else f"the large values of the first positions are {factor:.6g} × the exact values of "
+        f"{variant.name or 'the variant'} (within {early_residual:.3g}; sin and cos have amplitude 1); the "
+        f"rest of the error is read on the rows divided by {factor:.6g}",
+        {"factor": factor, "residual": residual, "alone": alone},
         fix="keep the encoding's amplitude 1 and scale where it is used (the paper scales the embeddings by "
         "√d_model before adding it); " + _posenc_line(variant),
     )
+
+
+def _descaled(variant: Variant, m: Measurement, factor: float, dtype: str) -> Measurement:
+    """``m`` with its rows divided by ``factor`` (an amplitude found) and their errors against ``variant``."""
+    values = m.values / factor
+    errors = m.row_errors.copy()
+    finite = np.isfinite(values).all(axis=1)
+    if finite.any():
+        exact = variant.exact(m.positions[finite], dtype, values.shape[1])
+        errors[finite] = np.abs(values[finite] - exact).max(axis=1, initial=0.0)
+    return dataclasses.replace(m, values=values, row_errors=errors)
 
 
 def _shifted(variant: Variant, m: Measurement, dtype: str) -> tuple[Variant, Measurement] | None:
@@ -607,15 +639,21 @@ def frequencies_measured(
         early = np.asarray(target.sample(_PHASE_POSITIONS), dtype=np.float64)
     except Exception:  # a target that refuses these positions: not this cause
         return None
-    if early.shape != (len(_PHASE_POSITIONS), width) or not np.isfinite(early).all() or sines.max() >= width:
+    if early.shape != (len(_PHASE_POSITIONS), width) or not np.isfinite(early).all():
         return None
+    has_sin, has_cos = sines < width, cosines < width  # odd="literal": the last frequency's sin alone
+    pairs = np.flatnonzero(has_sin & has_cos)
     p = _PHASE_POSITIONS.astype(np.float64)
-    phase = np.angle(np.exp(1j * (np.arctan2(early[:, sines], early[:, cosines]) - np.outer(p, omega))))
+    phase = np.angle(
+        np.exp(
+            1j * (np.arctan2(early[:, sines[pairs]], early[:, cosines[pairs]]) - np.outer(p, omega[pairs]))
+        )
+    )
     measured = omega.copy()
-    for i in range(len(omega)):
-        use = np.abs(phase[:, i]) < 0.5
+    for k, i in enumerate(pairs):
+        use = np.abs(phase[:, k]) < 0.5
         if use.sum() >= 8:
-            measured[i] += float(np.sum(phase[use, i] * p[use]) / np.sum(p[use] ** 2))
+            measured[i] += float(np.sum(phase[use, k] * p[use]) / np.sum(p[use] ** 2))
     relative = np.abs(measured - omega) / np.where(omega > 0, omega, 1.0)
     keep = np.isfinite(m.values).all(axis=1)
     if edge is not None:
@@ -625,7 +663,10 @@ def frequencies_measured(
     at, values = m.positions[keep].astype(np.float64), m.values[keep].astype(np.float64)
     model = np.zeros_like(values)
     angles = np.outer(at, measured)
-    model[:, sines], model[:, cosines] = np.sin(angles), np.cos(angles)
+    model[:, sines[has_sin]], model[:, cosines[has_cos]] = (
+        np.sin(angles[:, has_sin]),
+        np.cos(angles[:, has_cos]),
+    )
     residual = float(np.abs(values - _rounded(model, dtype if dtype in _BITS else "float64")).max())
     off = float(np.abs(values - variant.exact(m.positions[keep], dtype, width)).max())
     if off < 16 * 2.0 ** -_BITS.get(dtype, 53) or residual > 0.25 * off:
@@ -643,6 +684,36 @@ def frequencies_measured(
         fix="compute the frequencies in float64 (`div_term = torch.exp(torch.arange(0, d, 2, "
         "dtype=torch.float64) * (-math.log(base) / d))`, or `base ** x` and `1 / y` in float64) and keep "
         "them out of a 16-bit cast; " + _posenc_line(variant),
+    )
+
+
+def frequencies_stored(target: Target, variant: Variant) -> Finding | None:
+    """A target read from its ``inv_freq`` alone (its values posenc's cos/sin of p·θ_i, no angle of its
+    own): its θ_i against the variant's exact ones, in units of their float32 rounding, when off by more
+    than one rounding (one rounding is :func:`frequencies_cast`'s)."""
+    from .. import rope
+
+    stored = (target.rotary or {}).get("inv_freq")
+    if stored is None or variant.params is None:
+        return None
+    exact = np.asarray(rope.inv_freq(variant.params), dtype=np.float64)
+    theta = np.asarray(stored, dtype=np.float64).reshape(-1)
+    if theta.shape != exact.shape or not (exact > 0).all():
+        return None
+    units = np.abs(theta - exact) / np.spacing(theta.astype(np.float32)).astype(np.float64)
+    if float(units.max()) <= 0.5:  # rounded once: frequencies_cast's
+        return None
+    worst = int(np.argmax(units))
+    return Finding(
+        "frequencies",
+        f"frequencies computed in float32: off by up to {units[worst]:.3g} units of float32 (not rounded "
+        "once: several roundings, e.g. `base ** x` then `1 / y` in that type)",
+        f"its inv_freq against the exact θ_i of {variant.name}: θ_{worst} is off by {units[worst]:.3g} units "
+        "of float32; its values are read as the exact cos/sin of p·θ_i (its forward could not be called), so "
+        "their error grows ∝ p from the frequencies alone",
+        {"grid": "float32", "relative": float(np.max(np.abs(theta / exact - 1)))},
+        fix="compute inv_freq in float64 and round once (`1.0 / (base ** (torch.arange(0, d, 2, "
+        "dtype=torch.float64) / d))`, then `.float()`); " + _posenc_line(variant),
     )
 
 
@@ -684,11 +755,25 @@ def growth(variant: Variant, m: Measurement, dtype: str, rounded: Finding | None
         f"{rate:.2g}·p ≈ "
         f"2^-{bits:.1f}·ω_0·p, the rounding of the angle p·ω_0 to {grid} (2^-{_BITS[grid]})" + of_frequencies,
         {"slope": slope, "rate": rate, "bits": bits, "grid": grid, "frequency_ulps": drift},
-        fix=f"compute the frequencies and form the angle in float64, not {grid}: `div_term = torch.exp("
+        fix=_angles_fix(grid) + _posenc_line(variant),
+    )
+
+
+def _angles_fix(grid: str) -> str:
+    """The change that removes angles formed in ``grid``: float64 ones for a coarser type; for float64 code,
+    judged in float64, only a wider angle does (its p·ω rounds to float64)."""
+    if grid == "float64":
+        return (
+            "the angle p·ω rounded to float64 errs by up to 2^-53·|p·ω|, which no float64 code avoids: form "
+            "it wider (p·ω and its reduction mod 2π in extended or multiple precision) before sin/cos (cast "
+            "to float32, its values are within one rounding of the exact ones); "
+        )
+    return (
+        f"compute the frequencies and form the angle in float64, not {grid}: `div_term = torch.exp("
         "torch.arange(0, d, 2, dtype=torch.float64) * (-math.log(base) / d))`, `angle = position.double() "
         "* div_term` (a float32 div_term cast to float64 keeps its own error), take sin/cos there and round "
         "once to the output dtype (for TF32 matmuls: `torch.backends.cuda.matmul.allow_tf32 = False` around "
-        "the angle); " + _posenc_line(variant),
+        "the angle); "
     )
 
 

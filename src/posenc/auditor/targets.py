@@ -361,7 +361,13 @@ def _inv_freq(theta: np.ndarray, dtype: str, description: str) -> Target:
         sin, cos = explicit.sin_cos(positions, law, np.dtype("float32"))
         return np.concatenate([cos, cos, sin, sin], axis=-1).astype(np.float64)
 
-    rotary = {"params": None, "inv_freq": theta, "parts": "cos+sin", "layout": "half"}
+    rotary = {
+        "params": None,
+        "inv_freq": theta,
+        "parts": "cos+sin",
+        "layout": "half",
+        "values_of_theta": True,
+    }
     note = f"its {dtype} frequencies, each cos/sin of p·θ_i correctly rounded to float32"
     return Target("rotary", description, sample, "float32", MAX_POSITION, 4 * len(theta), rotary, note)
 
@@ -453,7 +459,8 @@ def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
     dtype = dtype or _module_dtype(module)
     inv_freq = next((b for k, b in buffers.items() if k.endswith("inv_freq")), None)
     if inv_freq is not None:
-        return _rotary_module(module, inv_freq, dtype, name)
+        absolute = _absolute_sinusoid(module, inv_freq, d_model, getattr(torch, dtype or "float32"), name)
+        return absolute or _rotary_module(module, inv_freq, dtype, name)
     cos_sin = _cos_sin_buffers(buffers)
     if cos_sin is not None:
         return _cos_sin_table(*cos_sin, dtype, name)
@@ -490,6 +497,34 @@ def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
         f"found: {', '.join(tables) or 'none'}; floating buffers: {', '.join(floating) or 'none'}); "
         "give d_model= when the module's width is not an attribute, or pass its table"
     )
+
+
+def _absolute_sinusoid(
+    module: Any, inv_freq: Any, d_model: int | None, torch_dtype: Any, name: str
+) -> Target | None:
+    """A module that holds ``inv_freq`` but adds (or returns) an absolute encoding (x-transformers'
+    ScaledSinusoidalEmbedding: ``[sin | cos](p·inv_freq) · scale`` from ``forward(x)``): its forward on
+    zeros ``(1, L, d)`` or ``(L, 1, d)``, d = 2·len(inv_freq) (or ``d_model``), returns one real tensor
+    of d columns whose rows differ and stay within the largest value of row 0 (an amplitude: angles grow,
+    a rotary's forward takes positions too and returns cos and sin). None for anything else."""
+    import torch
+
+    width = d_model or 2 * int(np.prod(inv_freq.shape))
+    for batch_first in (True, False):
+        shape = (1, 4, width) if batch_first else (4, 1, width)
+        try:
+            with torch.no_grad(), target_code(f"calling its forward on zeros of shape {shape}"):
+                output = module(torch.zeros(shape, dtype=torch_dtype))
+            if not isinstance(output, torch.Tensor) or output.is_complex():
+                continue
+            rows = _rows(values_of(output, f"target module {name} returned")[0], 4)
+        except Exception:  # a rotary's forward(x, position_ids), or another shape
+            continue
+        top = float(np.abs(rows[0]).max(initial=0.0))
+        varies = rows.shape[1] == width and top > 0 and not np.array_equal(rows[0], rows[1])
+        if varies and float(np.abs(rows).max()) <= top * (1 + 1e-3):
+            return _prefix_module(module, width, batch_first, torch_dtype, name)
+    return None
 
 
 def _module_dtype(module: Any) -> str:

@@ -1,0 +1,119 @@
+"""The auditor on positional code as projects write it, where it once said a false word, crashed or missed a
+cause it knows: each case the code, what is true of it, and what the report must (and must not) say."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+import posenc
+
+D = 64
+
+
+def _titles(report) -> list[str]:
+    return [f.text.split(":")[0] for f in report.findings]
+
+
+def _tutorial(p, d=D):
+    """The PyTorch tutorial's arithmetic at positions ``p``: float32 div_term and angles, interleaved."""
+    div_term = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
+    angles = torch.as_tensor(np.asarray(p)).unsqueeze(1) * div_term
+    return torch.stack([angles.sin(), angles.cos()], -1).flatten(1)
+
+
+class ScaledSinusoidalEmbedding(nn.Module):
+    """x-transformers': an absolute [sin | cos] of its ``inv_freq`` buffer, times dim^-0.5."""
+
+    def __init__(self, dim, theta=10000):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1) * dim**-0.5)
+        freq_seq = torch.arange(dim // 2).float() / (dim // 2)
+        self.register_buffer("inv_freq", theta**-freq_seq, persistent=False)
+
+    def forward(self, x, pos=None):
+        pos = torch.arange(x.shape[1]) if pos is None else pos
+        emb = torch.einsum("i, j -> i j", pos.type_as(self.inv_freq), self.inv_freq)
+        return torch.cat((emb.sin(), emb.cos()), dim=-1) * self.scale
+
+
+class TransformerXLPositionalEmbedding(nn.Module):
+    """Transformer-XL's: ``forward(pos_seq)`` takes positions, its ``inv_freq`` by pow then reciprocal."""
+
+    def __init__(self, demb):
+        super().__init__()
+        self.register_buffer("inv_freq", 1 / (10000 ** (torch.arange(0.0, demb, 2.0) / demb)))
+
+    def forward(self, pos_seq, bsz=None):
+        s = torch.ger(pos_seq, self.inv_freq)
+        return torch.cat([s.sin(), s.cos()], dim=-1)[:, None, :]
+
+
+def test_an_odd_width_table_of_the_papers_own_rule_is_audited_not_crashed_on():
+    # odd="literal" (DistilBERT, XLM, the tutorial's div_term[: d // 2] fix): the last sine has no cosine,
+    # and a finding indexed the column past it (IndexError, blamed on the target)
+    report = posenc.audit(posenc.table(4096, 65, odd="literal"), samples=256)
+    assert report.passed and report.variant.options["odd"] == "literal"
+
+    def fixed(p, d=65):
+        div_term = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
+        position = torch.as_tensor(p).unsqueeze(1)
+        out = torch.zeros(len(position), d)
+        out[:, 0::2], out[:, 1::2] = torch.sin(position * div_term), torch.cos(position * div_term[: d // 2])
+        return out
+
+    assert _titles(posenc.audit(fixed, samples=256, positions=1 << 20)) == ["angles formed in float32"]
+
+
+def test_an_absolute_module_holding_inv_freq_is_run_as_one_not_read_as_a_rotary():
+    # it was "rotary module (its inv_freq only)", 128 columns, rope-default: never run
+    report = posenc.audit(ScaledSinusoidalEmbedding(D), samples=256)
+    assert report.kind == "module" and report.width == D and report.variant.params is None
+    assert _titles(report) == ["values scaled by 0.125 = 1/√64", "angles formed in float32"], report.as_text()
+    assert abs(report.findings[0].data["factor"] - 0.125) < 1e-6
+
+
+def test_a_module_read_from_its_inv_freq_alone_has_no_angles_of_its_own():
+    # its values are posenc's cos/sin of its θ_i: their error is its frequencies', never "angles formed in
+    # float32" (the rounding of an angle that no code of its formed)
+    report = posenc.audit(TransformerXLPositionalEmbedding(D), samples=256)
+    assert "inv_freq only" in report.target
+    assert _titles(report) == ["frequencies computed in float32"], report.as_text()
+    assert "angles" not in report.as_text().split("findings:")[1]
+
+
+def test_an_amplitude_with_float32_angles_is_both_causes_not_an_unexplained_error():
+    for factor in (0.125, 0.73):  # x-transformers' dim^-0.5, ESPnet's ScaledPositionalEncoding alpha
+        report = posenc.audit(lambda p, a=factor: _tutorial(p) * a, samples=256, positions=1 << 20)
+        assert _titles(report) == [f"values scaled by {factor:g}" + (" = 1/√64" if factor == 0.125 else ""),
+                                   "angles formed in float32"], report.as_text()  # fmt: skip
+
+
+def test_a_declared_variant_the_rows_do_not_hold_leaves_no_false_remainder():
+    # the angles' error is read against the variant the rows hold (scale 10000^(-1/64): the exponents of
+    # the odd columns), and so is what is left past it: nothing ("unexplained remainder: up to 2")
+    div_term = torch.exp(torch.arange(1, D, 2) * (-math.log(10000.0) / D))
+
+    def odd_exponents(p):
+        angles = torch.as_tensor(p).unsqueeze(1) * div_term
+        out = torch.zeros(len(angles), D)
+        out[:, 0::2], out[:, 1::2] = angles.sin(), angles.cos()
+        return out
+
+    report = posenc.audit(odd_exponents, samples=256, positions=1 << 20, preset="paper")
+    assert _titles(report) == ["wrong scale", "angles formed in float32"], report.as_text()
+
+
+def test_float64_angles_get_a_fix_that_is_not_float64_again():
+    def float64_code(p):  # the tutorial built under torch.set_default_dtype(torch.float64)
+        div_term = torch.exp(torch.arange(0, D, 2, dtype=torch.float64) * (-math.log(10000.0) / D))
+        angles = torch.as_tensor(np.asarray(p), dtype=torch.float64).unsqueeze(1) * div_term
+        return torch.stack([angles.sin(), angles.cos()], -1).flatten(1)
+
+    report = posenc.audit(float64_code, samples=256, positions=1 << 30)  # judged in float64
+    angles = next(f for f in report.findings if f.kind == "angles")
+    assert angles.data["grid"] == "float64" and "not float64" not in angles.fix
+    assert "extended or multiple precision" in angles.fix

@@ -103,3 +103,38 @@ def test_rows_that_match_nothing_are_measured_against_the_nearest_named_variant_
     assert report.variant.name == "paper" and "nearest named variant" in report.variant.how, report.variant
     assert [f.text.split(":")[0] for f in report.findings] == ["frequencies computed in float16"]
     assert "off by up to 1.2 units of float16" in report.findings[0].text  # against base 10000's: 2.1 a fit's
+
+
+def test_float32_frequencies_with_float64_angles_are_the_frequencies_not_a_base_or_the_angles():
+    # the tutorial's float32 div_term, the angles formed in float64: its frequencies are off by about one
+    # float32 rounding; neither "angles formed in float32" (no angle was) nor "wrong shift ... base
+    # 1000.00017" (two parameters fitted to four rounded frequencies) is true
+    div = torch.exp(torch.arange(0, 8, 2).float() * (-math.log(10000.0) / 8))
+
+    def rows(positions):
+        angles = torch.as_tensor(positions, dtype=torch.float64)[:, None] * div.double()
+        out = torch.zeros(len(angles), 8, dtype=torch.float64)
+        out[:, 0::2], out[:, 1::2] = torch.sin(angles), torch.cos(angles)
+        return out.float()
+
+    for preset in ("paper", None):
+        report = posenc.audit(rows, positions=65536, samples=256, preset=preset)
+        assert report.variant.options["base"] == 10000.0 and report.variant.options["shift"] == 0.0
+        titles = [f.text.split(":")[0] for f in report.findings]
+        assert titles == ["frequencies computed in float32"], report.as_text()
+
+
+def test_a_16_bit_table_of_a_base_no_round_number_is_read_again_to_that_base():
+    # float16 rows of base 12345.6, correctly rounded: identified as base 3802.5, shift 1 from 256 rows
+    # (equal to their rounding); read again far out in float16 precision, and exact against it
+    report = posenc.audit(lambda p: posenc.encode(np.asarray(p), 16, base=12345.6, dtype="float16"),
+                          positions=65536, samples=256)  # fmt: skip
+    assert report.variant.options["base"] == 12345.6 and report.variant.name is None
+    assert report.passed and not report.findings, report.as_text()
+
+
+def test_identify_says_why_when_no_variant_applies_to_a_table():
+    # fairseq's table of width 2 (one frequency, shift 1): every candidate refused it, and identify
+    # returned [] (the CLI printed a header only; audit raised IndexError)
+    with pytest.raises(ValueError, match=r"no variant applies to a table of shape \(64, 2\)"):
+        identify(posenc.presets.get("fairseq", padding_idx=1).table(64, 2))

@@ -4,8 +4,10 @@ cause it knows: each case the code, what is true of it, and what the report must
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -117,3 +119,56 @@ def test_float64_angles_get_a_fix_that_is_not_float64_again():
     angles = next(f for f in report.findings if f.kind == "angles")
     assert angles.data["grid"] == "float64" and "not float64" not in angles.fix
     assert "extended or multiple precision" in angles.fix
+
+
+class LlamaLinearScalingRotaryEmbedding(nn.Module):
+    """transformers 4.31–4.35: ``inv_freq`` as rope-default's, the positions divided by the factor in its
+    cache, ``forward(x, seq_len)``."""
+
+    def __init__(self, dim, base=10000, scaling_factor=4.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.scaling_factor, self.max_seq_len_cached = scaling_factor, 0
+
+    def forward(self, x, seq_len=None):
+        t = torch.arange(seq_len, dtype=self.inv_freq.dtype) / self.scaling_factor
+        emb = torch.einsum("i,j->ij", t, self.inv_freq).repeat(1, 2)
+        return emb.cos()[None, None].to(x.dtype), emb.sin()[None, None].to(x.dtype)
+
+
+def test_a_rotary_whose_forward_scales_its_inv_freq_is_identified_from_its_rows():
+    # its inv_freq alone is rope-default's: its rows were "unexplained error up to 2"
+    report = posenc.audit(LlamaLinearScalingRotaryEmbedding(D), samples=256, positions=1 << 16)
+    assert report.variant.params.rope_type == "linear" and report.variant.params.factor == 4.0
+    assert "its inv_freq is rope-default's" in report.variant.how
+    assert _titles(report) == ["angles formed in float32"], report.as_text()
+    assert "factor=4.0" in report.as_text()  # the report's variant line names the scaling
+
+
+def test_a_table_read_as_a_rotary_sin_cache_says_so_in_its_variant_line():
+    # [sin, sin] pairs (a copy-paste bug of an absolute table) are exactly an interleaved RoPE sin cache:
+    # a pass, as what it is, and the report's variant line says what the columns were read as
+    position = np.arange(4096, dtype=np.float64)[:, None]
+    angles = position * np.exp(np.arange(0, D, 2) * (-math.log(10000.0) / D))
+    table = np.repeat(np.sin(angles), 2, axis=1).astype(np.float32)
+    report = posenc.audit(table, samples=256)
+    assert report.passed and "its sin cache in interleaved pairs" in report.as_text()
+
+
+def test_a_declared_rotary_the_rows_do_not_hold_is_a_wrong_rotary_and_a_bad_one_is_refused():
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    module = LlamaRotaryEmbedding(LlamaConfig(hidden_size=64, num_attention_heads=4))
+    linear = {"head_dim": 16, "scaling": {"rope_type": "linear", "factor": 2.0}}
+    report = posenc.audit(module, preset=linear, samples=64)  # was: only "positions rounded to float32"
+    assert report.findings[0].text.startswith("wrong rotary: declared rope-linear"), report.as_text()
+    assert "the target's rows are rope-default" in report.findings[0].text
+    for preset, error, words in [
+        ({"rope_type": "linear"}, ValueError, "unknown keys ['rope_type'] for a rotary target"),
+        ("paper", ValueError, "names a sinusoidal variant, but the target is a rotary"),
+        (3, TypeError, "must be a dict of rotary keywords"),
+    ]:
+        with pytest.raises(error, match=re.escape(words)):
+            posenc.audit(module, preset=preset, samples=64)

@@ -181,6 +181,18 @@ def wrong_variant(variant: Variant) -> Finding | None:
             fix="audit the rows without a declared variant (they are then measured as that cache); "
             + _posenc_line(variant),
         )
+    if held is not None and held.params is not None and variant.params is not None:  # two rotaries
+        names = ("rope_type", "base", "head_dim", *held.params.kind.fields, *variant.params.kind.fields)
+        said = ", ".join(f"{k} {getattr(variant.params, k)!r}" for k in dict.fromkeys(names))
+        got = ", ".join(f"{k} {getattr(held.params, k)!r}" for k in dict.fromkeys(names))
+        return Finding(
+            "variant",
+            f"wrong rotary: declared {variant.name} ({said}), the target's rows are {held.name} ({got})",
+            other.get("evidence") or f"the declared rotary is off by {variant.prefix_error:.3g} there",
+            {"declared": variant.options, "found": other["options"]},
+            fix=f"declare the rotary the rows hold ({held.name}), or compute the declared one: "
+            + _posenc_line(variant),
+        )
     names = ("shift", "base", "scale", "layout", "odd")[: 5 if other["width"] % 2 else 4]
     differ = [k for k in names if other["options"].get(k) != variant.options.get(k)] or ["variant"]
     said = ", ".join(f"{k} {variant.options.get(k)!r}" for k in differ if k != "variant")
@@ -658,7 +670,7 @@ def frequencies_measured(
     keep = np.isfinite(m.values).all(axis=1)
     if edge is not None:
         keep &= m.positions < edge.data["position"]
-    if not keep.any() or float(relative.max()) <= 2.0**-22:
+    if not keep.any() or float(relative.max()) <= 2.0**-25:  # within half a unit: as float32 keeps them
         return None
     at, values = m.positions[keep].astype(np.float64), m.values[keep].astype(np.float64)
     model = np.zeros_like(values)
@@ -672,7 +684,9 @@ def frequencies_measured(
     if off < 16 * 2.0 ** -_BITS.get(dtype, 53) or residual > 0.25 * off:
         return None
     worst = float(relative.max())
-    grid = next((g for g in ("float32", "float16", "bfloat16") if worst <= 4 * 2.0 ** -_BITS[g]), "bfloat16")
+    # the narrowest type whose arithmetic errs by that much: exp of a float32 argument x errs by |x|·2⁻²⁴
+    # (up to 16 units of float32 for a base of 10⁷), several roundings by a few units
+    grid = next((g for g in ("float32", "float16", "bfloat16") if worst <= 32 * 2.0 ** -_BITS[g]), "bfloat16")
     return Finding(
         "frequencies",
         f"frequencies computed in {grid}: off by up to {worst / 2.0 ** -_BITS[grid]:.2g} units of {grid} "

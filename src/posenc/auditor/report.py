@@ -185,6 +185,11 @@ class AuditReport:
         v, m = self.variant, self.measurement
         options = ", ".join(f"{k}={o!r}" for k, o in v.options.items())
         padding = f", padding_idx={v.padding_idx}" if v.padding_idx is not None else ""
+        if v.params is not None:  # a rotary's scaling fields, and what its columns hold
+            options += "".join(f", {k}={getattr(v.params, k)!r}" for k in v.params.kind.fields)
+            held = {"cos": "its cos cache", "sin": "its sin cache"}.get(v.parts, "cos and sin")
+            pairs = " in interleaved pairs" if v.layout == "interleaved" else ""
+            padding += f"; {held}{pairs}" if pairs or v.parts != "cos+sin" else ""
 
         def wrapped(text: str, indent: int = 2) -> list[str]:
             return textwrap.wrap(

@@ -298,8 +298,8 @@ def rebased(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype: 
 
 def read_base(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype: str) -> Variant | None:
     """A 1-D variant the first rows match with its base read again from the rows at the sampled
-    ``positions`` (their ``values``), when that base reproduces them at least 4 times closer; else None.
-    Its ``how`` says how it was read.
+    ``positions`` (their ``values``), when that base reproduces them at least 4 times closer and to within
+    a few roundings of ``dtype``; else None. Its ``how`` says how it was read.
 
     A base read from positions 0 .. 255 is uncertain by parts in 10⁶, and identify prefers the plainest
     base within that (10001 over 10001.003): far out, a base that is off shows as an error ∝ position,
@@ -309,8 +309,9 @@ def read_base(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype
     shift s' are one variant): the round numbers and the shortest decimal within the reading's
     uncertainty, and the reading; the plainest of those whose values are nearest the rows (by their mean
     error: a variant that is off by 10⁻¹³ in ln base already moves a float32 value across a rounding
-    boundary in most rows) wins, if its largest error is within a quarter of the variant's (a float32
-    target's own rounding is no evidence of another base)."""
+    boundary in most rows) wins, if its largest error is within a quarter of the variant's and within 8
+    roundings of ``dtype`` (a float32 target's own rounding, of its frequencies or its angles, is no
+    evidence of another base)."""
     from .. import core
     from ..porting.fitting import base_candidates, digits, shortest
 
@@ -349,7 +350,8 @@ def read_base(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype
             weight.append((w * exponent[i]) ** 2 * float(np.sum(p[use] ** 2)))
     if len(drift) < 2:
         return None
-    spread = 2.0**-24 / float(np.sqrt(np.sum(weight)))  # of ln base, from the rows' float32 rounding
+    unit = PRECISIONS.get(dtype, 2.0**-24)  # the rows' own rounding
+    spread = unit / float(np.sqrt(np.sum(weight)))  # of ln base
     ln_base = float(np.log(float(options["base"]))) - float(np.average(drift, weights=weight))
     tried: list[Variant] = []
     for shift in dict.fromkeys((float(options["shift"]), 0.0, 1.0)):
@@ -357,16 +359,20 @@ def read_base(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype
             continue
         scaled = ln_base * (twice_half / 2 - shift) / (twice_half / 2 - float(options["shift"]))
         fitted = float(np.exp(scaled))
-        for base in dict.fromkeys([*base_candidates(fitted, spread), shortest(fitted, 6 * spread), fitted]):
+        ladder = [shortest(fitted, k * spread) for k in (6.0, 1.0, 0.1)]
+        for base in dict.fromkeys([*base_candidates(fitted, spread), *ladder, fitted]):
             if np.isfinite(base) and base > 1.0 and (base, shift) != (options["base"], options["shift"]):
-                tried.append(dataclasses.replace(variant, options={**options, "base": base, "shift": shift}))
+                moved = {**options, "base": base, "shift": shift}
+                tried.append(dataclasses.replace(variant, name=None, options=moved))
     scored = []
     for moved in tried:
         try:
             off = np.abs(moved.exact(at, dtype, width) - rows)
         except (TypeError, ValueError):
             continue
-        if float(off.max()) <= 0.25 * before:
+        # another base explains the rows only to within their own rounding: frequencies rounded to
+        # float32, or float32 angles, are no base, however much nearer a base makes them
+        if float(off.max()) <= min(0.25 * before, 8 * unit):
             scored.append((float(off.mean()), digits(moved.options["base"]), len(scored), moved))
     if not scored:
         return None
@@ -432,12 +438,28 @@ def _rotary(target: Target, options: Any) -> Variant:
     parts = info.get("parts", "cos+sin")
     if options is not None:  # in the layout given: "half" (Hugging Face's rotate_half, the default) or
         # "interleaved" (Meta's reference code, GPT-J, torchtune, Mistral, MLX: pairs side by side)
+        _check_rotary_preset(options)
         given = None if isinstance(options, rope.RopeParameters) else dict(options)
         layout = (given or {}).pop("layout", "half")
         if layout not in ("half", "interleaved"):
             raise ValueError(f"preset: a rotary's layout is 'half' or 'interleaved'; got {layout!r}")
         params = options if given is None else rope.config(**given)
-        return _rope_variant(params, "given", True, parts, layout)
+        variant = _rope_variant(params, "given", True, parts, layout)
+        variant.declared = True
+        off = _prefix_off(target, variant)
+        if off is not None:  # its first rows are not the declared rotary's: which one they are
+            variant.matches, variant.prefix_error = False, off
+            held = _rotary(target, None)
+            other = held.params != params  # the same rotary in interleaved pairs: a layout finding's
+            if other and held.matches and _prefix_off(target, held) is None:
+                variant.found_instead = {
+                    "name": held.name,
+                    "options": held.options,
+                    "width": target.width,
+                    "variant": held,
+                    "evidence": f"{held.how}; the declared rotary is off by {off:.3g} on its first rows",
+                }
+        return variant
     if info.get("params") is not None:  # the module's own config: judged in the layout it emits
         variant = _rope_variant(info["params"], "read from the module's config", True, parts, "half")
         if _emits_interleaved(target, variant):
@@ -445,11 +467,17 @@ def _rotary(target: Target, options: Any) -> Variant:
             variant.how += "; its cos/sin in interleaved pairs (`rotate_every_two`, as its values show)"
         return variant
     theta = info.get("inv_freq")
+    instead = ""
     if theta is not None:
         match = identify_rope(theta)
         how = f"identified by posenc.porting.identify_rope from its inv_freq ({match.evidence})"
         how += "" if match.matches else " (nothing matches: measured against the nearest candidate)"
-        return _rope_variant(match.parameters, how, match.matches, parts, "half", match.max_error)
+        variant = _rope_variant(match.parameters, how, match.matches, parts, "half", match.max_error)
+        off = None if info.get("values_of_theta") else _prefix_off(target, variant)
+        if off is None:
+            return variant
+        # its forward scales what its inv_freq gives (transformers' linear scaling before 4.36: t / factor)
+        instead = f" (its inv_freq is {variant.name}'s, {off:.3g} from its rows, which hold another)"
     rows = _prefix(target)
     half = rows.shape[1] // 2
     halves = {"cos": rows[:, :half], "sin": rows[:, half:]} if parts == "cos+sin" else {parts: rows}
@@ -462,6 +490,7 @@ def _rotary(target: Target, options: Any) -> Variant:
             refused = error
             continue
         how = f"identified by posenc.porting.identify_rope from the {part} of positions 0..{len(rows) - 1}"
+        how += instead
         layout = match.layout or "half"
         variant = _rope_variant(match.parameters, how, match.matches, parts, layout, match.max_error)
         exact = variant.exact(positions, "float64", 0)
@@ -473,6 +502,46 @@ def _rotary(target: Target, options: Any) -> Variant:
     if not variant.matches:
         variant.how += " (nothing matches: measured against the nearest candidate)"
     return variant
+
+
+def _check_rotary_preset(options: Any) -> None:
+    """A rotary target's ``preset``: a RopeParameters, or a dict of :func:`posenc.rope.config`'s keywords
+    and ``layout``; anything else is refused naming ``preset`` and what it takes."""
+    import inspect
+
+    from .. import rope
+
+    if isinstance(options, rope.RopeParameters):
+        return
+    keywords = [k for k in inspect.signature(rope.config).parameters if k != "cfg"] + ["layout"]
+    takes = f"rotary keywords of posenc.rope.config ({', '.join(keywords)}) or a posenc.rope.RopeParameters"
+    if isinstance(options, str | presets.Preset):
+        raise ValueError(
+            f"preset={options if isinstance(options, str) else options.name!r} names a sinusoidal variant, "
+            f"but the target is a rotary: give {takes}"
+        )
+    if not isinstance(options, dict):
+        raise TypeError(f"preset for a rotary target must be a dict of {takes}; got {type(options).__name__}")
+    unknown = sorted(set(options) - set(keywords))
+    if unknown:
+        raise ValueError(
+            f"preset has unknown keys {unknown} for a rotary target; give {takes} (a scaled type: "
+            "scaling={'rope_type': 'linear', 'factor': 4.0})"
+        )
+
+
+def _prefix_off(target: Target, variant: Variant) -> float | None:
+    """How far a rotary target's first rows are from ``variant`` when farther than float32 code of their
+    length can be (:func:`_tolerance`), else None (they hold it, or cannot be read)."""
+    try:
+        rows = _prefix(target)
+    except ValueError:
+        return None
+    exact = variant.exact(np.arange(len(rows), dtype=np.int64), "float64", 0)
+    if exact.shape != rows.shape:
+        return None
+    off = float(np.abs(exact - rows).max())
+    return off if off > _tolerance(rows) else None
 
 
 def _emits_interleaved(target: Target, variant: Variant) -> bool:

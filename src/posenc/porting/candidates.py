@@ -48,10 +48,11 @@ class Candidate(NamedTuple):
     reach: float
 
 
-def one_dimensional_candidates(stored: np.ndarray) -> Iterator[Candidate]:
+def one_dimensional_candidates(stored: np.ndarray, unit: float | None = None) -> Iterator[Candidate]:
     """The fitted 1-D variants (every layout and odd-width rule, shift 0 and 1), then the named ones.
 
-    A single zero row is read as fairseq's padding row; every candidate then zeroes it too.
+    A single zero row is read as fairseq's padding row; every candidate then zeroes it too. ``unit``: the
+    rounding of the type the values are stored in (default: read from them).
     """
     d_model = stored.shape[1]
     zero_rows = np.flatnonzero(~stored.any(axis=1))
@@ -59,7 +60,7 @@ def one_dimensional_candidates(stored: np.ndarray) -> Iterator[Candidate]:
     named = presets.variants(padding)
     odd_rules = ("zero", "literal", "drop") if d_model % 2 else ("zero",)
     fitted_starts = set(_USUAL_STARTS)
-    unit = PRECISIONS[precision_of(stored)]
+    unit = PRECISIONS[precision_of(stored)] if unit is None else unit
     for layout in layouts.LAYOUTS:
         for odd in odd_rules:
             fit = fit_frequencies(stored, layout, odd, zero_rows, unit)

@@ -82,7 +82,7 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
         """What ``candidate`` may be off by over the whole table (its own float32 error there)."""
         return tolerance if tolerance is not None else table_limit(candidate.reach, unit)
 
-    every = itertools.chain(one_dimensional_candidates(stored), grid_candidates(stored, shape))
+    every = itertools.chain(one_dimensional_candidates(stored, unit), grid_candidates(stored, shape))
     pool = list({_key(c): c for c in every}.values())  # equal variants: the last one, in the first's place
     # Compare on the first 64 rows, then on 8 times as many, ..., then in full. An error only grows with
     # the rows, so a candidate over its limit for the whole table never matches: each step keeps those
@@ -97,20 +97,46 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
         if size == rows:
             break
         kept = others[: widest if size == _FIRST_ROWS else max(0, candidates - len(within[:widest]))]
+        within = _thinned(within, unit)
         named = [item for item in within[widest:] if item[1].name is not None]  # ranked first when they match
         pool, mismatches = [c for _, c in within[:widest] + named + kept], {id(c) for _, c in kept}
         size = min(rows, size * _GROWTH)
     # a named variant that matches first (float32 code's table is its library's, whatever a fit absorbs of
-    # its rounding); then the fits within twice the closest one's error (and one rounding of the values),
-    # the plainest first: a plainer fit off by 2000 times more (base 79107, shift 1 for an exact table of
-    # base 82684.3257) only after them
-    equal = 2 * min((e for e, _ in within), default=0.0) + unit
+    # its rounding); then the plainest of the fits within 4 times the closest one's error and one rounding
+    # of the values (float32 code of base 500000 is 1.9 times farther from 500000 than from a fit that
+    # absorbs some of its rounding; a plainer fit off by 1600 times more — base 82684 for an exact table
+    # of base 82684.3257 — comes after them)
+    equal = 4 * min((e for e, _ in within), default=0.0) + unit
     matched = sorted(
         (Match(c.name, c.options, c.start, c.padding_idx, error, True) for error, c in within),
         key=lambda m: (m.name is None, m.name is None and m.max_error > equal, _plainness(m), m.max_error),
     )
     nearest = [Match(c.name, c.options, c.start, c.padding_idx, error, False) for error, c in others]
+    if not matched and not nearest:  # every candidate refused this table: no answer, not an empty one
+        raise ValueError(
+            f"no variant applies to a table of shape {stored.shape}: a fit needs d_model >= 4 (two "
+            "sine/cosine pairs), and no named variant builds this width"
+            + (" with a zero padding row" if np.any(~stored.any(axis=1)) else "")
+        )
     return (matched + nearest)[:candidates]
+
+
+def _thinned(within: list[tuple[float, Candidate]], unit: float) -> list[tuple[float, Candidate]]:
+    """``within`` (error, candidate), nearest first, with at most four fits of one variant that differ only
+    in their base (a fit's base and the round numbers, integers and shorter decimals near it): the three
+    nearest and the plainest of those within 4 times the nearest's error, so that comparisons on more
+    rows are not spent on near-copies."""
+    groups: dict[tuple, list[tuple[float, Candidate]]] = {}
+    for item in within:
+        c = item[1]
+        rest = tuple(sorted((k, v) for k, v in c.options.items() if k != "base"))
+        groups.setdefault((c.name, c.start, c.padding_idx, rest), []).append(item)
+    kept = []
+    for items in groups.values():
+        equal = [item for item in items if item[0] <= 4 * items[0][0] + unit]
+        plainest = min(equal, key=lambda item: (_plainness(item[1]), item[0]))
+        kept += list({id(item[1]): item for item in [*items[:3], plainest]}.values())
+    return sorted(kept, key=lambda item: item[0])
 
 
 def _nearest_first(scored: list[tuple[float, Candidate]], limit: Callable[[Candidate], float]) -> list:

@@ -172,3 +172,13 @@ def test_a_declared_rotary_the_rows_do_not_hold_is_a_wrong_rotary_and_a_bad_one_
     ]:
         with pytest.raises(error, match=re.escape(words)):
             posenc.audit(module, preset=preset, samples=64)
+
+
+def test_a_cliff_does_not_hide_the_rounding_of_the_rows_before_it():
+    # the tutorial's module after .half(): rows before 5000 are one float16 rounding step from the exact
+    # values (483 ulps where a value is near 0); the report named the cliff alone
+    from tests.support.tutorial import TutorialPositionalEncoding
+
+    report = posenc.audit(TutorialPositionalEncoding(D).half(), samples=256)
+    assert _titles(report) == ["length cliff at 5000", "not correctly rounded"], report.as_text()
+    assert report.findings[1].data["max_abs"] <= 2.0**-11  # one rounding step, not a larger cause

@@ -139,6 +139,9 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
         or beyond_cast(target, held, basis, dtype, cast, edge, rounded)
         or beyond_storage(held, basis, found, edge)
     )
+    if left is None and edge is not None and {f.kind for f in found} == {"cliff"}:
+        before = m.positions < edge.data["position"]  # the rows before it: one rounding step off?
+        left = last_bits(dataclasses.replace(m, row_errors=np.where(before, m.row_errors, np.nan)), dtype)
     return found + [f for f in [left] if f is not None]
 
 

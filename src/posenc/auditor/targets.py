@@ -495,7 +495,9 @@ def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
         f"target module {name} neither adds encodings to zeros of shape (L, 1, d_model) or (1, L, d_model) "
         f"nor holds one positional table, an inv_freq buffer or cos/sin cache buffers (positional tables "
         f"found: {', '.join(tables) or 'none'}; floating buffers: {', '.join(floating) or 'none'}); "
-        "give d_model= when the module's width is not an attribute, or pass its table"
+        "give d_model= when the module's width is not an attribute, or pass its table; a module whose "
+        "forward takes positions or timesteps is audited as a function of them: "
+        "posenc.audit(lambda p: module(torch.as_tensor(p)))"
     )
 
 

@@ -350,13 +350,16 @@ def timm_2d(
     temperature: float = 10000.0,
     reverse_coord: bool = False,
     interleave_sin_cos: bool = False,
+    cls_token: bool = False,
     dtype: npt.DTypeLike = "float32",
 ) -> np.ndarray:
     """timm ``build_sincos2d_pos_embed``: ``(H·W, dim)``, both of timm's orders.
 
     Default: [sin h | sin w | cos h | cos w]; ``interleave_sin_cos``: [sin h | cos h | sin w | cos w];
     ``reverse_coord`` swaps h and w (and the token order with them, as timm does). Each quarter has
-    ω_i = temperature^(-i / (dim/4)). The result has ``dtype`` (float32 by default).
+    ω_i = temperature^(-i / (dim/4)). ``cls_token``: one zero row before the grid's (MoCo v3's
+    ``build_2d_sincos_position_embedding``, the interleaved order with a class token: ``(1 + H·W, dim)``).
+    The result has ``dtype`` (float32 by default).
 
     >>> pe = timm_2d((2, 3), 8)
     >>> pe.shape, pe[5].round(4)  # (h, w) = (1, 2): sin h, sin w, cos h, cos w
@@ -368,7 +371,7 @@ def timm_2d(
     shape = (width, height) if reverse_coord else (height, width)
     group = "axis" if interleave_sin_cos else "function"
     values = grid(shape, dim, base=temperature, group=group, dtype=dtype)
-    return values.reshape(math.prod(shape), dim)
+    return _with_extra_rows(values.reshape(math.prod(shape), dim), 1 if cls_token else 0)
 
 
 class DetrOptions(NamedTuple):

@@ -47,6 +47,7 @@ def test_convert_layout_errors():
         (lambda: presets.get("positional-encodings").table(50, 13), "positional-encodings"),
         (lambda: grids.mae_2d(64, 8, cls_token=True), "mae-2d"),
         (lambda: grids.timm_2d((6, 6), 32, interleave_sin_cos=True), "timm-2d"),
+        (lambda: grids.timm_2d((14, 14), 64, interleave_sin_cos=True, cls_token=True), "timm-2d"),  # MoCo v3
     ],
 )
 def test_identify_names_posenc_presets(table, name):
@@ -561,3 +562,14 @@ def test_a_file_holding_a_view_of_more_values_than_its_bytes_is_refused_before_i
         posenc.audit(str(tmp_path / "expanded.pt"))
     torch.save({"pe": torch.from_numpy(posenc.table(64, 32))}, tmp_path / "whole.pt")  # saved whole: read
     assert load_table(tmp_path / "whole.pt").shape == (64, 32)
+
+
+def test_a_moco_v3_grid_with_its_class_token_row_is_a_timm_grid_not_a_padded_1d_table():
+    # MoCo v3's build_2d_sincos_position_embedding: a zero row, then timm's interleaved 2-D grid; it was
+    # read as fairseq's padding row of a 1-D table ("unexplained error" in audit)
+    table = grids.timm_2d((14, 14), 64, interleave_sin_cos=True, cls_token=True)
+    assert table.shape == (197, 64) and not table[0].any()
+    np.testing.assert_array_equal(table[1:], grids.timm_2d((14, 14), 64, interleave_sin_cos=True))
+    best = identify(table)[0]
+    assert best.matches and best.name == "timm-2d" and best.options["cls_token"] is True
+    assert posenc.audit(table, samples=256).passed

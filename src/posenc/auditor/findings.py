@@ -717,18 +717,22 @@ def frequencies_stored(target: Target, variant: Variant) -> Finding | None:
     theta = np.asarray(stored, dtype=np.float64).reshape(-1)
     if theta.shape != exact.shape or not (exact > 0).all():
         return None
-    units = np.abs(theta - exact) / np.spacing(theta.astype(np.float32)).astype(np.float64)
+    grid = precision_of(theta)  # the type it is stored in (a bfloat16 buffer read as float32 is bfloat16)
+    if grid not in ("bfloat16", "float16", "float32"):
+        return None
+    ulp = np.ldexp(1.0, np.frexp(theta)[1] - _BITS[grid])
+    units = np.abs(theta - exact) / ulp
     if float(units.max()) <= 0.5:  # rounded once: frequencies_cast's
         return None
     worst = int(np.argmax(units))
     return Finding(
         "frequencies",
-        f"frequencies computed in float32: off by up to {units[worst]:.3g} units of float32 (not rounded "
+        f"frequencies computed in {grid}: off by up to {units[worst]:.3g} units of {grid} (not rounded "
         "once: several roundings, e.g. `base ** x` then `1 / y` in that type)",
         f"its inv_freq against the exact θ_i of {variant.name}: θ_{worst} is off by {units[worst]:.3g} units "
-        "of float32; its values are read as the exact cos/sin of p·θ_i (its forward could not be called), so "
+        f"of {grid}; its values are read as the exact cos/sin of p·θ_i (its forward could not be called), so "
         "their error grows ∝ p from the frequencies alone",
-        {"grid": "float32", "relative": float(np.max(np.abs(theta / exact - 1)))},
+        {"grid": grid, "relative": float(np.max(np.abs(theta / exact - 1)))},
         fix="compute inv_freq in float64 and round once (`1.0 / (base ** (torch.arange(0, d, 2, "
         "dtype=torch.float64) / d))`, then `.float()`); " + _posenc_line(variant),
     )

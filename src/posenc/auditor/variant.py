@@ -364,15 +364,18 @@ def read_base(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype
             if np.isfinite(base) and base > 1.0 and (base, shift) != (options["base"], options["shift"]):
                 moved = {**options, "base": base, "shift": shift}
                 tried.append(dataclasses.replace(variant, name=None, options=moved))
-    scored = []
+    scored, bound = [], min(0.25 * before, 8 * unit)
+    far = np.argsort(at)[-64:]  # where a base that is off shows most: tried there first, cheaply
     for moved in tried:
         try:
+            if float(np.abs(moved.exact(at[far], dtype, width) - rows[far]).max()) > bound:
+                continue
             off = np.abs(moved.exact(at, dtype, width) - rows)
         except (TypeError, ValueError):
             continue
         # another base explains the rows only to within their own rounding: frequencies rounded to
         # float32, or float32 angles, are no base, however much nearer a base makes them
-        if float(off.max()) <= min(0.25 * before, 8 * unit):
+        if float(off.max()) <= bound:
             scored.append((float(off.mean()), digits(moved.options["base"]), len(scored), moved))
     if not scored:
         return None

@@ -223,23 +223,28 @@ def _timm_candidates(stored: np.ndarray) -> Iterator[Candidate]:
         False: np.r_[0:quarter, 2 * quarter : 3 * quarter],  # [sin h | sin w | cos h | cos w]
         True: np.arange(2 * quarter),  # interleave_sin_cos: [sin h | cos h | sin w | cos w]
     }
+    cls = int(rows > 2 and not stored[0].any())  # a class token's zero row first (MoCo v3)
+    body = stored[cls:]
+    cells = len(body)
     for interleave, columns in outer_columns.items():
         shapes = []
-        inner = unchanged_rows(stored, columns)
-        if rows % inner == 0 and 2 <= inner < rows:
-            shapes.append((rows // inner, inner))
-        side = math.isqrt(rows)
-        if side * side == rows and side >= 2:
+        inner = unchanged_rows(body, columns)
+        if cells % inner == 0 and 2 <= inner < cells:
+            shapes.append((cells // inner, inner))
+        side = math.isqrt(cells)
+        if side * side == cells and side >= 2:
             shapes.append((side, side))
         origin = grids.timm_2d((1, 1), d_model, interleave_sin_cos=interleave, dtype="float64")[0]
         for feat_shape in dict.fromkeys(shapes):
             options = {"feat_shape": feat_shape, "interleave_sin_cos": interleave}
+            if cls:
+                options["cls_token"] = True
             yield _grid(
                 stored,
                 "timm-2d",
                 options,
                 lambda o=options: grids.timm_2d(dim=d_model, dtype="float64", **o),
-                (0, origin),
+                (cls, origin),
                 max(feat_shape),
             )
 

@@ -182,3 +182,92 @@ def test_a_cliff_does_not_hide_the_rounding_of_the_rows_before_it():
     report = posenc.audit(TutorialPositionalEncoding(D).half(), samples=256)
     assert _titles(report) == ["length cliff at 5000", "not correctly rounded"], report.as_text()
     assert report.findings[1].data["max_abs"] <= 2.0**-11  # one rounding step, not a larger cause
+
+
+def _scaled_code(p, amplitude=0.73, positions_in=torch.float64):
+    """float64 angles of positions held in ``positions_in``, times ``amplitude``, as float32."""
+    pos = torch.as_tensor(np.asarray(p)).to(positions_in).double()
+    div = torch.exp(torch.arange(0, D, 2, dtype=torch.float64) * (-math.log(1e4) / D))
+    angles = pos[:, None] * div
+    return (torch.stack([angles.sin(), angles.cos()], -1).flatten(1) * amplitude).float()
+
+
+def test_an_amplitude_hides_no_other_cause_and_no_part_of_the_rows():
+    # positions held in float16 beside an amplitude: the rounding was no longer found (rows divided by A
+    # compared with the raw ones)
+    report = posenc.audit(lambda p: _scaled_code(p, positions_in=torch.float16), samples=256, positions=60000)
+    assert _titles(report)[:2] == [
+        "values scaled by 0.73",
+        "positions rounded to float16 or TF32 (11 significant bits)",
+    ]
+    # the first 300 rows scaled by 0.9, the rest exact: what the amplitude leaves is said
+    table = posenc.table(4096, D)
+    table[:300] *= np.float32(0.9)
+    report = posenc.audit(table, samples=256)
+    assert _titles(report) == ["values scaled by 0.9", "unexplained remainder"], report.as_text()
+
+
+def test_rows_that_are_a_fit_times_an_amplitude_are_measured_against_that_fit():
+    # x-transformers' maths at theta 1e5 ([sin | cos] × 64^-0.5): the fit times 0.125, not "paper"
+    def rows(p):
+        omega = 1e5 ** -(np.arange(D // 2) / (D // 2))
+        angles = np.asarray(p, dtype=np.float64)[:, None] * omega
+        return (np.concatenate([np.sin(angles), np.cos(angles)], axis=1) * 0.125).astype(np.float32)
+
+    report = posenc.audit(rows, samples=256, positions=1 << 20)
+    assert report.variant.options["base"] == 1e5 and report.variant.options["layout"] == "sin_cos"
+    assert _titles(report) == ["values scaled by 0.125 = 1/√64"], report.as_text()
+
+
+def test_an_interleaved_rotary_declared_with_its_own_parameters_is_no_wrong_rotary():
+    from transformers import CohereConfig
+    from transformers.models.cohere.modeling_cohere import CohereRotaryEmbedding
+
+    config = CohereConfig(hidden_size=256, num_attention_heads=4, max_position_embeddings=4096)
+    module = CohereRotaryEmbedding(config)
+    preset = {"head_dim": 64, "base": config.rope_parameters["rope_theta"]}  # layout left at "half"
+    report = posenc.audit(module, samples=256, positions=4096, preset=preset)
+    assert not any(f.text.startswith("wrong rotary") for f in report.findings), report.as_text()
+    assert report.findings[0].kind == "layout"  # declared halves, its rows interleaved pairs: that alone
+
+
+def test_a_gptj_style_rotary_read_from_its_inv_freq_is_judged_in_the_layout_it_emits():
+    class GPTJRotary(nn.Module):
+        def __init__(self, dim, base=10000.0):
+            super().__init__()
+            exponents = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+            self.register_buffer("inv_freq", 1.0 / (base**exponents))
+
+        def forward(self, x, position_ids):
+            emb = torch.repeat_interleave(position_ids[..., None].float() * self.inv_freq, 2, dim=-1)
+            return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    report = posenc.audit(GPTJRotary(D), samples=256, positions=8192)
+    assert report.variant.layout == "interleaved" and "hold another" not in report.variant.how
+    assert _titles(report) == ["angles formed in float32"], report.as_text()
+
+
+def test_the_rounding_after_a_cliff_counts_the_ulps_of_the_rows_before_it():
+    exact = posenc.table(5000, D, dtype="float64")
+
+    def code(p):  # float16 values rounded twice (float64 -> float32 -> float16), zero rows from 5000
+        p = np.asarray(p)
+        out = exact[np.minimum(p, 4999)].astype(np.float32).astype(np.float16)
+        out[p >= 5000] = 0
+        return out
+
+    report = posenc.audit(code, samples=256, positions=20000)
+    assert _titles(report) == ["length cliff at 5000", "not correctly rounded"], report.as_text()
+    assert report.findings[1].data["max_ulp"] == 1.0  # not the zero rows' 2047
+
+
+def test_bfloat16_code_is_called_bfloat16_angles_not_float16():
+    def code(p):  # positions, frequencies, angles and sin/cos all in bfloat16; 16 columns, base 1e6
+        pos = torch.as_tensor(np.asarray(p)).to(torch.bfloat16)
+        div = torch.exp(torch.arange(0, 16, 2).to(torch.bfloat16) * (-math.log(1e6) / 16))
+        angles = pos[:, None] * div
+        return torch.stack([angles.sin(), angles.cos()], -1).flatten(1)
+
+    report = posenc.audit(code, samples=256, positions=4096)
+    assert "angles formed in float16" not in _titles(report)
+    assert "angles formed in bfloat16" in _titles(report), report.as_text()

@@ -114,13 +114,15 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
     found.append(rotary_layout(variant, m, dtype))
     edge = cliff(target, variant, m, dtype)
     held, basis = _held(variant, m, dtype, found[-1])
-    scaled = found[3]
+    scaled, precise = found[3], target
     if scaled is not None and not scaled.data["alone"]:  # the rest of the error, on the rows divided by A
-        basis = _descaled(held, basis, scaled.data["factor"], dtype)
-    rounded = positions_rounded(target, held, basis, dtype, edge)
-    cast = frequencies_cast(target, held, basis, dtype, rounded)
+        factor = scaled.data["factor"]
+        basis = _descaled(held, basis, factor, dtype)
+        precise = dataclasses.replace(target, sample=lambda p, read=target.sample: read(p) / factor)
+    rounded = positions_rounded(precise, held, basis, dtype, edge)
+    cast = frequencies_cast(precise, held, basis, dtype, rounded)
     if cast is None and rounded is None:
-        cast = frequencies_measured(target, held, basis, dtype, edge)
+        cast = frequencies_measured(precise, held, basis, dtype, edge)
     stored = storage(m, dtype, "table" if variant.params is None else "cos/sin cache")
     if (target.rotary or {}).get("values_of_theta"):  # posenc's cos/sin of its θ: no angle of its own
         angles = None if cast else frequencies_stored(target, held)
@@ -134,14 +136,19 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
     if not found:
         return [f for f in [unexplained(m, dtype) or last_bits(m, dtype)] if f is not None]
     left = (
-        remainder(variant, m, dtype, found, edge, shifted)
+        beyond_amplitude(scaled, held, basis, dtype, found, edge)
+        or remainder(variant, m, dtype, found, edge, shifted)
         or beyond_growth(*(shifted or (held, basis)), dtype, found, edge)
-        or beyond_cast(target, held, basis, dtype, cast, edge, rounded)
+        or beyond_cast(precise, held, basis, dtype, cast, edge, rounded)
         or beyond_storage(held, basis, found, edge)
     )
     if left is None and edge is not None and {f.kind for f in found} == {"cliff"}:
-        before = m.positions < edge.data["position"]  # the rows before it: one rounding step off?
-        left = last_bits(dataclasses.replace(m, row_errors=np.where(before, m.row_errors, np.nan)), dtype)
+        before = (m.positions < edge.data["position"]) & np.isfinite(m.values).all(axis=1)
+        if before.any():  # the rows before it, one rounding step off? (their ulps, not the dead rows')
+            exact = held.exact(m.positions[before], dtype, m.values.shape[1])
+            ulp = float(np.max(ulps(np.abs(m.values[before] - exact), exact, dtype), initial=0.0))
+            rows = dataclasses.replace(m, row_errors=np.where(before, m.row_errors, np.nan))
+            left = last_bits(rows, dtype, ulp)
     return found + [f for f in [left] if f is not None]
 
 
@@ -323,6 +330,46 @@ def amplitude(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
         {"factor": factor, "residual": residual, "alone": alone},
         fix="keep the encoding's amplitude 1 and scale where it is used (the paper scales the embeddings by "
         "√d_model before adding it); " + _posenc_line(variant),
+    )
+
+
+def beyond_amplitude(
+    scaled: Finding | None,
+    variant: Variant,
+    m: Measurement,
+    dtype: str,
+    found: list[Finding],
+    edge: Finding | None,
+) -> Finding | None:
+    """What an amplitude found on the first positions leaves, where no other cause was found on the rows
+    divided by it (``m``): those rows still off past 1 ulp and 2^-p (a table scaled in part): "unexplained
+    remainder", with its size and where."""
+    others = {"angles", "frequencies", "positions", "storage", "rounding", "unexplained"}
+    if scaled is None or scaled.data["alone"] or {f.kind for f in found} & others:
+        return None
+    keep = np.isfinite(m.row_errors) & np.isfinite(m.values).all(axis=1)
+    if edge is not None:
+        keep &= m.positions < edge.data["position"]
+    if not keep.any():
+        return None
+    exact = variant.exact(m.positions[keep], dtype, m.values.shape[1])
+    difference = np.abs(m.values[keep] - exact)
+    rows = difference.max(axis=1, initial=0.0)
+    ulp = float(np.max(ulps(difference, exact, dtype), initial=0.0))
+    worst = int(np.argmax(rows))
+    if ulp <= 1.0 or rows[worst] <= 2 * 2.0 ** -_BITS.get(dtype, 53):
+        return None
+    where = int(m.positions[keep][worst])
+    factor = scaled.data["factor"]
+    return Finding(
+        "unexplained",
+        f"unexplained remainder: up to {rows[worst]:.3g} ({ulp:.3g} ulp of {dtype}) beyond the amplitude "
+        f"{factor:.6g}, the worst at position {where:,}",
+        f"the rows divided by {factor:.6g} still differ from the exact values (the amplitude holds for the "
+        "first positions, not for every row); no known cause fits what is left",
+        {"max_abs": float(rows[worst]), "max_ulp": ulp, "position": where},
+        fix="compare the code step by step with the exact formula (posenc.table(..., dtype='float64') rows "
+        "are the reference) to find where the rest of the error enters; " + _POSENC.format(options=""),
     )
 
 
@@ -759,22 +806,32 @@ def growth(variant: Variant, m: Measurement, dtype: str, rounded: Finding | None
     else:
         omega0 = float(variant.options.get("scale", 1.0))
     bits = -math.log2(rate / omega0)
-    grid = min(_BITS, key=lambda name: abs(_BITS[name] - bits))
-    if abs(-math.log2(rate / (omega0 * _inexact_top(variant, m.values.shape[1]))) - _BITS[grid]) > 2.5:
+    # the type is read off the largest frequency whose angle a type rounds (p·ω_0 is exact for ω_0 = 1)
+    top = -math.log2(rate / (omega0 * _inexact_top(variant, m.values.shape[1])))
+    grid = min(_BITS, key=lambda name: abs(_BITS[name] - top))
+    if abs(top - _BITS[grid]) > 2.5:
         return None  # no type's rounding of the angle leaves that rate: not this cause
     drift = frequency_drift(variant, m)
-    of_frequencies = (
-        f"; the frequencies themselves are off by about {drift:.2g} float32 ulps (their phase drifts ∝ p: "
-        "computed in float32, by exp or pow)"
-        if drift is not None and drift >= 1.0
-        else ""
+    of_frequencies = ""
+    if drift is not None and drift >= 1.0:
+        of_frequencies = (
+            f"; the frequencies themselves are off by about {drift:.2g} float32 ulps (their phase drifts ∝ "
+            "p: computed in float32, by exp or pow)"
+            if drift <= 32
+            else f"; the frequencies themselves are off by about {drift * 2.0**-24:.2g} of themselves (their "
+            "phase drifts ∝ p: more than float32's rounding of them)"
+        )
+    at = (
+        f"2^-{bits:.1f}·ω_0·p, the rounding of the angle p·ω_0 to {grid} (2^-{_BITS[grid]})"
+        if abs(top - bits) < 0.5
+        else f"2^-{top:.1f}·ω·p for the largest frequency ω whose angle p·ω a type rounds (p·ω_0 is "
+        f"exact), the rounding of that angle to {grid} (2^-{_BITS[grid]})"
     )
     return Finding(
         "angles",
         f"angles formed in {grid}: error grows ∝ position (slope {slope:.2f})",
         f"the largest error of {len(points)} octaves of positions grows as position^{slope:.2f}; error ≈ "
-        f"{rate:.2g}·p ≈ "
-        f"2^-{bits:.1f}·ω_0·p, the rounding of the angle p·ω_0 to {grid} (2^-{_BITS[grid]})" + of_frequencies,
+        f"{rate:.2g}·p ≈ " + at + of_frequencies,
         {"slope": slope, "rate": rate, "bits": bits, "grid": grid, "frequency_ulps": drift},
         fix=_angles_fix(grid) + _posenc_line(variant),
     )
@@ -1195,11 +1252,13 @@ def beyond_cast(
     )
 
 
-def last_bits(m: Measurement, dtype: str) -> Finding | None:
+def last_bits(m: Measurement, dtype: str, ulp: float | None = None) -> Finding | None:
     """Errors of at most one rounding step (beyond the 1 ulp float64 is allowed): a failing audit says so,
-    with their numbers, rather than nothing (:func:`unexplained` speaks of larger ones)."""
+    with their numbers, rather than nothing (:func:`unexplained` speaks of larger ones). ``ulp``: their
+    largest error in ulps (default: the bands')."""
     finite = np.isfinite(m.row_errors)
-    ulp = max((b.max_ulp for b in m.bands if not b.raised), default=0.0)
+    if ulp is None:
+        ulp = max((b.max_ulp for b in m.bands if not b.raised), default=0.0)
     if not finite.any() or not m.row_errors[finite].max() > 0 or (dtype == "float64" and ulp <= 1.0):
         return None
     worst = int(np.argmax(np.where(finite, m.row_errors, -1.0)))

@@ -270,6 +270,9 @@ def _nearest_named(rows: np.ndarray, best: Match) -> Variant | None:
     the variant measured."""
     if best.name is not None or isinstance(best, RopeMatch) or _grid_of(best.name) is not None:
         return None
+    fit = _error_ratios(rows, best.options, best.padding_idx)
+    if fit is not None and float(np.abs(fit / np.median(fit) - 1).max()) <= 1e-3:
+        return None  # the fit times one constant: an amplitude, which the findings name against the fit
     nearest = None
     for label, preset in presets.variants():
         error = _error(rows, preset.options, preset.padding_idx)
@@ -284,6 +287,17 @@ def _nearest_named(rows: np.ndarray, best: Match) -> Variant | None:
         f"{dict(best.options)}, is {best.max_error:.3g} from them)"
     )
     return Variant(label, dict(preset.options), how, False, error, preset.padding_idx)
+
+
+def _error_ratios(rows: np.ndarray, options: dict[str, Any], padding: int | None) -> np.ndarray | None:
+    """The ratios of ``rows`` to the variant's exact values where those are large (|v| > 0.25), or None."""
+    try:
+        preset = presets.Preset("audit", **options, padding_idx=padding)
+        exact = preset.encode(np.arange(len(rows)), rows.shape[1], dtype="float64")
+    except (ValueError, TypeError):
+        return None
+    big = np.abs(exact) > 0.25
+    return rows[big] / exact[big] if big.any() else None
 
 
 def rebased(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype: str) -> Variant | None:
@@ -453,8 +467,7 @@ def _rotary(target: Target, options: Any) -> Variant:
         if off is not None:  # its first rows are not the declared rotary's: which one they are
             variant.matches, variant.prefix_error = False, off
             held = _rotary(target, None)
-            other = held.params != params  # the same rotary in interleaved pairs: a layout finding's
-            if other and held.matches and _prefix_off(target, held) is None:
+            if not _same_rotary(held.params, params) and held.matches and _prefix_off(target, held) is None:
                 variant.found_instead = {
                     "name": held.name,
                     "options": held.options,
@@ -478,6 +491,9 @@ def _rotary(target: Target, options: Any) -> Variant:
         variant = _rope_variant(match.parameters, how, match.matches, parts, "half", match.max_error)
         off = None if info.get("values_of_theta") else _prefix_off(target, variant)
         if off is None:
+            if not info.get("values_of_theta") and _emits_interleaved(target, variant):  # GPT-J's design
+                variant.layout = "interleaved"
+                variant.how += "; its cos/sin in interleaved pairs (`rotate_every_two`, as its values show)"
             return variant
         # its forward scales what its inv_freq gives (transformers' linear scaling before 4.36: t / factor)
         instead = f" (its inv_freq is {variant.name}'s, {off:.3g} from its rows, which hold another)"
@@ -533,17 +549,40 @@ def _check_rotary_preset(options: Any) -> None:
         )
 
 
+def _same_rotary(one: Any, other: Any) -> bool:
+    """Whether two rotaries compute the same cos/sin: their frequencies and attention scaling (fields such
+    as ``max_position_embeddings`` that a type does not use, or the layout, do not count)."""
+    from .. import rope
+
+    if one is None or other is None:
+        return one is other
+    try:
+        return bool(
+            np.array_equal(rope.inv_freq(one), rope.inv_freq(other))
+            and rope.attention_scaling(one) == rope.attention_scaling(other)
+            and one.rope_type == other.rope_type
+        )
+    except (ValueError, TypeError):
+        return one == other
+
+
 def _prefix_off(target: Target, variant: Variant) -> float | None:
-    """How far a rotary target's first rows are from ``variant`` when farther than float32 code of their
-    length can be (:func:`_tolerance`), else None (they hold it, or cannot be read)."""
+    """How far a rotary target's first rows are from ``variant`` (in either layout: halves or interleaved
+    pairs, which a layout finding tells apart) when farther than float32 code of their length can be
+    (:func:`_tolerance`), else None (they hold it, or cannot be read)."""
     try:
         rows = _prefix(target)
     except ValueError:
         return None
-    exact = variant.exact(np.arange(len(rows), dtype=np.int64), "float64", 0)
-    if exact.shape != rows.shape:
+    positions = np.arange(len(rows), dtype=np.int64)
+    offs = []
+    for layout in ("half", "interleaved"):
+        exact = dataclasses.replace(variant, layout=layout).exact(positions, "float64", 0)
+        if exact.shape == rows.shape:
+            offs.append(float(np.abs(exact - rows).max()))
+    if not offs:
         return None
-    off = float(np.abs(exact - rows).max())
+    off = min(offs)
     return off if off > _tolerance(rows) else None
 
 

@@ -630,3 +630,29 @@ def test_what_the_standard_library_refuses_is_answered_in_json_too(port, raw, co
     assert head.startswith(f"HTTP/1.0 {code} ".encode()) and b"Content-Type: application/json" in head
     document = json.loads(body)
     assert document["parameter"] == "request" and document["error"].startswith(str(code)), document
+
+
+def test_a_ctrl_c_while_a_connection_starts_stops_the_server(monkeypatch):
+    # Ctrl-C arriving just as a connection's thread started, after that thread had already served and freed
+    # its slot: the slot was released twice (ValueError), which replaced the KeyboardInterrupt, and the
+    # server went on serving (a `posenc explore` that did not stop on SIGINT in one make test run)
+    httpd = make_server("127.0.0.1", 0)
+    start = threading.Thread.start
+    client, accepted = socket.socketpair()
+
+    def start_then_interrupt(thread):
+        start(thread)
+        client.close()  # the client goes: its thread ends, and frees its slot, before the interrupt lands
+        thread.join(10)
+        raise KeyboardInterrupt
+
+    try:
+        monkeypatch.setattr(threading.Thread, "start", start_then_interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            httpd.process_request(accepted, ("127.0.0.1", 0))
+        monkeypatch.undo()
+        assert httpd.slots.acquire(blocking=False)  # the slot is free once, not twice
+        httpd.slots.release()
+    finally:
+        client.close()
+        httpd.server_close()

@@ -560,7 +560,7 @@ def _same_rotary(one: Any, other: Any) -> bool:
         return bool(
             np.array_equal(rope.inv_freq(one), rope.inv_freq(other))
             and rope.attention_scaling(one) == rope.attention_scaling(other)
-            and one.rope_type == other.rope_type
+            and one.kind == other.kind
         )
     except (ValueError, TypeError):
         return one == other

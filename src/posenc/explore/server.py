@@ -458,10 +458,12 @@ class Server(http.server.ThreadingHTTPServer):
                 pass
             self.shutdown_request(request)
             return
+        thread = threading.Thread(target=self.process_request_thread, args=(request, client_address))
+        thread.daemon = self.daemon_threads
         try:
-            super().process_request(request, client_address)
-        except BaseException:  # the thread never started: its slot is free again
-            self.slots.release()
+            thread.start()
+        except Exception:  # it never started (no thread left): its slot is free again. A Ctrl-C here is
+            self.slots.release()  # not caught: the thread that started releases its own slot
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:

@@ -352,21 +352,35 @@ def beyond_amplitude(
         keep &= m.positions < edge.data["position"]
     if not keep.any():
         return None
-    exact = variant.exact(m.positions[keep], dtype, m.values.shape[1])
-    difference = np.abs(m.values[keep] - exact)
-    rows = difference.max(axis=1, initial=0.0)
-    ulp = float(np.max(ulps(difference, exact, dtype), initial=0.0))
-    worst = int(np.argmax(rows))
-    if ulp <= 1.0 or rows[worst] <= 2 * 2.0 ** -_BITS.get(dtype, 53):
-        return None
-    where = int(m.positions[keep][worst])
     factor = scaled.data["factor"]
-    return Finding(
-        "unexplained",
-        f"unexplained remainder: up to {rows[worst]:.3g} ({ulp:.3g} ulp of {dtype}) beyond the amplitude "
-        f"{factor:.6g}, the worst at position {where:,}",
+    return _left_past(
+        m.values[keep],
+        variant.exact(m.positions[keep], dtype, m.values.shape[1]),
+        m.positions[keep],
+        dtype,
+        f"beyond the amplitude {factor:.6g}",
         f"the rows divided by {factor:.6g} still differ from the exact values (the amplitude holds for the "
         "first positions, not for every row); no known cause fits what is left",
+    )
+
+
+def _left_past(
+    values: np.ndarray, exact: np.ndarray, positions: np.ndarray, dtype: str, beyond: str, evidence: str
+) -> Finding | None:
+    """The "unexplained remainder" of ``values`` against ``exact`` at ``positions`` when past 1 ulp and
+    2^-p somewhere (``beyond``: what the findings accounted for), else None."""
+    difference = np.abs(values - exact)
+    rows = difference.max(axis=1, initial=0.0)
+    worst = int(np.argmax(rows))
+    ulp = float(np.max(ulps(difference, exact, dtype), initial=0.0))
+    if ulp <= 1.0 or rows[worst] <= 2 * 2.0 ** -_BITS.get(dtype, 53):
+        return None
+    where = int(positions[worst])
+    return Finding(
+        "unexplained",
+        f"unexplained remainder: up to {rows[worst]:.3g} ({ulp:.3g} ulp of {dtype}) {beyond}, the worst at "
+        f"position {where:,}",
+        evidence,
         {"max_abs": float(rows[worst]), "max_ulp": ulp, "position": where},
         fix="compare the code step by step with the exact formula (posenc.table(..., dtype='float64') rows "
         "are the reference) to find where the rest of the error enters; " + _POSENC.format(options=""),
@@ -1072,23 +1086,15 @@ def remainder(
     exact = held.exact(positions[keep], dtype, values.shape[1])
     if variant.permutation is not None and exact.shape == values.shape:
         exact = exact[:, variant.permutation]
-    difference = np.abs(values - exact)
-    rows = difference.max(axis=1, initial=0.0)
-    worst = int(np.argmax(rows))
-    ulp = float(np.max(ulps(difference, exact, dtype), initial=0.0))
-    if ulp <= 1.0 or rows[worst] <= 2 * 2.0 ** -_BITS.get(dtype, 53):
-        return None
-    where = int(m.positions[keep][worst])
     accounted = ", ".join(sorted({f.kind for f in found}))
-    return Finding(
-        "unexplained",
-        f"unexplained remainder: up to {rows[worst]:.3g} ({ulp:.3g} ulp of {dtype}) beyond what the "
-        f"findings above explain, the worst at position {where:,}",
+    return _left_past(
+        values,
+        exact,
+        m.positions[keep],
+        dtype,
+        "beyond what the findings above explain",
         f"with {accounted} accounted for (the rows before the cliff, at the positions they hold, in their "
         "columns' order), the rows still differ from the exact values; no known cause fits what is left",
-        {"max_abs": float(rows[worst]), "max_ulp": ulp, "position": where},
-        fix="compare the code step by step with the exact formula (posenc.table(..., dtype='float64') rows "
-        "are the reference) to find where the rest of the error enters; " + _POSENC.format(options=""),
     )
 
 

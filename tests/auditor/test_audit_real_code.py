@@ -78,10 +78,21 @@ def test_an_absolute_module_holding_inv_freq_is_run_as_one_not_read_as_a_rotary(
     assert abs(report.findings[0].data["factor"] - 0.125) < 1e-6
 
 
+class RotaryOfQK(nn.Module):
+    """A rotary whose forward rotates q and k (none to call on positions): Transformer-XL's ``inv_freq``."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("inv_freq", TransformerXLPositionalEmbedding(dim).inv_freq)
+
+    def forward(self, q, k):
+        raise NotImplementedError
+
+
 def test_a_module_read_from_its_inv_freq_alone_has_no_angles_of_its_own():
     # its values are posenc's cos/sin of its θ_i: their error is its frequencies', never "angles formed in
     # float32" (the rounding of an angle that no code of its formed)
-    report = posenc.audit(TransformerXLPositionalEmbedding(D), samples=256)
+    report = posenc.audit(RotaryOfQK(D), samples=256)
     assert "inv_freq only" in report.target
     assert _titles(report) == ["frequencies computed in float32"], report.as_text()
     assert "angles" not in report.as_text().split("findings:")[1]
@@ -271,3 +282,128 @@ def test_bfloat16_code_is_called_bfloat16_angles_not_float16():
     report = posenc.audit(code, samples=256, positions=4096)
     assert "angles formed in float16" not in _titles(report)
     assert "angles formed in bfloat16" in _titles(report), report.as_text()
+
+
+class SinusoidalPosEmb(nn.Module):
+    """denoising-diffusion-pytorch's: ``forward(x)`` of timesteps, ω_i = θ^(-i/(half - 1)), [sin | cos]."""
+
+    def __init__(self, dim, theta=10000):
+        super().__init__()
+        self.dim, self.theta = dim, theta
+
+    def forward(self, x):
+        half = self.dim // 2
+        emb = torch.exp(torch.arange(half) * -(math.log(self.theta) / (half - 1)))
+        emb = x[:, None] * emb[None, :]
+        return torch.cat((emb.sin(), emb.cos()), dim=-1)
+
+
+class FloatTimesteps(nn.Module):
+    """A timestep embedding that takes float timesteps only (as a sampler's fractional ones)."""
+
+    def forward(self, t):
+        if not t.is_floating_point():
+            raise TypeError("timesteps must be float")
+        return posenc.torch.Timesteps(D, True, 0)(t)
+
+
+def test_a_module_whose_forward_takes_positions_is_run_on_them_and_judged_whole():
+    # Transformer-XL's PositionalEmbedding holds inv_freq: it was read as a rotary (128 columns of posenc's
+    # cos/sin of its θ, its forward never run); diffusers' Timesteps and denoising-diffusion's
+    # SinusoidalPosEmb hold nothing and were refused
+    from diffusers.models.embeddings import Timesteps
+
+    report = posenc.audit(TransformerXLPositionalEmbedding(D), samples=256)
+    assert report.kind == "callable" and report.width == D and "forward(positions)" in report.target
+    assert report.variant.name.startswith("marian") and report.variant.params is None
+    assert _titles(report) == ["positions rounded to float32", "angles formed in float32"], report.as_text()
+    for module, variant in [
+        (Timesteps(D, True, 0), "diffusers-timestep"),
+        (SinusoidalPosEmb(D), "tensor2tensor"),
+    ]:
+        report = posenc.audit(module, samples=256)
+        assert report.variant.name.startswith(variant), report.as_text()
+        assert _titles(report) == ["positions rounded to float32", "angles formed in float32"], (
+            report.as_text()
+        )
+    assert posenc.audit(posenc.torch.Timesteps(D, True, 0), samples=256).passed
+    report = posenc.audit(FloatTimesteps(), samples=64)  # exact, but fed float32 positions, as it takes them
+    assert "float32 (it takes no int64 ones); those from 2,147,483,584 on round" in " ".join(
+        report.as_text().split()
+    )
+    # sampled below 2^31 - 64, the first position float32 rounds to 2^31: no 'length cliff' of the sampler's
+    assert posenc.auditor.targets.as_target(FloatTimesteps()).limit == 2**31 - 64
+    assert _titles(report) == ["positions rounded to float32"], report.as_text()
+
+
+class Angles(nn.Module):
+    """rotary-embedding-torch's ``RotaryEmbedding.forward(t)``: the angles p·θ_i, not an encoding."""
+
+    def forward(self, t):
+        return t.double()[:, None] * torch.tensor([1.0, 0.1, 0.01])
+
+
+class WithInput(nn.Module):
+    """NeRF's embedder with ``include_input``: the position itself beside its sines and cosines."""
+
+    def forward(self, t):
+        x = t.double()[:, None]
+        return torch.cat([x, torch.sin(x), torch.cos(x), torch.sin(2 * x), torch.cos(2 * x)], dim=-1)
+
+
+class TokenPositions(nn.Module):
+    """An embedding that numbers its input's tokens itself (its input is no positions)."""
+
+    def forward(self, tokens):
+        return posenc.torch.Timesteps(8, True, 0)(torch.arange(len(tokens)))
+
+
+@pytest.mark.parametrize(
+    ("module", "why"),
+    [
+        (Angles(), "position 0's row is all zeros"),
+        (WithInput(), "values beyond the largest of position 0's row"),
+        (TokenPositions(), "another row when the order changes"),
+    ],
+)
+def test_a_forward_of_one_tensor_that_is_not_an_encoding_of_positions_is_refused_with_the_reason(module, why):
+    with pytest.raises(ValueError, match="forward\\(positions\\)") as caught:
+        posenc.audit(module)
+    assert why in str(caught.value)
+
+
+def test_an_amplitude_beside_16_bit_angles_is_read_from_the_pairs_norms():
+    # x-transformers' module after .to(bfloat16): the first positions' ratios value / exact already carry
+    # the bfloat16 angles' error, so the amplitude 0.125 went unnamed (only the rounded positions were)
+    module = ScaledSinusoidalEmbedding(D).to(torch.bfloat16)
+    x = torch.zeros(1, 1, D, dtype=torch.bfloat16)
+    report = posenc.audit(lambda p: module(x, pos=torch.as_tensor(p)), samples=256, positions=1 << 16)
+    assert _titles(report) == [
+        "values scaled by 0.125 = 1/√64",
+        "positions rounded to bfloat16",
+        "angles formed in bfloat16",
+    ], report.as_text()
+    assert report.findings[0].data["factor"] == 0.125 and "norm √(sin² + cos²)" in report.findings[0].evidence
+    # no amplitude where there is none: the same bfloat16 code unscaled
+    module.scale.data.fill_(1.0)
+    report = posenc.audit(lambda p: module(x, pos=torch.as_tensor(p)), samples=256, positions=1 << 16)
+    assert "amplitude" not in [f.kind for f in report.findings], report.as_text()
+
+
+def test_rows_no_sinusoid_holds_are_said_to_be_none_not_an_error_of_one():
+    # a learned table was "unexplained error: up to 4.5 ... compare the code step by step with the exact
+    # formula", as if it were a sinusoid computed badly
+    torch.manual_seed(0)
+    learned = torch.nn.Embedding(512, D)
+    for target in (learned, learned.weight.detach()):
+        report = posenc.audit(target, samples=64)
+        assert report.kind == "table" and len(report.findings) == 1, report.as_text()
+        assert report.findings[0].text.startswith("no known sinusoid of position"), report.as_text()
+        assert "learned table" in report.findings[0].evidence and not report.passed
+    # a sinusoidal table kept in an Embedding is read as that table (it was refused: 'weight' is no name
+    # of a positional buffer)
+    frozen = torch.nn.Embedding.from_pretrained(torch.from_numpy(posenc.table(512, D)))
+    assert posenc.audit(frozen, samples=64).passed
+    # a declared variant is measured against, never 'no known sinusoid'
+    report = posenc.audit(learned.weight.detach(), preset="paper", samples=64)
+    assert not report.findings[0].text.startswith("no known sinusoid")

@@ -134,7 +134,7 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
         found.append(growth(*shifted, dtype))  # the angles' error, at the positions the rows hold
     found = [f for f in found if f is not None]
     if not found:
-        return [f for f in [unexplained(m, dtype) or last_bits(m, dtype)] if f is not None]
+        return [f for f in [unexplained(m, dtype, variant) or last_bits(m, dtype)] if f is not None]
     left = (
         beyond_amplitude(scaled, held, basis, dtype, found, edge)
         or remainder(variant, m, dtype, found, edge, shifted)
@@ -308,10 +308,16 @@ def amplitude(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
     ratios = values[early] / exact[early]
     factor = float(np.median(ratios))
     spread = max(1e-3, 4 * 2.0 ** -_BITS.get(dtype, 53))  # a 16-bit value's own rounding
-    if (
-        not (factor > 0 and abs(factor - 1.0) > 2 * spread)
-        or float(np.abs(ratios / factor - 1).max()) > spread
-    ):
+    by_norms = False
+    if float(np.abs(ratios / factor - 1).max()) > spread:  # angles already off (16-bit): the pairs' norms
+        norms = _pair_norms(variant, values[early.any(axis=1)])
+        if norms is None or float(np.abs(norms / np.median(norms) - 1).max()) > spread:
+            return None
+        factor, by_norms = float(np.median(norms)), True
+        zero = (m.positions[finite] == 0)[:, None] & (np.abs(exact) == 1)  # cos 0 = 1 in any precision
+        if zero.any() and abs(float(np.median(values[zero] / exact[zero])) / factor - 1) <= spread:
+            factor = float(np.median(values[zero] / exact[zero]))
+    if not (factor > 0 and abs(factor - 1.0) > 2 * spread):
         return None
     residual = float(np.abs(values - factor * exact).max())
     alone = residual <= 8 * factor * 2.0 ** -_BITS.get(dtype, 53)
@@ -324,6 +330,10 @@ def amplitude(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
         f"every sampled value is within {residual:.3g} of {factor:.6g} × the exact value of "
         f"{variant.name or 'the variant'} (sin and cos have amplitude 1)"
         if alone
+        else f"every sine and cosine of one frequency at the first positions has norm √(sin² + cos²) = "
+        f"{factor:.6g} (within {spread:.2g}: sin and cos have amplitude 1 at any angle, and the angles' "
+        f"own error already shows there); the rest of the error is read on the rows divided by {factor:.6g}"
+        if by_norms
         else f"the large values of the first positions are {factor:.6g} × the exact values of "
         f"{variant.name or 'the variant'} (within {early_residual:.3g}; sin and cos have amplitude 1); the "
         f"rest of the error is read on the rows divided by {factor:.6g}",
@@ -331,6 +341,16 @@ def amplitude(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
         fix="keep the encoding's amplitude 1 and scale where it is used (the paper scales the embeddings by "
         "√d_model before adding it); " + _posenc_line(variant),
     )
+
+
+def _pair_norms(variant: Variant, rows: np.ndarray) -> np.ndarray | None:
+    """√(sin² + cos²) of each frequency's pair of columns in ``rows`` (the amplitude, whatever error the
+    angles carry), for a sinusoidal variant of even width in a known layout; else None."""
+    width, layout = rows.shape[1], variant.options.get("layout")
+    if width % 2 or width < 2 or layout not in ("interleaved", "sin_cos", "cos_sin"):
+        return None
+    first, second = (rows[:, 0::2], rows[:, 1::2]) if layout == "interleaved" else np.split(rows, 2, axis=1)
+    return np.hypot(first, second).ravel()
 
 
 def beyond_amplitude(
@@ -1287,8 +1307,15 @@ def last_bits(m: Measurement, dtype: str, ulp: float | None = None) -> Finding |
     )
 
 
-def unexplained(m: Measurement, dtype: str) -> Finding | None:
-    """Errors past 1 ulp that no finding explains: said with their numbers rather than guessed at."""
+#: Rows off by more than this (of amplitude 1) already at the first positions, matching no variant and
+#: explained by no cause, are no sinusoid posenc knows: a learned table, or a formula of its own.
+NO_SINUSOID = 2.0**-4
+
+
+def unexplained(m: Measurement, dtype: str, variant: Variant | None = None) -> Finding | None:
+    """Errors past 1 ulp that no finding explains: said with their numbers rather than guessed at; where
+    the first rows already match no variant (by more than :data:`NO_SINUSOID`, none declared), said as
+    what it is: no sinusoid posenc knows, not an error of one."""
     finite = np.isfinite(m.row_errors)
     ulp = max((b.max_ulp for b in m.bands if not b.raised), default=0.0)
     # float64 math rounded once is within 1 ulp, and within 2^-p absolute where a value is near 0
@@ -1300,6 +1327,21 @@ def unexplained(m: Measurement, dtype: str) -> Finding | None:
     if len(points) >= 3:
         power = np.polyfit(*np.log(np.array(points, dtype=np.float64).T), 1)[0]
         slope = f"; the largest error per octave grows as position^{power:.2f}"
+    data = {"max_abs": float(m.row_errors[worst]), "max_ulp": ulp, "position": int(m.positions[worst])}
+    unknown = variant is not None and not (variant.matches or variant.declared) and variant.params is None
+    if unknown and variant.prefix_error > NO_SINUSOID:
+        return Finding(
+            "unexplained",
+            f"no known sinusoid of position: the rows differ from the nearest variant "
+            f"({variant.name or 'a fit'}) by up to {variant.prefix_error:.3g} already at the first positions",
+            "no variant, base, shift, scale, layout or odd-width rule of the sinusoidal family holds the "
+            "first rows, and no rounding, cast, layout or offset explains them: a learned table, random "
+            "values, a 2-D grid read as rows (posenc.grids builds those), a formula of its own or a bug in "
+            "the formula (a wrong exponent, a division for a product) — not the rounding of a known one",
+            {**data, "prefix_error": variant.prefix_error},
+            fix="if it is meant to be sinusoidal, name what it should be (preset=, or base=, layout=, "
+            "...) and the audit measures it against that; a learned table has no exact values to compare",
+        )
     return Finding(
         "unexplained",
         f"unexplained error: up to {m.row_errors[worst]:.3g} ({ulp:.3g} ulp of {dtype}), the worst at "
@@ -1307,7 +1349,7 @@ def unexplained(m: Measurement, dtype: str) -> Finding | None:
         "no known cause fits the rows: not rounded positions (8, 11 or 24 bits), cast frequencies, angles "
         "formed in low precision, storage in a coarser type, a layout, variant or offset, nor a length cliff"
         + slope,
-        {"max_abs": float(m.row_errors[worst]), "max_ulp": ulp, "position": int(m.positions[worst])},
+        data,
         fix="compare the code step by step with the exact formula (posenc.table(..., dtype='float64') rows "
         "are the reference) to find where the error enters; " + _POSENC.format(options=""),
     )

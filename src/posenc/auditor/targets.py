@@ -5,7 +5,9 @@ Kinds (``Target.kind``):
 
 * ``"callable"``: a function ``positions (k,) -> encodings (k, d_model)``, NumPy, torch or JAX (the
   positions are passed as a NumPy int64 array, then a torch tensor, then a JAX array, whichever it takes);
-  a function returning a tuple ``(cos, sin)`` is read as a rotary embedding (a list never is);
+  a function returning a tuple ``(cos, sin)`` is read as a rotary embedding (a list never is); or a torch
+  module whose ``forward(positions)`` returns their encodings (diffusers' ``Timesteps``, Transformer-XL's
+  ``PositionalEmbedding``), tried on a 1-D int64 tensor, then float32, float64 or its own type;
 * ``"module"``: a torch ``nn.Module`` that adds encodings, fed zeros ``(L, 1, d_model)`` (or ``(1, L, d)``
   when it is batch first): only prefixes 0 .. L - 1 can be sampled;
 * ``"table"``: an array or tensor ``(rows, d_model)`` (axes of size 1 dropped), or a module's positional
@@ -453,6 +455,9 @@ def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
     import torch
 
     name = type(module).__name__
+    if isinstance(module, torch.nn.Embedding):  # a table looked up by position: its weight is the table
+        values, stored = values_of(module.weight, f"target module {name}: its weight is")
+        return _table(values, stored, f"{name}.weight of shape {tuple(module.weight.shape)}", "table")
     with target_code("setting it to eval mode"):
         module.eval()
     buffers = dict(module.named_buffers())
@@ -460,7 +465,10 @@ def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
     inv_freq = next((b for k, b in buffers.items() if k.endswith("inv_freq")), None)
     if inv_freq is not None:
         absolute = _absolute_sinusoid(module, inv_freq, d_model, getattr(torch, dtype or "float32"), name)
-        return absolute or _rotary_module(module, inv_freq, dtype, name)
+        of_positions = absolute or _positions_module(module, dtype, name)  # Transformer-XL's embedding
+        if isinstance(of_positions, Target):
+            return of_positions
+        return _rotary_module(module, inv_freq, dtype, name)
     cos_sin = _cos_sin_buffers(buffers)
     if cos_sin is not None:
         return _cos_sin_table(*cos_sin, dtype, name)
@@ -490,15 +498,97 @@ def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
         key, buffer = next(iter(tables.items()))
         values, stored = values_of(buffer, f"target module {name}: its {key} is")
         return _table(values, stored, f"{name}.{key} of shape {tuple(buffer.shape)}", "table")
+    of_positions = _positions_module(module, dtype, name)
+    if isinstance(of_positions, Target):
+        return of_positions
     floating = [f"{k} {tuple(b.shape)}" for k, b in buffers.items() if b.is_floating_point()]
     raise ValueError(
         f"target module {name} neither adds encodings to zeros of shape (L, 1, d_model) or (1, L, d_model) "
         f"nor holds one positional table, an inv_freq buffer or cos/sin cache buffers (positional tables "
-        f"found: {', '.join(tables) or 'none'}; floating buffers: {', '.join(floating) or 'none'}); "
-        "give d_model= when the module's width is not an attribute, or pass its table; a module whose "
-        "forward takes positions or timesteps is audited as a function of them: "
+        f"found: {', '.join(tables) or 'none'}; floating buffers: {', '.join(floating) or 'none'}), nor "
+        f"returns an encoding from forward(positions) ({of_positions}); give d_model= when the module's "
+        "width is not an attribute, or pass its table, or a function of positions: "
         "posenc.audit(lambda p: module(torch.as_tensor(p)))"
     )
+
+
+def _positions_module(module: Any, dtype: str, name: str) -> Target | str:
+    """A module whose forward takes positions (or timesteps) and returns their encodings: diffusers'
+    ``Timesteps``, Transformer-XL's ``PositionalEmbedding(pos_seq)``, denoising-diffusion's
+    ``SinusoidalPosEmb``. ``forward(p)`` with ``p`` a 1-D tensor of positions, int64 if it takes them, else
+    float32, float64 or the module's own type (as its callers pass them); the output, axes of size 1 dropped,
+    must be ``(k, width)`` of real values that stay within the largest value of row 0 (an amplitude: a
+    module returning angles is not an encoding), differ between rows, and give each position the same row
+    in another order (a module that numbers its input's tokens itself does not). Else why not, in words."""
+    import torch
+
+    probe, shuffled = np.arange(4, dtype=np.int64), np.array([3, 1, 0, 2], dtype=np.int64)
+    kinds = dict.fromkeys(["int64", "float32", "float64", dtype])
+    why = "its forward takes no 1-D tensor of positions"
+    for kind in kinds:
+        torch_kind = getattr(torch, kind)
+
+        def call(positions: np.ndarray, torch_kind: Any = torch_kind) -> tuple[np.ndarray, str]:
+            with (
+                torch.no_grad(),
+                target_code(f"calling its forward on {len(positions)} {torch_kind} positions"),
+            ):
+                output = module(torch.from_numpy(positions).to(torch_kind))
+            if not isinstance(output, torch.Tensor):
+                raise WrongOutput(f"it returned {_what(output)}")
+            values, returned = values_of(output, f"target module {name} returned")
+            return _rows(values, len(positions)), returned
+
+        try:
+            rows, returned = call(probe)
+            again, _ = call(shuffled)
+        except Exception as error:  # not this type of positions (or not positions at all)
+            why = f"forward({kind} positions): {type(error).__name__}: {' '.join(str(error).split())[:200]}"
+            continue
+        top = float(np.abs(rows[0]).max(initial=0.0))
+        said = f"forward({kind} positions) returned"
+        if top == 0:
+            return f"{said} rows of which position 0's row is all zeros (angles? an encoding has cos 0 = 1)"
+        if rows.shape[1] < 2 or not np.all(np.isfinite(rows)) or np.array_equal(rows[0], rows[1]):
+            return (
+                f"{said} rows that are no encoding: shape {rows.shape}, positions 0 and 1 alike or not finite"
+            )
+        if float(np.abs(rows).max()) > top * (1 + 1e-3):
+            return f"{said} values beyond the largest of position 0's row (the positions themselves, angles?)"
+        if float(np.abs(again - rows[shuffled]).max()) > 1e-2 * top:
+            return f"forward({kind} positions) gives a position another row when the order changes"
+        width = rows.shape[1]
+
+        def sample(positions: np.ndarray, call: Any = call) -> np.ndarray:
+            return call(positions)[0]
+
+        limit, passed = MAX_POSITION, "int64 positions"
+        if kind != "int64":
+            limit = _first_rounded_past(torch_kind)
+            passed = f"positions as {kind} (it takes no int64 ones)"
+            passed += f"; those from {limit:,} on round to 2^31 or more" if limit < MAX_POSITION else ""
+        note = f"its forward(positions) called on a 1-D tensor of {passed}"
+        return Target(
+            "callable", f"module {name}, forward(positions)", sample, returned, limit, width, note=note
+        )
+    return why
+
+
+def _first_rounded_past(torch_kind: Any) -> int:
+    """The least position that a float type rounds to 2³¹ or more (or to infinity): positions passed in it
+    are sampled below that, the rounding of the rest being the sampler's, not the target's.
+
+    >>> import torch; _first_rounded_past(torch.float32), _first_rounded_past(torch.float16)
+    (2147483584, 65520)
+    """
+    import torch
+
+    low, high = 0, MAX_POSITION  # low rounds below 2³¹; the answer is in (low, high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        rounded = float(torch.tensor(middle, dtype=torch.float64).to(torch_kind))
+        low, high = (middle, high) if rounded < MAX_POSITION else (low, middle)
+    return high
 
 
 def _absolute_sinusoid(
@@ -645,7 +735,7 @@ def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
             if rows.shape != (len(probe), width):
                 raise ValueError(f"it returned {rows.shape[1]} columns where inv_freq implies {width}")
         except Exception as error:  # not this calling convention: try the next
-            failures.append(f"{how}: {type(error).__name__}: {str(error).splitlines()[0][:120]}")
+            failures.append(f"{how}: {type(error).__name__}: {(str(error).splitlines() or [''])[0][:120]}")
             continue
         if call is by_ids:
             sample = by_ids

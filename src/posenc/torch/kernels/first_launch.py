@@ -122,7 +122,7 @@ def _probe(
         try:
             got = run()
         except Exception as error:  # a launch or compile failure: the portable algorithm takes over
-            detail = f"the launch raised {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+            detail = f"the launch raised {type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
         else:
             detail = _first_difference(got, reference())
         if where.type == "cuda":

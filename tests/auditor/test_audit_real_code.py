@@ -307,6 +307,15 @@ class FloatTimesteps(nn.Module):
         return posenc.torch.Timesteps(D, True, 0)(t)
 
 
+class Float32Timesteps(nn.Module):
+    """One that takes float32 timesteps only."""
+
+    def forward(self, t):
+        if t.dtype != torch.float32:
+            raise TypeError("timesteps must be float32")
+        return posenc.torch.Timesteps(D, True, 0)(t)
+
+
 def test_a_module_whose_forward_takes_positions_is_run_on_them_and_judged_whole():
     # Transformer-XL's PositionalEmbedding holds inv_freq: it was read as a rotary (128 columns of posenc's
     # cos/sin of its θ, its forward never run); diffusers' Timesteps and denoising-diffusion's
@@ -327,12 +336,17 @@ def test_a_module_whose_forward_takes_positions_is_run_on_them_and_judged_whole(
             report.as_text()
         )
     assert posenc.audit(posenc.torch.Timesteps(D, True, 0), samples=256).passed
-    report = posenc.audit(FloatTimesteps(), samples=64)  # exact, but fed float32 positions, as it takes them
+    # fed float64 positions, exact: the auditor rounds no position itself where the module takes exact ones
+    report = posenc.audit(FloatTimesteps(), samples=64)
+    assert report.passed and "positions as float64 (it takes no int64 ones)" in " ".join(
+        report.as_text().split()
+    )
+    report = posenc.audit(Float32Timesteps(), samples=64)  # float32 only: rounded, as its callers round them
     assert "float32 (it takes no int64 ones); those from 2,147,483,584 on round" in " ".join(
         report.as_text().split()
     )
     # sampled below 2^31 - 64, the first position float32 rounds to 2^31: no 'length cliff' of the sampler's
-    assert posenc.auditor.targets.as_target(FloatTimesteps()).limit == 2**31 - 64
+    assert posenc.auditor.targets.as_target(Float32Timesteps()).limit == 2**31 - 64
     assert _titles(report) == ["positions rounded to float32"], report.as_text()
 
 
@@ -407,3 +421,110 @@ def test_rows_no_sinusoid_holds_are_said_to_be_none_not_an_error_of_one():
     # a declared variant is measured against, never 'no known sinusoid'
     report = posenc.audit(learned.weight.detach(), preset="paper", samples=64)
     assert not report.findings[0].text.startswith("no known sinusoid")
+
+
+class ViewOfBuffer(nn.Module):
+    """Writes its rows into a reused float64 buffer and returns a view of it (exact at these positions)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("out", torch.zeros(4096, D, dtype=torch.float64))
+
+    def forward(self, t):
+        self.out[: len(t)] = torch.from_numpy(posenc.encode(t.numpy(), D, dtype="float64"))
+        return self.out[: len(t)]
+
+
+class CosSinOfPositions(nn.Module):
+    """A rotary whose ``forward(positions)`` returns ``(cos, sin)``: float32 positions and angles."""
+
+    def __init__(self, dim=32, buffer=True):
+        super().__init__()
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        if buffer:
+            self.register_buffer("inv_freq", inv_freq)
+        else:
+            self.frequencies = inv_freq
+
+    def forward(self, p):
+        angles = p.float()[:, None] * (self.inv_freq if hasattr(self, "inv_freq") else self.frequencies)
+        both = torch.cat((angles, angles), -1)
+        return both.cos(), both.sin()
+
+
+def test_modules_of_positions_the_second_review_found_read_wrong():
+    # a view of a reused buffer: the first call's rows were overwritten by the second's (values_of made no
+    # copy of a float64 tensor), and the module was refused as giving "a position another row"
+    assert posenc.audit(ViewOfBuffer(), samples=64).passed
+    # an Embedding that renormalises the rows it looks up (max_norm), and BART's, which looks up p + 2: their
+    # forward is judged, not their weight (both passed as exact)
+    table = torch.from_numpy(posenc.table(2048, D))
+    report = posenc.audit(nn.Embedding.from_pretrained(table, max_norm=1.0), samples=64)
+    assert _titles(report)[0] == "values scaled by 0.176777", report.as_text()
+    from transformers.models.bart.modeling_bart import BartLearnedPositionalEmbedding
+
+    bart = BartLearnedPositionalEmbedding(2048, D)
+    with torch.no_grad():
+        bart.weight.copy_(torch.from_numpy(posenc.table(2050, D)))
+    assert _titles(posenc.audit(bart, samples=64))[0] == "off by 2 positions"
+    # forward(positions) -> (cos, sin): judged whole as a rotary (with an inv_freq buffer it was read from
+    # that alone, "its forward could not be called"; without one it was refused)
+    for module in (CosSinOfPositions(), CosSinOfPositions(buffer=False)):
+        report = posenc.audit(module, samples=256)
+        assert report.kind == "rotary" and "(cos, sin)" in report.as_text()
+        assert _titles(report) == ["positions rounded to float32", "angles formed in float32"], (
+            report.as_text()
+        )
+
+
+def test_a_module_of_positions_far_from_every_variant_is_said_so_beside_its_rounded_positions():
+    from diffusers.models.embeddings import Timesteps
+
+    # scale=1000: rows off by 2 from position 1 on, and only "positions rounded to float32" was said
+    report = posenc.audit(Timesteps(D, True, 0, scale=1000), samples=64)
+    assert _titles(report) == ["positions rounded to float32", "no known sinusoid of position"], (
+        report.as_text()
+    )
+    # downscale_freq_shift=0.5 was "base 8639.9, shift 1" (the fit's frequencies rounded: 3e-4 off)
+    report = posenc.audit(Timesteps(D, True, 0.5), samples=64)
+    assert report.variant.options["shift"] == 0.5 and report.variant.options["base"] == 10000.0
+
+
+def _cast_frequencies(base, d, grid, layout="interleaved"):
+    """Frequencies of ``base`` rounded to ``grid`` (a buffer after ``.half()``); angles, sin/cos float64."""
+    omega = torch.tensor(base ** (-np.arange(0, d, 2) / d)).to(getattr(torch, grid)).double().numpy()
+
+    def rows(p):
+        angles = np.asarray(p, dtype=np.float64)[:, None] * omega
+        out = np.empty((len(angles), d))
+        sines, cosines = (
+            (slice(0, None, 2), slice(1, None, 2))
+            if layout == "interleaved"
+            else (slice(0, d // 2), slice(d // 2, d))
+        )
+        out[:, sines], out[:, cosines] = np.sin(angles), np.cos(angles)
+        return out.astype(np.float32)
+
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("base", "d", "grid", "layout"),
+    [
+        (1e6, 64, "float16", "interleaved"),
+        (1e6, 64, "bfloat16", "interleaved"),
+        (500.0, 64, "float16", "interleaved"),
+        (500.0, 512, "bfloat16", "interleaved"),
+        (1e5, 96, "bfloat16", "sin_cos"),
+    ],
+)
+def test_frequencies_rounded_to_a_16_bit_type_are_read_against_their_own_base(base, d, grid, layout):
+    # base 10^6 with float16 frequencies was "base 649300, shift 1" with an "unexplained remainder"; bfloat16
+    # ones "base 10^6, scale 0.99889" and "frequencies computed in float16"; a whole table of base 10^5 was
+    # measured against base 10^4 (every error saturates at 2 over 2048 rows) and called no sinusoid
+    rows = _cast_frequencies(base, d, grid, layout)
+    for target in (rows, rows(np.arange(2048))):
+        report = posenc.audit(target, samples=64, **({"positions": 1 << 20} if callable(target) else {}))
+        options = report.variant.options
+        assert (options["base"], options["shift"], options["scale"]) == (base, 0.0, 1.0), report.as_text()
+        assert _titles(report) == [f"frequencies cast to {grid}"], report.as_text()

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .. import layouts
+from ..porting.fitting import coarse_grid
 from ..porting.rope_fitting import precision_of
 from .measure import Measurement, ulps
 from .targets import MAX_POSITION, Target
@@ -141,6 +142,7 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
         or beyond_growth(*(shifted or (held, basis)), dtype, found, edge)
         or beyond_cast(precise, held, basis, dtype, cast, edge, rounded)
         or beyond_storage(held, basis, found, edge)
+        or _no_sinusoid(variant, m, dtype, found)
     )
     if left is None and edge is not None and {f.kind for f in found} == {"cliff"}:
         before = (m.positions < edge.data["position"]) & np.isfinite(m.values).all(axis=1)
@@ -518,6 +520,11 @@ def _model(
 
 
 def _rounded(values: np.ndarray, grid: str) -> np.ndarray:
+    """``values`` rounded to ``grid`` ("float32>bfloat16": to float32, then bfloat16), as float64."""
+    if ">" in grid:
+        for step in grid.split(">"):
+            values = _rounded(values, step)
+        return values
     if grid == "bfloat16":
         import ml_dtypes
 
@@ -677,12 +684,16 @@ def frequencies_cast(
     off = float(rows[use].max(initial=0.0))
     if off < 16 * 2.0 ** -_BITS.get(dtype, 53):
         return None
-    tried: list[tuple[str, np.ndarray | None]] = [(g, None) for g in ("bfloat16", "float16", "float32")]
+    # each 16-bit type straight from the exact frequencies, or from float32 ones (torch's default type: a
+    # buffer computed in float32, then model.to(bfloat16); the two differ where float32 lands on a tie)
+    tried: list[tuple[str, np.ndarray | None]] = [
+        (g, None) for g in ("bfloat16", "float32>bfloat16", "float16", "float32>float16", "float32")
+    ]
     stored = (target.rotary or {}).get("inv_freq")
     if variant.params is not None and stored is not None and _BITS.get(precision_of(stored), 99) < 24:
         tried.insert(0, (precision_of(stored), np.asarray(stored, np.float64)))  # its own inv_freq, cast
     for grid, theta in tried:
-        if _BITS[grid] > _BITS.get(dtype, 53):
+        if _BITS[grid.rpartition(">")[2]] > _BITS.get(dtype, 53):
             continue
         try:
             model = _rounded(_model(target, variant, at, grid, values.shape[1], theta), dtype)
@@ -690,7 +701,8 @@ def frequencies_cast(
             continue
         residual = float(np.abs(values - model).max(initial=0.0))
         if residual <= 0.25 * off:
-            name = "tf32" if grid == "float16" and rounded and rounded.data["grid"] == "tf32" else grid
+            name = grid.rpartition(">")[2]
+            name = "tf32" if name == "float16" and rounded and rounded.data["grid"] == "tf32" else name
             return Finding(
                 "frequencies",
                 f"frequencies cast to {name}",
@@ -768,9 +780,12 @@ def frequencies_measured(
     if off < 16 * 2.0 ** -_BITS.get(dtype, 53) or residual > 0.25 * off:
         return None
     worst = float(relative.max())
-    # the narrowest type whose arithmetic errs by that much: exp of a float32 argument x errs by |x|·2⁻²⁴
-    # (up to 16 units of float32 for a base of 10⁷), several roundings by a few units
+    # the 16-bit type whose grid the frequencies read lie on; else the narrowest type whose arithmetic errs
+    # by that much: exp of a float32 argument x errs by |x|·2⁻²⁴ (up to 16 units of float32 for a base of
+    # 10⁷), several roundings by a few units
+    coarse = coarse_grid(measured[pairs], np.full(len(pairs), 2.0 ** -_BITS.get(dtype, 53) / len(p)))
     grid = next((g for g in ("float32", "float16", "bfloat16") if worst <= 32 * 2.0 ** -_BITS[g]), "bfloat16")
+    grid = grid if coarse is None else coarse[0]
     return Finding(
         "frequencies",
         f"frequencies computed in {grid}: off by up to {worst / 2.0 ** -_BITS[grid]:.2g} units of {grid} "
@@ -1157,14 +1172,17 @@ def beyond_growth(
     )
 
 
-def _left_over(size: float, over: np.ndarray, where: int, beyond: str, margin: str, cause: str) -> Finding:
+def _left_over(
+    size: float, over: np.ndarray, where: int, beyond: str, margin: str, cause: str, caveat: str = ""
+) -> Finding:
     """The "unexplained remainder" a precision cause leaves: rows at positions ``over`` off by more than
-    ``margin`` beyond what ``cause`` explains, the worst ``size`` at ``where``."""
+    ``margin`` beyond what ``cause`` explains, the worst ``size`` at ``where``; ``caveat``: what else may
+    leave it."""
     return Finding(
         "unexplained",
         f"unexplained remainder: up to {size:.3g} at position {where:,}, beyond {beyond}",
         f"{len(over)} of the sampled rows, from position {int(over.min()):,} to {int(over.max()):,}, are off "
-        f"by more than {margin}: another cause than {cause} enters there; no known cause fits it",
+        f"by more than {margin}: another cause than {cause} enters there; no known cause fits it{caveat}",
         {"max_abs": size, "position": where, "rows": len(over)},
         fix="compare the code step by step with the exact formula at that position (posenc.table(..., "
         "dtype='float64') rows are the reference) to find where the rest of the error enters; "
@@ -1275,6 +1293,11 @@ def beyond_cast(
         f"the cast frequencies' error (their model is within {cast.data['residual']:.2g} at its probes)",
         "four times that from sin/cos(p·ω̃)",
         "the cast",
+        ""
+        if variant.matches or variant.declared
+        else " — or the variant measured against is not the code's own: no variant matched the first rows "
+        "and its base is fitted to frequencies the cast rounded (declare the code's own with preset= to "
+        "tell)",
     )
 
 
@@ -1310,6 +1333,20 @@ def last_bits(m: Measurement, dtype: str, ulp: float | None = None) -> Finding |
 #: Rows off by more than this (of amplitude 1) already at the first positions, matching no variant and
 #: explained by no cause, are no sinusoid posenc knows: a learned table, or a formula of its own.
 NO_SINUSOID = 2.0**-4
+
+
+#: The findings that can account for rows off by more than :data:`NO_SINUSOID` at the first positions.
+_EXPLAIN_FIRST_ROWS = {"layout", "variant", "offset", "amplitude", "frequencies", "angles", "cliff", "nan"}
+
+
+def _no_sinusoid(variant: Variant, m: Measurement, dtype: str, found: list[Finding]) -> Finding | None:
+    """Rows far from every variant already at the first positions, where the findings made are of causes
+    that leave the first rows as they are (positions rounded past 2²⁴, storage): "no known sinusoid of
+    position" beside them, not those causes alone (diffusers' Timesteps with scale=1000 was only
+    "positions rounded to float32", its rows off by 2 at position 1)."""
+    if {f.kind for f in found} & _EXPLAIN_FIRST_ROWS:
+        return None
+    return unexplained(m, dtype, variant) if variant.prefix_error > NO_SINUSOID else None
 
 
 def unexplained(m: Measurement, dtype: str, variant: Variant | None = None) -> Finding | None:

@@ -266,7 +266,8 @@ def _tensor_values(value: Any, torch: Any, subject: str) -> tuple[np.ndarray, st
         )
     name = str(value.dtype).removeprefix("torch.")
     try:
-        return value.detach().cpu().to(torch.float64).numpy(), name
+        # a copy: a target may return a view of a buffer its next call overwrites
+        return value.detach().cpu().to(torch.float64, copy=True).numpy(), name
     except Exception as error:  # a tensor subclass or a device whose values cannot be copied out
         text = " ".join(str(error).split())[:160]
         raise WrongOutput(
@@ -455,7 +456,8 @@ def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
     import torch
 
     name = type(module).__name__
-    if isinstance(module, torch.nn.Embedding):  # a table looked up by position: its weight is the table
+    if type(module) is torch.nn.Embedding and module.max_norm is None:  # a lookup by position: its weight
+        # is the table (a subclass may offset the lookup, as BART's; max_norm renormalises the rows read)
         values, stored = values_of(module.weight, f"target module {name}: its weight is")
         return _table(values, stored, f"{name}.weight of shape {tuple(module.weight.shape)}", "table")
     with target_code("setting it to eval mode"):
@@ -489,6 +491,8 @@ def _module(module: Any, d_model: int | None, dtype: str | None) -> Target:
                 shape = (1, 4, width) if batch_first else (4, 1, width)
                 with torch.no_grad(), target_code(f"calling its forward on zeros of shape {shape}"):
                     output = module(torch.zeros(shape, dtype=torch_dtype))
+                if not isinstance(output, torch.Tensor):  # ESPnet's (x · √d, pos_emb) is no (cos, sin)
+                    continue
                 rows = _rows(values_of(output, f"target module {name} returned")[0], 4)
             except Exception:  # not a module that adds encodings to (L, 1, d) / (1, L, d) inputs
                 continue
@@ -523,25 +527,26 @@ def _positions_module(module: Any, dtype: str, name: str) -> Target | str:
     import torch
 
     probe, shuffled = np.arange(4, dtype=np.int64), np.array([3, 1, 0, 2], dtype=np.int64)
-    kinds = dict.fromkeys(["int64", "float32", "float64", dtype])
+    kinds = dict.fromkeys(["int64", "float64", "float32", dtype])  # exact positions first
     why = "its forward takes no 1-D tensor of positions"
     for kind in kinds:
         torch_kind = getattr(torch, kind)
 
-        def call(positions: np.ndarray, torch_kind: Any = torch_kind) -> tuple[np.ndarray, str]:
+        def call(positions: np.ndarray, torch_kind: Any = torch_kind) -> tuple[np.ndarray, str, bool]:
             with (
                 torch.no_grad(),
                 target_code(f"calling its forward on {len(positions)} {torch_kind} positions"),
             ):
                 output = module(torch.from_numpy(positions).to(torch_kind))
-            if not isinstance(output, torch.Tensor):
+            pair = isinstance(output, tuple) and len(output) == 2  # (cos, sin): a rotary's
+            if not isinstance(output, torch.Tensor) and not pair:
                 raise WrongOutput(f"it returned {_what(output)}")
             values, returned = values_of(output, f"target module {name} returned")
-            return _rows(values, len(positions)), returned
+            return _rows(values, len(positions)), returned, pair
 
         try:
-            rows, returned = call(probe)
-            again, _ = call(shuffled)
+            rows, returned, pair = call(probe)
+            again, _, _ = call(shuffled)
         except Exception as error:  # not this type of positions (or not positions at all)
             why = f"forward({kind} positions): {type(error).__name__}: {' '.join(str(error).split())[:200]}"
             continue
@@ -568,9 +573,11 @@ def _positions_module(module: Any, dtype: str, name: str) -> Target | str:
             passed = f"positions as {kind} (it takes no int64 ones)"
             passed += f"; those from {limit:,} on round to 2^31 or more" if limit < MAX_POSITION else ""
         note = f"its forward(positions) called on a 1-D tensor of {passed}"
-        return Target(
-            "callable", f"module {name}, forward(positions)", sample, returned, limit, width, note=note
-        )
+        described = f"module {name}, forward(positions)"
+        if not pair:
+            return Target("callable", described, sample, returned, limit, width, note=note)
+        rotary = {"params": None, "inv_freq": None, "parts": "cos+sin", "layout": "half"}
+        return Target("rotary", described, sample, returned, limit, width, rotary, f"{note}: (cos, sin)")
     return why
 
 

@@ -25,7 +25,7 @@ __all__ = ["CHUNK", "Candidate", "one_dimensional_candidates"]
 CHUNK = 4096
 
 #: The shifts tried with fitted frequencies: the paper's exponent i / n (0) and tensor2tensor's i / (n - 1).
-_SHIFTS = (0.0, 1.0)
+_SHIFTS = (0.0, 1.0, 0.5)
 #: The usual positions of row 0: 0, and the first token of fairseq tables with padding_idx 0 or 1.
 _USUAL_STARTS = (0, 1, 2)
 

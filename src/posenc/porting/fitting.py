@@ -77,6 +77,11 @@ def fit_frequencies(
     usable &= omegas > 0  # a column that is no sinusoid (a grid's other axis) can read as none
     if usable.sum() < 2:
         return None
+    coarse = coarse_grid(omegas[usable], sigma[usable])
+    spacing = None if coarse is None else coarse[1]
+    if spacing is not None:  # frequencies rounded to a 16-bit type (a buffer after .half()): each one is
+        sigma = sigma.copy()  # uncertain by its rounding, which the reading shows far more finely
+        sigma[usable] = np.hypot(sigma[usable], spacing / math.sqrt(12.0))
     index = np.arange(len(omegas), dtype=np.float64)[usable]
     y = np.log(omegas[usable])
     relative = sigma[usable] / omegas[usable]
@@ -85,10 +90,43 @@ def fit_frequencies(
         return None
     residual = (y - intercept - slope * index) / relative
     excess = math.sqrt(max(1.0, float(np.sum(residual**2)) / max(1, len(y) - 2)))
+    if spacing is not None and abs(intercept) <= 6 * math.sqrt(variance[1]) * excess:
+        # scale 1 within the rounded frequencies' scatter (it moves the intercept by parts in 10³): fitted
+        # again through ω_0 = 1, as the base is then read with it
+        weights = 1.0 / relative**2
+        slope, intercept = float((weights * index * y).sum() / (weights * index**2).sum()), 0.0
+        variance = (1.0 / float((weights * index**2).sum()), 0.0, 0.0)
+        residual = (y - slope * index) / relative
+        excess = math.sqrt(max(1.0, float(np.sum(residual**2)) / max(1, len(y) - 1)))
     fitted = np.exp(intercept + slope * np.arange(len(omegas)))
     lowest = int(np.argmin(fitted))
     start = round(float(angles[0, lowest] / fitted[lowest]) - head[0])
     return Fit(-slope, intercept, start, math.sqrt(variance[0]) * excess)
+
+
+#: The 16-bit types frequencies are rounded to, coarsest first: (significand bits, smallest normal exponent).
+_COARSE = (("bfloat16", 8, -126), ("float16", 11, -14))
+
+
+def coarse_grid(omegas: np.ndarray, sigma: np.ndarray) -> tuple[str, np.ndarray] | None:
+    """The 16-bit type (bfloat16, else float16) whose grid every frequency read finely enough to tell
+    (``sigma`` under an eighth of the spacing; at least four of them, not all powers of two) lies on, and
+    its spacing at each of ``omegas``; None when they lie on neither.
+
+    >>> import ml_dtypes; omegas = (10000.0 ** -np.linspace(0, 1, 16)).astype(ml_dtypes.bfloat16)
+    >>> coarse_grid(omegas.astype(np.float64), np.full(16, 1e-12))[0]
+    'bfloat16'
+    """
+    exponents = np.frexp(omegas)[1]
+    for name, bits, lowest in _COARSE:
+        spacing = np.ldexp(1.0, np.maximum(exponents, lowest + 1) - bits)
+        telling = sigma < spacing / 8
+        steps = omegas / spacing
+        on_grid = np.abs(steps - np.round(steps)) * spacing <= 2 * sigma + 1e-9 * spacing
+        powers = np.frexp(omegas)[0] == 0.5
+        if telling.sum() >= 4 and not powers[telling].all() and on_grid[telling].all():
+            return name, spacing
+    return None
 
 
 def _across(

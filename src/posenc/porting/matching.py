@@ -139,18 +139,24 @@ def _thinned(within: list[tuple[float, Candidate]], unit: float) -> list[tuple[f
     return sorted(kept, key=lambda item: item[0])
 
 
+#: Errors of candidates that do not match, within this factor of the nearest one's, are equal: none holds
+#: the rows, and a few percent is no evidence for a fit's odd numbers (frequencies rounded to float16 are as
+#: far from base 10⁶ as from a fit of base 649350, shift 1).
+_NEAR = 1.25
+
+
 def _nearest_first(scored: list[tuple[float, Candidate]], limit: Callable[[Candidate], float]) -> list:
     """``scored`` (error, candidate) pairs that do not match, nearest first: by error, but errors within
-    the limit of the nearest of a run are equal, and among equals the position of row 0 nearest 0 comes
-    first, then a named variant, then the plainest options (a difference the limit calls noise is no
-    evidence of an offset: an all-zeros table is as far from every start)."""
+    :data:`_NEAR` times the nearest of a run and the limit are equal, and among equals the position of row
+    0 nearest 0 comes first, then a named variant, then the plainest options (a difference the limit calls
+    noise is no evidence of an offset: an all-zeros table is as far from every start)."""
     ordered = sorted(scored, key=lambda item: item[0])
     result: list[tuple[float, Candidate]] = []
     first = 0
     while first < len(ordered):
         lead, candidate = ordered[first]
         last = first + 1
-        while last < len(ordered) and ordered[last][0] <= lead + limit(candidate):
+        while last < len(ordered) and ordered[last][0] <= lead * _NEAR + limit(candidate):
             last += 1
         run = ordered[first:last]
         result += sorted(run, key=lambda i: (abs(i[1].start), i[1].name is None, _plainness(i[1]), i[0]))
@@ -189,7 +195,11 @@ def _key(candidate: Candidate) -> tuple:
 def _plainness(match: Match | Candidate) -> float:
     """Prefer round numbers between equal fits (base 10000, shift 1 over base 10000.92, shift 0; base
     12345.6, shift 0 over base 11899.528, shift 1): a hundredth per significant digit of the base after its
-    first, plus how far each scale is from 1."""
+    first, plus how far each scale is from 1, plus two digits' worth for a shift that is no integer (base
+    10001, shift 0 over base 9822.7, shift 0.5; base 10000, shift 0.5 over base 8639.9, shift 1)."""
     base = match.options.get("base", defaults.BASE)
     scales = (match.options.get(name, defaults.SCALE) for name in ("scale", "interpolation_scale"))
-    return 0.01 * (digits(base) - 1 if base > 0 else 16) + sum(abs(scale - 1) for scale in scales)
+    fractional = 0.02 * (float(match.options.get("shift", 0.0)) % 1 != 0)
+    return (
+        0.01 * (digits(base) - 1 if base > 0 else 16) + fractional + sum(abs(scale - 1) for scale in scales)
+    )

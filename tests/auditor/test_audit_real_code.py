@@ -365,6 +365,21 @@ class WithInput(nn.Module):
         return torch.cat([x, torch.sin(x), torch.cos(x), torch.sin(2 * x), torch.cos(2 * x)], dim=-1)
 
 
+class BatchCentred(nn.Module):
+    """Encodings less a hundredth of the batch's mean: each row depends on the batch it is in."""
+
+    def forward(self, t):
+        rows = posenc.torch.Timesteps(8, True, 0)(t)
+        return rows - 0.01 * rows.mean(0, keepdim=True)
+
+
+class PerBatchRow(nn.Module):
+    """Transformer-XL's ``forward(pos_seq, bsz=2)``: (k, 2, d), a copy per batch row."""
+
+    def forward(self, t):
+        return posenc.torch.Timesteps(8, True, 0)(t)[:, None, :].expand(-1, 2, -1)
+
+
 class TokenPositions(nn.Module):
     """An embedding that numbers its input's tokens itself (its input is no positions)."""
 
@@ -378,6 +393,8 @@ class TokenPositions(nn.Module):
         (Angles(), "position 0's row is all zeros"),
         (WithInput(), "values beyond the largest of position 0's row"),
         (TokenPositions(), "another row when the order changes"),
+        (BatchCentred(), "another row in a batch of its own"),
+        (PerBatchRow(), "more than (positions, width)"),
     ],
 )
 def test_a_forward_of_one_tensor_that_is_not_an_encoding_of_positions_is_refused_with_the_reason(module, why):

@@ -90,7 +90,7 @@ REQUIRES = {
     "docs/jax.md": ["jax", "flax", "torch"],
     "docs/rotary.md": ["torch", "transformers"],
     "docs/models.md": ["torch", "transformers"],
-    "docs/audit.md": ["torch", "transformers", "safetensors"],
+    "docs/audit.md": ["torch", "transformers", "safetensors", "diffusers"],
 }
 
 
@@ -244,7 +244,10 @@ def _audit(ns: dict[str, Any]) -> None:
 
     fairseq = posenc.presets.get("fairseq", padding_idx=1)
     save_file({"model.encoder.embed_positions.weights": fairseq.table(1026, 1024)}, "m2m100.safetensors")
+    from diffusers.models.embeddings import Timesteps
+
     ns.update(my_function=my_function, model=Model(), LlamaRotaryEmbedding=LlamaRotaryEmbedding)
+    ns["Timesteps"] = Timesteps  # diffusers': a module whose forward takes timesteps
     ns["old_rotary"] = OldRotary()
     ns.update(state_dict={"encoder.pe": _tutorial_pe(2048, 512)[:, 0]}, config=_small_llama_config())
     ns["table"] = posenc.table(65536, 64)

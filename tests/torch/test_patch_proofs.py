@@ -682,3 +682,86 @@ def test_a_width_of_each_layer_types_own_is_read_from_its_frequencies_audited_an
     with torch.no_grad():
         assert torch.allclose(model(input_ids=ids).logits, before, atol=1e-4)
     assert posenc.audit(model, samples=64).passed
+
+
+class _StaleByLength(T.models.llama.modeling_llama.LlamaRotaryEmbedding):
+    """Caches its (cos, sin) by the number of positions: a second call of one length at other positions gets
+    the first's values (every fresh probe equals the config's RoPE)."""
+
+    def forward(self, x, position_ids):
+        cache = self.__dict__.setdefault("_by_length", {})
+        if position_ids.shape[-1] not in cache:
+            cache[position_ids.shape[-1]] = super().forward(x, position_ids)
+        return cache[position_ids.shape[-1]]
+
+
+class _FirstRow(T.models.llama.modeling_llama.LlamaRotaryEmbedding):
+    """The first row's positions for the whole batch (the probes are of one row)."""
+
+    def forward(self, x, position_ids):
+        return super().forward(x, position_ids[:1])
+
+
+def _replaced_method(self, x, position_ids):  # transformers' own forward, patched onto its class from here
+    return T.models.llama.modeling_llama.LlamaRotaryEmbedding.__dict__["forward"](self, x, position_ids)
+
+
+@pytest.mark.parametrize("code", ["stale cache", "first row", "hook", "class method"])
+def test_a_rotary_of_code_posenc_does_not_know_is_left_alone_though_equal_at_every_probe(code) -> None:
+    """Its values equal the config's RoPE at every probe (each a first call, of one row, in float32), and in
+    the model they do not: generate after 6 ids gave other tokens than the original's (the stale cache), the
+    second row of a batch was off by 7.8 (the first row's positions). Code that is not transformers' own is
+    declined, whatever the probes show."""
+    model = _llama(256)
+    rotary = model.model.rotary_emb
+    if code == "stale cache":
+        rotary.__class__ = _StaleByLength
+    elif code == "first row":
+        rotary.__class__ = _FirstRow
+    elif code == "hook":
+        rotary.register_forward_hook(lambda module, args, out: out)
+    else:
+        rotary.__class__ = type("Patched", (type(rotary),), {"__module__": type(rotary).__module__})
+        rotary.__class__.forward = _replaced_method
+    state = _state(model)
+    (component,) = pt.patch(model).components
+    assert not component.replaced and model.model.rotary_emb is rotary, component.reason
+    assert component.reason.startswith("equal to this config's RoPE at its probes, but "), component.reason
+    assert "with code of its own, what it computes at another batch, type, length or call" in component.reason
+    assert _same_state(model, state) and pt.unpatch(model) == 0
+
+
+def test_an_audit_leaves_a_grown_dynamic_rotary_as_it_was() -> None:
+    """Its probes reset Hugging Face's "dynamic" module to its original length: the model's next call then
+    used other frequencies (logits off by 5.6 after 100 tokens, audit, 80 tokens)."""
+    import posenc
+
+    model = _llama(64, rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    reference = copy.deepcopy(model)
+    with torch.no_grad():
+        model(_ids(100, seed=1))
+        reference(_ids(100, seed=1))
+    posenc.audit(model)
+    assert int(model.model.rotary_emb.max_seq_len_cached) == 100
+    with torch.no_grad():
+        assert torch.equal(model(_ids(80, seed=2)).logits, reference(_ids(80, seed=2)).logits)
+
+
+@pytest.mark.parametrize("edit", ["scaled", "zeroed"])
+def test_an_audit_names_frequencies_that_are_not_the_configs_not_the_rounding_of_an_angle(edit) -> None:
+    """inv_freq × 1.0001 was "angles formed in float16", two zeroed frequencies "angles formed in bfloat16":
+    both models form their angles in float32; their error grows ∝ p from the frequencies."""
+    import posenc
+
+    model = _llama(256)
+    with torch.no_grad():
+        if edit == "scaled":
+            model.model.rotary_emb.inv_freq *= 1.0001
+        else:
+            model.model.rotary_emb.inv_freq[-2:] = 0
+    (component,) = posenc.audit(model).components
+    titles = [f.text.split(":")[0] for f in component.report.findings]
+    assert titles == ["frequencies not rope-default's"], component.report.as_text()
+    assert (f"{1e-4:.3g}" if edit == "scaled" else "up to 1 of themselves") in component.report.findings[
+        0
+    ].text

@@ -121,7 +121,9 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
         basis = _descaled(held, basis, factor, dtype)
         precise = dataclasses.replace(target, sample=lambda p, read=target.sample: read(p) / factor)
     rounded = positions_rounded(precise, held, basis, dtype, edge)
-    cast = frequencies_cast(precise, held, basis, dtype, rounded)
+    cast = frequencies_cast(precise, held, basis, dtype, rounded) or frequencies_off(
+        precise, held, basis, dtype
+    )
     if cast is None and rounded is None:
         cast = frequencies_measured(precise, held, basis, dtype, edge)
     stored = storage(m, dtype, "table" if variant.params is None else "cos/sin cache")
@@ -797,6 +799,50 @@ def frequencies_measured(
         fix="compute the frequencies in float64 (`div_term = torch.exp(torch.arange(0, d, 2, "
         "dtype=torch.float64) * (-math.log(base) / d))`, or `base ** x` and `1 / y` in float64) and keep "
         "them out of a 16-bit cast; " + _posenc_line(variant),
+    )
+
+
+def frequencies_off(target: Target, variant: Variant, m: Measurement, dtype: str) -> Finding | None:
+    """A rotary whose stored ``inv_freq`` is not the variant's by more than any rounding of it (32 units of
+    its type: float32 code's own error is a few), and whose rows are the cos/sin of p times those stored
+    frequencies: an error that grows ∝ p from the frequencies, not from the rounding of an angle (an
+    ``inv_freq`` scaled by 1.0001 was "angles formed in float16", two zeroed ones "in bfloat16")."""
+    from .. import rope
+
+    stored = (target.rotary or {}).get("inv_freq")
+    if stored is None or variant.params is None or not len(m.positions):
+        return None
+    exact = np.asarray(rope.inv_freq(variant.params), dtype=np.float64)
+    theta = np.asarray(stored, dtype=np.float64).reshape(-1)
+    grid = precision_of(theta)
+    if theta.shape != exact.shape or not (exact > 0).all() or grid not in _BITS:
+        return None
+    relative = np.abs(theta / exact - 1)
+    allowed = 32 * 2.0 ** -_BITS[grid]
+    if float(relative.max()) <= allowed:
+        return None
+    finite = np.isfinite(m.row_errors)
+    pick = np.flatnonzero(finite)[:: max(1, int(finite.sum()) // _PROBES)]
+    positions, values = m.positions[pick], m.values[pick].astype(np.float64)
+    try:
+        model = _rounded(_model(target, variant, positions, "float64", values.shape[1], theta), dtype)
+    except (ImportError, ValueError, TypeError, KeyError):
+        return None
+    residual = float(np.abs(values - model).max(initial=0.0))
+    off = float(np.abs(values - variant.exact(positions, dtype, values.shape[1])).max(initial=0.0))
+    if residual > 0.25 * off:
+        return None
+    worst = int(np.argmax(relative))
+    return Finding(
+        "frequencies",
+        f"frequencies not {variant.name}'s: its inv_freq differs from them by up to {relative[worst]:.3g} of "
+        f"themselves (θ_{worst} = {theta[worst]:.7g}, {variant.name}'s {exact[worst]:.7g})",
+        f"more than any rounding of them ({allowed:.2g}: 32 units of {grid}); the target is within "
+        f"{residual:.3g} of cos/sin(p·θ_i) of its own inv_freq and {off:.3g} from the exact values: its "
+        "error grows ∝ p from its frequencies",
+        {"grid": grid, "relative": float(relative[worst]), "residual": residual, "error": off},
+        fix="compute inv_freq from the config as its library does (its rope_init_fn), in float64 rounded "
+        "once; " + _posenc_line(variant),
     )
 
 

@@ -302,6 +302,20 @@ def _declined(model: Any, path: str, kind: str, what: Any) -> str:
 def _component(
     model: Any, path: str, kind: str, what: Any, samples: int, tol: Any, dtype: str | None = None
 ) -> list[ComponentAudit]:
+    """The audit of one component; a module's forward run on the audit's positions changes nothing of it
+    (Hugging Face's "dynamic" resets the frequencies its longest call grew, which the model's next call
+    uses): its buffers and attributes are put back after."""
+    import torch
+
+    from ..torch.patching import kept_state
+
+    with kept_state(what) if isinstance(what, torch.nn.Module) else contextlib.nullcontext():
+        return _judged(model, path, kind, what, samples, tol, dtype)
+
+
+def _judged(
+    model: Any, path: str, kind: str, what: Any, samples: int, tol: Any, dtype: str | None = None
+) -> list[ComponentAudit]:
     from . import audit
 
     try:

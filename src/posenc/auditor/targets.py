@@ -542,11 +542,14 @@ def _positions_module(module: Any, dtype: str, name: str) -> Target | str:
             if not isinstance(output, torch.Tensor) and not pair:
                 raise WrongOutput(f"it returned {_what(output)}")
             values, returned = values_of(output, f"target module {name} returned")
+            if sum(s != 1 for s in values.shape) > 2:  # Transformer-XL's (k, bsz, d): rows of more axes
+                raise WrongOutput(f"it returned shape {tuple(values.shape)}: more than (positions, width)")
             return _rows(values, len(positions)), returned, pair
 
         try:
             rows, returned, pair = call(probe)
             again, _, _ = call(shuffled)
+            alone, _, _ = call(probe[2:3])
         except Exception as error:  # not this type of positions (or not positions at all)
             why = f"forward({kind} positions): {type(error).__name__}: {' '.join(str(error).split())[:200]}"
             continue
@@ -560,8 +563,13 @@ def _positions_module(module: Any, dtype: str, name: str) -> Target | str:
             )
         if float(np.abs(rows).max()) > top * (1 + 1e-3):
             return f"{said} values beyond the largest of position 0's row (the positions themselves, angles?)"
-        if float(np.abs(again - rows[shuffled]).max()) > 1e-2 * top:
+        # the same row (to a few roundings: another batch may take another vectorised path) in any order
+        # and alone
+        same = 4 * 2.0 ** -{"bfloat16": 8, "float16": 11, "float32": 24}.get(returned, 52) * top
+        if float(np.abs(again - rows[shuffled]).max()) > same:
             return f"forward({kind} positions) gives a position another row when the order changes"
+        if float(np.abs(alone - rows[2:3]).max()) > same:  # normalised over the batch, ...
+            return f"forward({kind} positions) gives a position another row in a batch of its own"
         width = rows.shape[1]
 
         def sample(positions: np.ndarray, call: Any = call) -> np.ndarray:

@@ -369,11 +369,11 @@ def unpatch(model: nn.Module) -> int:
 
 
 def _run_kept(model: nn.Module, probe: Callable[[], Outputs]) -> Outputs:
-    """``probe()``, with what it changes in the model's rotary modules put back (:func:`_kept`)."""
+    """``probe()``, with what it changes in the model's rotary modules put back (:func:`kept_state`)."""
     with contextlib.ExitStack() as stack:
         for module in model.modules():
             if _kind(module) == "rotary":
-                stack.enter_context(_kept(module))
+                stack.enter_context(kept_state(module))
         return probe()
 
 
@@ -492,7 +492,7 @@ def _relative_cache(module: nn.Module, tensor: torch.Tensor, computing: dict) ->
         computing[cls] = _computes_sinusoids(cls)
     if not computing[cls] or computed.forward_names(module) not in _RELATIVE_NAMES:  # nothing run
         return False
-    with _kept(module):  # its probe reassigns its cache (in the probe's dtype): put back as it was
+    with kept_state(module):  # its probe reassigns its cache (in the probe's dtype): put back as it was
         return computed.sinusoid_convention(module) == "relative"
 
 
@@ -706,6 +706,51 @@ def _positional(name: str) -> bool:
     return any(w in _WORDS for w in words)
 
 
+#: The libraries whose positional classes posenc knows, by their code: a module of one of their classes, none
+#: of its methods replaced, computes what posenc proved at its probes at every call.
+_KNOWN_LIBRARIES = ("transformers", "diffusers", "timm")
+
+
+def _foreign_code(module: nn.Module) -> str | None:
+    """Why ``module``'s code is not a known library's own, or None where it is: a class of its MRO (up to
+    torch's Module) defined outside the library of its class, or outside any of :data:`_KNOWN_LIBRARIES` (a
+    subclass, a checkpoint's remote code), a method of one defined elsewhere (patched onto the class), a
+    method set on the module itself, or forward hooks. Values equal at every probe prove nothing of code
+    posenc does not know: a forward keyed on the batch, the type, the length or its earlier calls (a stale
+    cache, transformers 4.38's "dynamic", the first row's positions for the whole batch) equals its
+    config's RoPE at the probes and not in the model."""
+    cls = type(module)
+    library = cls.__module__.split(".")[0]
+    tail = (
+        "posenc replaces a module whose code it knows; with code of its own, what it computes at another "
+        "batch, type, length or call cannot be proven from probes"
+    )
+    if library not in _KNOWN_LIBRARIES:
+        known = ", ".join(_KNOWN_LIBRARIES)
+        return f"its class {cls.__qualname__} is defined in {cls.__module__}, not in {known}: {tail}"
+    for klass in cls.__mro__:
+        if klass is nn.Module:
+            break
+        if klass.__module__.split(".")[0] != library:
+            return f"its class derives from {klass.__qualname__}, defined in {klass.__module__}: {tail}"
+        for key, value in vars(klass).items():
+            function = getattr(value, "__func__", value)
+            home = getattr(function, "__module__", None) or ""
+            if inspect.isfunction(function) and home.split(".")[0] != library:
+                return f"its method {klass.__qualname__}.{key} is defined in {home}, not in {library}: {tail}"
+    for key, value in vars(module).items():
+        function = getattr(value, "__func__", value)
+        home = getattr(function, "__module__", None) or ""
+        if (inspect.isfunction(function) or inspect.ismethod(value)) and home.split(".")[0] not in (
+            library,
+            "torch",
+        ):
+            return f"its {key} is set on the module itself, from {home or 'code of its own'}: {tail}"
+    if module._forward_hooks or module._forward_pre_hooks:
+        return f"it has forward hooks, which change what its forward returns: {tail}"
+    return None
+
+
 def _declined(
     path: str, kind: str, variant: str, reason: str, difference: float = math.nan, tolerance: float = math.nan
 ) -> tuple[Component, list[_Step], None]:
@@ -809,6 +854,9 @@ def _rotary(
         defaulted = list(section)
     cap = proofs.CAP
     if inv.device.type == "meta":
+        foreign = _foreign_code(module)
+        if foreign is not None:
+            return _declined(path, "rotary", variant, f"on meta (no values to compare), and {foreign}")
         difference, tolerance = math.nan, math.nan
         how = "on meta: built from its config (no values to compare; its attention_scaling is the config's)"
     else:
@@ -853,6 +901,11 @@ def _rotary(
         if counted is None:
             reason = f"cannot be proven: its own error exceeds {cap:g} of its amplitude at every probe"
             return _declined(path, "rotary", variant, reason)
+        foreign = _foreign_code(module)
+        if foreign is not None:  # equal at the probes, and code posenc does not know
+            return _declined(
+                path, "rotary", variant, f"equal to this config's RoPE at its probes, but {foreign}"
+            )
         compared, total = counted
         layers = rope.layer_types(config)
         how = read + "frequencies and attention_scaling its config's; equal to its own cos/sin within their "
@@ -1028,7 +1081,7 @@ def _grown_length(value: Any) -> int | None:
 
 
 @contextlib.contextmanager
-def _kept(module: nn.Module) -> Iterator[None]:
+def kept_state(module: nn.Module) -> Iterator[None]:
     """Run a probe of ``module``'s forward and put back what it changed in the module (Hugging Face's
     "dynamic"/"longrope" update their frequency buffers, ``max_seq_len_cached`` and ``attention_scaling``):
     its buffers' values and objects, and its attributes."""
@@ -1064,7 +1117,7 @@ def _own_probe_error(module: nn.Module) -> Exception | None:
     types = [k.removesuffix("_inv_freq") for k in buffers if k.endswith("_inv_freq") and "original" not in k]
     args = (torch.zeros(1, 1, device=device), torch.arange(4, device=device)[None], *types[:1])
     try:
-        with torch.no_grad(), _kept(module):
+        with torch.no_grad(), kept_state(module):
             module(*args)
     except Exception as error:  # its own code on its own config
         return error
@@ -1157,7 +1210,7 @@ def _form_of(module: nn.Module, exact: RotaryEmbedding, layer_type: str | None) 
     device = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq")).device
     args = (torch.zeros(1, 1, device=device), torch.arange(4, device=device)[None])
     args += () if layer_type is None else (layer_type,)
-    with torch.no_grad(), _kept(module):
+    with torch.no_grad(), kept_state(module):
         output = module(*args)
     params = exact.params if layer_type is None else exact.layer_params[layer_type]
     count = params.rotary_dim // 2
@@ -1198,7 +1251,7 @@ def _emits_interleaved(
     device = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq")).device
     ids = torch.arange(64, device=device)[None]
     args = (torch.zeros(1, 1, device=device), ids) + (() if layer_type is None else (layer_type,))
-    with torch.no_grad(), _kept(module):
+    with torch.no_grad(), kept_state(module):
         mine = module(*args)[0].float()
     pair = _like(exact, config, RotaryEmbedding, layout="interleaved").to(device)
     with torch.no_grad():
@@ -1256,7 +1309,7 @@ def _compare_rotary(
         args = (x, probe) if layer_type is None else (x, probe, layer_type)
         exact.held = None if state is None else dict(state)
         try:
-            with torch.no_grad(), _kept(module):
+            with torch.no_grad(), kept_state(module):
                 mine = module(*args)
             with torch.no_grad():
                 ours = exact(*args)
@@ -1313,6 +1366,10 @@ def _timesteps(
         return _declined(path, "timesteps", "diffusers", reason)
     if not difference <= tolerance:
         reason = "its values are not diffusers' timestep embedding within float32 rounding"
+        return _declined(path, "timesteps", "diffusers", reason, difference, tolerance)
+    foreign = _foreign_code(module)
+    if foreign is not None:  # equal at t = 0 .. 1000, and code posenc does not know
+        reason = f"equal to diffusers' timestep embedding at its probes, but {foreign}"
         return _declined(path, "timesteps", "diffusers", reason, difference, tolerance)
     exact.__dict__[_ORIGINAL] = module
     steps = [_record(originals, path, _Original("module", module)), *_swap(model, path, exact)]
@@ -1412,6 +1469,9 @@ def _swap_proven(
     if isinstance(proof, str):
         reason = f"{COMPUTED}: {proof}" if proof.startswith("its forward") else proof
         return _declined(path, kind, type(module).__name__, reason)
+    foreign = _foreign_code(module)
+    if foreign is not None:  # equal at the probes, and code posenc does not know
+        return _declined(path, kind, type(module).__name__, f"equal to posenc's at its probes, but {foreign}")
     difference, allowed = proof
     patched = _PATCHED[type(exact)]
     replacement = patched.__new__(patched)
@@ -2579,7 +2639,7 @@ class _PatchedRotary(_KeepsOriginal, RotaryEmbedding):
         now = length if length > held else held
         if length < original < held:
             now = original
-        self.held = {**self.held, layer_type: (now, original)}  # a new dict: _kept puts back the old one
+        self.held = {**self.held, layer_type: (now, original)}  # a new dict: kept_state puts back the old one
         return now
 
 

@@ -429,15 +429,15 @@ def test_rows_no_sinusoid_holds_are_said_to_be_none_not_an_error_of_one():
     for target in (learned, learned.weight.detach()):
         report = posenc.audit(target, samples=64)
         assert report.kind == "table" and len(report.findings) == 1, report.as_text()
-        assert report.findings[0].text.startswith("no known sinusoid of position"), report.as_text()
+        assert report.findings[0].text.startswith("no sinusoid identified"), report.as_text()
         assert "learned table" in report.findings[0].evidence and not report.passed
     # a sinusoidal table kept in an Embedding is read as that table (it was refused: 'weight' is no name
     # of a positional buffer)
     frozen = torch.nn.Embedding.from_pretrained(torch.from_numpy(posenc.table(512, D)))
     assert posenc.audit(frozen, samples=64).passed
-    # a declared variant is measured against, never 'no known sinusoid'
+    # a declared variant is measured against, never 'no sinusoid identified'
     report = posenc.audit(learned.weight.detach(), preset="paper", samples=64)
-    assert not report.findings[0].text.startswith("no known sinusoid")
+    assert not report.findings[0].text.startswith("no sinusoid identified")
 
 
 class ViewOfBuffer(nn.Module):
@@ -499,9 +499,7 @@ def test_a_module_of_positions_far_from_every_variant_is_said_so_beside_its_roun
 
     # scale=1000: rows off by 2 from position 1 on, and only "positions rounded to float32" was said
     report = posenc.audit(Timesteps(D, True, 0, scale=1000), samples=64)
-    assert _titles(report) == ["positions rounded to float32", "no known sinusoid of position"], (
-        report.as_text()
-    )
+    assert _titles(report) == ["positions rounded to float32", "no sinusoid identified"], report.as_text()
     # downscale_freq_shift=0.5 was "base 8639.9, shift 1" (the fit's frequencies rounded: 3e-4 off)
     report = posenc.audit(Timesteps(D, True, 0.5), samples=64)
     assert report.variant.options["shift"] == 0.5 and report.variant.options["base"] == 10000.0

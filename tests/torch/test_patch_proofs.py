@@ -702,11 +702,18 @@ class _FirstRow(T.models.llama.modeling_llama.LlamaRotaryEmbedding):
         return super().forward(x, position_ids[:1])
 
 
+def _stale_forward(self, x, position_ids):  # _StaleByLength's, as a function of the module
+    cache = self.__dict__.setdefault("_by_length", {})
+    if position_ids.shape[-1] not in cache:
+        cache[position_ids.shape[-1]] = type(self).forward(self, x, position_ids)
+    return cache[position_ids.shape[-1]]
+
+
 def _replaced_method(self, x, position_ids):  # transformers' own forward, patched onto its class from here
     return T.models.llama.modeling_llama.LlamaRotaryEmbedding.__dict__["forward"](self, x, position_ids)
 
 
-@pytest.mark.parametrize("code", ["stale cache", "first row", "hook", "class method"])
+@pytest.mark.parametrize("code", ["stale cache", "first row", "hook", "class method", "partial"])
 def test_a_rotary_of_code_posenc_does_not_know_is_left_alone_though_equal_at_every_probe(code) -> None:
     """Its values equal the config's RoPE at every probe (each a first call, of one row, in float32), and in
     the model they do not: generate after 6 ids gave other tokens than the original's (the stale cache), the
@@ -720,6 +727,8 @@ def test_a_rotary_of_code_posenc_does_not_know_is_left_alone_though_equal_at_eve
         rotary.__class__ = _FirstRow
     elif code == "hook":
         rotary.register_forward_hook(lambda module, args, out: out)
+    elif code == "partial":  # set on the instance as accelerate sets its hooks, around code of its own
+        rotary.forward = functools.partial(_stale_forward, rotary)
     else:
         rotary.__class__ = type("Patched", (type(rotary),), {"__module__": type(rotary).__module__})
         rotary.__class__.forward = _replaced_method
@@ -765,3 +774,19 @@ def test_an_audit_names_frequencies_that_are_not_the_configs_not_the_rounding_of
     assert (f"{1e-4:.3g}" if edit == "scaled" else "up to 1 of themselves") in component.report.findings[
         0
     ].text
+
+
+def test_accelerates_device_hook_around_the_class_forward_is_not_code_of_its_own() -> None:
+    """accelerate's add_hook_to_module sets forward on the instance (a partial of its new_forward around the
+    class's own, kept as _old_forward): a model dispatched with a device_map is still patched."""
+    model = _llama(256)
+    rotary = model.model.rotary_emb
+    hook = type("AlignDevicesHook", (), {"__module__": "accelerate.hooks"})()
+    rotary._hf_hook, rotary._old_forward = hook, rotary.forward
+
+    def new_forward(module, *args, **kwargs):
+        return module._old_forward(*args, **kwargs)
+
+    rotary.forward = functools.update_wrapper(functools.partial(new_forward, rotary), rotary._old_forward)
+    (component,) = pt.patch(model).components
+    assert component.replaced, component.reason

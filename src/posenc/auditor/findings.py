@@ -311,7 +311,10 @@ def amplitude(variant: Variant, m: Measurement, dtype: str) -> Finding | None:
         return None
     ratios = values[early] / exact[early]
     factor = float(np.median(ratios))
-    spread = max(1e-3, 4 * 2.0 ** -_BITS.get(dtype, 53))  # a 16-bit value's own rounding
+    # a 16-bit value's own rounding: of the dtype, or of the type the values are held in (a bfloat16 table
+    # read as float32)
+    bits = min(_BITS.get(dtype, 53), _BITS.get(precision_of(values), 53))
+    spread = max(1e-3, 4 * 2.0**-bits)
     by_norms = False
     if float(np.abs(ratios / factor - 1).max()) > spread:  # angles already off (16-bit): the pairs' norms
         norms = _pair_norms(variant, values[early.any(axis=1)])
@@ -1387,8 +1390,8 @@ _EXPLAIN_FIRST_ROWS = {"layout", "variant", "offset", "amplitude", "frequencies"
 
 def _no_sinusoid(variant: Variant, m: Measurement, dtype: str, found: list[Finding]) -> Finding | None:
     """Rows far from every variant already at the first positions, where the findings made are of causes
-    that leave the first rows as they are (positions rounded past 2²⁴, storage): "no known sinusoid of
-    position" beside them, not those causes alone (diffusers' Timesteps with scale=1000 was only
+    that leave the first rows as they are (positions rounded past 2²⁴, storage): "no sinusoid identified"
+    beside them, not those causes alone (diffusers' Timesteps with scale=1000 was only
     "positions rounded to float32", its rows off by 2 at position 1)."""
     if {f.kind for f in found} & _EXPLAIN_FIRST_ROWS:
         return None
@@ -1415,12 +1418,14 @@ def unexplained(m: Measurement, dtype: str, variant: Variant | None = None) -> F
     if unknown and variant.prefix_error > NO_SINUSOID:
         return Finding(
             "unexplained",
-            f"no known sinusoid of position: the rows differ from the nearest variant "
-            f"({variant.name or 'a fit'}) by up to {variant.prefix_error:.3g} already at the first positions",
-            "no variant, base, shift, scale, layout or odd-width rule of the sinusoidal family holds the "
-            "first rows, and no rounding, cast, layout or offset explains them: a learned table, random "
-            "values, a 2-D grid read as rows (posenc.grids builds those), a formula of its own or a bug in "
-            "the formula (a wrong exponent, a division for a product) — not the rounding of a known one",
+            f"no sinusoid identified: the rows differ from the nearest candidate ({variant.name or 'a fit'}) "
+            f"by up to {variant.prefix_error:.3g} already at the first positions",
+            "identification finds no variant, base, shift, layout or odd-width rule of the sinusoidal "
+            "family that holds the first rows, and no rounding, cast, layout or offset explains them: a "
+            "learned table, random values, a 2-D grid read as rows (posenc.grids builds those), a formula "
+            "of its own, a bug in one (a wrong exponent, a division for a product), or a variant "
+            "identification cannot read (a scale that aliases at integer positions: 7, 1000) — not the "
+            "rounding of a known one",
             {**data, "prefix_error": variant.prefix_error},
             fix="if it is meant to be sinusoidal, name what it should be (preset=, or base=, layout=, "
             "...) and the audit measures it against that; a learned table has no exact values to compare",

@@ -339,6 +339,8 @@ def _judged(
             def timesteps(t: Any) -> Any:
                 return what(torch.as_tensor(t, dtype=torch.float32))
 
+            timesteps.__qualname__ = f"{type(what).__name__} (its embedding of float32 timesteps)"
+
             claimed = _scaled_timesteps(what)
             report = audit(timesteps, positions=1000, samples=samples, tol=tol, preset=claimed)
             return [ComponentAudit(path, kind, report)]

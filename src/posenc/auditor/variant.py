@@ -259,7 +259,10 @@ def _identified(target: Target, rows: np.ndarray) -> Variant:
     named = _nearest_named(rows, best)
     if named is not None:
         return named
-    variant.how += " (nothing matches: measured against the nearest candidate)"
+    variant.how += (
+        " (nothing matches: measured against the nearest candidate — the plainest within 1.25 times the "
+        "nearest one's error)"
+    )
     return variant
 
 

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import core, defaults, layouts, presets, validation
-from .fitting import base_candidates, fit_frequencies, nice, shortest
+from .fitting import base_candidates, digits, fit_frequencies, nice, shortest
 from .rope_fitting import PRECISIONS, precision_of
 
 __all__ = ["CHUNK", "Candidate", "one_dimensional_candidates"]
@@ -68,13 +68,17 @@ def one_dimensional_candidates(stored: np.ndarray, unit: float | None = None) ->
                 continue
             fitted_starts.add(fit.start)
             count, twice_half = validation.plan(d_model, odd)
+            scale = nice(math.exp(fit.log_scale))
+            tried = {}  # ln base = rate · steps
             for shift in _SHIFTS:
-                steps = twice_half / 2 - shift  # ln base = rate · steps
-                if steps <= 0 or count < 2:
-                    continue
-                fitted = math.exp(fit.rate * steps)
-                scale = nice(math.exp(fit.log_scale))
-                for base in _bases(fitted, fit.spread * steps, unit):
+                steps = twice_half / 2 - shift
+                if steps > 0 and count >= 2:
+                    tried[shift] = _bases(math.exp(fit.rate * steps), fit.spread * steps, unit)
+            plainest = {shift: min(map(digits, bases)) for shift, bases in tried.items()}
+            if 0.5 in plainest and plainest[0.5] >= min(v for k, v in plainest.items() if k != 0.5):
+                del tried[0.5]  # a half shift only where it makes a plainer base (diffusers' shift 0.5)
+            for shift, bases in tried.items():
+                for base in bases:
                     options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
                     for first in dict.fromkeys((fit.start, *_USUAL_STARTS)):  # the fit, the usual first rows
                         yield _one_dimensional(stored, options, first, padding, named)

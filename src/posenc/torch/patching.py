@@ -711,6 +711,18 @@ def _positional(name: str) -> bool:
 _KNOWN_LIBRARIES = ("transformers", "diffusers", "timm")
 
 
+def _accelerate_forward(module: nn.Module) -> bool:
+    """Whether the forward set on ``module`` is accelerate's device hook around its class's own forward
+    (``add_hook_to_module``: a partial of its ``new_forward``, the original kept as ``_old_forward``)."""
+    hook, old = vars(module).get("_hf_hook"), vars(module).get("_old_forward")
+    own = getattr(type(module), "forward", None)
+    return (
+        type(hook).__module__.split(".")[0] == "accelerate"
+        and getattr(old, "__func__", None) is own
+        and getattr(old, "__self__", None) is module
+    )
+
+
 def _foreign_code(module: nn.Module) -> str | None:
     """Why ``module``'s code is not a known library's own, or None where it is: a class of its MRO (up to
     torch's Module) defined outside the library of its class, or outside any of :data:`_KNOWN_LIBRARIES` (a
@@ -738,7 +750,11 @@ def _foreign_code(module: nn.Module) -> str | None:
             home = getattr(function, "__module__", None) or ""
             if inspect.isfunction(function) and home.split(".")[0] != library:
                 return f"its method {klass.__qualname__}.{key} is defined in {home}, not in {library}: {tail}"
+    hooked = _accelerate_forward(module)
     for key, value in vars(module).items():
+        shadows = key in ("forward", "__call__") or (callable(value) and callable(getattr(cls, key, None)))
+        if shadows and not (key == "forward" and hooked):  # a method shadowed: a partial, an object, ...
+            return f"its {key} is set on the module itself ({type(value).__name__}): {tail}"
         function = getattr(value, "__func__", value)
         home = getattr(function, "__module__", None) or ""
         if (inspect.isfunction(function) or inspect.ismethod(value)) and home.split(".")[0] not in (

@@ -27,6 +27,22 @@ from posenc.torch import computed, patching
 from tests.support import reference
 
 
+def _standing_for(module: str):
+    """A re-implementation here stands for the library's own class in ``module``: the reader and the
+    replacement of its form are what the test checks; ``posenc.torch.patch`` replaces only a library's own
+    code (its classes and methods defined there), so the class and its methods say they are from there."""
+
+    def mark(cls: type) -> type:
+        cls.__module__ = module
+        for value in vars(cls).values():
+            function = getattr(value, "__func__", value)
+            if callable(function) and hasattr(function, "__module__"):
+                function.__module__ = module
+        return cls
+
+    return mark
+
+
 def _padded_mask() -> np.ndarray:
     mask = np.ones((2, 7, 11), dtype=np.int64)
     mask[1, 5:, :] = 0
@@ -173,6 +189,7 @@ def test_a_model_with_detrs_sine_is_audited_patched_and_given_back() -> None:
     assert type(model.position_embedding) is HfDetrSine and torch.equal(model(mask), before)
 
 
+@_standing_for("transformers.models.pegasus_x.modeling_pegasus_x")
 class _PegasusXSinusoid(nn.Module):
     """Pegasus-X's sinusoid as its forward computes it: [sin | cos], ω_i = 10000^(-i/(half - 1)), float32."""
 
@@ -275,6 +292,7 @@ def test_a_1d_sinusoid_posenc_cannot_prove_is_left_alone_with_the_reason() -> No
     assert not left.replaced and left.kind == "computed" and "no sinusoidal variant matches" in left.reason
 
 
+@_standing_for("transformers.models.voxtral_realtime.modeling_voxtral_realtime")
 class _TimeEmbedding(nn.Module):
     """Voxtral Realtime's time embedding as its forward computes it: one time (1,) -> [cos | sin] of t ω_i,
     ω_i = theta^(-i/(dim/2)), a flat vector in the time's dtype; its inv_freq a buffer (not a rotary)."""
@@ -320,6 +338,7 @@ def test_a_time_embedding_of_one_time_is_read_as_a_sinusoid_not_a_rotary_and_mad
     assert pt.unpatch(model) == 1 and type(model.time_embedding) is _TimeEmbedding
 
 
+@_standing_for("transformers.models.bros.modeling_bros")
 class _BoxSinusoid(nn.Module):
     """BROS's sinusoid of box coordinates as its forward computes it: (B, n, k) reals -> (B, n, k, d),
     [sin | cos] of x ω_i, ω_i = 10000^(-2i/d); its inv_freq a buffer (not a rotary)."""
@@ -361,6 +380,7 @@ def test_a_sinusoid_of_real_coordinates_is_read_not_as_a_rotary_and_made_exact()
     assert pt.unpatch(model) == 1 and type(model.x_pos_emb) is _BoxSinusoid
 
 
+@_standing_for("transformers.models.gemma4.modeling_gemma4")
 class _RelativeSinusoid(nn.Module):
     """Gemma 4's audio relative positions: the rows of positions 12 .. 0, [sin | cos], in the input dtype."""
 
@@ -1483,3 +1503,27 @@ def test_a_conformers_cached_relative_table_is_its_modules_rows_made_exact_as_a_
             assert float(got[0, row, 2 * i + 1]) == reference.round_to(cos, "float32")
     assert posenc.audit(model, samples=64).passed
     assert pt.unpatch(model) == 1 and type(model.pos) is Rel and torch.equal(model.pos(states), before)
+
+
+class _SinusoidalPositionalEmbeddingOfBatchIds(nn.Module):
+    """Pegasus-X's signature, its position ids of Hugging Face's shape (batch, seq), the encoding added to
+    the embeddings (a user's): called with ids (k, 1) it broadcasts them into rows of position 0."""
+
+    embed_dim = 16
+
+    def forward(self, inputs_embeds, past_key_values_length=0, position_ids=None):
+        length = inputs_embeds.shape[1]
+        if position_ids is None:
+            position_ids = torch.arange(past_key_values_length, past_key_values_length + length)[None]
+        angles = position_ids[..., None].float() * torch.exp(torch.arange(8).float() * -(math.log(1e4) / 7))
+        return inputs_embeds + torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+def test_position_ids_of_another_shape_are_not_read_as_colliding_rows() -> None:
+    """Its rows were read at ids (k, 1): every row position 0's, "encodings collide in float32" (false)."""
+    model = nn.Sequential()
+    model.add_module("embed_positions", _SinusoidalPositionalEmbeddingOfBatchIds())
+    (component,) = posenc.audit(model, samples=16).components
+    assert component.report is None and "position_ids (k, 1) give other rows" in component.note, component
+    (left,) = pt.patch(model).components
+    assert not left.replaced and "position_ids (k, 1) give other rows" in left.reason

@@ -790,3 +790,41 @@ def test_accelerates_device_hook_around_the_class_forward_is_not_code_of_its_own
     rotary.forward = functools.update_wrapper(functools.partial(new_forward, rotary), rotary._old_forward)
     (component,) = pt.patch(model).components
     assert component.replaced, component.reason
+
+
+def _guided_diffusion_embedding(timesteps, dim, max_period=10000):
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float32) / half)
+    args = timesteps[:, None].float() * freqs[None]
+    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+
+
+class TimestepEmbedderAutoScale(nn.Module):
+    """t in [0, 1] read as t · 1000 (flow matching and DDPM in one model): equal to diffusers' embedding at
+    the probes t = 0 .. 999, and not at t = 0.5."""
+
+    def forward(self, timesteps):
+        if timesteps.max() <= 1.0:
+            timesteps = timesteps * 1000
+        return _guided_diffusion_embedding(timesteps, 32)
+
+
+class TimestepEmbedderJitter(nn.Module):
+    """Jittered timesteps in training only (patched in eval)."""
+
+    def forward(self, timesteps):
+        if self.training:
+            timesteps = timesteps + torch.rand_like(timesteps)
+        return _guided_diffusion_embedding(timesteps, 32)
+
+
+@pytest.mark.parametrize("embedder", [TimestepEmbedderAutoScale, TimestepEmbedderJitter])
+def test_a_timestep_module_of_code_of_its_own_is_left_alone_though_equal_at_its_probes(embedder) -> None:
+    """User-written forward(timesteps) modules were replaced on their values at t = 0 .. 999: after the
+    patch t = [0.1, 0.5, 0.9] moved the output by 1.1 (of 1.17), the jitter was gone in training."""
+    model = nn.Sequential(embedder(), nn.Linear(32, 8)).eval()
+    state = _state(model)
+    (component,) = pt.patch(model).components
+    assert not component.replaced, component.reason
+    assert "its values at the probe positions are diffusers-timestep" in component.reason, component.reason
+    assert "with code of its own" in component.reason and _same_state(model, state)

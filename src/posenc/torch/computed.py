@@ -444,7 +444,14 @@ def call_sinusoid(module: nn.Module, convention: str, positions: torch.Tensor) -
             return module(position=positions.to(torch.float32)[None])[0]
         width = _attribute(module, *_WIDTHS)
         embeds = torch.zeros(1, positions.shape[0], width)
-        return module(embeds, 0, positions.to(torch.long)[:, None])[0]
+        rows = module(embeds, 0, positions.to(torch.long)[:, None])[0]
+        if torch.equal(positions, torch.arange(len(positions))):  # its own positions 0 .. k − 1 agree?
+            own = module(embeds, 0)[0]
+            if own.shape == rows.shape and not torch.equal(own, rows):
+                raise ValueError(  # the first 100 characters are what a refusal quotes
+                    "position_ids (k, 1) give other rows than its own 0 .. k − 1 (ids of shape (batch, seq)?)"
+                )
+        return rows
 
 
 def learned_angles(module: nn.Module, model: nn.Module | None = None) -> str | None:

@@ -1787,6 +1787,11 @@ def _sinusoid(
         return _declined(path, "computed", name, reason)
     if convention == "relative":  # a batch of one whatever the input's (a cached table's slice), or its own
         layout = {"leading": computed.relative_batch_of_one(module)}
+    foreign = _foreign_code(module)
+    if foreign is not None:  # its values identified at the probes, and code posenc does not know
+        reason = f"its values at the probe positions are {proven.variant}'s within float32 code's error, "
+        reason += f"but {foreign}"
+        return _declined(path, "computed", name, reason, proven.difference, proven.tolerance)
     options, scale = dict(best.options), computed.time_scale(module)
     if convention == "timesteps":  # its signature, and its time scale: positions t · scale
         layout = {"names": tuple(inspect.signature(module.forward).parameters)}

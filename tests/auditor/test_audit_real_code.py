@@ -529,7 +529,7 @@ def _cast_frequencies(base, d, grid, layout="interleaved"):
         (1e6, 64, "float16", "interleaved"),
         (1e6, 64, "bfloat16", "interleaved"),
         (500.0, 64, "float16", "interleaved"),
-        (500.0, 512, "bfloat16", "interleaved"),
+        (500.0, 128, "bfloat16", "interleaved"),
         (1e5, 96, "bfloat16", "sin_cos"),
     ],
 )

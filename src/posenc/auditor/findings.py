@@ -1380,7 +1380,7 @@ def last_bits(m: Measurement, dtype: str, ulp: float | None = None) -> Finding |
 
 
 #: Rows off by more than this (of amplitude 1) already at the first positions, matching no variant and
-#: explained by no cause, are no sinusoid posenc knows: a learned table, or a formula of its own.
+#: explained by no cause, are "no sinusoid identified": a learned table, or a formula of its own.
 NO_SINUSOID = 2.0**-4
 
 
@@ -1401,7 +1401,7 @@ def _no_sinusoid(variant: Variant, m: Measurement, dtype: str, found: list[Findi
 def unexplained(m: Measurement, dtype: str, variant: Variant | None = None) -> Finding | None:
     """Errors past 1 ulp that no finding explains: said with their numbers rather than guessed at; where
     the first rows already match no variant (by more than :data:`NO_SINUSOID`, none declared), said as
-    what it is: no sinusoid posenc knows, not an error of one."""
+    what it is: no sinusoid identified, not an error of one."""
     finite = np.isfinite(m.row_errors)
     ulp = max((b.max_ulp for b in m.bands if not b.raised), default=0.0)
     # float64 math rounded once is within 1 ulp, and within 2^-p absolute where a value is near 0

@@ -531,12 +531,16 @@ def _cast_frequencies(base, d, grid, layout="interleaved"):
         (500.0, 64, "float16", "interleaved"),
         (500.0, 128, "bfloat16", "interleaved"),
         (1e5, 96, "bfloat16", "sin_cos"),
+        (10200.0, 64, "bfloat16", "interleaved"),
+        (10200.0, 128, "float16", "interleaved"),
     ],
 )
 def test_frequencies_rounded_to_a_16_bit_type_are_read_against_their_own_base(base, d, grid, layout):
     # base 10^6 with float16 frequencies was "base 649300, shift 1" with an "unexplained remainder"; bfloat16
     # ones "base 10^6, scale 0.99889" and "frequencies computed in float16"; a whole table of base 10^5 was
-    # measured against base 10^4 (every error saturates at 2 over 2048 rows) and called no sinusoid
+    # measured against base 10^4 (every error saturates at 2 over 2048 rows) and called no sinusoid; base
+    # 10200 in bfloat16 was measured against base 10^4 ("frequencies computed in bfloat16: off by 5.2
+    # units"), and with float16 frequencies at width 128 read as "base 8830, shift 1" and a remainder
     rows = _cast_frequencies(base, d, grid, layout)
     for target in (rows, rows(np.arange(2048))):
         report = posenc.audit(target, samples=64, **({"positions": 1 << 20} if callable(target) else {}))

@@ -573,3 +573,31 @@ def test_a_moco_v3_grid_with_its_class_token_row_is_a_timm_grid_not_a_padded_1d_
     best = identify(table)[0]
     assert best.matches and best.name == "timm-2d" and best.options["cls_token"] is True
     assert posenc.audit(table, samples=256).passed
+
+
+@pytest.mark.parametrize(
+    ("base", "grid", "layout"), [(10200.0, "bfloat16", "interleaved"), (9800.0, "float16", "sin_cos")]
+)
+def test_a_table_whose_frequencies_were_cast_to_16_bits_is_read_with_its_own_base(base, grid, layout):
+    # frequencies of base 10200 rounded to bfloat16 (a buffer after .to(bfloat16)), angles and sin/cos
+    # float64, the rows float32: it matches nothing, and it is as far from base 10^4 as from its own (the
+    # rounding dominates), so it was measured against "paper"; with frequencies rounded to bfloat16 the
+    # fit's base reproduces it, the paper's does not
+    d = 128
+    omega = torch.tensor(base ** (-np.arange(0, d, 2) / d), dtype=torch.float64).to(getattr(torch, grid))
+    angles = np.arange(512, dtype=np.float64)[:, None] * omega.double().numpy()
+    table = np.empty((512, d))
+    sines, cosines = (
+        (slice(0, d, 2), slice(1, d, 2)) if layout == "interleaved" else (slice(0, d // 2), slice(d // 2, d))
+    )
+    table[:, sines], table[:, cosines] = np.sin(angles), np.cos(angles)
+    best = identify(table.astype(np.float32))[0]
+    assert not best.matches and best.cast in (grid, f"float32>{grid}"), best.describe()
+    assert (best.options["base"], best.options["shift"], best.options["layout"]) == (base, 0.0, layout)
+    assert best.describe().endswith(
+        f"matches with its frequencies cast to {best.cast.replace('>', ', then ')}"
+    )
+    # neither the exact table (it matches) nor the cast one halved (its frequencies lie on the grid, but no
+    # variant's cast frequencies make its values) is called cast
+    assert identify(posenc.table(512, d, base=base, layout=layout))[0].cast is None
+    assert identify(table.astype(np.float32) * 0.5)[0].cast is None

@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from .. import layouts
+from ..porting import fitting
+from ..porting.candidates import rows_of_frequencies
 from ..porting.fitting import coarse_grid
 from ..porting.rope_fitting import precision_of
 from .measure import Measurement, ulps
@@ -500,7 +502,7 @@ def _model(
     if variant.params is not None:
         from .. import rope
 
-        theta = _rounded(rope.inv_freq(variant.params), grid) if stored is None else stored
+        theta = fitting.rounded(rope.inv_freq(variant.params), grid) if stored is None else stored
         scaling = rope.attention_scaling(variant.params)
         angles = positions[:, None].astype(np.float64) * theta
         cos, sin = scaling * np.cos(angles), scaling * np.sin(angles)
@@ -509,32 +511,10 @@ def _model(
         else:
             cos, sin = np.repeat(cos, 2, -1), np.repeat(sin, 2, -1)
         return variant.columns(cos, sin)
-    from .. import core
-
-    o = variant.options
-    omega = _rounded(
-        core.frequencies(d_model, base=o["base"], shift=o["shift"], scale=o["scale"], odd=o["odd"]), grid
-    )
-    s, c = layouts.pair_columns(o["layout"], len(omega))
-    rows = np.zeros((len(positions), max(d_model, 2 * len(omega))))
-    angles = positions[:, None].astype(np.float64) * omega
-    rows[:, s], rows[:, c] = np.sin(angles), np.cos(angles)
+    rows = rows_of_frequencies(variant.options, positions, d_model, grid)
     if variant.padding_idx is not None:
         rows[positions == variant.padding_idx] = 0
-    return rows[:, :d_model]
-
-
-def _rounded(values: np.ndarray, grid: str) -> np.ndarray:
-    """``values`` rounded to ``grid`` ("float32>bfloat16": to float32, then bfloat16), as float64."""
-    if ">" in grid:
-        for step in grid.split(">"):
-            values = _rounded(values, step)
-        return values
-    if grid == "bfloat16":
-        import ml_dtypes
-
-        return values.astype(ml_dtypes.bfloat16).astype(np.float64)
-    return values.astype(grid).astype(np.float64)
+    return rows
 
 
 #: Significant bits a position may have been rounded to, coarsest first: bfloat16; float16 or TF32 (the
@@ -701,7 +681,7 @@ def frequencies_cast(
         if _BITS[grid.rpartition(">")[2]] > _BITS.get(dtype, 53):
             continue
         try:
-            model = _rounded(_model(target, variant, at, grid, values.shape[1], theta), dtype)
+            model = fitting.rounded(_model(target, variant, at, grid, values.shape[1], theta), dtype)
         except (ImportError, ValueError, TypeError, KeyError):
             continue
         residual = float(np.abs(values - model).max(initial=0.0))
@@ -780,7 +760,7 @@ def frequencies_measured(
         np.sin(angles[:, has_sin]),
         np.cos(angles[:, has_cos]),
     )
-    residual = float(np.abs(values - _rounded(model, dtype if dtype in _BITS else "float64")).max())
+    residual = float(np.abs(values - fitting.rounded(model, dtype if dtype in _BITS else "float64")).max())
     off = float(np.abs(values - variant.exact(m.positions[keep], dtype, width)).max())
     if off < 16 * 2.0 ** -_BITS.get(dtype, 53) or residual > 0.25 * off:
         return None
@@ -828,7 +808,7 @@ def frequencies_off(target: Target, variant: Variant, m: Measurement, dtype: str
     pick = np.flatnonzero(finite)[:: max(1, int(finite.sum()) // _PROBES)]
     positions, values = m.positions[pick], m.values[pick].astype(np.float64)
     try:
-        model = _rounded(_model(target, variant, positions, "float64", values.shape[1], theta), dtype)
+        model = fitting.rounded(_model(target, variant, positions, "float64", values.shape[1], theta), dtype)
     except (ImportError, ValueError, TypeError, KeyError):
         return None
     residual = float(np.abs(values - model).max(initial=0.0))
@@ -1326,7 +1306,7 @@ def beyond_cast(
     if not len(positions):
         return None
     try:
-        model = _rounded(_model(target, variant, at, cast.data["model"], values.shape[1]), dtype)
+        model = fitting.rounded(_model(target, variant, at, cast.data["model"], values.shape[1]), dtype)
     except (ImportError, ValueError, TypeError, KeyError):
         return None
     rows = np.abs(values - model).max(axis=1, initial=0.0)

@@ -273,6 +273,8 @@ def _nearest_named(rows: np.ndarray, best: Match) -> Variant | None:
     the variant measured."""
     if best.name is not None or isinstance(best, RopeMatch) or _grid_of(best.name) is not None:
         return None
+    if best.cast is not None:  # the fit's frequencies, rounded to a 16-bit type, make the rows: its own
+        return None
     fit = _error_ratios(rows, best.options, best.padding_idx)
     if fit is not None and float(np.abs(fit / np.median(fit) - 1).max()) <= 1e-3:
         return None  # the fit times one constant: an amplitude, which the findings name against the fit

@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import core, defaults, layouts, presets, validation
-from .fitting import base_candidates, digits, fit_frequencies, nice, shortest
+from .fitting import base_candidates, digits, fit_frequencies, nice, rounded, shortest
 from .rope_fitting import PRECISIONS, precision_of
 
-__all__ = ["CHUNK", "Candidate", "one_dimensional_candidates"]
+__all__ = ["CHUNK", "Candidate", "one_dimensional_candidates", "rows_of_frequencies"]
 
 #: Rows compared at a time: bounds the memory a comparison takes on long tables.
 CHUNK = 4096
@@ -37,7 +37,10 @@ class Candidate(NamedTuple):
     stored ones, or None when the candidate does not apply to this table; ``rough``: float32 will do (the
     candidate is a known mismatch, kept only to fill the list). ``reach``: the largest |angle| p·ω_i over
     the table's positions, which sets what float32 code of the variant can be off by
-    (:func:`.limits.table_limit`).
+    (:func:`.limits.table_limit`). ``cast(rows, grid)``: the same difference with the candidate's
+    frequencies rounded to ``grid`` first ("bfloat16", "float32>bfloat16": a buffer after ``.half()``),
+    angles and sin/cos exact; None for a candidate that has no 1-D frequencies. ``grid``: the 16-bit type
+    whose grid the frequencies its fit read lie on (:attr:`.fitting.Fit.grid`), else None.
     """
 
     name: str | None
@@ -46,6 +49,8 @@ class Candidate(NamedTuple):
     padding_idx: int | None
     error: Callable[[int, bool], float | None]
     reach: float
+    cast: Callable[[int, str], float | None] | None = None
+    grid: str | None = None
 
 
 def one_dimensional_candidates(stored: np.ndarray, unit: float | None = None) -> Iterator[Candidate]:
@@ -81,7 +86,7 @@ def one_dimensional_candidates(stored: np.ndarray, unit: float | None = None) ->
                 for base in bases:
                     options = {"base": base, "shift": shift, "scale": scale, "layout": layout, "odd": odd}
                     for first in dict.fromkeys((fit.start, *_USUAL_STARTS)):  # the fit, the usual first rows
-                        yield _one_dimensional(stored, options, first, padding, named)
+                        yield _one_dimensional(stored, options, first, padding, named)._replace(grid=fit.grid)
     for _, preset in named:  # the registry's variants themselves, for tables that are close
         for first in sorted(fitted_starts):
             yield _one_dimensional(stored, preset.options, first, padding, named)
@@ -118,12 +123,14 @@ def _one_dimensional(
     if d_model % 2 == 0:
         options = {**options, "odd": defaults.ODD}  # the odd-width rule means nothing for an even width
 
-    def error(rows: int, rough: bool = False) -> float | None:
-        worst, dtype = 0.0, "float32" if rough else "float64"
+    def difference(rows: int, build: Callable[[int, int], np.ndarray]) -> float | None:
+        """The largest difference between the first ``rows`` stored rows and ``build(position, count)``'s
+        rows, a chunk at a time; None when ``build`` refuses the options."""
+        worst = 0.0
         for first in range(0, rows, CHUNK):
             count = min(CHUNK, rows - first)
             try:
-                values = core.table(count, d_model, start=start + first, dtype=dtype, **options)
+                values = build(start + first, count)
             except (ValueError, TypeError):
                 return None
             if padding is not None and first <= padding < first + count:
@@ -131,9 +138,43 @@ def _one_dimensional(
             worst = max(worst, float(np.max(np.abs(values - stored[first : first + count]))))
         return worst
 
+    def error(rows: int, rough: bool = False) -> float | None:
+        dtype = "float32" if rough else "float64"
+        return difference(
+            rows, lambda at, count: core.table(count, d_model, start=at, dtype=dtype, **options)
+        )
+
+    def cast(rows: int, grid: str) -> float | None:
+        return difference(
+            rows, lambda at, count: rows_of_frequencies(options, np.arange(at, at + count), d_model, grid)
+        )
+
     name = _variant_name(options, named, d_model)
     where = None if padding is None else padding_idx
-    return Candidate(name, options, start, where, error, _reach(options, d_model, start, len(stored)))
+    reach = _reach(options, d_model, start, len(stored))
+    return Candidate(name, options, start, where, error, reach, cast)
+
+
+def rows_of_frequencies(
+    options: dict[str, Any], positions: np.ndarray, d_model: int, grid: str
+) -> np.ndarray:
+    """The 1-D variant ``options``' rows at ``positions`` ``(k,)`` → ``(k, d_model)`` float64, its
+    frequencies ω_i rounded to ``grid`` first (:func:`.fitting.rounded`; "float64": as they are), then
+    sin/cos(p·ω̃_i) in float64 — what code that keeps the frequencies in a coarser type computes, before its
+    own roundings. A padding row is the caller's to zero.
+
+    >>> from posenc import table
+    >>> paper = {"base": 10000.0, "shift": 0.0, "scale": 1.0, "layout": "interleaved", "odd": "zero"}
+    >>> rows = rows_of_frequencies(paper, np.arange(8), 16, "float64")
+    >>> bool(np.abs(rows - table(8, 16, dtype="float64")).max() < 1e-15)
+    True
+    """
+    omega = rounded(core.frequencies(d_model, **{k: v for k, v in options.items() if k != "layout"}), grid)
+    sines, cosines = layouts.pair_columns(options["layout"], len(omega))
+    rows = np.zeros((len(positions), max(d_model, 2 * len(omega))))
+    angles = np.asarray(positions, dtype=np.float64)[:, None] * omega
+    rows[:, sines], rows[:, cosines] = np.sin(angles), np.cos(angles)
+    return rows[:, :d_model]
 
 
 def _reach(options: dict[str, Any], d_model: int, start: int, rows: int) -> float:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import defaults, layouts
+from .. import defaults, layouts, validation
 
 __all__ = [
     "Fit",
@@ -26,6 +26,7 @@ __all__ = [
     "nice",
     "position_step",
     "round_number",
+    "rounded",
     "shortest",
     "simple_fraction",
     "unchanged_rows",
@@ -36,12 +37,14 @@ class Fit(NamedTuple):
     """Frequencies ω_i = exp(log_scale − rate·i) fitted to a table, and the position of its row 0.
 
     ``spread``: the uncertainty of ``rate`` (one standard deviation, scaled up by the fit's own residuals
-    when they are larger than the values' rounding explains)."""
+    when they are larger than the values' rounding explains); ``grid``: the 16-bit type whose grid the
+    frequencies read lie on (:func:`coarse_grid`: a buffer after ``.half()``), else None."""
 
     rate: float
     log_scale: float
     start: int
     spread: float
+    grid: str | None = None
 
 
 def fit_frequencies(
@@ -101,7 +104,9 @@ def fit_frequencies(
     fitted = np.exp(intercept + slope * np.arange(len(omegas)))
     lowest = int(np.argmin(fitted))
     start = round(float(angles[0, lowest] / fitted[lowest]) - head[0])
-    return Fit(-slope, intercept, start, math.sqrt(variance[0]) * excess)
+    return Fit(
+        -slope, intercept, start, math.sqrt(variance[0]) * excess, None if coarse is None else coarse[0]
+    )
 
 
 #: The 16-bit types frequencies are rounded to, coarsest first: (significand bits, smallest normal exponent).
@@ -127,6 +132,18 @@ def coarse_grid(omegas: np.ndarray, sigma: np.ndarray) -> tuple[str, np.ndarray]
         if telling.sum() >= 4 and not powers[telling].all() and on_grid[telling].all():
             return name, spacing
     return None
+
+
+def rounded(values: np.ndarray, grid: str) -> np.ndarray:
+    """``values`` rounded to ``grid`` (a dtype name; "float32>bfloat16": to float32, then to bfloat16), as
+    float64.
+
+    >>> float(rounded(np.array([1 / 3]), "bfloat16")[0])
+    0.333984375
+    """
+    for step in grid.split(">"):
+        values = np.asarray(values).astype(validation.dtype(step)).astype(np.float64)
+    return values
 
 
 def _across(

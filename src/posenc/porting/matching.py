@@ -83,7 +83,8 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
         return tolerance if tolerance is not None else table_limit(candidate.reach, unit)
 
     every = itertools.chain(one_dimensional_candidates(stored, unit), grid_candidates(stored, shape))
-    pool = list({_key(c): c for c in every}.values())  # equal variants: the last one, in the first's place
+    # equal variants: the last one, in the first's place
+    pool = everything = list({_key(c): c for c in every}.values())
     # Compare on the first 64 rows, then on 8 times as many, ..., then in full. An error only grows with
     # the rows, so a candidate over its limit for the whole table never matches: each step keeps those
     # within it, and enough of the nearest others to fill ``candidates`` (the nearest, when nothing
@@ -112,6 +113,9 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
         key=lambda m: (m.name is None, m.name is None and m.max_error > equal, _plainness(m), m.max_error),
     )
     nearest = [Match(c.name, c.options, c.start, c.padding_idx, error, False) for error, c in others]
+    cast = None if within else _cast(everything, rows, limit)
+    if cast is not None:  # the variant whose frequencies, rounded, make the table: first of the nearest
+        nearest = [cast, *(m for m in nearest if _key(m) != _key(cast))]
     if not matched and not nearest:  # every candidate refused this table: no answer, not an empty one
         raise ValueError(
             f"no variant applies to a table of shape {stored.shape}: a fit needs d_model >= 4 (two "
@@ -119,6 +123,35 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
             + (" with a zero padding row" if np.any(~stored.any(axis=1)) else "")
         )
     return (matched + nearest)[:candidates]
+
+
+def _cast(pool: list[Candidate], rows: int, limit: Callable[[Candidate], float]) -> Match | None:
+    """The candidate that reproduces the table with its frequencies rounded to the 16-bit type a fit found
+    them on (a buffer after ``.half()`` or ``.to(bfloat16)``, directly or from float32), within its limit,
+    as a non-matching :class:`Match` whose ``cast`` names that type; None when there is none.
+
+    Such a table matches no variant (its frequencies are off by up to a unit of the 16-bit type, its angles
+    by that times p) and is about as far from a base 2% off as from its own: the error of the cast model
+    tells them apart. Tried on the first 64 rows, named variants first, then the plainest (bases that round
+    to the same frequencies are one model: the plainest is the answer), and confirmed on every row."""
+    grids = list(dict.fromkeys(c.grid for c in pool if c.grid is not None))
+    if not grids:
+        return None
+    first = min(rows, _FIRST_ROWS)
+    tried = []
+    for c in pool:
+        if c.cast is None:
+            continue
+        for grid in grids:
+            for route in (grid, f"float32>{grid}"):
+                off = c.cast(first, route)
+                if off is not None and off <= limit(c):
+                    tried.append(((c.name is None, _plainness(c), off), c, route))
+    for _, c, route in sorted(tried, key=lambda item: item[0]):
+        off = c.cast(rows, route) if rows > first else None
+        if rows == first or (off is not None and off <= limit(c)):
+            return Match(c.name, c.options, c.start, c.padding_idx, c.error(rows, False), False, cast=route)
+    return None
 
 
 def _thinned(within: list[tuple[float, Candidate]], unit: float) -> list[tuple[float, Candidate]]:

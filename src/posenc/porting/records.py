@@ -30,6 +30,9 @@ class Match:
         padding_idx: the position whose row is zero (fairseq), or None.
         max_error: the largest difference between the stored table and this candidate.
         matches: whether ``max_error`` is within the tolerance for the table's length and dtype.
+        cast: for a table that matches nothing, the type its frequencies were rounded to when this variant's
+            frequencies rounded to it (``"bfloat16"``; ``"float32>bfloat16"``: to float32 first) reproduce
+            the table within that tolerance — a frequency buffer after ``.half()`` — else None.
 
     >>> import posenc
     >>> from posenc.porting import identify
@@ -44,6 +47,7 @@ class Match:
     padding_idx: int | None
     max_error: float
     matches: bool
+    cast: str | None = dataclasses.field(default=None, kw_only=True)
 
     def describe(self) -> str:
         """One line: the verdict, the variant with its options, and the largest difference."""
@@ -52,7 +56,12 @@ class Match:
         extra = f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
         start = f", rows from position {self.start}" if self.start else ""
         verdict = "matches" if self.matches else "does NOT match; nearest candidate"
-        return f"{verdict}: {what} ({options}{extra}{start}); max error {self.max_error:.3g}"
+        cast = (
+            ""
+            if self.cast is None
+            else f"; matches with its frequencies cast to {self.cast.replace('>', ', then ')}"
+        )
+        return f"{verdict}: {what} ({options}{extra}{start}); max error {self.max_error:.3g}{cast}"
 
 
 @dataclasses.dataclass(frozen=True)

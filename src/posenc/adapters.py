@@ -15,6 +15,14 @@ import numpy as np
 
 from .portable.backend import Backend
 
+#: Why positions that require a gradient are refused (``detach``: how the caller of a framework drops it).
+NOT_DIFFERENTIABLE = (
+    "positions require a gradient, but posenc's encodings are not differentiable in the positions: their "
+    "rows are computed exactly outside automatic differentiation, so the gradient would be lost silently "
+    "(zero); pass {detach} where no gradient needs to reach the positions (timesteps sampled in training, "
+    "position ids)"
+)
+
 #: ml_dtypes' floating formats narrower than float32 (JAX's bfloat16, float8_*, ...): each of their values is
 #: a float32, so positions in them are converted to float32, exactly.
 _NARROW_FLOATS = ("bfloat16", "float8_", "float6_", "float4_")

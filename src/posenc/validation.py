@@ -436,8 +436,8 @@ def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> None:
     available = available_memory()
     if available is not None and needed > available:
 
-        def gib(size: int) -> str:
-            return f"{size / 2**30:.1f}" if size >= 2**30 / 10 else f"{size / 2**30:.2g}"
+        def gib(size: int) -> str:  # three digits: 128 MiB is 0.125 GiB, never "0.1"
+            return f"{size / 2**30:.3g}"
 
         raise PosencValueError(
             f"an output of shape {shape} and dtype {dtype.name} needs {gib(needed)} GiB but only "

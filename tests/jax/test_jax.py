@@ -531,3 +531,48 @@ def test_a_cpu_program_calls_the_core_once_and_a_self_contained_one_exports():
     x, ids = jnp.ones((1, 2, 8), F32), jnp.array([[9000, 70_000]])
     grad = jax.jit(jax.grad(lambda x, q: (module(x, q) ** 2).sum()))(x, ids)
     np.testing.assert_allclose(np.asarray(grad[0]), 2 * (1 + posenc.encode([9000, 70_000], 8)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_narrow_integer_ids_and_starts_are_added_without_wrapping_under_jit(path):
+    """Traced int8/uint8/int16 ids (+ an offset) and a traced narrow ``start`` are positions, added and
+    indexed in the widest integer type: the ids' own type wrapped (int16 ids + 65536 gave the rows of ids
+    1, 2, 3; an int8 arange of 300 rows held positions -128 ..; int8 ids could not be clipped to 4096), and
+    a uint32 offset of 2**32 - 2 is no offset -2 (rows of NaN: no position)."""
+    module = pj.SinusoidalPositionalEncoding(4)
+    x = jnp.zeros((1, 3, 4))
+    with _path(path):
+        step = jax.jit(lambda x, p, o: module(x, p, offset=o) - x)
+        unsigned = np.asarray(step(x, jnp.array([[1, 2, 3]], jnp.uint32), jnp.uint32(2**32 - 2)))[0]
+        assert np.isnan(unsigned).all()
+        got = np.asarray(step(x, jnp.array([[1, 2, 3]], jnp.int16), jnp.int32(65536)))[0]
+        np.testing.assert_array_equal(got, posenc.encode([65537, 65538, 65539], 4))
+        if path == "portable":  # the rest compiles the portable algorithm once more each (3 s): once will do
+            return
+        for dtype, offset in ((jnp.uint8, 256), (jnp.int8, 4000)):
+            got = np.asarray(step(x, jnp.array([[1, 2, 3]], dtype), jnp.int32(offset)))[0]
+            np.testing.assert_array_equal(got, posenc.encode(np.array([1, 2, 3]) + offset, 4))
+        python_offset = jax.jit(lambda x, p: module(x, p, offset=40000) - x)
+        got = np.asarray(python_offset(x, jnp.array([[1, 2, 3]], jnp.int16)))[0]
+        np.testing.assert_array_equal(got, posenc.encode([40001, 40002, 40003], 4))
+        for dtype, length in ((jnp.int8, 300), (jnp.uint8, 300)):
+            got = np.asarray(jax.jit(lambda s, n=length: pj.table(n, 4, start=s))(jnp.asarray(3, dtype)))
+            np.testing.assert_array_equal(got, posenc.table(length, 4, start=3))
+
+
+def test_a_derivative_in_the_positions_is_refused_and_one_in_anything_else_passes():
+    """``jax.grad``/``jax.jvp`` in real positions raise (the rows are computed outside JAX's
+    differentiation: the derivative was zero, silently); a derivative in ``x`` or a weight is unaffected."""
+    positions = jnp.array([1.0, 2.5])
+    with pj.self_contained(), pytest.raises(TypeError, match="not differentiable in the positions"):
+        jax.grad(lambda p: pj.encode(p, 4).sum())(positions)  # refused as it is traced: nothing compiled
+    with _path("core"):
+        with pytest.raises(TypeError, match="not differentiable in the positions"):
+            jax.jit(jax.grad(lambda p: pj.encode(p, 4).sum()))(positions)
+        with pytest.raises(TypeError, match=r"jax\.lax\.stop_gradient\(positions\)"):
+            jax.jvp(lambda p: pj.encode(p, 4), (positions,), (jnp.ones(2),))
+        weight = jax.jit(jax.grad(lambda w, p: (w * pj.encode(p, 4)).sum()))(2.0, positions)
+        assert float(weight) == pytest.approx(float(posenc.encode(np.asarray(positions), 4).sum()), rel=1e-6)
+        module = pj.SinusoidalPositionalEncoding(4)
+        dx = jax.grad(lambda x: module(x, positions[None]).sum())(jnp.ones((1, 2, 4)))
+        np.testing.assert_array_equal(np.asarray(dx), np.ones((1, 2, 4)))

@@ -714,3 +714,26 @@ def test_an_exported_rotary_apply_on_the_cpu_is_one_node_calling_the_c_pass():
     # with gradients to carry (training), the formula is traced: the operator has no autograd formula
     q.requires_grad_(True)
     assert "posenc.rotate_half" not in str(torch.export.export(Apply(), (q, k, cos, sin)).graph)
+
+
+def test_a_compiled_call_refuses_an_output_memory_cannot_hold_before_any_work(monkeypatch):
+    """Compiled on the CPU, the operators bound the output's size as an eager call does: the size refusal
+    was taken for an invalid position, and the portable algorithm then started on several times the output
+    (a process killed for memory, 120 GB asked)."""
+    monkeypatch.setattr(posenc.validation, "available_memory", lambda: 100 << 20)
+    with pytest.raises(ValueError, match=r"needs 0\.25 GiB but only 0\.0977 GiB"):
+        torch.compile(lambda: pt.table(2**16, 1024), fullgraph=True, backend="eager")()
+    positions = torch.arange(2**16)
+    with pytest.raises(ValueError, match=r"needs 0\.25 GiB"):
+        torch.compile(lambda p: pt.encode(p, 1024), fullgraph=True, backend="eager")(positions)
+
+
+def test_positions_that_require_a_gradient_are_refused_where_it_would_be_lost():
+    """posenc's rows are computed outside autograd: positions requiring a gradient (with grad mode on) got
+    an output that required none, and the gradient was dropped silently; detached or under no_grad, fine."""
+    t = torch.tensor([1.0, 2.5], requires_grad=True)
+    for call in (lambda: pt.encode(t, 4), lambda: pt.Timesteps(4, True, 0)(t)):
+        with pytest.raises(TypeError, match=r"not differentiable in the positions.*positions\.detach\(\)"):
+            call()
+    with torch.no_grad():
+        assert torch.equal(pt.encode(t, 4), pt.encode(t.detach(), 4))

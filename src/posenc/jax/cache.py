@@ -84,13 +84,30 @@ def _rows_or_algorithm(
     if held is None:
         return None
     table = jnp.asarray(held[:rows])
-    total = ids if offset is None else ids + jnp.asarray(offset, ids.dtype)
-    inside = jnp.all((total >= 0) & (total < rows))
+    # added and compared in the widest integer type (int32 with x64 off): int8 ids + 4096 must not wrap
+    total, fits = _widened(ids)
+    if offset is not None:
+        added, offset_fits = _widened(offset)
+        whole, total = total, total + added
+        wrapped = ((whole < 0) == (added < 0)) & ((total < 0) != (whole < 0))
+        fits = fits & offset_fits & ~jnp.any(wrapped)
+    inside = fits & jnp.all((total >= 0) & (total < rows))
     return jax.lax.cond(
         inside,
         lambda: table[jnp.clip(total, 0, rows - 1)],
         lambda: _encode_traced(ids, options, dt, offset=offset),
     )
+
+
+def _widened(values: Any) -> tuple[jax.Array, jax.Array]:
+    """Integer ``values`` in the widest integer type JAX holds (int64 with x64 on, else int32), and whether
+    every one fits it (an unsigned type as wide: uint32 2**32 - 1 is no position -1)."""
+    values = jnp.asarray(values)
+    wide = jax.dtypes.canonicalize_dtype(np.int64)
+    fits = jnp.bool_(True)
+    if jnp.issubdtype(values.dtype, jnp.unsignedinteger) and values.dtype.itemsize >= wide.itemsize:
+        fits = jnp.all(values <= np.iinfo(wide).max)
+    return values.astype(wide), fits
 
 
 def _host_table(options: _Options, dt: np.dtype, rows: int) -> np.ndarray | None:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import adapters, core, portable, validation
 from ..core.options import takes_options
+from ..errors import PosencTypeError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -72,7 +73,9 @@ def table(
             raise TypeError(
                 f"start must be an integer scalar; got a traced {start.dtype} of shape {start.shape}"
             )
-        return _encode_traced(jnp.arange(length, dtype=start.dtype), checked, dt, offset=start)
+        # the row indices in int32 whatever the start's type (an int8 arange of 300 wraps at 128); the start
+        # is added exactly
+        return _encode_traced(jnp.arange(length, dtype=jnp.int32), checked, dt, offset=start)
     start = validation.integer("start", start, minimum=-(validation.MAX_POSITION - 1))
     values = core.table(length, checked.d_model, start=start, dtype=dt, **_core_options(checked))
     return jnp.asarray(values)
@@ -114,7 +117,32 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, off
     def core_rows(total: np.ndarray) -> np.ndarray:
         return core.encode(total, options.d_model, dtype=dt, **_core_options(options))
 
-    return program_rows(positions, request, offset, core_rows)
+    if not jnp.issubdtype(positions.dtype, jnp.floating):  # integers: JAX differentiates none
+        return program_rows(positions, request, offset, core_rows)
+    return _refusing_derivatives(lambda p: program_rows(p, request, offset, core_rows), positions)
+
+
+def _refusing_derivatives(rows: Callable[[jax.Array], jax.Array], positions: jax.Array) -> jax.Array:
+    """``rows(positions)``, raising a ``TypeError`` when JAX differentiates it in the positions (``jax.grad``,
+    ``jax.jvp``; a derivative in anything else passes): its rows are computed exactly, outside JAX's
+    differentiation, and the derivative would be zero, silently."""
+    from jax.custom_derivatives import SymbolicZero
+
+    @jax.custom_jvp
+    def held(p: jax.Array) -> jax.Array:
+        return rows(p)
+
+    def refused(primals: tuple, tangents: tuple) -> tuple:
+        if not isinstance(tangents[0], SymbolicZero):
+            raise PosencTypeError(
+                adapters.NOT_DIFFERENTIABLE.format(detach="jax.lax.stop_gradient(positions)"),
+                parameter="positions",
+            )
+        out = held(*primals)
+        return out, jnp.zeros_like(out)
+
+    held.defjvp(refused, symbolic_zeros=True)
+    return held(positions)
 
 
 # --- where traced positions are computed ------------------------------------------------------------

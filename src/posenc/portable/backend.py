@@ -91,6 +91,11 @@ class Backend:
         """Integers as the widest integer dtype at hand (int64)."""
         return self.cast(values, self.xp.int64)
 
+    def beyond_wide(self, values: Any) -> Any:
+        """Where integer ``values`` are past what :meth:`wide_int` holds — an unsigned type as wide as it,
+        whose cast would wrap a value into a valid position — or None when none can be."""
+        return None
+
     def stack(self, arrays: list[Any], axis: int) -> Any:
         return self.xp.stack(arrays, axis)
 
@@ -129,6 +134,11 @@ class NumpyBackend(Backend):
 
     def is_floating(self, dtype: Any) -> bool:
         return np.dtype(dtype).kind == "f" or np.dtype(dtype).name == "bfloat16"
+
+    def beyond_wide(self, values: Any) -> Any:
+        if np.dtype(values.dtype).kind == "u" and np.dtype(values.dtype).itemsize >= 8:
+            return values > np.iinfo(np.int64).max
+        return None
 
     def dtype(self, fmt: str) -> Any:
         from .. import validation
@@ -226,7 +236,19 @@ class JaxBackend(Backend):
 
     def wide_int(self, values: Any) -> Any:
         """int64 with x64 on, int32 without."""
-        return values.astype(self.xp.int64 if self._jax.config.jax_enable_x64 else self.xp.int32)
+        return values.astype(self._wide())
+
+    def beyond_wide(self, values: Any) -> Any:
+        wide = np.dtype(self._wide())
+        if (
+            self.xp.issubdtype(values.dtype, self.xp.unsignedinteger)
+            and values.dtype.itemsize >= wide.itemsize
+        ):
+            return values > np.iinfo(wide).max  # uint32 2**32 - 2 is no position -2
+        return None
+
+    def _wide(self) -> Any:
+        return self.xp.int64 if self._jax.config.jax_enable_x64 else self.xp.int32
 
     def nonzero_static(self, flags: Any, size: int, fill: int) -> Any:
         return self.xp.nonzero(flags, size=size, fill_value=fill)[0]

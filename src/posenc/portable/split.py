@@ -33,14 +33,16 @@ def split_positions(ops: Backend, positions: Any, offset: Any = None) -> Positio
         whole = xp.trunc(clean)
         fraction = clean - whole  # exact
         positions = whole
-    whole = ops.wide_int(positions)
+    whole, beyond = ops.wide_int(positions), ops.beyond_wide(positions)
     if offset is None:
-        total, wrapped = whole, None
+        total, wrapped = whole, beyond
     else:
         added = ops.wide_int(offset)
         total = whole + added
         # int32 (JAX without x64) wraps around: the sum's sign then differs from both operands'
         wrapped = ((whole < 0) == (added < 0)) & ((total < 0) != (whole < 0))
+        for past in (beyond, ops.beyond_wide(offset)):
+            wrapped = wrapped if past is None else wrapped | past
     valid = (total < 2**31) & (total > -(2**31)) if total.dtype != ops.int32 else total != -(2**31)
     if wrapped is not None:
         valid = valid & ~wrapped

@@ -157,6 +157,9 @@ def _exact_on_cpu(
     value would cost hundreds of times more; the portable algorithm where it must answer (real positions
     plus an offset: its exact addition; an invalid position: its rows of NaN, where an eager call raises)."""
     options = (d_model, base, shift, scale, layout, odd, dtype_name)
+    shape = positions.shape if offset is None else torch.broadcast_shapes(positions.shape, offset.shape)
+    # refused before any work, as an eager call is (the portable algorithm would need several times it)
+    validation.fits_in_memory((*shape, d_model), _numpy_dtype(dtype_name))
     core_path = operator.CPU_CORE and not (positions.is_floating_point() and offset is not None)
     if core_path and (offset is None or not offset.is_floating_point()):
         summed = positions if offset is None else positions.to(torch.int64) + offset.to(torch.int64)
@@ -211,6 +214,7 @@ def _table_on_cpu(length: int, start: int, options: tuple) -> torch.Tensor | Non
     the cached table, copied (never a view of the cache), or the core's rows beyond it, as an eager call
     gets them; None where a position is invalid (the operator's portable algorithm then gives rows of NaN,
     where an eager call raises)."""
+    validation.fits_in_memory((length, options[0]), _numpy_dtype(options[-1]))  # refused before any work
     try:
         if start >= 0:
             cached = _cached_table(options, start + length, torch.device("cpu"))

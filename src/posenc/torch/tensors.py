@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from .. import adapters, validation
+from ..errors import PosencTypeError
 
 _DTYPE_NAMES = {
     torch.float64: "float64",
@@ -70,6 +71,10 @@ def _position_tensor(positions: Any) -> torch.Tensor:
         )
     if tensor.is_complex():
         raise TypeError(f"positions must be integers or real numbers; got dtype {tensor.dtype}")
+    if tensor.requires_grad and torch.is_grad_enabled():
+        raise PosencTypeError(
+            adapters.NOT_DIFFERENTIABLE.format(detach="positions.detach()"), parameter="positions"
+        )
     return _exact_dtype("positions", tensor)
 
 

@@ -123,4 +123,6 @@ def positions_and_offset(
         )
     if host and bool((offset < 0).any()):
         raise ValueError(f"offset must be >= 0; got {offset.reshape(-1).tolist()}")
+    if offset.ndim == 2 and positions.ndim == 1:  # (1, seq) against (batch, 1): one rank, no promotion
+        positions = positions[None]
     return positions, offset

@@ -147,6 +147,40 @@ def _hold(descriptor: int) -> None:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
+#: Links followed at most when checking who owns them (the kernel gives up on a path after 40).
+_MAX_LINKS = 40
+
+
+def _protected_links(target: str) -> None:
+    """Refuse to write through a link another user owns in a shared sticky folder (``/tmp``), as Linux's
+    ``fs.protected_symlinks`` refuses to follow one: posenc resolves the link itself to replace the file it
+    names, so the kernel's rule would not apply, and another user's link could make it overwrite any of
+    the caller's files. A link of the caller's own, or of the folder's owner, is followed."""
+    here = target
+    for _ in range(_MAX_LINKS):
+        try:
+            link = os.lstat(here)
+        except OSError:
+            return
+        if not stat.S_ISLNK(link.st_mode):
+            return
+        folder = os.path.dirname(here) or "."
+        try:
+            where = os.stat(folder)
+        except OSError:
+            return
+        shared = where.st_mode & stat.S_ISVTX and where.st_mode & stat.S_IWOTH
+        if shared and link.st_uid not in (os.geteuid(), where.st_uid):
+            raise PermissionError(
+                errno.EACCES,
+                f"{here} is a link owned by another user (uid {link.st_uid}) in a shared sticky folder; "
+                "posenc does not write through it (as the kernel's protected_symlinks does not follow it): "
+                "write to a path of your own",
+                target,
+            )
+        here = os.path.join(folder, os.readlink(here))
+
+
 @contextlib.contextmanager
 def atomic_output(
     path: str | os.PathLike[str], *, binary: bool, encoding: str = "utf-8"
@@ -154,6 +188,7 @@ def atomic_output(
     """Yield a file object to write ``path``'s new content into; it replaces ``path`` only if the block
     ends normally, after a flush and an ``os.fsync``. See the module's docstring."""
     target = os.fspath(path)
+    _protected_links(target)
     try:
         existing: os.stat_result | None = os.stat(target)  # follows a link: the file it names
     except FileNotFoundError:

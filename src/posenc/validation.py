@@ -276,9 +276,24 @@ def dtype(value: Any) -> np.dtype:
 
 
 def position_array(value: Any) -> np.ndarray:
-    """``np.asarray(value)`` (no copy, no conversion), with a message naming positions for ragged lists."""
+    """``np.asarray(value)`` (no copy, no conversion), with a message naming positions for ragged lists, a
+    boolean inside a list (``[1, True]``: NumPy makes it 1, where ``True`` alone is refused) and a masked
+    array (its masked entries would be encoded as positions)."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise PosencTypeError(
+            "positions is a masked array, and its masked entries would be encoded as ordinary positions; "
+            "pass positions.compressed() (the unmasked ones) or positions.filled(p) with the position p "
+            "you mean",
+            parameter="positions",
+        )
     if isinstance(value, np.ndarray):
         return value
+    if isinstance(value, list | tuple) and _holds_bool(value):
+        raise PosencTypeError(
+            f"positions must be integers or real numbers, not booleans; got a list holding True or False "
+            f"({shorten(value)})",
+            parameter="positions",
+        )
     try:
         return np.asarray(value)
     except ValueError as error:  # NumPy: "... inhomogeneous shape ..."
@@ -287,6 +302,18 @@ def position_array(value: Any) -> np.ndarray:
             f"{shorten(value)} ({error})",
             parameter="positions",
         ) from None
+
+
+def _holds_bool(items: list | tuple) -> bool:
+    """Whether a nested list or tuple holds a Python or NumPy boolean anywhere (one pass, no recursion)."""
+    stack = [items]
+    while stack:
+        for item in stack.pop():
+            if isinstance(item, bool | np.bool_):
+                return True
+            if isinstance(item, list | tuple):
+                stack.append(item)
+    return False
 
 
 def positions(value: Any) -> np.ndarray:
@@ -436,8 +463,8 @@ def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> None:
     available = available_memory()
     if available is not None and needed > available:
 
-        def gib(size: int) -> str:  # three digits: 128 MiB is 0.125 GiB, never "0.1"
-            return f"{size / 2**30:.3g}"
+        def gib(size: int) -> str:  # three digits at least: 128 MiB is 0.125 GiB, never "0.1"
+            return f"{size / 2**30:,.0f}" if size >= 1000 * 2**30 else f"{size / 2**30:.3g}"
 
         raise PosencValueError(
             f"an output of shape {shape} and dtype {dtype.name} needs {gib(needed)} GiB but only "

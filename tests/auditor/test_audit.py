@@ -106,6 +106,20 @@ def test_permuted_layout() -> None:
     assert not report.passed
 
 
+def test_the_column_order_is_found_without_comparing_every_column_with_every_other() -> None:
+    """The order search sorts the exact columns on the last row: it compared each column with every other
+    (O(d²) in Python: a 2 MiB upload of zeros, 262144 columns, held the explorer's audit for hours). A
+    table whose rows cannot tell columns apart (zeros) gets no order; a reordered wide table gets its own."""
+    from posenc.auditor.variant import _permutation
+
+    paper = posenc.presets.get("paper").options
+    assert _permutation(np.zeros((2, 4096)), paper, None, 1e-3) is None
+    order = np.random.default_rng(5).permutation(4096)
+    rows = posenc.table(256, 4096, dtype="float64")[:, order]
+    found = _permutation(rows, paper, None, 1e-6)
+    np.testing.assert_array_equal(posenc.table(256, 4096, dtype="float64")[:, found], rows)
+
+
 def test_sin_cos_halves_swapped_within_pairs() -> None:
     table = posenc.table(1024, D)
     swapped = table.copy()

@@ -190,6 +190,32 @@ HOSTILE: dict[str, tuple[Any, str, str | None]] = {
         "model.safetensors is a directory, not a safetensors file",
         "model.safetensors",
     ),
+    # VideoMAE builds its sinusoid table in Python lists as the model is built (the meta device holds none
+    # of it): a 250-byte config of image_size 32000 grew memory without bound
+    "a video grid no table can hold": (
+        lambda p: _folder(
+            p,
+            {
+                "model_type": "videomae",
+                "image_size": 32000,
+                "patch_size": 16,
+                "num_frames": 16,
+                "tubelet_size": 2,
+                "hidden_size": 768,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 12,
+                "intermediate_size": 64,
+            },
+        ),
+        "makes 32,000,000 patches",
+        "image_size",
+    ),
+    # transformers fetches "org/repo" implementations from the Hub and runs them (with `kernels` installed)
+    "an attention kernel from the Hub": (
+        lambda p: _folder(p, {**LLAMA, "attn_implementation": "attacker/evil-kernel"}),
+        "a kernel on the Hub that transformers would fetch and run",
+        "attn_implementation",
+    ),
     "a model_type transformers does not know": (
         lambda p: _folder(p, {**LLAMA, "model_type": "no-such-model"}),
         "model_type 'no-such-model' is not one transformers",
@@ -313,3 +339,24 @@ def test_a_usage_error_with_json_is_one_json_document(args: list[str], said: str
     """argparse's own refusals too: one error line, exit 2, and with --json one JSON error object."""
     document = _refused(_audit(*args), said)
     assert document["parameter"] == parameter
+
+
+def test_terminal_controls_in_a_files_names_are_printed_escaped(tmp_path: Path) -> None:
+    """A tensor name or config key holding ESC sequences (set the window title, erase the line, print a
+    green "PASS") reached the terminal as they were: every control character is printed as ``\\xNN``."""
+    from safetensors.numpy import save_file
+
+    forged = "\x1b]0;TITLE\x07\x1b[2K\x1b[1A\x1b[32mPASS: all good\x1b[0m"
+    table = posenc.table(64, 8)
+    save_file({"pos_a" + forged: table, "pos_b": table}, str(tmp_path / "two.safetensors"))
+    nan_key = _folder(tmp_path / "model", '{"model_type": "llama", "x\\u001b[2K": NaN}')
+    for done in (_audit(str(tmp_path / "two.safetensors")), _audit(str(nan_key))):
+        _refused(done, "\\x1b")
+        assert not any(c in done.stderr for c in "\x1b\x07"), repr(done.stderr)
+    shown = subprocess.run(
+        [*_posenc(), "identify", str(tmp_path / "two.safetensors")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 2 and "\x1b" not in shown.stderr and "pos_a\\x1b]0;TITLE" in shown.stderr

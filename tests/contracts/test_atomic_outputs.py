@@ -310,3 +310,27 @@ def test_to_html_failing_midway_keeps_the_old_report(tmp_path: Path, monkeypatch
     assert _leftovers(tmp_path, "r.html") == []
     monkeypatch.undo()
     assert report.to_html(path).read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
+
+
+def test_a_link_another_user_owns_in_a_shared_sticky_folder_is_not_written_through(tmp_path: Path) -> None:
+    """posenc resolves a link itself to replace the file it names, so the kernel's protected_symlinks never
+    applied: another user's link in /tmp could make it overwrite any of the caller's files. Refused, as
+    the kernel refuses to follow it; the caller's own link there is followed."""
+    shared, home = tmp_path / "shared", tmp_path / "home"
+    shared.mkdir()
+    home.mkdir()
+    shared.chmod(0o1777)
+    precious = home / ".bashrc"
+    precious.write_text("export IMPORTANT=1\n")
+    (shared / "pe.csv").symlink_to(precious)
+    os.lchown(shared / "pe.csv", 12345, 12345)  # the tests run as root (the CI's contract)
+    with (
+        pytest.raises(PermissionError, match="owned by another user"),
+        atomic_output(shared / "pe.csv", binary=False) as f,
+    ):
+        f.write("0,1\n")
+    assert precious.read_text() == "export IMPORTANT=1\n"
+    (shared / "mine.csv").symlink_to(precious)  # the caller's own link: followed, the file replaced
+    with atomic_output(shared / "mine.csv", binary=False) as f:
+        f.write("0,1\n")
+    assert precious.read_text() == "0,1\n" and (shared / "mine.csv").is_symlink()

@@ -322,6 +322,8 @@ BAD = [
     ),
     ({"d_model": 3, "shift": 1}, ValueError, r"shift=1 with d_model=3"),
     ({"shift": math.nan}, ValueError, r"shift must be finite"),
+    # within scale's domain (0, 2**20], yet its lowest frequency underflows: said of the scale, not the base
+    ({"scale": 1e-300}, ValueError, r"underflows \(scale=1e-300, .*use a larger scale$"),
     (
         {"layout": "concat"},
         ValueError,
@@ -354,6 +356,13 @@ def test_bad_options_in_encode_and_table(kwargs, error, message):
         ([10**30], ValueError, r"\|p\| < 2\*\*31"),
         (np.array([2**40], dtype=np.uint64), ValueError, r"\|p\| < 2\*\*31"),
         ([True, False], TypeError, r"not booleans"),
+        ([1, True], TypeError, r"not booleans; got a list holding True or False"),  # NumPy made it [1, 1]
+        ([[0, 1], (2.5, np.False_)], TypeError, r"not booleans"),
+        (
+            np.ma.masked_array([1, 2], mask=[0, 1]),
+            TypeError,
+            r"masked array.*compressed\(\)",
+        ),  # 2 was encoded
         ([1 + 2j], TypeError, r"positions must be integers or real numbers; got dtype complex128"),
         (["1"], TypeError, r"positions must be integers or real numbers"),
         ([None], TypeError, r"positions must be integers or real numbers"),

@@ -301,6 +301,8 @@ CAPS = [
     ("/api/dot?length=513&d_model=2", "length", "512", "513"),
     ("/api/criteria?length=65537&d_model=2", "length", "65536", "65537"),
     ("/api/criteria?length=65536&d_model=1024", "length", "MAX_CRITERIA_VALUES", "67108864"),
+    # 8 rows of 2^20 columns are within MAX_CRITERIA_VALUES and took 150 s and 9 GiB
+    ("/api/criteria?length=8&d_model=1048576", "d_model", "MAX_CRITERIA_WIDTH", "1048576"),
 ]
 
 

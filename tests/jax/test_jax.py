@@ -576,3 +576,39 @@ def test_a_derivative_in_the_positions_is_refused_and_one_in_anything_else_passe
         module = pj.SinusoidalPositionalEncoding(4)
         dx = jax.grad(lambda x: module(x, positions[None]).sum())(jnp.ones((1, 2, 4)))
         np.testing.assert_array_equal(np.asarray(dx), np.ones((1, 2, 4)))
+
+
+def test_a_traced_call_refuses_an_output_memory_cannot_hold_before_any_work(monkeypatch):
+    """Under jit the shapes are static: a table or encoding memory cannot hold is refused as it is traced,
+    as an eager call is (it ran 17 s into RESOURCE_EXHAUSTED)."""
+    monkeypatch.setattr(posenc.validation, "available_memory", lambda: 100 << 20)
+    with pytest.raises(ValueError, match=r"needs 0\.25 GiB but only 0\.0977 GiB"):
+        jax.jit(lambda s: pj.table(2**16, 1024, start=s))(jnp.int32(0))
+    with pytest.raises(ValueError, match=r"shape \(2, 32768, 1024\)"):
+        jax.jit(lambda p: pj.encode(p, 1024))(jnp.zeros((2, 32768), jnp.int32))
+
+
+def test_the_module_adds_its_encoding_at_xs_rank_under_rank_promotion_raise():
+    """``jax_numpy_rank_promotion="raise"`` (a common JAX setting) made the module's basic call fail: a
+    (seq, d) encoding added to a (batch, seq, d) x, a (seq,) arange to a (batch, 1) offset."""
+    module = pj.SinusoidalPositionalEncoding(8)
+    x = jnp.ones((2, 3, 8), F32)
+    step = jax.jit(lambda x, o: module(x, offset=o))
+    want = (module(x), step(x, jnp.array([3, 9])))
+    with jax.numpy_rank_promotion("raise"):
+        got = (module(x), step(x, jnp.array([3, 9])))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(got[1][1, 0]), 1 + posenc.encode([9], 8)[0])
+
+
+def test_a_concrete_integer_array_is_a_start():
+    """Under jax.disable_jit() a traced start is a concrete 0-d array, and it was refused ("start must be an
+    integer"): its value is the start, as a NumPy 0-d integer array's is."""
+    want = posenc.table(4, 8, start=1000)
+    with jax.disable_jit():
+        got = jax.jit(lambda s: pj.table(4, 8, start=s))(jnp.int32(1000))
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(np.asarray(pj.table(4, 8, start=np.asarray(1000, np.int16))), want)
+    with pytest.raises(ValueError, match="start"):
+        pj.table(4, 8, start=np.asarray(2**40, np.int64))

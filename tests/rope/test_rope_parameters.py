@@ -194,6 +194,19 @@ def test_falsy_beta_and_explicit_truncate() -> None:
     assert (p.beta_fast, p.beta_slow, p.truncate) == (32.0, 1.0, False)  # transformers: `get(...) or 32`
 
 
+def test_a_misspelled_key_of_the_rope_dict_is_warned_about_with_the_key_it_may_mean() -> None:
+    """ "beta_fsat": 64 was ignored silently (beta_fast's default 32 used); transformers warns of it too."""
+    scaling = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+    with pytest.warns(UserWarning, match=r"no rope type reads: \['beta_fsat'\].*'beta_fsat' for 'beta_fast'"):
+        p = rope.config(head_dim=64, scaling={**scaling, "beta_fsat": 64})
+    assert p == rope.config(head_dim=64, scaling=scaling)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every key read: no warning
+        rope.config(head_dim=64, scaling={**scaling, "beta_fast": 64.0, "truncate": False})
+
+
 def test_multimodal_sections() -> None:
     vl = rope.config(CONFIGS["qwen2_vl"])
     assert vl.mrope_section == (16, 24, 24) and vl.mrope_interleaved is False

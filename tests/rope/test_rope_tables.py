@@ -249,6 +249,33 @@ def test_apply_rotary_interleaved_and_partial():
         ptorch.apply_rotary(q, q, cos, sin, layout="neox")
 
 
+def test_apply_rotary_broadcasts_nothing_that_would_grow_q_or_repeat_a_position():
+    """cos/sin of batch 4 against q of batch 1 gave a result of batch 4; one position's cos/sin rotated
+    every position of q; position ids of batch 4 against q of batch 1 likewise: each refused, naming cos.
+    HF's shapes pass: (B, L, D) or (1, L, D) against (B, heads, L, D), and (B, L, heads, D) at dim 2."""
+    import jax.numpy as jnp
+
+    import posenc.jax as pjax
+
+    params = rope.config(head_dim=8, base=10000.0)
+    q = torch.randn(2, 3, 5, 8)
+    cos, sin = ptorch.rotary.cos_sin(torch.arange(5).expand(2, 5), params)
+    for c, s in ((cos, sin), (cos[:1], sin[:1])):
+        rotated, _ = ptorch.apply_rotary(q, q, c, s)
+        assert rotated.shape == q.shape
+    along = ptorch.apply_rotary(q.transpose(1, 2), q.transpose(1, 2), cos, sin, unsqueeze_dim=2)[0]
+    torch.testing.assert_close(along, ptorch.apply_rotary(q, q, cos, sin)[0].transpose(1, 2), atol=0, rtol=0)
+    wide, one = torch.cat([cos, cos]), ptorch.rotary.cos_sin(torch.tensor([[0]]), params)
+    for c, s in ((wide, torch.cat([sin, sin])), one):
+        for apply, arrays in ((ptorch.apply_rotary, torch.as_tensor), (pjax.apply_rotary, jnp.asarray)):
+            with pytest.raises(ValueError, match=r"cos/sin of shape .* do not fit q of shape \(2, 3, 5, 8\)"):
+                apply(*(arrays(t.numpy()) for t in (q, q, c, s)))
+        with pytest.raises(ValueError, match="do not fit q"):
+            rope.apply_rotary(q.numpy(), q.numpy(), c.numpy(), s.numpy())
+    with pytest.raises(ValueError, match="do not fit q"):
+        ptorch.apply_rotary(q[:1], q[:1], position_ids=torch.arange(5).expand(4, 5), params=params)
+
+
 def test_migrating_a_hugging_face_model_keeps_its_outputs(hf):
     """The rotary guide's migration (docs/rotary.md): swap a Llama model's rotary module; the logits agree
     within the model's own float32 error (its angles are formed in float32)."""

@@ -1,7 +1,7 @@
 """The family table of ``posenc.torch.patch`` (``posenc.torch.families``): its rows describe the installed
 transformers; a family with no row gets the generic row where its attention calls ``apply_rotary_pos_emb``
 alone, and is declined with the reason where it calls another apply; a row that no longer describes its
-library is declined, not trusted; and the position ids reach posenc's exact apply through one named,
+library is declined, not trusted; and the position ids reach posenc's apply through one named,
 per-thread channel tied to the very cos tensor the patched rotary embedding returned."""
 
 from __future__ import annotations

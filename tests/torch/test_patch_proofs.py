@@ -371,7 +371,7 @@ def test_a_new_patch_sees_the_modeling_modules_apply_as_it_is_now_and_declines_a
         model(tokens)
     assert not calls
     with mock.patch.object(library, "apply_rotary_pos_emb", traced):  # a copy made while it is rebound
-        with pytest.warns(UserWarning, match="this copy of a patched model runs posenc's exact apply"):
+        with pytest.warns(UserWarning, match="this copy of a patched model runs posenc's apply"):
             twin = copy.deepcopy(model)
         with torch.no_grad():
             assert torch.equal(twin(tokens).logits, model(tokens).logits)

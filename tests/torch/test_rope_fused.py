@@ -265,7 +265,7 @@ def test_a_model_patched_with_fused_rotates_in_the_kernel_to_the_same_bits(kerne
     # probe ran in the patch's own proof, the model's forward on probe tokens)
     assert kernel_results["patched/calls"] == 2
     model = _tiny_llama(torch.bfloat16)
-    pt.patch(model, fused=True)  # here, on the CPU: the unfused exact apply
+    pt.patch(model, fused=True)  # here, on the CPU: posenc's unfused apply
     with torch.no_grad():
         want = model(_tiny_tokens()).logits
     np.testing.assert_array_equal(kernel_results["patched/logits"], _bits(want))

@@ -737,3 +737,53 @@ def test_positions_that_require_a_gradient_are_refused_where_it_would_be_lost():
             call()
     with torch.no_grad():
         assert torch.equal(pt.encode(t, 4), pt.encode(t.detach(), 4))
+
+
+def test_the_cache_keeps_no_table_for_a_far_id_and_stays_within_its_total(monkeypatch):
+    """One id of 2**19 built and kept a table of 2**20 rows (256 MiB) for 256 bytes of result, and the
+    tables of every option set were kept without a total: a sparse id is computed alone, and past
+    ``CACHE_TOTAL_BYTES`` the oldest tables go (results unchanged: each is the caller's own copy)."""
+    from posenc.torch import functions
+
+    pt.clear_cache()
+    far = pt.encode(torch.tensor([2**19]), 64)
+    assert not functions._CACHE and torch.equal(far, torch.from_numpy(posenc.encode([2**19], 64)))
+    monkeypatch.setattr(functions, "CACHE_TOTAL_BYTES", 3 * 4096 * 64 * 4)  # three tables of 4096 rows
+    for base in (100.0, 200.0, 300.0, 400.0, 500.0):
+        got = pt.encode(torch.arange(4000), 64, base=base)
+        assert torch.equal(got, torch.from_numpy(posenc.table(4000, 64, base=base)))
+    held = [entry.numel() * entry.element_size() for entry in functions._CACHE.values()]
+    assert len(held) == 3 and sum(held) <= functions.CACHE_TOTAL_BYTES
+    pt.clear_cache()
+
+
+def test_on_meta_nothing_is_computed(monkeypatch):
+    """A meta table or encoding is its shape alone: the portable algorithm's constants were built for it
+    (a width of 2**20 took 20 s)."""
+    from posenc.torch import operator
+
+    def refuse(*args):
+        raise AssertionError("the portable algorithm's constants were built for a meta tensor")
+
+    monkeypatch.setattr(operator, "_request", refuse)
+    table = pt.table(3, 2**20, device="meta")
+    rows = pt.encode(torch.zeros(2, 5, dtype=torch.long, device="meta"), 2**20)
+    assert table.shape == (3, 2**20) and rows.shape == (2, 5, 2**20) and rows.device.type == "meta"
+
+
+def test_sparse_nested_and_non_tensor_inputs_get_posencs_errors_or_are_taken_as_the_jax_module_takes_them():
+    """A sparse or nested tensor of positions raised torch's internal errors (aminmax on SparseCPU,
+    "NestedTensorImpl doesn't support sizes"); a NumPy offset array (the JAX module takes one) and a list
+    of rotary position ids raised AttributeErrors."""
+    dense = torch.tensor([[0, 3, 5]])
+    for bad, said in ((dense.to_sparse(), "sparse_coo"), (torch.nested.nested_tensor([dense[0]]), "nested")):
+        with pytest.raises(TypeError, match=f"positions must be a dense tensor; got a {said} tensor"):
+            pt.encode(bad, 8)
+    module = pt.SinusoidalPositionalEncoding(8, batch_first=True)
+    x = torch.zeros(2, 3, 8)
+    assert torch.equal(module(x, offset=np.array([1, 2])), module(x, offset=torch.tensor([1, 2])))
+    from posenc import rope
+
+    rotary = pt.RotaryEmbedding(rope.config(head_dim=8, base=10000.0))
+    for got, want in zip(rotary(x, [[0, 1, 2]]), rotary(x, torch.tensor([[0, 1, 2]])), strict=True):
+        assert torch.equal(got, want)

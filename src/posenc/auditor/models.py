@@ -1470,7 +1470,9 @@ def _check_config(path: Path, data: dict[str, Any]) -> None:
         if isinstance(node, dict):
             if where and "auto_map" in node:
                 _refuse_own_code(path.parent, node["auto_map"], f"{where}.auto_map")
+            _refuse_hub_kernels(path, where, node)
             _check_fields(path, where, node, rope)
+            _check_patches(path, where, node)
             parameters += _parameters(node)
     if parameters > MAX_PARAMETERS:
         raise ModelDirectoryError(
@@ -1479,6 +1481,26 @@ def _check_config(path: Path, data: dict[str, Any]) -> None:
             "largest published): correct hidden_size, intermediate_size or the layer counts",
             "hidden_size",
         )
+
+
+#: The config fields transformers reads an implementation's name from; "org/repo" (or "org/repo:name") there
+#: is a kernel it fetches from the Hub and runs.
+_IMPLEMENTATIONS = ("attn_implementation", "_attn_implementation", "experts_implementation")
+
+
+def _refuse_hub_kernels(path: Path, where: str, node: dict[str, Any]) -> None:
+    """Refuse an implementation field of one level of a config that names a kernel on the Hub: transformers
+    would download that code and run it (with the ``kernels`` package), and posenc runs no checkpoint's
+    code."""
+    for key in _IMPLEMENTATIONS:
+        value = node.get(key)
+        if isinstance(value, str) and ("/" in value or ":" in value):
+            name = f"{where}.{key}" if where else key
+            raise ModelDirectoryError(
+                f"{path}: {name} is {value!r}, a kernel on the Hub that transformers would fetch and run, "
+                'and posenc never runs a checkpoint\'s code; remove the field (or set it to "eager")',
+                name,
+            )
 
 
 def _check_fields(path: Path, where: str, node: dict[str, Any], rope: bool) -> None:
@@ -1534,6 +1556,57 @@ def _check_fields(path: Path, where: str, node: dict[str, Any], rope: bool) -> N
             raise refuse(error, prefix + key) from None
         if (base or key in ("factor", "partial_rotary_factor")) and not value > 0:
             raise refuse(ValueError(f"{prefix + key} must be > 0; got {node[key]!r}"), prefix + key)
+
+
+#: The fields of a vision or video config whose patch grid a class may fill a positional table for in Python
+#: as it is built (VideoMAE's sinusoid table: a list of lists of (image / patch)² · frames / tubelet rows).
+_GRID_FIELDS = ("image_size", "patch_size", "num_frames", "tubelet_size")
+
+
+def _check_patches(path: Path, where: str, node: dict[str, Any]) -> None:
+    """The patch grid of one level of a config (image_size / patch_size per side, times num_frames /
+    tubelet_size), times its width, at most :data:`MAX_COMPUTED_VALUES` values: a 250-byte config of
+    VideoMAE with image_size 32000 made its class build a table of 3·10¹⁰ values in Python lists, which the
+    meta device does not hold (memory grew without bound)."""
+    if node.get("image_size") is None or node.get("patch_size") is None:
+        return
+    prefix = f"{where}." if where else ""
+    sides: dict[str, list[int]] = {}
+    for key in _GRID_FIELDS:
+        value = node.get(key, 1)
+        if value is None:
+            value = 1
+        given = value if isinstance(value, list) and 0 < len(value) <= 3 else [value]
+        try:
+            sides[key] = [
+                validation.integer(
+                    prefix + key,
+                    v,
+                    minimum=1,
+                    maximum=2**20,
+                    why="a side of an image, in pixels",
+                    integral_floats=True,
+                )
+                for v in given
+            ]
+        except (TypeError, ValueError) as error:
+            raise ModelDirectoryError(f"{path}: {error}; correct it in config.json", prefix + key) from None
+    image, patch = sides["image_size"], sides["patch_size"]
+    image = image * 2 if len(image) == 1 else image  # one number: a square
+    patch = patch * len(image) if len(patch) == 1 else patch
+    patches = math.prod(max(1, i // p) for i, p in zip(image, patch, strict=False))
+    patches *= max(1, sides["num_frames"][0] // sides["tubelet_size"][0])
+    widths = [node[k] for k in ("hidden_size", "d_model", "embed_dim", "dim") if isinstance(node.get(k), int)]
+    values = patches * max(widths, default=1)
+    if values > MAX_COMPUTED_VALUES:
+        raise ModelDirectoryError(
+            f"{path}: {prefix}image_size {node['image_size']} in patches of {node['patch_size']}"
+            + (f" over {node['num_frames']} frames" if "num_frames" in node else "")
+            + f" makes {patches:,} patches, {values:,} values of a positional table as wide as the model; "
+            f"some classes compute that table in Python as they are built, and posenc builds at most "
+            f"{validation.power_text(MAX_COMPUTED_VALUES)}: lower image_size (or num_frames)",
+            prefix + "image_size",
+        )
 
 
 def _parameters(node: dict[str, Any]) -> int:

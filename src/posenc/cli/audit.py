@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .arguments import flags, integer, worded
-from .errors import CliError, describe, is_open
+from .errors import CliError, describe, is_open, printable
 
 NAME = "audit"
 HELP = "measure a positional encoding (a checkpoint, or file.py:Name) against the exact one"
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
             return _relay(_in_a_child(args), args)
         with _stdout_to_stderr(), _transformers_quiet(args.target):
             code, text = _audited(args)
-        sys.stdout.write(text)
+        sys.stdout.write(printable(text))  # names read from the target's files: no terminal controls
         return code
     except (CliError, ValueError, TypeError, ImportError, MemoryError, OSError) as error:
         _json_error(args, error)
@@ -382,7 +382,7 @@ def _relay(outcome: tuple[dict[str, Any] | None, int], args: argparse.Namespace)
         raise KeyboardInterrupt
     if "error" in record:
         raise _Failure(str(record["error"]), record.get("parameter"))
-    sys.stdout.write(str(record.get("output", "")))
+    sys.stdout.write(printable(str(record.get("output", ""))))
     return int(record["code"])
 
 

@@ -31,14 +31,29 @@ class UsageError(SystemExit):
 
 def fail(message: str) -> int:
     """Print the one-line error message on stderr; return the exit code 2."""
-    _say(f"{PROG}: error: {' '.join(message.split())}")
+    _say(f"{PROG}: error: {' '.join(printable(message).split())}")
     return 2
 
 
 def stopped(why: str, code: int) -> int:
     """Print ``posenc: <why>`` on stderr (Ctrl-C: ``interrupted``); return ``code`` (130 for Ctrl-C)."""
-    _say(f"{PROG}: {why}")
+    _say(f"{PROG}: {printable(why)}")
     return code
+
+
+#: The control characters a terminal acts on (C0 but newline and tab, DEL, C1): ESC sequences in a file's
+#: tensor names or config keys would set the window's title, erase lines or print a forged verdict.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+
+
+def printable(text: str) -> str:
+    r"""``text`` with every control character a terminal acts on written as ``\xNN`` (newlines and tabs
+    kept): what posenc prints of names read from files cannot drive the terminal.
+
+    >>> print(printable("pos_a\x1b[2K\x1b[32mPASS\tall good"))
+    pos_a\x1b[2K\x1b[32mPASS	all good
+    """
+    return text.translate(_CONTROLS)
 
 
 def _say(line: str) -> None:

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from .arguments import flags, worded
-from .errors import CliError
+from .errors import CliError, printable
 
 NAME = "identify"
 #: Candidates asked of identify: enough to see every match that cannot be told apart from the best.
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.writelines(f"{line}\n" for line in lines)
+        sys.stdout.writelines(f"{printable(line)}\n" for line in lines)
     return 0 if answer.best is not None else 1
 
 
@@ -98,5 +98,5 @@ def _rope(args: argparse.Namespace, key: str, shape: tuple, matches: list, lines
         json.dump({"key": key or None, "shape": list(shape), "candidates": records}, sys.stdout, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.writelines(f"{line}\n" for line in lines)
+        sys.stdout.writelines(f"{printable(line)}\n" for line in lines)
     return 0 if matches and matches[0].matches else 1

@@ -18,6 +18,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..errors import PosencValueError
+
 #: Bits in one limb: a position split in two 26-bit halves times a 26-bit limb is exact in float64.
 LIMB_BITS = 26
 #: Limbs per turn rate: 130 significant bits of c_i.
@@ -156,9 +158,12 @@ def _fixed_frequencies(
     """
     smallest_log2 = math.log2(scale) - (n - 1) / (twice_half / 2 - shift) * math.log2(base)
     if smallest_log2 < -900:
-        raise ValueError(
-            f"the lowest frequency scale * base**(-(n-1)/(n-shift)) = 2**{smallest_log2:.0f} underflows; "
-            "use a smaller base or a shift further from n"
+        by_scale = math.log2(scale) <= smallest_log2 / 2  # most of it is the scale's
+        raise PosencValueError(
+            f"the lowest frequency scale * base**(-(n-1)/(n-shift)) = 2**{smallest_log2:.0f} underflows "
+            f"(scale={scale!r}, base={base!r}, shift={shift!r}); "
+            + ("use a larger scale" if by_scale else "use a smaller base or a shift further from n"),
+            parameter="scale" if by_scale else "base",
         )
     bits = _GUARD_BITS + max(0, math.ceil(-smallest_log2)) + n.bit_length()
     with decimal.localcontext(context(math.ceil(bits * 0.30103) + 10)) as ctx:

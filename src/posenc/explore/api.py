@@ -54,6 +54,7 @@ __all__ = [
     "ENDPOINTS",
     "MAX_CRITERIA_LENGTH",
     "MAX_CRITERIA_VALUES",
+    "MAX_CRITERIA_WIDTH",
     "MAX_DIMS",
     "MAX_DOT",
     "MAX_JSON_DEPTH",
@@ -82,6 +83,9 @@ MAX_UPLOAD = 32 << 20
 MAX_CRITERIA_LENGTH = 65536
 #: The most values (length * d_model) the criteria are measured over: about a second on two cores.
 MAX_CRITERIA_VALUES = 1 << 23
+#: The widest table the criteria are measured over: their cost grows with d_model at any length (8 rows of
+#: 2²⁰ columns took 150 s and 9 GiB); at this width it is about 0.2 s.
+MAX_CRITERIA_WIDTH = 4096
 #: The deepest nesting of a posted JSON body (the object itself is 1; a config.json nests 3 or 4 deep).
 MAX_JSON_DEPTH = 32
 
@@ -93,6 +97,7 @@ CAP_NAMES = (
     "MAX_UPLOAD",
     "MAX_CRITERIA_LENGTH",
     "MAX_CRITERIA_VALUES",
+    "MAX_CRITERIA_WIDTH",
     "MAX_JSON_DEPTH",
 )
 #: What :func:`index` answers for the caps; the checks read the module constants themselves.
@@ -263,7 +268,8 @@ def criteria(params: Mapping[str, str]) -> dict[str, Any]:
     """``GET /api/criteria``: ``posenc.analysis.check(length, d_model, dtype=..., **options).as_dict()``:
     ``{"options", "passed", "notes", "criteria": [{"name", "title", "passed", "figure", "detail", ...}]}``
     for positions 0 .. length - 1 (``start`` is checked, not used: the criteria start at 0). length
-    defaults to 2048 here, at most MAX_CRITERIA_LENGTH, and length * d_model <= MAX_CRITERIA_VALUES.
+    defaults to 2048 here, at most MAX_CRITERIA_LENGTH, d_model at most MAX_CRITERIA_WIDTH, and
+    length * d_model <= MAX_CRITERIA_VALUES.
     """
     request = _table_request(
         params,
@@ -271,6 +277,10 @@ def criteria(params: Mapping[str, str]) -> dict[str, Any]:
         length=2048,
         cap_length=(MAX_CRITERIA_LENGTH, "MAX_CRITERIA_LENGTH"),
         cap_values=(MAX_CRITERIA_VALUES, "MAX_CRITERIA_VALUES"),
+    )
+    _posenc(
+        "d_model",
+        lambda: validation.at_most("d_model", request.d_model, MAX_CRITERIA_WIDTH, "MAX_CRITERIA_WIDTH"),
     )
     options = {k: v for k, v in request.keywords.items() if k != "dtype"}
     report = _posenc("length", lambda: check(request.length, request.d_model, dtype=request.dtype, **options))

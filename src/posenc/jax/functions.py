@@ -76,6 +76,12 @@ def table(
         # the row indices in int32 whatever the start's type (an int8 arange of 300 wraps at 128); the start
         # is added exactly
         return _encode_traced(jnp.arange(length, dtype=jnp.int32), checked, dt, offset=start)
+    if (
+        isinstance(start, jax.Array | np.ndarray)
+        and start.ndim == 0
+        and jnp.issubdtype(start.dtype, jnp.integer)
+    ):
+        start = int(start)  # a concrete integer array (jax.disable_jit(), a NumPy scalar array): its value
     start = validation.integer("start", start, minimum=-(validation.MAX_POSITION - 1))
     values = core.table(length, checked.d_model, start=start, dtype=dt, **_core_options(checked))
     return jnp.asarray(values)
@@ -110,6 +116,8 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, off
         )
     if not (jnp.issubdtype(positions.dtype, jnp.integer) or jnp.issubdtype(positions.dtype, jnp.floating)):
         raise TypeError(f"positions must be integers or real numbers; got dtype {positions.dtype}")
+    shape = positions.shape if offset is None else jnp.broadcast_shapes(positions.shape, jnp.shape(offset))
+    validation.fits_in_memory((*shape, options.d_model), dt)  # static shapes: bounded as an eager call is
     request = _request(options, dt.name)
     if offset is not None:
         offset = jnp.asarray(offset)

@@ -148,7 +148,10 @@ class SinusoidalPositionalEncoding(nnx.Module):
                 pe = _rows_or_algorithm(jnp.asarray(ids), extra, options, dt, self.max_len or GATHER_ROWS)
             if pe is None:
                 pe = _encode_any(ids, options, dt, offset=extra)
-        return adapters.orient(_JNP, jnp.asarray(pe), self.batch_first)
+        pe = adapters.orient(_JNP, jnp.asarray(pe), self.batch_first)
+        # x's rank, explicitly: under jax_numpy_rank_promotion="raise" a (seq, d) encoding cannot be added
+        # to a (batch, seq, d) x
+        return pe.reshape((1,) * (x.ndim - pe.ndim) + pe.shape) if pe.ndim < x.ndim else pe
 
     def _check_x(self, x: Any) -> tuple[tuple[int, ...], int]:
         if not isinstance(x, jax.Array | np.ndarray):

@@ -108,9 +108,38 @@ def apply_rotary(
             f"unsqueeze_dim must be in [{-cos.ndim - 1}, {cos.ndim}]; got {unsqueeze_dim}",
             parameter="unsqueeze_dim",
         )
+    for name, x in (("q", q), ("k", k)):
+        check_fit(name, tuple(x.shape), tuple(cos.shape), tuple(sin.shape), unsqueeze_dim)
     where = (slice(None),) * axis + (None,)
     cos, sin = cos[where], sin[where]
     return rotate(ops, q, cos, sin, layout), rotate(ops, k, cos, sin, layout)
+
+
+def check_fit(name: str, x_shape: tuple, cos_shape: tuple, sin_shape: tuple, unsqueeze_dim: int) -> None:
+    """Raise unless cos/sin (given a new axis at ``unsqueeze_dim``) fit ``name``'s shape without growing it
+    or repeating a position: every axis equal to x's but the new one (heads), the rotary width (the last,
+    checked where the rotation is) and a leading batch axis of 1 (ids shared by the batch). Broadcasting
+    further gave q of batch 1 against cos of batch 4 a result of batch 4, and one position's cos/sin rotated
+    every position of q, silently."""
+    if tuple(sin_shape) != tuple(cos_shape):
+        raise PosencValueError(
+            f"cos and sin must have one shape; got {tuple(cos_shape)} and {tuple(sin_shape)}", parameter="sin"
+        )
+    axis = unsqueeze_dim if unsqueeze_dim >= 0 else len(cos_shape) + 1 + unsqueeze_dim
+    grown = (*cos_shape[:axis], 1, *cos_shape[axis:])
+    offset = len(x_shape) - len(grown)
+    misfit = offset < 0 or any(
+        i != axis and size != x_shape[i + offset] and not (i + offset == 0 and size == 1)
+        for i, size in enumerate(grown[:-1])
+    )
+    if misfit:
+        raise PosencValueError(
+            f"cos/sin of shape {tuple(cos_shape)} (a new axis at unsqueeze_dim={unsqueeze_dim}) do not fit "
+            f"{name} of shape {tuple(x_shape)}: every axis but the heads must be {name}'s (the batch may be "
+            f"1), so that no query or key is repeated and no position shares another's angles; give cos/sin "
+            f"of {name}'s positions",
+            parameter="cos",
+        )
 
 
 def rotate(ops: Backend, x: Any, cos: Any, sin: Any, layout: str) -> Any:

@@ -30,8 +30,10 @@ Where the fields are read (the conventions of transformers' configs; first match
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -223,6 +225,7 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
 
     rope_type = _first(rope, "rope_type", "type")
     kind = named("default" if rope_type is None else rope_type)
+    _warn_unread(rope)
 
     base = _first(rope, "rope_theta")
     if base is None:
@@ -305,6 +308,44 @@ def _merged(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
     if text is not None and hasattr(text, "to_dict"):
         return {**{k: v for k, v in cfg.items() if not k.endswith("_config")}, **text.to_dict()}
     return cfg
+
+
+#: The keys of a RoPE dict posenc reads (or knows to leave: Llama 4's and Ministral 3's attention temperature
+#: ``llama_4_scaling_beta`` scales queries, not cos/sin; a copy of ``max_position_embeddings``).
+_READ_KEYS = frozenset(
+    {
+        "rope_type",
+        "type",
+        "rope_theta",
+        "partial_rotary_factor",
+        "original_max_position_embeddings",
+        "mrope_section",
+        "mrope_interleaved",
+        "interleaved",
+        "beta_fast",
+        "beta_slow",
+        "truncate",
+        "llama_4_scaling_beta",
+        "max_position_embeddings",
+        *PLAIN_SCALING_FIELDS,
+    }
+)
+
+
+def _warn_unread(rope: Mapping[str, Any]) -> None:
+    """Warn of the keys of a RoPE dict that no rope type has (``"beta_fsat"``): its parameters are built
+    without them, with the defaults of what was meant (transformers ignores them too, with a warning)."""
+    unread = sorted(str(key) for key in rope if key not in _READ_KEYS)
+    if unread:
+        meant = {key: difflib.get_close_matches(key, sorted(_READ_KEYS), n=1) for key in unread}
+        guesses = [f"{key!r} for {near[0]!r}" for key, near in meant.items() if near]
+        warnings.warn(
+            f"the RoPE dict has keys no rope type reads: {unread}"
+            + (f" (a misspelling? {', '.join(guesses)})" if guesses else "")
+            + "; the parameters are built without them, as transformers builds them",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def _rope_dict(cfg: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -51,7 +51,7 @@ class Apply:
 
 
 #: Hugging Face's ``apply_rotary_pos_emb``: rotate half, cos/sin [θ | θ] unsqueezed at ``unsqueeze_dim``.
-#: posenc's exact apply takes its place.
+#: posenc's apply takes its place.
 ROTATE_HALF = Apply("apply_rotary_pos_emb", "(q, k, cos, sin, unsqueeze_dim=1)", "half")
 #: DeepSeek's ``apply_rotary_pos_emb_interleave``: q and k in adjacent pairs, from rotate-half cos/sin.
 INTERLEAVED_PAIRS = Apply(
@@ -68,7 +68,7 @@ APPLY_NAME = re.compile(r"apply_\w*(rotary|rope)")
 class Family:
     """One model family: ``model_type`` (its config's, which names its modeling module), the ``attention``
     classes whose ``forward`` rotates q and k, the applies that ``forward`` ``calls`` (posenc replaces them
-    all or none: one it has no exact apply for keeps the family's own), and the applies of the module to
+    all or none: one it has no apply of its own for keeps the family's own), and the applies of the module to
     ``leave`` alone (a module whose ``forward`` calls only those is not an attention module of the row)."""
 
     model_type: str

@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 
 #: Cached tables stop growing at this many bytes; longer requests are computed for just their positions.
 CACHE_LIMIT_BYTES = 256 * 2**20
+#: All cached tables together hold at most this many bytes: past it the least recently built go first.
+CACHE_TOTAL_BYTES = 1024 * 2**20
+#: Integer ids look up a cached table of rows 0 .. max(id) only where it has at most this many rows, or at
+#: most :data:`DENSE_FACTOR` rows per id: one id of 2**19 built and kept a table of 2**20 rows (256 MiB).
+DENSE_ROWS, DENSE_FACTOR = 4096, 8
 
 
 @takes_options
@@ -94,8 +99,28 @@ def clear_cache() -> None:
 
 # --- where it is computed ------------------------------------------------------------------------
 
-_CACHE: dict[tuple, torch.Tensor] = {}
+_CACHE: dict[tuple, Any] = {}
 _CACHE_LOCK = threading.Lock()
+
+
+def cache_insert(key: tuple, value: Any) -> Any:
+    """``_CACHE[key] = value`` (a tensor or a tuple of tensors; the caller holds :data:`_CACHE_LOCK`), then
+    the oldest other entries dropped until all fit :data:`CACHE_TOTAL_BYTES`: a result is the caller's own
+    copy, so dropping an entry changes no result, only what is built again."""
+    _CACHE.pop(key, None)
+    _CACHE[key] = value
+
+    def size(entry: Any) -> int:
+        parts = entry if isinstance(entry, tuple) else (entry,)
+        return sum(t.numel() * t.element_size() for t in parts)
+
+    total = sum(size(entry) for entry in _CACHE.values())
+    for old in list(_CACHE):
+        if total <= CACHE_TOTAL_BYTES:
+            break
+        if old != key:
+            total -= size(_CACHE.pop(old))
+    return value
 
 
 def _encode_tensor(
@@ -128,7 +153,7 @@ def _encode_on_cpu(positions: torch.Tensor, options: tuple) -> torch.Tensor:
     if bounds is not None:
         positions = positions.to(torch.int64)  # uint8 and bool-like dtypes must not index as masks
         low, high = bounds
-        if low >= 0:
+        if low >= 0 and high < max(DENSE_ROWS, DENSE_FACTOR * positions.numel()):
             cached = _cached_table(options, high + 1, positions.device)
             if cached is not None:
                 return _rows_of(cached, positions)
@@ -192,8 +217,7 @@ def _cached_table(options: tuple, rows: int, device: torch.device) -> torch.Tens
     with _CACHE_LOCK:
         cached = _CACHE.get(key)
         if cached is None or cached.shape[0] < rows:
-            cached = _table_on(size, 0, options, device)
-            _CACHE[key] = cached
+            cached = cache_insert(key, _table_on(size, 0, options, device))
     return cached
 
 

@@ -51,9 +51,10 @@ def apply_rotary(
     unsqueeze_dim: int = 1,
     seq_len: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """q and k rotated by a rotary embedding: ``x · cos + turn(x) · sin`` in float32 at least, rounded once
+    """q and k rotated by a rotary embedding: ``x · cos + turn(x) · sin`` in float32 at least, then rounded
     to x's dtype (Hugging Face's ``apply_rotary_pos_emb``; :func:`posenc.rope.apply_rotary` for every
-    framework), (q_rot, k_rot) in q's and k's dtypes.
+    framework), (q_rot, k_rot) in q's and k's dtypes. The float32 products and sum round before the last
+    rounding: not correctly rounded in every case.
 
     Give the angles one of two ways:
 

@@ -173,6 +173,8 @@ class SinusoidalPositionalEncoding(nn.Module):
                     f"pass positions.to({str(x.device)!r})"
                 )
             positions = _position_tensor(positions)
+        if isinstance(offset, np.ndarray):  # an array of offsets, as the JAX module takes it: as a tensor
+            offset = torch.as_tensor(offset)
         if isinstance(offset, torch.Tensor) and offset.dtype in _WIDENED:
             offset = _exact_dtype("offset", offset)  # uint16/32/64: few kernels take them
         positions, offset = adapters.positions_and_offset(

@@ -71,7 +71,10 @@ def _exact(
     odd: str,
     dtype_name: str,
 ) -> torch.Tensor:
-    """The portable algorithm on ``positions``' device: (positions + offset).shape + (d_model,)."""
+    """The portable algorithm on ``positions``' device: (positions + offset).shape + (d_model,). On ``meta``
+    its shape alone: nothing computed (the constants of a width of 2**20 took 20 s)."""
+    if positions.device.type == "meta":
+        return _exact_fake(positions, offset, d_model, base, shift, scale, layout, odd, dtype_name)
     request = _request((d_model, base, shift, scale, layout, odd, dtype_name))
     if offset is not None:
         offset = offset.to(positions.device)
@@ -113,6 +116,8 @@ def _table(
     """The table of positions ``start .. start + length - 1`` (valid: |p| < 2**31) on ``where``: on CUDA by
     angle addition, certified per element (:mod:`posenc.torch.kernels.table_launch`), on the CPU the core
     (:data:`CPU_TABLE`), elsewhere the portable algorithm over the positions; the same bits every way."""
+    if where.type == "meta":  # its shape alone: nothing computed
+        return _table_fake(length, start, where, d_model, base, shift, scale, layout, odd, dtype_name)
     options = (d_model, base, shift, scale, layout, odd, dtype_name)
     if where.type == "cpu" and CPU_CORE and CPU_TABLE is not None and "cpu" not in KERNEL_DEVICES:
         rows = CPU_TABLE(length, start, options)

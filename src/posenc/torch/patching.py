@@ -54,7 +54,7 @@ then every swap is applied, and if one fails, those done are undone and the erro
 it was. An error in a proof (a tensor that cannot be read) is raised before anything changed.
 
 **The rotary apply** (``fused=True``; the default where the model's rotary embedding is on a CUDA device
-and triton is present: there the fused apply makes the rotation exact at less memory traffic than a
+and triton is present: there the fused apply rotates from exact cos/sin at less memory traffic than a
 table's (it reads q and k once and a small cos/sin buffer of the distinct positions); elsewhere
 ``patch`` keeps the model's own apply unless asked, so that only the positional values change). Where the
 attention calls its apply is read from a table, one row per model family (:mod:`posenc.torch.families`: the
@@ -62,24 +62,25 @@ module-global name the attention's ``forward`` calls, its signature, its layout,
 vision tower's); a family with no row gets the generic row: an attention ``forward`` that calls
 ``apply_rotary_pos_emb`` and no other rotary apply. Every attention module so placed gets an instance
 ``forward``: its class's own, rebuilt at this ``patch`` from its module's globals *as they are now*, with
-posenc's exact apply in that name's place (the library's module and class are not touched; the rebuilt forward
+posenc's apply in that name's place (the library's module and class are not touched; the rebuilt forward
 is held by the instance alone, and ``unpatch`` removes it: a later ``patch`` sees the module's bindings as
-they are then). The exact apply computes ``x · cos + turn(x) · sin`` in float32 and rounds once to q's dtype
+they are then). The apply computes ``x · cos + turn(x) · sin`` in float32 and rounds the result to q's dtype
 (:func:`posenc.torch.apply_rotary`), from float32 cos/sin, which the patched rotary embedding then returns; on
 CUDA it is the fused kernel (:func:`posenc.torch.apply_rotary` given position ids: their cos/sin computed on
 the device, then one rotation kernel; the same bits). The position ids reach it through one named channel: the
 patched rotary embedding records, in a context variable of the running thread (or task), each cos it returns
-with its ids, parameters and ``seq_len``; the exact apply uses them only for that very cos tensor (identity),
+with its ids, parameters and ``seq_len``; posenc's apply uses them only for that very cos tensor (identity),
 and otherwise rotates by cos/sin. Nothing rides on a tensor, and nothing is recorded or read under
 ``torch.compile`` (where the kernel does not run). Before that, each distinct apply function of the model, as
 its module's globals hold it now, is run on float32 probes and must give posenc's bits (in float32, the two
 are the same arithmetic); an apply that is not the library's own (rebound since import: another library's
 patch, a ``mock.patch``, a wrapper) is not replaced — posenc would silently drop what the user put there — nor
-is one of a model whose attention also rotates by an apply posenc has no exact equivalent for (DeepSeek-V3's
+is one of a model whose attention also rotates by an apply posenc has no equivalent for (DeepSeek-V3's
 ``apply_rotary_pos_emb_interleave``), or whose attention ``forward`` is set on the instance (a hook, a user's
 wrapper) or wrapped by a decorator (``__wrapped__``): each keeps its own apply, with the reason. In a float32
-model the logits do not change by a bit; in bfloat16 and float16 the rotation is rounded once instead of
-three times from rounded cos/sin.
+model the logits do not change by a bit; in bfloat16 and float16 the rotation is computed in float32 from
+exact cos/sin and rounded to the model's type at the end, where Hugging Face's rounds cos/sin and then
+three more times (not correctly rounded in every case: the float32 products and sum round first).
 
 Transformers' own seam was considered first. transformers 5.23 decorates ``apply_rotary_pos_emb`` with
 ``use_kernel_forward_from_hub("rotary_pos_emb")`` (``use_kernel_func_from_hub`` is its deprecated alias) and
@@ -261,7 +262,7 @@ def patch(model: nn.Module, *, fused: bool | None = None) -> PatchReport:
     every swap; a swap that fails undoes those done before the error is raised.
 
     ``fused`` (default: True when the model's rotary embedding is on a CUDA device and triton is present)
-    also gives the model's attention modules posenc's exact rotary apply (see "the rotary apply" in the
+    also gives the model's attention modules posenc's rotary apply (see "the rotary apply" in the
     module docstring): one more component, kind "rotary-apply". ``fused=False`` leaves (or puts back)
     the model's own apply.
 
@@ -2592,7 +2593,7 @@ def _give_back_state(replacement: nn.Module, original: nn.Module) -> None:
 # --- the rotary apply -----------------------------------------------------------------------------------
 
 #: What the patched rotary embeddings issued in this thread (or task), newest first: (cos, held weakly; its
-#: position ids, parameters and seq_len). The exact apply takes the ids of the very cos it is given. A
+#: position ids, parameters and seq_len). posenc's apply takes the ids of the very cos it is given. A
 #: context variable: each thread (and asyncio task) has its own, so concurrent forwards never see each
 #: other's; the small id tensors stay until the thread's later calls push them out.
 _ISSUED: contextvars.ContextVar[tuple[tuple[Any, ...], ...]] = contextvars.ContextVar(
@@ -2620,7 +2621,7 @@ def _issued(cos: torch.Tensor) -> tuple[torch.Tensor, rope.RopeParameters, int |
 
 class _PatchedRotary(_KeepsOriginal, RotaryEmbedding):
     """posenc's :class:`RotaryEmbedding` as :func:`patch` puts it in a model (holding the original). While
-    its attention modules have posenc's exact apply (``fused``), cos/sin come in float32 (the apply rounds
+    its attention modules have posenc's apply (``fused``), cos/sin come in float32 (the apply rounds
     once, from them), and on a kernel device each eager cos is recorded with what the fused kernel needs
     (its position ids, parameters and ``seq_len``: :func:`_issue`, this thread's)."""
 
@@ -2675,7 +2676,7 @@ def _exact_apply_rotary_pos_emb(
     unsqueeze_dim)``: :func:`posenc.torch.apply_rotary` of the position ids this thread's patched rotary
     embedding recorded with this very ``cos`` (the fused kernel on CUDA), else
     :func:`posenc.torch.apply_rotary` of cos/sin (float32 from the patched rotary embedding): ``x · cos +
-    turn(x) · sin`` in float32, rounded once to x's dtype."""
+    turn(x) · sin`` in float32, then rounded to x's dtype."""
     issued = None if _tracing() else _issued(cos)
     if issued is not None:
         ids, params, seq_len = issued
@@ -2685,14 +2686,14 @@ def _exact_apply_rotary_pos_emb(
     return rotate(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
 
 
-#: posenc's exact apply for each apply of the family table it can replace (the others keep the model's).
+#: posenc's apply for each apply of the family table it can replace (the others keep the model's).
 _EXACT: dict[families.Apply, Callable[..., Any]] = {families.ROTATE_HALF: _exact_apply_rotary_pos_emb}
 
 
 class _ExactApplyForward:
     """The ``forward`` :func:`patch` gives an attention module (an instance attribute; its class is not
     touched): the class's own ``forward``, rebuilt when the patch is made from its module's globals as they
-    are then, with posenc's exact apply in the place of each name of ``replaced``. Only the instance holds
+    are then, with posenc's apply in the place of each name of ``replaced``. Only the instance holds
     it (no process-wide cache): :func:`unpatch` removes it. Picklable and copyable with its module: a copy
     or a loaded model rebuilds it from the class's module as it is then (:meth:`__setstate__`)."""
 
@@ -2718,7 +2719,7 @@ class _ExactApplyForward:
             if foreign is not None:
                 warnings.warn(
                     f"posenc.torch.patch: {function.__module__}.{name} is now {foreign}; this copy of a "
-                    "patched model runs posenc's exact apply in its place, as the patch proved. Call "
+                    "patched model runs posenc's apply in its place, as the patch proved. Call "
                     "posenc.torch.patch(model) again to have it judged",
                     stacklevel=2,
                 )
@@ -2795,7 +2796,7 @@ def _seat(path: str, module: nn.Module) -> tuple[families.Family, Any] | str | N
         apply = unknown[0]
         return (
             f"{path} also rotates by {apply.name} ({apply.layout} pairs, {apply.signature}), which posenc "
-            "has no exact apply for: its apply kept"
+            "has no apply of its own for: its apply kept"
         )
     return row, function
 
@@ -2834,7 +2835,7 @@ def _named(function: Any) -> str:
 
 
 def _fuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -> tuple[Component, list[_Step]]:
-    """Give every attention module the family table places (:func:`_seat`) posenc's exact apply, once each
+    """Give every attention module the family table places (:func:`_seat`) posenc's apply, once each
     distinct apply, as its module's globals hold it now, is the library's own and proven on a probe to be
     the half rotation posenc computes, and no such module runs a forward posenc cannot see; else nothing,
     and why. Each forward is rebuilt now, from its module's globals as they are. Returns the component and
@@ -2890,8 +2891,8 @@ def _fuse(model: nn.Module, originals: dict, rotaries: list[_PatchedRotary]) -> 
     rows = sorted({"generic" if r is families.GENERIC else repr(r.model_type) for _, _, r, _ in targets})
     how = (
         f"{len(targets)} attention module(s) (the family table's row {', '.join(rows)}): "
-        "apply_rotary_pos_emb is posenc's exact apply (float32, rounded once; the fused Triton kernel on "
-        "CUDA), the same bits as theirs on float32 probes"
+        "apply_rotary_pos_emb is posenc's apply (float32 from exact cos/sin, rounded to q's dtype at the "
+        "end; the fused Triton kernel on CUDA), the same bits as theirs on float32 probes"
     )
     return Component(where, "rotary-apply", "rope-apply-half", worst, 0.0, True, how), steps
 
@@ -2944,7 +2945,7 @@ def _instance_attribute(module: nn.Module, name: str, value: Any) -> _Step:
 
 
 def _fused_flag(module: _PatchedRotary, fused: bool) -> _Step:
-    """The step that sets whether the rotary embedding returns float32 cos/sin for the exact apply."""
+    """The step that sets whether the rotary embedding returns float32 cos/sin for posenc's apply."""
     before: list[bool] = []
 
     def do() -> None:

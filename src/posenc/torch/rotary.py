@@ -29,9 +29,9 @@ from .. import rope, validation
 from ..core import compiled, parallel
 from ..errors import PosencValueError
 from ..rope.arrays import apply_rotary as arrays_apply_rotary
-from ..rope.arrays import check_layout, check_request
+from ..rope.arrays import check_fit, check_layout, check_request
 from . import operator
-from .functions import _CACHE, _CACHE_LOCK, CACHE_LIMIT_BYTES
+from .functions import _CACHE, _CACHE_LOCK, CACHE_LIMIT_BYTES, cache_insert
 from .tensors import (
     _check_positions_on_host,
     _dtype_name,
@@ -179,7 +179,7 @@ def _cached_tables(
             tables = _CACHE.get(cache_key)
             if tables is None or tables[0].shape[0] <= high:
                 cos, sin = rope.cos_sin(np.arange(size), params, dtype=_numpy_dtype(name), layout=layout)
-                tables = _CACHE[cache_key] = (_to_tensor(cos), _to_tensor(sin))
+                tables = cache_insert(cache_key, (_to_tensor(cos), _to_tensor(sin)))
     return tables
 
 
@@ -319,7 +319,7 @@ class RotaryEmbedding(torch.nn.Module):
         module's own ``layer_type``); ``seq_len`` as the class docstring says."""
         params = self._params_for(layer_type)
         key = self._keys[layer_type if self.params is None else None]
-        position_ids = position_ids.to(x.device)
+        position_ids = _position_tensor(position_ids).to(x.device)  # a list, a NumPy array: checked
         if params.mrope_section and position_ids.dim() == 2:
             position_ids = position_ids.expand(3, -1, -1)
         if self.form == "full":
@@ -379,6 +379,9 @@ def rotate(
     tensor([[[[0., 1.]]]], dtype=torch.bfloat16)
     """
     tensors = (q, k, cos, sin)
+    if all(isinstance(t, torch.Tensor) for t in tensors):
+        for name, x in (("q", q), ("k", k)):
+            check_fit(name, tuple(x.shape), tuple(cos.shape), tuple(sin.shape), unsqueeze_dim)
     if _half_whole(tensors, layout, unsqueeze_dim):
         if not _tracing():
             c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)

@@ -64,6 +64,15 @@ def _position_tensor(positions: Any) -> torch.Tensor:
         if array.dtype.kind not in "biuf" or array.dtype.itemsize > 8:
             array = validation.positions(array)  # float64, or a TypeError/ValueError naming positions
         tensor = torch.as_tensor(array)
+    if tensor.is_nested or tensor.layout != torch.strided:
+        what = (
+            "a nested tensor" if tensor.is_nested else f"a {str(tensor.layout).removeprefix('torch.')} tensor"
+        )
+        raise PosencTypeError(
+            f"positions must be a dense tensor; got {what}: pass positions.to_dense() (nested: one tensor "
+            "per sequence, or padded ids with posenc.torch.from_attention_mask)",
+            parameter="positions",
+        )
     if tensor.dtype == torch.bool:
         raise TypeError(
             "positions must be integers or real numbers, not booleans; "

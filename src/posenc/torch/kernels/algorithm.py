@@ -5,7 +5,7 @@ Every helper below is the function of the same name in :mod:`posenc.portable.spl
 :mod:`posenc.portable.evaluate` or :mod:`posenc.portable.rounding`, which hold the error analysis, over Triton
 blocks; fixed-point values are tuples of limb blocks (:mod:`posenc.torch.kernels.fixed_point`). The kernels
 built on it: :mod:`posenc.torch.kernels.encode_kernel` (the encodings themselves) and
-:mod:`posenc.torch.kernels.fused_kernel` (the exact rotary apply). Both take the host constants of
+:mod:`posenc.torch.kernels.fused_kernel` (the fused rotary apply). Both take the host constants of
 :func:`posenc.portable.host.constants` as int32 tensors (:func:`posenc.torch.kernels.common.constants_on`),
 rows of ``_ROW`` digits.
 

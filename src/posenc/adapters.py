@@ -84,7 +84,8 @@ def positions_and_offset(
     arange: Any,
 ) -> tuple[Any, Any]:
     """The position ids to encode and the offset to add to them (None, or an integer array shaped to
-    broadcast against them), both checked against ``x``: ``positions`` is ``None`` (``arange(seq)``) or an
+    broadcast against them, at their rank: ids ``(1, seq)`` against an offset ``(batch, 1)``), both checked
+    against ``x``: ``positions`` is ``None`` (``arange(seq)``) or an
     array of shape ``(seq,)`` or ``batch_shape + (seq,)``; ``offset`` an int or an integer array of shape
     ``()`` or ``(batch,)``. ``host``: the values may be read (negative offsets are refused then);
     ``arange``: makes ``arange(seq)`` where ``x`` is."""

@@ -34,7 +34,8 @@ def test_offsets_are_handed_on_never_added_in_the_positions_dtype():
     ids, offset = _call(positions, 2**30)
     assert ids is positions and offset == 2**30  # float32 + 2**30 would round: the encoder adds it exactly
     ids, offset = _call(None, np.array([3, 4]))
-    assert ids.tolist() == list(range(5)) and offset.shape == (2, 1)
+    # one rank: (1, seq) against (batch, 1), as JAX's jax_numpy_rank_promotion="raise" requires
+    assert ids.tolist() == [list(range(5))] and offset.shape == (2, 1)
     assert _call(None, 0)[1] is None
 
 

@@ -108,19 +108,36 @@ def apply_rotary(
             f"unsqueeze_dim must be in [{-cos.ndim - 1}, {cos.ndim}]; got {unsqueeze_dim}",
             parameter="unsqueeze_dim",
         )
-    for name, x in (("q", q), ("k", k)):
-        check_fit(name, tuple(x.shape), tuple(cos.shape), tuple(sin.shape), unsqueeze_dim)
+    check_fit(q, k, cos, sin, unsqueeze_dim)
     where = (slice(None),) * axis + (None,)
     cos, sin = cos[where], sin[where]
     return rotate(ops, q, cos, sin, layout), rotate(ops, k, cos, sin, layout)
 
 
-def check_fit(name: str, x_shape: tuple, cos_shape: tuple, sin_shape: tuple, unsqueeze_dim: int) -> None:
-    """Raise unless cos/sin (given a new axis at ``unsqueeze_dim``) fit ``name``'s shape without growing it
-    or repeating a position: every axis equal to x's but the new one (heads), the rotary width (the last,
-    checked where the rotation is) and a leading batch axis of 1 (ids shared by the batch). Broadcasting
-    further gave q of batch 1 against cos of batch 4 a result of batch 4, and one position's cos/sin rotated
-    every position of q, silently."""
+def check_fit(q: Any, k: Any, cos: Any, sin: Any, unsqueeze_dim: int) -> None:
+    """Raise unless cos/sin (given a new axis at ``unsqueeze_dim``) fit q's and k's shapes without growing
+    them or repeating a position: every axis equal to theirs but the new one (heads), the rotary width (the
+    last, checked where the rotation is) and a leading batch axis of 1 (ids shared by the batch).
+    Broadcasting further gave q of batch 1 against cos of batch 4 a result of batch 4, and one position's
+    cos/sin rotated every position of q, silently. Hugging Face's shapes ((B or 1, L, D) against
+    (B, heads, L, D)) take a short road: a decode step calls this once per layer."""
+    qs, ks, cs = q.shape, k.shape, cos.shape
+    if (  # Hugging Face's shapes: about a microsecond
+        unsqueeze_dim == 1
+        and len(cs) == 3
+        and len(qs) == 4 == len(ks)
+        and cs == sin.shape
+        and cs[1] == qs[2] == ks[2]
+        and qs[0] == ks[0]
+        and cs[0] in (1, qs[0])
+    ):
+        return
+    for name, shape in (("q", qs), ("k", ks)):
+        _check_fit(name, tuple(shape), tuple(cs), tuple(sin.shape), unsqueeze_dim)
+
+
+def _check_fit(name: str, x_shape: tuple, cos_shape: tuple, sin_shape: tuple, unsqueeze_dim: int) -> None:
+    """:func:`check_fit` for one of q and k, by the general rule."""
     if tuple(sin_shape) != tuple(cos_shape):
         raise PosencValueError(
             f"cos and sin must have one shape; got {tuple(cos_shape)} and {tuple(sin_shape)}", parameter="sin"

@@ -379,14 +379,13 @@ def rotate(
     tensor([[[[0., 1.]]]], dtype=torch.bfloat16)
     """
     tensors = (q, k, cos, sin)
-    if all(isinstance(t, torch.Tensor) for t in tensors):
-        for name, x in (("q", q), ("k", k)):
-            check_fit(name, tuple(x.shape), tuple(cos.shape), tuple(sin.shape), unsqueeze_dim)
     if _half_whole(tensors, layout, unsqueeze_dim):
         if not _tracing():
+            check_fit(q, k, cos, sin, unsqueeze_dim)  # the general function checks the rest
             c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
             return _rotate_half(q, c, s), _rotate_half(k, c, s)
         if all(t.device.type == "cpu" for t in tensors) and q.dtype == k.dtype:
+            check_fit(q, k, cos, sin, unsqueeze_dim)
             q_out, k_out = torch.ops.posenc.rotate_half(q, k, cos, sin, unsqueeze_dim)  # one node: the C pass
             return q_out, k_out
     return arrays_apply_rotary(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)

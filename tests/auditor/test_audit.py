@@ -445,3 +445,13 @@ def test_a_band_that_raises_says_where_from_and_wraps_whole_words() -> None:
     assert all(len(line) <= 100 for line in text.splitlines())
     assert not any(line.endswith(("matc", "ma")) for line in text.splitlines())
     assert "must match the size of tensor b (5000)" in " ".join(text.split())
+
+
+def test_a_half_precision_table_of_swapped_pairs_is_said_so_at_any_width() -> None:
+    """A float16 buffer's low frequencies look alike in any one row: the first O(d log d) order search gave
+    up on them ("no sinusoid identified"), where comparing on every row finds "sin and cos swapped"."""
+    for rows, width in ((128, 256), (64, 768)):
+        table = posenc.table(rows, width, dtype="float16")
+        swapped = np.ascontiguousarray(table[:, np.arange(width).reshape(-1, 2)[:, ::-1].reshape(-1)])
+        found = next(f for f in audit(swapped).findings if f.kind == "layout")
+        assert found.text.startswith("sin and cos swapped") and found.data["swapped"] is True

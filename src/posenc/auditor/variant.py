@@ -436,9 +436,10 @@ def _moved(order: np.ndarray) -> int:
     return int((order != np.arange(len(order))).sum())
 
 
-#: Exact columns a target column may be near in the row that tells them apart best and still be placed
-#: (more: the rows cannot tell columns apart, and no order is evidence of anything).
-_NEAR_COLUMNS = 16
+#: Pairs (target column, exact column near it in the sorting row) at most, per column on average and, times
+#: the rows, in all: a table whose rows tell its columns apart has a few to a few dozen per column (a
+#: float16 table's low frequencies look alike); zeros have half the width per column (no order).
+_PAIRS_PER_COLUMN, _PAIR_BUDGET = 64, 1 << 26
 
 
 def _permutation(rows: np.ndarray, options: dict, padding: int | None, limit: float) -> np.ndarray | None:
@@ -446,10 +447,11 @@ def _permutation(rows: np.ndarray, options: dict, padding: int | None, limit: fl
     column it equals within ``limit``), or None when there is none or the order is the variant's own.
 
     The exact columns near each target column are found by sorting them on one row — of the last, and
-    those at 3/4, 1/2 and 1/3 of the rows, the one where the most crowded column has the fewest near it —
-    and confirmed on every row: O(d log d), where comparing every column with every other was O(d²) (a
-    2 MiB upload of zeros, 262144 columns, held the audit for hours). A column near more than
-    :data:`_NEAR_COLUMNS` exact ones in that row gets no order."""
+    those at 3/4, 1/2 and 1/3 of the rows, the one with the fewest near pairs — and confirmed on every row:
+    O(d log d) plus the near pairs, where comparing every column with every other was O(d²) (a 2 MiB upload
+    of zeros, 262144 columns, held the audit for hours). Where the near pairs pass
+    :data:`_PAIRS_PER_COLUMN` a column, or times the rows :data:`_PAIR_BUDGET`, the rows cannot tell the
+    columns apart, and there is no order."""
     try:
         preset = presets.Preset("audit", **options, padding_idx=padding)
         exact = preset.encode(np.arange(len(rows)), rows.shape[1], dtype="float64")
@@ -462,26 +464,33 @@ def _permutation(rows: np.ndarray, options: dict, padding: int | None, limit: fl
         ordered = exact[r][by_row]
         first = np.searchsorted(ordered, rows[r] - limit, side="left")
         past = np.searchsorted(ordered, rows[r] + limit, side="right")
-        crowd = int((past - first).max(initial=0))
-        if best is None or crowd < best[0]:
-            best = (crowd, by_row, first, past)
-    _, by_last, first, past = best
-    if np.any(past - first > _NEAR_COLUMNS) or np.any(past == first):
+        pairs = int((past - first).sum())
+        if best is None or pairs < best[0]:
+            best = (pairs, by_row, first, past)
+    pairs, by_row, first, past = best
+    if pairs > _PAIRS_PER_COLUMN * width or pairs * count > _PAIR_BUDGET or np.any(past == first):
         return None
-    columns = np.arange(width)
-    fits = np.full((_NEAR_COLUMNS, width), -1, np.int64)  # the exact columns each target column equals
-    for k in range(_NEAR_COLUMNS):
-        has = first + k < past
-        candidate = by_last[np.minimum(first + k, width - 1)]
-        equal = np.abs(rows - exact[:, candidate]).max(axis=0, initial=0.0) <= limit
-        fits[k] = np.where(has & equal, candidate, -1)
-    fits.sort(axis=0)  # each column's fits in column order, the -1s first
+    # each target column's near exact columns (a flat list of pairs), confirmed on every row in blocks
+    column = np.repeat(np.arange(width), past - first)
+    near = by_row[
+        np.arange(pairs)
+        - np.repeat(np.cumsum(past - first) - (past - first), past - first)
+        + np.repeat(first, past - first)
+    ]
+    equal = np.empty(pairs, bool)
+    step = max(1, _PAIR_BUDGET // (16 * max(count, 1)))
+    for lo in range(0, pairs, step):
+        c, e = column[lo : lo + step], near[lo : lo + step]
+        equal[lo : lo + step] = np.abs(rows[:, c] - exact[:, e]).max(axis=0, initial=0.0) <= limit
+    fits: list[list[int]] = [[] for _ in range(width)]
+    for j, k in zip(column[equal].tolist(), near[equal].tolist(), strict=True):
+        fits[j].append(k)
     used, order = set(), np.empty(width, np.int64)
-    for j in columns:
-        near = [int(k) for k in fits[:, j] if k >= 0 and int(k) not in used]
-        if not near:
+    for j in range(width):
+        free = sorted(k for k in fits[j] if k not in used)
+        if not free:
             return None
-        order[j] = j if j in near else near[0]
+        order[j] = j if j in free else free[0]
         used.add(int(order[j]))
     if np.abs(exact[:, order] - exact).max() <= limit:
         return None  # equal columns swapped: the variant's own table

@@ -110,7 +110,10 @@ class SinusoidalPositionalEncoding(nnx.Module):
         deterministic: bool | None = None,
         rngs: Any = None,
     ) -> jax.Array:
-        y = x + self.encoding_for(x, positions, offset=offset)
+        pe = self.encoding_for(x, positions, offset=offset)
+        # added at x's rank, explicitly: under jax_numpy_rank_promotion="raise" a (seq, d) encoding cannot be
+        # added to a (batch, seq, d) x
+        y = x + (pe.reshape((1,) * (x.ndim - pe.ndim) + pe.shape) if pe.ndim < x.ndim else pe)
         off = self.dropout.deterministic if deterministic is None else deterministic
         if self.dropout.rate > 0 and not off and rngs is None and self.dropout.rngs is None:
             raise ValueError(
@@ -148,10 +151,7 @@ class SinusoidalPositionalEncoding(nnx.Module):
                 pe = _rows_or_algorithm(jnp.asarray(ids), extra, options, dt, self.max_len or GATHER_ROWS)
             if pe is None:
                 pe = _encode_any(ids, options, dt, offset=extra)
-        pe = adapters.orient(_JNP, jnp.asarray(pe), self.batch_first)
-        # x's rank, explicitly: under jax_numpy_rank_promotion="raise" a (seq, d) encoding cannot be added
-        # to a (batch, seq, d) x
-        return pe.reshape((1,) * (x.ndim - pe.ndim) + pe.shape) if pe.ndim < x.ndim else pe
+        return adapters.orient(_JNP, jnp.asarray(pe), self.batch_first)
 
     def _check_x(self, x: Any) -> tuple[tuple[int, ...], int]:
         if not isinstance(x, jax.Array | np.ndarray):

@@ -203,6 +203,8 @@ class SinusoidalPositionalEncoding(nn.Module):
                 positions = positions + offset
             pe = self._onnx_table(x.dtype, x.device, positions)[positions]
         else:
+            if self.max_len and eager_cpu and offset is None:  # the table max_len asks for: ids gathered
+                _cached_table(options, self.max_len, x.device)  # from it, however sparse (None: too large)
             pe = _encode_tensor(positions, options, offset)
         return self._orient(pe)
 

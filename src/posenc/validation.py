@@ -279,6 +279,8 @@ def position_array(value: Any) -> np.ndarray:
     """``np.asarray(value)`` (no copy, no conversion), with a message naming positions for ragged lists, a
     boolean inside a list (``[1, True]``: NumPy makes it 1, where ``True`` alone is refused) and a masked
     array (its masked entries would be encoded as positions)."""
+    if isinstance(value, np.ma.MaskedArray) and not np.ma.is_masked(value):
+        value = value.data  # nothing masked: its values are the positions
     if isinstance(value, np.ma.MaskedArray):
         raise PosencTypeError(
             "positions is a masked array, and its masked entries would be encoded as ordinary positions; "

@@ -373,6 +373,11 @@ def test_bad_positions(positions, error, message):
         posenc.encode(positions, 8)
 
 
+def test_a_masked_array_with_nothing_masked_is_its_values():
+    unmasked = np.ma.masked_array([1, 2], mask=[0, 0])
+    np.testing.assert_array_equal(posenc.encode(unmasked, 8), posenc.encode([1, 2], 8))
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [

@@ -612,3 +612,19 @@ def test_a_concrete_integer_array_is_a_start():
     np.testing.assert_array_equal(np.asarray(pj.table(4, 8, start=np.asarray(1000, np.int16))), want)
     with pytest.raises(ValueError, match="start"):
         pj.table(4, 8, start=np.asarray(2**40, np.int64))
+
+
+def test_the_host_cache_stays_within_its_total(monkeypatch):
+    """The tables of every option set were kept with no total: past ``CACHE_TOTAL_BYTES`` the oldest go
+    (results unchanged: each is the caller's own copy)."""
+    from posenc.jax import cache
+
+    pj.clear_cache()
+    monkeypatch.setattr(cache, "CACHE_TOTAL_BYTES", 3 * 1024 * 64 * 4)  # three tables of 1024 rows
+    for base in (100.0, 200.0, 300.0, 400.0, 500.0):
+        module = pj.SinusoidalPositionalEncoding(64, base=base)
+        got = module(jnp.zeros((1, 1000, 64), F32))
+        np.testing.assert_array_equal(np.asarray(got[0]), posenc.table(1000, 64, base=base))
+    held = [table.nbytes for table in cache._HOST_CACHE.values()]
+    assert len(held) == 3 and sum(held) <= cache.CACHE_TOTAL_BYTES and len(cache._DEVICE_CACHE) <= 3
+    pj.clear_cache()

@@ -16,6 +16,9 @@ from .functions import _core_options, _encode_traced, _Options
 
 #: Cached tables stop growing at this many bytes; longer requests are computed for just their positions.
 CACHE_LIMIT_BYTES = 256 * 2**20
+#: All cached host tables together hold at most this many bytes: past it the least recently built go first
+#: (with their device copies).
+CACHE_TOTAL_BYTES = 1024 * 2**20
 
 #: Under ``jit``, the module embeds contiguous encodings up to this size as constants; larger ones are
 #: computed by the portable algorithm when the program runs (a constant is compiled into the executable).
@@ -126,8 +129,16 @@ def _host_table(options: _Options, dt: np.dtype, rows: int) -> np.ndarray | None
         if cached is None or cached.shape[0] < rows:
             cached = core.table(size, d_model, dtype=dt, **_core_options(options))
             cached.flags.writeable = False
+            _HOST_CACHE.pop(key, None)
             _HOST_CACHE[key] = cached
             _DEVICE_CACHE.pop(key, None)
+            total = sum(table.nbytes for table in _HOST_CACHE.values())
+            for old in list(_HOST_CACHE):  # the oldest first; results are copies: nothing changes but time
+                if total <= CACHE_TOTAL_BYTES:
+                    break
+                if old != key:
+                    total -= _HOST_CACHE.pop(old).nbytes
+                    _DEVICE_CACHE.pop(old, None)
     return cached
 
 

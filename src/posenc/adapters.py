@@ -28,6 +28,27 @@ NOT_DIFFERENTIABLE = (
 _NARROW_FLOATS = ("bfloat16", "float8_", "float6_", "float4_")
 
 
+def cached(cache: dict, key: Any, value: Any, budget: int, size: Any) -> list:
+    """``cache[key] = value`` as its newest entry, then the oldest other entries dropped until the sizes
+    (``size(entry)``, bytes) fit ``budget``; the keys dropped. The adapters' table caches: a result is the
+    caller's own copy, so dropping an entry changes no result, only what is built again.
+
+    >>> held = {"a": 3, "b": 4}
+    >>> cached(held, "c", 5, 9, lambda n: n), held
+    (['a'], {'b': 4, 'c': 5})
+    """
+    cache.pop(key, None)
+    cache[key] = value
+    total, dropped = sum(size(entry) for entry in cache.values()), []
+    for old in list(cache):
+        if total <= budget:
+            break
+        if old != key:
+            total -= size(cache.pop(old))
+            dropped.append(old)
+    return dropped
+
+
 def exact_float32(array: np.ndarray) -> np.ndarray:
     """``array`` as float32 when its dtype is one of ml_dtypes' narrow floats (bfloat16, float8_*, float6_*,
     float4_*: every value of each is a float32, so nothing is rounded); otherwise ``array`` itself."""

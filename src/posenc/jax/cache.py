@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import core
+from .. import adapters, core
 from .functions import _core_options, _encode_traced, _Options
 
 #: Cached tables stop growing at this many bytes; longer requests are computed for just their positions.
@@ -129,16 +129,9 @@ def _host_table(options: _Options, dt: np.dtype, rows: int) -> np.ndarray | None
         if cached is None or cached.shape[0] < rows:
             cached = core.table(size, d_model, dtype=dt, **_core_options(options))
             cached.flags.writeable = False
-            _HOST_CACHE.pop(key, None)
-            _HOST_CACHE[key] = cached
-            _DEVICE_CACHE.pop(key, None)
-            total = sum(table.nbytes for table in _HOST_CACHE.values())
-            for old in list(_HOST_CACHE):  # the oldest first; results are copies: nothing changes but time
-                if total <= CACHE_TOTAL_BYTES:
-                    break
-                if old != key:
-                    total -= _HOST_CACHE.pop(old).nbytes
-                    _DEVICE_CACHE.pop(old, None)
+            dropped = adapters.cached(_HOST_CACHE, key, cached, CACHE_TOTAL_BYTES, lambda table: table.nbytes)
+            for old in (key, *dropped):  # a device copy goes with its host table
+                _DEVICE_CACHE.pop(old, None)
     return cached
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import core, validation
+from .. import adapters, core, validation
 from ..core.options import takes_options
 from . import operator  # registers torch.ops.posenc.exact and .table, once
 from .tensors import (
@@ -106,20 +106,13 @@ _CACHE_LOCK = threading.Lock()
 def cache_insert(key: tuple, value: Any) -> Any:
     """``_CACHE[key] = value`` (a tensor or a tuple of tensors; the caller holds :data:`_CACHE_LOCK`), then
     the oldest other entries dropped until all fit :data:`CACHE_TOTAL_BYTES`: a result is the caller's own
-    copy, so dropping an entry changes no result, only what is built again."""
-    _CACHE.pop(key, None)
-    _CACHE[key] = value
+    copy, so dropping an entry changes no result, only what is built again (:func:`.adapters.cached`)."""
 
     def size(entry: Any) -> int:
         parts = entry if isinstance(entry, tuple) else (entry,)
         return sum(t.numel() * t.element_size() for t in parts)
 
-    total = sum(size(entry) for entry in _CACHE.values())
-    for old in list(_CACHE):
-        if total <= CACHE_TOTAL_BYTES:
-            break
-        if old != key:
-            total -= size(_CACHE.pop(old))
+    adapters.cached(_CACHE, key, value, CACHE_TOTAL_BYTES, size)
     return value
 
 

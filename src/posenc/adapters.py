@@ -8,19 +8,23 @@ call these functions with the array namespace of :mod:`posenc.portable`; the off
 
 from __future__ import annotations
 
+import functools
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from . import layouts
+from .core import Options
 from .portable.backend import Backend
 
-#: Why positions that require a gradient are refused (``detach``: how the caller of a framework drops it).
+#: Why positions that require a gradient are refused where no derivative is defined (the rotary cos/sin;
+#: ``detach``: how the caller of a framework drops it).
 NOT_DIFFERENTIABLE = (
-    "positions require a gradient, but posenc's encodings are not differentiable in the positions: their "
-    "rows are computed exactly outside automatic differentiation, so the gradient would be lost silently "
-    "(zero); pass {detach} where no gradient needs to reach the positions (timesteps sampled in training, "
-    "position ids)"
+    "positions require a gradient, but posenc's rotary cos/sin are not differentiable in the positions: "
+    "their rows are computed exactly outside automatic differentiation, so the gradient would be lost "
+    "silently (zero); pass {detach} where no gradient needs to reach the positions (position ids)"
 )
 
 #: ml_dtypes' floating formats narrower than float32 (JAX's bfloat16, float8_*, ...): each of their values is
@@ -148,3 +152,48 @@ def positions_and_offset(
     if offset.ndim == 2 and positions.ndim == 1:  # (1, seq) against (batch, 1): one rank, no promotion
         positions = positions[None]
     return positions, offset
+
+
+@functools.lru_cache(maxsize=64)
+def derivative_plan(options: Options) -> tuple[int, np.ndarray, np.ndarray]:
+    """How ``options``' encoding changes with the position, column by column: ``(n, take, factor)`` with
+
+        d PE[..., j] / dp = factor[j] · SC[..., take[j]],
+
+    SC = [sin p ω_0, ..., sin p ω_(n−1), cos p ω_0, ..., cos p ω_(n−1)] the values of the n frequencies the
+    encoding computes (ω_i = :meth:`Options.constants`, the scale included): a sine's column takes ω_i times
+    its cosine, a cosine's −ω_i times its sine, odd="zero"'s zero column nothing. Read-only arrays ``(d,)``.
+
+    >>> n, take, factor = derivative_plan(Options(4, 100.0, 0.0, 1.0, "interleaved", "zero"))
+    >>> n, take.tolist(), factor.tolist()  # d/dp [sin p, cos p, sin p/10, cos p/10]
+    (2, [2, 0, 3, 1], [1.0, -1.0, 0.1, -0.1])
+    """
+    omegas = options.constants()[0]
+    n, d = len(omegas), options.d_model
+    take, factor = np.zeros(d, np.int64), np.zeros(d, np.float64)
+    pairs = layouts.pair_columns(options.layout, n)
+    for columns, partner, sign in zip(pairs, (n, 0), (1.0, -1.0), strict=True):
+        kept = columns < d  # odd="literal"/"drop": the last frequency's second column falls off the end
+        take[columns[kept]] = partner + np.arange(n)[kept]
+        factor[columns[kept]] = sign * omegas[kept]
+    take.flags.writeable = factor.flags.writeable = False
+    return n, take, factor
+
+
+def slope(ops: Backend, rows_in: Any, plan: tuple[int, Sequence[int], Sequence[float]]) -> Any:
+    """d PE / dp at the positions ``rows_in`` encodes, by ``plan`` (:func:`derivative_plan`'s, its arrays as
+    sequences if need be): ``rows_in(layout)`` returns their encoding with ``layout`` (``"sin_cos"``, and
+    ``"cos_sin"`` where the last cosine falls off an odd width) and the plan's other options, in the dtype
+    the derivative is wanted in; shape ``positions.shape + (d_model,)``. From exact values of sin p ω_i and
+    cos p ω_i, each rounded once to that dtype, times ω_i rounded once: within ~2 units of it. Where a
+    derivative is defined (an encoding's real positions: ``posenc.torch``'s autograd, ``posenc.jax``'s JVP),
+    d/dp sin(p ω) = ω cos(p ω).
+    """
+    n, take, factor = plan
+    first = rows_in("sin_cos")
+    if 2 * n > len(take):
+        values = ops.concat([first[..., :n], rows_in("cos_sin")[..., :n]], -1)
+    else:
+        values = first[..., : 2 * n]
+    gathered = values[..., ops.asarray(np.array(take, np.int64), values)]  # copies: the plan's are shared
+    return gathered * ops.cast(ops.asarray(np.array(factor, np.float64), values), values.dtype)

@@ -8,6 +8,7 @@ The pytest process runs JAX as configured by default (``jax_enable_x64`` off: in
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 
 import posenc
 import posenc.jax as pj
+from posenc import rope
 from tests.support import reference as ref
 from tests.support.module_cases import BAD_MODULE_OPTIONS
 
@@ -560,22 +562,40 @@ def test_narrow_integer_ids_and_starts_are_added_without_wrapping_under_jit(path
             np.testing.assert_array_equal(got, posenc.table(length, 4, start=3))
 
 
-def test_a_derivative_in_the_positions_is_refused_and_one_in_anything_else_passes():
-    """``jax.grad``/``jax.jvp`` in real positions raise (the rows are computed outside JAX's
-    differentiation: the derivative was zero, silently); a derivative in ``x`` or a weight is unaffected."""
-    positions = jnp.array([1.0, 2.5])
-    with pj.self_contained(), pytest.raises(TypeError, match="not differentiable in the positions"):
-        jax.grad(lambda p: pj.encode(p, 4).sum())(positions)  # refused as it is traced: nothing compiled
+def test_the_derivative_in_real_positions_is_the_exact_one_and_the_rotary_refuses_one():
+    """``jax.grad``/``jax.jvp``/``jax.hessian`` in real positions: d/dp sin(p ω) = ω cos(p ω) from exact rows
+    (it was zero, silently), the same on the core's path and the self-contained one; a derivative in ``x``
+    or a weight is unaffected. The rotary cos/sin define none: refused (they were zero, silently)."""
+    positions = jnp.array([1.0, 2.5, 1000.25])
+    exact = np.array(
+        [[float(v) for v in ref.slope(float(p), 7, "sin_cos", odd="literal")] for p in positions]
+    )
+    with _path("portable"):  # the self-contained program: the same derivative (one compile of it will do)
+        _, rate = jax.jvp(
+            jax.jit(lambda p: pj.encode(p, 7, layout="sin_cos", odd="literal")), (positions,), (jnp.ones(3),)
+        )
+        np.testing.assert_allclose(np.asarray(rate), exact, rtol=0, atol=2e-7)
     with _path("core"):
-        with pytest.raises(TypeError, match="not differentiable in the positions"):
-            jax.jit(jax.grad(lambda p: pj.encode(p, 4).sum()))(positions)
-        with pytest.raises(TypeError, match=r"jax\.lax\.stop_gradient\(positions\)"):
-            jax.jvp(lambda p: pj.encode(p, 4), (positions,), (jnp.ones(2),))
+        _, rate = jax.jvp(
+            lambda p: pj.encode(p, 7, layout="sin_cos", odd="literal"), (positions,), (jnp.ones(3),)
+        )
+        np.testing.assert_allclose(np.asarray(rate), exact, rtol=0, atol=2e-7)  # float32: from float32 rows
+        grad = jax.jit(jax.grad(lambda p: pj.encode(p, 7, layout="sin_cos", odd="literal").sum()))(positions)
+        np.testing.assert_allclose(np.asarray(grad), exact.sum(-1), rtol=0, atol=1e-6)
+        second = jax.grad(jax.grad(lambda p: pj.encode(p, 2).sum()))(jnp.float32(2.5))
+        assert float(second) == pytest.approx(-(math.sin(2.5) + math.cos(2.5)), abs=1e-6)
+        values = pj.encode(positions, 7, layout="sin_cos", odd="literal")
+        want = posenc.encode(np.asarray(positions), 7, layout="sin_cos", odd="literal")
+        np.testing.assert_array_equal(np.asarray(values), want)
+    with _path("core"):
         weight = jax.jit(jax.grad(lambda w, p: (w * pj.encode(p, 4)).sum()))(2.0, positions)
         assert float(weight) == pytest.approx(float(posenc.encode(np.asarray(positions), 4).sum()), rel=1e-6)
         module = pj.SinusoidalPositionalEncoding(4)
-        dx = jax.grad(lambda x: module(x, positions[None]).sum())(jnp.ones((1, 2, 4)))
-        np.testing.assert_array_equal(np.asarray(dx), np.ones((1, 2, 4)))
+        dx = jax.grad(lambda x: module(x, positions[None]).sum())(jnp.ones((1, 3, 4)))
+        np.testing.assert_array_equal(np.asarray(dx), np.ones((1, 3, 4)))
+        params = rope.config(head_dim=4, base=100.0)
+        with pytest.raises(TypeError, match=r"rotary cos/sin are not differentiable.*stop_gradient"):
+            jax.grad(lambda p: pj.rotary.cos_sin(p, params)[1].sum())(positions)
 
 
 def test_a_traced_call_refuses_an_output_memory_cannot_hold_before_any_work(monkeypatch):

@@ -80,3 +80,20 @@ def tutorial_table(length: int, d_model: int, base: float = 10000.0, rows=None) 
     pe[:, 0::2] = np.sin(position * div_term)
     pe[:, 1::2] = np.cos(position * div_term)
     return pe
+
+
+def slope(
+    position: float, d_model: int, layout: str = "interleaved", base=10000.0, shift=0.0, scale=1.0, odd="zero"
+):
+    """The exact d PE / dp of every column at ``position``: ω_i cos(p ω_i) at sin ω_i's column,
+    −ω_i sin(p ω_i) at cos ω_i's, 0 at odd="zero"'s zero column (mpmath values, a list of ``d_model``)."""
+    row = [mpmath.mpf(0)] * d_model
+    for i in range(frequency_count(d_model, odd)):
+        w = omega(i, d_model, base, shift, scale, odd)
+        sin, cos = sincos(position, i, d_model, base, shift, scale, odd)
+        sin_column, cos_column = column(i, d_model, layout, odd)
+        if sin_column is not None:
+            row[sin_column] = w * cos
+        if cos_column is not None:
+            row[cos_column] = -w * sin
+    return row

@@ -728,17 +728,6 @@ def test_a_compiled_call_refuses_an_output_memory_cannot_hold_before_any_work(mo
         torch.compile(lambda p: pt.encode(p, 1024), fullgraph=True, backend="eager")(positions)
 
 
-def test_positions_that_require_a_gradient_are_refused_where_it_would_be_lost():
-    """posenc's rows are computed outside autograd: positions requiring a gradient (with grad mode on) got
-    an output that required none, and the gradient was dropped silently; detached or under no_grad, fine."""
-    t = torch.tensor([1.0, 2.5], requires_grad=True)
-    for call in (lambda: pt.encode(t, 4), lambda: pt.Timesteps(4, True, 0)(t)):
-        with pytest.raises(TypeError, match=r"not differentiable in the positions.*positions\.detach\(\)"):
-            call()
-    with torch.no_grad():
-        assert torch.equal(pt.encode(t, 4), pt.encode(t.detach(), 4))
-
-
 def test_the_cache_keeps_no_table_for_a_far_id_and_stays_within_its_total(monkeypatch):
     """One id of 2**19 built and kept a table of 2**20 rows (256 MiB) for 256 bytes of result, and the
     tables of every option set were kept without a total: a sparse id is computed alone, and past

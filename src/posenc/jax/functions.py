@@ -127,13 +127,48 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, off
 
     if not jnp.issubdtype(positions.dtype, jnp.floating):  # integers: JAX differentiates none
         return program_rows(positions, request, offset, core_rows)
-    return _refusing_derivatives(lambda p: program_rows(p, request, offset, core_rows), positions)
+    return _differentiable(lambda p: program_rows(p, request, offset, core_rows), positions, options, offset)
+
+
+def _differentiable(
+    rows: Callable[[jax.Array], jax.Array], positions: jax.Array, options: _Options, offset: Any
+) -> jax.Array:
+    """``rows(positions)`` with its derivative in the positions (``jax.jvp``, ``jax.grad``, ``jax.hessian``):
+    d/dp sin(p ω_i) = ω_i cos(p ω_i), d/dp cos(p ω_i) = −ω_i sin(p ω_i) (:func:`posenc.adapters.slope`),
+    from the exact sines and cosines of the same positions in float64 (float32 with x64 off), itself
+    differentiable again; rounded to the encoding's dtype.
+
+    >>> jax.grad(lambda t: encode(t, 4).sum())(jnp.float32(1.0))  # cos 1 - sin 1 + (cos .01 - sin .01) / 100
+    Array(-0.29126915, dtype=float32)
+    """
+    from jax.custom_derivatives import SymbolicZero
+
+    @jax.custom_jvp
+    def held(p: jax.Array) -> jax.Array:
+        return rows(p)
+
+    def rule(primals: tuple, tangents: tuple) -> tuple:
+        (p,), (moved,) = primals, tangents
+        out = held(p)
+        if isinstance(moved, SymbolicZero):
+            return out, jnp.zeros_like(out)
+        wide = np.dtype(np.float64 if jax.config.jax_enable_x64 else np.float32)
+
+        def rows_in(layout: str) -> jax.Array:
+            return _encode_traced(p, options._replace(layout=layout), wide, offset=offset)
+
+        rate = adapters.slope(_JNP, rows_in, adapters.derivative_plan(options))
+        return out, (rate * moved.astype(wide)[..., None]).astype(out.dtype)
+
+    held.defjvp(rule, symbolic_zeros=True)
+    return held(positions)
 
 
 def _refusing_derivatives(rows: Callable[[jax.Array], jax.Array], positions: jax.Array) -> jax.Array:
     """``rows(positions)``, raising a ``TypeError`` when JAX differentiates it in the positions (``jax.grad``,
-    ``jax.jvp``; a derivative in anything else passes): its rows are computed exactly, outside JAX's
-    differentiation, and the derivative would be zero, silently."""
+    ``jax.jvp``; a derivative in anything else passes): rows computed exactly, outside JAX's
+    differentiation, with no derivative defined (the rotary cos/sin), whose derivative would be zero,
+    silently."""
     from jax.custom_derivatives import SymbolicZero
 
     @jax.custom_jvp
@@ -211,7 +246,8 @@ def program_rows(
     def on_host(*values: np.ndarray) -> np.ndarray:
         return _host_rows(values, request, core_rows)
 
-    arrays = [jax.lax.stop_gradient(a) for a in arrays]  # not differentiable in the positions
+    # no derivative of the callback's own: _differentiable defines the encodings', the rotary refuses one
+    arrays = [jax.lax.stop_gradient(a) for a in arrays]
     return jax.pure_callback(on_host, result, *arrays, vmap_method="broadcast_all")
 
 

@@ -25,7 +25,7 @@ from .. import portable, rope
 from ..core import explicit
 from ..rope.arrays import arrange, check_request
 from ..rope.tables import exact_law
-from .functions import _dtype, _host_positions, _traced, program_rows
+from .functions import _dtype, _host_positions, _refusing_derivatives, _traced, program_rows
 
 
 def cos_sin(
@@ -78,7 +78,10 @@ def _traced_rows(
     def core_rows(total: np.ndarray) -> np.ndarray:
         return np.concatenate(explicit.sin_cos(total, law, fmt), -1)  # [sin | cos], as the request lays out
 
-    rows = program_rows(positions, request, None, core_rows)
+    if jnp.issubdtype(positions.dtype, jnp.floating):  # no derivative defined: refused, never zero
+        rows = _refusing_derivatives(lambda p: program_rows(p, request, None, core_rows), positions)
+    else:
+        rows = program_rows(positions, request, None, core_rows)
     return arrange(_JNP, rows, request.count, params.mrope_section, params.mrope_interleaved, layout)
 
 

@@ -61,7 +61,7 @@ def encode(
             [0.8415, 0.5403, 0.0100, 0.9999]])
     """
     checked = core.Options.check(d_model, **options)
-    result = _encode_tensor(_position_tensor(positions), (*checked, _dtype_name(dtype)))
+    result = _encode_tensor(_position_tensor(positions, differentiable=True), (*checked, _dtype_name(dtype)))
     return result if device is None else result.to(device)
 
 
@@ -119,7 +119,113 @@ def cache_insert(key: tuple, value: Any) -> Any:
 def _encode_tensor(
     positions: torch.Tensor, options: tuple, offset: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Exact encodings of ``positions`` (+ ``offset``, broadcast against them, added exactly).
+    """Exact encodings of ``positions`` (+ ``offset``, broadcast against them, added exactly), differentiable
+    in real positions and offsets that require a gradient (:class:`_Differentiated`)."""
+    tensors = (positions,) if offset is None else (positions, offset)
+    if not torch.compiler.is_compiling() and any(map(_forward_mode, tensors)):
+        return _ForwardDifferentiated.apply(positions, offset, options)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return _Differentiated.apply(positions, offset, options)
+    return _encode_values(positions, options, offset)
+
+
+def _forward_mode(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` may carry a forward-mode derivative: a functorch transform is active
+    (``torch.func.jvp``, ``grad``, ``vmap``, ...) or it is a dual tensor with a tangent
+    (``torch.autograd.forward_ad``)."""
+    if operator._FUNCTORCH_ACTIVE():
+        return True
+    forward_ad = torch.autograd.forward_ad
+    return forward_ad._current_level >= 0 and forward_ad.unpack_dual(tensor).tangent is not None
+
+
+class _Differentiated(torch.autograd.Function):
+    """The exact encodings with their derivative in the positions, d/dp sin(p ω_i) = ω_i cos(p ω_i) and
+    d/dp cos(p ω_i) = −ω_i sin(p ω_i) (:func:`posenc.adapters.slope`): computed in float64 from the exact
+    sines and cosines of the same positions, then rounded to the positions' dtype (backward) or the
+    encoding's (forward mode, ``torch.func.jvp``). The derivative is itself differentiable (a second
+    derivative, ``create_graph=True``). The encodings are the same bits as without a gradient.
+
+    >>> t = torch.tensor([0.0, 1.0], requires_grad=True)
+    >>> encode(t, 4).sum().backward()  # d/dp (sin p + cos p + sin p/100 + cos p/100)
+    >>> t.grad
+    tensor([ 1.0100, -0.2913])
+    """
+
+    @staticmethod
+    def forward(positions: torch.Tensor, offset: torch.Tensor | None, options: tuple) -> torch.Tensor:
+        return _encode_values(positions.detach(), options, None if offset is None else offset.detach())
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+        positions, offset, options = inputs
+        ctx.options, ctx.has_offset = options, offset is not None
+        ctx.save_for_backward(positions, offset)
+        ctx.save_for_forward(positions, offset)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
+        positions, offset = ctx.saved_tensors
+        along = (grad.to(torch.float64) * _slope(positions, offset, ctx.options)).sum(-1)
+        wanted = ctx.needs_input_grad
+        by_positions = along.sum_to_size(positions.shape).to(positions.dtype) if wanted[0] else None
+        by_offset = along.sum_to_size(offset.shape).to(offset.dtype) if wanted[1] else None
+        return by_positions, by_offset, None
+
+
+class _ForwardDifferentiated(_Differentiated):
+    """:class:`_Differentiated` with its forward mode (``torch.func.jvp``, ``torch.autograd.forward_ad``) and
+    its rule under ``torch.func.vmap`` (each position's row is its own: the batch axis stays in front):
+    apart, because ``torch.compile`` traces no ``autograd.Function`` that defines them."""
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, positions: Any, offset: Any, options: tuple) -> tuple[Any, int]:
+        batch = info.batch_size
+
+        def in_front(tensor: torch.Tensor | None, dim: int | None) -> torch.Tensor | None:
+            if tensor is None:
+                return None
+            return tensor.movedim(dim, 0) if dim is not None else tensor.expand(batch, *tensor.shape)
+
+        positions, offset = in_front(positions, in_dims[0]), in_front(offset, in_dims[1])
+        if offset is not None:  # align the two below the batch axis, as broadcasting aligns them
+            rank = max(positions.dim(), offset.dim())
+            positions, offset = (
+                t.reshape(batch, *[1] * (rank - t.dim()), *t.shape[1:]) for t in (positions, offset)
+            )
+        return _ForwardDifferentiated.apply(positions, offset, options), 0
+
+    @staticmethod
+    def jvp(ctx: Any, positions_t: Any, offset_t: Any, _: Any) -> torch.Tensor:
+        positions, offset = ctx.saved_tensors
+        moved = sum(t.to(torch.float64) for t in (positions_t, offset_t) if t is not None)
+        rate = _slope(positions, offset, ctx.options) * torch.as_tensor(moved)[..., None]
+        return rate.to(getattr(torch, ctx.options[-1]))
+
+
+def _slope(positions: torch.Tensor, offset: torch.Tensor | None, options: tuple) -> torch.Tensor:
+    """d PE / dp in float64 at ``positions`` (+ ``offset``): :func:`posenc.adapters.slope`."""
+    *core_options, _ = options
+
+    def rows_in(layout: str) -> torch.Tensor:
+        wanted = core.Options(*core_options)._replace(layout=layout)
+        return _encode_tensor(positions, (*wanted, "float64"), offset)
+
+    return adapters.slope(operator.TORCH, rows_in, _derivative_plan(tuple(core_options)))
+
+
+@torch.compiler.assume_constant_result
+def _derivative_plan(core_options: tuple) -> tuple[int, tuple[int, ...], tuple[float, ...]]:
+    """:func:`posenc.adapters.derivative_plan` as Python numbers: constants of a compiled program (its
+    frequencies are computed in :mod:`decimal`, which torch.compile does not trace)."""
+    n, take, factor = adapters.derivative_plan(core.Options(*core_options))
+    return n, tuple(take.tolist()), tuple(factor.tolist())
+
+
+def _encode_values(
+    positions: torch.Tensor, options: tuple, offset: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Exact encodings of ``positions`` (+ ``offset``, broadcast against them, added exactly); no gradient.
 
     Eager calls on CPU tensors take the NumPy core (invalid positions raise ValueError there); everything
     else — any other device, ``meta`` included, and every call inside ``torch.compile``/``torch.export`` —

@@ -166,13 +166,13 @@ class SinusoidalPositionalEncoding(nn.Module):
             return self._orient(operator.table(seq, start, x.device, options))
         if positions is not None:
             if not isinstance(positions, torch.Tensor):  # a list or an array: put it where x is
-                positions = _position_tensor(positions).to(x.device)
+                positions = _position_tensor(positions, differentiable=True).to(x.device)
             elif positions.device != x.device:
                 raise ValueError(
                     f"positions are on {positions.device} but x is on {x.device}; "
                     f"pass positions.to({str(x.device)!r})"
                 )
-            positions = _position_tensor(positions)
+            positions = _position_tensor(positions, differentiable=True)
         if isinstance(offset, np.ndarray):  # an array of offsets, as the JAX module takes it: as a tensor
             offset = torch.as_tensor(offset)
         if isinstance(offset, torch.Tensor) and offset.dtype in _WIDENED:
@@ -352,7 +352,7 @@ class Timesteps(nn.Module):
                 tuple(timesteps.shape) if isinstance(timesteps, torch.Tensor) else type(timesteps).__name__
             )
             raise ValueError(f"timesteps must be a 1-D tensor of shape (N,); got {shape}")
-        return _encode_tensor(_position_tensor(timesteps), (*self._options, "float32"))
+        return _encode_tensor(_position_tensor(timesteps, differentiable=True), (*self._options, "float32"))
 
     def extra_repr(self) -> str:
         return (

@@ -42,10 +42,11 @@ def _to_tensor(values: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(values)
 
 
-def _position_tensor(positions: Any) -> torch.Tensor:
+def _position_tensor(positions: Any, *, differentiable: bool = False) -> torch.Tensor:
     """Positions as a tensor, their dtype checked and made one the encoders take, exactly (values are
     checked where they live: see :func:`_check_positions_on_host`; on a device invalid positions give NaN
-    rows).
+    rows). Positions that require a gradient are refused unless ``differentiable`` (the encodings'
+    callers, whose result has a derivative in them: :class:`posenc.torch.functions._Differentiated`).
 
     Not a tensor (a number, a list, a NumPy array): Python floats are float64 and Python ints int64, as
     NumPy takes them (``torch.as_tensor`` would round floats to float32). Unsigned 16/32/64-bit tensors
@@ -80,7 +81,7 @@ def _position_tensor(positions: Any) -> torch.Tensor:
         )
     if tensor.is_complex():
         raise TypeError(f"positions must be integers or real numbers; got dtype {tensor.dtype}")
-    if tensor.requires_grad and torch.is_grad_enabled():
+    if tensor.requires_grad and torch.is_grad_enabled() and not differentiable:
         raise PosencTypeError(
             adapters.NOT_DIFFERENTIABLE.format(detach="positions.detach()"), parameter="positions"
         )

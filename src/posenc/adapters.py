@@ -19,12 +19,13 @@ from . import layouts
 from .core import Options
 from .portable.backend import Backend
 
-#: Why positions that require a gradient are refused where no derivative is defined (the rotary cos/sin;
-#: ``detach``: how the caller of a framework drops it).
+#: Why an input that requires a gradient is refused where posenc defines no derivative (the rotary cos/sin,
+#: the equivalents of models' own coordinate embeddings; ``name``: the input, ``what``: the values,
+#: ``detach``: how the caller of a framework drops the gradient).
 NOT_DIFFERENTIABLE = (
-    "positions require a gradient, but posenc's rotary cos/sin are not differentiable in the positions: "
-    "their rows are computed exactly outside automatic differentiation, so the gradient would be lost "
-    "silently (zero); pass {detach} where no gradient needs to reach the positions (position ids)"
+    "{name} require a gradient, but {what} define no derivative in them: the values are computed exactly "
+    "outside automatic differentiation, so the gradient would be lost silently (zero); pass {detach} where "
+    "no gradient needs to reach them"
 )
 
 #: ml_dtypes' floating formats narrower than float32 (JAX's bfloat16, float8_*, ...): each of their values is

@@ -487,8 +487,9 @@ def detr_2d(
     Columns 0 .. F−1 encode the pixel's y position, F .. 2F−1 its x position (:func:`detr_positions`: as
     DETR forms them, in float32), each as interleaved pairs PE(p, 2i) = sin(p ω_i), PE(p, 2i+1) = cos(p ω_i)
     with ω_i = temperature^(−2i/F) (``temperature``: one, or (height, width) as DAB-DETR has); every value is
-    the exact one rounded once to ``dtype``. The models' tensors are channels first (B, 2F, H, W):
-    ``.transpose(0, 3, 1, 2)`` (:class:`posenc.torch.DetrSinePositionEmbedding` gives them so).
+    the exact one rounded once to ``dtype`` (float64: within 1 ulp, as the core's). The models' tensors are
+    channels first (B, 2F, H, W): ``.transpose(0, 3, 1, 2)`` (:class:`posenc.torch.DetrSinePositionEmbedding`
+    gives them so).
 
     >>> pe = detr_2d(np.ones((1, 2, 3)), 4)  # y = 1, 2 down; x = 1, 2, 3 across
     >>> pe.shape, pe[0, 1, 2].round(4)  # y = 2: sin 2, cos 2, sin .02, cos .02; then x = 3
@@ -623,7 +624,7 @@ def dinov3_rope(
     :func:`dinov3_frequencies`: the first axis' dim/4 angles, then the second's (``grid_indexing`` "ij": h
     then w; "xy": w then h); ``rotate_half`` repeats the dim/2 sines as [s | s] (the halves layout), else
     pair by pair (s_0, s_0, s_1, s_1, ...), and the cosines alike. Each value is the exact one rounded once
-    to ``dtype``.
+    to ``dtype`` (float64: within 1 ulp).
 
     >>> pe = dinov3_rope((1, 4), 8)  # coordinates (0, -0.75), (0, -0.25), (0, 0.25), (0, 0.75)
     >>> pe.shape, pe[3, :4].round(4)  # sin of 0 · ω_i, then of 0.75 · ω_i (ω_0 = 2π, ω_1 = 2π/10)
@@ -715,7 +716,8 @@ def timm_rope(
     Each cell's angles are its coordinates (:func:`timm_rope_coordinates`) times the dim/4 frequencies
     ω_i = temperature^(−i/(dim/4)): the first axis' dim/4 angles, then the second's (``grid_indexing`` "ij":
     h then w; "xy": w then h); ``rotate_half`` repeats the dim/2 sines as [s | s], else pair by pair
-    (s_0, s_0, s_1, s_1, ...), and the cosines alike. Each value is the exact one rounded once to ``dtype``.
+    (s_0, s_0, s_1, s_1, ...), and the cosines alike. Each value is the exact one rounded once to ``dtype``
+    (float64: within 1 ulp).
 
     >>> pe = timm_rope((1, 3), 8)  # coordinates (0, 0), (0, 1), (0, 2); ω_0 = 1, ω_1 = 1/100
     >>> pe.shape, pe[2, :8].round(4)  # sin of 0 · ω_i (pairs), then of 2 · ω_i

@@ -44,6 +44,17 @@ def test_values_against_mpmath():
             assert [[float(c[0, 0]), float(c[1, 0])] for c in cells] == want
 
 
+def test_positions_the_originals_table_takes_an_int_or_a_list_and_no_negative_one():
+    """The original indexes a table: an int or a list is an index (posenc raised AttributeError), and a
+    negative one reads from the table's end, where posenc would compute position −1: refused, saying so."""
+    rope = kandinsky.KandinskyRope1D(8, 500.0)
+    assert torch.equal(rope(3), rope(torch.tensor(3))) and torch.equal(
+        rope([1, 2]), rope(torch.tensor([1, 2]))
+    )
+    with pytest.raises(ValueError, match=r"pos: -1 is negative.*give positions >= 0"):
+        rope(torch.tensor([0, -1]))
+
+
 MODULES = {
     "5-1d": lambda: Kandinsky5RoPE1D(64),
     "5-3d": lambda: Kandinsky5RoPE3D((16, 24, 24)),

@@ -27,7 +27,15 @@ def test_values_against_mpmath():
     assert cos.shape == sin.shape == (40, 8) and cos.dtype == torch.float32
     stacked = length_rope.LengthRope(8, 500.0, "stacked")(torch.zeros(2, 40, 3, dtype=torch.float64))
     assert stacked.shape == (2, 40, 1, 1, 8) and stacked.dtype == torch.float64
-    assert torch.equal(stacked[0, :, 0, 0], cos.double()) and torch.equal(stacked[1, :, 0, 0], sin.double())
+    # in the states' dtype directly (float64 here), never via float32
+    params = length_rope.LengthRope(8, 500.0, "length").params
+    wide = pt.rotary.cos_sin(torch.arange(40), params, dtype=torch.float64)
+    assert torch.equal(stacked[0, :, 0, 0], wide[0]) and torch.equal(stacked[1, :, 0, 0], wide[1])
+    assert torch.allclose(stacked[0, :, 0, 0], cos.double(), rtol=0, atol=6e-8)
+    # bfloat16 rounded once: cos(8158 · 10⁵^(−40/64)) = 0.98632813970 is 0.986328125 in float32, a bfloat16
+    # midpoint that rounds (to even) to 0.984375; the exact value rounds to 0.98828125
+    half, _ = length_rope.LengthRope(64, 1e5, "states")(torch.zeros(1, 8159, 1, dtype=torch.bfloat16))
+    assert float(half[8158, 20]) == 0.98828125
     for p in range(40):
         for i in range(4):
             with mpmath.workdps(40):

@@ -108,6 +108,10 @@ def test_the_model_calls_are_followed():
         exact(states, video_coords=torch.full((2, 3, 4), float("nan")))
     with pytest.raises(ValueError, match=r"rope_interpolation_scale\[0\]"):
         exact(states, 3, 4, 5, rope_interpolation_scale=(torch.ones(2), 32, 32))
+    # the scale's factor s·p/b in float64, as the docstring says (it was float32: 0.016000000760 for 0.016)
+    frame = LTXVideoRotaryPosEmbed(12, 20, 2048, 2048, 1, 1)
+    fractions = ltx.read_ltx(frame).fractions(1, 2, 1, 1, (1 / 3.125, 32.0, 32.0))
+    assert fractions.dtype == torch.float64 and float(fractions[0, 1, 0]) == (1 / 3.125) * 1 / 20
 
 
 def test_a_module_of_the_form_computing_else_is_refused():
@@ -194,3 +198,14 @@ def test_ltx2_decoder_rotary_read_proven_exact_and_refused_otherwise():
 
     other = Doubled(32)
     assert ltx.prove_ltx_vae(other, ltx.read_ltx_vae(other)).startswith("not the rotary its attributes name")
+
+
+def test_ltx2s_equivalent_on_meta_gives_the_originals_shapes_and_computes_nothing():
+    """Coordinates on meta: the original gives meta (cos, sin); posenc's copied them to the CPU and raised."""
+    for options in ({}, {"rope_type": "split", "num_attention_heads": 2}):
+        module = LTX2AudioVideoRotaryPosEmbed(24, **options)
+        coords = module.prepare_video_coords(2, 3, 2, 2, torch.device("cpu")).to("meta")
+        mine, ours = module(coords), ltx.read_ltx(module)(coords)
+        assert [(t.shape, t.dtype, t.device.type) for t in ours] == [(t.shape, t.dtype, "meta") for t in mine]
+    with pytest.raises(TypeError, match=r"coords require a gradient.*coords\.detach\(\)"):
+        ltx.read_ltx(module)(torch.zeros(1, 3, 4, requires_grad=True))

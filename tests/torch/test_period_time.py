@@ -46,6 +46,21 @@ def test_values_against_mpmath_and_quarter_turns_exactly() -> None:
     assert float(values[1, 0]) == 0.0 and float(values[1, count]) == 1.0
 
 
+def test_float64_times_give_float64_as_the_originals_product_does_and_a_gradient_is_refused() -> None:
+    """π0's float32 frequencies times float64 times are float64 (posenc gave float32); a time that
+    requires a gradient got values that carried none, silently: refused, naming ``time``."""
+    module, mine = period_time.PeriodTime(16, 0.004, 4.0), _pi0(16)
+    times = torch.tensor([0.3, 0.7, 0.123456789], dtype=torch.float64)
+    got, want = module(times), mine(times)
+    assert got.dtype == want.dtype == torch.float64
+    assert float((got - want).abs().max()) < 1e-4  # its float32 frequencies: ~4e-5 at ω = 500π
+    with mpmath.workdps(50):
+        angle = mpmath.mpf(0.123456789) * 2 * mpmath.pi / mpmath.mpf("0.004")
+        assert abs(float(got[2, 0]) - float(mpmath.sin(angle))) <= 1.2e-16
+    with pytest.raises(TypeError, match=r"time require a gradient.*time\.detach\(\)"):
+        module(times.clone().requires_grad_())
+
+
 def test_pi0s_time_embedding_is_read_proven_audited_patched_and_given_back() -> None:
     module = _pi0()
     exact = period_time.read_period_time(module)

@@ -91,3 +91,22 @@ def test_a_plain_rotary_of_its_inv_freq_read_proven_audited_patched():
     assert posenc.audit(model, samples=32).passed
     pt.unpatch(model)
     assert model[0] is module
+
+
+def test_a_base_its_inv_freq_cannot_name_is_declined_with_why_and_a_large_whole_one_is_read():
+    """A float32 inv_freq fixes its base only to ~1e-6: 300.7 was read as 300.69995 and the rotary replaced
+    ("made exact") by values further from 300.7's than the original's own; a base that is no whole number
+    is declined, saying why. 10⁶ in a buffer of 64 (a least-squares fit, not one value) is read."""
+    from diffusers.models.condition_embedders.condition_embedder_anima import AnimaRotaryEmbedding
+
+    for head_dim, base in ((16, 300.7), (64, 75.25)):
+        module = AnimaRotaryEmbedding(head_dim, base)
+        assert su_rope.read_plain_rope(module) is None
+        report = pt.patch(torch.nn.Sequential(module))
+        assert not report.replaced
+        assert (
+            "a base of about" in report.components[0].reason and "cannot name" in report.components[0].reason
+        )
+    large = AnimaRotaryEmbedding(128, 1e6)
+    assert su_rope.read_plain_rope(large).params.base == 1e6
+    assert [c.variant for c in pt.patch(torch.nn.Sequential(large)).replaced] == ["rope-default"]

@@ -178,7 +178,11 @@ def _refusing_derivatives(rows: Callable[[jax.Array], jax.Array], positions: jax
     def refused(primals: tuple, tangents: tuple) -> tuple:
         if not isinstance(tangents[0], SymbolicZero):
             raise PosencTypeError(
-                adapters.NOT_DIFFERENTIABLE.format(detach="jax.lax.stop_gradient(positions)"),
+                adapters.NOT_DIFFERENTIABLE.format(
+                    name="positions",
+                    what="posenc's rotary cos/sin",
+                    detach="jax.lax.stop_gradient(positions)",
+                ),
                 parameter="positions",
             )
         out = held(*primals)

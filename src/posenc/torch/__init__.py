@@ -2,7 +2,7 @@
 
 The mathematics stays in :mod:`posenc.core` and :mod:`posenc.portable`; this package owns tensors, devices,
 the CPU cache and the ``nn.Module`` classes. Every result is the exact value rounded once to the requested
-dtype: float32 bit-identical to the NumPy core, float16/bfloat16 correctly rounded.
+dtype: float32 bit-identical to the NumPy core, float16/bfloat16 correctly rounded, float64 within 1 ulp.
 
 Where it is computed: eager calls on CPU tensors use the NumPy core (integer positions from a table cached
 per options and dtype, outside any module state). Everything else — tensors on any other device (CUDA, MPS,

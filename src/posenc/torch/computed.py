@@ -502,24 +502,49 @@ def learned_angles(module: nn.Module, model: nn.Module | None = None) -> str | N
 
 
 def inv_freq_base(inv_freq: Any) -> float | None:
-    """The base of a rotary's ``inv_freq`` (n >= 2 float values base^(−i/n), i < n: a rotary of 2n channels),
-    read from its second value (an integer where one lies within 10⁻⁴ of it) and every value within 8 ulp of
-    float32 of it; else None (a rotary written without a config holds no other word of its base)."""
+    """The base of a rotary's ``inv_freq`` (n >= 2 float values base^(−i/n), i < n: a rotary of 2n channels)
+    where the buffer names one: a whole number (fitted to every value's logarithm) whose values are each
+    within 8 ulp of float32 of the buffer's, and no other whole number's are; else None.
+
+    A float32 buffer fixes its base only to ~10⁻⁶ relative: 300.7 and 300.69995 give the same buffer, and
+    their values part by more than float32 rounding at far positions. A rotary written without a config
+    holds no other word of its base, so only a whole number, the one that fits, is read (every real
+    model's base is one: 10⁴, 5·10⁵, 10⁶, ...); a base between whole numbers, or a buffer that two whole
+    numbers fit (a base past ~10⁶ in a short buffer), is none posenc can name.
+
+    >>> inv_freq_base(1.0 / 10000.0 ** (torch.arange(0, 64, 2) / 64))
+    10000.0
+    >>> inv_freq_base(1.0 / 300.7 ** (torch.arange(0, 16, 2) / 16)) is None  # not a whole number
+    True
+    """
+    rough = rough_inv_freq_base(inv_freq)
+    if rough is None:
+        return None
+    held = inv_freq.detach().double().cpu().numpy()
+    count = held.size
+    base = float(round(rough))
+    if base < 2 or abs(rough - base) > 1e-4 * rough:
+        return None
+
+    def fits(candidate: float) -> bool:
+        want = candidate ** (-np.arange(count) / count)
+        return bool(np.all(np.abs(held - want) <= 8 * np.spacing(want.astype(np.float32)).astype(np.float64)))
+
+    return base if fits(base) and not fits(base - 1) and not fits(base + 1) else None
+
+
+def rough_inv_freq_base(inv_freq: Any) -> float | None:
+    """The base b that fits a rotary's ``inv_freq`` (1, b^(−1/n), ..., b^(−(n−1)/n)) best, by least squares
+    on the logarithms, to the buffer's precision alone; None where it holds no such progression."""
     if not isinstance(inv_freq, torch.Tensor) or not inv_freq.is_floating_point() or inv_freq.dim() != 1:
         return None
     if inv_freq.numel() < 2 or inv_freq.device.type == "meta":
         return None
     held = inv_freq.detach().double().cpu().numpy()
-    count = held.size
-    if not (held[0] == 1.0 and 0.0 < held[1] < 1.0):
+    if not (held[0] == 1.0 and np.all((held[1:] > 0.0) & (held[1:] < 1.0))):
         return None
-    base = float(held[1] ** -count)
-    if abs(base - round(base)) <= 1e-4 * base:
-        base = float(round(base))
-    want = base ** (-np.arange(count) / count)
-    if not np.all(np.abs(held - want) <= 8 * np.spacing(want.astype(np.float32)).astype(np.float64)):
-        return None
-    return base
+    steps = np.arange(1, held.size) / held.size  # log held_i = −steps_i · log base
+    return float(np.exp(-np.sum(np.log(held[1:]) * steps) / np.sum(steps * steps)))
 
 
 def forward_names(module: nn.Module) -> tuple[str, ...]:

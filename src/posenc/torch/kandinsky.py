@@ -26,6 +26,7 @@ from torch import nn
 from .. import core
 from .computed import Refusal, forward_names, probed, within_rounding
 from .functions import _encode_tensor
+from .tensors import _position_tensor, _tracing
 
 __all__ = ["KandinskyRope1D", "KandinskyRope3D", "prove_kandinsky", "read_kandinsky"]
 
@@ -42,8 +43,17 @@ def _matrices(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return torch.stack([cos, -sin, sin, cos], dim=-1).reshape(*cos.shape, 2, 2).unsqueeze(-4)
 
 
-def _values(positions: torch.Tensor, checked: tuple, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(cos, sin) ``positions.shape + (width / 2,)`` float32, exact, of integer or real positions."""
+def _values(positions: Any, checked: tuple, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) ``positions.shape + (width / 2,)`` float32, exact, of integer or real positions (an int or a
+    list as the original's table index takes them). A negative integer is refused where it is read on the
+    host: the original indexes its table with it (−1: its last row), posenc computes positions."""
+    positions = _position_tensor(positions, differentiable=True)
+    host_ints = positions.device.type == "cpu" and not _tracing() and not positions.is_floating_point()
+    if host_ints and positions.numel() and bool((positions < 0).any()):
+        raise ValueError(
+            f"pos: {int(positions.min())} is negative; the original reads row pos of its table (from the "
+            "end for a negative one), posenc computes position pos: give positions >= 0"
+        )
     values = _encode_tensor(positions, (*checked, "float32"))
     return values[..., width // 2 :], values[..., : width // 2]
 

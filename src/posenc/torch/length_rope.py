@@ -39,6 +39,10 @@ FORMS = {
 PROBE_LENGTHS = (1, 5, 2048)
 
 
+#: The dtypes posenc's cos/sin are computed in directly (each value rounded once to it).
+_ROUNDED_ONCE = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
 class LengthRope(nn.Module):
     """posenc's exact values in place of a rotary of a length (module docstring), called as the original
     is: ("length") ``(seq_len, device)`` -> ``(cos, sin)`` each ``(seq_len, width)`` float32 on ``device``;
@@ -72,7 +76,8 @@ class LengthRope(nn.Module):
             length = states.shape[1] if length is None else length
             device, dtype = states.device, states.dtype
         positions = torch.arange(int(length), device=device)
-        cos, sin = cos_sin(positions, self.params)
+        rounded = dtype if dtype in _ROUNDED_ONCE else torch.float32  # a 16-bit type: once, not via float32
+        cos, sin = cos_sin(positions, self.params, dtype=rounded)
         if self.form == "stacked":
             return torch.stack([cos, sin])[:, :, None, None, :].to(dtype)
         return cos.to(dtype), sin.to(dtype)

@@ -24,7 +24,9 @@ The coordinates, as each form forms them:
   ``base_num_frames``).
 
 posenc forms every coordinate in float64 from the values given (a scale or coordinate is taken as the float
-it is) and computes each cos and sin of x_a · ω_k exactly, rounded once to float32; the originals form them
+it is; g_a and x_a are rounded to float64, ~1e-16 relative, which moves a value only where the exact one is
+~1e-13 or closer to a float32 midpoint: an angle that is a whole number of half turns) and computes each cos
+and sin of that x_a · ω_k exactly, rounded once to float32; the originals form them
 in float32 (LTX-2's frequencies in float64, then cast), which errs by up to ω·|x|·2⁻²⁰ in the angle — at
 LTX-Video's unscaled integer coordinates, where ω reaches (π/2)·theta, that is whole radians.
 
@@ -49,6 +51,7 @@ from ..core import explicit, highprec
 from . import proofs
 from .computed import Refusal, forward_names, probed, within_rounding
 from .functions import _encode_tensor
+from .tensors import _no_derivative
 
 __all__ = [
     "Ltx2Rope",
@@ -139,24 +142,26 @@ def _quarters(x: np.ndarray, r: Fraction) -> np.ndarray:
     return np.array([int(Fraction(float(v)) * r) % 4 for v in x], dtype=np.int64)
 
 
-def exact_sin_cos(x: np.ndarray, theta: float, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """sin and cos ``(len(x), count)`` float32 of x · ω_k for 1-D float64 ``x``: quarter turns
-    (:func:`quarter_turns`) exactly, every other value by the certified evaluation of
-    :func:`posenc.core.explicit.sin_cos`."""
-    sin = np.empty((len(x), count), np.float32)
-    cos = np.empty((len(x), count), np.float32)
+def exact_sin_cos(
+    x: np.ndarray, theta: float, count: int, dtype: str = "float32"
+) -> tuple[np.ndarray, np.ndarray]:
+    """sin and cos ``(len(x), count)`` in ``dtype`` (float32; float64: within 1 ulp) of x · ω_k for 1-D
+    float64 ``x``: quarter turns (:func:`quarter_turns`) exactly, every other value by the certified
+    evaluation of :func:`posenc.core.explicit.sin_cos`."""
+    sin = np.empty((len(x), count), dtype)
+    cos = np.empty((len(x), count), dtype)
     turns = quarter_turns(float(theta), int(count))
     others = tuple(k for k in range(count) if k not in turns)
     if others:
-        sin[:, others], cos[:, others] = explicit.sin_cos(x, law(float(theta), int(count), others))
+        sin[:, others], cos[:, others] = explicit.sin_cos(x, law(float(theta), int(count), others), dtype)
     for k, r in turns.items():
         whole = _integral(x, r)
         if not whole.all():
-            s, c = explicit.sin_cos(x[~whole], law(float(theta), int(count), (k,)))
+            s, c = explicit.sin_cos(x[~whole], law(float(theta), int(count), (k,)), dtype)
             sin[~whole, k], cos[~whole, k] = s[:, 0], c[:, 0]
         quarter = _quarters(x[whole], r)
-        sin[whole, k] = np.array([0, 1, 0, -1], np.float32)[quarter]
-        cos[whole, k] = np.array([1, 0, -1, 0], np.float32)[quarter]
+        sin[whole, k] = np.array([0, 1, 0, -1], dtype)[quarter]
+        cos[whole, k] = np.array([1, 0, -1, 0], dtype)[quarter]
     return sin, cos
 
 
@@ -254,6 +259,7 @@ class LtxRope(nn.Module):
     ) -> torch.Tensor:
         """The fractions g ``(B, S, 3)`` (float64) of its tokens, as the module docstring forms them."""
         if video_coords is not None:
+            _no_derivative(video_coords, "video_coords", "posenc's LTX rotary")
             coords = video_coords.detach().to("cpu", torch.float64)
             return torch.stack([coords[:, a] / self.bases[a] for a in range(3)], dim=-1)
         sizes = [num_frames, height, width]
@@ -269,8 +275,9 @@ class LtxRope(nn.Module):
             ]
             if len(scales) != 3:
                 raise ValueError(f"rope_interpolation_scale: {len(scales)} scales; give one per axis (3)")
-            factor = torch.tensor([s * p / b for s, p, b in zip(scales, patches, self.bases, strict=True)])
-            grid = grid * factor.to(torch.float64)
+            factors = [s * p / b for s, p, b in zip(scales, patches, self.bases, strict=True)]
+            factor = torch.tensor(factors, dtype=torch.float64)  # not the default float32: 0.016000001
+            grid = grid * factor
         return grid[None].expand(batch, -1, -1)
 
     def forward(
@@ -321,6 +328,7 @@ class Ltx2Rope(nn.Module):
 
     def fractions(self, coords: torch.Tensor) -> torch.Tensor:
         """The fractions g ``(B, S, A)`` (float64) of ``coords`` (their midpoints where they are bounds)."""
+        _no_derivative(coords, "coords", "posenc's LTX-2 rotary")
         host = coords.detach().to("cpu", torch.float64)
         if host.dim() == 4:
             host = host.mean(dim=-1)
@@ -338,11 +346,27 @@ class Ltx2Rope(nn.Module):
     def forward(
         self, coords: torch.Tensor, device: str | torch.device | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        if isinstance(coords, torch.Tensor) and coords.device.type == "meta":  # its shapes alone
+            return self._shapes_on_meta(coords, device)
         g = self.fractions(coords)
         axes = g.shape[-1]
         cos, sin = fraction_cos_sin(g, self.theta, self.dim // (2 * axes))
         device = device or coords.device
         return self.lay_out(cos, axes, 1.0).to(device), self.lay_out(sin, axes, 0.0).to(device)
+
+    def _shapes_on_meta(
+        self, coords: torch.Tensor, device: str | torch.device | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, sin) of meta ``coords``: their shapes, nothing computed (one token of one batch computed on
+        the CPU for the layout's shape; the batch and token axes then set to coords')."""
+        one = torch.zeros(1, coords.shape[1], 1, *coords.shape[3:])
+        tokens_axis = 1 if self.layout == "interleaved" else 2
+        shaped = []
+        for values in self.forward(one, "cpu"):
+            shape = list(values.shape)
+            shape[0], shape[tokens_axis] = coords.shape[0], coords.shape[2]
+            shaped.append(torch.empty(shape, dtype=values.dtype, device=device or coords.device))
+        return shaped[0], shaped[1]
 
     def describe(self) -> str:
         """One line: what was read."""

@@ -240,7 +240,10 @@ class TokenAndPositionEmbedding(nn.Module):
     positions by fairseq's rule (:func:`make_positions`: pads keep position ``padding_idx``, tokens count
     from ``padding_idx + 1``), which works for left and right padding alike, and adds no encoding at the
     padding tokens (fairseq's table has a zero row ``padding_idx``): the inputs of M2M100, NLLB and the
-    other fairseq-style models, bit for bit (with ``**presets.get("fairseq", padding_idx=...).options``).
+    other fairseq-style models (with ``**presets.get("fairseq", padding_idx=...).options``) — the same
+    positions, padding and offsets, with each encoding value exact where their float32 table errs (their
+    inputs and these differ by that table's error: measured against M2M100's, up to 1.9e-6 at positions
+    below 42, 1.3e-5 at positions 200 to 242).
 
     ``forward(ids, positions=None, *, offset=0)`` takes ``ids`` of shape ``(batch, seq)`` and returns
     ``(batch, seq, d_model)`` in the embedding's dtype (float32 unless the module is cast).
@@ -362,9 +365,12 @@ class Timesteps(nn.Module):
 
 
 class DetrSinePositionEmbedding(nn.Module):
-    """Exact drop-in for DETR's ``PositionEmbeddingSine`` (and its family's: Conditional/Deformable/DAB-DETR,
-    Table Transformer, Mask(2)Former, OneFormer, Grounding DINO, SAM 2/3): a pixel mask ``(B, H, W)`` ->
-    ``(B, 2F, H, W)``, F = ``num_position_features``.
+    """The exact values of DETR's ``PositionEmbeddingSine`` (and its family's: Conditional, Deformable and
+    DAB-DETR, Table Transformer, Mask(2)Former, OneFormer, Grounding DINO, SAM 2/3): a pixel mask
+    ``(B, H, W)``, 1 where a pixel is real (transformers' ``pixel_mask``; DETR's own ``NestedTensor`` mask
+    is True at the padding: pass ``~mask``) -> ``(B, 2F, H, W)``, F = ``num_position_features``. Its call
+    is this one, not each model's: transformers' modules are called ``(shape, device, dtype, mask=None)``,
+    and :func:`posenc.torch.patch` puts these values behind that call in a model.
 
     Channels 0 .. F−1 encode each pixel's y position, F .. 2F−1 its x position, as interleaved pairs
     (sin p ω_i, cos p ω_i) with ω_i = temperature^(−2i/F); the positions are DETR's, formed as its code forms

@@ -812,6 +812,13 @@ def _rotary(
             "no config to build it from: posenc builds a rotary from its model's config, or reads one of "
             f"the forms it knows, and its forward({names}) with an inv_freq is neither"
         )
+        rough = computed.rough_inv_freq_base(dict(module.named_buffers(recurse=False)).get("inv_freq"))
+        if rough is not None and computed.inv_freq_base(module.inv_freq) is None:
+            reason = (
+                f"its inv_freq holds a base of about {rough:.7g} that posenc cannot name: a float32 buffer "
+                "fixes a base only to ~1e-6 (300.7 and 300.69995 give one buffer, whose exact values part at "
+                "far positions), and posenc reads only a whole number that alone fits it; no config gives it"
+            )
         if _returns_angles(module):
             reason = (
                 f"its forward({names}) returns the angles p·θ_i (one tensor), whose cos and sin its model "

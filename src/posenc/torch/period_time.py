@@ -28,6 +28,7 @@ from torch import nn
 
 from .computed import Refusal, forward_names, probed, within_rounding
 from .ltx import exact_sin_cos
+from .tensors import _no_derivative
 
 __all__ = ["PROBE_TIMES", "PeriodTime", "prove_period_time", "read_period_time"]
 
@@ -40,9 +41,10 @@ PROBE_TIMES = np.concatenate([np.arange(513) / 512, np.arange(2, 65, dtype=np.fl
 
 class PeriodTime(nn.Module):
     """posenc's exact values in place of a time embedding of periods (module docstring), called as the
-    original is: ``(time)`` ``(B,)`` reals -> ``(B, width)`` float32, ``[sin | cos]``, on ``time``'s
-    device. ``min_period`` and ``max_period`` as written in the config (max_period a power of two,
-    max_period / min_period a whole number).
+    original is: ``(time)`` ``(B,)`` reals -> ``(B, width)`` float32 (float64 for float64 times, as the
+    original's product promotes them; within 1 ulp), ``[sin | cos]``, on ``time``'s device. No derivative
+    in the times: times that require a gradient are refused. ``min_period`` and ``max_period`` as written
+    in the config (max_period a power of two, max_period / min_period a whole number).
 
     >>> PeriodTime(4, 0.004, 4.0)(torch.tensor([0.0, 0.5]))
     tensor([[0.0000, 0.0000, 1.0000, 1.0000],
@@ -59,13 +61,16 @@ class PeriodTime(nn.Module):
 
     def forward(self, time: torch.Tensor) -> torch.Tensor:
         count = self.width // 2
+        _no_derivative(time, "time", "posenc's π0 time embedding")
         x = time.detach().to("cpu", torch.float64).reshape(-1).numpy() * (4.0 / self.max_period)  # exact
         if not np.isfinite(x).all() or np.abs(x).max(initial=0.0) >= 2**31:
             raise ValueError(
                 f"time: each t · 4 / max_period must be finite and below 2**31 in magnitude; got "
                 f"{time.reshape(-1)[:3].tolist()}: give finite times"
             )
-        sin, cos = exact_sin_cos(x, self.theta, count)  # columns from the longest period: reversed
+        # float32, as the original's float32 frequencies make it; float64 times make its product float64
+        dtype = "float64" if time.dtype == torch.float64 else "float32"
+        sin, cos = exact_sin_cos(x, self.theta, count, dtype)  # columns from the longest period: reversed
         values = np.concatenate([sin[:, ::-1], cos[:, ::-1]], axis=1)
         return torch.from_numpy(np.ascontiguousarray(values)).reshape(*time.shape, self.width).to(time.device)
 

@@ -81,11 +81,17 @@ def _position_tensor(positions: Any, *, differentiable: bool = False) -> torch.T
         )
     if tensor.is_complex():
         raise TypeError(f"positions must be integers or real numbers; got dtype {tensor.dtype}")
-    if tensor.requires_grad and torch.is_grad_enabled() and not differentiable:
-        raise PosencTypeError(
-            adapters.NOT_DIFFERENTIABLE.format(detach="positions.detach()"), parameter="positions"
-        )
+    if not differentiable:
+        _no_derivative(tensor, "positions", "posenc's rotary cos/sin")
     return _exact_dtype("positions", tensor)
+
+
+def _no_derivative(tensor: torch.Tensor, name: str, what: str) -> None:
+    """A ``TypeError`` naming ``name`` where ``tensor`` requires a gradient (grad mode on) that ``what``,
+    computed outside autograd, would lose silently."""
+    if isinstance(tensor, torch.Tensor) and tensor.requires_grad and torch.is_grad_enabled():
+        message = adapters.NOT_DIFFERENTIABLE.format(name=name, what=what, detach=f"{name}.detach()")
+        raise PosencTypeError(message, parameter=name)
 
 
 #: Unsigned integers wider than uint8 (few kernels take them) -> the signed dtype that holds every value

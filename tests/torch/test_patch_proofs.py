@@ -828,3 +828,98 @@ def test_a_timestep_module_of_code_of_its_own_is_left_alone_though_equal_at_its_
     assert not component.replaced, component.reason
     assert "its values at the probe positions are diffusers-timestep" in component.reason, component.reason
     assert "with code of its own" in component.reason and _same_state(model, state)
+
+
+# --- mutants: a model whose own code computes otherwise than its config says (a hostile review's cases) ---
+
+
+def _dynamic_llama(dtype: torch.dtype = torch.float32) -> nn.Module:
+    return _llama(256, rope_scaling={"rope_type": "dynamic", "factor": 2.0}).to(dtype)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "wrong_up_to"),
+    [(torch.float32, 1024), (torch.bfloat16, None)],
+    ids=["float32, wrong at lengths up to 1024 only", "bfloat16, wrong at every grown length"],
+)
+def test_a_dynamic_rotarys_growth_law_is_proven_at_lengths_between(monkeypatch, dtype, wrong_up_to) -> None:
+    """Its law was checked at one grown length (2**20) alone, and in bfloat16 with its config's 16-bit
+    slack: a law 1% off up to 1024 (float32), or everywhere past the limit (bfloat16), was 'replaced'."""
+    from transformers import modeling_rope_utils
+
+    own = modeling_rope_utils.ROPE_INIT_FUNCTIONS["dynamic"]
+
+    def off(config, device=None, seq_len=None, layer_type=None):
+        inv_freq, scaling = own(config, device, seq_len=seq_len, layer_type=layer_type)
+        wrong = seq_len is not None and (wrong_up_to is None or seq_len <= wrong_up_to)
+        return inv_freq * (1.01 if wrong else 1.0), scaling
+
+    model = _dynamic_llama(dtype)
+    monkeypatch.setitem(modeling_rope_utils.ROPE_INIT_FUNCTIONS, "dynamic", off)
+    component = pt.patch(model).components[0]
+    assert not component.replaced and "not this config's RoPE" in component.reason, component.reason
+    monkeypatch.setitem(modeling_rope_utils.ROPE_INIT_FUNCTIONS, "dynamic", own)
+    assert pt.patch(_dynamic_llama(dtype)).components[0].replaced  # its own law: replaced
+
+
+def test_a_wrapper_with_the_librarys_module_name_and_a_rebound_helper_are_seen(monkeypatch) -> None:
+    """``functools.wraps`` copies ``__module__``: a rotary forward wrapped so (scaling cos/sin in 16-bit
+    types only) passed as the library's own; a ``rotate_half`` rebound in the modeling module (used by the
+    library's own apply) passed the fused apply's check. Both are code of the user's file: declined."""
+    from transformers.models.llama import modeling_llama
+
+    rotary = modeling_llama.LlamaRotaryEmbedding
+    own_forward = rotary.forward
+
+    @functools.wraps(own_forward)
+    def forward(self, x, position_ids, *args, **kwargs):
+        cos, sin = own_forward(self, x, position_ids, *args, **kwargs)
+        return (cos, sin) if x.dtype == torch.float32 else (cos * 1.03, sin * 1.03)
+
+    monkeypatch.setattr(rotary, "forward", forward)
+    component = pt.patch(_llama()).components[0]
+    assert not component.replaced and "LlamaRotaryEmbedding.forward runs code of" in component.reason
+    monkeypatch.setattr(rotary, "forward", own_forward)
+
+    own_turn = modeling_llama.rotate_half
+    monkeypatch.setattr(
+        modeling_llama, "rotate_half", lambda x: own_turn(x) * (1.05 if x.dtype != torch.float32 else 1)
+    )
+    apply = pt.patch(_llama(), fused=True).components[-1]
+    assert not apply.replaced and "which calls rotate_half" in apply.reason, apply.reason
+
+
+def test_a_timestep_embedding_whose_module_helper_is_rebound_or_that_treats_fractions_otherwise_is_declined(
+    monkeypatch,
+) -> None:
+    """diffusers' ``Timesteps.forward`` calls its module's ``get_timestep_embedding``: rebound to one that
+    floors t (equal at t = 0 .. 1000, the only probe then), it was 'replaced'. Declined, naming it; and
+    a forward that rescales a batch of t in [0, 1] shows on the fractional probes."""
+    from diffusers.models import embeddings
+
+    own = embeddings.get_timestep_embedding
+
+    def floored(t, *args, **kwargs):  # floors float64 timesteps only: no probe shows it
+        return own(t.floor() if t.dtype == torch.float64 else t, *args, **kwargs)
+
+    monkeypatch.setattr(embeddings, "get_timestep_embedding", floored)
+    component = pt.patch(nn.Sequential(embeddings.Timesteps(32, True, 0))).components[0]
+    assert not component.replaced and "calls get_timestep_embedding" in component.reason, component.reason
+    monkeypatch.setattr(embeddings, "get_timestep_embedding", lambda t, *a, **k: own(t.floor(), *a, **k))
+    component = pt.patch(nn.Sequential(embeddings.Timesteps(32, True, 0))).components[0]
+    assert not component.replaced and "not diffusers' timestep embedding" in component.reason  # t = 10.5
+    monkeypatch.setattr(embeddings, "get_timestep_embedding", own)
+
+    def rescaling(self, timesteps):  # diffusers' own module, as if its forward did this
+        return embeddings.Timesteps.forward(
+            self, timesteps * 1000 if bool(timesteps.max() <= 1) else timesteps
+        )
+
+    cls = type(
+        "Timesteps", (embeddings.Timesteps,), {"forward": rescaling, "__module__": embeddings.__name__}
+    )
+    monkeypatch.setattr(patching, "_foreign_code", lambda module: None)  # only the probes judge it here
+    component = pt.patch(nn.Sequential(cls(32, True, 0))).components[0]
+    assert not component.replaced and "not diffusers' timestep embedding" in component.reason, (
+        component.reason
+    )

@@ -138,6 +138,7 @@ import functools
 import inspect
 import itertools
 import math
+import os
 import re
 import sys
 import textwrap
@@ -710,6 +711,49 @@ def _positional(name: str) -> bool:
 #: The libraries whose positional classes posenc knows, by their code: a module of one of their classes, none
 #: of its methods replaced, computes what posenc proved at its probes at every call.
 _KNOWN_LIBRARIES = ("transformers", "diffusers", "timm")
+#: Packages whose functions a known library's code may call (decorators, helpers) besides its own.
+_CALLED_PACKAGES = ("torch", "numpy", "einops")
+
+
+def _package_root(name: str) -> str | None:
+    """The folder of an imported package ``name`` (with a trailing separator), or None."""
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None)
+    return os.path.join(os.path.dirname(os.path.realpath(file)), "") if file else None
+
+
+def _code_outside(function: Any, library: str) -> str | None:
+    """The file of the first layer of ``function`` (itself, then each ``__wrapped__`` it wraps) whose code
+    lies outside ``library``'s package and :data:`_CALLED_PACKAGES`', or None. Its code's file, not its
+    ``__module__``: ``functools.wraps`` copies the wrapped function's module name onto a wrapper of code of
+    its own."""
+    roots = [root for root in map(_package_root, (library, *_CALLED_PACKAGES)) if root]
+    for _ in range(16):
+        code = getattr(function, "__code__", None)
+        if code is not None and not os.path.realpath(code.co_filename).startswith(tuple(roots)):
+            return code.co_filename
+        function = getattr(function, "__wrapped__", None)
+        if function is None:
+            return None
+    return "a chain of 16 wrappers"
+
+
+def _calls_outside(function: Any, library: str) -> str | None:
+    """What ``function`` (or a layer it wraps) calls through its module's globals that runs code outside
+    ``library``: "name (file)", or None. A helper rebound since import (a ``rotate_half`` or a
+    ``get_timestep_embedding`` of a user's) changes what the library's own method computes."""
+    for _ in range(16):
+        code, names = getattr(function, "__code__", None), getattr(function, "__globals__", {})
+        for name in code.co_names if code is not None else ():
+            value = names.get(name)
+            if isinstance(value, types.FunctionType):
+                where = _code_outside(value, library)
+                if where is not None:
+                    return f"{name} ({where})"
+        function = getattr(function, "__wrapped__", None)
+        if function is None:
+            return None
+    return None
 
 
 def _accelerate_forward(module: nn.Module) -> bool:
@@ -751,6 +795,15 @@ def _foreign_code(module: nn.Module) -> str | None:
             home = getattr(function, "__module__", None) or ""
             if inspect.isfunction(function) and home.split(".")[0] != library:
                 return f"its method {klass.__qualname__}.{key} is defined in {home}, not in {library}: {tail}"
+            if inspect.isfunction(function):
+                where = _code_outside(function, library)
+                if where is not None:
+                    return (
+                        f"its method {klass.__qualname__}.{key} runs code of {where}, not {library}'s: {tail}"
+                    )
+                called = _calls_outside(function, library)
+                if called is not None:
+                    return f"its method {klass.__qualname__}.{key} calls {called}, outside {library}: {tail}"
     hooked = _accelerate_forward(module)
     for key, value in vars(module).items():
         shadows = key in ("forward", "__call__") or (callable(value) and callable(getattr(cls, key, None)))
@@ -1327,6 +1380,12 @@ def _compare_rotary(
     # past max_position_embeddings, in one call: a module computing another function there (a clamp, the
     # scaling of a type its config no longer names) shows nowhere below it
     probes += [(layer_type, far, torch.from_numpy(far)[None], True) for layer_type in held_types]
+    for layer_type in held_types:  # a type that grows with the length: at lengths between, each in one call
+        params = exact.params if layer_type is None else exact.layer_params[layer_type]
+        if params.kind.grows_with_length:
+            for length in proofs.grown_lengths(limit):
+                grown = proofs.grown_positions(limit, length)
+                probes.append((layer_type, grown, torch.from_numpy(grown)[None], True))
     state = _dynamic_state(module, exact, held_types, config)  # each probe from the module's own state
     for layer_type, positions, probe, partial in probes:
         probe = probe.to(device)
@@ -1342,8 +1401,14 @@ def _compare_rotary(
                 raise
             continue  # its own forward runs only below max_position_embeddings: compared there
         params = exact.params if layer_type is None else exact.layer_params[layer_type]
-        sets = _frequency_sets(module, params, layer_type)
-        theta, gap = proofs.rotary_reach(params, sets, gaps.get(layer_type), storage)
+        if partial and params.kind.grows_with_length:
+            # it ran at the length of its last position: the frequencies of that length, formed anew in
+            # float32 (not its config's, up to ~50x larger, nor their 16-bit storage: that hid a wrong law)
+            sets = [rope.inv_freq(params, seq_len=int(np.max(positions)) + 1)]
+            theta, gap = proofs.rotary_reach(params, sets, None, torch.float32)
+        else:
+            sets = _frequency_sets(module, params, layer_type)
+            theta, gap = proofs.rotary_reach(params, sets, gaps.get(layer_type), storage)
         amplitude = abs(rope.attention_scaling(params))
         for name, a, b in zip(("cos", "sin"), _parts(mine), _parts(ours), strict=True):
             if partial and a.shape != b.shape:
@@ -1383,8 +1448,13 @@ def _timesteps(
             scale=scale,
         )
         t, tolerance = proofs.timesteps_probe(scale)
-        with torch.no_grad():
-            difference = float((module(t).double() - exact(t).double()).abs().max())
+        # t = 0 .. 1000 in one batch, then fractional ones alone (a forward keyed on the batch's range, as
+        # one that rescales t in [0, 1], shows only there)
+        difference, reach = 0.0, max(scale, 1.0)
+        for batch in (t, t.new_tensor([0.3, 0.7]) / reach, t.new_tensor([10.5, 500.25]) / reach):
+            with torch.no_grad():
+                apart = (module(batch).double() - exact(batch).double()).abs().max()
+            difference = max(difference, float(apart))
     except Exception as error:
         reason = f"could not be compared: {type(error).__name__}: {str(error)[:120]}"
         return _declined(path, "timesteps", "diffusers", reason)
@@ -2833,7 +2903,11 @@ def _foreign(binding: Any, name: str, home: str) -> str | None:
     module = str(binding.__module__)
     if binding.__name__ != name or not (module == home or module.startswith("transformers.models.")):
         return where
-    return None
+    outside = _code_outside(binding, "transformers")
+    if outside is not None:
+        return f"{where}, code of {outside}"
+    called = _calls_outside(binding, "transformers")
+    return None if called is None else f"{where}, which calls {called}"
 
 
 def _named(function: Any) -> str:

@@ -67,6 +67,8 @@ __all__ = [
     "frequency_bound",
     "frequency_sets",
     "grid_reach",
+    "grown_lengths",
+    "grown_positions",
     "half_ulp",
     "per_column",
     "probe_apply",
@@ -209,6 +211,28 @@ def far_positions(limit: int) -> np.ndarray:
     top = max(FAR * limit, 2**20) - 1
     spread = np.geomspace(limit + 2, top, 15).astype(np.int64)
     return np.unique(np.concatenate([[limit, limit + 1], spread, [top]]))
+
+
+def grown_lengths(limit: int) -> tuple[int, ...]:
+    """The lengths past a config's ``limit`` a rotary whose frequencies grow with the length (Hugging Face's
+    "dynamic") is also compared at, each in a call of its own: a law that is right at 2²⁰ may be wrong
+    between (only lengths up to 1024 scaled otherwise went unseen).
+
+    >>> grown_lengths(256)
+    (384, 512, 1024, 4096)
+    """
+    return (limit + limit // 2, 2 * limit, 4 * limit, 16 * limit)
+
+
+def grown_positions(limit: int, length: int) -> np.ndarray:
+    """The positions of a call that grows a rotary to ``length``: 0, 1, 2, around ``limit`` and a spread of
+    16 up to ``length`` − 1 (its last, the one that sets the length).
+
+    >>> grown_positions(256, 1024)[[0, -1]].tolist()
+    [0, 1023]
+    """
+    spread = np.geomspace(3, length - 1, 16).astype(np.int64)
+    return np.unique(np.concatenate([[0, 1, 2, limit - 1, limit], spread, [length - 1]]))
 
 
 def rotary_reach(

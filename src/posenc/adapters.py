@@ -23,9 +23,9 @@ from .portable.backend import Backend
 #: the equivalents of models' own coordinate embeddings; ``name``: the input, ``what``: the values,
 #: ``detach``: how the caller of a framework drops the gradient).
 NOT_DIFFERENTIABLE = (
-    "{name} require a gradient, but {what} define no derivative in them: the values are computed exactly "
-    "outside automatic differentiation, so the gradient would be lost silently (zero); pass {detach} where "
-    "no gradient needs to reach them"
+    "{name}: a gradient is asked for, but posenc defines no derivative of {what} there: the values are "
+    "computed exactly outside automatic differentiation, so the gradient would be lost silently (zero); "
+    "pass {detach} where no gradient needs to reach {name}"
 )
 
 #: ml_dtypes' floating formats narrower than float32 (JAX's bfloat16, float8_*, ...): each of their values is

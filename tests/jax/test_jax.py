@@ -594,7 +594,7 @@ def test_the_derivative_in_real_positions_is_the_exact_one_and_the_rotary_refuse
         dx = jax.grad(lambda x: module(x, positions[None]).sum())(jnp.ones((1, 3, 4)))
         np.testing.assert_array_equal(np.asarray(dx), np.ones((1, 3, 4)))
         params = rope.config(head_dim=4, base=100.0)
-        with pytest.raises(TypeError, match=r"rotary cos/sin define no derivative.*stop_gradient"):
+        with pytest.raises(TypeError, match=r"no derivative of posenc's rotary cos/sin.*stop_gradient"):
             jax.grad(lambda p: pj.rotary.cos_sin(p, params)[1].sum())(positions)
 
 

@@ -108,7 +108,7 @@ def test_compiled_the_same_values_and_the_same_gradient():
 def test_the_rotary_cos_sin_define_no_derivative_and_refuse():
     rotary = pt.RotaryEmbedding({"head_dim": 8, "rope_theta": 10000.0, "max_position_embeddings": 64})
     ids = torch.tensor([[0.0, 1.0]], requires_grad=True)
-    with pytest.raises(TypeError, match=r"rotary cos/sin define no derivative.*positions\.detach\(\)"):
+    with pytest.raises(TypeError, match=r"no derivative of posenc's rotary cos/sin.*positions\.detach\(\)"):
         rotary(torch.zeros(1, 1, 2, 8), ids)
     with torch.no_grad():
         cos, _ = rotary(torch.zeros(1, 1, 2, 8), ids)
@@ -139,3 +139,20 @@ def test_a_patched_diffusers_timestep_embedding_keeps_its_gradient_in_t():
     (want,) = torch.autograd.grad(plain(t).sum(), t)
     (got,) = torch.autograd.grad(patched(t).sum(), t)
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-5) and bool(got.abs().min() > 0)
+
+
+def test_inside_torch_compile_a_torch_func_transform_or_a_dual_tensor_is_refused_never_zero():
+    """Compiled, a torch.func transform or forward-mode AD of real positions saw no derivative (zero,
+    silently): it raises now; the transform around the compiled call, and backward, give it."""
+    t = torch.tensor([1.0, 2.5], dtype=torch.float64)
+
+    def f(p):
+        return pt.encode(p, 8, dtype=torch.float64).sum()
+
+    with pytest.raises(Exception):  # noqa: B017 (posenc's TypeError, or torch's own error on the way)
+        torch.compile(torch.func.grad(f), backend="eager")(t[0])
+    compiled = torch.compile(lambda p: pt.encode(p, 8, dtype=torch.float64), backend="eager")
+    with forward_ad.dual_level(), pytest.raises(TypeError, match=r"within torch\.compile"):
+        compiled(forward_ad.make_dual(t, torch.ones_like(t)))
+    _, rate = torch.func.jvp(compiled, (t,), (torch.ones_like(t),))
+    assert torch.allclose(rate.sum(-1), torch.func.vmap(torch.func.grad(f))(t), rtol=0, atol=1e-12)

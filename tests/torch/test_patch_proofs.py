@@ -888,6 +888,17 @@ def test_a_wrapper_with_the_librarys_module_name_and_a_rebound_helper_are_seen(m
     apply = pt.patch(_llama(), fused=True).components[-1]
     assert not apply.replaced and "which calls rotate_half" in apply.reason, apply.reason
 
+    class Turn:  # a callable object, and a partial with arguments of its own: seen as well
+        def __call__(self, x):
+            return own_turn(x)
+
+    monkeypatch.setattr(modeling_llama, "rotate_half", Turn())
+    assert not pt.patch(_llama(), fused=True).components[-1].replaced
+    monkeypatch.setattr(modeling_llama, "rotate_half", functools.partial(lambda x, k: own_turn(x) * k, k=1.0))
+    assert "with arguments of its own" in pt.patch(_llama(), fused=True).components[-1].reason
+    monkeypatch.setattr(modeling_llama, "rotate_half", functools.partial(own_turn))  # the same function
+    assert pt.patch(_llama(), fused=True).components[-1].replaced
+
 
 def test_a_timestep_embedding_whose_module_helper_is_rebound_or_that_treats_fractions_otherwise_is_declined(
     monkeypatch,

@@ -107,6 +107,8 @@ def test_a_base_its_inv_freq_cannot_name_is_declined_with_why_and_a_large_whole_
         assert (
             "a base of about" in report.components[0].reason and "cannot name" in report.components[0].reason
         )
+    short = pt.patch(torch.nn.Sequential(AnimaRotaryEmbedding(8, 1e6))).components[0]  # 999999 fits too
+    assert not short.replaced and "fits several whole-number bases near 1000000" in short.reason
     large = AnimaRotaryEmbedding(128, 1e6)
     assert su_rope.read_plain_rope(large).params.base == 1e6
     assert [c.variant for c in pt.patch(torch.nn.Sequential(large)).replaced] == ["rope-default"]

@@ -15,6 +15,7 @@ import torch
 
 from .. import adapters, core, validation
 from ..core.options import takes_options
+from ..errors import PosencTypeError
 from . import operator  # registers torch.ops.posenc.exact and .table, once
 from .tensors import (
     _check_positions_on_host,
@@ -121,8 +122,36 @@ def _encode_tensor(
 ) -> torch.Tensor:
     """Exact encodings of ``positions`` (+ ``offset``, broadcast against them, added exactly), differentiable
     in real positions and offsets that require a gradient (:class:`_Differentiated`)."""
+    if (
+        positions.requires_grad
+        or (offset is not None and offset.requires_grad)
+        or operator._FUNCTORCH_ACTIVE()
+        or _FORWARD_AD._current_level >= 0
+    ):  # a derivative may be asked for (an eager call without one pays these four reads, ~0.2 us)
+        return _derivative(positions, options, offset)
+    return _encode_values(positions, options, offset)
+
+
+_FORWARD_AD = torch.autograd.forward_ad
+
+
+def _derivative(positions: torch.Tensor, options: tuple, offset: torch.Tensor | None) -> torch.Tensor:
+    """:func:`_encode_tensor` where a derivative may be asked for: forward mode and torch.func transforms
+    eagerly (:class:`_ForwardDifferentiated`), backward (:class:`_Differentiated`), eager or compiled.
+    Inside ``torch.compile``, a torch.func transform or a dual tensor of real positions is refused: the
+    compiled program would not carry posenc's derivative (it gave zero, silently)."""
     tensors = (positions,) if offset is None else (positions, offset)
-    if not torch.compiler.is_compiling() and any(map(_forward_mode, tensors)):
+    if torch.compiler.is_compiling():
+        real = any(t.is_floating_point() for t in tensors)
+        if real and (operator._FUNCTORCH_ACTIVE() or _FORWARD_AD._current_level >= 0):
+            raise PosencTypeError(
+                "positions are real inside a torch.func transform or forward-mode AD within torch.compile, "
+                "which would not carry posenc's derivative in them (zero, silently); apply the transform "
+                "outside torch.compile (torch.func.jvp(torch.compile(f), ...)), or differentiate the "
+                "compiled call by backward",
+                parameter="positions",
+            )
+    elif any(map(_forward_mode, tensors)):
         return _ForwardDifferentiated.apply(positions, offset, options)
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return _Differentiated.apply(positions, offset, options)
@@ -135,8 +164,7 @@ def _forward_mode(tensor: torch.Tensor) -> bool:
     (``torch.autograd.forward_ad``)."""
     if operator._FUNCTORCH_ACTIVE():
         return True
-    forward_ad = torch.autograd.forward_ad
-    return forward_ad._current_level >= 0 and forward_ad.unpack_dual(tensor).tangent is not None
+    return _FORWARD_AD._current_level >= 0 and _FORWARD_AD.unpack_dual(tensor).tangent is not None
 
 
 class _Differentiated(torch.autograd.Function):

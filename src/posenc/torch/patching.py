@@ -738,6 +738,29 @@ def _code_outside(function: Any, library: str) -> str | None:
     return "a chain of 16 wrappers"
 
 
+def _callable_outside(value: Any, library: str) -> str | None:
+    """Where a global ``value`` a library method calls runs code outside ``library`` (a function of
+    another file, a ``functools.partial`` of one, an object whose class's ``__call__`` is one), or None
+    (classes, modules and C functions: their calls are not a helper's code)."""
+    for _ in range(16):
+        if not isinstance(value, functools.partial):
+            break
+        if value.args or value.keywords:  # the library's own function, called otherwise
+            return f"a functools.partial of {_named(value.func)} with arguments of its own"
+        value = value.func
+    if isinstance(value, types.FunctionType):
+        return _code_outside(value, library)
+    if isinstance(value, type | types.ModuleType | types.BuiltinFunctionType) or not callable(value):
+        return None
+    call = inspect.getattr_static(type(value), "__call__", None)
+    if isinstance(call, types.FunctionType):
+        return _code_outside(call, library)
+    root = type(value).__module__.split(".")[0]
+    return (
+        None if root in (library, *_CALLED_PACKAGES, "builtins") else f"a {type(value).__qualname__} object"
+    )
+
+
 def _calls_outside(function: Any, library: str) -> str | None:
     """What ``function`` (or a layer it wraps) calls through its module's globals that runs code outside
     ``library``: "name (file)", or None. A helper rebound since import (a ``rotate_half`` or a
@@ -745,11 +768,9 @@ def _calls_outside(function: Any, library: str) -> str | None:
     for _ in range(16):
         code, names = getattr(function, "__code__", None), getattr(function, "__globals__", {})
         for name in code.co_names if code is not None else ():
-            value = names.get(name)
-            if isinstance(value, types.FunctionType):
-                where = _code_outside(value, library)
-                if where is not None:
-                    return f"{name} ({where})"
+            where = _callable_outside(names.get(name), library)
+            if where is not None:
+                return f"{name} ({where})"
         function = getattr(function, "__wrapped__", None)
         if function is None:
             return None
@@ -867,11 +888,19 @@ def _rotary(
         )
         rough = computed.rough_inv_freq_base(dict(module.named_buffers(recurse=False)).get("inv_freq"))
         if rough is not None and computed.inv_freq_base(module.inv_freq) is None:
-            reason = (
-                f"its inv_freq holds a base of about {rough:.7g} that posenc cannot name: a float32 buffer "
-                "fixes a base only to ~1e-6 (300.7 and 300.69995 give one buffer, whose exact values part at "
-                "far positions), and posenc reads only a whole number that alone fits it; no config gives it"
-            )
+            if abs(rough - round(rough)) <= 1e-4 * rough:
+                reason = (
+                    f"its inv_freq fits several whole-number bases near {round(rough)} (a short buffer of a "
+                    "large base: float32 fixes a base only to ~1e-6), and posenc names a base only where one "
+                    "alone fits; no config gives it"
+                )
+            else:
+                reason = (
+                    f"its inv_freq holds a base of about {rough:.7g} that posenc cannot name: a float32 "
+                    "buffer fixes a base only to ~1e-6 (300.7 and 300.69995 give one buffer, whose exact "
+                    "values part at far positions), and posenc reads only a whole number that alone fits it; "
+                    "no config gives it"
+                )
         if _returns_angles(module):
             reason = (
                 f"its forward({names}) returns the angles p·θ_i (one tensor), whose cos and sin its model "

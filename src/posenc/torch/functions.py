@@ -187,7 +187,7 @@ class _Differentiated(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
         positions, offset, options = inputs
-        ctx.options, ctx.has_offset = options, offset is not None
+        ctx.options = options
         ctx.save_for_backward(positions, offset)
         ctx.save_for_forward(positions, offset)
 

@@ -722,20 +722,29 @@ def _package_root(name: str) -> str | None:
     return os.path.join(os.path.dirname(os.path.realpath(file)), "") if file else None
 
 
-def _code_outside(function: Any, library: str) -> str | None:
-    """The file of the first layer of ``function`` (itself, then each ``__wrapped__`` it wraps) whose code
-    lies outside ``library``'s package and :data:`_CALLED_PACKAGES`', or None. Its code's file, not its
-    ``__module__``: ``functools.wraps`` copies the wrapped function's module name onto a wrapper of code of
-    its own."""
-    roots = [root for root in map(_package_root, (library, *_CALLED_PACKAGES)) if root]
+def _layers(function: Any) -> Iterator[Any]:
+    """``function``, then each function it wraps (``__wrapped__``, as ``functools.wraps`` sets it), at most
+    16; a 17th is yielded as None (a chain that long is no library's decorators)."""
     for _ in range(16):
-        code = getattr(function, "__code__", None)
-        if code is not None and not os.path.realpath(code.co_filename).startswith(tuple(roots)):
-            return code.co_filename
+        yield function
         function = getattr(function, "__wrapped__", None)
         if function is None:
-            return None
-    return "a chain of 16 wrappers"
+            return
+    yield None
+
+
+def _code_outside(function: Any, library: str) -> str | None:
+    """The file of the first layer of ``function`` (:func:`_layers`) whose code lies outside ``library``'s
+    package and :data:`_CALLED_PACKAGES`', or None. Its code's file, not its ``__module__``:
+    ``functools.wraps`` copies the wrapped function's module name onto a wrapper of code of its own."""
+    roots = tuple(root for root in map(_package_root, (library, *_CALLED_PACKAGES)) if root)
+    for layer in _layers(function):
+        if layer is None:
+            return "a chain of more than 16 wrappers"
+        code = getattr(layer, "__code__", None)
+        if code is not None and not os.path.realpath(code.co_filename).startswith(roots):
+            return code.co_filename
+    return None
 
 
 def _callable_outside(value: Any, library: str) -> str | None:
@@ -765,15 +774,12 @@ def _calls_outside(function: Any, library: str) -> str | None:
     """What ``function`` (or a layer it wraps) calls through its module's globals that runs code outside
     ``library``: "name (file)", or None. A helper rebound since import (a ``rotate_half`` or a
     ``get_timestep_embedding`` of a user's) changes what the library's own method computes."""
-    for _ in range(16):
-        code, names = getattr(function, "__code__", None), getattr(function, "__globals__", {})
+    for layer in _layers(function):
+        code, names = getattr(layer, "__code__", None), getattr(layer, "__globals__", {})
         for name in code.co_names if code is not None else ():
             where = _callable_outside(names.get(name), library)
             if where is not None:
                 return f"{name} ({where})"
-        function = getattr(function, "__wrapped__", None)
-        if function is None:
-            return None
     return None
 
 
@@ -819,9 +825,8 @@ def _foreign_code(module: nn.Module) -> str | None:
             if inspect.isfunction(function):
                 where = _code_outside(function, library)
                 if where is not None:
-                    return (
-                        f"its method {klass.__qualname__}.{key} runs code of {where}, not {library}'s: {tail}"
-                    )
+                    method = f"{klass.__qualname__}.{key}"
+                    return f"its method {method} runs code of {where}, outside {library}: {tail}"
                 called = _calls_outside(function, library)
                 if called is not None:
                     return f"its method {klass.__qualname__}.{key} calls {called}, outside {library}: {tail}"

@@ -242,6 +242,13 @@ def _with_extra_rows(values: np.ndarray, rows: int) -> np.ndarray:
     return np.concatenate([np.zeros((rows, values.shape[-1]), values.dtype), values])
 
 
+def _flag(name: str, value: Any) -> bool:
+    """A yes/no option: True or False only (``"no"`` is truthy: it would say yes)."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
 def mae_2d(
     embed_dim: int, grid_size: int, *, cls_token: bool = False, dtype: npt.DTypeLike = "float32"
 ) -> np.ndarray:
@@ -257,6 +264,7 @@ def mae_2d(
                     0.        , 1.        , 1.        ], dtype=float32))
     """
     embed_dim = _width("embed_dim", embed_dim, 4)
+    cls_token = _flag("cls_token", cls_token)
     size = validation.integer("grid_size", grid_size, minimum=1)
     out_dtype = validation.dtype(dtype)
     _cells("grid_size", (size, size))
@@ -287,6 +295,7 @@ def diffusers_2d(
     ((6, 8), array([0.6184, 0.0067, 0.7859, 1.    , 0.    , 0.    , 1.    , 1.    ], dtype=float32))
     """
     embed_dim = _width("embed_dim", embed_dim, 4)
+    cls_token = _flag("cls_token", cls_token)
     h, w = _size_pair("grid_size", grid_size)
     extra = validation.integer("extra_tokens", extra_tokens, minimum=0)
     base = validation.real("base_size", base_size, usual="pass the side the model was trained at, e.g. 16")
@@ -367,6 +376,8 @@ def timm_2d(
                    dtype=float32))
     """
     dim = _width("dim", dim, 4)
+    cls_token, reverse_coord = _flag("cls_token", cls_token), _flag("reverse_coord", reverse_coord)
+    interleave_sin_cos = _flag("interleave_sin_cos", interleave_sin_cos)
     height, width = _shape_pair("feat_shape", feat_shape)
     shape = (width, height) if reverse_coord else (height, width)
     group = "axis" if interleave_sin_cos else "function"
@@ -420,6 +431,9 @@ def detr_options(
     factor = 2 * math.pi if scale is None else validation.real("scale", scale, usual="DETR's default is 2π")
     shift = validation.real("offset", offset, usual="0 (DETR) or 0.5 (Deformable DETR)")
     epsilon = validation.real("eps", eps, usual="DETR's is 1e-6")
+    for name, value, usual in (("scale", factor, "DETR's default is 2π"), ("eps", epsilon, "DETR's is 1e-6")):
+        if not 0 < value < 2.0**64:  # 0 would put every position at 0; a huge one overflows float32
+            raise ValueError(f"{name} must be > 0 and < 2**64 ({usual}); got {value!r}")
     return DetrOptions(
         features,
         (float(temperatures[0]), float(temperatures[1])),
@@ -630,6 +644,7 @@ def dinov3_rope(
     >>> pe.shape, pe[3, :4].round(4)  # sin of 0 · ω_i, then of 0.75 · ω_i (ω_0 = 2π, ω_1 = 2π/10)
     ((4, 16), array([ 0.   ,  0.   , -1.   ,  0.454], dtype=float32))
     """
+    rotate_half = _flag("rotate_half", rotate_half)
     height, width = _shape_pair("feat_shape", feat_shape)
     options = dinov3_frequencies(dim, temperature=temperature, min_period=min_period, max_period=max_period)
     _cells("feat_shape", (height, width))
@@ -688,7 +703,10 @@ def timm_rope_coordinates(
     """
     height, width = _shape_pair("feat_shape", feat_shape)
     _cells("feat_shape", (height, width))
-    offset = np.float32(validation.real("grid_offset", grid_offset))
+    offset = validation.real("grid_offset", grid_offset)
+    if not abs(offset) < 2.0**64:  # computed in float32, as timm does: larger ones overflow it
+        raise ValueError(f"grid_offset must lie in (-2**64, 2**64) (timm's default is 0.0); got {offset!r}")
+    offset = np.float32(offset)
     references = None if ref_feat_shape is None else _shape_pair("ref_feat_shape", ref_feat_shape)
     axes = []
     for axis, size in enumerate((height, width)):
@@ -724,6 +742,7 @@ def timm_rope(
     ((3, 16), array([0.    , 0.    , 0.    , 0.    , 0.9093, 0.9093, 0.02  , 0.02  ], dtype=float32))
     """
     dim = _width("dim", dim, 4)
+    rotate_half = _flag("rotate_half", rotate_half)
     base = validation.real("temperature", temperature, usual="EVA-02: 10000")
     if base <= 0:
         raise ValueError(f"temperature must be positive (EVA-02: 10000); got {temperature!r}")

@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from . import core, validation
 from .defaults import BASE, LAYOUT, ODD, OPTIONS, SCALE
+from .errors import PosencError, PosencValueError
 
 __all__ = [
     "DEVIATIONS",
@@ -243,10 +244,16 @@ def _tensor2tensor(min_timescale: float = 1.0, max_timescale: float = 1.0e4) -> 
     >>> get("tensor2tensor").table(2, 5, dtype="float64")[1].round(4).tolist()  # ω = 1, 1e-4; zero column
     [0.8415, 0.0001, 0.5403, 1.0, 0.0]
     """
+    low = validation.real("min_timescale", min_timescale)
+    if low <= 0:
+        raise PosencValueError(
+            f"min_timescale must be > 0 (it multiplies the frequencies; tensor2tensor's default is 1.0); got "
+            f"{low}",
+            parameter="min_timescale",
+        )
     return Preset(
         "tensor2tensor",
-        base=validation.real("max_timescale", max_timescale)
-        / validation.real("min_timescale", min_timescale),
+        base=validation.real("max_timescale", max_timescale) / low,
         shift=1.0,
         scale=min_timescale,
         layout="sin_cos",
@@ -385,6 +392,7 @@ def _diffusers_timestep(
     """
     if not isinstance(flip_sin_to_cos, bool):
         raise TypeError(f"flip_sin_to_cos must be True or False; got {flip_sin_to_cos!r}")
+    validation.real("downscale_freq_shift", downscale_freq_shift)  # kept as given: 0 stays 0 in paste lines
     return Preset(
         "diffusers-timestep",
         base=max_period,
@@ -474,11 +482,24 @@ def get(name: str, **parameters: Any) -> Preset:
         )
     try:
         preset = factory(**parameters)
+        validation.base(preset.base)
+        validation.scale(preset.scale)
+        return _with_deviation(dataclasses.replace(preset, doc=inspect.cleandoc(factory.__doc__ or "")))
+    except PosencError as error:  # in the library's own words: max_period, not base
+        library = _LIBRARY_NAMES.get(name, {})
+        parameter = library.get(error.parameter or "", error.parameter)
+        raise type(error)(f"preset {name!r}: {error.worded(library)}", parameter=parameter) from None
     except TypeError as error:
         raise TypeError(f"preset {name!r}: {error}") from None
-    validation.base(preset.base)
-    validation.scale(preset.scale)
-    return _with_deviation(dataclasses.replace(preset, doc=inspect.cleandoc(factory.__doc__ or "")))
+
+
+#: What each preset's library calls the core options it sets (:func:`get` words its errors so).
+_LIBRARY_NAMES = {
+    "keras-hub": {"base": "max_wavelength"},
+    "tensor2tensor": {"base": "max_timescale / min_timescale", "scale": "min_timescale"},
+    "whisper": {"base": "max_timescale"},
+    "diffusers-timestep": {"base": "max_period", "shift": "downscale_freq_shift"},
+}
 
 
 #: Library parameters that select another table, with the values models use, the default first: DDPM's

@@ -388,6 +388,7 @@ def module_options(max_len: Any, batch_first: Any, dropout: Any) -> tuple[int | 
     """The options the framework modules share: a max_len hint (None or >= 1), batch_first, a dropout rate."""
     if max_len is not None:
         max_len = integer("max_len", max_len, minimum=1)
+        at_most("max_len", max_len, MAX_POSITION, "positions are below 2**31")
     if not isinstance(batch_first, bool):
         raise PosencTypeError(
             f"batch_first must be True or False; got {batch_first!r}", parameter="batch_first"
@@ -406,7 +407,8 @@ def module_options(max_len: Any, batch_first: Any, dropout: Any) -> tuple[int | 
 
 def available_memory() -> int | None:
     """Bytes of memory available to a new allocation, or None when the system does not say: the system's
-    available memory, or less where a cgroup limit (v1 or v2) leaves this process's container less."""
+    available memory, or less where a cgroup limit (v1 or v2) leaves this process's container less, or
+    where a limit on its address space (``ulimit -v``) leaves this process less."""
     system = None
     try:
         with open("/proc/meminfo") as handle:
@@ -416,10 +418,24 @@ def available_memory() -> int | None:
     except OSError:
         with contextlib.suppress(ValueError, OSError, AttributeError):
             system = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    container = _cgroup_headroom()
-    if container is None:
-        return system
-    return container if system is None else min(system, container)
+    limits = [n for n in (system, _cgroup_headroom(), _address_space_headroom()) if n is not None]
+    return min(limits) if limits else None
+
+
+def _address_space_headroom() -> int | None:
+    """RLIMIT_AS (``ulimit -v``) minus this process's address space now, or None without a limit (or where
+    the system does not say)."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/statm") as handle:
+            size = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError, IndexError, AttributeError):
+        return None
+    return max(0, limit - size)
 
 
 def _cgroup_headroom(root: str = "/") -> int | None:
@@ -457,9 +473,10 @@ def _cgroup_headroom(root: str = "/") -> int | None:
 _CHECKED_BYTES = 64 << 20
 
 
-def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> None:
-    """Raise ValueError before allocating an output of ``shape`` that memory cannot hold."""
-    needed = math.prod(shape) * dtype.itemsize
+def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype, *, copies: int = 1) -> None:
+    """Raise ValueError before allocating an output of ``shape`` that memory cannot hold (``copies``: how
+    many arrays of its size the work holds at once, the output among them)."""
+    needed = math.prod(shape) * dtype.itemsize * copies
     if needed < _CHECKED_BYTES:
         return
     available = available_memory()
@@ -468,8 +485,9 @@ def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype) -> None:
         def gib(size: int) -> str:  # three digits at least: 128 MiB is 0.125 GiB, never "0.1"
             return f"{size / 2**30:,.0f}" if size >= 1000 * 2**30 else f"{size / 2**30:.3g}"
 
+        working = "" if copies == 1 else f" ({copies} arrays of its size at work)"
         raise PosencValueError(
-            f"an output of shape {shape} and dtype {dtype.name} needs {gib(needed)} GiB but only "
+            f"an output of shape {shape} and dtype {dtype.name} needs {gib(needed)} GiB{working} but only "
             f"{gib(available)} GiB of memory is available; ask for fewer positions, or write chunks "
             "with start= and out=",
             parameter=None,

@@ -21,25 +21,8 @@ import pytest
 
 import posenc
 from posenc import cli
-from posenc.cli import main
 from posenc.porting import load_table
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``main(args)``: (exit code, stdout, stderr)."""
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_refused(code: int, err: str, *words: str) -> None:
-    """Exit code 2, one line on stderr (``posenc: error: ...``) holding every one of ``words``."""
-    assert code == 2, err
-    assert err.startswith("posenc: error: ") and err.count("\n") == 1, err
-    assert "Traceback" not in err
-    for word in words:
-        assert word in err, (word, err)
-
+from tests.support.cli_cases import assert_refused, run
 
 # --- posenc identify: files it cannot read ---------------------------------------------------------
 

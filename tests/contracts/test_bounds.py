@@ -311,7 +311,7 @@ def test_posenc_rope_refuses_a_huge_sequence_length_in_one_line(tmp_path, capsys
             }
         )
     )
-    cli_refuses(["rope", str(path), "--seq-len", str(10**15)], capsys, "seq_len", "2**31")
+    cli_refuses(["rope", str(path), "--seq-len", str(10**15)], capsys, "--seq-len", "2**31")
 
 
 @pytest.mark.parametrize(

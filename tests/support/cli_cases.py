@@ -32,6 +32,15 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def assert_refused(code: int, err: str, *words: str) -> None:
+    """Exit code 2, one line on stderr (``posenc: error: ...``) holding every one of ``words``."""
+    assert code == 2, err
+    assert err.startswith("posenc: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    for word in words:
+        assert word in err, (word, err)
+
+
 def text_rows(out: str) -> tuple[list[str], list[list[str]]]:
     """Split the text format into its header cells (separated by 2+ spaces) and its value rows."""
     header, *lines = out.rstrip("\n").split("\n")

@@ -142,10 +142,8 @@ def test_a_row_that_no_longer_describes_its_library_is_declined(monkeypatch: pyt
 def test_the_exact_apply_gets_the_ids_of_the_very_cos_it_is_given_in_its_own_thread(monkeypatch) -> None:
     monkeypatch.setattr(patching, "KERNEL_DEVICES", ["cuda", "cpu"])  # record on the CPU too
     calls = []
-    exact = patching.apply_rotary
-    monkeypatch.setattr(
-        patching, "apply_rotary", lambda *a, **kw: calls.append(kw["position_ids"]) or exact(*a, **kw)
-    )
+    exact = patching.by_positions
+    monkeypatch.setattr(patching, "by_positions", lambda *a, **kw: calls.append(a[2]) or exact(*a, **kw))
     torch.manual_seed(0)
     model = DECODERS["llama3.1"][0]().eval()
     unfused = copy.deepcopy(model)

@@ -109,6 +109,10 @@ def check(
     frequencies(d_model, **frequency_options(options))
     setting = {**options, "layout": validation.layout(options["layout"]), "dtype": dt}
     d_model = int(d_model)
+    if progress is not None and not callable(progress):
+        raise TypeError(
+            f"progress must be a function progress(fraction, what), or None; got {type(progress).__name__}"
+        )
     say = progress or (lambda fraction, what: None)
     say(0.0, f"encoding and hashing positions 0..{2 * length - 1}, block by block")
     build = builder(d_model, start=0, compute=compute, **setting)

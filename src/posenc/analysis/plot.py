@@ -219,10 +219,11 @@ def sinusoids(
     *,
     positions: Sequence[int] = (0, 4, 8, 12),
     d_model: int = D_MODEL,
-    dims: int = 100,
+    dims: int | None = None,
     **options: Unpack[OptionKeywords],
 ) -> Figure:
-    """One panel per position k: PE(k, 2i) = sin(k ω_i) against i = 0 .. dims - 1. 12 × 3.6 in.
+    """One panel per position k: PE(k, 2i) = sin(k ω_i) against i = 0 .. dims - 1 (default: the first 100
+    frequencies, or every one of a narrower d_model). 12 × 3.6 in.
 
     With the defaults, the figure tutorials draw (k = 0, 4, 8, 12, d = 512, n = 10000, i < 100): the wave over
     i is stretched further for each larger k, so each position draws its own curve.
@@ -231,7 +232,7 @@ def sinusoids(
     ['k = 0', 'k = 4', 'k = 8', 'k = 12']
     """
     count = len(frequencies(d_model, **options))
-    dims = validation.integer("dims", dims, minimum=1)
+    dims = min(100, count) if dims is None else validation.integer("dims", dims, minimum=1)
     if dims > count:
         raise ValueError(f"dims must be <= d_model // 2 = {count} (one per frequency); got {dims}")
     positions = _panels("positions", positions)
@@ -565,7 +566,7 @@ def _times(scale: float) -> str:
     return "" if scale == SCALE else f"{scale:g}·"
 
 
-def _figure_size(length: Any, d_model: Any, *, minimum: int = 0, extra: int = 0) -> int:
+def _figure_size(length: Any, d_model: Any, *, minimum: int = 1, extra: int = 0) -> int:
     """``length`` (an integer >= ``minimum``), checked before any work: its table of (length + ``extra``)
     × d_model values must be at most :data:`MAX_FIGURE_VALUES`."""
     length = validation.integer("length", length, minimum=minimum)

@@ -74,12 +74,17 @@ def cosine_similarity(encodings: npt.ArrayLike) -> np.ndarray:
     1.0000 0.7701
     """
     rows = as_matrix("encodings", encodings, result=True)
-    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-    if np.any(norms == 0):  # a NaN row is not refused: its similarities are NaN
+    zero = ~np.any(rows != 0, axis=1)  # a NaN row is not refused: its similarities are NaN
+    if np.any(zero):
         raise ValueError(
-            f"encodings row {int(np.argmax(norms == 0))} is all zeros: its cosine similarity is undefined; "
+            f"encodings row {int(np.argmax(zero))} is all zeros: its cosine similarity is undefined; "
             "drop that row"
         )
+    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+    if not np.all((norms > 1e-150) & (norms < 1e150)):  # squares that over- or underflow: rows scaled first
+        peak = np.max(np.abs(rows), axis=1, keepdims=True)
+        rows = rows / np.where(np.isfinite(peak), peak, 1.0)
+        norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
     return (rows @ rows.T) / np.outer(norms, norms)
 
 

@@ -118,6 +118,11 @@ def audit(
     >>> report.passed, report.max_abs, report.findings
     (True, 0.0, [])
     """
+    for name, value in (("dtype", dtype), ("preset", preset), ("key", key), ("tol", tol)):
+        if isinstance(value, str) and not value.strip():  # a CLI's empty --key '' is not "no key"
+            raise PosencValueError(
+                f"{name} is an empty string; name one, or leave it out for its default", parameter=name
+            )
     if d_model is not None:
         d_model = validation.d_model(d_model)
     samples = validation.integer("samples", samples, minimum=16, maximum=MAX_SAMPLES, why=_SAMPLES_WHY)

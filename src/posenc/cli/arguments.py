@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import os
 import re
 from collections.abc import Iterable
 from typing import Any, NoReturn
@@ -62,6 +63,9 @@ class Parser(argparse.ArgumentParser):
         self.commands: dict[str, argparse.ArgumentParser] = {}
 
     def error(self, message: str) -> NoReturn:
+        missing = re.fullmatch(r"argument (--[\w-]+).*: expected one argument", message)
+        if missing:  # argparse takes a value such as "-3:2" for an option
+            message += f" (if its value starts with '-', join the two with '=': {missing.group(1)}=-VALUE)"
         fail(message)
         raise UsageError(message)
 
@@ -81,6 +85,23 @@ class Parser(argparse.ArgumentParser):
         hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
         listed = ", ".join(map(repr, names))
         raise argparse.ArgumentError(action, f"invalid choice: {value!r} ({hint}choose from {listed})")
+
+
+def not_an_input(output: str | None, flag: str, *inputs: str | None, folder: str | None = None) -> None:
+    """Refuse (ValueError) an output file that is one of the command's own inputs (written over, the input
+    would be lost: ``posenc rope cfg.json -o cfg.json``), or, with ``folder`` (a model folder read), a file
+    in that folder other than an HTML page."""
+    if output is None or not os.path.isfile(output):
+        return
+    for given in inputs:
+        if given is not None and os.path.isfile(given) and os.path.samefile(output, given):
+            raise ValueError(f"{flag} {output} is the input it would overwrite; name another file")
+    if folder is not None and os.path.isdir(folder):
+        inside = os.path.samefile(os.path.dirname(os.path.abspath(output)), folder)
+        if inside and not output.lower().endswith((".html", ".htm")):
+            raise ValueError(
+                f"{flag} {output} is a file of the folder audited, which it would overwrite; name another one"
+            )
 
 
 def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:

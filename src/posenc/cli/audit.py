@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .arguments import flags, integer, worded
+from .arguments import flags, integer, not_an_input, worded
 from .errors import CliError, describe, is_open, printable
 
 NAME = "audit"
@@ -172,7 +172,10 @@ def run(args: argparse.Namespace) -> int:
                 raise _Failure(f"argument {value.flag}: {value.message}", value.flag)
         from ..auditor.targets import check_code_file, is_code
 
-        if is_code(args.target):
+        runs_code = is_code(args.target)
+        read = str(args.target).rpartition(":")[0] if runs_code else str(args.target)
+        not_an_input(args.html, "--html", read, folder=read)
+        if runs_code:
             check_code_file(args.target)  # a missing file, a FIFO: said here, without starting a child
             return _relay(_in_a_child(args), args)
         with _stdout_to_stderr(), _transformers_quiet(args.target):

@@ -32,10 +32,10 @@ examples:
 
 def _positions(text: str) -> tuple[int, ...]:
     """``--positions``: whole numbers separated by commas."""
-    values = tuple(integer(part.strip()) for part in text.split(",") if part.strip())
-    if not values:
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
         raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}")
-    return values
+    return tuple(integer(part) for part in parts)
 
 
 def add_arguments(sub: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ printed in order. Every number is computed by posenc as it is printed.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from collections.abc import Callable
@@ -81,8 +82,22 @@ class _Demo:
 def run(args: argparse.Namespace) -> None:
     """``posenc demo``: run every section in order."""
     demo = _Demo(sys.stdout, Path(args.out))
+    _check_folder(demo.out)  # before any section: its figures go there at the end
     for section in _SECTIONS:
         section(demo)
+
+
+def _check_folder(out: Path) -> None:
+    """Refuse (ValueError) an ``--out`` that cannot become a folder of figures: a file, or a path under one
+    or under a folder this process may not write into."""
+    place = out
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir():
+        what = "is a file" if place == out else f"is under {place}, a file"
+        raise ValueError(f"--out {out} {what}; the demo writes its figures into a folder: name another")
+    if not os.access(place, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: this process may not write into {place}; name another folder")
 
 
 def _intro(demo: _Demo) -> None:

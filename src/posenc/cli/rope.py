@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import rope, validation
 from ..rope.arrays import LAYOUTS
-from .arguments import MAX_DIGITS, add_output_options, flags, integer, one_of, worded
+from .arguments import MAX_DIGITS, add_output_options, flags, integer, not_an_input, one_of, worded
 from .errors import CliError
 from .formats import TEXT_DIGITS, Grid, write_csv, write_json, write_text
 from .table import _open_output
@@ -74,7 +74,7 @@ def positions_range(text: str) -> range:
 
 
 #: :func:`posenc.rope.config`'s parameters as the command names them: CONFIG is the positional argument.
-_FLAGS = flags("layer_type", cfg="")
+_FLAGS = flags("layer_type", "seq_len", cfg="")
 
 
 def _in_our_words(error: BaseException, layer_type: str | None) -> str:
@@ -96,19 +96,23 @@ def run(args: argparse.Namespace) -> None:
         raise CliError("--format npy writes binary data; name a file with --output FILE")
     if args.digits is not None and not 0 <= args.digits <= MAX_DIGITS:
         raise CliError(f"--digits must be an integer from 0 to {MAX_DIGITS}; got {args.digits}")
+    not_an_input(args.output, "--output", args.config)
     try:
         params = rope.config(args.config, layer_type=args.layer_type)
     except ValueError as error:  # the library's cfg= is CONFIG here: the path alone names it
         raise CliError(_in_our_words(error, args.layer_type)) from None
     positions = positions_range(args.positions)
     validation.fits_in_memory((2, len(positions), params.rotary_dim), validation.dtype(args.dtype))
-    cos, sin = rope.cos_sin(
-        np.arange(positions.start, positions.stop),
-        params,
-        dtype=args.dtype,
-        layout=args.layout,
-        seq_len=args.seq_len,
-    )
+    try:
+        cos, sin = rope.cos_sin(
+            np.arange(positions.start, positions.stop),
+            params,
+            dtype=args.dtype,
+            layout=args.layout,
+            seq_len=args.seq_len,
+        )
+    except ValueError as error:  # --seq-len, a position the rope type refuses: in the command's words
+        raise CliError(worded(error, _FLAGS)) from None
     if args.format == "npy":
         _write_npy(args.output, np.stack([cos, sin]))
         return

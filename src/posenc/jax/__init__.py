@@ -17,13 +17,15 @@ Where the work runs:
   accelerator, with several devices (sharding: each device encodes its shard), or inside
   :func:`self_contained` (for ``jax.export``), by the portable algorithm (:mod:`posenc.portable`: int32
   arithmetic, no float64 even with x64 off) inside the program, with no callback or host transfer. The
-  same bits either way; invalid traced positions (NaN, inf, |p| >= 2**31, an offset that overflows) give
-  rows of NaN.
+  same bits either way in float32 and 16 bits (float64 output, x64 on: each within 1 ulp of the exact
+  value either way, not always the same bits); invalid traced positions (NaN, inf, |p| >= 2**31, an
+  offset that overflows) give rows of NaN.
 * **The module, positions ``None`` and an ``int`` offset**: rows of a cached table — a slice of a device
   array when eager; under ``jit`` a constant of ``(seq, d_model)`` (up to :data:`CONSTANT_LIMIT_BYTES`, then
   computed as traced positions are), which XLA slices per device when the sequence axis is sharded.
 
-Not differentiable with respect to the positions (the encoding is a constant of the model); gradients with
+Differentiable with respect to real positions (``jax.grad``/``jax.jvp`` of :func:`encode`: the exact
+derivative, cos and −sin rows times the frequencies; the rotary's cos/sin refuse one); gradients with
 respect to ``x`` flow through the module as usual.
 
 One concept per module:

@@ -201,7 +201,8 @@ _SELF_CONTAINED = contextvars.ContextVar("posenc_jax_self_contained", default=Fa
 def self_contained() -> Iterator[None]:
     """Programs traced inside compute traced positions by the portable algorithm, with no host callback:
     for ``jax.export`` on the CPU (an exported program cannot hold a callback), or to run on the CPU what
-    an accelerator runs. The same bits either way; outside it, a CPU-only JAX calls the core (its program
+    an accelerator runs. The same bits either way (float64 output: each within 1 ulp, not always the same
+    bits); outside it, a CPU-only JAX calls the core (its program
     compiles in a fraction of a second where the portable algorithm's takes 2-3 s, and computes positions
     hundreds of times faster: ``benchmarks/jax_jit.py``).
 
@@ -260,7 +261,15 @@ def _host_rows(
 ) -> np.ndarray:
     """The callback's body: the rows of positions (+ an offset of the same shape) as the portable algorithm
     gives them — the core's values, NaN rows where |p + offset| >= 2**31 or p is not finite (the portable
-    algorithm's rule: an int32 sum that wraps around is invalid)."""
+    algorithm's rule: an int32 sum that wraps around is invalid). Under a fixed NumPy error state, not
+    the caller's (``np.seterr(over="raise")`` would turn float16's comparison with 2**31 into an error)."""
+    with np.errstate(all="ignore"):
+        return _rows_on_host(values, request, core_rows)
+
+
+def _rows_on_host(
+    values: tuple[np.ndarray, ...], request: Any, core_rows: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
     positions = adapters.exact_float32(np.asarray(values[0]))
     offset = np.asarray(values[1]) if len(values) > 1 else None
     if positions.dtype.kind == "f" and offset is not None:  # a real plus an integer: the exact addition
@@ -271,8 +280,7 @@ def _host_rows(
         whole = positions.astype(np.int64)
         if offset is not None:
             added = offset.astype(np.int64)
-            with np.errstate(over="ignore"):
-                positions = whole + added
+            positions = whole + added
             wrapped = ((whole < 0) == (added < 0)) & ((positions < 0) != (whole < 0))
         else:
             positions, wrapped = whole, np.zeros(whole.shape, bool)
@@ -306,7 +314,10 @@ def _core_options(options: _Options) -> dict[str, Any]:
 
 
 def _dtype(dtype: Any) -> np.dtype:
-    """The output dtype as a NumPy dtype (bfloat16 is ml_dtypes', which is JAX's)."""
+    """The output dtype as a NumPy dtype (bfloat16 is ml_dtypes', which is JAX's); None is float32, as
+    ``posenc.encode`` takes it (NumPy would read None as float64)."""
+    if dtype is None:
+        return np.dtype(np.float32)
     try:
         name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     except TypeError:

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import portable, rope
+from .. import portable, rope, validation
 from ..core import explicit
 from ..rope.arrays import arrange, check_request
 from ..rope.tables import exact_law
@@ -50,6 +50,8 @@ def cos_sin(
         return jnp.asarray(cos), jnp.asarray(sin)
     positions = jnp.asarray(positions)
     check_request(params, layout, positions.shape)
+    if seq_len is not None:  # a static length, for every type (those that take none too)
+        seq_len = validation.integer("seq_len", seq_len, minimum=1)
     kind = params.kind
     if seq_len is None and kind.switch is not None:  # both sets, one picked in the program (as torch does)
         switch = kind.switch(params)

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import layouts, validation
+from .readers import host_values
 
 __all__ = ["convert_layout"]
 
@@ -18,12 +19,13 @@ __all__ = ["convert_layout"]
 def convert_layout(table: npt.ArrayLike, source: str, target: str) -> np.ndarray:
     """The same encodings with their columns reordered from layout ``source`` to ``target``.
 
-    Works on any ``(..., d_model)`` array; an odd width keeps its last (zero) column in place.
+    Works on any ``(..., d_model)`` array; an odd width keeps its last (zero) column in place. A torch
+    tensor's values come back as a NumPy array (bfloat16 widened to float32, exactly).
 
     >>> convert_layout([[0.1, 0.2, 0.9, 0.8]], "sin_cos", "interleaved")
     array([[0.1, 0.9, 0.2, 0.8]])
     """
-    array = np.asarray(table)
+    array = host_values(table)
     source, target = validation.layout(source), validation.layout(target)
     if array.ndim == 0 or array.shape[-1] < 2:
         raise ValueError(f"table must have shape (..., d_model) with d_model >= 2; got shape {array.shape}")

@@ -108,6 +108,8 @@ def load_stored_table(
     >>> folder.cleanup()
     """
     path = Path(path)
+    if key is not None and not str(key).strip():
+        raise ValueError("key is an empty string; name the tensor, or leave it out for the file's only one")
     _check_path(path)
     suffix = path.suffix.lower()
     if suffix not in READERS:
@@ -126,6 +128,8 @@ def load_stored_table(
             name, stored = _pick(arrays, others, key, path)
             where = f"{path}, tensor {name!r}," if name else str(path)
             held = _STORED_TYPES.get(stored.dtype, stored.dtype)
+            if stored.refusal:  # a meta tensor's shape says nothing of bytes it does not hold
+                raise ValueError(f"{where} holds {stored.refusal}")
             dense = math.prod(stored.shape) * stored.itemsize
             if max_bytes is not None and dense > max_bytes:
                 raise ValueError(

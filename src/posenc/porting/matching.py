@@ -18,6 +18,7 @@ from .candidates import Candidate, one_dimensional_candidates
 from .fitting import digits
 from .grid_candidates import grid_candidates
 from .limits import table_limit
+from .readers import host_values
 from .records import Match
 from .rope_fitting import PRECISIONS, precision_of
 from .rope_matching import looks_like_rope, rope_matches
@@ -199,7 +200,7 @@ def _nearest_first(scored: list[tuple[float, Candidate]], limit: Callable[[Candi
 
 def _as_rows(table: npt.ArrayLike) -> tuple[np.ndarray, tuple[int, ...]]:
     """``table`` as float64 rows ``(rows, d_model)``, and the grid axes it came with (its leading axes)."""
-    given = np.asarray(table)
+    given = host_values(table)
     if given.dtype.kind == "c":
         raise TypeError(
             f"table must hold real numbers; got {given.dtype} values (the imaginary parts would be lost)"

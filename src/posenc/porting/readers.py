@@ -147,7 +147,8 @@ def torch_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, Sto
 
 
 def _torch_stored(tensor: Any, torch: Any) -> Stored:
-    """A tensor as a Stored: float64 is read as float64, any other real dtype as float32; a nested, sparse,
+    """A tensor as a Stored: float64, int32 and int64 are read as float64 (int32 exactly: float32 would round
+    integers past 2**24), any other real dtype as float32 (exactly); a nested, sparse,
     quantized or meta tensor (or one that cannot even be inspected) is refused, with what to do."""
     try:
         refusal = _torch_refusal(tensor, torch)
@@ -161,7 +162,7 @@ def _torch_stored(tensor: Any, torch: Any) -> Stored:
         return Stored(shape, name, None, dtype.itemsize, lambda: np.empty(0), refusal=refusal)
     integers = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
     kind = "float" if dtype.is_floating_point else "int" if dtype in integers else None
-    target = torch.float64 if dtype == torch.float64 else torch.float32
+    target = torch.float64 if dtype in (torch.float64, torch.int32, torch.int64) else torch.float32
 
     def read() -> np.ndarray:
         return tensor.detach().to(target).numpy()
@@ -172,6 +173,26 @@ def _torch_stored(tensor: Any, torch: Any) -> Stored:
     return Stored(
         tuple(tensor.shape), str(dtype).removeprefix("torch."), kind, dtype.itemsize, read, head=head
     )
+
+
+def host_values(array: Any) -> Any:
+    """``array`` as NumPy reads it; a torch tensor (a parameter, one on a device, a bfloat16 one) as a NumPy
+    copy of its values, detached, on the CPU, bfloat16 widened to float32 (exactly); a tensor that holds no
+    dense values (meta, nested, sparse, quantized) is a ValueError saying what it is."""
+    if not type(array).__module__.startswith("torch") or not hasattr(array, "detach"):
+        return np.asarray(array)
+    import torch
+
+    refusal = _torch_refusal(array, torch)
+    if refusal:
+        raise ValueError(f"table is {refusal.split(', not ')[0]}; give a table of values on the CPU")
+    tensor = array.detach().cpu()
+    if tensor.dtype == torch.bfloat16:
+        tensor = tensor.float()
+    try:
+        return tensor.numpy().copy()
+    except TypeError as error:  # a dtype NumPy has no type for
+        raise TypeError(f"table must hold real numbers NumPy reads; got {tensor.dtype} ({error})") from None
 
 
 def _torch_refusal(tensor: Any, torch: Any) -> str:

@@ -27,6 +27,7 @@ import numpy as np
 from .. import rope
 from . import rope_fitting as fitted
 from .fitting import round_number
+from .readers import host_values
 from .records import RopeMatch, rope_match
 from .rope_fitting import F32, PRECISIONS, candidate_configs, checked, precision_of
 from .rope_longrope import longrope_candidates
@@ -156,9 +157,7 @@ def _values(array: Any) -> tuple[np.ndarray, str | None]:
     declared = None
     if hasattr(array, "detach") and hasattr(array, "dtype"):  # a torch tensor: NumPy has no bfloat16
         declared = str(array.dtype).removeprefix("torch.")
-        tensor = array.detach().cpu()
-        array = tensor.float().numpy() if declared in ("bfloat16", "float16") else tensor.numpy()
-    given = np.asarray(array)
+    given = host_values(array)
     if given.dtype.name == "bfloat16":  # ml_dtypes' bfloat16 (posenc's own bfloat16 tables)
         declared, given = "bfloat16", given.astype(np.float32)
     if given.dtype.kind not in "fiu":

@@ -256,7 +256,8 @@ def answer_lines(
     held = str(np.dtype(dtype))
     head = f"{where}: {held} table of shape {shape}"
     if stored not in (None, held):
-        head = f"{where}: {stored} table of shape {shape} (read exactly as {held})"
+        exactly = "" if stored[:1].lower() in ("i", "u") else "exactly "  # an int64 past 2**53 rounds
+        head = f"{where}: {stored} table of shape {shape} (read {exactly}as {held})"
     lines = [head, *(f"  {line}" for line in answer.lines())]
     return lines, answer
 

@@ -101,7 +101,7 @@ def apply_rotary(
     array([[[[0., 1.]]]])
     """
     check_layout(layout)
-    ops = backend_of(q)
+    ops = check_operands(q, k, cos, sin, unsqueeze_dim)
     axis = unsqueeze_dim if unsqueeze_dim >= 0 else cos.ndim + 1 + unsqueeze_dim
     if not 0 <= axis <= cos.ndim:
         raise PosencValueError(
@@ -112,6 +112,33 @@ def apply_rotary(
     where = (slice(None),) * axis + (None,)
     cos, sin = cos[where], sin[where]
     return rotate(ops, q, cos, sin, layout), rotate(ops, k, cos, sin, layout)
+
+
+def check_operands(q: Any, k: Any, cos: Any, sin: Any, unsqueeze_dim: Any) -> Backend:
+    """The :class:`~posenc.portable.Backend` of q, after refusing (TypeError) what no rotation takes: q, k,
+    cos or sin not an array of q's framework, or not of a floating-point dtype (an integer q would get its
+    rotated values truncated to integers, silently), or an ``unsqueeze_dim`` that is not an integer."""
+    ops = backend_of(q)
+    for name, x in (("q", q), ("k", k), ("cos", cos), ("sin", sin)):
+        if not hasattr(x, "dtype") or not hasattr(x, "shape") or backend_of(x).name != ops.name:
+            raise PosencTypeError(
+                f"{name} must be a {ops.name} array, as q is; got {type(x).__name__}: give q, k, cos and sin "
+                "in one framework",
+                parameter=name,
+            )
+        if not ops.is_floating(x.dtype):
+            raise PosencTypeError(
+                f"{name} must have a floating-point dtype; got {x.dtype}: its rotated values are not whole "
+                "numbers (an integer result would truncate them); cast it to float32 first",
+                parameter=name,
+            )
+    if isinstance(unsqueeze_dim, bool) or not isinstance(unsqueeze_dim, (int, np.integer)):
+        raise PosencTypeError(
+            f"unsqueeze_dim must be an integer (the axis of q and k that cos/sin get a new axis at: 1 for "
+            f"(B, heads, L, D), 2 for (B, L, heads, D)); got {unsqueeze_dim!r}",
+            parameter="unsqueeze_dim",
+        )
+    return ops
 
 
 def check_fit(q: Any, k: Any, cos: Any, sin: Any, unsqueeze_dim: int) -> None:
@@ -165,9 +192,10 @@ def rotate(ops: Backend, x: Any, cos: Any, sin: Any, layout: str) -> Any:
     float32 at least (half-precision inputs are rounded once, to x's dtype, at the end)."""
     width = cos.shape[-1]
     if width > x.shape[-1] or width % 2:
-        raise ValueError(
+        raise PosencValueError(
             f"cos/sin have {width} features but the query/key have {x.shape[-1]}; the rotary width must be "
-            "even and at most the head dimension"
+            "even and at most the head dimension",
+            parameter="cos",
         )
     compute = ops.xp.promote_types(x.dtype, ops.float32)
     part, rest = ops.cast(x[..., :width], compute), x[..., width:]

@@ -50,6 +50,9 @@ from .parameters import (
     check_partial_rotary_factor,
 )
 
+#: The most bytes a config.json read by path may hold (a model's is a few KiB).
+CONFIG_BYTES = 16 << 20
+
 #: Keys a (flat) RoPE dict may hold: a dict without any of them whose values are dicts is nested per layer.
 _ROPE_KEYS = frozenset(
     {
@@ -190,13 +193,28 @@ def _load(cfg: Any) -> Mapping[str, Any]:
                 f"cfg={os.fspath(cfg)!r} is not a config.json file (nor a folder holding one)",
                 parameter="cfg",
             )
-        with open(path, encoding="utf-8") as handle:
-            try:
-                loaded = json.load(handle)
-            except json.JSONDecodeError as error:
-                raise PosencValueError(
-                    f"cfg={path!r} is not valid JSON ({error}); pass a model's config.json", parameter="cfg"
-                ) from None
+        with open(path, "rb") as handle:
+            raw = handle.read(CONFIG_BYTES + 1)
+        if len(raw) > CONFIG_BYTES:
+            raise PosencValueError(
+                f"cfg={path!r} is larger than {CONFIG_BYTES >> 20} MiB; a model's config.json is a few KiB: "
+                "pass the model's own config.json",
+                parameter="cfg",
+            )
+        try:
+            loaded = json.loads(raw)
+        except RecursionError:
+            raise PosencValueError(
+                f"cfg={path!r} nests deeper than a JSON reader follows; a model's config nests a few levels: "
+                "pass the model's own config.json",
+                parameter="cfg",
+            ) from None
+        except ValueError as error:  # not JSON, or not UTF-8 text
+            raise PosencValueError(
+                f"cfg={path!r} is not valid JSON ({' '.join(str(error).split())[:200]}); pass a model's "
+                "config.json",
+                parameter="cfg",
+            ) from None
         if not isinstance(loaded, Mapping):
             raise PosencValueError(
                 f"cfg={path!r} holds a JSON {type(loaded).__name__}, not an object; pass a config.json",

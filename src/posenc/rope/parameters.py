@@ -122,9 +122,10 @@ class RopeParameters:
         >>> rope.config(head_dim=64).with_frequencies(8).rotary_dim
         16
         """
-        rotary_dim = 2 * int(count)
+        count = validation.integer("count", count, minimum=1)
+        rotary_dim = 2 * count
         head_dim = rotary_dim / self.partial_rotary_factor
-        if count != int(count) or head_dim != int(head_dim):
+        if head_dim != int(head_dim):
             raise PosencValueError(
                 f"{count} frequencies over partial_rotary_factor {self.partial_rotary_factor} are no "
                 "whole head",

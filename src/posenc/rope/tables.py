@@ -95,14 +95,19 @@ def _refuse_framework_arrays(positions: Any) -> None:
 
 
 def _effective_seq_len(params: RopeParameters, raw: np.ndarray, seq_len: int | None) -> int | None:
-    """The sequence length that selects the frequencies: None for the types that do not depend on it."""
+    """The sequence length that selects the frequencies: None for the types that do not depend on it (a
+    ``seq_len`` given is checked for every type all the same)."""
+    if seq_len is not None:
+        seq_len = validation.integer("seq_len", seq_len, minimum=1)
     if not params.kind.depends_on_length:
         return None
     if seq_len is not None:
-        return validation.integer("seq_len", seq_len, minimum=1)
+        return seq_len
     if raw.size == 0:
         return params.max_position_embeddings
-    return int(np.floor(np.max(validation.positions(raw)))) + 1
+    # max(positions) + 1, as Hugging Face takes it; at least 1 (all negative: no longer than one, the same
+    # frequencies as any length up to the model's)
+    return max(1, int(np.floor(np.max(validation.positions(raw)))) + 1)
 
 
 @functools.lru_cache(maxsize=256)

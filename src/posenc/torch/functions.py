@@ -15,7 +15,7 @@ import torch
 
 from .. import adapters, core, validation
 from ..core.options import takes_options
-from ..errors import PosencTypeError
+from ..errors import PosencTypeError, PosencValueError
 from . import operator  # registers torch.ops.posenc.exact and .table, once
 from .tensors import (
     _check_positions_on_host,
@@ -84,7 +84,24 @@ def table(
     checked = core.Options.check(d_model, **options)
     length = validation.integer("length", length, minimum=0)
     start = validation.table_start(start, length)
-    return _table_on(length, start, (*checked, _dtype_name(dtype)), torch.device(device or "cpu"))
+    return _table_on(length, start, (*checked, _dtype_name(dtype)), _device(device))
+
+
+def _device(device: Any) -> torch.device:
+    """``device`` (None: the CPU) as a torch.device this process has; else a ValueError naming it."""
+    if device is None:
+        return torch.device("cpu")
+    try:
+        where = torch.device(device)
+        if where.type not in ("cpu", "meta"):
+            torch.empty(0, device=where)  # torch's own check that the device is there
+    except (RuntimeError, AssertionError, TypeError) as error:
+        raise PosencValueError(
+            f"device={device!r} is not a device this process has ({' '.join(str(error).split())[:120]}); "
+            "pass 'cpu' or one torch lists",
+            parameter="device",
+        ) from None
+    return where
 
 
 def clear_cache() -> None:

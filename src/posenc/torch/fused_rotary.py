@@ -32,7 +32,7 @@ from .kernels import first_launch, table_launch
 from .kernels.common import KERNEL_DEVICES, kernel_module, launcher, next_power_of_2, on_device
 from .tensors import _position_tensor, _tracing
 
-__all__ = ["apply_rotary", "launch"]
+__all__ = ["apply_rotary", "by_positions", "launch"]
 
 #: q/k dtypes the kernel takes, by the code of their bit patterns (fused_kernel._load_float).
 _KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
@@ -66,10 +66,11 @@ def apply_rotary(
       dtype=torch.float32, layout=layout, seq_len=seq_len)`` then the rotation above. On CUDA tensors (with
       triton) the cos/sin of the distinct positions by angle addition, then one kernel rotates q and k
       (one pass over them); everywhere else, and for what the kernel does not take, the unfused path.
-      ``cos, sin`` given as well are the float32 values of those positions the caller holds already: the
-      unfused path uses them instead of computing them again. q and k are then (B, heads, L, head_dim) with
-      ``unsqueeze_dim=1`` or (B, L, heads, head_dim) with ``unsqueeze_dim=2`` (k may have fewer heads);
-      ``position_ids`` is (B, L) or (1, L).
+      q and k are then (B, heads, L, head_dim) with ``unsqueeze_dim=1`` or (B, L, heads, head_dim) with
+      ``unsqueeze_dim=2`` (k may have fewer heads); ``position_ids`` is (B, L) or (1, L).
+
+    Given both ways, the call is refused (TypeError): cos/sin that are not those positions' angles would
+    rotate by the one way on one device and the other way on another.
 
     Features past the rotary width pass unchanged.
 
@@ -96,8 +97,29 @@ def apply_rotary(
                 "apply_rotary needs the angles: cos and sin, or position_ids= and params=", parameter="cos"
             )
         return rotary.rotate(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
-    if (cos is None) != (sin is None):
-        raise PosencTypeError("cos and sin go together; give both or neither", parameter="cos")
+    if cos is not None or sin is not None:
+        raise PosencTypeError(
+            "apply_rotary takes the angles one way: cos and sin, or position_ids= and params= (their exact "
+            "angles); got both: drop cos and sin, or position_ids and params",
+            parameter="cos" if cos is not None else "sin",
+        )
+    return by_positions(q, k, position_ids, params, layout, unsqueeze_dim, seq_len)
+
+
+def by_positions(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    position_ids: torch.Tensor,
+    params: rope.RopeParameters,
+    layout: str,
+    unsqueeze_dim: int,
+    seq_len: int | None,
+    known: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`apply_rotary` by position ids; ``known``: the float32 cos/sin of exactly those positions
+    (``rotary.cos_sin(position_ids, params, dtype=torch.float32, layout=layout, seq_len=seq_len)``) that
+    the caller holds already (a patched model's rotary embedding made them), which the unfused path uses
+    instead of computing them again."""
     check_layout(layout)
     positions = _position_tensor(position_ids)
     check_request(params, layout, tuple(positions.shape))
@@ -105,9 +127,9 @@ def apply_rotary(
     fused = axis is not None and q.device.type in KERNEL_DEVICES and kernel_module("fused_kernel") is not None
     if fused and _trusted(q, k, params, layout, axis, seq_len):
         return launch(q, k, positions, params, layout=layout, unsqueeze_dim=axis, seq_len=seq_len)
-    if cos is None:
-        cos, sin = rotary.cos_sin(positions, params, dtype=torch.float32, layout=layout, seq_len=seq_len)
-    return rotary.rotate(q, k, cos, sin, layout=layout, unsqueeze_dim=unsqueeze_dim)
+    if known is None:
+        known = rotary.cos_sin(positions, params, dtype=torch.float32, layout=layout, seq_len=seq_len)
+    return rotary.rotate(q, k, *known, layout=layout, unsqueeze_dim=unsqueeze_dim)
 
 
 def _fusable(

@@ -52,7 +52,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         base, shift, scale, layout, odd: as in :func:`posenc.encode` (the defaults are Vaswani et al. 2017's).
         batch_first: False (default, PyTorch's convention: ``nn.TransformerEncoderLayer`` and the tutorial):
             ``x`` is ``(seq, batch, d_model)``; True: ``(batch, seq, d_model)`` (or any
-            ``(..., seq, d_model)``). A ``(seq, d_model)`` ``x`` is the same either way. A shape cannot
+            ``(..., seq, d_model)``, a ``(seq, d_model)`` ``x`` among them: it needs True). A shape cannot
             tell the two apart: pass ``batch_first=True`` for batch-first models.
         max_len: a cache hint only — longer sequences work. It also sizes the tutorial-style ``pe``
             attribute (default 5000, the tutorial's).
@@ -268,6 +268,8 @@ class TokenAndPositionEmbedding(nn.Module):
         **encoding_options: Any,
     ) -> None:
         super().__init__()
+        if not isinstance(positions_from_padding, bool):
+            raise TypeError(f"positions_from_padding must be True or False; got {positions_from_padding!r}")
         if positions_from_padding and padding_idx is None:
             raise ValueError("positions_from_padding=True needs padding_idx; pass the padding token id")
         if "batch_first" in encoding_options:
@@ -280,6 +282,7 @@ class TokenAndPositionEmbedding(nn.Module):
                     f"padding_idx must be a token id in [-{num_embeddings}, {num_embeddings}) "
                     f"(num_embeddings={num_embeddings}); got {padding_idx}"
                 )
+        d_model = validation.d_model(d_model)
         self.embedding = nn.Embedding(num_embeddings, d_model, padding_idx=padding_idx)
         if embed_scale is not None:
             embed_scale = validation.real("embed_scale", embed_scale)
@@ -294,8 +297,23 @@ class TokenAndPositionEmbedding(nn.Module):
     def forward(
         self, ids: torch.Tensor, positions: torch.Tensor | None = None, *, offset: int | torch.Tensor = 0
     ) -> torch.Tensor:
+        if (
+            not isinstance(ids, torch.Tensor)
+            or ids.is_floating_point()
+            or ids.is_complex()
+            or ids.dtype == torch.bool
+        ):
+            got = f"a {ids.dtype} tensor" if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise TypeError(f"ids must be a tensor of integer token ids; got {got}")
         if ids.dim() != 2:
             raise ValueError(f"ids must have shape (batch, seq); got shape {tuple(ids.shape)}")
+        if ids.device.type == "cpu" and not _tracing() and ids.numel():  # elsewhere: a host read, a sync
+            low, high, count = int(ids.min()), int(ids.max()), self.embedding.num_embeddings
+            if low < 0 or high >= count:
+                raise ValueError(
+                    f"ids must be token ids in [0, {count}) (num_embeddings={count}); got "
+                    f"{low if low < 0 else high}"
+                )
         x = self.embedding(ids) * self.embed_scale
         if positions is not None or not self.positions_from_padding:
             return self.encoding(x, positions, offset=offset)

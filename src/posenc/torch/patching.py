@@ -94,7 +94,9 @@ instance- or model-level hook that takes posenc's apply, and the family table is
 
 ``patch`` changes nothing outside the model it is given (no monkey-patching of a library's functions or
 classes); it is idempotent (a second call finds posenc's modules and exact tables, and keeps the first
-call's originals); it works before or after ``model.to(dtype)``. The originals are kept on the model
+call's originals); its modules stay exact after ``model.to(dtype)``, but a table is exact in the dtype it
+held when patched: cast afterwards (``model.half()``), its rows are rounded a second time, from float32
+(a few values 1 ulp off; patch again after the cast, or cast first). The originals are kept on the model
 (``model._posenc_originals``) and on each replacement, which applies ``.to()``, ``.to_empty()`` and the
 like to its original too (that original is in neither ``state_dict`` nor ``modules()``). :func:`unpatch`
 gives back what the model would hold had it never been patched: each original module where its replacement
@@ -152,7 +154,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import rope
+from .. import rope, validation
 from . import (
     anyflow,
     axial,
@@ -167,7 +169,7 @@ from . import (
     proofs,
     su_rope,
 )
-from .fused_rotary import apply_rotary
+from .fused_rotary import by_positions
 from .kernels.common import KERNEL_DEVICES, kernel_module
 from .modules import DetrSinePositionEmbedding
 from .modules import Timesteps as ExactTimesteps
@@ -231,6 +233,7 @@ class PatchReport:
         return [c for c in self.components if not c.replaced]
 
     def as_text(self, width: int = 100) -> str:
+        width = validation.integer("width", width, minimum=20)
         lines = [
             f"posenc patch: {len(self.replaced)} positional component(s) made exact, "
             f"{len(self.skipped)} left alone"
@@ -271,8 +274,7 @@ def patch(model: nn.Module, *, fused: bool | None = None) -> PatchReport:
     >>> report.components, report.as_text()
     ([], 'posenc patch: 0 positional component(s) made exact, 0 left alone')
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    _check_model(model)
     if fused is not None and not isinstance(fused, bool):
         raise TypeError(f"fused must be True, False or None (None: True on CUDA); got {fused!r}")
     held = model.__dict__.get(_ORIGINALS)
@@ -333,11 +335,19 @@ def _put(components: list[Component], old: list[Component], new: Any) -> list[Co
     return [swap.get(id(c), c) for c in components]
 
 
+def _check_model(model: Any) -> None:
+    """Refuse (TypeError) what is not a model: a tensor, None, a module class rather than an instance."""
+    if not isinstance(model, nn.Module):
+        hint = " (a class: build the model first)" if isinstance(model, type) else ""
+        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}{hint}")
+
+
 def unpatch(model: nn.Module) -> int:
     """Give back what :func:`patch` replaced in ``model``: what the model would hold had it never been
     patched, after ``.to()``, ``.to_empty()`` and the user's changes alike (module docstring). Returns how
     many components were restored (the rotary apply of every attention module: one). A model never
     patched: 0."""
+    _check_model(model)
     originals = model.__dict__.pop(_ORIGINALS, {})
     modules = {id(o.value) for o in originals.values() if o.kind == "module"}
     swaps = [
@@ -452,6 +462,7 @@ def find(model: nn.Module) -> list[tuple[str, str, Any]]:
     >>> [(path, kind) for path, kind, _ in find(torch.nn.Sequential(Timesteps(8, True, 0)))]
     [('0', 'timesteps')]
     """
+    _check_model(model)
     found, seen, computing = [], set(), {}
     for path, module in model.named_modules():
         if id(module) in seen:
@@ -2791,9 +2802,7 @@ def _exact_apply_rotary_pos_emb(
     issued = None if _tracing() else _issued(cos)
     if issued is not None:
         ids, params, seq_len = issued
-        return apply_rotary(
-            q, k, cos, sin, position_ids=ids, params=params, unsqueeze_dim=unsqueeze_dim, seq_len=seq_len
-        )
+        return by_positions(q, k, ids, params, "half", unsqueeze_dim, seq_len, known=(cos, sin))
     return rotate(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
 
 

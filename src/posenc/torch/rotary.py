@@ -29,7 +29,7 @@ from .. import rope, validation
 from ..core import compiled, parallel
 from ..errors import PosencValueError
 from ..rope.arrays import apply_rotary as arrays_apply_rotary
-from ..rope.arrays import check_fit, check_layout, check_request
+from ..rope.arrays import check_fit, check_layout, check_operands, check_request
 from . import operator
 from .functions import _CACHE, _CACHE_LOCK, CACHE_LIMIT_BYTES, cache_insert
 from .tensors import (
@@ -74,6 +74,8 @@ def _cos_sin(
     to ``params_json``)."""
     positions = _position_tensor(positions)
     check_request(params, layout, tuple(positions.shape))
+    if seq_len is not None and not isinstance(seq_len, torch.SymInt):  # every type's, even one taking none
+        seq_len = validation.integer("seq_len", seq_len, minimum=1)
     name = _dtype_name(dtype)
     if positions.device.type == "cpu" and not _tracing():
         return _host_rows(positions, params, key, name, layout, seq_len)
@@ -90,8 +92,8 @@ def _cos_sin(
                 f"rope_type {params.rope_type!r} picks its frequencies from the sequence length, which meta "
                 "positions do not hold; pass seq_len= (the length the model runs at, e.g. max(positions) + 1)"
             )
-        seq_len = int(positions.max()) + 1  # a host read, as Hugging Face's dynamic_rope_update does
-    length = -1 if seq_len is None else validation.integer("seq_len", seq_len, minimum=1)
+        seq_len = max(1, int(positions.max()) + 1)  # a host read, as Hugging Face's dynamic_rope_update does
+    length = -1 if seq_len is None else seq_len
     if not kind.depends_on_length:
         length = -1
     key = operator.params_json(params) if key is None else key
@@ -319,6 +321,12 @@ class RotaryEmbedding(torch.nn.Module):
         module's own ``layer_type``); ``seq_len`` as the class docstring says."""
         params = self._params_for(layer_type)
         key = self._keys[layer_type if self.params is None else None]
+        if isinstance(position_ids, torch.Tensor) and position_ids.is_meta and x.device.type != "meta":
+            raise PosencValueError(
+                f"position_ids are on meta (a shape, no values) but x is on {x.device}: give position ids "
+                "on x's device",
+                parameter="position_ids",
+            )
         position_ids = _position_tensor(position_ids).to(x.device)  # a list, a NumPy array: checked
         if params.mrope_section and position_ids.dim() == 2:
             position_ids = position_ids.expand(3, -1, -1)
@@ -379,6 +387,12 @@ def rotate(
     tensor([[[[0., 1.]]]], dtype=torch.bfloat16)
     """
     tensors = (q, k, cos, sin)
+    try:  # ~1 us for floating tensors (a decode step rotates once per layer); the full check says the rest
+        plain = all(t.is_floating_point() for t in tensors) and type(unsqueeze_dim) is int
+    except AttributeError:
+        plain = False
+    if not plain:
+        check_operands(*tensors, unsqueeze_dim)
     if _half_whole(tensors, layout, unsqueeze_dim):
         if not _tracing():
             check_fit(q, k, cos, sin, unsqueeze_dim)  # the general function checks the rest

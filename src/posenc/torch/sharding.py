@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from .. import sharding
+from .functions import _device
 
 __all__ = ["gather", "shard", "shard_indices", "shard_positions"]
 
@@ -47,7 +48,7 @@ def shard_indices(
     """
     rank, world_size = _topology(rank, world_size, group)
     indices = sharding.shard_indices(length, world_size=world_size, rank=rank, scheme=scheme)
-    return torch.from_numpy(indices).to(device or "cpu")
+    return torch.from_numpy(indices).to(_device(device))
 
 
 def shard_positions(
@@ -69,7 +70,7 @@ def shard_positions(
     """
     rank, world_size = _topology(rank, world_size, group)
     positions = sharding.shard_positions(length, world_size=world_size, rank=rank, scheme=scheme, start=start)
-    return torch.from_numpy(positions).to(device or "cpu")
+    return torch.from_numpy(positions).to(_device(device))
 
 
 def shard(

@@ -10,9 +10,10 @@ functions below reproduce the named libraries.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy.typing as npt
 
 from . import core, validation
 from .defaults import BASE, ODD, SCALE, SHIFT
+from .errors import PosencError
 
 #: The most cells (tokens) of a grid: as many as the positions of one table (2**31); images and videos in
 #: use have at most millions. Checked before any allocation, with the axes at most :data:`MAX_AXES`.
@@ -242,6 +244,17 @@ def _with_extra_rows(values: np.ndarray, rows: int) -> np.ndarray:
     return np.concatenate([np.zeros((rows, values.shape[-1]), values.dtype), values])
 
 
+@contextlib.contextmanager
+def _base_named(name: str) -> Iterator[None]:
+    """The core's errors about ``base`` in the caller's word for it (``temperature``)."""
+    try:
+        yield
+    except PosencError as error:
+        if error.parameter != "base":
+            raise
+        raise type(error)(error.worded({"base": name}), parameter=name) from None
+
+
 def _flag(name: str, value: Any) -> bool:
     """A yes/no option: True or False only (``"no"`` is truthy: it would say yes)."""
     if not isinstance(value, bool | np.bool_):
@@ -381,7 +394,8 @@ def timm_2d(
     height, width = _shape_pair("feat_shape", feat_shape)
     shape = (width, height) if reverse_coord else (height, width)
     group = "axis" if interleave_sin_cos else "function"
-    values = grid(shape, dim, base=temperature, group=group, dtype=dtype)
+    with _base_named("temperature"):
+        values = grid(shape, dim, base=temperature, group=group, dtype=dtype)
     return _with_extra_rows(values.reshape(math.prod(shape), dim), 1 if cls_token else 0)
 
 
@@ -421,7 +435,8 @@ def detr_options(
     else:
         temperatures = (temperature, temperature)
     for value in temperatures:
-        core.frequencies(max(features, 2), base=value)  # the base's checks: a real number > 1
+        with _base_named("temperature"):
+            core.frequencies(max(features, 2), base=value)  # the base's checks: a real number > 1
     if not isinstance(normalize, bool | np.bool_):
         raise TypeError(f"normalize must be True or False; got {normalize!r}")
     if scale is not None and not normalize:
@@ -600,8 +615,8 @@ def dinov3_frequencies(
     dim = _width("dim", dim, 4)
     if min_period is None and max_period is None:
         base = validation.real("temperature", temperature, usual="DINOv3: 100")
-        if base <= 0:
-            raise ValueError(f"temperature must be positive (DINOv3: 100); got {temperature!r}")
+        if base <= 1:  # periods temperature^(4i/dim) that do not grow: no base the core takes
+            raise ValueError(f"temperature must be > 1 (DINOv3: 100); got {temperature!r}")
         return {"base": float(base), "shift": 0.0, "scale": 2.0 * math.pi}
     if min_period is None or max_period is None:
         raise ValueError(
@@ -614,6 +629,11 @@ def dinov3_frequencies(
         raise ValueError(
             f"min_period and max_period must satisfy 0 < min_period < max_period, with dim >= 8 (two "
             f"periods or more); got {min_period!r}, {max_period!r}, dim={dim}"
+        )
+    if not (math.isfinite(high / low) and math.isfinite(2.0 * math.pi / low)):
+        raise ValueError(
+            f"max_period / min_period and 2π / min_period must be finite; got min_period={min_period!r}, "
+            f"max_period={max_period!r}"
         )
     return {"base": high / low, "shift": 1.0, "scale": 2.0 * math.pi / low}
 
@@ -744,8 +764,8 @@ def timm_rope(
     dim = _width("dim", dim, 4)
     rotate_half = _flag("rotate_half", rotate_half)
     base = validation.real("temperature", temperature, usual="EVA-02: 10000")
-    if base <= 0:
-        raise ValueError(f"temperature must be positive (EVA-02: 10000); got {temperature!r}")
+    if base <= 1:  # frequencies temperature^(-i/n) that do not fall: no base the core takes
+        raise ValueError(f"temperature must be > 1 (EVA-02: 10000); got {temperature!r}")
     coordinates = timm_rope_coordinates(feat_shape, grid_offset=grid_offset, ref_feat_shape=ref_feat_shape)
     options = {"base": float(base), "shift": 0.0, "scale": 1.0}
     return _axial_rope(coordinates, dim, options, grid_indexing, rotate_half, dtype)

@@ -272,3 +272,19 @@ def test_a_dynamic_rope_of_negative_positions_has_the_models_own_frequencies():
     cos, sin = rope.cos_sin([-20], params)
     want = rope.cos_sin([-20], params, seq_len=1)
     assert np.array_equal(cos, want[0]) and np.array_equal(sin, want[1])
+
+
+def test_grid_and_shift_errors_name_what_the_caller_passed():
+    from posenc import grids
+    from posenc.analysis import shift_error
+
+    for call, words in (
+        (lambda: grids.timm_2d((2, 3), 8, temperature=1), "temperature must be > 1"),
+        (lambda: grids.timm_rope((2, 3), 8, temperature=0.5), "temperature must be > 1"),
+        (lambda: grids.dinov3_rope((2, 2), 8, temperature=0.5), "temperature must be > 1"),
+        (lambda: grids.detr_2d([[[1]]], 4, temperature=1), "temperature must be > 1"),
+        (lambda: grids.dinov3_rope((2, 2), 8, min_period=1e-300, max_period=1e300), "must be finite"),
+        (lambda: shift_error(2**31 - 1, 8, 8), "k=2147483647 shifts positions"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            call()

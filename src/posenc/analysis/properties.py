@@ -234,6 +234,12 @@ def shift_error(
     """
     k = validation.integer("k", k, minimum=-(validation.MAX_POSITION - 1))
     length, start = span("length", length, start, d_model, options)  # before M_k is built
+    lowest, highest = start + min(k, 0), start + length - 1 + max(k, 0)
+    if lowest <= -validation.MAX_POSITION or highest >= validation.MAX_POSITION:
+        raise ValueError(
+            f"k={k} shifts positions {start} .. {start + length - 1} to {start + k} .. "
+            f"{start + length - 1 + k}, past the encodable |p| < 2**31; lower k, start or length"
+        )
     m = shift_matrix(k, d_model, **options)
     here = table(length, d_model, start=start, **options, dtype="float64")
     there = table(length, d_model, start=start + k, **options, dtype="float64")

@@ -39,6 +39,7 @@ from typing import Any
 
 from .. import validation
 from ..errors import PosencValueError
+from ..rope.configs import CONFIG_BYTES
 from .report import AuditReport
 from .targets import MAX_POSITION
 
@@ -1122,8 +1123,9 @@ class ModelDirectoryError(PosencValueError):
 
 
 #: The bounds a folder's config.json is held to before anything is built (each far beyond any real model).
-#: Bytes of config.json read at most: the largest real ones (with label maps) are a few hundred KiB.
-MAX_CONFIG_BYTES = 16 << 20
+#: Bytes of config.json read at most: the largest real ones (with label maps) are a few hundred KiB (the
+#: bound of ``posenc.rope.config`` reading a path too).
+MAX_CONFIG_BYTES = CONFIG_BYTES
 #: Levels config.json may nest: a model's nests three or four (``text_config.rope_parameters.factor``).
 MAX_CONFIG_DEPTH = 32
 #: Parameters a config may describe, estimated from its sizes before building: 10**14, some 50 times the

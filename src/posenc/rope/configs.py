@@ -50,7 +50,8 @@ from .parameters import (
     check_partial_rotary_factor,
 )
 
-#: The most bytes a config.json read by path may hold (a model's is a few KiB).
+#: The most bytes a config.json read by path may hold (a model's is a few KiB; a model folder audited: the
+#: same bound).
 CONFIG_BYTES = 16 << 20
 
 #: Keys a (flat) RoPE dict may hold: a dict without any of them whose values are dicts is nested per layer.

@@ -387,8 +387,14 @@ def rotate(
     tensor([[[[0., 1.]]]], dtype=torch.bfloat16)
     """
     tensors = (q, k, cos, sin)
-    try:  # ~1 us for floating tensors (a decode step rotates once per layer); the full check says the rest
-        plain = all(t.is_floating_point() for t in tensors) and type(unsqueeze_dim) is int
+    try:  # ~0.5 us for floating tensors (a decode step rotates once per layer); the full check says the rest
+        plain = (
+            q.is_floating_point()
+            and k.is_floating_point()
+            and cos.is_floating_point()
+            and sin.is_floating_point()
+            and type(unsqueeze_dim) is int
+        )
     except AttributeError:
         plain = False
     if not plain:

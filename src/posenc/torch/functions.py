@@ -175,6 +175,17 @@ def _derivative(positions: torch.Tensor, options: tuple, offset: torch.Tensor | 
     return _encode_values(positions, options, offset)
 
 
+def _exact_differentiable(
+    positions: torch.Tensor, offset: torch.Tensor | None, *options: Any
+) -> torch.Tensor:
+    """``torch.ops.posenc.exact`` where real positions or offsets require a gradient (an exported program
+    called with them): the encodings with their derivative, as an eager call gives them."""
+    return _derivative(positions, options, offset)
+
+
+operator.DIFFERENTIABLE[operator.EXACT] = _exact_differentiable
+
+
 def _forward_mode(tensor: torch.Tensor) -> bool:
     """Whether ``tensor`` may carry a forward-mode derivative: a functorch transform is active
     (``torch.func.jvp``, ``grad``, ``vmap``, ...) or it is a dual tensor with a tangent

@@ -1,5 +1,6 @@
 """posenc's PyTorch operators, one home: ``torch.ops.posenc.exact`` (the encoding of positions),
-``torch.ops.posenc.table`` (a table on a device), ``torch.ops.posenc.rotary`` (rotary cos/sin) and
+``torch.ops.posenc.table`` (a table on a device), ``torch.ops.posenc.add_table`` (x plus a table: a module
+with its default positions, traced on the CPU), ``torch.ops.posenc.rotary`` (rotary cos/sin) and
 ``torch.ops.posenc.rotate_half`` (the rotary apply a traced program calls on the CPU): the
 portable algorithm (:mod:`posenc.portable`) as PyTorch custom operators, registered once, when this module is
 first imported (by :mod:`posenc.torch.functions`).
@@ -22,7 +23,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from .. import core, portable, rope
+from .. import adapters, core, portable, rope
+from ..errors import PosencTypeError
 from ..rope.arrays import apply_rotary as arrays_apply_rotary
 from ..rope.arrays import arrange
 from ..rope.tables import exact_law
@@ -34,19 +36,44 @@ from .tensors import _tracing
 #: (``CompositeExplicitAutograd``), a CPU kernel where one is registered (:func:`on_cpu`) and a fake kernel
 #: for tracing. Registered through ``torch.library.Library`` rather than ``torch.library.custom_op``: the
 #: latter's Python autograd and device layers cost ~15 us a call, ~50 us in a compiled decode step, where
-#: the dispatcher's own is ~4 us. Not differentiable (autograd falls through): outputs carry no gradient
-#: to their inputs, as an eager call's, which reads positions on the host; the apply is traced as its
-#: formula where a gradient must flow (:func:`posenc.torch.rotary.rotate`).
+#: the dispatcher's own is ~4 us. The table operator takes no tensor, so autograd falls through it; the
+#: others carry a gradient where an input asks for one, or refuse it as an eager call does (:func:`_define`'s
+#: ``differentiable``).
 _LIBRARY = torch.library.Library("posenc", "DEF")
 
+#: The differentiable computation of the same values, per operator name (:func:`_define`): what its
+#: Autograd kernel runs where grad mode is on and an input requires a gradient. Set by the module that owns
+#: the rule (:mod:`posenc.torch.functions` for ``exact``'s derivative in real positions).
+DIFFERENTIABLE: dict[str, Any] = {}
 
-def _define(schema: str, kernel: Any, fake: Any) -> str:
-    """Define ``posenc::<schema>`` with ``kernel`` on every device and ``fake`` for tracing; its name."""
+_BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
+
+
+def _define(schema: str, kernel: Any, fake: Any, *, differentiable: int = 0) -> str:
+    """Define ``posenc::<schema>`` with ``kernel`` on every device and ``fake`` for tracing; its name.
+
+    ``differentiable``: how many leading arguments are tensors a gradient may reach. Then its Autograd kernel
+    runs :data:`DIFFERENTIABLE`'s rule where grad mode is on and one of them requires a gradient, and the
+    operator below autograd otherwise (~4 us a call more than falling through). A traced program holds the
+    operator whatever its inputs were when it was traced: an exported program trained afterwards would
+    otherwise carry no gradient through it (a rotary's q and k, a module's x: silently none)."""
     name = schema.split("(", 1)[0]
     _LIBRARY.define(schema)
     _LIBRARY.impl(name, kernel, "CompositeExplicitAutograd")
-    _LIBRARY.impl(name, torch.library.fallthrough_kernel, "Autograd")
     torch.library.register_fake(f"posenc::{name}", fake, lib=_LIBRARY)
+    if not differentiable:
+        _LIBRARY.impl(name, torch.library.fallthrough_kernel, "Autograd")
+        return name
+    below = getattr(torch.ops.posenc, name).default
+    grad_enabled = torch.is_grad_enabled
+
+    def autograd_kernel(*args: Any) -> Any:
+        if grad_enabled() and any(t is not None and t.requires_grad for t in args[:differentiable]):
+            return DIFFERENTIABLE[name](*args)
+        with _BELOW_AUTOGRAD():
+            return below(*args)
+
+    _LIBRARY.impl(name, autograd_kernel, "Autograd")
     return name
 
 
@@ -98,6 +125,7 @@ EXACT = _define(
     "str layout, str odd, str dtype_name) -> Tensor",
     _exact,
     _exact_fake,
+    differentiable=2,
 )
 
 
@@ -145,11 +173,69 @@ _define(
 )
 
 
+def _add_table(
+    x: torch.Tensor,
+    start: int,
+    batch_first: bool,
+    d_model: int,
+    base: float,
+    shift: float,
+    scale: float,
+    layout: str,
+    odd: str,
+    dtype_name: str,
+) -> torch.Tensor:
+    """``x`` plus the table of positions ``start .. start + seq - 1``, seq being x's sequence length (x is
+    ``(..., seq, d_model)`` with ``batch_first``, else ``(seq, batch, d_model)``): what a module with its
+    default positions adds, as one node of a traced CPU graph. On the CPU the core's cached rows are added
+    straight from the cache (:data:`CPU_ADD_TABLE`), as an eager call adds them, where the table operator
+    must hand over a copy (its output may not be a view of the cache); elsewhere, and where the cache
+    cannot serve, the table operator's rows. A fresh contiguous tensor of x's shape and dtype."""
+    if x.device.type == "meta":
+        return _add_table_fake(x, start, batch_first, d_model, base, shift, scale, layout, odd, dtype_name)
+    options = (d_model, base, shift, scale, layout, odd, dtype_name)
+    if x.device.type == "cpu" and CPU_CORE and CPU_ADD_TABLE is not None and "cpu" not in KERNEL_DEVICES:
+        y = CPU_ADD_TABLE(x, start, batch_first, options)
+        if y is not None:
+            return y.contiguous()
+    rows = _table(x.shape[-2] if batch_first else x.shape[0], start, x.device, *options)
+    return (x + (rows if batch_first else rows[:, None])).contiguous()
+
+
+#: The add-table operator's CPU path (:mod:`posenc.torch.modules` sets it): x plus the cached rows, or
+#: None where the cache cannot serve them (too large, or an invalid position): the table operator's then.
+CPU_ADD_TABLE: Any = None
+
+
+def _add_table_fake(x, start, batch_first, d_model, base, shift, scale, layout, odd, dtype_name):
+    return x.new_empty(x.shape)
+
+
+ADD_TABLE = _define(
+    "add_table(Tensor x, SymInt start, bool batch_first, SymInt d_model, float base, float shift, "
+    "float scale, str layout, str odd, str dtype_name) -> Tensor",
+    _add_table,
+    _add_table_fake,
+    differentiable=1,
+)
+
+
+def _add_table_differentiable(x: torch.Tensor, start: int, batch_first: bool, *options: Any) -> torch.Tensor:
+    """``add_table`` where x requires a gradient: x plus the table operator's rows (no gradient of their
+    own), recorded by autograd (d/dx = 1)."""
+    rows = torch.ops.posenc.table(x.shape[-2] if batch_first else x.shape[0], start, x.device, *options)
+    return x + (rows if batch_first else rows[:, None])
+
+
+DIFFERENTIABLE[ADD_TABLE] = _add_table_differentiable
+
+
 def direct(tensor: torch.Tensor) -> bool:
     """Whether an eager call on ``tensor`` may launch posenc's CUDA kernel itself rather than through the
-    operator: a plain tensor on a kernel device, in :func:`_plain_eager` mode. The operators have no
-    autograd formula and their fake kernels serve only tracing, so there the dispatcher adds nothing but
-    its cost (~4 us a call, measured on the CPU: part of a decode step's budget)."""
+    operator: a plain tensor on a kernel device, in :func:`_plain_eager` mode. An eager caller has
+    settled gradients before (a derivative asked for takes its own road; a rotary refuses one) and the
+    fake kernels serve only tracing, so there the dispatcher adds nothing but its cost (~4 us a call,
+    measured on the CPU: part of a decode step's budget)."""
     return type(tensor) is torch.Tensor and tensor.device.type in KERNEL_DEVICES and _plain_eager()
 
 
@@ -175,6 +261,11 @@ def table(length: int, start: int, where: torch.device, options: tuple) -> torch
     if where.type in KERNEL_DEVICES and _plain_eager():
         return _table(length, start, where, *options)
     return torch.ops.posenc.table(length, start, where, *options)
+
+
+def add_table(x: torch.Tensor, start: int, batch_first: bool, options: tuple) -> torch.Tensor:
+    """``torch.ops.posenc.add_table(x, start, batch_first, *options)``."""
+    return torch.ops.posenc.add_table(x, start, batch_first, *options)
 
 
 @functools.lru_cache(maxsize=64)
@@ -240,7 +331,20 @@ ROTARY = _define(
     "rotary(Tensor positions, str params, SymInt seq_len, str dtype_name, str layout) -> (Tensor, Tensor)",
     rotary_rows,
     _rotary_fake,
+    differentiable=1,
 )
+
+
+def _rotary_refused(positions: torch.Tensor, *_: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rotary`` where real positions require a gradient (a program traced without one, called with one):
+    refused, as an eager call refuses them (cos/sin computed outside autograd would lose it silently)."""
+    message = adapters.NOT_DIFFERENTIABLE.format(
+        name="positions", what="posenc's rotary cos/sin", detach="positions.detach()"
+    )
+    raise PosencTypeError(message, parameter="positions")
+
+
+DIFFERENTIABLE[ROTARY] = _rotary_refused
 
 
 @torch.compiler.assume_constant_result
@@ -287,4 +391,6 @@ ROTATE_HALF = _define(
     "rotate_half(Tensor q, Tensor k, Tensor cos, Tensor sin, SymInt unsqueeze_dim) -> (Tensor, Tensor)",
     rotate_half,
     _rotate_fake,
+    differentiable=4,
 )
+DIFFERENTIABLE[ROTATE_HALF] = rotate_half  # its formula's tensor operations, recorded by autograd

@@ -648,3 +648,16 @@ def test_the_host_cache_stays_within_its_total(monkeypatch):
     held = [table.nbytes for table in cache._HOST_CACHE.values()]
     assert len(held) == 3 and sum(held) <= cache.CACHE_TOTAL_BYTES and len(cache._DEVICE_CACHE) <= 3
     pj.clear_cache()
+
+
+def test_a_negative_traced_offset_gives_rows_of_nan():
+    """A concrete negative offset is refused; traced under jit it gave the rows of the positions below
+    zero (finite, plausible, silently): now that sequence's rows are NaN, the others exact."""
+    module = pj.SinusoidalPositionalEncoding(4)
+    x = jnp.zeros((2, 3, 4), F32)
+    run = jax.jit(lambda x, o: module(x, offset=o))
+    got = np.asarray(run(x, jnp.array([-1, 2])))
+    assert np.isnan(got[0]).all() and not np.isnan(got[1]).any()
+    assert np.array_equal(got[1], np.asarray(module(x, offset=np.array([1, 2])))[1])
+    reals = jax.jit(lambda x, p, o: module(x, p, offset=o))(x, jnp.array([0.5, 1.5, 2.5]), jnp.array([-1, 2]))
+    assert np.isnan(np.asarray(reals)[0]).all() and not np.isnan(np.asarray(reals)[1]).any()

@@ -156,3 +156,83 @@ def test_inside_torch_compile_a_torch_func_transform_or_a_dual_tensor_is_refused
         compiled(forward_ad.make_dual(t, torch.ones_like(t)))
     _, rate = torch.func.jvp(compiled, (t,), (torch.ones_like(t),))
     assert torch.allclose(rate.sum(-1), torch.func.vmap(torch.func.grad(f))(t), rtol=0, atol=1e-12)
+
+
+class _Encodings(torch.nn.Module):
+    """encode, Timesteps and the module with real positions: each an exact operator when exported."""
+
+    def __init__(self):
+        super().__init__()
+        self.timesteps = pt.Timesteps(8, True, 0.0)
+        self.module = pt.SinusoidalPositionalEncoding(8, batch_first=True)
+
+    def forward(self, p, x):
+        return pt.encode(p, 8), self.timesteps(p), self.module(x, p)
+
+
+def test_an_exported_program_carries_the_derivative_however_its_positions_were_traced():
+    """Exported while its positions required a gradient, a program kept the autograd.Function's forward
+    and not its backward: no gradient to them, silently (only x's). Now its graph holds the operator, whose
+    autograd kernel carries the derivative when the program runs: backward and dual tensors give the
+    eager call's, traced with or without a gradient; a torch.func transform of the program over real
+    positions raises (it gave a tangent of zero)."""
+    p, x = (
+        torch.tensor([0.5, 10.0, 3.0, 999.25]),
+        torch.randn(2, 4, 8, generator=torch.Generator().manual_seed(3)),
+    )
+    model = _Encodings()
+
+    def gradients(run):
+        leaves = p.clone().requires_grad_(), x.clone().requires_grad_()
+        outputs = run(*leaves)
+        sum((o * o).sum() for o in outputs).backward()
+        return [o.detach() for o in outputs], [t.grad for t in leaves]
+
+    want = gradients(model)
+    for traced_with_grad in (True, False):
+        example = (p.clone().requires_grad_(traced_with_grad), x.clone().requires_grad_(traced_with_grad))
+        program = torch.export.export(model, example).module()
+        got = gradients(program)
+        assert all(torch.equal(a, b) for a, b in zip(got[0] + got[1], want[0] + want[1], strict=True))
+    assert bool(want[1][0].abs().sum() > 0)
+    encode = torch.export.export(_Encode(), (p,)).module()
+    with forward_ad.dual_level():
+        rate = forward_ad.unpack_dual(encode(forward_ad.make_dual(p, torch.ones_like(p)))).tangent
+    assert torch.equal(rate, torch.func.jvp(_Encode(), (p,), (torch.ones_like(p),))[1])
+    with pytest.raises(TypeError, match=r"positions are real inside a torch\.func transform of a traced"):
+        torch.func.jvp(encode, (p,), (torch.ones_like(p),))
+
+
+class _Encode(torch.nn.Module):
+    def forward(self, p):
+        return pt.encode(p, 8)
+
+
+def test_forward_mode_through_an_exported_sum_and_rotation_and_an_eager_rotation():
+    """Forward mode through the module with its default positions (one add_table node) and apply_rotary
+    (one rotate_half node), exported: the tangent of x, q was zero (the operators fell below autograd,
+    which holds forward mode); now the eager call's. Eagerly, torch.func.jvp of apply_rotary raised inside
+    the one pass in C; the formula's operations carry it now."""
+    generator = torch.Generator().manual_seed(4)
+    x, q, k = torch.randn(2, 5, 8, generator=generator), *torch.randn(2, 1, 2, 5, 8, generator=generator)
+    rope = pt.RotaryEmbedding({"head_dim": 8, "rope_theta": 10000.0, "max_position_embeddings": 64})
+    cos, sin = rope(q, torch.arange(5)[None])
+
+    class Rotate(torch.nn.Module):
+        def forward(self, q, k):
+            return pt.apply_rotary(q, k, cos, sin)
+
+    module = pt.SinusoidalPositionalEncoding(8, batch_first=True).eval()
+    for model, inputs in ((module, (x,)), (Rotate(), (q, k))):
+        program = torch.export.export(model, inputs).module()
+        ones = tuple(torch.ones_like(t) for t in inputs)
+        _, want = torch.func.jvp(model, inputs, ones)
+        _, got = torch.func.jvp(program, inputs, ones)
+        want, got = (t if isinstance(t, tuple) else (t,) for t in (want, got))
+        with forward_ad.dual_level():
+            out = program(*(forward_ad.make_dual(t, o) for t, o in zip(inputs, ones, strict=True)))
+            duals = [forward_ad.unpack_dual(o).tangent for o in (out if isinstance(out, tuple) else (out,))]
+        assert all(torch.equal(a, b) and torch.equal(b, c) for a, b, c in zip(want, got, duals, strict=True))
+        assert bool(want[0].abs().sum() > 0)
+    tangent = torch.func.jvp(lambda q: pt.apply_rotary(q, k, cos, sin)[0], (q,), (torch.ones_like(q),))[1]
+    assert torch.equal(tangent, pt.apply_rotary(torch.ones_like(q), k, cos, sin)[0])  # linear in q

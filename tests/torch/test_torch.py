@@ -833,3 +833,22 @@ def test_sparse_nested_and_non_tensor_inputs_get_posencs_errors_or_are_taken_as_
     rotary = pt.RotaryEmbedding(rope.config(head_dim=8, base=10000.0))
     for got, want in zip(rotary(x, [[0, 1, 2]]), rotary(x, torch.tensor([[0, 1, 2]])), strict=True):
         assert torch.equal(got, want)
+
+
+def test_a_negative_tensor_offset_gives_rows_of_nan_where_it_is_not_read():
+    """Eager on the CPU a negative tensor offset is refused; compiled or exported it gave the rows of the
+    positions below zero (finite, plausible, silently): now rows of NaN for that sequence, as for any
+    invalid position a traced program cannot raise on; the other sequences keep their exact rows."""
+    module = pt.SinusoidalPositionalEncoding(4, batch_first=True)
+    x, offset = torch.zeros(2, 3, 4), torch.tensor([-1, 2])
+    with pytest.raises(ValueError, match="offset must be >= 0"):
+        module(x, offset=offset)
+    compiled = torch.compile(lambda x, o, p=None: module(x, p, offset=o), fullgraph=True, dynamic=True)
+    exported = torch.export.export(module, (x,), {"offset": torch.tensor([1, 2])}).module()
+    for got in (
+        compiled(x, offset),
+        exported(x, offset=offset),
+        compiled(x, offset, torch.tensor([0.5, 1, 2])),
+    ):
+        assert torch.isnan(got[0]).all() and not torch.isnan(got[1]).any()
+    assert torch.equal(exported(x, offset=offset)[1], module(x, offset=torch.tensor([1, 2]))[1])

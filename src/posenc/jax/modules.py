@@ -151,6 +151,9 @@ class SinusoidalPositionalEncoding(nnx.Module):
                 pe = _rows_or_algorithm(jnp.asarray(ids), extra, options, dt, self.max_len or GATHER_ROWS)
             if pe is None:
                 pe = _encode_any(ids, options, dt, offset=extra)
+            if traced and extra is not None and not _is_int(extra):
+                # refused where read (a concrete offset); traced, every row NaN, not the rows of p - k
+                pe = jnp.where(jnp.asarray(extra)[..., None] < 0, jnp.nan, pe).astype(dt)
         return adapters.orient(_JNP, jnp.asarray(pe), self.batch_first)
 
     def _check_x(self, x: Any) -> tuple[tuple[int, ...], int]:

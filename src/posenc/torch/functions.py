@@ -168,7 +168,10 @@ def _derivative(positions: torch.Tensor, options: tuple, offset: torch.Tensor | 
                 "compiled call by backward",
                 parameter="positions",
             )
-    elif any(map(_forward_mode, tensors)):
+        # the operator itself, whose autograd kernel carries the derivative when the program runs (an
+        # autograd.Function traced by torch.export kept its forward, not its backward: silently no gradient)
+        return _encode_values(positions, options, offset)
+    if any(map(_forward_mode, tensors)):
         return _ForwardDifferentiated.apply(positions, offset, options)
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return _Differentiated.apply(positions, offset, options)
@@ -178,9 +181,24 @@ def _derivative(positions: torch.Tensor, options: tuple, offset: torch.Tensor | 
 def _exact_differentiable(
     positions: torch.Tensor, offset: torch.Tensor | None, *options: Any
 ) -> torch.Tensor:
-    """``torch.ops.posenc.exact`` where real positions or offsets require a gradient (an exported program
-    called with them): the encodings with their derivative, as an eager call gives them."""
-    return _derivative(positions, options, offset)
+    """``torch.ops.posenc.exact`` where a derivative may be asked for (positions or an offset requiring a
+    gradient, forward mode, a torch.func transform: a traced program called so, or one being traced with
+    them): the encodings with their derivative, as an eager call gives them."""
+    tensors = (positions,) if offset is None else (positions, offset)
+    real = any(t.is_floating_point() for t in tensors)
+    if real and operator._FUNCTORCH_ACTIVE():
+        raise PosencTypeError(
+            "positions are real inside a torch.func transform of a traced program (an exported or compiled "
+            "one), whose operator cannot carry posenc's derivative in them there; apply the transform to "
+            "the eager call, or differentiate the program by backward or forward_ad's dual tensors",
+            parameter="positions",
+        )
+    if real and _FORWARD_AD._current_level >= 0 and any(map(_forward_mode, tensors)):
+        return _ForwardDifferentiated.apply(positions, offset, tuple(options))
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return _Differentiated.apply(positions, offset, tuple(options))
+    with operator.below_autograd():
+        return torch.ops.posenc.exact.default(positions, offset, *options)
 
 
 operator.DIFFERENTIABLE[operator.EXACT] = _exact_differentiable

@@ -224,6 +224,8 @@ class SinusoidalPositionalEncoding(nn.Module):
                 positions, offset = positions.to(torch.int64) + offset, None
         elif offset is not None:
             offset = offset.to(positions.device)
+            if not eager_cpu:  # refused where read (eager, on the CPU); elsewhere every row NaN, not p - k
+                offset = torch.where(offset < 0, _INVALID, offset.to(torch.int64))
         if torch.onnx.is_in_onnx_export():
             if offset is not None:
                 positions = positions + offset

@@ -46,17 +46,21 @@ _LIBRARY = torch.library.Library("posenc", "DEF")
 #: the rule (:mod:`posenc.torch.functions` for ``exact``'s derivative in real positions).
 DIFFERENTIABLE: dict[str, Any] = {}
 
-_BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
+#: A context in which a call dispatches below autograd (its Autograd kernel passed over): what an operator's
+#: Autograd kernel runs the operator in where no derivative is asked for.
+below_autograd = torch._C._AutoDispatchBelowAutograd
+_FORWARD_AD = torch.autograd.forward_ad
 
 
 def _define(schema: str, kernel: Any, fake: Any, *, differentiable: int = 0) -> str:
     """Define ``posenc::<schema>`` with ``kernel`` on every device and ``fake`` for tracing; its name.
 
     ``differentiable``: how many leading arguments are tensors a gradient may reach. Then its Autograd kernel
-    runs :data:`DIFFERENTIABLE`'s rule where grad mode is on and one of them requires a gradient, and the
-    operator below autograd otherwise (~4 us a call more than falling through). A traced program holds the
-    operator whatever its inputs were when it was traced: an exported program trained afterwards would
-    otherwise carry no gradient through it (a rotary's q and k, a module's x: silently none)."""
+    runs :data:`DIFFERENTIABLE`'s rule where grad mode is on and one of them requires a gradient, or forward
+    mode or a torch.func transform is active, and the operator below autograd otherwise (~4 us a call more
+    than falling through). A traced program holds the operator whatever its inputs were when it was traced:
+    an exported program trained afterwards would otherwise carry no gradient through it (a rotary's q and
+    k, a module's x: silently none)."""
     name = schema.split("(", 1)[0]
     _LIBRARY.define(schema)
     _LIBRARY.impl(name, kernel, "CompositeExplicitAutograd")
@@ -68,9 +72,13 @@ def _define(schema: str, kernel: Any, fake: Any, *, differentiable: int = 0) -> 
     grad_enabled = torch.is_grad_enabled
 
     def autograd_kernel(*args: Any) -> Any:
-        if grad_enabled() and any(t is not None and t.requires_grad for t in args[:differentiable]):
+        if (
+            (grad_enabled() and any(t is not None and t.requires_grad for t in args[:differentiable]))
+            or _FORWARD_AD._current_level >= 0
+            or _FUNCTORCH_ACTIVE()
+        ):
             return DIFFERENTIABLE[name](*args)
-        with _BELOW_AUTOGRAD():
+        with below_autograd():
             return below(*args)
 
     _LIBRARY.impl(name, autograd_kernel, "Autograd")
@@ -335,13 +343,17 @@ ROTARY = _define(
 )
 
 
-def _rotary_refused(positions: torch.Tensor, *_: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """``rotary`` where real positions require a gradient (a program traced without one, called with one):
-    refused, as an eager call refuses them (cos/sin computed outside autograd would lose it silently)."""
-    message = adapters.NOT_DIFFERENTIABLE.format(
-        name="positions", what="posenc's rotary cos/sin", detach="positions.detach()"
-    )
-    raise PosencTypeError(message, parameter="positions")
+def _rotary_refused(positions: torch.Tensor, *rest: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rotary`` where a derivative may be asked for: real positions requiring a gradient (a program traced
+    without one, called with one) refused, as an eager call refuses them (cos/sin computed outside autograd
+    would lose it silently); otherwise the operator below autograd."""
+    if torch.is_grad_enabled() and positions.requires_grad:
+        message = adapters.NOT_DIFFERENTIABLE.format(
+            name="positions", what="posenc's rotary cos/sin", detach="positions.detach()"
+        )
+        raise PosencTypeError(message, parameter="positions")
+    with below_autograd():
+        return torch.ops.posenc.rotary.default(positions, *rest)
 
 
 DIFFERENTIABLE[ROTARY] = _rotary_refused

@@ -414,12 +414,15 @@ def rotate(
 def _half_whole(tensors: tuple[Any, ...], layout: str, unsqueeze_dim: int) -> bool:
     """Whether a rotation takes the fast road (eager: :func:`_rotate_half`; traced on the CPU:
     ``torch.ops.posenc.rotate_half``, which calls it): tensors in the half layout over the whole head, no
-    gradient to carry (neither has an autograd formula), cos/sin broadcasting into q and k."""
+    gradient to carry, no torch.func transform or forward mode (the one pass in C has no derivative; the
+    formula's operations carry it), cos/sin broadcasting into q and k."""
     if layout != "half" or not all(isinstance(t, torch.Tensor) for t in tensors):
         return False
     q, k, cos, sin = tensors
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
+    if operator._FUNCTORCH_ACTIVE() or operator._FORWARD_AD._current_level >= 0:
+        return False  # a torch.func transform or forward mode: the formula's operations carry it
     if cos.shape[-1] % 2 or not (cos.shape[-1] == q.shape[-1] == k.shape[-1]):
         return False
     if not -cos.dim() - 1 <= unsqueeze_dim <= cos.dim():

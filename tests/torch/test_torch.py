@@ -666,6 +666,8 @@ def test_compiled_or_exported_on_the_cpu_a_table_is_the_cores_rows_and_never_a_v
     nan = torch.ops.posenc.table(4, 2**31 - 2, torch.device("cpu"), *options)  # as a program calls it
     assert torch.isnan(nan[2:]).all() and torch.equal(nan[:2], pt.table(2, 16, start=2**31 - 2))
     assert portable  # an invalid position: the portable algorithm's NaN rows, where an eager call raises
+    empty = torch.compile(lambda: pt.table(0, 16, dtype=torch.bfloat16), fullgraph=True)()  # it raised
+    assert empty.shape == (0, 16) and empty.dtype == torch.bfloat16
 
 
 def test_a_compiled_decode_step_gathers_cached_rows_without_reading_the_positions(monkeypatch):

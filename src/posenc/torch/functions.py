@@ -409,6 +409,8 @@ def _table_on(length: int, start: int, options: tuple, device: torch.device) -> 
     :func:`_table_on_cpu`; on CUDA angle addition, certified per element; elsewhere the portable algorithm
     over the positions): no host round trip."""
     traced = torch.compiler.is_compiling() and not torch.onnx.is_in_onnx_export()
+    if length == 0 and traced:  # nothing to compute (the core's NumPy call is not traceable)
+        return torch.empty((0, options[0]), dtype=getattr(torch, options[-1]), device=device)
     if (device.type == "cpu" and not traced) or length == 0:
         return _to_tensor(core.table(length, start=start, **_core_arguments(options))).to(device)
     return operator.table(length, start, device, options)

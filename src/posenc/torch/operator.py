@@ -181,27 +181,16 @@ _define(
 )
 
 
-def _add_table(
-    x: torch.Tensor,
-    start: int,
-    batch_first: bool,
-    d_model: int,
-    base: float,
-    shift: float,
-    scale: float,
-    layout: str,
-    odd: str,
-    dtype_name: str,
-) -> torch.Tensor:
+def _add_table(x: torch.Tensor, start: int, batch_first: bool, *options: Any) -> torch.Tensor:
     """``x`` plus the table of positions ``start .. start + seq - 1``, seq being x's sequence length (x is
     ``(..., seq, d_model)`` with ``batch_first``, else ``(seq, batch, d_model)``): what a module with its
     default positions adds, as one node of a traced CPU graph. On the CPU the core's cached rows are added
     straight from the cache (:data:`CPU_ADD_TABLE`), as an eager call adds them, where the table operator
     must hand over a copy (its output may not be a view of the cache); elsewhere, and where the cache
-    cannot serve, the table operator's rows. A fresh contiguous tensor of x's shape and dtype."""
+    cannot serve, the table operator's rows. A fresh contiguous tensor of x's shape and dtype. ``options``:
+    (d_model, base, shift, scale, layout, odd, dtype name), as the table operator takes them."""
     if x.device.type == "meta":
-        return _add_table_fake(x, start, batch_first, d_model, base, shift, scale, layout, odd, dtype_name)
-    options = (d_model, base, shift, scale, layout, odd, dtype_name)
+        return _add_table_fake(x)
     if x.device.type == "cpu" and CPU_CORE and CPU_ADD_TABLE is not None and "cpu" not in KERNEL_DEVICES:
         y = CPU_ADD_TABLE(x, start, batch_first, options)
         if y is not None:
@@ -215,7 +204,7 @@ def _add_table(
 CPU_ADD_TABLE: Any = None
 
 
-def _add_table_fake(x, start, batch_first, d_model, base, shift, scale, layout, odd, dtype_name):
+def _add_table_fake(x: torch.Tensor, *_: Any) -> torch.Tensor:
     return x.new_empty(x.shape)
 
 

@@ -62,6 +62,34 @@ def test_under_jit_dynamic_needs_seq_len_and_longrope_picks_in_the_program():
             np.testing.assert_array_equal(np.asarray(a), b)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "top", "switch"),
+    [(np.int16, 32767, 4096), (np.uint8, 255, 16), (np.int32, 2**31 - 1, 16), (np.float16, 4096, 4096)],
+)
+def test_under_jit_longrope_picks_by_the_exact_max_plus_one_whatever_the_positions_type(dtype, top, switch):
+    """max(positions) + 1 > switch was formed in the positions' type under jit: 32767 + 1 wrapped in int16,
+    4096 + 1 rounded to 4096 in float16 (the short factors past the switch, silently). Now max >= switch
+    in float32: the concrete call's set, the same bits."""
+    config = {
+        "head_dim": 8,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 4 * switch,
+        "rope_scaling": {
+            "rope_type": "longrope",
+            "short_factor": [1.0, 1.1, 1.2, 1.3],
+            "long_factor": [2.0, 3.0, 4.0, 5.0],
+            "original_max_position_embeddings": switch,
+        },
+    }
+    params = rope.config(config)
+    positions = np.array([0, top], dtype=dtype)
+    want = rotary.cos_sin(positions, params)
+    got = jax.jit(lambda p: rotary.cos_sin(p, params))(jnp.asarray(positions))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(want[0]), rope.cos_sin(positions, params, seq_len=top + 1)[0])
+
+
 def test_the_flax_module_and_apply_rotary():
     params = rope.config(CONFIGS["qwen2_vl"])
     module = pjax.RotaryEmbedding(params)

@@ -384,3 +384,41 @@ def test_the_complex_form_matches_transformers_llama4_within_its_float32_error()
     a, b = theirs(torch.zeros(1), ids), ours(torch.zeros(1), ids)
     assert a.shape == b.shape and a.dtype == b.dtype == torch.complex64
     assert float((a - b).abs().max()) < 4096 * 2.0**-22
+
+
+@pytest.mark.parametrize(
+    ("dtype", "top", "switch"),
+    [
+        (torch.int16, 32767, 4096),
+        (torch.int32, 2**31 - 1, 16),
+        (torch.float16, 4096, 4096),
+        (torch.bfloat16, 256, 256),
+    ],
+)
+def test_longrope_picks_its_set_by_the_exact_max_plus_one_whatever_the_positions_type(
+    dtype, top, switch, monkeypatch
+):
+    """Where both sets are computed and one picked on the device, max(positions) + 1 > switch was formed in
+    the positions' own type: 32767 + 1 wrapped in int16 and 4096 + 1 rounded to 4096 in float16, picking
+    the short factors past the switch, silently. Now compared as max >= switch in float32, the set an
+    eager call reads: the same bits."""
+    from posenc.torch import operator
+
+    monkeypatch.setattr(operator, "CPU_CORE", False)  # the CPU made to run the devices' path
+    config = {
+        "head_dim": 8,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 4 * switch,
+        "rope_scaling": {
+            "rope_type": "longrope",
+            "short_factor": [1.0, 1.1, 1.2, 1.3],
+            "long_factor": [2.0, 3.0, 4.0, 5.0],
+            "original_max_position_embeddings": switch,
+        },
+    }
+    module = ptorch.RotaryEmbedding(config)
+    positions, x = torch.tensor([[0, top]], dtype=dtype), torch.zeros(1, 2, 8)
+    want = module(x, positions)
+    got = torch.compile(module, fullgraph=True)(x, positions)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert torch.equal(want[0], module(x, positions, seq_len=int(top) + 1)[0])

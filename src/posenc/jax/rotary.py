@@ -59,7 +59,8 @@ def cos_sin(
         if not positions.size:
             return first
         top = jnp.max(positions)
-        pick = (jnp.floor(top) if jnp.issubdtype(top.dtype, jnp.floating) else top) + 1 > switch
+        top = jnp.floor(top) if jnp.issubdtype(top.dtype, jnp.floating) else top
+        pick = top.astype(jnp.float32) >= switch  # max + 1 > switch; not in the positions' type (+ 1 wraps)
         return jnp.where(pick, second[0], first[0]), jnp.where(pick, second[1], first[1])
     if seq_len is None and kind.grows_with_length:
         raise ValueError(

@@ -308,7 +308,7 @@ def _at_their_length(
     if switch is not None:
         at = switch(parameters(params))
         first, second = (rotary_rows(positions, params, n, dtype_name, layout) for n in (at, at + 1))
-        past = top + 1 > at
+        past = top.to(torch.float32) >= at  # max + 1 > at, not in the positions' type (+ 1 wraps)
         return torch.where(past, second[0], first[0]), torch.where(past, second[1], first[1])
     if not (torch.isfinite(top.double()) and abs(int(top)) < 2**31):
         cos, sin = rotary_rows(positions, params, 1, dtype_name, layout)

@@ -661,3 +661,11 @@ def test_a_negative_traced_offset_gives_rows_of_nan():
     assert np.array_equal(got[1], np.asarray(module(x, offset=np.array([1, 2])))[1])
     reals = jax.jit(lambda x, p, o: module(x, p, offset=o))(x, jnp.array([0.5, 1.5, 2.5]), jnp.array([-1, 2]))
     assert np.isnan(np.asarray(reals)[0]).all() and not np.isnan(np.asarray(reals)[1]).any()
+    # the derivative in real positions is NaN with them (a mask after the encoding gave a finite gradient:
+    # the invalid sequence's share dropped, silently)
+    loss = jax.jit(jax.grad(lambda p, o: module(x, p, offset=o).sum()))
+    assert np.isnan(np.asarray(loss(jnp.array([0.5, 1.5, 2.5]), jnp.array([-1, 2])))).all()
+    assert not np.isnan(np.asarray(loss(jnp.array([0.5, 1.5, 2.5]), jnp.array([0, 2])))).any()
+    # a concrete offset is refused, whether or not the positions are traced (they were NaN rows)
+    with pytest.raises(ValueError, match="offset must be >= 0"):
+        jax.jit(lambda p: module(x, p, offset=np.array([-1, 2])))(jnp.arange(3))

@@ -64,12 +64,18 @@ def test_under_jit_dynamic_needs_seq_len_and_longrope_picks_in_the_program():
 
 @pytest.mark.parametrize(
     ("dtype", "top", "switch"),
-    [(np.int16, 32767, 4096), (np.uint8, 255, 16), (np.int32, 2**31 - 1, 16), (np.float16, 4096, 4096)],
+    [
+        (np.int16, 32767, 4096),
+        (np.uint8, 255, 16),
+        (np.int32, 2**31 - 1, 16),
+        (np.float16, 4096, 4096),
+        (np.int32, 2**24 + 3, 2**24 + 4),  # float32 rounds 2**24 + 3 up to the switch
+    ],
 )
 def test_under_jit_longrope_picks_by_the_exact_max_plus_one_whatever_the_positions_type(dtype, top, switch):
     """max(positions) + 1 > switch was formed in the positions' type under jit: 32767 + 1 wrapped in int16,
     4096 + 1 rounded to 4096 in float16 (the short factors past the switch, silently). Now max >= switch
-    in float32: the concrete call's set, the same bits."""
+    in at least int32, or the widest float: the concrete call's set, the same bits."""
     config = {
         "head_dim": 8,
         "rope_theta": 10000.0,

@@ -393,6 +393,8 @@ def test_the_complex_form_matches_transformers_llama4_within_its_float32_error()
         (torch.int32, 2**31 - 1, 16),
         (torch.float16, 4096, 4096),
         (torch.bfloat16, 256, 256),
+        (torch.int32, 2**24 + 3, 2**24 + 4),  # float32 rounds 2**24 + 3 up to the switch
+        (torch.float32, 2**24 + 2, 2**24 + 3),
     ],
 )
 def test_longrope_picks_its_set_by_the_exact_max_plus_one_whatever_the_positions_type(
@@ -400,11 +402,12 @@ def test_longrope_picks_its_set_by_the_exact_max_plus_one_whatever_the_positions
 ):
     """Where both sets are computed and one picked on the device, max(positions) + 1 > switch was formed in
     the positions' own type: 32767 + 1 wrapped in int16 and 4096 + 1 rounded to 4096 in float16, picking
-    the short factors past the switch, silently. Now compared as max >= switch in float32, the set an
-    eager call reads: the same bits."""
+    the short factors past the switch, silently. Now compared as max >= switch in int64 or float64, the
+    set an eager call reads: the same bits."""
     from posenc.torch import operator
 
     monkeypatch.setattr(operator, "CPU_CORE", False)  # the CPU made to run the devices' path
+    torch._dynamo.reset()  # each case compiles the module's forward again: not toward dynamo's limit
     config = {
         "head_dim": 8,
         "rope_theta": 10000.0,

@@ -137,6 +137,9 @@ class SinusoidalPositionalEncoding(nnx.Module):
                 _traced_int_offset(offset)
             elif not _is_int(offset) and not _traced(offset):
                 offset = _host_offset(offset)
+                integers = isinstance(offset, np.ndarray) and np.issubdtype(offset.dtype, np.integer)
+                if integers and (offset < 0).any():  # concrete: refused, traced positions or not
+                    raise ValueError(f"offset must be >= 0; got {offset.reshape(-1).tolist()}")
             ids, extra = adapters.positions_and_offset(
                 _JNP if traced else _NUMPY,
                 seq,
@@ -146,14 +149,22 @@ class SinusoidalPositionalEncoding(nnx.Module):
                 host=not traced,
                 arange=lambda: (jnp if traced else np).arange(seq),
             )
+            negative = None
+            if traced and extra is not None and not _is_int(extra):
+                # a traced offset is read nowhere: below zero, that sequence's rows NaN (not those of p - k);
+                # real positions made NaN by an addition, whose derivative passes the NaN of theirs through
+                # (a jnp.where would give them a derivative of zero there: finite, silently); x + -0.0 is x
+                negative = jnp.asarray(extra) < 0
+                if jnp.issubdtype(jnp.asarray(ids).dtype, jnp.floating):
+                    ids = ids + jnp.where(negative, jnp.nan, -0.0).astype(jnp.asarray(ids).dtype)
+                    negative = None
             pe = None
             if traced:  # rows of a constant table while the positions lie in it (same bits)
                 pe = _rows_or_algorithm(jnp.asarray(ids), extra, options, dt, self.max_len or GATHER_ROWS)
             if pe is None:
                 pe = _encode_any(ids, options, dt, offset=extra)
-            if traced and extra is not None and not _is_int(extra):
-                # refused where read (a concrete offset); traced, every row NaN, not the rows of p - k
-                pe = jnp.where(jnp.asarray(extra)[..., None] < 0, jnp.nan, pe).astype(dt)
+            if negative is not None:
+                pe = jnp.where(negative[..., None], jnp.nan, pe).astype(dt)
         return adapters.orient(_JNP, jnp.asarray(pe), self.batch_first)
 
     def _check_x(self, x: Any) -> tuple[tuple[int, ...], int]:

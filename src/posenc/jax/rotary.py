@@ -59,8 +59,7 @@ def cos_sin(
         if not positions.size:
             return first
         top = jnp.max(positions)
-        top = jnp.floor(top) if jnp.issubdtype(top.dtype, jnp.floating) else top
-        pick = top.astype(jnp.float32) >= switch  # max + 1 > switch; not in the positions' type (+ 1 wraps)
+        pick = _at_least(top, switch)
         return jnp.where(pick, second[0], first[0]), jnp.where(pick, second[1], first[1])
     if seq_len is None and kind.grows_with_length:
         raise ValueError(
@@ -94,3 +93,14 @@ _JNP = portable.backend_named("jax")
 @functools.lru_cache(maxsize=64)
 def _request(params: rope.RopeParameters, seq_len: int | None, fmt: str) -> Any:
     return portable.request_for_law(exact_law(params, seq_len), fmt)
+
+
+def _at_least(top: jax.Array, at: int) -> jax.Array:
+    """``top >= at`` (max(positions) + 1 > switch, where + 1 in the positions' own type wraps or rounds:
+    32767 + 1 in int16, 4096 + 1 in float16): integers in at least int32, exactly; reals in the widest
+    float JAX has (float32 with x64 off: exact for a switch below 2**24)."""
+    if jnp.issubdtype(top.dtype, jnp.integer):
+        if at > np.iinfo(np.int32).max:  # past every valid position (< 2**31)
+            return jnp.zeros((), bool)
+        return top.astype(jax.dtypes.canonicalize_dtype(jnp.promote_types(top.dtype, jnp.int32))) >= at
+    return top.astype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32) >= at

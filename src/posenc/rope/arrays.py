@@ -94,7 +94,8 @@ def apply_rotary(
     factor, pass unchanged, as in GPT-NeoX), with turn(x) = [-x2, x1] for ``layout="half"`` and
     (x0, x1) → (-x1, x0) per pair for ``"interleaved"``. cos/sin get a new axis at ``unsqueeze_dim``
     ((B, L, D) against q of (B, heads, L, D)). Half-precision inputs are computed in float32 and rounded
-    once to their dtype.
+    once to their dtype. Under ``jax.jit`` XLA's CPU code generator fuses the products and the sum into
+    fused multiply-adds (a rounding fewer): a jitted float32 result may differ from the eager one by 1 ulp.
 
     >>> q = np.array([[[[1.0, 0.0]]]])
     >>> apply_rotary(q, q, np.array([[[0.0, 0.0]]]), np.array([[[1.0, 1.0]]]))[0]

@@ -308,12 +308,21 @@ def _at_their_length(
     if switch is not None:
         at = switch(parameters(params))
         first, second = (rotary_rows(positions, params, n, dtype_name, layout) for n in (at, at + 1))
-        past = top.to(torch.float32) >= at  # max + 1 > at, not in the positions' type (+ 1 wraps)
+        past = _at_least(top, at)
         return torch.where(past, second[0], first[0]), torch.where(past, second[1], first[1])
     if not (torch.isfinite(top.double()) and abs(int(top)) < 2**31):
         cos, sin = rotary_rows(positions, params, 1, dtype_name, layout)
         return torch.full_like(cos, float("nan")), torch.full_like(sin, float("nan"))
     return rotary_rows(positions, params, int(top) + 1, dtype_name, layout)
+
+
+def _at_least(top: torch.Tensor, at: int) -> torch.Tensor:
+    """``top >= at`` exactly (max(positions) + 1 > switch, where + 1 in the positions' own type wraps or
+    rounds: 32767 + 1 in int16, 4096 + 1 in float16): integers in int64, reals in float64 (float32 on MPS,
+    which has no float64: exact for a switch below 2**24)."""
+    if not top.is_floating_point():
+        return top.to(torch.int64) >= at
+    return top.to(torch.float32 if top.device.type == "mps" else torch.float64) >= at
 
 
 def _rotary_fake(positions, params, seq_len, dtype_name, layout):

@@ -14,7 +14,7 @@ import pytest
 import posenc.jax as pjax
 import posenc.rope as rope
 from posenc.jax import rotary
-from tests.rope.test_rope_parameters import CONFIGS
+from tests.rope.test_rope_parameters import CONFIGS, longrope_config
 
 NAMES = ["llama31_8b", "qwen2_yarn", "deepseek_v3", "gpt_neox", "qwen2_vl", "phi3_mini_128k"]
 
@@ -76,18 +76,7 @@ def test_under_jit_longrope_picks_by_the_exact_max_plus_one_whatever_the_positio
     """max(positions) + 1 > switch was formed in the positions' type under jit: 32767 + 1 wrapped in int16,
     4096 + 1 rounded to 4096 in float16 (the short factors past the switch, silently). Now max >= switch
     in at least int32, or the widest float: the concrete call's set, the same bits."""
-    config = {
-        "head_dim": 8,
-        "rope_theta": 10000.0,
-        "max_position_embeddings": 4 * switch,
-        "rope_scaling": {
-            "rope_type": "longrope",
-            "short_factor": [1.0, 1.1, 1.2, 1.3],
-            "long_factor": [2.0, 3.0, 4.0, 5.0],
-            "original_max_position_embeddings": switch,
-        },
-    }
-    params = rope.config(config)
+    params = rope.config(longrope_config(switch))
     positions = np.array([0, top], dtype=dtype)
     want = rotary.cos_sin(positions, params)
     got = jax.jit(lambda p: rotary.cos_sin(p, params))(jnp.asarray(positions))

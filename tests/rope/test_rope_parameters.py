@@ -21,6 +21,22 @@ from posenc.rope import RopeParameters
 PHI3_SHORT = [round(1.0 + 0.02 * i + 0.0009 * i * i, 4) for i in range(48)]
 PHI3_LONG = [round(1.0 + 0.08 * i**1.6, 4) for i in range(48)]
 
+
+def longrope_config(switch: int) -> dict:
+    """A small LongRoPE config (head_dim 8) whose two sets of factors switch at ``switch`` tokens."""
+    return {
+        "head_dim": 8,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 4 * switch,
+        "rope_scaling": {
+            "rope_type": "longrope",
+            "short_factor": [1.0, 1.1, 1.2, 1.3],
+            "long_factor": [2.0, 3.0, 4.0, 5.0],
+            "original_max_position_embeddings": switch,
+        },
+    }
+
+
 CONFIGS = {
     "llama2": {
         "model_type": "llama",

@@ -10,7 +10,7 @@ import torch
 
 import posenc.rope as rope
 import posenc.torch as ptorch
-from tests.rope.test_rope_parameters import CONFIGS
+from tests.rope.test_rope_parameters import CONFIGS, longrope_config
 from tests.support.module_cases import logits_before_and_after
 
 #: A Gemma 3 style config: RoPE parameters per layer type, as transformers 5 saves them.
@@ -408,18 +408,7 @@ def test_longrope_picks_its_set_by_the_exact_max_plus_one_whatever_the_positions
 
     monkeypatch.setattr(operator, "CPU_CORE", False)  # the CPU made to run the devices' path
     torch._dynamo.reset()  # each case compiles the module's forward again: not toward dynamo's limit
-    config = {
-        "head_dim": 8,
-        "rope_theta": 10000.0,
-        "max_position_embeddings": 4 * switch,
-        "rope_scaling": {
-            "rope_type": "longrope",
-            "short_factor": [1.0, 1.1, 1.2, 1.3],
-            "long_factor": [2.0, 3.0, 4.0, 5.0],
-            "original_max_position_embeddings": switch,
-        },
-    }
-    module = ptorch.RotaryEmbedding(config)
+    module = ptorch.RotaryEmbedding(longrope_config(switch))
     positions, x = torch.tensor([[0, top]], dtype=dtype), torch.zeros(1, 2, 8)
     want = module(x, positions)
     got = torch.compile(module, fullgraph=True)(x, positions)

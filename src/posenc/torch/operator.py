@@ -42,8 +42,9 @@ from .tensors import _tracing
 _LIBRARY = torch.library.Library("posenc", "DEF")
 
 #: The differentiable computation of the same values, per operator name (:func:`_define`): what its
-#: Autograd kernel runs where grad mode is on and an input requires a gradient. Set by the module that owns
-#: the rule (:mod:`posenc.torch.functions` for ``exact``'s derivative in real positions).
+#: Autograd kernel runs where a derivative may be asked for (an input requiring a gradient, forward mode, a
+#: torch.func transform). Set by the module that owns the rule (:mod:`posenc.torch.functions` for
+#: ``exact``'s derivative in real positions).
 DIFFERENTIABLE: dict[str, Any] = {}
 
 #: A context in which a call dispatches below autograd (its Autograd kernel passed over): what an operator's

@@ -217,9 +217,10 @@ def test_exported_module_takes_positions_and_a_dynamic_length(monkeypatch):
 
 
 def test_a_module_without_positions_adds_the_table_operators_rows(monkeypatch):
-    """Given no positions (an int offset), a compiled or exported module takes its rows from
-    torch.ops.posenc.table (on CUDA: angle addition; here the portable algorithm over the positions), one
-    graph for every length, the core's bits, no host read; rows past 2**31 - 1 are NaN."""
+    """Given no positions (an int offset), a compiled or exported module takes its rows from the table
+    operator's kernel (on CUDA: angle addition; here the portable algorithm over the positions; traced on
+    the CPU the graph holds torch.ops.posenc.add_table, whose kernel calls it with the core off), one graph
+    for every length, the core's bits, no host read; rows past 2**31 - 1 are NaN."""
     torch._dynamo.reset()
     module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
 
@@ -229,7 +230,7 @@ def test_a_module_without_positions_adds_the_table_operators_rows(monkeypatch):
 
     seq = torch.export.Dim("seq", min=3, max=4096)
     program = torch.export.export(WithOffset(), (torch.zeros(2, 7, 16),), dynamic_shapes=({1: seq},))
-    assert "posenc.table" in str(program.graph) and "posenc.exact" not in str(program.graph)
+    assert "posenc.add_table" in str(program.graph) and "posenc.exact" not in str(program.graph)
     want = posenc.table(30, 16, start=2**31 - 40)
     counter = torch._dynamo.testing.CompileCounter()
     compiled = torch.compile(lambda x: module(x, offset=5), fullgraph=True, dynamic=True, backend=counter)

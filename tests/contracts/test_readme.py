@@ -407,3 +407,21 @@ def test_the_site_holds_every_guide_and_builds_on_read_the_docs() -> None:
     assert config["sphinx"] == {"configuration": "docs/conf.py", "fail_on_warning": True}
     files = [step["requirements"] for step in config["python"]["install"] if "requirements" in step]
     assert "requirements-docs.txt" in files and all((ROOT / name).is_file() for name in files)
+
+
+#: files the documents name as what a command writes, not as files the repository holds
+OUTPUTS = {"benchmarks/results/table.json", "docs/_build/html/index.html"}
+_REPOSITORY_PATH = re.compile(r"(?<![\w/.-])((?:benchmarks|scripts|src|tests|docs|examples)/[\w./<>*-]+)")
+
+
+def test_every_file_the_documents_name_is_in_the_repository() -> None:
+    """A path of this repository named in the README, the CHANGELOG or a guide (a script, a test file, a
+    results folder) exists; patterns (``device_native_<device>.json``) and named outputs excepted."""
+    named = set()
+    for document in [*DOCUMENTS, ROOT / "CHANGELOG.md"]:
+        for match in _REPOSITORY_PATH.finditer(document.read_text(encoding="utf-8")):
+            path = match.group(1).rstrip(".,;")
+            if not re.search(r"[<>*]", path) and path not in OUTPUTS:
+                named.add(path)
+    assert len(named) > 50
+    assert sorted(path for path in named if not (ROOT / path).exists()) == []

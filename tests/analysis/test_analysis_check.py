@@ -182,3 +182,21 @@ def test_as_text_is_what_posenc_check_prints(capsys: pytest.CaptureFixture[str])
         report.as_text().splitlines()[0].startswith("posenc check: d_model 64, positions 0..299, base 10000")
     )
     assert report.as_text().splitlines()[-1] == "all 6 criteria pass"
+
+
+@pytest.mark.parametrize("length", [2, 3, 50, 300])
+def test_the_dot_products_count_distinct_pairs_at_most_all_there_are(length: int) -> None:
+    """shift_invariant and generalises say how many pairs they measured: distinct ones, never more than the
+    L (L - 1) / 2 a range holds (they drew starts with replacement: 64 'pairs' of positions 0..1, which hold
+    one), and all of them where the range holds few."""
+    report = analysis.check(length, 8)
+    pairs = report.criteria[-1].data["pairs"]
+    assert pairs <= length * (length - 1) // 2 and pairs <= 4096
+    if length <= 3:
+        assert pairs == length * (length - 1) // 2
+    assert (
+        f"{pairs:,} sampled pair{'' if pairs == 1 else 's'} in 0..{length - 1}" in report.criteria[-1].detail
+    )
+    assert f"up to {min(4096, 64 * (length - 1), length * (length - 1) // 2):,} distinct" in " ".join(
+        report.notes
+    )

@@ -82,3 +82,14 @@ def test_the_command_prints_it_for_the_users_setting() -> None:
         [sys.executable, "-m", "posenc", "compare", "--window", "0"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and bad.stderr.startswith("posenc: error: window must be an integer >= 1")
+
+
+def test_a_window_past_the_last_position_is_refused_in_compares_own_terms() -> None:
+    """A window reaching 2**31 names its centre, its end and compare's own parameters (it said 'lower start
+    or length', which compare does not take); the window just below the end is compared."""
+    with pytest.raises(
+        ValueError, match=r"window of 1,000 positions around 2,147,483,647 ends at 2,147,484,146"
+    ) as e:
+        compare(8, positions=(2**31 - 1,), dtypes=("float32",))
+    assert "lower positions or window" in str(e.value) and "start" not in str(e.value)
+    assert compare(8, positions=(2**31 - 5,), dtypes=("float32",), window=10).rows[0].hi == 2**31

@@ -333,3 +333,27 @@ def test_table_preset_and_its_overrides(capsys: pytest.CaptureFixture[str]) -> N
     np.testing.assert_array_equal(values.astype(np.float32), posenc.table(3, 8, layout="sin_cos"))
     code, _, err = run(capsys, "table", "3", "8", "--preset", "bert")
     assert code == 2 and "unknown preset 'bert'" in err
+
+
+def test_the_help_says_what_the_columns_and_float64_are(capsys: pytest.CaptureFixture[str]) -> None:
+    """table's, rope's and check's help never call float64 correctly rounded (it is within 1 ulp), and
+    table's column key gives each odd rule's frequencies: checked against the values themselves."""
+    helps = {}
+    for command in ("table", "rope", "check"):
+        code, out, _ = run(capsys, command, "--help")
+        assert code == 0
+        helps[command] = " ".join(out.split())
+    for command, text in helps.items():
+        assert "float64" in text and "within 1 ulp" in text, command
+    assert (
+        "literal takes h = d_model / 2" in helps["table"]
+        and "drop takes h = (d_model + 1) / 2" in helps["table"]
+    )
+    for odd, half in (
+        ("zero", 2),
+        ("literal", 2.5),
+        ("drop", 3),
+    ):  # '2 sin ω1' = sin(pos · 10000 ** (-1 / h))
+        _, out, _ = run(capsys, "table", "2", "5", "--odd", odd, "--format", "json")
+        value = json.loads(out)["values"][1][2]
+        assert value == pytest.approx(np.sin(10000.0 ** (-1 / half)), rel=1e-6), odd

@@ -198,6 +198,16 @@ def test_a_posted_config_adds_its_own_wavelengths(base_url):
     assert data["lines"]["llama3"] == data["config"]["wavelengths"]  # drawn with the config's own numbers
 
 
+def test_rope_of_a_partial_rotary_names_its_head_and_its_rotary_width_apart(base_url):
+    """A config whose rotary covers a quarter of its heads: the answer's head_dim is the config's 64 (it
+    said 16, the rotary's width), rotary_dim the 16 its 8 frequencies' lines are drawn for."""
+    cfg = {"model_type": "gpt_neox", "hidden_size": 256, "num_attention_heads": 4, "rotary_pct": 0.25}
+    data = ok(base_url, "/api/rope", json.dumps(cfg).encode())
+    assert (data["head_dim"], data["rotary_dim"]) == (64, 16) == (data["config"]["head_dim"], 16)
+    assert data["config"]["rotary_dim"] == 16 and len(data["lines"]["default"]) == 8
+    assert ok(base_url, "/api/rope?head_dim=32")["rotary_dim"] == 32
+
+
 def test_identify_names_a_fairseq_table_in_a_npy_file(base_url):
     stored = presets.get("fairseq", padding_idx=1).table(130, 32)
     data = ok(base_url, "/api/identify?filename=pe.npy", npy(stored))

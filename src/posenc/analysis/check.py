@@ -81,10 +81,10 @@ def check(
       Figure: the number of values that differ. Above 2**27 values (and 262,144 positions), "again" and
       "in two halves" are sampled: 16 windows of 4096 rows
       (:func:`~posenc.analysis.properties.recomputed_windows`).
-    * ``shift_invariant``: PE(p) · PE(p + k) = Σ_i cos(k ω_i) for 4096 sampled pairs 0 ≤ p < p + k < L
-      (fixed seed; offsets 1..16 always included). Figure: the largest deviation. Tolerance: the proven
-      bound n (2u + u²) for values with relative error ≤ u (u = 2⁻²⁴ in float32, 2⁻⁸ in bfloat16), plus
-      float64 summation.
+    * ``shift_invariant``: PE(p) · PE(p + k) = Σ_i cos(k ω_i) for up to 4096 distinct sampled pairs
+      0 ≤ p < p + k < L (fixed seed; offsets 1..16 always included). Figure: the largest deviation.
+      Tolerance: the proven bound n (2u + u²) for values with relative error ≤ u (u = 2⁻²⁴ in float32, 2⁻⁸
+      in bfloat16), plus float64 summation.
 
     Options mean what they mean in :func:`posenc.table`; the report's options name ``scale`` and ``odd``
     only when they differ from the defaults. An odd d_model under odd="literal"/"drop" ends in a sine

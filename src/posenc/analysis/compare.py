@@ -181,6 +181,14 @@ def compare(
     d_model = validation.d_model(d_model)
     window = validation.integer("window", window, minimum=1, maximum=100_000)
     positions = tuple(validation.integer("positions", p, minimum=0) for p in positions)
+    for centre in positions:  # each window lo .. lo + window - 1 below 2**31, said in these terms
+        last = max(0, centre - window // 2) + window - 1
+        if last >= validation.MAX_POSITION:
+            raise PosencValueError(
+                f"the window of {window:,} positions around {centre:,} ends at {last:,}, past the largest "
+                f"position 2**31 - 1 = {validation.MAX_POSITION - 1:,}; lower positions or window",
+                parameter="positions",
+            )
     for name in dtypes:
         validation.dtype(name)
     _check_memory(window, d_model)

@@ -32,10 +32,11 @@ def sampling_notes(length: int, d_model: int, whole: int, *, block: int, kept: b
         f"bounded read every value"
     )
     notes = [exact]
-    pairs = min(DOT_PAIRS, 64 * max(0, length - 1))
+    pairs = min(DOT_PAIRS, 64 * max(0, length - 1), length * (length - 1) // 2)
     notes.append(
-        f"sampled: the dot products of shift_invariant and generalises, up to {pairs:,} pairs in each range "
-        "(offsets 1..16 and 48 random ones, 64 positions each, fixed seed)"
+        f"sampled: the dot products of shift_invariant and generalises, up to {pairs:,} distinct "
+        f"pair{'' if pairs == 1 else 's'} in each range (offsets 1..16 and 48 random ones, up to 64 distinct "
+        "positions each, fixed seed)"
     )
     windows = recomputed_windows(length, d_model)
     if windows is not None:

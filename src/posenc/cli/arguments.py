@@ -249,7 +249,8 @@ def add_variant_options(sub: argparse.ArgumentParser, *, default: bool) -> None:
         "--dtype",
         default=value(DEFAULT_DTYPE),
         metavar=one_of(validation.DTYPES),
-        help="the dtype studied; values are correctly rounded to it" + shown(DEFAULT_DTYPE),
+        help="the dtype studied; values are correctly rounded to it (float64: within 1 ulp)"
+        + shown(DEFAULT_DTYPE),
     )
 
 
@@ -262,7 +263,10 @@ def add_output_options(sub: argparse.ArgumentParser, *, digits_help: str) -> Non
         "--dtype",
         default=DEFAULT_DTYPE,
         metavar=one_of(validation.DTYPES),
-        help=f"output dtype; values are correctly rounded to it (default: {DEFAULT_DTYPE})",
+        help=(
+            "output dtype; values are correctly rounded to it, float64 within 1 ulp"
+            f" (default: {DEFAULT_DTYPE})"
+        ),
     )
     sub.add_argument("--digits", type=integer, help=digits_help)
     sub.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")

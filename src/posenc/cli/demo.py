@@ -237,8 +237,10 @@ def _exactness(demo: _Demo) -> None:
     worst = int(np.argmax(naive_error))
     label = column_names(d_model, "interleaved")[worst].split(" ", 1)[1]
     demo.say(
-        "The usual float32 code rounds pos·ω_i to float32 before taking sin and cos. At this",
-        f"position its largest error is {naive_error.max():.4f}, and "
+        "The usual float32 code rounds pos·ω_i to float32 before taking sin and cos. Shown here with",
+        "each ω_i correctly rounded to float32 (code whose ω_i come from a float32 exp, as the PyTorch",
+        "tutorial's do, adds their error too), at this position its largest error is",
+        f"{naive_error.max():.4f}, and "
         f"{(naive_error > 0.1).sum()} of {d_model} components are off by more than 0.1.",
         "posenc computes each value exactly and rounds it once: its float32 values are off by at",
         f"most {np.abs(ours - exact).max():.1e}, float32 rounding alone. The worst component:",

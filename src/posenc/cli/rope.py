@@ -18,13 +18,14 @@ NAME = "rope"
 HELP = "print or save a model's exact rotary (RoPE) cos/sin table"
 DESCRIPTION = """\
 Print or save posenc.rope.cos_sin for the rotary parameters of CONFIG (a Hugging Face
-config.json, or the folder holding one): one row per position, correctly rounded to --dtype."""
+config.json, or the folder holding one): one row per position, correctly rounded to --dtype
+(float64: within 1 ulp of the exact value)."""
 EPILOG = """\
 columns:
   'cos3 θ1' is column 3 of the cos table, cos(pos · θ_1) · attention_scaling; the sin columns follow.
   layout half (Hugging Face, GPT-NeoX): [θ0 .. θn-1, θ0 .. θn-1];
   interleaved (GPT-J, Meta): [θ0, θ0, θ1, θ1, ...].
-  Each value is the exact real correctly rounded once to --dtype.
+  Each value is the exact real correctly rounded once to --dtype (float64: within 1 ulp of it).
 
 formats:
   text, csv, json as 'posenc table'; npy stores an array of shape (2, positions, rotary_dim): cos, then sin.

@@ -32,12 +32,14 @@ NAME = "table"
 HELP = "print or save a table of encodings, one row per position"
 DESCRIPTION = """\
 Print or save posenc.table(LENGTH, D_MODEL, ...): one row per position,
-correctly rounded to --dtype."""
+correctly rounded to --dtype (float64: within 1 ulp of the exact value)."""
 EPILOG = """\
 columns:
   The header names each column by its index, its function and its frequency index: '2 sin ω1' is
-  sin(pos · ω_1), with ω_i = base ** (-i / (d_model // 2 - shift)). An odd d_model ends in a 'zero'
-  column. The layout decides the order: interleaved = sin ω0, cos ω0, sin ω1, ... (the paper);
+  sin(pos · ω_1), with ω_i = base ** (-i / (h - shift)), h = d_model / 2 (times --scale, if given). An odd
+  d_model, by --odd: zero (the default) takes h = d_model // 2 and ends in a 'zero' column; literal takes
+  h = d_model / 2 and ends in a sine; drop takes h = (d_model + 1) / 2 and ends in a sine (its cosine
+  dropped). The layout decides the order: interleaved = sin ω0, cos ω0, sin ω1, ... (the paper);
   sin_cos = all sines, then all cosines (tensor2tensor, fairseq, Whisper); cos_sin = the reverse.
 
 formats:

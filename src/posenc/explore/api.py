@@ -368,8 +368,9 @@ _CONFIG_NAMES = {"rope_theta (base)": "base", "cfg": "config"}
 def rope_lines(params: Mapping[str, str], body: bytes | None = None) -> dict[str, Any]:
     """``GET /api/rope`` (``body`` None) or ``POST /api/rope`` (``body``: a Hugging Face config.json).
 
-    ``{"head_dim", "base", "lines": {"default", "linear", "dynamic", "yarn", "llama3": [wavelength in
-    positions of frequency i, i = 0 .. head_dim/2 - 1]}}``
+    ``{"head_dim", "rotary_dim", "base", "lines": {"default", "linear", "dynamic", "yarn", "llama3":
+    [wavelength in positions of frequency i, i = 0 .. rotary_dim/2 - 1]}}``: the lines are drawn for
+    ``rotary_dim``, which is ``head_dim`` but for a config's partial rotary
     (:func:`posenc.analysis.rope_figures.rope_wavelength_lines`), float64. GET takes its keywords
     (``head_dim`` 128, ``base`` 500000, ``factor`` 8, ``original_max_position_embeddings`` 8192,
     ``low_freq_factor``, ``high_freq_factor``, ``beta_fast``, ``beta_slow``). A POST's body must be a JSON
@@ -400,7 +401,9 @@ def rope_lines(params: Mapping[str, str], body: bytes | None = None) -> dict[str
     lines = _posenc(
         "head_dim", lambda: rope_wavelength_lines(**keywords), aliases=_CONFIG_NAMES, any_name=True
     )
-    return {"head_dim": keywords["head_dim"], "base": keywords["base"], "lines": lines, **answer}
+    drawn = keywords["head_dim"]  # the width of the lines: a config's rotary_dim, or the query's head_dim
+    head_dim = answer["config"]["head_dim"] if answer and "head_dim" not in given else drawn
+    return {"head_dim": head_dim, "rotary_dim": drawn, "base": keywords["base"], "lines": lines, **answer}
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

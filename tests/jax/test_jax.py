@@ -669,3 +669,46 @@ def test_a_negative_traced_offset_gives_rows_of_nan():
     # a concrete offset is refused, whether or not the positions are traced (they were NaN rows)
     with pytest.raises(ValueError, match="offset must be >= 0"):
         jax.jit(lambda p: module(x, p, offset=np.array([-1, 2])))(jnp.arange(3))
+
+
+def test_offset_decoding_concrete_values_meeting_traced_ones_are_exact_or_refused():
+    """NumPy positions with a traced offset, or a NumPy offset with traced positions, enter the program in
+    JAX's types. With x64 off JAX rounded float64 positions to float32 (0.1 + 5 gave the rows of
+    float32(0.1) + 5) and wrapped int64 ones (2**32 + 5 gave position 5's row), silently: now refused,
+    naming the parameter; held exactly, they give the eager rows (x64 off and on)."""
+    module = pj.SinusoidalPositionalEncoding(8)
+    x = jnp.zeros((1, 3, 8), F32)
+    exact_reals = np.array([0.5, 1000.25, 12345.5])  # float32 holds them
+    got = jax.jit(lambda x, o: module(x, exact_reals, offset=o))(x, jnp.array([5]))
+    assert np.array_equal(np.asarray(got), np.asarray(module(x, exact_reals, offset=np.array([5]))))
+    reals = np.array([0.1, 1000.3, 12345.678])
+    if X64:  # float64 in the program: the eager rows
+        got = jax.jit(lambda x, o: module(x, reals, offset=o))(x, jnp.array([5]))
+        assert np.array_equal(np.asarray(got), np.asarray(module(x, reals, offset=np.array([5]))))
+    else:
+        with pytest.raises(ValueError, match=r"positions holds 0\.1 \(float64\).*float32.*jax_enable_x64"):
+            jax.jit(lambda x, o: module(x, reals, offset=o))(x, jnp.array([5]))
+    # positions past 2**31 are refused as an eager call refuses them (they wrapped to 5 with x64 off)
+    with pytest.raises(ValueError, match=r"positions must satisfy \|p\| < 2\*\*31"):
+        jax.jit(lambda x, o: module(x, np.array([2**32 + 5, 1, 2]), offset=o))(x, jnp.array([0]))
+    far = np.array([2**32 + 5])
+    if X64:  # the sum is past 2**31: NaN rows, as for a traced offset
+        got = jax.jit(lambda x, p: module(x, p, offset=far))(x, jnp.arange(3))
+        assert np.isnan(np.asarray(got)).all()
+    else:
+        with pytest.raises(ValueError, match=r"offset holds 4294967301 \(int64\), which JAX turns into 5"):
+            jax.jit(lambda x, p: module(x, p, offset=far))(x, jnp.arange(3))
+
+
+def test_mrope_text_ids_given_as_numpy_are_exact():
+    """Flax's RotaryEmbedding with multimodal sections takes (batch, seq) text ids for all three axes: NumPy
+    ids stay NumPy (float64 ids were rounded to float32 and int64 ones past 2**31 wrapped, silently)."""
+    scaling = {"rope_type": "default", "mrope_section": [2, 3, 3]}
+    params = rope.config({"head_dim": 16, "rope_theta": 10000.0, "rope_scaling": scaling})
+    rotary = pj.RotaryEmbedding(params)
+    ids = np.array([[0.1, 1000.3, 12345.678]])
+    cos, sin = rotary(jnp.zeros((1, 3, 16), F32), ids)
+    want = rope.cos_sin(np.broadcast_to(ids, (3, 1, 3)), params)
+    assert np.array_equal(np.asarray(cos), want[0]) and np.array_equal(np.asarray(sin), want[1])
+    with pytest.raises(ValueError, match=r"2\*\*31"):
+        rotary(jnp.zeros((1, 3, 16), F32), np.array([[2**32 + 5, 1, 2]]))

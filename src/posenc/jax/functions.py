@@ -90,7 +90,9 @@ def table(
 def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = None) -> jax.Array:
     """Encodings of concrete positions (computed now, on the host) or traced ones (the portable algorithm)."""
     if _traced(positions) or _traced(offset):
-        return _encode_traced(jnp.asarray(positions), options, dt, offset=offset)
+        if not _traced(positions):  # concrete positions are checked as an eager call checks them
+            validation.positions(_host_positions(positions))
+        return _encode_traced(_into_program("positions", positions), options, dt, offset=offset)
     positions = _host_positions(positions)
     if offset is not None and positions.dtype.kind == "f":  # the sum may be no float64: add it exactly
         validation.positions(positions)
@@ -120,7 +122,7 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, off
     validation.fits_in_memory((*shape, options.d_model), dt)  # static shapes: bounded as an eager call is
     request = _request(options, dt.name)
     if offset is not None:
-        offset = jnp.asarray(offset)
+        offset = _into_program("offset", offset)
 
     def core_rows(total: np.ndarray) -> np.ndarray:
         return core.encode(total, options.d_model, dtype=dt, **_core_options(options))
@@ -330,6 +332,30 @@ def _dtype(dtype: Any) -> np.dtype:
             "posenc.encode) or posenc.encode (NumPy) for float64"
         )
     return dt
+
+
+def _into_program(name: str, values: Any) -> jax.Array:
+    """Concrete ``values`` (positions or offsets) that meet traced ones, as a JAX array, refused with a
+    ValueError naming ``name`` where JAX's conversion would change one: with x64 off (JAX's default) it
+    rounds float64 to float32 and wraps int64 to int32 (2**32 + 5 would be 5, silently). Traced values
+    are JAX's already."""
+    if _traced(values):
+        return jnp.asarray(values)
+    host = np.asarray(values)
+    target = jax.dtypes.canonicalize_dtype(host.dtype)  # what jnp.asarray makes of it
+    if host.dtype.kind in "iuf" and target != host.dtype:
+        with np.errstate(all="ignore"):  # the conversion JAX makes, on the host: wrapped, rounded
+            back = host.astype(target).astype(host.dtype)
+        changed = ~((back == host) | (np.isnan(back) & np.isnan(host)))
+        if changed.any():
+            index = np.unravel_index(int(np.argmax(changed)), host.shape)
+            raise ValueError(
+                f"{name} holds {host[index].item()!r} ({host.dtype}), which JAX turns into "
+                f"{back[index].item()!r} ({np.dtype(target).name}: 64-bit JAX is off, its default) where it "
+                f"meets traced values; call jax.config.update('jax_enable_x64', True) at start-up, or pass "
+                f"{name} that {np.dtype(target).name} holds exactly"
+            )
+    return jnp.asarray(host)
 
 
 def _host_positions(positions: Any) -> np.ndarray:

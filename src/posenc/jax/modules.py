@@ -24,7 +24,7 @@ from ..portable import backend_named
 from ..rope.arrays import check_layout
 from . import rotary
 from .cache import GATHER_ROWS, _contiguous, _rows_or_algorithm
-from .functions import _NUMPY, _encode_any, _host_positions, _is_int, _Options, _traced
+from .functions import _NUMPY, _encode_any, _host_positions, _into_program, _is_int, _Options, _traced
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -133,6 +133,9 @@ class SinusoidalPositionalEncoding(nnx.Module):
             traced = _traced(positions) or _traced(offset)
             if positions is not None:
                 positions = jnp.asarray(positions) if _traced(positions) else _host_positions(positions)
+                if traced and not _traced(positions):  # checked as an eager call checks them, then moved
+                    validation.positions(positions)  # into the program exactly or refused
+                    positions = _into_program("positions", positions)
             if _is_int(offset) and traced:
                 _traced_int_offset(offset)
             elif not _is_int(offset) and not _traced(offset):
@@ -140,6 +143,8 @@ class SinusoidalPositionalEncoding(nnx.Module):
                 integers = isinstance(offset, np.ndarray) and np.issubdtype(offset.dtype, np.integer)
                 if integers and (offset < 0).any():  # concrete: refused, traced positions or not
                     raise ValueError(f"offset must be >= 0; got {offset.reshape(-1).tolist()}")
+                if traced and isinstance(offset, np.ndarray):
+                    offset = _into_program("offset", offset)
             ids, extra = adapters.positions_and_offset(
                 _JNP if traced else _NUMPY,
                 seq,
@@ -212,8 +217,11 @@ class RotaryEmbedding(nnx.Module):
         self, x: jax.Array, position_ids: Any, *, seq_len: int | None = None
     ) -> tuple[jax.Array, jax.Array]:
         ids = position_ids
-        if self.params.mrope_section and jnp.ndim(ids) == 2:
-            ids = jnp.broadcast_to(jnp.asarray(ids), (3, *jnp.shape(ids)))
+        if self.params.mrope_section and jnp.ndim(ids) == 2:  # text: one set of ids for the three axes
+            if _traced(ids):
+                ids = jnp.broadcast_to(ids, (3, *jnp.shape(ids)))
+            else:  # concrete ids stay NumPy: JAX's conversion would round float64 and wrap int64
+                ids = np.broadcast_to(_host_positions(ids), (3, *np.shape(ids)))
         return rotary.cos_sin(ids, self.params, dtype=x.dtype, layout=self.layout, seq_len=seq_len)
 
 

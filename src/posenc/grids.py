@@ -379,8 +379,10 @@ def timm_2d(
 
     Default: [sin h | sin w | cos h | cos w]; ``interleave_sin_cos``: [sin h | cos h | sin w | cos w];
     ``reverse_coord`` swaps h and w (and the token order with them, as timm does). Each quarter has
-    ω_i = temperature^(-i / (dim/4)). ``cls_token``: one zero row before the grid's (MoCo v3's
-    ``build_2d_sincos_position_embedding``, the interleaved order with a class token: ``(1 + H·W, dim)``).
+    ω_i = temperature^(-i / (dim/4)). ``cls_token``: one zero row before the grid's, ``(1 + H·W, dim)``
+    (MoCo v3's ``build_2d_sincos_position_embedding`` of its grid_size (H, W) is
+    ``timm_2d((H, W), dim, interleave_sin_cos=True, reverse_coord=True, cls_token=True)``: its rows run over
+    w first; a square grid is the same either way).
     The result has ``dtype`` (float32 by default).
 
     >>> pe = timm_2d((2, 3), 8)

@@ -601,3 +601,23 @@ def test_a_table_whose_frequencies_were_cast_to_16_bits_is_read_with_its_own_bas
     # variant's cast frequencies make its values) is called cast
     assert identify(posenc.table(512, d, base=base, layout=layout))[0].cast is None
     assert identify(table.astype(np.float32) * 0.5)[0].cast is None
+
+
+def test_a_whisper_table_of_an_unround_base_is_read_with_its_shift_or_the_closer_fit_is_said():
+    """Whisper's own float32 sinusoids of max_timescale 12345.6 (shift 1). Base B, shift 1 and base
+    B^(n/(n-1)), shift 0 make nearly the same frequencies: at width 128 base 14337, shift 0 (five digits)
+    was named though it fits 2.6 times worse than 12345.6, shift 1 (a port built from its line drifts off
+    Whisper's by 8e-3 at 65536 positions); a fit closer by a quarter that is nearly as plain now ranks
+    first. At width 64 the plainer 16730, shift 0 is still named, and the verdict says the shift-1 fit twice
+    as close is also consistent, with its error."""
+    from transformers.models.whisper.modeling_whisper import sinusoids
+
+    wide = sinusoids(1000, 128, 12345.6).numpy()
+    best = identify(wide)[0]
+    assert (best.options["base"], best.options["shift"]) == (12345.6, 1.0)
+    narrow = sinusoids(1000, 64, 12345.6).numpy()
+    answer = verdict(identify(narrow), 64, narrow.dtype, rows=1000)
+    assert answer.best.options["shift"] == 0.0
+    (also,) = [text for text in answer.also if "shift=1.0" in text]
+    closer = float(also.rsplit("max error ", 1)[1].rstrip(")"))
+    assert closer < answer.best.max_error / 1.5

@@ -716,7 +716,11 @@ def test_wans_tables_of_its_default_theta_are_read_and_replaced_and_another_thet
         "rope", wan.WanRotaryPosEmbed(128, (1, 2, 2), 64, theta=5000.0)
     )  # kept in its tables only
     (left,) = pt.patch(other).components
-    assert not left.replaced and "not the rotary its attributes name (theta 10000, widths" in left.reason
+    # it keeps no theta: the reason says whose 10000 it is (it said 'its attributes name')
+    said = (
+        "not the rotary posenc reads it as, theta the default its code takes (it keeps none) (theta 10000, "
+    )
+    assert not left.replaced and said in left.reason
 
 
 def test_angles_from_a_learned_projection_of_coordinates_are_declined_as_weights() -> None:
@@ -1165,7 +1169,9 @@ def test_easyanimate_rotary_of_a_crop_region_is_read_and_made_exact() -> None:
     exact = computed.rope_on_axes(model.rope)
     assert isinstance(exact, computed.CropRope) and exact.axes_dim == (8, 12, 12)
     wrong = computed.CropRope(32, 2, theta=10000.0 * 1.001)
-    assert computed.prove_rope_on_axes(model.rope, wrong).startswith("not the rotary its attributes name")
+    assert computed.prove_rope_on_axes(model.rope, wrong).startswith(
+        "not the rotary posenc reads it as, theta the default its code takes (it keeps none)"
+    )
     before_audit = posenc.audit(model, samples=32)
     assert [c.note.split(" (")[0] for c in before_audit.components] == ["axis 0"]
     (replaced,) = pt.patch(model).replaced

@@ -208,11 +208,19 @@ def verdict(matches: list[Match], d_model: int, dtype: npt.DTypeLike, rows: int 
         consistent, ruled_out = labels, []
     label = consistent[0] if consistent else None
     also = consistent[1:]
+    shifts = {best.options.get("shift")}
     for other in pool[1:]:  # other variants within the table's precision of the best
-        if other.max_error <= best.max_error + precision and other.name:
-            options = ", ".join(f"{k}={v!r}" for k, v in other.options.items() if k != "odd")
-            start = f", rows from position {other.start}" if other.start else ""
+        if other.max_error > best.max_error + precision:
+            continue
+        options = ", ".join(f"{k}={v!r}" for k, v in other.options.items() if k != "odd")
+        start = f", rows from position {other.start}" if other.start else ""
+        if other.name:
             also.append(f"{other.name} ({options}{start})")
+        elif not best.name and other.options.get("shift") not in shifts:
+            # a fit of another shift, as close: base B, shift 1 and base B^(n/(n-1)), shift 0 make nearly
+            # the same frequencies, and the table cannot always tell them apart (each shift's plainest)
+            shifts.add(other.options.get("shift"))
+            also.append(f"generic ({options}{start}; max error {other.max_error:.3g})")
     odd = best.options.get("odd") if d_model % 2 else None
     preset = named_presets.get(label) if label else None
     if preset is not None:  # the preset's own options (an even width leaves its odd rule unseen)

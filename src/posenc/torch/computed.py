@@ -1253,7 +1253,10 @@ def prove_rope_on_axes(module: nn.Module, exact: AxesRope) -> tuple[float, float
             )
             if isinstance(checked, float):
                 named = f"theta {exact.theta:g}, widths {list(exact.axes_dim)}"
-                return f"not the rotary its attributes name ({named}) within float32 rounding ({checked:.3g})"
+                read = "its attributes name"  # or, where it keeps no theta (Wan, EasyAnimate), a default
+                if _number(getattr(module, "theta", None)) is None:
+                    read = "posenc reads it as, theta the default its code takes (it keeps none)"
+                return f"not the rotary {read} ({named}) within float32 rounding ({checked:.3g})"
             worst, allowed = max(worst, checked[0]), max(allowed, checked[1])
         start += width
     return worst, allowed

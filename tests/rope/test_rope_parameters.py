@@ -554,3 +554,112 @@ def test_dbrx_names_its_width_heads_theta_and_length_its_own_way() -> None:
     assert (params.head_dim, params.base, params.max_position_embeddings) == (128, 500000.0, 32768)
     plain = {"hidden_size": 6144, "num_attention_heads": 48, "max_position_embeddings": 32768}
     assert rope.config({**plain, "rope_theta": 500000.0}) == params
+
+
+# --- read as transformers' config classes read them -------------------------------------------------------
+
+
+def _transformers_rotary_dim(model_type: str, **fields) -> int:
+    """The rotary width transformers' own config class of ``model_type`` gives: int(head_dim * factor)."""
+    from transformers import AutoConfig
+
+    made = AutoConfig.for_model(model_type, **fields)
+    head_dim = getattr(made, "head_dim", None) or made.hidden_size // made.num_attention_heads
+    parameters = made.rope_parameters
+    return int(head_dim * parameters.get("partial_rotary_factor", 1.0))
+
+
+@pytest.mark.parametrize("model_type", [*sorted(rope.configs.CLASS_PARTIAL_ROTARY_FACTORS), "minimax_m2"])
+def test_a_config_json_without_a_partial_factor_gets_its_classs_default(model_type: str) -> None:
+    """A config.json that names no partial factor: transformers' config class sets one for these model types
+    (Phi 0.5, StableLM 0.25, GPT-NeoX 0.25, MiniMax-M2 from rotary_dim, ...); posenc rotated the whole head,
+    silently. The raw dict now gives transformers' width."""
+    fields = {"hidden_size": 256, "num_attention_heads": 4, "head_dim": 64, "rope_theta": 10000.0}
+    if model_type == "minimax_m2":
+        fields["rotary_dim"] = 32
+    if model_type == "moonshine":  # 0.9 of 64 is 57: an odd width, which posenc refuses
+        fields["head_dim"] = 40
+    want = _transformers_rotary_dim(model_type, **fields)
+    assert want < fields["head_dim"]  # each of these rotates part of the head
+    assert rope.config({"model_type": model_type, **fields}).rotary_dim == want
+
+
+def test_an_mla_head_with_a_partial_factor_of_its_whole_head_dim() -> None:
+    """Mistral 4 and DeepSeek-V4 name head_dim, qk_rope_head_dim and a partial factor of head_dim:
+    transformers rotates int(head_dim * factor) = qk_rope_head_dim features; posenc applied the factor to
+    qk_rope_head_dim again (32 and 8 features). DeepSeek-V3's qk_rope_head_dim alone is still its width."""
+    mistral = {"head_dim": 128, "qk_rope_head_dim": 64, "partial_rotary_factor": 0.5, "rope_theta": 1e4}
+    assert rope.config(mistral).rotary_dim == 64
+    v4 = {"head_dim": 512, "qk_rope_head_dim": 64, "partial_rotary_factor": 0.125, "rope_theta": 1e4}
+    assert rope.config(v4).rotary_dim == 64
+    assert (
+        rope.config({"hidden_size": 7168, "num_attention_heads": 128, "qk_rope_head_dim": 64}).rotary_dim
+        == 64
+    )
+
+
+def test_a_layer_types_yarn_takes_max_position_embeddings_not_the_top_level_original() -> None:
+    """A RoPE dict nested per layer type whose yarn entry names no original length: transformers fills it
+    from max_position_embeddings (a top-level copy has priority only in a flat dict, Phi-3's); posenc took
+    the top-level 1024, frequencies off by a factor of 3.9."""
+    yarn = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}
+    nested = {
+        "head_dim": 64,
+        "max_position_embeddings": 8192,
+        "original_max_position_embeddings": 1024,
+        "rope_parameters": {"full_attention": yarn, "sliding_attention": {"rope_type": "default"}},
+    }
+    assert rope.config(nested, layer_type="full_attention").original_max_position_embeddings == 8192
+    flat = {**nested, "rope_parameters": yarn}
+    assert rope.config(flat).original_max_position_embeddings == 1024
+
+
+@pytest.mark.parametrize(
+    ("model_type", "flag", "interleaved"), [("qwen3_vl_text", None, True), ("qwen2_vl", True, False)]
+)
+def test_how_multimodal_sections_combine_is_the_models_code_not_the_flag(
+    model_type, flag, interleaved
+) -> None:
+    """Qwen3-VL's rotary interleaves its sections and Qwen2-VL's takes them in blocks, whatever the config's
+    mrope_interleaved says (no transformers code reads it): posenc followed the flag, and a Qwen3-VL config
+    without it gave blocks (cos off by up to 2). Checked against transformers' Qwen3-VL rotary."""
+    parameters = {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [24, 20, 20]}
+    if flag is not None:
+        parameters["mrope_interleaved"] = flag
+    cfg = {"model_type": model_type, "head_dim": 128, "rope_parameters": parameters}
+    assert rope.config(cfg).mrope_interleaved is interleaved
+    if model_type == "qwen3_vl_text":
+        import torch
+        from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig
+        from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
+
+        made = Qwen3VLTextConfig(
+            hidden_size=512,
+            num_attention_heads=4,
+            num_hidden_layers=1,
+            vocab_size=10,
+            rope_parameters=dict(parameters),
+        )
+        ids = torch.randint(0, 3000, (3, 1, 20), generator=torch.Generator().manual_seed(0))
+        theirs, _ = Qwen3VLTextRotaryEmbedding(config=made)(torch.zeros(1), ids)
+        ours, _ = rope.cos_sin(ids.numpy(), rope.config(cfg))
+        assert abs(theirs.double().numpy() - ours).max() < 1e-3  # float32 angles of positions < 3000
+
+
+def test_gemma4s_full_attention_layers_take_their_own_head_width() -> None:
+    """Gemma 4's full-attention layers are 512 wide where its sliding ones are 256 (per_layer_config, or
+    global_head_dim in a config.json, default 512): posenc read 256 for both, so the proportional rotary
+    of full attention had exponents over the wrong width (inv_freq[1] 1e6^(-2/256) for 1e6^(-2/512))."""
+    from transformers import AutoConfig
+
+    made = AutoConfig.for_model("gemma4_text", num_hidden_layers=6)
+    full = rope.config(made, layer_type="full_attention")
+    assert (full.head_dim, rope.config(made, layer_type="sliding_attention").head_dim) == (512, 256)
+    assert rope.inv_freq(full)[1] == pytest.approx(1e6 ** (-2 / 512), rel=1e-15)
+    written = {k: v for k, v in made.to_dict().items() if k != "per_layer_config"}
+    assert rope.config(written, layer_type="full_attention").head_dim == 512  # the class's default
+    assert rope.config({**written, "global_head_dim": 384}, layer_type="full_attention").head_dim == 384
+    uneven = {**made.to_dict(), "per_layer_config": {"5": {"head_dim": 512}, "2": {"head_dim": 384}}}
+    uneven["layer_types"] = ["sliding_attention", "sliding_attention", "full_attention"] * 2
+    with pytest.raises(ValueError, match="different head widths"):
+        rope.config(uneven, layer_type="full_attention")

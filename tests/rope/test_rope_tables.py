@@ -117,7 +117,8 @@ def test_layouts_and_the_default_seq_len():
 
 @pytest.mark.parametrize("interleaved", [False, True])
 def test_multimodal_sections_take_each_frequency_from_its_axis(interleaved):
-    cfg = {**CONFIGS["qwen2_vl"]}
+    # no model_type: the flag decides (Qwen2-VL's code takes its sections in blocks whatever it says)
+    cfg = {key: value for key, value in CONFIGS["qwen2_vl"].items() if key != "model_type"}
     cfg["rope_scaling"] = {**cfg["rope_scaling"], "mrope_interleaved": interleaved}
     params = rope.config(cfg)
     t, h, w = params.mrope_section

@@ -52,6 +52,11 @@ def _start(out: Path, extra_path: Path | None, *args: str, cache: Path | None = 
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+#: Seconds a compile may take before it is taken for a hang (a guard, not a time bar: with its caches empty
+#: on a 2-core machine loaded by other work, the pinned triton's compiles took over 900 s).
+HANG = 2700
+
+
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory) -> dict[str, dict]:
     """Each triton's records (the two compile at once, one per core)."""
@@ -64,7 +69,7 @@ def compiled(tmp_path_factory) -> dict[str, dict]:
         started[name] = (out, _start(out, extra, str(SCRIPT), *specs, cache=CACHE / name))
     results = {}
     for name, (out, process) in started.items():
-        log, _ = process.communicate(timeout=900)
+        log, _ = process.communicate(timeout=HANG)
         assert out.exists(), log[-4000:]
         results[name] = {**json.loads(out.read_text()), "returncode": process.returncode, "log": log}
     # then the direct launches' arguments, from the kernels just compiled (the same caches)
@@ -74,7 +79,7 @@ def compiled(tmp_path_factory) -> dict[str, dict]:
         args = (str(SCRIPT), "--launch-args", "--spec", *LAUNCHED)
         checks[name] = (out, _start(out, extra, *args, cache=CACHE / name))
     for name, (out, process) in checks.items():
-        log, _ = process.communicate(timeout=900)
+        log, _ = process.communicate(timeout=HANG)
         assert out.exists(), log[-4000:]
         results[name]["launch"] = {
             **json.loads(out.read_text()),

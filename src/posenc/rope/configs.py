@@ -9,13 +9,20 @@ Where the fields are read (the conventions of transformers' configs; first match
   (Qwen2-VL) and ``"su"`` (early Phi-3) mean ``"default"`` and ``"longrope"``;
 * ``base`` (θ): ``rope_theta`` in the RoPE dict, the top-level ``rope_theta``, GPT-NeoX's
   ``rotary_emb_base``, else 10000;
-* ``partial_rotary_factor``: in the RoPE dict, at top level, GPT-NeoX's ``rotary_pct``, else 1;
-* ``head_dim``: ``qk_rope_head_dim`` (DeepSeek-V2/V3: the rotary part of the MLA head), ``head_dim``,
+* ``partial_rotary_factor``: in the RoPE dict, at top level, ``rotary_pct`` (GPT-NeoX reads only it,
+  default 0.25), MiniMax-M2's ``rotary_dim`` over ``head_dim``, else the default of the model_type's
+  config class (:data:`CLASS_PARTIAL_ROTARY_FACTORS`; Bamba's 0.5 whatever its top level says), else 1;
+* ``head_dim``: ``qk_rope_head_dim`` (DeepSeek-V2/V3: the rotary part of the MLA head; with a partial
+  factor, ``head_dim`` × factor, as Mistral 4 and DeepSeek-V4 give it), ``head_dim``, a layer type's own
+  width (``per_layer_config``; Gemma 4's full attention: ``global_head_dim``, default 512),
   else ``hidden_size // num_attention_heads`` (DBRX's names: ``d_model // n_heads``, its theta in
   ``attn_config``, its length ``max_seq_len``; an encoder-decoder that names its heads per side, Moonshine:
   ``encoder_num_attention_heads`` where it equals ``decoder_num_attention_heads``);
 * ``original_max_position_embeddings`` (llama3, yarn, longrope): at top level (Phi-3 keeps it there, and
-  transformers gives that copy priority), in the RoPE dict, else ``max_position_embeddings``;
+  transformers gives that copy priority; not for a RoPE dict nested per layer type), in the RoPE dict, else
+  ``max_position_embeddings``;
+* ``mrope_interleaved``: in the RoPE dict, unless the model_type's code fixes how its sections combine
+  (:data:`MROPE_FORMS`);
 * a multimodal config that nests its language model in ``text_config`` is read from ``text_config``, with
   the top-level fields as fallback;
 * a RoPE dict nested per layer type (``{"full_attention": {...}, "sliding_attention": {...}}``, Gemma 3
@@ -240,7 +247,8 @@ def _load(cfg: Any) -> Mapping[str, Any]:
 def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParameters:
     """Read the fields (see the module docstring) and build the checked :class:`RopeParameters`."""
     cfg = _merged(cfg)
-    rope = _pick_layer(_rope_dict(cfg), layer_type)
+    whole = _rope_dict(cfg)
+    rope = _pick_layer(whole, layer_type)
 
     rope_type = _first(rope, "rope_type", "type")
     kind = named("default" if rope_type is None else rope_type)
@@ -255,11 +263,15 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     base = DEFAULT_BASE if base is None else base
     prf = _first(rope, "partial_rotary_factor")
     if prf is None:
-        prf = _first(cfg, "partial_rotary_factor", "rotary_pct")
+        prf = _class_partial_rotary_factor(cfg)
     # checked before rotary_dim = int(head_dim * prf): 0 or 1e308 there would name rotary_dim, or overflow
     prf = 1.0 if prf is None else check_partial_rotary_factor(prf)
 
+    # MLA heads (DeepSeek): the rotary part's own width, unless a partial factor of the whole head_dim is
+    # given (Mistral 4, DeepSeek-V4: transformers takes int(head_dim * factor), which that part is)
     head_dim = _first(cfg, "qk_rope_head_dim", "head_dim")
+    if prf != 1 and _first(cfg, "head_dim") and _first(cfg, "qk_rope_head_dim"):
+        head_dim = _first(cfg, "head_dim")
     if (
         not head_dim
     ):  # transformers: `getattr(config, "head_dim", None) or hidden_size // num_attention_heads`
@@ -275,6 +287,8 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
         hidden = validation.integer("hidden_size", hidden, minimum=1, integral_floats=True)
         heads = validation.integer("num_attention_heads", heads, minimum=1, integral_floats=True)
         head_dim = hidden // heads
+    if layer_type is not None:
+        head_dim = _layer_type_head_dim(cfg, layer_type, head_dim)
     head_dim = check_head_dim(head_dim, integral_floats=True)
     max_pos = _first(cfg, "max_position_embeddings", "max_seq_len")  # DBRX: max_seq_len
     if max_pos is not None:
@@ -286,7 +300,9 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     fields["beta_slow"] = rope.get("beta_slow") or 1.0
     # transformers reads `rope_parameters.get("truncate", True)`: only a missing key means True.
     fields["truncate"] = rope.get("truncate", True)
-    original = cfg.get("original_max_position_embeddings")
+    # a top-level copy has priority over the RoPE dict's (Phi-3), but not for a dict nested per layer type,
+    # whose entries transformers fills from max_position_embeddings alone
+    original = None if rope is not whole else cfg.get("original_max_position_embeddings")
     if original is None:
         original = rope.get("original_max_position_embeddings")
     if original is None and kind.uses("original_max_position_embeddings"):
@@ -298,6 +314,12 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     fields["mrope_section"] = None if section is None else check_mrope_entries(section, integral_floats=True)
     interleaved = _first(rope, "mrope_interleaved", "interleaved")
     fields["mrope_interleaved"] = False if interleaved is None else interleaved
+    model_type = str(cfg.get("model_type") or "")
+    # the model's code decides how its sections combine, not the flag (no transformers code reads it)
+    for family, form in MROPE_FORMS.items():
+        known = model_type == family or model_type.startswith(family + "_")
+        if section is not None and known and isinstance(fields["mrope_interleaved"], bool):  # else refused
+            fields["mrope_interleaved"] = form
 
     for name, value in kind.defaults.items():
         fields[name] = value if fields[name] is None else fields[name]
@@ -315,6 +337,72 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
         partial_rotary_factor=prf,
         **fields,
     )
+
+
+#: The partial rotary factor a model's transformers config class sets where its config.json names none
+#: (transformers 5's ``kwargs.setdefault("partial_rotary_factor", ...)`` "for BC"): model_type -> factor.
+CLASS_PARTIAL_ROTARY_FACTORS = {
+    **dict.fromkeys(("glm", "glm4", "glm4_moe", "glm4v_moe_text", "nemotron", "persimmon", "phi"), 0.5),
+    **dict.fromkeys(("recurrent_gemma", "bamba"), 0.5),
+    **dict.fromkeys(("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next", "stablelm"), 0.25),
+    "moonshine": 0.9,
+    "gpt_neox": 0.25,
+}
+
+
+#: Multimodal rotaries whose transformers code fixes how the sections combine, whatever a config's
+#: ``mrope_interleaved`` says (no modeling code reads it): model_type (and its ``_text`` config) ->
+#: interleaved (Qwen3-VL's t, h, w, t, h, w, ...) or in blocks (Qwen2-VL's).
+MROPE_FORMS = {
+    **dict.fromkeys(
+        ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "qwen4_exp", "cosmos3_edge"), True
+    ),
+    **dict.fromkeys(
+        ("qwen2_vl", "qwen2_5_vl", "glm4v", "glm4v_moe", "glm_image", "glm_ocr", "paddleocr_vl"), False
+    ),
+}
+
+
+def _layer_type_head_dim(cfg: Mapping[str, Any], layer_type: str, head_dim: Any) -> Any:
+    """The head width of ``layer_type``'s layers: transformers 5's ``per_layer_config`` (layer index ->
+    overrides, Gemma 4's full-attention layers 512 wide where the others are 256), the same for every
+    layer of that type; a Gemma 4 config.json without it: ``global_head_dim`` (default 512) for
+    full attention, as its config class sets; else ``head_dim``."""
+    overrides, types = cfg.get("per_layer_config"), cfg.get("layer_types")
+    if isinstance(overrides, Mapping) and isinstance(types, list | tuple):
+        widths = set()
+        for index, named_type in enumerate(types):
+            if named_type == layer_type:
+                override = overrides.get(str(index), overrides.get(index)) or {}
+                widths.add(override.get("head_dim", head_dim) if isinstance(override, Mapping) else head_dim)
+        if len(widths) > 1:
+            raise PosencValueError(
+                f"the {layer_type!r} layers of this config have different head widths "
+                f"({', '.join(map(str, sorted(widths, key=str)))}) in its per_layer_config; one RoPE per "
+                "layer type needs one width",
+                parameter="layer_type",
+            )
+        return widths.pop() if widths else head_dim
+    if str(cfg.get("model_type") or "").startswith("gemma4") and layer_type == "full_attention":
+        return cfg.get("global_head_dim") or 512
+    return head_dim
+
+
+def _class_partial_rotary_factor(cfg: Mapping[str, Any]) -> Any:
+    """The partial rotary factor outside the RoPE dict, as transformers' config class of ``cfg``'s
+    model_type reads it: the top-level ``partial_rotary_factor``, GPT-NeoX's ``rotary_pct``, MiniMax-M2's
+    ``rotary_dim`` (over head_dim), else the class's default (:data:`CLASS_PARTIAL_ROTARY_FACTORS`); Bamba
+    sets 0.5 whatever the top level says. None: 1."""
+    model_type = cfg.get("model_type")
+    if model_type == "bamba":
+        return 0.5
+    if model_type == "gpt_neox":  # its own name only: a top-level partial_rotary_factor is not read
+        found = _first(cfg, "rotary_pct")
+    else:
+        found = _first(cfg, "partial_rotary_factor", "rotary_pct")
+    if found is None and model_type == "minimax_m2" and _first(cfg, "rotary_dim") and _first(cfg, "head_dim"):
+        found = _first(cfg, "rotary_dim") / _first(cfg, "head_dim")
+    return CLASS_PARTIAL_ROTARY_FACTORS.get(model_type) if found is None else found
 
 
 def _merged(cfg: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -663,3 +663,17 @@ def test_gemma4s_full_attention_layers_take_their_own_head_width() -> None:
     uneven["layer_types"] = ["sliding_attention", "sliding_attention", "full_attention"] * 2
     with pytest.raises(ValueError, match="different head widths"):
         rope.config(uneven, layer_type="full_attention")
+
+
+@pytest.mark.parametrize(
+    ("model_type", "fields"), [("jetmoe", {"kv_channels": 96}), ("jetmoe", {}), ("zamba2", {})]
+)
+def test_a_head_dim_its_class_names_otherwise(model_type: str, fields: dict) -> None:
+    """JetMoE's class maps head_dim to kv_channels (default 128), Zamba2's sets it to 2 · hidden_size //
+    num_attention_heads: posenc read hidden_size // num_attention_heads, half or less of the width those
+    models rotate (their patch read it from inv_freq, saying the config disagreed)."""
+    from transformers import AutoConfig
+
+    cfg = {"model_type": model_type, "hidden_size": 256, "num_attention_heads": 8, **fields}
+    made = AutoConfig.for_model(model_type, **{k: v for k, v in cfg.items() if k != "model_type"})
+    assert rope.config(cfg).head_dim == made.head_dim == rope.config(made).head_dim

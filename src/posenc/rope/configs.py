@@ -13,7 +13,8 @@ Where the fields are read (the conventions of transformers' configs; first match
   default 0.25), MiniMax-M2's ``rotary_dim`` over ``head_dim``, else the default of the model_type's
   config class (:data:`CLASS_PARTIAL_ROTARY_FACTORS`; Bamba's 0.5 whatever its top level says), else 1;
 * ``head_dim``: ``qk_rope_head_dim`` (DeepSeek-V2/V3: the rotary part of the MLA head; with a partial
-  factor, ``head_dim`` × factor, as Mistral 4 and DeepSeek-V4 give it), ``head_dim``, a layer type's own
+  factor, ``head_dim`` × factor, as Mistral 4 and DeepSeek-V4 give it), ``head_dim`` (JetMoE's
+  ``kv_channels``; Zamba2's 2 · hidden_size // num_attention_heads, as their classes set), a layer type's own
   width (``per_layer_config``; Gemma 4's full attention: ``global_head_dim``, default 512),
   else ``hidden_size // num_attention_heads`` (DBRX's names: ``d_model // n_heads``, its theta in
   ``attn_config``, its length ``max_seq_len``; an encoder-decoder that names its heads per side, Moonshine:
@@ -272,6 +273,20 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     head_dim = _first(cfg, "qk_rope_head_dim", "head_dim")
     if prf != 1 and _first(cfg, "head_dim") and _first(cfg, "qk_rope_head_dim"):
         head_dim = _first(cfg, "head_dim")
+    if cfg.get("model_type") == "jetmoe":  # its class's head_dim is kv_channels (default 128)
+        head_dim = _first(cfg, "kv_channels") or 128
+    if (
+        cfg.get("model_type") == "zamba2"
+        and _first(cfg, "hidden_size")
+        and _first(cfg, "num_attention_heads")
+    ):
+        hidden = validation.integer(
+            "hidden_size", _first(cfg, "hidden_size"), minimum=1, integral_floats=True
+        )
+        heads = validation.integer(
+            "num_attention_heads", _first(cfg, "num_attention_heads"), minimum=1, integral_floats=True
+        )
+        head_dim = 2 * hidden // heads  # its class sets attention_head_dim so, whatever the file says
     if (
         not head_dim
     ):  # transformers: `getattr(config, "head_dim", None) or hidden_size // num_attention_heads`

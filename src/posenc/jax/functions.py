@@ -91,7 +91,8 @@ def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = N
     """Encodings of concrete positions (computed now, on the host) or traced ones (the portable algorithm)."""
     if _traced(positions) or _traced(offset):
         if not _traced(positions):  # concrete positions are checked as an eager call checks them
-            validation.positions(_host_positions(positions))
+            positions = _host_positions(positions)
+            validation.positions(positions)
         return _encode_traced(_into_program("positions", positions), options, dt, offset=offset)
     positions = _host_positions(positions)
     if offset is not None and positions.dtype.kind == "f":  # the sum may be no float64: add it exactly

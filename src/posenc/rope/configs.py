@@ -273,20 +273,14 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     head_dim = _first(cfg, "qk_rope_head_dim", "head_dim")
     if prf != 1 and _first(cfg, "head_dim") and _first(cfg, "qk_rope_head_dim"):
         head_dim = _first(cfg, "head_dim")
-    if cfg.get("model_type") == "jetmoe":  # its class's head_dim is kv_channels (default 128)
+    model_type = str(cfg.get("model_type") or "")
+    if model_type == "jetmoe":  # its class's head_dim is kv_channels (default 128)
         head_dim = _first(cfg, "kv_channels") or 128
-    if (
-        cfg.get("model_type") == "zamba2"
-        and _first(cfg, "hidden_size")
-        and _first(cfg, "num_attention_heads")
-    ):
-        hidden = validation.integer(
-            "hidden_size", _first(cfg, "hidden_size"), minimum=1, integral_floats=True
-        )
-        heads = validation.integer(
-            "num_attention_heads", _first(cfg, "num_attention_heads"), minimum=1, integral_floats=True
-        )
-        head_dim = 2 * hidden // heads  # its class sets attention_head_dim so, whatever the file says
+    zamba2 = model_type == "zamba2" and bool(
+        _first(cfg, "hidden_size") and _first(cfg, "num_attention_heads")
+    )
+    if zamba2:  # its class sets attention_head_dim to 2 * hidden_size // heads, whatever the file says
+        head_dim = None
     if (
         not head_dim
     ):  # transformers: `getattr(config, "head_dim", None) or hidden_size // num_attention_heads`
@@ -301,7 +295,7 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
             )
         hidden = validation.integer("hidden_size", hidden, minimum=1, integral_floats=True)
         heads = validation.integer("num_attention_heads", heads, minimum=1, integral_floats=True)
-        head_dim = hidden // heads
+        head_dim = (2 if zamba2 else 1) * hidden // heads
     if layer_type is not None:
         head_dim = _layer_type_head_dim(cfg, layer_type, head_dim)
     head_dim = check_head_dim(head_dim, integral_floats=True)
@@ -329,7 +323,6 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     fields["mrope_section"] = None if section is None else check_mrope_entries(section, integral_floats=True)
     interleaved = _first(rope, "mrope_interleaved", "interleaved")
     fields["mrope_interleaved"] = False if interleaved is None else interleaved
-    model_type = str(cfg.get("model_type") or "")
     # the model's code decides how its sections combine, not the flag (no transformers code reads it)
     for family, form in MROPE_FORMS.items():
         known = model_type == family or model_type.startswith(family + "_")

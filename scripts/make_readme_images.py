@@ -26,6 +26,8 @@ FIGURES = {  # file name -> (kind, options)
     "waves.png": ("waves", {}),
     "similarity.png": ("similarity", {}),
     "collisions.png": ("collisions", {}),
+    "rope-wavelengths.png": ("rope-wavelengths", {}),
+    "rope-error.png": ("rope-error", {}),
 }
 
 

@@ -45,6 +45,21 @@ def pair_columns(layout: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     return sin_offset + stride * i, cos_offset + stride * i
 
 
+def function_columns(d_model: int, layout: str, odd: str = "zero") -> tuple[np.ndarray, np.ndarray]:
+    """The columns of the sines and of the cosines of an encoding ``d_model`` wide, by frequency: sin ω_i
+    is in column ``sines[i]``, cos ω_i in ``cosines[i]``. Under odd="literal"/"drop" an odd width keeps
+    one function of its last frequency only (the column a width one wider places last is dropped), so one
+    array is one shorter; under odd="zero" its last column is in neither.
+
+    >>> [c.tolist() for c in function_columns(5, "sin_cos", "literal")]
+    [[0, 1, 2], [3, 4]]
+    """
+    if d_model % 2 and odd in ("literal", "drop"):
+        sines, cosines = pair_columns(layout, d_model // 2 + 1)
+        return sines[sines < d_model], cosines[cosines < d_model]
+    return pair_columns(layout, d_model // 2)
+
+
 def column_names(d_model: int, layout: str, odd: str = "zero") -> list[str]:
     """Name each column by its index, function and frequency index, as ``layout`` places them. Under
     odd="literal"/"drop" an odd width is computed one column wider and its last column dropped; under
@@ -55,11 +70,8 @@ def column_names(d_model: int, layout: str, odd: str = "zero") -> list[str]:
     >>> column_names(5, "sin_cos", "literal")  # computed for 6 columns, the last one dropped
     ['0 sin ω0', '1 sin ω1', '2 sin ω2', '3 cos ω0', '4 cos ω1']
     """
-    if d_model % 2 and odd in ("literal", "drop"):
-        return column_names(d_model + 1, layout)[:-1]
-    n = d_model // 2
-    names = [""] * (2 * n) + ["zero"] * (d_model % 2)
-    for fn, columns in zip(("sin", "cos"), pair_columns(layout, n), strict=True):
+    names = ["zero"] * d_model
+    for fn, columns in zip(("sin", "cos"), function_columns(d_model, layout, odd), strict=True):
         for i, column in enumerate(columns.tolist()):
             names[column] = f"{fn} ω{i}"
     return [f"{dim} {name}" for dim, name in enumerate(names)]

@@ -200,3 +200,40 @@ def test_the_dot_products_count_distinct_pairs_at_most_all_there_are(length: int
     assert f"up to {min(4096, 64 * (length - 1), length * (length - 1) // 2):,} distinct" in " ".join(
         report.notes
     )
+
+
+@pytest.mark.parametrize(
+    ("length", "options", "first", "count"),
+    [
+        (100, {"scale": 1000.0}, 66, 34),  # position · scale overflows float16 from 65.52
+        (70_000, {}, 65520, 4480),  # the position itself rounds to inf in float16
+    ],
+)
+def test_non_finite_encodings_fail_every_criterion_that_reads_values(
+    length: int, options: dict, first: int, count: int
+) -> None:
+    """The usual float16 code gives NaN rows where its angles overflow: bounded, unique, generalises and
+    shift_invariant fail naming the first such position (bounded passed with "max |PE| = 0", the NaN rows
+    passed over), and the report stays JSON (no NaN or infinite figure)."""
+    report = analysis.check(length, 16, dtype="float16", compute="dtype", **options)
+    by_name = {c.name: c for c in report.criteria}
+    bounded = by_name["bounded"]
+    assert not bounded.passed and bounded.figure is None
+    assert f"the encoding of position {first} holds a NaN" in bounded.detail
+    assert f"{count:,} of positions 0..{length - 1} hold a NaN or an infinity" in bounded.detail
+    assert not by_name["shift_invariant"].passed and by_name["shift_invariant"].figure is None
+    assert not by_name["generalises"].passed and by_name["generalises"].figure is None
+    assert not by_name["unique"].passed
+    assert by_name["consistent"].passed and by_name["deterministic"].passed  # bits compare, NaN or not
+    json.dumps(report.as_dict(), allow_nan=False)
+    assert "nan" not in report.as_text().replace("a NaN", "")
+
+
+def test_max_abs_is_nan_where_a_value_is() -> None:
+    from posenc.analysis._work import max_abs, nonfinite_rows
+
+    rows = np.zeros((5, 4), np.float16)
+    rows[3, 1] = np.nan
+    assert math.isnan(max_abs(rows))
+    rows[1, 0] = np.inf
+    assert nonfinite_rows(rows) == (2, 1)

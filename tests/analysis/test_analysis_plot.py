@@ -117,6 +117,83 @@ def test_the_figures_show_the_right_data() -> None:
 def test_collisions_marks_the_first_repeat() -> None:
     figure = plot.collisions(length=2100, d_model=64)
     assert {t.get_text() for t in figure.axes[0].texts} >= {"257", "2049"}
+    assert "rounding once keeps every position apart, computing angles in the dtype does not" in (
+        figure._suptitle.get_text()
+    )
+
+
+def test_the_collisions_title_says_what_its_data_shows() -> None:
+    """The title was one fixed sentence: false where the usual code repeats nothing (float32 over 4096
+    positions) or where rounding once repeats too (bfloat16 at d_model 4 from 84830); the error axis starts
+    below the smallest error drawn (posenc's float32 2**-25 was under its floor of 1e-5)."""
+    figure = plot.collisions(length=4096, dtypes=["float32"])
+    title = figure._suptitle.get_text()
+    assert "float32, angles in float32: no repeat, rounded once: no repeat (positions 0..4095)" in title
+    assert "keeps every position apart" not in title
+    bottom = figure.axes[1].get_ylim()[0]
+    drawn = np.concatenate([line.get_ydata() for line in figure.axes[1].get_lines()])
+    assert 0 < bottom < drawn[drawn > 0].min()
+    firsts = {("bfloat16", "angles in bfloat16"): 7, ("bfloat16", "posenc, rounded once"): 84830}
+    assert plot._collisions_verdict(firsts, 100_000) == (
+        "bfloat16, angles in bfloat16: repeats from 7, rounded once: repeats from 84830 (positions 0..99999)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("layout", "odd", "sines", "cosines"),
+    [
+        ("sin_cos", "literal", 5, 4),
+        ("interleaved", "drop", 5, 4),
+        ("cos_sin", "literal", 4, 5),
+        ("sin_cos", "zero", 4, 4),
+    ],
+)
+def test_the_grouped_heatmap_of_an_odd_width_puts_each_column_under_its_label(
+    layout: str, odd: str, sines: int, cosines: int
+) -> None:
+    """d_model 9: under literal/drop one function of the fifth frequency is kept (the grouped view took
+    four pairs and called a cosine "the zero"); each drawn column is sin/cos(p ω_i) by the label's count."""
+    figure = plot.heatmap(length=20, d_model=9, layout=layout, odd=odd, dtype="float64")
+    ax = figure.axes[0]
+    shown = np.asarray(ax.images[0].get_array())
+    p = np.arange(20)[:, None]
+    h = 4.5 if odd == "literal" else (5 if odd == "drop" else 4)
+    omega = 10000.0 ** (-np.arange(5) / h)  # ω_i = base^(-2i/w), w the width the rule divides by
+    np.testing.assert_allclose(shown[:, :sines], np.sin(p * omega[:sines]), atol=1e-12)
+    np.testing.assert_allclose(shown[:, sines : sines + cosines], np.cos(p * omega[:cosines]), atol=1e-12)
+    label = ax.get_xlabel()
+    assert label.startswith(f"column: sin ω_i for i = 0 .. {sines - 1}, then cos ω_i")
+    assert (f"then cos ω_i for i = 0 .. {cosines - 1}" in label) == (sines != cosines)
+    assert label.endswith(", then the zero") == (odd == "zero")
+    if odd == "zero":
+        np.testing.assert_array_equal(shown[:, -1], 0)
+    ticks = dict(zip(ax.get_xticks().tolist(), [t.get_text() for t in ax.get_xticklabels()], strict=True))
+    assert ticks[sines] == r"cos $\omega_0$"
+
+
+def test_the_sinusoids_caption_is_the_formula_drawn() -> None:
+    """The caption gave 2i/d_model whatever the shift or the odd rule: sin(k ω_i), ω_i = base^(-2i/w)."""
+    for options, w in (
+        ({"shift": 1}, 510),
+        ({"d_model": 9}, 8),
+        ({"d_model": 9, "odd": "literal"}, 9),
+        ({}, 512),
+    ):
+        figure = plot.sinusoids(**options)
+        assert f"^(2i/{w}))" in figure._suptitle.get_text()
+        x, y = figure.axes[1].lines[0].get_data()  # k = 4
+        np.testing.assert_allclose(y, np.sin(4 * 10000.0 ** (-2 * x / w)), atol=1e-12)
+
+
+def test_the_similarity_title_holds_for_the_width_drawn() -> None:
+    """An odd width's lone sine column (odd="literal"/"drop") makes the similarity depend on p: the title
+    says so, and the measured curves from different p differ."""
+    even = plot.similarity(length=40, d_model=8)
+    assert "depends on the offset only" in even.axes[0].get_title()
+    lone = plot.similarity(length=40, d_model=9, odd="literal", references=(0, 1000))
+    assert "depends on the position too" in lone.axes[0].get_title()
+    first, second = (line.get_ydata() for line in lone.axes[0].lines[1:3])
+    assert np.abs(first - second).max() > 1e-3
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,18 @@ def test_check_json_failure(capsys: pytest.CaptureFixture[str]) -> None:
     assert (unique["passed"], unique["first_collision"], unique["equals"]) == (False, 84830, 7)
 
 
+def test_check_of_overflowing_usual_code_fails_in_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """The usual float16 code at scale 1000 overflows from position 66: every value-reading criterion
+    fails naming it, and --json writes a whole document (it stopped half-way at a NaN figure, exit 2)."""
+    args = ("check", "--dtype", "float16", "--compute", "dtype", "--scale", "1000", "--length", "100")
+    code, out, _ = run(capsys, *args, "--d-model", "16", "--json")
+    assert code == 1
+    report = json.loads(out)
+    bounded = {c["name"]: c for c in report["criteria"]}["bounded"]
+    assert (bounded["passed"], bounded["figure"]) == (False, None)
+    assert "the encoding of position 66 holds a NaN" in bounded["detail"]
+
+
 def test_check_posenc_bfloat16_stays_unique(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "check", "--dtype", "bfloat16", "--length", "4096")
     assert code == 0

@@ -590,6 +590,25 @@ def test_the_guides_numbers_are_the_explorers() -> None:
     assert "the positions running\nacross" in page  # matrixImage(length, width, (x, y) => values[x][y])
 
 
+def test_the_pages_notes_say_what_the_numbers_count() -> None:
+    """The collisions count is the positions repeating an earlier row (length less the distinct rows: 511
+    for bfloat16, d_model 4, 1024 positions; "equals another position's row" would count 704), and the
+    criteria start at 0 whatever the start (the help said "over the options' positions")."""
+    from posenc.analysis.encodings import naive_table
+
+    html = " ".join((Path(api.__file__).parent / "static" / "index.html").read_text(encoding="utf-8").split())
+    assert "whose row repeats an earlier position's row (the range's length less its distinct rows)" in html
+    assert "equals another position's row" not in html
+    rows = naive_table(1024, 4, dtype="bfloat16")
+    distinct = len(np.unique(rows.view(np.uint16), axis=0))
+    assert api.table({"length": "1024", "d_model": "4", "dtype": "bfloat16"})["collisions"]["usual"] == (
+        1024 - distinct
+    )
+    assert "over positions 0 .. length − 1" in html and "the start is not used" in html
+    moved = api.criteria({"length": "64", "d_model": "8", "start": "1000"})
+    assert moved == api.criteria({"length": "64", "d_model": "8"})
+
+
 def test_without_a_browser_explore_says_what_to_open(monkeypatch, capsys) -> None:
     import webbrowser
 

@@ -119,17 +119,33 @@ def fresh(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
 
 def max_abs(rows: Any) -> float:
     """max |value| over ``rows`` (any real dtype, or :class:`Rows`), chunk by chunk in float64; 0 for no
-    rows. A chunk holding a NaN is passed over (Python's max keeps the larger of the others)."""
+    rows, NaN where a value is NaN (never the largest of the others: a NaN row is not bounded)."""
     if isinstance(rows, Rows) and rows.stats is not None:
         row_max = rows.stats.max_abs[rows.lo : rows.hi]
         worst = 0.0
         for lo, hi in chunks(len(rows), rows.shape[1]):
-            worst = max(worst, float(row_max[lo:hi].max(initial=0.0)))
+            worst = float(np.maximum(worst, row_max[lo:hi].max(initial=0.0)))
         return worst
     worst = 0.0
     for lo, hi in chunks(len(rows), rows.shape[1] if rows.ndim == 2 else 1):
-        worst = max(worst, float(np.abs(rows[lo:hi].astype(np.float64)).max(initial=0.0)))
+        worst = float(np.maximum(worst, np.abs(rows[lo:hi].astype(np.float64)).max(initial=0.0)))
     return worst
+
+
+def nonfinite_rows(rows: Any) -> tuple[int, int | None]:
+    """How many rows of ``rows`` ``(L, d_model)`` (any real dtype, or :class:`Rows`) hold a NaN or an
+    infinity, and the index of the first (None for none); chunk by chunk."""
+    count, first = 0, None
+    for lo, hi in chunks(len(rows), rows.shape[1]):
+        if isinstance(rows, Rows) and rows.stats is not None:
+            bad = ~np.isfinite(rows.stats.max_abs[rows.lo + lo : rows.lo + hi])
+        else:
+            bad = ~np.isfinite(rows[lo:hi].astype(np.float64)).all(axis=1)
+        hits = np.flatnonzero(bad)
+        if len(hits) and first is None:
+            first = lo + int(hits[0])
+        count += len(hits)
+    return count, first
 
 
 def row_norms(rows: Any) -> np.ndarray:

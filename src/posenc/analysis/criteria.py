@@ -23,7 +23,7 @@ import numpy as np
 from .. import validation
 from ..core import table
 from ..core.options import frequency_options
-from ._work import chunks, max_abs, row_norms
+from ._work import chunks, max_abs, nonfinite_rows, row_norms
 from .collisions import collisions, first_repeat
 from .hashes import bits
 from .margin import closest_pair
@@ -142,6 +142,9 @@ def unique(e: Evidence) -> Finding:
             f"{found.distinct:,} distinct encodings for {length:,} positions"
         )
         return Finding(False, 0.0, detail, data, 0.0)
+    broken = _not_finite(e, 0, length)
+    if broken is not None:
+        return Finding(False, None, f"{broken}: such an encoding is at no distance from any other", data, 0.0)
     rows = e.rows[:length]
     if e.compute == "exact":
         eps = row_error_bound(e.options["dtype"], e.d_model, e.options["odd"])
@@ -186,19 +189,21 @@ def generalises(e: Evidence) -> Finding:
     """Positions L .. 2L - 1 are bounded, distinct from all before them, and their dot products follow the
     closed form; the figure is the dot-product deviation there."""
     length, tolerance = e.length, e.dot_tolerance
+    broken = _not_finite(e, length, 2 * length)
     top = max_abs(e.rows[length:])
     found = first_repeat(e.hashes, e.build, 0, limit=2 * length, after=length)
     deviation, pairs = _dot_deviation(e, length, 2 * length)
-    passed = top <= 1.0 and found.first is None and deviation <= tolerance
     where = f"positions {length}..{2 * length - 1}"
     problems = []
-    if top > 1.0:
+    if broken is not None:
+        problems.append(broken)
+    elif top > 1.0:
         problems.append(f"max |PE| = {top:.6g} > 1")
     if found.first is not None:
         problems.append(f"position {found.first} has the encoding of position {found.earlier}")
-    if deviation > tolerance:
+    if broken is None and deviation > tolerance:
         problems.append(f"dot products off the closed form by {deviation:.3g} (tolerance {tolerance:.3g})")
-    if passed:
+    if not problems:
         detail = (
             f"{where}, beyond this length: bounded by 1, distinct from each other and from "
             f"0..{length - 1}, dot products within {deviation:.3g} of Σ cos(k ω_i) ({pairs:,} "
@@ -206,13 +211,17 @@ def generalises(e: Evidence) -> Finding:
         )
     else:
         detail = f"{where}, beyond this length: " + "; ".join(problems)
-    data = {"first_collision": found.first, "equals": found.earlier, "max_abs": top}
-    return Finding(passed, deviation, detail, data, tolerance)
+    finite = broken is None
+    data = {"first_collision": found.first, "equals": found.earlier, "max_abs": top if finite else None}
+    return Finding(not problems, deviation if finite else None, detail, data, tolerance)
 
 
 def bounded(e: Evidence) -> Finding:
     """max |PE| ≤ 1 over positions 0 .. L - 1; the figure is max |PE|."""
     rows = e.rows[: e.length]
+    broken = _not_finite(e, 0, e.length)
+    if broken is not None:
+        return Finding(False, None, broken, {"max_norm": None}, 1.0)
     top = max_abs(rows)
     norms = row_norms(rows)
     exactly = "" if e.lone_sine else "exactly "
@@ -240,12 +249,15 @@ def shift_invariant(e: Evidence) -> Finding:
     """PE(p)·PE(p+k) = Σ_i cos(k ω_i) on sampled pairs in 0 .. L - 1; the figure is the largest deviation."""
     tolerance = e.dot_tolerance
     deviation, pairs = _dot_deviation(e, 0, e.length)
+    data = {"tolerance": tolerance, "pairs": pairs}
+    broken = _not_finite(e, 0, e.length)
+    if broken is not None:
+        return Finding(False, None, f"{broken}: its dot products are no numbers", data, tolerance)
     detail = (
         f"PE(p)·PE(p+k) differs from Σ cos(k ω_i) by at most {deviation:.3g} over {pairs:,} sampled "
         f"pair{'' if pairs == 1 else 's'} in 0..{e.length - 1} (tolerance {tolerance:.3g}, the bound for "
         f"{e.dtype_name} rounding)"
     )
-    data = {"tolerance": tolerance, "pairs": pairs}
     return Finding(deviation <= tolerance, deviation, detail, data, tolerance)
 
 
@@ -279,7 +291,8 @@ CRITERIA: tuple[Definition, ...] = (
     Definition(
         "bounded",
         "bounded values",
-        "max |PE| over positions 0 .. L - 1; figure: that maximum",
+        "max |PE| over positions 0 .. L - 1; figure: that maximum (none where a value is a NaN or an "
+        "infinity, which fails this criterion and every one that measures values)",
         "at most 1",
         bounded,
     ),
@@ -326,6 +339,21 @@ def _dot_deviation(e: Evidence, lo: int, hi: int) -> tuple[float, int]:
     expected = closed_form_dot_product(offsets, e.d_model, **e.frequency_options)
     expected = np.repeat(expected, [len(s) for s in starts])
     return float(np.abs(measured - expected).max()), len(p)
+
+
+def _not_finite(e: Evidence, lo: int, hi: int) -> str | None:
+    """None where the encodings of positions lo .. hi - 1 are all finite; else a sentence naming the first
+    that holds a NaN or an infinity, and how many do."""
+    count, first = nonfinite_rows(e.rows[lo:hi])
+    if first is None:
+        return None
+    row = e.rows[lo + first : lo + first + 1].astype(np.float64)
+    what = "a NaN" if np.isnan(row).any() else "an infinity"
+    cause = f" (computed in {e.dtype_name}, its angles overflow)" if e.compute == "dtype" else ""
+    return (
+        f"the encoding of position {lo + first} holds {what}{cause}; {count:,} of positions {lo}..{hi - 1} "
+        "hold a NaN or an infinity"
+    )
 
 
 def _naive_error(e: Evidence, rows: np.ndarray) -> float:

@@ -39,7 +39,7 @@ from ..core import encode, frequencies, table
 from ..core.isolated import isolated
 from ..core.options import frequency_options, takes_options
 from ..defaults import ODD, SCALE
-from ..layouts import pair_columns
+from ..layouts import function_columns, pair_columns
 from .encodings import naive_table
 from .figures import load_matplotlib, new_figure
 from .hashes import repeated_rows
@@ -113,12 +113,12 @@ def heatmap(
         raise ValueError(f"view must be one of {', '.join(map(repr, HEATMAP_VIEWS))}; got {view!r}")
     _figure_size(length, d_model)
     values = table(length, d_model, start=start, **options)
-    n = int(d_model) // 2
     if view == "grouped":
-        sin_columns, cos_columns = pair_columns(options["layout"], n)
+        sin_columns, cos_columns = function_columns(d_model, options["layout"], options["odd"])
         rest = np.setdiff1d(np.arange(d_model), np.concatenate([sin_columns, cos_columns]))  # an odd zero
         values = values[:, np.concatenate([sin_columns, cos_columns, rest]).astype(np.intp)]
-        xlabel = f"column: sin ω_i for i = 0 .. {n - 1}, then cos ω_i" + (
+        fewer = f" for i = 0 .. {len(cos_columns) - 1}" if len(cos_columns) != len(sin_columns) else ""
+        xlabel = f"column: sin ω_i for i = 0 .. {len(sin_columns) - 1}, then cos ω_i{fewer}" + (
             ", then the zero" if len(rest) else ""
         )
     else:
@@ -137,14 +137,15 @@ def heatmap(
     )
     figure.colorbar(image, ax=ax, label="PE(pos, j)")
     if view == "grouped":
-        ax.axvline(n - 0.5, color="black", linewidth=0.8)
+        sines, cosines = len(sin_columns), len(cos_columns)
+        ax.axvline(sines - 0.5, color="black", linewidth=0.8)
         ax.set_xticks(
-            [0, n // 2, n, n + n // 2],
+            [0, sines // 2, sines, sines + cosines // 2],
             [
                 r"sin $\omega_0$",
-                rf"sin $\omega_{{{n // 2}}}$",
+                rf"sin $\omega_{{{sines // 2}}}$",
                 r"cos $\omega_0$",
-                rf"cos $\omega_{{{n // 2}}}$",
+                rf"cos $\omega_{{{cosines // 2}}}$",
             ],
         )
     ax.set_xlabel(xlabel)
@@ -234,7 +235,7 @@ def sinusoids(
     count = len(frequencies(d_model, **options))
     dims = min(100, count) if dims is None else validation.integer("dims", dims, minimum=1)
     if dims > count:
-        raise ValueError(f"dims must be <= d_model // 2 = {count} (one per frequency); got {dims}")
+        raise ValueError(f"dims must be <= {count}, the number of frequencies (one each); got {dims}")
     positions = _panels("positions", positions)
     if not positions:
         raise ValueError("positions must name at least one position; got an empty sequence")
@@ -250,11 +251,18 @@ def sinusoids(
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(r"PE(k, 2i) = sin(k $\omega_i$)")
     figure.suptitle(
-        f"sin({_times(options['scale'])}k / {options['base']:g}^(2i/{d_model})) for i = 0..{dims - 1}: "
+        f"sin({_times(options['scale'])}k / {options['base']:g}^(2i/{_exponent_width(d_model, options):g})) "
+        f"for i = 0..{dims - 1}: "
         "every position draws its own curve",
         fontsize=11,
     )
     return figure
+
+
+def _exponent_width(d_model: int, options: dict[str, Any]) -> float:
+    """w in ω_i = base^(-2i / w): d_model for the paper's even width, less twice the shift, and the width
+    an odd d_model's rule divides by (:func:`posenc.validation.plan`)."""
+    return validation.plan(d_model, options["odd"])[1] - 2 * options["shift"]
 
 
 #: ``waves``: points drawn per turn of the fastest wave shown (a smooth curve: no aliasing, no corners).
@@ -357,11 +365,11 @@ def similarity(
     offsets = np.arange(length + 1)
     n = int(d_model) // 2
     closed = closed_form_dot_product(offsets, d_model, **frequency_options(options)) / n
+    lone = validation.plan(d_model, options["odd"])[0] > n  # an odd width's last column: a sine alone
     figure = new_figure(8, 5)
     ax = figure.add_subplot()
-    ax.plot(
-        offsets, closed, color="black", linewidth=1.8, label=r"closed form $\Sigma_i \cos(k\,\omega_i)$ / n"
-    )
+    label = r"closed form $\Sigma_i \cos(k\,\omega_i)$ / n" + (" (the n full pairs)" if lone else "")
+    ax.plot(offsets, closed, color="black", linewidth=1.8, label=label)
     markers = ("o", "s", "^", "D", "v")
     every = max(1, length // 48)
     for index, p in enumerate(references):
@@ -380,7 +388,12 @@ def similarity(
     ax.axhline(0.0, color="grey", linewidth=0.8)
     ax.set_xlabel("offset k (positions apart)")
     ax.set_ylabel("cosine similarity of PE(p) and PE(p + k)")
-    _title(ax, f"Similarity depends on the offset only, not on the position (d_model = {d_model})", options)
+    claim = (
+        "Similarity depends on the position too: an odd width's lone sine column"
+        if lone
+        else "Similarity depends on the offset only, not on the position"
+    )
+    _title(ax, f"{claim} (d_model = {d_model})", options)
     ax.legend(fontsize=9)
     ax.grid(alpha=0.3)
     return figure
@@ -413,6 +426,8 @@ def collisions(
     positions = np.arange(length)
     bins = np.unique(np.geomspace(1, length - 1, 160).astype(np.int64))  # positions 0 .. length - 1
     colours = {"float16": "tab:blue", "bfloat16": "tab:red", "float32": "tab:green", "float64": "tab:purple"}
+    firsts: dict[tuple[str, str], int | None] = {}  # (dtype, way) -> the first position repeating one
+    smallest = 1e-5  # the error axis starts here, or below the smallest error drawn
     for name in names:
         colour = colours.get(name, "black")
         for how, build, style in (
@@ -423,8 +438,8 @@ def collisions(
             repeats = repeated_rows(rows)
             label = f"{name}: {how}"
             left.plot(positions[1:], np.cumsum(repeats)[1:], style, color=colour, label=label, linewidth=1.6)
-            if repeats.any():
-                first = int(np.argmax(repeats))
+            first = firsts[name, how] = int(np.argmax(repeats)) if repeats.any() else None
+            if first is not None:
                 left.annotate(
                     f"{first}",
                     (first, 0),
@@ -438,6 +453,8 @@ def collisions(
             error = np.abs(rows.astype(np.float64) - exact).max(axis=1)
             peaks = np.maximum.reduceat(error, bins)  # the largest error from each bin's first position on
             right.plot(bins, peaks, style, color=colour, label=label, linewidth=1.4)
+            if (peaks > 0).any():
+                smallest = min(smallest, float(peaks[peaks > 0].min()) / 2)
     left.set_xscale("log")
     left.set_yscale("symlog", linthresh=1)
     left.set_ylim(bottom=0)
@@ -448,17 +465,33 @@ def collisions(
     left.grid(alpha=0.3)
     right.set_xscale("log")
     right.set_yscale("log")
-    right.set_ylim(bottom=1e-5)
+    right.set_ylim(bottom=smallest)
     right.set_xlabel("position")
     right.set_ylabel("largest |error| of a value")
     right.set_title("Error against the exact encoding", fontsize=10)
     right.grid(alpha=0.3)
-    figure.suptitle(
-        f"Low precision, d_model = {d_model}: rounding once keeps every position apart, computing angles in "
-        "the dtype does not",
-        fontsize=11,
-    )
+    figure.suptitle(f"Low precision, d_model = {d_model}: {_collisions_verdict(firsts, length)}", fontsize=11)
     return figure
+
+
+def _collisions_verdict(firsts: dict[tuple[str, str], int | None], length: int) -> str:
+    """What the collisions figure shows, in words: ``firsts[dtype, way]`` is the first position whose
+    encoding repeats an earlier one (None: none in 0 .. length - 1), the usual code's way first."""
+    usual = {name: first for (name, how), first in firsts.items() if how.startswith("angles")}
+    once = {name: first for (name, how), first in firsts.items() if not how.startswith("angles")}
+    if all(v is not None for v in usual.values()) and all(v is None for v in once.values()):
+        return "rounding once keeps every position apart, computing angles in the dtype does not"
+
+    def repeats(first: int | None) -> str:
+        return "no repeat" if first is None else f"repeats from {first}"
+
+    return (
+        "; ".join(
+            f"{name}, angles in {name}: {repeats(usual[name])}, rounded once: {repeats(once[name])}"
+            for name in usual
+        )
+        + f" (positions 0..{length - 1})"
+    )
 
 
 #: The figures by the names ``posenc plot`` gives them: kind -> drawing function (keyword options only).

@@ -339,8 +339,9 @@ def rope_error(**options: Any) -> Figure:
     Float32 angles (the usual code) lose accuracy as the angle p·θ_i grows, up to ~1e-2 near 131072 for
     θ_0 = 1; a bfloat16 cache starts at bfloat16's rounding (~2**-9) and keeps it; an inv_freq in bfloat16
     is off by ~2**-9 of every angle, so its values are wrong (error ~1, the most a cos can be off by is 2)
-    past a few hundred positions; posenc's float32 values are the exact ones rounded once, below 2**-24
-    everywhere. Dotted lines mark 2**-24 and 2**-9, the unit roundoffs of float32 and bfloat16.
+    past a few hundred positions; posenc's float32 values are the exact ones rounded once, at most 2**-25
+    everywhere. Dotted lines mark 2**-25 and 2**-9, half an ulp of float32 and of bfloat16 in [1/2, 1): the
+    most rounding to them moves a cos/sin (the unit roundoffs are 2**-24 and 2**-8, relative).
 
     >>> figure = rope_error(length=4096, bands=20)
     >>> [round(x) for x in figure.get_size_inches()], len(figure.axes[0].get_lines())
@@ -362,8 +363,8 @@ def rope_error(**options: Any) -> Figure:
         width = 2.0 if name == "posenc float32" else 1.5
         ax.plot(x, error, color=_COLOURS[name], linewidth=width, label=labels[name])
     for level, text, above in (
-        (2.0**-24, "2⁻²⁴ (float32 unit roundoff)", True),
-        (2.0**-9, "2⁻⁹ (bfloat16 unit roundoff)", False),
+        (2.0**-25, "2⁻²⁵ (half an ulp of float32 in [½, 1): its largest rounding of a cos/sin)", False),
+        (2.0**-9, "2⁻⁹ (half an ulp of bfloat16 in [½, 1))", False),
     ):
         ax.axhline(level, color="grey", linewidth=0.8, linestyle=":")
         ax.text(

@@ -831,10 +831,10 @@
     const largest = Math.max(...worst.filter(Number.isFinite));
     const positive = worst.every((v) => v > 0);
     linePlot(canvas, {
-      series: [{ name: largest === 0 ? "largest |error|: 0 in every band (bit-exact)" : "largest |error| in the band",
+      series: [{ name: largest === 0 ? "0 in every band: posenc's values, bit for bit" : "largest |difference| in the band",
         xs, ys, color: "#d62728", width: 2 }],
       xLabel: "position",
-      yLabel: "largest |error|",
+      yLabel: "largest |difference| from posenc",
       logY: positive,
       yRange: largest === 0 ? [-0.1, 1] : null,
     });

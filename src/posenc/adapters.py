@@ -17,6 +17,7 @@ import numpy as np
 
 from . import layouts
 from .core import Options
+from .errors import PosencTypeError
 from .portable.backend import Backend
 
 #: Why an input that requires a gradient is refused where posenc defines no derivative (the rotary cos/sin,
@@ -119,12 +120,17 @@ def positions_and_offset(
         positions = arange()
     else:
         if str(positions.dtype) in ("bool", "torch.bool"):
-            raise TypeError(
-                "positions must be integers or real numbers, not booleans; "
-                "to turn a mask into positions use posenc.positions.from_attention_mask"
+            raise PosencTypeError(
+                f"positions must be integers or real numbers, not booleans; got a bool array of shape "
+                f"{tuple(positions.shape)}; to turn a mask into positions use "
+                "posenc.positions.from_attention_mask",
+                parameter="positions",
             )
         if not (ops.is_floating(positions.dtype) or ops.is_integer(positions.dtype)):
-            raise TypeError(f"positions must be integers or real numbers; got dtype {positions.dtype}")
+            raise PosencTypeError(
+                f"positions must be integers or real numbers; got dtype {positions.dtype}",
+                parameter="positions",
+            )
         shapes = [(seq,), (*batch_shape, seq)]
         # told apart by rank, then compared with the sizes of x they must equal: comparing (batch, seq) with
         # (seq,) would ask batch == seq, a guard that ties the two under torch.export with a dynamic length

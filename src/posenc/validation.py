@@ -335,10 +335,16 @@ def positions(value: Any) -> np.ndarray:
         kind = "i"
     if kind == "b":
         raise PosencTypeError(
-            "positions must be integers or real numbers, not booleans; "
+            f"positions must be integers or real numbers, not booleans; got {shorten(value)}; "
             "to turn a mask into positions use posenc.positions",
             parameter="positions",
         )
+    if kind not in "iuf" and array.dtype.type.__module__.startswith("ml_dtypes"):
+        # bfloat16, float8/6/4 and int4 arrays (ml_dtypes' own kind "V"): every value is a float32 (an
+        # int64), so the conversion is exact
+        narrow = "int" in array.dtype.name
+        array = array.astype(np.int64 if narrow else np.float32)
+        kind = array.dtype.kind
     if kind not in "iuf":
         raise PosencTypeError(
             f"positions must be integers or real numbers; got dtype {array.dtype} ({shorten(value)})",

@@ -236,8 +236,32 @@ def test_first_position_past_each_threshold_is_refined_between_samples() -> None
     m = report.measurement
     assert not set(steps.values()) & set(m.positions.tolist())  # none of the steps was itself sampled
     assert m.first_over == steps and all(m.first_over_refined.values())
-    assert "> 0.1: 200,007 (every position from the last sampled" in " ".join(report.as_text().split())
+    text = " ".join(report.as_text().split())
     assert report.as_dict()["first_over"] == {"0.001": 5001, "0.01": 40003, "0.1": 200007}
+    # 5,001 was checked from position 0 on: the first; the others from the last sample under them only
+    froms = report.as_dict()["first_over_from"]
+    assert froms["0.001"] is None and 32_768 < froms["0.01"] < 40_003 and 131_072 < froms["0.1"] < 200_007
+    assert f"> 0.001: 5,001; > 0.01: 40,003 (checked from {froms['0.01']:,});" in text
+    assert "a position alone: every one from 0 up to it checked" in text
+    assert "an unsampled one before a may pass it too (the error is not monotonic)" in text
+
+
+def test_a_first_position_checked_from_a_sample_is_not_called_the_first() -> None:
+    """The error is not monotonic: a bump before the last sampled position under the threshold is missed by
+    the gap's check, so the position given is "checked from" that sample, never "the first" plainly."""
+    bump, step = 50_001, 90_007
+
+    def bumped(positions: np.ndarray) -> np.ndarray:
+        out = posenc.encode(positions, D).astype(np.float64)
+        out[(positions == bump) | (positions >= step), 0] += 0.5
+        return out.astype(np.float32)
+
+    report = audit(bumped, positions=100_000, samples=SAMPLES, preset="paper")
+    m = report.measurement
+    assert bump not in m.positions.tolist() and m.first_over[0.1] == step
+    assert m.first_over_from[0.1] > bump  # the check began past the bump it could not see
+    text = " ".join(report.as_text().split())
+    assert f"> 0.1: {step:,} (checked from {m.first_over_from[0.1]:,})" in text
 
 
 def test_first_position_past_a_threshold_beyond_the_refine_budget_is_marked_unrefined() -> None:
@@ -253,7 +277,7 @@ def test_first_position_past_a_threshold_beyond_the_refine_budget_is_marked_unre
     assert m.first_over[0.1] > start and m.first_over_refined == {1e-3: False, 1e-2: False, 0.1: False}
     assert m.first_over[0.1] == m.positions[np.searchsorted(m.positions, start)]  # the next sample
     text = " ".join(report.as_text().split())
-    assert f"> 0.1: {m.first_over[0.1]:,} (sampled) (every position from" in text
+    assert f"> 0.1: {m.first_over[0.1]:,} (sampled) (" in text
     assert "(sampled): the first sampled one, its gap over 65,536 positions left unchecked" in text
 
 

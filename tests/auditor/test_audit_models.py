@@ -602,3 +602,26 @@ def test_a_folder_refuses_what_it_would_not_check_or_could_not_bound(tmp_path: P
             posenc.audit(folder, samples=S)
     with pytest.raises(ValueError, match="samples must be <= 2\\*\\*14"):
         posenc.audit(posenc.table(64, 8), samples=2**14 + 1)
+
+
+@pytest.mark.parametrize("length", [64, 2048])
+def test_a_dynamic_rotary_is_judged_from_the_state_it_was_given_at_every_call(length: int) -> None:
+    """Hugging Face's "dynamic" keeps the longest length it was called with: the audit's own probes (far
+    positions) grew it, and the positions 0 .. max_position_embeddings - 1 measured next were computed with
+    those grown frequencies, so even posenc's exact module was "not what posenc reads it as … an unknown
+    formula" below 256 positions. Every call now starts from the module's state as given."""
+    config = T.LlamaConfig(
+        vocab_size=101,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        max_position_embeddings=length,
+        rope_scaling={"rope_type": "dynamic", "factor": 2.0},
+    )
+    model = T.LlamaForCausalLM(config).eval()
+    before = posenc.audit(model)
+    assert before.components[0].report is not None, before.as_text()  # judged, not "an unknown formula"
+    assert before.components[0].report.max_abs < 1e-4
+    pt.patch(model)
+    assert posenc.audit(model).passed

@@ -154,3 +154,62 @@ def test_an_unknown_preset_argument_lists_the_valid_ones_not_a_private_function(
     with pytest.raises(TypeError, match=r"'fairseq' takes no parameter 'padding'.*padding_idx=None") as error:
         presets.get("fairseq", padding=1)
     assert "_fairseq" not in str(error.value)
+
+
+def test_narrow_ml_dtypes_positions_are_converted_exactly_in_the_core():
+    """NumPy arrays of bfloat16, float8, float4 and int4 (ml_dtypes' own kind, not "f") were refused by the
+    core ("got dtype bfloat16") where torch and JAX convert them; every value is a float32 (an int64)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float4_e2m1fn"):
+        positions = np.array([0.5, 1.5, 3, -6], getattr(ml_dtypes, name))
+        np.testing.assert_array_equal(
+            posenc.encode(positions, 8), posenc.encode([0.5, 1.5, 3.0, -6.0], 8), err_msg=name
+        )
+    np.testing.assert_array_equal(
+        posenc.encode(np.array([1, -7], ml_dtypes.int4), 8), posenc.encode([1, -7], 8)
+    )
+
+
+def test_position_and_rotary_checks_are_posenc_errors_naming_the_argument():
+    """The position and rotary checks raise PosencErrors whose parameter names the argument (these raised
+    plain ValueError/TypeError), and boolean positions show the value received."""
+    import posenc.rope as rope
+    from posenc.errors import PosencError
+
+    yarn = {"rope_type": "yarn", "factor": 1e6, "original_max_position_embeddings": 1024}
+    params = rope.config(
+        {
+            "hidden_size": 64,
+            "num_attention_heads": 1,
+            "max_position_embeddings": 4096,
+            "rope_scaling": {**yarn, "mscale": 1e4, "mscale_all_dim": 1e-6},
+        }
+    )
+    cases = [
+        (lambda: rope.cos_sin(np.arange(3)[None], params), "params"),
+        (lambda: pt.encode(torch.tensor([True]), 8), "positions"),
+        (
+            lambda: pt.SinusoidalPositionalEncoding(8)(torch.zeros(2, 1, 8), torch.tensor([2.0**31, 0.0])),
+            "positions",
+        ),
+        (lambda: pt.encode(torch.tensor([1.0 + 0j]), 8), "positions"),
+    ]
+    for call, parameter in cases:
+        with pytest.raises(PosencError) as caught:
+            call()
+        assert caught.value.parameter == parameter, caught.value
+    with pytest.raises(PosencError, match=r"not booleans; got array\(\[ True, False\]\)"):
+        posenc.encode(np.array([True, False]), 8)
+    with pytest.raises(PosencError, match=r"not booleans; got a bool tensor of shape \(1,\)"):
+        pt.encode(torch.tensor([True]), 8)
+
+
+def test_a_read_only_or_strided_out_is_refused_with_a_fix_that_works():
+    """np.ascontiguousarray(out) was the advice: a read-only array stays read-only, and a strided one's
+    copy would receive the rows instead of the caller's array."""
+    read_only = np.empty((5, 8), np.float32)
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match=r"out must be a writeable array; got a read-only one; allocate it"):
+        posenc.table(5, 8, out=read_only)
+    with pytest.raises(ValueError, match=r"out must be a C-contiguous array .* got a strided one"):
+        posenc.table(5, 8, out=np.empty((8, 5), np.float32).T)

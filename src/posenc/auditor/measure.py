@@ -71,7 +71,9 @@ class Measurement:
     each row (``row_errors``; inf for a row holding NaN/inf), ``first_over`` {threshold: position or None},
     ``first_repeat`` (position, earlier position) or None, ``exact_repeat`` likewise for posenc's values;
     ``first_over_refined`` {threshold: whether every position between the last sampled one under it and
-    ``first_over`` was checked, so ``first_over`` is the true first position past it there}."""
+    ``first_over`` was checked, so ``first_over`` is the true first position past it there};
+    ``first_over_from`` {threshold: the position that check began at, where it is not the first position
+    measured (then a position before it, unsampled, may pass the threshold too)}."""
 
     bands: list[Band]
     positions: np.ndarray
@@ -81,6 +83,7 @@ class Measurement:
     exact_repeat: tuple[int, int] | None
     values: np.ndarray
     first_over_refined: dict[float, bool] = dataclasses.field(default_factory=dict)
+    first_over_from: dict[float, int] = dataclasses.field(default_factory=dict)
 
 
 def ulps(difference: np.ndarray, exact: np.ndarray, dtype: str) -> np.ndarray:
@@ -145,7 +148,7 @@ def measure(target: Target, variant: Variant, dtype: str, span: tuple[int, int],
     values = np.concatenate(kept_v) if kept_v else np.zeros((0, width))
     errors = np.concatenate(kept_e) if kept_e else np.zeros(0)
     exact_hashes = np.concatenate(kept_h) if kept_h else np.zeros((0, 2), np.uint64)
-    first_over, refined = {}, {}
+    first_over, refined, checked_from = {}, {}, {}
     for threshold in THRESHOLDS:
         over = np.flatnonzero(errors > threshold)
         if not len(over):
@@ -157,8 +160,12 @@ def measure(target: Target, variant: Variant, dtype: str, span: tuple[int, int],
         first_over[threshold], refined[threshold] = _refine(
             target, variant, dtype, width, threshold, after, first
         )
+        if refined[threshold] and after > span[0]:
+            checked_from[threshold] = after
     repeat, exact_repeat = _first_repeat(positions, values), _first_repeat(positions, None, exact_hashes)
-    return Measurement(bands, positions, errors, first_over, repeat, exact_repeat, values, refined)
+    return Measurement(
+        bands, positions, errors, first_over, repeat, exact_repeat, values, refined, checked_from
+    )
 
 
 def _errors(values: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -954,7 +954,7 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
 
     from .. import rope
     from ..torch import axial, computed, grid_rope, length_rope, su_rope
-    from ..torch.patching import original_of
+    from ..torch.patching import kept_state, original_of
     from . import audit
 
     states = getattr(torch, dtype or "float32")  # the hidden states' dtype: what its cos/sin are cast to
@@ -1020,7 +1020,7 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
         plain = dataclasses.replace(params, mrope_section=None, mrope_interleaved=False)
 
         def text(ids: Any) -> Any:
-            with torch.no_grad():
+            with torch.no_grad(), kept_state(module):  # each call from the state it was given
                 return module(torch.zeros(1, dtype=states), torch.as_tensor(ids)[None, None].expand(3, 1, -1))
 
         note = "M-RoPE at text positions (the three axes equal)"
@@ -1050,7 +1050,7 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
                 continue
 
         def cos_sin(ids: Any, layer_type: str = layer_type, half: int = params.n_frequencies) -> Any:
-            with torch.no_grad():
+            with torch.no_grad(), kept_state(module):  # each call from the state it was given
                 out = module(torch.zeros(1, dtype=states), torch.as_tensor(ids)[None], layer_type)
             cos, sin = (out.real, out.imag) if isinstance(out, torch.Tensor) and out.is_complex() else out
             if cos.shape[-1] == half:  # one column per frequency (DeepSeek-V4's): the halves repeat them

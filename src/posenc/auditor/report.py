@@ -165,6 +165,7 @@ class AuditReport:
             "bands": [b.as_dict() for b in self.bands],
             "first_over": {f"{t:g}": p for t, p in m.first_over.items()},
             "first_over_refined": {f"{t:g}": m.first_over_refined.get(t, False) for t in m.first_over},
+            "first_over_from": {f"{t:g}": m.first_over_from.get(t) for t in m.first_over},
             "first_repeat": m.first_repeat,
             "exact_first_repeat": m.exact_repeat,
             "max_abs": _plain(self.max_abs),
@@ -245,15 +246,27 @@ class AuditReport:
         def first(threshold: float, position: int | None) -> str:
             if position is None:
                 return "-"
-            return f"{position:,}" + ("" if m.first_over_refined.get(threshold) else " (sampled)")
+            if not m.first_over_refined.get(threshold):
+                return f"{position:,} (sampled)"
+            start = m.first_over_from.get(threshold)
+            return f"{position:,}" + ("" if start is None else f" (checked from {start:,})")
 
         over = "; ".join(f"> {t:g}: {first(t, p)}" for t, p in m.first_over.items())
-        how = "every position from the last sampled one under the threshold (from 0 within 32,768) checked"
-        if not all(m.first_over_refined.get(t, True) for t, p in m.first_over.items() if p is not None):
-            how += (
-                f"; (sampled): the first sampled one, its gap over {REFINE_ROWS:,} positions left unchecked"
+        found = [t for t, p in m.first_over.items() if p is not None]
+        how = []
+        if any(m.first_over_refined.get(t) and t not in m.first_over_from for t in found):
+            how.append(f"a position alone: every one from {int(m.positions[0]):,} up to it checked")
+        if m.first_over_from:
+            how.append(
+                "checked from a: every one from a, the last sampled one under the threshold, up to it; an "
+                "unsampled one before a may pass it too (the error is not monotonic)"
             )
-        lines += ["", *wrapped(f"first position with error {over} ({how})")]
+        if not all(m.first_over_refined.get(t, True) for t in found):
+            how.append(
+                f"(sampled): the first sampled one, its gap over {REFINE_ROWS:,} positions left unchecked"
+            )
+        said = f" ({'; '.join(how)})" if how else ""
+        lines += ["", *wrapped(f"first position with error {over}{said}")]
         repeat = m.first_repeat
         lines += wrapped(
             "first repeated row: "

@@ -713,6 +713,8 @@ def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
     the stored frequencies: what the module's arithmetic adds is then not seen, and the note says so)."""
     import torch
 
+    from ..torch.patching import kept_state
+
     torch_dtype = getattr(torch, dtype)
     x = torch.zeros(1, 1, dtype=torch_dtype)
     theta = values_of(inv_freq, f"rotary module {name}: its inv_freq is")[0].reshape(-1)
@@ -722,8 +724,11 @@ def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
     form: dict[str, str] = {}  # what the forward returned: "complex" or "half_width", and the parts' dtype
 
     def by_ids(positions: np.ndarray) -> np.ndarray:
+        # each call from the module's state as it was given (Hugging Face's "dynamic" keeps the longest
+        # length it was called with, and an earlier probe's would change the next call's frequencies)
         with (
             torch.no_grad(),
+            kept_state(module),
             target_code(f"calling its forward(x, position_ids) on {len(positions)} positions"),
         ):
             output = module(x, torch.from_numpy(positions)[None])
@@ -738,7 +743,7 @@ def _rotary_module(module: Any, inv_freq: Any, dtype: str, name: str) -> Target:
         return rows
 
     def first_rows(length: int) -> np.ndarray:
-        with torch.no_grad(), target_code(f"calling its forward(x, seq_len={length})"):
+        with torch.no_grad(), kept_state(module), target_code(f"calling its forward(x, seq_len={length})"):
             output = module(x, seq_len=length)
         return _rows(_pair_values(output, f"rotary module {name} returned"), length)
 

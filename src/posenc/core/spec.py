@@ -239,6 +239,14 @@ def output(shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None) -> n
             f"out must have shape {shape} and dtype {dtype.name}; got shape {out.shape} and dtype "
             f"{out.dtype.name}; allocate it with np.empty({shape}, {dtype.name!r})"
         )
-    if not out.flags.c_contiguous or not out.flags.writeable:
-        raise ValueError("out must be a writeable C-contiguous array; pass np.ascontiguousarray(out)")
+    if not out.flags.writeable:
+        raise ValueError(
+            f"out must be a writeable array; got a read-only one; allocate it with np.empty({shape}, "
+            f"{dtype.name!r}) (a copy, out.copy(), is writeable)"
+        )
+    if not out.flags.c_contiguous:
+        raise ValueError(
+            "out must be a C-contiguous array (the rows are written in place); got a strided one; allocate "
+            f"it with np.empty({shape}, {dtype.name!r}) and copy it where you need it"
+        )
     return out

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import adapters, core, portable, validation
 from ..core.options import takes_options
-from ..errors import PosencTypeError
+from ..errors import PosencTypeError, PosencValueError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -70,8 +70,9 @@ def table(
     if _traced(start):
         start = jnp.asarray(start)
         if start.ndim != 0 or not jnp.issubdtype(start.dtype, jnp.integer):
-            raise TypeError(
-                f"start must be an integer scalar; got a traced {start.dtype} of shape {start.shape}"
+            raise PosencTypeError(
+                f"start must be an integer scalar; got a traced {start.dtype} of shape {start.shape}",
+                parameter="start",
             )
         # the row indices in int32 whatever the start's type (an int8 arange of 300 wraps at 128); the start
         # is added exactly
@@ -99,8 +100,9 @@ def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = N
         validation.positions(positions)
         values = portable.encode(_NUMPY, positions, _request(options, dt.name), np.asarray(offset))
         if np.isnan(values).any():
-            raise ValueError(
-                f"positions + offset must satisfy |p| < 2**31 = {validation.MAX_POSITION}; lower the offset"
+            raise PosencValueError(
+                f"positions + offset must satisfy |p| < 2**31 = {validation.MAX_POSITION}; lower the offset",
+                parameter="offset",
             )
         return jnp.asarray(values)
     if offset is not None:
@@ -113,12 +115,16 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, off
     """Encodings of traced positions (+ an integer offset, added exactly), computed when the program runs
     (:func:`program_rows`); invalid positions (NaN, inf, |p| >= 2**31) give rows of NaN."""
     if positions.dtype == jnp.bool_:
-        raise TypeError(
-            "positions must be integers or real numbers, not booleans; "
-            "to turn a mask into positions use posenc.positions.from_attention_mask"
+        raise PosencTypeError(
+            f"positions must be integers or real numbers, not booleans; got a bool array of shape "
+            f"{tuple(positions.shape)}; to turn a mask into positions use "
+            "posenc.positions.from_attention_mask",
+            parameter="positions",
         )
     if not (jnp.issubdtype(positions.dtype, jnp.integer) or jnp.issubdtype(positions.dtype, jnp.floating)):
-        raise TypeError(f"positions must be integers or real numbers; got dtype {positions.dtype}")
+        raise PosencTypeError(
+            f"positions must be integers or real numbers; got dtype {positions.dtype}", parameter="positions"
+        )
     shape = positions.shape if offset is None else jnp.broadcast_shapes(positions.shape, jnp.shape(offset))
     validation.fits_in_memory((*shape, options.d_model), dt)  # static shapes: bounded as an eager call is
     request = _request(options, dt.name)
@@ -327,10 +333,11 @@ def _dtype(dtype: Any) -> np.dtype:
         name = dtype
     dt = validation.dtype(name if name in validation.DTYPES else dtype)
     if dt == np.float64 and not jax.config.jax_enable_x64:
-        raise ValueError(
+        raise PosencValueError(
             "dtype=float64 needs 64-bit JAX, which is off (JAX's default); call "
             "jax.config.update('jax_enable_x64', True) at start-up, or use float32 (bit-identical to "
-            "posenc.encode) or posenc.encode (NumPy) for float64"
+            "posenc.encode) or posenc.encode (NumPy) for float64",
+            parameter="dtype",
         )
     return dt
 
@@ -350,11 +357,12 @@ def _into_program(name: str, values: Any) -> jax.Array:
         changed = ~((back == host) | (np.isnan(back) & np.isnan(host)))
         if changed.any():
             index = np.unravel_index(int(np.argmax(changed)), host.shape)
-            raise ValueError(
+            raise PosencValueError(
                 f"{name} holds {host[index].item()!r} ({host.dtype}), which JAX turns into "
                 f"{back[index].item()!r} ({np.dtype(target).name}: 64-bit JAX is off, its default) where it "
                 f"meets traced values; call jax.config.update('jax_enable_x64', True) at start-up, or pass "
-                f"{name} that {np.dtype(target).name} holds exactly"
+                f"{name} that {np.dtype(target).name} holds exactly",
+                parameter=name,
             )
     return jnp.asarray(host)
 

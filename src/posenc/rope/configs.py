@@ -111,9 +111,10 @@ def config(
     given = [name for name, value in keywords.items() if value is not None]
     if cfg is None:
         if head_dim is None:
-            raise TypeError(
+            raise PosencTypeError(
                 "config() needs a model config (a dict, a path to config.json or a transformers config) or "
-                "the keyword head_dim=...; got neither"
+                "the keyword head_dim=...; got neither",
+                parameter="cfg",
             )
         # Python arguments are integers (4096.0 refused, as everywhere); only a config file's numbers may
         # be whole floats (validation.integer's integral_floats)
@@ -125,10 +126,11 @@ def config(
             layer_type,
         )
     if given:
-        raise TypeError(
+        raise PosencTypeError(
             f"config() takes a model config or keywords, not both; got cfg={validation.shorten(cfg)} and "
             f"{', '.join(given)}: "
-            "edit the config instead (or pass the keywords alone)"
+            "edit the config instead (or pass the keywords alone)",
+            parameter="cfg",
         )
     if isinstance(cfg, RopeParameters):
         if layer_type is not None:
@@ -191,9 +193,10 @@ def _load(cfg: Any) -> Mapping[str, Any]:
     if isinstance(cfg, str | os.PathLike):
         path = os.fspath(cfg)
         if not os.path.exists(path):
-            raise ValueError(
+            raise PosencValueError(
                 f"no such file or folder: {path!r} (give the path of a model's config.json, or the folder "
-                "holding it)"
+                "holding it)",
+                parameter="cfg",
             )
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
@@ -234,8 +237,9 @@ def _load(cfg: Any) -> Mapping[str, Any]:
     if callable(to_dict):
         loaded = to_dict()
         if not isinstance(loaded, Mapping):
-            raise TypeError(
-                f"cfg.to_dict() returned {type(loaded).__name__}, not a dict; pass the config as a dict"
+            raise PosencTypeError(
+                f"cfg.to_dict() returned {type(loaded).__name__}, not a dict; pass the config as a dict",
+                parameter="cfg",
             )
         return loaded
     raise PosencTypeError(
@@ -289,9 +293,10 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
         if heads is None and sides[0] is not None and sides[0] == sides[1]:  # Moonshine's: one per side
             heads = sides[0]
         if hidden is None or heads is None:
-            raise ValueError(
+            raise PosencValueError(
                 "the config gives no head_dim and not both hidden_size and num_attention_heads "
-                f"(got hidden_size={hidden!r}, num_attention_heads={heads!r}); add head_dim to the config"
+                f"(got hidden_size={hidden!r}, num_attention_heads={heads!r}); add head_dim to the config",
+                parameter="cfg",
             )
         hidden = validation.integer("hidden_size", hidden, minimum=1, integral_floats=True)
         heads = validation.integer("num_attention_heads", heads, minimum=1, integral_floats=True)
@@ -467,9 +472,10 @@ def _rope_dict(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
     """The RoPE dict: ``rope_scaling``, else ``rope_parameters``, else empty."""
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
     if not isinstance(rope, Mapping):
-        raise TypeError(
+        raise PosencTypeError(
             f"rope_scaling / rope_parameters must be a dict; got {validation.shorten(rope)} of type "
-            f"{type(rope).__name__}"
+            f"{type(rope).__name__}",
+            parameter="cfg",
         )
     return rope
 

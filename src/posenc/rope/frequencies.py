@@ -56,7 +56,7 @@ import numpy as np
 
 from .. import validation
 from ..core.highprec import context
-from ..errors import PosencTypeError
+from ..errors import PosencTypeError, PosencValueError
 from .kinds import MAX_CONTEXT, Ambiguous
 from .parameters import RopeParameters
 
@@ -228,11 +228,13 @@ def _frequencies(p: RopeParameters, key: int | None) -> list[Decimal]:
     theta = p.kind.frequencies(p, key)
     for i, t in enumerate(theta):  # the last guard: no frequency rounds to inf or 0 in float64
         if t and not MIN_FREQUENCY <= t <= MAX_FREQUENCY:
-            raise ValueError(
+            raise PosencValueError(
                 f"the rotary parameters give the frequency θ_{i} = {float(t):.6g} "
                 f"(rope_type={p.rope_type!r}, rope_theta={p.base:g}, factor={p.factor}"
                 f"{'' if key is None else f', seq_len={key}'}), "
-                "outside the range 2**-1000 .. 2**24 posenc computes; check rope_theta and the scaling fields"
+                "outside the range 2**-1000 .. 2**24 posenc computes; check rope_theta and the scaling "
+                "fields",
+                parameter="params",
             )
     return theta
 

@@ -141,9 +141,10 @@ def _in_range(scaling: Decimal, fields: str, p: Params) -> Decimal:
     """``scaling`` if it lies in (0, :data:`MAX_ATTENTION_SCALING`]; else a ValueError naming ``fields``,
     the fields of ``p`` that make it (the last guard: A·cos must stay finite in every dtype)."""
     if not 0 < scaling <= MAX_ATTENTION_SCALING:
-        raise ValueError(
+        raise PosencValueError(
             f"{fields} give {p.rope_type}'s attention scaling {float(scaling):.6g}, outside (0, 2**10] (it "
-            "multiplies cos and sin; models use ~1 to 2): check them"
+            "multiplies cos and sin; models use ~1 to 2): check them",
+            parameter="params",
         )
     return scaling
 
@@ -241,10 +242,11 @@ def _check_longrope(p: Params) -> None:
             )
         object.__setattr__(p, name, numbers)
     if p.factor is None and p.attention_factor is None and p.max_position_embeddings is None:
-        raise ValueError(
+        raise PosencValueError(
             "longrope without factor takes factor = max_position_embeddings / "
             "original_max_position_embeddings, but max_position_embeddings is None: add 'factor' to "
-            "rope_scaling or max_position_embeddings to the config"
+            "rope_scaling or max_position_embeddings to the config",
+            parameter="factor",
         )
     if p.original_max_position_embeddings < 2:
         raise PosencValueError(
@@ -333,10 +335,11 @@ def _yarn_scaling(p: Params) -> Decimal:
     if p.mscale and p.mscale_all_dim:  # transformers tests both for truth (0 is off)
         top, bottom = mscale(p.mscale), mscale(p.mscale_all_dim)
         if not top > 0 < bottom:
-            raise ValueError(
+            raise PosencValueError(
                 "yarn's attention scaling (0.1·mscale·ln factor + 1) / (0.1·mscale_all_dim·ln factor "
                 f"+ 1) has a term <= 0 with mscale={p.mscale}, mscale_all_dim={p.mscale_all_dim}, "
-                f"factor={p.factor}; DeepSeek-V3 uses mscale = mscale_all_dim = 1"
+                f"factor={p.factor}; DeepSeek-V3 uses mscale = mscale_all_dim = 1",
+                parameter="mscale",
             )
         return _in_range(top / bottom, "mscale, mscale_all_dim and factor", p)
     return _in_range(mscale(1), "factor", p)

@@ -163,10 +163,11 @@ def _check(p: RopeParameters) -> None:
             parameter="rotary_dim",
         )
     if p.rotary_dim % 2 or p.rotary_dim < 2:
-        raise ValueError(
+        raise PosencValueError(
             f"rotary_dim = int(head_dim * partial_rotary_factor) = int({p.head_dim} * {prf}) = "
             f"{p.rotary_dim} must be even and >= 2 (RoPE rotates pairs); "
-            "fix head_dim or partial_rotary_factor"
+            "fix head_dim or partial_rotary_factor",
+            parameter="partial_rotary_factor",
         )
     base = validation.real("rope_theta (base)", p.base, usual=_BASES)
     if not base > 1.0:

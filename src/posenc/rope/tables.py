@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from .. import portable, validation
 from ..core import explicit
-from ..errors import PosencTypeError
+from ..errors import PosencTypeError, PosencValueError
 from .arrays import arrange, check_request
 from .frequencies import exact_attention_scaling, exact_inv_freq
 from .parameters import RopeParameters
@@ -62,9 +62,10 @@ def cos_sin(
     rows = np.concatenate([sin, cos], -1)
     if not np.isfinite(rows).all():
         # the last guard (the parameters' bounds keep θ_i and A finite): never a table of inf or NaN
-        raise ValueError(
+        raise PosencValueError(
             f"the rotary parameters (rope_type={params.rope_type!r}, rope_theta={params.base:g}) give a "
-            f"non-finite cos/sin in {dt.name}; check the attention scaling and the scaling fields"
+            f"non-finite cos/sin in {dt.name}; check the attention scaling and the scaling fields",
+            parameter="params",
         )
     return arrange(_NUMPY, rows, sin.shape[-1], sections, params.mrope_interleaved, layout)
 

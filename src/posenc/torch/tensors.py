@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .. import adapters, validation
-from ..errors import PosencTypeError
+from ..errors import PosencTypeError, PosencValueError
 
 _DTYPE_NAMES = {
     torch.float64: "float64",
@@ -24,9 +24,10 @@ def _dtype_name(dtype: Any) -> str:
     if isinstance(dtype, str) and dtype in _DTYPE_NAMES.values():  # "bfloat16" as well as torch.bfloat16
         return dtype
     if dtype not in _DTYPE_NAMES:
-        raise ValueError(
+        raise PosencValueError(
             "dtype must be one of torch.float64, torch.float32, torch.float16, torch.bfloat16 "
-            f"(or their names, e.g. 'bfloat16'); got {dtype!r}"
+            f"(or their names, e.g. 'bfloat16'); got {dtype!r}",
+            parameter="dtype",
         )
     return _DTYPE_NAMES[dtype]
 
@@ -53,7 +54,10 @@ def _position_tensor(positions: Any, *, differentiable: bool = False) -> torch.T
     become int32/int64, float8 ones float32: every value converts exactly.
     """
     if positions is None or isinstance(positions, str | bytes):
-        raise TypeError(f"positions must be a tensor of integers or real numbers; got {positions!r}")
+        raise PosencTypeError(
+            f"positions must be a tensor of integers or real numbers; got {positions!r}",
+            parameter="positions",
+        )
     if isinstance(positions, torch.Tensor):
         tensor = positions
     elif _tracing():  # a Python number (or a list) seen by torch.compile: no NumPy there
@@ -75,12 +79,15 @@ def _position_tensor(positions: Any, *, differentiable: bool = False) -> torch.T
             parameter="positions",
         )
     if tensor.dtype == torch.bool:
-        raise TypeError(
-            "positions must be integers or real numbers, not booleans; "
-            "to turn a mask into positions use posenc.torch.from_attention_mask"
+        raise PosencTypeError(
+            f"positions must be integers or real numbers, not booleans; got a bool tensor of shape "
+            f"{tuple(tensor.shape)}; to turn a mask into positions use posenc.torch.from_attention_mask",
+            parameter="positions",
         )
     if tensor.is_complex():
-        raise TypeError(f"positions must be integers or real numbers; got dtype {tensor.dtype}")
+        raise PosencTypeError(
+            f"positions must be integers or real numbers; got dtype {tensor.dtype}", parameter="positions"
+        )
     if not differentiable:
         _no_derivative(tensor, "positions", "posenc's rotary cos/sin")
     return _exact_dtype("positions", tensor)
@@ -129,17 +136,19 @@ def _exact_dtype(name: str, tensor: torch.Tensor) -> torch.Tensor:
             wrapped = wide < 0
             if bool(wrapped.any()):
                 where = tuple(wrapped.nonzero()[0].tolist())
-                raise ValueError(
+                raise PosencValueError(
                     f"{name} must keep positions within |p| < 2**31 = {validation.MAX_POSITION}, the range "
                     f"over which posenc is proven exact; got {int(wide[where]) + 2**64} (uint64) at index "
-                    f"{where}; pass smaller {name}"
+                    f"{where}; pass smaller {name}",
+                    parameter=name,
                 )
             return wide
         return torch.where(wide < 0, _INVALID, wide)
     if dtype.is_floating_point and dtype not in _DTYPE_NAMES:
-        raise TypeError(
+        raise PosencTypeError(
             f"{name} must be integers or real numbers of a dtype posenc converts exactly; got dtype {dtype}; "
-            f"convert {name} to float32 or int64 first"
+            f"convert {name} to float32 or int64 first",
+            parameter=name,
         )
     return tensor
 
@@ -151,16 +160,19 @@ def _check_positions_on_host(tensor: torch.Tensor) -> tuple[int, int] | None:
         return None
     if tensor.is_floating_point():
         if not bool(torch.isfinite(tensor).all()):
-            raise ValueError("positions must be finite; replace NaN/inf before encoding")
+            raise PosencValueError(
+                "positions must be finite; replace NaN/inf before encoding", parameter="positions"
+            )
         largest = tensor.abs().max().item()
         bounds = None
     else:
         bounds = _integer_bounds(tensor)
         largest = max(-bounds[0], bounds[1])
     if largest >= validation.MAX_POSITION:
-        raise ValueError(
+        raise PosencValueError(
             f"positions must satisfy |p| < 2**31 = {validation.MAX_POSITION}, the range over which "
-            f"posenc is proven exact; got {largest}"
+            f"posenc is proven exact; got {largest}",
+            parameter="positions",
         )
     return bounds
 
@@ -194,9 +206,10 @@ def _check_sum_on_host(positions: torch.Tensor, offset: torch.Tensor) -> None:
         where = tuple(outside.nonzero()[0].tolist())
         p = positions.expand(outside.shape)[where].item()
         o = offset.expand(outside.shape)[where].item()
-        raise ValueError(
+        raise PosencValueError(
             f"positions + offset must satisfy |p| < 2**31 = {limit}, the range over which posenc is proven "
-            f"exact; got position {p!r} + offset {o} at index {where}; lower the offset"
+            f"exact; got position {p!r} + offset {o} at index {where}; lower the offset",
+            parameter="offset",
         )
 
 

@@ -888,7 +888,9 @@ def judge(
     others = [variant_name(model_type, fields) for fields in VARIANTS.get(model_type, [])]
     elsewhere = f" (at its default config; {', '.join(others)}: another row)" if others else ""
     if not report.components:
-        why = f"this model's classes compute no positional sinusoid and hold no rotary{elsewhere}"
+        # a statement of what posenc's search found, not of the model's code: a sinusoid its search does not
+        # recognise (a helper of another name, a class of no positional name) may be there
+        why = f"posenc finds no positional sinusoid or rotary in the model built{elsewhere}"
         return Outcome(model_type, "declined", components, why + ": nothing to judge")
     if not exact and (unknown or zeros):
         return Outcome(model_type, "declined", components, _reasons(unknown + zeros) + elsewhere)
@@ -923,11 +925,14 @@ def _unseen_positional(model: Any, report: Any) -> list[str]:
     find."""
     import inspect
 
+    from posenc.torch.patching import ran_nothing
+
     found = {c.path.rpartition(".")[0] if c.kind == "table" else c.path for c in report.components}
     seen = {type(model.get_submodule(p)) for p in found if "*" not in p and _has(model, p)}
     unseen = []
     # a module that holds no positional embedding says so (diffusers' PatchEmbed with pos_embed None)
-    live = (m for m in model.modules() if getattr(m, "pos_embed", True) is not None)
+    # and one whose __init__ alone computes a sinusoid, holding nothing, never ran that branch (U-ViT's)
+    live = (m for m in model.modules() if getattr(m, "pos_embed", True) is not None and not ran_nothing(m))
     for cls in dict.fromkeys(type(m) for m in live):
         if cls in seen or cls.__module__.startswith("torch."):
             continue

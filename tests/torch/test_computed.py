@@ -1323,6 +1323,12 @@ def test_sinusoids_inside_a_models_own_code_are_found_and_declined_with_where() 
     assert judged.report is None and "posenc swaps positional modules" in judged.note
     plain = PatchEmbed(height=8, width=8, patch_size=2, in_channels=4, embed_dim=16, pos_embed_type=None)
     assert patching.find(plain) == []
+    # U-ViT's PatchEmbed built with use_pos_embed=False holds nothing its __init__ computes: the branch that
+    # calls get_2d_sincos_pos_embed never ran (UniDiffuser was declined as "its __init__ calls" it)
+    from diffusers.pipelines.deprecated.unidiffuser.modeling_uvit import PatchEmbed as UVitPatchEmbed
+
+    off = UVitPatchEmbed(height=8, width=8, patch_size=2, in_channels=4, embed_dim=16, use_pos_embed=False)
+    assert patching.inside_code(off) is None and patching.find(off) == []
 
 
 def test_chronoedit_rotary_with_its_two_frame_skip_is_read_and_made_exact() -> None:

@@ -71,6 +71,21 @@ FAULTS = {
 }
 
 
+def test_a_rotary_holding_its_configs_frequencies_in_another_order_is_said_so() -> None:
+    """ERNIE 4.5 VL interleaves its sections' frequencies on purpose: the same set as its config's, in
+    another order, not "a max relative difference of 73" from it."""
+    model = _llama()
+    rotary = model.model.rotary_emb
+    with torch.no_grad():
+        rotary.inv_freq.copy_(rotary.inv_freq.flip(0))
+    (component,) = pt.patch(model).components
+    assert not component.replaced
+    assert component.reason == (
+        "its frequencies are the RoPE posenc reads from its config (theta 10000, 8 frequencies) in another "
+        "order (inv_freq): a layout of its own, which posenc does not build"
+    )
+
+
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize(
     "dtype, positions",
@@ -96,8 +111,12 @@ def test_a_rotary_module_that_is_not_its_configs_is_left_alone(fault, dtype, pos
     else:
         relative = 1 if fault == "inv_freq zeroed" else 0.875
         assert component.reason.startswith(
-            f"its frequencies differ from its config's: max relative difference {relative:g} (inv_freq"
+            "its frequencies are not the RoPE posenc reads from its config (theta 10000, 8 frequencies): max "
+            f"relative difference {relative:g} (inv_freq"
         ), component.reason
+        assert component.reason.endswith(
+            "the module departs from that reading, or its code reads the config otherwise"
+        )
     assert math.isnan(component.tolerance) or component.tolerance <= proofs.CAP
     assert _same_state(model, state) and pt.unpatch(model) == 0
 
@@ -657,7 +676,8 @@ def test_a_rotary_whose_own_forward_raises_on_the_probe_is_left_alone_saying_so(
     state = _state(model)
     (left,) = pt.patch(model).components
     said = (
-        "its forward(x, position_ids) raised TypeError on posenc's probe position ids 0 .. 3: object of type"
+        "its own forward(x, position_ids) raises TypeError on position ids 0 .. 3 (its code, at this "
+        "config): object of type"
     )
     assert not left.replaced and left.reason.startswith(said), left.reason
     assert _same_state(model, state) and type(model.model.rotary_emb) is rotary

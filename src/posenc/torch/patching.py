@@ -488,9 +488,21 @@ def find(model: nn.Module) -> list[tuple[str, str, Any]]:
             cls = type(module)
             if cls not in computing:  # each class read once a call
                 computing[cls] = _computes_sinusoids(cls)
-            if computing[cls] and getattr(module, "pos_embed", True) is not None:  # None: holds none
+            held = getattr(module, "pos_embed", True) is not None  # None: holds none
+            if computing[cls] and held and not ran_nothing(module):
                 found.append((path, "computed", module))
     return found
+
+
+def ran_nothing(module: nn.Module) -> bool:
+    """Whether ``module``'s class computes its sinusoids in ``__init__`` alone and the module holds no tensor
+    of its own: the branch that computes them did not run (U-ViT's PatchEmbed with use_pos_embed=False)."""
+    computing = [
+        name
+        for name, source in computed.methods_source(type(module))
+        if re.search(_SINE_CALL, source) or re.search(_HELPER_CALL, source)
+    ]
+    return computing == ["__init__"] and not _holds_own_tensor(module)
 
 
 def _relative_cache(module: nn.Module, tensor: torch.Tensor, computing: dict) -> bool:
@@ -563,6 +575,8 @@ def inside_code(module: nn.Module) -> str | None:
     for name, source in computed.methods_source(cls):
         helper = re.search(_HELPER_CALL, source)
         sine = _POSITIONAL_METHOD.search(source) and re.search(_SINE_CALL, source)
+        if (helper or sine) and name == "__init__" and not _holds_own_tensor(module):
+            continue  # what __init__ computes is kept in the module; it holds nothing: that branch never ran
         if helper or sine:
             what = f"calls {helper.group(1)}" if helper else "takes sines"
             return (
@@ -570,6 +584,20 @@ def inside_code(module: nn.Module) -> str | None:
                 "positional modules, never code inside another; not judged"
             )
     return None
+
+
+def _holds_own_tensor(module: nn.Module) -> bool:
+    """Whether ``module`` itself (not a submodule) holds a floating or complex tensor: a buffer, a parameter
+    or an attribute, alone or in a list, tuple or dict (where a sinusoid its ``__init__`` computes is kept:
+    Sana-WM's complex ``freqs``)."""
+    held = [*module._buffers.values(), *module._parameters.values()]
+    for value in vars(module).values():
+        held += (
+            list(value.values())
+            if isinstance(value, dict)
+            else (list(value) if isinstance(value, list | tuple) else [value])
+        )
+    return any(isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) for t in held)
 
 
 #: Each class's source text, read once a process, and the lines of each class of a file, its file parsed
@@ -1130,17 +1158,27 @@ def _frequency_mismatch(
         if not buffer.is_floating_point():
             return f"its {name} holds {buffer.dtype} values, not frequencies", gaps
         stored = buffer.detach().to("cpu", torch.float64).numpy().reshape(-1)
-        check = proofs.check_frequencies(stored, buffer.dtype, _frequency_sets(module, params, layer_type))
+        sets = _frequency_sets(module, params, layer_type)
+        check = proofs.check_frequencies(stored, buffer.dtype, sets)
+        read = f"the RoPE posenc reads from its config (theta {params.base:g}"
         if check is None:
             count = len(rope.inv_freq(params))
-            return (
-                f"its frequencies differ from its config's: {name} holds {stored.size}, it has {count}",
-                gaps,
-            )
+            return f"its frequencies are not {read}): {name} holds {stored.size}, it gives {count}", gaps
         if not check.within:
+            ordered = proofs.check_frequencies(np.sort(stored)[::-1].copy(), buffer.dtype, sets)
+            if (
+                ordered is not None and ordered.within
+            ):  # ERNIE 4.5 VL's: its sections' frequencies interleaved
+                reason = (
+                    f"its frequencies are {read}, {stored.size} frequencies) in another order ({name}): a "
+                    "layout of its own, which posenc does not build"
+                )
+                return reason, gaps
             reason = (
-                f"its frequencies differ from its config's: max relative difference {check.relative:.3g} "
-                f"({name}, {str(buffer.dtype)[6:]}; its storage and float32 code allow {check.allowed:.2g})"
+                f"its frequencies are not {read}, {stored.size} frequencies): max relative difference "
+                f"{check.relative:.3g} ({name}, {str(buffer.dtype)[6:]}; its storage and float32 code allow "
+                f"{check.allowed:.2g}): the module departs from that reading, or its code reads the config "
+                "otherwise"
             )
             return reason, gaps
         gaps[layer_type] = np.maximum(gaps[layer_type], check.gap) if layer_type in gaps else check.gap
@@ -1255,8 +1293,8 @@ def _uncompared(error: Exception, module: nn.Module) -> str:
     own = _own_probe_error(module) if computed.forward_names(module)[:2] == ("x", "position_ids") else None
     if own is not None:
         return (
-            f"its forward(x, position_ids) raised {type(own).__name__} on posenc's probe position ids "
-            f"0 .. 3: {str(own)[:100]}; nothing compared, left alone"
+            f"its own forward(x, position_ids) raises {type(own).__name__} on position ids 0 .. 3 (its "
+            f"code, at this config): {str(own)[:100]}; nothing compared, left alone"
         )
     return (
         "its forward is not (x, position_ids) -> cos/sin in a form posenc reads (the (cos, sin) pair, "

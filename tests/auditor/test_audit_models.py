@@ -625,3 +625,44 @@ def test_a_dynamic_rotary_is_judged_from_the_state_it_was_given_at_every_call(le
     assert before.components[0].report.max_abs < 1e-4
     pt.patch(model)
     assert posenc.audit(model).passed
+
+
+def test_a_bfloat16_models_rotary_of_float32_code_is_said_so_not_unexplained(tmp_path: Path) -> None:
+    """A bfloat16 Llama 3.1 folder: its rotary forms angles, cos and sin in float32 (its inv_freq float32)
+    and casts to bfloat16. Under 4 units of bfloat16 that error was "unexplained … not angles formed in low
+    precision"; it is confirmed value by value as float32 code rounded once, and a rotary one value off of
+    it is not."""
+    import transformers
+
+    from posenc.auditor.models import from_directory
+
+    config = transformers.LlamaConfig(
+        vocab_size=101,
+        hidden_size=128,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        max_position_embeddings=131072,
+        rope_theta=500000.0,
+        rope_scaling=CONFIGS["llama31_8b"]["rope_scaling"],
+        dtype="bfloat16",
+    )
+    config.save_pretrained(tmp_path / "llama")
+    assert json.loads((tmp_path / "llama" / "config.json").read_text())["dtype"] == "bfloat16"
+    model = from_directory(tmp_path / "llama")
+    (component,) = posenc.audit(model, samples=256, dtype="bfloat16").components  # as `posenc audit DIR`
+    kinds = [f.text for f in component.report.findings]
+    assert kinds == ["angles formed in float32, then rounded to bfloat16"], component.report.as_text()
+
+    rotary = model.rotary_emb
+    plain = rotary.forward
+
+    def one_off(x, position_ids):  # float32 code, but one column 4 units of bfloat16 off from 1000 on
+        cos, sin = plain(x, position_ids)
+        hit = position_ids[0] >= 1000
+        cos[:, hit, 5] = (cos[:, hit, 5].float() - 4 * 2.0**-8).to(cos.dtype)
+        return cos, sin
+
+    rotary.forward = one_off
+    audited = posenc.audit(rotary, positions=131072, samples=256, dtype="bfloat16")
+    assert "angles formed in float32" not in audited.as_text()

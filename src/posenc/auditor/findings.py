@@ -133,6 +133,8 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
         angles = None if cast else frequencies_stored(target, held)
     else:
         angles = None if cast else growth(held, basis, dtype, rounded)
+        if angles is None and cast is None and rounded is None and stored is None:
+            angles = float32_code(precise, held, basis, dtype)
     found += [edge, stored, rounded, cast, angles]
     found += [non_finite(m, edge), collisions(m, dtype, edge, rounded)]
     if shifted is not None and not any(f is not None and f.kind == "angles" for f in found):
@@ -915,6 +917,66 @@ def growth(variant: Variant, m: Measurement, dtype: str, rounded: Finding | None
     )
 
 
+#: Of the sampled values of a 16-bit rotary, the share that must equal the rounding of float32 code's own
+#: (its angles, cos and sin in float32) for that to be the cause: a cos/sin of float32 may round otherwise
+#: than posenc's float64 model of it where it lies within a float32 ulp of a 16-bit tie.
+_FLOAT32_CODE_SHARE = 0.999
+
+
+def float32_code(target: Target, variant: Variant, m: Measurement, dtype: str) -> Finding | None:
+    """A rotary judged in bfloat16 or float16 whose values are float32 code's, rounded once to ``dtype``:
+    the angle p·θ_i formed in float32 (θ_i its float32 ``inv_freq``), its cos and sin in float32, scaled by
+    the attention scaling, then cast (Hugging Face's rotary in a bfloat16 model). Its angles err by up to
+    2^-24·p·θ_i, which stays under 4 units of the 16-bit type to 131k positions, too small for
+    :func:`growth` to read off the bands; here it is confirmed value by value: at least
+    :data:`_FLOAT32_CODE_SHARE` of the sampled values equal that model's and none is more than one unit of
+    ``dtype`` from it, while the exact values differ."""
+    from .. import rope
+
+    if dtype not in ("bfloat16", "float16") or variant.params is None or not len(m.positions):
+        return None
+    stored = (target.rotary or {}).get("inv_freq")
+    theta = rope.inv_freq(variant.params) if stored is None else np.asarray(stored, np.float64).reshape(-1)
+    theta = np.asarray(theta, np.float64).astype(np.float32)
+    finite = np.isfinite(m.values).all(axis=1) & (m.positions < 1 << 24)  # positions exact in float32
+    if len(theta) != variant.params.n_frequencies or finite.sum() < 64:
+        return None
+    positions, values = m.positions[finite], m.values[finite].astype(np.float64)
+    angles = (positions.astype(np.float32)[:, None] * theta[None, :]).astype(np.float64)  # one rounding
+    scaling = np.float32(rope.attention_scaling(variant.params))
+    cos, sin = (
+        (np.float32(scaling) * f(angles).astype(np.float32)).astype(np.float64) for f in (np.cos, np.sin)
+    )
+    if variant.layout == "half":
+        cos, sin = np.concatenate([cos, cos], -1), np.concatenate([sin, sin], -1)
+    else:
+        cos, sin = np.repeat(cos, 2, -1), np.repeat(sin, 2, -1)
+    try:
+        model = fitting.rounded(variant.columns(cos, sin), dtype)
+    except (ValueError, TypeError):
+        return None
+    if model.shape != values.shape:
+        return None
+    exact = variant.exact(positions, dtype, values.shape[1])
+    equal = int(np.count_nonzero(model == values))
+    same = equal / values.size
+    apart = float(np.max(ulps(np.abs(model - values), np.abs(model), dtype), initial=0.0))
+    off = float(np.abs(values - exact).max(initial=0.0))
+    if same < _FLOAT32_CODE_SHARE or apart > 1.0 or off == 0.0:
+        return None
+    return Finding(
+        "angles",
+        f"angles formed in float32, then rounded to {dtype}",
+        f"{'all' if equal == values.size else f'{equal:,} of'} {values.size:,} sampled values equal float32 "
+        f"code's (p·θ_i with its float32 inv_freq, cos and sin in float32) rounded once to {dtype}"
+        f"{'' if equal == values.size else f', the rest within one unit of {dtype}'}; "
+        f"they are up to {off:.3g} from the exact values: the float32 angles err by up to 2^-24·p·θ_i, and "
+        f"the cast rounds that error in",
+        {"grid": "float32", "rate": 2.0**-24 * float(theta.max()), "share": same},
+        fix=_angles_fix("float32") + _posenc_line(variant),
+    )
+
+
 def _angles_fix(grid: str) -> str:
     """The change that removes angles formed in ``grid``: float64 ones for a coarser type; for float64 code,
     judged in float64, only a wider angle does (its p·ω rounds to float64)."""
@@ -1414,9 +1476,9 @@ def unexplained(m: Measurement, dtype: str, variant: Variant | None = None) -> F
         "unexplained",
         f"unexplained error: up to {m.row_errors[worst]:.3g} ({ulp:.3g} ulp of {dtype}), the worst at "
         f"position {int(m.positions[worst]):,}",
-        "no known cause fits the rows: not rounded positions (8, 11 or 24 bits), cast frequencies, angles "
-        "formed in low precision, storage in a coarser type, a layout, variant or offset, nor a length cliff"
-        + slope,
+        "no known cause was confirmed: the checks for rounded positions (8, 11 or 24 bits), cast "
+        "frequencies, angles formed in low precision, storage in a coarser type, a layout, variant or "
+        "offset, and a length cliff each fail to account for it" + slope,
         data,
         fix="compare the code step by step with the exact formula (posenc.table(..., dtype='float64') rows "
         "are the reference) to find where the error enters; " + _POSENC.format(options=""),

@@ -663,6 +663,11 @@ def test_gemma4s_full_attention_layers_take_their_own_head_width() -> None:
     uneven["layer_types"] = ["sliding_attention", "sliding_attention", "full_attention"] * 2
     with pytest.raises(ValueError, match="different head widths"):
         rope.config(uneven, layer_type="full_attention")
+    # transformers writes the keys zero-padded ("05") where a model has 10 layers or more: the default
+    # config's full-attention layers 5 and 11 were read as 256 and 512, and refused as "different widths"
+    default = AutoConfig.for_model("gemma4_text")
+    assert any(key.startswith("0") for key in default.to_dict()["per_layer_config"])
+    assert rope.config(default, layer_type="full_attention").head_dim == 512
 
 
 @pytest.mark.parametrize(
@@ -677,3 +682,58 @@ def test_a_head_dim_its_class_names_otherwise(model_type: str, fields: dict) -> 
     cfg = {"model_type": model_type, "hidden_size": 256, "num_attention_heads": 8, **fields}
     made = AutoConfig.for_model(model_type, **{k: v for k, v in cfg.items() if k != "model_type"})
     assert rope.config(cfg).head_dim == made.head_dim == rope.config(made).head_dim
+
+
+def test_gptj_and_codegen_configs_rotate_their_rotary_dim_of_n_embd_over_n_head() -> None:
+    """GPT-J's and CodeGen's classes store hidden_size and num_attention_heads as n_embd and n_head (their
+    attribute_map), and rotate rotary_dim features of each head: their configs were refused ("no head_dim
+    and not both hidden_size and num_attention_heads"), and with head_dim added rotated the whole head."""
+    import numpy as np
+    import torch
+    from transformers import CodeGenConfig, GPTJConfig
+    from transformers.models.gptj.modeling_gptj import create_sinusoidal_positions
+
+    for made in (
+        GPTJConfig(n_embd=128, n_head=4, rotary_dim=8),
+        CodeGenConfig(n_embd=128, n_head=4, rotary_dim=8),
+    ):
+        for cfg in (made, made.to_dict()):
+            params = rope.config(cfg)
+            assert (params.head_dim, params.rotary_dim, params.base) == (32, 8, 10000.0)
+            assert params.max_position_embeddings == made.n_positions
+        assert rope.config_layout(made) == "interleaved"  # rotate_every_two: adjacent pairs
+    table = create_sinusoidal_positions(64, 8)  # sin | cos of the 4 frequencies, float32
+    cos, sin = rope.cos_sin(np.arange(64), rope.config(GPTJConfig(n_embd=128, n_head=4, rotary_dim=8)))
+    np.testing.assert_allclose(table[:, 4:].numpy(), cos[:, :4], atol=2e-6)
+    np.testing.assert_allclose(table[:, :4].numpy(), sin[:, :4], atol=2e-6)
+    assert isinstance(table, torch.Tensor)
+
+
+@pytest.mark.parametrize(
+    ("name", "module_name", "sub"),
+    [
+        ("cohere", "CohereRotaryEmbedding", False),
+        ("cohere2", "Cohere2RotaryEmbedding", False),
+        ("glm_ocr", "GlmOcrTextRotaryEmbedding", True),
+    ],
+)
+def test_rotary_embedding_of_a_config_gives_its_models_layout(name: str, module_name: str, sub: bool) -> None:
+    """Cohere's and GLM-OCR's rotaries emit cos/sin in interleaved pairs: posenc.torch.RotaryEmbedding(config)
+    gave halves whatever the config (cos off by 2), where it claims to be their drop-in."""
+    import importlib
+
+    import torch
+    import transformers
+
+    import posenc.torch as pt
+
+    module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+    config = transformers.AutoConfig.for_model(name)
+    config = config.text_config if sub else config
+    x, ids = torch.zeros(1, 1, 8), torch.arange(50)[None]
+    want = getattr(module, module_name)(config)(x, ids)
+    got = pt.RotaryEmbedding(config)(x, ids)
+    assert pt.RotaryEmbedding(config).layout == "interleaved"
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape and float((a - b).abs().max()) < 1e-5
+    assert pt.RotaryEmbedding(config, layout="half").layout == "half"

@@ -20,7 +20,7 @@ and dependence on the sequence length), :mod:`~posenc.rope.parameters` (the reco
 
 from . import kinds
 from .arrays import apply_rotary
-from .configs import config, layer_types
+from .configs import config, config_layout, layer_types
 from .frequencies import attention_scaling, inv_freq
 from .parameters import RopeParameters
 from .tables import cos_sin
@@ -30,6 +30,7 @@ __all__ = [
     "apply_rotary",
     "attention_scaling",
     "config",
+    "config_layout",
     "cos_sin",
     "inv_freq",
     "kinds",

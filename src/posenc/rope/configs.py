@@ -288,7 +288,7 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     if (
         not head_dim
     ):  # transformers: `getattr(config, "head_dim", None) or hidden_size // num_attention_heads`
-        hidden, heads = _first(cfg, "hidden_size", "d_model"), _first(cfg, "num_attention_heads", "n_heads")
+        hidden, heads = _hidden_and_heads(cfg)
         sides = (cfg.get("encoder_num_attention_heads"), cfg.get("decoder_num_attention_heads"))
         if heads is None and sides[0] is not None and sides[0] == sides[1]:  # Moonshine's: one per side
             heads = sides[0]
@@ -304,7 +304,7 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     if layer_type is not None:
         head_dim = _layer_type_head_dim(cfg, layer_type, head_dim)
     head_dim = check_head_dim(head_dim, integral_floats=True)
-    max_pos = _first(cfg, "max_position_embeddings", "max_seq_len")  # DBRX: max_seq_len
+    max_pos = _first(cfg, "max_position_embeddings", "max_seq_len", "n_positions")  # DBRX; GPT-J, CodeGen
     if max_pos is not None:
         max_pos = check_context("max_position_embeddings", max_pos, integral_floats=True)
 
@@ -383,10 +383,13 @@ def _layer_type_head_dim(cfg: Mapping[str, Any], layer_type: str, head_dim: Any)
     full attention, as its config class sets; else ``head_dim``."""
     overrides, types = cfg.get("per_layer_config"), cfg.get("layer_types")
     if isinstance(overrides, Mapping) and isinstance(types, list | tuple):
+        # keyed by the layer's index: an int, or its digits ("5", or zero-padded "05" as transformers 5.23
+        # writes them)
+        by_index = {int(k): v for k, v in overrides.items() if isinstance(k, int) or str(k).isdigit()}
         widths = set()
         for index, named_type in enumerate(types):
             if named_type == layer_type:
-                override = overrides.get(str(index), overrides.get(index)) or {}
+                override = by_index.get(index) or {}
                 widths.add(override.get("head_dim", head_dim) if isinstance(override, Mapping) else head_dim)
         if len(widths) > 1:
             raise PosencValueError(
@@ -415,7 +418,54 @@ def _class_partial_rotary_factor(cfg: Mapping[str, Any]) -> Any:
         found = _first(cfg, "partial_rotary_factor", "rotary_pct")
     if found is None and model_type == "minimax_m2" and _first(cfg, "rotary_dim") and _first(cfg, "head_dim"):
         found = _first(cfg, "rotary_dim") / _first(cfg, "head_dim")
+    hidden, heads = _hidden_and_heads(cfg)
+    if found is None and model_type in ("gptj", "codegen") and _first(cfg, "rotary_dim") and hidden and heads:
+        found = _first(cfg, "rotary_dim") / (hidden // heads)  # the features rotated, of hidden // heads
     return CLASS_PARTIAL_ROTARY_FACTORS.get(model_type) if found is None else found
+
+
+def _hidden_and_heads(cfg: Mapping[str, Any]) -> tuple[Any, Any]:
+    """``hidden_size`` and ``num_attention_heads``, or the names a config class maps them to in its
+    config.json (``d_model``/``n_heads``; GPT-J's and CodeGen's ``n_embd``/``n_head``)."""
+    hidden = _first(cfg, "hidden_size", "d_model", "n_embd")
+    return hidden, _first(cfg, "num_attention_heads", "n_heads", "n_head")
+
+
+#: The model types whose transformers rotary gives cos and sin in interleaved pairs ([c0, c0, c1, c1, ...]:
+#: their apply rotates adjacent pairs), as their modules emit them (the zoo's "(interleaved)" rows) or
+#: their apply reads them (GPT-J's and CodeGen's rotate_every_two); every other one's halves.
+INTERLEAVED_TYPES = frozenset(
+    {
+        "blt",
+        "blt_patcher",
+        "blt_local_encoder",
+        "blt_local_decoder",
+        "blt_global_transformer",
+        "codegen",
+        "cohere",
+        "cohere2",
+        "cohere2_moe",
+        "glm4v",
+        "glm4v_text",
+        "glm_ocr",
+        "glm_ocr_text",
+        "gptj",
+    }
+)
+
+
+def config_layout(cfg: Any) -> str:
+    """The layout of the cos/sin columns a model's transformers rotary gives: ``"interleaved"`` for the
+    model types of :data:`INTERLEAVED_TYPES` (Cohere, GLM-4V, GLM-OCR, BLT, GPT-J, CodeGen), else
+    ``"half"``; ``cfg`` as :func:`config` takes it (a RopeParameters: ``"half"``).
+
+    >>> config_layout({"model_type": "cohere"}), config_layout({"model_type": "llama"})
+    ('interleaved', 'half')
+    """
+    if isinstance(cfg, RopeParameters):
+        return "half"
+    loaded = _merged(_load(cfg))
+    return "interleaved" if str(loaded.get("model_type") or "") in INTERLEAVED_TYPES else "half"
 
 
 def _merged(cfg: Mapping[str, Any]) -> Mapping[str, Any]:

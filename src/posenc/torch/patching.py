@@ -959,7 +959,7 @@ def _rotary(
     if pixels is not None:
         return _hf_dinov3(model, path, module, pixels, originals)
     try:
-        exact = _PatchedRotary(config)
+        exact = _PatchedRotary(config, layout="half")  # the layout the module emits is read below
     except (ValueError, TypeError, KeyError) as error:
         return _declined(path, "rotary", label, f"posenc cannot build its rotary from its config: {error}")
     inv = next(b for k, b in module.named_buffers(recurse=False) if k.endswith("inv_freq"))

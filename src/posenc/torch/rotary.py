@@ -244,7 +244,9 @@ class RotaryEmbedding(torch.nn.Module):
     ``A·cos θ + i·A·sin θ`` of that shape, complex64 (complex128 for float64 x) whatever x's dtype, as
     ``torch.polar`` of float32 angles gives it (Llama 4 and DeepSeek-V2's ``freqs_cis``: their apply
     multiplies adjacent pairs) — its real and imaginary parts each correctly rounded to float32.
-    ``layout`` applies to ``"full"`` alone.
+    ``layout`` applies to ``"full"`` alone: by default the one the model's transformers rotary gives
+    (:func:`posenc.rope.config_layout`: interleaved pairs for Cohere, GLM-4V, GLM-OCR, BLT, GPT-J and
+    CodeGen, halves for every other), ``"half"`` or ``"interleaved"`` to choose.
 
     >>> module = RotaryEmbedding({"head_dim": 8, "rope_theta": 10000.0, "max_position_embeddings": 64})
     >>> cos, sin = module(torch.zeros(1, 3, 8), torch.arange(3)[None])
@@ -258,9 +260,11 @@ class RotaryEmbedding(torch.nn.Module):
     inv_freq: torch.Tensor
 
     def __init__(
-        self, config: Any, *, layout: str = "half", layer_type: str | None = None, form: str = "full"
+        self, config: Any, *, layout: str | None = None, layer_type: str | None = None, form: str = "full"
     ):
         super().__init__()
+        if layout is None:  # as the model's own rotary gives them: Cohere's, GLM-4V's, GPT-J's pairs
+            layout = rope.config_layout(config) if form == "full" else "half"
         check_layout(layout)
         if form not in FORMS:
             raise PosencValueError(

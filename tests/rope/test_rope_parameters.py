@@ -737,3 +737,34 @@ def test_rotary_embedding_of_a_config_gives_its_models_layout(name: str, module_
     for a, b in zip(got, want, strict=True):
         assert a.shape == b.shape and float((a - b).abs().max()) < 1e-5
     assert pt.RotaryEmbedding(config, layout="half").layout == "half"
+
+
+@pytest.mark.parametrize(
+    ("name", "module_name"),
+    [
+        ("qwen2_vl", "Qwen2VLRotaryEmbedding"),
+        ("qwen3_vl", "Qwen3VLTextRotaryEmbedding"),
+        ("qwen3_5", "Qwen3_5TextRotaryEmbedding"),
+        ("glm_ocr", "GlmOcrTextRotaryEmbedding"),
+    ],
+)
+def test_a_multimodal_config_without_sections_takes_its_codes_default(name: str, module_name: str) -> None:
+    """A config class's default names no mrope_section; the model's code takes its own default
+    (rope_parameters.get("mrope_section", [16, 24, 24])). posenc read plain RoPE: cos of shape (3, B, L, d)
+    for (3, B, L) ids where transformers gives (B, L, d), off by 2."""
+    import importlib
+
+    import torch
+    from transformers import AutoConfig
+
+    import posenc.torch as pt
+
+    module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+    config = AutoConfig.for_model(name).text_config
+    assert "mrope_section" not in config.rope_parameters
+    ids = torch.stack([torch.arange(30), torch.arange(30) // 5, torch.arange(30) % 5])[:, None]
+    x = torch.zeros(1, 1, 8)
+    want = getattr(module, module_name)(config)(x, ids)
+    got = pt.RotaryEmbedding(config)(x, ids)
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape and float((a - b).abs().max()) < 1e-5

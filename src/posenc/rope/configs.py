@@ -23,7 +23,8 @@ Where the fields are read (the conventions of transformers' configs; first match
   transformers gives that copy priority; not for a RoPE dict nested per layer type), in the RoPE dict, else
   ``max_position_embeddings``;
 * ``mrope_interleaved``: in the RoPE dict, unless the model_type's code fixes how its sections combine
-  (:data:`MROPE_FORMS`);
+  (:data:`MROPE_FORMS`); ``mrope_section``: in the RoPE dict, else the one the model_type's code takes
+  (:data:`MROPE_SECTIONS`) where it fills the rotary width;
 * a multimodal config that nests its language model in ``text_config`` is read from ``text_config``, with
   the top-level fields as fallback;
 * a RoPE dict nested per layer type (``{"full_attention": {...}, "sliding_attention": {...}}``, Gemma 3
@@ -337,6 +338,12 @@ def _from_mapping(cfg: Mapping[str, Any], layer_type: str | None) -> RopeParamet
     for name, value in kind.defaults.items():
         fields[name] = value if fields[name] is None else fields[name]
     rotary_dim = head_dim if kind.full_head else int(head_dim * prf)
+    section = MROPE_SECTIONS.get(model_type.removesuffix("_text"))
+    if fields["mrope_section"] is None and section is not None and sum(section) == rotary_dim // 2:
+        # the sections its model's code takes where the RoPE dict names none (rope_parameters.get(...))
+        fields["mrope_section"] = section
+        if isinstance(fields["mrope_interleaved"], bool):
+            fields["mrope_interleaved"] = MROPE_FORMS[model_type.removesuffix("_text")]
     defaults = {field.name: field.default for field in dataclasses.fields(RopeParameters)}
     for name in SCALING_FIELDS:
         if not kind.uses(name):
@@ -373,6 +380,17 @@ MROPE_FORMS = {
     **dict.fromkeys(
         ("qwen2_vl", "qwen2_5_vl", "glm4v", "glm4v_moe", "glm_image", "glm_ocr", "paddleocr_vl"), False
     ),
+}
+
+
+#: The M-RoPE sections a multimodal model's code takes where its RoPE dict names none
+#: (``config.rope_parameters.get("mrope_section", ...)`` in its modeling file): model_type (and its
+#: ``_text`` config) -> (time, height, width) frequencies; used where they fill the rotary width.
+MROPE_SECTIONS = {
+    **dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "paddleocr_vl"), (16, 24, 24)),
+    **dict.fromkeys(("qwen3_vl", "qwen3_vl_moe", "cosmos3_edge"), (24, 20, 20)),
+    **dict.fromkeys(("glm4v", "glm4v_moe", "glm_image", "glm_ocr"), (8, 12, 12)),
+    **dict.fromkeys(("qwen3_5", "qwen3_5_moe", "qwen4_exp"), (11, 11, 10)),
 }
 
 

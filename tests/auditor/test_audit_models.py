@@ -448,14 +448,20 @@ def test_a_models_html_has_one_title_its_style_and_its_code_as_code(tmp_path: Pa
     assert "`" not in findings
 
 
-def _tiny_llama() -> torch.nn.Module:
-    """A one-layer Llama of head width 16 (its rotary: Hugging Face's float32 cos/sin)."""
+def _tiny_llama(causal: bool = False, **options: object) -> torch.nn.Module:
+    """A one-layer Llama of head width 16 (its rotary: Hugging Face's float32 cos/sin), with ``options`` of
+    its config; ``causal``: the LM (LlamaForCausalLM) in eval mode."""
     import transformers
 
     config = transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, vocab_size=100
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        vocab_size=100,
+        **options,
     )
-    return transformers.LlamaModel(config)
+    return transformers.LlamaForCausalLM(config).eval() if causal else transformers.LlamaModel(config)
 
 
 def test_a_library_finding_patch_declines_promises_no_patch() -> None:
@@ -610,16 +616,9 @@ def test_a_dynamic_rotary_is_judged_from_the_state_it_was_given_at_every_call(le
     positions) grew it, and the positions 0 .. max_position_embeddings - 1 measured next were computed with
     those grown frequencies, so even posenc's exact module was "not what posenc reads it as … an unknown
     formula" below 256 positions. Every call now starts from the module's state as given."""
-    config = T.LlamaConfig(
-        vocab_size=101,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        max_position_embeddings=length,
-        rope_scaling={"rope_type": "dynamic", "factor": 2.0},
+    model = _tiny_llama(
+        True, max_position_embeddings=length, rope_scaling={"rope_type": "dynamic", "factor": 2.0}
     )
-    model = T.LlamaForCausalLM(config).eval()
     before = posenc.audit(model)
     assert before.components[0].report is not None, before.as_text()  # judged, not "an unknown formula"
     assert before.components[0].report.max_abs < 1e-4

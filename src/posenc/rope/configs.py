@@ -474,8 +474,8 @@ INTERLEAVED_TYPES = frozenset(
 
 def config_layout(cfg: Any) -> str:
     """The layout of the cos/sin columns a model's transformers rotary gives: ``"interleaved"`` for the
-    model types of :data:`INTERLEAVED_TYPES` (Cohere, GLM-4V, GLM-OCR, BLT, GPT-J, CodeGen), else
-    ``"half"``; ``cfg`` as :func:`config` takes it (a RopeParameters: ``"half"``).
+    model types of :data:`posenc.rope.configs.INTERLEAVED_TYPES` (Cohere, GLM-4V, GLM-OCR, BLT, GPT-J,
+    CodeGen), else ``"half"``; ``cfg`` as :func:`config` takes it (a RopeParameters: ``"half"``).
 
     >>> config_layout({"model_type": "cohere"}), config_layout({"model_type": "llama"})
     ('interleaved', 'half')

@@ -1165,10 +1165,9 @@ def _frequency_mismatch(
             count = len(rope.inv_freq(params))
             return f"its frequencies are not {read}): {name} holds {stored.size}, it gives {count}", gaps
         if not check.within:
+            # the same set in another order (ERNIE 4.5 VL interleaves its sections' frequencies)
             ordered = proofs.check_frequencies(np.sort(stored)[::-1].copy(), buffer.dtype, sets)
-            if (
-                ordered is not None and ordered.within
-            ):  # ERNIE 4.5 VL's: its sections' frequencies interleaved
+            if ordered is not None and ordered.within:
                 reason = (
                     f"its frequencies are {read}, {stored.size} frequencies) in another order ({name}): a "
                     "layout of its own, which posenc does not build"

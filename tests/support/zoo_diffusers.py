@@ -348,6 +348,22 @@ def _omnigen(model: Any, g: torch.Generator) -> dict[str, Any]:  # text ids, its
     }
 
 
+def _ideogram4(model: Any, g: torch.Generator) -> dict[str, Any]:  # packed text, then a 2×4 image
+    c, image = model.config, 65536  # its image ids start at 65536 (IMAGE_POSITION_OFFSET)
+    text = torch.arange(_TEXT)
+    cells = torch.arange(8)
+    grid = torch.stack([torch.full((8,), image), image + cells // 4, image + cells % 4], -1)
+    length = _TEXT + 8
+    return {
+        "hidden_states": _randn(g, 1, length, c.in_channels),
+        "timestep": torch.tensor([0.5]),
+        "encoder_hidden_states": _randn(g, 1, length, c.llm_features_dim),
+        "position_ids": torch.cat([torch.stack([text, text, text], -1), grid])[None],
+        "segment_ids": torch.zeros(1, length, dtype=torch.long),
+        "indicator": torch.tensor([[3] * _TEXT + [2] * 8]),  # text 3, image 2
+    }
+
+
 def _minimax_h3(model: Any, g: torch.Generator) -> dict[str, Any]:  # packed text, video 2×4, audio rows
     c = model.config
     patch = c.patch_size[0] * c.patch_size[1] * c.patch_size[2]
@@ -493,6 +509,7 @@ _OWN_INPUTS: dict[str, Callable[[Any, torch.Generator], dict[str, Any]]] = {
     "LuminaNextDiT2DModel": _lumina_next,
     "OmniGenTransformer2DModel": _omnigen,
     "MiniMaxH3Transformer3DModel": _minimax_h3,
+    "Ideogram4Transformer2DModel": _ideogram4,
     "AnyFlowTransformer3DModel": _anyflow,
     "AnyFlowFARTransformer3DModel": _anyflow,
     "BriaFibo2Transformer2DModel": _bria_fibo_2,

@@ -112,3 +112,58 @@ def test_a_base_its_inv_freq_cannot_name_is_declined_with_why_and_a_large_whole_
     large = AnimaRotaryEmbedding(128, 1e6)
     assert su_rope.read_plain_rope(large).params.base == 1e6
     assert [c.variant for c in pt.patch(torch.nn.Sequential(large)).replaced] == ["rope-default"]
+
+
+def test_interleaved_sections_of_an_inv_freq_read_proven_audited_patched():
+    """Ideogram 4's and Cosmos3-Omni's multimodal rotaries (Qwen3-VL's interleaved sections of one
+    inv_freq, no config of their own): read (time takes every frequency height and width do not, whatever
+    its own section says), proven on each axis, values against mpmath; chunked sections refused; a base
+    5·10⁶ that several whole numbers fit read from the model's config; patched exact, audited, given back."""
+    from diffusers.models.transformers.transformer_cosmos3 import Cosmos3VLTextRotaryEmbedding
+    from diffusers.models.transformers.transformer_ideogram4 import Ideogram4MRoPE
+
+    module = Ideogram4MRoPE(16, 10000, (2, 1, 1))
+    exact = su_rope.read_sections_rope(module)
+    assert exact.params.mrope_section == (6, 1, 1) and exact.params.base == 10000.0 and exact.ids == "last"
+    difference, allowed = su_rope.prove_sections_rope(module, exact)
+    assert 0 < difference <= allowed
+    axes = [0, 1, 2, 0, 0, 0, 0, 0]  # frequency 1 is height's, 2 width's (every third of their sections)
+    ids = torch.tensor([[[3, 70000, 1000]]])
+    cos, sin = exact(ids)
+    assert cos.shape == (1, 1, 16) and cos.dtype == torch.float32
+    for i, axis in enumerate(axes):
+        with mpmath.workdps(40):
+            angle = int(ids[0, 0, axis]) * mpmath.power(10000, -mpmath.mpf(2 * i) / 16)
+            want = [reference.round_to(f(angle), "float32") for f in (mpmath.cos, mpmath.sin)]
+        assert [float(cos[0, 0, i]), float(sin[0, 0, i + 8])] == want
+
+    class Chunked(Ideogram4MRoPE):  # Qwen2-VL's sections in blocks, not interleaved
+        def forward(self, position_ids):
+            cos, sin = super().forward(position_ids)
+            at = torch.tensor([0, 3, 4, 1, 2, 5, 6, 7] * 2)  # height's and width's frequencies moved
+            return cos[..., at], sin[..., at]
+
+    assert su_rope.prove_sections_rope(Chunked(16, 10000, (2, 1, 1)), exact).startswith("not the rotary")
+
+    cosmos = Cosmos3VLTextRotaryEmbedding(128, 5e6, (24, 20, 20))
+    assert su_rope.read_sections_rope(cosmos) is None  # 5·10⁶ ± 1 fit its 64 values too
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = {"rope_theta": 5e6}  # a diffusers config (a dict): the base the rotary was built of
+            self.rotary_emb = cosmos
+
+    model = Model()
+    read = su_rope.read_sections_rope(cosmos, pt.computed.config_base(model))
+    assert (read.params.base, read.params.mrope_section, read.ids) == (5e6, (24, 20, 20), "first")
+    assert not posenc.audit(model, samples=32).passed
+    ids = torch.stack([torch.arange(40), torch.arange(40) // 4, torch.arange(40) % 7])[:, None]
+    want = cosmos(ids, torch.device("cpu"), torch.bfloat16)
+    assert [c.variant for c in pt.patch(model).replaced] == ["rope-default"]
+    got = model.rotary_emb(ids, torch.device("cpu"), torch.bfloat16)
+    assert all(g.dtype == torch.bfloat16 and g.shape == w.shape for g, w in zip(got, want, strict=True))
+    assert all(float((g.float() - w.float()).abs().max()) <= 2**-8 for g, w in zip(got, want, strict=True))
+    assert posenc.audit(model, samples=32).passed
+    pt.unpatch(model)
+    assert model.rotary_emb is cosmos

@@ -345,7 +345,7 @@ def _judged(
             claimed = _scaled_timesteps(what)
             report = audit(timesteps, positions=1000, samples=samples, tol=tol, preset=claimed)
             return [ComponentAudit(path, kind, report)]
-        return _rotary(path, what, samples, tol, dtype)
+        return _rotary(path, what, samples, tol, dtype, model)
     except ValueError as error:  # the component cannot be read as an encoding: said, not raised
         return [ComponentAudit(path, kind, None, f"{type(error).__name__}: {str(error)[:200]}")]
 
@@ -949,7 +949,9 @@ def _computed(path: str, module: Any, samples: int, tol: Any, model: Any = None)
     return [ComponentAudit(path, "computed", report, reading.describe())]
 
 
-def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = None) -> list[ComponentAudit]:
+def _rotary(
+    path: str, module: Any, samples: int, tol: Any, dtype: str | None = None, model: Any = None
+) -> list[ComponentAudit]:
     import torch
 
     from .. import rope
@@ -983,6 +985,24 @@ def _rotary(path: str, module: Any, samples: int, tol: Any, dtype: str | None = 
     grid = grid_rope.read_coords_rope(module) or grid_rope.read_ids_rope(module)
     if grid is not None:  # timm's Gemma 4 ViT rotary, MiniMax-H3's (positions given): its first axis
         return [dataclasses.replace(_grid_rope(path, module, grid, samples, tol), kind="rotary")]
+    sections = su_rope.read_sections_rope(module, computed.config_base(model))
+    if sections is not None:  # Ideogram 4's, Cosmos3-Omni's: text ids (one position on every axis) 0 ..
+
+        def text_rows(ids: Any) -> Any:
+            return su_rope.sections_rows(module, sections, ids)
+
+        text_rows.__qualname__ = f"{type(original_of(module) or module).__name__} (its cos, sin)"
+        proof = su_rope.prove_sections_rope(module, sections)  # first: every axis, as patch proves it
+        if isinstance(proof, str):
+            return [ComponentAudit(path, "rotary", None, proof)]
+        p = sections.params
+        params = rope.RopeParameters("default", head_dim=p.head_dim, rotary_dim=p.rotary_dim, base=p.base)
+        report = audit(text_rows, preset=params, positions=4096, samples=samples, tol=tol)
+        note = (
+            f"interleaved multimodal sections {list(p.mrope_section)} of its inv_freq (no config): text ids, "
+            "one position on every axis"
+        )
+        return [ComponentAudit(path, "rotary", report, note)]
     plain = su_rope.read_plain_rope(module)
     if plain is not None:  # a default rotary holding only its inv_freq (Anima's): its cos, sin of ids 0 ..
 

@@ -501,7 +501,17 @@ def learned_angles(module: nn.Module, model: nn.Module | None = None) -> str | N
     return None
 
 
-def inv_freq_base(inv_freq: Any) -> float | None:
+def config_base(model: Any) -> float | None:
+    """The base a model's own config names for its rotaries (its ``rope_theta``: a diffusers config's key,
+    a transformers config's attribute), or None: a rotary written without a config of its own is built
+    from it, and a buffer that several whole numbers fit (:func:`inv_freq_base`) is read as that one."""
+    config = getattr(model, "config", None)
+    value = config.get("rope_theta") if isinstance(config, dict) else getattr(config, "rope_theta", None)
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if number and math.isfinite(value) and value > 1 else None
+
+
+def inv_freq_base(inv_freq: Any, named: float | None = None) -> float | None:
     """The base of a rotary's ``inv_freq`` (n >= 2 float values base^(−i/n), i < n: a rotary of 2n channels)
     where the buffer names one: a whole number (fitted to every value's logarithm) whose values are each
     within 8 ulp of float32 of the buffer's, and no other whole number's are; else None.
@@ -516,20 +526,30 @@ def inv_freq_base(inv_freq: Any) -> float | None:
     10000.0
     >>> inv_freq_base(1.0 / 300.7 ** (torch.arange(0, 16, 2) / 16)) is None  # not a whole number
     True
+
+    ``named``: the base its model's config names (:func:`config_base`), taken where it fits the buffer —
+    the config's word, which the buffer alone cannot give (5·10⁶ in 64 values: 5·10⁶ ± 1 fit too).
+
+    >>> inv_freq_base(1.0 / 5e6 ** (torch.arange(0, 128, 2) / 128)) is None  # several whole numbers fit
+    True
+    >>> inv_freq_base(1.0 / 5e6 ** (torch.arange(0, 128, 2) / 128), named=5e6)
+    5000000.0
     """
     rough = rough_inv_freq_base(inv_freq)
     if rough is None:
         return None
     held = inv_freq.detach().double().cpu().numpy()
     count = held.size
-    base = float(round(rough))
-    if base < 2 or abs(rough - base) > 1e-4 * rough:
-        return None
 
     def fits(candidate: float) -> bool:
         want = candidate ** (-np.arange(count) / count)
         return bool(np.all(np.abs(held - want) <= 8 * np.spacing(want.astype(np.float32)).astype(np.float64)))
 
+    if named is not None and fits(named):
+        return float(named)
+    base = float(round(rough))
+    if base < 2 or abs(rough - base) > 1e-4 * rough:
+        return None
     return base if fits(base) and not fits(base - 1) and not fits(base + 1) else None
 
 

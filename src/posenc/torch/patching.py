@@ -916,6 +916,16 @@ def _rotary(
     stacked = length_rope.read_length_rope(module) if config is None else None
     if stacked is not None:  # wav2vec2-conformer's stack([cos, sin]) of (hidden_states), its inv_freq held
         return _length_rope(model, path, module, stacked, originals)
+    sections = su_rope.read_sections_rope(module, computed.config_base(model)) if config is None else None
+    if sections is not None:  # Ideogram 4's, Cosmos3-Omni's: Qwen3-VL's interleaved sections, no config
+        p = sections.params
+        how = (
+            f"interleaved multimodal sections of its inv_freq (dim {p.head_dim}, base {p.base:g}, sections "
+            f"{list(p.mrope_section)}): equal to its own (cos, sin) of probe ids on each axis within float32 "
+            "rounding"
+        )
+        proof = su_rope.prove_sections_rope(module, sections)
+        return _swap_proven(model, path, module, sections, proof, "rope-default", how, originals, "rotary")
     plain = su_rope.read_plain_rope(module) if config is None else None
     if plain is not None:  # a default rotary that holds only its inv_freq (diffusers' Anima)
         how = (
@@ -2601,6 +2611,11 @@ class _PatchedPlainRope(_KeepsOriginal, su_rope.PlainRope):
     original)."""
 
 
+class _PatchedSectionsRope(_KeepsOriginal, su_rope.SectionsRope):
+    """posenc's :class:`~posenc.torch.su_rope.SectionsRope` as :func:`patch` puts it in a model (holding the
+    original)."""
+
+
 class _PatchedIdsRope(_KeepsOriginal, grid_rope.IdsRope):
     """posenc's :class:`~posenc.torch.grid_rope.IdsRope` as :func:`patch` puts it in a model (holding the
     original)."""
@@ -2690,6 +2705,7 @@ _PATCHED: dict[type, type] = {
     grid_rope.CoordsRope: _PatchedCoordsRope,
     grid_rope.IdsRope: _PatchedIdsRope,
     su_rope.PlainRope: _PatchedPlainRope,
+    su_rope.SectionsRope: _PatchedSectionsRope,
     kandinsky.KandinskyRope1D: _PatchedKandinskyRope1D,
     kandinsky.KandinskyRope3D: _PatchedKandinskyRope3D,
     anyflow.AnyFlowRope: _PatchedAnyFlowRope,

@@ -216,6 +216,29 @@ HOSTILE: dict[str, tuple[Any, str, str | None]] = {
         "a kernel on the Hub that transformers would fetch and run",
         "attn_implementation",
     ),
+    # transformers asks the Hub whether "org/repo" exists and fetches its config (and its sizes unchecked)
+    "a backbone on the Hub": (
+        lambda p: _folder(
+            p, {"model_type": "detr", "use_timm_backbone": False, "backbone": "attacker/beacon"}
+        ),
+        "a model on the Hub whose config transformers would fetch",
+        "backbone",
+    ),
+    "a backbone transformers looks up on the Hub": (  # no "/": the Hub is still asked; offline, refused
+        lambda p: _folder(p, {"model_type": "detr", "use_timm_backbone": False, "backbone": "resnet50"}),
+        "has transformers reach for the Hugging Face Hub (https://huggingface.co/api/models/resnet50)",
+        "config.json",
+    ),
+    "3,000,000 labels": (  # an id2label entry each: 2.4 GB before the model was built
+        lambda p: _folder(p, {**LLAMA, "num_labels": 3_000_000}),
+        "num_labels must be <= 2**17",
+        "num_labels",
+    ),
+    "100,000 codebooks": (  # MusicGen builds a module per codebook
+        lambda p: _folder(p, {"model_type": "musicgen_decoder", "num_codebooks": 100_000}),
+        "num_codebooks must be <= 2**10",
+        "num_codebooks",
+    ),
     "a model_type transformers does not know": (
         lambda p: _folder(p, {**LLAMA, "model_type": "no-such-model"}),
         "model_type 'no-such-model' is not one transformers",
@@ -360,3 +383,18 @@ def test_terminal_controls_in_a_files_names_are_printed_escaped(tmp_path: Path) 
         timeout=60,
     )
     assert shown.returncode == 2 and "\x1b" not in shown.stderr and "pos_a\\x1b]0;TITLE" in shown.stderr
+
+
+def test_the_hubs_offline_switch_is_put_back_after_a_folder(tmp_path: Path) -> None:
+    """posenc.audit(DIR) keeps the Hub unreachable while transformers reads the config and builds the model
+    (a backbone it would look up is refused), then puts huggingface_hub's switch back, either way."""
+    from huggingface_hub import constants
+
+    before = constants.HF_HUB_OFFLINE
+    audited = posenc.audit(str(_folder(tmp_path / "llama", LLAMA)), samples=32)  # float32 code: inexact
+    assert [c.kind for c in audited.components] == ["rotary"] and not audited.passed
+    assert constants.HF_HUB_OFFLINE is before
+    looked_up = HOSTILE["a backbone transformers looks up on the Hub"][0](tmp_path / "detr")
+    with pytest.raises(ValueError, match="reach for the Hugging Face Hub"):
+        posenc.audit(str(looked_up))
+    assert constants.HF_HUB_OFFLINE is before

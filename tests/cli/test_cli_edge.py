@@ -93,7 +93,7 @@ BAD_FILES: list[tuple[str, Callable[[], bytes], tuple[str, ...]]] = [
     (
         "huge_header_length.safetensors",  # the first 8 bytes give the header's length: here 1 TB
         lambda: struct.pack("<Q", 10**12) + b"{}",
-        ("is not a readable .safetensors file", "header too large"),
+        ("is not a readable .safetensors file", "header claims 1,000,000,000,000 bytes"),
     ),
     (
         "not_json.safetensors",

@@ -174,3 +174,78 @@ def test_a_directory_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "is a directory" in _one_line(capsys)
     with pytest.raises(ValueError, match="is a directory"):
         load_table(tmp_path / "table.npy")
+
+
+def _recompressed(tmp_path: Path, entry: str, padding: int = 0, tail: bytes = b"") -> Path:
+    """A torch.save zip of a table whose entries ending in ``entry`` are deflated (``padding`` zero bytes
+    after the record: a 1 MB file inflates to 1 GiB this way), ``tail`` bytes after the archive."""
+    import io
+    import zipfile
+
+    saved = io.BytesIO()
+    torch.save({"pe": _table()}, saved)
+    source = zipfile.ZipFile(io.BytesIO(saved.getvalue()))
+    path = tmp_path / "table.pt"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name in source.namelist():
+            deflated = name.endswith(entry)
+            info = zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED if deflated else zipfile.ZIP_STORED
+            with archive.open(info, "w") as stream:
+                stream.write(source.read(name) + (bytes(padding) if deflated else b""))
+    with open(path, "ab") as stream:
+        stream.write(tail)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("entry", "tail", "said"),
+    [
+        ("data.pkl", b"", "holds compressed entries ('archive/data.pkl' ...): posenc does not inflate them"),
+        ("data/0", b"", "holds compressed entries ('archive/data/0' ...)"),
+        # a stray end-of-directory signature: Python's zipfile gives up, torch's reader would still inflate
+        ("data/0", b"PK\x05\x06" + bytes(18), "it begins as a zip archive, but its directory cannot be read"),
+    ],
+)
+def test_a_compressed_pt_is_refused_before_torch_inflates_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], entry: str, tail: bytes, said: str
+) -> None:
+    """A 1 MB .pt of deflated entries made ``posenc identify``/``audit`` (and the explorer) inflate 1 GiB
+    before any size was known: refused from the zip's directory, before torch reads it."""
+    path = _recompressed(tmp_path, entry, padding=4 << 20, tail=tail)
+    assert path.stat().st_size < 1 << 16  # 4 MiB of zeros deflate to ~4 KB
+    loads = []
+    original = torch.load
+    try:
+        torch.load = lambda *a, **k: loads.append(a) or original(*a, **k)
+        for command in ("identify", "audit"):
+            assert main([command, str(path)]) == 2
+            assert said in capsys.readouterr().err
+        with pytest.raises(ValueError, match=r"expected a file written by torch\.save, whose entries are"):
+            load_table(path)
+    finally:
+        torch.load = original
+    assert loads == []
+
+
+def test_a_safetensors_header_past_the_bound_is_refused_unparsed(tmp_path: Path) -> None:
+    """A 29 MB header of empty entries took 938 MB to parse; a table file's header is bounded as a model
+    folder's is (16 MiB)."""
+    path = tmp_path / "table.safetensors"
+    path.write_bytes((17 << 20).to_bytes(8, "little") + b" " * (17 << 20))
+    with pytest.raises(ValueError, match="header claims 17,825,792 bytes, more than the 16,777,216"):
+        load_table(path)
+
+
+def test_a_data_file_named_like_code_is_read_as_data_and_never_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pe.py:table.npy`` beside ``pe.py`` is that file (it ran pe.py before); a Name that is no Python
+    name is refused before the file runs."""
+    monkeypatch.chdir(tmp_path)
+    Path("pe.py").write_text("open('RAN', 'w').write('ran')\n")
+    np.save("pe.py:table.npy", posenc.table(64, D))
+    assert main(["audit", "pe.py:table.npy"]) == 0
+    assert main(["audit", "pe.py:table.x"]) == 2
+    assert "'table.x' is not a Python name" in capsys.readouterr().err
+    assert not Path("RAN").exists()

@@ -39,6 +39,7 @@ from typing import Any
 
 from .. import validation
 from ..errors import PosencValueError
+from ..porting.readers import MAX_HEADER_BYTES
 from ..rope.configs import CONFIG_BYTES
 from .report import AuditReport
 from .targets import MAX_POSITION
@@ -1157,9 +1158,6 @@ MAX_TABLE_VALUES = 2**28
 #: Values a positional buffer computed from the config may hold: 2**25. Some classes build theirs in Python
 #: lists (DistilBERT's, XLM's: ~50 bytes and ~2.4 µs a value), so 2**25 is ~2 GB and ~80 s at most.
 MAX_COMPUTED_VALUES = 2**25
-#: Bytes of a safetensors header read at most: 16 MiB (the safetensors library takes up to 100 MB; a shard of
-#: a thousand tensors has ~200 KB, and a 99 MB header of junk entries took 1.4 GB to parse).
-MAX_HEADER_BYTES = 16 << 20
 
 _WIDTH = (1, 2**18, "the widest models are about 2**14 wide")
 _LAYERS = (0, 2**12, "the deepest models have about 2**7 layers")
@@ -1230,6 +1228,10 @@ _SIZES: dict[str, tuple[int, int, str]] = {
         _POSITIONS,
     ),
     "vocab_size": (1, 2**24, "the largest vocabularies hold about 2**18 tokens"),
+    # transformers builds an id2label entry per label, MusicGen a module per codebook, DETR a query each
+    "num_labels": (0, 2**17, "the largest label sets hold about 2**15 (ImageNet-22k: 21,843)"),
+    "num_codebooks": (1, 2**10, "audio models use about 2**3 codebooks"),
+    "num_queries": (1, 2**16, "detection models use about 2**8 to 2**12 queries"),
 }
 #: The size fields a config may give per layer, as a list of one size each (Gemma 3n's intermediate_size)
 _PER_LAYER = ("intermediate_size", "num_key_value_heads", "num_attention_heads", "head_dim", "ffn_dim")
@@ -1302,7 +1304,8 @@ def from_directory(folder: str | Path) -> Any:
     the safetensors files transformers loads (``model.safetensors``, else the shards of
     ``model.safetensors.index.json``) when present.
 
-    Nothing of the folder runs and nothing global changes:
+    Nothing of the folder runs, nothing is fetched, and nothing global changes but the Hub's offline switch
+    while the config is read and the model built (:func:`offline`):
 
     * a config with ``auto_map`` (a model that ships its own code) or a ``model_type`` transformers does not
       know is refused (:class:`ModelDirectoryError`): posenc never executes a checkpoint's code
@@ -1310,7 +1313,8 @@ def from_directory(folder: str | Path) -> Any:
     * config.json is read and checked before transformers sees it: at most :data:`MAX_CONFIG_BYTES`,
       :data:`MAX_CONFIG_DEPTH` levels, every number finite, each size field (``hidden_size``, the layer,
       head and expert counts, ``vocab_size``, the position counts) a whole number within its bound,
-      ``pad_token_id`` an integer (one beyond ``vocab_size`` is named where the build then fails), the
+      ``pad_token_id`` an integer (one beyond ``vocab_size`` is named where the build then fails), no
+      ``backbone`` on the Hub without its ``backbone_config``, the
       rotary numbers real (``rope_theta`` > 0), and the parameters
       it describes at most :data:`MAX_PARAMETERS`; a config naming ``configuration_files`` (another file
       transformers would read) is refused; each safetensors file transformers loads is a regular file with
@@ -1345,10 +1349,11 @@ def from_directory(folder: str | Path) -> Any:
     name = str(dtype).removeprefix("torch.")
     dtype = getattr(torch, name) if name in _BUILD_DTYPES else None
     try:
-        with _OnMeta.of(torch)(dtype):
+        with offline(), _OnMeta.of(torch)(dtype):
             model = model_class(config)
         model.eval()
     except Exception as error:  # transformers' code on a config it accepted: any error is said
+        _refuse_hub_reached(folder / "config.json", error)
         built = model_class.__name__
         said = f"{folder}: transformers could not build its {built} from config.json ({_said(error)})"
         beyond = _pad_beyond_vocab(data)  # a pad id no embedding of the vocabulary holds: the likely cause
@@ -1365,6 +1370,38 @@ def from_directory(folder: str | Path) -> Any:
     if unread:
         model.__dict__[UNREAD] = unread
     return model
+
+
+@contextlib.contextmanager
+def offline() -> Any:
+    """The Hugging Face Hub unreachable within the block (huggingface_hub's offline switch, put back after):
+    a config that names a repository (a backbone's, say) fails instead of fetching it — the folder alone is
+    read."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # no client: nothing reaches the Hub
+        yield
+        return
+    before = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = before
+
+
+def _refuse_hub_reached(path: Path, error: BaseException) -> None:
+    """Refuse, saying so, a config whose reading or build reached for the Hub (:func:`offline` stopped it)."""
+    if type(error).__name__ != "OfflineModeIsEnabled":
+        return
+    words = str(error).split()
+    url = next((w.rstrip(":") for w in words if w.startswith("https://")), "the Hub")
+    raise ModelDirectoryError(
+        f"{path} has transformers reach for the Hugging Face Hub ({url}), and posenc reads the folder alone "
+        "(nothing is fetched); give in config.json what it names (a backbone's: its backbone_config, as "
+        "transformers saves it)",
+        "config.json",
+    ) from None
 
 
 def _pad_beyond_vocab(data: dict[str, Any]) -> tuple[str, int, int] | None:
@@ -1493,6 +1530,7 @@ def _check_config(path: Path, data: dict[str, Any]) -> None:
             if where and "auto_map" in node:
                 _refuse_own_code(path.parent, node["auto_map"], f"{where}.auto_map")
             _refuse_hub_kernels(path, where, node)
+            _refuse_hub_backbone(path, where, node)
             _check_fields(path, where, node, rope)
             _check_patches(path, where, node)
             parameters += _parameters(node)
@@ -1508,6 +1546,20 @@ def _check_config(path: Path, data: dict[str, Any]) -> None:
 #: The config fields transformers reads an implementation's name from; "org/repo" (or "org/repo:name") there
 #: is a kernel it fetches from the Hub and runs.
 _IMPLEMENTATIONS = ("attn_implementation", "_attn_implementation", "experts_implementation")
+
+
+def _refuse_hub_backbone(path: Path, where: str, node: dict[str, Any]) -> None:
+    """Refuse one level of a config naming a backbone on the Hub ("org/repo") without its config:
+    transformers would ask the Hub whether it exists and fetch its config (the folder alone is read)."""
+    backbone = node.get("backbone")
+    if isinstance(backbone, str) and "/" in backbone and node.get("backbone_config") is None:
+        name = f"{where}.backbone" if where else "backbone"
+        raise ModelDirectoryError(
+            f"{path}: {name} is {validation.shorten(backbone)}, a model on the Hub whose config transformers "
+            "would fetch, and posenc reads the folder alone; give that model's config as backbone_config in "
+            "config.json (as transformers saves it)",
+            name,
+        )
 
 
 def _refuse_hub_kernels(path: Path, where: str, node: dict[str, Any]) -> None:
@@ -1774,10 +1826,12 @@ def _config_and_class(folder: Path, data: dict[str, Any], transformers: Any) -> 
             "model_type",
         )
     try:
-        config = transformers.AutoConfig.from_pretrained(
-            str(folder), local_files_only=True, trust_remote_code=False
-        )
+        with offline():
+            config = transformers.AutoConfig.from_pretrained(
+                str(folder), local_files_only=True, trust_remote_code=False
+            )
     except Exception as error:  # transformers' reading of a config it does not accept
+        _refuse_hub_reached(path, error)
         raise ModelDirectoryError(
             f"{path} is not a config transformers can read ({_said(error)}); correct the field it names",
             "config.json",

@@ -152,11 +152,15 @@ def as_target(
 
 
 def is_code(target: Any) -> bool:
-    """Whether ``target`` names code to run: ``"path/to/file.py:Name"``."""
+    """Whether ``target`` names code to run: ``"path/to/file.py:Name"`` — never the name of a file or folder
+    that exists (``pe.py:table.npy`` there is that file, read as data); :func:`load_object` runs the file
+    only for a Name that is a Python name."""
     if not isinstance(target, (str, Path)):
         return False
     text = str(target)
-    return ":" in Path(text).name and Path(text.rsplit(":", 1)[0]).suffix == ".py"
+    if ":" not in Path(text).name or os.path.lexists(text):
+        return False
+    return Path(text.rpartition(":")[0]).suffix == ".py"
 
 
 def check_code_file(spec: str) -> Path:
@@ -173,6 +177,8 @@ def load_object(spec: str, *, d_model: int | None = None) -> Any:
     """The object of ``"path/to/file.py:Name"``; a class is instantiated (with ``d_model`` if it takes it)."""
     file = check_code_file(spec)
     path, _, name = spec.rpartition(":")
+    if not name.isidentifier():  # before the file runs
+        raise ValueError(f"target {spec!r}: {name!r} is not a Python name; write it as path/to/file.py:Name")
     module_spec = importlib.util.spec_from_file_location(f"_posenc_audit_{file.stem}", file)
     if module_spec is None or module_spec.loader is None:
         raise ValueError(f"target {spec!r}: {path} cannot be imported as a Python file")

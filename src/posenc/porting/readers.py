@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import json
 import math
+import os
 import pickle
 import re
 import struct
@@ -24,10 +25,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EXPECTED", "READERS", "Stored", "reason"]
+__all__ = ["EXPECTED", "MAX_HEADER_BYTES", "READERS", "Stored", "reason"]
 
 #: What load_table reads, in the words of its messages.
 EXPECTED = "a table of shape (positions, d_model) of real numbers"
+
+#: Bytes of a safetensors header read at most: 16 MiB (the safetensors library takes up to 100 MB; a shard of
+#: a thousand tensors has ~200 KB, and a 99 MB header of junk entries took 1.4 GB to parse).
+MAX_HEADER_BYTES = 16 << 20
 
 #: How deep the dicts and lists of a .pt file may nest, and how many entries they may hold in all. A state
 #: dict nests a few levels and holds thousands; a crafted file whose dicts contain or share each other is
@@ -122,10 +127,11 @@ def torch_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, Sto
         import torch
     except ImportError:
         raise ImportError("reading .pt files needs PyTorch: pip install 'posenc[torch]'") from None
+    archive = _stored_zip(path)  # before torch reads a byte of it: no entry is inflated
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols; only the outcome matters here
             warnings.simplefilter("ignore")
-            loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+            loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=archive)
     except OSError:
         raise
     except pickle.UnpicklingError as error:
@@ -144,6 +150,47 @@ def torch_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[str, Sto
         else:
             others[name] = type(value).__name__
     return arrays, others
+
+
+#: The signature torch tells a zip archive by (its first four bytes), whatever Python's zipfile says; that
+#: of a zip's end record, which lies within its last 64 KiB + 22 bytes (a comment is at most 64 KiB).
+_ZIP_SIGNATURE, _END_SIGNATURE, _END_SEARCH = b"PK\x03\x04", b"PK\x05\x06", (1 << 16) + 22
+
+
+def _stored_zip(path: Path) -> bool:
+    """Whether ``path`` is a zip archive (torch's test: its signature), checked to hold its entries stored,
+    as torch.save writes them: an archive Python's zipfile cannot read whole, an entry compressed (which
+    torch would inflate in memory before any size is known: a 1 MB file of 1 GiB), or entries larger in all
+    than the file is refused, naming the path."""
+    with open(path, "rb") as stream:
+        if stream.read(4) != _ZIP_SIGNATURE:
+            return False
+        size = os.fstat(stream.fileno()).st_size
+        stream.seek(max(0, size - _END_SEARCH))
+        ends = stream.read().count(_END_SIGNATURE)
+    written = "expected a file written by torch.save, whose entries are stored, not compressed"
+    try:
+        if ends != 1:  # each zip reader must find the one directory Python reads (a stray end: another)
+            raise zipfile.BadZipFile(f"{ends} end-of-directory records where a zip has one")
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+        if not entries:
+            raise zipfile.BadZipFile("its directory lists no entries")
+    except (zipfile.BadZipFile, ValueError, EOFError) as error:
+        raise ValueError(
+            f"{path} is not a readable PyTorch file (it begins as a zip archive, but its directory cannot be "
+            f"read: {reason(error)}); {written}"
+        ) from None
+    packed = [e.filename for e in entries if e.compress_type != zipfile.ZIP_STORED]
+    if packed:
+        raise ValueError(
+            f"{path} holds compressed entries ({packed[0]!r} ...): posenc does not inflate them, since "
+            f"what they hold is known only once they are; {written}"
+        )
+    declared = sum(e.file_size for e in entries)
+    if declared > size:
+        raise ValueError(f"{path} declares {declared:,} bytes of entries in a file of {size:,}; {written}")
+    return True
 
 
 def _torch_stored(tensor: Any, torch: Any) -> Stored:
@@ -290,6 +337,14 @@ def safetensors_arrays(path: Path, stack: contextlib.ExitStack) -> tuple[dict[st
         from safetensors import safe_open
     except ImportError:
         raise ImportError("reading .safetensors files needs safetensors: pip install safetensors") from None
+    with open(path, "rb") as stream:  # before safetensors parses it: a header of a few MB at most
+        length = int.from_bytes(stream.read(8), "little")
+    if length > MAX_HEADER_BYTES:
+        raise ValueError(
+            f"{path} is not a readable .safetensors file (its header claims {length:,} bytes, more than the "
+            f"{MAX_HEADER_BYTES:,} a file of tables takes); expected a file written by safetensors' "
+            f"save_file holding {EXPECTED}"
+        )
     try:
         handle = stack.enter_context(safe_open(path, framework="numpy"))
         specs = {}

@@ -424,6 +424,16 @@ class TestBodyIsWhatTheRouteDocuments:
             answer = call(port, "POST", f"/api/identify?filename={name}", headers=(OCTETS,), body=data)
             assert said in refusal(answer, 400, "file")  # said from the stored shape: nothing read
 
+    def test_a_tall_table_and_a_wide_rotary_are_refused_before_the_work(self, port):
+        """A table of 2,097,152 rows × 2 took 24 to 32 s to identify, a rotary of 65536 channels 8 to 14 s
+        to draw: past MAX_IDENTIFY_ROWS and MAX_ROPE_WIDTH each is a 400 naming what to use instead."""
+        tall = npy(np.zeros((api.MAX_IDENTIFY_ROWS + 1, 2), np.float32))
+        answer = call(port, "POST", "/api/identify?filename=t.npy", headers=(OCTETS,), body=tall)
+        assert "131,073 rows, more than the 131,072" in refusal(answer, 400, "file")
+        answer = call(port, "GET", f"/api/rope?head_dim={2 * api.MAX_ROPE_WIDTH}")
+        assert "wider than the 4096 this view draws" in refusal(answer, 400, "head_dim")
+        assert call(port, "GET", "/api")[1]["caps"]["MAX_ROPE_WIDTH"] == api.MAX_ROPE_WIDTH
+
     @pytest.mark.parametrize(
         "lengths", [(), ("9" * 5000,), ("-1",), ("1e3",), ("１２",), ("2", "2"), ("0x10",)]
     )
@@ -578,6 +588,18 @@ def test_the_command_warns_for_every_host_that_is_not_a_loopback_literal(host, l
     """`posenc explore --host H` warns that the server is reachable from the network unless H is a loopback
     IP literal or localhost (``127.attacker.example`` starts with 127. and is not one)."""
     assert server.is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize(
+    ("host", "fix"), [("999.1.1.1", "a host of this machine"), ("127.0.0.1", "another port")]
+)
+def test_a_host_that_cannot_be_served_is_named_not_the_port(host, fix):
+    """A name that resolves to nothing was told "pass another port"; a port in use still is."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(ValueError, match=f"cannot serve on {host}:.*{fix}"):
+            server.serve(host, taken.getsockname()[1], open_browser=False)
 
 
 def test_connections_past_the_cap_are_answered_503_and_the_server_serves_again_once_they_close():

@@ -57,7 +57,9 @@ __all__ = [
     "MAX_CRITERIA_WIDTH",
     "MAX_DIMS",
     "MAX_DOT",
+    "MAX_IDENTIFY_ROWS",
     "MAX_JSON_DEPTH",
+    "MAX_ROPE_WIDTH",
     "MAX_UPLOAD",
     "MAX_VALUES",
     "BadRequest",
@@ -88,6 +90,11 @@ MAX_CRITERIA_VALUES = 1 << 23
 MAX_CRITERIA_WIDTH = 4096
 #: The deepest nesting of a posted JSON body (the object itself is 1; a config.json nests 3 or 4 deep).
 MAX_JSON_DEPTH = 32
+#: The widest rotary the RoPE view draws (the widest heads are 2⁸ to 2⁹; 65536 took 8 to 14 s).
+MAX_ROPE_WIDTH = 4096
+#: The most rows of a table the identify view reads (the longest contexts are 2¹⁷ positions; a table of
+#: 2,097,152 rows took 24 to 32 s): ``posenc identify FILE`` reads any.
+MAX_IDENTIFY_ROWS = 1 << 17
 
 #: The caps, by name (``GET /api`` lists them): module constants, read when a request is checked.
 CAP_NAMES = (
@@ -99,6 +106,8 @@ CAP_NAMES = (
     "MAX_CRITERIA_VALUES",
     "MAX_CRITERIA_WIDTH",
     "MAX_JSON_DEPTH",
+    "MAX_ROPE_WIDTH",
+    "MAX_IDENTIFY_ROWS",
 )
 #: What :func:`index` answers for the caps; the checks read the module constants themselves.
 CAPS = {name: globals()[name] for name in CAP_NAMES}
@@ -398,6 +407,14 @@ def rope_lines(params: Mapping[str, str], body: bytes | None = None) -> dict[str
             "wavelengths": wavelengths,
         }
     keywords |= given
+    width = keywords["head_dim"]
+    if isinstance(width, int | float) and width > MAX_ROPE_WIDTH:
+        named = "head_dim" if "head_dim" in given or body is None else "config"
+        raise BadRequest(
+            named,
+            f"a rotary of {width:g} channels is wider than the {MAX_ROPE_WIDTH} this view draws (the widest "
+            "heads take about 512); posenc.rope.inv_freq gives any width's frequencies in Python",
+        )
     lines = _posenc(
         "head_dim", lambda: rope_wavelength_lines(**keywords), aliases=_CONFIG_NAMES, any_name=True
     )
@@ -495,6 +512,13 @@ def identify(params: Mapping[str, str], body: bytes) -> dict[str, Any]:
             if not known:
                 message = message.replace("''", repr(suffix), 1)
             raise BadRequest("file" if known else "filename", message) from None
+    rows = np.shape(stored)[0] if np.ndim(stored) else 0
+    if rows > MAX_IDENTIFY_ROWS:
+        raise BadRequest(
+            "file",
+            f"{name} holds {rows:,} rows, more than the {MAX_IDENTIFY_ROWS:,} this view reads; identify it "
+            f"with posenc identify {name}, which reads any",
+        )
     matches = _posenc("file", lambda: porting.identify(stored, candidates=_CANDIDATES))
     shape, dtype = tuple(np.shape(stored)), np.asarray(stored).dtype
     where = f"{name}, tensor {key!r}" if key else name

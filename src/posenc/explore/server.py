@@ -47,6 +47,7 @@ css, png, svg), and its resolved path must lie inside the folder; anything else 
 
 from __future__ import annotations
 
+import errno
 import http.server
 import ipaddress
 import json
@@ -529,15 +530,20 @@ def serve(
 
     ``ready(url)`` is called once the port is bound (default: print the URL line); then the browser is
     opened on the URL (``webbrowser.open``, in a thread: a slow browser start does not delay the server)
-    unless ``open_browser`` is false. A port that cannot be bound (in use, or not allowed) raises
-    ValueError naming it.
+    unless ``open_browser`` is false. A port that cannot be bound (in use, or not allowed), or a host that
+    is not this machine's, raises ValueError naming it.
     """
     try:
         server = make_server(host, port)
     except OSError as error:
-        raise ValueError(
-            f"cannot serve on {host}:{port}: {error.strerror or error}; pass another port (0: any free port)"
-        ) from None
+        # a name that resolves to nothing, an address not this machine's: the host is at fault, not the port
+        host_fault = isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL
+        fix = (
+            "pass a host of this machine (127.0.0.1, the default)"
+            if host_fault
+            else "pass another port (0: any free port)"
+        )
+        raise ValueError(f"cannot serve on {host}:{port}: {error.strerror or error}; {fix}") from None
     try:
         url = url_of(server)
         (ready or (lambda url: print(f"posenc explore: serving on {url} (Ctrl-C stops)", flush=True)))(url)

@@ -11,7 +11,19 @@ from decimal import Decimal
 
 import numpy as np
 
-__all__ = ["shortest"]
+__all__ = ["number", "shortest"]
+
+
+def number(value: float) -> str:
+    """A float64 option as the shortest decimal that reads back as it, without a trailing ".0": a heading
+    that names it never rounds it (``500000.5``, not ``500000``).
+
+    >>> number(500000.5), number(10000.0), number(1.00000001), number(1e300)
+    ('500000.5', '10000', '1.00000001', '1e+300')
+    """
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
 
 _FRACTION_BITS = {"float16": 10, "bfloat16": 7, "float32": 23}  # the dtypes whose shortest form is shorter
 # than float64's repr, with their stored mantissa bits

@@ -9,9 +9,10 @@
 
 With pytest, ``pytest_plugins = ["posenc.testing"]`` in the root ``conftest.py`` gives every test the
 fixture ``posenc_exact`` (the same function): ``def test_pe(posenc_exact): posenc_exact(my_table)``.
-The check is :func:`posenc.audit` with its hints (``d_model``, ``positions``, ``dtype``, ``options``,
-``key``, ``tol``, ``samples``); the AssertionError carries the report's text: the variant, the errors per
-band and the findings. Importing this module imports NumPy only (pytest is not needed to import it).
+The check is :func:`posenc.audit` with its hints (``d_model``, ``positions``, ``dtype``, ``preset``,
+``key``, ``tol``, ``samples``, ``timeout``); the AssertionError carries the report's text: the variant, the
+errors per band and the findings. Importing this module imports pytest where it is installed (for the
+fixture; without it, :func:`assert_exact` still works) and nothing of posenc's numerics until a check runs.
 """
 
 from __future__ import annotations

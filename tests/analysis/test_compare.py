@@ -93,3 +93,16 @@ def test_a_window_past_the_last_position_is_refused_in_compares_own_terms() -> N
         compare(8, positions=(2**31 - 1,), dtypes=("float32",))
     assert "lower positions or window" in str(e.value) and "start" not in str(e.value)
     assert compare(8, positions=(2**31 - 5,), dtypes=("float32",), window=10).rows[0].hi == 2**31
+
+
+def test_the_heading_names_each_option_unrounded_and_float16_overflows_from_65520() -> None:
+    """``--base 500000.5`` was printed "base 500000" (``:g``); positions 65505 .. 65519 round to 65504 in
+    float16, finite (the help said every position above 65504 is infinite)."""
+    done = compare(
+        8, base=500000.5, scale=1.00000001, positions=(65512, 65528), dtypes=("float16",), window=16
+    )
+    assert "base 500000.5" in done.heading() and "scale 1.00000001" in done.heading()
+    below, above = (row.cells["dtype"] for row in done.rows)
+    assert (below.nan_rows, below.distinct, above.nan_rows) == (0, 1, 16)  # 65504 .. 65519: all 65504
+    report = posenc.analysis.check(8, 8, base=500000.5, shift=0.3333333333, dtype="float64")
+    assert "base 500000.5, shift 0.3333333333" in report.as_text()

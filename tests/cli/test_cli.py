@@ -57,6 +57,8 @@ def test_demo(demo_run: tuple[int, str, str, Path]) -> None:
         assert number in out
     assert "= 100" in out and "ω_1 = 0.01" in out  # the denominators 1 and 100
     assert "Embedding" in out and "Input to the Transformer" in out
+    # posenc's float32 values at 2**30 are off by at most 2.94265e-08 (mpmath): a bound printed rounded up
+    assert "its float32 values are off by at\nmost 3.0e-08" in out.replace("  ", " ")
 
 
 def test_demo_writes_every_figure(demo_run: tuple[int, str, str, Path]) -> None:

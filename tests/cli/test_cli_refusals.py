@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import posenc
+import posenc.torch
 from posenc.analysis import compare as comparing
 from tests.support.cli_cases import assert_refused, run
 

@@ -87,8 +87,9 @@ def check(
       in bfloat16), plus float64 summation.
 
     Options mean what they mean in :func:`posenc.table`; the report's options name ``scale`` and ``odd``
-    only when they differ from the defaults. An odd d_model under odd="literal"/"drop" ends in a sine
-    without its cosine, whose products depend on p: such a table fails ``shift_invariant``.
+    only when they differ from the defaults. An odd d_model under odd="literal"/"drop" holds a lone sine
+    (a lone cosine under layout="cos_sin"), whose products depend on p: such a table fails
+    ``shift_invariant``.
     ``compute="dtype"`` judges the usual code evaluated in ``dtype`` instead
     (:func:`~posenc.analysis.encodings.naive_table`). ``progress(fraction, what)`` is called as the work
     advances. The report's ``notes`` say what was measured on every row and what on a sample, and how many.

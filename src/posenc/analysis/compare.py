@@ -11,8 +11,8 @@ Three codes are compared on a window of positions around each (:data:`WINDOW` of
 * ``"posenc"``: posenc's values, each the exact real rounded once to the dtype.
 
 For float32 the first two are the same code. Each cell gives the largest |value − exact| over the finite
-values (the exact values in float64, correctly rounded), the rows holding a NaN (float16 positions above
-65504 are infinite), and the distinct rows among the finite ones.
+values (the exact values in float64, correctly rounded), the rows holding a NaN (float16 positions from
+65520 on are infinite; 65505 .. 65519 round to 65504), and the distinct rows among the finite ones.
 
 >>> result = compare(64, positions=(100_000,), dtypes=("bfloat16",), window=100)
 >>> cells = result.rows[0].cells
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import validation
+from .. import decimals, validation
 from ..core import table
 from ..core.options import takes_options
 from ..errors import PosencValueError
@@ -88,7 +88,7 @@ class Comparison:
 
     def heading(self) -> str:
         named = ", ".join(
-            f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in self.options.items()
+            f"{k} {decimals.number(v) if isinstance(v, float) else v}" for k, v in self.options.items()
         )
         return (
             f"the usual code against posenc: d_model {self.d_model}, {named}; {self.window:,} positions "

@@ -27,7 +27,7 @@ from ._work import chunks, max_abs, nonfinite_rows, row_norms
 from .collisions import collisions, first_repeat
 from .hashes import bits
 from .margin import closest_pair
-from .properties import closed_form_dot_product, differing_values, wrap_length
+from .properties import closed_form_dot_product, differing_values, recomputed_windows, wrap_length
 from .rounding import dot_product_tolerance, row_error_bound
 
 
@@ -240,7 +240,16 @@ def deterministic(e: Evidence) -> Finding:
         differ = differing_values(reference, 0, e.d_model, e.options)
     else:
         differ = int(np.count_nonzero(bits(e.build(0, length)) != bits(reference)))
-    how = "again, in two halves and row by row" if e.compute == "exact" else "again"
+    how = "again"
+    if e.compute == "exact":  # as differing_values recomputes it
+        rows = min(length, 64)
+        one_by_one = f"{rows} rows spread over it one by one"
+        windows = recomputed_windows(length, e.d_model)
+        how = (
+            f"whole, in two halves, and {one_by_one}"
+            if windows is None
+            else f"{len(windows)} windows of it, each alone and inside a longer table, and {one_by_one}"
+        )
     same = "identical bit for bit" if not differ else f"different in {differ:,} places"
     return Finding(differ == 0, float(differ), f"recomputed ({how}), the values are {same}", {}, 0.0)
 

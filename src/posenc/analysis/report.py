@@ -9,6 +9,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from .. import decimals
 from .criteria import Criterion
 from .properties import recomputed_windows
 
@@ -103,11 +104,12 @@ class Report:
         """
         o = self.options
         how = "posenc, rounded once" if o["compute"] == "exact" else f"computed in {o['dtype']}"
-        scale = f", scale {o['scale']:g}" if "scale" in o else ""
+        scale = f", scale {decimals.number(o['scale'])}" if "scale" in o else ""
         odd = f", odd {o['odd']}" if "odd" in o else ""
         lines = textwrap.wrap(
-            f"posenc check: d_model {o['d_model']}, positions 0..{o['length'] - 1}, base {o['base']:g}, "
-            f"shift {o['shift']:g}{scale}, layout {o['layout']}{odd}, {o['dtype']} ({how})",
+            f"posenc check: d_model {o['d_model']}, positions 0..{o['length'] - 1}, base "
+            f"{decimals.number(o['base'])}, shift {decimals.number(o['shift'])}{scale}, layout {o['layout']}"
+            f"{odd}, {o['dtype']} ({how})",
             width,
             subsequent_indent=" " * 14,
         )

@@ -19,8 +19,8 @@ dtype (float32, float16, bfloat16) and each window of positions (1,000 around 8k
 largest |value − exact| and the distinct rows of three codes: the usual code computed in the dtype, the
 usual code in float32 then cast to the dtype, and posenc (each value rounded once)."""
 EPILOG = """\
-A window's NaN rows (float16 positions above 65504 are infinite) are counted apart; "—" is an error with
-no finite value to measure.
+A window's NaN rows (float16 positions from 65520 on are infinite; 65505 .. 65519 round to 65504) are
+counted apart; "—" is an error with no finite value to measure.
 
 examples:
   posenc compare                              d_model 512, base 10000

@@ -8,6 +8,8 @@ printed in order. Every number is computed by posenc as it is printed.
 from __future__ import annotations
 
 import argparse
+import decimal
+import math
 import os
 import sys
 import textwrap
@@ -243,11 +245,24 @@ def _exactness(demo: _Demo) -> None:
         f"{naive_error.max():.4f}, and "
         f"{(naive_error > 0.1).sum()} of {d_model} components are off by more than 0.1.",
         "posenc computes each value exactly and rounds it once: its float32 values are off by at",
-        f"most {np.abs(ours - exact).max():.1e}, float32 rounding alone. The worst component:",
+        f"most {_rounded_up(np.abs(ours - exact).max())}, float32 rounding alone. The worst component:",
         "",
         f"    component {worst} ({label}):  exact {exact[worst]:.6f}   posenc float32 "
         f"{ours[worst]:.6f}   usual float32 code {naive[worst]:.6f}",
     )
+
+
+def _rounded_up(bound: float) -> str:
+    """``bound`` to two significant digits, rounded up (a bound printed lower would be broken): 2.94e-08 ->
+    "3.0e-08"."""
+    if bound <= 0:
+        return "0"
+    exact = decimal.Decimal(repr(float(bound)))  # its shortest decimal: no rounding before the ceiling
+    exponent = exact.adjusted()
+    tenths = math.ceil(exact.scaleb(1 - exponent))  # 2.94e-08 -> 30 (tenths of 1e-08)
+    if tenths >= 100:
+        tenths, exponent = 10, exponent + 1
+    return f"{tenths / 10:.1f}e{exponent:+03d}"
 
 
 # (file name, kind, options, what it shows): the demo's figures, in order

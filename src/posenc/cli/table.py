@@ -38,8 +38,8 @@ columns:
   The header names each column by its index, its function and its frequency index: '2 sin ω1' is
   sin(pos · ω_1), with ω_i = base ** (-i / (h - shift)), h = d_model / 2 (times --scale, if given). An odd
   d_model, by --odd: zero (the default) takes h = d_model // 2 and ends in a 'zero' column; literal takes
-  h = d_model / 2 and ends in a sine; drop takes h = (d_model + 1) / 2 and ends in a sine (its cosine
-  dropped). The layout decides the order: interleaved = sin ω0, cos ω0, sin ω1, ... (the paper);
+  h = d_model / 2 and drop h = (d_model + 1) / 2, and both leave out the last frequency's cosine (its sine,
+  under cos_sin). The layout decides the order: interleaved = sin ω0, cos ω0, sin ω1, ... (the paper);
   sin_cos = all sines, then all cosines (tensor2tensor, fairseq, Whisper); cos_sin = the reverse.
 
 formats:

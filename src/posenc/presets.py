@@ -552,10 +552,11 @@ DEVIATION_LENGTHS = (1024, 8192, 131072)
 DEVIATION_D_MODEL = 512
 
 # measured with correctly rounded float32 exp/pow, as torch's CPU kernels give them (NumPy's float32 exp is
-# not correctly rounded: it made the tutorial's 7.8e-4 at 8k of torch's 4.7e-4)
+# not correctly rounded: it made the tutorial's 7.8e-4 at 8k of torch's 4.7e-4), each rounded up to three
+# digits (a tolerance: torch's own code measures 5.96223e-05 / 0.000467737 / 0.00777498 for the tutorial)
 _HALVES = (5.99e-05, 0.000491, 0.00798)  # float64 log increment / (n - 1), float32 exp, float32 angles
 _PAPER = (5.97e-05, 0.000468, 0.00778)  # exp(float32) frequencies of the exponent 2i / d, float32 angles
-_ROUNDED_ONCE = (2.98e-08, 2.98e-08, 2.98e-08)  # float64 NumPy, rounded once to float32
+_ROUNDED_ONCE = (2.99e-08, 2.99e-08, 2.99e-08)  # float64 NumPy, rounded once to float32: under 2**-25
 
 #: The largest |library's float32 table - exact| at 1k / 8k / 131k positions (d_model 512), per variant,
 #: with the library code it was measured on.
@@ -609,9 +610,10 @@ def describe_deviation(preset: Preset) -> str:
 
     >>> from posenc import presets
     >>> print(presets.describe_deviation(presets.get("distilbert")))
-    Float32 deviation (the library's own float32 table vs the exact values, d_model 512): max abs error
-    2.98e-08 / 2.98e-08 / 2.98e-08 at 1k / 8k / 131k positions (create_sinusoidal_embeddings: float64,
-    rounded once to float32); a port's test against that library's table needs at least this tolerance.
+    Float32 deviation (the library's own float32 table vs the exact values, d_model 512): max abs error up
+    to 2.99e-08 / 2.99e-08 / 2.99e-08 (rounded up) at 1k / 8k / 131k positions
+    (create_sinusoidal_embeddings: float64, rounded once to float32); a port's test against that library's
+    table needs at least this tolerance.
     """
     key = _key(preset)
     if key is None:
@@ -623,8 +625,8 @@ def describe_deviation(preset: Preset) -> str:
     return (
         "Float32 deviation (the library's own float32 table vs the exact values, d_model "
         f"{DEVIATION_D_MODEL}): "
-        f"max abs error {k1:.3g} / {k8:.3g} / {k131:.3g} at 1k / 8k / 131k positions ({how}); a port's "
-        "test against that library's table needs at least this tolerance."
+        f"max abs error up to {k1:.3g} / {k8:.3g} / {k131:.3g} (rounded up) at 1k / 8k / 131k positions "
+        f"({how}); a port's test against that library's table needs at least this tolerance."
     )
 
 

@@ -479,10 +479,17 @@ def _cgroup_headroom(root: str = "/") -> int | None:
 _CHECKED_BYTES = 64 << 20
 
 
-def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype, *, copies: int = 1) -> None:
+#: What to do about an output too large for memory, by default.
+FEWER = "ask for fewer positions, or write chunks with start= and out="
+
+
+def fits_in_memory(
+    shape: tuple[int, ...], dtype: np.dtype, *, copies: int = 1, extra: int = 0, advice: str = FEWER
+) -> None:
     """Raise ValueError before allocating an output of ``shape`` that memory cannot hold (``copies``: how
-    many arrays of its size the work holds at once, the output among them)."""
-    needed = math.prod(shape) * dtype.itemsize * copies
+    many arrays of its size the work holds at once, the output among them; ``extra``: bytes it holds
+    besides; ``advice``: what to do instead)."""
+    needed = math.prod(shape) * dtype.itemsize * copies + extra
     if needed < _CHECKED_BYTES:
         return
     available = available_memory()
@@ -494,7 +501,6 @@ def fits_in_memory(shape: tuple[int, ...], dtype: np.dtype, *, copies: int = 1) 
         working = "" if copies == 1 else f" ({copies} arrays of its size at work)"
         raise PosencValueError(
             f"an output of shape {shape} and dtype {dtype.name} needs {gib(needed)} GiB{working} but only "
-            f"{gib(available)} GiB of memory is available; ask for fewer positions, or write chunks "
-            "with start= and out=",
+            f"{gib(available)} GiB of memory is available; {advice}",
             parameter=None,
         )

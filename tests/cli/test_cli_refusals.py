@@ -153,3 +153,20 @@ def test_identify_of_a_meta_tensor_says_it_holds_no_values(capsys, tmp_path):
     torch.save(posenc.torch.table(64, 16).to("meta"), path)
     code, _, err = run(capsys, "identify", str(path))
     assert_refused(code, err, "a meta tensor, which holds no values")
+
+
+def test_rope_counts_the_arrays_its_work_holds_and_says_how_to_ask_for_less(monkeypatch, capsys, tmp_path):
+    """``posenc rope --positions 0:100000000`` said "(3, 100000000, 16) … 17.9 GiB", passed the check with
+    21 GiB free and was killed for memory: cos_sin holds the output's size ~4.1 times (measured) and its
+    positions; the advice names what the command takes, not the library's start= and out=."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"head_dim": 16, "rope_theta": 10000.0, "max_position_embeddings": 64}))
+    needed = 5 * 4 * 16 * 10_000_000 + 8 * 10_000_000  # five float32 outputs and the int64 positions
+    monkeypatch.setattr(posenc.validation, "available_memory", lambda: needed - 1)
+    code, _, err = run(capsys, "rope", str(config), "--positions", "0:10000000", "--format", "npy", "-o", "x")
+    assert_refused(code, err, "an output of shape (10000000, 16) and dtype float32 needs 3.05 GiB (5 arrays")
+    assert "ask for fewer positions (--positions A:B)" in err and "start=" not in err
+    with pytest.raises(ValueError, match="compute them in chunks of positions"):
+        posenc.rope.cos_sin(np.arange(10_000_000), posenc.rope.config(config))
+    monkeypatch.setattr(posenc.validation, "available_memory", lambda: needed)
+    posenc.rope.tables.fits_in_memory((10_000_000,), 16, np.dtype(np.float32))  # exactly enough: no error

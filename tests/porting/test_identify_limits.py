@@ -46,11 +46,16 @@ def test_posenc_identify_says_a_million_zero_rows_match_nothing(tmp_path):
 
 
 def test_the_explorer_says_a_million_zero_rows_match_nothing():
-    """The explorer's identify (the library's, behind ``POST /api/identify``) says the same."""
+    """The explorer's identify (the library's, behind ``POST /api/identify``) says the same of as many rows
+    as it reads (``MAX_IDENTIFY_ROWS``), and refuses more, naming the command that reads any."""
     from posenc.explore import api
 
     buffer = io.BytesIO()
     np.save(buffer, np.zeros((MILLION, 2), np.float32))
+    with pytest.raises(api.BadRequest, match="more than the 131,072 this view reads; identify it with"):
+        api.identify({"filename": "zeros.npy"}, buffer.getvalue())
+    buffer = io.BytesIO()
+    np.save(buffer, np.zeros((api.MAX_IDENTIFY_ROWS, 2), np.float32))
     answer = api.identify({"filename": "zeros.npy"}, buffer.getvalue())
     assert answer["best"] is None and answer["paste"] == [], answer["verdict"]
     assert "does NOT match" in answer["verdict"] and "matches:" not in answer["verdict"]

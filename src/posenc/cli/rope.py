@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import rope, validation
 from ..rope.arrays import LAYOUTS
+from ..rope.tables import fits_in_memory
 from .arguments import MAX_DIGITS, add_output_options, flags, integer, not_an_input, one_of, worded
 from .errors import CliError
 from .formats import TEXT_DIGITS, Grid, write_csv, write_json, write_text
@@ -103,7 +104,8 @@ def run(args: argparse.Namespace) -> None:
     except ValueError as error:  # the library's cfg= is CONFIG here: the path alone names it
         raise CliError(_in_our_words(error, args.layer_type)) from None
     positions = positions_range(args.positions)
-    validation.fits_in_memory((2, len(positions), params.rotary_dim), validation.dtype(args.dtype))
+    fewer = "ask for fewer positions (--positions A:B), in as many runs as it takes"
+    fits_in_memory((len(positions),), params.rotary_dim, validation.dtype(args.dtype), fewer)
     try:
         cos, sin = rope.cos_sin(
             np.arange(positions.start, positions.stop),

@@ -132,8 +132,9 @@ class Verdict:
         if self.float32_deviation:
             figures = " / ".join(f"{e:.3g}" for e in self.float32_deviation)
             out.append(
-                f"   the library's own float32 code is off by {figures} at 1k / 8k / 131k positions "
-                f"(d_model {presets.DEVIATION_D_MODEL}): a port's test against it needs that tolerance"
+                f"   the library's own float32 code is off by up to {figures} (rounded up) at 1k / 8k / 131k "
+                f"positions (d_model {presets.DEVIATION_D_MODEL}): a port's test against it needs that "
+                "tolerance"
             )
         if self.paste:
             out.append(f"   paste: {self.paste[0]}")

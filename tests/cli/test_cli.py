@@ -380,7 +380,7 @@ def test_identify_gives_one_verdict_with_the_lines_to_paste(
     assert 1e-5 < float(error) <= 5.97e-05  # the tutorial's float32 noise, within its stated deviation
     assert lines[2] == "     also consistent with: pytorch-tutorial, keras-hub, positional-encodings"
     assert lines[3].startswith("     not distilbert: its library's float32 table is off by at most 3e-08")
-    assert "5.97e-05 / 0.000468 / 0.00778 at 1k / 8k / 131k positions" in lines[4]
+    assert "up to 5.97e-05 / 0.000468 / 0.00778 (rounded up) at 1k / 8k / 131k positions" in lines[4]
     assert lines[5:] == [
         '     paste: posenc.presets.get("paper").table(1024, 512)',
         '            posenc.torch.SinusoidalPositionalEncoding(512, **posenc.presets.get("paper").options)',
@@ -402,7 +402,7 @@ def test_identify_names_the_key_it_read(capsys: pytest.CaptureFixture[str], tmp_
         == f"{tmp_path / 'm.pt'}, tensor 'embed_positions.weight': float32 table of shape (1026, 1024)"
     )
     assert lines[1].startswith("  1. matches: fairseq(padding_idx=1) (base=10000.0, shift=1.0, scale=1.0")
-    assert "5.99e-05 / 0.000491 / 0.00798 at 1k / 8k / 131k" in lines[2]
+    assert "up to 5.99e-05 / 0.000491 / 0.00798 (rounded up) at 1k / 8k / 131k" in lines[2]
     assert lines[3] == '     paste: posenc.presets.get("fairseq", padding_idx=1).table(1026, 1024)'
     assert "generic" not in out and "NOT" not in out and "also" not in out
     code, out, _ = run(capsys, "identify", str(tmp_path / "m.pt"), "--json")

@@ -100,6 +100,25 @@ def test_audit_refuses_an_empty_option_value(capsys, tmp_path, option):
     assert_refused(code, err, "empty")
 
 
+@pytest.mark.parametrize(
+    "args",
+    [("table", "5", "4", "-o"), ("rope", "cfg.json", "-o"), ("plot", "heatmap", "-o"), ("demo", "--out")],
+)
+def test_an_empty_file_or_folder_name_is_refused(capsys, tmp_path, monkeypatch, args):
+    """``table -o ''`` said "cannot write : No such file"; ``demo --out ''`` wrote into the current folder."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, *args, "")
+    assert_refused(code, err, args[-1], "an empty name; name a file or folder")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_names_its_own_options(capsys):
+    """The library's window, positions and d_model, as the command's --window, --positions, --d-model."""
+    for flag, value in (("--window", "0"), ("--positions", "-5"), ("--d-model", "0")):
+        code, _, err = run(capsys, "compare", flag, value)
+        assert_refused(code, err, f"error: {flag} must be an integer")
+
+
 def test_compare_refuses_an_empty_position_in_its_list(capsys):
     code, _, err = run(capsys, "compare", "--positions", "1,,2", "--window", "4")
     assert_refused(code, err, "'1,,2'")

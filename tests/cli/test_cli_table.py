@@ -346,8 +346,8 @@ def test_the_help_says_what_the_columns_and_float64_are(capsys: pytest.CaptureFi
     for command, text in helps.items():
         assert "float64" in text and "within 1 ulp" in text, command
     assert (
-        "literal takes h = d_model / 2" in helps["table"]
-        and "drop takes h = (d_model + 1) / 2" in helps["table"]
+        "literal takes h = d_model / 2 and drop h = (d_model + 1) / 2, and both leave out the last "
+        "frequency's cosine (its sine, under cos_sin)" in helps["table"]
     )
     for odd, half in (
         ("zero", 2),

@@ -159,6 +159,18 @@ def one_of(names: Iterable[str]) -> str:
 # --- argument types -------------------------------------------------------------------------------
 
 
+def path_name(text: str) -> str:
+    """argparse type: a file or folder name, refused when empty (an empty name was "cannot write : ...", or
+    the current folder).
+
+    >>> path_name("out.csv")
+    'out.csv'
+    """
+    if not text:
+        raise argparse.ArgumentTypeError("an empty name; name a file or folder")
+    return text
+
+
 def integer(text: str) -> int:
     """argparse type: an integer written as one; ``4.0`` is refused with a hint.
 
@@ -270,4 +282,4 @@ def add_output_options(sub: argparse.ArgumentParser, *, digits_help: str) -> Non
     )
     sub.add_argument("--digits", type=integer, help=digits_help)
     sub.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
-    sub.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    sub.add_argument("--output", "-o", type=path_name, metavar="FILE", help="write to FILE instead of stdout")

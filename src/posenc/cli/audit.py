@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .arguments import flags, integer, not_an_input, worded
+from .arguments import flags, integer, not_an_input, path_name, worded
 from .errors import CliError, describe, is_open, printable
 
 NAME = "audit"
@@ -152,7 +152,9 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"give up when the audit takes longer (default {DEFAULT_TIMEOUT:g}; 0: no limit)",
     )
-    sub.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML file")
+    sub.add_argument(
+        "--html", type=path_name, metavar="FILE", help="also write the report as one self-contained HTML file"
+    )
     sub.add_argument("--json", action="store_true", help="print the report as JSON")
 
 

@@ -9,7 +9,8 @@ import json
 import sys
 
 from ..analysis import compare as comparing
-from .arguments import PAPER, integer, number, one_of
+from .arguments import PAPER, flags, integer, number, one_of, worded
+from .errors import CliError
 
 NAME = "compare"
 HELP = "the usual code against posenc far out: its error and distinct rows at 8k .. 1M positions"
@@ -68,7 +69,10 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """``posenc compare``: print the table (or JSON); 0."""
     options = {"base": args.base, "shift": args.shift, "scale": args.scale, "layout": args.layout}
-    result = comparing.compare(args.d_model, positions=args.positions, window=args.window, **options)
+    try:
+        result = comparing.compare(args.d_model, positions=args.positions, window=args.window, **options)
+    except (ValueError, TypeError) as error:  # the library's parameters, as this command's options
+        raise CliError(worded(error, flags("d_model", "positions", "window", *options))) from None
     if args.json:
         json.dump(result.as_dict(), sys.stdout, ensure_ascii=False, allow_nan=False)
         sys.stdout.write("\n")

@@ -24,7 +24,7 @@ import posenc
 
 from .. import analysis
 from ..layouts import column_names
-from .arguments import as_flags
+from .arguments import as_flags, path_name
 from .formats import TEXT_DIGITS, Grid, fixed, table_grid, text_lines
 
 DEMO_FOLDER = "posenc-demo"
@@ -48,6 +48,7 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
     """The option of ``posenc demo [--out DIR]``."""
     sub.add_argument(
         "--out",
+        type=path_name,
         metavar="DIR",
         default=DEMO_FOLDER,
         help=f"folder for the figures, created if needed (default: ./{DEMO_FOLDER}/)",

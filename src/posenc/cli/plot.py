@@ -14,7 +14,7 @@ from typing import Any
 
 from ..analysis.plot import KINDS
 from ..analysis.plot import SUFFIXES as PLOT_SUFFIXES
-from .arguments import add_variant_options, number
+from .arguments import add_variant_options, number, path_name
 from .errors import CliError
 
 #: The kinds of figure, in order: the names of posenc.analysis.plot.KINDS (reading it imports no matplotlib).
@@ -56,7 +56,9 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
     """The arguments of ``posenc plot KIND -o FILE [options]``."""
     sub.add_argument("kind", metavar="KIND", choices=PLOT_KINDS, help="one of: " + ", ".join(PLOT_KINDS))
     add_variant_options(sub, default=False)
-    sub.add_argument("--output", "-o", metavar="FILE", required=True, help="the file to write")
+    sub.add_argument(
+        "--output", "-o", type=path_name, metavar="FILE", required=True, help="the file to write"
+    )
     sub.add_argument("--dpi", type=number, default=120, help="pixels per inch of a PNG (default: 120)")
     sub.add_argument(
         "--view",

@@ -128,7 +128,7 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
     )
     if cast is None and rounded is None:
         cast = frequencies_measured(precise, held, basis, dtype, edge)
-    stored = storage(m, dtype, "table" if variant.params is None else "cos/sin cache")
+    stored = storage(m, dtype, variant, "table" if variant.params is None else "cos/sin cache")
     if (target.rotary or {}).get("values_of_theta"):  # posenc's cos/sin of its θ: no angle of its own
         angles = None if cast else frequencies_stored(target, held)
     else:
@@ -136,12 +136,12 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
         if angles is None and cast is None and rounded is None and stored is None:
             angles = float32_code(precise, held, basis, dtype)
     found += [edge, stored, rounded, cast, angles]
-    found += [non_finite(m, edge), collisions(m, dtype, edge, rounded)]
+    found += [non_finite(m, variant, edge), collisions(m, dtype, variant, edge, rounded)]
     if shifted is not None and not any(f is not None and f.kind == "angles" for f in found):
         found.append(growth(*shifted, dtype))  # the angles' error, at the positions the rows hold
     found = [f for f in found if f is not None]
     if not found:
-        return [f for f in [unexplained(m, dtype, variant) or last_bits(m, dtype)] if f is not None]
+        return [f for f in [unexplained(m, dtype, variant) or last_bits(m, dtype, variant)] if f is not None]
     left = (
         beyond_amplitude(scaled, held, basis, dtype, found, edge)
         or remainder(variant, m, dtype, found, edge, shifted)
@@ -156,7 +156,7 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
             exact = held.exact(m.positions[before], dtype, m.values.shape[1])
             ulp = float(np.max(ulps(np.abs(m.values[before] - exact), exact, dtype), initial=0.0))
             rows = dataclasses.replace(m, row_errors=np.where(before, m.row_errors, np.nan))
-            left = last_bits(rows, dtype, ulp)
+            left = last_bits(rows, dtype, variant, ulp)
     return found + [f for f in [left] if f is not None]
 
 
@@ -385,6 +385,7 @@ def beyond_amplitude(
         return None
     factor = scaled.data["factor"]
     return _left_past(
+        variant,
         m.values[keep],
         variant.exact(m.positions[keep], dtype, m.values.shape[1]),
         m.positions[keep],
@@ -396,7 +397,13 @@ def beyond_amplitude(
 
 
 def _left_past(
-    values: np.ndarray, exact: np.ndarray, positions: np.ndarray, dtype: str, beyond: str, evidence: str
+    variant: Variant,
+    values: np.ndarray,
+    exact: np.ndarray,
+    positions: np.ndarray,
+    dtype: str,
+    beyond: str,
+    evidence: str,
 ) -> Finding | None:
     """The "unexplained remainder" of ``values`` against ``exact`` at ``positions`` when past 1 ulp and
     2^-p somewhere (``beyond``: what the findings accounted for), else None."""
@@ -414,7 +421,7 @@ def _left_past(
         evidence,
         {"max_abs": float(rows[worst]), "max_ulp": ulp, "position": where},
         fix="compare the code step by step with the exact formula (posenc.table(..., dtype='float64') rows "
-        "are the reference) to find where the rest of the error enters; " + _POSENC.format(options=""),
+        "are the reference) to find where the rest of the error enters; " + _posenc_line(variant),
     )
 
 
@@ -468,7 +475,7 @@ def offset(variant: Variant, shifted: tuple[Variant, Measurement] | None = None)
     )
 
 
-def storage(m: Measurement, dtype: str, what: str = "table") -> Finding | None:
+def storage(m: Measurement, dtype: str, variant: Variant, what: str = "table") -> Finding | None:
     """Every sampled value on a coarser grid than ``dtype``: ``what`` (a table, a cos/sin cache) stored in
     that type, then converted."""
     values = m.values[np.isfinite(m.values)]
@@ -487,7 +494,7 @@ def storage(m: Measurement, dtype: str, what: str = "table") -> Finding | None:
         {"grid": grid},
         fix=f"keep the values in {dtype} from the high-precision result (do not store the table, cache or "
         f"buffer in {grid}, and keep it out of `model.to({grid})`: register it with persistent=False and "
-        f"cast after); {_POSENC.format(options='')}",
+        f"cast after); {_posenc_line(variant)}",
     )
 
 
@@ -1140,7 +1147,7 @@ def cliff(target: Target, variant: Variant, m: Measurement, dtype: str) -> Findi
 FLOAT16_INF = 65520
 
 
-def non_finite(m: Measurement, edge: Finding | None) -> Finding | None:
+def non_finite(m: Measurement, variant: Variant, edge: Finding | None) -> Finding | None:
     """Rows holding NaN or inf that no length cliff explains."""
     bad = np.flatnonzero(~np.isfinite(m.row_errors))
     if edge is not None:
@@ -1153,12 +1160,12 @@ def non_finite(m: Measurement, edge: Finding | None) -> Finding | None:
         "posenc's rows are finite at every position < 2³¹",
         {"rows": len(bad), "first": int(m.positions[bad[0]])},
         fix="find where NaN/inf enters (a position or angle past its dtype's range, a division by zero, an "
-        "uninitialized row) and compute that step in float64; " + _POSENC.format(options=""),
+        "uninitialized row) and compute that step in float64; " + _posenc_line(variant),
     )
 
 
 def collisions(
-    m: Measurement, dtype: str, edge: Finding | None, rounded: Finding | None = None
+    m: Measurement, dtype: str, variant: Variant, edge: Finding | None, rounded: Finding | None = None
 ) -> Finding | None:
     """Rows that repeat an earlier one where posenc's rows in the same dtype do not (yet), and that neither
     rounded positions nor a length cliff explain."""
@@ -1177,7 +1184,7 @@ def collisions(
         f"posenc's exact {dtype} rows: {posenc}",
         {"first": repeat[0], "earlier": repeat[1]},
         fix=f"keep positions and angles out of low precision (integer or float64 positions, the angle formed "
-        f"in float64) so that {dtype} rounds each row once; " + _POSENC.format(options=""),
+        f"in float64) so that {dtype} rounds each row once; " + _posenc_line(variant),
     )
 
 
@@ -1214,6 +1221,7 @@ def remainder(
         exact = exact[:, variant.permutation]
     accounted = ", ".join(sorted({f.kind for f in found}))
     return _left_past(
+        variant,
         values,
         exact,
         m.positions[keep],
@@ -1254,6 +1262,7 @@ def beyond_growth(
     worst = int(np.argmax(np.where(over, m.row_errors - line, -np.inf)))
     rate = angles.data["rate"]
     return _left_over(
+        variant,
         float(m.row_errors[worst]),
         m.positions[over],
         int(m.positions[worst]),
@@ -1264,7 +1273,14 @@ def beyond_growth(
 
 
 def _left_over(
-    size: float, over: np.ndarray, where: int, beyond: str, margin: str, cause: str, caveat: str = ""
+    variant: Variant,
+    size: float,
+    over: np.ndarray,
+    where: int,
+    beyond: str,
+    margin: str,
+    cause: str,
+    caveat: str = "",
 ) -> Finding:
     """The "unexplained remainder" a precision cause leaves: rows at positions ``over`` off by more than
     ``margin`` beyond what ``cause`` explains, the worst ``size`` at ``where``; ``caveat``: what else may
@@ -1277,7 +1293,7 @@ def _left_over(
         {"max_abs": size, "position": where, "rows": len(over)},
         fix="compare the code step by step with the exact formula at that position (posenc.table(..., "
         "dtype='float64') rows are the reference) to find where the rest of the error enters; "
-        + _POSENC.format(options=""),
+        + _posenc_line(variant),
     )
 
 
@@ -1315,6 +1331,7 @@ def beyond_storage(
     rows = np.abs(values - exact).max(axis=1, initial=0.0)
     worst = int(np.argmax(np.where(over, rows, -np.inf)))
     return _left_over(
+        variant,
         float(rows[worst]),
         positions[over],
         int(positions[worst]),
@@ -1378,6 +1395,7 @@ def beyond_cast(
         return None
     worst = int(np.argmax(rows))
     return _left_over(
+        variant,
         float(rows[worst]),
         positions[over],
         int(positions[worst]),
@@ -1392,7 +1410,7 @@ def beyond_cast(
     )
 
 
-def last_bits(m: Measurement, dtype: str, ulp: float | None = None) -> Finding | None:
+def last_bits(m: Measurement, dtype: str, variant: Variant, ulp: float | None = None) -> Finding | None:
     """Errors of at most one rounding step (beyond the 1 ulp float64 is allowed): a failing audit says so,
     with their numbers, rather than nothing (:func:`unexplained` speaks of larger ones). ``ulp``: their
     largest error in ulps (default: the bands')."""
@@ -1415,7 +1433,7 @@ def last_bits(m: Measurement, dtype: str, ulp: float | None = None) -> Finding |
         fix=(
             "float32 or 16-bit code: compute in float64 and round once to the stored type (float64 code then "
             "a cast comes this close and no closer: its own rounding of an angle shows where sin or cos is "
-            "near 0); " + _POSENC.format(options="") + f"; to judge within {ulp:.3g} ulp rather than "
+            "near 0); " + _posenc_line(variant) + f"; to judge within {ulp:.3g} ulp rather than "
             f'correctly rounded: tol="{ulp:.3g}ulp" (posenc audit --tol {ulp:.3g}ulp)'
         ),
     )
@@ -1481,5 +1499,6 @@ def unexplained(m: Measurement, dtype: str, variant: Variant | None = None) -> F
         "offset, and a length cliff each fail to account for it" + slope,
         data,
         fix="compare the code step by step with the exact formula (posenc.table(..., dtype='float64') rows "
-        "are the reference) to find where the error enters; " + _POSENC.format(options=""),
+        "are the reference) to find where the error enters; "
+        + (_POSENC.format(options="") if variant is None else _posenc_line(variant)),
     )

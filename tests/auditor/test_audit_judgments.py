@@ -37,3 +37,19 @@ def test_a_rotarys_fix_names_posencs_rotary_not_a_sinusoid() -> None:
     report = posenc.audit(noisy_rotary, samples=32)
     assert report.findings and all("SinusoidalPositionalEncoding" not in f.fix for f in report.findings)
     assert any("posenc.torch.RotaryEmbedding(config)" in f.fix for f in report.findings)
+
+
+def nerf(positions):
+    """NeRF's embedder of a float32 position: sin/cos(2^k · x), k = 0..9, band by band."""
+    x = torch.as_tensor(positions).to(torch.float32)[:, None]
+    bands = [(torch.sin(x * 2.0**k), torch.cos(x * 2.0**k)) for k in range(10)]
+    return torch.cat([v for pair in bands for v in pair], dim=-1)
+
+
+def test_no_fix_offers_posenc_where_no_sinusoid_is_identified() -> None:
+    report = posenc.audit(nerf, samples=32)
+    kinds = [f.kind for f in report.findings]
+    assert "positions" in kinds and report.findings[-1].text.startswith("no sinusoid identified")
+    for finding in report.findings:
+        assert "SinusoidalPositionalEncoding" not in finding.fix and "<its options>" not in finding.fix
+    assert "no posenc call replaces it" in report.findings[kinds.index("positions")].fix

@@ -79,12 +79,8 @@ _POSENC = (
 
 
 def _posenc_line(variant: Variant) -> str:
-    """The posenc call for the variant's options (those that differ from posenc's defaults)."""
-    if variant.params is not None:
-        return (
-            "or use posenc's exact rotary embedding: `posenc.torch.RotaryEmbedding(config)` (a drop-in for "
-            "Hugging Face's), or `posenc.rope.cos_sin(positions, params)`"
-        )
+    """The posenc call for the variant's options (those that differ from posenc's defaults); none where the
+    first rows match no variant (off by more than :data:`NO_SINUSOID`): no options of posenc's make them."""
     from ..defaults import OPTIONS
 
     confirmed = (
@@ -94,6 +90,17 @@ def _posenc_line(variant: Variant) -> str:
         or variant.permutation is not None
         or variant.found_instead is not None
     )
+    if not confirmed and variant.prefix_error > NO_SINUSOID:
+        what = "sinusoid" if variant.params is None else "rotary"
+        return (
+            f"no posenc call replaces it: the first rows match no {what} posenc knows (no {what} identified; "
+            f"the nearest, {variant.name or 'a fit'}, is {variant.prefix_error:.3g} from them)"
+        )
+    if variant.params is not None:
+        return (
+            "or use posenc's exact rotary embedding: `posenc.torch.RotaryEmbedding(config)` (a drop-in for "
+            "Hugging Face's), or `posenc.rope.cos_sin(positions, params)`"
+        )
     if not confirmed:  # a nearest candidate or a fit: never named as the model's variant in a fix
         return (
             _POSENC.format(options=", <its options>")

@@ -5,6 +5,7 @@ an unidentified rotary and a base or scale read from the first rows alone are ne
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import posenc
@@ -53,3 +54,14 @@ def test_no_fix_offers_posenc_where_no_sinusoid_is_identified() -> None:
     for finding in report.findings:
         assert "SinusoidalPositionalEncoding" not in finding.fix and "<its options>" not in finding.fix
     assert "no posenc call replaces it" in report.findings[kinds.index("positions")].fix
+
+
+def test_a_half_width_cache_is_refused_for_what_it_is() -> None:
+    """flash-attn's cos/sin caches hold each θ_i once, (positions, rotary_dim / 2): not "caches repeat each
+    θ_i", which is false of them, but what posenc reads and what to give it instead."""
+    theta = 1.0 / 10000.0 ** (np.arange(0, D, 2) / D)
+    cos = np.cos(np.outer(np.arange(256), theta)).astype(np.float32)
+    with pytest.raises(ValueError, match="each θ_i once") as raised:
+        posenc.porting.identify_rope(cos)
+    assert "repeat each" not in str(raised.value)
+    assert posenc.porting.identify_rope(np.concatenate([cos, cos], axis=1)).matches

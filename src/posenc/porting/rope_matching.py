@@ -180,7 +180,12 @@ def _cache(values: np.ndarray) -> tuple[np.ndarray, str, str, float]:
     elif np.array_equal(cache[:, 0::2], cache[:, 1::2]):
         layout = "interleaved"
     else:
-        raise ValueError("its two halves differ and so do its column pairs (cos/sin caches repeat each θ_i)")
+        raise ValueError(
+            "its two halves differ and so do its column pairs: posenc reads a cos/sin cache of the full "
+            "rotary width, each θ_i in two columns (halves, or pairs side by side); a cache of each θ_i once "
+            "(flash-attn's (positions, rotary_dim / 2)) is not one it reads: give its inv_freq, or the cache "
+            "concatenated with itself (`torch.cat((cos, cos), -1)`)"
+        )
     first, column = cache[0], cache[:, 0]
     if np.all(first == first[0]) and first[0] != 0 and not np.all(column == column[0]):
         if np.max(np.abs(cache)) > abs(first[0]) * (1 + 1e-2):

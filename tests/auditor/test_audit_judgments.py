@@ -65,3 +65,54 @@ def test_a_half_width_cache_is_refused_for_what_it_is() -> None:
         posenc.porting.identify_rope(cos)
     assert "repeat each" not in str(raised.value)
     assert posenc.porting.identify_rope(np.concatenate([cos, cos], axis=1)).matches
+
+
+LEARNED = """
+import torch
+from torch import nn
+
+
+class LearnedPE(nn.Module):  # GPT-2's wpe
+    def __init__(self, d_model=64, max_len=1024):
+        super().__init__()
+        torch.manual_seed(0)
+        self.wpe = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.wpe.weight, std=0.02)
+
+    def forward(self, x):
+        return x + self.wpe(torch.arange(x.size(1)))[None]
+
+
+class ViTPE(nn.Module):  # ViT's pos_embedding, a parameter of the module itself
+    def __init__(self, d_model=64, max_len=1024):
+        super().__init__()
+        torch.manual_seed(0)
+        self.pos_embedding = nn.Parameter(torch.randn(1, max_len, d_model) * 0.02)
+
+    def forward(self, x):
+        return x + self.pos_embedding[:, : x.size(1)]
+"""
+
+
+def test_a_learned_table_is_no_sinusoid_not_a_broken_one(tmp_path) -> None:
+    (tmp_path / "learned.py").write_text(LEARNED)
+    for target in (
+        f"{tmp_path}/learned.py:ViTPE",
+        posenc.auditor.targets.load_object(f"{tmp_path}/learned.py:ViTPE"),
+    ):
+        report = posenc.audit(target, samples=32)
+        titles = [f.text for f in report.findings]
+        assert titles[-1].startswith("no sinusoid identified"), titles
+        assert not any(t.startswith("unexplained remainder") for t in titles)
+        for finding in report.findings:
+            assert "SinusoidalPositionalEncoding" not in finding.fix and "on the fly" not in finding.fix
+
+
+def test_a_file_target_is_audited_as_its_object_is(tmp_path) -> None:
+    """``posenc audit file.py:Name`` of a model holding a learned table: not judged, as the object is."""
+    (tmp_path / "learned.py").write_text(LEARNED)
+    spec = f"{tmp_path}/learned.py:LearnedPE"
+    by_name = posenc.audit(spec, samples=32)
+    by_object = posenc.audit(posenc.auditor.targets.load_object(spec), samples=32)
+    assert type(by_name) is type(by_object) is posenc.auditor.ModelAudit
+    assert "not judged — learned weights" in by_name.as_text()

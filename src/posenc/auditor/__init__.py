@@ -36,7 +36,7 @@ from .models import (
     is_model_directory,
 )
 from .report import AuditReport, check_tolerance
-from .targets import MAX_POSITION, Target, WrongOutput, as_target
+from .targets import MAX_POSITION, Target, WrongOutput, as_target, is_code, load_object
 from .variant import Variant, find_variant, read_base, rebased
 
 __all__ = [
@@ -141,7 +141,20 @@ def audit(
             label, lambda: audit_model(target, samples=samples, tol=tol, label=label, dtype=compute), limit
         )
     hints = (d_model, positions, dtype, preset, key, samples, tolerance)
+    if is_code(target):  # "file.py:Name": its object, a whole model as the object itself would be
+        return run(str(target), lambda: _audit_code(str(target), given, hints, tol), limit)
     return run(label_of(target), lambda: _audit(target, *hints), limit)
+
+
+def _audit_code(spec: str, given: dict[str, Any], hints: tuple, tol: Any) -> AuditReport | ModelAudit:
+    """The object ``"file.py:Name"`` names (a class built, with ``d_model`` where it needs it), audited as
+    :func:`audit` audits that object: a whole model (:func:`is_model`) as a :class:`ModelAudit`."""
+    d_model, _, dtype, *_, samples, _ = hints
+    target = load_object(spec, d_model=d_model)
+    if is_model(target):
+        _whole_model_only({**given, "d_model": None})  # d_model built it
+        return audit_model(target, samples=samples, tol=tol, label=spec, dtype=_model_dtype(dtype))
+    return _audit(as_target(target, d_model=d_model, dtype=dtype, label=spec), *hints)
 
 
 def _whole_model_only(given: dict[str, Any]) -> None:

@@ -40,7 +40,7 @@ from ..porting.fitting import coarse_grid
 from ..porting.rope_fitting import precision_of
 from .measure import Measurement, ulps
 from .targets import MAX_POSITION, Target
-from .variant import Variant
+from .variant import PREFIX, Variant
 
 __all__ = ["Finding", "find_all"]
 
@@ -78,19 +78,30 @@ _POSENC = (
 )
 
 
-def _posenc_line(variant: Variant) -> str:
-    """The posenc call for the variant's options (those that differ from posenc's defaults); none where the
-    first rows match no variant (off by more than :data:`NO_SINUSOID`): no options of posenc's make them."""
-    from ..defaults import OPTIONS
-
-    confirmed = (
+def _confirmed(variant: Variant) -> bool:
+    """Whether the rows hold the variant (or another one found in its place): declared, matched, or matched
+    at an offset or in another column order."""
+    return bool(
         variant.declared
         or variant.matches
         or variant.start != 0
         or variant.permutation is not None
         or variant.found_instead is not None
     )
-    if not confirmed and variant.prefix_error > NO_SINUSOID:
+
+
+def _unidentified(variant: Variant) -> bool:
+    """Whether no variant was identified: none confirmed, and the nearest off by more than
+    :data:`NO_SINUSOID` already at the first positions (a learned table, a formula of its own)."""
+    return not _confirmed(variant) and variant.prefix_error > NO_SINUSOID
+
+
+def _posenc_line(variant: Variant) -> str:
+    """The posenc call for the variant's options (those that differ from posenc's defaults); none where the
+    first rows match no variant (off by more than :data:`NO_SINUSOID`): no options of posenc's make them."""
+    from ..defaults import OPTIONS
+
+    if _unidentified(variant):
         what = "sinusoid" if variant.params is None else "rotary"
         return (
             f"no posenc call replaces it: the first rows match no {what} posenc knows (no {what} identified; "
@@ -101,7 +112,7 @@ def _posenc_line(variant: Variant) -> str:
             "or use posenc's exact rotary embedding: `posenc.torch.RotaryEmbedding(config)` (a drop-in for "
             "Hugging Face's), or `posenc.rope.cos_sin(positions, params)`"
         )
-    if not confirmed:  # a nearest candidate or a fit: never named as the model's variant in a fix
+    if not _confirmed(variant):  # a nearest candidate or a fit: never named as the model's variant in a fix
         return (
             _POSENC.format(options=", <its options>")
             + " with the model's own options (no variant was confirmed)"
@@ -151,6 +162,7 @@ def find_all(target: Target, variant: Variant, m: Measurement, dtype: str) -> li
         return [f for f in [unexplained(m, dtype, variant) or last_bits(m, dtype, variant)] if f is not None]
     left = (
         beyond_amplitude(scaled, held, basis, dtype, found, edge)
+        or (_no_sinusoid(variant, m, dtype, found) if _unidentified(variant) else None)
         or remainder(variant, m, dtype, found, edge, shifted)
         or beyond_growth(*(shifted or (held, basis)), dtype, found, edge)
         or beyond_cast(precise, held, basis, dtype, cast, edge, rounded)
@@ -1135,6 +1147,8 @@ def cliff(target: Target, variant: Variant, m: Measurement, dtype: str) -> Findi
         f"size the table for the longest position the model will see (max_len > {hi - 1}), or compute "
         f"the rows on the fly; {_posenc_line(variant)} — no table to outgrow"
     )
+    if _unidentified(variant):  # no known encoding: neither rows computed on the fly nor posenc's replace it
+        fix = f"keep positions below {hi}, or give the target rows for them; {_posenc_line(variant)}"
     if hi == FLOAT16_INF and what == "rows are NaN or inf":  # positions held in float16: no table at fault
         fix = (
             f"its positions are held in float16, whose largest finite value is 65504 (from {FLOAT16_INF} "
@@ -1460,7 +1474,9 @@ def _no_sinusoid(variant: Variant, m: Measurement, dtype: str, found: list[Findi
     that leave the first rows as they are (positions rounded past 2²⁴, storage): "no sinusoid identified"
     beside them, not those causes alone (diffusers' Timesteps with scale=1000 was only
     "positions rounded to float32", its rows off by 2 at position 1)."""
-    if {f.kind for f in found} & _EXPLAIN_FIRST_ROWS:
+    # a cliff past the rows identification read leaves them as they are (a learned table of 1024 rows)
+    kinds = {f.kind for f in found if f.kind != "cliff" or f.data["position"] < PREFIX}
+    if kinds & _EXPLAIN_FIRST_ROWS:
         return None
     return unexplained(m, dtype, variant) if variant.prefix_error > NO_SINUSOID else None
 

@@ -116,3 +116,33 @@ def test_a_file_target_is_audited_as_its_object_is(tmp_path) -> None:
     by_object = posenc.audit(posenc.auditor.targets.load_object(spec), samples=32)
     assert type(by_name) is type(by_object) is posenc.auditor.ModelAudit
     assert "not judged — learned weights" in by_name.as_text()
+
+
+def xpos(positions, scale_base: int = 512):
+    """torchscale's xPos in float64: cos and sin of RoPE times ζ_i^(p / scale_base), a decay of its own."""
+    theta = 1.0 / 10000.0 ** (np.arange(0, D, 2) / D)
+    p = np.asarray(positions, dtype=np.float64)
+    zeta = (np.arange(0, D, 2) + 0.4 * D) / (1.4 * D)
+    decay = np.tile(zeta[None, :] ** (p[:, None] / scale_base), 2)
+    angles = np.tile(np.outer(p, theta), 2)
+    return torch.from_numpy(np.cos(angles) * decay).float(), torch.from_numpy(np.sin(angles) * decay).float()
+
+
+def scaled_rope(positions):
+    """A default rope of amplitude 1.2 (an mscale of its own)."""
+    angles = np.tile(
+        np.outer(np.asarray(positions, np.float64), 1.0 / 10000.0 ** (np.arange(0, D, 2) / D)), 2
+    )
+    return torch.from_numpy(1.2 * np.cos(angles)).float(), torch.from_numpy(1.2 * np.sin(angles)).float()
+
+
+@pytest.mark.parametrize("rotary", [xpos, scaled_rope])
+def test_a_rotary_nothing_matches_is_no_rotary_identified_not_an_error_of_one(rotary) -> None:
+    """xPos's decay grows ∝ p at first like a bfloat16 angle's error, but a rounded angle keeps sin² + cos²:
+    no "angles formed in bfloat16", no table to size, no "unexplained error" worst at position 0."""
+    report = posenc.audit(rotary, samples=32)
+    titles = [f.text for f in report.findings]
+    assert titles[-1].startswith("no rotary identified"), titles
+    assert not any(f.kind in ("angles", "frequencies", "positions", "rounding") for f in report.findings)
+    for finding in report.findings:
+        assert "size the table" not in finding.fix and "RotaryEmbedding" not in finding.fix

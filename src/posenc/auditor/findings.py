@@ -917,6 +917,8 @@ def growth(variant: Variant, m: Measurement, dtype: str, rounded: Finding | None
     grid = min(_BITS, key=lambda name: abs(_BITS[name] - top))
     if abs(top - _BITS[grid]) > 2.5:
         return None  # no type's rounding of the angle leaves that rate: not this cause
+    if not _unit_norms(variant, m, dtype):
+        return None  # a rounded angle leaves sin² + cos² as it is: an amplitude or a decay is another cause
     drift = frequency_drift(variant, m)
     of_frequencies = ""
     if drift is not None and drift >= 1.0:
@@ -941,6 +943,28 @@ def growth(variant: Variant, m: Measurement, dtype: str, rounded: Finding | None
         {"slope": slope, "rate": rate, "bits": bits, "grid": grid, "frequency_ulps": drift},
         fix=_angles_fix(grid) + _posenc_line(variant),
     )
+
+
+def _unit_norms(variant: Variant, m: Measurement, dtype: str) -> bool:
+    """Whether every sampled sin/cos pair (zero rows aside) has the variant's amplitude, √(sin² + cos²) = 1
+    (a rotary's: its attention scaling), to within the rounding of the values: what rounding an angle, of
+    any type, leaves as it is. True where the pairs cannot be read (a cos or sin cache alone, odd widths)."""
+    rows = m.values[np.isfinite(m.values).all(axis=1) & m.values.any(axis=1)].astype(np.float64)
+    if not len(rows) or variant.values is not None:
+        return True
+    if variant.params is not None:
+        from .. import rope
+
+        if variant.parts != "cos+sin" or rows.shape[1] % 2:
+            return True
+        half = rows.shape[1] // 2
+        norms = np.hypot(rows[:, :half], rows[:, half:]) / rope.attention_scaling(variant.params)
+    else:
+        norms = _pair_norms(variant, rows)
+        if norms is None:
+            return True
+    bits = min(_BITS.get(dtype, 53), _BITS.get(precision_of(rows), 53))
+    return float(np.abs(norms - 1.0).max(initial=0.0)) <= max(8 * 2.0**-bits, 2e-3)
 
 
 #: Of the sampled values of a 16-bit rotary, the share that must equal the rounding of float32 code's own
@@ -1148,7 +1172,8 @@ def cliff(target: Target, variant: Variant, m: Measurement, dtype: str) -> Findi
         f"the rows on the fly; {_posenc_line(variant)} — no table to outgrow"
     )
     if _unidentified(variant):  # no known encoding: neither rows computed on the fly nor posenc's replace it
-        fix = f"keep positions below {hi}, or give the target rows for them; {_posenc_line(variant)}"
+        fix = f"keep positions below {hi} (the target has no rows of its own from there); "
+        fix += _posenc_line(variant)
     if hi == FLOAT16_INF and what == "rows are NaN or inf":  # positions held in float16: no table at fault
         fix = (
             f"its positions are held in float16, whose largest finite value is 65504 (from {FLOAT16_INF} "
@@ -1497,7 +1522,20 @@ def unexplained(m: Measurement, dtype: str, variant: Variant | None = None) -> F
         power = np.polyfit(*np.log(np.array(points, dtype=np.float64).T), 1)[0]
         slope = f"; the largest error per octave grows as position^{power:.2f}"
     data = {"max_abs": float(m.row_errors[worst]), "max_ulp": ulp, "position": int(m.positions[worst])}
-    unknown = variant is not None and not (variant.matches or variant.declared) and variant.params is None
+    unknown = variant is not None and not (variant.matches or variant.declared)
+    if unknown and variant.params is not None and variant.prefix_error > NO_SINUSOID:
+        return Finding(
+            "unexplained",
+            f"no rotary identified: the rows differ from the nearest candidate ({variant.name}) by up to "
+            f"{variant.prefix_error:.3g} already at the first positions",
+            "identification (posenc.porting.identify_rope) finds no RoPE type, base or scaling that holds "
+            "the first rows, and no rounding, cast or layout explains them: a rotary of its own (xPos's "
+            "decay ζ^(p/scale_base), an amplitude of its own), a type posenc does not know, or parameters "
+            "it does not find in the rows (LongRoPE's own factors) — not the rounding of a known one",
+            {**data, "prefix_error": variant.prefix_error},
+            fix="if it is a rotary posenc knows, name it (preset={'head_dim': ..., 'base': ..., 'scaling': "
+            "{...}}, or audit the module with its config) and the audit measures it against that",
+        )
     if unknown and variant.prefix_error > NO_SINUSOID:
         return Finding(
             "unexplained",

@@ -453,6 +453,35 @@ def _noisy(positions: Any) -> np.ndarray:
     return (rows + 3e-5 * noise).astype(np.float32)
 
 
+class LearnedPositions(nn.Module):
+    """ViT's learned ``pos_embedding``, a parameter of the module itself (trained values: random here)."""
+
+    def __init__(self, d_model: int = D, max_len: int = 1024):
+        super().__init__()
+        weights = torch.randn(1, max_len, d_model, generator=torch.Generator().manual_seed(0))
+        self.pos_embedding = nn.Parameter(0.02 * weights)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.pos_embedding[:, : x.size(1)]
+
+
+def xpos_rotary(positions: Any, scale_base: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+    """torchscale's xPos in float64, rounded once: RoPE's cos and sin times ζ_i^(p / scale_base)."""
+    p = torch.as_tensor(positions).to(torch.float64)
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    zeta = (torch.arange(0, D, 2, dtype=torch.float64) + 0.4 * D) / (1.4 * D)
+    decay = (zeta[None, :] ** (p[:, None] / scale_base)).repeat(1, 2)
+    emb = torch.outer(p, inv_freq).repeat(1, 2)
+    return (emb.cos() * decay).float(), (emb.sin() * decay).float()
+
+
+def nerf_embedder(positions: Any) -> torch.Tensor:
+    """NeRF's embedder of a float32 coordinate: sin/cos(2^k · x), k = 0 .. 9, band by band."""
+    x = torch.as_tensor(positions).to(torch.float32)[:, None]
+    bands = [f(x * 2.0**k) for k in range(10) for f in (torch.sin, torch.cos)]
+    return torch.cat(bands, dim=-1)
+
+
 def _cast_with_a_wrong_chunk(positions: Any) -> torch.Tensor:
     """:func:`bfloat16_frequencies`, its rows of 3072 .. 4095 built at the positions 1024 further on (a cache
     rebuilt in pieces, one piece at the next piece's start)."""
@@ -846,6 +875,25 @@ CASES: tuple[Case, ...] = (
         lambda: _noisy_until(5000),
         {"cliff": {"position": 5000}, "unexplained": {}},
     ),
+    Case(  # no sinusoid: its cliff is real, and it is no error of one
+        "learned positions (ViT)",
+        "`nn.Parameter(torch.randn(1, 1024, d) * 0.02)` added in forward (trained values: random here)",
+        LearnedPositions,
+        {"cliff": {"position": 1024}, "unexplained": {"identified": False}},
+    ),
+    Case(  # a decay ∝ p at first, as a bfloat16 angle's error grows: but sin² + cos² is not 1
+        "xPos rotary",
+        "RoPE's cos/sin times ζ_i^(p / 512) (torchscale's XPOS), in float64",
+        lambda: xpos_rotary,
+        {"unexplained": {"identified": False}},
+        {"positions": (0, 1 << 20)},
+    ),
+    Case(
+        "NeRF embedder",
+        "`sin/cos(2^k · x)`, k = 0..9, of a float32 coordinate",
+        lambda: nerf_embedder,
+        {"positions": {"grid": "float32"}, "unexplained": {"identified": False}},
+    ),
 )
 
 
@@ -873,6 +921,8 @@ def run(case: Case, samples: int = SAMPLES) -> tuple[Any, set[str], list[str]]:
 
 
 def _cause(kind: str, data: dict[str, Any]) -> str:
+    if data.get("identified") is False:
+        return "no known variant"
     shown = ", ".join(
         f"{v} bits" if k == "bits" else str(v)
         for k, v in data.items()

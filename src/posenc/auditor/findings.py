@@ -1532,7 +1532,7 @@ def unexplained(m: Measurement, dtype: str, variant: Variant | None = None) -> F
             "the first rows, and no rounding, cast or layout explains them: a rotary of its own (xPos's "
             "decay ζ^(p/scale_base), an amplitude of its own), a type posenc does not know, or parameters "
             "it does not find in the rows (LongRoPE's own factors) — not the rounding of a known one",
-            {**data, "prefix_error": variant.prefix_error},
+            {**data, "prefix_error": variant.prefix_error, "identified": False},
             fix="if it is a rotary posenc knows, name it (preset={'head_dim': ..., 'base': ..., 'scaling': "
             "{...}}, or audit the module with its config) and the audit measures it against that",
         )
@@ -1547,7 +1547,7 @@ def unexplained(m: Measurement, dtype: str, variant: Variant | None = None) -> F
             "of its own, a bug in one (a wrong exponent, a division for a product), or a variant "
             "identification cannot read (a scale that aliases at integer positions: 7, 1000) — not the "
             "rounding of a known one",
-            {**data, "prefix_error": variant.prefix_error},
+            {**data, "prefix_error": variant.prefix_error, "identified": False},
             fix="if it is meant to be sinusoidal, name what it should be (preset=, or base=, layout=, "
             "...) and the audit measures it against that; a learned table has no exact values to compare",
         )

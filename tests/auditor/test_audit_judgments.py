@@ -146,3 +146,16 @@ def test_a_rotary_nothing_matches_is_no_rotary_identified_not_an_error_of_one(ro
     assert not any(f.kind in ("angles", "frequencies", "positions", "rounding") for f in report.findings)
     for finding in report.findings:
         assert "size the table" not in finding.fix and "RotaryEmbedding" not in finding.fix
+
+
+def test_float64_code_far_out_is_one_rounding_step_not_an_unexplained_error() -> None:
+    """A float64 angle p·θ rounds by up to 2^-53·p·θ (1.2e-7 at 2³¹): float64 code cast once is "not
+    correctly rounded" there, not an "unexplained error" of 1.8e-7."""
+
+    def rotary(positions):
+        theta = 1.0 / 1000.0 ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
+        angles = torch.outer(torch.as_tensor(positions).to(torch.float64), theta).repeat(1, 2)
+        return angles.cos().float(), angles.sin().float()
+
+    [finding] = posenc.audit(rotary, samples=64).findings
+    assert finding.kind == "rounding", finding.text

@@ -1472,9 +1472,9 @@ def last_bits(m: Measurement, dtype: str, variant: Variant, ulp: float | None = 
         f"not correctly rounded: up to {m.row_errors[worst]:.3g} ({ulp:.3g} ulp of {dtype}) from the exact "
         f"values, in {off:,} of {int(finite.sum()):,} sampled rows; the worst at position "
         f"{int(m.positions[worst]):,}",
-        "each value is within one rounding step of the exact one (or 2^-p of it where it is near 0): no "
-        "larger cause fits; values rounded twice (computed in a wider type, then cast) or a last-bit error "
-        "in an angle or its sine do this",
+        "each value is within one rounding step of the exact one (or 2^-p of it where it is near 0, and "
+        "2^-52·p·ω more where a float64 angle p·ω is rounded): no larger cause fits; values rounded twice "
+        "(computed in a wider type, then cast) or a last-bit error in an angle or its sine do this",
         {"max_abs": float(m.row_errors[worst]), "max_ulp": ulp, "rows": off},
         fix=(
             "float32 or 16-bit code: compute in float64 and round once to the stored type (float64 code then "
@@ -1506,14 +1506,24 @@ def _no_sinusoid(variant: Variant, m: Measurement, dtype: str, found: list[Findi
     return unexplained(m, dtype, variant) if variant.prefix_error > NO_SINUSOID else None
 
 
+def _top_rate(variant: Variant | None, m: Measurement) -> float:
+    """The largest frequency of ``variant``'s columns (0 where it cannot be read)."""
+    try:
+        return 0.0 if variant is None else float(np.abs(_column_rates(variant, m.values.shape[1])).max())
+    except (ImportError, KeyError, TypeError, ValueError):
+        return 0.0
+
+
 def unexplained(m: Measurement, dtype: str, variant: Variant | None = None) -> Finding | None:
     """Errors past 1 ulp that no finding explains: said with their numbers rather than guessed at; where
     the first rows already match no variant (by more than :data:`NO_SINUSOID`, none declared), said as
     what it is: no sinusoid identified, not an error of one."""
     finite = np.isfinite(m.row_errors)
     ulp = max((b.max_ulp for b in m.bands if not b.raised), default=0.0)
-    # float64 math rounded once is within 1 ulp, and within 2^-p absolute where a value is near 0
-    if not finite.any() or ulp <= 1.0 or m.row_errors[finite].max() <= 2 * 2.0 ** -_BITS.get(dtype, 53):
+    # float64 math rounded once is within 1 ulp, and within 2^-p absolute where a value is near 0; its angle
+    # p·ω (and ω) rounded to float64 moves a value by up to 2^-52·p·ω more: 2.4e-7 at 2³¹ for ω = 1
+    allowed = 2 * 2.0 ** -_BITS.get(dtype, 53) + 2.0**-52 * np.abs(m.positions) * _top_rate(variant, m)
+    if not finite.any() or ulp <= 1.0 or (m.row_errors[finite] <= allowed[finite]).all():
         return None
     worst = int(np.argmax(np.where(finite, m.row_errors, -1.0)))
     points = _growth_points(m, 4 * 2.0 ** -_BITS.get(dtype, 53))

@@ -90,10 +90,12 @@ def test_float32_code_of_a_base_is_judged_against_that_base_with_its_float32_ang
 
 def test_an_error_finer_than_any_rounding_of_the_angle_is_not_called_angles():
     # every frequency 2^-31 too large: an error ∝ position at 2^-31·ω_0·p, which no type's rounding of
-    # the angle leaves (float32's: 2^-24), and which no base explains
+    # the angle leaves (float32's: 2^-24); no base explains it, but it is the variant of scale 1 + 2^-31,
+    # read with the base from the far rows' phase, whose last bits that reading cannot pin
     report = posenc.audit(_float64_code(10000.0, scale=1 + 2.0**-31), positions=1 << 22, samples=256)
     kinds = [f.kind for f in report.findings]
-    assert "angles" not in kinds and kinds == ["unexplained"], report.as_text()
+    assert "angles" not in kinds and kinds == ["unpinned"], report.as_text()
+    assert abs(report.variant.options["scale"] - (1 + 2.0**-31)) < 1e-14
 
 
 def test_rows_that_match_nothing_are_measured_against_the_nearest_named_variant_not_a_fit():

@@ -159,3 +159,39 @@ def test_float64_code_far_out_is_one_rounding_step_not_an_unexplained_error() ->
 
     [finding] = posenc.audit(rotary, samples=64).findings
     assert finding.kind == "rounding", finding.text
+
+
+def ntk_rotary(positions):
+    """An NTK-aware rotary's base, 10000·8^(64/62), in float64, rounded once."""
+    base = 10000.0 * 8.0 ** (D / (D - 2))
+    theta = 1.0 / base ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
+    angles = torch.outer(torch.as_tensor(positions).to(torch.float64), theta).repeat(1, 2)
+    return angles.cos().float(), angles.sin().float()
+
+
+def test_a_rotarys_base_is_read_again_from_far_positions() -> None:
+    """identify_rope fits the base on positions 0..255 (85550.3747); far out that base is off by 0.88."""
+    report = posenc.audit(ntk_rotary, samples=32)
+    assert abs(report.variant.params.base / (10000.0 * 8.0 ** (D / (D - 2))) - 1) < 1e-13
+    assert report.max_abs < 1e-6 and not any(f.kind == "unexplained" for f in report.findings)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"scale": 2 * np.pi},
+        {"scale": 1 / 3},
+        {"scale": np.pi / 4},
+        {"scale": 1 / 1.3},
+        {"base": 2**0.5 * 1e4},
+        {"base": 10000 * 8 ** (64 / 62)},
+    ],
+    ids=str,
+)
+def test_posencs_own_table_is_never_given_a_cause(options) -> None:
+    """A scale identified from 256 rows is off as a base is (2π as 6.2831853025: "unexplained error" at
+    4095), and a base or scale read from the rows pins them only to within the reading: their last bits are
+    not judged, never "not correctly rounded"."""
+    report = posenc.audit(posenc.table(4096, D, dtype="float32", **options), samples=256)
+    assert {f.kind for f in report.findings} <= {"unpinned"}, report.as_text()
+    assert posenc.audit(posenc.table(4096, D, dtype="float32", **options), samples=256, preset=options).passed

@@ -482,6 +482,21 @@ def nerf_embedder(positions: Any) -> torch.Tensor:
     return torch.cat(bands, dim=-1)
 
 
+def ntk_rotary(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """An NTK-aware base, 10000·8^(64/62) = 85550.37588568537, its cos/sin in float64 rounded once."""
+    base = 10000.0 * 8.0 ** (D / (D - 2))
+    inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    emb = torch.outer(torch.as_tensor(positions).to(torch.float64), inv_freq).repeat(1, 2)
+    return emb.cos().float(), emb.sin().float()
+
+
+def amplitude_rotary(positions: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A default rotary whose cos and sin are scaled by 1.2 (an mscale of its own), in float64."""
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+    emb = torch.outer(torch.as_tensor(positions).to(torch.float64), inv_freq).repeat(1, 2)
+    return (1.2 * emb.cos()).float(), (1.2 * emb.sin()).float()
+
+
 def _cast_with_a_wrong_chunk(positions: Any) -> torch.Tensor:
     """:func:`bfloat16_frequencies`, its rows of 3072 .. 4095 built at the positions 1024 further on (a cache
     rebuilt in pieces, one piece at the next piece's start)."""
@@ -894,6 +909,30 @@ CASES: tuple[Case, ...] = (
         lambda: nerf_embedder,
         {"positions": {"grid": "float32"}, "unexplained": {"identified": False}},
     ),
+    Case(
+        "amplitude 1.2 rotary",
+        "RoPE's cos/sin times 1.2, in float64",
+        lambda: amplitude_rotary,
+        {"unexplained": {"identified": False}},
+    ),
+    Case(  # 256 rows tell the base to parts in 10⁶: read again far out, never an error ∝ position
+        "NTK-aware rotary",
+        "base `10000 * 8 ** (d / (d - 2))`, cos/sin in float64, rounded once",
+        lambda: ntk_rotary,
+        {"unpinned": {}},
+    ),
+    Case(  # a scale read from 256 rows: 6.2831853025, off by 1.9e-5 at 4095 until read again
+        "posenc table, scale 2π",
+        "`posenc.table(4096, 64, scale=2 * math.pi)`",
+        lambda: posenc.table(4096, D, scale=2 * math.pi),
+        {"unpinned": {}},
+    ),
+    Case(
+        "posenc table, base √2·10⁴",
+        "`posenc.table(4096, 64, base=2 ** 0.5 * 1e4)`",
+        lambda: posenc.table(4096, D, base=2**0.5 * 1e4),
+        {"unpinned": {}},
+    ),
 )
 
 
@@ -923,6 +962,8 @@ def run(case: Case, samples: int = SAMPLES) -> tuple[Any, set[str], list[str]]:
 def _cause(kind: str, data: dict[str, Any]) -> str:
     if data.get("identified") is False:
         return "no known variant"
+    if kind == "unpinned":  # exact rows of a variant read from them: judged to their last bits, never
+        return "none (its base or scale read from the rows)"
     shown = ", ".join(
         f"{v} bits" if k == "bits" else str(v)
         for k, v in data.items()

@@ -1467,6 +1467,22 @@ def last_bits(m: Measurement, dtype: str, variant: Variant, ulp: float | None = 
         return None
     worst = int(np.argmax(np.where(finite, m.row_errors, -1.0)))
     off = int((m.row_errors[finite] > 0).sum())
+    if not variant.pinned:  # the base read from the rows, to within its reading: their last bits, not judged
+        read = ", ".join(
+            f"{k} {variant.options[k]!r}" for k in ("base", "shift", "scale") if k in variant.options
+        )
+        return Finding(
+            "unpinned",
+            f"last bits not judged: the rows are within one rounding step ({ulp:.3g} ulp of {dtype}) of the "
+            f"exact values of the {read} read from their phase ({off:,} of {int(finite.sum()):,} sampled "
+            "rows off)",
+            "a base or scale read from the rows is known only to within that reading, and "
+            "one that is off in its last digits moves values by a rounding step as a second rounding does: "
+            "whether the code rounds correctly cannot be told from the rows alone",
+            {"max_abs": float(m.row_errors[worst]), "max_ulp": ulp, "rows": off},
+            fix="declare the variant the code computes (preset={'base': ..., 'scale': ...}, its exact values "
+            "as the code writes them) and the audit judges its last bits against it",
+        )
     return Finding(
         "rounding",
         f"not correctly rounded: up to {m.row_errors[worst]:.3g} ({ulp:.3g} ulp of {dtype}) from the exact "

@@ -32,7 +32,7 @@ from ..porting.verdict import GRIDS, grid_values
 from .guard import TargetError
 from .targets import Target
 
-__all__ = ["PREFIX", "Variant", "find_variant", "read_base", "rebased"]
+__all__ = ["PREFIX", "Variant", "find_variant", "read_base", "read_rope_base", "rebased"]
 
 #: Rows read for identification: positions 0 .. PREFIX - 1.
 PREFIX = 256
@@ -53,8 +53,10 @@ class Variant:
     ``start``: the position row 0 matches best (0, or an offset of a variant the rows match);
     ``found_instead``: for a declared variant that the rows do not match, the one they do (its "name",
     "options", "width" and the "variant" itself); ``permutation``: target column j holds the variant's
-    column ``permutation[j]`` (None: in place); ``values``: for a form whose exact values only posenc's own
-    module of it gives (LTX's rotary), a callable ``(positions, dtype) -> (k, width)`` float64 of them.
+    column ``permutation[j]`` (None: in place); ``pinned``: False for a base (or scale) read again from
+    the rows' phase that does not reproduce them bit for bit (known only to within the reading);
+    ``values``: for a form whose exact values only posenc's own module of it gives (LTX's rotary), a
+    callable ``(positions, dtype) -> (k, width)`` float64 of them.
 
     >>> import posenc
     >>> variant = posenc.audit(posenc.presets.get("whisper").table(512, 16), preset="whisper").variant
@@ -78,6 +80,7 @@ class Variant:
     found_instead: dict[str, Any] | None = None
     permutation: np.ndarray | None = None
     values: Any = None
+    pinned: bool = True
 
     def exact(self, positions: np.ndarray, dtype: str, d_model: int) -> np.ndarray:
         """posenc's values at ``positions`` in ``dtype``, float64 ``(k, width)``."""
@@ -312,10 +315,12 @@ def _error_ratios(rows: np.ndarray, options: dict[str, Any], padding: int | None
 
 
 def rebased(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype: str) -> Variant | None:
-    """An identified (not declared) variant with its base read again (:func:`read_base`), else None."""
+    """An identified (not declared) variant with its base read again (:func:`read_base`; a rotary's:
+    :func:`read_rope_base`), else None."""
     if variant.declared:
         return None
-    moved = read_base(variant, positions, values, dtype)
+    reader = read_base if variant.params is None else read_rope_base
+    moved = reader(variant, positions, values, dtype)
     if moved is not None:
         moved.how = f"{variant.how}, {moved.how}"
     return moved
@@ -367,28 +372,56 @@ def read_base(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype
     p = at.astype(np.float64)
     phase = np.angle(np.exp(1j * (np.arctan2(rows[:, sines], rows[:, cosines]) - np.outer(p, omega))))
     exponent = np.log(float(options["scale"]) / omega) / np.log(float(options["base"]))  # e_i
-    drift, weight = [], []
+    drift, weight, rel, exps, weights = [], [], [], [], []
     for i, w in enumerate(omega):
         use = np.abs(phase[:, i]) < 0.5
-        if use.sum() >= 8 and w > 0 and exponent[i] > 0:
-            drift.append(float(np.sum(phase[use, i] * p[use]) / np.sum(p[use] ** 2)) / w / exponent[i])
-            weight.append((w * exponent[i]) ** 2 * float(np.sum(p[use] ** 2)))
+        if use.sum() >= 8 and w > 0:  # its relative drift Δω_i / ω_i = σ − e_i·δ (σ: of ln scale)
+            rel.append(float(np.sum(phase[use, i] * p[use]) / np.sum(p[use] ** 2)) / w)
+            exps.append(float(exponent[i]))
+            weights.append(w**2 * float(np.sum(p[use] ** 2)))
+            if exponent[i] > 0:
+                drift.append(rel[-1] / exponent[i])
+                weight.append(exponent[i] ** 2 * weights[-1])
     if len(drift) < 2:
         return None
     unit = PRECISIONS.get(dtype, 2.0**-24)  # the rows' own rounding
     spread = unit / float(np.sqrt(np.sum(weight)))  # of ln base
     ln_base = float(np.log(float(options["base"]))) - float(np.average(drift, weights=weight))
+    # the base and the scale read together (a scale identified from 256 rows is off as a base is: 2π read as
+    # 6.2831853025): the weighted line of the relative drifts against the exponents
+    e, r, w8 = np.array(exps), np.array(rel), np.array(weights)
+    centred = e - np.average(e, weights=w8)
+    readings = [(ln_base, float(options["scale"]), 0.0)]
+    if float(np.sum(w8 * centred**2)) > 0:
+        slope = float(np.sum(w8 * centred * (r - np.average(r, weights=w8))) / np.sum(w8 * centred**2))
+        sigma = float(np.average(r, weights=w8)) - slope * float(np.average(e, weights=w8))
+        scale_spread = unit / float(np.sqrt(np.sum(w8)))
+        readings.append(
+            (
+                float(np.log(float(options["base"]))) + slope,
+                float(float(options["scale"]) * np.exp(sigma)),
+                scale_spread,
+            )
+        )
     tried: list[Variant] = []
-    for shift in dict.fromkeys((float(options["shift"]), 0.0, 1.0)):
-        if twice_half / 2 - shift <= 0:
-            continue
-        scaled = ln_base * (twice_half / 2 - shift) / (twice_half / 2 - float(options["shift"]))
-        fitted = float(np.exp(scaled))
-        ladder = [shortest(fitted, k * spread) for k in (6.0, 1.0, 0.1)]
-        for base in dict.fromkeys([*base_candidates(fitted, spread), *ladder, fitted]):
-            if np.isfinite(base) and base > 1.0 and (base, shift) != (options["base"], options["shift"]):
-                moved = {**options, "base": base, "shift": shift}
-                tried.append(dataclasses.replace(variant, name=None, options=moved))
+    for ln_read, scale_read, scale_spread in readings:
+        scales = (
+            [scale_read]
+            if not scale_spread
+            else [shortest(scale_read, k * scale_spread) for k in (6.0, 1.0, 0.1)] + [scale_read]
+        )
+        for shift in dict.fromkeys((float(options["shift"]), 0.0, 1.0)):
+            if twice_half / 2 - shift <= 0:
+                continue
+            scaled = ln_read * (twice_half / 2 - shift) / (twice_half / 2 - float(options["shift"]))
+            fitted = float(np.exp(scaled))
+            ladder = [shortest(fitted, k * spread) for k in (6.0, 1.0, 0.1)]
+            for base in dict.fromkeys([*base_candidates(fitted, spread), *ladder, fitted]):
+                for scale in dict.fromkeys(scales):
+                    same = (base, shift, scale) == (options["base"], options["shift"], options["scale"])
+                    if np.isfinite(base) and base > 1.0 and scale > 0 and not same:
+                        moved = {**options, "base": base, "shift": shift, "scale": scale}
+                        tried.append(dataclasses.replace(variant, name=None, options=moved))
     scored, bound = [], min(0.25 * before, 8 * unit)
     far = np.argsort(at)[-64:]  # where a base that is off shows most: tried there first, cheaply
     for moved in tried:
@@ -401,18 +434,118 @@ def read_base(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype
         # another base explains the rows only to within their own rounding: frequencies rounded to
         # float32, or float32 angles, are no base, however much nearer a base makes them
         if float(off.max()) <= bound:
-            scored.append((float(off.mean()), digits(moved.options["base"]), len(scored), moved))
-    if not scored:
+            plain = digits(moved.options["base"]) + digits(moved.options["scale"])
+            scored.append((float(off.mean()), plain, len(scored), moved))
+    best = _plainest(scored)
+    if best is None:
         return None
-    nearest = min(item[0] for item in scored)
-    best = min((item for item in scored if item[0] <= 1.1 * nearest), key=lambda item: (item[1], item[0]))[3]
     best.how = (
         f"its base read again from the phase of {len(at):,} sampled positions up to "
-        f"{int(at.max()):,}: base {best.options['base']!r}, shift {best.options['shift']!r} (base "
-        f"{options['base']!r}, shift {options['shift']!r} leaves an error of {before:.3g} there, growing "
-        "∝ position)"
+        f"{int(at.max()):,}: base {best.options['base']!r}, shift {best.options['shift']!r}"
+        + (f", scale {best.options['scale']!r}" if best.options["scale"] != options["scale"] else "")
+        + f" (base {options['base']!r}, shift {options['shift']!r}"
+        + (f", scale {options['scale']!r}" if best.options["scale"] != options["scale"] else "")
+        + f" leaves an error of {before:.3g} there, growing ∝ position)"
     )
+    best.pinned = _pinned(best, at, rows, dtype)
     return best
+
+
+def read_rope_base(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype: str) -> Variant | None:
+    """A plain rotary (rope_type "default", cos and sin) the first rows match, with its base read again from
+    the rows at the sampled ``positions``, as :func:`read_base` reads a sinusoid's: identify_rope fits the
+    base on positions 0 .. 255 to parts in 10⁶ (an NTK-aware base, 10000·8^(64/62) = 85550.37588568537,
+    read as 85550.3747, is off by 0.9 at 2³¹). Each frequency's phase atan2(sin, cos) − p·θ_i, θ_i =
+    base^(−e_i), drifts by −p·θ_i·e_i·δ for a base off by δ in ln base: δ is fitted on the positions below
+    4^k, k growing, each step from the last (the phase stays unwrapped); the bases tried and kept as
+    :func:`read_base` does."""
+    from ..porting.fitting import base_candidates, digits, shortest
+
+    params = variant.params
+    if (
+        params is None
+        or params.rope_type != "default"
+        or variant.parts != "cos+sin"
+        or variant.values is not None
+        or not variant.matches
+    ):
+        return None
+    from .. import rope
+
+    theta = np.asarray(rope.inv_freq(params), dtype=np.float64)
+    n, width = len(theta), values.shape[1]
+    finite = np.isfinite(values).all(axis=1) & (positions > 0)
+    if width != 4 * n or finite.sum() < 8 or not (theta > 0).all():
+        return None
+    at, rows = positions[finite], values[finite].astype(np.float64)
+    before = float(np.abs(variant.exact(at, dtype, width) - rows).max())
+    if before == 0.0:
+        return None
+    columns = np.arange(n) if variant.layout == "half" else 2 * np.arange(n)
+    measured = np.arctan2(rows[:, 2 * n + columns], rows[:, columns])
+    ln_base = float(np.log(params.base))
+    exponent = -np.log(theta) / ln_base
+    p, delta, weight = at.astype(np.float64), 0.0, 0.0
+    for limit in 4.0 ** np.arange(5, 17):
+        use = p < limit
+        rate = np.exp(-exponent * (ln_base + delta))
+        phase = np.angle(np.exp(1j * (measured[use] - np.outer(p[use], rate))))
+        slope = -np.outer(p[use], rate * exponent)  # d phase / d δ
+        near = np.abs(phase) < 0.5
+        weight = float(np.sum(slope[near] ** 2))
+        if weight > 0:
+            delta += float(np.sum(slope[near] * phase[near]) / weight)
+        if limit > p.max():
+            break
+    unit = PRECISIONS.get(dtype, 2.0**-24)
+    spread = unit / float(np.sqrt(weight)) if weight > 0 else 0.0
+    fitted = float(np.exp(ln_base + delta))
+    ladder = [shortest(fitted, k * spread) for k in (6.0, 1.0, 0.1)]
+    scored, bound = [], min(0.25 * before, 8 * unit)
+    for base in dict.fromkeys([*base_candidates(fitted, spread), *ladder, fitted]):
+        if not (np.isfinite(base) and base > 1.0) or base == params.base:
+            continue
+        moved = dataclasses.replace(
+            variant,
+            params=dataclasses.replace(params, base=base),
+            options={**variant.options, "base": base},
+        )
+        try:
+            off = np.abs(moved.exact(at, dtype, width) - rows)
+        except (TypeError, ValueError):
+            continue
+        if float(off.max()) <= bound:
+            scored.append((float(off.mean()), digits(base), len(scored), moved))
+    best = _plainest(scored)
+    if best is None:
+        return None
+    best.how = (
+        f"its base read again from the phase of {len(at):,} sampled positions up to {int(at.max()):,}: "
+        f"base {best.options['base']!r} (base {params.base!r} leaves an error of {before:.3g} there, "
+        "growing ∝ position)"
+    )
+    best.pinned = _pinned(best, at, rows, dtype)
+    return best
+
+
+def _pinned(variant: Variant, at: np.ndarray, rows: np.ndarray, dtype: str) -> bool:
+    """Whether a reading reproduces the rows it was read from (every value posenc's): else it pins the base
+    only to within the reading's uncertainty, and a last-bit difference may be the reading's, not the
+    code's."""
+    return bool(np.array_equal(variant.exact(at, dtype, rows.shape[1]), rows))
+
+
+def _plainest(scored: list[tuple[float, int, int, Variant]]) -> Variant | None:
+    """Of the readings (mean error, digits, order, variant) that explain the rows, one that reproduces
+    them (every value posenc's: error 0), the plainest such; else the plainest of those whose mean error is
+    within 1.1 times the nearest one's (a plain base over a fitted one, where both are within the rows' own
+    rounding)."""
+    if not scored:
+        return None
+    exact = [item for item in scored if item[0] == 0.0]
+    nearest = min(item[0] for item in scored)
+    pool = exact or [item for item in scored if item[0] <= 1.1 * nearest]
+    return min(pool, key=lambda item: (item[1], item[0]))[3]
 
 
 def _grid_of(name: str | None) -> str | None:

@@ -282,15 +282,20 @@ def test_first_position_past_a_threshold_beyond_the_refine_budget_is_marked_unre
 
 
 def test_every_long_band_gets_exactly_samples_positions() -> None:
-    report = audit(posenc.table(20_000, D), samples=SAMPLES)
+    def rows(positions: np.ndarray) -> np.ndarray:  # a function: sampled (a stored table is measured whole)
+        return posenc.encode(positions, D)
+
+    report = audit(rows, samples=SAMPLES, positions=20_000, d_model=D)
     assert [(b.lo, b.hi, b.sampled) for b in report.bands] == [
         (0, 1024, SAMPLES),
         (1024, 4096, SAMPLES),
         (4096, 20_000, SAMPLES),
     ]
     assert len(np.unique(report.measurement.positions)) == 3 * SAMPLES
-    short = audit(posenc.table(1100, D), samples=SAMPLES)
+    short = audit(rows, samples=SAMPLES, positions=1100, d_model=D)
     assert [b.sampled for b in short.bands] == [SAMPLES, 76]  # a band of at most `samples`: whole
+    stored = audit(posenc.table(20_000, D), samples=SAMPLES)
+    assert [b.sampled for b in stored.bands] == [1024, 3072, 15_904]  # a table in memory: every row
 
 
 # --- every finding says how to fix it; the summary keeps its numbers; several causes at once ------------
@@ -382,7 +387,8 @@ def test_a_failing_audit_always_names_a_finding_even_for_one_rounding_step() -> 
     assert not report.passed
     (finding,) = report.findings
     assert finding.kind == "rounding" and finding.data["max_ulp"] == 1 and 0 < finding.data["rows"] < 2000
-    assert finding.text.startswith("not correctly rounded: up to 0.00391 (1 ulp of bfloat16)")
+    assert finding.text.startswith("not correctly rounded: up to 0.00391 from the correctly rounded values")
+    assert "up to 1 ulp of bfloat16, not necessarily there" in finding.text
     assert audit(posenc.table(2000, 64, dtype="bfloat16")).findings == []  # rounded once: nothing to say
     assert finding.fix.endswith(
         'to judge within 1 ulp rather than correctly rounded: tol="1ulp" (posenc audit --tol 1ulp)'
@@ -479,3 +485,20 @@ def test_a_half_precision_table_of_swapped_pairs_is_said_so_at_any_width() -> No
         swapped = np.ascontiguousarray(table[:, np.arange(width).reshape(-1, 2)[:, ::-1].reshape(-1)])
         found = next(f for f in audit(swapped).findings if f.kind == "layout")
         assert found.text.startswith("sin and cos swapped") and found.data["swapped"] is True
+
+
+def test_a_stored_table_is_measured_at_every_row_and_one_wrong_value_fails_it():
+    """A table of 100,000 rows with one value an ulp off at row 77,777 passed (12,288 rows sampled, a fixed
+    seed: every time); a table of at most 2**24 values in memory is measured whole, and assert_exact says
+    where; the header says so, and against what the errors are measured."""
+    from posenc.testing import assert_exact
+
+    table = posenc.table(100_000, 64)
+    table[77_777, 5] = np.nextafter(table[77_777, 5], np.float32(2))
+    with pytest.raises(AssertionError, match="the largest at position 77,777") as caught:
+        assert_exact(table, samples=16)
+    assert "in 1 of 100,000 sampled rows" in str(caught.value)
+    report = posenc.audit(posenc.table(100_000, 64), samples=16)
+    assert report.passed and len(report.measurement.positions) == 100_000
+    said = " ".join(report.as_text().split())
+    assert "correctly rounded float32 values, 64 columns; positions 0..99,999, every one measured" in said

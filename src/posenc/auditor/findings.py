@@ -1485,9 +1485,9 @@ def last_bits(m: Measurement, dtype: str, variant: Variant, ulp: float | None = 
         )
     return Finding(
         "rounding",
-        f"not correctly rounded: up to {m.row_errors[worst]:.3g} ({ulp:.3g} ulp of {dtype}) from the exact "
-        f"values, in {off:,} of {int(finite.sum()):,} sampled rows; the worst at position "
-        f"{int(m.positions[worst]):,}",
+        f"not correctly rounded: up to {m.row_errors[worst]:.3g} from the correctly rounded values (the "
+        f"largest at position {int(m.positions[worst]):,}; up to {ulp:.3g} ulp of {dtype}, not necessarily "
+        f"there), in {off:,} of {int(finite.sum()):,} sampled rows",
         "each value is within one rounding step of the exact one (or 2^-p of it where it is near 0, and "
         "2^-52·p·ω more where a float64 angle p·ω is rounded): no larger cause fits; values rounded twice "
         "(computed in a wider type, then cast) or a last-bit error in an angle or its sine do this",

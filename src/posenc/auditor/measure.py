@@ -3,7 +3,9 @@
 Bands are log-spaced, with edges 0, 2¹⁰, 2¹², 2¹⁵, 2¹⁷, 2²⁰, 2²², 2²⁴, 2²⁶, 2²⁸, 2³¹ (so "up to 4k / 32k /
 131k / 1M" are unions of bands), cut to the positions asked for and to the target's range. A band of at
 most ``samples`` positions is measured whole; a longer one at ``samples`` positions: its first and last
-and the rest drawn uniformly (a fixed seed), so a 2³¹ range costs ~10 · samples rows.
+and the rest drawn uniformly (a fixed seed), so a 2³¹ range costs ~10 · samples rows. A stored table (its
+rows in memory) of at most :data:`WHOLE_TABLE_VALUES` values in the span is measured at every row whatever
+``samples`` says: one wrong value among 100,000 rows would otherwise pass unseen, every time.
 
 Per band: the largest absolute error |target − exact| and the largest error in ulps of the target's dtype
 (ulp(x) = 2^(e − p) for the exact x ∈ [2^(e−1), 2^e), p the dtype's precision, subnormals flat), the distinct
@@ -30,10 +32,23 @@ from ..analysis.hashes import earliest_equal, row_hashes
 from .targets import Target
 from .variant import Variant
 
-__all__ = ["EDGES", "REFINE_ROWS", "THRESHOLDS", "Band", "Measurement", "measure", "sample_positions", "ulps"]
+__all__ = [
+    "EDGES",
+    "REFINE_ROWS",
+    "THRESHOLDS",
+    "WHOLE_TABLE_VALUES",
+    "Band",
+    "Measurement",
+    "measure",
+    "sample_positions",
+    "ulps",
+]
 
 EDGES = (0, 1 << 10, 1 << 12, 1 << 15, 1 << 17, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28, 1 << 31)
 THRESHOLDS = (1e-3, 1e-2, 0.1)
+#: The most values (rows × columns in the span) of a stored table measured at every row (16M: ~0.5 GB of
+#: float64 at work); a larger one is sampled as a function is.
+WHOLE_TABLE_VALUES = 1 << 24
 #: Positions evaluated at most, per threshold, to refine the first position past it (module docstring).
 REFINE_ROWS = 1 << 16
 #: A first sampled position at most this far from the start is refined from the start, not only in its gap.
@@ -107,6 +122,8 @@ def sample_positions(lo: int, hi: int, samples: int, seed: int = 0) -> np.ndarra
 def measure(target: Target, variant: Variant, dtype: str, span: tuple[int, int], samples: int) -> Measurement:
     """Sample ``target`` over ``span`` (positions ``a .. b - 1``) band by band; compare with ``variant``."""
     width = target.width or 0
+    if target.kind == "table" and (span[1] - span[0]) * max(width, 1) <= WHOLE_TABLE_VALUES:
+        samples = max(samples, span[1] - span[0])  # every row of a table held in memory
     bands, kept_p, kept_v, kept_e, kept_h = [], [], [], [], []
     for lo, hi in itertools.pairwise(EDGES):
         lo, hi = max(lo, span[0]), min(hi, span[1])

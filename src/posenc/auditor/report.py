@@ -199,11 +199,16 @@ class AuditReport:
 
         lines = [f"posenc audit: {self.target}"]
         lines += wrapped(f"read as: {self.kind}; {self.note}" if self.note else f"read as: {self.kind}")
+        whole = len(m.positions) == self.span[1] - self.span[0]
         lines += wrapped(
-            f"judged in {self.dtype}, {self.width} columns; "
-            f"positions {self.span[0]:,}..{self.span[1] - 1:,}, "
-            f"{len(m.positions):,} sampled (every position of a band of at most {self.samples:,}, else "
-            f"{self.samples:,} of it)"
+            f"judged in {self.dtype} against posenc's correctly rounded {self.dtype} values, {self.width} "
+            f"columns; positions {self.span[0]:,}..{self.span[1] - 1:,}, "
+            + (
+                "every one measured"
+                if whole
+                else f"{len(m.positions):,} sampled (every position of a band of at most {self.samples:,}, "
+                f"else {self.samples:,} of it)"
+            )
         )
         lines += wrapped(f"variant: {v.name or 'generic'} ({options}{padding}) — {v.how}")
         lines += [

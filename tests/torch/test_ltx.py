@@ -209,3 +209,14 @@ def test_ltx2s_equivalent_on_meta_gives_the_originals_shapes_and_computes_nothin
         assert [(t.shape, t.dtype, t.device.type) for t in ours] == [(t.shape, t.dtype, "meta") for t in mine]
     with pytest.raises(TypeError, match=r"coords: a gradient is asked for.*coords\.detach\(\)"):
         ltx.read_ltx(module)(torch.zeros(1, 3, 4, requires_grad=True))
+
+
+def test_ltx2s_equivalent_refuses_meta_coords_for_a_real_device():
+    """Meta coordinates with a CPU device asked for: nothing to compute from, so a refusal naming coords (it
+    returned torch.empty on the CPU: uninitialised memory)."""
+    rope = ltx.Ltx2Rope(4, 10000.0, (20,), "interleaved", 1)
+    coords = torch.empty(1, 1, 2, device="meta")
+    refused = r"coords: shape \(1, 1, 2\) on the meta device.*'cpu'"
+    with pytest.raises(posenc.errors.PosencValueError, match=refused):
+        rope(coords, "cpu")
+    assert [(t.shape, t.device.type) for t in rope(coords, "meta")] == [((1, 2, 4), "meta")] * 2

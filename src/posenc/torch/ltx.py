@@ -48,6 +48,7 @@ from torch import nn
 
 from .. import core
 from ..core import explicit, highprec
+from ..errors import PosencValueError
 from . import proofs
 from .computed import Refusal, forward_names, probed, within_rounding
 from .functions import _encode_tensor
@@ -358,14 +359,22 @@ class Ltx2Rope(nn.Module):
         self, coords: torch.Tensor, device: str | torch.device | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(cos, sin) of meta ``coords``: their shapes, nothing computed (one token of one batch computed on
-        the CPU for the layout's shape; the batch and token axes then set to coords')."""
+        the CPU for the layout's shape; the batch and token axes then set to coords'), on meta: meta
+        coordinates hold no values, so a real ``device`` is refused rather than given uninitialised memory."""
+        if torch.device(device or coords.device).type != "meta":
+            raise PosencValueError(
+                f"coords: shape {tuple(coords.shape)} on the meta device (shapes, no values), yet the "
+                f"(cos, sin) are asked on {device!r}; pass coords holding values on a real device, or leave "
+                "device unset (or 'meta') for the shapes alone",
+                parameter="coords",
+            )
         one = torch.zeros(1, coords.shape[1], 1, *coords.shape[3:])
         tokens_axis = 1 if self.layout == "interleaved" else 2
         shaped = []
         for values in self.forward(one, "cpu"):
             shape = list(values.shape)
             shape[0], shape[tokens_axis] = coords.shape[0], coords.shape[2]
-            shaped.append(torch.empty(shape, dtype=values.dtype, device=device or coords.device))
+            shaped.append(torch.empty(shape, dtype=values.dtype, device="meta"))
         return shaped[0], shaped[1]
 
     def describe(self) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import layouts
 from .core import Options
-from .errors import PosencTypeError
+from .errors import PosencTypeError, PosencValueError
 from .portable.backend import Backend
 
 #: Why an input that requires a gradient is refused where posenc defines no derivative (the rotary cos/sin,
@@ -112,10 +112,10 @@ def positions_and_offset(
 ) -> tuple[Any, Any]:
     """The position ids to encode and the offset to add to them (None, or an integer array shaped to
     broadcast against them, at their rank: ids ``(1, seq)`` against an offset ``(batch, 1)``), both checked
-    against ``x``: ``positions`` is ``None`` (``arange(seq)``) or an
-    array of shape ``(seq,)`` or ``batch_shape + (seq,)``; ``offset`` an int or an integer array of shape
-    ``()`` or ``(batch,)``. ``host``: the values may be read (negative offsets are refused then);
-    ``arange``: makes ``arange(seq)`` where ``x`` is."""
+    against ``x``: ``positions`` is ``None`` (``arange(seq)``) or an array of shape ``(seq,)`` or
+    ``batch_shape + (seq,)``; ``offset`` an int or an integer array of shape ``()`` or ``batch_shape`` (x's
+    batch axes: ``(batch,)`` for a 3-D ``x``). ``host``: the values may be read (negative offsets are refused
+    then); ``arange``: makes ``arange(seq)`` where ``x`` is."""
     if positions is None:
         positions = arange()
     else:
@@ -147,17 +147,18 @@ def positions_and_offset(
         return positions, (None if value == 0 else value)
     if not ops.is_integer(offset.dtype):
         raise TypeError(f"offset must be an int or an integer array; got dtype {offset.dtype}")
-    if offset.ndim == 1 and len(batch_shape) == 1 and offset.shape[0] == batch_shape[0]:
-        offset = offset[:, None]
+    if offset.ndim and offset.ndim == len(batch_shape) and tuple(offset.shape) == tuple(batch_shape):
+        offset = offset[..., None]  # one per sequence: (batch, 1), or x's batch axes + (1,)
     elif offset.ndim != 0:
-        raise ValueError(
-            f"an offset array must have shape (batch,) = {batch_shape[:1]} or (); "
-            f"got shape {tuple(offset.shape)}"
+        accepted = f"() or x's batch shape {tuple(batch_shape)} (one per sequence)" if batch_shape else "()"
+        raise PosencValueError(
+            f"offset must be an int or an integer array of shape {accepted}; got shape {tuple(offset.shape)}",
+            parameter="offset",
         )
     if host and bool((offset < 0).any()):
         raise ValueError(f"offset must be >= 0; got {offset.reshape(-1).tolist()}")
-    if offset.ndim == 2 and positions.ndim == 1:  # (1, seq) against (batch, 1): one rank, no promotion
-        positions = positions[None]
+    if offset.ndim >= 2 and positions.ndim == 1:  # (1, seq) against (batch, 1): one rank, no promotion
+        positions = positions[(None,) * (offset.ndim - 1)]
     return positions, offset
 
 

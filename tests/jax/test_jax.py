@@ -264,6 +264,19 @@ def test_module_offset_decoding_equals_the_full_pass_eager_and_jitted():
     assert _same_bits(jitted, np.asarray(per_row))
 
 
+def test_module_offset_of_every_batch_axis_eager_and_jitted():
+    """x (2, 3, seq, d): an offset of shape x.shape[:-2], one per sequence (it was refused, the message
+    asking for the shape it got); (2,) is refused, naming the shapes accepted."""
+    module = pj.SinusoidalPositionalEncoding(8)
+    x = jax.random.normal(jax.random.key(3), (2, 3, 4, 8), F32)
+    offset = jnp.arange(6).reshape(2, 3)
+    want = np.asarray(x) + np.asarray(posenc.encode(np.arange(4) + np.arange(6).reshape(2, 3, 1), 8))
+    assert _same_bits(module(x, offset=offset), want)
+    assert _same_bits(nnx.jit(lambda m, x, o: m(x, offset=o))(module, x, offset), want)
+    with pytest.raises(ValueError, match=r"of shape \(\) or x's batch shape \(2, 3\).*got shape \(2,\)"):
+        module(x, offset=jnp.array([0, 1]))
+
+
 def test_module_positions_for_padding_packing_and_shards():
     module = pj.SinusoidalPositionalEncoding(16)
     mask = np.array([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
@@ -354,7 +367,7 @@ def test_module_dropout_trains_and_evaluates():
         (
             lambda m: m(jnp.zeros((2, 5, 16), F32), offset=jnp.array([1])),
             ValueError,
-            r"shape \(batch,\) = \(2,\) or \(\)",
+            r"shape \(\) or x's batch shape \(2,\) \(one per sequence\); got shape \(1,\)",
         ),
         (lambda m: m(jnp.zeros((2, 5, 16), F32), offset=1.5), TypeError, "offset must be an int"),
         (lambda m: m(jnp.zeros((2, 5, 16), dtype=jnp.int32)), TypeError, "float64, float32"),

@@ -53,7 +53,7 @@ def module_expectation(x_shape, d_model, batch_first, p, offset, *, read_values=
     """(names of the problems, exact positions + offset shaped like the encoding before orienting), by the
     documented rules: x is (..., seq, d_model) with batch_first, else (seq, batch, d_model); positions
     (seq,) or batch shape + (seq,), integer or real; offset an int >= 0 or an integer array of shape () or
-    (batch,). ``read_values=False`` (a device): values are not checked, invalid ones give NaN rows."""
+    the batch shape. ``read_values=False`` (a device): values are not checked, invalid ones give NaN rows."""
     if batch_first:
         ok_x = len(x_shape) >= 2 and x_shape[-1] == d_model
         batch_shape, seq = (tuple(x_shape[:-2]), x_shape[-2]) if ok_x else ((), 0)
@@ -77,8 +77,8 @@ def module_expectation(x_shape, d_model, batch_first, p, offset, *, read_values=
     if isinstance(offset, np.ndarray):
         if offset.dtype.kind not in "iu":
             return ["offset"], None
-        if len(batch_shape) == 1 and offset.shape == batch_shape:
-            off = exact_positions(offset)[:, None]
+        if batch_shape and offset.shape == batch_shape:
+            off = exact_positions(offset)[..., None]
         elif offset.shape == ():
             off = exact_positions(offset)
         else:
@@ -137,9 +137,9 @@ def x_shape_for(choice, d_model: int) -> tuple:
 
 
 def draw_offset_values(data, batch_shape: tuple) -> tuple[tuple, list[int]]:
-    """An offset array's shape (a scalar, one per batch row, or a wrong one) and its values, some beyond
-    what int32 holds."""
-    o_shape = data.draw(st.sampled_from([(), batch_shape[:1] or (1,), (3, 3)]))
+    """An offset array's shape (a scalar, one per batch row or per sequence, or a wrong one) and its values,
+    some beyond what int32 holds."""
+    o_shape = data.draw(st.sampled_from([(), batch_shape[:1] or (1,), batch_shape or (1,), (3, 3)]))
     o_values = data.draw(
         st.lists(
             st.sampled_from([0, 1, 7, 127, 2**31 - 5, -1, 2**31]),

@@ -55,7 +55,7 @@ def test_offsets_are_handed_on_never_added_in_the_positions_dtype():
             TypeError,
             "offset must be an int or an integer array; got dtype float64",
         ),
-        (None, np.array([1, 2, 3]), ValueError, r"shape \(batch,\) = \(2,\) or \(\); got shape \(3,\)"),
+        (None, np.array([1, 2, 3]), ValueError, r"shape \(\) or x's batch shape \(2,\) .*; got shape \(3,\)"),
     ],
 )
 def test_bad_positions_and_offsets(positions, offset, error, message):

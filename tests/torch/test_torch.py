@@ -187,6 +187,17 @@ def test_offset_decoding_equals_the_full_pass():
     assert torch.equal(per_row[1], x[1, 4:5] + torch.from_numpy(posenc.encode([2], 32)))
 
 
+def test_an_offset_of_every_batch_axis():
+    """x (2, 3, seq, d): an offset of shape x.shape[:-2], one per sequence, with or without positions (it
+    was refused, the message asking for the shape it got)."""
+    module = pt.SinusoidalPositionalEncoding(8, batch_first=True)
+    x = torch.randn(2, 3, 4, 8)
+    offset = torch.arange(6).reshape(2, 3)
+    want = x + torch.from_numpy(posenc.encode(np.arange(4) + np.arange(6).reshape(2, 3, 1), 8))
+    assert torch.equal(module(x, offset=offset), want)
+    assert torch.equal(module(x, torch.arange(4), offset=offset), want)
+
+
 def test_position_ids_for_left_padding_and_packing():
     module = pt.SinusoidalPositionalEncoding(16, batch_first=True)
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
@@ -473,7 +484,21 @@ def test_onnx_export_needs_max_len():
             ValueError,
             r"offset must be >= 0",
         ),
-        (lambda m: m(torch.zeros(2, 5, 16), offset=torch.tensor([1])), ValueError, r"shape \(batch,\)"),
+        (
+            lambda m: m(torch.zeros(2, 5, 16), offset=torch.tensor([1])),
+            ValueError,
+            r"an integer array of shape \(\) or x's batch shape \(2,\).*got shape \(1,\)",
+        ),
+        (
+            lambda m: m(torch.zeros(2, 3, 5, 16), offset=torch.tensor([0, 1])),
+            ValueError,
+            r"shape \(\) or x's batch shape \(2, 3\) \(one per sequence\); got shape \(2,\)",
+        ),
+        (
+            lambda m: m(torch.zeros(5, 16), offset=torch.tensor([1])),
+            ValueError,
+            r"integer array of shape \(\); got shape \(1,\)",
+        ),
         (lambda m: m(torch.zeros(2, 5, 16), offset=1.5), TypeError, "offset must be an int"),
         (lambda m: m(torch.zeros(2, 5, 16), offset=2**31 - 3), ValueError, r"offset \+ seq - 1 = 2147483649"),
         (

@@ -58,9 +58,10 @@ class SinusoidalPositionalEncoding(nnx.Module):
         positions: ``(seq,)`` or ``(batch, seq)``, integer or real, concrete or traced (left padding,
             packed sequences, a context-parallel shard's global positions); default
             ``offset + arange(seq)``.
-        offset: an int, or an integer array of shape ``()`` or ``(batch,)``, added to the positions
-            (KV-cache decoding: step t equals row t of the full pass). Under ``jit`` pass an array, so
-            one compiled step serves every t; an int is a static argument (one program per value).
+        offset: an int, or an integer array of shape ``()`` or x's batch shape (``(batch,)``; one per
+            sequence), added to the positions (KV-cache decoding: step t equals row t of the full pass).
+            Under ``jit`` pass an array, so one compiled step serves every t; an int is a static argument
+            (one program per value).
         deterministic: True disables dropout; None takes the module's setting
             (``nnx.view(module, deterministic=True)`` or ``module.eval()`` for inference).
         rngs: random keys for dropout at this call,
@@ -235,7 +236,7 @@ def _host_offset(offset: Any) -> Any:
             return np.asarray(offset)
         except ValueError:
             raise TypeError(
-                f"offset must be an int or an integer array of shape () or (batch,); got {offset!r}"
+                f"offset must be an int or an integer array of shape () or x's batch shape; got {offset!r}"
             ) from None
     return offset
 

@@ -60,8 +60,9 @@ class SinusoidalPositionalEncoding(nn.Module):
     ``forward(x, positions=None, *, offset=0)``:
         positions: ``(seq,)`` or ``(batch, seq)``, integer or floating (left padding, packed sequences,
             arbitrary ids); default ``offset + arange(seq)``.
-        offset: an int or a ``(batch,)`` integer tensor added to the positions (KV-cache decoding: step t of
-            a cached decode equals row t of the full pass).
+        offset: an int, or an integer tensor of shape ``()`` or x's batch shape (``(batch,)``; one per
+            sequence), added to the positions (KV-cache decoding: step t of a cached decode equals row t of
+            the full pass).
         inplace: add into ``x`` itself and return it (no new activation tensor: ~5x faster on the CPU,
             for inference; autograd refuses it on a leaf that requires grad).
 

@@ -93,8 +93,9 @@ def apply_rotary(
     ``x · cos + turn(x) · sin`` on the first ``cos.shape[-1]`` features (the rest, under a partial rotary
     factor, pass unchanged, as in GPT-NeoX), with turn(x) = [-x2, x1] for ``layout="half"`` and
     (x0, x1) → (-x1, x0) per pair for ``"interleaved"``. cos/sin get a new axis at ``unsqueeze_dim``
-    ((B, L, D) against q of (B, heads, L, D)). Half-precision inputs are computed in float32 and rounded
-    once to their dtype. Under ``jax.jit`` XLA's CPU code generator fuses the products and the sum into
+    ((B, L, D) against q of (B, heads, L, D)). Computed in the promotion of q's (k's), cos's and sin's
+    dtypes and float32 and rounded once to q's (k's) dtype: half-precision inputs in float32, float64
+    cos/sin in float64. Under ``jax.jit`` XLA's CPU code generator fuses the products and the sum into
     fused multiply-adds (a rounding fewer): a jitted float32 result may differ from the eager one by 1 ulp.
 
     >>> q = np.array([[[[1.0, 0.0]]]])
@@ -189,8 +190,9 @@ def _check_fit(name: str, x_shape: tuple, cos_shape: tuple, sin_shape: tuple, un
 
 def rotate(ops: Backend, x: Any, cos: Any, sin: Any, layout: str) -> Any:
     """``x · cos + turn(x) · sin`` on the first ``cos.shape[-1]`` features of x (the rest pass unchanged):
-    turn(x) = [-x2, x1] for ``"half"``, (x0, x1) → (-x1, x0) per pair for ``"interleaved"``. Computed in
-    float32 at least (half-precision inputs are rounded once, to x's dtype, at the end)."""
+    turn(x) = [-x2, x1] for ``"half"``, (x0, x1) → (-x1, x0) per pair for ``"interleaved"``. Computed in the
+    promotion of x's, cos's and sin's dtypes and float32 (float64 cos/sin are not rounded first), rounded
+    once, to x's dtype, at the end."""
     width = cos.shape[-1]
     if width > x.shape[-1] or width % 2:
         raise PosencValueError(
@@ -198,7 +200,8 @@ def rotate(ops: Backend, x: Any, cos: Any, sin: Any, layout: str) -> Any:
             "even and at most the head dimension",
             parameter="cos",
         )
-    compute = ops.xp.promote_types(x.dtype, ops.float32)
+    promote = ops.xp.promote_types
+    compute = promote(promote(x.dtype, ops.float32), promote(cos.dtype, sin.dtype))
     part, rest = ops.cast(x[..., :width], compute), x[..., width:]
     if layout == "half":
         half = width // 2

@@ -470,8 +470,10 @@ def _rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 
 
 def _rotate_half_torch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x · cos + [-x2, x1] · sin in float32 (or wider) buffers, rounded once to x's dtype."""
-    compute = torch.promote_types(x.dtype, torch.float32)
+    """x · cos + [-x2, x1] · sin in float32 (or wider: x's, cos's or sin's dtype) buffers, rounded once to
+    x's dtype."""
+    promote = torch.promote_types
+    compute = promote(promote(x.dtype, torch.float32), promote(cos.dtype, sin.dtype))
     wide, cos, sin = x.to(compute), cos.to(compute), sin.to(compute)
     half = x.shape[-1] // 2
     x1, x2 = wide[..., :half], wide[..., half:]
@@ -516,6 +518,7 @@ def _rotate_half_compiled(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         or cos.stride(-1) != 1
         or sin.stride(-1) != 1
         or not (cos.is_floating_point() and sin.is_floating_point())
+        or torch.float64 in (cos.dtype, sin.dtype)  # computed in float64: the torch road
         or not loaded.float_mode_standard()  # torch.set_flush_denormal(True), or another rounding mode
     ):
         return None

@@ -198,6 +198,21 @@ def test_the_eager_apply_gives_the_general_functions_bits(dtype, monkeypatch):
     assert leaf.grad is not None and leaf.grad.shape == q.shape
 
 
+def test_the_eager_apply_and_the_general_function_differ_at_most_in_a_nans_sign():
+    """What rotate's docstring says: the faster road's x1·c1 − x2·s1 keeps a NaN's sign where the general
+    x1·c1 + (−x2)·s1 flips it; every number, and where the NaNs are, the same."""
+    from posenc.rope.arrays import apply_rotary as general
+    from posenc.torch import rotary
+
+    assert "its sign may differ from the general function's" in rotary.rotate.__doc__
+    q = torch.tensor([[[[1.0, float("nan"), 2.0, -3.0]]]])
+    cos, sin = torch.tensor([[[0.5, 0.5, 0.25, 0.25]]]), torch.tensor([[[0.5, 0.5, 0.75, 0.75]]])
+    fast, slow = ptorch.apply_rotary(q, q, cos, sin)[0], general(q, q, cos, sin)[0]
+    sign = torch.tensor(-(2**31), dtype=torch.int32)
+    assert torch.equal(_bits(fast) & ~sign, _bits(slow) & ~sign)
+    assert torch.equal(torch.isnan(fast), torch.isnan(slow))
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_float64_cos_sin_are_not_rounded_before_the_products(dtype):
     """q of float32 or bfloat16, cos/sin of float64: computed in float64 and rounded once to q's dtype, on

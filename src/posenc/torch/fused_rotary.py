@@ -60,7 +60,7 @@ def apply_rotary(
 
     * ``cos, sin`` (``(..., L, rotary_dim)``, broadcast against q and k by ``unsqueeze_dim``, as Hugging
       Face's): rotated by them. Eager calls in the half layout over the whole head, without autograd, take a
-      faster road to the same bits (:func:`posenc.torch.rotary.rotate`).
+      faster road to the same bits, a NaN's sign aside (:func:`posenc.torch.rotary.rotate`).
     * ``position_ids=`` and ``params=`` (a :class:`posenc.rope.RopeParameters`): rotated by the exact rotary
       angles of those positions, the bits of ``cos, sin = posenc.torch.rotary.cos_sin(position_ids, params,
       dtype=torch.float32, layout=layout, seq_len=seq_len)`` then the rotation above. On CUDA tensors (with

@@ -1,7 +1,7 @@
 """Rotary position embeddings for PyTorch, exact: :func:`cos_sin`, :class:`RotaryEmbedding` (a drop-in for
 Hugging Face's ``*RotaryEmbedding`` modules) and :func:`rotate` (the rotation by cos/sin of
 ``posenc.torch.apply_rotary``: :func:`posenc.rope.arrays.apply_rotary`, the function of every framework,
-with a faster eager road for tensors to the same bits).
+with a faster eager road for tensors to the same bits, a NaN's sign aside).
 
 Every cos/sin value is A · cos(p θ_i) (resp. sin) correctly rounded once to the requested dtype
 (:mod:`posenc.rope`). Eager calls on CPU tensors use the NumPy core (integer ids >= 0 as rows of tables the
@@ -381,10 +381,12 @@ def rotate(
     same values bit for bit: ``x · cos + turn(x) · sin`` in float32 at least, rounded once to x's dtype.
 
     Eager calls in the half layout over the whole head, without autograd, take a faster road to the same
-    bits: x1·c1 − x2·s1 and x2·c2 + x1·s2 (the same roundings as x·cos + turn(x)·sin), no turned copy of x;
-    on the CPU one pass in C over x (posenc.core's extension, where built), elsewhere x cast once and each
-    half's two products and their sum written into preallocated float32 buffers. Everything else
-    (interleaved, partial rotary, gradients, tracing) takes the general function.
+    bits for every number: x1·c1 − x2·s1 and x2·c2 + x1·s2 (the same roundings as x·cos + turn(x)·sin), no
+    turned copy of x; on the CPU one pass in C over x (posenc.core's extension, where built), elsewhere x
+    cast once and each half's two products and their sum written into preallocated float32 buffers. A NaN
+    stays a NaN in the same place, but its sign may differ from the general function's (x1·c1 − x2·s1 keeps
+    the sign of a NaN in x2·s1; x1·c1 + (−x2)·s1 flips it). Everything else (interleaved, partial rotary,
+    gradients, tracing) takes the general function.
 
     >>> q = torch.tensor([[[[1.0, 0.0]]]], dtype=torch.bfloat16)
     >>> rotate(q, q, torch.tensor([[[0.0, 0.0]]]), torch.tensor([[[1.0, 1.0]]]))[0]

@@ -106,6 +106,23 @@ def test_the_flax_module_and_apply_rotary():
     np.testing.assert_allclose(np.asarray(rotated), expected.numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_the_flax_module_lays_out_as_the_models_rotary_by_default():
+    """A GPT-J or Cohere config: interleaved pairs, as posenc.torch.RotaryEmbedding gives them by default (the
+    Flax module gave halves); layout= still chooses."""
+    config = {"model_type": "cohere", "hidden_size": 32, "num_attention_heads": 4, "rope_theta": 100.0}
+    ids, params = np.arange(3)[None], rope.config(config)
+    module = pjax.RotaryEmbedding(config)
+    assert module.layout == rope.config_layout(config) == "interleaved"
+    cos, sin = module(jnp.zeros(1, jnp.float32), ids)
+    want = rope.cos_sin(ids, params, layout="interleaved")
+    np.testing.assert_array_equal(np.asarray(cos), want[0])
+    np.testing.assert_array_equal(np.asarray(sin), want[1])
+    halves = pjax.RotaryEmbedding(config, layout="half")
+    assert halves.layout == "half"
+    np.testing.assert_array_equal(np.asarray(halves(jnp.zeros(1), ids)[0]), rope.cos_sin(ids, params)[0])
+    assert pjax.RotaryEmbedding(params).layout == "half"
+
+
 def test_the_flax_module_takes_a_layer_type_and_seq_len():
     from tests.rope.test_rope_torch import GEMMA3
 

@@ -189,6 +189,9 @@ class RotaryEmbedding(nnx.Module):
     ``__call__(x, position_ids, *, seq_len=None)`` returns (cos, sin) of shape
     ``position_ids.shape + (rotary_dim,)`` in x's dtype (with multimodal sections, position_ids is
     (3, B, L), or (B, L) for text). ``inv_freq`` (float32) and ``attention_scaling`` are attributes.
+    ``layout``: by default the one the model's transformers rotary gives (:func:`posenc.rope.config_layout`:
+    interleaved pairs for Cohere, GLM-4V, GLM-OCR, BLT, GPT-J and CodeGen, halves for every other and for a
+    RopeParameters), as the torch module's; ``"half"`` or ``"interleaved"`` to choose.
 
     >>> import jax.numpy as jnp
     >>> from posenc import rope
@@ -203,7 +206,9 @@ class RotaryEmbedding(nnx.Module):
     (array([1. , 0.1], dtype=float32), 1.0)
     """
 
-    def __init__(self, config: Any, *, layout: str = "half", layer_type: str | None = None):
+    def __init__(self, config: Any, *, layout: str | None = None, layer_type: str | None = None):
+        if layout is None:  # as the model's own rotary gives them: Cohere's, GLM-4V's, GPT-J's pairs
+            layout = rope.config_layout(config)
         check_layout(layout)
         self.layer_type = layer_type
         if isinstance(config, rope.RopeParameters) and layer_type is None:

@@ -55,6 +55,27 @@ def test_positions_the_originals_table_takes_an_int_or_a_list_and_no_negative_on
         rope(torch.tensor([0, -1]))
 
 
+def test_the_3d_forms_shape_must_be_pos_sizes_and_the_result_is_its_own():
+    """Form 5's shape (B, T, H, W) must give pos's sizes, as the original's views require (a disagreeing
+    one was ignored); the result, like the original's, is a tensor of its own, writable in place (it was a
+    stride-0 view of one batch row)."""
+    pos = (torch.arange(2), torch.arange(3), torch.arange(4))
+    original, rope = (
+        Kandinsky5RoPE3D((4, 4, 4), (64, 64, 64)),
+        kandinsky.KandinskyRope3D((4, 4, 4), 10000.0, 5),
+    )
+    with pytest.raises(RuntimeError):
+        original((2, 5, 3, 4), pos)
+    for shape in ((2, 5, 3, 4), (2, 2, 4, 3), (2, 2, 3)):
+        with pytest.raises(
+            ValueError, match=r"^shape: .*\(T, H, W\) = \(2, 3, 4\).*shape=\(batch, 2, 3, 4\)"
+        ):
+            rope(shape, pos)
+    out = rope((2, 2, 3, 4), pos)
+    assert out.is_contiguous() and torch.equal(out[0], out[1])
+    assert torch.equal(out.mul_(2), 2 * rope((2, 2, 3, 4), pos))
+
+
 MODULES = {
     "5-1d": lambda: Kandinsky5RoPE1D(64),
     "5-3d": lambda: Kandinsky5RoPE3D((16, 24, 24)),

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from .. import core
+from ..errors import PosencValueError
 from .computed import Refusal, forward_names, probed, within_rounding
 from .functions import _encode_tensor
 from .tensors import _position_tensor, _tracing
@@ -91,8 +92,9 @@ class KandinskyRope1D(nn.Module):
 
 class KandinskyRope3D(nn.Module):
     """posenc's exact values in place of Kandinsky's 3-D rotary (module docstring), called as it is
-    (``form`` 5: ``(shape, pos, scale_factor)`` -> ``(B, T, H, W, 1, Σd/2, 2, 2)``; 6: ``(pos, scale_factor)``
-    -> ``(T, H, W, 1, Σd/2, 2, 2)``), float32.
+    (``form`` 5: ``(shape, pos, scale_factor)`` -> ``(B, T, H, W, 1, Σd/2, 2, 2)``, shape ``(B, T, H, W)``
+    with T, H, W the sizes of pos; 6: ``(pos, scale_factor)`` -> ``(T, H, W, 1, Σd/2, 2, 2)``), float32, a
+    tensor of its own (contiguous, writable in place).
 
     >>> rope = KandinskyRope3D((2, 2, 2), 10000.0, 6)  # cos and sin of frame 1 at a scale of 2: 1 / 2
     >>> rope((torch.tensor([1]), torch.tensor([0]), torch.tensor([0])), (2.0, 1.0, 1.0))[0, 0, 0, 0, 0, :, 0]
@@ -134,9 +136,15 @@ class KandinskyRope3D(nn.Module):
             cos.append(c.reshape(view).expand(*sizes, -1))
             sin.append(s.reshape(view).expand(*sizes, -1))
         rope = _matrices(torch.cat(cos, dim=-1), torch.cat(sin, dim=-1))
-        if self.form == 5:
-            batch = int(given["shape"][0])
-            rope = rope[None].expand(batch, *rope.shape)
+        if self.form == 5:  # (B, T, H, W): T, H and W the sizes of pos, as the original's views require
+            shape = tuple(given["shape"])
+            if len(shape) != 4 or list(shape[1:]) != sizes:
+                raise PosencValueError(
+                    f"shape: {shape}; expected (batch, T, H, W) with (T, H, W) = {tuple(sizes)}, the sizes "
+                    f"of pos; pass shape=(batch, {', '.join(map(str, sizes))})",
+                    parameter="shape",
+                )
+            rope = rope[None].repeat(int(shape[0]), *[1] * rope.dim())  # its own memory, as the original's
         return rope
 
     def extra_repr(self) -> str:

@@ -106,3 +106,21 @@ def test_another_layout_is_refused():
         "not the rotary its attributes name"
     )
     assert not pt.patch(torch.nn.Sequential(module)).replaced
+
+
+def test_lengths_widths_and_states_are_checked_not_truncated():
+    """A length or width of 2.7 is refused (it was truncated to 2), a negative length named (it was torch's
+    arange error), and integer hidden_states refused (their cos/sin were truncated to integers)."""
+    lengths, states = length_rope.LengthRope(4, 100.0, "length"), length_rope.LengthRope(4, 100.0, "states")
+    with pytest.raises(TypeError, match=r"^seq_len must be an integer >= 0; got 2\.7"):
+        lengths(2.7, "cpu")
+    with pytest.raises(ValueError, match=r"^seq_len must be an integer >= 0; got -1"):
+        lengths(-1, "cpu")
+    with pytest.raises(TypeError, match=r"^seq_len must be an integer >= 0; got 5\.9"):
+        states(torch.zeros(1, 3, 4), seq_len=5.9)
+    with pytest.raises(TypeError, match=r"^width must be an integer >= 2; got 4\.9"):
+        length_rope.LengthRope(4.9, 100.0, "length")
+    for form in ("states", "stacked"):
+        with pytest.raises(TypeError, match=r"^hidden_states must be a floating-point tensor.*torch\.int64"):
+            length_rope.LengthRope(4, 100.0, form)(torch.zeros(1, 3, 4, dtype=torch.int64))
+    assert lengths(0, "cpu")[0].shape == (0, 4) and states(torch.zeros(1, 3, 4), seq_len=5)[0].shape == (5, 4)

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import core, rope
+from .. import core, rope, validation
+from ..errors import PosencTypeError
 from .computed import Refusal, forward_names, inv_freq_base, probed, within_rounding
 from .rotary import cos_sin
 
@@ -61,7 +62,7 @@ class LengthRope(nn.Module):
         super().__init__()
         if form not in FORMS:
             raise ValueError(f"form: {form!r}; a rotary of a length is one of {', '.join(FORMS)}")
-        self.width, self.theta, self.form = int(width), float(theta), form
+        self.width, self.theta, self.form = validation.integer("width", width, minimum=2), float(theta), form
         self.params = rope.RopeParameters(
             "default", head_dim=self.width, rotary_dim=self.width, base=self.theta
         )
@@ -69,13 +70,19 @@ class LengthRope(nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         given = dict(zip(FORMS[self.form], args, strict=False)) | kwargs
         if self.form == "length":
-            length, device, dtype = given["seq_len"], given.get("device"), torch.float32
+            length, device, dtype = _length(given["seq_len"]), given.get("device"), torch.float32
         else:
             states = given["hidden_states"]
+            if not (isinstance(states, torch.Tensor) and states.is_floating_point()):
+                raise PosencTypeError(
+                    f"hidden_states must be a floating-point tensor, whose dtype the (cos, sin) take; got "
+                    f"{getattr(states, 'dtype', type(states).__name__)}: cast it, e.g. hidden_states.float()",
+                    parameter="hidden_states",
+                )
             length = given.get("seq_len")
-            length = states.shape[1] if length is None else length
+            length = states.shape[1] if length is None else _length(length)
             device, dtype = states.device, states.dtype
-        positions = torch.arange(int(length), device=device)
+        positions = torch.arange(length, device=device)
         rounded = dtype if dtype in _ROUNDED_ONCE else torch.float32  # a 16-bit type: once, not via float32
         cos, sin = cos_sin(positions, self.params, dtype=rounded)
         if self.form == "stacked":
@@ -84,6 +91,11 @@ class LengthRope(nn.Module):
 
     def extra_repr(self) -> str:
         return f"width={self.width}, theta={self.theta:g}, form={self.form!r}"
+
+
+def _length(value: Any) -> Any:
+    """``seq_len`` checked: an integer >= 0 (2.7 is refused, not truncated to 2), or a traced torch.SymInt."""
+    return value if isinstance(value, torch.SymInt) else validation.integer("seq_len", value, minimum=0)
 
 
 def _number(module: nn.Module, *names: str) -> float | None:

@@ -176,3 +176,31 @@ def test_minimax_h3_rotary_of_position_ids_read_proven_audited_patched():
     assert after.passed and after.components[0].kind == "rotary"
     pt.unpatch(model)
     assert model[0] is module
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: grid_rope.GridRope(8, 100.0, 1.5), r"^patch must be an integer >= 1; got 1\.5"),
+        (
+            lambda: grid_rope.GridRope(8.0, 100.0, 1),
+            r"^dim must be an integer >= 4; got 8\.0 .*\(pass 8 instead\)",
+        ),
+        (lambda: grid_rope.GridRope(8, 100.0, 1, (2.5, 3)), r"^axes\[0\] must be an integer >= 1; got 2\.5"),
+        (lambda: grid_rope.IdsRope(2.7, 100.0, 3), r"^count must be an integer >= 1; got 2\.7"),
+        (lambda: grid_rope.IdsRope(2, 100.0, 3.0), r"^axes must be an integer >= 1; got 3\.0"),
+        (
+            lambda: grid_rope.CosmosRope((2, 2, 2.0), (1e4,) * 3, (1, 1, 1), 24),
+            r"^widths\[2\] must be an integer >= 2; got 2\.0",
+        ),
+        (
+            lambda: grid_rope.CosmosRope((2, 2, 2), (1e4,) * 3, (1, 1.5, 1), 24),
+            r"^patch\[1\] must be an integer",
+        ),
+        (lambda: grid_rope.CoordsRope(8.5, 100.0), r"^head_dim must be an integer >= 4; got 8\.5"),
+    ],
+)
+def test_constructors_refuse_what_they_would_truncate(build, message):
+    """A non-integer width, patch, count or axis count is refused naming it (int() truncated 1.5 to 1)."""
+    with pytest.raises(TypeError, match=message):
+        build()

@@ -113,3 +113,12 @@ def test_other_angles_are_refused():
         "not the rotary its attributes name"
     )
     assert not pt.patch(torch.nn.Sequential(module)).replaced
+
+
+def test_constructors_refuse_what_they_would_truncate():
+    """KandinskyRope1D(8.9, ...) and an axis width of 4.5 are refused naming the argument (int() truncated
+    them)."""
+    with pytest.raises(TypeError, match=r"^dim must be an integer >= 2; got 8\.9"):
+        kandinsky.KandinskyRope1D(8.9, 1e4)
+    with pytest.raises(TypeError, match=r"^axes_dims\[1\] must be an integer >= 2; got 4\.5"):
+        kandinsky.KandinskyRope3D((4, 4.5, 4), 1e4, 5)

@@ -220,3 +220,17 @@ def test_ltx2s_equivalent_refuses_meta_coords_for_a_real_device():
     with pytest.raises(posenc.errors.PosencValueError, match=refused):
         rope(coords, "cpu")
     assert [(t.shape, t.device.type) for t in rope(coords, "meta")] == [((1, 2, 4), "meta")] * 2
+
+
+def test_constructors_refuse_what_they_would_truncate():
+    """LtxRope(6.7, ...) and a patch size of 1.5 are refused naming the argument (int() truncated them)."""
+    with pytest.raises(TypeError, match=r"^dim must be an integer >= 1; got 6\.7"):
+        ltx.LtxRope(6.7, 1e4, (20, 2048, 2048), 1, 1)
+    with pytest.raises(TypeError, match=r"^patch_size must be an integer >= 1; got 1\.5"):
+        ltx.LtxRope(6, 1e4, (20, 2048, 2048), 1.5, 1)
+    with pytest.raises(TypeError, match=r"^patch_size_t must be an integer >= 1; got 2\.5"):
+        ltx.LtxRope(6, 1e4, (20, 2048, 2048), 1, 2.5)
+    with pytest.raises(TypeError, match=r"^heads must be an integer >= 1; got 1\.5"):
+        ltx.Ltx2Rope(4, 1e4, (20,), "interleaved", 1.5)
+    with pytest.raises(TypeError, match=r"^dim must be an integer >= 2; got 4\.5"):
+        ltx.Ltx2Rope(4.5, 1e4, (20,), "interleaved", 1)

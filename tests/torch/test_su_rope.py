@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import mpmath
 import numpy as np
+import pytest
 import torch
 from diffusers.models.transformers.transformer_omnigen import OmniGenSuScaledRotaryEmbedding
 
@@ -167,3 +168,15 @@ def test_interleaved_sections_of_an_inv_freq_read_proven_audited_patched():
     assert posenc.audit(model, samples=32).passed
     pt.unpatch(model)
     assert model.rotary_emb is cosmos
+
+
+def test_constructors_refuse_what_they_would_truncate():
+    """PlainRope(4.5, ...) and SectionsRope(6.9, ..., (1.7, 1.2, 1.9)) are refused naming the argument
+    (int() truncated them to 4 and 6, (1, 1, 1))."""
+    with pytest.raises(TypeError, match=r"^dim must be an integer >= 2; got 4\.5"):
+        su_rope.PlainRope(4.5, 100.0)
+    with pytest.raises(TypeError, match=r"^dim must be an integer >= 2; got 6\.9"):
+        su_rope.SectionsRope(6.9, 1e6, (1, 1, 1), "last")
+    with pytest.raises(TypeError, match=r"^sections\[0\] must be an integer >= 0; got 1\.7"):
+        su_rope.SectionsRope(6, 1e6, (1.7, 1.2, 1.9), "last")
+    assert su_rope.SectionsRope(6, 1e6, (1, 1, 1), "last").params.mrope_section == (1, 1, 1)

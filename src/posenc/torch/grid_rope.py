@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import core
+from .. import core, validation
 from .computed import Refusal, forward_names, inv_freq_base, probed, within_rounding
 from .functions import _encode_tensor
 from .tensors import _DTYPE_NAMES, _dtype_name
@@ -69,9 +69,10 @@ class _Halves(nn.Module):
 
     def __init__(self, widths: tuple[int, ...], thetas: tuple[float, ...]) -> None:
         super().__init__()
-        if any(w < 2 or w % 2 for w in widths):
+        widths = tuple(validation.integer(f"widths[{i}]", w, minimum=2) for i, w in enumerate(widths))
+        if any(w % 2 for w in widths):
             raise ValueError(f"widths: {widths}; each axis of a rotary takes an even number of channels")
-        self.widths, self.thetas = tuple(int(w) for w in widths), tuple(float(t) for t in thetas)
+        self.widths, self.thetas = widths, tuple(float(t) for t in thetas)
         self._checked = [
             core.Options.check(w, t, 0.0, 1.0, "sin_cos", "zero")
             for w, t in zip(self.widths, self.thetas, strict=True)
@@ -111,11 +112,20 @@ class GridRope(_Halves):
     """
 
     def __init__(self, dim: int, theta: float, patch: int, axes: tuple[int, int] | None = None) -> None:
-        if dim < 4 or dim % 4:
+        dim = validation.integer("dim", dim, minimum=4)
+        if dim % 4:
             raise ValueError(f"dim: {dim}; a 2-D rotary in halves takes a multiple of 4 channels")
         super().__init__((dim // 2, dim // 2), (theta, theta))
-        self.dim, self.theta, self.patch = int(dim), float(theta), int(patch)
-        self.axes = None if axes is None else (int(axes[0]), int(axes[1]))
+        self.dim, self.theta = dim, float(theta)
+        self.patch = validation.integer("patch", patch, minimum=1)
+        self.axes = (
+            None
+            if axes is None
+            else (
+                validation.integer("axes[0]", axes[0], minimum=1),
+                validation.integer("axes[1]", axes[1], minimum=1),
+            )
+        )
 
     def positions(self, height: int, width: int) -> list[torch.Tensor]:
         """The positions (h, w) of each patch of an ``height`` × ``width`` grid, row-major, as int64."""
@@ -155,7 +165,8 @@ class CosmosRope(_Halves):
         base_fps: float,
     ) -> None:
         super().__init__(widths, thetas)
-        self.patch, self.base_fps = tuple(int(p) for p in patch), float(base_fps)
+        self.patch = tuple(validation.integer(f"patch[{i}]", p, minimum=1) for i, p in enumerate(patch))
+        self.base_fps = float(base_fps)
 
     def positions(self, frames: int, height: int, width: int, fps: Any = None) -> list[torch.Tensor]:
         """The positions (f, h, w) of each patch, row-major: f int64, or f · base_fps / fps float64."""
@@ -186,8 +197,12 @@ class IdsRope(_Halves):
     """
 
     def __init__(self, count: int, theta: float, axes: int = 3) -> None:
-        super().__init__((2 * int(count),) * int(axes), (float(theta),) * int(axes))
-        self.count, self.theta, self.axes = int(count), float(theta), int(axes)
+        count, axes = (
+            validation.integer("count", count, minimum=1),
+            validation.integer("axes", axes, minimum=1),
+        )
+        super().__init__((2 * count,) * axes, (float(theta),) * axes)
+        self.count, self.theta, self.axes = count, float(theta), axes
 
     def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if position_ids.dim() != 2 or position_ids.shape[-1] != self.axes:
@@ -270,9 +285,11 @@ class CoordsRope(nn.Module):
 
     def __init__(self, head_dim: int, theta: float, axes: int = 2) -> None:
         super().__init__()
-        if head_dim < 2 * axes or head_dim % (2 * axes):
+        axes = validation.integer("axes", axes, minimum=1)
+        head_dim = validation.integer("head_dim", head_dim, minimum=2 * axes)
+        if head_dim % (2 * axes):
             raise ValueError(f"head_dim: {head_dim}; {axes} axes in halves take a multiple of {2 * axes}")
-        self.head_dim, self.theta, self.axes = int(head_dim), float(theta), int(axes)
+        self.head_dim, self.theta, self.axes = head_dim, float(theta), axes
         self.width = self.head_dim // self.axes
         self._checked = core.Options.check(self.width, self.theta, 0.0, 1.0, "sin_cos", "zero")
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import core
+from .. import core, validation
 from ..errors import PosencValueError
 from .computed import Refusal, forward_names, probed, within_rounding
 from .functions import _encode_tensor
@@ -70,7 +70,8 @@ class KandinskyRope1D(nn.Module):
 
     def __init__(self, dim: int, max_period: float, scaling: float = 1.0) -> None:
         super().__init__()
-        self.dim, self.max_period, self.scaling = int(dim), float(max_period), float(scaling)
+        self.dim = validation.integer("dim", dim, minimum=2)
+        self.max_period, self.scaling = float(max_period), float(scaling)
         self._checked = core.Options.check(self.dim, self.max_period, 0.0, self.scaling, "sin_cos", "zero")
 
     @property
@@ -104,7 +105,7 @@ class KandinskyRope3D(nn.Module):
     def __init__(self, axes_dims: tuple[int, int, int], max_period: float, form: int) -> None:
         super().__init__()
         self.axes_dims, self.max_period, self.form = (
-            tuple(int(d) for d in axes_dims),
+            tuple(validation.integer(f"axes_dims[{i}]", d, minimum=2) for i, d in enumerate(axes_dims)),
             float(max_period),
             int(form),
         )

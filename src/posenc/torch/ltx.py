@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import core
+from .. import core, validation
 from ..core import explicit, highprec
 from ..errors import PosencValueError
 from . import proofs
@@ -244,8 +244,10 @@ class LtxRope(nn.Module):
         self, dim: int, theta: float, bases: tuple[float, ...], patch_size: int, patch_size_t: int
     ) -> None:
         super().__init__()
-        self.dim, self.theta, self.bases = int(dim), float(theta), tuple(float(b) for b in bases)
-        self.patch_size, self.patch_size_t = int(patch_size), int(patch_size_t)
+        self.dim, self.theta = validation.integer("dim", dim, minimum=1), float(theta)
+        self.bases = tuple(float(b) for b in bases)
+        self.patch_size = validation.integer("patch_size", patch_size, minimum=1)
+        self.patch_size_t = validation.integer("patch_size_t", patch_size_t, minimum=1)
         if self.dim < 6 or len(self.bases) != 3:
             raise ValueError(f"dim: {dim}; LTX-Video's rotary takes at least 6 channels (3 axes × cos, sin)")
 
@@ -322,8 +324,9 @@ class Ltx2Rope(nn.Module):
 
     def __init__(self, dim: int, theta: float, bases: tuple[float, ...], layout: str, heads: int) -> None:
         super().__init__()
-        self.dim, self.theta, self.bases = int(dim), float(theta), tuple(float(b) for b in bases)
-        self.layout, self.heads = str(layout), int(heads)
+        self.dim, self.theta = validation.integer("dim", dim, minimum=2), float(theta)
+        self.bases = tuple(float(b) for b in bases)
+        self.layout, self.heads = str(layout), validation.integer("heads", heads, minimum=1)
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout: {layout!r}; LTX-2's rotary lays out as one of {', '.join(LAYOUTS)}")
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import rope
+from .. import rope, validation
 from . import proofs
 from .computed import Refusal, forward_names, inv_freq_base, probed
 from .rotary import RotaryEmbedding
@@ -157,9 +157,8 @@ class PlainRope(RotaryEmbedding):
     """
 
     def __init__(self, dim: int, base: float) -> None:
-        super().__init__(
-            rope.RopeParameters("default", head_dim=int(dim), rotary_dim=int(dim), base=float(base))
-        )
+        dim = validation.integer("dim", dim, minimum=2)
+        super().__init__(rope.RopeParameters("default", head_dim=dim, rotary_dim=dim, base=float(base)))
 
     def forward(  # type: ignore[override]
         self, hidden_states: torch.Tensor, position_ids: torch.Tensor
@@ -246,12 +245,15 @@ class SectionsRope(RotaryEmbedding):
     """
 
     def __init__(self, dim: int, base: float, sections: tuple[int, int, int], ids: str) -> None:
+        dim = validation.integer("dim", dim, minimum=2)
         params = rope.RopeParameters(
             "default",
-            head_dim=int(dim),
-            rotary_dim=int(dim),
+            head_dim=dim,
+            rotary_dim=dim,
             base=float(base),
-            mrope_section=tuple(int(s) for s in sections),
+            mrope_section=tuple(
+                validation.integer(f"sections[{i}]", s, minimum=0) for i, s in enumerate(sections)
+            ),
             mrope_interleaved=True,
         )
         super().__init__(params, layout="half")

@@ -19,10 +19,11 @@ PosencTypeError True d_model
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
-__all__ = ["PosencError", "PosencTypeError", "PosencValueError", "reworded"]
+__all__ = ["PosencError", "PosencTypeError", "PosencValueError", "renamed", "reworded"]
 
 
 class PosencError(Exception):
@@ -70,6 +71,30 @@ def reworded(text: str, names: Mapping[str, str], parameter: str | None = None) 
     if parameter is not None and parameter in names:
         text = re.sub(rf"^{re.escape(parameter)}(?![\w=])", names[parameter], text)
     return text
+
+
+@contextlib.contextmanager
+def renamed(names: Mapping[str, str]) -> Iterator[None]:
+    """The errors raised inside about a library parameter of ``names`` in the caller's words
+    (:meth:`PosencError.worded`), ``parameter`` the caller's name: a module whose ``num_channels`` the core
+    checks as ``d_model`` names ``num_channels``.
+
+    >>> from posenc import validation
+    >>> try:
+    ...     with renamed({"d_model": "num_channels"}):
+    ...         validation.d_model(1)
+    ... except PosencError as error:
+    ...     print(error.parameter, "|", error)
+    num_channels | num_channels must be an integer >= 2; got 1
+    """
+    try:
+        yield
+    except PosencError as error:
+        if error.parameter not in names:
+            raise
+        raise type(error)(
+            error.worded(names), parameter=names[error.parameter], hint=error.hint, choices=error.choices
+        ) from None
 
 
 def _written(found: re.Match, name: str, other: str) -> str:

@@ -198,6 +198,19 @@ def test_the_eager_apply_gives_the_general_functions_bits(dtype, monkeypatch):
     assert leaf.grad is not None and leaf.grad.shape == q.shape
 
 
+def test_an_integer_x_is_refused_naming_x():
+    """x of int64: refused naming x (the error named a dtype the caller never passed); a complex form reads
+    no dtype of x."""
+    module = ptorch.RotaryEmbedding(rope.config(head_dim=4, base=100.0))
+    with pytest.raises(
+        TypeError, match=r"^x must be a tensor of dtype torch\.float64.*got torch\.int64"
+    ) as raised:
+        module(torch.zeros(1, dtype=torch.long), torch.arange(2)[None])
+    assert raised.value.parameter == "x"
+    complex_form = ptorch.RotaryEmbedding(rope.config(head_dim=4, base=100.0), form="complex")
+    assert complex_form(torch.zeros(1, dtype=torch.long), torch.arange(2)[None]).dtype == torch.complex64
+
+
 def test_the_eager_apply_and_the_general_function_differ_at_most_in_a_nans_sign():
     """What rotate's docstring says: the faster road's x1·c1 − x2·s1 keeps a NaN's sign where the general
     x1·c1 + (−x2)·s1 flips it; every number, and where the NaNs are, the same."""

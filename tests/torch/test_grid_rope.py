@@ -204,3 +204,16 @@ def test_constructors_refuse_what_they_would_truncate(build, message):
     """A non-integer width, patch, count or axis count is refused naming it (int() truncated 1.5 to 1)."""
     with pytest.raises(TypeError, match=message):
         build()
+
+
+@pytest.mark.parametrize("fps", [0, -24, float("nan"), True, "24"])
+def test_cosmos_refuses_a_frame_rate_naming_fps(fps):
+    """fps=0 divided the frames' positions by zero and was refused as infinite positions the caller never
+    passed; each bad frame rate names fps."""
+    rope = grid_rope.CosmosRope((2, 2, 2), (100.0, 10.0, 10.0), (1, 1, 1), 24)
+    with pytest.raises((TypeError, ValueError), match=r"^fps must be") as raised:
+        rope(torch.zeros(1, 1, 2, 1, 1), fps=fps)
+    assert raised.value.parameter == "fps"
+    assert torch.equal(
+        rope(torch.zeros(1, 1, 2, 1, 1), fps=torch.tensor(12))[1], rope(torch.zeros(1, 1, 2, 1, 1), fps=12)[1]
+    )

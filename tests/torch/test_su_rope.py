@@ -170,6 +170,15 @@ def test_interleaved_sections_of_an_inv_freq_read_proven_audited_patched():
     assert model.rotary_emb is cosmos
 
 
+def test_dtype_errors_name_the_callers_argument():
+    """PlainRope's integer hidden_states and SectionsRope's dtype=torch.int64 are named as the caller passed
+    them (not RotaryEmbedding's x)."""
+    with pytest.raises(TypeError, match=r"^hidden_states must be a tensor of dtype"):
+        su_rope.PlainRope(4, 100.0)(torch.zeros(1, dtype=torch.long), torch.arange(2)[None])
+    with pytest.raises(ValueError, match=r"^dtype must be one of torch\.float64.*got torch\.int64"):
+        su_rope.SectionsRope(6, 1e6, (1, 1, 1), "first")(torch.tensor([[1, 2]]), dtype=torch.int64)
+
+
 def test_constructors_refuse_what_they_would_truncate():
     """PlainRope(4.5, ...) and SectionsRope(6.9, ..., (1.7, 1.2, 1.9)) are refused naming the argument
     (int() truncated them to 4 and 6, (1, 1, 1))."""

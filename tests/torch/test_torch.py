@@ -521,6 +521,29 @@ def test_bad_module_options(kwargs, error, message):
         pt.SinusoidalPositionalEncoding(**kwargs)
 
 
+def test_timesteps_errors_name_diffusers_parameters():
+    """Timesteps' errors name what its caller passed (num_channels, downscale_freq_shift, timesteps), not the
+    core's d_model, shift and positions."""
+    cases = [
+        (lambda: pt.Timesteps(1, True, 0), ValueError, r"^num_channels must be an integer >= 2; got 1$"),
+        (lambda: pt.Timesteps(4, True, 2), ValueError, r"^downscale_freq_shift=2 with num_channels=4 gives"),
+        (
+            lambda: pt.Timesteps(4, True, 0)(torch.tensor([float("nan")])),
+            ValueError,
+            r"^timesteps must be finite",
+        ),
+        (
+            lambda: pt.Timesteps(4, True, 0)(torch.tensor([True])),
+            TypeError,
+            r"^timesteps must be integers or real",
+        ),
+    ]
+    for call, error, message in cases:
+        with pytest.raises(error, match=message) as raised:
+            call()
+        assert raised.value.parameter in ("num_channels", "downscale_freq_shift", "timesteps")
+
+
 def test_bad_functional_dtype():
     with pytest.raises(ValueError, match=r"dtype must be one of torch\.float64"):
         pt.encode(torch.arange(3), 8, dtype=torch.int32)

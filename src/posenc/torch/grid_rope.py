@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from .. import core, validation
+from ..errors import PosencValueError
 from .computed import Refusal, forward_names, inv_freq_base, probed, within_rounding
 from .functions import _encode_tensor
 from .tensors import _DTYPE_NAMES, _dtype_name
@@ -172,7 +173,13 @@ class CosmosRope(_Halves):
         """The positions (f, h, w) of each patch, row-major: f int64, or f · base_fps / fps float64."""
         f, h, w = _grid(frames, height, width)
         if fps is not None:
-            f = f.to(torch.float64) * self.base_fps / float(fps)
+            rate = validation.real("fps", float(fps) if isinstance(fps, torch.Tensor) else fps)
+            if rate <= 0:
+                raise PosencValueError(
+                    f"fps must be a frame rate > 0; got {fps!r} (None: an image, its frames at 0, 1, ...)",
+                    parameter="fps",
+                )
+            f = f.to(torch.float64) * self.base_fps / rate
         return [f, h, w]
 
     def forward(self, hidden_states: torch.Tensor, fps: Any = None) -> tuple[torch.Tensor, torch.Tensor]:

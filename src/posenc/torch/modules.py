@@ -16,6 +16,7 @@ from torch import nn
 from .. import adapters, core, validation
 from ..core.options import takes_options
 from ..defaults import ODD, SCALE, SHIFT
+from ..errors import renamed
 from ..portable import backend_named
 from . import operator
 from .functions import _cached_table, _encode_tensor, _table_on, table
@@ -356,6 +357,15 @@ class TokenAndPositionEmbedding(nn.Module):
         return f"embed_scale={self.embed_scale:g}, positions_from_padding={self.positions_from_padding}"
 
 
+#: The core's names of Timesteps' arguments, and diffusers' (its errors name the caller's).
+_TIMESTEPS_NAMES = {
+    "d_model": "num_channels",
+    "shift": "downscale_freq_shift",
+    "base": "max_period",
+    "positions": "timesteps",
+}
+
+
 class Timesteps(nn.Module):
     """Exact drop-in for diffusers' ``Timesteps``: timesteps ``(N,)`` -> ``(N, num_channels)``.
 
@@ -388,13 +398,14 @@ class Timesteps(nn.Module):
             scale=scale,
             max_period=max_period,
         )
-        self.num_channels = validation.d_model(num_channels)
+        with renamed(_TIMESTEPS_NAMES):  # the core's d_model and shift are diffusers' num_channels, ...
+            self.num_channels = validation.d_model(num_channels)
+            self._options = core.Options.check(num_channels, **preset._options_for(num_channels))
         self.flip_sin_to_cos, self.downscale_freq_shift, self.scale = (
             flip_sin_to_cos,
             downscale_freq_shift,
             scale,
         )
-        self._options = core.Options.check(num_channels, **preset._options_for(num_channels))
 
     def forward(self, timesteps: torch.Tensor) -> torch.Tensor:
         if not isinstance(timesteps, torch.Tensor) or timesteps.dim() != 1:
@@ -402,7 +413,10 @@ class Timesteps(nn.Module):
                 tuple(timesteps.shape) if isinstance(timesteps, torch.Tensor) else type(timesteps).__name__
             )
             raise ValueError(f"timesteps must be a 1-D tensor of shape (N,); got {shape}")
-        return _encode_tensor(_position_tensor(timesteps, differentiable=True), (*self._options, "float32"))
+        with renamed(_TIMESTEPS_NAMES):
+            return _encode_tensor(
+                _position_tensor(timesteps, differentiable=True), (*self._options, "float32")
+            )
 
     def extra_repr(self) -> str:
         return (

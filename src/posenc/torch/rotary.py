@@ -27,12 +27,13 @@ import torch
 
 from .. import rope, validation
 from ..core import compiled, parallel
-from ..errors import PosencValueError
+from ..errors import PosencTypeError, PosencValueError
 from ..rope.arrays import apply_rotary as arrays_apply_rotary
 from ..rope.arrays import check_fit, check_layout, check_operands, check_request
 from . import operator
 from .functions import _CACHE, _CACHE_LOCK, CACHE_LIMIT_BYTES, cache_insert
 from .tensors import (
+    _DTYPE_NAMES,
     _check_positions_on_host,
     _dtype_name,
     _numpy_dtype,
@@ -330,6 +331,12 @@ class RotaryEmbedding(torch.nn.Module):
                 f"position_ids are on meta (a shape, no values) but x is on {x.device}: give position ids "
                 "on x's device",
                 parameter="position_ids",
+            )
+        if self.form != "complex" and x.dtype not in _DTYPE_NAMES:  # the cos/sin's dtype: x's names it
+            raise PosencTypeError(
+                f"x must be a tensor of dtype {', '.join(map(str, _DTYPE_NAMES))}, the (cos, sin)'s; got "
+                f"{x.dtype}: cast it, e.g. .float() (only its dtype and device are read)",
+                parameter="x",
             )
         position_ids = _position_tensor(position_ids).to(x.device)  # a list, a NumPy array: checked
         if params.mrope_section and position_ids.dim() == 2:

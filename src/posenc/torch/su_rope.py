@@ -23,9 +23,11 @@ import torch
 from torch import nn
 
 from .. import rope, validation
+from ..errors import renamed
 from . import proofs
 from .computed import Refusal, forward_names, inv_freq_base, probed
 from .rotary import RotaryEmbedding
+from .tensors import _dtype_name
 
 __all__ = [
     "PlainRope",
@@ -163,7 +165,8 @@ class PlainRope(RotaryEmbedding):
     def forward(  # type: ignore[override]
         self, hidden_states: torch.Tensor, position_ids: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return super().forward(hidden_states, position_ids)
+        with renamed({"x": "hidden_states"}):
+            return super().forward(hidden_states, position_ids)
 
 
 def read_plain_rope(module: nn.Module) -> PlainRope | None:
@@ -272,6 +275,8 @@ class SectionsRope(RotaryEmbedding):
         elif ids.dim() not in (2, 3) or (ids.dim() == 3 and ids.shape[0] != 3):
             raise ValueError(f"position_ids: shape {tuple(ids.shape)}; expected (3, B, L) or (B, L)")
         target = ids.device if device is None else torch.device(device)
+        if dtype is not None:
+            _dtype_name(dtype)  # refused naming dtype, not the tensor that carries it
         like = torch.zeros(1, dtype=dtype or torch.float32, device=target)
         return super().forward(like, ids)
 

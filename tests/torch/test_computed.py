@@ -129,6 +129,21 @@ def test_bad_masks_are_refused_by_name() -> None:
         pt.DetrSinePositionEmbedding(8)(torch.ones(4, 4))
 
 
+@pytest.mark.parametrize("value", [2.0, -1.0, 0.5, float("nan")])
+def test_a_mask_of_other_values_than_0_and_1_is_refused_eagerly(value) -> None:
+    """The docs say 0s and 1s: 2s counted pixels twice and -1s gave negative positions, silently; now
+    refused naming mask, as from_attention_mask refuses them (eager, on the CPU; traced, nothing is read)."""
+    mask = torch.ones(1, 2, 2)
+    mask[0, 1, 0] = value
+    with pytest.raises(ValueError, match=r"^mask must hold only 0s and 1s.*at index \(0, 1, 0\)") as raised:
+        pt.DetrSinePositionEmbedding(4)(mask)
+    assert raised.value.parameter == "mask"
+    module, good = pt.DetrSinePositionEmbedding(4), torch.tensor([[[1, 1], [1, 0]]])
+    assert torch.equal(module(good), module(good.bool())) and torch.equal(module(good), module(good.float()))
+    compiled = torch.compile(module, fullgraph=True, backend="eager")
+    assert torch.equal(compiled(good.float()), module(good))
+
+
 class _Swapped(nn.Module):
     """DETR's attributes and forward, cos where DETR has sin: a formula posenc must not read as DETR's."""
 

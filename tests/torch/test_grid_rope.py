@@ -206,6 +206,18 @@ def test_constructors_refuse_what_they_would_truncate(build, message):
         build()
 
 
+def test_ids_ropes_position_ids_are_checked_as_encodes_positions_are():
+    """Boolean position ids were taken as 0 and 1; now refused naming position_ids, as encode refuses
+    boolean positions."""
+    rope = grid_rope.IdsRope(2, 100.0, 2)
+    with pytest.raises(
+        TypeError, match=r"^position_ids must be integers or real numbers, not booleans"
+    ) as raised:
+        rope(torch.tensor([[True, False]]))
+    assert raised.value.parameter == "position_ids"
+    assert torch.equal(rope(torch.tensor([[1, 0]]))[1], rope(torch.tensor([[1.0, 0.0]]))[1])
+
+
 @pytest.mark.parametrize("fps", [0, -24, float("nan"), True, "24"])
 def test_cosmos_refuses_a_frame_rate_naming_fps(fps):
     """fps=0 divided the frames' positions by zero and was refused as infinite positions the caller never

@@ -102,3 +102,13 @@ def test_other_values_under_the_same_names_are_refused_not_replaced() -> None:
     model = torch.nn.Sequential(module)
     report = pt.patch(model)
     assert not report.replaced and model[0] is module
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.complex64])
+def test_boolean_or_complex_times_are_refused_naming_time(dtype) -> None:
+    """Boolean times were encoded as 0 and 1 (complex ones lost their imaginary part); now refused."""
+    with pytest.raises(
+        TypeError, match=r"^time must be a tensor of real numbers; got a (bool|complex64)"
+    ) as raised:
+        period_time.PeriodTime(4, 0.004, 4.0)(torch.tensor([1, 0]).to(dtype))
+    assert raised.value.parameter == "time"

@@ -37,10 +37,10 @@ import torch
 from torch import nn
 
 from .. import core, validation
-from ..errors import PosencValueError
+from ..errors import PosencValueError, renamed
 from .computed import Refusal, forward_names, inv_freq_base, probed, within_rounding
 from .functions import _encode_tensor
-from .tensors import _DTYPE_NAMES, _dtype_name
+from .tensors import _DTYPE_NAMES, _dtype_name, _position_tensor
 
 __all__ = [
     "CoordsRope",
@@ -214,7 +214,9 @@ class IdsRope(_Halves):
     def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if position_ids.dim() != 2 or position_ids.shape[-1] != self.axes:
             raise ValueError(f"position_ids: shape {tuple(position_ids.shape)}; expected (S, {self.axes})")
-        return self.lay_out([position_ids[:, a] for a in range(self.axes)], position_ids.device)
+        with renamed({"positions": "position_ids"}):  # encode's check: no booleans, complex, nested ...
+            ids = _position_tensor(position_ids, differentiable=True)
+        return self.lay_out([ids[:, a] for a in range(self.axes)], position_ids.device)
 
     def extra_repr(self) -> str:
         return f"count={self.count}, theta={self.theta:g}, axes={self.axes}"

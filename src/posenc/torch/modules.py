@@ -16,7 +16,7 @@ from torch import nn
 from .. import adapters, core, validation
 from ..core.options import takes_options
 from ..defaults import ODD, SCALE, SHIFT
-from ..errors import renamed
+from ..errors import PosencValueError, renamed
 from ..portable import backend_named
 from . import operator
 from .functions import _cached_table, _encode_tensor, _table_on, table
@@ -483,6 +483,17 @@ class DetrSinePositionEmbedding(nn.Module):
             )
         if mask.is_complex():
             raise TypeError(f"mask must be a real (B, H, W) tensor of 0s and 1s; got dtype {mask.dtype}")
+        # read where from_attention_mask reads its mask: eager, on the CPU (traced: no values; else a sync)
+        if mask.dtype != torch.bool and mask.device.type == "cpu" and not _tracing():
+            bad = (mask != 0) & (mask != 1)
+            if bool(bad.any()):
+                where = tuple(int(i) for i in torch.argwhere(bad)[0].tolist())
+                raise PosencValueError(
+                    f"mask must hold only 0s and 1s (1 = a real pixel, 0 = padding); got "
+                    f"{mask[where].item()} at index {where}; pass mask != 0 if every non-zero entry is a "
+                    "real pixel",
+                    parameter="mask",
+                )
         name = _dtype_name(dtype)
         counts = mask.to(torch.float32)
         y, x = counts.cumsum(1), counts.cumsum(2)

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..errors import PosencTypeError
 from .computed import Refusal, forward_names, probed, within_rounding
 from .ltx import exact_sin_cos
 from .tensors import _no_derivative
@@ -62,6 +63,12 @@ class PeriodTime(nn.Module):
     def forward(self, time: torch.Tensor) -> torch.Tensor:
         count = self.width // 2
         _no_derivative(time, "time", "posenc's π0 time embedding")
+        if time.dtype == torch.bool or time.is_complex():
+            raise PosencTypeError(
+                f"time must be a tensor of real numbers; got a {str(time.dtype).removeprefix('torch.')} "
+                f"tensor of shape {tuple(time.shape)}: pass the times as real numbers, e.g. time.float()",
+                parameter="time",
+            )
         x = time.detach().to("cpu", torch.float64).reshape(-1).numpy() * (4.0 / self.max_period)  # exact
         if not np.isfinite(x).all() or np.abs(x).max(initial=0.0) >= 2**31:
             raise ValueError(

@@ -277,6 +277,20 @@ def test_token_embedding_scales_and_numbers_positions_like_fairseq():
         pt.TokenAndPositionEmbedding(20, 8, embed_scale=-1)
 
 
+def test_token_and_position_embedding_is_float32_whatever_the_default_dtype():
+    """The docstring's float32 unless cast: its embedding was built in torch's default dtype (float64 under
+    torch.set_default_dtype(torch.float64)); a cast still chooses."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        module = pt.TokenAndPositionEmbedding(10, 4)
+    finally:
+        torch.set_default_dtype(previous)
+    assert module.embedding.weight.dtype == torch.float32
+    assert module(torch.tensor([[1, 2]])).dtype == torch.float32
+    assert module.to(torch.float64)(torch.tensor([[1, 2]])).dtype == torch.float64
+
+
 def test_state_dict_holds_no_table_and_tutorial_checkpoints_load():
     module = pt.SinusoidalPositionalEncoding(32, dropout=0.1, batch_first=True)
     assert module.state_dict() == {}

@@ -313,7 +313,7 @@ class TokenAndPositionEmbedding(nn.Module):
                     f"(num_embeddings={num_embeddings}); got {padding_idx}"
                 )
         d_model = validation.d_model(d_model)
-        self.embedding = nn.Embedding(num_embeddings, d_model, padding_idx=padding_idx)
+        self.embedding = nn.Embedding(num_embeddings, d_model, padding_idx=padding_idx, dtype=torch.float32)
         if embed_scale is not None:
             embed_scale = validation.real("embed_scale", embed_scale)
         self.embed_scale = math.sqrt(d_model) if embed_scale is None else embed_scale

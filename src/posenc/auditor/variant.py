@@ -452,25 +452,27 @@ def read_base(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype
 
 
 def read_rope_base(variant: Variant, positions: np.ndarray, values: np.ndarray, dtype: str) -> Variant | None:
-    """A plain rotary (rope_type "default", cos and sin) the first rows match, with its base read again from
-    the rows at the sampled ``positions``, as :func:`read_base` reads a sinusoid's: identify_rope fits the
-    base on positions 0 .. 255 to parts in 10⁶ (an NTK-aware base, 10000·8^(64/62) = 85550.37588568537,
-    read as 85550.3747, is off by 0.9 at 2³¹). Each frequency's phase atan2(sin, cos) − p·θ_i, θ_i =
-    base^(−e_i), drifts by −p·θ_i·e_i·δ for a base off by δ in ln base: δ is fitted on the positions below
-    4^k, k growing, each step from the last (the phase stays unwrapped); the bases tried and kept as
-    :func:`read_base` does."""
+    """A plain rotary (a rope type of no scaling fields, cos and sin) the first rows match, with its base
+    read again from the rows at the sampled ``positions``, as :func:`read_base` reads a sinusoid's:
+    identify_rope fits the base on positions 0 .. 255 to parts in 10⁶ (an NTK-aware base, 10000·8^(64/62)
+    = 85550.37588568537, read as 85550.3747, is off by 0.9 at 2³¹). Each frequency's phase
+    atan2(sin, cos) − p·θ_i, θ_i = base^(−e_i), drifts by −p·θ_i·e_i·δ for a base off by δ in ln base: δ is
+    fitted on the positions below 4^k, k growing, each step from the last (the phase stays unwrapped); the
+    bases tried and kept as :func:`read_base` does."""
+    from .. import rope
     from ..porting.fitting import base_candidates, digits, shortest
+    from ..rope.kinds import named
 
     params = variant.params
     if (
         params is None
-        or params.rope_type != "default"
+        or named(params.rope_type).fields  # a scaling of its own: θ_i is more than base^(−e_i)
+        or params.mrope_section
         or variant.parts != "cos+sin"
         or variant.values is not None
         or not variant.matches
     ):
         return None
-    from .. import rope
 
     theta = np.asarray(rope.inv_freq(params), dtype=np.float64)
     n, width = len(theta), values.shape[1]

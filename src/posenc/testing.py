@@ -36,8 +36,8 @@ def assert_exact(target: Any, **hints: Any) -> Any:
     if not report.passed:
         findings = "; ".join(f.text for f in report.findings) or "no finding explains it"
         raise AssertionError(
-            f"{report.target} is not exact ({report.tolerance_text()} asked): max error {report.max_abs:.3g} "
-            f"({report.max_ulp:.3g} ulp of {report.dtype}); {findings}\n\n{report.as_text()}"
+            f"{report.target} is not exact ({report.tolerance_text()} asked): {report.summary()}; {findings}"
+            f"\n\n{report.as_text()}"
         )
     return report
 

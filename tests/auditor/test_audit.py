@@ -502,3 +502,17 @@ def test_a_stored_table_is_measured_at_every_row_and_one_wrong_value_fails_it():
     assert report.passed and len(report.measurement.positions) == 100_000
     said = " ".join(report.as_text().split())
     assert "correctly rounded float32 values, 64 columns; positions 0..99,999, every one measured" in said
+
+
+def test_assert_exact_says_nan_rows_as_the_report_does_and_a_rope_refusal_gives_the_arrays_shape():
+    """assert_exact's first line said "max error inf (inf ulp)" of NaN rows, which hold no error; a (1, 64)
+    table was "array of shape (64,)" in identify_rope's refusal."""
+    from posenc.porting.rope_matching import identify_rope
+    from posenc.testing import assert_exact
+
+    table = posenc.table(64, 8)
+    table[10, 3] = np.nan
+    with pytest.raises(AssertionError, match=r"1 sampled rows NaN/inf; max error over the finite rows 0 "):
+        assert_exact(table)
+    with pytest.raises(ValueError, match=r"array of shape \(1, 64\) is neither"):
+        identify_rope(np.ones((1, 64), np.float32))

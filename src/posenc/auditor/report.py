@@ -291,16 +291,21 @@ class AuditReport:
             lines += wrapped(f"- {f.text}", 4) + wrapped(f"evidence: {f.evidence}", 6)
             lines += wrapped(f"fix: {f.fix}", 6) if f.fix else []
         verdict = "PASS" if self.passed else "FAIL"
-        summary = f"max error {self.max_abs:.3g} ({self.max_ulp:.3g} ulp of {self.dtype})"
-        if math.isinf(self.max_abs):  # NaN rows or a raising call: keep the finite rows' numbers in sight
-            broken = [f"{self.nan_rows:,} sampled rows NaN/inf"] if self.nan_rows else []
-            broken += [f"{self.raising_bands} bands raise"] if self.raising_bands else []
-            summary = (
-                f"{'; '.join(broken)}; max error over the finite rows {self.finite_max_abs:.3g} "
-                f"({self.finite_max_ulp:.3g} ulp of {self.dtype})"
-            )
-        lines += ["", *wrapped(f"{verdict}: {summary}; tolerance: {self.tolerance_text()}", 0)]
+        lines += ["", *wrapped(f"{verdict}: {self.summary()}; tolerance: {self.tolerance_text()}", 0)]
         return "\n".join(lines)
+
+    def summary(self) -> str:
+        """The largest error in words: ``max error 5.96e-08 (1 ulp of float32)``; where rows are NaN or a call
+        raises (no error there to measure, not an infinite one), those counted and the finite rows' largest.
+        """
+        if not math.isinf(self.max_abs):
+            return f"max error {self.max_abs:.3g} ({self.max_ulp:.3g} ulp of {self.dtype})"
+        broken = [f"{self.nan_rows:,} sampled rows NaN/inf"] if self.nan_rows else []
+        broken += [f"{self.raising_bands} bands raise"] if self.raising_bands else []
+        return (
+            f"{'; '.join(broken)}; max error over the finite rows {self.finite_max_abs:.3g} "
+            f"({self.finite_max_ulp:.3g} ulp of {self.dtype})"
+        )
 
     def to_html(self, path: str | Path) -> Path:
         """Write the report as one self-contained HTML file (inline SVG figures, no external links).

@@ -72,7 +72,7 @@ def rope_matches(
     kind = looks_like_rope(values)
     if kind is None:
         raise ValueError(
-            f"array of shape {np.shape(values)} is neither a RoPE inv_freq vector nor a cos/sin cache: "
+            f"array of shape {tuple(np.shape(array))} is neither a RoPE inv_freq vector nor a cos/sin cache: "
             f"{_why_not(values)}"
         )
     precision = precision_of(values, declared)

@@ -24,22 +24,27 @@ __all__ = ["assert_exact", "posenc_exact"]
 
 def assert_exact(target: Any, **hints: Any) -> Any:
     """Audit ``target`` (:func:`posenc.audit`, same hints) and raise AssertionError, with the report, unless
-    it is within ``tol`` (default: correctly rounded). Returns the :class:`~posenc.auditor.AuditReport`.
+    it is within ``tol`` (default: correctly rounded); a target that cannot be judged (no variant
+    identified: say what it should be with ``preset=``) raises too, saying so. Returns the report
+    (:class:`~posenc.auditor.AuditReport`; a whole model's :class:`~posenc.auditor.ModelAudit`).
 
     >>> import posenc
     >>> assert_exact(posenc.table(1024, 32), samples=256).passed
     True
     """
-    from .auditor import audit
+    from .auditor import AuditReport, audit
 
     report = audit(target, **hints)
-    if not report.passed:
-        findings = "; ".join(f.text for f in report.findings) or "no finding explains it"
-        raise AssertionError(
-            f"{report.target} is not exact ({report.tolerance_text()} asked): {report.summary()}; {findings}"
-            f"\n\n{report.as_text()}"
-        )
-    return report
+    if report.passed:
+        return report
+    if not isinstance(report, AuditReport):  # a whole model: its components' verdicts
+        raise AssertionError(f"{report.target}: {report.summary()}\n\n{report.as_text()}")
+    findings = "; ".join(f.text for f in report.findings) or "no finding explains it"
+    what = "is not exact" if report.judged else "could not be judged exact"
+    raise AssertionError(
+        f"{report.target} {what} ({report.tolerance_text()} asked): {report.summary()}; {findings}"
+        f"\n\n{report.as_text()}"
+    )
 
 
 def _fixture() -> Any:

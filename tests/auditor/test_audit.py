@@ -516,3 +516,21 @@ def test_assert_exact_says_nan_rows_as_the_report_does_and_a_rope_refusal_gives_
         assert_exact(table)
     with pytest.raises(ValueError, match=r"array of shape \(1, 64\) is neither"):
         identify_rope(np.ones((1, 64), np.float32))
+
+
+def test_a_report_that_judges_nothing_says_not_judged_not_fail():
+    """posenc's own table of scale 10 (its first frequency aliases at integer positions) and random values:
+    no variant identified, so nothing is known to be wrong with them — NOT JUDGED, not FAIL (still not a
+    pass: exit 1, assert_exact raises, saying it could not judge)."""
+    from posenc.testing import assert_exact
+
+    for target in (posenc.table(1024, 64, scale=10.0), np.random.default_rng(0).random((512, 64))):
+        report = audit(target, samples=256)
+        assert not report.passed and not report.judged and report.verdict() == "NOT JUDGED"
+        assert report.as_text().splitlines()[-1].startswith("NOT JUDGED: ")
+        assert report.as_dict()["verdict"] == "NOT JUDGED"
+        with pytest.raises(AssertionError, match="could not be judged exact"):
+            assert_exact(target, samples=256)
+    assert audit(posenc.table(1024, 64, scale=10.0), preset={"scale": 10.0}).passed  # said: judged, exact
+    broken = audit(posenc.analysis.naive_table(16384, 64), samples=256)
+    assert broken.judged and broken.verdict() == "FAIL"

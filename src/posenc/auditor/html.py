@@ -147,8 +147,9 @@ def page(title: str, body: str) -> str:
     )
 
 
-def verdict_html(passed: bool) -> str:
-    return f'<span class="{"pass" if passed else "fail"}">{"PASS" if passed else "FAIL"}</span>'
+def verdict_html(passed: bool, word: str | None = None) -> str:
+    """PASS (green) or FAIL (red); ``word``: another (NOT JUDGED), in the colour of a failure."""
+    return f'<span class="{"pass" if passed else "fail"}">{word or ("PASS" if passed else "FAIL")}</span>'
 
 
 def report_html(report: AuditReport, level: int = 2) -> str:
@@ -166,7 +167,7 @@ def report_html(report: AuditReport, level: int = 2) -> str:
 def render(report: AuditReport) -> str:
     """The whole page of one report: one h1 (the verdict), then its sections."""
     body = (
-        f"<h1>posenc audit: {verdict_html(report.passed)}</h1><p>{html.escape(report.target)}</p>"
-        + report_html(report)
+        f"<h1>posenc audit: {verdict_html(report.passed, report.verdict())}</h1>"
+        f"<p>{html.escape(report.target)}</p>" + report_html(report)
     )
     return page(f"posenc audit: {report.target}", body)

@@ -136,6 +136,20 @@ class AuditReport:
         kind, limit = self.tolerance or ("ulp", 1.0 if self.dtype == "float64" else 0.0)
         return (self.max_ulp if kind == "ulp" else self.max_abs) <= limit
 
+    @property
+    def judged(self) -> bool:
+        """False where a failing report rests on a finding that judges nothing: no variant identified (a
+        learned table, a formula of its own, a scale that aliases), or last bits a base read from the rows
+        cannot settle (kind "unpinned"): its errors are measured against the nearest reading, not known to
+        be the target's. A passing report is judged."""
+        return self.passed or not any(
+            f.kind == "unpinned" or f.data.get("identified") is False for f in self.findings
+        )
+
+    def verdict(self) -> str:
+        """PASS, FAIL, or NOT JUDGED (:attr:`judged`)."""
+        return "PASS" if self.passed else "FAIL" if self.judged else "NOT JUDGED"
+
     def tolerance_text(self) -> str:
         if self.tolerance is None:
             return "correctly rounded" + (" (1 ulp in float64)" if self.dtype == "float64" else "")
@@ -147,6 +161,7 @@ class AuditReport:
         v, m = self.variant, self.measurement
         return {
             "target": self.target,
+            "verdict": self.verdict(),
             "kind": self.kind,
             "note": self.note,
             "dtype": self.dtype,
@@ -290,8 +305,7 @@ class AuditReport:
         for f in self.findings:
             lines += wrapped(f"- {f.text}", 4) + wrapped(f"evidence: {f.evidence}", 6)
             lines += wrapped(f"fix: {f.fix}", 6) if f.fix else []
-        verdict = "PASS" if self.passed else "FAIL"
-        lines += ["", *wrapped(f"{verdict}: {self.summary()}; tolerance: {self.tolerance_text()}", 0)]
+        lines += ["", *wrapped(f"{self.verdict()}: {self.summary()}; tolerance: {self.tolerance_text()}", 0)]
         return "\n".join(lines)
 
     def summary(self) -> str:

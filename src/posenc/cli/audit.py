@@ -59,7 +59,8 @@ target, and exit status 2. With --json, stdout holds one JSON document: the repo
 {"error": ..., "parameter": ...}.
 
 exit status: 0 when the error is within --tol (default: correctly rounded, i.e. equal to posenc's
-values; 1 ulp in float64), 1 when not, 2 on bad input or a target that fails.
+values; 1 ulp in float64), 1 when not (FAIL) or when it cannot be judged (NOT JUDGED: no variant
+identified, or last bits a base read from the rows cannot settle), 2 on bad input or a target that fails.
 
 examples:
   posenc audit pe.npy

@@ -534,3 +534,20 @@ def test_a_report_that_judges_nothing_says_not_judged_not_fail():
     assert audit(posenc.table(1024, 64, scale=10.0), preset={"scale": 10.0}).passed  # said: judged, exact
     broken = audit(posenc.analysis.naive_table(16384, 64), samples=256)
     assert broken.judged and broken.verdict() == "FAIL"
+
+
+def test_assert_exact_of_a_whole_model_passes_or_raises_with_its_verdicts():
+    """assert_exact read a single report's fields of a whole model's audit (an AttributeError)."""
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    import posenc.torch as pt
+    from posenc.testing import assert_exact
+
+    config = LlamaConfig(hidden_size=64, num_attention_heads=4, max_position_embeddings=4096)
+    model = torch.nn.Sequential(LlamaRotaryEmbedding(config))
+    with pytest.raises(AssertionError, match=r"FAIL: 0 of 1 judged component\(s\) exact"):
+        assert_exact(model, samples=64)
+    pt.patch(model)
+    assert assert_exact(model, samples=64).passed

@@ -81,7 +81,7 @@ def test_the_command_prints_it_for_the_users_setting() -> None:
     bad = subprocess.run(
         [sys.executable, "-m", "posenc", "compare", "--window", "0"], capture_output=True, text=True
     )
-    assert bad.returncode == 2 and bad.stderr.startswith("posenc: error: window must be an integer >= 1")
+    assert bad.returncode == 2 and bad.stderr.startswith("posenc: error: --window must be an integer >= 1")
 
 
 def test_a_window_past_the_last_position_is_refused_in_compares_own_terms() -> None:

@@ -286,6 +286,33 @@ def test_a_learned_table_is_not_judged_and_never_called_a_broken_sinusoid() -> N
     assert "off by" not in audit.as_text() and "FAIL" not in audit.as_text()
 
 
+def test_a_component_whose_report_judges_nothing_is_not_judged_and_never_failed(tmp_path: Path) -> None:
+    """A table of base √2·10⁴: its base read from the rows pins no last bit (its report NOT JUDGED). Its
+    model line said FAIL and the model failed; now it is not judged, in the text, the dict and the page,
+    and the model passes on its judged component (the exact one beside it)."""
+
+    class Holder(torch.nn.Module):
+        def __init__(self, base: float) -> None:
+            super().__init__()
+            self.register_buffer("pe", torch.from_numpy(posenc.table(1024, 64, base=base)))
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.odd, self.plain = Holder(2**0.5 * 1e4), Holder(1e4)
+
+    audit = posenc.audit(Model(), samples=S)
+    odd, plain = audit.components
+    assert odd.report is not None and odd.report.verdict() == "NOT JUDGED" and not odd.judged
+    assert odd.verdict().startswith("odd.pe [table]: NOT JUDGED max error") and "FAIL" not in odd.verdict()
+    assert plain.judged and plain.passed
+    assert audit.passed and audit.summary() == "PASS: 1 of 1 judged component(s) exact; 1 not judged"
+    assert audit.fix == "" and "FAIL" not in audit.as_text()
+    assert audit.as_dict()["not_judged"] == 1 and audit.as_dict()["components"][0]["judged"] is False
+    page = audit.to_html(tmp_path / "audit.html").read_text()
+    assert '<h2>odd.pe: <span class="fail">NOT JUDGED</span></h2>' in page and ">FAIL<" not in page
+
+
 def test_a_normalized_sinusoid_is_called_a_scaled_sinusoid_not_learned_weights() -> None:
     """PatchTST's "sincos" table (its default) is the paper's sinusoid minus its mean, over ten times its
     deviation, held as a parameter without gradient: a sinusoid posenc does not make, not judged — and

@@ -851,7 +851,7 @@ def judge(
     judged = {c.path: c for c in getattr(audit, "components", [])}
     for c in report.skipped:
         seen = judged.get(c.path)
-        if seen is not None and seen.report is not None and not seen.passed and "learned" in c.reason:
+        if seen is not None and seen.judged and not seen.passed and "learned" in c.reason:
             problems.append(f"{c.path}: audit failed it as a sinusoid, patch: {c.reason[:100]}")
     pt.unpatch(model)
     try:

@@ -65,8 +65,10 @@ UNKNOWN = 2.0**-4
 class ComponentAudit:
     """One component: ``path``, ``kind`` ("rotary", "table", "timesteps"), ``layer_type`` (a per-layer
     rotary's type, else None), and its ``report``: None when it is **not judged** — learned weights (a
-    table no sinusoid comes near), an unknown formula, no values (meta) — and ``note`` says why. A judged
-    component is exact (``passed``) or inexact (its report's findings give the cause and the fix)."""
+    table no sinusoid comes near), an unknown formula, no values (meta) — and ``note`` says why. A report
+    that itself judges nothing (:attr:`AuditReport.judged` false: no variant identified, last bits no
+    reading pins) leaves the component not judged too, its report kept to say why. A judged component is
+    exact (``passed``) or inexact (its report's findings give the cause and the fix)."""
 
     path: str
     kind: str
@@ -81,10 +83,10 @@ class ComponentAudit:
 
     @property
     def judged(self) -> bool:
-        return self.report is not None
+        return self.report is not None and self.report.judged
 
     def verdict(self) -> str:
-        """One line: where, what, PASS/FAIL with the largest error and the first finding."""
+        """One line: where, what, PASS/FAIL/NOT JUDGED with the largest error and the first finding."""
         where = f"{self.path}" + (f" ({self.layer_type})" if self.layer_type else "") + f" [{self.kind}]"
         if self.report is None:
             return f"{where}: not judged — {self.note}"
@@ -92,9 +94,8 @@ class ComponentAudit:
         error = r.max_abs if math.isfinite(r.max_abs) else r.finite_max_abs
         first = f"; {r.findings[0].text.split(':')[0]}" if r.findings else ""
         more = f" (+{len(r.findings) - 1} more)" if len(r.findings) > 1 else ""
-        verdict = "PASS" if r.passed else "FAIL"
         note = f" — {self.note}" if self.note else ""
-        return f"{where}: {verdict} max error {error:.3g} ({r.dtype}){first}{more}{note}"
+        return f"{where}: {r.verdict()} max error {error:.3g} ({r.dtype}){first}{more}{note}"
 
 
 @dataclasses.dataclass
@@ -192,7 +193,8 @@ class ModelAudit:
             if c.report is not None:
                 title = html.escape(c.path + (f" ({c.layer_type})" if c.layer_type else ""))
                 parts.append(
-                    f"<section><h2>{title}: {verdict_html(c.passed)}</h2>{report_html(c.report, 3)}</section>"
+                    f"<section><h2>{title}: {verdict_html(c.passed, c.report.verdict())}</h2>"
+                    f"{report_html(c.report, 3)}</section>"
                 )
         document = page(f"posenc audit: {self.target}", "".join(parts))
         path = Path(path)

@@ -116,3 +116,15 @@ def test_a_table_without_signal_is_no_evidence_of_an_offset():
     starts = [abs(m.start) for m in found]
     assert starts == sorted(starts) and starts[0] == 0, [m.describe() for m in found]
     assert all(m.start == 0 for m in identify(zeros)), [m.describe() for m in identify(zeros)]
+
+
+def test_a_nearest_candidates_error_is_from_its_exact_values_not_a_float32_copy():
+    """Candidates that do not match were measured against a float32 copy of their values on the last pass,
+    so identify printed 5.96e-08 for a candidate 3.29e-08 from the table: each error shown is the largest
+    |stored − exact| over the whole table, recomputed here in float64."""
+    stored = posenc.table(1024, 64)
+    found = identify(stored, tolerance=0.0, candidates=3)
+    assert len(found) == 3 and not any(m.matches for m in found)
+    for m in found:
+        exact = posenc.table(1024, 64, start=m.start, dtype="float64", **m.options)
+        assert m.max_error == float(np.max(np.abs(exact - stored)))

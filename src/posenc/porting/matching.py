@@ -92,7 +92,9 @@ def identify(table: npt.ArrayLike, *, tolerance: float | None = None, candidates
     # matches; more after the first).
     size, widest, mismatches = min(rows, _FIRST_ROWS), max(12, 4 * candidates), set()
     while True:
-        errors = ((c.error(size, id(c) in mismatches), c) for c in pool)
+        # a known mismatch is measured against a float32 copy until the last pass, whose errors are shown:
+        # those are against the candidate's exact values (a float32 copy's is off by up to its rounding)
+        errors = ((c.error(size, id(c) in mismatches and size < rows), c) for c in pool)
         scored = [(e, c) for e, c in errors if e is not None]
         within = sorted(((e, c) for e, c in scored if e <= limit(c)), key=lambda item: item[0])
         others = _nearest_first([(e, c) for e, c in scored if e > limit(c)], limit)

@@ -1,14 +1,18 @@
 """CPU calls of posenc before and after a change, side by side: "no CPU path gets slower".
 
     git worktree add /tmp/before <commit>          # the code to compare with
-    python benchmarks/before_after.py --before /tmp/before/src [--repeat 3]
+    python benchmarks/before_after.py --before /tmp/before/src [--repeat 3] [--only "one position" ...]
 
 Each side runs in its own subprocess (``PYTHONPATH`` = that checkout's ``src``), alternately, ``--repeat``
-times; the table shows the median time per call of each side and the ratio after / before. The calls are the
+times; the table shows the median time per call of each side, the ratio after / before of those medians,
+and the ratio of each side's least run. A virtual machine's runs fall in two modes (the same process is
+1.5–2 times slower in one): the medians of a few runs move with the mix of modes, the least runs compare
+the fast mode with itself. The calls are the
 paths the device work touched on the CPU: the torch module (contiguous, int offset, per-batch offsets,
 position ids), ``Timesteps`` and ``encode`` with real timesteps, ``posenc.torch.table``, the core's
 tables and ``encode`` in float32, bfloat16 and float16, and the smallest calls (``encode`` of one position,
-``table(512, 512)``).
+``table(512, 512)``). ``--only TEXT`` (repeatable) times only the calls whose names contain one of them: on a
+noisy machine, more repeats of a few calls.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 MEASURE = r"""
-import json, statistics, time
+import json, statistics, sys, time
 import numpy as np, torch
 import posenc, posenc.torch as pt
 torch.set_num_threads(2)
@@ -56,14 +60,17 @@ for dtype in ("float32", "bfloat16", "float16"):
     calls[f"posenc.table(8192, 1024, {dtype})"] = (lambda d=dtype: posenc.table(8192, 1024, dtype=d), 7)
     calls[f"posenc.encode(4096 reals, 512, {dtype})"] = (
         lambda d=dtype: posenc.encode(reals, 512, dtype=d), 7)
+only = json.loads(sys.argv[1])
 with torch.no_grad():
-    print(json.dumps({name: median_us(fn, n) for name, (fn, n) in calls.items()}))
+    chosen = {name: call for name, call in calls.items() if not only or any(o in name for o in only)}
+    print(json.dumps({name: median_us(fn, n) for name, (fn, n) in chosen.items()}))
 """
 
 
-def run(src: Path) -> dict[str, float]:
+def run(src: Path, only: list[str]) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(src)}
-    out = subprocess.run([sys.executable, "-c", MEASURE], env=env, capture_output=True, text=True, check=True)
+    command = [sys.executable, "-c", MEASURE, json.dumps(only)]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -76,16 +83,20 @@ def main(argv: list[str] | None = None) -> int:
         "--after", type=Path, default=HERE.parent / "src", help="default: this checkout's src"
     )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side, alternated (default 3)")
+    parser.add_argument(
+        "--only", action="append", default=[], help="time only the calls whose names contain this text"
+    )
     args = parser.parse_args(argv)
     runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     for _ in range(args.repeat):
-        runs["before"].append(run(args.before))
-        runs["after"].append(run(args.after))
-    print(f"{'call':44} {'before µs':>11} {'after µs':>11} {'after/before':>13}")
+        runs["before"].append(run(args.before, args.only))
+        runs["after"].append(run(args.after, args.only))
+    print(f"{'call':44} {'before µs':>11} {'after µs':>11} {'after/before':>13} {'least of each':>14}")
     for name in runs["after"][0]:
         before = statistics.median(r[name] for r in runs["before"])
         after = statistics.median(r[name] for r in runs["after"])
-        print(f"{name:44} {before:11.1f} {after:11.1f} {after / before:12.2f}x")
+        least = min(r[name] for r in runs["after"]) / min(r[name] for r in runs["before"])
+        print(f"{name:44} {before:11.1f} {after:11.1f} {after / before:12.2f}x {least:13.2f}x")
     return 0
 
 

@@ -14,6 +14,9 @@ next one's. Without a GPU (``--device meta``: tensors with no data, which take t
 kernels are stubbed (a launch returns at once), so the rows are the Python and torch dispatch of posenc's
 own layers; on CUDA every launch is real and the times are host time per call (calls issued back to back,
 one sync at the end), with the host's own share beside each: the time to issue the calls before that sync.
+Beside each layer, the torch operators it dispatches (allocations, views, launches): on ``meta`` an
+elementwise operator costs 100-400 us of Python shape rules against ~7-9 us on a CUDA host, so there the
+counts, not the times, compare a layer with the gather.
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ def _stub_kernels() -> None:
     first_launch._probe = lambda kernel, where, spec, run, reference: first_launch.Probe(
         kernel, str(where), dict(spec), first_launch.VERIFIED, "", 0.0
     )
+    # the operator's body answers a meta tensor with its shape alone (tracing's fake): here it takes the
+    # device's road, the launches' set-up and the stubbed launches, as on CUDA
+    operator._exact = lambda positions, offset, *options: table_launch.encode(
+        positions, operator._request(options), None if offset is None else offset.to(positions.device)
+    )
 
 
 def _per_call(fn, calls: int, sync) -> tuple[float, float]:
@@ -73,6 +81,19 @@ def _per_call(fn, calls: int, sync) -> tuple[float, float]:
         issued = min(issued, (middle - began) / calls)
         done = min(done, (time.perf_counter() - began) / calls)
     return issued, done
+
+
+def _torch_ops(fn) -> int:
+    """The torch operators one call dispatches at its top level (``torch.profiler``'s aten events whose
+    parent is none of them): each an allocation, a view or a kernel launch on CUDA, ~7-9 us of host time
+    there, where ``meta``'s elementwise ones cost 100-400 us (Python shape rules), so on ``meta`` the count
+    says more than the time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    events = [e for e in prof.events() if e.name.startswith("aten::")]
+    return sum(e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::") for e in events)
 
 
 _LAUNCH = common.Launcher.launch
@@ -179,7 +200,12 @@ def main(argv: list[str] | None = None) -> int:
             timed = {layer: _per_call(fn, args.calls, sync) for layer, fn in layers.items()}
             timed.update({f"reference: {r}": _per_call(fn, args.calls, sync) for r, fn in references.items()})
             rows = {layer: done for layer, (_, done) in timed.items()}
-            report[name] = {layer: {"issued_s": i, "done_s": d} for layer, (i, d) in timed.items()}
+            every = {**layers, **{f"reference: {r}": fn for r, fn in references.items()}}
+            ops = {layer: _torch_ops(fn) for layer, fn in every.items() if not layer.startswith("one launch")}
+            report[name] = {
+                layer: {"issued_s": i, "done_s": d, "torch_ops": ops.get(layer)}
+                for layer, (i, d) in timed.items()
+            }
             print(f"{name} on {device} ({'real launches' if cuda else 'kernels stubbed'})")
             names = list(rows)
             gather = rows[f"reference: {next(iter(references))}"]
@@ -189,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                 if not layer.startswith(("reference", "one launch")) and nested:
                     share = f"  (this layer: {(rows[layer] - rows[names[i + 1]]) * 1e6:6.1f} us)"
                 shown = f"{rows[layer] * 1e6:8.1f} us  {rows[layer] / gather:5.2f}x gather"
-                print(f"  {layer:48s} {shown}  host {timed[layer][0] * 1e6:6.1f} us{share}")
+                count = f"{ops[layer]:3d} ops" if layer in ops else " " * 7
+                print(f"  {layer:48s} {shown}  {count}  host {timed[layer][0] * 1e6:6.1f} us{share}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"device": str(device), "torch": torch.__version__, "cases": report}))

@@ -98,6 +98,14 @@ def test_audit_refuses_an_empty_option_value(capsys, tmp_path, option):
     assert_refused(code, err, option, "empty")
     code, _, err = run(capsys, "identify", str(table), "--key", "")
     assert_refused(code, err, "empty")
+    assert "only one" not in err  # it said "leave it out for the file's only one" of a file of several
+
+
+def test_an_empty_key_is_refused_naming_what_leaving_it_out_does():
+    from posenc.porting.load import load_stored_table
+
+    with pytest.raises(ValueError, match="leave key out: posenc then takes the file's one positional table"):
+        load_stored_table("any.npy", key=" ")
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,11 @@ def load_stored_table(
     """
     path = Path(path)
     if key is not None and not str(key).strip():
-        raise ValueError("key is an empty string; name the tensor, or leave it out for the file's only one")
+        raise PosencValueError(
+            "key is an empty string; give the tensor's name, or leave key out: posenc then takes the file's "
+            "one positional table, and names the candidates where it holds several",
+            parameter="key",
+        )
     _check_path(path)
     suffix = path.suffix.lower()
     if suffix not in READERS:

@@ -692,3 +692,15 @@ def test_a_bfloat16_models_rotary_of_float32_code_is_said_so_not_unexplained(tmp
     rotary.forward = one_off
     audited = posenc.audit(rotary, positions=131072, samples=256, dtype="bfloat16")
     assert "angles formed in float32" not in audited.as_text()
+
+
+def test_a_head_dim_of_zero_a_config_derives_is_read_and_a_negative_one_refused() -> None:
+    """GLM-5 Next's text config holds head_dim 0 (transformers sets it to qk_rope_head_dim): posenc audit DIR
+    refused the folder transformers itself wrote, telling its user to "correct it in config.json"."""
+    from posenc.auditor import models
+
+    node = {"head_dim": 0, "hidden_size": 64}
+    models._check_fields(Path("DIR"), "text_config", node, False)
+    assert node["head_dim"] == 0
+    with pytest.raises(ValueError, match=r"text_config\.head_dim must be an integer >= 0; got -1"):
+        models._check_fields(Path("DIR"), "text_config", {"head_dim": -1}, False)

@@ -1178,7 +1178,6 @@ _SIZES: dict[str, tuple[int, int, str]] = {
             "encoder_ffn_dim",
             "decoder_ffn_dim",
             "n_inner",
-            "head_dim",
             "kv_channels",
             "moe_intermediate_size",
             "d_ff",
@@ -1217,6 +1216,8 @@ _SIZES: dict[str, tuple[int, int, str]] = {
         ),
         _HEADS,
     ),
+    # 0 where a config derives it from others (GLM-5 Next's text config: its qk_rope_head_dim, 0 there)
+    "head_dim": (0, _WIDTH[1], _WIDTH[2]),
     **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts"), _EXPERTS),
     **dict.fromkeys(
         (

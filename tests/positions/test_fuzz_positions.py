@@ -67,6 +67,8 @@ def test_positions_from_attention_mask(mask, start, pad_position):
     for name, value in (("start", start), ("pad_position", pad_position)):
         if not isinstance(value, int) or isinstance(value, bool) or not -(2**31) < value < 2**31:
             bad.append(name)
+    if not bad and array.size and start + int(array.astype(bool).sum(-1).max()) - 1 >= 2**31:
+        bad.append("start")  # the last position produced must be < 2**31 too
     want = None
     if not bad:
         m = array.astype(bool)
@@ -137,6 +139,8 @@ def test_positions_from_cu_seqlens(cu, start, total):
         not isinstance(total, int) or isinstance(total, bool) or (not bad and total != array[-1])
     ):
         bad.append("total")
+    if not bad and array.size > 1 and start + int(np.diff(array.astype(np.int64)).max()) - 1 >= 2**31:
+        bad.append("start")  # the last position produced must be < 2**31 too
     want = None
     if not bad:
         want = np.concatenate(
@@ -185,6 +189,8 @@ def test_positions_make_positions(ids, padding_idx, past):
         bad.append("padding_idx")
     if not isinstance(past, int) or isinstance(past, bool) or not 0 <= past < 2**31:
         bad.append("past_key_values_length")
+    if not bad and array.size and padding_idx + past + int((array != padding_idx).sum(-1).max()) >= 2**31:
+        bad.append("padding_idx")  # the last position produced must be < 2**31 too
     want = None
     if not bad:
         mask = array != padding_idx

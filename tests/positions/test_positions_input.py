@@ -8,9 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from posenc import positions
+from posenc import positions, validation
 from tests.support.positions_cases import (
     IMPLS,
+    check,
     needs_torch,
     torch,
     torch_positions,
@@ -176,6 +177,71 @@ def test_negative_past_key_values_length(impl):
         ValueError, match=re.escape("past_key_values_length must satisfy 0 <= past_key_values_length")
     ):
         impl.module.make_positions(impl.array([[2, 1]], "int64"), 1, past_key_values_length=-1)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_the_last_position_produced_must_be_below_2_31(impl):
+    """start, padding_idx and past_key_values_length are each < 2**31, but the positions they start must be
+    too: 2**31 - 1 + 1 was returned as 2147483648 (which no encoding takes)."""
+    last = re.escape("must be < 2**31 = 2147483648")
+    with pytest.raises(
+        ValueError, match=r"start \+ k - 1 = 2147483648, .* " + last + ".* at most 2147483646"
+    ):
+        impl.module.from_attention_mask(impl.array([[1, 1, 0]], "int64"), start=2**31 - 1)
+    with pytest.raises(ValueError, match=r"start \+ l - 1 = 2147483648, .* l = 3 tokens, " + last):
+        impl.module.from_cu_seqlens(impl.array([0, 1, 4], "int64"), start=2**31 - 2)
+    with pytest.raises(ValueError, match=r"= 2147483646 \+ 0 \+ 2 = 2147483648, .* lower padding_idx"):
+        impl.module.make_positions(impl.array([[5, 5, 2**31 - 2]], "int64"), 2**31 - 2)
+    with pytest.raises(ValueError, match=r"= 10 \+ 2147483637 \+ 1 = 2147483648, .* past_key_values_length"):
+        impl.module.make_positions(impl.array([[5, 10]], "int64"), 10, past_key_values_length=2**31 - 11)
+    # the last position itself, 2**31 - 1, is fine; padding does not count, nor does an all-padding row
+    check(
+        impl,
+        impl.module.from_attention_mask(impl.array([[0, 1, 1]], "int64"), start=2**31 - 2),
+        [[0, 2**31 - 2, 2**31 - 1]],
+    )
+    check(impl, impl.module.from_attention_mask(impl.array([[0, 0]], "int64"), start=2**31 - 1), [[0, 0]])
+    check(impl, impl.module.from_cu_seqlens(impl.array([0, 1, 1], "int64"), start=2**31 - 1), [2**31 - 1])
+    check(
+        impl,
+        impl.module.make_positions(impl.array([[2**31 - 2, 5]], "int64"), 2**31 - 2),
+        [[2**31 - 2, 2**31 - 1]],
+    )
+
+
+def test_positions_too_large_for_memory_are_refused_before_any_work(monkeypatch):
+    """Broadcast inputs of 2**24 tokens take no memory, but their positions (and the work making them,
+    ~27 bytes a token) do: refused at once, not by a MemoryError (or a swap storm) after gigabytes."""
+    monkeypatch.setattr(validation, "available_memory", lambda: 100 << 20)
+    tokens = 2**24
+    needed = re.escape(
+        f"shape ({tokens},) and dtype int64 needs 0.422 GiB (3 arrays of its size at work) but only "
+    )
+    with pytest.raises(ValueError, match=needed + "0.0977 GiB .* split the batch"):
+        positions.from_attention_mask(np.broadcast_to(True, (tokens,)))
+    with pytest.raises(ValueError, match=needed + "0.0977 GiB .* split the batch"):
+        positions.from_attention_mask(np.broadcast_to(np.int8(1), (tokens,)))
+    with pytest.raises(ValueError, match=needed + "0.0977 GiB .* split the batch"):
+        positions.make_positions(np.broadcast_to(np.int64(5), (tokens,)), 1)
+    with pytest.raises(
+        ValueError, match=re.escape("needs 0.5 GiB (4 arrays of its size at work)") + ".* pack fewer"
+    ):
+        positions.from_cu_seqlens([0, tokens])
+    assert positions.from_cu_seqlens([0, 2**20]).shape == (2**20,)  # 32 MiB of work: not checked
+
+
+def test_uint64_cu_seqlens_are_compared_as_the_numbers_they_are():
+    """uint64 values >= 2**63 wrapped to negative int64 ones: [0, 2**63 + 1] was called decreasing."""
+    cu = np.array([0, 2**63 + 1], np.uint64)
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "< 2**31 = 2147483648 (FlashAttention keeps cu_seqlens in int32); got cu_seqlens[1] = "
+        )
+        + "9223372036854775809",
+    ):
+        positions.from_cu_seqlens(cu)
+    assert positions.from_cu_seqlens(np.array([0, 2, 3], np.uint64)).tolist() == [0, 1, 0]
 
 
 def test_numpy_integer_options_and_array_likes():

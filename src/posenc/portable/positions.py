@@ -23,11 +23,12 @@ array([0, 1, 2, 0, 1])
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from ..validation import MAX_POSITION, position_int, shorten
+from ..validation import MAX_POSITION, fits_in_memory, position_int, shorten
 from .backend import Backend
 
 #: How each framework's messages name an array and its fixes.
@@ -58,6 +59,13 @@ def from_attention_mask(ops: Backend, attention_mask: Any, start: Any = 0, pad_p
     mask = _mask(ops, attention_mask)
     start = _int(ops, "start", start)
     pad_position = _int(ops, "pad_position", pad_position)
+    if _values_read(ops, mask):
+        tokens = _longest_row(ops, mask)
+        if tokens and start + tokens - 1 >= MAX_POSITION:
+            raise ValueError(
+                f"the last position start + k - 1 = {start + tokens - 1}, for a row of k = {tokens} real "
+                f"tokens, must be < 2**31 = {MAX_POSITION}; lower start to at most {MAX_POSITION - tokens}"
+            )
     counts = ops.xp.cumsum(ops.wide_int(mask), -1)
     return ops.where(mask, counts + (start - 1), pad_position)
 
@@ -77,6 +85,16 @@ def from_cu_seqlens(ops: Backend, cu_seqlens: Any, start: Any = 0, total: Any = 
                 f"total={total} does not match cu_seqlens[-1] = {cu[-1].item()}, the number of packed "
                 "tokens; pass total=cu_seqlens[-1] or leave it out"
             )
+    if _values_read(ops, cu) and cu.shape[0] > 1:
+        longest = int((cu[1:] - cu[:-1]).max().item())
+        if longest and start + longest - 1 >= MAX_POSITION:
+            raise ValueError(
+                f"the last position start + l - 1 = {start + longest - 1}, for the longest document of "
+                f"l = {longest} tokens, must be < 2**31 = {MAX_POSITION}; lower start to at most "
+                f"{MAX_POSITION - longest}"
+            )
+    if ops.name == "numpy":  # the tokens, their documents, their first tokens and the positions at once
+        fits_in_memory((int(total),), np.dtype(np.int64), copies=4, advice="pack fewer tokens per batch")
     if ops.name == "torch":
         tokens = ops.xp.arange(total, dtype=ops.xp.int64, device=cu.device)
         document = ops.xp.searchsorted(cu, tokens, right=True) - 1
@@ -103,11 +121,21 @@ def make_positions(ops: Backend, ids: Any, padding_idx: Any, past_key_values_len
             f"ids must have at least one axis, shape (..., seq); got a scalar of shape (); pass {fix} for a "
             "single token"
         )
+    _fits(ops, ids)
     padding_idx = _int(ops, "padding_idx", padding_idx)
     past = _int(ops, "past_key_values_length", past_key_values_length, minimum=0)
     if ops.name == "torch" and ids.dtype not in (ops.xp.int32, ops.xp.int64):
         ids = ops.wide_int(ids)  # uint8 != -1 would wrap -1 to 255; NumPy compares the true values
     mask = ids != padding_idx
+    if _values_read(ops, mask):
+        tokens = _longest_row(ops, mask)
+        last = padding_idx + past + tokens
+        if tokens and last >= MAX_POSITION:
+            raise ValueError(
+                f"the last position padding_idx + past_key_values_length + k = {padding_idx} + {past} + "
+                f"{tokens} = {last}, for a row of k = {tokens} non-padding tokens, must be < 2**31 = "
+                f"{MAX_POSITION}; lower padding_idx or past_key_values_length"
+            )
     counts = ops.xp.cumsum(ops.wide_int(mask), -1)
     return (counts + past) * mask + padding_idx
 
@@ -129,6 +157,7 @@ def _mask(ops: Backend, value: Any) -> Any:
             "attention_mask must have at least one axis, shape (..., seq); got shape (); "
             f"pass a 1-D mask such as {_word(ops, 'mask_example')}"
         )
+    _fits(ops, array)
     if kind == "bool":
         return array
     if _values_read(ops, array):
@@ -168,6 +197,14 @@ def _cu_seqlens(ops: Backend, value: Any) -> Any:
                 "cu_seqlens must start at 0, [0, l0, l0 + l1, ..., total]; "
                 f"got cu_seqlens[0] = {array[0].item()}; prepend 0 to the cumulative lengths"
             )
+        beyond = ops.beyond_wide(array)  # uint64 values >= 2**63 would wrap to negative int64 ones
+        if beyond is not None and bool(beyond.any()):
+            j = _first_index(ops, beyond)[0]
+            raise ValueError(
+                f"cu_seqlens must hold numbers of packed tokens < 2**31 = {MAX_POSITION} (FlashAttention "
+                f"keeps cu_seqlens in int32); got cu_seqlens[{j}] = {array[j].item()}; pack fewer tokens per "
+                "batch"
+            )
         decreasing = cu[1:] < cu[:-1]
         if bool(decreasing.any()):
             j = _first_index(ops, decreasing)[0]
@@ -183,6 +220,29 @@ def _cu_seqlens(ops: Backend, value: Any) -> Any:
                 "batch"
             )
     return cu
+
+
+def _fits(ops: Backend, array: Any) -> None:
+    """NumPy: refuse, before any work, an input ``(..., seq)`` whose positions memory cannot hold: at once
+    the rules hold three int64 arrays of its shape (the counts, the positions, one between) and bool masks
+    (measured); a broadcast input takes no memory itself, its positions do."""
+    if ops.name == "numpy":
+        shape = tuple(array.shape)
+        fits_in_memory(
+            shape,
+            np.dtype(np.int64),
+            copies=3,
+            extra=3 * math.prod(shape),
+            advice="split the batch into smaller ones (each row's positions depend on that row alone)",
+        )
+
+
+def _longest_row(ops: Backend, mask: Any) -> int:
+    """The most true entries of bool ``mask`` along its last axis (0 for an empty mask), read on the
+    host."""
+    if 0 in tuple(mask.shape):
+        return 0
+    return int(ops.xp.sum(mask, -1).max().item())
 
 
 def _int(ops: Backend, name: str, value: Any, *, minimum: int | None = None) -> Any:

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from . import core, validation
 from .defaults import BASE, ODD, SCALE, SHIFT
-from .errors import PosencError
+from .errors import PosencError, PosencValueError
 
 #: The most cells (tokens) of a grid: as many as the positions of one table (2**31); images and videos in
 #: use have at most millions. Checked before any allocation, with the axes at most :data:`MAX_AXES`.
@@ -77,10 +77,8 @@ def grid(
     array([ 0.9092974 ,  0.01999867, -0.41614684,  0.9998    ,  0.84147096,
             0.00999983,  0.5403023 ,  0.99995   ], dtype=float32)
     """
-    if isinstance(shape, int | np.integer) or not hasattr(shape, "__iter__") or isinstance(shape, str):
-        raise TypeError(f"shape must be a sequence of axis sizes, e.g. (H, W); got {shape!r}")
-    if hasattr(shape, "__len__"):
-        validation.at_most("the number of axes of shape", len(shape), MAX_AXES, "an image has 2, a video 3")
+    shape = _sequence("shape", shape, "(H, W)")  # a set or a dict has no order of axes
+    validation.at_most("the number of axes of shape", len(shape), MAX_AXES, "an image has 2, a video 3")
     shape = tuple(validation.integer("shape", s, minimum=1) for s in shape)
     if not shape:
         raise ValueError("shape must have at least one axis, e.g. (H, W); got ()")
@@ -104,7 +102,8 @@ def grid(
         raise ValueError(f"widths must be {ndim} even numbers adding up to d_model={d_model}; got {widths}")
     if group not in ("axis", "function"):
         raise ValueError(f"group must be 'axis' or 'function'; got {group!r}")
-    block_layout = "sin_cos" if group == "function" else validation.layout(layout)
+    layout = validation.layout(layout)  # group="function" puts sines first whatever the layout: still checked
+    block_layout = "sin_cos" if group == "function" else layout
     for width in set(widths):  # every block's options (base, shift, scale), before any allocation
         core.frequencies(width, base=base, shift=shift, scale=scale, odd=odd)
     out_dtype = np.dtype(np.float32) if dtype is None else validation.dtype(dtype)
@@ -447,6 +446,10 @@ def detr_options(
         )
     factor = 2 * math.pi if scale is None else validation.real("scale", scale, usual="DETR's default is 2π")
     shift = validation.real("offset", offset, usual="0 (DETR) or 0.5 (Deformable DETR)")
+    if not abs(shift) < 2.0**64:  # applied in float32, as DETR does: larger ones overflow it
+        raise ValueError(
+            f"offset must lie in (-2**64, 2**64) (0 for DETR, 0.5 for Deformable DETR); got {offset!r}"
+        )
     epsilon = validation.real("eps", eps, usual="DETR's is 1e-6")
     for name, value, usual in (("scale", factor, "DETR's default is 2π"), ("eps", epsilon, "DETR's is 1e-6")):
         if not 0 < value < 2.0**64:  # 0 would put every position at 0; a huge one overflows float32
@@ -481,21 +484,44 @@ def detr_positions(
     (array([2.0943944, 4.188789 , 6.2831836], dtype=float32), array([3.1415913, 6.2831826], dtype=float32))
     """
     options = detr_options(normalize=normalize, scale=scale, offset=offset, eps=eps)
-    return _detr_positions(_mask(mask), options)
+    array = _mask(mask)
+    validation.fits_in_memory(
+        array.shape, np.dtype(np.float32), copies=_DETR_POSITION_COPIES, advice=_SMALLER
+    )
+    return _detr_positions(_mask_values(array), options)
+
+
+#: What to do about a DETR mask too large for memory.
+_SMALLER = "pass fewer or smaller images per call"
+
+#: The float32 arrays of the mask's shape that forming DETR's positions holds at once (y, x and two between,
+#: with ``normalize``; measured).
+_DETR_POSITION_COPIES = 4
 
 
 def _detr_positions(array: np.ndarray, options: DetrOptions) -> tuple[np.ndarray, np.ndarray]:
-    with np.errstate(all="ignore"):  # an all-zero column divides by eps (or by 0): checked below
+    with np.errstate(all="ignore"):  # a tiny eps or a large offset or scale: checked below
         y = np.cumsum(array, axis=1, dtype=np.float32)
         x = np.cumsum(array, axis=2, dtype=np.float32)
         if options.normalize:
             y = (y - options.offset) / (y[:, -1:, :] + options.eps) * options.scale
             x = (x - options.offset) / (x[:, :, -1:] + options.eps) * options.scale
     for name, positions in (("y", y), ("x", x)):
-        if positions.size and not np.all(np.abs(positions) < validation.MAX_POSITION):
+        with np.errstate(invalid="ignore"):  # NaN compares False: refused below
+            inside = np.abs(positions) < validation.MAX_POSITION
+        if positions.size and not np.all(inside):
+            worst = positions[~inside].flat[0]
+            if options.normalize:
+                raise ValueError(
+                    f"with normalize=True the {name} positions (count - offset) / (last count + eps) * scale "
+                    f"reach {worst}, not finite or beyond |p| < 2**31, for offset={float(options.offset)!r}, "
+                    f"eps={float(options.eps)!r} and scale={float(options.scale)!r}; pass an offset and a "
+                    "scale nearer DETR's (0 and 2π), or a larger eps (a row or column of padding alone "
+                    "divides by eps)"
+                )
             raise ValueError(
-                f"mask gives {name} positions that are not finite or beyond |p| < 2**31 (a count of 0 over a "
-                "whole column with eps=0, or a huge mask value); pass a mask of 0s and 1s and eps > 0"
+                f"mask of shape {array.shape} gives {name} positions up to {worst}, the count of its pixels "
+                "along an axis, beyond |p| < 2**31; pass a smaller mask"
             )
     return y, x
 
@@ -538,8 +564,9 @@ def detr_2d(
     out_dtype = validation.dtype(dtype)
     array = _mask(mask)
     features = options.features
-    validation.fits_in_memory((*array.shape, 2 * features), out_dtype)
-    positions = _detr_positions(array, options)
+    positions_bytes = _DETR_POSITION_COPIES * 4 * math.prod(array.shape)
+    validation.fits_in_memory((*array.shape, 2 * features), out_dtype, extra=positions_bytes, advice=_SMALLER)
+    positions = _detr_positions(_mask_values(array), options)
     result = np.empty((*array.shape, 2 * features), dtype=out_dtype)
     for k, (p, base) in enumerate(zip(positions, options.temperatures, strict=True)):
         block = result[..., k * features : (k + 1) * features]
@@ -592,6 +619,14 @@ def dinov3_coordinates(
     offset = validation.real("grid_offset", grid_offset)
     sizes = (height, width)
     denominators = {"separate": sizes, "min": (min(sizes),) * 2, "max": (max(sizes),) * 2}[normalize_coords]
+    for size, n in zip(sizes, denominators, strict=True):
+        # the same float64 operations as below, at the two ends (each is monotonic in k): both finite, so is
+        # every coordinate, whatever NumPy's error state
+        if not all(math.isfinite((k + 0.5 + offset) / float(n) * 2.0 - 1.0) for k in (0, size - 1)):
+            raise ValueError(
+                f"grid_offset={grid_offset!r} gives coordinates 2·(k + ½ + grid_offset)/n − 1 beyond float64 "
+                "(they overflow to ±inf); pass a grid_offset of moderate size (DINOv3's is 0)"
+            )
     axes = tuple(
         (np.arange(size, dtype=np.float64) + 0.5 + offset) / float(n) * 2.0 - 1.0
         for size, n in zip(sizes, denominators, strict=True)
@@ -637,6 +672,11 @@ def dinov3_frequencies(
             f"max_period / min_period and 2π / min_period must be finite; got min_period={min_period!r}, "
             f"max_period={max_period!r}"
         )
+    if not 2.0 * math.pi / low <= 2**20:  # the core's angle multiplier: at most 2**20
+        raise ValueError(
+            f"min_period must be >= 2π / 2**20 = {2.0 * math.pi / 2**20:.6g} (2π / min_period multiplies "
+            f"every angle, at most 2**20); got min_period={min_period!r}"
+        )
     return {"base": high / low, "shift": 1.0, "scale": 2.0 * math.pi / low}
 
 
@@ -673,7 +713,19 @@ def dinov3_rope(
     coordinates = dinov3_coordinates(
         (height, width), normalize_coords=normalize_coords, grid_offset=grid_offset
     )
+    _encodable(coordinates, "feat_shape, normalize_coords and grid_offset")
     return _axial_rope(coordinates, dim, options, grid_indexing, rotate_half, dtype)
+
+
+def _encodable(coordinates: tuple[np.ndarray, np.ndarray], names: str) -> None:
+    """Refuse coordinates (finite, from the arguments ``names``) beyond the encodable |p| < 2**31, naming
+    those arguments rather than the positions they make."""
+    worst = max(float(np.abs(axis).max()) for axis in coordinates)
+    if worst >= validation.MAX_POSITION:
+        raise ValueError(
+            f"{names} give coordinates up to |c| = {worst!r}, beyond the encodable |p| < 2**31; use a "
+            "grid_offset of moderate size (0 by default)"
+        )
 
 
 def _axial_rope(
@@ -769,12 +821,14 @@ def timm_rope(
     if base <= 1:  # frequencies temperature^(-i/n) that do not fall: no base the core takes
         raise ValueError(f"temperature must be > 1 (EVA-02: 10000); got {temperature!r}")
     coordinates = timm_rope_coordinates(feat_shape, grid_offset=grid_offset, ref_feat_shape=ref_feat_shape)
+    _encodable(coordinates, "feat_shape, grid_offset and ref_feat_shape")
     options = {"base": float(base), "shift": 0.0, "scale": 1.0}
     return _axial_rope(coordinates, dim, options, grid_indexing, rotate_half, dtype)
 
 
 def _mask(mask: npt.ArrayLike) -> np.ndarray:
-    """A DETR pixel mask: a finite real array of shape (B, H, W) with at most :data:`MAX_CELLS` cells."""
+    """A DETR pixel mask: a real array of shape (B, H, W) with at most :data:`MAX_CELLS` cells (its values:
+    :func:`_mask_values`, once the work is known to fit in memory)."""
     try:
         array = np.asarray(mask)
     except (TypeError, ValueError) as error:
@@ -786,8 +840,24 @@ def _mask(mask: npt.ArrayLike) -> np.ndarray:
             f"mask must have shape (B, H, W), e.g. np.ones((1, 32, 32)); got shape {array.shape}"
         )
     _cells("mask", array.shape)
+    return array
+
+
+def _mask_values(array: np.ndarray) -> np.ndarray:
+    """``array``, a mask from :func:`_mask`, if it holds 0s and 1s only: the rule of
+    :class:`posenc.torch.DetrSinePositionEmbedding` and of :func:`posenc.positions.from_attention_mask`."""
+    if array.dtype.kind == "b":
+        return array
     if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
         raise ValueError("mask must be finite: 1 where a pixel is real, 0 where it is padding")
+    bad = (array != 0) & (array != 1)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise PosencValueError(
+            f"mask must hold only 0s and 1s (1 = a real pixel, 0 = padding); got {array[where].item()} at "
+            f"index {where}; pass mask != 0 if every non-zero entry is a real pixel",
+            parameter="mask",
+        )
     return array
 
 
@@ -808,8 +878,18 @@ def positional_encodings_nd(
     if ndim not in (1, 2, 3):
         raise ValueError(f"shape must have 1, 2 or 3 axes; got {shape}")
     channels = validation.integer("channels", channels, minimum=1)
-    if channels > validation.MAX_D_MODEL:
-        raise ValueError(f"channels must be <= 2**20 = {validation.MAX_D_MODEL}; got {channels}")
+    # every axis' columns are computed before the cut: ceil(channels / (2·ndim))·2·ndim <= 2**20 of them
+    widest = validation.MAX_D_MODEL // (2 * ndim) * (2 * ndim)  # 2**20 for 1 or 2 axes, 2**20 - 4 for 3
+    if channels > widest:
+        why = (
+            ""
+            if widest == validation.MAX_D_MODEL
+            else (
+                f" for a shape of {ndim} axes (its {ndim} blocks of ceil(channels / {2 * ndim})·2 columns, "
+                f"computed before the cut, must total at most 2**20 = {validation.MAX_D_MODEL})"
+            )
+        )
+        raise ValueError(f"channels must be <= {validation.power_text(widest)}{why}; got {channels}")
     per_axis = math.ceil(channels / (2 * ndim)) * 2
     values = grid(shape, per_axis * ndim, layout="interleaved", dtype=dtype)
     return np.ascontiguousarray(values[..., :channels])

@@ -237,6 +237,103 @@ def test_library_grids(name, **arguments):
     right_value_or_clear_error(lambda: call(arguments), names=names, check=_grid_value_check())
 
 
+# --- refusals of the grids (each once returned a wrong or silent value) -----------------------------------
+
+
+def test_grid_checks_layout_whatever_the_group():
+    """group="function" ignored layout: "bogus" and 42 were accepted (group="axis" refused them)."""
+    for layout in ("bogus", 42):
+        with pytest.raises(
+            ValueError, match=r"layout must be one of 'interleaved', 'sin_cos', 'cos_sin'; got"
+        ):
+            grids.grid((2, 2), 8, group="function", layout=layout)
+    assert grids.grid((2, 2), 8, group="function", layout="interleaved").shape == (2, 2, 8)
+
+
+def test_grid_shape_must_be_a_list_or_tuple():
+    """A set or a dict has no order of axes: grid({3, 2}, 8) gave a (2, 3) grid, silently."""
+    for shape in ({3, 2}, {5: "h", 4: "w"}, (size for size in (3, 2))):
+        with pytest.raises(TypeError, match=r"shape must be a list or tuple, e\.g\. \(H, W\)"):
+            grids.grid(shape, 8)
+    assert grids.grid([3, 2], 8).shape == grids.grid(np.array([3, 2]), 8).shape == (3, 2, 8)
+
+
+def test_detr_masks_hold_0s_and_1s_only():
+    """-1, 0.5 and 7 were counted as pixels (y = -1, -2, -3), though the messages ask for 0s and 1s, and
+    posenc.torch.DetrSinePositionEmbedding and positions.from_attention_mask refuse them."""
+    for value, call in (
+        (-1, lambda mask: grids.detr_positions(mask)),
+        (0.5, lambda mask: grids.detr_positions(mask, normalize=True)),
+        (7, lambda mask: grids.detr_2d(mask, 4)),
+    ):
+        mask = np.ones((1, 2, 3), np.asarray(value).dtype)
+        mask[0, 1, 2] = value
+        with pytest.raises(
+            ValueError, match=rf"mask must hold only 0s and 1s .* got {value} at index \(0, 1, 2\)"
+        ):
+            call(mask)
+    for mask in (np.ones((1, 2, 3), bool), np.ones((1, 2, 3), np.uint8), np.ones((1, 2, 3), np.float32)):
+        assert np.array_equal(grids.detr_2d(mask, 4), grids.detr_2d(np.ones((1, 2, 3)), 4))
+
+
+def test_detr_positions_too_large_for_memory_are_refused_before_any_work(monkeypatch):
+    """A broadcast mask of 2**24 pixels takes no memory, its float32 positions (4 arrays at work) 256 MiB."""
+    monkeypatch.setattr(posenc.validation, "available_memory", lambda: 100 << 20)
+    mask = np.broadcast_to(np.int8(1), (1, 2**12, 2**12))
+    needed = (
+        r"needs 0\.25 GiB \(4 arrays of its size at work\) but only 0\.0977 GiB .* fewer or smaller images"
+    )
+    with pytest.raises(ValueError, match=needed):
+        grids.detr_positions(mask)
+
+
+def test_offsets_that_overflow_are_refused_by_name_whatever_numpys_error_state():
+    """grid_offset=1.7e308 gave inf coordinates (a FloatingPointError under np.errstate(all="raise")), and
+    offset=1e300 overflowed DETR's float32 cast; with normalize=True the refusal blamed the mask."""
+    coordinates = grids.dinov3_coordinates((2, 3), grid_offset=0.25)
+    detr = grids.detr_2d(np.ones((1, 2, 3)), 4, normalize=True, offset=0.5)
+    for state in ("warn", "raise"):
+        with np.errstate(all=state):
+            with pytest.raises(ValueError, match=r"grid_offset=1\.7e\+308 gives coordinates .* overflow"):
+                grids.dinov3_coordinates((1, 1), grid_offset=1.7e308)
+            with pytest.raises(ValueError, match=r"grid_offset=-1\.7e\+308 gives coordinates"):
+                grids.dinov3_rope((1, 3), 8, grid_offset=-1.7e308)
+            for call in (grids.dinov3_rope, grids.timm_rope):  # finite, but no position: named too
+                with pytest.raises(
+                    ValueError, match=r"grid_offset.* give coordinates up to \|c\| = 1000000000\d"
+                ):
+                    call((2, 3), 8, grid_offset=1e10)
+            for normalize in (False, True):
+                with pytest.raises(
+                    ValueError, match=r"offset must lie in \(-2\*\*64, 2\*\*64\) .* got 1e\+300"
+                ):
+                    grids.detr_2d(np.ones((1, 2, 2)), 4, normalize=normalize, offset=1e300)
+            with pytest.raises(ValueError, match=r"with normalize=True the y positions .* offset=9\.99"):
+                grids.detr_2d(np.ones((1, 2, 2)), 4, normalize=True, offset=1e19)
+            for want, got in zip(
+                coordinates, grids.dinov3_coordinates((2, 3), grid_offset=0.25), strict=True
+            ):
+                np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(
+                grids.detr_2d(np.ones((1, 2, 3)), 4, normalize=True, offset=0.5), detr
+            )
+
+
+def test_messages_name_the_callers_parameters_and_true_bounds():
+    """positional_encodings_nd((1, 1, 1), 2**20), within the stated channels <= 2**20, failed as
+    "d_model must be <= 2**20 ... got 1048578"; min_period=1e-300 failed as "scale must be > 0"."""
+    with pytest.raises(ValueError, match=r"channels must be <= 1048572 for a shape of 3 axes .* got 1048576"):
+        grids.positional_encodings_nd((1, 1, 1), 2**20)
+    with pytest.raises(ValueError, match=r"channels must be <= 2\*\*20 = 1048576; got 1048577"):
+        grids.positional_encodings_nd((1, 1), 2**20 + 1)
+    for call in (grids.dinov3_frequencies, lambda dim, **kw: grids.dinov3_rope((2, 2), dim, **kw)):
+        with pytest.raises(
+            ValueError, match=r"min_period must be >= 2π / 2\*\*20 = 5\.99211e-06 .* min_period=1e-300"
+        ):
+            call(8, min_period=1e-300, max_period=1.0)
+    assert grids.dinov3_frequencies(8, min_period=2 * math.pi / 2**20, max_period=1.0)["scale"] == 2**20
+
+
 # --- sharding -------------------------------------------------------------------------------------------
 
 LENGTHS_SHARD = [

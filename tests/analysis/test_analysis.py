@@ -5,6 +5,7 @@ collision horizons per dtype."""
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 
@@ -82,6 +83,28 @@ def test_closed_forms_take_numpy_integers_and_refuse_bad_widths() -> None:
         analysis.closed_form_dot_product(1, 512.0)
     with pytest.raises(ValueError, match="d_model"):
         analysis.closed_form_distance(1, 1)
+
+
+def test_closed_forms_refuse_the_same_offsets_naming_the_callers_value() -> None:
+    """closed_form_distance halved its offsets before checking them: 2**31 + 2 was accepted (the dot product
+    refuses it) and 2**32 was refused as 'got 2147483648.0', half the caller's value."""
+    beyond = re.escape("offsets must satisfy |p| < 2**31 = 2147483648") + ".* got "
+    for closed_form in (analysis.closed_form_distance, analysis.closed_form_dot_product):
+        for offset in (2**31 + 2, 2**32, -(2**31)):
+            with pytest.raises(ValueError, match=beyond + str(offset) + "$") as caught:
+                closed_form(offset, 8)
+            assert caught.value.parameter == "offsets"
+        with pytest.raises(TypeError, match="offsets must be integers or real numbers, not booleans"):
+            closed_form([True], 8)
+    assert analysis.closed_form_distance(2**31 - 1, 8) == analysis.closed_form_distance(-(2**31 - 1), 8)
+
+
+def test_closed_form_distance_halves_bfloat16_offsets_too() -> None:
+    """bfloat16 offsets (ml_dtypes' kind 'V') went to the encoding unhalved: the distance at 2k for k."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    offsets = np.array([1.0, 3.0], ml_dtypes.bfloat16)
+    want = analysis.closed_form_distance([1, 3], 8)
+    np.testing.assert_array_equal(analysis.closed_form_distance(offsets, 8), want)
 
 
 def test_closed_form_distance_of_tiny_offsets_has_no_cancellation() -> None:

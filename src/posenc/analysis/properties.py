@@ -34,6 +34,7 @@ from .. import validation
 from ..core import encode, frequencies, table
 from ..core.isolated import isolated
 from ..core.options import takes_options
+from ..errors import PosencError
 from ..layouts import pair_columns
 from ._work import as_matrix, chunks, span
 from .hashes import bits, same_bits
@@ -128,7 +129,7 @@ def closed_form_dot_product(
     >>> print(f"{closed_form_dot_product(1, 512):.5f} {closed_form_dot_product(79, 512):.5f}")
     249.10210 117.52900
     """
-    return _pairs(offsets, d_model, options)[1].sum(axis=-1)
+    return _pairs(_offsets(offsets), d_model, options)[1].sum(axis=-1)
 
 
 @takes_options(layout=False)
@@ -145,9 +146,7 @@ def closed_form_distance(
     >>> print(f"{closed_form_distance(1, 512):.4f}")  # the smallest distance between two positions
     3.7143
     """
-    half = np.asarray(offsets)
-    if half.dtype.kind in "iuf":
-        half = half.astype(np.float64) / 2
+    half = _offsets(offsets) / 2  # checked first: a message shows the caller's offsets, not their halves
     return 2.0 * np.sqrt(np.square(_pairs(half, d_model, options)[0]).sum(axis=-1))
 
 
@@ -162,6 +161,17 @@ def split_pairs(sin_cos: np.ndarray, d_model: int, odd: str) -> tuple[np.ndarray
     pairs = d_model // 2
     count, _ = validation.plan(d_model, odd)
     return sin_cos[..., :pairs], sin_cos[..., count : count + pairs]
+
+
+def _offsets(offsets: npt.ArrayLike) -> np.ndarray:
+    """The offsets k of the closed forms as exact float64, checked as positions are (|k| < 2**31); a
+    refusal names ``offsets``."""
+    try:
+        return validation.positions(offsets)
+    except PosencError as error:
+        if error.parameter != "positions":
+            raise
+        raise type(error)(error.worded({"positions": "offsets"}), parameter="offsets") from None
 
 
 def _pairs(offsets: npt.ArrayLike, d_model: int, options: Any) -> tuple[np.ndarray, np.ndarray]:

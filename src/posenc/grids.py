@@ -77,7 +77,12 @@ def grid(
     array([ 0.9092974 ,  0.01999867, -0.41614684,  0.9998    ,  0.84147096,
             0.00999983,  0.5403023 ,  0.99995   ], dtype=float32)
     """
-    shape = _sequence("shape", shape, "(H, W)")  # a set or a dict has no order of axes
+    ordered = isinstance(shape, list | tuple) or (isinstance(shape, np.ndarray) and shape.ndim == 1)
+    if not ordered:  # a set or a dict has no order of axes
+        raise TypeError(
+            "shape must be a sequence of axis sizes, a list or tuple such as (H, W); got "
+            f"{validation.shorten(shape)}"
+        )
     validation.at_most("the number of axes of shape", len(shape), MAX_AXES, "an image has 2, a video 3")
     shape = tuple(validation.integer("shape", s, minimum=1) for s in shape)
     if not shape:

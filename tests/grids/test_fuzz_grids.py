@@ -253,7 +253,9 @@ def test_grid_checks_layout_whatever_the_group():
 def test_grid_shape_must_be_a_list_or_tuple():
     """A set or a dict has no order of axes: grid({3, 2}, 8) gave a (2, 3) grid, silently."""
     for shape in ({3, 2}, {5: "h", 4: "w"}, (size for size in (3, 2))):
-        with pytest.raises(TypeError, match=r"shape must be a list or tuple, e\.g\. \(H, W\)"):
+        with pytest.raises(
+            TypeError, match=r"shape must be a sequence of axis sizes, a list or tuple such as \(H, W\)"
+        ):
             grids.grid(shape, 8)
     assert grids.grid([3, 2], 8).shape == grids.grid(np.array([3, 2]), 8).shape == (3, 2, 8)
 

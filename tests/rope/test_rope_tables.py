@@ -138,6 +138,25 @@ def test_multimodal_sections_take_each_frequency_from_its_axis(interleaved):
         rope.cos_sin(np.arange(6), params)
 
 
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_changing_the_sections_axes_in_place_never_reaches_a_later_cos_sin(interleaved):
+    """mrope_axes is the caller's array, not the cache cos_sin reads: zeroing it changes nothing later."""
+    from posenc.rope.arrays import mrope_axes
+
+    params = rope.config(
+        head_dim=8,
+        scaling={"rope_type": "default", "mrope_section": [1, 1, 2], "mrope_interleaved": interleaved},
+    )
+    ids = np.array([[0, 1, 2], [10, 11, 12], [20, 21, 22]])
+    want = rope.cos_sin(ids, params)
+    axes = mrope_axes(params.mrope_section, params.mrope_interleaved)
+    assert axes.flags.writeable
+    axes[:] = 0
+    for got, expected in zip(rope.cos_sin(ids, params), want, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert mrope_axes(params.mrope_section, params.mrope_interleaved).tolist() != [0, 0, 0, 0]
+
+
 # --- torch: a drop-in for Hugging Face's rotary modules --------------------------------------------------
 
 HF_MODULES = {

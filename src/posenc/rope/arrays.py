@@ -72,15 +72,26 @@ def arrange(
     return ops.stack([cos, cos], -1).reshape(shape), ops.stack([sin, sin], -1).reshape(shape)
 
 
-@functools.lru_cache(maxsize=64)
 def mrope_axes(sections: tuple[int, ...], interleaved: bool) -> np.ndarray:
-    """The position axis (0 time, 1 height, 2 width) of each frequency."""
+    """The position axis (0 time, 1 height, 2 width) of each frequency: a new array, the caller's to change.
+
+    >>> mrope_axes((1, 1, 2), False), mrope_axes((2, 1, 1), True)
+    (array([0, 1, 2, 2]), array([0, 1, 2, 0]))
+    """
+    return _mrope_axes(tuple(sections), bool(interleaved)).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _mrope_axes(sections: tuple[int, ...], interleaved: bool) -> np.ndarray:
+    """:func:`mrope_axes`, computed once per sections: read-only, never handed out (a copy is)."""
     n = sum(sections)
     if not interleaved:
-        return np.repeat(np.arange(len(sections)), sections)
-    axis = np.zeros(n, dtype=np.int64)
-    for which in (1, 2):
-        axis[which : 3 * sections[which] : 3] = which
+        axis = np.repeat(np.arange(len(sections)), sections)
+    else:
+        axis = np.zeros(n, dtype=np.int64)
+        for which in (1, 2):
+            axis[which : 3 * sections[which] : 3] = which
+    axis.flags.writeable = False
     return axis
 
 

@@ -6,21 +6,38 @@ value view (:mod:`posenc.explore`) write values so.
 
 from __future__ import annotations
 
+import decimal
+import numbers
 from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 import numpy as np
 
 __all__ = ["number", "shortest"]
 
+#: The one decimal context of this module (:func:`decimal.localcontext` copies it), whatever the caller's:
+#: digits enough for any float's exact value (a float32's has at most 105 significant digits, a float64's
+#: 767), no traps. Under the caller's context (prec=3, ROUND_FLOOR; a trapped Inexact) the neighbours of a
+#: candidate were rounded, or raised.
+_CONTEXT = decimal.Context(
+    prec=800, rounding=decimal.ROUND_HALF_EVEN, Emin=-999999, Emax=999999, traps=[], flags=[]
+)
+
 
 def number(value: float) -> str:
     """A float64 option as the shortest decimal that reads back as it, without a trailing ".0": a heading
-    that names it never rounds it (``500000.5``, not ``500000``).
+    that names it never rounds it (``500000.5``, not ``500000``). ``value`` is a real number: a bool or a
+    string is refused (TypeError), not written as ``1`` or as itself.
 
     >>> number(500000.5), number(10000.0), number(1.00000001), number(1e300)
     ('500000.5', '10000', '1.00000001', '1e+300')
     """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"value must be a real number (an int or a float); got {value!r} of type {type(value).__name__}"
+            + (f"; pass float({value!r})" if isinstance(value, str) else "; pass the number itself")
+        )
     text = repr(float(value))
     return text[:-2] if text.endswith(".0") else text
 
@@ -37,30 +54,59 @@ if not np.little_endian:  # pragma: no cover
 _KEEP = _FIRST_BYTES[np.clip(np.arange(24) - 4 * np.arange(6)[:, None], 0, 4)]
 
 
-def shortest(values: np.ndarray, separator: str = ",") -> Callable[[int], str] | None:
+def shortest(values: Any, separator: str = ",") -> Callable[[int], str] | None:
     """The values of ``values`` (2-D, float16, bfloat16 or float32) in the shortest decimal form that reads
     back as the same value of that dtype, written as Python writes floats (``repr``): ``0.84147096`` for the
     float32 nearest to sin 1, where float64's repr of the same value is ``0.8414709568023682``.
 
-    Returns ``line(i)``: row i's values joined by ``separator``; None for other dtypes (float64, integers),
-    whose ``repr`` is already the shortest exact form. A value's shortest form is the decimal with the
-    fewest digits strictly inside its rounding interval (between the half-way points to its neighbours in
-    the dtype), the nearest one of two, so that it reads back as the value itself, parsed directly or
-    through float64. Values with 1e-4 ≤ |x| < 1 (nearly all of a table's) are found and written by NumPy a
-    block at a time; 0, ±1 are constants; the rest take the same test one at a time (:func:`_shortest_one`).
+    Returns ``line(i)``: row i's values joined by ``separator`` (any string: ``""``, ``"\\0"``, ``" · "``);
+    None for other dtypes (float64, integers), whose ``repr`` is already the shortest exact form, and for
+    an array-like of Python floats (``np.asarray`` makes it float64). A value's shortest form is the
+    decimal with the fewest digits strictly inside its rounding interval (between the half-way points to
+    its neighbours in the dtype), the nearest one of two, so that it reads back as the value itself, parsed
+    directly or through float64. Values with 1e-4 ≤ |x| < 1 (nearly all of a table's) are found and
+    written by NumPy a block at a time; 0, ±1 are constants; the rest take the same test one at a time
+    (:func:`_shortest_one`). Neither the caller's :mod:`decimal` context nor NumPy's error state
+    (``np.errstate``) changes the result.
 
     >>> shortest(np.array([[0.8414709568023682, -1e-5], [65504, 0.1]], np.float32), ", ")(0)
     '0.84147096, -1e-05'
     >>> shortest(np.array([[65504, 0.1]], np.float16))(0)
     '65500.0,0.1'
+    >>> shortest(np.array([[0.5, 0.25]], np.float32), " · ")(0)
+    '0.5 · 0.25'
     """
+    if not isinstance(separator, str):
+        raise TypeError(
+            f"separator must be a str; got {separator!r} of type {type(separator).__name__}; pass a string "
+            "such as ',' or ', '"
+        )
+    if not isinstance(values, np.ndarray):
+        try:
+            values = np.asarray(values)
+        except (TypeError, ValueError) as error:
+            raise TypeError(
+                f"values must be a 2-D array (or an array-like NumPy reads as one); got "
+                f"{type(values).__name__} that NumPy cannot read ({error}); pass a rectangular array"
+            ) from None
     if values.dtype.name not in _FRACTION_BITS or values.ndim != 2:
         return None
+    if not separator or not separator.isascii() or "\0" in separator:
+        # the rows are laid out with one ASCII byte between values, never zero (zero bytes are padding):
+        # written with "," (never inside a value), then the ","s replaced
+        line = shortest(values, ",")
+        return lambda row: line(row).replace(",", separator)
+    with np.errstate(all="ignore"):  # whatever the caller's np.errstate: nothing here is an error
+        return _lines(values, separator)
+
+
+def _lines(values: np.ndarray, separator: str) -> Callable[[int], str]:
+    """:func:`shortest` of a 2-D float16, bfloat16 or float32 ``values``, ``separator`` ASCII without zero
+    bytes."""
     if values.size == 0:
         return lambda row: ""
     flat = values.ravel()
-    with np.errstate(invalid="ignore"):
-        x = flat.astype(np.float64)
+    x = flat.astype(np.float64)
     magnitude = np.abs(x)
     fast = (magnitude >= 1e-4) & (magnitude < 1)
     if fast.all():
@@ -154,20 +200,26 @@ def _shortest_one(value: np.generic) -> str:
     if not np.isfinite(x) or x == 0:
         return repr(x)
     dtype = np.asarray(value).dtype
-    with np.errstate(over="ignore"):
+    with np.errstate(all="ignore"):  # over: the largest value's neighbour; under: a subnormal's
         low = (x + float(np.nextafter(value, dtype.type(-np.inf)))) / 2
         high = (x + float(np.nextafter(value, dtype.type(np.inf)))) / 2
     if np.isinf(high) or np.isinf(low):  # the largest finite value: half an ulp past it reads as inf
         low, high = (2 * x - high, high) if np.isinf(low) else (low, 2 * x - low)
+    with decimal.localcontext(_CONTEXT):  # every operation below exact, whatever the caller's context
+        return _nearest_inside(x, low, high, value, dtype)
+
+
+def _nearest_inside(x: float, low: float, high: float, value: np.generic, dtype: np.dtype) -> str:
+    """The shortest decimal strictly inside (low, high), or at an end that reads back as ``value``."""
     for k in range(1, 18):
         nearest = Decimal(f"{x:.{k - 1}e}")
         unit = Decimal(1).scaleb(nearest.adjusted() - k + 1)
         # the nearest k-digit decimal, or its neighbour on the wider side of a power of two's interval
-        for decimal in sorted((nearest, nearest - unit, nearest + unit), key=lambda d: abs(d - Decimal(x))):
-            candidate = float(decimal)
+        for option in sorted((nearest, nearest - unit, nearest + unit), key=lambda d: abs(d - Decimal(x))):
+            candidate = float(option)
             if low < candidate < high:
                 return repr(candidate)
-            exact = Decimal(candidate) == decimal
+            exact = Decimal(candidate) == option
             if candidate in (low, high) and exact and dtype.type(candidate) == value:  # ties to even
                 return repr(candidate)
     return repr(x)

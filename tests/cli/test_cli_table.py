@@ -249,6 +249,63 @@ def test_shortest_form_of_special_values(dtype: str) -> None:
     assert shortest(np.zeros((1, 2))) is None  # float64: repr is already the shortest
 
 
+def test_shortest_is_the_same_under_any_decimal_context_and_numpy_error_state() -> None:
+    """A caller's decimal context (3 digits rounding down, a trapped Inexact) and np.errstate(all="raise")
+    (a float32 subnormal's neighbour underflows) change nothing."""
+    import decimal
+
+    from posenc.decimals import shortest
+
+    values = np.array([[2.0**-96, 1e-45, 1e-40, 1e-30, 3e-5, 123.25]], np.float32)
+    want = ["1.2621775e-29", "1e-45", "1e-40", "1e-30", "3e-05", "123.25"]
+    assert shortest(values)(0).split(",") == want
+    for context in (
+        decimal.Context(prec=3, rounding=decimal.ROUND_FLOOR),
+        decimal.Context(traps=[decimal.Inexact, decimal.Rounded]),
+    ):
+        with decimal.localcontext(context):
+            assert shortest(values)(0).split(",") == want
+    with np.errstate(all="raise"):
+        assert shortest(values)(0).split(",") == want
+
+
+@pytest.mark.parametrize("separator", [",", "", "\0", "·", " · ", "; ", "\t"])
+def test_shortest_joins_with_any_separator(separator: str) -> None:
+    from posenc.decimals import shortest
+
+    for values in (
+        np.array([[0.5, 0.25, 0.125], [0.125, 0.75, -0.5]], np.float32),  # the block path
+        np.array([[0.5, 3.0, 1e-40], [-1.0, 0.0, 123.25]], np.float32),  # values one at a time
+    ):
+        line = shortest(values, separator)
+        want = [separator.join(shortest(row[None])(0).split(",")) for row in values]
+        assert [line(0), line(1)] == want
+    assert shortest(np.array([[0.5, 0.25]], np.float32), "·")(0) == "0.5·0.25"
+    assert shortest(np.array([[0.5, 0.25]], np.float32), "")(0) == "0.50.25"
+
+
+def test_shortest_reads_array_likes_and_refuses_what_it_cannot_write() -> None:
+    from posenc.decimals import shortest
+
+    assert shortest([[0.5]]) is None  # Python floats: float64, whose repr is already the shortest
+    assert shortest(np.array([[0.5, 0.25]], np.float32).tolist()) is None
+    with pytest.raises(TypeError, match=r"separator must be a str; got 1 of type int"):
+        shortest(np.zeros((1, 2), np.float32), 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"values must be a 2-D array .* pass a rectangular array"):
+        shortest([[0.5], [0.25, 0.125]])
+
+
+def test_number_refuses_booleans_and_strings() -> None:
+    from posenc.decimals import number
+
+    assert number(2) == "2" and number(np.float32(0.5)) == "0.5" and number(float("inf")) == "inf"
+    for value in (True, np.bool_(False)):
+        with pytest.raises(TypeError, match=r"value must be a real number .* of type (bool|bool_)"):
+            number(value)
+    with pytest.raises(TypeError, match=r"value must be a real number .*got '1\.5' of type str; pass float"):
+        number("1.5")  # type: ignore[arg-type]
+
+
 def test_csv_digits(capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = run(capsys, "table", "3", "4", "--format", "csv", "--digits", "3")
     assert out.splitlines()[2] == "1,0.841,0.540,0.010,1.000"

@@ -117,6 +117,26 @@ def test_demo_embedding_sum(demo_run: tuple[int, str, str, Path]) -> None:
         assert "  ".join(f"{v:.4f}".rjust(7) for v in row) in section
 
 
+def test_demo_bounds_round_up_whatever_the_decimal_context() -> None:
+    """A bound printed lower would be broken: 2.0000001e-08 is "2.1e-08" under a caller's context of 3
+    digits rounding down (the scaling rounded it to 2.00e-08, printed "2.0e-08") or trapping Rounded."""
+    import decimal
+
+    from posenc.cli.demo import _rounded_up
+
+    assert (_rounded_up(2.0000001e-08), _rounded_up(2.94e-08), _rounded_up(9.96e-08)) == (
+        "2.1e-08",
+        "3.0e-08",
+        "1.0e-07",
+    )
+    for context in (
+        decimal.Context(prec=3, rounding=decimal.ROUND_FLOOR),
+        decimal.Context(traps=[decimal.Rounded, decimal.Inexact]),
+    ):
+        with decimal.localcontext(context):
+            assert _rounded_up(2.0000001e-08) == "2.1e-08"
+
+
 # --- errors ---------------------------------------------------------------------------------------
 
 BAD_INPUTS = [

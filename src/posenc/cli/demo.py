@@ -260,7 +260,8 @@ def _rounded_up(bound: float) -> str:
         return "0"
     exact = decimal.Decimal(repr(float(bound)))  # its shortest decimal: no rounding before the ceiling
     exponent = exact.adjusted()
-    tenths = math.ceil(exact.scaleb(1 - exponent))  # 2.94e-08 -> 30 (tenths of 1e-08)
+    # 2.94e-08 -> 30 (tenths of 1e-08): scaled exactly in a context of its own (the caller's might round)
+    tenths = math.ceil(exact.scaleb(1 - exponent, decimal.Context(prec=40, traps=[])))
     if tenths >= 100:
         tenths, exponent = 10, exponent + 1
     return f"{tenths / 10:.1f}e{exponent:+03d}"

@@ -263,6 +263,32 @@ def test_float32_angles_follow_transformers_in_float32() -> None:
 
 
 @pytest.mark.parametrize(
+    ("positions", "error", "mentions"),
+    [
+        ([2.7], ValueError, r"positions must be whole numbers .*got 2\.7 at index 0"),  # was truncated to 2
+        (np.array([0, 5, -3.5]), ValueError, r"got -3\.5 at index 2"),
+        ([True], TypeError, "positions must be .*not booleans"),  # was position 1
+        (np.array([True, False]), TypeError, "positions must be .*not booleans"),
+        ([np.nan], ValueError, "positions must be finite; got nan"),  # quoted -9223372036854775808
+        ([2.0**31], ValueError, r"positions must satisfy \|p\| < 2\*\*31"),
+        (np.array(["1"]), TypeError, "positions must be integers or real numbers"),
+    ],
+)
+def test_error_values_refuse_what_is_not_an_integer_position(positions, error: type, mentions: str) -> None:
+    with pytest.raises(error, match=mentions):
+        rope_error_values(positions, head_dim=4)
+
+
+def test_error_values_take_whole_floats_and_lists_as_the_integers_they_are() -> None:
+    want = rope_error_values(np.array([2, 7]), head_dim=4)
+    for positions in ([2, 7], np.array([2.0, 7.0]), np.array([2, 7], np.int32)):
+        got = rope_error_values(positions, head_dim=4)
+        for name in want:
+            np.testing.assert_array_equal(got[name][0], want[name][0])
+            np.testing.assert_array_equal(got[name][1], want[name][1])
+
+
+@pytest.mark.parametrize(
     ("call", "error", "mentions"),
     [
         (lambda: rope_error(length=1), ValueError, "length"),

@@ -254,7 +254,8 @@ def rope_error_values(
     positions: np.ndarray, *, head_dim: int = 128, base: float = 500000.0
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The unscaled rotary (cos, sin) at ``positions`` (P,) for head_dim and base, each as float64 arrays of
-    shape (P, rotary_dim // 2) (one column per frequency θ_i; the layouts only repeat them):
+    shape (P, rotary_dim // 2) (one column per frequency θ_i; the layouts only repeat them). The positions
+    are integers (whole floats too): a fraction, a boolean or a NaN is refused, never truncated.
 
     * ``"exact"``: :func:`posenc.rope.cos_sin` in float64 (within 1 ulp of the exact reals);
     * ``"float32 angles"``: the usual code, as Hugging Face's rotary embedding computes it: inv_freq =
@@ -275,10 +276,7 @@ def rope_error_values(
     ((2, 4), True)
     """
     params = config(head_dim=head_dim, base=base)
-    positions = np.asarray(positions, dtype=np.int64)
-    if positions.ndim != 1 or positions.size == 0:
-        raise ValueError(f"positions must be a non-empty 1-d array of positions; got shape {positions.shape}")
-    validation.at_most("the number of positions", positions.size, MAX_SAMPLES, "one exact cos/sin row each")
+    positions = _integer_positions(positions)
     n, d = params.n_frequencies, params.rotary_dim
     bfloat16 = validation.dtype("bfloat16")
 
@@ -299,6 +297,24 @@ def rope_error_values(
         "bfloat16 inv_freq": first_half(low_inv_freq),
         "posenc float32": first_half(cos_sin(positions, params, dtype="float32")),
     }
+
+
+def _integer_positions(positions: Any) -> np.ndarray:
+    """``positions`` as int64: a non-empty 1-d array of integers (whole floats too), each |p| < 2**31; a
+    boolean, a fraction (2.7 was truncated to 2) or a NaN is refused, naming the value."""
+    array = validation.position_array(positions)
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"positions must be a non-empty 1-d array of positions; got shape {array.shape}")
+    validation.at_most("the number of positions", array.size, MAX_SAMPLES, "one exact cos/sin row each")
+    exact = validation.positions(array)  # refuses booleans, NaN, inf and |p| >= 2**31; float64, exact
+    fractional = np.flatnonzero(exact != np.floor(exact))
+    if fractional.size:
+        i = int(fractional[0])
+        raise ValueError(
+            f"positions must be whole numbers (each one row of integer positions); got {float(exact[i])!r} "
+            f"at index {i}; round them yourself (np.rint(positions).astype(np.int64))"
+        )
+    return exact.astype(np.int64)
 
 
 @isolated

@@ -272,6 +272,17 @@ def test_keyword_form() -> None:
     assert rope.config(head_dim=64).base == 10000.0  # transformers' default θ
 
 
+def test_keyword_sections_take_integers_as_head_dim_does() -> None:
+    """A scaling dict passed to config() is a Python argument: mrope_section=[1.0, 1, 2] is refused with the
+    fix, as head_dim=8.0 is (a config file's whole floats are still read, test_one_owner)."""
+    scaling = {"rope_type": "default", "mrope_section": [1.0, 1, 2]}
+    refused = r"mrope_section\[0\] must be an integer >= 0; got 1\.0 .*pass 1 instead"
+    with pytest.raises(TypeError, match=refused):
+        rope.config(head_dim=8, scaling=scaling)
+    assert rope.config({"head_dim": 8, "rope_scaling": scaling}).mrope_section == (1, 1, 2)
+    assert rope.config(head_dim=8, scaling={"mrope_section": [1, 1, 2]}).mrope_section == (1, 1, 2)
+
+
 def test_duck_typed_config_object() -> None:
     class FakeConfig:  # what a transformers PretrainedConfig offers
         def to_dict(self) -> dict:

@@ -33,7 +33,8 @@ Where the fields are read (the conventions of transformers' configs; first match
   ``original_max_position_embeddings``, ``mrope_section``) may be whole floats, as some saved configs
   write them (``"original_max_position_embeddings": 4096.0``): posenc's one rule for them,
   :func:`posenc.validation.integer` with ``integral_floats=True``, read from a config only; keywords
-  (``config(head_dim=...)``) and :class:`RopeParameters` take integers, like every other argument.
+  (``config(head_dim=...)``, the ``mrope_section`` of ``config(scaling=...)``) and :class:`RopeParameters`
+  take integers, like every other argument.
 """
 
 from __future__ import annotations
@@ -172,6 +173,8 @@ def _keyword_mapping(
             parameter="scaling",
         )
     scaling = dict(scaling or {})
+    if scaling.get("mrope_section") is not None:  # a Python argument: integers (1.0 refused, as 8.0 is)
+        check_mrope_entries(scaling["mrope_section"])
     if base is not None and scaling.get("rope_theta") is not None and scaling["rope_theta"] != base:
         raise PosencValueError(
             f"base={base!r} and scaling['rope_theta']={scaling['rope_theta']!r} disagree; give θ once",

@@ -13,18 +13,59 @@ arrays, column names, the compiled kernels' plans) is derived from :func:`placem
 
 from __future__ import annotations
 
+import math
+import numbers
+from typing import Any
+
 import numpy as np
 
 LAYOUTS = ("interleaved", "sin_cos", "cos_sin")
 DEFAULT = "interleaved"
+#: What an odd width does with its last column (:func:`function_columns`; :func:`posenc.encode`'s ``odd``).
+ODD_RULES = ("zero", "literal", "drop", "error")
+
+# The arguments are checked here, at the bottom of the layers (posenc.validation imports this module, so
+# this module cannot use it): the same rules and wording as validation.integer, validation.layout and
+# validation.odd, with plain TypeError / ValueError. An int costs one type check.
+
+
+def _integer(name: str, value: Any, minimum: int) -> int:
+    """``value`` as an int (not bool, not float) >= ``minimum``."""
+    if type(value) is not int:
+        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+            whole = (
+                isinstance(value, float | np.floating) and math.isfinite(value) and float(value).is_integer()
+            )
+            text = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            raise TypeError(
+                f"{name} must be an integer >= {minimum}; got {text} of type {type(value).__name__}"
+                + (f" (pass {int(value)} instead)" if whole else "")
+            )
+        value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
+    return value
+
+
+def _layout(layout: Any) -> str:
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}")
+    return layout
+
+
+def _odd(odd: Any) -> str:
+    if not isinstance(odd, str) or odd not in ODD_RULES:
+        raise ValueError(f"odd must be one of {', '.join(map(repr, ODD_RULES))}; got {odd!r}")
+    return odd
 
 
 def placement(layout: str, n: int) -> tuple[int, int, int]:
-    """(sin offset, cos offset, stride) of ``layout`` for n frequencies.
+    """(sin offset, cos offset, stride) of ``layout`` for n frequencies (an integer >= 0).
 
     >>> placement("interleaved", 4), placement("sin_cos", 4), placement("cos_sin", 4)
     ((0, 1, 2), (0, 4, 1), (4, 0, 1))
     """
+    n = _integer("n", n, 0)
     if layout == "interleaved":
         return 0, 1, 2
     if layout == "sin_cos":
@@ -40,7 +81,7 @@ def pair_columns(layout: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     >>> [c.tolist() for c in pair_columns("cos_sin", 2)]
     [[2, 3], [0, 1]]
     """
-    sin_offset, cos_offset, stride = placement(layout, n)
+    sin_offset, cos_offset, stride = placement(layout, n)  # checks n
     i = np.arange(n)
     return sin_offset + stride * i, cos_offset + stride * i
 
@@ -54,7 +95,8 @@ def function_columns(d_model: int, layout: str, odd: str = "zero") -> tuple[np.n
     >>> [c.tolist() for c in function_columns(5, "sin_cos", "literal")]
     [[0, 1, 2], [3, 4]]
     """
-    if d_model % 2 and odd in ("literal", "drop"):
+    d_model = _integer("d_model", d_model, 2)
+    if _odd(odd) in ("literal", "drop") and d_model % 2:
         sines, cosines = pair_columns(layout, d_model // 2 + 1)
         return sines[sines < d_model], cosines[cosines < d_model]
     return pair_columns(layout, d_model // 2)
@@ -70,6 +112,7 @@ def column_names(d_model: int, layout: str, odd: str = "zero") -> list[str]:
     >>> column_names(5, "sin_cos", "literal")  # computed for 6 columns, the last one dropped
     ['0 sin ω0', '1 sin ω1', '2 sin ω2', '3 cos ω0', '4 cos ω1']
     """
+    d_model = _integer("d_model", d_model, 2)
     names = ["zero"] * d_model
     for fn, columns in zip(("sin", "cos"), function_columns(d_model, layout, odd), strict=True):
         for i, column in enumerate(columns.tolist()):
@@ -79,15 +122,24 @@ def column_names(d_model: int, layout: str, odd: str = "zero") -> list[str]:
 
 def swaps_pairs(order: np.ndarray, layout: str) -> bool:
     """Whether the column order ``order`` (column j holds the layout's column ``order[j]``) exchanges the sine
-    and the cosine of every frequency, and moves nothing else: sin and cos swapped.
+    and the cosine of every frequency, and moves nothing else: sin and cos swapped. An ``order`` that is not
+    a permutation of its columns (a column repeated, one out of range) is no such exchange: False.
 
     >>> swaps_pairs(np.array([1, 0, 3, 2]), "interleaved"), swaps_pairs(np.array([2, 3, 0, 1]), "sin_cos")
     (True, True)
     >>> swaps_pairs(np.array([0, 2, 1, 3]), "interleaved")
     False
+    >>> swaps_pairs(np.array([1, 0, 3, 2, 0]), "interleaved")  # column 0 twice: not a column order
+    False
     """
+    _layout(layout)
     order = np.asarray(order)
-    if layout not in LAYOUTS or len(order) < 2:
+    if order.ndim != 1 or (order.size and order.dtype.kind not in "iu"):
+        raise TypeError(
+            f"order must be a 1-d array of column indices (integers); got shape {order.shape}, dtype "
+            f"{order.dtype}; pass e.g. np.array([1, 0, 3, 2])"
+        )
+    if len(order) < 2 or not np.array_equal(np.sort(order), np.arange(len(order))):
         return False
     s, c = pair_columns(layout, len(order) // 2)
     return bool((order[s] == c).all() and (order[c] == s).all())

@@ -21,10 +21,9 @@ from typing import Any
 import numpy as np
 
 from .errors import PosencTypeError, PosencValueError
-from .layouts import LAYOUTS  # the layout mapping has one owner
+from .layouts import LAYOUTS, ODD_RULES  # the layout mapping has one owner, and the odd-width rules
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
-ODD_RULES = ("zero", "literal", "drop", "error")
 
 #: Positions must satisfy ``|p| < MAX_POSITION`` (2**31): the range over which exactness is proven.
 MAX_POSITION = 2**31

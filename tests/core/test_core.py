@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
-from posenc import validation
+from posenc import layouts, validation
 
 # --- the tutorials' worked numbers --------------------------------------------------------------------
 
@@ -74,6 +74,51 @@ def test_layouts_place_the_same_values():
     np.testing.assert_array_equal(cos_sin, np.concatenate([sin_cos[:, 5:], sin_cos[:, :5]], axis=1))
     omegas = posenc.frequencies(10)
     np.testing.assert_allclose(sin_cos[1, :5], np.sin(7.5 * omegas), atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: layouts.pair_columns("sin_cos", 2.7), TypeError, "n must be an integer >= 0; got 2.7"),
+        (lambda: layouts.pair_columns("interleaved", True), TypeError, "n must be an integer >= 0; got True"),
+        (lambda: layouts.pair_columns("sin_cos", -3), ValueError, "n must be an integer >= 0; got -3"),
+        (lambda: layouts.placement("cos_sin", 2.7), TypeError, "n must be an integer >= 0; got 2.7"),
+        (lambda: layouts.pair_columns("bogus", 2), ValueError, "layout must be one of .*got 'bogus'"),
+        (lambda: layouts.function_columns(True, "sin_cos"), TypeError, "d_model must be an integer >= 2"),
+        (lambda: layouts.function_columns(5, "sin_cos", "bogus"), ValueError, "odd must be one of .*'bogus'"),
+        (
+            lambda: layouts.column_names(4.0, "sin_cos"),
+            TypeError,
+            r"got 4\.0 of type float \(pass 4 instead\)",
+        ),
+        (
+            lambda: layouts.column_names(True, "sin_cos"),
+            TypeError,
+            "d_model must be an integer >= 2; got True",
+        ),
+        (lambda: layouts.column_names(-4, "sin_cos"), ValueError, "d_model must be an integer >= 2; got -4"),
+        (lambda: layouts.column_names(3, "interleaved", "bogus"), ValueError, "odd must be one of"),
+        (lambda: layouts.swaps_pairs(np.array([1, 0]), "bogus"), ValueError, "layout must be one of"),
+        (
+            lambda: layouts.swaps_pairs(np.array([1.0, 0.0]), "sin_cos"),
+            TypeError,
+            "order must be a 1-d array",
+        ),
+    ],
+)
+def test_the_layout_mapping_refuses_what_the_core_refuses(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_the_layout_mapping_takes_numpy_integers_and_swaps_only_a_permutations_pairs():
+    assert layouts.placement("cos_sin", np.int64(4)) == (4, 0, 1)
+    assert [c.tolist() for c in layouts.pair_columns("sin_cos", np.int32(2))] == [[0, 1], [2, 3]]
+    assert layouts.column_names(np.int64(3), "interleaved")[2] == "2 zero"
+    assert layouts.swaps_pairs(np.array([1, 0, 3, 2, 4]), "interleaved")  # the odd last column stays
+    for order in ([1, 0, 3, 2, 0], [1, 0, 3, 2, 5], [2, 3, 0, 1, 1]):  # not a column order
+        assert not layouts.swaps_pairs(np.array(order), "interleaved" if order[0] == 1 else "sin_cos")
+    assert validation.ODD_RULES is layouts.ODD_RULES  # one owner of the odd-width rules
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "sin_cos", "cos_sin"])

@@ -222,6 +222,40 @@ def test_wavelengths_are_two_pi_over_omega() -> None:
     assert round(analysis.wrap_length(512)) == 60611
 
 
+def _mp_wavelength(i: int, base: float, denominator, scale: float = 1.0) -> float:
+    """2π · base**(i / denominator) / scale by mpmath at 60 digits, rounded once to float64."""
+    import mpmath
+
+    with mpmath.workdps(60):
+        return float(2 * mpmath.pi * mpmath.power(mpmath.mpf(base), i / mpmath.mpf(denominator)) / scale)
+
+
+@pytest.mark.parametrize(
+    ("d_model", "options", "denominator"),
+    [
+        (512, {}, 256),  # 92 of the 256 were an ulp off when computed as 2π / ω_i in float64
+        (64, {"base": 500000.0}, 32),
+        (64, {"base": 100.0, "shift": 1, "scale": 0.75}, 31),
+        (9, {"odd": "literal"}, 4.5),
+    ],
+)
+def test_wavelengths_are_the_exact_values_rounded_once(d_model, options, denominator) -> None:
+    got = analysis.wavelengths(d_model, **options)
+    scale = options.get("scale", 1.0)
+    want = [_mp_wavelength(i, options.get("base", 10000.0), denominator, scale) for i in range(got.size)]
+    np.testing.assert_array_equal(got, want)
+    assert analysis.wrap_length(d_model, **options) == want[-1]
+
+
+def test_the_slow_path_of_the_wavelengths_is_the_exact_value_rounded_once() -> None:
+    """highprec.wavelength_exact: the values the ~190-bit turn rates leave uncertain (none in practice)."""
+    from posenc.core import highprec
+
+    for i in (0, 1, 2, 37, 255):
+        assert highprec.wavelength_exact(i, 10000.0, 512, 0.0) == _mp_wavelength(i, 10000.0, 256)
+    assert highprec.wavelength_exact(5, 100.0, 64, 1.0, 0.75) == _mp_wavelength(5, 100.0, 31, 0.75)
+
+
 @pytest.mark.parametrize(
     ("length", "d_model", "dtype"),
     [

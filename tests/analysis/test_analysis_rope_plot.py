@@ -128,7 +128,8 @@ def test_wavelength_lines_have_the_shape_and_the_unscaled_values() -> None:
     assert list(lines) == list(SCALINGS)
     assert all(v.shape == (48,) and v.dtype == np.float64 for v in lines.values())
     expected = TWO_PI / rope.inv_freq(rope.config(head_dim=96, base=500000.0))
-    np.testing.assert_array_equal(lines["default"], expected)
+    # within an ulp of 2π / inv_freq in float64, which rounds three times (the lines round once)
+    np.testing.assert_allclose(lines["default"], expected, rtol=2.3e-16, atol=0)
     np.testing.assert_allclose(lines["default"], TWO_PI * 500000.0 ** (np.arange(48) / 48), rtol=1e-13)
 
 
@@ -203,6 +204,23 @@ def test_scalings_differ_from_each_other() -> None:
 
 
 # --- the errors ------------------------------------------------------------------------------------------
+
+
+def test_wavelength_lines_are_the_exact_values_rounded_once() -> None:
+    """2π/θ_i of the exact θ_i, rounded once (2π / inv_freq in float64 left 21 of the 64 an ulp off)."""
+    import mpmath
+
+    lines = rope_wavelength_lines()
+    with mpmath.workdps(60):
+        default = [float(2 * mpmath.pi * mpmath.power(500000, mpmath.mpf(2 * i) / 128)) for i in range(64)]
+        linear = [float(8 * 2 * mpmath.pi * mpmath.power(500000, mpmath.mpf(2 * i) / 128)) for i in range(64)]
+    np.testing.assert_array_equal(lines["default"], default)
+    np.testing.assert_array_equal(lines["linear"], linear)
+    params, seq_len = rope_figures.rope_scalings()["yarn"]
+    theta = rope.frequencies.exact_inv_freq(params, seq_len, 60)
+    with mpmath.workdps(80):
+        yarn = [float(2 * mpmath.pi / mpmath.mpf(str(t))) for t in theta]
+    np.testing.assert_array_equal(lines["yarn"], yarn)
 
 
 def test_sampled_positions_cover_the_range() -> None:

@@ -31,9 +31,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import validation
-from ..core import encode, frequencies, table
+from ..core import encode, highprec, table
 from ..core.isolated import isolated
-from ..core.options import takes_options
+from ..core.options import Options, takes_options
 from ..errors import PosencError
 from ..layouts import pair_columns
 from ._work import as_matrix, chunks, span
@@ -263,12 +263,15 @@ def shift_error(
 @isolated
 def wavelengths(d_model: int, **options: Unpack[OptionKeywords]) -> np.ndarray:
     """The wavelength 2π / ω_i of each frequency, in positions: shape ``(d_model // 2,)`` (one more for an odd
-    d_model under odd="literal"/"drop"), float64.
+    d_model under odd="literal"/"drop"), float64, each the exact real 2π · base**(i / (n - shift)) / scale
+    rounded once (:func:`posenc.core.highprec.wavelengths`), not 2π / ω_i in float64.
 
     >>> wavelengths(4, base=100.0)  # ω = 1 and 0.1
     array([ 6.28318531, 62.83185307])
     """
-    return 2.0 * math.pi / frequencies(d_model, **options)
+    checked = Options.check(d_model, layout="interleaved", **options)
+    count, twice_half = validation.plan(checked.d_model, checked.odd)
+    return highprec.wavelengths(count, checked.base, twice_half, checked.shift, checked.scale)
 
 
 @takes_options(layout=False)

@@ -19,6 +19,7 @@ first figure drawn (:func:`~posenc.analysis.figures.new_figure`), never pyplot.
 
 from __future__ import annotations
 
+import decimal
 import inspect
 import itertools
 import math
@@ -28,8 +29,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import validation
+from ..core import highprec
 from ..core.isolated import isolated
 from ..rope import RopeParameters, config, cos_sin, inv_freq
+from ..rope.frequencies import exact_inv_freq
 from .figures import new_figure
 
 if TYPE_CHECKING:
@@ -123,9 +126,10 @@ def rope_scalings(
 @_keywords_of("rope_scalings")
 @isolated
 def rope_wavelength_lines(**scaling: Any) -> dict[str, np.ndarray]:
-    """The wavelength 2π/θ_i, in positions, of each rotary frequency θ_i (exact :func:`posenc.rope.inv_freq`)
-    for each of :data:`SCALINGS` (:func:`rope_scalings` says how each is built): name -> float64 array of
-    shape ``(rotary_dim // 2,)``, frequency index i = 0 .. rotary_dim/2 - 1.
+    """The wavelength 2π/θ_i, in positions, of each rotary frequency θ_i (:func:`posenc.rope.inv_freq`'s
+    exact θ_i; 2π/θ_i rounded once to float64) for each of :data:`SCALINGS` (:func:`rope_scalings` says how
+    each is built): name -> float64 array of shape ``(rotary_dim // 2,)``, frequency index i = 0 ..
+    rotary_dim/2 - 1.
 
     >>> lines = rope_wavelength_lines()
     >>> [round(float(lines[name][0] / lines["default"][0]), 6) for name in lines]  # i = 0, the fastest
@@ -134,9 +138,23 @@ def rope_wavelength_lines(**scaling: Any) -> dict[str, np.ndarray]:
     [1.0, 8.0, 57.0, 8.0, 8.0]
     """
     scalings = rope_scalings(**scaling)
-    return {
-        name: 2 * math.pi / inv_freq(params, seq_len=seq_len) for name, (params, seq_len) in scalings.items()
-    }
+    return {name: _wavelengths(params, seq_len) for name, (params, seq_len) in scalings.items()}
+
+
+def _wavelengths(params: RopeParameters, seq_len: int | None) -> np.ndarray:
+    """2π/θ_i of the exact θ_i (:func:`posenc.rope.frequencies.exact_inv_freq`), each rounded once to
+    float64 (2π / inv_freq in float64 rounds three times: ~1 in 3 off by an ulp); a zero θ_i gives inf."""
+
+    def at(digits: int) -> list[decimal.Decimal]:
+        theta = exact_inv_freq(params, seq_len, digits + 2)  # relative error < 10**-(digits + 2)
+        work = highprec.context(digits + 10)
+        two_pi = work.multiply(2, highprec.pi(digits + 10))
+        return [work.divide(two_pi, t) if t else decimal.Decimal(0) for t in theta]
+
+    theta = inv_freq(params, seq_len=seq_len)
+    out = np.array(highprec.rounded_reals(at))
+    out[theta == 0] = np.inf
+    return out
 
 
 @_keywords_of("rope_scalings")

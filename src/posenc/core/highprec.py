@@ -179,6 +179,66 @@ def _fixed_frequencies(
     return bits, fixed, turns
 
 
+#: The relative error below which :func:`wavelengths` trusts 1/c_i from the ~190-bit turn rates.
+_WAVELENGTH_ERROR_BITS = 160
+
+
+def wavelengths(n: int, base: float, twice_half: int, shift: float, scale: float = 1.0) -> np.ndarray:
+    """The wavelengths 2π/ω_i of the n frequencies of :func:`frequency_constants`, each the exact real
+    rounded once to float64 (not 2π/ω_i in float64, which rounds 2π, ω_i and the quotient: ~1 in 3 off by
+    an ulp).
+
+    From the turn rates c_i = ω_i / 2π (:func:`turn_rates`, ~190 significant bits), λ_i = 1/c_i is known to
+    2**-160 relative; a value whose rounding that leaves uncertain is recomputed by :func:`wavelength_exact`.
+    """
+    bits, turns = turn_rates(n, base, twice_half, shift, scale)
+    one, k = 1 << bits, 1 << _WAVELENGTH_ERROR_BITS
+    out = np.empty(n, dtype=np.float64)
+    for i, t in enumerate(turns):
+        low = one * (k - 1) / (t * k)  # int / int: correctly rounded
+        high = one * (k + 1) / (t * k)
+        out[i] = low if low == high else wavelength_exact(i, base, twice_half, shift, scale)
+    return out
+
+
+def wavelength_exact(i: int, base: float, twice_half: int, shift: float, scale: float = 1.0) -> float:
+    """2π/ω_i = 2π · base**(i / (twice_half/2 - shift)) / scale correctly rounded to float64, in
+    :mod:`decimal` (:func:`rounded_reals`): the slow path of :func:`wavelengths`."""
+
+    def at(digits: int) -> tuple[decimal.Decimal]:
+        with decimal.localcontext(context(digits + 20)):
+            exponent = i * decimal.Decimal(base).ln() / _denominator(twice_half, shift)
+            return (2 * pi(digits + 20) * exponent.exp() / decimal.Decimal(scale),)
+
+    return rounded_reals(at)[0]
+
+
+def rounded_reals(values_at: Callable[[int], Sequence[decimal.Decimal]], digits: int = 40) -> list[float]:
+    """The reals that ``values_at(digits)`` gives to relative error below 10**-digits (a zero exactly),
+    each correctly rounded to float64 (to nearest, ties to even): asked for twice the digits while one lies
+    too close to a rounding boundary to be sure (Ziv's strategy)."""
+    while True:
+        rounded = [nearest_double(Fraction(v), abs(Fraction(v)) / 10**digits) for v in values_at(digits)]
+        if None not in rounded:
+            return rounded  # type: ignore[return-value]
+        digits *= 2
+        if digits > 5000:  # pragma: no cover - would need a value within 10**-5000 of a boundary
+            raise RuntimeError("could not round a value to float64: it lies on a rounding boundary")
+
+
+def nearest_double(value: Fraction, error: Fraction) -> float | None:
+    """The float64 that every real within ``error`` (>= 0) of ``value`` rounds to (to nearest, ties to
+    even), or None when the interval holds a rounding boundary.
+
+    >>> third = Fraction(1, 3)
+    >>> nearest_double(third, Fraction(1, 10**30)), nearest_double(third, Fraction(1, 10**10))
+    (0.3333333333333333, None)
+    """
+    low, high = value - error, value + error
+    lowest = low.numerator / low.denominator  # int / int: correctly rounded
+    return lowest if lowest == high.numerator / high.denominator else None
+
+
 def _denominator(twice_half: int, shift: float) -> decimal.Decimal:
     """twice_half / 2 - shift, exactly (in the current decimal context's precision, which exceeds it)."""
     return decimal.Decimal(twice_half) / 2 - decimal.Decimal(shift)

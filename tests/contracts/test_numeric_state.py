@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import decimal
 
 import numpy as np
 import pytest
@@ -166,3 +167,57 @@ def test_the_figures_draw_under_seterr_raise():
     finally:
         np.seterr(**old)
     assert figure.axes
+
+
+_DECIMAL_PROBE = """
+import decimal
+for ctx in (decimal.DefaultContext, decimal.getcontext()):  # before posenc is imported
+    ctx.prec, ctx.rounding = 3, decimal.ROUND_FLOOR
+    ctx.traps[decimal.Inexact] = ctx.traps[decimal.Rounded] = True
+from posenc.rope import frequencies
+print(repr(frequencies.MIN_FREQUENCY), repr(frequencies.MAX_FREQUENCY))
+"""
+
+
+def _odd_decimal_context() -> decimal.Context:
+    return decimal.Context(prec=3, rounding=decimal.ROUND_FLOOR, traps=[decimal.Inexact, decimal.Rounded])
+
+
+def test_results_are_the_same_under_any_decimal_context():
+    """A program's decimal contexts (3 digits rounding down, Inexact and Rounded trapped) reach nothing,
+    neither the current one nor decimal.DefaultContext, which a new decimal.Context copies: posenc's
+    contexts are its own (an import-time bound of posenc.rope raised Inexact)."""
+    import subprocess
+    import sys
+
+    from posenc.core import highprec
+    from posenc.torch import period_time
+
+    def computed() -> list:
+        omegas, limbs = highprec.frequency_constants(8, 12345.5, 16, 0.5, 0.75)  # not cached
+        yarn = {"rope_type": "yarn", "factor": 3.5, "original_max_position_embeddings": 96}
+        params = posenc.rope.config(head_dim=16, base=4321.5, scaling=yarn)
+        return [
+            omegas.tolist(),
+            limbs.tolist(),
+            highprec.wavelengths(8, 12345.5, 16, 0.5, 0.75).tolist(),
+            highprec.sincos_exact(1e6 + 0.5, 3, 10000.0, 16, 0.0, 1.0, "float32"),
+            posenc.rope.frequencies.exact_inv_freq(params, None, 30),  # cleared below: computed again
+            str(period_time.ratio(3.0, 7.0)),
+        ]
+
+    want = computed()
+    posenc.rope.frequencies._exact_frequencies.cache_clear()
+    saved = decimal.DefaultContext.copy()
+    decimal.DefaultContext.prec, decimal.DefaultContext.rounding = 3, decimal.ROUND_FLOOR
+    decimal.DefaultContext.traps[decimal.Inexact] = decimal.DefaultContext.traps[decimal.Rounded] = True
+    try:
+        with decimal.localcontext(_odd_decimal_context()):
+            got = computed()
+    finally:
+        decimal.DefaultContext.prec, decimal.DefaultContext.rounding = saved.prec, saved.rounding
+        decimal.DefaultContext.traps.update(saved.traps)
+    assert got == want
+    done = subprocess.run([sys.executable, "-c", _DECIMAL_PROBE], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [repr(posenc.rope.frequencies.MIN_FREQUENCY), "Decimal('16777216')"]

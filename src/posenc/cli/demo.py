@@ -23,6 +23,7 @@ import numpy as np
 import posenc
 
 from .. import analysis
+from ..core import highprec
 from ..layouts import column_names
 from .arguments import as_flags, path_name
 from .formats import TEXT_DIGITS, Grid, fixed, table_grid, text_lines
@@ -261,7 +262,7 @@ def _rounded_up(bound: float) -> str:
     exact = decimal.Decimal(repr(float(bound)))  # its shortest decimal: no rounding before the ceiling
     exponent = exact.adjusted()
     # 2.94e-08 -> 30 (tenths of 1e-08): scaled exactly in a context of its own (the caller's might round)
-    tenths = math.ceil(exact.scaleb(1 - exponent, decimal.Context(prec=40, traps=[])))
+    tenths = math.ceil(exact.scaleb(1 - exponent, highprec.context(40)))
     if tenths >= 100:
         tenths, exponent = 10, exponent + 1
     return f"{tenths / 10:.1f}e{exponent:+03d}"

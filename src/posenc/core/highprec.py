@@ -36,10 +36,17 @@ FORMATS = {
 }
 
 
+#: The traps of :func:`context`: Python's defaults, named here so that a program's changes to
+#: ``decimal.DefaultContext`` (which a new Context copies) reach no computation of posenc.
+_TRAPS = [decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow]
+
+
 def context(digits: int) -> decimal.Context:
     """A :mod:`decimal` context of ``digits`` significant digits, rounding half to even, with room for any
-    exponent these computations reach."""
-    return decimal.Context(prec=digits, rounding=decimal.ROUND_HALF_EVEN, Emin=-999999, Emax=999999)
+    exponent these computations reach; nothing of it taken from the caller's or the default context."""
+    return decimal.Context(
+        prec=digits, rounding=decimal.ROUND_HALF_EVEN, Emin=-999999, Emax=999999, traps=_TRAPS, flags=[]
+    )
 
 
 #: π to 500 decimals, so that the usual precisions need no series (a test checks it against Machin's formula).

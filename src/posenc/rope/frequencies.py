@@ -68,7 +68,7 @@ _MAX_FLOAT_DIGITS = 640
 MAX_DIGITS = 10000
 #: The range of a nonzero frequency θ_i: the bounds of :mod:`.parameters` keep every type within it
 #: (θ_i <= 2**20, θ_i >= 2**-186); a value outside it is refused, never rounded to inf or 0.
-MIN_FREQUENCY, MAX_FREQUENCY = Decimal(2) ** -1000, Decimal(2) ** 24
+MIN_FREQUENCY, MAX_FREQUENCY = context(40).power(2, -1000), Decimal(2**24)  # not in the importer's context
 
 
 def inv_freq(params: RopeParameters, *, seq_len: int | None = None) -> np.ndarray:

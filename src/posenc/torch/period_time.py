@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core import highprec
 from ..errors import PosencTypeError
 from .computed import Refusal, forward_names, probed, within_rounding
 from .ltx import exact_sin_cos
@@ -87,7 +88,8 @@ class PeriodTime(nn.Module):
 
 def ratio(min_period: float, max_period: float) -> decimal.Decimal:
     """max_period / min_period of the numbers as written (their shortest decimal forms), exactly."""
-    context = decimal.Context(prec=60)
+    # not decimal.Context(prec=60): that copies the rounding and traps of decimal.DefaultContext
+    context = highprec.context(60)
     return context.divide(decimal.Decimal(repr(float(max_period))), decimal.Decimal(repr(float(min_period))))
 
 

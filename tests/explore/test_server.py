@@ -24,6 +24,7 @@ import pytest
 
 import posenc
 from posenc import analysis, presets, rope
+from posenc.analysis import rope_figures
 from posenc.analysis.rope_figures import rope_wavelength_lines
 from posenc.cli import main
 from posenc.explore import api, make_server, server
@@ -194,7 +195,9 @@ def test_a_posted_config_adds_its_own_wavelengths(base_url):
     data = ok(base_url, "/api/rope", json.dumps(cfg).encode())
     params = rope.config(cfg)
     assert data["config"]["rope_type"] == "llama3" and data["head_dim"] == 128
-    assert data["config"]["wavelengths"] == (2 * math.pi / rope.inv_freq(params)).tolist()
+    exact = rope_figures.rope_wavelengths_of(params)  # 2π/θ_i of the exact θ_i, rounded once
+    assert data["config"]["wavelengths"] == exact.tolist()
+    np.testing.assert_allclose(exact, 2 * math.pi / rope.inv_freq(params), rtol=2.3e-16, atol=0)  # an ulp
     assert data["lines"]["llama3"] == data["config"]["wavelengths"]  # drawn with the config's own numbers
 
 

@@ -138,12 +138,18 @@ def rope_wavelength_lines(**scaling: Any) -> dict[str, np.ndarray]:
     [1.0, 8.0, 57.0, 8.0, 8.0]
     """
     scalings = rope_scalings(**scaling)
-    return {name: _wavelengths(params, seq_len) for name, (params, seq_len) in scalings.items()}
+    return {name: rope_wavelengths_of(params, seq_len) for name, (params, seq_len) in scalings.items()}
 
 
-def _wavelengths(params: RopeParameters, seq_len: int | None) -> np.ndarray:
-    """2π/θ_i of the exact θ_i (:func:`posenc.rope.frequencies.exact_inv_freq`), each rounded once to
-    float64 (2π / inv_freq in float64 rounds three times: ~1 in 3 off by an ulp); a zero θ_i gives inf."""
+def rope_wavelengths_of(params: RopeParameters, seq_len: int | None = None) -> np.ndarray:
+    """The wavelengths 2π/θ_i of the rotary frequencies of ``params`` at ``seq_len`` (as
+    :func:`posenc.rope.inv_freq` takes them): the exact θ_i (:func:`posenc.rope.frequencies.exact_inv_freq`),
+    each 2π/θ_i rounded once to float64 (2π / inv_freq in float64 rounds three times: ~1 in 3 is off by an
+    ulp); a zero θ_i gives inf.
+
+    >>> rope_wavelengths_of(config(head_dim=4, base=100.0))  # 2π, 2π · 10
+    array([ 6.28318531, 62.83185307])
+    """
 
     def at(digits: int) -> list[decimal.Decimal]:
         theta = exact_inv_freq(params, seq_len, digits + 2)  # relative error < 10**-(digits + 2)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ import posenc
 
 from .. import defaults, porting, rope, validation
 from ..analysis import check, closed_form_dot_product, collisions, dot_products
-from ..analysis.rope_figures import rope_scalings, rope_wavelength_lines
+from ..analysis.rope_figures import rope_scalings, rope_wavelength_lines, rope_wavelengths_of
 from ..core import Options
 from ..decimals import shortest
 from ..errors import PosencError
@@ -386,7 +385,8 @@ def rope_lines(params: Mapping[str, str], body: bytes | None = None) -> dict[str
     object (a string, which :func:`posenc.rope.config` would read as a path, a list, a number or null is
     refused, as is nesting deeper than MAX_JSON_DEPTH: 400 naming ``config``); it is read with
     :func:`posenc.rope.config` (a bad field: 400 naming it) and adds ``"config": {"rope_type",
-    "head_dim", "rotary_dim", "wavelengths": 2π / posenc.rope.inv_freq(params)}``; its lines are drawn for
+    "head_dim", "rotary_dim", "wavelengths"}`` (2π/θ_i of posenc.rope.inv_freq(params)'s exact θ_i, rounded
+    once: :func:`~posenc.analysis.rope_figures.rope_wavelengths_of`); its lines are drawn for
     the config's rotary width and base (and its scaling numbers, where it has them; query parameters
     override).
     """
@@ -399,7 +399,7 @@ def rope_lines(params: Mapping[str, str], body: bytes | None = None) -> dict[str
         found = _posenc("config", lambda: rope.config(cfg), aliases=_CONFIG_NAMES, any_name=True)
         keywords |= {"head_dim": found.rotary_dim, "base": found.base}
         keywords |= {k: getattr(found, k) for k in _ROPE_FIELDS if getattr(found, k, None) is not None}
-        wavelengths = 2 * math.pi / _posenc("config", lambda: rope.inv_freq(found), any_name=True)
+        wavelengths = _posenc("config", lambda: rope_wavelengths_of(found), any_name=True)
         answer["config"] = {
             "rope_type": found.rope_type,
             "head_dim": found.head_dim,

@@ -6,11 +6,10 @@ Functions, modules and the command line take these as their defaults; validation
 
 from __future__ import annotations
 
-from .layouts import DEFAULT as LAYOUT
-
 BASE = 10000.0  # ω_i = BASE ** (-i / (d_model // 2 - SHIFT))
 SHIFT = 0
 SCALE = 1.0  # positions are multiplied by SCALE (diffusers' "scale", timestep embeddings)
+LAYOUT = "interleaved"  # one of posenc.layouts.LAYOUTS
 ODD = "zero"  # an odd d_model gets a zero last column
 OPTIONS = {"base": BASE, "shift": SHIFT, "scale": SCALE, "layout": LAYOUT, "odd": ODD}
 

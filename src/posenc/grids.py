@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from . import core, validation
+from . import core, layouts, validation
 from .defaults import BASE, ODD, SCALE, SHIFT
 from .errors import PosencError, PosencValueError
 
@@ -107,7 +107,7 @@ def grid(
         raise ValueError(f"widths must be {ndim} even numbers adding up to d_model={d_model}; got {widths}")
     if group not in ("axis", "function"):
         raise ValueError(f"group must be 'axis' or 'function'; got {group!r}")
-    layout = validation.layout(layout)  # group="function" puts sines first whatever the layout: still checked
+    layout = layouts.check_layout(layout)  # group="function" puts sines first whatever the layout: checked
     block_layout = "sin_cos" if group == "function" else layout
     for width in set(widths):  # every block's options (base, shift, scale), before any allocation
         core.frequencies(width, base=base, shift=shift, scale=scale, odd=odd)

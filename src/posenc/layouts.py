@@ -13,50 +13,46 @@ arrays, column names, the compiled kernels' plans) is derived from :func:`placem
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 import numpy as np
 
+from .errors import PosencTypeError, PosencValueError
+from .validation import integer
+
 LAYOUTS = ("interleaved", "sin_cos", "cos_sin")
-DEFAULT = "interleaved"
 #: What an odd width does with its last column (:func:`function_columns`; :func:`posenc.encode`'s ``odd``).
 ODD_RULES = ("zero", "literal", "drop", "error")
 
-# The arguments are checked here, at the bottom of the layers (posenc.validation imports this module, so
-# this module cannot use it): the same rules and wording as validation.integer, validation.layout and
-# validation.odd, with plain TypeError / ValueError. An int costs one type check.
+# The layout and odd-width rules are checked here, their one home, with posenc.validation's integer rule.
 
 
-def _integer(name: str, value: Any, minimum: int) -> int:
-    """``value`` as an int (not bool, not float) >= ``minimum``."""
-    if type(value) is not int:
-        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-            whole = (
-                isinstance(value, float | np.floating) and math.isfinite(value) and float(value).is_integer()
-            )
-            text = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-            raise TypeError(
-                f"{name} must be an integer >= {minimum}; got {text} of type {type(value).__name__}"
-                + (f" (pass {int(value)} instead)" if whole else "")
-            )
-        value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value}")
+def check_layout(value: Any) -> str:
+    """``value`` if it is one of :data:`LAYOUTS`, else a :class:`~posenc.errors.PosencValueError` naming
+    ``layout``.
+
+    >>> check_layout("sin_cos")
+    'sin_cos'
+    """
+    if not isinstance(value, str) or value not in LAYOUTS:
+        raise PosencValueError(
+            f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {value!r}", parameter="layout"
+        )
     return value
 
 
-def _layout(layout: Any) -> str:
-    if not isinstance(layout, str) or layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}")
-    return layout
+def check_odd(value: Any) -> str:
+    """``value`` if it is one of :data:`ODD_RULES`, else a :class:`~posenc.errors.PosencValueError` naming
+    ``odd``.
 
-
-def _odd(odd: Any) -> str:
-    if not isinstance(odd, str) or odd not in ODD_RULES:
-        raise ValueError(f"odd must be one of {', '.join(map(repr, ODD_RULES))}; got {odd!r}")
-    return odd
+    >>> check_odd("literal")
+    'literal'
+    """
+    if not isinstance(value, str) or value not in ODD_RULES:
+        raise PosencValueError(
+            f"odd must be one of {', '.join(map(repr, ODD_RULES))}; got {value!r}", parameter="odd"
+        )
+    return value
 
 
 def placement(layout: str, n: int) -> tuple[int, int, int]:
@@ -65,14 +61,11 @@ def placement(layout: str, n: int) -> tuple[int, int, int]:
     >>> placement("interleaved", 4), placement("sin_cos", 4), placement("cos_sin", 4)
     ((0, 1, 2), (0, 4, 1), (4, 0, 1))
     """
-    n = _integer("n", n, 0)
+    check_layout(layout)
+    n = integer("n", n, minimum=0)
     if layout == "interleaved":
         return 0, 1, 2
-    if layout == "sin_cos":
-        return 0, n, 1
-    if layout == "cos_sin":
-        return n, 0, 1
-    raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}")
+    return (0, n, 1) if layout == "sin_cos" else (n, 0, 1)
 
 
 def pair_columns(layout: str, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -95,8 +88,8 @@ def function_columns(d_model: int, layout: str, odd: str = "zero") -> tuple[np.n
     >>> [c.tolist() for c in function_columns(5, "sin_cos", "literal")]
     [[0, 1, 2], [3, 4]]
     """
-    d_model = _integer("d_model", d_model, 2)
-    if _odd(odd) in ("literal", "drop") and d_model % 2:
+    d_model = integer("d_model", d_model, minimum=2)
+    if check_odd(odd) in ("literal", "drop") and d_model % 2:
         sines, cosines = pair_columns(layout, d_model // 2 + 1)
         return sines[sines < d_model], cosines[cosines < d_model]
     return pair_columns(layout, d_model // 2)
@@ -112,7 +105,7 @@ def column_names(d_model: int, layout: str, odd: str = "zero") -> list[str]:
     >>> column_names(5, "sin_cos", "literal")  # computed for 6 columns, the last one dropped
     ['0 sin ω0', '1 sin ω1', '2 sin ω2', '3 cos ω0', '4 cos ω1']
     """
-    d_model = _integer("d_model", d_model, 2)
+    d_model = integer("d_model", d_model, minimum=2)
     names = ["zero"] * d_model
     for fn, columns in zip(("sin", "cos"), function_columns(d_model, layout, odd), strict=True):
         for i, column in enumerate(columns.tolist()):
@@ -132,12 +125,13 @@ def swaps_pairs(order: np.ndarray, layout: str) -> bool:
     >>> swaps_pairs(np.array([1, 0, 3, 2, 0]), "interleaved")  # column 0 twice: not a column order
     False
     """
-    _layout(layout)
+    check_layout(layout)
     order = np.asarray(order)
     if order.ndim != 1 or (order.size and order.dtype.kind not in "iu"):
-        raise TypeError(
+        raise PosencTypeError(
             f"order must be a 1-d array of column indices (integers); got shape {order.shape}, dtype "
-            f"{order.dtype}; pass e.g. np.array([1, 0, 3, 2])"
+            f"{order.dtype}; pass e.g. np.array([1, 0, 3, 2])",
+            parameter="order",
         )
     if len(order) < 2 or not np.array_equal(np.sort(order), np.arange(len(order))):
         return False

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from .errors import PosencTypeError, PosencValueError
-from .layouts import LAYOUTS, ODD_RULES  # the layout mapping has one owner, and the odd-width rules
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 
@@ -219,15 +218,6 @@ def plan(d_model: int, odd: str) -> tuple[int, int]:
     return count, _twice_half_width(d_model, odd)
 
 
-def odd(value: Any) -> str:
-    """One of :data:`ODD_RULES`."""
-    if not isinstance(value, str) or value not in ODD_RULES:
-        raise PosencValueError(
-            f"odd must be one of {', '.join(map(repr, ODD_RULES))}; got {value!r}", parameter="odd"
-        )
-    return value
-
-
 def scale(value: Any) -> float:
     """The angle multiplier: a finite real in (0, 2**20]."""
     result = real("scale", value, usual="pass a number in (0, 2**20], 1 for no scaling")
@@ -236,15 +226,6 @@ def scale(value: Any) -> float:
             f"scale must be > 0 and <= 2**20 (it multiplies every angle); got {value!r}", parameter="scale"
         )
     return result
-
-
-def layout(value: Any) -> str:
-    """One of :data:`LAYOUTS`."""
-    if not isinstance(value, str) or value not in LAYOUTS:
-        raise PosencValueError(
-            f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {value!r}", parameter="layout"
-        )
-    return value
 
 
 def dtype(value: Any) -> np.dtype:

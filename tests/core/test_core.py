@@ -107,8 +107,10 @@ def test_layouts_place_the_same_values():
     ],
 )
 def test_the_layout_mapping_refuses_what_the_core_refuses(call, error, message):
-    with pytest.raises(error, match=message):
+    with pytest.raises(error, match=message) as caught:
         call()
+    assert isinstance(caught.value, posenc.PosencError)  # structured: the parameter named apart
+    assert str(caught.value).startswith(f"{caught.value.parameter} must")
 
 
 def test_the_layout_mapping_takes_numpy_integers_and_swaps_only_a_permutations_pairs():
@@ -118,7 +120,8 @@ def test_the_layout_mapping_takes_numpy_integers_and_swaps_only_a_permutations_p
     assert layouts.swaps_pairs(np.array([1, 0, 3, 2, 4]), "interleaved")  # the odd last column stays
     for order in ([1, 0, 3, 2, 0], [1, 0, 3, 2, 5], [2, 3, 0, 1, 1]):  # not a column order
         assert not layouts.swaps_pairs(np.array(order), "interleaved" if order[0] == 1 else "sin_cos")
-    assert validation.ODD_RULES is layouts.ODD_RULES  # one owner of the odd-width rules
+    assert posenc.defaults.LAYOUT in layouts.LAYOUTS and posenc.defaults.ODD in layouts.ODD_RULES
+    assert not hasattr(validation, "ODD_RULES") and not hasattr(validation, "layout")  # one owner
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "sin_cos", "cos_sin"])

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
-from .. import validation
+from .. import layouts, validation
 from ..core import encode, frequencies, table
 from ..core.isolated import isolated
 from ..core.options import frequency_options, takes_options
@@ -108,7 +108,7 @@ def check(
     dt = validation.dtype(dtype)
     # validates d_model, base, shift, scale and odd before any work
     frequencies(d_model, **frequency_options(options))
-    setting = {**options, "layout": validation.layout(options["layout"]), "dtype": dt}
+    setting = {**options, "layout": layouts.check_layout(options["layout"]), "dtype": dt}
     d_model = int(d_model)
     if progress is not None and not callable(progress):
         raise TypeError(

@@ -20,7 +20,7 @@ from .. import validation
 from ..core import frequencies
 from ..core.isolated import isolated
 from ..core.options import frequency_options, takes_options
-from ..layouts import pair_columns
+from ..layouts import check_layout, pair_columns
 from ._work import Rows, chunks, span
 from .encodings import _rounded, builder, check_compute
 from .hashes import earliest_equal, key_columns, key_hashes, normalised, refine_hashes, same_bits
@@ -109,7 +109,7 @@ def _key_builder(
     if width >= d_model:
         return build
     omegas = _rounded(frequencies(d_model, **frequency_options(options)), dt)
-    sin_columns, cos_columns = pair_columns(validation.layout(options["layout"]), len(omegas))
+    sin_columns, cos_columns = pair_columns(check_layout(options["layout"]), len(omegas))
     plan = []
     for column in range(width):
         if column in sin_columns:

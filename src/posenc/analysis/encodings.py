@@ -17,7 +17,7 @@ from .. import validation
 from ..core import frequencies, table
 from ..core.isolated import isolated
 from ..core.options import frequency_options, takes_options
-from ..layouts import pair_columns
+from ..layouts import check_layout, pair_columns
 from ._work import ELEMENTS
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def naive_table(length: int, d_model: int, *, start: int = 0, **options: Unpack[
     length = validation.integer("length", length, minimum=0)
     start = validation.integer("start", start, minimum=-(validation.MAX_POSITION - 1))
     dt = validation.dtype(options["dtype"])
-    layout = validation.layout(options["layout"])
+    layout = check_layout(options["layout"])
     omegas = _rounded(frequencies(d_model, **frequency_options(options)), dt)
     d_model = int(d_model)
     count = len(omegas)

@@ -35,7 +35,7 @@ from ..core import encode, highprec, table
 from ..core.isolated import isolated
 from ..core.options import Options, takes_options
 from ..errors import PosencError
-from ..layouts import pair_columns
+from ..layouts import check_layout, pair_columns
 from ._work import as_matrix, chunks, span
 from .hashes import bits, same_bits
 
@@ -210,7 +210,7 @@ def shift_matrix(k: float, d_model: int, **options: Unpack[OptionKeywords]) -> n
     if not abs(k) < validation.MAX_POSITION:
         raise ValueError(f"k must satisfy |k| < 2**31 = {validation.MAX_POSITION}; got {k!r}")
     d_model = validation.d_model(d_model)
-    layout = validation.layout(options.pop("layout"))
+    layout = check_layout(options.pop("layout"))
     odd = options["odd"]
     validation.fits_in_memory((d_model, d_model), np.dtype(np.float64))
     sin, cos = _pairs(k, d_model, options)

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from .. import defaults, validation
 from ..errors import reworded
-from ..layouts import LAYOUTS
+from ..layouts import LAYOUTS, ODD_RULES
 from .errors import UsageError, fail
 
 #: Every help text keeps its own line breaks (the epilogs are laid out by hand).
@@ -254,7 +254,7 @@ def add_variant_options(sub: argparse.ArgumentParser, *, default: bool) -> None:
     sub.add_argument(
         "--odd",
         default=value(PAPER["odd"]),
-        metavar=one_of(validation.ODD_RULES),
+        metavar=one_of(ODD_RULES),
         help="the rule for an odd D_MODEL" + shown(PAPER["odd"]),
     )
     sub.add_argument(

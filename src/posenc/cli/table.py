@@ -20,7 +20,7 @@ import posenc
 
 from .. import presets, validation
 from ..atomic import atomic_output
-from ..layouts import LAYOUTS, column_names
+from ..layouts import LAYOUTS, ODD_RULES, column_names
 from .arguments import MAX_DIGITS, PAPER, add_output_options, integer, number, one_of
 from .errors import CliError
 from .formats import TEXT_DIGITS, TableGrid, write_csv, write_json, write_text
@@ -90,7 +90,7 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
     )
     sub.add_argument(
         "--odd",
-        metavar=one_of(validation.ODD_RULES),
+        metavar=one_of(ODD_RULES),
         help=f"the rule for an odd D_MODEL (default: {PAPER['odd']}, a zero last column)",
     )
     sub.add_argument(

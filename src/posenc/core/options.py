@@ -177,14 +177,14 @@ class Options(NamedTuple):
     @classmethod
     def _check(cls, d_model: Any, base: Any, shift: Any, scale: Any, layout: Any, odd: Any) -> Options:
         d_model = validation.d_model(d_model)
-        odd = validation.odd(odd)
+        odd = layouts.check_odd(odd)
         validation.plan(d_model, odd)  # refuses an odd width under odd="error"
         return cls(
             d_model,
             validation.base(base),
             validation.shift(shift, d_model, odd),
             validation.scale(scale),
-            validation.layout(layout),
+            layouts.check_layout(layout),
             odd,
         )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from .. import layouts, validation
+from .. import layouts
 from .readers import host_values
 
 __all__ = ["convert_layout"]
@@ -26,7 +26,7 @@ def convert_layout(table: npt.ArrayLike, source: str, target: str) -> np.ndarray
     array([[0.1, 0.9, 0.2, 0.8]])
     """
     array = host_values(table)
-    source, target = validation.layout(source), validation.layout(target)
+    source, target = layouts.check_layout(source), layouts.check_layout(target)
     if array.ndim == 0 or array.shape[-1] < 2:
         raise ValueError(f"table must have shape (..., d_model) with d_model >= 2; got shape {array.shape}")
     pairs = array.shape[-1] // 2

@@ -72,6 +72,10 @@ SPARSE = {"block_rows": 32, "block_freqs": 32, "sub_rows": 8}
 #: offsets added to ids (2, 1) x (1, 3): sums across 0 and past both int32 ends (NaN rows)
 OFFSET_IDS = [[5], [2**31 - 10]]
 OFFSETS = [[0, 10, -(2**31) + 20]]
+#: ids and offsets (2, 1) x (1, 3) of any int64 value: sums that wrap around int64 (to -2 and to 2) are NaN
+#: rows, as every sum past 2**31 is; (2**63 - 1) + (1 - 2**63) = 0 does not wrap: position 0
+WRAP_IDS = [[2**63 - 1], [1 - 2**63]]
+WRAP_OFFSETS = [[2**63 - 1, -3, 1 - 2**63]]
 
 
 def _bits(values: torch.Tensor | np.ndarray, fmt: str) -> np.ndarray:
@@ -102,6 +106,8 @@ def _run_cases(out: Path) -> None:
     table_launch.levels(request, torch.device("cpu"), LEVELS_BLOCK)
     got, _ = table_launch.ids_launch(torch.tensor(OFFSET_IDS), torch.tensor(OFFSETS), request, **EXACT)
     results["offsets/bits"] = _bits(got, "bfloat16")
+    got, _ = table_launch.ids_launch(torch.tensor(WRAP_IDS), torch.tensor(WRAP_OFFSETS), request, **EXACT)
+    results["wrapped offsets/bits"] = _bits(got, "bfloat16")
     results["levels built"] = np.array(len(table_launch._LEVELS))
     # table_launch.encode sends integer ids on a kernel device to angle addition, real positions to the exact
     # kernel: here the CPU stands in for CUDA
@@ -182,6 +188,14 @@ def test_offsets_are_added_exactly_and_sums_past_int32_are_nan_rows(kernel_resul
     np.testing.assert_array_equal(got[~nan], want[~nan])
     assert nan[1, 1].all()  # 2**31 - 10 + 10 = 2**31: past the int32 end
     assert not nan[[0, 0, 0, 1, 1], [0, 1, 2, 0, 2]].any()  # 5 - 2**31 + 20 and 2**31 - 10 - 2**31 + 20 valid
+
+
+def test_sums_that_wrap_around_int64_are_nan_rows_not_the_wrapped_position(kernel_results):
+    got = kernel_results["wrapped offsets/bits"].view(np.uint16).reshape(2, 3, 16)
+    nan = ((got & 0x7FFF) > 0x7F80).all(axis=-1)
+    np.testing.assert_array_equal(nan, [[True, True, False], [False, True, True]])
+    zero = _bits(posenc.encode([0], 16, dtype="bfloat16"), "bfloat16")[0]
+    np.testing.assert_array_equal(got[[0, 1], [2, 0]], [zero, zero])
 
 
 def test_levels_are_built_once_per_request(kernel_results):

@@ -56,9 +56,10 @@ __all__ = ["_load", "_nan", "_store", "exact_values", "split_positions"]
 @triton.jit
 def split_positions(p, offset, ok, HAS_FRACTION: tl.constexpr, HAS_OFFSET: tl.constexpr):
     """positions.split_positions of a block ``p`` (int64, or float32/float64 for real positions) plus an
-    int64 ``offset`` block: (negative, whole (int32), fraction, fraction_negative, valid); NaN, ±inf and
-    |p + offset| >= 2**31 are invalid (and computed as 0). For integer positions the fraction and its sign
-    are placeholders (0 and False; triton 3.6 cannot return None in a tuple)."""
+    int64 ``offset`` block: (negative, whole (int32), fraction, fraction_negative, valid); NaN, ±inf,
+    |p + offset| >= 2**31 and a sum that wraps around int64 are invalid (and computed as 0). For integer
+    positions the fraction and its sign are placeholders (0 and False; triton 3.6 cannot return None in a
+    tuple)."""
     if HAS_FRACTION:
         finite = (p == p) & (tl.abs(p) < 2147483648.0)
         clean = tl.where(finite & ok, p, 0.0)
@@ -68,9 +69,13 @@ def split_positions(p, offset, ok, HAS_FRACTION: tl.constexpr, HAS_OFFSET: tl.co
     else:
         whole = tl.where(ok, p, 0)
     total = whole
+    valid = (total < 2147483648) & (total > -2147483648)
     if HAS_OFFSET:
         total = whole + offset
-    valid = (total < 2147483648) & (total > -2147483648)
+        # int64 wraps around (ids and offsets of any int64 value): the sum's sign then differs from both
+        # operands' (the portable twin's rule); 2**63 - 1 + 2**63 - 1 would otherwise be position -2
+        kept = ((whole < 0) != (offset < 0)) | ((total < 0) == (whole < 0))
+        valid = (total < 2147483648) & (total > -2147483648) & kept
     if HAS_FRACTION:
         valid = valid & finite
     total = tl.where(valid, total, 0)

@@ -50,6 +50,8 @@ __all__ = ["TEMP_PATTERN", "TEMP_SUFFIX", "atomic_output", "atomic_save", "remov
 
 TEMP_SUFFIX = ".tmp"  # temporary files are named .NAME.posenc-PID-XXXXXXXX.tmp, beside NAME
 _TEMP_MARK = ".posenc-"
+#: The longest file name, in bytes, that the usual file systems take (ext4, XFS, btrfs, tmpfs, APFS, NTFS).
+NAME_MAX = 255
 #: The names of posenc's temporary files, and nothing else: the target's name, the writer's process id
 #: and 8 random hex digits (group "pid": the writer).
 TEMP_PATTERN = re.compile(r"\.(?P<name>.+)\.posenc-(?P<pid>[1-9][0-9]{0,9})-[0-9a-f]{8}\.tmp")
@@ -58,7 +60,7 @@ _T = TypeVar("_T")
 
 def temp_name(target: str | os.PathLike[str]) -> str:
     """A fresh temporary file name beside ``target``: ``.NAME.posenc-PID-XXXXXXXX.tmp`` in its folder, PID
-    this process's id.
+    this process's id (NAME cut short where the whole would pass :data:`NAME_MAX` bytes).
 
     >>> import os
     >>> name = temp_name("out/pe.csv")
@@ -67,7 +69,10 @@ def temp_name(target: str | os.PathLike[str]) -> str:
     ('pe.csv', True, 'out')
     """
     folder, name = os.path.split(os.fspath(target))
-    return os.path.join(folder, f".{name}{_TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
+    mark = f"{_TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    while len(os.fsencode(f".{name}{mark}")) > NAME_MAX and len(name) > 1:  # a long NAME is cut: what a
+        name = name[:-1]  # folder takes is NAME_MAX bytes a name, and NAME itself is written in the end
+    return os.path.join(folder, f".{name}{mark}")
 
 
 def remove_stale(folder: str | os.PathLike[str]) -> list[str]:

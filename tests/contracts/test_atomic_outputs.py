@@ -120,6 +120,22 @@ def test_an_impossible_target_is_an_oserror_naming_it(tmp_path: Path, where: str
     assert _leftovers(tmp_path, "folder") == []
 
 
+@pytest.mark.parametrize(
+    "name", ["a" * 251 + ".svg", "é" * 125 + ".csv"]
+)  # 255 bytes: the longest a folder takes
+def test_a_name_of_the_longest_length_is_written(
+    tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the temporary name adds ~30 bytes to NAME: it is cut short, not refused as "File name too long"
+    with atomic_output(tmp_path / name, binary=False) as stream:
+        stream.write("x")
+    assert _leftovers(tmp_path) == [name] and (tmp_path / name).read_text() == "x"
+    code, _, err = run(
+        capsys, "plot", "dot-product", "--length", "2", "-o", str(tmp_path / ("b" * 251 + ".svg"))
+    )
+    assert code == 0, err
+
+
 def test_a_link_is_followed_and_kept(old_file: Path) -> None:
     link = old_file.parent / "link.csv"
     link.symlink_to(old_file.name)

@@ -370,8 +370,13 @@ BAD = [
     ),
     ({"d_model": 3, "shift": 1}, ValueError, r"shift=1 with d_model=3"),
     ({"shift": math.nan}, ValueError, r"shift must be finite"),
-    # within scale's domain (0, 2**20], yet its lowest frequency underflows: said of the scale, not the base
-    ({"scale": 1e-300}, ValueError, r"underflows \(scale=1e-300, .*use a larger scale$"),
+    # within scale's domain (0, 2**20], yet its lowest frequency is below 2**-900 (a normal float64, but past
+    # what posenc computes: not "underflows"): said of the scale, not the base
+    (
+        {"scale": 1e-300},
+        ValueError,
+        r"= 2\*\*-1007 is below 2\*\*-900, the smallest posenc computes \(scale=1e-300, .*use a larger scale$",
+    ),
     (
         {"layout": "concat"},
         ValueError,

@@ -133,7 +133,10 @@ def fixed_frequencies_of(
         return _GUARD_BITS, [0] * len(rough), [0] * len(rough)
     smallest_log2 = math.log2(min(positive))
     if smallest_log2 < -900:
-        raise ValueError(f"the lowest frequency 2**{smallest_log2:.0f} underflows; use larger frequencies")
+        raise ValueError(
+            f"the lowest frequency 2**{smallest_log2:.0f} is below 2**-900, the smallest posenc computes; "
+            "use larger frequencies"
+        )
     bits = _GUARD_BITS + max(0, math.ceil(-smallest_log2)) + len(rough).bit_length()
     # relative precision of the largest frequency down to 2**-bits, with guard digits
     digits = math.ceil((bits + max(0.0, math.log2(max(rough)))) * 0.30103) + 10
@@ -167,7 +170,8 @@ def _fixed_frequencies(
     if smallest_log2 < -900:
         by_scale = math.log2(scale) <= smallest_log2 / 2  # most of it is the scale's
         raise PosencValueError(
-            f"the lowest frequency scale * base**(-(n-1)/(n-shift)) = 2**{smallest_log2:.0f} underflows "
+            f"the lowest frequency scale * base**(-(n-1)/(n-shift)) = 2**{smallest_log2:.0f} is below "
+            "2**-900, the smallest posenc computes "
             f"(scale={scale!r}, base={base!r}, shift={shift!r}); "
             + ("use a larger scale" if by_scale else "use a smaller base or a shift further from n"),
             parameter="scale" if by_scale else "base",

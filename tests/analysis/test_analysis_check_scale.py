@@ -222,3 +222,57 @@ def test_margin_first_bounded_by_the_fastest_pairs(
     true = properties.closed_form_distance(offsets, d_model, **settings)
     assert np.all(loose <= true + 1e-12)  # a lower bound of each exact distance
     assert np.all((loose == exact) | (loose > within))  # tight wherever it may matter
+
+
+def _length_dependent(d_model: int):
+    """build(lo, hi) of an encoding whose rows depend on the table's length (positions divided by it, as a
+    normalised-position encoding would): the consistent criterion must fail it."""
+
+    def build(lo: int, hi: int) -> np.ndarray:
+        p = np.arange(lo, hi, dtype=np.float64)[:, None] / hi
+        return np.repeat(np.sin(p), d_model, axis=1).astype(np.float32)
+
+    return build
+
+
+def test_consistent_compares_table_L_with_the_first_L_rows_of_table_2L():
+    length, d_model = 16, 4
+    build = _length_dependent(d_model)
+    rows = np.vstack([build(0, length), build(length, 2 * length)])  # as the pass computes them: in blocks
+    options = {**SETTING, "dtype": np.dtype(np.float32)}
+    evidence = Evidence(length, d_model, options, "dtype", rows, key_hashes(rows), build)
+    found = {c.name: c for c in CRITERIA}["consistent"].judge(evidence)
+    assert not found.passed and found.figure > 0  # table(16) is not the first 16 rows of table(32)
+    assert found.detail.startswith("table(16) and the first 16 rows of table(32) differ in ")
+
+
+def test_consistent_past_its_memory_compares_the_longest_pair_that_fits_and_says_so(monkeypatch):
+    from posenc.analysis import criteria
+
+    monkeypatch.setattr(criteria, "PAIR_BYTES", 2 * 64 * 4 * 100)  # table(2L') of 64 float32 columns: L' 100
+    detail = {c.name: c for c in check(300, 64).criteria}["consistent"].detail
+    assert detail.startswith("table(100) and the first 100 rows of table(200) are identical bit for bit")
+    assert "(L = 100, not 300: the longest pair of tables whose longer one fits in 0 MiB)" in detail
+
+
+@pytest.mark.parametrize(("length", "d_model", "dtype"), [(2**17, 2, "float32"), (8, 2**17, "bfloat16")])
+def test_a_check_holds_no_more_memory_than_it_asks_for_up_front(length, d_model, dtype):
+    import tracemalloc
+
+    from posenc.analysis.check import working_memory
+
+    tracemalloc.start()
+    try:
+        check(length, d_model, dtype=dtype)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= working_memory(length, d_model, posenc.validation.dtype(dtype))
+
+
+def test_a_check_that_needs_more_memory_than_there_is_is_refused_before_work(monkeypatch):
+    monkeypatch.setattr(posenc.validation, "available_memory", lambda: 1 << 30)
+    with pytest.raises(
+        ValueError, match=r"length=100 with d_model=1048576 needs 1\.[0-9] GiB .* lower length"
+    ):
+        check(100, 2**20)  # it was killed by the system at 22 GB (the dot products' rows held at once)

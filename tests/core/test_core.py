@@ -375,7 +375,8 @@ BAD = [
     (
         {"scale": 1e-300},
         ValueError,
-        r"= 2\*\*-1007 is below 2\*\*-900, the smallest posenc computes \(scale=1e-300, .*use a larger scale$",
+        r"= 2\*\*-1007 is below 2\*\*-900, the smallest posenc computes \(scale=1e-300, "
+        r".*use a larger scale$",
     ),
     (
         {"layout": "concat"},

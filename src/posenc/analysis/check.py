@@ -23,10 +23,10 @@ from .. import layouts, validation
 from ..core import encode, frequencies, table
 from ..core.isolated import isolated
 from ..core.options import frequency_options, takes_options
-from ..core.parallel import run_blocks
+from ..core.parallel import run_blocks, threads
 from ..defaults import ODD, SCALE
 from ._work import ELEMENTS, MAX_WORK, Rows, RowStats, check_memory, fresh, row_stats
-from .criteria import CRITERIA, Evidence
+from .criteria import CRITERIA, DOT_BYTES, Evidence, pair_length
 from .encodings import builder, check_compute
 from .hashes import key_hashes, refine_hashes
 from .report import Report, sampling_notes
@@ -72,7 +72,8 @@ def check(
       between two positions' encodings (:func:`~posenc.analysis.margin.uniqueness_margin`; 0 when two
       coincide).
     * ``consistent``: distances do not depend on the sequence length: table(L) is bit-identical to the
-      first L rows of table(2L). Figure: the number of values that differ.
+      first L rows of table(2L), both computed (where table(2L) passes 256 MiB, the longest L that fits, as
+      the report says). Figure: the number of values that differ.
     * ``generalises``: positions L .. 2L - 1, never seen at this length, behave like the checked ones: bounded
       by 1, distinct from each other and from positions 0 .. L - 1, and their dot products follow the closed
       form within the tolerance of ``shift_invariant``. Figure: the dot-product deviation there.
@@ -103,9 +104,9 @@ def check(
         raise ValueError(
             f"length must be <= 2**30 (the check also encodes positions up to 2 * length); got {length}"
         )
-    _check_size(length, validation.d_model(d_model))  # before d_model's constants (~0.5 s at 2**20)
-    compute = check_compute(compute)
     dt = validation.dtype(dtype)
+    _check_size(length, validation.d_model(d_model), dt)  # before d_model's constants (~0.5 s at 2**20)
+    compute = check_compute(compute)
     # validates d_model, base, shift, scale and odd before any work
     frequencies(d_model, **frequency_options(options))
     setting = {**options, "layout": layouts.check_layout(options["layout"]), "dtype": dt}
@@ -131,13 +132,28 @@ def check(
 
 
 #: Bytes of working memory per position checked: a hash (16 bytes) and max |value| (8) for each of the 2L
-#: positions encoded, a norm and a distance (8 each) for each of the first L.
-ROW_BYTES = 2 * (16 + 8) + 8 + 8
+#: positions encoded, a norm and a distance (8 each) for each of the first L, and the search for repeated
+#: hashes over the 2L (its sort: ~120 bytes a position, measured by tracemalloc at L = 2**21).
+ROW_BYTES = 2 * (16 + 8) + 8 + 8 + 128
 
 
-def _check_size(length: int, d_model: int) -> None:
+def working_memory(length: int, d_model: int, dtype: np.dtype) -> int:
+    """The bytes a check holds at most: :data:`ROW_BYTES` a position, positions 0 .. L - 1 kept
+    (:data:`KEEP_BYTES` at most), float64 copies of rows, the consistent criterion's two tables
+    (:func:`~posenc.analysis.criteria.pair_length`) and a step of the dot-product deviation."""
+    itemsize = np.dtype(dtype).itemsize
+    kept = length * d_model * itemsize
+    pair = 3 * pair_length(length, d_model, dtype) * d_model * itemsize
+    # float64 copies of rows (a block's statistics and hashes, the closest pair's rows, a recomputation): up
+    # to four at once, of every row or of each thread's block (tracemalloc measured 3.2 at L = 4, d = 2**20)
+    copies = 4 * 8 * min(2 * length * d_model, max(2, threads()) * ELEMENTS)
+    return length * ROW_BYTES + (kept if kept <= KEEP_BYTES else 0) + pair + copies + 2 * DOT_BYTES
+
+
+def _check_size(length: int, d_model: int, dtype: np.dtype) -> None:
     """Refuse, before any allocation, a check of more than :data:`~posenc.analysis._work.MAX_WORK` values
-    (2 · length · d_model: positions 0 .. 2L - 1 are encoded) or more working memory than is available."""
+    (2 · length · d_model: positions 0 .. 2L - 1 are encoded) or more working memory
+    (:func:`working_memory`) than is available."""
     work = 2 * length * d_model
     if work > MAX_WORK:
         raise ValueError(
@@ -145,7 +161,9 @@ def _check_size(length: int, d_model: int) -> None:
             f"more than the 2**36 = {MAX_WORK:.3g} (about ten minutes of work) that one check computes; "
             "lower length"
         )
-    check_memory(f"length={length}", length * ROW_BYTES, "lower length")
+    check_memory(
+        f"length={length} with d_model={d_model}", working_memory(length, d_model, dtype), "lower length"
+    )
 
 
 #: Positions 0 .. L - 1 are kept in memory (not computed again when read) when they take at most this.

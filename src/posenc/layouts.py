@@ -34,11 +34,7 @@ def check_layout(value: Any) -> str:
     >>> check_layout("sin_cos")
     'sin_cos'
     """
-    if not isinstance(value, str) or value not in LAYOUTS:
-        raise PosencValueError(
-            f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {value!r}", parameter="layout"
-        )
-    return value
+    return _one_of("layout", value, LAYOUTS)
 
 
 def check_odd(value: Any) -> str:
@@ -48,9 +44,13 @@ def check_odd(value: Any) -> str:
     >>> check_odd("literal")
     'literal'
     """
-    if not isinstance(value, str) or value not in ODD_RULES:
+    return _one_of("odd", value, ODD_RULES)
+
+
+def _one_of(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
         raise PosencValueError(
-            f"odd must be one of {', '.join(map(repr, ODD_RULES))}; got {value!r}", parameter="odd"
+            f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}", parameter=name
         )
     return value
 

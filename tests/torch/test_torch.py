@@ -674,6 +674,16 @@ def test_compiled_on_the_cpu_the_operators_run_the_c_core_with_the_eager_bits(mo
     assert torch.isnan(exact[1]).all() and torch.equal(exact[0], pt.encode(torch.tensor([1.0]), 4)[0])
 
 
+def test_the_cpu_kernel_gives_nan_rows_for_ids_plus_offsets_that_wrap_around_int64():
+    # what a compiled or exported program runs on the CPU: 2**63 - 1 + 2**63 - 1 wraps to -2 in int64 and
+    # (1 - 2**63) + (1 - 2**63) to 2, which were rows -2 and 2; (2**63 - 1) + (1 - 2**63) = 0 does not wrap
+    ids, offsets = torch.tensor([[2**63 - 1], [1 - 2**63]]), torch.tensor([[2**63 - 1, 1 - 2**63]])
+    rows = torch.ops.posenc.exact(ids, offsets, 4, 10000.0, 0.0, 1.0, "interleaved", "zero", "float32")
+    assert torch.isnan(rows).all(-1).tolist() == [[True, False], [False, True]]
+    zero = pt.encode(torch.tensor([0]), 4)[0]
+    assert torch.equal(rows[0, 1], zero) and torch.equal(rows[1, 0], zero)
+
+
 def test_compiled_or_exported_on_the_cpu_a_table_is_the_cores_rows_and_never_a_view_of_its_cache(monkeypatch):
     """The module with its default positions and ``posenc.torch.table`` compiled (``fullgraph``: no graph
     break, which calling the core from a traced ``table`` was) or exported with a dynamic length. The module

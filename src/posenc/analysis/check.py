@@ -26,7 +26,7 @@ from ..core.options import frequency_options, takes_options
 from ..core.parallel import run_blocks, threads
 from ..defaults import ODD, SCALE
 from ._work import ELEMENTS, MAX_WORK, Rows, RowStats, check_memory, fresh, row_stats
-from .criteria import CRITERIA, DOT_BYTES, Evidence, pair_length
+from .criteria import CRITERIA, DOT_BYTES, HELD_BYTES, Evidence, pair_length
 from .encodings import builder, check_compute
 from .hashes import key_hashes, refine_hashes
 from .report import Report, sampling_notes
@@ -140,14 +140,16 @@ ROW_BYTES = 2 * (16 + 8) + 8 + 8 + 128
 def working_memory(length: int, d_model: int, dtype: np.dtype) -> int:
     """The bytes a check holds at most: :data:`ROW_BYTES` a position, positions 0 .. L - 1 kept
     (:data:`KEEP_BYTES` at most), float64 copies of rows, the consistent criterion's two tables
-    (:func:`~posenc.analysis.criteria.pair_length`) and a step of the dot-product deviation."""
+    (:func:`~posenc.analysis.criteria.pair_length`) and the dot-product deviation's rows."""
     itemsize = np.dtype(dtype).itemsize
     kept = length * d_model * itemsize
     pair = 3 * pair_length(length, d_model, dtype) * d_model * itemsize
     # float64 copies of rows (a block's statistics and hashes, the closest pair's rows, a recomputation): up
     # to four at once, of every row or of each thread's block (tracemalloc measured 3.2 at L = 4, d = 2**20)
     copies = 4 * 8 * min(2 * length * d_model, max(2, threads()) * ELEMENTS)
-    return length * ROW_BYTES + (kept if kept <= KEEP_BYTES else 0) + pair + copies + 2 * DOT_BYTES
+    return (
+        length * ROW_BYTES + (kept if kept <= KEEP_BYTES else 0) + pair + copies + 2 * DOT_BYTES + HELD_BYTES
+    )
 
 
 def _check_size(length: int, d_model: int, dtype: np.dtype) -> None:

@@ -178,6 +178,8 @@ def unique(e: Evidence) -> Finding:
 PAIR_BYTES = 1 << 28
 #: The most bytes of float64 rows a step of the dot-product deviation holds (two rows a pair).
 DOT_BYTES = 1 << 25
+#: The most bytes of the distinct rows the dot-product deviation holds, in their dtype, to read each once.
+HELD_BYTES = 1 << 27
 
 
 def pair_length(length: int, d_model: int, dtype: np.dtype) -> int:
@@ -366,12 +368,21 @@ def _dot_deviation(e: Evidence, lo: int, hi: int) -> tuple[float, int]:
     ]
     p = lo + np.concatenate(starts)
     k = np.repeat(offsets, [len(s) for s in starts])
+    # each distinct row read once where they fit in HELD_BYTES (a row not kept is computed again when read:
+    # the pairs name each row ~20 times), else each step's rows read as they come
+    needed, index = np.unique(np.concatenate([p, p + k]), return_inverse=True)
+    held = None
+    if len(needed) * e.d_model * e.rows.dtype.itemsize <= HELD_BYTES:
+        held, first, second = np.asarray(e.rows[needed]), index[: len(p)], index[len(p) :]
     measured = np.empty(len(p))
     step = max(1, DOT_BYTES // (16 * e.d_model))  # pairs a step: two float64 rows each
     for lo in range(0, len(p), step):
-        a = e.rows[p[lo : lo + step]].astype(np.float64)
-        b = e.rows[p[lo : lo + step] + k[lo : lo + step]].astype(np.float64)
-        measured[lo : lo + step] = np.einsum("ij,ij->i", a, b)
+        part = slice(lo, lo + step)
+        if held is not None:
+            a, b = held[first[part]].astype(np.float64), held[second[part]].astype(np.float64)
+        else:
+            a, b = e.rows[p[part]].astype(np.float64), e.rows[p[part] + k[part]].astype(np.float64)
+        measured[part] = np.einsum("ij,ij->i", a, b)
     expected = closed_form_dot_product(offsets, e.d_model, **e.frequency_options)
     expected = np.repeat(expected, [len(s) for s in starts])
     return float(np.abs(measured - expected).max()), len(p)

@@ -250,9 +250,13 @@ def test_consistent_past_its_memory_compares_the_longest_pair_that_fits_and_says
     from posenc.analysis import criteria
 
     monkeypatch.setattr(criteria, "PAIR_BYTES", 2 * 64 * 4 * 100)  # table(2L') of 64 float32 columns: L' 100
-    detail = {c.name: c for c in check(300, 64).criteria}["consistent"].detail
+    report = check(300, 64)
+    detail = {c.name: c for c in report.criteria}["consistent"].detail
     assert detail.startswith("table(100) and the first 100 rows of table(200) are identical bit for bit")
     assert "(L = 100, not 300: the longest pair of tables whose longer one fits in 0 MiB)" in detail
+    assert "consistent and bounded read every value" not in report.notes[0]
+    said = "sampled: consistent compared table(100) with the first 100 rows of table(200), not table(300)"
+    assert any(note.startswith(said) for note in report.notes)
 
 
 @pytest.mark.parametrize(("length", "d_model", "dtype"), [(2**17, 2, "float32"), (8, 2**17, "bfloat16")])

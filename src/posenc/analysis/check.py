@@ -127,7 +127,9 @@ def check(
         criteria.append(definition.judge(evidence))
     say(1.0, "done")
     kept = len(rows.stored) == length
-    notes = sampling_notes(length, d_model, whole, block=_block_rows(d_model), kept=kept)
+    notes = sampling_notes(
+        length, d_model, whole, block=_block_rows(d_model), kept=kept, pair=pair_length(length, d_model, dt)
+    )
     return Report(_checked(length, d_model, setting, compute), tuple(criteria), notes)
 
 

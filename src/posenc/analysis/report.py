@@ -18,10 +18,13 @@ from .properties import recomputed_windows
 DOT_PAIRS = 4096
 
 
-def sampling_notes(length: int, d_model: int, whole: int, *, block: int, kept: bool) -> tuple[str, ...]:
+def sampling_notes(
+    length: int, d_model: int, whole: int, *, block: int, kept: bool, pair: int | None = None
+) -> tuple[str, ...]:
     """The report's notes for a check of ``length`` positions: what was measured on every row, and what
     on a sample (and how many); ``whole`` rows shared their key and were hashed whole; positions
-    0 .. length - 1 were ``kept`` in memory, or not."""
+    0 .. length - 1 were ``kept`` in memory, or not; ``consistent`` compared table(``pair``) with
+    table(2 ``pair``) (``length`` when None)."""
     total = 2 * length
     held = f"positions 0..{length - 1} kept; " if kept else "none kept; "
     hashed = f"the whole row for the {whole:,} rows" if whole else "the whole row for any rows"
@@ -33,6 +36,13 @@ def sampling_notes(length: int, d_model: int, whole: int, *, block: int, kept: b
         f"bounded read every value"
     )
     notes = [exact]
+    if pair is not None and pair < length:
+        notes[0] = exact.replace("; consistent and bounded read every value", "; bounded reads every value")
+        notes.append(
+            f"sampled: consistent compared table({pair:,}) with the first {pair:,} rows of "
+            f"table({2 * pair:,}), not table({length:,}) with table({2 * length:,}): the longest pair whose "
+            "longer table fits in its memory"
+        )
     pairs = min(DOT_PAIRS, 64 * max(0, length - 1), length * (length - 1) // 2)
     notes.append(
         f"sampled: the dot products of shift_invariant and generalises, up to {pairs:,} distinct "

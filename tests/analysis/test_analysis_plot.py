@@ -363,3 +363,17 @@ def test_heatmap_reads_at_d_model_512() -> None:
     np.testing.assert_array_equal(sin_cos.get_array(), posenc.table(10, 9, layout="sin_cos", dtype="float64"))
     with pytest.raises(ValueError, match="view must be one of 'grouped', 'stored'; got 'moire'"):
         plot.heatmap(view="moire")
+
+
+def test_the_titles_name_the_options_drawn_without_rounding() -> None:
+    """The titles wrote the options with :g (6 significant digits): shift 0.9999999 as "shift 1", scale
+    1.0000001 as "scale 1", base 1234567 as "1.23457e+06", base 10000.25 as "10000.2", and the sinusoids'
+    exponent 2i/w, w = 8 - 2·0.9999999, as "2i/6". Each is now the shortest decimal of the value itself."""
+    title = plot.heatmap(length=4, d_model=8, shift=0.9999999, scale=1.0000001).axes[0].get_title()
+    assert "base 10000, shift 0.9999999, scale 1.0000001, layout interleaved" in title
+    title = plot.similarity(length=4, d_model=8, base=1234567.0, references=(0,)).axes[0].get_title()
+    assert "base 1234567, shift 0, layout" in title
+    caption = plot.sinusoids(d_model=8, base=10000.25, shift=0.9999999, scale=1.0000001).get_suptitle()
+    assert caption.startswith("sin(1.0000001·k / 10000.25^(2i/(8 - 2·0.9999999))) for i = 0..3")
+    # a width whose float64 difference is exact is written as one number
+    assert "^(2i/7.5))" in plot.sinusoids(d_model=8, shift=0.25).get_suptitle()

@@ -326,3 +326,18 @@ def test_errors_name_the_problem(call, error: type, mentions: str) -> None:
 
 def test_the_scaling_types_drawn() -> None:
     assert rope_figures.SCALINGS == ("default", "linear", "dynamic", "yarn", "llama3")
+
+
+def test_the_titles_name_the_parameters_drawn_without_rounding() -> None:
+    """The titles and labels wrote the parameters with :g (6 significant digits): base 1.0000001 as "base 1",
+    base 500000.4 as "500000". Each is now the shortest decimal of the value itself."""
+    options = {"base": 1.0000001, "factor": 8.25, "beta_fast": 32.5, "high_freq_factor": 4.125}
+    figure = rope_figures.rope_wavelengths(**options)
+    assert "base 1.0000001, factor 8.25, trained context 8,192" in figure.axes[0].get_title()
+    labels = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    assert "linear (position interpolation): every θ / 8.25" in labels
+    assert "YaRN (beta_fast 32.5, beta_slow 1)" in labels
+    assert "Llama 3 (low_freq_factor 1, high_freq_factor 4.125)" in labels
+    assert any(label.startswith("dynamic NTK at seq_len 67,584: base 1.0000001 → ") for label in labels)
+    title = rope_figures.rope_error(base=500000.4, length=64, bands=4).axes[0].get_title()
+    assert "head_dim 128, base 500000.4, unscaled, positions 1–63" in title

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ from ..atomic import atomic_save
 from ..core import encode, frequencies, table
 from ..core.isolated import isolated
 from ..core.options import frequency_options, takes_options
+from ..decimals import number
 from ..defaults import ODD, SCALE
 from ..layouts import function_columns, pair_columns
 from .encodings import naive_table
@@ -251,18 +253,22 @@ def sinusoids(
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(r"PE(k, 2i) = sin(k $\omega_i$)")
     figure.suptitle(
-        f"sin({_times(options['scale'])}k / {options['base']:g}^(2i/{_exponent_width(d_model, options):g})) "
-        f"for i = 0..{dims - 1}: "
+        f"sin({_times(options['scale'])}k / {number(options['base'])}^"
+        f"(2i/{_exponent_width(d_model, options)})) for i = 0..{dims - 1}: "
         "every position draws its own curve",
         fontsize=11,
     )
     return figure
 
 
-def _exponent_width(d_model: int, options: dict[str, Any]) -> float:
-    """w in ω_i = base^(-2i / w): d_model for the paper's even width, less twice the shift, and the width
-    an odd d_model's rule divides by (:func:`posenc.validation.plan`)."""
-    return validation.plan(d_model, options["odd"])[1] - 2 * options["shift"]
+def _exponent_width(d_model: int, options: dict[str, Any]) -> str:
+    """w in ω_i = base^(-2i / w), written exactly: d_model for the paper's even width (the width an odd
+    d_model's rule divides by, :func:`posenc.validation.plan`), less twice the shift. ``"510"`` for shift 1,
+    ``"(8 - 2·0.9999999)"`` where the difference has no float64 (6.0000002 is not it)."""
+    width, shift = validation.plan(d_model, options["odd"])[1], options["shift"]
+    if Fraction(width - 2 * shift) == width - 2 * Fraction(shift):  # the float64 difference is exact
+        return number(width - 2 * shift)
+    return f"({width} {'-' if shift > 0 else '+'} 2·{number(abs(shift))})"
 
 
 #: ``waves``: points drawn per turn of the fastest wave shown (a smooth curve: no aliasing, no corners).
@@ -588,15 +594,17 @@ def _title(ax: Any, headline: str, options: dict[str, Any]) -> None:
 
 
 def _options_line(base: float, shift: float, scale: float, layout: str, odd: str, dtype: Any) -> str:
-    """The options in a title: base, shift, layout, dtype; and scale, odd where they are not the defaults."""
-    scaled = f", scale {scale:g}" if scale != SCALE else ""
+    """The options in a title: base, shift, layout, dtype; and scale, odd where they are not the defaults.
+    Each number as :func:`posenc.decimals.number` writes it, never rounded (``:g`` wrote 0.9999999 as 1)."""
+    scaled = f", scale {number(scale)}" if scale != SCALE else ""
     odd_rule = f", odd {odd}" if odd != ODD else ""
-    return f"base {base:g}, shift {shift:g}{scaled}, layout {layout}{odd_rule}, {_dtype_name(dtype)}"
+    numbers = f"base {number(base)}, shift {number(shift)}{scaled}"
+    return f"{numbers}, layout {layout}{odd_rule}, {_dtype_name(dtype)}"
 
 
 def _times(scale: float) -> str:
     """``scale`` as a factor in a formula: nothing for the default scale 1."""
-    return "" if scale == SCALE else f"{scale:g}·"
+    return "" if scale == SCALE else f"{number(scale)}·"
 
 
 def _figure_size(length: Any, d_model: Any, *, minimum: int = 1, extra: int = 0) -> int:

@@ -31,6 +31,7 @@ import numpy as np
 from .. import validation
 from ..core import highprec
 from ..core.isolated import isolated
+from ..decimals import number
 from ..rope import RopeParameters, config, cos_sin, inv_freq
 from ..rope.frequencies import exact_inv_freq
 from .figures import new_figure
@@ -186,16 +187,17 @@ def rope_wavelengths(**scaling: Any) -> Figure:
     scalings = rope_scalings(**scaling)
     params = scalings["default"][0]
     llama3 = scalings["llama3"][0]  # the type that keeps every parameter drawn in the title
-    every = _with_defaults("rope_scalings", scaling)
+    yarn = scalings["yarn"][0]
     original, factor = int(llama3.original_max_position_embeddings), llama3.factor
     extended = _extended(scalings["dynamic"][0])
     labels = {
         "default": "default (unscaled)",
-        "linear": f"linear (position interpolation): every θ / {factor:g}",
-        "dynamic": f"dynamic NTK at seq_len {extended:,}: base {params.base:g} → {_ntk_base(scalings):.3g}",
-        "yarn": f"YaRN (beta_fast {every['beta_fast']:g}, beta_slow {every['beta_slow']:g})",
-        "llama3": f"Llama 3 (low_freq_factor {llama3.low_freq_factor:g}, "
-        f"high_freq_factor {llama3.high_freq_factor:g})",
+        "linear": f"linear (position interpolation): every θ / {number(factor)}",
+        "dynamic": f"dynamic NTK at seq_len {extended:,}: base {number(params.base)} → "
+        f"{_ntk_base(scalings):.3g}",
+        "yarn": f"YaRN (beta_fast {number(yarn.beta_fast)}, beta_slow {number(yarn.beta_slow)})",
+        "llama3": f"Llama 3 (low_freq_factor {number(llama3.low_freq_factor)}, "
+        f"high_freq_factor {number(llama3.high_freq_factor)})",
     }
     styles = {"default": "-", "linear": "-", "dynamic": "-.", "yarn": "--", "llama3": ":"}
     widths = {"default": 2.2, "linear": 1.4, "dynamic": 1.6, "yarn": 1.8, "llama3": 2.4}
@@ -218,7 +220,8 @@ def rope_wavelengths(**scaling: Any) -> Figure:
     top.grid(alpha=0.3, which="major")
     top.set_title(
         f"RoPE wavelength per frequency for each scaling type\nhead_dim {params.head_dim}, rotary_dim "
-        f"{params.rotary_dim}, base {params.base:g}, factor {factor:g}, trained context {original:,}",
+        f"{params.rotary_dim}, base {number(params.base)}, factor {number(factor)}, "
+        f"trained context {original:,}",
         fontsize=11,
     )
     bottom.set_yscale("log")
@@ -425,7 +428,7 @@ def rope_error(**options: Any) -> Figure:
     ax.grid(alpha=0.3)
     ax.set_title(
         "RoPE cos/sin against the exact values: float32 angles, bfloat16, posenc\n"
-        f"head_dim {ERROR_HEAD_DIM}, base {float(every['base']):g}, unscaled, "
+        f"head_dim {ERROR_HEAD_DIM}, base {number(float(every['base']))}, unscaled, "
         f"positions 1–{int(every['length']) - 1:,}",
         fontsize=11,
     )

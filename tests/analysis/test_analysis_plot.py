@@ -377,3 +377,23 @@ def test_the_titles_name_the_options_drawn_without_rounding() -> None:
     assert caption.startswith("sin(1.0000001·k / 10000.25^(2i/(8 - 2·0.9999999))) for i = 0..3")
     # a width whose float64 difference is exact is written as one number
     assert "^(2i/7.5))" in plot.sinusoids(d_model=8, shift=0.25).get_suptitle()
+
+
+@pytest.mark.parametrize(
+    ("layout", "odd", "lone"),
+    [("interleaved", "literal", "sine"), ("sin_cos", "drop", "sine"), ("cos_sin", "literal", "cosine")],
+)
+def test_the_titles_name_an_odd_widths_lone_column(layout: str, odd: str, lone: str) -> None:
+    """d_model 9 under odd="literal"/"drop" keeps one column without its pair: the dot-product title said
+    "constant along each diagonal" (the largest spread along one was 0.62 at base 10), the similarity title
+    called a cos_sin layout's lone cosine a "lone sine column"."""
+    options = {"d_model": 9, "layout": layout, "odd": odd, "base": 10.0}
+    dots = plot.dot_product_heatmap(length=8, **options)
+    title = dots.axes[0].get_title()
+    assert "constant along each diagonal" not in title
+    assert f"not constant along the diagonals\n(the lone {lone} column of an odd width)\n" in title
+    assert analysis.toeplitz_deviation(np.asarray(dots.axes[0].images[0].get_array())) > 0.1
+    similar = plot.similarity(length=8, references=(0, 100), **options).axes[0].get_title()
+    assert f"Similarity depends on the position too: an odd width's lone {lone} column" in similar
+    even = plot.dot_product_heatmap(length=8, d_model=9, odd="zero", layout=layout, base=10.0)
+    assert ": constant along each diagonal\n" in even.axes[0].get_title()

@@ -6,7 +6,8 @@ No GUI is ever involved: figures are built with ``matplotlib.figure.Figure`` dir
 without matplotlib (drawing without it raises an ImportError that names the extra).
 
 * :func:`heatmap`: the table PE(pos, j), positions × dimensions (sines, then cosines; or as stored);
-* :func:`dot_product_heatmap`: PE(i)·PE(j), constant along each diagonal (a Toeplitz matrix);
+* :func:`dot_product_heatmap`: PE(i)·PE(j), constant along each diagonal (a Toeplitz matrix) but where an
+  odd width keeps a lone column;
 * :func:`sinusoids`: sin(k ω_i) against i for k = 0, 4, 8, 12, d_model = 512;
 * :func:`waves`: columns as waves over positions, low columns fast, high columns slow;
 * :func:`similarity`: cosine similarity of PE(p) and PE(p + k) against the offset k, from several p;
@@ -169,7 +170,9 @@ def dot_product_heatmap(
     """The dot products PE(i)·PE(j) as an image, each cell labelled when there are at most 16 positions.
 
     Every diagonal is constant, D[i, j] = Σ cos((i - j) ω_k): a Toeplitz matrix (the title gives the largest
-    spread along a diagonal). 7 × 6 in.
+    spread along a diagonal). Not so for an odd width under odd="literal" or "drop": its lone column (a
+    sine, or a cosine in the cos_sin layout) adds f(i ω) f(j ω), not a function of i - j; the title says so.
+    7 × 6 in.
 
     >>> figure = dot_product_heatmap(length=4)
     >>> figure.axes[0].texts[1].get_text()  # PE(0)·PE(1), d_model = 512
@@ -208,8 +211,12 @@ def dot_product_heatmap(
     ax.set_xlabel("position j")
     ax.set_ylabel("position i")
     deviation = toeplitz_deviation(dots)
+    lone = _lone_function(d_model, options)
+    claim = "constant along each diagonal"
+    if lone:
+        claim = f"not constant along the diagonals\n(the lone {lone} column of an odd width)"
     ax.set_title(
-        f"Dot products PE(i)·PE(j), d_model = {d_model}: constant along each diagonal\n"
+        f"Dot products PE(i)·PE(j), d_model = {d_model}: {claim}\n"
         f"largest spread along a diagonal: {deviation:.2g} ({_dtype_name(options['dtype'])} values)",
         fontsize=11,
     )
@@ -371,7 +378,7 @@ def similarity(
     offsets = np.arange(length + 1)
     n = int(d_model) // 2
     closed = closed_form_dot_product(offsets, d_model, **frequency_options(options)) / n
-    lone = validation.plan(d_model, options["odd"])[0] > n  # an odd width's last column: a sine alone
+    lone = _lone_function(d_model, options)  # an odd width's one column without its pair, if any
     figure = new_figure(8, 5)
     ax = figure.add_subplot()
     label = r"closed form $\Sigma_i \cos(k\,\omega_i)$ / n" + (" (the n full pairs)" if lone else "")
@@ -395,7 +402,7 @@ def similarity(
     ax.set_xlabel("offset k (positions apart)")
     ax.set_ylabel("cosine similarity of PE(p) and PE(p + k)")
     claim = (
-        "Similarity depends on the position too: an odd width's lone sine column"
+        f"Similarity depends on the position too: an odd width's lone {lone} column"
         if lone
         else "Similarity depends on the offset only, not on the position"
     )
@@ -591,6 +598,15 @@ def _dtype_name(dtype: Any) -> str:
 def _title(ax: Any, headline: str, options: dict[str, Any]) -> None:
     """The figure's title: ``headline``, then the options on a second line."""
     ax.set_title(f"{headline}\n{_options_line(**options)}", fontsize=11)
+
+
+def _lone_function(d_model: int, options: dict[str, Any]) -> str | None:
+    """ "sine" or "cosine": the function of an odd width's lone column, under odd="literal"/"drop" (which
+    one, the layout says: cos_sin keeps a cosine); None where every column has its pair, or is the zero."""
+    sines, cosines = function_columns(d_model, options["layout"], options["odd"])
+    if len(sines) == len(cosines):
+        return None
+    return "sine" if len(sines) > len(cosines) else "cosine"
 
 
 def _options_line(base: float, shift: float, scale: float, layout: str, odd: str, dtype: Any) -> str:

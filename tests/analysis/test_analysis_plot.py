@@ -397,3 +397,57 @@ def test_the_titles_name_an_odd_widths_lone_column(layout: str, odd: str, lone: 
     assert f"Similarity depends on the position too: an odd width's lone {lone} column" in similar
     even = plot.dot_product_heatmap(length=8, d_model=9, odd="zero", layout=layout, base=10.0)
     assert ": constant along each diagonal\n" in even.axes[0].get_title()
+
+
+#: rcParams a user's matplotlibrc may hold, each of which changed the figures: image.origin drew the images
+#: upside down, text.usetex failed for want of LaTeX ("cannot write latex"), the rest moved pixels.
+HOSTILE_RC = {
+    "image.origin": "lower",
+    "text.usetex": True,
+    "font.size": 17,
+    "lines.linewidth": 5,
+    "axes.facecolor": "black",
+    "image.cmap": "gray",
+    "figure.dpi": 50,
+    "savefig.bbox": "tight",
+    "savefig.facecolor": "red",
+}
+
+
+def test_the_figures_ignore_the_users_matplotlib_settings(tmp_path: Path) -> None:
+    """Every kind drawn and saved under hostile rcParams gives the bytes it gives under matplotlib's own
+    (a PNG of each, and an SVG of one)."""
+    import matplotlib
+
+    kinds = {**SMALL, "rope-wavelengths": {"head_dim": 16}, "rope-error": {"length": 256, "bands": 8}}
+    kinds["collisions"] = {"length": 600, "d_model": 16}
+    for kind, options in kinds.items():
+        suffix = ".svg" if kind == "dot-product" else ".png"
+        usual = plot.save(plot.KINDS[kind](**options), tmp_path / f"usual{suffix}", dpi=DPI).read_bytes()
+        with matplotlib.rc_context(HOSTILE_RC):
+            figure = plot.KINDS[kind](**options)
+            hostile = plot.save(figure, tmp_path / f"hostile{suffix}", dpi=DPI).read_bytes()
+            assert matplotlib.rcParams["image.origin"] == "lower"  # the caller's settings are left alone
+        assert hostile == usual, kind
+
+
+def test_the_images_put_the_first_position_at_the_top_whatever_image_origin_says() -> None:
+    """Under image.origin: lower, the heatmap and dot-product images were drawn upside down under their own
+    axes: cell (0, 0) of the dot products, labelled 2.0 (PE(0)·PE(0), d_model 4), showed -0.407."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    with matplotlib.rc_context({"image.origin": "lower"}):
+        dots = plot.dot_product_heatmap(length=4, d_model=4, base=10.0)
+        heat = plot.heatmap(length=20, d_model=16, view="stored", dtype="float64")
+    for figure in (dots, heat):
+        image = figure.axes[0].images[0]
+        assert image.origin == "upper"
+        FigureCanvasAgg(figure).draw()
+        # the pixel drawn at data point (0, 0), the centre of the cell of row 0, column 0
+        x, y = figure.axes[0].transData.transform((0, 0))
+        pixels = np.asarray(figure.canvas.buffer_rgba())
+        drawn = pixels[pixels.shape[0] - 1 - int(y), int(x), :3]
+        first = float(np.asarray(image.get_array())[0, 0])
+        expected = np.round(255 * np.asarray(image.cmap(image.norm(first))[:3]))
+        np.testing.assert_allclose(drawn, expected, atol=2)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -162,6 +164,29 @@ def test_plot_without_matplotlib_is_one_line(
     code, out, err = run(capsys, "plot", "heatmap", "-o", str(tmp_path / "pe.png"))
     assert (code, out) == (2, "")
     assert err == "posenc: error: posenc.analysis.plot needs matplotlib: pip install 'posenc[plot]'\n"
+
+
+def test_plot_is_the_same_under_a_users_matplotlibrc(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A matplotlibrc with text.usetex: True made `posenc plot` fail ("cannot write latex: No such file or
+    directory"), one with image.origin: lower drew the dot products upside down: the file is now the same
+    bytes as without it."""
+    usual = tmp_path / "usual.png"
+    assert run(capsys, "plot", "dot-product", "--length", "4", "-o", str(usual))[0] == 0
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "matplotlibrc").write_text(
+        "text.usetex: True\nimage.origin: lower\nfont.size: 17\nsavefig.bbox: tight\n"
+    )
+    hostile = tmp_path / "hostile.png"
+    done = subprocess.run(
+        [sys.executable, "-m", "posenc", "plot", "dot-product", "--length", "4", "-o", str(hostile)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MPLCONFIGDIR": str(tmp_path / "config")},
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert hostile.read_bytes() == usual.read_bytes()
 
 
 @pytest.mark.parametrize(("suffix", "magic"), [("svg", b"<?xml"), ("pdf", b"%PDF")])

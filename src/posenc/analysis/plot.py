@@ -1,9 +1,11 @@
 """Figures of sinusoidal positional encodings (matplotlib): each function returns a ``Figure``.
 
 No GUI is ever involved: figures are built with ``matplotlib.figure.Figure`` directly (never pyplot, never
-``plt.show()``); :func:`save` writes PNG, SVG or PDF (:data:`SUFFIXES`), byte for byte reproducibly. Needs
-``pip install 'posenc[plot]'``, imported on the first figure drawn: this module, and :data:`KINDS`, load
-without matplotlib (drawing without it raises an ImportError that names the extra).
+``plt.show()``); :func:`save` writes PNG, SVG or PDF (:data:`SUFFIXES`), byte for byte reproducibly. Each
+figure is drawn and saved under matplotlib's default settings, whatever the user's matplotlibrc or rcParams
+say (:func:`~posenc.analysis.figures.matplotlib_defaults`). Needs ``pip install 'posenc[plot]'``, imported
+on the first figure drawn: this module, and :data:`KINDS`, load without matplotlib (drawing without it
+raises an ImportError that names the extra).
 
 * :func:`heatmap`: the table PE(pos, j), positions × dimensions (sines, then cosines; or as stored);
 * :func:`dot_product_heatmap`: PE(i)·PE(j), constant along each diagonal (a Toeplitz matrix) but where an
@@ -44,7 +46,7 @@ from ..decimals import number
 from ..defaults import ODD, SCALE
 from ..layouts import function_columns, pair_columns
 from .encodings import naive_table
-from .figures import load_matplotlib, new_figure
+from .figures import load_matplotlib, matplotlib_defaults, new_figure
 from .hashes import repeated_rows
 from .properties import closed_form_dot_product, dot_products, toeplitz_deviation
 from .rope_figures import rope_error, rope_wavelengths
@@ -91,6 +93,7 @@ HEATMAP_VIEWS = ("grouped", "stored")
 
 @takes_options(dtype="float32", before="view")
 @isolated
+@matplotlib_defaults
 def heatmap(
     *,
     length: int = 100,
@@ -137,6 +140,7 @@ def heatmap(
         vmax=1,
         interpolation="nearest",
         extent=extent,
+        origin="upper",  # row 0 (position start) at the top, whatever image.origin says
     )
     figure.colorbar(image, ax=ax, label="PE(pos, j)")
     if view == "grouped":
@@ -159,6 +163,7 @@ def heatmap(
 
 @takes_options(dtype="float64", before="annotate")
 @isolated
+@matplotlib_defaults
 def dot_product_heatmap(
     *,
     length: int = 8,
@@ -187,7 +192,7 @@ def dot_product_heatmap(
     ax = figure.add_subplot()
     last = start + length - 1
     extent = (start - 0.5, last + 0.5, last + 0.5, start - 0.5)
-    image = ax.imshow(dots, cmap="viridis", interpolation="nearest", extent=extent)
+    image = ax.imshow(dots, cmap="viridis", interpolation="nearest", extent=extent, origin="upper")
     figure.colorbar(image, ax=ax, label="PE(i) · PE(j)", shrink=0.85)
     if annotate is None:
         annotate = length <= 16
@@ -225,6 +230,7 @@ def dot_product_heatmap(
 
 @takes_options(layout=False)
 @isolated
+@matplotlib_defaults
 def sinusoids(
     *,
     positions: Sequence[int] = (0, 4, 8, 12),
@@ -286,6 +292,7 @@ _MARKED = 256  # integer positions are marked (the table's values) when there ar
 
 @takes_options
 @isolated
+@matplotlib_defaults
 def waves(
     *,
     length: int = 256,
@@ -359,6 +366,7 @@ def waves(
 
 @takes_options(dtype="float32")
 @isolated
+@matplotlib_defaults
 def similarity(
     *,
     length: int = 256,
@@ -414,6 +422,7 @@ def similarity(
 
 @takes_options
 @isolated
+@matplotlib_defaults
 def collisions(
     *,
     length: int = 16384,
@@ -545,7 +554,8 @@ def save(figure: Figure, path: str | Path, *, dpi: float = DPI) -> Path:
         )
     dpi = check_dpi(dpi)
     metadata: dict[str, Any] = {".png": {}, ".svg": {"Date": None}, ".pdf": {"CreationDate": None}}[suffix]
-    with load_matplotlib().rc_context({"svg.hashsalt": "posenc"}):  # fixed SVG ids: same figure, same bytes
+    # matplotlib's own settings, not the user's (matplotlib_defaults); fixed SVG ids: same figure, same bytes
+    with load_matplotlib().style.context(["default", {"svg.hashsalt": "posenc"}]):
         atomic_save(
             path, lambda stream: _savefig(figure, stream, dpi=dpi, format=suffix[1:], metadata=metadata)
         )

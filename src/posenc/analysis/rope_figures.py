@@ -34,7 +34,7 @@ from ..core.isolated import isolated
 from ..decimals import number
 from ..rope import RopeParameters, config, cos_sin, inv_freq
 from ..rope.frequencies import exact_inv_freq
-from .figures import new_figure
+from .figures import matplotlib_defaults, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -166,6 +166,7 @@ def rope_wavelengths_of(params: RopeParameters, seq_len: int | None = None) -> n
 
 @_keywords_of("rope_scalings")
 @isolated
+@matplotlib_defaults
 def rope_wavelengths(**scaling: Any) -> Figure:
     """The wavelength 2π/θ_i of each rotary frequency against its index i, one line per scaling type
     (:func:`rope_wavelength_lines`). 8 × 7 in, two panels sharing the x axis (i = 0 .. rotary_dim/2 - 1).
@@ -374,6 +375,7 @@ def rope_error_curves(
 
 @_keywords_of("rope_error_curves")
 @isolated
+@matplotlib_defaults
 def rope_error(**options: Any) -> Figure:
     """The largest |error| of a rotary cos/sin value against the exact one, against the position
     1 .. length - 1 (log-log; each point the largest over a band of positions, :func:`rope_error_curves`),

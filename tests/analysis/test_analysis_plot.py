@@ -451,3 +451,44 @@ def test_the_images_put_the_first_position_at_the_top_whatever_image_origin_says
         first = float(np.asarray(image.get_array())[0, 0])
         expected = np.round(255 * np.asarray(image.cmap(image.norm(first))[:3]))
         np.testing.assert_allclose(drawn, expected, atol=2)
+
+
+def test_fast_waves_are_drawn_truly_or_refused() -> None:
+    """At scale 1e4 the panel said "one turn every 0.0 positions" (0.000628) and the curve, capped at 200,000
+    points over 255 positions, had 0.49 points a turn: an aliased wave. The curves now stop where 16 points a
+    turn reach (the title says so); a wave too fast for even one position is refused, naming --scale."""
+    figure = plot.waves(length=256, d_model=8, scale=1e4, pairs=[0, 2])
+    omegas = posenc.frequencies(8, scale=1e4)
+    texts = [ax.texts[0].get_text() for ax in figure.axes]
+    assert texts[0] == r"$\omega_{0}$ = 1e+04, one turn every 0.000628 positions"
+    for ax, i in zip(figure.axes, (0, 2), strict=True):
+        x, sine = ax.lines[0].get_data()
+        assert x[0] == 0 and x[-1] == 7  # 16 points a turn of ω_0: 25,465 a position, 7 whole positions
+        assert len(x) <= 200_001 and np.diff(x).max() <= 2 * np.pi / omegas[0] / 16
+        np.testing.assert_allclose(sine, np.sin(x * omegas[i]), rtol=0, atol=1e-9)
+        np.testing.assert_array_equal(ax.lines[2].get_data()[0], np.arange(8))  # the dots: positions 0 .. 7
+    assert (
+        "\npositions 0 .. 7 only, of 0 .. 255: a curve has at most 200,000 points,\n" in figure.get_suptitle()
+    )
+    assert figure.axes[-1].get_xlabel() == "position pos (dots: the table at integer positions)"
+    assert "only" not in plot.waves(length=256, d_model=8, scale=100.0).get_suptitle()
+    with pytest.raises(ValueError, match=r"lower scale \(--scale\) to 78539 or less$"):
+        plot.waves(length=256, d_model=8, scale=2.0**20)
+    plot.waves(length=3, d_model=8, scale=78539.0)  # 200,000 points a position: drawn
+
+
+def test_the_waves_label_names_dots_only_where_they_are_drawn() -> None:
+    """At length 3 no wave turns twice, so no dot is drawn: the axis label still said "(dots: ...)"."""
+    figure = plot.waves(length=3, d_model=4)
+    assert figure.axes[-1].get_xlabel() == "position pos"
+    assert not [line for ax in figure.axes for line in ax.lines if line.get_marker() == "o"]
+
+
+def test_slow_waves_over_many_positions_keep_the_whole_length() -> None:
+    """Where one point every few positions is 16 a turn, a long length is drawn whole in 200,000 points."""
+    figure = plot.waves(length=500_001, d_model=16, pairs=[7])  # ω_7 ≈ 3.2e-4: one turn every 19,869
+    x, sine = figure.axes[0].lines[0].get_data()
+    assert x[0] == 0 and x[-1] == 500_000 and len(x) <= 200_001
+    assert np.diff(x).max() <= 2 * np.pi / posenc.frequencies(16)[7] / 16
+    np.testing.assert_allclose(sine, np.sin(x * posenc.frequencies(16)[7]), rtol=0, atol=1e-9)
+    assert "only" not in figure.get_suptitle()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli_cases import run
+from tests.support.cli_cases import assert_refused, run
 
 # --- posenc check ---------------------------------------------------------------------------------
 
@@ -187,6 +187,19 @@ def test_plot_is_the_same_under_a_users_matplotlibrc(
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert hostile.read_bytes() == usual.read_bytes()
+
+
+def test_plot_waves_too_fast_to_draw_is_one_line_naming_scale(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """At --scale 1048576 the waves turn every 6e-6 positions: 16 points a turn over one position exceed a
+    curve's 200,000 points. The figure was drawn aliased (0.005 points a turn); now refused, saying how."""
+    path = tmp_path / "waves.png"
+    code, out, err = run(capsys, "plot", "waves", "--scale", "1048576", "-o", str(path))
+    assert_refused(code, err, "scale=1048576", "every 5.99e-06 positions", "lower scale (--scale) to 78539")
+    assert out == "" and not path.exists()
+    code, out, err = run(capsys, "plot", "waves", "--scale", "10000", "--d-model", "8", "-o", str(path))
+    assert (code, out, err) == (0, "", "")
 
 
 @pytest.mark.parametrize(("suffix", "magic"), [("svg", b"<?xml"), ("pdf", b"%PDF")])

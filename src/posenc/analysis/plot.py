@@ -308,7 +308,10 @@ def waves(
     The curves are drawn through real positions, at least ``SAMPLES_PER_TURN`` points per turn of the
     fastest wave shown (ω_0 = 1 turns every 2π ≈ 6.3 positions: integer positions alone would draw it as a
     jagged zigzag); dots mark the table's values at the integer positions (up to 256 of them, in the panels
-    whose wave turns at least twice).
+    whose wave turns at least twice). A curve has at most 200,000 points: where 16 a turn of the fastest
+    wave need more over the whole length (a large ``scale``), the curves stop at the last whole position
+    they reach, and the title says so; where they need more over even one position (ω above 2π · 12,500 ≈
+    78,540), a ValueError says which ``scale`` draws it: a curve is never drawn aliased.
 
     >>> len(waves(length=50, d_model=16, pairs=[0, 7]).axes)
     2
@@ -325,22 +328,29 @@ def waves(
     sin_columns, cos_columns = pair_columns(options["layout"], len(omegas))
     figure = new_figure(8, math.ceil(2.6 * len(pairs) + 3) / 2)  # 8 in tall for five pairs
     axes = np.atleast_1d(figure.subplots(len(pairs), 1, sharex=True))
-    positions = np.arange(start, start + length)
-    # `per` points per unit of position, integer positions among them: 16 per turn of the fastest wave
-    per = math.ceil(SAMPLES_PER_TURN * float(max(omegas[i] for i in pairs)) / (2 * math.pi))
-    per = max(1, min(per, _MOST_SAMPLES // max(1, length - 1)))
-    fine = start + np.arange((length - 1) * per + 1) / per
-    marked = length <= _MARKED
+    fastest = max(pairs, key=lambda i: omegas[i])
+    offsets = _wave_offsets(length, float(omegas[fastest]), options["scale"])
+    fine = start + offsets
+    drawn = int(offsets[-1])  # the curves reach position start + drawn: length - 1, or fewer
+    positions = np.arange(start, start + drawn + 1)
+    marked = len(positions) <= _MARKED
+    dotted = False
     for ax, i in zip(axes, pairs, strict=True):
         s, c = int(sin_columns[i]), int(cos_columns[i])
         # sin and cos of fine · ω_i: a width-2 encoding whose one frequency is ω_i (scale = ω_i)
         curve = encode(fine, 2, scale=float(omegas[i]), layout="interleaved", dtype="float64")
         ax.plot(fine, curve[:, 0], color="tab:blue", linewidth=1.4, label="sine column")
         ax.plot(fine, curve[:, 1], color="tab:orange", linewidth=1.0, linestyle="--", label="cosine column")
-        if marked and length * omegas[i] >= 4 * math.pi:  # where the wave turns twice or more
+        if marked and len(positions) * omegas[i] >= 4 * math.pi:  # where the wave turns twice or more
+            dotted = True
             for column, colour in ((s, "tab:blue"), (c, "tab:orange")):
                 ax.plot(
-                    positions, values[:, column], linestyle="none", marker="o", markersize=1.8, color=colour
+                    positions,
+                    values[: len(positions), column],
+                    linestyle="none",
+                    marker="o",
+                    markersize=1.8,
+                    color=colour,
                 )
         ax.set_ylim(-1.15, 1.15)
         ax.set_ylabel(f"cols {s}, {c}", fontsize=9)
@@ -348,7 +358,7 @@ def waves(
         ax.text(
             1.0,
             1.02,
-            rf"$\omega_{{{i}}}$ = {omegas[i]:.3g}, one turn every {wavelength:,.1f} positions",
+            rf"$\omega_{{{i}}}$ = {omegas[i]:.3g}, one turn every {_positions(wavelength)} positions",
             transform=ax.transAxes,
             ha="right",
             va="bottom",
@@ -356,12 +366,50 @@ def waves(
         )
         ax.grid(alpha=0.3)
     axes[0].legend(loc="upper left", fontsize=8, ncols=2, bbox_to_anchor=(0.0, 1.45), frameon=False)
-    axes[-1].set_xlabel("position pos" + (" (dots: the table at integer positions)" if marked else ""))
+    axes[-1].set_xlabel("position pos" + (" (dots: the table at integer positions)" if dotted else ""))
+    shorter = ""
+    if drawn < length - 1:
+        shorter = (
+            f"\npositions {start:,} .. {start + drawn:,} only, of {start:,} .. {start + length - 1:,}: "
+            f"a curve has at most {_MOST_SAMPLES:,} points,\n{SAMPLES_PER_TURN} a turn of ω_{fastest} "
+            f"(one turn every {_positions(2 * math.pi / omegas[fastest])} positions)"
+        )
     figure.suptitle(
-        f"Each column is a wave over positions (d_model = {d_model}): low columns fast, high columns slow",
+        f"Each column is a wave over positions (d_model = {d_model}): low columns fast, high columns slow"
+        + shorter,
         fontsize=11,
     )
     return figure
+
+
+def _wave_offsets(length: int, fastest: float, scale: float) -> np.ndarray:
+    """The offsets from ``start`` that :func:`waves` draws its curves through: ``SAMPLES_PER_TURN`` or more
+    per turn of the fastest wave (``fastest``, its ω), at most ``_MOST_SAMPLES`` + 1 of them, the whole
+    offsets among them. Over 0 .. length - 1 where that many points reach, else over 0 .. the last whole
+    offset they reach; a ValueError where they do not reach offset 1 (``scale``, the option, is named)."""
+    span = length - 1
+    turn = 2 * math.pi / fastest  # positions a turn
+    if turn >= 2 * SAMPLES_PER_TURN:  # a slow wave: points whole positions apart suffice
+        step = max(1, min(math.floor(turn / SAMPLES_PER_TURN), math.ceil(span / _MOST_SAMPLES)))
+        drawn = min(span, _MOST_SAMPLES * step)
+        return np.unique(np.r_[np.arange(0, drawn, step), drawn]).astype(np.float64)
+    per = math.ceil(SAMPLES_PER_TURN / turn)  # points a position
+    if per > _MOST_SAMPLES and span:
+        most = scale * (2 * math.pi * _MOST_SAMPLES / SAMPLES_PER_TURN) / fastest
+        raise ValueError(
+            f"scale={number(scale)} makes the fastest wave drawn, ω = {fastest:.6g}, turn every "
+            f"{_positions(turn)} positions: {SAMPLES_PER_TURN} points a turn over even one position need "
+            f"{per:,} points, more than the {_MOST_SAMPLES:,} a curve may have; lower scale (--scale) to "
+            f"{math.floor(most)} or less"
+        )
+    drawn = min(span, _MOST_SAMPLES // per)
+    return np.arange(drawn * per + 1) / per
+
+
+def _positions(count: float) -> str:
+    """A number of positions in a figure's text, true to 3 significant digits or more: ``62,831.9``,
+    ``6.28``, ``0.000628`` (``:,.1f`` wrote 0.000628 as 0.0)."""
+    return f"{count:,.1f}" if count >= 10 else f"{count:.3g}"
 
 
 @takes_options(dtype="float32")

@@ -659,7 +659,8 @@ def dinov3_frequencies(
         base = validation.real("temperature", temperature, usual="DINOv3: 100")
         if base <= 1:  # periods temperature^(4i/dim) that do not grow: no base the core takes
             raise ValueError(f"temperature must be > 1 (DINOv3: 100); got {temperature!r}")
-        return {"base": float(base), "shift": 0.0, "scale": 2.0 * math.pi}
+        options = {"base": float(base), "shift": 0.0, "scale": 2.0 * math.pi}
+        return _within_range(dim, options, "temperature", temperature)
     if min_period is None or max_period is None:
         raise ValueError(
             f"min_period and max_period go together (or neither: the temperature's periods); got "
@@ -682,7 +683,23 @@ def dinov3_frequencies(
             f"min_period must be >= 2π / 2**20 = {2.0 * math.pi / 2**20:.6g} (2π / min_period multiplies "
             f"every angle, at most 2**20); got min_period={min_period!r}"
         )
-    return {"base": high / low, "shift": 1.0, "scale": 2.0 * math.pi / low}
+    return _within_range(
+        dim, {"base": high / low, "shift": 1.0, "scale": 2.0 * math.pi / low}, "max_period", high
+    )
+
+
+def _within_range(dim: int, options: dict[str, float], name: str, value: Any) -> dict[str, float]:
+    """``options`` where the core computes their lowest frequency, else a ValueError in DINOv3's words,
+    naming ``name`` = ``value`` (``temperature``, or ``max_period``: 2π / max_period is that frequency)."""
+    try:
+        core.frequencies(dim // 2, **options)
+    except PosencValueError as error:
+        raise PosencValueError(
+            f"{name}={value!r} with dim={dim} makes the lowest frequency, 2π / (the longest period), smaller "
+            f"than 2**-900, the smallest posenc computes; use a smaller {name}",
+            parameter=name,
+        ) from error
+    return options
 
 
 def dinov3_rope(

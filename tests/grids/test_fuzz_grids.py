@@ -334,6 +334,17 @@ def test_messages_name_the_callers_parameters_and_true_bounds():
         ):
             call(8, min_period=1e-300, max_period=1.0)
     assert grids.dinov3_frequencies(8, min_period=2 * math.pi / 2**20, max_period=1.0)["scale"] == 2**20
+    # a lowest frequency past the core's 2**-900 was refused in the core's words ("use a smaller base",
+    # naming base, scale and shift): now in DINOv3's, naming the caller's own value
+    for options, name in ((dict(min_period=0.1, max_period=1e300), "max_period=1e+300"), (dict(), "")):
+        for call in (grids.dinov3_frequencies, lambda dim, **kw: grids.dinov3_rope((2, 2), dim, **kw)):
+            kw = options or dict(temperature=1e300)
+            with pytest.raises(
+                posenc.PosencError, match=r"(max_period|temperature)=1e\+300 with dim=64 makes"
+            ) as caught:
+                call(64, **kw)
+            assert caught.value.parameter == (name.split("=")[0] or "temperature")
+            assert "smaller than 2**-900, the smallest posenc computes" in str(caught.value)
 
 
 # --- sharding -------------------------------------------------------------------------------------------

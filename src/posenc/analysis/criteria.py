@@ -376,8 +376,8 @@ def _dot_deviation(e: Evidence, lo: int, hi: int) -> tuple[float, int]:
         held, first, second = np.asarray(e.rows[needed]), index[: len(p)], index[len(p) :]
     measured = np.empty(len(p))
     step = max(1, DOT_BYTES // (16 * e.d_model))  # pairs a step: two float64 rows each
-    for lo in range(0, len(p), step):
-        part = slice(lo, lo + step)
+    for at in range(0, len(p), step):
+        part = slice(at, at + step)
         if held is not None:
             a, b = held[first[part]].astype(np.float64), held[second[part]].astype(np.float64)
         else:

@@ -363,11 +363,11 @@ def _exact_on_cpu(
     if core_path and (offset is None or not offset.is_floating_point()):
         summed = positions
         if offset is not None:
-            wide, shift = positions.to(torch.int64), offset.to(torch.int64)
-            summed = wide + shift
+            wide, added = positions.to(torch.int64), offset.to(torch.int64)
+            summed = wide + added
             # a sum that wraps around int64 (its sign differs from both operands') is no position: the
             # portable algorithm's NaN rows (2**63 - 1 + 2**63 - 1 would otherwise be position -2's row)
-            if bool((((wide ^ summed) & (shift ^ summed)) < 0).any()):
+            if bool((((wide ^ summed) & (added ^ summed)) < 0).any()):
                 return operator._exact(positions, offset, *options)
         try:
             return _encode_on_cpu(summed, options)

@@ -204,4 +204,6 @@ def slope(ops: Backend, rows_in: Any, plan: tuple[int, Sequence[int], Sequence[f
     else:
         values = first[..., : 2 * n]
     gathered = values[..., ops.asarray(np.array(take, np.int64), values)]  # copies: the plan's are shared
-    return gathered * ops.cast(ops.asarray(np.array(factor, np.float64), values), values.dtype)
+    # at the values' rank, explicitly: JAX's jax_numpy_rank_promotion="raise" refuses (..., d) times (d,)
+    factor = np.array(factor, np.float64).reshape((1,) * (gathered.ndim - 1) + (-1,))
+    return gathered * ops.cast(ops.asarray(factor, values), values.dtype)

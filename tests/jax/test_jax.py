@@ -725,3 +725,22 @@ def test_mrope_text_ids_given_as_numpy_are_exact():
     assert np.array_equal(np.asarray(cos), want[0]) and np.array_equal(np.asarray(sin), want[1])
     with pytest.raises(ValueError, match=r"2\*\*31"):
         rotary(jnp.zeros((1, 3, 16), F32), np.array([[2**32 + 5, 1, 2]]))
+
+
+# --- dtypes, offsets and JAX's global settings ---------------------------------------------------------
+
+
+def test_the_derivative_in_vector_positions_under_rank_promotion_raise():
+    """jax.grad and jax.jvp of encode in a vector of positions failed under jax_numpy_rank_promotion="raise"
+    (the slope multiplied (n, d) rows by (d,) frequencies): now the same derivative as in the default mode."""
+    positions = jnp.array([1.0, 2.5])
+
+    def derivatives():
+        _, rate = jax.jvp(lambda p: pj.encode(p, 6, odd="literal"), (positions,), (jnp.ones(2),))
+        return rate, jax.grad(lambda p: pj.encode(p, 6, odd="literal").sum())(positions)
+
+    want = derivatives()
+    with jax.numpy_rank_promotion("raise"):
+        got = derivatives()
+    for a, b in zip(got, want, strict=True):
+        assert _same_bits(a, np.asarray(b))

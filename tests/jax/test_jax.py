@@ -730,6 +730,24 @@ def test_mrope_text_ids_given_as_numpy_are_exact():
 # --- dtypes, offsets and JAX's global settings ---------------------------------------------------------
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_traced_bool_and_complex_rotary_positions_are_refused(path):
+    """Concrete bool or complex ids are refused; traced ones were encoded (True as 1, 1+5j as 1), silently,
+    by cos_sin and the RotaryEmbedding module: their dtype is static, so now refused as they are traced."""
+    params = rope.config(head_dim=4, base=100.0)
+    rotary = pj.RotaryEmbedding(params)
+    cases = ((jnp.array([[True, False]]), r"not booleans"), (jnp.array([[1 + 5j, 0j]]), r"dtype complex"))
+    with _path(path):
+        for ids, message in cases:
+            with pytest.raises(TypeError, match=message) as caught:
+                jax.jit(lambda p: pj.rotary.cos_sin(p, params))(ids)
+            assert caught.value.parameter == "positions"
+            with pytest.raises(TypeError, match=message):
+                jax.jit(lambda p: rotary(jnp.zeros((1, 2, 4), F32), p))(ids)
+            with pytest.raises(TypeError, match=message):  # the concrete ids' error is the same kind
+                pj.rotary.cos_sin(ids, params)
+
+
 def test_the_derivative_in_vector_positions_under_rank_promotion_raise():
     """jax.grad and jax.jvp of encode in a vector of positions failed under jax_numpy_rank_promotion="raise"
     (the slope multiplied (n, d) rows by (d,) frequencies): now the same derivative as in the default mode."""

@@ -114,17 +114,7 @@ def _encode_any(positions: Any, options: _Options, dt: np.dtype, offset: Any = N
 def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, offset: Any = None) -> jax.Array:
     """Encodings of traced positions (+ an integer offset, added exactly), computed when the program runs
     (:func:`program_rows`); invalid positions (NaN, inf, |p| >= 2**31) give rows of NaN."""
-    if positions.dtype == jnp.bool_:
-        raise PosencTypeError(
-            f"positions must be integers or real numbers, not booleans; got a bool array of shape "
-            f"{tuple(positions.shape)}; to turn a mask into positions use "
-            "posenc.positions.from_attention_mask",
-            parameter="positions",
-        )
-    if not (jnp.issubdtype(positions.dtype, jnp.integer) or jnp.issubdtype(positions.dtype, jnp.floating)):
-        raise PosencTypeError(
-            f"positions must be integers or real numbers; got dtype {positions.dtype}", parameter="positions"
-        )
+    check_traced_positions(positions)
     shape = positions.shape if offset is None else jnp.broadcast_shapes(positions.shape, jnp.shape(offset))
     validation.fits_in_memory((*shape, options.d_model), dt)  # static shapes: bounded as an eager call is
     request = _request(options, dt.name)
@@ -137,6 +127,23 @@ def _encode_traced(positions: jax.Array, options: _Options, dt: np.dtype, *, off
     if not jnp.issubdtype(positions.dtype, jnp.floating):  # integers: JAX differentiates none
         return program_rows(positions, request, offset, core_rows)
     return _differentiable(lambda p: program_rows(p, request, offset, core_rows), positions, options, offset)
+
+
+def check_traced_positions(positions: jax.Array) -> None:
+    """Traced positions must be integers or reals, as concrete ones must (``validation.positions``): their
+    dtype is static, so bool and complex ones are refused as the program is traced (True was position 1,
+    1+5j position 1, silently)."""
+    if positions.dtype == jnp.bool_:
+        raise PosencTypeError(
+            f"positions must be integers or real numbers, not booleans; got a bool array of shape "
+            f"{tuple(positions.shape)}; to turn a mask into positions use "
+            "posenc.positions.from_attention_mask",
+            parameter="positions",
+        )
+    if not (jnp.issubdtype(positions.dtype, jnp.integer) or jnp.issubdtype(positions.dtype, jnp.floating)):
+        raise PosencTypeError(
+            f"positions must be integers or real numbers; got dtype {positions.dtype}", parameter="positions"
+        )
 
 
 def _differentiable(

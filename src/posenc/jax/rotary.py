@@ -25,7 +25,14 @@ from .. import portable, rope, validation
 from ..core import explicit
 from ..rope.arrays import arrange, check_request
 from ..rope.tables import exact_law
-from .functions import _dtype, _host_positions, _refusing_derivatives, _traced, program_rows
+from .functions import (
+    _dtype,
+    _host_positions,
+    _refusing_derivatives,
+    _traced,
+    check_traced_positions,
+    program_rows,
+)
 
 
 def cos_sin(
@@ -49,6 +56,7 @@ def cos_sin(
         cos, sin = rope.cos_sin(_host_positions(positions), params, dtype=dt, layout=layout, seq_len=seq_len)
         return jnp.asarray(cos), jnp.asarray(sin)
     positions = jnp.asarray(positions)
+    check_traced_positions(positions)  # bool and complex, refused as concrete ones are (they were 1)
     check_request(params, layout, positions.shape)
     if seq_len is not None:  # a static length, for every type (those that take none too)
         seq_len = validation.integer("seq_len", seq_len, minimum=1)

@@ -748,6 +748,24 @@ def test_traced_bool_and_complex_rotary_positions_are_refused(path):
                 pj.rotary.cos_sin(ids, params)
 
 
+def test_longrope_traced_narrow_integer_ids_under_strict_dtype_promotion():
+    """jax_numpy_dtype_promotion="strict" refused the longrope switch's comparison of int8, int16 or uint8
+    ids with an int32 (TypePromotionError): now compared in their own type, the same rows."""
+    scaling = {
+        "rope_type": "longrope",
+        "short_factor": [1, 1.5, 2, 3],
+        "long_factor": [2, 3, 4, 5],
+        "original_max_position_embeddings": 4,
+    }
+    params = rope.config(head_dim=8, scaling=scaling, max_position_embeddings=16)
+    with jax.numpy_dtype_promotion("strict"):
+        for dtype in (jnp.int8, jnp.int16, jnp.uint8):
+            for ids in (np.array([0, 1, 2]), np.array([0, 1, 5])):  # the short factors, the long ones
+                cos, sin = jax.jit(lambda p: pj.rotary.cos_sin(p, params))(jnp.asarray(ids, dtype))
+                want = rope.cos_sin(ids, params)
+                assert _same_bits(cos, want[0]) and _same_bits(sin, want[1])
+
+
 def test_the_derivative_in_vector_positions_under_rank_promotion_raise():
     """jax.grad and jax.jvp of encode in a vector of positions failed under jax_numpy_rank_promotion="raise"
     (the slope multiplied (n, d) rows by (d,) frequencies): now the same derivative as in the default mode."""

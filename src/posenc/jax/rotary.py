@@ -105,10 +105,14 @@ def _request(params: rope.RopeParameters, seq_len: int | None, fmt: str) -> Any:
 
 def _at_least(top: jax.Array, at: int) -> jax.Array:
     """``top >= at`` (max(positions) + 1 > switch, where + 1 in the positions' own type wraps or rounds:
-    32767 + 1 in int16, 4096 + 1 in float16): integers in at least int32, exactly; reals in the widest
-    float JAX has (float32 with x64 off: exact for a switch below 2**24)."""
+    32767 + 1 in int16, 4096 + 1 in float16): integers exactly, in their own type (False where ``at`` is
+    past its largest value); reals in the widest float JAX has (float32 with x64 off: exact for a switch
+    below 2**24)."""
     if jnp.issubdtype(top.dtype, jnp.integer):
-        if at > np.iinfo(np.int32).max:  # past every valid position (< 2**31)
-            return jnp.zeros((), bool)
-        return top.astype(jax.dtypes.canonicalize_dtype(jnp.promote_types(top.dtype, jnp.int32))) >= at
-    return top.astype(jnp.float64 if jax.config.jax_enable_x64 else jnp.float32) >= at
+        if at > min(np.iinfo(top.dtype).max, validation.MAX_POSITION - 1):  # past every value of the type
+            return jnp.zeros((), bool)  # (int8's 127), or every valid position (< 2**31)
+        # in the positions' own type, which holds ``at``: no promotion (jax_numpy_dtype_promotion="strict"
+        # refuses int8 against int32)
+        return top >= jnp.asarray(at, top.dtype)
+    wide = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+    return top.astype(wide) >= jnp.asarray(at, wide)

@@ -729,6 +729,27 @@ def test_mrope_text_ids_given_as_numpy_are_exact():
 
 # --- dtypes, offsets and JAX's global settings ---------------------------------------------------------
 
+#: A real position whose float64 sine lies on a float32 midpoint: rounded to float64, then to float32, it is
+#: not the correctly rounded float32 (0.87027824 for 0.8702783).
+TWICE_ROUNDED = 1.0557669829405432
+
+
+def test_a_numpy_float64_x_is_encoded_once_in_the_dtype_jax_gives_it():
+    """With x64 off a NumPy float64 ``x`` is float32 wherever it meets JAX (``x + PE`` is float32): the
+    module rounded the encoding to float64, then JAX rounded it to float32 (twice); now it is computed in
+    float32, bit-equal to posenc.encode's. With x64 on, float64. The rotary too (it refused the x)."""
+    positions = np.array([TWICE_ROUNDED, 0.5])
+    fmt = "float64" if X64 else "float32"
+    module = pj.SinusoidalPositionalEncoding(2)
+    got = module(np.zeros((1, 2, 2)), positions)
+    assert _same_bits(got[0], posenc.encode(positions, 2, dtype=fmt))
+    default = module(np.zeros((1, 3, 2)))
+    assert _same_bits(default[0], posenc.table(3, 2, dtype=fmt))
+    params = rope.config(head_dim=4, base=100.0)
+    cos, sin = pj.RotaryEmbedding(params)(np.zeros((1, 2, 4)), positions[None])
+    want = rope.cos_sin(positions[None], params, dtype=fmt)
+    assert _same_bits(cos, want[0]) and _same_bits(sin, want[1])
+
 
 @pytest.mark.parametrize("path", PATHS)
 def test_traced_bool_and_complex_rotary_positions_are_refused(path):
@@ -780,3 +801,18 @@ def test_the_derivative_in_vector_positions_under_rank_promotion_raise():
         got = derivatives()
     for a, b in zip(got, want, strict=True):
         assert _same_bits(a, np.asarray(b))
+
+
+def test_the_rotary_module_names_x_when_x_is_no_float_array():
+    """RotaryEmbedding reads only x's dtype: a list raised AttributeError ('list' object has no attribute
+    'dtype'), an int32 x "dtype must be one of ..."; now both name x, as the sinusoidal module does."""
+    rotary = pj.RotaryEmbedding(rope.config(head_dim=4, base=100.0))
+    ids = jnp.array([[0, 1]])
+    for module in (rotary, pj.SinusoidalPositionalEncoding(4)):
+        with pytest.raises(TypeError, match=r"x must be a jax\.Array; got list") as caught:
+            module([[0.0] * 4], ids)
+        assert caught.value.parameter == "x"
+        with pytest.raises(
+            TypeError, match=r"x must be float64, float32, float16 or bfloat16; got x of dtype int32"
+        ):
+            module(jnp.zeros((1, 2, 4), jnp.int32), ids)

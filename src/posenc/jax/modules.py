@@ -20,6 +20,7 @@ from flax import nnx
 
 from .. import adapters, rope, validation
 from ..core.options import takes_options
+from ..errors import PosencTypeError
 from ..portable import backend_named
 from ..rope.arrays import check_layout
 from . import rotary
@@ -67,9 +68,10 @@ class SinusoidalPositionalEncoding(nnx.Module):
         rngs: random keys for dropout at this call,
             overriding the module's.
 
-    PE is the exact value rounded once to ``x.dtype`` (float32, float16, bfloat16, or float64 with x64),
-    then added to ``x`` in ``x.dtype``. The module's state (``nnx.state``) holds no table — only the
-    dropout keys when ``rngs`` is given; tables are cached per options and dtype outside it.
+    PE is the exact value rounded once to ``x``'s dtype in JAX (float32, float16, bfloat16, or float64 with
+    x64; a NumPy float64 ``x`` is float32 with x64 off), then added to ``x`` in that dtype. The module's
+    state (``nnx.state``) holds no table — only the dropout keys when ``rngs`` is given; tables are cached
+    per options and dtype outside it.
 
     Inside ``jax.shard_map`` the module sees the local shard only: pass each shard's global
     ``positions`` (see :mod:`posenc.sharding`), never rely on the default ``arange(seq)`` there.
@@ -125,9 +127,9 @@ class SinusoidalPositionalEncoding(nnx.Module):
 
     def encoding_for(self, x: jax.Array, positions: Any = None, *, offset: Any = 0) -> jax.Array:
         """The PE that ``__call__`` adds to ``x`` (before dropout), shaped to broadcast against it."""
-        batch_shape, seq = self._check_x(x)
+        dt = _x_dtype(x)
+        batch_shape, seq = adapters.batch_and_seq(tuple(x.shape), self.d_model, self.batch_first)
         options = _Options(self.d_model, self.base, self.shift, self.scale, self.layout, self.odd)
-        dt = np.dtype(x.dtype)
         if positions is None and _is_int(offset):
             pe = _contiguous(options, dt, seq, _offset_int(offset, seq), self.max_len or 0, _traced(x))
         else:
@@ -173,13 +175,6 @@ class SinusoidalPositionalEncoding(nnx.Module):
                 pe = jnp.where(negative[..., None], jnp.nan, pe).astype(dt)
         return adapters.orient(_JNP, jnp.asarray(pe), self.batch_first)
 
-    def _check_x(self, x: Any) -> tuple[tuple[int, ...], int]:
-        if not isinstance(x, jax.Array | np.ndarray):
-            raise TypeError(f"x must be a jax.Array; got {type(x).__name__}")
-        if np.dtype(x.dtype).name not in validation.DTYPES:
-            raise TypeError(f"x must be float64, float32, float16 or bfloat16; got {x.dtype}")
-        return adapters.batch_and_seq(tuple(x.shape), self.d_model, self.batch_first)
-
 
 class RotaryEmbedding(nnx.Module):
     """Exact rotary cos/sin, the Flax (NNX) twin of :class:`posenc.torch.RotaryEmbedding`.
@@ -187,8 +182,9 @@ class RotaryEmbedding(nnx.Module):
     ``config``: a :class:`posenc.rope.RopeParameters` or anything :func:`posenc.rope.config` reads;
     ``layer_type`` picks one layer type of a config with RoPE parameters per layer type (Gemma 3).
     ``__call__(x, position_ids, *, seq_len=None)`` returns (cos, sin) of shape
-    ``position_ids.shape + (rotary_dim,)`` in x's dtype (with multimodal sections, position_ids is
-    (3, B, L), or (B, L) for text). ``inv_freq`` (float32) and ``attention_scaling`` are attributes.
+    ``position_ids.shape + (rotary_dim,)`` in x's dtype in JAX (a NumPy float64 x is float32 with x64 off;
+    with multimodal sections, position_ids is (3, B, L), or (B, L) for text). ``inv_freq`` (float32) and
+    ``attention_scaling`` are attributes.
     ``layout``: by default the one the model's transformers rotary gives (:func:`posenc.rope.config_layout`:
     interleaved pairs for Cohere, GLM-4V, GLM-OCR, BLT, GPT-J and CodeGen, halves for every other and for a
     RopeParameters), as the torch module's; ``"half"`` or ``"interleaved"`` to choose.
@@ -228,7 +224,7 @@ class RotaryEmbedding(nnx.Module):
                 ids = jnp.broadcast_to(ids, (3, *jnp.shape(ids)))
             else:  # concrete ids stay NumPy: JAX's conversion would round float64 and wrap int64
                 ids = np.broadcast_to(_host_positions(ids), (3, *np.shape(ids)))
-        return rotary.cos_sin(ids, self.params, dtype=x.dtype, layout=self.layout, seq_len=seq_len)
+        return rotary.cos_sin(ids, self.params, dtype=_x_dtype(x), layout=self.layout, seq_len=seq_len)
 
 
 def _host_offset(offset: Any) -> Any:
@@ -244,6 +240,23 @@ def _host_offset(offset: Any) -> Any:
                 f"offset must be an int or an integer array of shape () or x's batch shape; got {offset!r}"
             ) from None
     return offset
+
+
+def _x_dtype(x: Any) -> np.dtype:
+    """The dtype the encoding (or the rotary cos/sin) is computed in: the one ``x`` has in JAX. A NumPy
+    float64 ``x`` with 64-bit JAX off (its default) is float32 wherever it meets a JAX array (``x + PE`` is
+    float32): the values are rounded once, to float32 (they were rounded to float64, then to float32)."""
+    if not isinstance(x, jax.Array | np.ndarray):
+        raise PosencTypeError(
+            f"x must be a jax.Array; got {type(x).__name__}; pass jnp.asarray(x)", parameter="x"
+        )
+    if np.dtype(x.dtype).name not in validation.DTYPES:
+        raise PosencTypeError(
+            f"x must be float64, float32, float16 or bfloat16; got x of dtype {x.dtype}; pass "
+            "x.astype(jnp.float32)",
+            parameter="x",
+        )
+    return np.dtype(jax.dtypes.canonicalize_dtype(x.dtype))
 
 
 def _traced_int_offset(offset: Any) -> None:

@@ -479,11 +479,9 @@ def test_a_python_int_offset_beyond_int32_under_jit_is_a_clear_error():
     module = pj.SinusoidalPositionalEncoding(4)
     x = jnp.zeros((1, 2, 4), F32)
     step = jax.jit(lambda x, p: module(x, p, offset=2**33))
-    if X64:  # int64 on the device: positions + offset out of range give rows of NaN
-        assert np.isnan(np.asarray(step(x, jnp.array([0, 1])))).all()
-    else:
-        with pytest.raises(ValueError, match=r"offset must be < 2\*\*31 = 2147483648.*offset=8589934592"):
-            step(x, jnp.array([0, 1]))
+    # refused in both x64 modes (with x64 on it gave rows of NaN): the int is concrete
+    with pytest.raises(ValueError, match=r"offset must be < 2\*\*31 = 2147483648.*offset=8589934592"):
+        step(x, jnp.array([0, 1]))
     with pytest.raises(ValueError, match="offset"):
         module(x, offset=2**33)
 
@@ -767,6 +765,31 @@ def test_traced_bool_and_complex_rotary_positions_are_refused(path):
                 jax.jit(lambda p: rotary(jnp.zeros((1, 2, 4), F32), p))(ids)
             with pytest.raises(TypeError, match=message):  # the concrete ids' error is the same kind
                 pj.rotary.cos_sin(ids, params)
+
+
+def test_offset_decoding_an_int_offset_past_2_31_is_refused_with_x64_off_and_on():
+    """A Python (or NumPy) int offset is concrete, even under jit: one >= 2**31 is refused, naming it, in
+    both x64 modes, eager and traced (with x64 on it gave rows of NaN under jit; 2**63 gave a bare
+    OverflowError eagerly, and under jit with x64 on)."""
+    module = pj.SinusoidalPositionalEncoding(4)
+    x = jnp.zeros((1, 2, 4), F32)
+    ids = jnp.array([[0, 1]], jnp.int32)
+    message = r"offset must be < 2\*\*31 = 2147483648.*got offset=\d+; lower the offset"
+    for offset in (2**31, 2**40, 2**63, np.uint64(2**63)):
+        calls = (
+            lambda o=offset: jax.jit(lambda x, p: module(x, p, offset=o))(x, ids),
+            lambda o=offset: jax.jit(lambda x, p: module(x, p, offset=o))(x, ids.astype(F32)),
+            lambda o=offset: module(x, np.asarray(ids), offset=o),
+            lambda o=offset: module(x, np.asarray(ids, np.float64), offset=o),
+            lambda o=offset: module(x, offset=o),
+            lambda o=offset: jax.jit(lambda x: module(x, offset=o))(x),
+        )
+        for call in calls:
+            with pytest.raises(ValueError, match=message) as caught:
+                call()
+            assert caught.value.parameter == "offset"
+    last = jax.jit(lambda x, p: module(x, p, offset=2**31 - 2))(x, ids)  # the largest valid sum: exact
+    assert _same_bits(last[0], posenc.encode([2**31 - 2, 2**31 - 1], 4))
 
 
 def test_longrope_traced_narrow_integer_ids_under_strict_dtype_promotion():

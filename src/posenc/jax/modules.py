@@ -20,7 +20,7 @@ from flax import nnx
 
 from .. import adapters, rope, validation
 from ..core.options import takes_options
-from ..errors import PosencTypeError
+from ..errors import PosencTypeError, PosencValueError
 from ..portable import backend_named
 from ..rope.arrays import check_layout
 from . import rotary
@@ -59,8 +59,8 @@ class SinusoidalPositionalEncoding(nnx.Module):
         positions: ``(seq,)`` or ``(batch, seq)``, integer or real, concrete or traced (left padding,
             packed sequences, a context-parallel shard's global positions); default
             ``offset + arange(seq)``.
-        offset: an int, or an integer array of shape ``()`` or x's batch shape (``(batch,)``; one per
-            sequence), added to the positions (KV-cache decoding: step t equals row t of the full pass).
+        offset: an int (< 2**31), or an integer array of shape ``()`` or x's batch shape (``(batch,)``; one
+            per sequence), added to the positions (KV-cache decoding: step t equals row t of the full pass).
             Under ``jit`` pass an array, so one compiled step serves every t; an int is a static argument
             (one program per value).
         deterministic: True disables dropout; None takes the module's setting
@@ -130,6 +130,8 @@ class SinusoidalPositionalEncoding(nnx.Module):
         dt = _x_dtype(x)
         batch_shape, seq = adapters.batch_and_seq(tuple(x.shape), self.d_model, self.batch_first)
         options = _Options(self.d_model, self.base, self.shift, self.scale, self.layout, self.odd)
+        if _is_int(offset):
+            _int_offset_in_range(offset)
         if positions is None and _is_int(offset):
             pe = _contiguous(options, dt, seq, _offset_int(offset, seq), self.max_len or 0, _traced(x))
         else:
@@ -139,9 +141,7 @@ class SinusoidalPositionalEncoding(nnx.Module):
                 if traced and not _traced(positions):  # checked as an eager call checks them, then moved
                     validation.positions(positions)  # into the program exactly or refused
                     positions = _into_program("positions", positions)
-            if _is_int(offset) and traced:
-                _traced_int_offset(offset)
-            elif not _is_int(offset) and not _traced(offset):
+            if not _is_int(offset) and not _traced(offset):
                 offset = _host_offset(offset)
                 integers = isinstance(offset, np.ndarray) and np.issubdtype(offset.dtype, np.integer)
                 if integers and (offset < 0).any():  # concrete: refused, traced positions or not
@@ -259,15 +259,16 @@ def _x_dtype(x: Any) -> np.dtype:
     return np.dtype(jax.dtypes.canonicalize_dtype(x.dtype))
 
 
-def _traced_int_offset(offset: Any) -> None:
-    """An int offset added to traced positions: it must fit the portable algorithm's integers (int32 with
-    x64 off, JAX's default); checked here, on the host, since a Python int is concrete even under jit."""
-    value = adapters.int_offset(offset)
-    if not jax.config.jax_enable_x64 and value is not None and value >= validation.MAX_POSITION:
-        raise ValueError(
-            f"offset must be < 2**31 = {validation.MAX_POSITION} with traced positions (positions + offset "
-            f"must be < 2**31, and JAX's integers are int32 with x64 off); got offset={value}; "
-            "lower the offset"
+def _int_offset_in_range(offset: int | np.integer) -> None:
+    """An int offset (Python or NumPy) is concrete, even under jit: one past 2**31 is refused at once, with
+    x64 off and on, eager and traced (with x64 on it gave rows of NaN under jit; 2**63 gave a bare
+    OverflowError eagerly, and under jit with x64 on)."""
+    value = int(offset)
+    if value >= validation.MAX_POSITION:
+        raise PosencValueError(
+            f"offset must be < 2**31 = {validation.MAX_POSITION}: positions + offset must satisfy "
+            f"|p| < 2**31, the range over which posenc is proven exact; got offset={value}; lower the offset",
+            parameter="offset",
         )
 
 
